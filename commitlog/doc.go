@@ -1,0 +1,57 @@
+// Package commitlog is Hourglass's write-ahead log: every Schedule and every
+// Cancel becomes one record here before anything else happens to it.
+//
+// # Segments
+//
+// The log is a directory of segment files. Each is preallocated to a fixed
+// size (Options.SegmentSize, default 128 MiB) by writing zeros, so that an
+// append is a memory copy into the mapping and an fsync overwrites blocks in
+// place rather than allocating them. Files are named by the logical offset of
+// their first byte of data, zero-padded so that lexical order is numeric order:
+//
+//	00000000000000000000.log   base 0
+//	00000000000134217696.log   base 134217696 (= 0 + capacity of the first)
+//
+// A segment file:
+//
+//	0        4        6        8                 16                24        32
+//	+--------+--------+--------+-----------------+-----------------+---------+
+//	| "HGCL" | ver u16| 0 u16  | base offset u64 | capacity u64    | xxh64   |
+//	+--------+--------+--------+-----------------+-----------------+---------+
+//	| record | record | record | ... | zero bytes to the end of the file     |
+//	+--------------------------------------------------------------+---------+
+//
+// The header checksum covers its first 24 bytes. Capacity is the file size
+// minus the header. Records are framed by package record; a record never
+// spans two segments, and the zero bytes after the last record are how a
+// reader finds the end of the data (record.ErrEnd).
+//
+// # Offsets
+//
+// An offset is a logical byte position: the record at file position p of a
+// segment with base b has offset b + p - 32. The next segment's base is this
+// segment's base plus its capacity, so the unused tail of a sealed segment is
+// a gap in the offset space that readers step over. Offsets are unique and
+// increasing for the life of a data directory; Hourglass uses them as message
+// sequence numbers.
+//
+// # Durability
+//
+// Appends copy records into the mapping under one lock. The SyncPolicy decides
+// when they are flushed: SyncAlways makes Append wait for an fsync covering
+// its records, shared by every appender waiting at the same time (group
+// commit); SyncInterval flushes at least every Options.SyncInterval; SyncNone
+// never flushes before Close. Readers see only what is durable under the
+// policy (everything, under SyncNone), so nothing derived from the log can
+// outlive a record the log itself might lose.
+//
+// # Recovery
+//
+// Open validates the headers of all segments but scans only the active one
+// (the last holding data), so opening does not grow with the number of
+// sealed segments. A record that fails to decode in the active segment is a
+// torn tail: the segment is zeroed from there and Open reports what it
+// dropped. A bad record in a sealed segment is a *CorruptionError naming the
+// file and offset, returned by readers and by Verify, and is never served as
+// data.
+package commitlog

@@ -1,0 +1,129 @@
+package commitlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// Iterator reads records in offset order. It is used by one goroutine at a
+// time. Next never blocks; Wait blocks until more records are visible, so
+// a tailing reader loops:
+//
+//	for {
+//		for it.Next() { use(it.Offset(), it.Record()) }
+//		if it.Err() != nil { ... }
+//		if err := it.Wait(ctx); err != nil { ... }
+//	}
+type Iterator struct {
+	l   *Log
+	seg *segment // acquired segment holding pos, or nil
+	pos int64    // offset of the next record to read
+	off int64    // offset of the current record
+	rec record.Record
+	err error
+}
+
+// NewIterator returns an iterator whose first record is the one at offset
+// from, which must be a record boundary (an offset Append returned, or the
+// end of the log). An offset below the oldest segment is ErrOffsetTrimmed.
+func (l *Log) NewIterator(from int64) (*Iterator, error) {
+	if from < l.FirstOffset() {
+		return nil, fmt.Errorf("%w: %d < %d", ErrOffsetTrimmed, from, l.FirstOffset())
+	}
+	if from > l.visible.Load() {
+		return nil, fmt.Errorf("%w: %d > %d", ErrOffsetRange, from, l.visible.Load())
+	}
+	return &Iterator{l: l, pos: from, off: -1}, nil
+}
+
+// Next advances to the next visible record and reports whether there is
+// one. It returns false at the end of what is visible or on an error
+// (see Err).
+func (it *Iterator) Next() bool {
+	if it.err != nil {
+		return false
+	}
+	for {
+		if it.pos >= it.l.visible.Load() {
+			return false
+		}
+		if it.seg == nil || it.pos >= it.seg.end() {
+			if it.seg != nil {
+				it.seg.release()
+			}
+			it.seg = it.l.segmentFor(it.pos)
+			if it.seg == nil {
+				it.err = fmt.Errorf("%w: offset %d", ErrOffsetTrimmed, it.pos)
+				return false
+			}
+		}
+		s := it.seg
+		p := it.pos - s.base
+		rec, n, err := record.Decode(s.data[p:])
+		if errors.Is(err, record.ErrEnd) {
+			it.pos = s.end() // the unused tail of a sealed segment
+			continue
+		}
+		if err != nil {
+			it.err = &CorruptionError{File: s.path, Pos: headerSize + p, Offset: it.pos, Err: err}
+			return false
+		}
+		it.off, it.rec = it.pos, rec
+		it.pos += int64(n)
+		return true
+	}
+}
+
+// Offset returns the offset of the current record.
+func (it *Iterator) Offset() int64 { return it.off }
+
+// Record returns the current record. Its payload aliases the mapped
+// segment and is valid until the next call to Next or Close.
+func (it *Iterator) Record() record.Record { return it.rec }
+
+// Pos returns the offset the next record will be read from.
+func (it *Iterator) Pos() int64 { return it.pos }
+
+// Err returns the error that stopped Next, if any.
+func (it *Iterator) Err() error { return it.err }
+
+// Wait blocks until a record beyond the iterator's position is visible,
+// the context ends, or the log closes (ErrClosed). The writer wakes it;
+// it does not poll.
+func (it *Iterator) Wait(ctx context.Context) error {
+	it.l.waiters.Add(1)
+	defer it.l.waiters.Add(-1)
+	for {
+		ch := it.l.notifyChan()
+		if it.l.visible.Load() > it.pos {
+			return nil
+		}
+		if p := it.l.failed.Load(); p != nil {
+			return *p
+		}
+		if it.l.isClosed() {
+			return ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close releases the segment the iterator holds.
+func (it *Iterator) Close() {
+	if it.seg != nil {
+		it.seg.release()
+		it.seg = nil
+	}
+	if it.err == nil {
+		it.err = errIteratorClosed
+	}
+}
+
+var errIteratorClosed = errors.New("commitlog: iterator closed")

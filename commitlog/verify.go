@@ -1,0 +1,154 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// ProblemKind classifies what Verify found.
+type ProblemKind string
+
+// Problem kinds.
+const (
+	// TornTail is a damaged record at the end of the active segment: the
+	// usual trace of a crash during a write. Open truncates it.
+	TornTail ProblemKind = "torn-tail"
+	// Corruption is a damaged record or header where no write was in
+	// progress, or bytes after the end of a segment's data.
+	Corruption ProblemKind = "corruption"
+	// MissingSegment is a gap between two segment files.
+	MissingSegment ProblemKind = "missing-segment"
+	// UnexpectedFile is a file that does not belong in the directory.
+	UnexpectedFile ProblemKind = "unexpected-file"
+)
+
+// Problem is one finding of Verify.
+type Problem struct {
+	Kind   ProblemKind
+	File   string
+	Pos    int64 // byte position in File, -1 when not applicable
+	Offset int64 // logical offset, -1 when not applicable
+	Err    error
+}
+
+func (p Problem) String() string {
+	if p.Pos < 0 {
+		return fmt.Sprintf("%s: %s: %v", p.File, p.Kind, p.Err)
+	}
+	return fmt.Sprintf("%s: %s at file position %d (offset %d): %v", p.File, p.Kind, p.Pos, p.Offset, p.Err)
+}
+
+// VerifyStats summarises a clean or damaged log.
+type VerifyStats struct {
+	Segments int
+	Records  int64
+	Bytes    int64 // framed record bytes
+	First    int64 // first offset
+	End      int64 // offset one past the last whole record
+}
+
+// Verify reads every record of every segment in dir read-only, checking
+// every checksum, and returns each problem found. It is safe while a
+// writer has the log open. The returned error is for failures to read at
+// all (a missing directory), not for damage.
+func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStats, error) {
+	var st VerifyStats
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, st, err
+	}
+	var probs []Problem
+	var names []string
+	var total int64
+	for _, e := range ents {
+		name := e.Name()
+		if filepath.Ext(name) == tmpSuffix {
+			continue
+		}
+		if _, ok := parseSegmentName(name); !ok {
+			probs = append(probs, Problem{Kind: UnexpectedFile, File: filepath.Join(dir, name), Pos: -1, Offset: -1,
+				Err: errors.New("not a segment file (want a 20-digit offset and .log)")})
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			total += fi.Size()
+		}
+		names = append(names, name)
+	}
+	var segs []*segment
+	defer func() {
+		for _, s := range segs {
+			s.release()
+		}
+	}()
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		s, err := openSegment(path, true)
+		if err != nil {
+			probs = append(probs, Problem{Kind: Corruption, File: path, Pos: 0, Offset: -1, Err: err})
+			continue
+		}
+		if n := len(segs); n > 0 && s.base != segs[n-1].end() {
+			kind := MissingSegment
+			if s.base < segs[n-1].end() {
+				kind = UnexpectedFile
+			}
+			probs = append(probs, Problem{Kind: kind, File: path, Pos: -1, Offset: -1,
+				Err: fmt.Errorf("base %d, previous segment ends at %d", s.base, segs[n-1].end())})
+		}
+		segs = append(segs, s)
+	}
+	active := len(segs) - 1
+	for active > 0 && isEmpty(segs[active]) {
+		active--
+	}
+	var done int64
+	for i, s := range segs {
+		if i == 0 {
+			st.First = s.base
+		}
+		st.Segments++
+		var pos int64
+		for {
+			_, n, err := record.Decode(s.data[pos:])
+			if err == nil {
+				pos += int64(n)
+				st.Records++
+				st.Bytes += int64(n)
+				st.End = s.base + pos
+				continue
+			}
+			if errors.Is(err, record.ErrEnd) {
+				if ext := nonZeroExtent(s.data[pos:]); ext > 0 {
+					probs = append(probs, Problem{Kind: Corruption, File: s.path, Pos: headerSize + pos + firstNonZero(s.data[pos:]), Offset: -1,
+						Err: errors.New("non-zero bytes after the end of the data")})
+				}
+				break
+			}
+			kind := Corruption
+			if i == active && nonZeroExtent(s.data[pos:]) <= int64(max(record.PeekSize(s.data[pos:]), record.HeaderSize)) {
+				kind = TornTail
+			}
+			probs = append(probs, Problem{Kind: kind, File: s.path, Pos: headerSize + pos, Offset: s.base + pos, Err: err})
+			break
+		}
+		done += headerSize + s.capacity
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	return probs, st, nil
+}
+
+func firstNonZero(b []byte) int64 {
+	for i, c := range b {
+		if c != 0 {
+			return int64(i)
+		}
+	}
+	return -1
+}

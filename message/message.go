@@ -1,0 +1,227 @@
+// Package message defines what Hourglass stores about a delayed message, its
+// ID, and the binary payload encodings of the commitlog's record types.
+//
+// Encodings here are payloads only; framing and checksums belong to package
+// record. Decoding never allocates except to grow a caller-provided header
+// slice, and never trusts a length before checking it against the input.
+//
+// Schedule payload (record type TypeSchedule), all integers little-endian
+// unless marked uvarint:
+//
+//	+---------+------------+---------+-----------+--------------------+
+//	| ver u8  | deliverAt  | attempt | topic     | nheaders uvarint   |
+//	|  (=1)   | i64 ms UTC | u32     | uvarint+B | {key, value}...    |
+//	+---------+------------+---------+-----------+--------------------+
+//	| origin seq u64 | origin deliverAt i64 | body uvarint len + bytes |
+//	+----------------+----------------------+--------------------------+
+//
+// key and value are each a uvarint length and bytes. The origin is the ID of
+// the message this one retries (zero for a first attempt), so that a retry
+// scheduled by a Nack still names the message the producer was given.
+//
+// Cancel payload (record type TypeCancel):
+//
+//	+---------+----------------------+----------+
+//	| ver u8  | target deliverAt i64 | seq u64  |
+//	+---------+----------------------+----------+
+//
+// These layouts are part of the on-disk format (docs/FORMAT.md) and must not
+// change without a new version byte.
+package message
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Record types of the commitlog. Part of the on-disk format.
+const (
+	// TypeSchedule is a message to deliver at its deliverAt.
+	TypeSchedule uint8 = 1
+	// TypeCancel asks that the message with the given ID never be delivered.
+	TypeCancel uint8 = 2
+)
+
+// Payload versions. Part of the on-disk format.
+const (
+	scheduleVersion = 1
+	cancelVersion   = 1
+)
+
+// Limits on what a message may hold. They bound what a decoder trusts.
+const (
+	// MaxTopicLen is the longest topic name in bytes.
+	MaxTopicLen = 255
+	// MaxHeaders is the largest number of headers on one message.
+	MaxHeaders = 64
+)
+
+// ErrMalformed is returned for a payload that is not a valid encoding.
+var ErrMalformed = errors.New("message: malformed payload")
+
+// ID names a scheduled message. DeliverAt places it in its schedule segment
+// without any global index; Seq is the commitlog offset of the record that
+// scheduled it, unique within a data directory. IDs sort by delivery time.
+type ID struct {
+	DeliverAt int64  // UTC epoch milliseconds
+	Seq       uint64 // commitlog offset of the schedule record
+}
+
+// IsZero reports whether id is the zero ID (no message).
+func (id ID) IsZero() bool { return id == ID{} }
+
+// String renders the ID as 32 lowercase hex digits: deliverAt then seq,
+// so that string order is delivery order.
+func (id ID) String() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(id.DeliverAt))
+	binary.BigEndian.PutUint64(b[8:16], id.Seq)
+	return hex.EncodeToString(b[:])
+}
+
+// ParseID parses the form written by ID.String.
+func ParseID(s string) (ID, error) {
+	if len(s) != 32 {
+		return ID{}, fmt.Errorf("message: malformed ID %q: want 32 hex digits, got %d characters", s, len(s))
+	}
+	var b [16]byte
+	if _, err := hex.Decode(b[:], []byte(s)); err != nil {
+		return ID{}, fmt.Errorf("message: malformed ID %q: want 32 hex digits (0-9, a-f)", s)
+	}
+	id := ID{DeliverAt: int64(binary.BigEndian.Uint64(b[0:8])), Seq: binary.BigEndian.Uint64(b[8:16])}
+	if id.DeliverAt < 0 {
+		return ID{}, fmt.Errorf("message: malformed ID %q: delivery time is negative", s)
+	}
+	return id, nil
+}
+
+// Time returns the delivery time of the message as a time.Time in UTC.
+func (id ID) Time() time.Time { return time.UnixMilli(id.DeliverAt).UTC() }
+
+// Header is one message header. Both fields alias the decoded buffer.
+type Header struct {
+	Key, Value []byte
+}
+
+// Message is the content of a schedule record and of a schedule-segment
+// entry. Byte slices alias the buffer a message was decoded from.
+type Message struct {
+	DeliverAt int64  // UTC epoch milliseconds
+	Attempt   uint32 // 0 for the first delivery attempt
+	Topic     []byte
+	Headers   []Header
+	Body      []byte
+	Origin    ID // the first attempt's ID for a retry; zero otherwise
+}
+
+// ScheduleSize returns the exact encoded size of m's schedule payload.
+func ScheduleSize(m *Message) int {
+	n := 1 + 8 + 4 + uvarintLen(len(m.Topic)) + len(m.Topic) + uvarintLen(len(m.Headers))
+	for _, h := range m.Headers {
+		n += uvarintLen(len(h.Key)) + len(h.Key) + uvarintLen(len(h.Value)) + len(h.Value)
+	}
+	return n + 16 + uvarintLen(len(m.Body)) + len(m.Body)
+}
+
+// AppendSchedule appends m's schedule payload to dst and returns it.
+func AppendSchedule(dst []byte, m *Message) []byte {
+	dst = append(dst, scheduleVersion)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(m.DeliverAt))
+	dst = binary.LittleEndian.AppendUint32(dst, m.Attempt)
+	dst = appendBytes(dst, m.Topic)
+	dst = binary.AppendUvarint(dst, uint64(len(m.Headers)))
+	for _, h := range m.Headers {
+		dst = appendBytes(dst, h.Key)
+		dst = appendBytes(dst, h.Value)
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, m.Origin.Seq)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Origin.DeliverAt))
+	return appendBytes(dst, m.Body)
+}
+
+// DecodeSchedule decodes a schedule payload into m. m.Headers is reused
+// (truncated, then appended to) so a caller that keeps one Message decodes
+// without allocating. The slices in m alias src.
+func DecodeSchedule(src []byte, m *Message) error {
+	if len(src) < 13 || src[0] != scheduleVersion {
+		return ErrMalformed
+	}
+	m.DeliverAt = int64(binary.LittleEndian.Uint64(src[1:9]))
+	m.Attempt = binary.LittleEndian.Uint32(src[9:13])
+	p := src[13:]
+	var ok bool
+	if m.Topic, p, ok = readBytes(p); !ok || len(m.Topic) > MaxTopicLen {
+		return ErrMalformed
+	}
+	nh, k := binary.Uvarint(p)
+	if k <= 0 || nh > MaxHeaders {
+		return ErrMalformed
+	}
+	p = p[k:]
+	m.Headers = m.Headers[:0]
+	for range nh {
+		var h Header
+		if h.Key, p, ok = readBytes(p); !ok {
+			return ErrMalformed
+		}
+		if h.Value, p, ok = readBytes(p); !ok {
+			return ErrMalformed
+		}
+		m.Headers = append(m.Headers, h)
+	}
+	if len(p) < 16 {
+		return ErrMalformed
+	}
+	m.Origin.Seq = binary.LittleEndian.Uint64(p[0:8])
+	m.Origin.DeliverAt = int64(binary.LittleEndian.Uint64(p[8:16]))
+	if m.Body, p, ok = readBytes(p[16:]); !ok || len(p) != 0 {
+		return ErrMalformed
+	}
+	return nil
+}
+
+// CancelSize is the encoded size of a cancel payload.
+const CancelSize = 17
+
+// AppendCancel appends the cancel payload for target to dst.
+func AppendCancel(dst []byte, target ID) []byte {
+	dst = append(dst, cancelVersion)
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(target.DeliverAt))
+	return binary.LittleEndian.AppendUint64(dst, target.Seq)
+}
+
+// DecodeCancel decodes a cancel payload.
+func DecodeCancel(src []byte) (ID, error) {
+	if len(src) != CancelSize || src[0] != cancelVersion {
+		return ID{}, ErrMalformed
+	}
+	return ID{
+		DeliverAt: int64(binary.LittleEndian.Uint64(src[1:9])),
+		Seq:       binary.LittleEndian.Uint64(src[9:17]),
+	}, nil
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func readBytes(p []byte) (b, rest []byte, ok bool) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, false
+	}
+	end := k + int(n)
+	return p[k:end:end], p[end:], true
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for x := uint64(n); x >= 0x80; x >>= 7 {
+		l++
+	}
+	return l
+}
