@@ -43,6 +43,7 @@ type Log struct {
 	// segsMu guards segs (sorted by base; the last one is active).
 	segsMu sync.RWMutex
 	segs   []*segment
+	first  atomic.Int64 // segs[0].base, readable after Close
 
 	// visible is the logical end of what readers may see: durable data
 	// under SyncAlways and SyncInterval, all written data under SyncNone.
@@ -188,6 +189,7 @@ func (l *Log) load() error {
 		l.segs = l.segs[:ai+1]
 	}
 	l.active = l.segs[ai]
+	l.first.Store(l.segs[0].base)
 	end, err := l.recoverActive()
 	if err != nil {
 		return err
@@ -292,11 +294,7 @@ func (l *Log) Recovery() Recovery { return l.recovery }
 func (l *Log) Dir() string { return l.dir }
 
 // FirstOffset returns the offset of the oldest retained data.
-func (l *Log) FirstOffset() int64 {
-	l.segsMu.RLock()
-	defer l.segsMu.RUnlock()
-	return l.segs[0].base
-}
+func (l *Log) FirstOffset() int64 { return l.first.Load() }
 
 // EndOffset returns the offset one past the last record readers can see.
 func (l *Log) EndOffset() int64 { return l.visible.Load() }
@@ -720,6 +718,7 @@ func (l *Log) DeleteBefore(offset int64) (int, error) {
 	}
 	gone := append([]*segment(nil), l.segs[:n]...)
 	l.segs = append(l.segs[:0:0], l.segs[n:]...)
+	l.first.Store(l.segs[0].base)
 	l.segsMu.Unlock()
 	var err error
 	for _, s := range gone {
