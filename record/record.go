@@ -5,11 +5,11 @@
 //
 // A framed record on disk:
 //
-//	 0       4      5       6       8                    8+n        16+n
-//	 +-------+------+-------+-------+--------------------+----------+
-//	 | n u32 | type | flags | 0 u16 |  payload (n bytes) | xxh64    |
-//	 +-------+------+-------+-------+--------------------+----------+
-//	 |<------------ header -------->|                    |  u64     |
+//	0       4      5       6       8                    8+n        16+n
+//	+-------+------+-------+-------+--------------------+----------+
+//	| n u32 | type | flags | 0 u16 |  payload (n bytes) | xxh64    |
+//	+-------+------+-------+-------+--------------------+----------+
+//	|<------------ header -------->|                    |  u64     |
 //
 // All integers are little-endian. The checksum is xxhash64 over the header
 // and the payload. Type 0 is never written, so a region of zero bytes (the
