@@ -1,0 +1,167 @@
+package dispatchlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"math"
+	"os"
+	"slices"
+
+	"github.com/hourglassmq/hourglass/internal/segfile"
+)
+
+// Counts are the number of done-records per reason in a dispatch log. A
+// seq recorded twice counts twice.
+type Counts struct {
+	Delivered    int // records with reason Delivered
+	Cancelled    int // records with reason Cancelled
+	DeadLettered int // records with reason DeadLettered
+}
+
+// Total returns the number of done-records counted.
+func (c Counts) Total() int { return c.Delivered + c.Cancelled + c.DeadLettered }
+
+func (c *Counts) add(r Reason) {
+	switch r {
+	case Delivered:
+		c.Delivered++
+	case Cancelled:
+		c.Cancelled++
+	case DeadLettered:
+		c.DeadLettered++
+	}
+}
+
+// Set is a compact set of done seqs: 8 bytes per seq in a sorted slice,
+// plus a small sorted tail for seqs added while the bucket is loaded. The
+// zero value is an empty set. It is not safe for concurrent use: the
+// goroutine that owns the wheel owns it.
+type Set struct {
+	sorted []uint64 // ascending, unique
+	tail   []uint64 // ascending, unique, disjoint from sorted; merged into sorted when it grows past tailLimit
+}
+
+// Contains reports whether seq is in the set, in O(log n).
+func (s *Set) Contains(seq uint64) bool {
+	if _, ok := slices.BinarySearch(s.sorted, seq); ok {
+		return true
+	}
+	_, ok := slices.BinarySearch(s.tail, seq)
+	return ok
+}
+
+// Len returns the number of distinct seqs in the set.
+func (s *Set) Len() int { return len(s.sorted) + len(s.tail) }
+
+// Add inserts seq and reports whether it was new. Its amortized cost is
+// O(sqrt n): the tail holds at most about sqrt(n) seqs before a merge.
+func (s *Set) Add(seq uint64) bool {
+	if _, ok := slices.BinarySearch(s.sorted, seq); ok {
+		return false
+	}
+	i, ok := slices.BinarySearch(s.tail, seq)
+	if ok {
+		return false
+	}
+	s.tail = slices.Insert(s.tail, i, seq)
+	if len(s.tail) > tailLimit(len(s.sorted)) {
+		s.merge()
+	}
+	return true
+}
+
+func tailLimit(n int) int { return max(64, int(math.Sqrt(float64(n)))) }
+
+// merge moves the tail into sorted, merging from the back in place.
+func (s *Set) merge() {
+	a, b := len(s.sorted), len(s.tail)
+	s.sorted = slices.Grow(s.sorted, b)[:a+b]
+	i, j := a-1, b-1
+	for k := a + b - 1; j >= 0; k-- {
+		if i >= 0 && s.sorted[i] > s.tail[j] {
+			s.sorted[k] = s.sorted[i]
+			i--
+		} else {
+			s.sorted[k] = s.tail[j]
+			j--
+		}
+	}
+	s.tail = s.tail[:0]
+}
+
+// All yields the seqs in ascending order.
+func (s *Set) All() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		i, j := 0, 0
+		for i < len(s.sorted) || j < len(s.tail) {
+			var v uint64
+			if j >= len(s.tail) || (i < len(s.sorted) && s.sorted[i] < s.tail[j]) {
+				v, i = s.sorted[i], i+1
+			} else {
+				v, j = s.tail[j], j+1
+			}
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
+
+// Load reads the whole dispatch log at path and returns the set of done
+// seqs and the number of records per reason. A missing file is an empty
+// set. Damage before the synced-length hint, or a whole record with
+// impossible content anywhere, is a *CorruptionError: a damaged log could
+// hide a done entry, so it is never read past. After the hint, Load stops
+// quietly at the first incomplete or undecodable record (a torn tail the
+// writer's Open will truncate, or a write in progress). Load only reads.
+func Load(path string) (*Set, Counts, error) {
+	var c Counts
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Set{}, c, nil
+	}
+	if err != nil {
+		return nil, c, err
+	}
+	defer f.Close()
+	_, hdr, err := segfile.ReadHeader(f, path, Magic)
+	if err != nil {
+		return nil, c, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, c, err
+	}
+	hint, hintRecs := int64(segfile.HeaderSize), uint64(0)
+	if s, _, ok := segfile.BestSlot(hdr); ok {
+		hint, hintRecs = s.Len, s.Records
+	}
+	seqs := make([]uint64, 0, min(hintRecs, uint64(fi.Size()/RecordSize))+64)
+	sc := segfile.NewScanner(f, segfile.HeaderSize, fi.Size(), 0)
+	for {
+		off, rec, _, err := sc.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if !segfile.IsDecodeError(err) {
+				return nil, c, fmt.Errorf("dispatchlog: read %s: %w", path, err)
+			}
+			if off >= hint {
+				break
+			}
+			return nil, c, &CorruptionError{Path: path, Offset: off, Err: err}
+		}
+		d, err := decodeDone(rec)
+		if err != nil {
+			return nil, c, &CorruptionError{Path: path, Offset: off, Err: err}
+		}
+		seqs = append(seqs, d.Seq)
+		c.add(d.Reason)
+	}
+	slices.Sort(seqs)
+	return &Set{sorted: slices.Compact(seqs)}, c, nil
+}

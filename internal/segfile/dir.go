@@ -1,0 +1,85 @@
+package segfile
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// TempSuffix ends the name of a file being created; such files are
+// skipped when listing and removed by RemoveTemp.
+const TempSuffix = ".tmp"
+
+// nameLayout is the UTC bucket start in a segment's base name.
+const nameLayout = "20060102T150405Z"
+
+// BaseName returns the base name for a bucket start: its UTC time with
+// second precision, e.g. 20261130T050000Z, so lexical order is time order.
+func BaseName(startMs int64) string {
+	return time.UnixMilli(startMs).UTC().Format(nameLayout)
+}
+
+// ParseBaseName is the inverse of BaseName for names ending in suffix. It
+// accepts only the canonical form BaseName writes.
+func ParseBaseName(name, suffix string) (int64, bool) {
+	base, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(base) != len(nameLayout) {
+		return 0, false
+	}
+	t, err := time.Parse(nameLayout, base)
+	if err != nil {
+		return 0, false
+	}
+	ms := t.UnixMilli()
+	if !ValidStart(ms) || BaseName(ms) != base {
+		return 0, false
+	}
+	return ms, true
+}
+
+// SyncDir fsyncs a directory, making creations, renames and deletions of
+// its entries durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// RemoveTemp deletes the files in dir whose names end in one of the given
+// suffixes followed by TempSuffix (leftovers of a crashed Create), then
+// fsyncs dir if it removed any. It returns the names removed.
+func RemoveTemp(dir string, suffixes ...string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range ents {
+		base, ok := strings.CutSuffix(e.Name(), TempSuffix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		for _, s := range suffixes {
+			if strings.HasSuffix(base, s) {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return removed, err
+				}
+				removed = append(removed, e.Name())
+				break
+			}
+		}
+	}
+	if len(removed) > 0 {
+		return removed, SyncDir(dir)
+	}
+	return nil, nil
+}

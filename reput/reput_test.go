@@ -1,0 +1,379 @@
+package reput
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// base is a fixed UTC time so buckets are predictable: 2026-11-30T05:00:00Z.
+const base = int64(1796014800000)
+
+type env struct {
+	t    *testing.T
+	dir  string
+	log  *commitlog.Log
+	r    *Reput
+	opts Options
+}
+
+func newEnv(t *testing.T, dir string, mod func(*Options)) *env {
+	t.Helper()
+	l, _, err := commitlog.Open(commitlog.Options{Dir: filepath.Join(dir, "commitlog"), SegmentSize: 64 << 10, Sync: commitlog.SyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Log: l, Dir: filepath.Join(dir, "schedule"), SegmentDuration: time.Second, CheckpointInterval: time.Millisecond}
+	if mod != nil {
+		mod(&opts)
+	}
+	r, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, dir: dir, log: l, r: r, opts: opts}
+	return e
+}
+
+func (e *env) close() {
+	e.t.Helper()
+	if err := e.r.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.log.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func schedRec(deliverAt int64, body string) commitlog.Record {
+	m := message.Message{DeliverAt: deliverAt, Topic: []byte("t"), Body: []byte(body)}
+	return commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}
+}
+
+// schedule appends n schedule records spread over buckets seconds and
+// returns their IDs.
+func (e *env) schedule(n, buckets int, tag string) []message.ID {
+	e.t.Helper()
+	var ids []message.ID
+	for i := range n {
+		at := base + int64(i%buckets)*1000 + int64(i%997)
+		offs, err := e.log.Append(nil, schedRec(at, fmt.Sprintf("%s-%d", tag, i)))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ids = append(ids, message.ID{DeliverAt: at, Seq: uint64(offs[0])})
+	}
+	return ids
+}
+
+func (e *env) waitRouted() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.r.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// scan returns every entry in the schedule directory: seq -> (bucket, body),
+// failing on a seq that appears twice or in the wrong bucket.
+func scan(t *testing.T, dir string) map[uint64]string {
+	t.Helper()
+	segs, err := schedulelog.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(map[uint64]string)
+	for _, s := range segs {
+		rd, err := schedulelog.OpenReader(filepath.Join(dir, s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := rd.Iter()
+		for it.Next() {
+			m := it.Message()
+			if !s.Contains(m.DeliverAt) {
+				t.Fatalf("seq %d deliverAt %d in segment %s", it.Seq(), m.DeliverAt, s.Name)
+			}
+			if _, dup := got[it.Seq()]; dup {
+				t.Fatalf("seq %d appears twice (I2)", it.Seq())
+			}
+			got[it.Seq()] = string(m.Body)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rd.Close()
+	}
+	return got
+}
+
+func TestRoutesIntoBuckets(t *testing.T) {
+	e := newEnv(t, t.TempDir(), nil)
+	ids := e.schedule(500, 7, "a")
+	e.waitRouted()
+	got := scan(t, e.opts.Dir)
+	if len(got) != len(ids) {
+		t.Fatalf("%d entries, want %d", len(got), len(ids))
+	}
+	for i, id := range ids {
+		if got[id.Seq] != fmt.Sprintf("a-%d", i) {
+			t.Fatalf("entry %d: %q", i, got[id.Seq])
+		}
+	}
+	if segs := e.r.Segments(); len(segs) != 7 {
+		t.Fatalf("%d segments, want 7", len(segs))
+	}
+	if st := e.r.Stats(); st.Routed != 500 || st.Skipped != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	e.close()
+}
+
+func TestCancelBecomesDoneRecord(t *testing.T) {
+	e := newEnv(t, t.TempDir(), nil)
+	ids := e.schedule(10, 2, "c")
+	for _, id := range ids[:3] {
+		if _, err := e.log.Append(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A cancel whose segment does not exist is an orphan, not an error.
+	e.log.Append(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, message.ID{DeliverAt: base + 3600_000, Seq: 1})})
+	e.waitRouted()
+	e.close()
+	done := 0
+	for _, s := range mustList(t, e.opts.Dir) {
+		set, counts, err := dispatchlog.Load(filepath.Join(e.opts.Dir, dispatchlog.Name(s.Start)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		done += set.Len()
+		if counts.Total() != set.Len() {
+			t.Fatalf("counts %+v for %d done", counts, set.Len())
+		}
+		for _, id := range ids[:3] {
+			if s.Contains(id.DeliverAt) && !set.Contains(id.Seq) {
+				t.Fatalf("cancelled %v not done", id)
+			}
+		}
+	}
+	if done != 3 {
+		t.Fatalf("%d done-records, want 3", done)
+	}
+	if st := e.r.Stats(); st.Cancels != 3 || st.Orphans != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func mustList(t *testing.T, dir string) []schedulelog.SegmentInfo {
+	t.Helper()
+	segs, err := schedulelog.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return segs
+}
+
+// TestWatchNoGapNoOverlap loads a bucket while producers keep appending to
+// it: entries below Watch's end come from the file, later ones through
+// OnEntry, and together they are every entry exactly once.
+func TestWatchNoGapNoOverlap(t *testing.T) {
+	var mu sync.Mutex
+	hooked := map[uint64]int64{}
+	e := newEnv(t, t.TempDir(), func(o *Options) {
+		o.OnEntry = func(en Entry) {
+			mu.Lock()
+			hooked[en.Seq] = en.Offset
+			mu.Unlock()
+		}
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; i < 5000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := e.log.Append(nil, schedRec(base+int64(i%1000), "w")); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	e.schedule(50, 1, "pre")
+	end, err := e.r.Watch(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := schedulelog.OpenReader(filepath.Join(e.opts.Dir, schedulelog.Name(base)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := map[uint64]bool{}
+	it := rd.Iter()
+	for it.Next() && it.Offset() < end {
+		loaded[it.Seq()] = true
+	}
+	rd.Close()
+	wg.Wait()
+	close(stop)
+	e.waitRouted()
+	e.close()
+	all := scan(t, e.opts.Dir)
+	mu.Lock()
+	defer mu.Unlock()
+	for seq := range all {
+		_, h := hooked[seq]
+		if h == loaded[seq] {
+			t.Fatalf("seq %d: loaded=%v hooked=%v", seq, loaded[seq], h)
+		}
+	}
+	if len(loaded) == 0 {
+		t.Fatal("nothing was loaded from the file")
+	}
+	t.Logf("%d from the file, %d through OnEntry", len(loaded), len(hooked))
+}
+
+func TestRestartSkipsWhatSegmentsHold(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour })
+	ids := e.schedule(300, 5, "r")
+	e.waitRouted()
+	// Crash after routing but before any checkpoint: abandon without Close,
+	// leaving the segments as routed and no checkpoint file.
+	e.r.abandon()
+	e.log.Close()
+	if _, err := os.Stat(filepath.Join(dir, "schedule", checkpointName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("checkpoint exists: %v", err)
+	}
+	e = newEnv(t, dir, nil)
+	more := e.schedule(100, 5, "s")
+	e.waitRouted()
+	if st := e.r.Stats(); st.Skipped != 300 || st.Routed != 100 {
+		t.Fatalf("after restart: %+v, want 300 skipped and 100 routed", st)
+	}
+	e.close()
+	got := scan(t, e.opts.Dir)
+	if len(got) != len(ids)+len(more) {
+		t.Fatalf("%d entries, want %d", len(got), len(ids)+len(more))
+	}
+}
+
+func TestCheckpointTrimsCommitlog(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, nil)
+	e.schedule(3000, 3, "x") // several 64 KiB commitlog segments
+	e.waitRouted()
+	e.close()
+	pos, ok, err := readCheckpoint(e.opts.Dir)
+	if err != nil || !ok || pos != e.log.EndOffset() {
+		t.Fatalf("checkpoint %d %v %v, want %d", pos, ok, err, e.log.EndOffset())
+	}
+	if e.log.FirstOffset() == 0 {
+		t.Fatal("commitlog was not trimmed behind the checkpoint")
+	}
+	// Restart resumes at the checkpoint and routes nothing twice.
+	e = newEnv(t, dir, nil)
+	e.waitRouted()
+	if st := e.r.Stats(); st.Routed != 0 || st.Skipped != 0 {
+		t.Fatalf("restart re-read records: %+v", st)
+	}
+	e.close()
+}
+
+func TestDamagedCheckpointIsIgnored(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, nil)
+	e.schedule(100, 2, "d")
+	e.waitRouted()
+	e.close()
+	os.WriteFile(filepath.Join(e.opts.Dir, checkpointName), []byte("garbage"), 0o644)
+	e = newEnv(t, dir, nil)
+	e.waitRouted()
+	e.close()
+	if len(scan(t, e.opts.Dir)) != 100 {
+		t.Fatal("entries lost or duplicated")
+	}
+}
+
+func TestRetire(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour })
+	e.schedule(10, 1, "z")
+	e.waitRouted()
+	if err := e.r.Retire(base, 10); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("retire before checkpoint: %v", err)
+	}
+	e.close()
+	e = newEnv(t, dir, nil)
+	if err := e.r.Retire(base, 9); !errors.Is(err, ErrBusy) {
+		t.Fatalf("retire with an unaccounted entry: %v", err)
+	}
+	if err := e.r.MarkDone(base, dispatchlog.Done{Seq: 1, Reason: dispatchlog.Delivered}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Retire(base, 10); err != nil {
+		t.Fatalf("retire: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(e.opts.Dir, "*T*Z*"))
+	if len(left) != 0 {
+		t.Fatalf("files left after retire: %v", left)
+	}
+	// A new record for the same bucket makes a new segment.
+	e.schedule(1, 1, "again")
+	e.waitRouted()
+	e.close()
+	if n := len(scan(t, e.opts.Dir)); n != 1 {
+		t.Fatalf("%d entries after re-creating the bucket", n)
+	}
+}
+
+func TestMalformedRecordsAreSkippedLoudly(t *testing.T) {
+	e := newEnv(t, t.TempDir(), nil)
+	e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: []byte{1, 2}})
+	e.log.Append(nil, commitlog.Record{Type: 99, Payload: []byte("?")})
+	e.schedule(1, 1, "ok")
+	e.waitRouted()
+	e.close()
+	if st := e.r.Stats(); st.Malformed != 2 || st.Routed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestErrorsSayWhat(t *testing.T) {
+	if _, err := Start(Options{}); err == nil || !strings.Contains(err.Error(), "required") {
+		t.Fatalf("empty options: %v", err)
+	}
+	l, _, _ := commitlog.Open(commitlog.Options{Dir: t.TempDir(), SegmentSize: 64 << 10})
+	defer l.Close()
+	if _, err := Start(Options{Log: l, Dir: t.TempDir(), SegmentDuration: 1500 * time.Millisecond}); err == nil {
+		t.Fatal("1.5 s duration accepted")
+	}
+}
+
+// sortedKeys is a helper for failure messages.
+func sortedKeys(m map[uint64]string) []uint64 {
+	var k []uint64
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Slice(k, func(i, j int) bool { return k[i] < k[j] })
+	return k
+}
+
+var _ = sortedKeys

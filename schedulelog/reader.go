@@ -1,0 +1,239 @@
+package schedulelog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// firstRead is how much ReadAt reads before it knows an entry's size.
+const firstRead = 4096
+
+// Reader reads a segment through its own read-only descriptor. It never
+// writes, so it may be used on a segment another process (or a Writer in
+// this one) is appending to. ReadAt is safe for concurrent use; each
+// Iterator belongs to one goroutine.
+type Reader struct {
+	f    *os.File
+	path string
+	hdr  segfile.Header
+}
+
+// OpenReader opens the segment file at path read-only and checks its
+// header (a damaged header is a *CorruptionError).
+func OpenReader(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := segfile.ReadHeader(f, path, Magic)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Reader{f: f, path: path, hdr: h}, nil
+}
+
+// Path returns the segment's file path.
+func (r *Reader) Path() string { return r.path }
+
+// Start returns the bucket start in UTC epoch milliseconds.
+func (r *Reader) Start() int64 { return r.hdr.Start }
+
+// Duration returns the bucket length recorded in the segment's header.
+func (r *Reader) Duration() time.Duration { return time.Duration(r.hdr.Duration) * time.Millisecond }
+
+// Close closes the descriptor.
+func (r *Reader) Close() error { return r.f.Close() }
+
+// ReadAt reads the entry at off (an offset Append or an Iterator
+// returned), decodes its message into m and returns its seq. The slices in
+// m alias buf when buf holds the entry (then ReadAt does not allocate);
+// for a bigger entry ReadAt allocates a buffer of its size. An offset that
+// is unaligned, before the first entry or at or past the end of the file
+// is ErrBadOffset. A damaged entry (or an entry not yet wholly written) is
+// a *CorruptionError, and m must not be used.
+func (r *Reader) ReadAt(off int64, buf []byte, m *message.Message) (uint64, error) {
+	if off < FirstOffset || off%Align != 0 {
+		return 0, fmt.Errorf("%w: %d in %s", ErrBadOffset, off, r.path)
+	}
+	if len(buf) < record.HeaderSize {
+		buf = make([]byte, firstRead)
+	}
+	n, err := r.f.ReadAt(buf[:min(len(buf), firstRead)], off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: %d is at or past the end of %s", ErrBadOffset, off, r.path)
+	}
+	// The length is not yet verified: grow the buffer with what the file
+	// actually holds, so a damaged length cannot make us allocate 64 MiB.
+	for size := record.PeekSize(buf[:n]); n < size; {
+		if n == len(buf) {
+			nb := make([]byte, min(size, max(2*n, 64<<10)))
+			copy(nb, buf[:n])
+			buf = nb
+		}
+		k, err := r.f.ReadAt(buf[n:min(size, len(buf))], off+int64(n))
+		n += k
+		if errors.Is(err, io.EOF) || k == 0 && err == nil {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	rec, _, err := record.Decode(buf[:n])
+	if err != nil {
+		return 0, &CorruptionError{Path: r.path, Offset: off, Err: err}
+	}
+	seq, p, err := decodeEntry(rec)
+	if err == nil {
+		err = checkMessage(&r.hdr, p, m)
+	}
+	if err != nil {
+		return 0, &CorruptionError{Path: r.path, Offset: off, Err: err}
+	}
+	return seq, nil
+}
+
+// Iter returns an iterator over every entry, from the first.
+func (r *Reader) Iter() *Iterator { return r.IterFrom(FirstOffset) }
+
+// IterFrom returns an iterator over the entries from off (FirstOffset, or
+// the End of an earlier iterator) to the end of the file as it is now.
+//
+// Entries before the segment's synced-length hint must all be whole: any
+// damage there, or a file shorter than the hint, stops the iterator with a
+// *CorruptionError. After the hint
+// the iterator stops quietly at the first record that is incomplete or
+// does not decode (a write in progress, or a torn tail that the owner's
+// Open will truncate) and Torn reports where.
+func (r *Reader) IterFrom(off int64) *Iterator {
+	it := &Iterator{r: r, hint: FirstOffset, off: off, torn: -1}
+	hdr := make([]byte, segfile.HeaderSize)
+	if _, err := r.f.ReadAt(hdr, 0); err != nil {
+		it.err = err
+		return it
+	}
+	if s, _, ok := segfile.BestSlot(hdr); ok {
+		it.hint = s.Len
+	}
+	fi, err := r.f.Stat()
+	if err != nil {
+		it.err = err
+		return it
+	}
+	if off < FirstOffset || off%Align != 0 {
+		it.err = fmt.Errorf("%w: %d in %s", ErrBadOffset, off, r.path)
+		return it
+	}
+	it.sc = segfile.NewScanner(r.f, off, fi.Size(), 0)
+	return it
+}
+
+// Iterator yields a segment's entries in file order, which is seq order,
+// reading the file in large chunks. Use it from one goroutine:
+//
+//	for it.Next() { use(it.Offset(), it.Seq(), it.Message()) }
+//	if err := it.Err(); err != nil { ... }
+type Iterator struct {
+	r       *Reader
+	sc      *segfile.Scanner
+	hint    int64
+	m       message.Message
+	p       []byte
+	off     int64
+	seq     uint64
+	started bool
+	err     error
+	torn    int64
+	done    bool
+}
+
+// Next advances to the next entry and reports whether there is one. It
+// returns false at the end of the data and on error (see Err and Torn).
+func (it *Iterator) Next() bool {
+	if it.done || it.err != nil {
+		return false
+	}
+	off, rec, _, err := it.sc.Next()
+	if err == io.EOF {
+		it.done = true
+		if it.hint > it.sc.End() {
+			// Data the header says was durable is gone.
+			it.err = &CorruptionError{Path: it.r.path, Offset: it.sc.End(),
+				Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, it.hint, it.sc.End())}
+		}
+		return false
+	}
+	if err != nil {
+		if !segfile.IsDecodeError(err) {
+			it.err = fmt.Errorf("schedulelog: read %s: %w", it.r.path, err)
+		} else if off >= it.hint {
+			it.torn = off
+		} else {
+			it.err = &CorruptionError{Path: it.r.path, Offset: off, Err: err}
+		}
+		it.done = true
+		return false
+	}
+	seq, p, err := decodeEntry(rec)
+	if err == nil && it.started && seq <= it.seq {
+		err = fmt.Errorf("%w: seq %d after %d", ErrBadEntry, seq, it.seq)
+	}
+	if err == nil {
+		err = checkMessage(&it.r.hdr, p, &it.m)
+	}
+	if err != nil {
+		it.err = &CorruptionError{Path: it.r.path, Offset: off, Err: err}
+		it.done = true
+		return false
+	}
+	it.off, it.seq, it.p, it.started = off, seq, p, true
+	return true
+}
+
+// Offset returns the current entry's offset (for ReadAt).
+func (it *Iterator) Offset() int64 { return it.off }
+
+// Seq returns the current entry's seq (its message.ID.Seq).
+func (it *Iterator) Seq() uint64 { return it.seq }
+
+// Message returns the current entry's message. It and the slices in it
+// are valid until the next call to Next.
+func (it *Iterator) Message() *message.Message { return &it.m }
+
+// Payload returns the current entry's schedule payload, byte for byte as
+// appended, valid until the next call to Next.
+func (it *Iterator) Payload() []byte { return it.p }
+
+// End returns the offset just after the last entry yielded: where an
+// IterFrom continues once more has been appended.
+func (it *Iterator) End() int64 {
+	if it.sc == nil {
+		return FirstOffset
+	}
+	return it.sc.Offset()
+}
+
+// Err returns the error that stopped the iterator: a *CorruptionError for
+// damaged data, or an I/O error. It is nil at the end of the data.
+func (it *Iterator) Err() error { return it.err }
+
+// Torn reports the offset of an incomplete or undecodable record after the
+// synced-length hint at which the iterator stopped without error.
+func (it *Iterator) Torn() (off int64, ok bool) { return it.torn, it.torn >= 0 }
+
+// Verify walks every entry of the segment at path and reports each
+// problem with its file, offset and kind: a torn tail (after the synced
+// length hint, what Open would truncate) or corruption (anything else).
+// The error is for I/O failures only.
+func Verify(path string) ([]Problem, error) { return segfile.Verify(path, newFormat()) }
