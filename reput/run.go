@@ -361,6 +361,16 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 			return 0, err
 		}
 	}
+	// Cancels routed to the bucket before now must be in its dispatch log
+	// file for the caller's load to see them.
+	r.dmu.Lock()
+	dw := r.dispatch[bucket]
+	r.dmu.Unlock()
+	if dw != nil && dw.dirty {
+		if err := dw.w.Sync(); err != nil {
+			return 0, err
+		}
+	}
 	r.watched[bucket] = true
 	return sw.w.Size(), nil
 }

@@ -1,0 +1,116 @@
+package schedulelog
+
+import (
+	"fmt"
+
+	"github.com/edsrzf/mmap-go"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// mapReserve is the smallest mapping a MappedReader makes. Mapping beyond
+// the end of the file costs address space only; pages past the end are
+// never touched, because every read is checked against the file's size.
+const mapReserve = 64 << 20
+
+// MappedReader reads entries through a read-only shared mapping of the
+// segment, without a system call per entry: it is how due entries are read
+// when they fire. The file may grow while it is mapped (reput appends);
+// the mapping is renewed, doubling, only when an entry lies past it.
+// One goroutine at a time may use it.
+type MappedReader struct {
+	*Reader
+	m    mmap.MMap
+	size int64 // file size last seen; bytes below it are readable
+}
+
+// OpenMapped opens the segment at path read-only and maps it.
+func OpenMapped(path string) (*MappedReader, error) {
+	r, err := OpenReader(path)
+	if err != nil {
+		return nil, err
+	}
+	mr := &MappedReader{Reader: r}
+	if err := mr.remap(0); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return mr, nil
+}
+
+// remap refreshes the file size and, if need exceeds the mapping, maps the
+// file again with room to grow.
+func (mr *MappedReader) remap(need int64) error {
+	fi, err := mr.f.Stat()
+	if err != nil {
+		return err
+	}
+	mr.size = fi.Size()
+	if need <= int64(len(mr.m)) && mr.m != nil {
+		return nil
+	}
+	n := max(int64(mapReserve), 2*mr.size, need)
+	if mr.m != nil {
+		if err := mr.m.Unmap(); err != nil {
+			return err
+		}
+		mr.m = nil
+	}
+	m, err := mmap.MapRegion(mr.f, int(n), mmap.RDONLY, 0, 0)
+	if err != nil {
+		return fmt.Errorf("schedulelog: map %s: %w", mr.path, err)
+	}
+	mr.m = m
+	return nil
+}
+
+// Entry decodes the entry at off (an offset Append, an Iterator or OnEntry
+// reported) into m and returns its seq. The slices in m alias the mapping
+// and stay valid until the next call or Close. Errors are as for ReadAt.
+func (mr *MappedReader) Entry(off int64, m *message.Message) (uint64, error) {
+	if off < FirstOffset || off%Align != 0 {
+		return 0, fmt.Errorf("%w: %d in %s", ErrBadOffset, off, mr.path)
+	}
+	if off+record.HeaderSize > mr.avail() {
+		if err := mr.remap(off + record.HeaderSize); err != nil {
+			return 0, err
+		}
+		if off+record.HeaderSize > mr.avail() {
+			return 0, fmt.Errorf("%w: %d is at or past the end of %s", ErrBadOffset, off, mr.path)
+		}
+	}
+	if size := int64(record.PeekSize(mr.m[off:mr.avail()])); size > 0 && off+size > mr.avail() {
+		if err := mr.remap(off + size); err != nil {
+			return 0, err
+		}
+	}
+	rec, _, err := record.Decode(mr.m[off:mr.avail()])
+	if err != nil {
+		return 0, &CorruptionError{Path: mr.path, Offset: off, Err: err}
+	}
+	seq, p, err := decodeEntry(rec)
+	if err == nil {
+		err = checkMessage(&mr.hdr, p, m)
+	}
+	if err != nil {
+		return 0, &CorruptionError{Path: mr.path, Offset: off, Err: err}
+	}
+	return seq, nil
+}
+
+// avail is the end of what may be read: within both the file and the
+// mapping.
+func (mr *MappedReader) avail() int64 { return min(mr.size, int64(len(mr.m))) }
+
+// Close unmaps the segment and closes its descriptor.
+func (mr *MappedReader) Close() error {
+	var err error
+	if mr.m != nil {
+		err = mr.m.Unmap()
+		mr.m = nil
+	}
+	if cerr := mr.Reader.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
