@@ -38,6 +38,8 @@ func (r Ref) Index() uint32 { return uint32(r) }
 // The zero Wheel is empty and ready to use. A Wheel is not safe for
 // concurrent use: one goroutine owns it, and others send that goroutine work.
 type Wheel struct {
+	untracked bool // no per-ref state: see NewUntracked
+
 	wins  []*window // windows that hold stored entries, by key ascending
 	last  *window   // the window last looked up, or nil; a member of wins
 	refs  refTable
@@ -45,6 +47,14 @@ type Wheel struct {
 	pool  chunkPool
 	spare []*node // emptied nodes kept for reuse
 }
+
+// NewUntracked returns a wheel that keeps no state per ref: it costs the
+// same 8 bytes per entry however sparse the refs are, but Add does not
+// detect a ref that is already pending (the caller must not add one twice)
+// and Remove panics. It suits a caller that cancels lazily, by skipping
+// cancelled entries as they fire, and whose refs are not dense, such as
+// entry offsets within a segment.
+func NewUntracked() *Wheel { return &Wheel{untracked: true} }
 
 // Len returns the number of pending entries: added, and neither removed nor
 // handed over by Expire.
@@ -61,6 +71,11 @@ func (w *Wheel) Add(deadlineMs int64, ref Ref) bool {
 		panic(fmt.Sprintf("wheel: ref %#x is greater than MaxRef %#x", uint64(ref), uint64(MaxRef)))
 	}
 	r := uint64(ref)
+	if w.untracked {
+		w.insert(key(deadlineMs), r)
+		w.n++
+		return true
+	}
 	s, used, m := w.refs.stateOrCreate(r)
 	if s.live&m != 0 {
 		return false
@@ -88,6 +103,9 @@ func (w *Wheel) Add(deadlineMs int64, ref Ref) bool {
 // scans the stored entries of deadlineMs's slot, or, if deadlineMs is wrong,
 // all stored entries.
 func (w *Wheel) Remove(deadlineMs int64, ref Ref) bool {
+	if w.untracked {
+		panic("wheel: Remove on a wheel made by NewUntracked")
+	}
 	if ref > MaxRef {
 		return false
 	}
@@ -241,6 +259,9 @@ restart:
 
 // live reports whether the stored word x is its ref's pending copy.
 func (w *Wheel) live(x uint64) bool {
+	if w.untracked {
+		return true
+	}
 	s, _, m := w.refs.state(x & refMask)
 	return s.live&m != 0 && (s.gen&m != 0) == (x&genBit != 0)
 }
@@ -250,6 +271,9 @@ func (w *Wheel) live(x uint64) bool {
 // pending and take returns true; otherwise it is the ref's stale copy, which
 // is now gone, and take returns false.
 func (w *Wheel) take(x uint64) bool {
+	if w.untracked {
+		return true
+	}
 	r := x & refMask
 	s, used, m := w.refs.state(r)
 	if s == nil {

@@ -1,0 +1,342 @@
+// Package engine wires Hourglass's logs into a delayed-message engine that
+// a program can embed: Schedule appends to the commitlog, reput routes into
+// the schedule segments, a driver goroutine preloads buckets into the
+// wheel shortly before they start, fires due messages to a Sink in
+// batches, and records each confirmed delivery in the dispatch log so that
+// a restart skips it.
+//
+// Invariants it holds (DESIGN.md): an answered Schedule or Cancel survives
+// a crash (I1, under the always fsync policy); a message whose done-record
+// is durable is never delivered again (I3); nothing is handed to the sink
+// before its deliverAt on the engine's clock (I4); Cancel answers
+// Cancelled only if the message will never be delivered (I7).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/reput"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+var (
+	// ErrClosed is returned after Close.
+	ErrClosed = errors.New("engine: closed")
+	// ErrTooFar is wrapped by Schedule's error for a deliverAt beyond MaxDelay.
+	ErrTooFar = errors.New("engine: delivery time beyond the maximum delay")
+	// ErrInvalid is wrapped by Schedule's error for a malformed message.
+	ErrInvalid = errors.New("engine: invalid message")
+)
+
+// Request is one message to schedule. Exactly one of Delay and At says
+// when: At if it is not zero, else Delay from the engine's clock on arrival.
+// A time in the past is due at once.
+type Request struct {
+	Topic   string
+	Headers []message.Header
+	Body    []byte
+	Delay   time.Duration
+	At      time.Time
+	// Attempt and Origin are set when a consumer's retry reschedules a
+	// message: the attempt number and the first attempt's ID.
+	Attempt uint32
+	Origin  message.ID
+}
+
+// CancelResult is Cancel's answer.
+type CancelResult int
+
+const (
+	// Unknown: no such message is pending (never scheduled here, or
+	// delivered and retired long ago).
+	Unknown CancelResult = iota
+	// Cancelled: the message will never be delivered.
+	Cancelled
+	// AlreadyDone: the message was delivered (or is being delivered), or
+	// was cancelled before.
+	AlreadyDone
+)
+
+func (r CancelResult) String() string {
+	switch r {
+	case Cancelled:
+		return "cancelled"
+	case AlreadyDone:
+		return "already-delivered"
+	}
+	return "unknown"
+}
+
+// Engine is a running delayed-message engine. All methods may be called
+// from any goroutine.
+type Engine struct {
+	opts     Options
+	log      *commitlog.Log
+	reput    *reput.Reput
+	schedDir string
+	d        *driver
+
+	closeMu sync.RWMutex // held shared by Schedule and Cancel, exclusively by Close
+	closed  bool
+
+	ready     chan struct{}
+	scheduled atomic.Int64
+	cancelled atomic.Int64
+}
+
+// Open opens (or creates) the data directory, recovers it, and starts
+// routing and firing. It returns once the commitlog and the schedule
+// segments are recovered; Ready says when the due buckets are loaded.
+func Open(opts Options) (*Engine, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	l, rec, err := commitlog.Open(commitlog.Options{
+		Dir:         filepath.Join(opts.Dir, "commitlog"),
+		Sync:        opts.Fsync,
+		SegmentSize: opts.CommitlogSegmentSize,
+		Logger:      opts.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if rec.Truncated {
+		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
+	}
+	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{})}
+	e.d = newDriver(e)
+	e.reput, err = reput.Start(reput.Options{
+		Log:             l,
+		Dir:             e.schedDir,
+		SegmentDuration: opts.SegmentDuration,
+		Logger:          opts.Logger,
+		OnEntry:         e.d.onEntry,
+		OnCancel:        e.d.onCancel,
+		OnSegment:       e.d.onSegment,
+	})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	go e.d.run(l.EndOffset())
+	return e, nil
+}
+
+// Ready is closed once everything in the commitlog at Open is routed and
+// the buckets due by then are loaded: the first due message can fire.
+func (e *Engine) Ready() <-chan struct{} { return e.ready }
+
+// Now returns the engine's clock.
+func (e *Engine) Now() time.Time { return e.opts.Now() }
+
+// ceilMs converts t to epoch milliseconds, rounding up so that a message
+// is never due before the instant it asked for.
+func ceilMs(t time.Time) int64 {
+	ns := t.UnixNano()
+	ms := ns / 1e6
+	if ns%1e6 > 0 {
+		ms++
+	}
+	return ms
+}
+
+// Schedule schedules one message and returns its ID once it is durable
+// under the fsync policy.
+func (e *Engine) Schedule(ctx context.Context, req Request) (message.ID, error) {
+	ids, err := e.ScheduleBatch(ctx, []Request{req})
+	if err != nil {
+		return message.ID{}, err
+	}
+	return ids[0], nil
+}
+
+// ScheduleBatch schedules reqs atomically: either all are accepted (and
+// durable under the fsync policy) or none is.
+func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.ID, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	now := e.opts.Now()
+	nowMs := ceilMs(now)
+	limit := now.Add(e.opts.MaxDelay)
+	recs := make([]commitlog.Record, len(reqs))
+	ats := make([]int64, len(reqs))
+	var buf []byte
+	for i := range reqs {
+		r := &reqs[i]
+		if err := validate(r); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		at := r.At
+		if at.IsZero() {
+			at = now.Add(r.Delay)
+		}
+		if at.After(limit) {
+			return nil, fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
+				i, ErrTooFar, at.UTC().Format(time.RFC3339Nano), fmtDur(at.Sub(now)), fmtDur(e.opts.MaxDelay))
+		}
+		ms := max(ceilMs(at), nowMs) // a past time is due at once
+		ats[i] = ms
+		m := message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
+		start := len(buf)
+		buf = message.AppendSchedule(buf, &m)
+		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]}
+	}
+	// buf may have moved while growing: re-slice the payloads.
+	off := 0
+	for i := range recs {
+		n := len(recs[i].Payload)
+		recs[i].Payload = buf[off : off+n : off+n]
+		off += n
+	}
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	offs, err := e.log.Append(make([]int64, 0, len(recs)), recs...)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]message.ID, len(offs))
+	for i, o := range offs {
+		ids[i] = message.ID{DeliverAt: ats[i], Seq: uint64(o)}
+	}
+	e.scheduled.Add(int64(len(ids)))
+	return ids, nil
+}
+
+func validate(r *Request) error {
+	if r.Topic == "" {
+		return fmt.Errorf("%w: empty topic", ErrInvalid)
+	}
+	if len(r.Topic) > message.MaxTopicLen {
+		return fmt.Errorf("%w: topic is %d bytes; at most %d", ErrInvalid, len(r.Topic), message.MaxTopicLen)
+	}
+	if len(r.Headers) > message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	}
+	return nil
+}
+
+// fmtDur prints a duration the way people say it: 12y, 3d4h, 90ms.
+func fmtDur(d time.Duration) string {
+	const day = 24 * time.Hour
+	const year = 365 * day
+	switch {
+	case d >= year:
+		return fmt.Sprintf("%.4gy", float64(d)/float64(year))
+	case d >= day:
+		return fmt.Sprintf("%.4gd", float64(d)/float64(day))
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// Cancel cancels the message id. Its answer is truthful (I7): Cancelled
+// only if the message will never be delivered, including when the cancel
+// races with firing; AlreadyDone if it was delivered or is being delivered
+// (or was cancelled before); Unknown if no such message is pending.
+func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return Unknown, ErrClosed
+	}
+	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
+		return Unknown, nil
+	}
+	// Its schedule record must be routed before its segment can be found.
+	if err := e.reput.WaitRouted(ctx, int64(id.Seq)+1); err != nil {
+		return Unknown, err
+	}
+	seg, ok := e.reput.FindSegment(id.DeliverAt)
+	if !ok {
+		return Unknown, nil
+	}
+	st, err := e.d.tryCancel(ctx, id.Seq, seg.Start)
+	if err != nil || st != cancelRegistered && st != cancelRegisteredUnloaded {
+		return st.result(), err
+	}
+	if st == cancelRegisteredUnloaded {
+		// The bucket is not in memory: its dispatch log is the record of
+		// what was delivered. Deliveries are synced there before they are
+		// confirmed, and nothing of an unloaded bucket is in flight.
+		set, _, err := dispatchlog.Load(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+		if err != nil {
+			e.d.dropIntent(id.Seq)
+			return Unknown, err
+		}
+		if set.Contains(id.Seq) {
+			e.d.dropIntent(id.Seq)
+			return AlreadyDone, nil
+		}
+	}
+	offs, err := e.log.Append(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
+	if err != nil {
+		e.d.dropIntent(id.Seq)
+		return Unknown, err
+	}
+	e.d.armIntent(id.Seq, offs[0])
+	e.cancelled.Add(1)
+	return Cancelled, nil
+}
+
+// Stats are the engine's counters.
+type Stats struct {
+	Scheduled   int64 // messages accepted by Schedule since Open
+	Cancelled   int64 // Cancel calls answered Cancelled since Open
+	Fired       int64 // messages handed to the sink
+	Delivered   int64 // messages whose done-record is durable
+	Retries     int64 // failed sink calls retried
+	Pending     int64 // messages in the wheel (loaded buckets)
+	Inflight    int64 // handed to the sink, not yet confirmed
+	Loaded      int   // buckets in memory
+	Segments    int   // schedule segments on disk
+	ReputLag    int64 // commitlog bytes not yet routed
+	Corrupt     int64 // entries that failed their checksum when fired
+	Unconfirmed int64 // done-records that failed to be written
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	s := e.d.stats()
+	s.Scheduled = e.scheduled.Load()
+	s.Cancelled = e.cancelled.Load()
+	s.Segments = len(e.reput.Segments())
+	s.ReputLag = e.log.EndOffset() - e.reput.Position()
+	return s
+}
+
+// PendingByBucket returns how many messages each segment on disk holds
+// that are not done, for loaded buckets, keyed by bucket start (UTC ms).
+func (e *Engine) PendingByBucket() map[int64]int64 { return e.d.pendingByBucket() }
+
+// Close stops accepting requests, stops firing (messages handed to the
+// sink and not confirmed are delivered again after a restart), syncs and
+// closes the logs.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	if e.closed {
+		e.closeMu.Unlock()
+		return ErrClosed
+	}
+	e.closed = true
+	e.closeMu.Unlock()
+	e.d.stop()
+	err := e.reput.Close()
+	if cerr := e.log.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+var _ = schedulelog.Align

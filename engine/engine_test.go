@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// recSink records every delivery with the engine-clock time it arrived.
+type recSink struct {
+	mu    sync.Mutex
+	got   []got
+	fail  map[string]int // topic -> failures left
+	calls int
+}
+
+type got struct {
+	id    message.ID
+	topic string
+	body  string
+	at    time.Time
+}
+
+func (s *recSink) Deliver(ctx context.Context, topic string, batch []Delivery) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.fail[topic] > 0 {
+		s.fail[topic]--
+		return errors.New("sink down")
+	}
+	now := time.Now()
+	for _, d := range batch {
+		s.got = append(s.got, got{id: d.ID, topic: topic, body: string(d.Message.Body), at: now})
+	}
+	return nil
+}
+
+func (s *recSink) snapshot() []got {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+func openEngine(t *testing.T, dir string, sink Sink, mod func(*Options)) *Engine {
+	t.Helper()
+	opts := Options{Dir: dir, Sink: sink, SegmentDuration: 10 * time.Second, PreloadLead: 2 * time.Second,
+		CommitlogSegmentSize: 1 << 20}
+	if mod != nil {
+		mod(&opts)
+	}
+	e, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-e.Ready()
+	return e
+}
+
+func schedule(t *testing.T, e *Engine, topic string, delay time.Duration, body string) message.ID {
+	t.Helper()
+	id, err := e.Schedule(context.Background(), Request{Topic: topic, Delay: delay, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// checkDeliveries asserts each id was delivered exactly once, never before
+// its deliverAt, and at most maxLate after it.
+func checkDeliveries(t *testing.T, gots []got, ids []message.ID, maxLate time.Duration) {
+	t.Helper()
+	seen := map[message.ID]int{}
+	for _, g := range gots {
+		seen[g.id]++
+		due := time.UnixMilli(g.id.DeliverAt)
+		if g.at.Before(due) {
+			t.Errorf("%v delivered %v early (I4)", g.id, due.Sub(g.at))
+		}
+		if late := g.at.Sub(due); late > maxLate {
+			t.Errorf("%v delivered %v late", g.id, late)
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("%v delivered %d times", id, seen[id])
+		}
+	}
+	if len(seen) != len(ids) {
+		t.Errorf("%d distinct deliveries, want %d", len(seen), len(ids))
+	}
+}
+
+func TestFiresOnTimeAcrossBuckets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, nil)
+		var ids []message.ID
+		// Past, now, exact bucket edges, and several buckets ahead.
+		delays := []time.Duration{-time.Hour, 0, time.Millisecond, 10 * time.Second, 9999 * time.Millisecond, 20 * time.Second}
+		for i := range 200 {
+			delays = append(delays, time.Duration(i)*173*time.Millisecond)
+		}
+		for i, d := range delays {
+			ids = append(ids, schedule(t, e, "orders", d, fmt.Sprint(i)))
+		}
+		time.Sleep(45 * time.Second)
+		synctest.Wait()
+		checkDeliveries(t, sink.snapshot(), ids, 0)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, nil)
+		ctx := context.Background()
+		near := schedule(t, e, "t", 3*time.Second, "near")  // loaded bucket
+		far := schedule(t, e, "t", time.Hour, "far")        // future, unloaded bucket
+		keep := schedule(t, e, "t", 3*time.Second, "keep")
+		fired := schedule(t, e, "t", time.Second, "fired")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		for _, tc := range []struct {
+			name string
+			id   message.ID
+			want CancelResult
+		}{
+			{"loaded_pending", near, Cancelled},
+			{"unloaded_future", far, Cancelled},
+			{"again", near, Cancelled},
+			{"already_delivered", fired, AlreadyDone},
+			{"never_issued", message.ID{DeliverAt: near.DeliverAt, Seq: 1 << 40}, Unknown},
+			{"no_segment", message.ID{DeliverAt: near.DeliverAt + 7*24*3600_000, Seq: near.Seq}, Unknown},
+		} {
+			res, err := e.Cancel(ctx, tc.id)
+			if err != nil || res != tc.want {
+				t.Errorf("%s: Cancel = %v, %v; want %v", tc.name, res, err, tc.want)
+			}
+		}
+		time.Sleep(2 * time.Hour)
+		synctest.Wait()
+		checkDeliveries(t, sink.snapshot(), []message.ID{keep, fired}, 0)
+		e.Close()
+	})
+}
+
+// TestCancelRacesFiring cancels messages exactly as they come due: each
+// answer must agree with what the sink saw (I7).
+func TestCancelRacesFiring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, nil)
+		var ids []message.ID
+		for i := range 300 {
+			ids = append(ids, schedule(t, e, "race", time.Second+time.Duration(i%7)*time.Millisecond, fmt.Sprint(i)))
+		}
+		time.Sleep(time.Second)
+		answers := make([]CancelResult, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Go(func() {
+				r, err := e.Cancel(context.Background(), id)
+				if err != nil {
+					t.Error(err)
+				}
+				answers[i] = r
+			})
+		}
+		wg.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		delivered := map[message.ID]bool{}
+		for _, g := range sink.snapshot() {
+			delivered[g.id] = true
+		}
+		for i, id := range ids {
+			if answers[i] == Cancelled && delivered[id] {
+				t.Fatalf("%v answered cancelled but was delivered (I7)", id)
+			}
+			if answers[i] != Cancelled && !delivered[id] {
+				t.Fatalf("%v answered %v but was never delivered", id, answers[i])
+			}
+		}
+		e.Close()
+	})
+}
+
+func TestRestartNeitherLosesNorReplays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		var ids []message.ID
+		for i := range 100 {
+			ids = append(ids, schedule(t, e, "r", time.Duration(i)*300*time.Millisecond, fmt.Sprint(i)))
+		}
+		cancelled := schedule(t, e, "r", 25*time.Second, "cancel me")
+		if r, _ := e.Cancel(context.Background(), cancelled); r != Cancelled {
+			t.Fatalf("cancel: %v", r)
+		}
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		before := len(sink.snapshot())
+		if before == 0 || before == len(ids) {
+			t.Fatalf("%d delivered before the restart; want some", before)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Down for a minute: everything left is overdue at restart.
+		time.Sleep(time.Minute)
+		e = openEngine(t, dir, sink, nil)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		gots := sink.snapshot()
+		checkDeliveries(t, gots, ids, 2*time.Minute)
+		// Overdue messages come in deliverAt order.
+		for i := before + 1; i < len(gots); i++ {
+			if gots[i].id.DeliverAt < gots[i-1].id.DeliverAt {
+				t.Fatalf("backlog out of order: %v after %v", gots[i].id, gots[i-1].id)
+			}
+		}
+		e.Close()
+	})
+}
+
+func TestFailingTopicDoesNotStallOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recSink{fail: map[string]int{"down": 5}}
+		e := openEngine(t, t.TempDir(), sink, nil)
+		a := schedule(t, e, "down", time.Second, "a")
+		b := schedule(t, e, "up", time.Second, "b")
+		time.Sleep(time.Second + 10*time.Millisecond)
+		synctest.Wait()
+		gots := sink.snapshot()
+		if len(gots) != 1 || gots[0].id != b {
+			t.Fatalf("healthy topic not delivered on time while the other fails: %v", gots)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		checkDeliveries(t, sink.snapshot(), []message.ID{a, b}, time.Minute)
+		if st := e.Stats(); st.Retries != 5 || st.Delivered != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+		e.Close()
+	})
+}
+
+func TestRetiresFinishedSegments(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		for i := range 30 {
+			schedule(t, e, "x", time.Duration(i)*time.Second, "")
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := len(sink.snapshot()); n != 30 {
+			t.Fatalf("%d delivered", n)
+		}
+		left, _ := filepath.Glob(filepath.Join(dir, "schedule", "*.sched"))
+		if len(left) != 0 {
+			t.Fatalf("segments left after every entry was done: %v", left)
+		}
+		e.Close()
+	})
+}
+
+func TestScheduleErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := openEngine(t, t.TempDir(), &recSink{}, func(o *Options) { o.MaxDelay = 24 * time.Hour })
+		ctx := context.Background()
+		_, err := e.Schedule(ctx, Request{Topic: "t", Delay: 48 * time.Hour})
+		if !errors.Is(err, ErrTooFar) || !strings.Contains(err.Error(), "2d ahead") || !strings.Contains(err.Error(), "maximum delay is 1d") {
+			t.Fatalf("too far: %v", err)
+		}
+		if _, err := e.Schedule(ctx, Request{Delay: time.Second}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("empty topic: %v", err)
+		}
+		// A batch with one bad message writes nothing.
+		end := e.log.EndOffset()
+		_, err = e.ScheduleBatch(ctx, []Request{{Topic: "ok"}, {Topic: "t", Delay: 1000 * time.Hour}})
+		if err == nil || e.log.EndOffset() != end {
+			t.Fatalf("bad batch: %v, log grew %d", err, e.log.EndOffset()-end)
+		}
+		e.Close()
+		if _, err := e.Schedule(ctx, Request{Topic: "t"}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("after close: %v", err)
+		}
+	})
+}
+
+func TestOptionErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no_sink", Options{Dir: dir}, "Sink is nil"},
+		{"lead_too_long", Options{Dir: dir, Sink: &recSink{}, SegmentDuration: time.Minute, PreloadLead: time.Minute}, "shorter than the segment duration"},
+		{"bad_duration", Options{Dir: dir, Sink: &recSink{}, SegmentDuration: 1500 * time.Millisecond}, "duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Open(tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+	os.RemoveAll(dir)
+}

@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// laneDepth is how many batches may wait for one topic's sink; beyond it,
+// due entries go back to the wheel for requeueDelayMs.
+const laneDepth = 4
+
+// Retry backoff for a failing sink.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// item is one fired entry in a batch.
+type item struct {
+	seq       uint64
+	bucket    int64
+	deliverAt int64
+	off       int64 // entry offset in its segment
+	p0, p1    int   // its schedule payload in batch.buf
+}
+
+// batch is a run of fired entries of one topic, with copies of their
+// messages: the lane must not read the segment mappings the driver owns.
+type batch struct {
+	items []item
+	buf   []byte
+}
+
+func newBatch() *batch { return &batch{} }
+
+func (b *batch) add(it item, m *message.Message) {
+	it.p0 = len(b.buf)
+	b.buf = message.AppendSchedule(b.buf, m)
+	it.p1 = len(b.buf)
+	b.items = append(b.items, it)
+}
+
+// lane delivers one topic's batches in order, retrying a failing sink with
+// backoff without holding up other topics.
+type lane struct {
+	d     *driver
+	topic string
+	queue chan *batch
+}
+
+func newLane(d *driver, topic string) *lane {
+	return &lane{d: d, topic: topic, queue: make(chan *batch, laneDepth)}
+}
+
+func (l *lane) run() {
+	defer l.d.lanesWG.Done()
+	e := l.d.e
+	var msgs []message.Message
+	var dels []Delivery
+	done := map[int64][]dispatchlog.Done{}
+	for bt := range l.queue {
+		msgs = msgs[:0]
+		dels = dels[:0]
+		for _, it := range bt.items {
+			msgs = append(msgs, message.Message{})
+			if err := message.DecodeSchedule(bt.buf[it.p0:it.p1], &msgs[len(msgs)-1]); err != nil {
+				panic("engine: a message the engine encoded does not decode: " + err.Error())
+			}
+		}
+		for i, it := range bt.items {
+			dels = append(dels, Delivery{ID: message.ID{DeliverAt: it.deliverAt, Seq: it.seq}, Message: &msgs[i]})
+		}
+		backoff := minBackoff
+		var err error
+		for {
+			err = e.opts.Sink.Deliver(l.d.ctx, l.topic, dels)
+			if err == nil || l.d.ctx.Err() != nil {
+				break
+			}
+			l.d.retries.Add(1)
+			e.opts.Observer.Retried(l.topic, len(dels), err)
+			e.opts.Logger.Warn("engine: sink failed; retrying", "topic", l.topic, "messages", len(dels), "backoff", backoff, "err", err)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-l.d.ctx.Done():
+				t.Stop()
+			}
+			backoff = min(2*backoff, maxBackoff)
+		}
+		if err != nil {
+			// Stopping: not delivered, so not done; a restart delivers it.
+			l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+			continue
+		}
+		clear(done)
+		for _, it := range bt.items {
+			done[it.bucket] = append(done[it.bucket], dispatchlog.Done{Seq: it.seq, Reason: dispatchlog.Delivered})
+		}
+		for b, recs := range done {
+			if merr := e.reput.MarkDone(b, recs...); merr != nil {
+				// Delivered but not recorded: a restart delivers it again.
+				l.d.unconfirmed.Add(int64(len(recs)))
+				e.opts.Logger.Error("engine: recording deliveries failed", "topic", l.topic, "messages", len(recs), "err", merr)
+				err = merr
+			}
+		}
+		if err == nil {
+			e.opts.Observer.Done(l.topic, len(bt.items))
+		}
+		l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+	}
+}

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultSegmentDuration = time.Hour
+	DefaultPreloadLead     = 10 * time.Minute
+	DefaultMaxDelay        = 10 * 365 * 24 * time.Hour
+	DefaultFireBatch       = 512
+	DefaultMaxInflight     = 1 << 16
+)
+
+// Delivery is one due message handed to a Sink.
+type Delivery struct {
+	ID      message.ID
+	Message *message.Message // valid only during the Deliver call
+}
+
+// Sink receives due messages. Deliver is called with the due messages of
+// one topic, in deliverAt order, from one goroutine per topic at a time
+// (different topics concurrently). Returning nil means every message in
+// the batch is safely delivered: the engine then records them done, and a
+// restart never delivers them again. On error the batch is retried after
+// a backoff (at least once delivery); a failing topic does not hold up
+// the others.
+type Sink interface {
+	Deliver(ctx context.Context, topic string, batch []Delivery) error
+}
+
+// SinkFunc adapts a function to Sink.
+type SinkFunc func(ctx context.Context, topic string, batch []Delivery) error
+
+// Deliver calls f.
+func (f SinkFunc) Deliver(ctx context.Context, topic string, batch []Delivery) error {
+	return f(ctx, topic, batch)
+}
+
+// Options configure an Engine. Only Dir and Sink are required.
+type Options struct {
+	// Dir is the data directory; created if missing. It holds
+	// commitlog/ and schedule/.
+	Dir string
+	// SegmentDuration is the bucket length of new schedule segments, a
+	// whole number of seconds from 1 s to 24 h; default 1 h.
+	SegmentDuration time.Duration
+	// PreloadLead is how long before a bucket starts it is loaded into
+	// the wheel; default 10 min, and it must be shorter than
+	// SegmentDuration (default: a sixth of SegmentDuration when that is
+	// under an hour).
+	PreloadLead time.Duration
+	// Fsync is the commitlog durability policy; default always.
+	Fsync commitlog.SyncPolicy
+	// MaxDelay bounds how far ahead a message may be scheduled; default 10
+	// years. Beyond it Schedule fails with an error naming the limit.
+	MaxDelay time.Duration
+	// Now is the wall clock; default time.Now. Due checks use it, so a
+	// backward jump never fires early. Sleeping uses timers (monotonic).
+	Now func() time.Time
+	// Sink receives due messages. Required.
+	Sink Sink
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// CommitlogSegmentSize overrides the commitlog segment size (tests).
+	CommitlogSegmentSize int64
+	// FireBatch bounds the messages in one Sink call; default 512.
+	FireBatch int
+	// MaxInflight bounds the messages handed to the sink and not yet
+	// confirmed; beyond it due messages wait in the wheel. Default 65536.
+	MaxInflight int
+	// Observer, if set, receives events for metrics. Its methods are
+	// called from the engine's goroutines and must not block.
+	Observer Observer
+}
+
+// Observer receives engine events for metrics. Embed NopObserver to
+// implement only some methods.
+type Observer interface {
+	// Fired is called when a message is handed to the sink, with how late
+	// that is after its deliverAt.
+	Fired(topic string, lateness time.Duration)
+	// Done is called when a message's done-record is durable.
+	Done(topic string, n int)
+	// Retried is called when a sink call failed and will be retried.
+	Retried(topic string, n int, err error)
+}
+
+// NopObserver ignores every event.
+type NopObserver struct{}
+
+// Fired does nothing.
+func (NopObserver) Fired(string, time.Duration) {}
+
+// Done does nothing.
+func (NopObserver) Done(string, int) {}
+
+// Retried does nothing.
+func (NopObserver) Retried(string, int, error) {}
+
+func (o *Options) fill() error {
+	if o.Dir == "" {
+		return errors.New("engine: Options.Dir is empty")
+	}
+	if o.Sink == nil {
+		return errors.New("engine: Options.Sink is nil: due messages need somewhere to go")
+	}
+	if o.SegmentDuration == 0 {
+		o.SegmentDuration = DefaultSegmentDuration
+	}
+	if err := schedulelog.ValidateDuration(o.SegmentDuration); err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if o.PreloadLead == 0 {
+		o.PreloadLead = min(DefaultPreloadLead, o.SegmentDuration/6)
+	}
+	if o.PreloadLead < 0 || o.PreloadLead >= o.SegmentDuration {
+		return fmt.Errorf("engine: preload lead %v must be positive and shorter than the segment duration %v", o.PreloadLead, o.SegmentDuration)
+	}
+	if o.MaxDelay == 0 {
+		o.MaxDelay = DefaultMaxDelay
+	}
+	if o.MaxDelay < 0 {
+		return fmt.Errorf("engine: max delay %v is negative", o.MaxDelay)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.FireBatch <= 0 {
+		o.FireBatch = DefaultFireBatch
+	}
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = DefaultMaxInflight
+	}
+	if o.Observer == nil {
+		o.Observer = NopObserver{}
+	}
+	return nil
+}
