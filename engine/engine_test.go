@@ -128,8 +128,8 @@ func TestCancel(t *testing.T) {
 		sink := &recSink{}
 		e := openEngine(t, t.TempDir(), sink, nil)
 		ctx := context.Background()
-		near := schedule(t, e, "t", 3*time.Second, "near")  // loaded bucket
-		far := schedule(t, e, "t", time.Hour, "far")        // future, unloaded bucket
+		near := schedule(t, e, "t", 3*time.Second, "near") // loaded bucket
+		far := schedule(t, e, "t", time.Hour, "far")       // future, unloaded bucket
 		keep := schedule(t, e, "t", 3*time.Second, "keep")
 		fired := schedule(t, e, "t", time.Second, "fired")
 		time.Sleep(2 * time.Second)
