@@ -118,9 +118,13 @@ type driver struct {
 	lanes    map[string]*lane
 	building map[*lane]*batch
 	loading  bool
-	caught   bool // reput has routed everything present at Open
-	startEnd int64
-	m        message.Message
+	// segsDirty says the segment list may hold a bucket to load before
+	// nextLoad (a segment was created, a load finished, a bucket left).
+	segsDirty bool
+	nextLoad  int64
+	caught    bool // reput has routed everything present at Open
+	startEnd  int64
+	m         message.Message
 
 	fired, delivered, retries, corrupt, unconfirmed atomic.Int64
 	inflightN                                       atomic.Int64
@@ -131,19 +135,20 @@ type driver struct {
 func newDriver(e *Engine) *driver {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &driver{
-		e:        e,
-		now:      func() int64 { return e.opts.Now().UnixMilli() },
-		w:        wheel.NewUntracked(),
-		wake:     make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		stopped:  make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
-		buckets:  make(map[int64]*bucket),
-		intents:  make(map[uint64]int64),
-		inflight: make(map[uint64]struct{}),
-		lanes:    make(map[string]*lane),
-		building: make(map[*lane]*batch),
+		e:         e,
+		now:       func() int64 { return e.opts.Now().UnixMilli() },
+		w:         wheel.NewUntracked(),
+		segsDirty: true,
+		wake:      make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		stopped:   make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+		buckets:   make(map[int64]*bucket),
+		intents:   make(map[uint64]int64),
+		inflight:  make(map[uint64]struct{}),
+		lanes:     make(map[string]*lane),
+		building:  make(map[*lane]*batch),
 	}
 }
 
@@ -347,7 +352,7 @@ func (d *driver) handle(e *ev) {
 			b.cancelled.Add(e.seq)
 		}
 	case evSegment:
-		// maintain runs after drain.
+		d.segsDirty = true
 	case evChunk:
 		b := d.buckets[e.bucket]
 		if b == nil {
@@ -547,16 +552,21 @@ func (d *driver) maintain(now int64) int64 {
 			return next
 		}
 	}
-	segs := d.e.reput.Segments()
-	for _, s := range segs {
+	if !d.segsDirty && now < d.nextLoad {
+		return min(next, d.nextLoad)
+	}
+	d.segsDirty, d.nextLoad = false, 1<<62
+	for _, s := range d.e.reput.Segments() {
 		if _, ok := d.buckets[s.Start]; ok {
 			continue
 		}
 		if s.Start-lead > now {
-			next = min(next, s.Start-lead)
+			d.nextLoad = s.Start - lead
+			next = min(next, d.nextLoad)
 			break
 		}
 		d.startLoad(s)
+		d.segsDirty = true
 		return next
 	}
 	if !isClosed(d.e.ready) {
@@ -672,6 +682,7 @@ func (d *driver) loaded(res *loadResult) {
 }
 
 func (d *driver) unload(b *bucket) {
+	d.segsDirty = true
 	if b.mr != nil {
 		b.mr.Close()
 	}
