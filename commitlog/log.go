@@ -296,6 +296,14 @@ func (l *Log) Dir() string { return l.dir }
 // FirstOffset returns the offset of the oldest retained data.
 func (l *Log) FirstOffset() int64 { return l.first.Load() }
 
+// WrittenOffset returns the offset one past the last appended record,
+// durable or not; readers see up to EndOffset.
+func (l *Log) WrittenOffset() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.written
+}
+
 // EndOffset returns the offset one past the last record readers can see.
 func (l *Log) EndOffset() int64 { return l.visible.Load() }
 

@@ -21,8 +21,9 @@ type bucket struct {
 	start, end int64 // UTC ms
 	slot       uint8 // wheel.Ref bucket number
 	mr         *schedulelog.MappedReader
-	done       dispatchlog.Set // done seqs: from the file at load, then cancels and deliveries
+	done       dispatchlog.Set // done seqs in the dispatch log when loaded, plus cancels since
 	cancelled  dispatchlog.Set // seqs cancelled while loaded, so a repeated Cancel says so
+	delivered  seqRuns         // seqs delivered while loaded: only Cancel asks
 	ready      bool            // the loader has finished
 	entries    uint64          // entries known: loaded from the file plus routed since
 	pending    int64           // in the wheel
@@ -52,15 +53,15 @@ type refAt struct {
 }
 
 type ev struct {
-	kind   evKind
-	entry  reput.Entry
-	bucket int64
-	seq    uint64
-	chunk  []refAt
-	loaded *loadResult
-	items  []item
-	err    error
-	call   func()
+	kind    evKind
+	entries []reput.Entry
+	bucket  int64
+	seq     uint64
+	chunk   []refAt
+	loaded  *loadResult
+	items   []item
+	err     error
+	call    func()
 }
 
 type loadResult struct {
@@ -117,7 +118,9 @@ type driver struct {
 	inflight map[uint64]struct{}
 	lanes    map[string]*lane
 	building map[*lane]*batch
-	loading  bool
+	// overflowing counts batches waiting in lanes' overflow lists.
+	overflowing int
+	loading     bool
 	// segsDirty says the segment list may hold a bucket to load before
 	// nextLoad (a segment was created, a load finished, a bucket left).
 	segsDirty bool
@@ -163,7 +166,7 @@ func (d *driver) post(e ev) {
 }
 
 // Callbacks from reput, on its goroutine: queue and return.
-func (d *driver) onEntry(en reput.Entry) { d.post(ev{kind: evEntry, entry: en}) }
+func (d *driver) onEntries(ens []reput.Entry) { d.post(ev{kind: evEntry, entries: ens}) }
 func (d *driver) onCancel(b int64, seq uint64) {
 	d.post(ev{kind: evCancel, bucket: b, seq: seq})
 }
@@ -206,7 +209,7 @@ func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancel
 			st = cancelAgain
 			return
 		}
-		if b != nil && b.ready && b.done.Contains(seq) {
+		if b != nil && b.ready && (b.done.Contains(seq) || b.delivered.contains(seq)) {
 			st = cancelDone
 			return
 		}
@@ -276,11 +279,15 @@ func (d *driver) run(startEnd int64) {
 	for {
 		d.drain()
 		now := d.now()
+		waiting := d.pushOverflow()
 		d.fire(now)
 		next := d.maintain(now)
 		d.pruneIntents()
 		if n, ok := d.w.Next(); ok && n < next {
 			next = n
+		}
+		if waiting {
+			next = min(next, now+1) // a lane is busy: look again in a millisecond
 		}
 		d.pendingN.Store(int64(d.w.Len()))
 		if d.hasQueued() {
@@ -326,26 +333,40 @@ func (d *driver) shutdown() {
 	}
 }
 
-// drain handles every queued event.
+// drainBatch bounds the events handled between two looks at the wheel, so
+// that a flood of routed entries cannot hold up firing.
+const drainBatch = 256
+
+// drain handles queued events, at most drainBatch of them.
 func (d *driver) drain() {
 	d.qmu.Lock()
 	q := d.queue
-	d.queue = nil
+	if len(q) > drainBatch {
+		d.queue = q[drainBatch:]
+		q = q[:drainBatch]
+	} else {
+		d.queue = nil
+	}
 	d.qmu.Unlock()
 	for i := range q {
 		d.handle(&q[i])
+		q[i] = ev{}
 	}
 }
 
 func (d *driver) handle(e *ev) {
 	switch e.kind {
 	case evEntry:
-		b := d.buckets[e.entry.Bucket]
-		if b == nil {
-			return // unwatched meanwhile; it is in the file for the next load
+		var b *bucket
+		for _, en := range e.entries {
+			if b == nil || b.start != en.Bucket {
+				if b = d.buckets[en.Bucket]; b == nil {
+					continue // unwatched meanwhile; it is in the file for the next load
+				}
+			}
+			b.entries++
+			d.add(b, en.DeliverAt, en.Offset)
 		}
-		b.entries++
-		d.add(b, e.entry.DeliverAt, e.entry.Offset)
 	case evCancel:
 		if b := d.buckets[e.bucket]; b != nil {
 			b.done.Add(e.seq)
@@ -371,7 +392,7 @@ func (d *driver) handle(e *ev) {
 			if b := d.buckets[it.bucket]; b != nil {
 				b.inflight--
 				if e.err == nil {
-					b.done.Add(it.seq)
+					b.delivered.add(it.seq)
 				}
 			}
 		}
@@ -412,8 +433,8 @@ func (d *driver) handle(e *ev) {
 const maxSleepMs = 3600_000
 
 // requeueDelayMs is how long entries wait in the wheel when their topic's
-// sink lane is full.
-const requeueDelayMs = 100
+// sink is failing.
+const requeueDelayMs = 200
 
 func (d *driver) add(b *bucket, deadline, off int64) {
 	idx := off / schedulelog.Align
@@ -478,13 +499,48 @@ func (d *driver) fire(now int64) {
 	}
 }
 
-// send hands a batch to its lane, or back to the wheel if the lane is full.
+// send hands a batch to its lane. When the lane is busy the batch waits in
+// the lane's overflow, in order (MaxInflight bounds the total). A lane
+// whose sink is failing sends its entries back to the wheel for a while
+// instead, so that it cannot take all of MaxInflight from other topics.
 func (d *driver) send(l *lane, bt *batch) {
-	select {
-	case l.queue <- bt:
-	default:
+	if l.failing.Load() {
 		d.handle(&ev{kind: evRequeue, items: bt.items})
+		return
 	}
+	if len(l.overflow) == 0 {
+		select {
+		case l.queue <- bt:
+			return
+		default:
+		}
+	}
+	l.overflow = append(l.overflow, bt)
+	l.overflowN += len(bt.items)
+	d.overflowing++
+}
+
+// pushOverflow moves waiting batches into lanes that have room, and
+// reports whether any are still waiting.
+func (d *driver) pushOverflow() bool {
+	if d.overflowing == 0 {
+		return false
+	}
+	for _, l := range d.lanes {
+		for len(l.overflow) > 0 {
+			select {
+			case l.queue <- l.overflow[0]:
+				l.overflowN -= len(l.overflow[0].items)
+				l.overflow[0] = nil
+				l.overflow = l.overflow[1:]
+				d.overflowing--
+				continue
+			default:
+			}
+			break
+		}
+	}
+	return d.overflowing > 0
 }
 
 func (d *driver) lane(topic []byte) *lane {

@@ -119,7 +119,7 @@ func Open(opts Options) (*Engine, error) {
 		Dir:             e.schedDir,
 		SegmentDuration: opts.SegmentDuration,
 		Logger:          opts.Logger,
-		OnEntry:         e.d.onEntry,
+		OnEntries:       e.d.onEntries,
 		OnCancel:        e.d.onCancel,
 		OnSegment:       e.d.onSegment,
 	})
@@ -301,7 +301,7 @@ type Stats struct {
 	Inflight    int64 // handed to the sink, not yet confirmed
 	Loaded      int   // buckets in memory
 	Segments    int   // schedule segments on disk
-	ReputLag    int64 // commitlog bytes not yet routed
+	ReputLag    int64 // commitlog bytes appended and not yet routed
 	Corrupt     int64 // entries that failed their checksum when fired
 	Unconfirmed int64 // done-records that failed to be written
 }
@@ -312,7 +312,7 @@ func (e *Engine) Stats() Stats {
 	s.Scheduled = e.scheduled.Load()
 	s.Cancelled = e.cancelled.Load()
 	s.Segments = len(e.reput.Segments())
-	s.ReputLag = e.log.EndOffset() - e.reput.Position()
+	s.ReputLag = e.log.WrittenOffset() - e.reput.Position()
 	return s
 }
 

@@ -1,15 +1,20 @@
 package engine
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// laneDepth is how many batches may wait for one topic's sink; beyond it,
-// due entries go back to the wheel for requeueDelayMs.
-const laneDepth = 4
+// laneDepth is how many batches may wait in a lane's channel; more wait in
+// its overflow list on the driver.
+const laneDepth = 16
+
+// commitDepth is how many delivered batches may wait for their
+// done-records; beyond it the lane waits.
+const commitDepth = 64
 
 // Retry backoff for a failing sink.
 const (
@@ -44,22 +49,44 @@ func (b *batch) add(it item, m *message.Message) {
 
 // lane delivers one topic's batches in order, retrying a failing sink with
 // backoff without holding up other topics.
+//
+// A lane is two goroutines: one calls the sink, the other records what was
+// delivered in the dispatch logs, many batches per fsync, so that the
+// sink is never kept waiting for a disk flush.
 type lane struct {
-	d     *driver
-	topic string
-	queue chan *batch
+	d      *driver
+	topic  string
+	queue  chan *batch
+	commit chan *batch // delivered, awaiting done-records
+	// failing is set while the sink fails for this topic: the driver then
+	// sends the topic's due entries back to the wheel instead of queueing.
+	failing atomic.Bool
+
+	// Owned by the driver goroutine: batches waiting for room in queue.
+	overflow  []*batch
+	overflowN int // entries in overflow
 }
 
 func newLane(d *driver, topic string) *lane {
-	return &lane{d: d, topic: topic, queue: make(chan *batch, laneDepth)}
+	return &lane{d: d, topic: topic, queue: make(chan *batch, laneDepth), commit: make(chan *batch, commitDepth)}
 }
 
 func (l *lane) run() {
 	defer l.d.lanesWG.Done()
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		l.committer()
+	}()
+	l.deliverer()
+	close(l.commit)
+	<-committed
+}
+
+func (l *lane) deliverer() {
 	e := l.d.e
 	var msgs []message.Message
 	var dels []Delivery
-	done := map[int64][]dispatchlog.Done{}
 	for bt := range l.queue {
 		msgs = msgs[:0]
 		dels = dels[:0]
@@ -77,8 +104,10 @@ func (l *lane) run() {
 		for {
 			err = e.opts.Sink.Deliver(l.d.ctx, l.topic, dels)
 			if err == nil || l.d.ctx.Err() != nil {
+				l.failing.Store(false)
 				break
 			}
+			l.failing.Store(true)
 			l.d.retries.Add(1)
 			e.opts.Observer.Retried(l.topic, len(dels), err)
 			e.opts.Logger.Warn("engine: sink failed; retrying", "topic", l.topic, "messages", len(dels), "backoff", backoff, "err", err)
@@ -95,10 +124,39 @@ func (l *lane) run() {
 			l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
 			continue
 		}
-		clear(done)
-		for _, it := range bt.items {
-			done[it.bucket] = append(done[it.bucket], dispatchlog.Done{Seq: it.seq, Reason: dispatchlog.Delivered})
+		l.commit <- bt
+	}
+}
+
+// committer appends done-records for delivered batches: everything waiting,
+// grouped by bucket, one group-committed append per bucket.
+func (l *lane) committer() {
+	e := l.d.e
+	done := map[int64][]dispatchlog.Done{}
+	var bts []*batch
+	for bt := range l.commit {
+		bts = append(bts[:0], bt)
+	more:
+		for len(bts) < commitDepth {
+			select {
+			case b, ok := <-l.commit:
+				if !ok {
+					break more
+				}
+				bts = append(bts, b)
+			default:
+				break more
+			}
 		}
+		clear(done)
+		n := 0
+		for _, bt := range bts {
+			for _, it := range bt.items {
+				done[it.bucket] = append(done[it.bucket], dispatchlog.Done{Seq: it.seq, Reason: dispatchlog.Delivered})
+			}
+			n += len(bt.items)
+		}
+		var err error
 		for b, recs := range done {
 			if merr := e.reput.MarkDone(b, recs...); merr != nil {
 				// Delivered but not recorded: a restart delivers it again.
@@ -108,8 +166,10 @@ func (l *lane) run() {
 			}
 		}
 		if err == nil {
-			e.opts.Observer.Done(l.topic, len(bt.items))
+			e.opts.Observer.Done(l.topic, n)
 		}
-		l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+		for _, bt := range bts {
+			l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+		}
 	}
 }

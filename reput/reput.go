@@ -55,7 +55,7 @@ var (
 	ErrNotDurable = errors.New("reput: segment not yet covered by a durable checkpoint")
 )
 
-// Entry is a routed schedule entry, as handed to OnEntry.
+// Entry is a routed schedule entry, as handed to OnEntries.
 type Entry struct {
 	Bucket    int64  // start of its segment's bucket, UTC epoch ms
 	Offset    int64  // its offset in the segment (for schedulelog.Reader.ReadAt)
@@ -80,9 +80,10 @@ type Options struct {
 	// MaxOpenWriters bounds open schedule segment writers; idle ones are
 	// closed at a checkpoint. Default 64.
 	MaxOpenWriters int
-	// OnEntry receives every entry routed to a watched bucket, once it is
-	// readable through a schedulelog.Reader.
-	OnEntry func(Entry)
+	// OnEntries receives the entries routed to watched buckets, in routing
+	// order, once they are readable through a schedulelog.Reader. The
+	// slice is the callee's to keep.
+	OnEntries func([]Entry)
 	// OnCancel receives every cancel routed to a watched bucket.
 	OnCancel func(bucket int64, seq uint64)
 	// OnSegment is told about each segment reput creates.
@@ -305,7 +306,7 @@ func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 }
 
 // WaitRouted blocks until every record below offset has been routed (its
-// entry is readable and, for a watched bucket, handed to OnEntry), the
+// entry is readable and, for a watched bucket, handed to OnEntries), the
 // context ends, or routing stops.
 func (r *Reput) WaitRouted(ctx context.Context, offset int64) error {
 	for {
@@ -336,17 +337,17 @@ func (r *Reput) wakeRouted() {
 	r.routedMu.Unlock()
 }
 
-// Watch starts handing entries and cancels routed to bucket to OnEntry and
+// Watch starts handing entries and cancels routed to bucket to OnEntries and
 // OnCancel, and returns the segment's readable end at that moment: the
 // caller loads entries below it from the file and receives every later one
-// through OnEntry, with no gap and no overlap. The end is 0 when the
+// through OnEntries, with no gap and no overlap. The end is 0 when the
 // segment does not exist yet.
 func (r *Reput) Watch(bucket int64) (int64, error) {
 	rep, err := r.call(reqWatch, bucket)
 	return rep.end, err
 }
 
-// Unwatch stops handing bucket's entries to OnEntry.
+// Unwatch stops handing bucket's entries to OnEntries.
 func (r *Reput) Unwatch(bucket int64) {
 	r.call(reqUnwatch, bucket)
 }

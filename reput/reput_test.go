@@ -194,9 +194,11 @@ func TestWatchNoGapNoOverlap(t *testing.T) {
 	var mu sync.Mutex
 	hooked := map[uint64]int64{}
 	e := newEnv(t, t.TempDir(), func(o *Options) {
-		o.OnEntry = func(en Entry) {
+		o.OnEntries = func(ens []Entry) {
 			mu.Lock()
-			hooked[en.Seq] = en.Offset
+			for _, en := range ens {
+				hooked[en.Seq] = en.Offset
+			}
 			mu.Unlock()
 		}
 	})
@@ -246,7 +248,7 @@ func TestWatchNoGapNoOverlap(t *testing.T) {
 	if len(loaded) == 0 {
 		t.Fatal("nothing was loaded from the file")
 	}
-	t.Logf("%d from the file, %d through OnEntry", len(loaded), len(hooked))
+	t.Logf("%d from the file, %d through OnEntries", len(loaded), len(hooked))
 }
 
 func TestRestartSkipsWhatSegmentsHold(t *testing.T) {

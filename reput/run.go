@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hourglassmq/hourglass/dispatchlog"
@@ -228,22 +229,30 @@ func (r *Reput) publish() error {
 			sw.flushed = true
 		}
 	}
+	var entries []Entry
+	flush := func() {
+		if len(entries) > 0 && r.opts.OnEntries != nil {
+			r.opts.OnEntries(entries)
+		}
+		entries = nil
+	}
 	for _, ev := range r.events {
 		switch {
 		case ev.segEvent:
+			flush()
 			if r.opts.OnSegment != nil {
 				r.opts.OnSegment(*ev.segment)
 			}
 		case ev.cancel:
+			flush()
 			if r.opts.OnCancel != nil {
 				r.opts.OnCancel(ev.bucket, ev.seq)
 			}
 		default:
-			if r.opts.OnEntry != nil {
-				r.opts.OnEntry(ev.entry)
-			}
+			entries = append(entries, ev.entry)
 		}
 	}
+	flush()
 	clear(r.events)
 	r.events = r.events[:0]
 	r.position.Store(r.it.Pos())
@@ -256,27 +265,23 @@ func (r *Reput) publish() error {
 // commitlog below it.
 func (r *Reput) doCheckpoint() error {
 	pos := r.it.Pos()
+	var syncs []func() error
 	for _, sw := range r.writers {
 		if sw.dirty {
-			if err := sw.w.Sync(); err != nil {
-				return err
-			}
+			syncs = append(syncs, sw.w.Sync)
 			sw.dirty, sw.flushed = false, true
 		}
 	}
 	r.dmu.Lock()
-	var dws []*dispWriter
 	for _, dw := range r.dispatch {
 		if dw.dirty {
-			dws = append(dws, dw)
+			syncs = append(syncs, dw.w.Sync)
 			dw.dirty = false
 		}
 	}
 	r.dmu.Unlock()
-	for _, dw := range dws {
-		if err := dw.w.Sync(); err != nil {
-			return err
-		}
+	if err := parallel(syncs, syncWorkers); err != nil {
+		return err
 	}
 	if err := writeCheckpoint(r.opts.Dir, pos); err != nil {
 		return fmt.Errorf("reput: write checkpoint: %w", err)
@@ -356,7 +361,7 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 	}
 	if !sw.flushed {
 		// Entries appended but not yet published would reach neither the
-		// caller's scan nor OnEntry: publish them first.
+		// caller's scan nor OnEntries: publish them first.
 		if err := r.publish(); err != nil {
 			return 0, err
 		}
@@ -456,4 +461,46 @@ func (r *Reput) shutdown() error {
 	r.dmu.Unlock()
 	r.it.Close()
 	return err
+}
+
+// syncWorkers bounds the fsyncs a checkpoint runs at once. A burst of
+// messages spread over months touches hundreds of segments; their fsyncs
+// overlap well on a disk with a queue.
+const syncWorkers = 16
+
+// parallel runs fns on up to n goroutines and returns the first error.
+// The routing goroutine waits for all of them, so writers it owns may be
+// used here.
+func parallel(fns []func() error, n int) error {
+	if len(fns) <= 1 {
+		for _, fn := range fns {
+			return fn()
+		}
+		return nil
+	}
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		next  = make(chan func() error)
+	)
+	for range min(n, len(fns)) {
+		wg.Go(func() {
+			for fn := range next {
+				if err := fn(); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, fn := range fns {
+		next <- fn
+	}
+	close(next)
+	wg.Wait()
+	return first
 }

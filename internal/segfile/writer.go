@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // DefaultBufferSize is the default for Options.BufferSize.
@@ -103,7 +104,6 @@ func Create(path string, h Header, opts Options) (*Writer, error) {
 	}
 	w := &Writer{f: f, path: path, hdr: h, opts: opts, flushed: HeaderSize,
 		synced: Slot{Len: HeaderSize}, next: 1}
-	w.buf = make([]byte, 0, opts.BufferSize)
 	return w, nil
 }
 
@@ -189,7 +189,6 @@ func open(f *os.File, path string, ft Format, opts Options) (*Writer, Recovery, 
 	}
 	w := &Writer{f: f, path: path, hdr: h, opts: opts, flushed: end,
 		records: records, aux: aux, synced: state, next: 1 - slot}
-	w.buf = make([]byte, 0, opts.BufferSize)
 	if rec.Truncated || end > state.Len {
 		// The truncation, and whatever a crashed process left in the page
 		// cache after the hint, are not yet known to be durable: make them
@@ -236,6 +235,9 @@ func (w *Writer) Reserve(n int) (int64, []byte, error) {
 		}
 	}
 	l := len(w.buf)
+	if w.buf == nil {
+		w.buf = getBuf(w.opts.BufferSize)
+	}
 	if cap(w.buf)-l < n {
 		nb := make([]byte, l, max(l+n, w.opts.BufferSize))
 		copy(nb, w.buf)
@@ -266,10 +268,10 @@ func (w *Writer) Flush() error {
 		return err
 	}
 	w.flushed += int64(len(w.buf))
-	w.buf = w.buf[:0]
-	if cap(w.buf) > 4*w.opts.BufferSize {
-		w.buf = make([]byte, 0, w.opts.BufferSize)
-	}
+	// Give the buffer back: a process can have hundreds of segments open
+	// (one per bucket that received messages) and most are idle.
+	putBuf(w.buf)
+	w.buf = nil
 	return nil
 }
 
@@ -339,4 +341,23 @@ func (w *Writer) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// bufPool recycles write buffers between flushes, so that an open but idle
+// writer holds no buffer.
+var bufPool sync.Pool
+
+func getBuf(size int) []byte {
+	if p, ok := bufPool.Get().(*[]byte); ok && cap(*p) >= size {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, size)
+}
+
+func putBuf(b []byte) {
+	if cap(b) > 4<<20 {
+		return
+	}
+	b = b[:0]
+	bufPool.Put(&b)
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/hourglassmq/hourglass/internal/enginebench"
+)
+
+// benchCommand is the `bench` command group.
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:            "bench",
+		Usage:           "measure Hourglass on this machine",
+		HideHelpCommand: true,
+		Subcommands:     []*cli.Command{benchEngineCommand()},
+	}
+}
+
+const benchEngineDescription = `Runs the engine in this process, in a fresh data directory, with a sink that
+only counts, and prints a table to stdout (with --json, also one JSON object as
+the last line). Progress bars go to stderr when it is a terminal.
+
+Scenarios (t0 is when scheduling starts; N is --messages):
+  uniform     N messages due t0 + 1s + N/500000 s + U[0, --window) (the window
+              starts once scheduling is done); those scheduled after
+              their time are due at once. Waits for every delivery.
+  hot-second  N messages due within one whole second, about t0 + 2s + N/500000 s.
+              Headline: lateness_max_ms (target: all within 1000 ms).
+  far-future  N messages due 1 to 30 days ahead; nothing fires. Measures the live
+              heap once all are scheduled and routed: heap_bytes_per_pending
+              (target: future buckets cost no memory).
+  recovery    N messages due t0 + S + U[0, 5s), S = 10s + 2s per million, in
+              the loaded buckets. Once all are routed the engine is closed and
+              reopened: ready_seconds is Open to Ready, heap_bytes_per_pending
+              the live heap after Ready per pending message (target: 16 bytes
+              at most). Then waits for every delivery: none may be lost or
+              delivered twice.
+
+The targets are stated for --fsync interval.
+
+JSON keys (0 where a key does not apply):
+  scenario                  the scenario run
+  messages                  messages asked for (--messages)
+  schedule_per_sec          messages scheduled / seconds to schedule them all
+  fire_per_sec              deliveries / seconds from the first to the last
+  lateness_p50_ms           sink arrival - deliverAt, median, in ms
+  lateness_p99_ms           99th percentile, in ms
+  lateness_max_ms           maximum, in ms
+  early                     deliveries before their deliverAt (must be 0)
+  lost                      messages scheduled and not delivered by the end (must be 0)
+  duplicates                messages delivered more than once (must be 0)
+  heap_bytes_per_pending    live heap growth / pending messages, in bytes
+  ready_seconds             recovery: seconds from Open to Ready after the restart
+  scheduled, delivered      messages accepted; messages delivered at least once
+  schedule_seconds          seconds to schedule them
+  lateness_mean_ms          mean lateness, in ms
+  route_seconds             far-future, recovery: seconds from the end of scheduling
+                            until everything was routed into the schedule segments
+  delivered_before_restart  recovery: delivered by the first engine (0 expected)
+  pending_at_ready          recovery: messages in the wheel at Ready after the restart
+  segments                  schedule segments on disk at the end
+  engine_fired              the engine's hand-overs to the sink; above delivered when
+                            a full sink lane sent messages back to the wheel
+  engine_retries            failed sink calls the engine retried (0: this sink never fails)
+  heap_growth_bytes         the live heap growth behind heap_bytes_per_pending
+  due_from_s, due_to_s      the span of due times, in seconds after t0
+  end                       complete, timeout, interrupted or no-progress
+  sink_seconds              seconds spent inside the counting sink (small: it is not
+                            what limits fire_per_sec)
+  anomalies                 deliveries of unknown messages, corrupt entries,
+                            unrecorded deliveries (must be 0)
+  and the settings: body_size, fsync, segment_duration_s, preload_lead_s,
+  producers, batch, gomaxprocs.`
+
+// benchEngineCommand is `bench engine`; the work is in internal/enginebench.
+func benchEngineCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "engine",
+		Usage:       "benchmark the engine in-process: schedule rate, fire rate, lateness, loss, heap, restart time",
+		UsageText:   "hourglass bench engine [--scenario uniform|hot-second|far-future|recovery] [--messages N] [--json] [options]",
+		Description: benchEngineDescription,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "scenario", Value: enginebench.DefaultScenario,
+				Usage: "what to measure, by `NAME`: " + strings.Join(enginebench.Scenarios, ", ") + " (see above)"},
+			&cli.IntFlag{Name: "messages", Value: enginebench.DefaultMessages,
+				Usage: fmt.Sprintf("`N`umber of messages to schedule, 1 to %d", enginebench.MaxMessages)},
+			&cli.DurationFlag{Name: "window", Value: enginebench.DefaultWindow,
+				Usage: "uniform only: the span the due times are spread over, a `DURATION` such as 10s or 2m"},
+			&cli.IntFlag{Name: "body-size", Value: enginebench.DefaultBodySize,
+				Usage: fmt.Sprintf("`BYTES` per message body, %d to %d (the first 8 carry the message index)", 8, enginebench.MaxBodySize)},
+			&cli.StringFlag{Name: "fsync", Value: enginebench.DefaultFsync,
+				Usage: "commitlog durability `POLICY`: always (answer after fsync), interval (fsync every 10 ms) or none; the targets are stated for interval"},
+			&cli.StringFlag{Name: "dir", DefaultText: "a fresh temporary directory, removed afterwards",
+				Usage: "data directory (`PATH`) for the engine; it must be empty or absent, and is kept afterwards"},
+			&cli.DurationFlag{Name: "segment-duration", Value: enginebench.DefaultSegmentDuration, DefaultText: "1h",
+				Usage: "length of the engine's schedule buckets, a `DURATION` of whole seconds from 1s to 24h"},
+			&cli.BoolFlag{Name: "json",
+				Usage: "also print the report as one JSON object, the last line of stdout"},
+			&cli.IntFlag{Name: "producers", Value: enginebench.DefaultProducers,
+				Usage: fmt.Sprintf("`N`umber of goroutines calling ScheduleBatch concurrently, 1 to %d", enginebench.MaxProducers)},
+			&cli.IntFlag{Name: "batch", Value: enginebench.DefaultBatch,
+				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call, 1 to %d", enginebench.MaxBatch)},
+			&cli.DurationFlag{Name: "timeout", Value: enginebench.DefaultTimeout, DefaultText: "5m",
+				Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not delivered counts as lost"},
+			&cli.DurationFlag{Name: "grace", Value: enginebench.DefaultGrace, DefaultText: "30s",
+				Usage: "once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
+		},
+		OnUsageError: usageError,
+		Action:       runBenchEngine,
+	}
+}
+
+func runBenchEngine(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("bench engine takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+	}
+	cfg := enginebench.Config{
+		Scenario:        c.String("scenario"),
+		Messages:        c.Int("messages"),
+		Window:          c.Duration("window"),
+		BodySize:        c.Int("body-size"),
+		Fsync:           c.String("fsync"),
+		Dir:             c.String("dir"),
+		SegmentDuration: c.Duration("segment-duration"),
+		Producers:       c.Int("producers"),
+		Batch:           c.Int("batch"),
+		Timeout:         c.Duration("timeout"),
+		Grace:           c.Duration("grace"),
+		Logger:          slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		cfg.Progress = f
+	}
+	rep, err := enginebench.Run(c.Context, cfg)
+	if rep == nil {
+		return err
+	}
+	// A report with an error: the run is over, but the engine did not
+	// close cleanly. Print what was measured, then fail.
+	if werr := rep.WriteTable(c.App.Writer); werr != nil {
+		return werr
+	}
+	if c.Bool("json") {
+		if werr := rep.WriteJSON(c.App.Writer); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
