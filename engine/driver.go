@@ -604,7 +604,7 @@ func (d *driver) maintain(now int64) int64 {
 	// overdue bucket is still draining: backlogs load one bucket at a time,
 	// oldest first, so memory stays bounded and delivery stays in order.
 	for _, b := range d.buckets {
-		if b.end <= now && (b.pending > 0 || !b.ready) {
+		if b.end <= now && (b.pending > 0 || b.inflight > 0 || !b.ready) {
 			return next
 		}
 	}

@@ -325,3 +325,48 @@ func TestOptionErrors(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 }
+
+// TestBacklogLoadsOneBucketAtATime: after downtime, overdue buckets load
+// oldest first and the next only once the previous one has drained, so a
+// backlog of any size holds one bucket in memory.
+func TestBacklogLoadsOneBucketAtATime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		var ids []message.ID
+		for i := range 50 {
+			// Five buckets of 10 s, from 20 s ahead.
+			ids = append(ids, schedule(t, e, "b", 20*time.Second+time.Duration(i)*time.Second, fmt.Sprint(i)))
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Minute)
+		release := make(chan struct{})
+		var blocked sync.Once
+		gate := SinkFunc(func(ctx context.Context, topic string, batch []Delivery) error {
+			blocked.Do(func() { <-release })
+			return sink.Deliver(ctx, topic, batch)
+		})
+		e, err := Open(Options{Dir: dir, Sink: gate, SegmentDuration: 10 * time.Second, PreloadLead: 2 * time.Second, CommitlogSegmentSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the first overdue bucket is loaded and its first delivery blocks
+		if n := e.Stats().Loaded; n != 1 {
+			t.Fatalf("%d buckets loaded while the oldest overdue one drains; want 1", n)
+		}
+		close(release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		gots := sink.snapshot()
+		checkDeliveries(t, gots, ids, 6*time.Minute)
+		for i := 1; i < len(gots); i++ {
+			if gots[i].id.DeliverAt < gots[i-1].id.DeliverAt {
+				t.Fatalf("backlog out of order at %d", i)
+			}
+		}
+		e.Close()
+	})
+}
