@@ -105,6 +105,7 @@ func Open(opts Options) (*Engine, error) {
 		Sync:        opts.Fsync,
 		SegmentSize: opts.CommitlogSegmentSize,
 		Logger:      opts.Logger,
+		OnSync:      opts.OnFsync,
 	})
 	if err != nil {
 		return nil, err

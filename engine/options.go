@@ -27,8 +27,11 @@ type Delivery struct {
 	Message *message.Message // valid only during the Deliver call
 }
 
-// Sink receives due messages. Deliver is called with the due messages of
-// one topic, in deliverAt order, from one goroutine per topic at a time
+// Sink receives due messages. Deliver is called with due messages of one
+// topic, in the order they fired (deliverAt order among the messages in the
+// wheel at that moment; a message scheduled to fire at once can follow one
+// due a moment later that was already routed), from one goroutine per
+// topic at a time
 // (different topics concurrently). Returning nil means every message in
 // the batch is safely delivered: the engine then records them done, and a
 // restart never delivers them again. On error the batch is retried after
@@ -78,6 +81,9 @@ type Options struct {
 	// MaxInflight bounds the messages handed to the sink and not yet
 	// confirmed; beyond it due messages wait in the wheel. Default 65536.
 	MaxInflight int
+	// OnFsync, if set, is called after each commitlog fsync with how long
+	// it took (for metrics). It must not block.
+	OnFsync func(time.Duration)
 	// Observer, if set, receives events for metrics. Its methods are
 	// called from the engine's goroutines and must not block.
 	Observer Observer

@@ -37,6 +37,7 @@ func newApp() *cli.App {
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			benchCommand(),
+			serveCommand(),
 			// serve, send, recv, cancel and inspect go here, each built in its own file.
 		},
 	}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/server"
+)
+
+const serveDescription = `Runs the Hourglass server: messages are kept in --data-dir and delivered to the
+built-in queue when due; consumers Receive, then Ack or Nack them.
+
+The API (proto/hourglass/v1/hourglass.proto) answers gRPC (plain-text HTTP/2 on
+the listener, or TLS with --tls-cert/--tls-key), gRPC-Web and Connect, JSON over
+HTTP/1.1 included:
+
+  curl -H 'Content-Type: application/json' \
+    -d '{"topic":"orders","delayMs":"30000","body":"aGVsbG8="}' \
+    http://127.0.0.1:7420/hourglass.v1.HourglassService/Schedule
+
+  curl -H 'Content-Type: application/json' \
+    -d '{"topic":"orders","maxMessages":10,"waitMs":"20000"}' \
+    http://127.0.0.1:7420/hourglass.v1.HourglassService/Receive
+
+Also served: GET /healthz (200 while the process runs), GET /readyz (200 once
+recovery has loaded the due buckets; 503 before and while shutting down) and
+GET /metrics (Prometheus; needs the token when --auth-token is set).
+
+Every flag can also be set by an environment variable: HOURGLASS_ and the flag's
+name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKEN
+(better than the flag for the token: it stays out of the process list).
+
+Durations take Go's units (ms, s, m, h) and also d (24h) and y (365d): 90s, 10m,
+7d, 10y. Sizes take B, KiB, MiB: 65536, 512KiB, 1MiB.
+
+On SIGTERM or SIGINT the server stops accepting connections, ends long polls,
+lets in-flight requests finish (up to --shutdown-timeout), then closes the
+engine and the queue cleanly. Leased messages not yet acked are delivered again
+after a restart; acked ones never.
+
+The address it listens on is printed to stderr as "listening on HOST:PORT"
+(useful with --listen 127.0.0.1:0).`
+
+// envVar is the environment variable of a flag: HOURGLASS_DATA_DIR for data-dir.
+func envVar(flag string) []string {
+	return []string{"HOURGLASS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+// serveCommand is `hourglass serve`; the work is in packages engine, queue
+// and server.
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "serve",
+		Usage:       "run the server: store delayed messages, deliver them to consumers when due",
+		UsageText:   "hourglass serve [--data-dir PATH] [--listen HOST:PORT] [options]",
+		Description: serveDescription,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "data-dir", Value: "hourglass-data", DefaultText: "./hourglass-data", EnvVars: envVar("data-dir"),
+				Usage: "directory (`PATH`) holding the messages; created if missing, locked while the server runs"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7420", EnvVars: envVar("listen"),
+				Usage: "address (`HOST:PORT`) to listen on; port 0 picks a free port; 0.0.0.0:7420 listens on every interface"},
+			&cli.DurationFlag{Name: "segment-duration", Value: time.Hour, DefaultText: "1h", EnvVars: envVar("segment-duration"),
+				Usage: "length of a schedule bucket (one file each), a `DURATION` of whole seconds from 1s to 24h; existing buckets keep theirs"},
+			&cli.DurationFlag{Name: "preload-lead", Value: 10 * time.Minute, DefaultText: "10m, or a sixth of --segment-duration when that is under 1h",
+				EnvVars: envVar("preload-lead"),
+				Usage:   "load a bucket into memory this `DURATION` before it starts; shorter than --segment-duration"},
+			&cli.StringFlag{Name: "fsync", Value: "always", EnvVars: envVar("fsync"),
+				Usage: "durability `POLICY`: always (answer a producer or consumer only after the fsync that covers it; no loss on a machine crash), " +
+					"interval (fsync every 10 ms; a machine crash loses the last few ms) or none (tests only)"},
+			&cli.StringFlag{Name: "max-delay", Value: "10y", EnvVars: envVar("max-delay"),
+				Usage: "refuse messages due further ahead than this `DURATION` (accepts d and y: 30d, 10y)"},
+			&cli.StringFlag{Name: "max-body", Value: "1MiB", EnvVars: envVar("max-body"),
+				Usage: fmt.Sprintf("refuse message bodies larger than this `SIZE`, at most %s", server.FormatSize(server.MaxBodyLimit))},
+			&cli.StringFlag{Name: "auth-token", EnvVars: envVar("auth-token"),
+				Usage: "require 'Authorization: Bearer `TOKEN`' on every RPC and /metrics (not /healthz, /readyz); prefer HOURGLASS_AUTH_TOKEN"},
+			&cli.StringFlag{Name: "tls-cert", EnvVars: envVar("tls-cert"),
+				Usage: "serve TLS (HTTP/2 and HTTP/1.1) with this certificate `FILE` (PEM, chain included); needs --tls-key"},
+			&cli.StringFlag{Name: "tls-key", EnvVars: envVar("tls-key"),
+				Usage: "private key `FILE` (PEM) of --tls-cert"},
+			&cli.StringFlag{Name: "delay-levels", Value: server.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
+				Usage: "`DURATIONS` of the RocketMQ-style delay levels 1, 2, ..., separated by spaces or commas"},
+			&cli.IntFlag{Name: "max-attempts", Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
+				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
+			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
+				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
+			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("shutdown-timeout"),
+				Usage: "on SIGTERM, wait at most this `DURATION` for in-flight requests before closing"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envVar("log-level"),
+				Usage: "`LEVEL` of the logs on stderr: debug (also every refused request), info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: envVar("log-format"),
+				Usage: "`FORMAT` of the logs on stderr: text (key=value) or json"},
+		},
+		OnUsageError: usageError,
+		Action:       runServe,
+	}
+}
+
+// serveConfig is the checked command line of serve.
+type serveConfig struct {
+	dataDir, listen   string
+	segDur, lead      time.Duration
+	fsync             commitlog.SyncPolicy
+	maxDelay          time.Duration
+	maxBody           int
+	token             string
+	tlsCert, tlsKey   string
+	levels            []time.Duration
+	maxAttempts       int
+	lease, shutdownTO time.Duration
+	logger            *slog.Logger
+}
+
+func parseServe(c *cli.Context) (*serveConfig, error) {
+	if c.NArg() > 0 {
+		return nil, fmt.Errorf("serve takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+	}
+	cfg := &serveConfig{
+		dataDir: c.String("data-dir"), listen: c.String("listen"),
+		segDur: c.Duration("segment-duration"), token: c.String("auth-token"),
+		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
+		maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
+	}
+	if cfg.dataDir == "" {
+		return nil, errors.New("--data-dir is empty: name a directory")
+	}
+	if c.IsSet("preload-lead") {
+		cfg.lead = c.Duration("preload-lead")
+		if cfg.lead <= 0 || cfg.lead >= cfg.segDur {
+			return nil, fmt.Errorf("--preload-lead %v: must be positive and shorter than --segment-duration %v", cfg.lead, cfg.segDur)
+		}
+	}
+	var err error
+	if cfg.fsync, err = commitlog.ParseSyncPolicy(c.String("fsync")); err != nil {
+		return nil, fmt.Errorf("--fsync %q: want always, interval or none", c.String("fsync"))
+	}
+	if cfg.maxDelay, err = server.ParseDuration(c.String("max-delay")); err != nil {
+		return nil, fmt.Errorf("--max-delay: %w", err)
+	}
+	if cfg.maxDelay <= 0 {
+		return nil, fmt.Errorf("--max-delay %q: must be positive", c.String("max-delay"))
+	}
+	body, err := server.ParseSize(c.String("max-body"))
+	if err != nil {
+		return nil, fmt.Errorf("--max-body: %w", err)
+	}
+	if body > server.MaxBodyLimit {
+		return nil, fmt.Errorf("--max-body %s: at most %s", c.String("max-body"), server.FormatSize(server.MaxBodyLimit))
+	}
+	cfg.maxBody = int(body)
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
+	}
+	if cfg.levels, err = server.ParseDelayLevels(c.String("delay-levels")); err != nil {
+		return nil, fmt.Errorf("--delay-levels: %w", err)
+	}
+	for i, d := range cfg.levels {
+		if d > cfg.maxDelay {
+			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, server.FormatDuration(d), server.FormatDuration(cfg.maxDelay))
+		}
+	}
+	if cfg.maxAttempts < 1 {
+		return nil, fmt.Errorf("--max-attempts %d: at least 1", cfg.maxAttempts)
+	}
+	if cfg.lease <= 0 || cfg.lease > queue.DefaultMaxLease {
+		return nil, fmt.Errorf("--default-lease %v: from 1ms to %v", cfg.lease, queue.DefaultMaxLease)
+	}
+	if cfg.shutdownTO <= 0 {
+		return nil, fmt.Errorf("--shutdown-timeout %v: must be positive", cfg.shutdownTO)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		cfg.logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, hopts))
+	case "json":
+		cfg.logger = slog.New(slog.NewJSONHandler(c.App.ErrWriter, hopts))
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.String("log-format"))
+	}
+	return cfg, nil
+}
+
+func runServe(c *cli.Context) error {
+	cfg, err := parseServe(c)
+	if err != nil {
+		return fmt.Errorf("%w (see 'hourglass serve --help')", err)
+	}
+	log := cfg.logger
+	lock, err := server.LockDir(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if cfg.fsync == commitlog.SyncNone {
+		log.Warn("--fsync none: a machine crash can lose any acknowledged message; for tests only")
+	}
+
+	q, err := queue.Open(queue.Options{
+		Dir:          server.QueueDir(cfg.dataDir),
+		MaxAttempts:  cfg.maxAttempts,
+		DefaultLease: cfg.lease,
+		Logger:       log,
+		Fsync:        cfg.fsync,
+		// A message must fit in one queue-log segment.
+		SegmentSize: max(queue.DefaultSegmentSize, int64(cfg.maxBody)+server.MaxHeaderBytes+1<<20),
+	})
+	if err != nil {
+		return err
+	}
+	metrics := server.NewMetrics()
+	openStart := time.Now()
+	eng, err := engine.Open(engine.Options{
+		Dir:             cfg.dataDir,
+		SegmentDuration: cfg.segDur,
+		PreloadLead:     cfg.lead,
+		Fsync:           cfg.fsync,
+		MaxDelay:        cfg.maxDelay,
+		Sink:            q,
+		Logger:          log,
+		Observer:        metrics,
+		OnFsync:         metrics.Fsynced,
+	})
+	if err != nil {
+		q.Close()
+		return err
+	}
+	q.SetReschedule(eng.Schedule)
+	closeAll := func() error {
+		err := eng.Close()
+		if qerr := q.Close(); err == nil {
+			err = qerr
+		}
+		return err
+	}
+	srv, err := server.New(server.Options{
+		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.dataDir, SegmentDuration: cfg.segDur,
+		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log,
+	})
+	if err != nil {
+		closeAll()
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	if cfg.tlsCert != "" {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true) // h2c, for gRPC without TLS
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() {
+		if cfg.tlsCert != "" {
+			served <- hs.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	scheme := "h2c and HTTP/1.1"
+	if cfg.tlsCert != "" {
+		scheme = "TLS"
+	}
+	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
+	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
+		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
+		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "")
+	go func() {
+		select {
+		case <-eng.Ready():
+			log.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
+		case <-c.Context.Done():
+		}
+	}()
+
+	var serveErr error
+	select {
+	case <-c.Context.Done():
+		log.Info("shutting down: no new connections; finishing in-flight requests", "timeout", cfg.shutdownTO)
+	case serveErr = <-served:
+		log.Error("server stopped", "err", serveErr)
+	}
+	srv.BeginShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTO)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		log.Warn("in-flight requests did not finish in time; closing their connections", "err", err)
+		hs.Close()
+	}
+	if err := closeAll(); err != nil {
+		log.Error("closing the engine and the queue", "err", err)
+		return err
+	}
+	log.Info("stopped cleanly")
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestServeHelp(t *testing.T) {
+	out, _, err := runApp(t, "serve", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"--data-dir", "./hourglass-data", "--listen", "127.0.0.1:7420", "--segment-duration", "--preload-lead",
+		"--fsync", "always", "--max-delay", "10y", "--max-body", "1MiB", "--auth-token", "--tls-cert", "--tls-key",
+		"--delay-levels", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "--max-attempts", "16",
+		"HOURGLASS_DATA_DIR", "HOURGLASS_AUTH_TOKEN", "HOURGLASS_MAX_DELAY", "/healthz", "/readyz", "/metrics",
+		"SIGTERM", "curl", "listening on",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(out)
+	}
+	if out, _, _ := runApp(t, "--help"); !strings.Contains(out, "serve") {
+		t.Errorf("hourglass --help does not list serve:\n%s", out)
+	}
+}
+
+func TestServeBadFlags(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"fsync", []string{"--fsync", "sometimes"}, "want always, interval or none"},
+		{"max_delay_unit", []string{"--max-delay", "10x"}, "--max-delay"},
+		{"max_delay_zero", []string{"--max-delay", "0s"}, "must be positive"},
+		{"max_body_too_big", []string{"--max-body", "100MiB"}, "at most 32 MiB"},
+		{"max_body_unit", []string{"--max-body", "1TB"}, "unknown unit"},
+		{"tls_half", []string{"--tls-cert", "c.pem"}, "go together"},
+		{"delay_levels", []string{"--delay-levels", "1s nope"}, "delay level 2"},
+		{"level_beyond_max_delay", []string{"--max-delay", "1h", "--delay-levels", "1s 2h"}, "beyond --max-delay"},
+		{"preload_lead", []string{"--segment-duration", "2s", "--preload-lead", "5s"}, "shorter than --segment-duration"},
+		{"max_attempts", []string{"--max-attempts", "0"}, "at least 1"},
+		{"log_level", []string{"--log-level", "loud"}, "--log-level"},
+		{"argument", []string{"extra"}, "takes no arguments"},
+		{"segment_duration_unit", []string{"--segment-duration", "2"}, "takes a duration with a unit"},
+	} {
+		args := append([]string{"serve", "--data-dir", filepath.Join(dir, tc.name), "--listen", "127.0.0.1:0"}, tc.args...)
+		_, _, err := runApp(t, args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestServeEnv(t *testing.T) {
+	t.Setenv("HOURGLASS_FSYNC", "sometimes")
+	_, _, err := runApp(t, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "--fsync") {
+		t.Errorf("HOURGLASS_FSYNC=sometimes: err = %v", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and one reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs serve in-process with args and returns its address,
+// a function that stops it (what SIGTERM does in main) and its stderr.
+func startServe(t *testing.T, args ...string) (addr string, stop func() error, errOut *syncBuffer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	app := newApp()
+	errOut = &syncBuffer{}
+	app.Writer, app.ErrWriter = &bytes.Buffer{}, errOut
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(ctx, append([]string{"hourglass", "serve", "--listen", "127.0.0.1:0", "--fsync", "none"}, args...))
+	}()
+	stop = func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(15 * time.Second):
+			t.Fatal("serve did not stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { cancel() })
+	re := regexp.MustCompile(`listening on (\S+)`)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended early: %v\n%s", err, errOut.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if m := re.FindStringSubmatch(errOut.String()); m != nil {
+			return m[1], stop, errOut
+		}
+	}
+	t.Fatalf("serve printed no address:\n%s", errOut.String())
+	return "", nil, nil
+}
+
+// TestServeStartStop runs serve in-process, checks /healthz and a second
+// server on the same data directory, and stops it.
+func TestServeStartStop(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop, errOut := startServe(t, "--data-dir", dir)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("/healthz: %d", resp.StatusCode)
+	}
+	_, _, err = runApp(t, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second server on the same data directory: err = %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("serve after stop: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "stopped cleanly") {
+		t.Errorf("no clean stop in the log:\n%s", errOut.String())
+	}
+}
+
+// TestServeTLS serves with a self-signed certificate and checks that
+// HTTP/2 is negotiated.
+func TestServeTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	writeSelfSigned(t, certFile, keyFile)
+	addr, stop, _ := startServe(t, "--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get("https://" + addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Errorf("/healthz over TLS: %d over %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+	}
+	if err := stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+func writeSelfSigned(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,168 @@
+package queue
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// checkpoint writes t's state to its ack log, then deletes what that makes
+// unnecessary: ack-log segments before it, and queue-log segments below
+// the low-water mark (every record in them is acked).
+func (t *topic) checkpoint() error {
+	t.ackMu.Lock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.ackMu.Unlock()
+		return nil
+	}
+	ck := t.snapshotLocked()
+	t.acksSince, t.bytesSince, t.ckptQueued = 0, 0, false
+	same := len(ck.entries) == 0 && t.lastCk == ck.key()
+	t.mu.Unlock()
+	if same {
+		t.ackMu.Unlock()
+		return nil
+	}
+	offs, err := t.acks.Append(nil, encodeCheckpoint(&ck, t.q.opts.entriesPerRecord())...)
+	t.ackMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("queue: topic %q: checkpoint: %w", t.name, err)
+	}
+	t.mu.Lock()
+	t.lastCk = ck.key()
+	t.mu.Unlock()
+	_, aerr := t.acks.DeleteBefore(offs[0])
+	_, lerr := t.log.DeleteBefore(ck.lwm)
+	if err := errors.Join(aerr, lerr); err != nil {
+		return fmt.Errorf("queue: topic %q: retention: %w", t.name, err)
+	}
+	return nil
+}
+
+// ckKey summarises a checkpoint without entries, to skip writing the same
+// one twice.
+type ckKey struct{ lwm, cursor, end, unread int64 }
+
+func (ck *checkpoint) key() ckKey { return ckKey{ck.lwm, ck.cursor, ck.end, ck.unread} }
+
+// snapshotLocked returns t's state as a checkpoint: everything outstanding
+// below the cursor with its attempt, and the acks the reader has not
+// reached. t.mu is held.
+func (t *topic) snapshotLocked() checkpoint {
+	ck := checkpoint{cursor: t.reader.Pos(), end: t.end, unread: t.unread}
+	if ck.cursor > ck.end {
+		// The reader is ahead of an append still in flight: unread is
+		// minus the records in [end, cursor), so this says the same.
+		ck.end, ck.unread = ck.cursor, 0
+	}
+	ents := make([]entry, 0, len(t.leases)+len(t.fifo)+len(t.skip))
+	for _, l := range t.leases {
+		ents = append(ents, entry{off: l.off, attempt: l.attempt})
+	}
+	ents = append(ents, t.fifo...)
+	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
+	ck.lwm = ck.cursor
+	if len(ents) > 0 {
+		ck.lwm = min(ck.lwm, ents[0].off)
+	}
+	for _, off := range t.skip {
+		ents = append(ents, entry{off: off})
+	}
+	ck.entries = ents
+	return ck
+}
+
+// recover rebuilds t's state from its logs: the last complete checkpoint
+// in the ack log, the acks after it, and a count of the queue-log records
+// appended after it. Records the checkpoint lists below its cursor and not
+// acked since are receivable again first, with the attempt they had;
+// records past the cursor are read again as never received, except those
+// acked since.
+func (t *topic) recover() error {
+	var r replayer
+	it, err := t.acks.NewIterator(t.acks.FirstOffset())
+	if err != nil {
+		return fmt.Errorf("queue: topic %q: ack log: %w", t.name, err)
+	}
+	for it.Next() {
+		rec := it.Record()
+		if err := r.add(rec.Type, rec.Payload); err != nil {
+			it.Close()
+			return &CorruptionError{Topic: t.name, Log: "acks", Offset: it.Offset(), Err: err}
+		}
+	}
+	err = it.Err()
+	it.Close()
+	if err != nil {
+		return fmt.Errorf("queue: topic %q: ack log: %w", t.name, err)
+	}
+	if err := r.finish(); err != nil {
+		return &CorruptionError{Topic: t.name, Log: "acks", Offset: -1, Err: err}
+	}
+	if r.discarded > 0 {
+		t.q.opts.Logger.Warn("queue: dropped an incomplete checkpoint (cut short by a crash)", "topic", t.name, "count", r.discarded)
+	}
+	first, endOff := t.log.FirstOffset(), t.log.EndOffset()
+	ck := r.ck
+	if !r.have {
+		ck = checkpoint{lwm: first, cursor: first, end: first}
+	}
+	if ck.lwm < first {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: -1, Err: fmt.Errorf(
+			"the last checkpoint has unacked records from offset %d but the queue log starts at %d: segments are missing", ck.lwm, first)}
+	}
+	if ck.end > endOff {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: -1, Err: fmt.Errorf(
+			"the last checkpoint covers the queue log up to offset %d but it ends at %d: durable data is gone", ck.end, endOff)}
+	}
+	acks := slices.Compact(slices.Sorted(slices.Values(r.acks)))
+	for _, e := range ck.entries {
+		if e.off >= ck.cursor {
+			t.skip = append(t.skip, e.off)
+		} else if _, acked := slices.BinarySearch(acks, e.off); !acked {
+			t.fifo = append(t.fifo, e)
+		}
+	}
+	for _, a := range acks {
+		if a >= ck.cursor {
+			t.skip = append(t.skip, a)
+		}
+	}
+	slices.Sort(t.skip)
+	t.skip = slices.Compact(t.skip)
+
+	// Count what was appended after the checkpoint: at most about one
+	// segment, since appending a segment's worth asks for a checkpoint.
+	cit, err := t.log.NewIterator(ck.end)
+	if err != nil {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: ck.end, Err: err}
+	}
+	n := int64(0)
+	for cit.Next() {
+		n++
+	}
+	err = cit.Err()
+	t.end = cit.Pos()
+	cit.Close()
+	if err != nil {
+		return fmt.Errorf("queue: topic %q: %w", t.name, err)
+	}
+	t.unread = ck.unread + n
+	if t.reader, err = t.log.NewIterator(ck.cursor); err != nil {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: ck.cursor, Err: err}
+	}
+	t.lastCk = ck.key()
+	if r.have {
+		if _, err := t.log.DeleteBefore(ck.lwm); err != nil {
+			return fmt.Errorf("queue: topic %q: retention: %w", t.name, err)
+		}
+	}
+	if len(r.acks) > 0 || n > 0 || r.discarded > 0 {
+		t.ckptQueued = true
+		t.q.kick(t)
+	}
+	return nil
+}

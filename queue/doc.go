@@ -1,0 +1,95 @@
+// Package queue is Hourglass's built-in queue, the embedded default sink.
+// When a delayed message comes due the engine hands it to Deliver; a
+// consumer then Receives it under a lease (visibility timeout) and Acks it,
+// or Nacks it with a retry delay. A failure (an expired lease or a Nack)
+// raises the message's attempt count; after MaxAttempts it goes to the
+// topic "<topic>.dlq" instead.
+//
+// # Guarantees
+//
+//   - Deliver returns nil only once the batch is durable in the topic's
+//     queue log (under the always fsync policy); concurrent callers of a
+//     topic share one fsync. Different topics fsync their own files, in
+//     parallel.
+//   - Ack returns nil only once its ack record is durable; an acked
+//     message is never handed out again, even after kill -9.
+//   - Every delivered message that is not acked is handed out again: after
+//     its lease runs out, or after a restart (at least once).
+//   - The backlog stays on disk: memory holds the leased messages, those
+//     waiting to be received again, and a few hundred bytes per topic, not
+//     the messages waiting to be received for the first time.
+//
+// # Layout
+//
+// Each topic is a directory under Dir/topics, named as the topic (see
+// ValidateTopic), holding two logs of package commitlog:
+//
+//	Dir/topics/orders/log/%020d.log    queue log: the delivered messages
+//	Dir/topics/orders/acks/%020d.log   ack log: acks and checkpoints
+//
+// Records are framed by package record; offsets are commitlog offsets. A
+// queue-log record (type 'M') is one message:
+//
+//	+--------+------------------+------------+------------------------------+
+//	| ver u8 | ID deliverAt i64 | ID seq u64 | schedule payload (package    |
+//	|  (=1)  |   UTC epoch ms   |            | message: AppendSchedule)     |
+//	+--------+------------------+------------+------------------------------+
+//
+// Its offset in the queue log is its position: receipts, acks and
+// checkpoints name messages by it. The ack log holds three record types:
+//
+//	'A' ack         ver u8 | offset u64 ...           acked queue-log records
+//	'C' checkpoint  ver u8 | lwm u64 | cursor u64 | end u64 | unread u64 | n u32
+//	'E' entries     ver u8 | { offset u64 | attempt u32 } ...
+//
+// A checkpoint is one head ('C') followed by entry records holding its n
+// entries in offset order (at most 4096 per record), written by a single
+// Append. It says: every queue-log record below lwm is acked; records
+// in [lwm, cursor) were received and are acked except the entries below
+// cursor, which were outstanding with the given attempt count; records
+// from cursor on were never received except the entries at or above
+// cursor (attempt 0), which were acked after a restart before the reader
+// reached them; [cursor, end) holds unread records.
+//
+// # Memory and state
+//
+// In memory a topic keeps a reader at the cursor (the next never-received
+// record), a lease table (offset -> deadline, attempt; plus an index by
+// message ID), a FIFO of messages to hand out again (offset, attempt), and
+// after a restart the acked offsets ahead of the cursor. The low-water
+// mark is the lowest of the cursor and the outstanding offsets. Nothing
+// else is persisted: a record received and no longer outstanding is acked.
+//
+// # Recovery
+//
+// Open replays each ack log from its first retained record: a complete
+// checkpoint replaces the state, acks after it are applied. A checkpoint
+// cut short by a crash (only possible at the end of what was durable) is
+// dropped; entry records at the very start of the log belong to a
+// checkpoint whose head was in a deleted segment, and are skipped (a newer
+// complete checkpoint must follow). Outstanding entries not acked since become receivable at once,
+// with the attempt count they had at that checkpoint (a restart does not
+// count as a failed attempt); records received after it and not acked are
+// read again from the log as never received. Start-up reads each ack log
+// (at most a few segments) and counts the queue-log records appended since
+// the last checkpoint (about one segment at most), not the backlog.
+//
+// # Retention
+//
+// A checkpoint is written once CheckpointEvery acks (or as many as the
+// topic's outstanding messages, if more) or a queue-log segment's worth of
+// deliveries followed the last one, and at Close. Once it is durable the
+// ack-log segments before it and the queue-log segments below its lwm are
+// deleted.
+//
+// # Nack, retries and dead letters
+//
+// Nack with delay <= 0 makes the message receivable again at once (no
+// disk write). Nack with a delay calls the engine's Schedule (SetReschedule)
+// with a new message: Attempt+1, Origin = the first attempt's ID; the
+// original is then acked. When a failure raises the attempt count to
+// MaxAttempts the message is appended to "<topic>.dlq" (same ID, Attempt
+// = the failed attempts) and then acked here. A crash between the two
+// steps of either leaves both copies (at least once). Dead-letter topics
+// keep their failures: their messages are redelivered, not moved on.
+package queue

@@ -1,0 +1,214 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// Defaults for zero Options fields, and hard limits.
+const (
+	DefaultMaxAttempts     = 16
+	DefaultLease           = 30 * time.Second
+	DefaultMaxLease        = 12 * time.Hour
+	DefaultSegmentSize     = 16 << 20
+	DefaultAckSegmentSize  = 1 << 20
+	DefaultCheckpointEvery = 4096
+
+	// MaxReceive is the most messages one Receive may ask for.
+	MaxReceive = 10000
+	// MaxTopicLen is the longest topic a producer may name; its dead-letter
+	// topic adds DLQSuffix.
+	MaxTopicLen = 200
+	// DLQSuffix names a topic's dead-letter topic: "orders" -> "orders.dlq".
+	DLQSuffix = ".dlq"
+)
+
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("queue: closed")
+	// ErrNotLeased is returned by Ack and Nack for a message that is not
+	// leased: never received, already acked or nacked, or its lease ran out
+	// (it is then receivable again, or dead-lettered).
+	ErrNotLeased = errors.New("queue: message not leased (unknown, already settled, or its lease expired)")
+	// ErrInvalidTopic is wrapped by the error for a topic name ValidateTopic rejects.
+	ErrInvalidTopic = errors.New("queue: invalid topic")
+	// ErrInvalid is wrapped by the error for an argument out of range.
+	ErrInvalid = errors.New("queue: invalid argument")
+	// ErrNoReschedule is returned by Nack with a delay when no Reschedule
+	// function is set (Options.Reschedule or SetReschedule).
+	ErrNoReschedule = errors.New("queue: Nack with a delay needs a Reschedule function; none is set")
+	// ErrTooLarge is wrapped by Deliver's error for a message that cannot
+	// fit in one queue-log segment (Options.SegmentSize).
+	ErrTooLarge = errors.New("queue: message larger than a queue-log segment")
+)
+
+// CorruptionError reports a queue-log or ack-log record that passed its
+// checksum but does not make sense (an unknown type, a payload that does
+// not decode, a checkpoint that contradicts itself), or state the logs
+// contradict (a checkpoint naming queue-log data that is gone). Damaged
+// framing is reported by package commitlog as *commitlog.CorruptionError.
+// The queue never serves such a record; the operator decides.
+type CorruptionError struct {
+	Topic  string
+	Log    string // "log" (the queue log) or "acks" (the ack log)
+	Offset int64  // logical offset of the record in that log, -1 if none
+	Err    error
+}
+
+func (e *CorruptionError) Error() string {
+	if e.Offset < 0 {
+		return fmt.Sprintf("queue: topic %q: corrupt %s: %v", e.Topic, e.Log, e.Err)
+	}
+	return fmt.Sprintf("queue: topic %q: corrupt %s record at offset %d: %v", e.Topic, e.Log, e.Offset, e.Err)
+}
+
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// RescheduleFunc schedules a retry of a nacked message; it is the engine's
+// Schedule. It returns the new message's ID once the retry is durable.
+type RescheduleFunc func(ctx context.Context, req engine.Request) (message.ID, error)
+
+// Options configure a Queue. Only Dir is required.
+type Options struct {
+	// Dir holds the queue's data: Dir/topics/<topic>/{log,acks}/. It is
+	// created if missing.
+	Dir string
+	// MaxAttempts is how many times a message is handed out before a
+	// failure (an expired lease or a Nack) sends it to <topic>.dlq instead;
+	// default 16. Attempts count from the message's Attempt field, which a
+	// Nack's retry raises.
+	MaxAttempts int
+	// DefaultLease is the lease of a Receive that asks for none; default 30 s.
+	DefaultLease time.Duration
+	// MaxLease bounds the lease a Receive may ask for; default 12 h.
+	MaxLease time.Duration
+	// Now is the clock leases are measured on; default time.Now. Lease
+	// expiry is driven by timers (monotonic); Now decides whether a lease
+	// is over, so a clock that lags only delays expiry.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+	// Fsync is the durability policy of every queue and ack log; default
+	// always: Deliver and Ack return only after an fsync covers them,
+	// shared by concurrent callers of the same topic (group commit).
+	Fsync commitlog.SyncPolicy
+	// Reschedule is called by Nack with a delay; settable later with
+	// SetReschedule, because the engine is opened with the queue as its
+	// sink. Nil until set: such a Nack fails with ErrNoReschedule.
+	Reschedule RescheduleFunc
+	// SegmentSize is the size of a queue-log segment file; default 16 MiB.
+	// A message must fit in one segment (its body plus about 60 bytes and
+	// its headers): larger ones make Deliver fail with ErrTooLarge, so
+	// the server must bound message sizes below it. Each topic keeps two
+	// segments preallocated.
+	SegmentSize int64
+	// AckSegmentSize is the size of an ack-log segment file; default 1 MiB,
+	// at least 4 KiB.
+	AckSegmentSize int64
+	// CheckpointEvery is how many acks of a topic may follow its last
+	// checkpoint before the next is written (at least as many as the
+	// topic's outstanding messages); default 4096. Checkpoints bound
+	// restart time and the memory restart needs, and let retention delete
+	// acked queue-log segments.
+	CheckpointEvery int
+}
+
+func (o *Options) fill() error {
+	if o.Dir == "" {
+		return errors.New("queue: Options.Dir is empty")
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.MaxAttempts < 1 {
+		return fmt.Errorf("queue: max attempts %d: at least 1", o.MaxAttempts)
+	}
+	if o.MaxLease == 0 {
+		o.MaxLease = DefaultMaxLease
+	}
+	if o.DefaultLease == 0 {
+		o.DefaultLease = min(DefaultLease, o.MaxLease)
+	}
+	if o.DefaultLease < 0 || o.MaxLease < 0 || o.DefaultLease > o.MaxLease {
+		return fmt.Errorf("queue: default lease %v and max lease %v: both positive, default at most max", o.DefaultLease, o.MaxLease)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.AckSegmentSize == 0 {
+		o.AckSegmentSize = DefaultAckSegmentSize
+	}
+	const minSeg = 4096
+	if o.SegmentSize < minSeg || o.AckSegmentSize < minSeg {
+		return fmt.Errorf("queue: segment sizes %d and %d bytes: at least %d", o.SegmentSize, o.AckSegmentSize, minSeg)
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if o.CheckpointEvery < 1 {
+		return fmt.Errorf("queue: checkpoint interval %d acks: at least 1", o.CheckpointEvery)
+	}
+	return nil
+}
+
+// maxMessagePayload is the largest queue-log payload a segment holds.
+func (o *Options) maxMessagePayload() int {
+	return int(min(int64(record.MaxPayload), o.SegmentSize-32-record.Overhead))
+}
+
+// entriesPerRecord is how many checkpoint entries go in one ack-log record,
+// so that each fits in an ack-log segment.
+func (o *Options) entriesPerRecord() int {
+	return int(min(4096, (o.AckSegmentSize-32-record.Overhead-1)/entrySize))
+}
+
+// ValidateTopic reports whether topic may name a queue topic. A topic is 1
+// to 200 bytes of ASCII letters, digits, '.', '_' and '-', starting with a
+// letter, a digit or '_'; the dead-letter topic of a valid topic (the
+// topic followed by ".dlq") is valid too. Topics are directory names as
+// they are: on a case-insensitive filesystem "A" and "a" would collide,
+// so the queue needs a case-sensitive one.
+func ValidateTopic(topic string) error {
+	base := topic
+	if len(base) > MaxTopicLen {
+		base = base[:len(base)-len(DLQSuffix)]
+		if s := topic[len(base):]; s != DLQSuffix || len(base) > MaxTopicLen {
+			return fmt.Errorf("%w %.40q...: %d bytes; at most %d (plus %q for a dead-letter topic)", ErrInvalidTopic, topic, len(topic), MaxTopicLen, DLQSuffix)
+		}
+	}
+	if base == "" {
+		return fmt.Errorf("%w: empty; a topic is 1 to %d bytes of A-Z a-z 0-9 . _ -", ErrInvalidTopic, MaxTopicLen)
+	}
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || (i > 0 && (c == '.' || c == '-'))
+		if !ok {
+			what := "may only hold A-Z a-z 0-9 . _ -"
+			if i == 0 && (c == '.' || c == '-') {
+				what = "must start with a letter, a digit or _"
+			}
+			return fmt.Errorf("%w %q: byte %d (%q) not allowed: a topic %s", ErrInvalidTopic, topic, i, c, what)
+		}
+	}
+	return nil
+}
+
+// isDLQ reports whether topic is a dead-letter topic: its failures stay in
+// it rather than going to another level of dead-letter topic.
+func isDLQ(topic string) bool {
+	return len(topic) > len(DLQSuffix) && topic[len(topic)-len(DLQSuffix):] == DLQSuffix
+}

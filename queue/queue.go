@@ -1,0 +1,475 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// Queue is the built-in queue. All methods may be called from any
+// goroutine.
+type Queue struct {
+	opts       Options
+	dir        string // Dir/topics
+	reschedule atomic.Pointer[RescheduleFunc]
+	serial     atomic.Uint64 // last lease serial handed out
+
+	// closeMu is held shared by every operation while it works (not while
+	// a Receive waits) and exclusively by Close.
+	closeMu sync.RWMutex
+	closed  bool
+	done    chan struct{} // closed by Close
+
+	// mu guards topics and created.
+	mu      sync.Mutex
+	topics  map[string]*slot
+	created chan struct{} // closed (and replaced) when a topic is created
+
+	// ckptMu guards ckptQueue, the topics waiting for a checkpoint.
+	ckptMu    sync.Mutex
+	ckptQueue []*topic
+	ckptCh    chan struct{} // wakes the checkpointer; capacity 1
+
+	wg sync.WaitGroup // the checkpointer and dead-letter workers
+}
+
+// slot is a topic being opened or open.
+type slot struct {
+	ready chan struct{} // closed once t or err is set
+	t     *topic
+	err   error
+}
+
+// Message is one received message. Its byte slices are its own.
+type Message struct {
+	ID        message.ID // the ID the producer was given (for a retry: the retry's own)
+	Topic     string
+	Headers   []message.Header
+	Body      []byte
+	DeliverAt int64      // when it was due, UTC epoch milliseconds
+	Attempt   uint32     // 0 on the first delivery; raised by each expired lease or Nack
+	Origin    message.ID // the first attempt's ID for a retry; zero otherwise
+	// ReceivedAt is when this lease began, on the queue's clock.
+	ReceivedAt time.Time
+	// LeaseUntil is when the lease ends: Ack or Nack before it.
+	LeaseUntil time.Time
+	// Receipt names this lease; AckReceipt and NackReceipt act on it and
+	// fail once the message has been handed out again.
+	Receipt string
+	// Offset is the message's position in its topic's queue log.
+	Offset int64
+}
+
+// TopicStats are one topic's counters and gauges. Counters start at zero
+// when the queue is opened.
+type TopicStats struct {
+	Delivered    uint64 // messages appended to the topic (Deliver, dead-lettering into it)
+	Backlog      int64  // receivable now: never received, or waiting to be received again
+	Leased       int    // received and not yet acked, nacked or expired
+	Acked        uint64 // Acks that succeeded
+	Nacked       uint64 // Nacks that succeeded
+	Expired      uint64 // leases that ran out
+	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
+	DeadLettered uint64 // messages moved to <topic>.dlq
+}
+
+// Open opens (or creates) the queue in opts.Dir and recovers every topic
+// in it: acked messages stay acked, everything else delivered is
+// receivable again.
+func Open(opts Options) (*Queue, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		opts:   opts,
+		dir:    filepath.Join(opts.Dir, "topics"),
+		done:   make(chan struct{}),
+		topics: map[string]*slot{},
+		ckptCh: make(chan struct{}, 1),
+	}
+	if opts.Reschedule != nil {
+		q.SetReschedule(opts.Reschedule)
+	}
+	for _, d := range []string{opts.Dir, q.dir} {
+		if err := mkdirSynced(d); err != nil {
+			return nil, fmt.Errorf("queue: %w", err)
+		}
+	}
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !e.IsDir() || ValidateTopic(name) != nil {
+			q.closeTopics()
+			return nil, fmt.Errorf("queue: unexpected entry %q in %s: only topic directories belong there", name, q.dir)
+		}
+		t, err := q.openTopic(name, false)
+		if err != nil {
+			q.closeTopics()
+			return nil, err
+		}
+		s := &slot{ready: make(chan struct{}), t: t}
+		close(s.ready)
+		q.topics[name] = s
+	}
+	q.wg.Add(1)
+	go q.checkpointer()
+	return q, nil
+}
+
+// mkdirSynced creates dir if missing and makes its entry durable.
+func mkdirSynced(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return segfile.SyncDir(filepath.Dir(dir))
+}
+
+// SetReschedule sets the function Nack with a delay calls: the engine's
+// Schedule. It may be called at any time, from any goroutine.
+func (q *Queue) SetReschedule(fn RescheduleFunc) {
+	if fn == nil {
+		q.reschedule.Store(nil)
+		return
+	}
+	q.reschedule.Store(&fn)
+}
+
+func (q *Queue) now() time.Time { return q.opts.Now() }
+
+// enter begins an operation; leave ends it.
+func (q *Queue) enter() error {
+	q.closeMu.RLock()
+	if q.closed {
+		q.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (q *Queue) leave() { q.closeMu.RUnlock() }
+
+// topic returns the open topic called name, opening it on disk first if
+// create is set. Without create it returns nil for a topic that does not
+// exist. The caller is inside enter/leave, or a worker Close waits for.
+func (q *Queue) topic(name string, create bool) (*topic, error) {
+	q.mu.Lock()
+	s := q.topics[name]
+	if s != nil {
+		q.mu.Unlock()
+		<-s.ready
+		if s.err != nil && !create {
+			return nil, nil
+		}
+		return s.t, s.err
+	}
+	if !create {
+		q.mu.Unlock()
+		return nil, nil
+	}
+	s = &slot{ready: make(chan struct{})}
+	q.topics[name] = s
+	q.mu.Unlock()
+	s.t, s.err = q.openTopic(name, true)
+	q.mu.Lock()
+	if s.err != nil {
+		delete(q.topics, name) // the next caller tries again
+	} else if q.created != nil {
+		close(q.created)
+		q.created = nil
+	}
+	q.mu.Unlock()
+	close(s.ready)
+	return s.t, s.err
+}
+
+// createdChan returns a channel closed when the next topic is created.
+func (q *Queue) createdChan() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.created == nil {
+		q.created = make(chan struct{})
+	}
+	return q.created
+}
+
+// openTopics returns the open topics, sorted by name.
+func (q *Queue) openTopics() []*topic {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var ts []*topic
+	for _, s := range q.topics {
+		select {
+		case <-s.ready:
+			if s.t != nil {
+				ts = append(ts, s.t)
+			}
+		default:
+		}
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	return ts
+}
+
+// Deliver appends batch to topic, creating the topic on first use, and
+// returns nil only once every message of the batch is durable in the queue
+// (under the always fsync policy): the engine then records them done.
+// Concurrent calls share fsyncs. It implements engine.Sink. Either the
+// whole batch is appended or, on error, none of it; ctx is not consulted.
+// A message keeps its ID; delivering the same ID again while a copy is
+// leased drops the second copy when it is reached.
+func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	recs := make([][]byte, len(batch))
+	size := 0
+	for i := range batch {
+		size += messageSize(batch[i].Message)
+	}
+	buf := make([]byte, 0, size)
+	limit := q.opts.maxMessagePayload()
+	for i, d := range batch {
+		start := len(buf)
+		buf = appendMessage(buf, d.ID, d.Message)
+		recs[i] = buf[start:len(buf):len(buf)]
+		if len(recs[i]) > limit {
+			return fmt.Errorf("%w: message %s is %d bytes encoded; the queue's segments hold %d (Options.SegmentSize)", ErrTooLarge, d.ID, len(recs[i]), limit)
+		}
+	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	t, err := q.topic(topic, true)
+	if err != nil {
+		return err
+	}
+	return t.append(recs)
+}
+
+// Receive returns up to max due messages of topic, each leased to the
+// caller for lease (Options.DefaultLease if 0): until then no other
+// Receive gets it. Messages whose lease ran out or that were nacked
+// without delay come first, then never-received ones in delivery order.
+// With none available it waits up to wait for one (long poll; woken by
+// Deliver, lease expiry and Nack, not by polling) and returns an empty
+// slice if none came. A topic that does not exist yet is waited for, not
+// created.
+func (q *Queue) Receive(ctx context.Context, topic string, max int, wait, lease time.Duration) ([]Message, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if max < 1 || max > MaxReceive {
+		return nil, fmt.Errorf("%w: max %d messages; from 1 to %d", ErrInvalid, max, MaxReceive)
+	}
+	if wait < 0 {
+		return nil, fmt.Errorf("%w: wait %v is negative", ErrInvalid, wait)
+	}
+	if lease == 0 {
+		lease = q.opts.DefaultLease
+	}
+	if lease < 0 || lease > q.opts.MaxLease {
+		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.MaxLease)
+	}
+	var timeout <-chan time.Time
+	for {
+		if err := q.enter(); err != nil {
+			return nil, err
+		}
+		t, err := q.topic(topic, false)
+		var out []Message
+		var ch <-chan struct{}
+		switch {
+		case err != nil:
+		case t == nil:
+			ch = q.createdChan()
+			// The topic may have been created before the channel was taken.
+			if t, err = q.topic(topic, false); t != nil {
+				out, ch, err = t.receive(max, lease)
+			}
+		default:
+			out, ch, err = t.receive(max, lease)
+		}
+		q.leave()
+		if err != nil || len(out) > 0 || wait == 0 {
+			return out, err
+		}
+		if timeout == nil {
+			tm := time.NewTimer(wait)
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-ch:
+		case <-timeout:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-q.done:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// Ack completes the leased message id of topic: once Ack returns nil the
+// message is never handed out again, even after a crash (under the always
+// fsync policy; concurrent Acks share fsyncs). It returns ErrNotLeased
+// for a message that is not leased now. Any holder of the ID may ack it,
+// including one whose lease ran out after another Receive got it; use
+// AckReceipt to act only on one's own lease.
+func (q *Queue) Ack(ctx context.Context, topic string, id message.ID) error {
+	return q.settle(ctx, topic, byID(id), false, 0)
+}
+
+// AckReceipt is Ack for the lease named by a Message's Receipt: it fails
+// with ErrNotLeased once the message was handed out again.
+func (q *Queue) AckReceipt(ctx context.Context, topic, receipt string) error {
+	id, serial, err := parseReceipt(receipt)
+	if err != nil {
+		return err
+	}
+	return q.settle(ctx, topic, byReceipt(id, serial), false, 0)
+}
+
+// Nack gives up the lease on message id of topic with a failed attempt.
+// With delay <= 0 the message is receivable again at once, its attempt
+// raised. With a delay it is rescheduled through the engine (the retry is
+// a new message with Attempt+1 and Origin the first attempt's ID) and the
+// original acked. When the raised attempt reaches MaxAttempts the message
+// goes to <topic>.dlq instead (a topic ending in .dlq keeps it). It returns
+// ErrNotLeased for a message not leased now; on any error the lease is
+// kept as it was.
+func (q *Queue) Nack(ctx context.Context, topic string, id message.ID, delay time.Duration) error {
+	return q.settle(ctx, topic, byID(id), true, delay)
+}
+
+// NackReceipt is Nack for the lease named by a Message's Receipt.
+func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, delay time.Duration) error {
+	id, serial, err := parseReceipt(receipt)
+	if err != nil {
+		return err
+	}
+	return q.settle(ctx, topic, byReceipt(id, serial), true, delay)
+}
+
+// Stats returns every topic's statistics, by topic name.
+func (q *Queue) Stats() map[string]TopicStats {
+	out := map[string]TopicStats{}
+	for _, t := range q.openTopics() {
+		out[t.name] = t.statsSnapshot()
+	}
+	return out
+}
+
+// Close stops the queue: waiting Receives return ErrClosed, lease timers
+// stop, and each topic writes a final checkpoint and closes its logs.
+// Messages leased at Close are receivable again after the next Open,
+// with the attempt count they had.
+func (q *Queue) Close() error {
+	q.closeMu.Lock()
+	if q.closed {
+		q.closeMu.Unlock()
+		return ErrClosed
+	}
+	q.closed = true
+	close(q.done)
+	q.closeMu.Unlock()
+	q.wg.Wait()
+	return q.closeTopics()
+}
+
+// closeTopics checkpoints and closes every open topic.
+func (q *Queue) closeTopics() error {
+	var errs []error
+	for _, t := range q.openTopics() {
+		if err := t.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kick queues t for a checkpoint. t.ckptQueued was set under t.mu.
+func (q *Queue) kick(t *topic) {
+	q.ckptMu.Lock()
+	q.ckptQueue = append(q.ckptQueue, t)
+	q.ckptMu.Unlock()
+	select {
+	case q.ckptCh <- struct{}{}:
+	default:
+	}
+}
+
+// checkpointer writes the checkpoints topics ask for, off their callers'
+// paths.
+func (q *Queue) checkpointer() {
+	defer q.wg.Done()
+	for {
+		select {
+		case <-q.done:
+			return
+		case <-q.ckptCh:
+		}
+		q.ckptMu.Lock()
+		ts := q.ckptQueue
+		q.ckptQueue = nil
+		q.ckptMu.Unlock()
+		for _, t := range ts {
+			if err := t.checkpoint(); err != nil {
+				q.opts.Logger.Error("queue: checkpoint failed", "topic", t.name, "err", err)
+			}
+		}
+	}
+}
+
+// openTopic opens the logs of topic name and recovers its state. With
+// create it makes the directories first, durably.
+func (q *Queue) openTopic(name string, create bool) (*topic, error) {
+	dir := filepath.Join(q.dir, name)
+	if create {
+		for _, d := range []string{dir, filepath.Join(dir, "log"), filepath.Join(dir, "acks")} {
+			if err := mkdirSynced(d); err != nil {
+				return nil, fmt.Errorf("queue: create topic %q: %w", name, err)
+			}
+		}
+	}
+	qlog, _, err := commitlog.Open(commitlog.Options{
+		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
+	}
+	alog, _, err := commitlog.Open(commitlog.Options{
+		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger,
+	})
+	if err != nil {
+		qlog.Close()
+		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
+	}
+	t := newTopic(q, name, qlog, alog)
+	if err := t.recover(); err != nil {
+		t.closeLogs()
+		return nil, err
+	}
+	return t, nil
+}

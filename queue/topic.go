@@ -1,0 +1,458 @@
+package queue
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
+)
+
+// lease states.
+const (
+	leased   = iota // held by a consumer until deadline
+	settling        // an Ack, Nack or dead-lettering is writing its outcome
+)
+
+// lease is a received, not yet acked message. While it exists its offset
+// holds the topic's low-water mark down.
+type lease struct {
+	off      int64
+	id       message.ID
+	attempt  uint32
+	deadline int64 // UnixNano on the queue's clock
+	serial   uint64
+	state    uint8
+	hi       int // index in topic.heap, -1 when not in it
+}
+
+// leaseHeap orders leases in the leased state by deadline.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hi, h[j].hi = i, j
+}
+func (h *leaseHeap) Push(x any) {
+	l := x.(*lease)
+	l.hi = len(*h)
+	*h = append(*h, l)
+}
+func (h *leaseHeap) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.hi = -1
+	return l
+}
+
+// topic is one queue topic: its two logs and the in-memory state rebuilt
+// from them. Memory holds only what is outstanding (leases, messages
+// waiting to be received again, acks the reader has not reached after a
+// restart); the backlog stays in the queue log.
+type topic struct {
+	q     *Queue
+	name  string
+	dlq   bool // a dead-letter topic: failures stay here
+	log   *commitlog.Log
+	acks  *commitlog.Log
+	stats TopicStats // counters; guarded by mu
+
+	// amu guards appending and queued: appends are serialised so that
+	// end and unread count exactly, and batched so that callers arriving
+	// during an fsync share the next one.
+	amu       sync.Mutex
+	appending bool
+	queued    []*appendReq
+
+	// ackMu is held shared while an ack record is appended and applied,
+	// and exclusively while a checkpoint is taken and written: a
+	// checkpoint therefore reflects every ack record before it.
+	ackMu sync.RWMutex
+
+	// mu guards everything below.
+	mu         sync.Mutex
+	closed     bool
+	reader     *commitlog.Iterator // at the cursor: the next never-received record
+	end        int64               // queue-log offset up to which unread counts records
+	unread     int64               // records in [cursor, end)
+	skip       []int64             // acked records at or after the cursor (after a restart), sorted
+	fifo       []entry             // waiting to be received again, in order
+	leases     map[int64]*lease    // by offset: leased and settling
+	byID       map[message.ID]*lease
+	heap       leaseHeap
+	timer      *time.Timer
+	timerAt    int64 // deadline the timer is set for; 0 if none
+	notify     chan struct{}
+	scratch    message.Message
+	acksSince  int   // acks since the last checkpoint
+	bytesSince int64 // bytes delivered since the last checkpoint
+	ckptQueued bool
+	lastCk     ckKey // the last checkpoint written or recovered
+}
+
+func newTopic(q *Queue, name string, qlog, alog *commitlog.Log) *topic {
+	return &topic{
+		q: q, name: name, dlq: isDLQ(name), log: qlog, acks: alog,
+		leases: map[int64]*lease{}, byID: map[message.ID]*lease{},
+	}
+}
+
+// appendReq is one caller's records waiting to be appended.
+type appendReq struct {
+	recs [][]byte
+	err  error
+	done chan struct{}
+}
+
+// append appends recs to the queue log and returns once they are durable
+// (under SyncAlways). The first caller appends for everyone queued behind
+// it, in one Append and so one fsync, until the queue is empty.
+func (t *topic) append(recs [][]byte) error {
+	req := &appendReq{recs: recs, done: make(chan struct{})}
+	t.amu.Lock()
+	t.queued = append(t.queued, req)
+	if t.appending {
+		t.amu.Unlock()
+		<-req.done
+		return req.err
+	}
+	t.appending = true
+	var crecs []commitlog.Record
+	var offs []int64
+	for len(t.queued) > 0 {
+		reqs := t.queued
+		t.queued = nil
+		t.amu.Unlock()
+		crecs = crecs[:0]
+		bytes := int64(0)
+		for _, r := range reqs {
+			for _, p := range r.recs {
+				crecs = append(crecs, commitlog.Record{Type: typeMessage, Payload: p})
+				bytes += int64(record.Size(len(p)))
+			}
+		}
+		var err error
+		offs, err = t.log.Append(offs[:0], crecs...)
+		if err == nil {
+			last := len(offs) - 1
+			t.mu.Lock()
+			t.end = offs[last] + int64(record.Size(len(crecs[last].Payload)))
+			t.unread += int64(len(offs))
+			t.stats.Delivered += uint64(len(offs))
+			t.bytesSince += bytes
+			t.wake()
+			t.maybeCheckpointLocked()
+			t.mu.Unlock()
+		}
+		for _, r := range reqs {
+			r.err = err
+			close(r.done)
+		}
+		t.amu.Lock()
+	}
+	t.appending = false
+	t.amu.Unlock()
+	return req.err
+}
+
+// waitChan returns a channel closed when messages may have become
+// receivable. t.mu is held.
+func (t *topic) waitChan() <-chan struct{} {
+	if t.notify == nil {
+		t.notify = make(chan struct{})
+	}
+	return t.notify
+}
+
+// wake wakes the Receives waiting on t. t.mu is held.
+func (t *topic) wake() {
+	if t.notify != nil {
+		close(t.notify)
+		t.notify = nil
+	}
+}
+
+// receive leases up to max messages for lease. With none available it
+// returns a channel that is closed when that may have changed.
+func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan struct{}, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, nil, ErrClosed
+	}
+	now := t.q.now()
+	deadline := now.Add(leaseDur).UnixNano()
+	var out []Message
+	var id message.ID
+	m := &t.scratch
+	for len(out) < max {
+		var off int64
+		var attempt uint32
+		redelivery := len(t.fifo) > 0
+		if redelivery {
+			e := t.fifo[0]
+			t.fifo = t.fifo[1:]
+			if err := t.readAt(e.off, &id, m); err != nil {
+				t.fifo = append([]entry{e}, t.fifo...)
+				return t.failed(out, err)
+			}
+			off, attempt = e.off, e.attempt
+		} else {
+			if !t.reader.Next() {
+				if err := t.reader.Err(); err != nil {
+					return t.failed(out, fmt.Errorf("queue: topic %q: %w", t.name, err))
+				}
+				break
+			}
+			off = t.reader.Offset()
+			t.unread--
+			for len(t.skip) > 0 && t.skip[0] < off {
+				t.skip = t.skip[1:] // cannot happen: skip holds record offsets
+			}
+			if len(t.skip) > 0 && t.skip[0] == off {
+				t.skip = t.skip[1:]
+				continue // acked before a restart
+			}
+			rec := t.reader.Record()
+			if err := t.decode(off, rec, &id, m); err != nil {
+				// Stay at the damaged record: every Receive reports it,
+				// and no checkpoint counts it as received.
+				t.unread++
+				it, ierr := t.log.NewIterator(off)
+				if ierr != nil {
+					return t.failed(out, errors.Join(err, ierr))
+				}
+				t.reader.Close()
+				t.reader = it
+				return t.failed(out, err)
+			}
+			attempt = m.Attempt
+		}
+		if _, dup := t.byID[id]; dup {
+			// Another copy of this message (delivered again after a crash)
+			// is leased: this one is settled with it.
+			continue
+		}
+		if redelivery {
+			t.stats.Redelivered++
+		}
+		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, serial: t.q.serial.Add(1)}
+		t.leases[off] = l
+		t.byID[id] = l
+		heap.Push(&t.heap, l)
+		out = append(out, t.message(l, now, m))
+	}
+	if len(out) == 0 {
+		return nil, t.waitChan(), nil
+	}
+	t.armLocked()
+	return out, nil, nil
+}
+
+// failed ends a receive that hit err: the messages already leased are
+// returned, and the error is reported by the next call (the state that
+// caused it is kept). t.mu is held.
+func (t *topic) failed(out []Message, err error) ([]Message, <-chan struct{}, error) {
+	if len(out) == 0 {
+		return nil, nil, err
+	}
+	t.armLocked()
+	return out, nil, nil
+}
+
+// decode decodes the queue-log record rec at off into id and m.
+func (t *topic) decode(off int64, rec record.Record, id *message.ID, m *message.Message) error {
+	if rec.Type != typeMessage {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: fmt.Errorf("record type %#x, want %#x", rec.Type, typeMessage)}
+	}
+	if err := decodeMessage(rec.Payload, id, m); err != nil {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+	}
+	return nil
+}
+
+// readAt decodes the queue-log record at off into id and m, whose slices
+// alias the log's mapping: the caller copies them before the record's
+// segment may be deleted (it is not while the record is outstanding).
+func (t *topic) readAt(off int64, id *message.ID, m *message.Message) error {
+	it, err := t.log.NewIterator(off)
+	if err != nil {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+	}
+	defer it.Close()
+	if !it.Next() {
+		err := it.Err()
+		if err == nil {
+			err = errors.New("no record there")
+		}
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+	}
+	if it.Offset() != off {
+		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: fmt.Errorf("not a record boundary (next record at %d)", it.Offset())}
+	}
+	return t.decode(off, it.Record(), id, m)
+}
+
+// message builds the Message a consumer gets for l, copying m's bytes.
+func (t *topic) message(l *lease, now time.Time, m *message.Message) Message {
+	n := len(m.Body)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	buf := make([]byte, 0, n)
+	take := func(b []byte) []byte {
+		start := len(buf)
+		buf = append(buf, b...)
+		return buf[start:len(buf):len(buf)]
+	}
+	var hs []message.Header
+	if len(m.Headers) > 0 {
+		hs = make([]message.Header, len(m.Headers))
+		for i, h := range m.Headers {
+			hs[i] = message.Header{Key: take(h.Key), Value: take(h.Value)}
+		}
+	}
+	return Message{
+		ID: l.id, Topic: t.name, Headers: hs, Body: take(m.Body),
+		DeliverAt: m.DeliverAt, Attempt: l.attempt, Origin: m.Origin,
+		ReceivedAt: now, LeaseUntil: time.Unix(0, l.deadline), Receipt: formatReceipt(l.id, l.serial), Offset: l.off,
+	}
+}
+
+// armLocked makes sure the expiry timer fires by the earliest deadline.
+// A timer that fires for a lease that is gone finds nothing to do and is
+// set again. t.mu is held.
+func (t *topic) armLocked() {
+	if len(t.heap) == 0 || t.closed {
+		return
+	}
+	at := t.heap[0].deadline
+	if t.timerAt != 0 && t.timerAt <= at {
+		return
+	}
+	d := time.Duration(at - t.q.now().UnixNano())
+	if t.timer == nil {
+		t.timer = time.AfterFunc(d, t.expire)
+	} else {
+		t.timer.Reset(d)
+	}
+	t.timerAt = at
+}
+
+// expire runs on the timer: leases past their deadline become receivable
+// again with their attempt raised, or are dead-lettered.
+func (t *topic) expire() {
+	q := t.q
+	if q.enter() != nil {
+		return
+	}
+	defer q.leave()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.timerAt = 0
+	now := q.now().UnixNano()
+	var dead []*lease
+	for len(t.heap) > 0 && t.heap[0].deadline <= now {
+		l := heap.Pop(&t.heap).(*lease)
+		t.stats.Expired++
+		if t.failLocked(l) {
+			dead = append(dead, l)
+		}
+	}
+	t.armLocked()
+	t.mu.Unlock()
+	for _, l := range dead {
+		q.wg.Go(func() { t.deadLetterExpired(l) })
+	}
+}
+
+// failLocked ends lease l, out of the heap, after a failed attempt. It
+// returns true if the message must be dead-lettered (l is then settling);
+// otherwise the message waits to be received again. t.mu is held.
+func (t *topic) failLocked(l *lease) bool {
+	if t.exhausted(l) {
+		l.state = settling
+		return true
+	}
+	next := l.attempt + 1
+	if next == 0 {
+		next = l.attempt // saturate
+	}
+	t.forgetLocked(l)
+	t.fifo = append(t.fifo, entry{off: l.off, attempt: next})
+	t.wake()
+	return false
+}
+
+// forgetLocked removes l from the lease tables. t.mu is held.
+func (t *topic) forgetLocked(l *lease) {
+	delete(t.leases, l.off)
+	if t.byID[l.id] == l {
+		delete(t.byID, l.id)
+	}
+}
+
+// restoreLocked puts a settling lease back as it was after its outcome
+// could not be written. t.mu is held.
+func (t *topic) restoreLocked(l *lease) {
+	l.state = leased
+	heap.Push(&t.heap, l)
+	t.armLocked()
+}
+
+// maybeCheckpointLocked asks for a checkpoint when enough acks or
+// deliveries followed the last one. t.mu is held.
+func (t *topic) maybeCheckpointLocked() {
+	if t.ckptQueued || t.closed {
+		return
+	}
+	outstanding := len(t.leases) + len(t.fifo) + len(t.skip)
+	if t.acksSince >= max(t.q.opts.CheckpointEvery, outstanding) || t.bytesSince >= t.q.opts.SegmentSize {
+		t.ckptQueued = true
+		t.q.kick(t)
+	}
+}
+
+// statsSnapshot returns t's statistics.
+func (t *topic) statsSnapshot() TopicStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.stats
+	s.Leased = len(t.heap)
+	s.Backlog = max(0, t.unread-int64(len(t.skip))) + int64(len(t.fifo))
+	return s
+}
+
+// close stops t's timer, writes a final checkpoint and closes its logs.
+func (t *topic) close() error {
+	t.mu.Lock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.mu.Unlock()
+	err := t.checkpoint()
+	t.mu.Lock()
+	t.closed = true
+	t.wake()
+	t.mu.Unlock()
+	return errors.Join(err, t.closeLogs())
+}
+
+// closeLogs closes the reader and both logs.
+func (t *topic) closeLogs() error {
+	if t.reader != nil {
+		t.reader.Close()
+	}
+	return errors.Join(t.log.Close(), t.acks.Close())
+}

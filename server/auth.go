@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// checkToken reports whether header carries "Authorization: Bearer
+// <token>", and if not, what is missing. The comparison takes the same
+// time whatever the guess.
+func checkToken(token string, header http.Header) error {
+	auth := header.Get("Authorization")
+	if auth == "" {
+		return errors.New("this server needs a bearer token: send the header 'Authorization: Bearer <token>' (the server's --auth-token)")
+	}
+	scheme, got, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return errors.New("the Authorization header is not a bearer token: send 'Authorization: Bearer <token>'")
+	}
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) != 1 {
+		return errors.New("wrong bearer token")
+	}
+	return nil
+}
+
+// authGate is a connect request gate: it rejects an RPC without the token
+// before its request message is read. With no token it lets everything
+// through.
+func authGate(token string) connect.HandlerOption {
+	return connect.WithRequestGate(func(ctx context.Context, _ connect.Spec, _ connect.Peer, header http.Header) (context.Context, error) {
+		if token == "" {
+			return ctx, nil
+		}
+		if err := checkToken(token, header); err != nil {
+			return ctx, connect.NewError(connect.CodeUnauthenticated, err)
+		}
+		return ctx, nil
+	})
+}
+
+// requireToken wraps a plain HTTP handler (/metrics) with the same check:
+// 401 without the token.
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkToken(token, r.Header); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hourglass"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// logInterceptor logs failed RPCs: the server's own failures at Error
+// (they need an operator), the callers' mistakes at Debug.
+type logInterceptor struct{ log *slog.Logger }
+
+func newLogInterceptor(log *slog.Logger) *logInterceptor { return &logInterceptor{log: log} }
+
+func (l *logInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
+		resp, err := next(ctx, req)
+		l.report(ctx, req.Spec().Procedure, req.Peer().Addr, start, err)
+		return resp, err
+	}
+}
+
+func (l *logInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l *logInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		l.report(ctx, conn.Spec().Procedure, conn.Peer().Addr, start, err)
+		return err
+	}
+}
+
+func (l *logInterceptor) report(ctx context.Context, procedure, peer string, start time.Time, err error) {
+	if err == nil {
+		return
+	}
+	level := slog.LevelDebug
+	switch connect.CodeOf(err) {
+	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
+		level = slog.LevelError
+	}
+	l.log.Log(ctx, level, "rpc failed", "procedure", procedure, "peer", peer,
+		"code", connect.CodeOf(err).String(), "err", err, "duration", time.Since(start))
+}

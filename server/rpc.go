@@ -1,0 +1,303 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// Schedule implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+	r, cerr := s.request("", req.Msg, s.eng.Now())
+	if cerr != nil {
+		return nil, cerr
+	}
+	ids, err := s.schedule(ctx, []engine.Request{r})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(scheduleResponse(ids[0])), nil
+}
+
+// ScheduleBatch implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) ScheduleBatch(ctx context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
+	msgs := req.Msg.Messages
+	if len(msgs) == 0 {
+		return nil, invalid("messages is empty: send 1 to %d messages", MaxBatch)
+	}
+	if len(msgs) > MaxBatch {
+		return nil, invalid("batch of %d messages; at most %d per ScheduleBatch (split it)", len(msgs), MaxBatch)
+	}
+	now := s.eng.Now()
+	reqs := make([]engine.Request, len(msgs))
+	for i, m := range msgs {
+		r, cerr := s.request(fmt.Sprintf("messages[%d]", i), m, now)
+		if cerr != nil {
+			return nil, cerr
+		}
+		reqs[i] = r
+	}
+	ids, err := s.schedule(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := &hourglassv1.ScheduleBatchResponse{Results: make([]*hourglassv1.ScheduleResponse, len(ids))}
+	for i, id := range ids {
+		out.Results[i] = scheduleResponse(id)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// schedule hands checked requests to the engine, all or none.
+func (s *Server) schedule(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
+	start := time.Now()
+	ids, err := s.eng.ScheduleBatch(ctx, reqs)
+	if err != nil {
+		return nil, scheduleError(err)
+	}
+	s.metrics.scheduleLatency.Observe(time.Since(start).Seconds())
+	for i := range reqs {
+		// Batches are usually of one topic: count runs, not messages.
+		if i == 0 || reqs[i].Topic != reqs[i-1].Topic {
+			n := 1
+			for j := i + 1; j < len(reqs) && reqs[j].Topic == reqs[i].Topic; j++ {
+				n++
+			}
+			s.metrics.scheduled.add(reqs[i].Topic, n)
+		}
+	}
+	return ids, nil
+}
+
+func scheduleResponse(id message.ID) *hourglassv1.ScheduleResponse {
+	return &hourglassv1.ScheduleResponse{Id: id.String(), DeliverAt: timestamppb.New(id.Time())}
+}
+
+// Cancel implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Cancel(ctx context.Context, req *connect.Request[hourglassv1.CancelRequest]) (*connect.Response[hourglassv1.CancelResponse], error) {
+	id, cerr := parseID("id", req.Msg.Id)
+	if cerr != nil {
+		return nil, cerr
+	}
+	res, err := s.eng.Cancel(ctx, id)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.CancelResponse{}
+	switch res {
+	case engine.Cancelled:
+		s.metrics.cancelled.Add(1)
+		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED
+	case engine.AlreadyDone:
+		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED
+	default:
+		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN
+	}
+	return connect.NewResponse(out), nil
+}
+
+// receiveArgs checks the common arguments of Receive and ReceiveStream.
+func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (int, time.Duration, *connect.Error) {
+	if err := checkTopic("", topic); err != nil {
+		return 0, 0, err
+	}
+	n := int(maxMessages)
+	if n == 0 {
+		n = defMax
+	}
+	if n < 1 || n > MaxReceive {
+		return 0, 0, invalid("max_messages %d: from 1 to %d (0 means %d)", maxMessages, MaxReceive, defMax)
+	}
+	if leaseMs < 0 || leaseMs > queue.DefaultMaxLease.Milliseconds() {
+		return 0, 0, invalid("lease_ms %d: from 1 to %d (%s); 0 means the server's default", leaseMs, queue.DefaultMaxLease.Milliseconds(), FormatDuration(queue.DefaultMaxLease))
+	}
+	return n, time.Duration(leaseMs) * time.Millisecond, nil
+}
+
+// Receive implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
+	m := req.Msg
+	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if m.WaitMs < 0 || m.WaitMs > MaxWait.Milliseconds() {
+		return nil, invalid("wait_ms %d: from 0 to %d (%s)", m.WaitMs, MaxWait.Milliseconds(), MaxWait)
+	}
+	pctx, cancel := s.pollContext(ctx)
+	defer cancel()
+	msgs, err := s.q.Receive(pctx, m.Topic, n, time.Duration(m.WaitMs)*time.Millisecond, lease)
+	if err != nil {
+		if ctx.Err() == nil && s.polls.Err() != nil && len(msgs) == 0 {
+			// Shutting down: the poll ends empty, as if its wait had passed.
+			return connect.NewResponse(&hourglassv1.ReceiveResponse{}), nil
+		}
+		return nil, serverError(err)
+	}
+	return connect.NewResponse(&hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}), nil
+}
+
+// ReceiveStream implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourglassv1.ReceiveStreamRequest], stream *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
+	m := req.Msg
+	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
+	if cerr != nil {
+		return cerr
+	}
+	pctx, cancel := s.pollContext(ctx)
+	defer cancel()
+	for {
+		msgs, err := s.q.Receive(pctx, m.Topic, n, streamPoll, lease)
+		if err != nil {
+			if ctx.Err() == nil && s.polls.Err() != nil {
+				return nil // shutting down: end the stream cleanly
+			}
+			return serverError(err)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		// A message leased here that fails to reach the caller is handed
+		// out again when its lease ends.
+		if err := stream.Send(&hourglassv1.ReceiveStreamResponse{Messages: toMessages(msgs)}); err != nil {
+			return err
+		}
+	}
+}
+
+func toMessages(msgs []queue.Message) []*hourglassv1.Message {
+	out := make([]*hourglassv1.Message, len(msgs))
+	for i := range msgs {
+		q := &msgs[i]
+		origin := q.Origin
+		if origin.IsZero() {
+			origin = q.ID
+		}
+		pm := &hourglassv1.Message{
+			Id:             q.ID.String(),
+			Topic:          q.Topic,
+			Body:           q.Body,
+			DeliverAt:      timestamppb.New(time.UnixMilli(q.DeliverAt)),
+			Attempt:        q.Attempt,
+			ReceivedAt:     timestamppb.New(q.ReceivedAt),
+			LeaseExpiresAt: timestamppb.New(q.LeaseUntil),
+			OriginId:       origin.String(),
+			Receipt:        q.Receipt,
+		}
+		if len(q.Headers) > 0 {
+			pm.Headers = make([]*hourglassv1.Header, len(q.Headers))
+			for j, h := range q.Headers {
+				// Headers came in as UTF-8 through this API; a message an
+				// embedding program scheduled may hold other bytes.
+				pm.Headers[j] = &hourglassv1.Header{Key: strings.ToValidUTF8(string(h.Key), "\uFFFD"), Value: strings.ToValidUTF8(string(h.Value), "\uFFFD")}
+			}
+		}
+		out[i] = pm
+	}
+	return out
+}
+
+// settleTarget checks the topic and the id or receipt of Ack and Nack.
+func settleTarget(topic, id, receipt string) (message.ID, *connect.Error) {
+	if err := checkTopic("", topic); err != nil {
+		return message.ID{}, err
+	}
+	switch {
+	case id != "" && receipt != "":
+		return message.ID{}, invalid("both id and receipt are set: send one (receipt acts only on your own lease)")
+	case receipt != "":
+		return message.ID{}, nil
+	}
+	return parseID("id", id)
+}
+
+// Ack implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
+	m := req.Msg
+	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
+	if cerr != nil {
+		return nil, cerr
+	}
+	var err error
+	if m.Receipt != "" {
+		err = s.q.AckReceipt(ctx, m.Topic, m.Receipt)
+	} else {
+		err = s.q.Ack(ctx, m.Topic, id)
+	}
+	if err != nil {
+		return nil, serverError(err)
+	}
+	return connect.NewResponse(&hourglassv1.AckResponse{}), nil
+}
+
+// Nack implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
+	m := req.Msg
+	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
+	if cerr != nil {
+		return nil, cerr
+	}
+	if m.DelayMs < 0 || m.DelayMs > s.opts.MaxDelay.Milliseconds() {
+		return nil, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", m.DelayMs, s.opts.MaxDelay.Milliseconds(), FormatDuration(s.opts.MaxDelay))
+	}
+	delay := time.Duration(m.DelayMs) * time.Millisecond
+	var err error
+	if m.Receipt != "" {
+		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, delay)
+	} else {
+		err = s.q.Nack(ctx, m.Topic, id, delay)
+	}
+	if err != nil {
+		return nil, serverError(err)
+	}
+	return connect.NewResponse(&hourglassv1.NackResponse{}), nil
+}
+
+// Time implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Time(ctx context.Context, req *connect.Request[hourglassv1.TimeRequest]) (*connect.Response[hourglassv1.TimeResponse], error) {
+	return connect.NewResponse(&hourglassv1.TimeResponse{Now: timestamppb.New(s.eng.Now())}), nil
+}
+
+// Stats implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) Stats(ctx context.Context, req *connect.Request[hourglassv1.StatsRequest]) (*connect.Response[hourglassv1.StatsResponse], error) {
+	now := s.eng.Now()
+	es := s.eng.Stats()
+	out := &hourglassv1.StatsResponse{
+		ServerTime: timestamppb.New(now),
+		Engine: &hourglassv1.EngineStats{
+			Scheduled: es.Scheduled, Cancelled: es.Cancelled, Fired: es.Fired, Delivered: es.Delivered,
+			Retries: es.Retries, PendingLoaded: es.Pending, Inflight: es.Inflight,
+			LoadedBuckets: int32(es.Loaded), Segments: int32(es.Segments), ReputLagBytes: es.ReputLag,
+			Corrupt: es.Corrupt, Unconfirmed: es.Unconfirmed,
+		},
+		Lateness: s.metrics.recent.summary(),
+	}
+	for _, t := range s.metrics.topics(s.q.Stats()) {
+		out.Topics = append(out.Topics, &hourglassv1.TopicStats{
+			Topic: t.name, Delivered: int64(t.q.Delivered), Acked: int64(t.q.Acked), Nacked: int64(t.q.Nacked),
+			Redelivered: int64(t.q.Redelivered), DeadLettered: int64(t.q.DeadLettered), Ready: t.q.Backlog,
+			Leased: int64(t.q.Leased), Scheduled: t.scheduled, Expired: int64(t.q.Expired),
+		})
+	}
+	buckets, err := s.metrics.src.Load().pending(now)
+	if err != nil && !errors.Is(err, errNoDataDir) {
+		s.log.Warn("server: stats: listing schedule segments", "err", err)
+	}
+	for _, b := range buckets {
+		out.Pending = append(out.Pending, &hourglassv1.PendingBucket{
+			Start: timestamppb.New(time.UnixMilli(b.start)), End: timestamppb.New(time.UnixMilli(b.end)),
+			Pending: b.count, Approximate: b.approx,
+		})
+	}
+	return connect.NewResponse(out), nil
+}

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// invalid returns an InvalidArgument error with a formatted message.
+func invalid(format string, args ...any) *connect.Error {
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
+}
+
+// field prefixes a message with the field it is about: "messages[3]: ".
+func field(prefix, msg string) string {
+	if prefix == "" {
+		return msg
+	}
+	return prefix + ": " + msg
+}
+
+// trimPkg drops a Go package prefix ("queue: ") from an error text meant
+// for a client.
+func trimPkg(s string) string {
+	for _, p := range []string{"queue: ", "message: ", "engine: "} {
+		s = strings.TrimPrefix(s, p)
+	}
+	return s
+}
+
+// checkTopic applies the queue's topic rule.
+func checkTopic(prefix, topic string) *connect.Error {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return invalid("%s", field(prefix, "topic: "+trimPkg(err.Error())))
+	}
+	return nil
+}
+
+// parseID parses a message ID field.
+func parseID(name, s string) (message.ID, *connect.Error) {
+	if s == "" {
+		return message.ID{}, invalid("%s is empty: want the 32 hex digits Schedule returned", name)
+	}
+	id, err := message.ParseID(s)
+	if err != nil {
+		return message.ID{}, invalid("%s: %s", name, trimPkg(err.Error()))
+	}
+	return id, nil
+}
+
+// levelsText renders a delay level table for error messages.
+func levelsText(levels []time.Duration) string {
+	var b strings.Builder
+	for i, d := range levels {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d=%s", i+1, FormatDuration(d))
+	}
+	return b.String()
+}
+
+// request checks one ScheduleRequest and turns it into an engine request.
+// now is the server's clock, for the max-delay check of absolute times
+// (the engine checks again against its own clock).
+func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time) (engine.Request, *connect.Error) {
+	if m == nil {
+		return engine.Request{}, invalid("%s", field(prefix, "message is null"))
+	}
+	if err := checkTopic(prefix, m.Topic); err != nil {
+		return engine.Request{}, err
+	}
+	if len(m.Body) > s.opts.MaxBody {
+		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("body is %d bytes; at most %d (%s, the server's --max-body)",
+			len(m.Body), s.opts.MaxBody, FormatSize(int64(s.opts.MaxBody)))))
+	}
+	if len(m.Headers) > message.MaxHeaders {
+		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d", len(m.Headers), message.MaxHeaders)))
+	}
+	req := engine.Request{Topic: m.Topic, Body: m.Body}
+	if len(m.Headers) > 0 {
+		req.Headers = make([]message.Header, len(m.Headers))
+		size := 0
+		for i, h := range m.Headers {
+			if h == nil || h.Key == "" {
+				return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
+			}
+			size += len(h.Key) + len(h.Value)
+			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
+		}
+		if size > MaxHeaderBytes {
+			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
+		}
+	}
+	maxDelay := s.opts.MaxDelay
+	switch w := m.When.(type) {
+	case nil:
+		// Due now.
+	case *hourglassv1.ScheduleRequest_DelayMs:
+		if w.DelayMs < 0 {
+			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d is negative; 0 or more", w.DelayMs)))
+		}
+		if w.DelayMs > maxDelay.Milliseconds() {
+			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d (%s) is beyond the maximum delay %s (%d ms, the server's --max-delay)",
+				w.DelayMs, FormatDuration(time.Duration(w.DelayMs)*time.Millisecond), FormatDuration(maxDelay), maxDelay.Milliseconds())))
+		}
+		req.Delay = time.Duration(w.DelayMs) * time.Millisecond
+	case *hourglassv1.ScheduleRequest_DeliverAt:
+		if err := w.DeliverAt.CheckValid(); err != nil {
+			return engine.Request{}, invalid("%s", field(prefix, "deliver_at is not a valid time: "+err.Error()+"; want 0001-01-01 to 9999-12-31 UTC"))
+		}
+		at := w.DeliverAt.AsTime()
+		if at.After(now.Add(maxDelay)) {
+			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("deliver_at %s is %s ahead of the server's clock (%s); the maximum delay is %s (the server's --max-delay)",
+				at.UTC().Format(time.RFC3339Nano), FormatDuration(at.Sub(now).Round(time.Second)), now.UTC().Format(time.RFC3339), FormatDuration(maxDelay))))
+		}
+		if at.IsZero() {
+			at = time.UnixMilli(0) // the engine reads a zero At as "use Delay"
+		}
+		req.At = at
+	case *hourglassv1.ScheduleRequest_DelayLevel:
+		n := len(s.opts.DelayLevels)
+		if w.DelayLevel < 1 || int(w.DelayLevel) > n {
+			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_level %d is unknown: levels are 1 to %d (%s; the server's --delay-levels)",
+				w.DelayLevel, n, s.levelsText)))
+		}
+		req.Delay = s.opts.DelayLevels[w.DelayLevel-1]
+	default:
+		return engine.Request{}, invalid("%s", field(prefix, "unknown kind of delivery time"))
+	}
+	return req, nil
+}
+
+// scheduleError turns an engine error into a connect error.
+func scheduleError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrTooFar), errors.Is(err, engine.ErrInvalid):
+		return invalid("%s", trimPkg(err.Error()))
+	}
+	return serverError(err)
+}
+
+// serverError classifies an error the caller did not cause.
+func serverError(err error) error {
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, queue.ErrClosed):
+		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+	case errors.Is(err, engine.ErrTooFar), errors.Is(err, engine.ErrInvalid),
+		errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrInvalidTopic):
+		return invalid("%s", trimPkg(err.Error()))
+	case errors.Is(err, queue.ErrNotLeased):
+		return connect.NewError(connect.CodeFailedPrecondition, errors.New(trimPkg(err.Error())))
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
