@@ -38,7 +38,11 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			benchCommand(),
 			serveCommand(),
-			// serve, send, recv, cancel and inspect go here, each built in its own file.
+			sendCommand(),
+			recvCommand(),
+			cancelCommand(),
+			statsCommand(),
+			// inspect goes here next, built in its own file like the others.
 		},
 	}
 }

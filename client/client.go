@@ -1,0 +1,228 @@
+// Package client is the Go client of an Hourglass server: Schedule and
+// Cancel delayed messages, a batching asynchronous Producer, and Consume,
+// a loop that receives due messages, calls a handler, and acks or nacks.
+//
+// It speaks Connect's protocol (binary protobuf) over HTTP/1.1, which every
+// Hourglass listener answers; no HTTP/2 setup is needed.
+//
+// # Errors
+//
+// An error the server answered is a *connect.Error wrapped with the name of
+// the call ("client: Schedule: ..."); classify it with connect.CodeOf(err)
+// or errors.As(err, &connectErr): connect.CodeInvalidArgument for bad input
+// (the message says what was wrong and what is allowed),
+// connect.CodeUnauthenticated for a missing or wrong token,
+// connect.CodeFailedPrecondition for an Ack or Nack of a message not leased.
+// Mistakes this package catches before sending (two delivery times in one
+// Message, say) wrap ErrInvalidMessage.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+)
+
+// DefaultAddr is where New connects when given an empty address: the
+// address `hourglass serve` listens on by default.
+const DefaultAddr = "http://127.0.0.1:7420"
+
+// ErrInvalidMessage is wrapped by errors about a Message this package
+// refuses before sending it.
+var ErrInvalidMessage = errors.New("client: invalid message")
+
+// Client talks to one Hourglass server. It is safe for concurrent use by
+// any number of goroutines.
+type Client struct {
+	svc hourglassv1connect.HourglassServiceClient
+}
+
+type config struct {
+	token    string
+	http     connect.HTTPClient
+	connOpts []connect.ClientOption
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithToken sends "Authorization: Bearer token" with every call, for a
+// server started with --auth-token.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithHTTPClient makes the client send its calls through hc instead of
+// its own HTTP/1.1 client (for TLS settings, proxies or an h2c transport).
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
+
+// WithConnectOptions adds connect-go client options, such as interceptors
+// or connect.WithGRPC() (which needs an HTTP/2 capable WithHTTPClient).
+func WithConnectOptions(opts ...connect.ClientOption) Option {
+	return func(c *config) { c.connOpts = append(c.connOpts, opts...) }
+}
+
+// New returns a client of the server at addr ("http://host:port" or
+// "https://host:port"; DefaultAddr when empty). It does not connect: the
+// first call does.
+func New(addr string, opts ...Option) *Client {
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	cfg := config{}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.http == nil {
+		// Producers and consumers keep several calls in flight; the
+		// default of 2 idle connections per host would churn.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		cfg.http = &http.Client{Transport: tr}
+	}
+	copts := cfg.connOpts
+	if cfg.token != "" {
+		copts = append([]connect.ClientOption{connect.WithInterceptors(bearer(cfg.token))}, copts...)
+	}
+	return &Client{svc: hourglassv1connect.NewHourglassServiceClient(cfg.http, addr, copts...)}
+}
+
+// bearer adds the token to every unary and streaming call.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// Service returns the generated connect client, for the calls this
+// package does not wrap (ReceiveStream, Time).
+func (c *Client) Service() hourglassv1connect.HourglassServiceClient { return c.svc }
+
+// Message is one message to schedule. At most one of Delay, At and Level
+// is set; none means deliver now.
+type Message struct {
+	Topic   string
+	Body    []byte
+	Headers map[string]string
+	// Delay is counted from the server's clock when the request arrives,
+	// rounded up to whole milliseconds (never early).
+	Delay time.Duration
+	// At is an absolute delivery time; a time in the past is due at once.
+	At time.Time
+	// Level is a RocketMQ-style delay level, 1-based, mapped by the
+	// server's --delay-levels (level 3 is 10s by default).
+	Level int
+}
+
+// request checks m and builds its protobuf form.
+func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
+	set := 0
+	for _, b := range []bool{m.Delay != 0, !m.At.IsZero(), m.Level != 0} {
+		if b {
+			set++
+		}
+	}
+	if set > 1 {
+		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
+	}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body}
+	for k, v := range m.Headers {
+		r.Headers = append(r.Headers, &hourglassv1.Header{Key: k, Value: v})
+	}
+	switch {
+	case m.Delay < 0:
+		return nil, fmt.Errorf("%w: Delay %v is negative; use 0 (or nothing) for now", ErrInvalidMessage, m.Delay)
+	case m.Delay > 0:
+		r.When = &hourglassv1.ScheduleRequest_DelayMs{DelayMs: int64((m.Delay + time.Millisecond - 1) / time.Millisecond)}
+	case !m.At.IsZero():
+		r.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(m.At)}
+	case m.Level < 0:
+		return nil, fmt.Errorf("%w: Level %d: levels start at 1", ErrInvalidMessage, m.Level)
+	case m.Level > 0:
+		r.When = &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: int32(m.Level)}
+	}
+	return r, nil
+}
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
+}
+
+// Schedule stores one message and returns its ID (32 hex digits) once the
+// server has made it durable under its fsync policy.
+func (c *Client) Schedule(ctx context.Context, m Message) (string, error) {
+	req, err := m.request()
+	if err != nil {
+		return "", err
+	}
+	res, err := c.svc.Schedule(ctx, connect.NewRequest(req))
+	if err != nil {
+		return "", wrap("Schedule", err)
+	}
+	return res.Msg.Id, nil
+}
+
+// CancelResult is what Cancel did; its string form is what
+// `hourglass cancel` prints.
+type CancelResult string
+
+const (
+	// Cancelled: the message will never be delivered.
+	Cancelled CancelResult = "cancelled"
+	// AlreadyDelivered: the message was delivered (or is being delivered),
+	// or was cancelled before.
+	AlreadyDelivered CancelResult = "already-delivered"
+	// Unknown: no such message is pending on this server.
+	Unknown CancelResult = "unknown"
+)
+
+// Cancel makes sure the message with this ID is never delivered, if it is
+// not too late; the answer says which.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
+	res, err := c.svc.Cancel(ctx, connect.NewRequest(&hourglassv1.CancelRequest{Id: id}))
+	if err != nil {
+		return "", wrap("Cancel", err)
+	}
+	switch res.Msg.Result {
+	case hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED:
+		return Cancelled, nil
+	case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED:
+		return AlreadyDelivered, nil
+	case hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN:
+		return Unknown, nil
+	}
+	return "", fmt.Errorf("client: Cancel: the server answered %v, which this client does not know", res.Msg.Result)
+}
+
+// Stats returns the server's counters, pending buckets and lateness.
+func (c *Client) Stats(ctx context.Context) (*hourglassv1.StatsResponse, error) {
+	res, err := c.svc.Stats(ctx, connect.NewRequest(&hourglassv1.StatsRequest{}))
+	if err != nil {
+		return nil, wrap("Stats", err)
+	}
+	return res.Msg, nil
+}
