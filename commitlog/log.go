@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/record"
 )
 
@@ -736,7 +737,7 @@ func (l *Log) DeleteBefore(offset int64) (int, error) {
 		}
 	}
 	if n > 0 {
-		if serr := syncDir(l.dir); serr != nil && err == nil {
+		if serr := segfile.SyncDir(l.dir); serr != nil && err == nil {
 			err = serr
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/edsrzf/mmap-go"
+	"github.com/hourglassmq/hourglass/internal/segfile"
 )
 
 // Segment file constants. They are part of the on-disk format and must not
@@ -187,7 +188,7 @@ func createSegment(dir string, base, size int64, zeroFill bool) (string, error) 
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = segfile.SyncDir(dir)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -224,18 +225,4 @@ func fillSegment(f *os.File, base, size int64, zeroFill bool) error {
 		off += n
 	}
 	return fdatasync(f)
-}
-
-// syncDir fsyncs a directory so that creates, renames and removes in it
-// are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/hourglassmq/hourglass/internal/segfile"
 )
 
 // Checkpoint file constants. They are part of the on-disk format and must
@@ -94,19 +95,7 @@ func writeCheckpoint(dir string, pos int64) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
-	}
-	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+		err = segfile.SyncDir(dir)
 	}
 	return err
 }
