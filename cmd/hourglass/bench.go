@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/serverbench"
 )
 
 // benchCommand is the `bench` command group.
@@ -18,7 +19,7 @@ func benchCommand() *cli.Command {
 		Name:            "bench",
 		Usage:           "measure Hourglass on this machine",
 		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{benchEngineCommand()},
+		Subcommands:     []*cli.Command{benchEngineCommand(), benchServerCommand()},
 	}
 }
 
@@ -143,6 +144,130 @@ func runBenchEngine(c *cli.Context) error {
 	}
 	// A report with an error: the run is over, but the engine did not
 	// close cleanly. Print what was measured, then fail.
+	if werr := rep.WriteTable(c.App.Writer); werr != nil {
+		return werr
+	}
+	if c.Bool("json") {
+		if werr := rep.WriteJSON(c.App.Writer); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+const benchServerDescription = `Drives a running server over the network (Connect over HTTP/1.1, one
+connection per client kept alive) and prints a table to stdout (with --json,
+also one JSON object as the last line, with the same keys as bench engine, 0
+where a key does not apply). Each run uses a fresh topic unless --topic is
+given, so runs do not interfere.
+
+Scenarios (N is --messages):
+  batch     N messages (default 1,000,000) in ScheduleBatch calls of --batch
+            from --clients goroutines (default 8), due 1h ahead so nothing
+            fires during the run. Headline: schedule_per_sec (target 300,000/s
+            with batches of 100, 256-byte bodies, server at --fsync always).
+  single    N messages (default 100,000) in single Schedule calls from --clients
+            goroutines (default 64), due 1h ahead. Headline: schedule_per_sec
+            (target 20,000/s with 64 clients).
+  lateness  N messages (default 20,000) in ScheduleBatch calls, due evenly over
+            --window (10s) starting once scheduling is over (1s + N/20,000 s
+            after the start, on the server's clock), while --consumers (4)
+            long-poll Receive and Ack. Lateness is the client's receive time,
+            moved to the server's clock by the skew the Time call measured
+            (printed as clock_skew_ms), minus deliverAt. Headline:
+            lateness_p99_ms (target 10 ms); early, lost, duplicates must be 0.
+
+batch and single leave their messages pending on the server (due 1h later,
+on their own topic).
+
+JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
+fsync is "server" (the server's policy is not visible to a client), and
+fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
+  addr, topic               where the run went
+  clients, consumers        goroutines scheduling; goroutines receiving
+  clock_skew_ms             server clock - client clock (Time with the shortest round trip)
+  clock_rtt_ms              that call's round trip
+  errors                    failed calls`
+
+// benchServerCommand is `bench server`; the work is in internal/serverbench.
+func benchServerCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "server",
+		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
+		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness] [--messages N] [--json] [options]",
+		Description: benchServerDescription,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
+				Usage: "the server's `URL`"},
+			&cli.StringFlag{Name: "token", EnvVars: []string{"HOURGLASS_TOKEN"},
+				Usage: "bearer `TOKEN` for a server started with --auth-token"},
+			&cli.StringFlag{Name: "scenario", Value: serverbench.DefaultScenario,
+				Usage: "what to measure, by `NAME`: " + strings.Join(serverbench.Scenarios, ", ") + " (see above)"},
+			&cli.IntFlag{Name: "messages", DefaultText: "1000000 for batch, 100000 for single, 20000 for lateness",
+				Usage: fmt.Sprintf("`N`umber of messages to schedule, 1 to %d", serverbench.MaxMessages)},
+			&cli.IntFlag{Name: "body-size", Value: serverbench.DefaultBodySize,
+				Usage: fmt.Sprintf("`BYTES` per message body, 8 to %d (the first 8 carry the message index)", serverbench.MaxBodySize)},
+			&cli.IntFlag{Name: "batch", Value: serverbench.DefaultBatch,
+				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call (batch, lateness), 1 to %d", serverbench.MaxBatch)},
+			&cli.IntFlag{Name: "clients", DefaultText: "64 for single, 8 otherwise",
+				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
+			&cli.IntFlag{Name: "consumers", Value: serverbench.DefaultConsumers,
+				Usage: fmt.Sprintf("lateness only: `N`umber of goroutines long-polling Receive, 1 to %d", serverbench.MaxConsumers)},
+			&cli.DurationFlag{Name: "window", Value: serverbench.DefaultWindow,
+				Usage: "lateness only: the span the due times are spread over, a `DURATION` from 1ms to 24h"},
+			&cli.StringFlag{Name: "topic", DefaultText: "a fresh topic per run, bench-SCENARIO-TIME-RANDOM",
+				Usage: "the `TOPIC` to schedule to (and receive from)"},
+			&cli.DurationFlag{Name: "timeout", Value: serverbench.DefaultTimeout, DefaultText: "5m",
+				Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not received counts as lost"},
+			&cli.DurationFlag{Name: "grace", Value: serverbench.DefaultGrace, DefaultText: "30s",
+				Usage: "lateness only: once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
+			&cli.BoolFlag{Name: "json",
+				Usage: "also print the report as one JSON object, the last line of stdout"},
+		},
+		OnUsageError: usageError,
+		Action:       runBenchServer,
+	}
+}
+
+func runBenchServer(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("bench server takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+	}
+	cfg := serverbench.Config{
+		Addr:      c.String("addr"),
+		Token:     c.String("token"),
+		Scenario:  c.String("scenario"),
+		Messages:  c.Int("messages"),
+		BodySize:  c.Int("body-size"),
+		Batch:     c.Int("batch"),
+		Clients:   c.Int("clients"),
+		Consumers: c.Int("consumers"),
+		Window:    c.Duration("window"),
+		Timeout:   c.Duration("timeout"),
+		Grace:     c.Duration("grace"),
+		Topic:     c.String("topic"),
+	}
+	// An explicit 0 is an error, not the default.
+	zero := map[string]string{
+		"messages":  fmt.Sprintf("from 1 to %d", serverbench.MaxMessages),
+		"clients":   fmt.Sprintf("from 1 to %d", serverbench.MaxClients),
+		"consumers": fmt.Sprintf("from 1 to %d", serverbench.MaxConsumers),
+	}
+	for _, name := range []string{"messages", "clients", "consumers"} {
+		if c.IsSet(name) && c.Int(name) == 0 {
+			return fmt.Errorf("--%s 0 is out of range; it must be %s", name, zero[name])
+		}
+	}
+	if c.IsSet("window") && c.Duration("window") == 0 {
+		return fmt.Errorf("--window 0s is out of range; it must be from 1ms to 24h0m0s")
+	}
+	if c.IsSet("grace") && c.Duration("grace") == 0 {
+		return fmt.Errorf("--grace 0s must be positive")
+	}
+	rep, err := serverbench.Run(c.Context, cfg)
+	if rep == nil {
+		return err
+	}
 	if werr := rep.WriteTable(c.App.Writer); werr != nil {
 		return werr
 	}

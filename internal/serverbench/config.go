@@ -1,0 +1,144 @@
+// Package serverbench drives a running Hourglass server over the network
+// and reports what `hourglass bench server` prints: the same JSON keys as
+// `bench engine` (internal/enginebench), 0 where a key does not apply,
+// plus a few keys of its own (addr, topic, clients, consumers, clock_skew_ms).
+package serverbench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// Scenarios.
+const (
+	Batch    = "batch"    // ScheduleBatch from --clients goroutines; nothing fires during the run
+	Single   = "single"   // single Schedule calls from --clients goroutines; nothing fires
+	Lateness = "lateness" // schedule, then consumers long-poll Receive and Ack; lateness, loss, duplicates
+)
+
+// Scenarios lists the scenarios in the order the help shows them.
+var Scenarios = []string{Batch, Single, Lateness}
+
+// Defaults and bounds.
+const (
+	DefaultScenario  = Batch
+	DefaultAddr      = "http://127.0.0.1:7420"
+	DefaultBodySize  = 256
+	DefaultBatch     = 100
+	DefaultConsumers = 4
+	DefaultWindow    = 10 * time.Second
+	DefaultTimeout   = 5 * time.Minute
+	DefaultGrace     = 30 * time.Second
+	MaxMessages      = 100_000_000
+	MaxBodySize      = 1 << 20
+	MaxBatch         = 1000 // the server's ScheduleBatch limit
+	MaxClients       = 1024
+	MaxConsumers     = 256
+	// FarAhead is how far ahead batch and single schedule: nothing they
+	// schedule fires during the run.
+	FarAhead = time.Hour
+)
+
+// DefaultMessages is --messages when not given.
+func DefaultMessages(scenario string) int {
+	switch scenario {
+	case Single:
+		return 100_000
+	case Lateness:
+		return 20_000
+	}
+	return 1_000_000
+}
+
+// DefaultClients is --clients when not given.
+func DefaultClients(scenario string) int {
+	if scenario == Single {
+		return 64
+	}
+	return 8
+}
+
+// Config is one run. Zero Messages and Clients take the scenario's default.
+type Config struct {
+	Addr      string
+	Token     string
+	Scenario  string
+	Messages  int
+	BodySize  int
+	Batch     int
+	Clients   int
+	Consumers int
+	Window    time.Duration
+	Timeout   time.Duration
+	Grace     time.Duration
+	Topic     string // empty: a fresh unique topic
+}
+
+// normalize fills defaults and checks the configuration; the errors say
+// what is allowed.
+func (c *Config) normalize() error {
+	if c.Scenario == "" {
+		c.Scenario = DefaultScenario
+	}
+	known := false
+	for _, s := range Scenarios {
+		known = known || s == c.Scenario
+	}
+	if !known {
+		return fmt.Errorf("--scenario %q is unknown; use one of %s", c.Scenario, strings.Join(Scenarios, ", "))
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if !strings.HasPrefix(c.Addr, "http://") && !strings.HasPrefix(c.Addr, "https://") {
+		return fmt.Errorf("--addr %q: want a URL such as http://127.0.0.1:7420 (http:// or https://)", c.Addr)
+	}
+	if c.Messages == 0 {
+		c.Messages = DefaultMessages(c.Scenario)
+	}
+	if c.Messages < 1 || c.Messages > MaxMessages {
+		return fmt.Errorf("--messages %d is out of range; it must be from 1 to %d", c.Messages, MaxMessages)
+	}
+	if c.BodySize < 8 || c.BodySize > MaxBodySize {
+		return fmt.Errorf("--body-size %d is out of range; it must be from 8 to %d (and within the server's --max-body)", c.BodySize, MaxBodySize)
+	}
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return fmt.Errorf("--batch %d is out of range; it must be from 1 to %d", c.Batch, MaxBatch)
+	}
+	if c.Clients == 0 {
+		c.Clients = DefaultClients(c.Scenario)
+	}
+	if c.Clients < 1 || c.Clients > MaxClients {
+		return fmt.Errorf("--clients %d is out of range; it must be from 1 to %d", c.Clients, MaxClients)
+	}
+	if c.Consumers == 0 {
+		c.Consumers = DefaultConsumers
+	}
+	if c.Consumers < 1 || c.Consumers > MaxConsumers {
+		return fmt.Errorf("--consumers %d is out of range; it must be from 1 to %d", c.Consumers, MaxConsumers)
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Window < time.Millisecond || c.Window > 24*time.Hour {
+		return fmt.Errorf("--window %v is out of range; it must be from 1ms to 24h0m0s", c.Window)
+	}
+	if c.Timeout <= 0 {
+		return fmt.Errorf("--timeout %v must be positive", c.Timeout)
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.Grace < 0 {
+		return fmt.Errorf("--grace %v must be positive", c.Grace)
+	}
+	if c.Topic != "" {
+		if err := queue.ValidateTopic(c.Topic); err != nil {
+			return fmt.Errorf("--topic: %v", err)
+		}
+	}
+	return nil
+}

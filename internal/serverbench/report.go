@@ -1,0 +1,96 @@
+package serverbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/hourglassmq/hourglass/internal/enginebench"
+)
+
+// Keys lists the JSON keys every report has: enginebench.Keys (the same
+// as `bench engine`), then this package's own.
+var Keys = append(append([]string(nil), enginebench.Keys...),
+	"addr", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors")
+
+// WriteJSON writes the report as one line of JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// WriteTable writes the report as an aligned table, one JSON key a row.
+func (r *Report) WriteTable(w io.Writer) error {
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	row := func(key, value, unit string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", key, value, unit) }
+	f3 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	row("scenario", r.Scenario, "")
+	row("messages", group(int64(r.Messages)), "asked for")
+	row("scheduled", group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
+	row("schedule_per_sec", group(int64(math.Round(r.SchedulePerSec))), "msg/s")
+	if r.Scenario == Lateness {
+		row("delivered", group(r.Delivered), "distinct messages received")
+		row("fire_per_sec", group(int64(math.Round(r.FirePerSec))), "msg/s, first to last receive")
+		row("lateness_p50_ms", f3(r.LatenessP50Ms), "ms, client receive (on the server's clock) - deliverAt")
+		row("lateness_p99_ms", f3(r.LatenessP99Ms), "ms")
+		row("lateness_max_ms", f3(r.LatenessMaxMs), "ms")
+		row("lateness_mean_ms", f3(r.LatenessMeanMs), "ms")
+		row("early", group(r.Early), "received before deliverAt (must be 0)")
+		row("lost", group(r.Lost), "scheduled, not received (must be 0)")
+		row("duplicates", group(r.Duplicates), "received more than once (must be 0)")
+		row("due", fmt.Sprintf("%.3f to %.3f", r.DueFromSeconds, r.DueToSeconds), "s after the start")
+		if r.Anomalies != 0 {
+			row("anomalies", group(r.Anomalies), "deliveries of no message of this run (must be 0)")
+		}
+	}
+	row("clock_skew_ms", f3(r.ClockSkewMs), fmt.Sprintf("server - client (Time round trip %.3f ms)", r.ClockRTTMs))
+	row("errors", group(r.Errors), "failed calls")
+	row("end", r.End, "")
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&buf, "server: %s, topic %s\n", r.Addr, r.Topic)
+	if r.Scenario == Lateness {
+		fmt.Fprintf(&buf, "load: %d clients x %d messages per ScheduleBatch, %d consumers, %d-byte bodies, GOMAXPROCS %d\n", r.Clients, r.Batch, r.Consumers, r.BodySize, r.GOMAXPROCS)
+	} else {
+		fmt.Fprintf(&buf, "load: %d clients x %d messages per call, %d-byte bodies, GOMAXPROCS %d\n", r.Clients, r.Batch, r.BodySize, r.GOMAXPROCS)
+	}
+	if r.Note != "" {
+		fmt.Fprintf(&buf, "note: %s\n", r.Note)
+	}
+	for line := range bytes.Lines(buf.Bytes()) {
+		if _, err := w.Write(append(bytes.TrimRight(line, " \n"), '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// group writes n with thousands separators: 1,000,000.
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := n < 0
+	if neg {
+		s = s[1:]
+	}
+	var out []byte
+	for i := range len(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
