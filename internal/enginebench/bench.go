@@ -350,7 +350,7 @@ func (r *run) finish(end string, st engine.Stats) {
 		rep.Lost = 0 // pending, not lost: nothing is due during the run
 		rep.Anomalies += t.deliveries
 		rep.Note = fmt.Sprintf("nothing is due during the run: %s messages stay pending on disk (%d schedule segments, one of them the routing marker's); lost and lateness do not apply",
-			group(int64(rep.Scheduled)), st.Segments)
+			Group(int64(rep.Scheduled)), st.Segments)
 	}
 	if d := t.last.Sub(t.first); t.deliveries >= 2 && d > 0 {
 		rep.FirePerSec = round1(float64(t.deliveries) / d.Seconds())

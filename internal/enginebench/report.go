@@ -86,34 +86,34 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	row := func(key, value, unit string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", key, value, unit) }
 	row("scenario", r.Scenario, "")
-	row("messages", group(int64(r.Messages)), "asked for")
-	row("scheduled", group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
-	row("delivered", group(r.Delivered), "distinct messages")
-	row("schedule_per_sec", group(int64(math.Round(r.SchedulePerSec))), "msg/s")
-	row("fire_per_sec", group(int64(math.Round(r.FirePerSec))), "msg/s, first to last delivery")
+	row("messages", Group(int64(r.Messages)), "asked for")
+	row("scheduled", Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
+	row("delivered", Group(r.Delivered), "distinct messages")
+	row("schedule_per_sec", Group(int64(math.Round(r.SchedulePerSec))), "msg/s")
+	row("fire_per_sec", Group(int64(math.Round(r.FirePerSec))), "msg/s, first to last delivery")
 	row("lateness_p50_ms", ms(r.LatenessP50Ms), "ms after deliverAt")
 	row("lateness_p99_ms", ms(r.LatenessP99Ms), "ms")
 	row("lateness_max_ms", ms(r.LatenessMaxMs), "ms")
 	row("lateness_mean_ms", ms(r.LatenessMeanMs), "ms")
-	row("early", group(r.Early), "deliveries before deliverAt (must be 0)")
-	row("lost", group(r.Lost), "scheduled, not delivered (must be 0)")
-	row("duplicates", group(r.Duplicates), "delivered more than once (must be 0)")
-	row("heap_bytes_per_pending", strconv.FormatFloat(r.HeapBytesPerPending, 'f', 1, 64), fmt.Sprintf("bytes (growth %s bytes)", group(r.HeapGrowthBytes)))
+	row("early", Group(r.Early), "deliveries before deliverAt (must be 0)")
+	row("lost", Group(r.Lost), "scheduled, not delivered (must be 0)")
+	row("duplicates", Group(r.Duplicates), "delivered more than once (must be 0)")
+	row("heap_bytes_per_pending", strconv.FormatFloat(r.HeapBytesPerPending, 'f', 1, 64), fmt.Sprintf("bytes (growth %s bytes)", Group(r.HeapGrowthBytes)))
 	row("ready_seconds", strconv.FormatFloat(r.ReadySeconds, 'f', 3, 64), "s from Open to Ready")
 	if r.Scenario == FarFuture || r.Scenario == Recovery {
 		row("route_seconds", strconv.FormatFloat(r.RouteSeconds, 'f', 3, 64), "s from the end of scheduling until all was routed")
 	}
 	if r.Scenario == Recovery {
-		row("delivered_before_restart", group(r.DeliveredBeforeRestart), "delivered by the first engine (0 expected)")
-		row("pending_at_ready", group(r.PendingAtReady), "in the wheel when the restarted engine was ready")
+		row("delivered_before_restart", Group(r.DeliveredBeforeRestart), "delivered by the first engine (0 expected)")
+		row("pending_at_ready", Group(r.PendingAtReady), "in the wheel when the restarted engine was ready")
 	}
 	row("due", fmt.Sprintf("%.3f to %.3f", r.DueFromSeconds, r.DueToSeconds), "s after scheduling started")
-	row("segments", group(int64(r.Segments)), "schedule segments on disk at the end")
-	row("engine_fired", group(r.EngineFired), "hand-overs to the sink lanes (above delivered when a full lane sent messages back to the wheel)")
+	row("segments", Group(int64(r.Segments)), "schedule segments on disk at the end")
+	row("engine_fired", Group(r.EngineFired), "hand-overs to the sink lanes (above delivered when a full lane sent messages back to the wheel)")
 	row("sink_seconds", strconv.FormatFloat(r.SinkSeconds, 'f', 3, 64), "s spent inside the counting sink")
 	row("end", r.End, "")
 	if r.Anomalies != 0 {
-		row("anomalies", group(r.Anomalies), "foreign or corrupt deliveries, unrecorded done-records (must be 0)")
+		row("anomalies", Group(r.Anomalies), "foreign or corrupt deliveries, unrecorded done-records (must be 0)")
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -134,8 +134,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
-// group writes n with thousands separators: 1,000,000.
-func group(n int64) string {
+// Group writes n with thousands separators: 1,000,000. The server
+// benchmark's table uses it too.
+func Group(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	neg := n < 0
 	if neg {

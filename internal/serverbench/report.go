@@ -34,26 +34,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row := func(key, value, unit string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", key, value, unit) }
 	f3 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	row("scenario", r.Scenario, "")
-	row("messages", group(int64(r.Messages)), "asked for")
-	row("scheduled", group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
-	row("schedule_per_sec", group(int64(math.Round(r.SchedulePerSec))), "msg/s")
+	row("messages", enginebench.Group(int64(r.Messages)), "asked for")
+	row("scheduled", enginebench.Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
+	row("schedule_per_sec", enginebench.Group(int64(math.Round(r.SchedulePerSec))), "msg/s")
 	if r.Scenario == Lateness {
-		row("delivered", group(r.Delivered), "distinct messages received")
-		row("fire_per_sec", group(int64(math.Round(r.FirePerSec))), "msg/s, first to last receive")
+		row("delivered", enginebench.Group(r.Delivered), "distinct messages received")
+		row("fire_per_sec", enginebench.Group(int64(math.Round(r.FirePerSec))), "msg/s, first to last receive")
 		row("lateness_p50_ms", f3(r.LatenessP50Ms), "ms, client receive (on the server's clock) - deliverAt")
 		row("lateness_p99_ms", f3(r.LatenessP99Ms), "ms")
 		row("lateness_max_ms", f3(r.LatenessMaxMs), "ms")
 		row("lateness_mean_ms", f3(r.LatenessMeanMs), "ms")
-		row("early", group(r.Early), "received before deliverAt (must be 0)")
-		row("lost", group(r.Lost), "scheduled, not received (must be 0)")
-		row("duplicates", group(r.Duplicates), "received more than once (must be 0)")
+		row("early", enginebench.Group(r.Early), "received before deliverAt (must be 0)")
+		row("lost", enginebench.Group(r.Lost), "scheduled, not received (must be 0)")
+		row("duplicates", enginebench.Group(r.Duplicates), "received more than once (must be 0)")
 		row("due", fmt.Sprintf("%.3f to %.3f", r.DueFromSeconds, r.DueToSeconds), "s after the start")
 		if r.Anomalies != 0 {
-			row("anomalies", group(r.Anomalies), "deliveries of no message of this run (must be 0)")
+			row("anomalies", enginebench.Group(r.Anomalies), "deliveries of no message of this run (must be 0)")
 		}
 	}
 	row("clock_skew_ms", f3(r.ClockSkewMs), fmt.Sprintf("server - client (Time round trip %.3f ms)", r.ClockRTTMs))
-	row("errors", group(r.Errors), "failed calls")
+	row("errors", enginebench.Group(r.Errors), "failed calls")
 	row("end", r.End, "")
 	if err := tw.Flush(); err != nil {
 		return err
@@ -73,24 +73,4 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// group writes n with thousands separators: 1,000,000.
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := n < 0
-	if neg {
-		s = s[1:]
-	}
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }
