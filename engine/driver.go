@@ -120,6 +120,8 @@ type driver struct {
 	building map[*lane]*batch
 	// overflowing counts batches waiting in lanes' overflow lists.
 	overflowing int
+	later       []laterEntry
+	full        []fullBatch
 	loading     bool
 	// segsDirty says the segment list may hold a bucket to load before
 	// nextLoad (a segment was created, a load finished, a bucket left).
@@ -469,11 +471,17 @@ func (d *driver) fire(now int64) {
 		if b.done.Contains(seq) {
 			return true
 		}
-		if _, ok := d.intents[seq]; ok {
+		if coff, ok := d.intents[seq]; ok {
+			if coff < 0 {
+				// A Cancel decided on it but its cancel record is not
+				// durable yet: hold it back a moment, so that it fires
+				// after all if that append fails.
+				d.later = append(d.later, laterEntry{b, now + 1, off})
+			}
 			return true // cancelled; reput writes its done-record
 		}
 		if d.m.DeliverAt > now { // cannot happen: the wheel never hands early
-			d.add(b, d.m.DeliverAt, off)
+			d.later = append(d.later, laterEntry{b, d.m.DeliverAt, off})
 			return true
 		}
 		l := d.lane(d.m.Topic)
@@ -488,15 +496,40 @@ func (d *driver) fire(now int64) {
 		d.fired.Add(1)
 		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.m.DeliverAt)*time.Millisecond)
 		if len(bt.items) >= d.e.opts.FireBatch {
-			d.send(l, bt)
+			// Sent after Expire returns: sending may put entries back
+			// into the wheel, which Expire's callback must not do.
+			d.full = append(d.full, fullBatch{l, bt})
 			delete(d.building, l)
 		}
 		return d.inflightN.Add(1) < int64(d.e.opts.MaxInflight)
 	})
+	for _, fb := range d.full {
+		d.send(fb.l, fb.bt)
+	}
+	clear(d.full)
+	d.full = d.full[:0]
 	for l, bt := range d.building {
 		d.send(l, bt)
 		delete(d.building, l)
 	}
+	for _, le := range d.later {
+		d.add(le.b, le.deadline, le.off)
+	}
+	clear(d.later)
+	d.later = d.later[:0]
+}
+
+type fullBatch struct {
+	l  *lane
+	bt *batch
+}
+
+// laterEntry is an entry Expire handed over that goes back into the wheel
+// (the wheel may not be changed from inside Expire).
+type laterEntry struct {
+	b        *bucket
+	deadline int64
+	off      int64
 }
 
 // send hands a batch to its lane. When the lane is busy the batch waits in
@@ -572,8 +605,22 @@ func (d *driver) pruneIntents() {
 func (d *driver) maintain(now int64) int64 {
 	next := int64(1<<62 - 1)
 	lead := d.e.opts.PreloadLead.Milliseconds()
-	// Retire buckets that are over and fully done.
+	// Retire buckets that are over and fully done. Not while a Cancel is
+	// between its decision and its durable cancel record: the entry it
+	// keeps from firing would vanish with its segment if that append then
+	// failed.
+	unarmed := false
+	for _, off := range d.intents {
+		if off < 0 {
+			unarmed = true
+			break
+		}
+	}
 	for _, b := range d.buckets {
+		if unarmed {
+			next = min(next, now+1)
+			break
+		}
 		if !b.ready || b.retiring || b.end > now {
 			if b.end > now {
 				next = min(next, b.end)
