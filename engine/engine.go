@@ -88,6 +88,10 @@ type Engine struct {
 	closeMu sync.RWMutex // held shared by Schedule and Cancel, exclusively by Close
 	closed  bool
 
+	// appendCancel appends a cancel record: the commitlog's Append, or a
+	// failing one in tests.
+	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
+
 	ready     chan struct{}
 	scheduled atomic.Int64
 	cancelled atomic.Int64
@@ -113,7 +117,7 @@ func Open(opts Options) (*Engine, error) {
 	if rec.Truncated {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
-	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{})}
+	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append}
 	e.d = newDriver(e)
 	e.reput, err = reput.Start(reput.Options{
 		Log:             l,
@@ -281,7 +285,7 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 			return AlreadyDone, nil
 		}
 	}
-	offs, err := e.log.Append(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
+	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
 	if err != nil {
 		e.d.dropIntent(id.Seq)
 		return Unknown, err

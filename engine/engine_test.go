@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -367,6 +368,32 @@ func TestBacklogLoadsOneBucketAtATime(t *testing.T) {
 				t.Fatalf("backlog out of order at %d", i)
 			}
 		}
+		e.Close()
+	})
+}
+
+// TestCancelWhoseRecordFailsStillDelivers: Cancel decides, the message
+// comes due while its cancel record is being appended, and the append
+// fails. The message must still be delivered, not silently dropped.
+func TestCancelWhoseRecordFailsStillDelivers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, nil)
+		id := schedule(t, e, "c", time.Second, "keep")
+		time.Sleep(500 * time.Millisecond)
+		boom := errors.New("injected: disk gone")
+		e.appendCancel = func(offs []int64, recs ...commitlog.Record) ([]int64, error) {
+			// The message comes due while the append is in progress.
+			time.Sleep(time.Second)
+			synctest.Wait()
+			return offs, boom
+		}
+		if r, err := e.Cancel(context.Background(), id); !errors.Is(err, boom) || r == Cancelled {
+			t.Fatalf("Cancel = %v, %v; want the append's error", r, err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		checkDeliveries(t, sink.snapshot(), []message.ID{id}, time.Second)
 		e.Close()
 	})
 }
