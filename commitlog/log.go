@@ -36,10 +36,15 @@ type Log struct {
 	active   *segment
 	writePos int64 // file-data position of the next record in active
 	written  int64 // logical offset one past the last appended record
-	closed   bool
-	err      error          // sticky write or fsync error
-	pend     []pendingWrite // records staged for pwrite (SyncAlways)
-	freeBufs [][]byte       // staging buffers to reuse
+	// spareAsked is the base of the last segment requested from the
+	// preallocator: the next one is asked for once the active segment is
+	// half full, not as soon as it starts, so that opening a new log (a
+	// new queue topic) does not write a second segment of zeros at once.
+	spareAsked int64
+	closed     bool
+	err        error          // sticky write or fsync error
+	pend       []pendingWrite // records staged for pwrite (SyncAlways)
+	freeBufs   [][]byte       // staging buffers to reuse
 
 	// segsMu guards segs (sorted by base; the last one is active).
 	segsMu sync.RWMutex
@@ -130,7 +135,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 	l.nextBase.Store(l.active.end())
 	l.wg.Add(1)
 	go l.preallocator()
-	l.requestSpare(l.active.end())
+	l.maybeRequestSpare()
 	if opts.Sync != SyncNone {
 		l.wg.Add(1)
 		go l.syncer()
@@ -153,7 +158,7 @@ func (l *Log) load() error {
 		if l.opts.ReadOnly {
 			return fmt.Errorf("commitlog: no segments in %s", l.dir)
 		}
-		if _, err := createSegment(l.dir, 0, l.opts.SegmentSize, l.opts.Sync == SyncAlways); err != nil {
+		if _, err := createSegment(l.dir, 0, l.opts.SegmentSize, l.opts.Sync == SyncAlways && !l.opts.FallocateFirst); err != nil {
 			return fmt.Errorf("commitlog: create first segment: %w", wrapNoSpace(err))
 		}
 		names = []string{segmentName(0)}
@@ -346,7 +351,6 @@ func (l *Log) Append(offs []int64, recs ...Record) ([]int64, error) {
 			l.segs = append(l.segs, seg)
 			l.segsMu.Unlock()
 			l.active, pos = seg, 0
-			l.requestSpare(seg.end())
 		}
 		var dst []byte
 		if direct {
@@ -363,6 +367,7 @@ func (l *Log) Append(offs []int64, recs ...Record) ([]int64, error) {
 	l.writePos = pos
 	l.written = seg.base + pos
 	l.appends.Add(1)
+	l.maybeRequestSpare()
 	end := l.written
 	l.mu.Unlock()
 
@@ -460,6 +465,16 @@ func (l *Log) takeSpare(base int64) (*segment, error) {
 		l.nextBase.Store(s.end())
 	}
 	return s, err
+}
+
+// maybeRequestSpare asks the preallocator for the segment after the
+// active one once the active one is half full. l.mu is held, or l is not
+// shared yet.
+func (l *Log) maybeRequestSpare() {
+	if end := l.active.end(); l.spareAsked != end && l.writePos >= l.active.capacity/2 {
+		l.spareAsked = end
+		l.requestSpare(end)
+	}
 }
 
 // requestSpare asks the preallocator for the segment at base, replacing

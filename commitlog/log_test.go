@@ -569,3 +569,35 @@ func TestOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSpareAskedAtHalf: the next segment is asked of the preallocator once
+// the active one is half full, not at Open, and again for each new segment.
+func TestSpareAskedAtHalf(t *testing.T) {
+	l := openTest(t, t.TempDir(), SyncNone)
+	defer l.Close()
+	asked := func() (int64, int64, int64) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.spareAsked, l.active.end(), l.writePos
+	}
+	if a, end, _ := asked(); a == end {
+		t.Fatalf("spare for %d asked at Open of an empty log", end)
+	}
+	first := l.active.base
+	var offs []int64
+	for i := 0; ; i++ {
+		o := appendN(t, l, i, 1)
+		offs = append(offs, o...)
+		a, end, pos := asked()
+		if l.active.base != first {
+			if a == end && pos < l.active.capacity/2 {
+				t.Fatalf("spare for the second segment asked at %d of %d", pos, l.active.capacity)
+			}
+			break
+		}
+		if half := pos >= l.active.capacity/2; half != (a == end) {
+			t.Fatalf("at %d of %d bytes: asked for %d, active ends at %d", pos, l.active.capacity, a, end)
+		}
+	}
+	checkRecords(t, l, offs, 0)
+}

@@ -66,6 +66,13 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives recovery reports; default slog.Default().
 	Logger *slog.Logger
+	// FallocateFirst creates the first segment of a new log with
+	// fallocate even under SyncAlways, where later segments are written
+	// with zeros ahead of need: Open of a new log returns in about a
+	// millisecond instead of after writing a segment of zeros, and the
+	// fsyncs in that first segment cost more (each converts extents).
+	// For logs created on the request path, such as queue topics.
+	FallocateFirst bool
 	// OnSync, if set, is called after each fsync with its duration (for
 	// metrics). It runs on the syncing goroutine and must not block.
 	OnSync func(time.Duration)

@@ -96,8 +96,10 @@ func (s cancelState) result() CancelResult {
 // driver owns the wheel and the loaded buckets; one goroutine runs it and
 // everything else talks to it through its event queue.
 type driver struct {
-	e   *Engine
-	now func() int64
+	// leadMs is Options.HandoffLead: entries are fired this much early.
+	leadMs int64
+	e      *Engine
+	now    func() int64
 
 	// qmu guards queue; wake is signalled when it becomes non-empty.
 	qmu   sync.Mutex
@@ -142,6 +144,7 @@ func newDriver(e *Engine) *driver {
 	return &driver{
 		e:         e,
 		now:       func() int64 { return e.opts.Now().UnixMilli() },
+		leadMs:    e.opts.HandoffLead.Milliseconds(),
 		w:         wheel.NewUntracked(),
 		segsDirty: true,
 		wake:      make(chan struct{}, 1),
@@ -282,11 +285,11 @@ func (d *driver) run(startEnd int64) {
 		d.drain()
 		now := d.now()
 		waiting := d.pushOverflow()
-		d.fire(now)
+		d.fire(now, now+d.leadMs)
 		next := d.maintain(now)
 		d.pruneIntents()
-		if n, ok := d.w.Next(); ok && n < next {
-			next = n
+		if n, ok := d.w.Next(); ok && n-d.leadMs < next {
+			next = n - d.leadMs
 		}
 		if waiting {
 			next = min(next, now+1) // a lane is busy: look again in a millisecond
@@ -408,7 +411,7 @@ func (d *driver) handle(e *ev) {
 			delete(d.inflight, it.seq)
 			if b := d.buckets[it.bucket]; b != nil {
 				b.inflight--
-				d.add(b, max(it.deliverAt, now+requeueDelayMs), it.off)
+				d.add(b, max(it.deliverAt, now+d.leadMs+requeueDelayMs), it.off)
 			}
 		}
 		d.inflightN.Add(-int64(len(e.items)))
@@ -450,11 +453,12 @@ func (d *driver) add(b *bucket, deadline, off int64) {
 }
 
 // fire hands every due entry to its topic's lane.
-func (d *driver) fire(now int64) {
+// fire hands over what is due by horizon (now plus the handoff lead).
+func (d *driver) fire(now, horizon int64) {
 	if d.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
 		return
 	}
-	d.w.Expire(now, func(deadline int64, ref wheel.Ref) bool {
+	d.w.Expire(horizon, func(deadline int64, ref wheel.Ref) bool {
 		b := d.slots[ref.Bucket()]
 		if b == nil {
 			return true
@@ -476,11 +480,11 @@ func (d *driver) fire(now int64) {
 				// A Cancel decided on it but its cancel record is not
 				// durable yet: hold it back a moment, so that it fires
 				// after all if that append fails.
-				d.later = append(d.later, laterEntry{b, now + 1, off})
+				d.later = append(d.later, laterEntry{b, horizon + 1, off})
 			}
 			return true // cancelled; reput writes its done-record
 		}
-		if d.m.DeliverAt > now { // cannot happen: the wheel never hands early
+		if d.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
 			d.later = append(d.later, laterEntry{b, d.m.DeliverAt, off})
 			return true
 		}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
@@ -175,7 +176,8 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.I
 	limit := now.Add(e.opts.MaxDelay)
 	recs := make([]commitlog.Record, len(reqs))
 	ats := make([]int64, len(reqs))
-	var buf []byte
+	msgs := make([]message.Message, len(reqs))
+	size := 0
 	for i := range reqs {
 		r := &reqs[i]
 		if err := validate(r); err != nil {
@@ -191,17 +193,17 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.I
 		}
 		ms := max(ceilMs(at), nowMs) // a past time is due at once
 		ats[i] = ms
-		m := message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
-		start := len(buf)
-		buf = message.AppendSchedule(buf, &m)
-		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]}
+		// The topic's bytes are only copied by AppendSchedule below.
+		msgs[i] = message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: unsafe.Slice(unsafe.StringData(r.Topic), len(r.Topic)),
+			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
+		size += message.ScheduleSize(&msgs[i])
 	}
-	// buf may have moved while growing: re-slice the payloads.
-	off := 0
-	for i := range recs {
-		n := len(recs[i].Payload)
-		recs[i].Payload = buf[off : off+n : off+n]
-		off += n
+	// One buffer of the exact size for every payload of the batch.
+	buf := make([]byte, 0, size)
+	for i := range msgs {
+		start := len(buf)
+		buf = message.AppendSchedule(buf, &msgs[i])
+		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]}
 	}
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()

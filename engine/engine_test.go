@@ -397,3 +397,92 @@ func TestCancelWhoseRecordFailsStillDelivers(t *testing.T) {
 		e.Close()
 	})
 }
+
+// slowSink takes lag (of the bubble's clock) per Deliver call, like a sink
+// that fsyncs, and records what it got.
+type slowSink struct {
+	recSink
+	lag time.Duration
+	max int // largest batch
+}
+
+func (s *slowSink) Deliver(ctx context.Context, topic string, batch []Delivery) error {
+	time.Sleep(s.lag)
+	s.mu.Lock()
+	s.max = max(s.max, len(batch))
+	s.mu.Unlock()
+	return s.recSink.Deliver(ctx, topic, batch)
+}
+
+// TestSlowSinkGetsMergedBatches: messages due one per millisecond fire in
+// batches of about one; a sink that takes 5 ms per call must get what piled
+// up meanwhile in one call, or delivery falls behind by 4 ms per message.
+func TestSlowSinkGetsMergedBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := &slowSink{lag: 5 * time.Millisecond}
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.FireBatch = 64 })
+		start := time.Now().Add(time.Second)
+		var ids []message.ID
+		for i := range 2000 {
+			id, err := e.Schedule(context.Background(), Request{Topic: "t", At: start.Add(time.Duration(i) * time.Millisecond), Body: []byte("x")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		// One call in flight (5 ms) plus the one that waits for it.
+		checkDeliveries(t, sink.snapshot(), ids, 12*time.Millisecond)
+		if sink.calls > 2000/3 {
+			t.Errorf("%d sink calls for 2000 messages: batches were not merged", sink.calls)
+		}
+		if sink.max > 64 {
+			t.Errorf("a sink call carried %d messages, more than FireBatch 64", sink.max)
+		}
+		e.Close()
+	})
+}
+
+// TestHandoffLead: with a lead, messages reach the sink that much before
+// their deliverAt, never more, and none is lost or repeated.
+func TestHandoffLead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const lead = 20 * time.Millisecond
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.HandoffLead = lead })
+		var ids []message.ID
+		for i := range 300 {
+			ids = append(ids, schedule(t, e, "t", time.Duration(i)*37*time.Millisecond, fmt.Sprint(i)))
+		}
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		gots := sink.snapshot()
+		seen := map[message.ID]bool{}
+		for _, g := range gots {
+			due := time.UnixMilli(g.id.DeliverAt)
+			if early := due.Sub(g.at); early > lead {
+				t.Errorf("%v handed over %v early, more than the lead %v", g.id, early, lead)
+			} else if early < 0 && g.id.DeliverAt > ids[0].DeliverAt {
+				t.Errorf("%v handed over %v late, though the lead is %v", g.id, -early, lead)
+			}
+			if seen[g.id] {
+				t.Errorf("%v handed over twice", g.id)
+			}
+			seen[g.id] = true
+		}
+		if len(seen) != len(ids) {
+			t.Errorf("%d of %d messages handed over", len(seen), len(ids))
+		}
+		e.Close()
+	})
+}
+
+func TestHandoffLeadBounds(t *testing.T) {
+	for _, lead := range []time.Duration{-time.Millisecond, MaxHandoffLead + time.Millisecond} {
+		_, err := Open(Options{Dir: t.TempDir(), Sink: &recSink{}, HandoffLead: lead})
+		if err == nil || !strings.Contains(err.Error(), "handoff lead") {
+			t.Errorf("lead %v: got %v, want an error naming the handoff lead", lead, err)
+		}
+	}
+}

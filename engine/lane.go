@@ -87,17 +87,56 @@ func (l *lane) deliverer() {
 	e := l.d.e
 	var msgs []message.Message
 	var dels []Delivery
-	for bt := range l.queue {
-		msgs = msgs[:0]
-		dels = dels[:0]
-		for _, it := range bt.items {
-			msgs = append(msgs, message.Message{})
-			if err := message.DecodeSchedule(bt.buf[it.p0:it.p1], &msgs[len(msgs)-1]); err != nil {
-				panic("engine: a message the engine encoded does not decode: " + err.Error())
+	var bts []*batch
+	var carry *batch // taken from the queue, for the next call
+	for {
+		bt := carry
+		carry = nil
+		if bt == nil {
+			var ok bool
+			if bt, ok = <-l.queue; !ok {
+				return
 			}
 		}
-		for i, it := range bt.items {
-			dels = append(dels, Delivery{ID: message.ID{DeliverAt: it.deliverAt, Seq: it.seq}, Message: &msgs[i]})
+		// Deliver what waits in one Sink call (one fsync in the built-in
+		// queue), up to FireBatch messages: while the sink is busy, small
+		// batches pile up here, and taking them one at a time would cap
+		// delivery at one small batch per sink round trip.
+		bts = append(bts[:0], bt)
+		n := len(bt.items)
+	more:
+		for n < e.opts.FireBatch {
+			select {
+			case b, ok := <-l.queue:
+				if !ok {
+					break more
+				}
+				if n+len(b.items) > e.opts.FireBatch {
+					carry = b
+					break more
+				}
+				bts = append(bts, b)
+				n += len(b.items)
+			default:
+				break more
+			}
+		}
+		msgs = msgs[:0]
+		dels = dels[:0]
+		for _, bt := range bts {
+			for _, it := range bt.items {
+				msgs = append(msgs, message.Message{})
+				if err := message.DecodeSchedule(bt.buf[it.p0:it.p1], &msgs[len(msgs)-1]); err != nil {
+					panic("engine: a message the engine encoded does not decode: " + err.Error())
+				}
+			}
+		}
+		i := 0
+		for _, bt := range bts {
+			for _, it := range bt.items {
+				dels = append(dels, Delivery{ID: message.ID{DeliverAt: it.deliverAt, Seq: it.seq}, Message: &msgs[i]})
+				i++
+			}
 		}
 		backoff := minBackoff
 		var err error
@@ -119,12 +158,14 @@ func (l *lane) deliverer() {
 			}
 			backoff = min(2*backoff, maxBackoff)
 		}
-		if err != nil {
-			// Stopping: not delivered, so not done; a restart delivers it.
-			l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
-			continue
+		for _, bt := range bts {
+			if err != nil {
+				// Stopping: not delivered, so not done; a restart delivers it.
+				l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+				continue
+			}
+			l.commit <- bt
 		}
-		l.commit <- bt
 	}
 }
 

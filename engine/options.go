@@ -16,9 +16,11 @@ import (
 const (
 	DefaultSegmentDuration = time.Hour
 	DefaultPreloadLead     = 10 * time.Minute
-	DefaultMaxDelay        = 10 * 365 * 24 * time.Hour
-	DefaultFireBatch       = 512
-	DefaultMaxInflight     = 1 << 16
+	// MaxHandoffLead bounds Options.HandoffLead.
+	MaxHandoffLead     = time.Second
+	DefaultMaxDelay    = 10 * 365 * 24 * time.Hour
+	DefaultFireBatch   = 512
+	DefaultMaxInflight = 1 << 16
 )
 
 // Delivery is one due message handed to a Sink.
@@ -72,6 +74,14 @@ type Options struct {
 	Now func() time.Time
 	// Sink receives due messages. Required.
 	Sink Sink
+	// HandoffLead hands each message to the Sink up to this long before
+	// its deliverAt instead of at it, so that the sink's own write (an
+	// fsync in the built-in queue) is done by the time the message is due.
+	// Only for a sink that keeps every message from its consumers until
+	// its Delivery's deliverAt (queue.Queue does): the engine no longer
+	// guarantees I4 itself. A Cancel within the lead of deliverAt answers
+	// AlreadyDone. Default 0: at deliverAt. At most MaxHandoffLead.
+	HandoffLead time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// CommitlogSegmentSize overrides the commitlog segment size (tests).
@@ -93,7 +103,8 @@ type Options struct {
 // implement only some methods.
 type Observer interface {
 	// Fired is called when a message is handed to the sink, with how late
-	// that is after its deliverAt.
+	// that is after its deliverAt (negative, by up to HandoffLead, when it
+	// is handed over early).
 	Fired(topic string, lateness time.Duration)
 	// Done is called when a message's done-record is durable.
 	Done(topic string, n int)
@@ -125,6 +136,9 @@ func (o *Options) fill() error {
 	}
 	if err := schedulelog.ValidateDuration(o.SegmentDuration); err != nil {
 		return fmt.Errorf("engine: %w", err)
+	}
+	if o.HandoffLead < 0 || o.HandoffLead > MaxHandoffLead {
+		return fmt.Errorf("engine: handoff lead %v: from 0 to %v", o.HandoffLead, MaxHandoffLead)
 	}
 	if o.PreloadLead == 0 {
 		o.PreloadLead = min(DefaultPreloadLead, o.SegmentDuration/6)

@@ -53,6 +53,9 @@ func (ck *checkpoint) key() ckKey { return ckKey{ck.lwm, ck.cursor, ck.end, ck.u
 // reached. t.mu is held.
 func (t *topic) snapshotLocked() checkpoint {
 	ck := checkpoint{cursor: t.reader.Pos(), end: t.end, unread: t.unread}
+	if t.peeked {
+		ck.cursor = t.reader.Offset() // not received yet
+	}
 	if ck.cursor > ck.end {
 		// The reader is ahead of an append still in flight: unread is
 		// minus the records in [end, cursor), so this says the same.

@@ -454,13 +454,13 @@ func (q *Queue) openTopic(name string, create bool) (*topic, error) {
 		}
 	}
 	qlog, _, err := commitlog.Open(commitlog.Options{
-		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger,
+		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
 	}
 	alog, _, err := commitlog.Open(commitlog.Options{
-		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger,
+		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
 	})
 	if err != nil {
 		qlog.Close()

@@ -49,8 +49,10 @@ func deliver(t testing.TB, q *Queue, topic string, bodies ...string) []message.I
 	t.Helper()
 	batch := make([]engine.Delivery, len(bodies))
 	ids := make([]message.ID, len(bodies))
+	// Due a second ago: the queue keeps messages until their deliverAt.
+	due := time.Now().UnixMilli() - 1000
 	for i, b := range bodies {
-		ids[i] = message.ID{DeliverAt: 1_700_000_000_000 + int64(i), Seq: nextSeq.Add(1)}
+		ids[i] = message.ID{DeliverAt: due + int64(i), Seq: nextSeq.Add(1)}
 		m := &message.Message{DeliverAt: ids[i].DeliverAt, Topic: []byte(topic), Body: []byte(b),
 			Headers: []message.Header{{Key: []byte("k"), Value: []byte("v" + b)}}}
 		batch[i] = engine.Delivery{ID: ids[i], Message: m}
@@ -612,4 +614,57 @@ func TestConcurrentConsumers(t *testing.T) {
 	if st := q.Stats()["c"]; st.Acked != uint64(total) || st.Backlog != 0 || st.Leased != 0 {
 		t.Fatalf("stats: %+v", st)
 	}
+}
+
+// TestNotReceivedBeforeDue: the engine may hand a message over before its
+// deliverAt (HandoffLead); no Receive gets it before then, a waiting one
+// gets it at that moment, and a restart in between keeps it.
+func TestNotReceivedBeforeDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		q := openQ(t, dir, nil)
+		ctx := context.Background()
+		at := func(d time.Duration) *message.Message {
+			return &message.Message{DeliverAt: time.Now().Add(d).UnixMilli(), Topic: []byte("t"), Body: []byte(d.String())}
+		}
+		var batch []engine.Delivery
+		for _, d := range []time.Duration{20 * time.Millisecond, 30 * time.Millisecond, time.Second} {
+			m := at(d)
+			batch = append(batch, engine.Delivery{ID: message.ID{DeliverAt: m.DeliverAt, Seq: nextSeq.Add(1)}, Message: m})
+		}
+		if err := q.Deliver(ctx, "t", batch); err != nil {
+			t.Fatal(err)
+		}
+		if ms := recv(t, q, "t", 10, 0); len(ms) != 0 {
+			t.Fatalf("received %q before it was due", bodies(ms))
+		}
+		for _, want := range batch[:2] {
+			ms, err := q.Receive(ctx, "t", 10, time.Minute, 0)
+			if err != nil || len(ms) != 1 || string(ms[0].Body) != string(want.Message.Body) {
+				t.Fatalf("got %q, %v; want %s", bodies(ms), err, want.Message.Body)
+			}
+			if now := time.Now().UnixMilli(); now != want.Message.DeliverAt {
+				t.Fatalf("%s received at %d, due at %d", want.Message.Body, now, want.Message.DeliverAt)
+			}
+			if err := q.Ack(ctx, "t", ms[0].ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The third is peeked and not due: a restart must keep it.
+		if ms := recv(t, q, "t", 10, 0); len(ms) != 0 {
+			t.Fatalf("received %q before it was due", bodies(ms))
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		q = openQ(t, dir, nil)
+		defer q.Close()
+		if ms := recv(t, q, "t", 10, 0); len(ms) != 0 {
+			t.Fatalf("after restart, received %q before it was due", bodies(ms))
+		}
+		ms, err := q.Receive(ctx, "t", 10, time.Minute, 0)
+		if err != nil || len(ms) != 1 || string(ms[0].Body) != "1s" || time.Now().UnixMilli() != batch[2].Message.DeliverAt {
+			t.Fatalf("after restart: got %q, %v at %d, want 1s at %d", bodies(ms), err, time.Now().UnixMilli(), batch[2].Message.DeliverAt)
+		}
+	})
 }

@@ -78,14 +78,21 @@ type topic struct {
 	ackMu sync.RWMutex
 
 	// mu guards everything below.
-	mu         sync.Mutex
-	closed     bool
-	reader     *commitlog.Iterator // at the cursor: the next never-received record
-	end        int64               // queue-log offset up to which unread counts records
-	unread     int64               // records in [cursor, end)
-	skip       []int64             // acked records at or after the cursor (after a restart), sorted
-	fifo       []entry             // waiting to be received again, in order
-	leases     map[int64]*lease    // by offset: leased and settling
+	mu     sync.Mutex
+	closed bool
+	reader *commitlog.Iterator // at the cursor: the next never-received record
+	// peeked: the reader is on the record at the cursor (Next returned
+	// it) but it is not received yet, because it is not due: the engine
+	// may hand messages over before their deliverAt (HandoffLead), and
+	// no consumer gets one early (I4).
+	peeked     bool
+	dueTimer   *time.Timer      // wakes Receives when the peeked record is due
+	dueAt      int64            // unix ns dueTimer is set for; 0 if none
+	end        int64            // queue-log offset up to which unread counts records
+	unread     int64            // records in [cursor, end)
+	skip       []int64          // acked records at or after the cursor (after a restart), sorted
+	fifo       []entry          // waiting to be received again, in order
+	leases     map[int64]*lease // by offset: leased and settling
 	byID       map[message.ID]*lease
 	heap       leaseHeap
 	timer      *time.Timer
@@ -206,34 +213,47 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 			}
 			off, attempt = e.off, e.attempt
 		} else {
-			if !t.reader.Next() {
-				if err := t.reader.Err(); err != nil {
-					return t.failed(out, fmt.Errorf("queue: topic %q: %w", t.name, err))
+			if !t.peeked {
+				if !t.reader.Next() {
+					if err := t.reader.Err(); err != nil {
+						return t.failed(out, fmt.Errorf("queue: topic %q: %w", t.name, err))
+					}
+					break
 				}
-				break
+				t.peeked = true
 			}
 			off = t.reader.Offset()
-			t.unread--
 			for len(t.skip) > 0 && t.skip[0] < off {
 				t.skip = t.skip[1:] // cannot happen: skip holds record offsets
 			}
 			if len(t.skip) > 0 && t.skip[0] == off {
 				t.skip = t.skip[1:]
+				t.peeked = false
+				t.unread--
 				continue // acked before a restart
 			}
 			rec := t.reader.Record()
 			if err := t.decode(off, rec, &id, m); err != nil {
 				// Stay at the damaged record: every Receive reports it,
 				// and no checkpoint counts it as received.
-				t.unread++
 				it, ierr := t.log.NewIterator(off)
 				if ierr != nil {
 					return t.failed(out, errors.Join(err, ierr))
 				}
 				t.reader.Close()
 				t.reader = it
+				t.peeked = false
 				return t.failed(out, err)
 			}
+			if due := m.DeliverAt * int64(time.Millisecond); due > now.UnixNano() {
+				// Handed over before its time: it and everything after it
+				// wait (the engine hands over in deliverAt order, at most
+				// its HandoffLead early).
+				t.armDueLocked(due, now)
+				break
+			}
+			t.peeked = false
+			t.unread--
 			attempt = m.Attempt
 		}
 		if _, dup := t.byID[id]; dup {
@@ -255,6 +275,26 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	}
 	t.armLocked()
 	return out, nil, nil
+}
+
+// armDueLocked makes sure waiting Receives are woken at due (unix ns), when
+// the peeked record becomes receivable. t.mu is held.
+func (t *topic) armDueLocked(due int64, now time.Time) {
+	if t.dueAt != 0 && t.dueAt <= due {
+		return
+	}
+	t.dueAt = due
+	d := time.Duration(due - now.UnixNano())
+	if t.dueTimer == nil {
+		t.dueTimer = time.AfterFunc(d, func() {
+			t.mu.Lock()
+			t.dueAt = 0
+			t.wake()
+			t.mu.Unlock()
+		})
+		return
+	}
+	t.dueTimer.Reset(d)
 }
 
 // failed ends a receive that hit err: the messages already leased are
@@ -439,6 +479,9 @@ func (t *topic) close() error {
 	t.mu.Lock()
 	if t.timer != nil {
 		t.timer.Stop()
+	}
+	if t.dueTimer != nil {
+		t.dueTimer.Stop()
 	}
 	t.mu.Unlock()
 	err := t.checkpoint()

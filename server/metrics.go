@@ -105,6 +105,9 @@ func (m *Metrics) Fsynced(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 
 // Fired implements engine.Observer.
 func (m *Metrics) Fired(topic string, lateness time.Duration) {
+	// Handed over early (the engine's HandoffLead) counts as on time: the
+	// queue holds the message until its deliverAt.
+	lateness = max(lateness, 0)
 	m.lateness.Observe(lateness.Seconds())
 	m.recent.add(float64(lateness) / float64(time.Millisecond))
 }

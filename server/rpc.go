@@ -41,8 +41,11 @@ func (s *Server) ScheduleBatch(ctx context.Context, req *connect.Request[hourgla
 	now := s.eng.Now()
 	reqs := make([]engine.Request, len(msgs))
 	for i, m := range msgs {
-		r, cerr := s.request(fmt.Sprintf("messages[%d]", i), m, now)
+		r, cerr := s.request("", m, now)
 		if cerr != nil {
+			// Check it again to name it in the error: formatting the
+			// prefix for every message costs more than the check.
+			_, cerr = s.request(fmt.Sprintf("messages[%d]", i), m, now)
 			return nil, cerr
 		}
 		reqs[i] = r

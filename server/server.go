@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,9 @@ type Options struct {
 	AuthToken string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Pprof serves the Go runtime profiles (net/http/pprof) under
+	// /debug/pprof/, behind AuthToken like /metrics.
+	Pprof bool
 }
 
 // Server serves the API. Its methods may be called from any goroutine.
@@ -177,6 +181,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", requireToken(s.opts.AuthToken,
 		promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
+	if s.opts.Pprof {
+		mux.Handle("GET /debug/pprof/", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/cmdline", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("GET /debug/pprof/profile", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/symbol", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("GET /debug/pprof/trace", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Trace)))
+	}
 	return mux
 }
 

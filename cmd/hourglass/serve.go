@@ -57,6 +57,10 @@ func envVar(flag string) []string {
 	return []string{"HOURGLASS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
 
+// DefaultHandoffLead is serve's --handoff-lead: about ten times a
+// commitlog fsync under load on the machines we measured (docs/BENCHMARKS.md).
+const DefaultHandoffLead = 20 * time.Millisecond
+
 // serveCommand is `hourglass serve`; the work is in packages engine, queue
 // and server.
 func serveCommand() *cli.Command {
@@ -90,6 +94,9 @@ func serveCommand() *cli.Command {
 				Usage: "private key `FILE` (PEM) of --tls-cert"},
 			&cli.StringFlag{Name: "delay-levels", Value: server.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
 				Usage: "`DURATIONS` of the RocketMQ-style delay levels 1, 2, ..., separated by spaces or commas"},
+			&cli.DurationFlag{Name: "handoff-lead", Value: DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
+				Usage: "hand due messages to the queue up to this `DURATION` (0 to 1s) before their time, so that the queue's fsync is done when they are due; " +
+					"consumers still never get a message early. A cancel within this time of the message's time answers already-delivered"},
 			&cli.IntFlag{Name: "max-attempts", Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
 				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
@@ -100,6 +107,8 @@ func serveCommand() *cli.Command {
 				Usage: "`LEVEL` of the logs on stderr: debug (also every refused request), info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: envVar("log-format"),
 				Usage: "`FORMAT` of the logs on stderr: text (key=value) or json"},
+			&cli.BoolFlag{Name: "pprof", EnvVars: envVar("pprof"),
+				Usage: "serve Go runtime profiles under /debug/pprof/ (behind --auth-token), e.g. go tool pprof http://127.0.0.1:7420/debug/pprof/profile?seconds=10"},
 		},
 		OnUsageError: usageError,
 		Action:       runServe,
@@ -118,6 +127,8 @@ type serveConfig struct {
 	levels            []time.Duration
 	maxAttempts       int
 	lease, shutdownTO time.Duration
+	pprof             bool
+	handoff           time.Duration
 	logger            *slog.Logger
 }
 
@@ -129,7 +140,7 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		dataDir: c.String("data-dir"), listen: c.String("listen"),
 		segDur: c.Duration("segment-duration"), token: c.String("auth-token"),
 		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
-		maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
+		pprof: c.Bool("pprof"), maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
 	}
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir is empty: name a directory")
@@ -168,6 +179,9 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		if d > cfg.maxDelay {
 			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, server.FormatDuration(d), server.FormatDuration(cfg.maxDelay))
 		}
+	}
+	if cfg.handoff = c.Duration("handoff-lead"); cfg.handoff < 0 || cfg.handoff > engine.MaxHandoffLead {
+		return nil, fmt.Errorf("--handoff-lead %v: from 0 to %v", cfg.handoff, engine.MaxHandoffLead)
 	}
 	if cfg.maxAttempts < 1 {
 		return nil, fmt.Errorf("--max-attempts %d: at least 1", cfg.maxAttempts)
@@ -230,6 +244,7 @@ func runServe(c *cli.Context) error {
 		Fsync:           cfg.fsync,
 		MaxDelay:        cfg.maxDelay,
 		Sink:            q,
+		HandoffLead:     cfg.handoff,
 		Logger:          log,
 		Observer:        metrics,
 		OnFsync:         metrics.Fsynced,
@@ -248,7 +263,7 @@ func runServe(c *cli.Context) error {
 	}
 	srv, err := server.New(server.Options{
 		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.dataDir, SegmentDuration: cfg.segDur,
-		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log,
+		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log, Pprof: cfg.pprof,
 	})
 	if err != nil {
 		closeAll()
