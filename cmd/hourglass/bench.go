@@ -211,6 +211,9 @@ func benchServerCommand() *cli.Command {
 				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call (batch, lateness), 1 to %d", serverbench.MaxBatch)},
 			&cli.IntFlag{Name: "clients", DefaultText: "64 for single, 8 otherwise",
 				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
+			&cli.StringFlag{Name: "protocol", Value: serverbench.DefaultProtocol,
+				Usage: "`PROTOCOL` of the clients: connect (Connect's protocol over HTTP/1.1, a connection per call in flight, like curl) " +
+					"or grpc (gRPC over one HTTP/2 connection, h2c for http://, like gRPC clients)"},
 			&cli.IntFlag{Name: "consumers", Value: serverbench.DefaultConsumers,
 				Usage: fmt.Sprintf("lateness only: `N`umber of goroutines long-polling Receive, 1 to %d", serverbench.MaxConsumers)},
 			&cli.DurationFlag{Name: "window", Value: serverbench.DefaultWindow,
@@ -246,6 +249,7 @@ func runBenchServer(c *cli.Context) error {
 		Timeout:   c.Duration("timeout"),
 		Grace:     c.Duration("grace"),
 		Topic:     c.String("topic"),
+		Protocol:  c.String("protocol"),
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 type Report struct {
 	enginebench.Report
 	Addr        string  `json:"addr"`
+	Protocol    string  `json:"protocol"` // connect (HTTP/1.1) or grpc (HTTP/2)
 	Topic       string  `json:"topic"`
 	Clients     int     `json:"clients"`
 	Consumers   int     `json:"consumers"`
@@ -51,9 +53,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = cfg.Clients + cfg.Consumers + 8
+	var opts []connect.ClientOption
+	if cfg.Protocol == ProtocolGRPC {
+		tr.Protocols = new(http.Protocols)
+		if strings.HasPrefix(cfg.Addr, "http://") {
+			tr.Protocols.SetUnencryptedHTTP2(true)
+		} else {
+			tr.Protocols.SetHTTP2(true)
+		}
+		opts = append(opts, connect.WithGRPC())
+	}
 	hc := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
-	var opts []connect.ClientOption
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}
@@ -62,7 +73,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &Report{Addr: cfg.Addr, Topic: cfg.Topic, Clients: cfg.Clients}
+	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"

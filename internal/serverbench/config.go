@@ -75,7 +75,19 @@ type Config struct {
 	Timeout   time.Duration
 	Grace     time.Duration
 	Topic     string // empty: a fresh unique topic
+	// Protocol is how the clients talk: ProtocolConnect (Connect's
+	// protocol over HTTP/1.1, one connection per call in flight, as curl
+	// and browsers do) or ProtocolGRPC (gRPC over one HTTP/2 connection,
+	// plain-text h2c for http:// addresses, as gRPC clients do).
+	Protocol string
 }
+
+// Protocols.
+const (
+	ProtocolConnect = "connect"
+	ProtocolGRPC    = "grpc"
+	DefaultProtocol = ProtocolConnect
+)
 
 // normalize fills defaults and checks the configuration; the errors say
 // what is allowed.
@@ -92,6 +104,13 @@ func (c *Config) normalize() error {
 	}
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
+	}
+	switch c.Protocol {
+	case "":
+		c.Protocol = DefaultProtocol
+	case ProtocolConnect, ProtocolGRPC:
+	default:
+		return fmt.Errorf("--protocol %q is unknown; use %s (HTTP/1.1) or %s (HTTP/2)", c.Protocol, ProtocolConnect, ProtocolGRPC)
 	}
 	if !strings.HasPrefix(c.Addr, "http://") && !strings.HasPrefix(c.Addr, "https://") {
 		return fmt.Errorf("--addr %q: want a URL such as http://127.0.0.1:7420 (http:// or https://)", c.Addr)

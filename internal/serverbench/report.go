@@ -15,7 +15,7 @@ import (
 // Keys lists the JSON keys every report has: enginebench.Keys (the same
 // as `bench engine`), then this package's own.
 var Keys = append(append([]string(nil), enginebench.Keys...),
-	"addr", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors")
+	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors")
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -52,6 +52,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			row("anomalies", enginebench.Group(r.Anomalies), "deliveries of no message of this run (must be 0)")
 		}
 	}
+	row("protocol", r.Protocol, "")
 	row("clock_skew_ms", f3(r.ClockSkewMs), fmt.Sprintf("server - client (Time round trip %.3f ms)", r.ClockRTTMs))
 	row("errors", enginebench.Group(r.Errors), "failed calls")
 	row("end", r.End, "")
