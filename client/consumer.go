@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -83,6 +84,39 @@ func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	}
 	_, err := c.svc.Ack(ctx, connect.NewRequest(req))
 	return wrap("Ack", err)
+}
+
+// AckBatch acks deliveries of one topic by receipt with one call and one
+// fsync on the server. It returns one error per delivery (nil: acked); err
+// is for the whole call, when none was acked. At most 1000 at a time.
+func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (res []error, err error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	req := &hourglassv1.AckBatchRequest{Topic: ds[0].Topic, Receipts: make([]string, len(ds))}
+	for i, d := range ds {
+		if d.Topic != req.Topic {
+			return nil, fmt.Errorf("hourglass: AckBatch: deliveries of topics %q and %q: one topic per call", req.Topic, d.Topic)
+		}
+		if d.Receipt == "" {
+			return nil, fmt.Errorf("hourglass: AckBatch: delivery %s has no receipt", d.ID)
+		}
+		req.Receipts[i] = d.Receipt
+	}
+	out, err := c.svc.AckBatch(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, wrap("AckBatch", err)
+	}
+	if len(out.Msg.Results) != len(ds) {
+		return nil, fmt.Errorf("hourglass: AckBatch: %d results for %d receipts", len(out.Msg.Results), len(ds))
+	}
+	res = make([]error, len(ds))
+	for i, r := range out.Msg.Results {
+		if !r.Acked {
+			res[i] = fmt.Errorf("hourglass: AckBatch: %s: %s", ds[i].ID, r.Error)
+		}
+	}
+	return res, nil
 }
 
 // Nack gives d back to be delivered again after delay (its attempt

@@ -25,6 +25,42 @@ func TestClient(t *testing.T) {
 	t.Run("cancel_answers", func(t *testing.T) { t.Parallel(); testClientCancel(t, p) })
 	t.Run("consumer_nack_retry", func(t *testing.T) { t.Parallel(); testClientNack(t, p) })
 	t.Run("errors_keep_codes", func(t *testing.T) { t.Parallel(); testClientErrors(t, p) })
+	t.Run("ack_batch", func(t *testing.T) { t.Parallel(); testClientAckBatch(t, p) })
+}
+
+func testClientAckBatch(t *testing.T, p *proc) {
+	c := newClient(p)
+	ctx := ctxT(t)
+	for i := range 5 {
+		if _, err := c.Schedule(ctx, client.Message{Topic: "c-ackb", Body: []byte(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ds []client.Delivery
+	for len(ds) < 5 {
+		got, err := c.Receive(ctx, "c-ackb", client.ReceiveOptions{MaxMessages: 10, Wait: 5 * time.Second, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	res, err := c.AckBatch(ctx, append(ds[:4:4], ds[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range res {
+		if (e == nil) != (i < 4) {
+			t.Errorf("result %d: %v", i, e)
+		}
+	}
+	// The one not acked comes back once its lease is given up.
+	if err := c.Nack(ctx, ds[4], 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Receive(ctx, "c-ackb", client.ReceiveOptions{MaxMessages: 10, Wait: time.Second})
+	if err != nil || len(got) != 1 || got[0].ID != ds[4].ID {
+		t.Fatalf("after AckBatch of 4 and a nack: %d messages, %v; want only %s", len(got), err, ds[4].ID)
+	}
 }
 
 func newClient(p *proc, opts ...client.Option) *client.Client {

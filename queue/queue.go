@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -349,6 +350,65 @@ func (q *Queue) AckReceipt(ctx context.Context, topic, receipt string) error {
 		return err
 	}
 	return q.settle(ctx, topic, byReceipt(id, serial), false, 0)
+}
+
+// MaxAckBatch bounds the receipts of one AckBatch.
+const MaxAckBatch = MaxReceive
+
+// AckBatch acks the leases the receipts name (as AckReceipt does each)
+// with one ack record, so one fsync. It returns one error per receipt:
+// nil once acked durably, ErrNotLeased, or the receipt's parse error. A
+// non-nil err means the ack record failed to append and none was acked.
+func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (res []error, err error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	if len(receipts) > MaxAckBatch {
+		return nil, fmt.Errorf("%w: %d receipts; at most %d per AckBatch", ErrInvalid, len(receipts), MaxAckBatch)
+	}
+	if err := q.enter(); err != nil {
+		return nil, err
+	}
+	defer q.leave()
+	res = make([]error, len(receipts))
+	t, err := q.topic(topic, false)
+	if err != nil || t == nil {
+		for i := range res {
+			res[i] = ErrNotLeased
+		}
+		return res, nil
+	}
+	ls := make([]*lease, 0, len(receipts))
+	now := q.now().UnixNano()
+	t.mu.Lock()
+	for i, r := range receipts {
+		id, serial, perr := parseReceipt(r)
+		if perr != nil {
+			res[i] = perr
+			continue
+		}
+		l := byReceipt(id, serial)(t)
+		if l == nil || l.state != leased || t.closed || now >= l.deadline {
+			res[i] = ErrNotLeased
+			continue
+		}
+		heap.Remove(&t.heap, l.hi)
+		l.state = settling
+		ls = append(ls, l)
+	}
+	t.mu.Unlock()
+	if len(ls) == 0 {
+		return res, nil
+	}
+	if err := t.ackAll(ls); err != nil {
+		t.mu.Lock()
+		for _, l := range ls {
+			t.restoreLocked(l)
+		}
+		t.mu.Unlock()
+		return nil, err
+	}
+	return res, nil
 }
 
 // Nack gives up the lease on message id of topic with a failed attempt.

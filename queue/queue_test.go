@@ -19,6 +19,7 @@ import (
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -667,4 +668,53 @@ func TestNotReceivedBeforeDue(t *testing.T) {
 			t.Fatalf("after restart: got %q, %v at %d, want 1s at %d", bodies(ms), err, time.Now().UnixMilli(), batch[2].Message.DeliverAt)
 		}
 	})
+}
+
+// TestAckBatch: one call acks several leases with one record; bad and
+// repeated receipts are reported one by one; a restart redelivers only
+// what was not acked.
+func TestAckBatch(t *testing.T) {
+	dir := t.TempDir()
+	q := openQ(t, dir, nil)
+	ctx := context.Background()
+	deliver(t, q, "t", "a", "b", "c", "d")
+	ms := recv(t, q, "t", 4, time.Minute)
+	if len(ms) != 4 {
+		t.Fatalf("received %d, want 4", len(ms))
+	}
+	appends := q.mustTopic(t, "t").acks.WrittenOffset()
+	res, err := q.AckBatch(ctx, "t", []string{ms[0].Receipt, ms[2].Receipt, "nonsense", ms[0].Receipt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != nil || res[1] != nil || res[2] == nil || !errors.Is(res[3], ErrNotLeased) {
+		t.Fatalf("results %v: want nil, nil, a parse error, not leased", res)
+	}
+	if n := q.mustTopic(t, "t").stats.Acked; n != 2 {
+		t.Fatalf("%d acked, want 2", n)
+	}
+	// One ack record of two offsets: 1 version byte + 16, framed.
+	if grew := q.mustTopic(t, "t").acks.WrittenOffset() - appends; grew != int64(record.Size(17)) {
+		t.Fatalf("the ack log grew by %d bytes, want one record of 2 offsets (%d)", grew, record.Size(17))
+	}
+	if _, err := q.AckBatch(ctx, "t", make([]string, MaxAckBatch+1)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("oversized batch: %v", err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = openQ(t, dir, nil)
+	defer q.Close()
+	if got := bodies(recv(t, q, "t", 10, time.Minute)); !slices.Equal(got, []string{"b", "d"}) {
+		t.Fatalf("after restart received %q, want the two not acked: b, d", got)
+	}
+}
+
+func (q *Queue) mustTopic(t *testing.T, name string) *topic {
+	t.Helper()
+	tp, err := q.topic(name, false)
+	if err != nil || tp == nil {
+		t.Fatalf("topic %s: %v", name, err)
+	}
+	return tp
 }

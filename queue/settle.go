@@ -151,6 +151,30 @@ func (t *topic) ack(l *lease, counter *uint64) error {
 	return nil
 }
 
+// ackAll is ack for several settling leases: one ack record naming them
+// all. On error they are left settling for the caller to restore.
+func (t *topic) ackAll(ls []*lease) error {
+	offs := make([]int64, len(ls))
+	for i, l := range ls {
+		offs[i] = l.off
+	}
+	t.ackMu.RLock()
+	defer t.ackMu.RUnlock()
+	_, err := t.acks.Append(nil, commitlog.Record{Type: typeAck, Payload: appendAck(make([]byte, 0, 1+8*len(offs)), offs...)})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
+	}
+	for _, l := range ls {
+		t.forgetLocked(l)
+	}
+	t.stats.Acked += uint64(len(ls))
+	t.acksSince += len(ls)
+	t.maybeCheckpointLocked()
+	return nil
+}
+
 // deadLetter moves the message of settling lease l to the dead-letter
 // topic, then acks it here, counting it in counter too. A crash in between
 // leaves it in both (at least once). On error l is left settling.

@@ -243,6 +243,30 @@ func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRe
 	return connect.NewResponse(&hourglassv1.AckResponse{}), nil
 }
 
+// AckBatch implements hourglassv1connect.HourglassServiceHandler.
+func (s *Server) AckBatch(ctx context.Context, req *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
+	m := req.Msg
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if len(m.Receipts) == 0 || len(m.Receipts) > queue.MaxAckBatch {
+		return nil, invalid("%d receipts: send 1 to %d per AckBatch", len(m.Receipts), queue.MaxAckBatch)
+	}
+	res, err := s.q.AckBatch(ctx, m.Topic, m.Receipts)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.AckBatchResponse{Results: make([]*hourglassv1.AckResult, len(res))}
+	for i, e := range res {
+		r := &hourglassv1.AckResult{Acked: e == nil}
+		if e != nil {
+			r.Error = e.Error()
+		}
+		out.Results[i] = r
+	}
+	return connect.NewResponse(out), nil
+}
+
 // Nack implements hourglassv1connect.HourglassServiceHandler.
 func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
 	m := req.Msg

@@ -319,3 +319,43 @@ func TestMetricsNames(t *testing.T) {
 		}
 	}
 }
+
+func TestAckBatch(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	ctx := context.Background()
+	var batch []*hourglassv1.ScheduleRequest
+	for i := range 3 {
+		batch = append(batch, &hourglassv1.ScheduleRequest{Topic: "orders", Body: []byte{byte(i)}})
+	}
+	if _, err := ts.client.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: batch})); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*hourglassv1.Message
+	for len(msgs) < 3 {
+		got, err := ts.client.Receive(ctx, connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "orders", MaxMessages: 10, WaitMs: 10_000}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, got.Msg.Messages...)
+	}
+	res, err := ts.client.AckBatch(ctx, connect.NewRequest(&hourglassv1.AckBatchRequest{Topic: "orders",
+		Receipts: []string{msgs[0].Receipt, msgs[1].Receipt, msgs[0].Receipt, "bogus"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Msg.Results
+	if len(r) != 4 || !r[0].Acked || !r[1].Acked || r[2].Acked || r[2].Error == "" || r[3].Acked || r[3].Error == "" {
+		t.Fatalf("results %v: want acked, acked, then two failures with reasons", r)
+	}
+	_, err = ts.client.AckBatch(ctx, connect.NewRequest(&hourglassv1.AckBatchRequest{Topic: "orders"}))
+	wantCode(t, "empty batch", err, connect.CodeInvalidArgument)
+	_, err = ts.client.AckBatch(ctx, connect.NewRequest(&hourglassv1.AckBatchRequest{Topic: "", Receipts: []string{msgs[2].Receipt}}))
+	wantCode(t, "empty topic", err, connect.CodeInvalidArgument)
+	st, err := ts.client.Stats(ctx, connect.NewRequest(&hourglassv1.StatsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Msg.Topics[0].Acked != 2 {
+		t.Errorf("acked %d, want 2", st.Msg.Topics[0].Acked)
+	}
+}

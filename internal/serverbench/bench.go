@@ -286,23 +286,34 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 					s.received++
 				}
 				lastProgress.Store(now.UnixNano())
-				// Ack concurrently (at most ackers calls in flight per
-				// consumer), so that acking holds up the next Receive only
-				// when the server falls behind on acks.
-				for _, m := range msgs {
-					select {
-					case ackSem <- struct{}{}:
-					case <-cctx.Done():
-						return
-					}
-					acks.Go(func() {
-						defer func() { <-ackSem }()
-						_, err := svc.Ack(ctx, connect.NewRequest(&hourglassv1.AckRequest{Topic: cfg.Topic, Receipt: m.Receipt}))
-						if err != nil && ctx.Err() == nil {
+				// Ack the whole batch in one AckBatch call, concurrently (at
+				// most ackers calls in flight per consumer), so that acking
+				// holds up the next Receive only when the server falls
+				// behind on acks.
+				receipts := make([]string, len(msgs))
+				for i, m := range msgs {
+					receipts[i] = m.Receipt
+				}
+				select {
+				case ackSem <- struct{}{}:
+				case <-cctx.Done():
+					return
+				}
+				acks.Go(func() {
+					defer func() { <-ackSem }()
+					res, err := svc.AckBatch(ctx, connect.NewRequest(&hourglassv1.AckBatchRequest{Topic: cfg.Topic, Receipts: receipts}))
+					if err != nil {
+						if ctx.Err() == nil {
 							errs.Add(1)
 						}
-					})
-				}
+						return
+					}
+					for _, a := range res.Msg.Results {
+						if !a.Acked {
+							errs.Add(1)
+						}
+					}
+				})
 			}
 		})
 	}
@@ -370,7 +381,7 @@ wait:
 }
 
 // pct is the nearest-rank percentile of sorted values.
-// ackers bounds the Ack calls in flight per consumer.
+// ackers bounds the AckBatch calls in flight per consumer.
 const ackers = 16
 
 func pct(sorted []float64, p float64) float64 {

@@ -976,6 +976,160 @@ func (*AckResponse) Descriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
 }
 
+type AckBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The received messages' receipts, 1 to 1000.
+	Receipts      []string `protobuf:"bytes,2,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckBatchRequest) Reset() {
+	*x = AckBatchRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckBatchRequest) ProtoMessage() {}
+
+func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
+func (*AckBatchRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *AckBatchRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *AckBatchRequest) GetReceipts() []string {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
+
+type AckBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per receipt, in the request's order.
+	Results       []*AckResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckBatchResponse) Reset() {
+	*x = AckBatchResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckBatchResponse) ProtoMessage() {}
+
+func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
+func (*AckBatchResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *AckBatchResponse) GetResults() []*AckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AckResult is the outcome of one receipt of an AckBatch.
+type AckResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the message is acked (durably, under --fsync always).
+	Acked bool `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
+	// Why not, when not acked: the lease is over or was never this
+	// receipt's, or the receipt is malformed.
+	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResult) Reset() {
+	*x = AckResult{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResult) ProtoMessage() {}
+
+func (x *AckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
+func (*AckResult) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AckResult) GetAcked() bool {
+	if x != nil {
+		return x.Acked
+	}
+	return false
+}
+
+func (x *AckResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // NackRequest names the message by exactly one of id and receipt.
 type NackRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -994,7 +1148,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1160,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1173,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NackRequest) GetTopic() string {
@@ -1058,7 +1212,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1224,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1237,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
 }
 
 type StatsRequest struct {
@@ -1094,7 +1248,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1260,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1273,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
 }
 
 // EngineStats are the engine's counters since the server started.
@@ -1145,7 +1299,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1311,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1324,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EngineStats) GetScheduled() int64 {
@@ -1286,7 +1440,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1452,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1465,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -1400,7 +1554,7 @@ type PendingBucket struct {
 
 func (x *PendingBucket) Reset() {
 	*x = PendingBucket{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1566,7 @@ func (x *PendingBucket) String() string {
 func (*PendingBucket) ProtoMessage() {}
 
 func (x *PendingBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1579,7 @@ func (x *PendingBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingBucket.ProtoReflect.Descriptor instead.
 func (*PendingBucket) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PendingBucket) GetStart() *timestamppb.Timestamp {
@@ -1472,7 +1626,7 @@ type Lateness struct {
 
 func (x *Lateness) Reset() {
 	*x = Lateness{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1638,7 @@ func (x *Lateness) String() string {
 func (*Lateness) ProtoMessage() {}
 
 func (x *Lateness) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1651,7 @@ func (x *Lateness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lateness.ProtoReflect.Descriptor instead.
 func (*Lateness) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lateness) GetCount() int64 {
@@ -1549,7 +1703,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1715,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1728,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatsResponse) GetServerTime() *timestamppb.Timestamp {
@@ -1620,7 +1774,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1786,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1799,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
 }
 
 type TimeResponse struct {
@@ -1658,7 +1812,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1824,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1837,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -1755,7 +1909,15 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x18\n" +
 	"\areceipt\x18\x03 \x01(\tR\areceipt\"\r\n" +
-	"\vAckResponse\"h\n" +
+	"\vAckResponse\"C\n" +
+	"\x0fAckBatchRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1a\n" +
+	"\breceipts\x18\x02 \x03(\tR\breceipts\"E\n" +
+	"\x10AckBatchResponse\x121\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.hourglass.v1.AckResultR\aresults\"7\n" +
+	"\tAckResult\x12\x14\n" +
+	"\x05acked\x18\x01 \x01(\bR\x05acked\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"h\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x19\n" +
@@ -1815,14 +1977,15 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
 	"\x1fCANCEL_RESULT_ALREADY_DELIVERED\x10\x02\x12\x19\n" +
-	"\x15CANCEL_RESULT_UNKNOWN\x10\x032\x9c\x05\n" +
+	"\x15CANCEL_RESULT_UNKNOWN\x10\x032\xe7\x05\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12C\n" +
 	"\x06Cancel\x12\x1b.hourglass.v1.CancelRequest\x1a\x1c.hourglass.v1.CancelResponse\x12F\n" +
 	"\aReceive\x12\x1c.hourglass.v1.ReceiveRequest\x1a\x1d.hourglass.v1.ReceiveResponse\x12Z\n" +
 	"\rReceiveStream\x12\".hourglass.v1.ReceiveStreamRequest\x1a#.hourglass.v1.ReceiveStreamResponse0\x01\x12:\n" +
-	"\x03Ack\x12\x18.hourglass.v1.AckRequest\x1a\x19.hourglass.v1.AckResponse\x12=\n" +
+	"\x03Ack\x12\x18.hourglass.v1.AckRequest\x1a\x19.hourglass.v1.AckResponse\x12I\n" +
+	"\bAckBatch\x12\x1d.hourglass.v1.AckBatchRequest\x1a\x1e.hourglass.v1.AckBatchResponse\x12=\n" +
 	"\x04Nack\x12\x19.hourglass.v1.NackRequest\x1a\x1a.hourglass.v1.NackResponse\x12@\n" +
 	"\x05Stats\x12\x1a.hourglass.v1.StatsRequest\x1a\x1b.hourglass.v1.StatsResponse\x12=\n" +
 	"\x04Time\x12\x19.hourglass.v1.TimeRequest\x1a\x1a.hourglass.v1.TimeResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
@@ -1840,7 +2003,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),             // 0: hourglass.v1.CancelResult
 	(*Header)(nil),                // 1: hourglass.v1.Header
@@ -1857,62 +2020,68 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*ReceiveStreamResponse)(nil), // 12: hourglass.v1.ReceiveStreamResponse
 	(*AckRequest)(nil),            // 13: hourglass.v1.AckRequest
 	(*AckResponse)(nil),           // 14: hourglass.v1.AckResponse
-	(*NackRequest)(nil),           // 15: hourglass.v1.NackRequest
-	(*NackResponse)(nil),          // 16: hourglass.v1.NackResponse
-	(*StatsRequest)(nil),          // 17: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),           // 18: hourglass.v1.EngineStats
-	(*TopicStats)(nil),            // 19: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),         // 20: hourglass.v1.PendingBucket
-	(*Lateness)(nil),              // 21: hourglass.v1.Lateness
-	(*StatsResponse)(nil),         // 22: hourglass.v1.StatsResponse
-	(*TimeRequest)(nil),           // 23: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),          // 24: hourglass.v1.TimeResponse
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*AckBatchRequest)(nil),       // 15: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),      // 16: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),             // 17: hourglass.v1.AckResult
+	(*NackRequest)(nil),           // 18: hourglass.v1.NackRequest
+	(*NackResponse)(nil),          // 19: hourglass.v1.NackResponse
+	(*StatsRequest)(nil),          // 20: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),           // 21: hourglass.v1.EngineStats
+	(*TopicStats)(nil),            // 22: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),         // 23: hourglass.v1.PendingBucket
+	(*Lateness)(nil),              // 24: hourglass.v1.Lateness
+	(*StatsResponse)(nil),         // 25: hourglass.v1.StatsResponse
+	(*TimeRequest)(nil),           // 26: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),          // 27: hourglass.v1.TimeResponse
+	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	1,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	25, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	25, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	28, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	28, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	3,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	1,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	25, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	25, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	25, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	28, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	28, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	28, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	9,  // 10: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
 	9,  // 11: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	25, // 12: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	25, // 13: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	25, // 14: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	18, // 15: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	19, // 16: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	20, // 17: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	21, // 18: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	25, // 19: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	2,  // 20: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	4,  // 21: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	6,  // 22: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	8,  // 23: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	11, // 24: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	13, // 25: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	15, // 26: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	17, // 27: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	23, // 28: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	3,  // 29: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	5,  // 30: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	7,  // 31: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	10, // 32: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	12, // 33: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	14, // 34: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	16, // 35: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	22, // 36: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	24, // 37: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 12: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	28, // 13: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	28, // 14: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	28, // 15: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	21, // 16: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	22, // 17: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	23, // 18: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	24, // 19: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	28, // 20: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	2,  // 21: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	4,  // 22: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	6,  // 23: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	8,  // 24: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	11, // 25: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	13, // 26: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	15, // 27: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	18, // 28: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	20, // 29: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	26, // 30: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	3,  // 31: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	5,  // 32: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	7,  // 33: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	10, // 34: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	12, // 35: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	14, // 36: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	16, // 37: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	19, // 38: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	25, // 39: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	27, // 40: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	31, // [31:41] is the sub-list for method output_type
+	21, // [21:31] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -1931,7 +2100,7 @@ func file_hourglass_v1_hourglass_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

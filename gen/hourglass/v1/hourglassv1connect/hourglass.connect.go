@@ -72,6 +72,9 @@ const (
 	HourglassServiceReceiveStreamProcedure = "/hourglass.v1.HourglassService/ReceiveStream"
 	// HourglassServiceAckProcedure is the fully-qualified name of the HourglassService's Ack RPC.
 	HourglassServiceAckProcedure = "/hourglass.v1.HourglassService/Ack"
+	// HourglassServiceAckBatchProcedure is the fully-qualified name of the HourglassService's AckBatch
+	// RPC.
+	HourglassServiceAckBatchProcedure = "/hourglass.v1.HourglassService/AckBatch"
 	// HourglassServiceNackProcedure is the fully-qualified name of the HourglassService's Nack RPC.
 	HourglassServiceNackProcedure = "/hourglass.v1.HourglassService/Nack"
 	// HourglassServiceStatsProcedure is the fully-qualified name of the HourglassService's Stats RPC.
@@ -103,6 +106,10 @@ type HourglassServiceClient interface {
 	ReceiveStream(context.Context, *connect.Request[v1.ReceiveStreamRequest]) (*connect.ServerStreamForClient[v1.ReceiveStreamResponse], error)
 	// Ack completes a received message: it is never delivered again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
+	// AckBatch acks up to 1000 received messages of one topic by receipt,
+	// with one fsync for all. Each receipt gets its own result; a failure of
+	// the whole call (an error status) acks none.
+	AckBatch(context.Context, *connect.Request[v1.AckBatchRequest]) (*connect.Response[v1.AckBatchResponse], error)
 	// Nack gives a received message back for another attempt after
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
@@ -162,6 +169,12 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Ack")),
 			connect.WithClientOptions(opts...),
 		),
+		ackBatch: connect.NewClient[v1.AckBatchRequest, v1.AckBatchResponse](
+			httpClient,
+			baseURL+HourglassServiceAckBatchProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("AckBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		nack: connect.NewClient[v1.NackRequest, v1.NackResponse](
 			httpClient,
 			baseURL+HourglassServiceNackProcedure,
@@ -191,6 +204,7 @@ type hourglassServiceClient struct {
 	receive       *connect.Client[v1.ReceiveRequest, v1.ReceiveResponse]
 	receiveStream *connect.Client[v1.ReceiveStreamRequest, v1.ReceiveStreamResponse]
 	ack           *connect.Client[v1.AckRequest, v1.AckResponse]
+	ackBatch      *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
 	nack          *connect.Client[v1.NackRequest, v1.NackResponse]
 	stats         *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	time          *connect.Client[v1.TimeRequest, v1.TimeResponse]
@@ -224,6 +238,11 @@ func (c *hourglassServiceClient) ReceiveStream(ctx context.Context, req *connect
 // Ack calls hourglass.v1.HourglassService.Ack.
 func (c *hourglassServiceClient) Ack(ctx context.Context, req *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error) {
 	return c.ack.CallUnary(ctx, req)
+}
+
+// AckBatch calls hourglass.v1.HourglassService.AckBatch.
+func (c *hourglassServiceClient) AckBatch(ctx context.Context, req *connect.Request[v1.AckBatchRequest]) (*connect.Response[v1.AckBatchResponse], error) {
+	return c.ackBatch.CallUnary(ctx, req)
 }
 
 // Nack calls hourglass.v1.HourglassService.Nack.
@@ -264,6 +283,10 @@ type HourglassServiceHandler interface {
 	ReceiveStream(context.Context, *connect.Request[v1.ReceiveStreamRequest], *connect.ServerStream[v1.ReceiveStreamResponse]) error
 	// Ack completes a received message: it is never delivered again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
+	// AckBatch acks up to 1000 received messages of one topic by receipt,
+	// with one fsync for all. Each receipt gets its own result; a failure of
+	// the whole call (an error status) acks none.
+	AckBatch(context.Context, *connect.Request[v1.AckBatchRequest]) (*connect.Response[v1.AckBatchResponse], error)
 	// Nack gives a received message back for another attempt after
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
@@ -319,6 +342,12 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("Ack")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceAckBatchHandler := connect.NewUnaryHandler(
+		HourglassServiceAckBatchProcedure,
+		svc.AckBatch,
+		connect.WithSchema(hourglassServiceMethods.ByName("AckBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hourglassServiceNackHandler := connect.NewUnaryHandler(
 		HourglassServiceNackProcedure,
 		svc.Nack,
@@ -351,6 +380,8 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceReceiveStreamHandler.ServeHTTP(w, r)
 		case HourglassServiceAckProcedure:
 			hourglassServiceAckHandler.ServeHTTP(w, r)
+		case HourglassServiceAckBatchProcedure:
+			hourglassServiceAckBatchHandler.ServeHTTP(w, r)
 		case HourglassServiceNackProcedure:
 			hourglassServiceNackHandler.ServeHTTP(w, r)
 		case HourglassServiceStatsProcedure:
@@ -388,6 +419,10 @@ func (UnimplementedHourglassServiceHandler) ReceiveStream(context.Context, *conn
 
 func (UnimplementedHourglassServiceHandler) Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Ack is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) AckBatch(context.Context, *connect.Request[v1.AckBatchRequest]) (*connect.Response[v1.AckBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.AckBatch is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error) {
