@@ -15,5 +15,5 @@
 //
 //	go generate ./internal/inspect
 //
-//go:generate go test -run ^TestRegenTestdata$ -regen .
+//go:generate go test . -run ^TestRegenTestdata$ -count=1 -regen
 package inspect

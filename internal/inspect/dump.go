@@ -24,13 +24,13 @@ type Entry struct {
 	Headers   []message.Header // copies
 	Body      []byte           // a copy
 	Origin    message.ID       // the first attempt's ID for a retry
-	State     string           // pending, delivered, cancelled or dead-lettered
+	State     string           // pending, delivered, cancelled, dead-lettered, or unknown (dispatch log damaged)
 }
 
 // DumpFilter selects the entries Dump yields.
 type DumpFilter struct {
 	Topic       string // only this topic, if set
-	PendingOnly bool   // only entries not done
+	PendingOnly bool   // only entries not known to be done
 	Limit       int    // at most this many, if positive
 }
 
@@ -98,7 +98,7 @@ func Dump(o Options, name string, f DumpFilter, fn func(*Entry) error) (Segment,
 	}
 	n := 0
 	seg, err := o.scanSegment(name, func(off int64, seq uint64, m *message.Message, r dispatchlog.Reason) error {
-		if f.Topic != "" && string(m.Topic) != f.Topic || f.PendingOnly && r != 0 {
+		if f.Topic != "" && string(m.Topic) != f.Topic || f.PendingOnly && r != 0 && r != reasonUnknown {
 			return nil
 		}
 		if f.Limit > 0 && n >= f.Limit {
@@ -118,7 +118,11 @@ func Dump(o Options, name string, f DumpFilter, fn func(*Entry) error) (Segment,
 		for _, h := range m.Headers {
 			e.Headers = append(e.Headers, message.Header{Key: append([]byte(nil), h.Key...), Value: append([]byte(nil), h.Value...)})
 		}
-		if r != 0 {
+		switch r {
+		case 0:
+		case reasonUnknown:
+			e.State = "unknown"
+		default:
 			e.State = r.String()
 		}
 		return fn(e)

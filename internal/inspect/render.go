@@ -42,7 +42,7 @@ type segmentJSON struct {
 	Delivered    int    `json:"delivered"`
 	Cancelled    int    `json:"cancelled"`
 	DeadLettered int    `json:"dead_lettered"`
-	Pending      int    `json:"pending"`
+	Pending      *int   `json:"pending"` // null when the dispatch log is unreadable
 	State        State  `json:"state"`
 	TornAt       int64  `json:"torn_at,omitempty"`
 	Error        string `json:"error,omitempty"`
@@ -70,9 +70,9 @@ func (out Output) WriteSegments(o Options, segs []Segment, tot Totals) error {
 		for _, s := range segs {
 			j := segmentJSON{Kind: "segment", Start: rfc(s.Start), End: rfc(s.End()), File: s.Name, Size: s.Size, DoneSize: s.DoneSize,
 				Entries: s.Entries, Delivered: s.Delivered, Cancelled: s.Cancelled, DeadLettered: s.DeadLettered,
-				Pending: s.Pending, State: s.State, TornAt: s.TornAt}
+				State: s.State, TornAt: s.TornAt}
 			if !s.DoneUnknown {
-				j.Done = &s.Done
+				j.Done, j.Pending = &s.Done, &s.Pending
 			}
 			if s.Err != nil {
 				j.Error = o.relErr(s.Err)
@@ -92,9 +92,9 @@ func (out Output) WriteSegments(o Options, segs []Segment, tot Totals) error {
 	t := newTable("BUCKET START (UTC)", "LENGTH", "FILE", ">SIZE", ">ENTRIES", ">DONE", ">DELIVERED", ">CANCELLED", ">DEAD", ">PENDING", "STATE", "STARTS")
 	var notes []string
 	for _, s := range segs {
-		done := num(s.Done)
+		done, pending := num(s.Done), num(s.Pending)
 		if s.DoneUnknown {
-			done = "?"
+			done, pending = "?", "?"
 		}
 		state := string(s.State)
 		if s.TornAt > 0 {
@@ -105,7 +105,7 @@ func (out Output) WriteSegments(o Options, segs []Segment, tot Totals) error {
 			notes = append(notes, fmt.Sprintf("%s: %s", s.Name, o.relErr(s.Err)))
 		}
 		t.add(s.Start.Format("2006-01-02 15:04:05"), formatSpan(s.Duration), s.Name, FormatSize(s.Size+s.DoneSize), num(s.Entries), done,
-			num(s.Delivered), num(s.Cancelled), num(s.DeadLettered), num(s.Pending), state, FormatAgo(s.Start, out.Now))
+			num(s.Delivered), num(s.Cancelled), num(s.DeadLettered), pending, state, FormatAgo(s.Start, out.Now))
 	}
 	t.add("total", "", fmt.Sprintf("%d segments", tot.Segments), FormatSize(tot.Size), num(tot.Entries), num(tot.Done),
 		num(tot.Delivered), num(tot.Cancelled), num(tot.DeadLettered), num(tot.Pending), "", "")
@@ -200,8 +200,8 @@ func (d *DumpWriter) Close(o Options, seg Segment, shown int) error {
 		return nil
 	}
 	w := d.out.W
-	fmt.Fprintf(w, "%s: bucket %s UTC + %s, %d entries, %s, %d pending; %s\n", seg.Name, seg.Start.Format("2006-01-02 15:04:05"),
-		formatSpan(seg.Duration), seg.Entries, doneSummary(seg), seg.Pending, seg.State)
+	fmt.Fprintf(w, "%s: bucket %s UTC + %s, %d entries, %s; %s\n", seg.Name, seg.Start.Format("2006-01-02 15:04:05"),
+		formatSpan(seg.Duration), seg.Entries, doneSummary(seg), seg.State)
 	if shown == 0 {
 		fmt.Fprintln(w, "no entries match")
 	} else if err := d.t.write(w); err != nil {
@@ -219,9 +219,9 @@ func (d *DumpWriter) Close(o Options, seg Segment, shown int) error {
 
 func doneSummary(s Segment) string {
 	if s.DoneUnknown {
-		return "done unknown (dispatch log damaged)"
+		return "done and pending unknown (dispatch log damaged)"
 	}
-	return fmt.Sprintf("%d done (%d delivered, %d cancelled, %d dead-lettered)", s.Done, s.Delivered, s.Cancelled, s.DeadLettered)
+	return fmt.Sprintf("%d done (%d delivered, %d cancelled, %d dead-lettered), %d pending", s.Done, s.Delivered, s.Cancelled, s.DeadLettered, s.Pending)
 }
 
 type clSegmentJSON struct {

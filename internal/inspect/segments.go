@@ -95,8 +95,12 @@ func (d doneIndex) reason(seq uint64) dispatchlog.Reason {
 }
 
 // entryFunc is called for each entry of a scanned segment with its
-// offset, seq, message (valid during the call) and done reason (0: pending).
+// offset, seq, message (valid during the call) and done reason (0:
+// pending; reasonUnknown: the dispatch log could not be read).
 type entryFunc func(off int64, seq uint64, m *message.Message, r dispatchlog.Reason) error
+
+// reasonUnknown is passed to an entryFunc when the dispatch log is damaged.
+const reasonUnknown dispatchlog.Reason = 0xff
 
 // errStop ends a scan early without an error.
 var errStop = errors.New("stop")
@@ -144,6 +148,9 @@ func (o *Options) scanSegment(name string, fn entryFunc) (Segment, error) {
 	for it.Next() {
 		seg.Entries++
 		r := done.reason(it.Seq())
+		if seg.DoneUnknown {
+			r = reasonUnknown
+		}
 		switch r {
 		case dispatchlog.Delivered:
 			seg.Delivered++
@@ -152,7 +159,7 @@ func (o *Options) scanSegment(name string, fn entryFunc) (Segment, error) {
 		case dispatchlog.DeadLettered:
 			seg.DeadLettered++
 		}
-		if r != 0 {
+		if r != 0 && r != reasonUnknown {
 			seg.Done++
 		}
 		if fn != nil {
@@ -211,7 +218,9 @@ func (t *Totals) add(s *Segment) {
 	t.Size += s.Size + s.DoneSize
 	t.Entries += s.Entries
 	t.Done += s.Done
-	t.Pending += s.Pending
+	if !s.DoneUnknown {
+		t.Pending += s.Pending // a segment with a damaged dispatch log adds none: unknown
+	}
 	t.Delivered += s.Delivered
 	t.Cancelled += s.Cancelled
 	t.DeadLettered += s.DeadLettered

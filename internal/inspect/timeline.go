@@ -15,8 +15,9 @@ type Timeline struct {
 	Hours []int64 // Hours[i]: due in [Now + i h, Now + (i+1) h)
 	// Overdue are due before Now; Later are due at or after the last hour.
 	Overdue, Later int64
-	// Damaged lists segments that could not be read to the end: their
-	// messages after the damage are not counted.
+	// Damaged lists segments that could not be read to the end (their
+	// messages after the damage are not counted) or whose dispatch log is
+	// damaged (all their messages are counted as pending).
 	Damaged []string
 }
 
@@ -48,7 +49,7 @@ func ReadTimeline(o Options, hours int) (Timeline, error) {
 	for _, name := range l.segs {
 		seg, err := o.scanSegment(name, func(_ int64, _ uint64, m *message.Message, r dispatchlog.Reason) error {
 			switch at := m.DeliverAt; {
-			case r != 0:
+			case r != 0 && r != reasonUnknown:
 			case at < now:
 				t.Overdue++
 			case at >= horizon:
