@@ -50,6 +50,8 @@ type Damage struct {
 	File   string `json:"file"`
 	Offset int64  `json:"offset"`
 	What   string `json:"what"`
+	// ID is the message whose entry was damaged, if one was.
+	ID string `json:"id,omitempty"`
 	// Also lists further damaged files, if any.
 	Also []Damage `json:"also,omitempty"`
 }
@@ -265,10 +267,11 @@ func tearTails(t *testing.T, dir string) Damage {
 func flipSched(t *testing.T, dir string) Damage {
 	name := schedulelog.Name(time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC).UnixMilli())
 	path := filepath.Join(dir, ScheduleDir, name)
-	offs := entryOffsets(t, path)
+	offs, ids := entryOffsets(t, path)
 	off := offs[1] + 40
 	flipBit(t, path, off)
-	return Damage{File: filepath.Join(ScheduleDir, name), Offset: offs[1], What: fmt.Sprintf("bit 0x04 of byte %d flipped, inside the entry at offset %d", off, offs[1])}
+	return Damage{File: filepath.Join(ScheduleDir, name), Offset: offs[1], ID: ids[1].String(),
+		What: fmt.Sprintf("bit 0x04 of byte %d flipped, inside the entry at offset %d", off, offs[1])}
 }
 
 // flipDone flips one bit in the seq of the second done-record of the 04:00
@@ -282,25 +285,27 @@ func flipDone(t *testing.T, dir string) Damage {
 	return Damage{File: filepath.Join(ScheduleDir, name), Offset: rec, What: fmt.Sprintf("bit 0x04 of byte %d flipped, in the seq of the done-record at offset %d", off, rec)}
 }
 
-func entryOffsets(t *testing.T, path string) []int64 {
+func entryOffsets(t *testing.T, path string) ([]int64, []message.ID) {
 	rd, err := schedulelog.OpenReader(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rd.Close()
 	var offs []int64
+	var ids []message.ID
 	it := rd.Iter()
 	for it.Next() {
 		offs = append(offs, it.Offset())
+		ids = append(ids, message.ID{DeliverAt: it.Message().DeliverAt, Seq: it.Seq()})
 	}
 	if err := it.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return offs
+	return offs, ids
 }
 
 func lastEntry(t *testing.T, path string) (last, size int64) {
-	offs := entryOffsets(t, path)
+	offs, _ := entryOffsets(t, path)
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
