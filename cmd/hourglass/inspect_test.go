@@ -131,9 +131,8 @@ func relArgs(args []string) []string {
 	return out
 }
 
-// TestInspectChangesNothing runs every inspect command on copies... no: on
-// the testdata directories themselves, and checks that not a byte, file
-// or mode changed.
+// TestInspectChangesNothing runs every inspect command on the testdata
+// directories themselves and checks that not a byte, file or mode changed.
 func TestInspectChangesNothing(t *testing.T) {
 	for _, dir := range strings.Fields(goldenDirs) {
 		path := filepath.Join(testdata, dir)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 )
@@ -26,7 +27,7 @@ func TestBesideRunningEngine(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[message.ID]int{}
 	e, err := engine.Open(engine.Options{Dir: dir, SegmentDuration: time.Second, PreloadLead: 200 * time.Millisecond,
-		CommitlogSegmentSize: 16 << 10, Fsync: 0, Logger: slog.New(slog.DiscardHandler),
+		CommitlogSegmentSize: 16 << 10, Fsync: commitlog.SyncAlways, Logger: slog.New(slog.DiscardHandler),
 		Sink: engine.SinkFunc(func(_ context.Context, _ string, batch []engine.Delivery) error {
 			mu.Lock()
 			defer mu.Unlock()

@@ -66,7 +66,7 @@ const (
 
 var (
 	genStart = time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
-	// GoldenNow is when the generator stops: the time golden outputs use.
+	// genNow is when the generator stops: the --now of the golden outputs.
 	genNow = time.Date(2026, 11, 30, 4, 30, 0, 0, time.UTC)
 )
 
