@@ -42,7 +42,7 @@ func newApp() *cli.App {
 			recvCommand(),
 			cancelCommand(),
 			statsCommand(),
-			// inspect goes here next, built in its own file like the others.
+			inspectCommand(),
 		},
 	}
 }
