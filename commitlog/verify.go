@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hourglassmq/hourglass/record"
 )
@@ -113,6 +114,7 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 		}
 		st.Segments++
 		var pos int64
+		retries := 0
 		for {
 			_, n, err := record.Decode(s.data[pos:])
 			if err == nil {
@@ -120,17 +122,30 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 				st.Records++
 				st.Bytes += int64(n)
 				st.End = s.base + pos
+				retries = 0
+				continue
+			}
+			if errors.Is(err, record.ErrEnd) && nonZeroExtent(s.data[pos:]) == 0 {
+				break
+			}
+			if i >= active && retries < liveRetries {
+				// A writer may be in the middle of writing here: look
+				// again before calling it damage.
+				retries++
+				time.Sleep(time.Millisecond)
 				continue
 			}
 			if errors.Is(err, record.ErrEnd) {
-				if ext := nonZeroExtent(s.data[pos:]); ext > 0 {
-					probs = append(probs, Problem{Kind: Corruption, File: s.path, Pos: headerSize + pos + firstNonZero(s.data[pos:]), Offset: -1,
-						Err: errors.New("non-zero bytes after the end of the data")})
+				kind := Corruption
+				if i > active {
+					kind = TornTail // empty when listed: a writer is filling it now
 				}
+				probs = append(probs, Problem{Kind: kind, File: s.path, Pos: headerSize + pos + firstNonZero(s.data[pos:]), Offset: -1,
+					Err: errors.New("non-zero bytes after the end of the data")})
 				break
 			}
 			kind := Corruption
-			if i == active && nonZeroExtent(s.data[pos:]) <= int64(max(record.PeekSize(s.data[pos:]), record.HeaderSize)) {
+			if i > active || i == active && nonZeroExtent(s.data[pos:]) <= int64(max(record.PeekSize(s.data[pos:]), record.HeaderSize)) {
 				kind = TornTail
 			}
 			probs = append(probs, Problem{Kind: kind, File: s.path, Pos: headerSize + pos, Offset: s.base + pos, Err: err})
@@ -143,6 +158,11 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 	}
 	return probs, st, nil
 }
+
+// liveRetries is how many times Verify reads a damaged-looking record of
+// the active segment again, a millisecond apart, before reporting it: a
+// writer beside it may be in the middle of writing it.
+const liveRetries = 5
 
 func firstNonZero(b []byte) int64 {
 	for i, c := range b {
