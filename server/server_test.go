@@ -30,7 +30,7 @@ type testServer struct {
 // newTestServer runs a server over a fresh engine and queue (fsync none)
 // on an httptest listener. opts.Engine, Queue, Metrics and DataDir are
 // filled in.
-func newTestServer(t *testing.T, opts Options, clientOpts ...connect.ClientOption) *testServer {
+func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOption) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	q, err := queue.Open(queue.Options{Dir: QueueDir(dir), Fsync: commitlog.SyncNone, MaxAttempts: 2})
