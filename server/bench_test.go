@@ -68,3 +68,65 @@ func BenchmarkScheduleBatchRPC(b *testing.B) {
 		run(b, ts.http.URL, ts.http.Client())
 	})
 }
+
+func (noopServer) Schedule(_ context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+	return connect.NewResponse(&hourglassv1.ScheduleResponse{Id: "00000000000000000000000000000000"}), nil
+}
+
+// BenchmarkScheduleRPC is BenchmarkScheduleBatchRPC for single Schedule
+// calls from 64 goroutines (bench server's single scenario).
+func BenchmarkScheduleRPC(b *testing.B) {
+	req := &hourglassv1.ScheduleRequest{Topic: "bench", Body: make([]byte, 256), When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 3_600_000}}
+	run := func(b *testing.B, url string, hc *http.Client) {
+		tr := hc.Transport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 128
+		c := hourglassv1connect.NewHourglassServiceClient(&http.Client{Transport: tr}, url)
+		b.SetParallelism(32) // 64 callers on 2 cores
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.Schedule(context.Background(), connect.NewRequest(req)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	}
+	b.Run("noop", func(b *testing.B) {
+		mux := http.NewServeMux()
+		mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
+		hs := httptest.NewServer(mux)
+		defer hs.Close()
+		run(b, hs.URL, hs.Client())
+	})
+	b.Run("engine-fsync-none", func(b *testing.B) {
+		ts := newTestServer(b, Options{})
+		run(b, ts.http.URL, ts.http.Client())
+	})
+	b.Run("noop-grpc-h2c", func(b *testing.B) {
+		mux := http.NewServeMux()
+		mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
+		hs := httptest.NewUnstartedServer(mux)
+		hs.Config.Protocols = new(http.Protocols)
+		hs.Config.Protocols.SetHTTP1(true)
+		hs.Config.Protocols.SetUnencryptedHTTP2(true)
+		hs.Start()
+		defer hs.Close()
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		c := hourglassv1connect.NewHourglassServiceClient(&http.Client{Transport: tr}, hs.URL, connect.WithGRPC())
+		b.SetParallelism(32)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := c.Schedule(context.Background(), connect.NewRequest(req)); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+}
