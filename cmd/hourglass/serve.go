@@ -14,8 +14,11 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
+	"github.com/hourglassmq/hourglass/sink/natsjs"
+	"github.com/hourglassmq/hourglass/sink/webhook"
 )
 
 const serveDescription = `Runs the Hourglass server: messages are kept in --data-dir and delivered to the
@@ -36,6 +39,18 @@ HTTP/1.1 included:
 Also served: GET /healthz (200 while the process runs), GET /readyz (200 once
 recovery has loaded the due buckets; 503 before and while shutting down) and
 GET /metrics (Prometheus; needs the token when --auth-token is set).
+
+Sinks (--sink): where due messages go.
+  queue    the built-in queue (default): consumers Receive, Ack, Nack.
+  webhook  an HTTP POST per message to the first --webhook route whose
+           pattern matches the topic; 2xx is done, anything else is retried
+           (rescheduled, 1s doubling to 5m) and after --max-attempts goes to
+           the built-in queue's <topic>.dlq, where Receive gets it:
+             --sink webhook --webhook 'orders.*=http://127.0.0.1:8080/hook'
+  nats     publish to NATS JetStream, subject --nats-subject-prefix + topic,
+           with the ID as Nats-Msg-Id; done once JetStream acknowledged it.
+           The stream --nats-stream is created if missing:
+             --sink nats --nats-url nats://127.0.0.1:4222
 
 Every flag can also be set by an environment variable: HOURGLASS_ and the flag's
 name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKEN
@@ -107,6 +122,18 @@ func serveCommand() *cli.Command {
 				Usage: "`LEVEL` of the logs on stderr: debug (also every refused request), info, warn or error"},
 			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: envVar("log-format"),
 				Usage: "`FORMAT` of the logs on stderr: text (key=value) or json"},
+			&cli.StringFlag{Name: "sink", Value: "queue", EnvVars: envVar("sink"),
+				Usage: "where due messages go: `SINK` queue (the built-in queue), webhook (--webhook) or nats (--nats-url); see above"},
+			&cli.StringSliceFlag{Name: "webhook", EnvVars: envVar("webhook"),
+				Usage: "with --sink webhook: a route `PATTERN=URL`, repeatable, first match wins; * and ? in the pattern match topic characters"},
+			&cli.DurationFlag{Name: "webhook-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("webhook-timeout"),
+				Usage: "with --sink webhook: a POST not answered within this `DURATION` is a failed attempt"},
+			&cli.StringFlag{Name: "nats-url", EnvVars: envVar("nats-url"),
+				Usage: "with --sink nats: the NATS `URL`s, comma-separated (nats://127.0.0.1:4222)"},
+			&cli.StringFlag{Name: "nats-subject-prefix", Value: "hourglass.", EnvVars: envVar("nats-subject-prefix"),
+				Usage: "with --sink nats: messages of topic T go to subject `PREFIX`T"},
+			&cli.StringFlag{Name: "nats-stream", Value: "HOURGLASS", EnvVars: envVar("nats-stream"),
+				Usage: "with --sink nats: the JetStream `STREAM` capturing PREFIX>; created (file storage, 2m duplicate window) if missing"},
 			&cli.BoolFlag{Name: "pprof", EnvVars: envVar("pprof"),
 				Usage: "serve Go runtime profiles under /debug/pprof/ (behind --auth-token), e.g. go tool pprof http://127.0.0.1:7420/debug/pprof/profile?seconds=10"},
 		},
@@ -128,6 +155,11 @@ type serveConfig struct {
 	maxAttempts       int
 	lease, shutdownTO time.Duration
 	pprof             bool
+	sink              string
+	webhooks          []webhook.Route
+	webhookTO         time.Duration
+	natsURL, natsPfx  string
+	natsStream        string
 	handoff           time.Duration
 	logger            *slog.Logger
 }
@@ -183,6 +215,37 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if cfg.handoff = c.Duration("handoff-lead"); cfg.handoff < 0 || cfg.handoff > engine.MaxHandoffLead {
 		return nil, fmt.Errorf("--handoff-lead %v: from 0 to %v", cfg.handoff, engine.MaxHandoffLead)
 	}
+	cfg.sink, cfg.webhookTO = c.String("sink"), c.Duration("webhook-timeout")
+	cfg.natsURL, cfg.natsPfx, cfg.natsStream = c.String("nats-url"), c.String("nats-subject-prefix"), c.String("nats-stream")
+	for _, w := range c.StringSlice("webhook") {
+		r, err := webhook.ParseRoute(w)
+		if err != nil {
+			return nil, fmt.Errorf("--webhook: %w", err)
+		}
+		cfg.webhooks = append(cfg.webhooks, r)
+	}
+	switch cfg.sink {
+	case "queue":
+		if len(cfg.webhooks) > 0 || cfg.natsURL != "" {
+			return nil, errors.New("--webhook and --nats-url need --sink webhook or --sink nats")
+		}
+	case "webhook":
+		if len(cfg.webhooks) == 0 {
+			return nil, errors.New("--sink webhook needs at least one --webhook PATTERN=URL")
+		}
+		if cfg.webhookTO <= 0 {
+			return nil, fmt.Errorf("--webhook-timeout %v: must be positive", cfg.webhookTO)
+		}
+	case "nats":
+		if cfg.natsURL == "" {
+			return nil, errors.New("--sink nats needs --nats-url nats://HOST:PORT")
+		}
+	default:
+		return nil, fmt.Errorf("--sink %q: want queue, webhook or nats", cfg.sink)
+	}
+	if cfg.sink != "queue" && c.IsSet("handoff-lead") && cfg.handoff > 0 {
+		return nil, fmt.Errorf("--handoff-lead works only with --sink queue (a %s sink cannot hold a message until its time)", cfg.sink)
+	}
 	if cfg.maxAttempts < 1 {
 		return nil, fmt.Errorf("--max-attempts %d: at least 1", cfg.maxAttempts)
 	}
@@ -237,20 +300,51 @@ func runServe(c *cli.Context) error {
 	}
 	metrics := server.NewMetrics()
 	openStart := time.Now()
-	eng, err := engine.Open(engine.Options{
+	// The engine's sink: the queue, or a webhook or NATS sink beside it
+	// (the queue then holds only dead letters).
+	var sink engine.Sink = q
+	handoff := cfg.handoff
+	var eng *engine.Engine
+	var closeSink func() error
+	switch cfg.sink {
+	case "webhook":
+		handoff = 0
+		sink, err = webhook.New(webhook.Options{
+			Routes: cfg.webhooks, Timeout: cfg.webhookTO, MaxAttempts: cfg.maxAttempts, Logger: log,
+			Reschedule: func(ctx context.Context, r engine.Request) (message.ID, error) { return eng.Schedule(ctx, r) },
+			DeadLetter: func(ctx context.Context, topic string, d engine.Delivery) error {
+				return q.Deliver(ctx, topic+queue.DLQSuffix, []engine.Delivery{d})
+			},
+		})
+	case "nats":
+		handoff = 0
+		var ns *natsjs.Sink
+		ns, err = natsjs.Open(c.Context, natsjs.Options{URL: cfg.natsURL, Prefix: cfg.natsPfx, Stream: cfg.natsStream, Logger: log})
+		if err == nil {
+			sink, closeSink = ns, ns.Close
+		}
+	}
+	if err != nil {
+		q.Close()
+		return fmt.Errorf("--sink %s: %w", cfg.sink, err)
+	}
+	eng, err = engine.Open(engine.Options{
 		Dir:             cfg.dataDir,
 		SegmentDuration: cfg.segDur,
 		PreloadLead:     cfg.lead,
 		Fsync:           cfg.fsync,
 		MaxDelay:        cfg.maxDelay,
-		Sink:            q,
-		HandoffLead:     cfg.handoff,
+		Sink:            sink,
+		HandoffLead:     handoff,
 		Logger:          log,
 		Observer:        metrics,
 		OnFsync:         metrics.Fsynced,
 	})
 	if err != nil {
 		q.Close()
+		if closeSink != nil {
+			closeSink()
+		}
 		return err
 	}
 	q.SetReschedule(eng.Schedule)
@@ -258,6 +352,11 @@ func runServe(c *cli.Context) error {
 		err := eng.Close()
 		if qerr := q.Close(); err == nil {
 			err = qerr
+		}
+		if closeSink != nil {
+			if serr := closeSink(); err == nil {
+				err = serr
+			}
 		}
 		return err
 	}
@@ -302,7 +401,7 @@ func runServe(c *cli.Context) error {
 	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
 		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
-		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "")
+		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "sink", cfg.sink, "handoff_lead", handoff)
 	go func() {
 		select {
 		case <-eng.Ready():

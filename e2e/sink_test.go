@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// TestWebhookSink: the real binary posts due messages to the route's URL,
+// never early; a topic whose endpoint always fails ends in <topic>.dlq
+// after --max-attempts, where Receive gets it.
+func TestWebhookSink(t *testing.T) {
+	type post struct {
+		at    time.Time
+		topic string
+		body  string
+	}
+	posts := make(chan post, 100)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		topic := r.Header.Get("Hourglass-Topic")
+		posts <- post{time.Now(), topic, string(b)}
+		if topic == "hook-bad" {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	}))
+	defer hook.Close()
+	p := start(t, t.TempDir(), nil, "--sink", "webhook", "--webhook", "hook-*="+hook.URL, "--max-attempts", "2")
+	at := time.Now().Add(300 * time.Millisecond)
+	schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "hook-ok", Body: []byte("hi"),
+		When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 300}})
+	select {
+	case got := <-posts:
+		if got.topic != "hook-ok" || got.body != "hi" || got.at.Before(at) {
+			t.Fatalf("POST %+v; want hook-ok/hi no earlier than %v", got, at)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no POST within 20s")
+	}
+	schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "hook-bad", Body: []byte("doomed")})
+	for i := range 2 { // two attempts, a second apart
+		select {
+		case got := <-posts:
+			if got.topic != "hook-bad" {
+				t.Fatalf("attempt %d: POST %+v", i, got)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("attempt %d: no POST within 20s", i)
+		}
+	}
+	res, err := p.client.Receive(ctxT(t), connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "hook-bad.dlq", MaxMessages: 10, WaitMs: 20_000}))
+	if err != nil || len(res.Msg.Messages) != 1 || string(res.Msg.Messages[0].Body) != "doomed" {
+		t.Fatalf("dead letters: %v, %v; want the doomed message", res, err)
+	}
+	p.stop(syscall.SIGTERM)
+}
+
+// TestNATSSink: the real binary publishes due messages to a real
+// nats-server's JetStream, one copy per ID, never early.
+func TestNATSSink(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	p := start(t, t.TempDir(), nil, "--sink", "nats", "--nats-url", ns.ClientURL())
+	due := map[string]time.Time{}
+	for range 10 {
+		id := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "orders", Body: []byte("x"),
+			When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 200}})
+		mid, err := message.ParseID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[id] = mid.Time()
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := js.OrderedConsumer(ctx, "HOURGLASS", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"hourglass.orders"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(due) > 0 {
+		m, err := c.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("%d messages not published: %v", len(due), err)
+		}
+		id := m.Headers().Get("Hourglass-Id")
+		md, _ := m.Metadata()
+		if _, ok := due[id]; !ok {
+			t.Fatalf("unexpected or repeated message %q", id)
+		}
+		if md.Timestamp.Before(due[id]) {
+			t.Errorf("%s stored at %v, %v before it was due", id, md.Timestamp, due[id].Sub(md.Timestamp))
+		}
+		delete(due, id)
+	}
+	p.stop(syscall.SIGTERM)
+}

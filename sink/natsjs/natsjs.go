@@ -1,0 +1,178 @@
+// Package natsjs is an engine sink that publishes each due message to NATS
+// JetStream.
+//
+// A message of topic T is published to subject Prefix+T (default
+// "hourglass.T") with its ID as Nats-Msg-Id, so that JetStream drops a
+// second copy within the stream's duplicate window. Deliver returns only
+// after JetStream acknowledged every message of the batch: only then does
+// the engine write their done-records. A crash in between publishes them
+// again after the restart, and the stream deduplicates them if that
+// happens within its duplicate window (default 2 min; a longer outage
+// than that can leave a duplicate in the stream, which consumers
+// deduplicate by Nats-Msg-Id). A failed publish fails the batch, which
+// the engine retries with backoff.
+//
+// Headers on each published message: Nats-Msg-Id, Hourglass-Id,
+// Hourglass-Origin-Id, Hourglass-Topic, Hourglass-Deliver-At (RFC 3339
+// with milliseconds, UTC), Hourglass-Attempt, and the message's own.
+package natsjs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/engine"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultPrefix     = "hourglass."
+	DefaultStream     = "HOURGLASS"
+	DefaultDuplicates = 2 * time.Minute
+	DefaultTimeout    = 10 * time.Second
+)
+
+// Options configure a Sink. URL is required.
+type Options struct {
+	// URL of the NATS servers, comma-separated (nats://127.0.0.1:4222).
+	URL string
+	// Prefix of the subjects; default "hourglass.". A topic is appended
+	// as is ('.' in a topic separates subject tokens).
+	Prefix string
+	// Stream captures Prefix+">"; created if missing (file storage,
+	// Duplicates window), used as it is if it exists. Default HOURGLASS.
+	Stream string
+	// Duplicates is the duplicate window of a stream this sink creates;
+	// default 2 min.
+	Duplicates time.Duration
+	// Timeout bounds waiting for a batch's acknowledgements; default 10 s.
+	Timeout time.Duration
+	// Options are extra nats.Connect options (credentials, TLS).
+	Options []nats.Option
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Sink publishes due messages to JetStream.
+type Sink struct {
+	opts Options
+	nc   *nats.Conn
+	js   jetstream.JetStream
+}
+
+// Open connects, makes sure the stream exists and returns the Sink.
+func Open(ctx context.Context, opts Options) (*Sink, error) {
+	if opts.URL == "" {
+		return nil, errors.New("natsjs: no URL: give nats://HOST:PORT")
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(opts.Prefix, ".") || strings.ContainsAny(opts.Prefix, " *>\t") {
+		return nil, fmt.Errorf("natsjs: subject prefix %q: want tokens ending in '.', without spaces or wildcards, e.g. hourglass.", opts.Prefix)
+	}
+	if opts.Stream == "" {
+		opts.Stream = DefaultStream
+	}
+	if opts.Duplicates <= 0 {
+		opts.Duplicates = DefaultDuplicates
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger
+	nopts := append([]nats.Option{
+		nats.Name("hourglass"),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("natsjs: disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("natsjs: reconnected", "url", nc.ConnectedUrl()) }),
+	}, opts.Options...)
+	nc, err := nats.Connect(opts.URL, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsjs: connect to %s: %w", opts.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("natsjs: %w", err)
+	}
+	if _, err := js.Stream(ctx, opts.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: opts.Stream, Subjects: []string{opts.Prefix + ">"}, Storage: jetstream.FileStorage,
+			Duplicates: opts.Duplicates,
+		})
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("natsjs: create stream %s for %s>: %w", opts.Stream, opts.Prefix, err)
+		}
+		log.Info("natsjs: created stream", "stream", opts.Stream, "subjects", opts.Prefix+">", "duplicates", opts.Duplicates)
+	} else if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("natsjs: stream %s: %w", opts.Stream, err)
+	}
+	return &Sink{opts: opts, nc: nc, js: js}, nil
+}
+
+// Subject returns the subject topic's messages are published to.
+func (s *Sink) Subject(topic string) string { return s.opts.Prefix + topic }
+
+// Deliver implements engine.Sink: it publishes the batch asynchronously
+// and returns once JetStream acknowledged all of it, or the first error.
+func (s *Sink) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	subj := s.Subject(topic)
+	futs := make([]jetstream.PubAckFuture, 0, len(batch))
+	for _, d := range batch {
+		m := d.Message
+		msg := nats.NewMsg(subj)
+		// A copy: the future keeps msg to publish it again on a retry,
+		// and m.Body is only valid during this call.
+		msg.Data = bytes.Clone(m.Body)
+		for _, h := range m.Headers {
+			msg.Header.Add(string(h.Key), string(h.Value))
+		}
+		origin := m.Origin
+		if origin.IsZero() {
+			origin = d.ID
+		}
+		id := d.ID.String()
+		msg.Header.Set("Hourglass-Id", id)
+		msg.Header.Set("Hourglass-Origin-Id", origin.String())
+		msg.Header.Set("Hourglass-Topic", topic)
+		msg.Header.Set("Hourglass-Deliver-At", time.UnixMilli(d.ID.DeliverAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		msg.Header.Set("Hourglass-Attempt", strconv.FormatUint(uint64(m.Attempt), 10))
+		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.opts.Stream))
+		if err != nil {
+			return fmt.Errorf("natsjs: publish %s to %s: %w", id, subj, err)
+		}
+		futs = append(futs, f)
+	}
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("natsjs: publish to %s: %w", subj, err)
+		case <-ctx.Done():
+			return fmt.Errorf("natsjs: waiting for JetStream to acknowledge %d messages on %s: %w", len(futs), subj, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Close drains the connection.
+func (s *Sink) Close() error {
+	return s.nc.Drain()
+}
