@@ -299,6 +299,18 @@ func (l *Log) Recovery() Recovery { return l.recovery }
 // Dir returns the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
+// SegmentBases returns the base offset of every segment, oldest first;
+// the last is the active one.
+func (l *Log) SegmentBases() []int64 {
+	l.segsMu.RLock()
+	defer l.segsMu.RUnlock()
+	out := make([]int64, len(l.segs))
+	for i, s := range l.segs {
+		out[i] = s.base
+	}
+	return out
+}
+
 // FirstOffset returns the offset of the oldest retained data.
 func (l *Log) FirstOffset() int64 { return l.first.Load() }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,10 @@ func TestWebhookSink(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("attempt %d: no POST within 20s", i)
 		}
+	}
+	_, err := p.client.Receive(ctxT(t), connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "hook-ok", MaxMessages: 1}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || !strings.Contains(err.Error(), "webhook sink") {
+		t.Errorf("Receive of a webhook topic: %v; want FailedPrecondition naming the webhook sink", err)
 	}
 	res, err := p.client.Receive(ctxT(t), connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "hook-bad.dlq", MaxMessages: 10, WaitMs: 20_000}))
 	if err != nil || len(res.Msg.Messages) != 1 || string(res.Msg.Messages[0].Body) != "doomed" {

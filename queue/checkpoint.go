@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/hourglassmq/hourglass/message"
 	"slices"
 )
 
@@ -35,7 +36,7 @@ func (t *topic) checkpoint() error {
 	t.lastCk = ck.key()
 	t.mu.Unlock()
 	_, aerr := t.acks.DeleteBefore(offs[0])
-	_, lerr := t.log.DeleteBefore(ck.lwm)
+	_, lerr := t.log.DeleteBefore(t.retainFrom(ck.lwm))
 	if err := errors.Join(aerr, lerr); err != nil {
 		return fmt.Errorf("queue: topic %q: retention: %w", t.name, err)
 	}
@@ -158,14 +159,84 @@ func (t *topic) recover() error {
 		return &CorruptionError{Topic: t.name, Log: "log", Offset: ck.cursor, Err: err}
 	}
 	t.lastCk = ck.key()
+	if err := t.loadRecent(); err != nil {
+		return err
+	}
 	if r.have {
-		if _, err := t.log.DeleteBefore(ck.lwm); err != nil {
+		if _, err := t.log.DeleteBefore(t.retainFrom(ck.lwm)); err != nil {
 			return fmt.Errorf("queue: topic %q: retention: %w", t.name, err)
 		}
 	}
 	if len(r.acks) > 0 || n > 0 || r.discarded > 0 {
 		t.ckptQueued = true
 		t.q.kick(t)
+	}
+	return nil
+}
+
+// retainFrom is where retention may cut the queue log given the low-water
+// mark lwm: never into the newest sealed segment, so that a restart finds
+// at least one segment of recent records to deduplicate against
+// (loadRecent).
+func (t *topic) retainFrom(lwm int64) int64 {
+	if b := t.log.SegmentBases(); len(b) >= 2 {
+		return min(lwm, b[len(b)-2])
+	}
+	return lwm
+}
+
+// loadRecent collects the IDs of the last Options.DedupWindow records of
+// the queue log (as far as retention kept them) into t.recent, scanning
+// whole segments from the newest back. The engine records a delivery done
+// only after Deliver returned, so a crash in between makes it deliver the
+// same messages again after the restart: Deliver drops those whose IDs are
+// here. The engine never has more than its MaxInflight messages delivered
+// and not yet recorded, so a window at least that large catches them all.
+func (t *topic) loadRecent() error {
+	window := t.q.opts.DedupWindow
+	if window <= 0 {
+		return nil
+	}
+	bases := t.log.SegmentBases()
+	end := t.log.EndOffset()
+	var ids []message.ID // newest segment first, each in log order
+	n := 0
+	for i := len(bases) - 1; i >= 0 && n < window; i-- {
+		from, to := max(bases[i], t.log.FirstOffset()), end
+		if i+1 < len(bases) {
+			to = bases[i+1]
+		}
+		it, err := t.log.NewIterator(from)
+		if err != nil {
+			return &CorruptionError{Topic: t.name, Log: "log", Offset: from, Err: err}
+		}
+		var seg []message.ID
+		for it.Next() {
+			if it.Offset() >= to {
+				break
+			}
+			var id message.ID
+			if err := decodeID(it.Record().Payload, &id); err == nil {
+				seg = append(seg, id)
+			}
+		}
+		err = it.Err()
+		it.Close()
+		if err != nil {
+			return fmt.Errorf("queue: topic %q: %w", t.name, err)
+		}
+		n += len(seg)
+		ids = append(seg, ids...)
+	}
+	if len(ids) > window {
+		ids = ids[len(ids)-window:]
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	t.recent = make(map[message.ID]struct{}, len(ids))
+	for _, id := range ids {
+		t.recent[id] = struct{}{}
 	}
 	return nil
 }

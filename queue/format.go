@@ -50,6 +50,16 @@ func appendMessage(dst []byte, id message.ID, m *message.Message) []byte {
 // messageSize returns the exact size of the queue-log payload of m.
 func messageSize(m *message.Message) int { return messageHeaderSize + message.ScheduleSize(m) }
 
+// decodeID decodes only the message ID of a queue-log payload.
+func decodeID(p []byte, id *message.ID) error {
+	if len(p) < messageHeaderSize || p[0] != formatVersion {
+		return errMalformed
+	}
+	id.DeliverAt = int64(binary.LittleEndian.Uint64(p[1:9]))
+	id.Seq = binary.LittleEndian.Uint64(p[9:17])
+	return nil
+}
+
 // decodeMessage decodes a queue-log payload. The slices in m alias p.
 func decodeMessage(p []byte, id *message.ID, m *message.Message) error {
 	if len(p) < messageHeaderSize || p[0] != formatVersion {

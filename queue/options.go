@@ -119,7 +119,19 @@ type Options struct {
 	// restart time and the memory restart needs, and let retention delete
 	// acked queue-log segments.
 	CheckpointEvery int
+	// DedupWindow is how many of a topic's last records Open remembers, so
+	// that Deliver drops the messages the engine delivers again after a
+	// crash that came before it recorded them done (a second copy would
+	// otherwise be handed out after the first was acked). It must be at
+	// least the engine's MaxInflight: the server sets both to
+	// DefaultDedupWindow. Default DefaultDedupWindow; -1 turns it off. It
+	// costs about 50 bytes per remembered ID, per topic, until the ID is
+	// delivered again or the process ends.
+	DedupWindow int
 }
+
+// DefaultDedupWindow is Options.DedupWindow's default.
+const DefaultDedupWindow = 16384
 
 func (o *Options) fill() error {
 	if o.Dir == "" {
@@ -127,6 +139,9 @@ func (o *Options) fill() error {
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = DefaultDedupWindow
 	}
 	if o.MaxAttempts < 1 {
 		return fmt.Errorf("queue: max attempts %d: at least 1", o.MaxAttempts)

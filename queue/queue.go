@@ -242,6 +242,17 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 	if err := ValidateTopic(topic); err != nil {
 		return err
 	}
+	if err := q.enter(); err != nil {
+		return err
+	}
+	defer q.leave()
+	t, err := q.topic(topic, true)
+	if err != nil {
+		return err
+	}
+	if batch = t.dropRedelivered(batch); len(batch) == 0 {
+		return nil
+	}
 	recs := make([][]byte, len(batch))
 	size := 0
 	for i := range batch {
@@ -256,14 +267,6 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 		if len(recs[i]) > limit {
 			return fmt.Errorf("%w: message %s is %d bytes encoded; the queue's segments hold %d (Options.SegmentSize)", ErrTooLarge, d.ID, len(recs[i]), limit)
 		}
-	}
-	if err := q.enter(); err != nil {
-		return err
-	}
-	defer q.leave()
-	t, err := q.topic(topic, true)
-	if err != nil {
-		return err
 	}
 	return t.append(recs)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
 )
@@ -65,6 +66,11 @@ type topic struct {
 	acks  *commitlog.Log
 	stats TopicStats // counters; guarded by mu
 
+	// recent holds the IDs of the last records of the queue log when the
+	// topic was opened (loadRecent); Deliver drops messages whose IDs are
+	// in it and removes them. Guarded by amu.
+	recent  map[message.ID]struct{}
+	dropped uint64 // messages dropped by dropRedelivered
 	// amu guards appending and queued: appends are serialised so that
 	// end and unread count exactly, and batched so that callers arriving
 	// during an fsync share the next one.
@@ -110,6 +116,39 @@ func newTopic(q *Queue, name string, qlog, alog *commitlog.Log) *topic {
 		q: q, name: name, dlq: isDLQ(name), log: qlog, acks: alog,
 		leases: map[int64]*lease{}, byID: map[message.ID]*lease{},
 	}
+}
+
+// dropRedelivered returns batch without the messages the queue log already
+// held when the topic was opened: the engine delivers them again when it
+// crashed before recording them done (see loadRecent).
+func (t *topic) dropRedelivered(batch []engine.Delivery) []engine.Delivery {
+	t.amu.Lock()
+	defer t.amu.Unlock()
+	if len(t.recent) == 0 {
+		return batch
+	}
+	var out []engine.Delivery
+	for i, d := range batch {
+		if _, dup := t.recent[d.ID]; dup {
+			if out == nil {
+				out = append(make([]engine.Delivery, 0, len(batch)), batch[:i]...)
+			}
+			delete(t.recent, d.ID)
+			t.dropped++
+			continue
+		}
+		if out != nil {
+			out = append(out, d)
+		}
+	}
+	if out == nil {
+		return batch
+	}
+	if len(t.recent) == 0 {
+		t.recent = nil
+	}
+	t.q.opts.Logger.Info("queue: dropped messages delivered again after a restart", "topic", t.name, "dropped", len(batch)-len(out))
+	return out
 }
 
 // appendReq is one caller's records waiting to be appended.

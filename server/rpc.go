@@ -131,6 +131,9 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
 	m := req.Msg
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
+	if cerr == nil {
+		cerr = s.receivable(m.Topic)
+	}
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -150,10 +153,24 @@ func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.R
 	return connect.NewResponse(&hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}), nil
 }
 
+// receivable refuses Receive of a topic the queue never gets messages of:
+// with an external sink only dead-letter topics.
+func (s *Server) receivable(topic string) *connect.Error {
+	if s.opts.ExternalSink == "" || strings.HasSuffix(topic, queue.DLQSuffix) {
+		return nil
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+		"topic %q: this server delivers due messages to its %s sink (serve --sink %s), not to Receive; only dead-letter topics (%s%s) can be received",
+		topic, s.opts.ExternalSink, s.opts.ExternalSink, topic, queue.DLQSuffix))
+}
+
 // ReceiveStream implements hourglassv1connect.HourglassServiceHandler.
 func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourglassv1.ReceiveStreamRequest], stream *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
 	m := req.Msg
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
+	if cerr == nil {
+		cerr = s.receivable(m.Topic)
+	}
 	if cerr != nil {
 		return cerr
 	}

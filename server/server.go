@@ -90,6 +90,11 @@ type Options struct {
 	AuthToken string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// ExternalSink names the sink due messages go to when it is not the
+	// built-in queue ("webhook", "nats"); the queue then holds only dead
+	// letters, and Receive of any other topic is refused with a message
+	// saying where the messages go. "" for the queue.
+	ExternalSink string
 	// Pprof serves the Go runtime profiles (net/http/pprof) under
 	// /debug/pprof/, behind AuthToken like /metrics.
 	Pprof bool

@@ -72,6 +72,14 @@ func envVar(flag string) []string {
 	return []string{"HOURGLASS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
 
+// externalSink is server.Options.ExternalSink for --sink.
+func externalSink(sink string) string {
+	if sink == "queue" {
+		return ""
+	}
+	return sink
+}
+
 // DefaultHandoffLead is serve's --handoff-lead: about ten times a
 // commitlog fsync under load on the machines we measured (docs/BENCHMARKS.md).
 const DefaultHandoffLead = 20 * time.Millisecond
@@ -336,9 +344,12 @@ func runServe(c *cli.Context) error {
 		MaxDelay:        cfg.maxDelay,
 		Sink:            sink,
 		HandoffLead:     handoff,
-		Logger:          log,
-		Observer:        metrics,
-		OnFsync:         metrics.Fsynced,
+		// The queue remembers this many recent IDs per topic to drop what
+		// the engine delivers again after a crash: no more may be in flight.
+		MaxInflight: queue.DefaultDedupWindow,
+		Logger:      log,
+		Observer:    metrics,
+		OnFsync:     metrics.Fsynced,
 	})
 	if err != nil {
 		q.Close()
@@ -363,6 +374,7 @@ func runServe(c *cli.Context) error {
 	srv, err := server.New(server.Options{
 		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.dataDir, SegmentDuration: cfg.segDur,
 		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log, Pprof: cfg.pprof,
+		ExternalSink: externalSink(cfg.sink),
 	})
 	if err != nil {
 		closeAll()
