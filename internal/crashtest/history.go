@@ -1,6 +1,8 @@
 package crashtest
 
 import (
+	"encoding/json"
+	"os"
 	"sync"
 	"time"
 )
@@ -186,4 +188,14 @@ func (h *History) OKSchedule(pick func(n int) int) (key, id string, ok bool) {
 		return "", "", false
 	}
 	return s.Key, s.ID, true
+}
+
+// writeEvents saves every event as JSON, kept with the data directory so a
+// violation can be traced message by message.
+func writeEvents(path string, ev Events) error {
+	b, err := json.MarshalIndent(ev, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }

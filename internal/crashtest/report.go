@@ -70,7 +70,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		}
 	}
 	if s.WorkDir != "" {
-		fmt.Fprintf(w, "\nkept: data directory %s/data, server log %s/server.log\n", s.WorkDir, s.WorkDir)
+		fmt.Fprintf(w, "\nkept: data directory %s/data, server log %s/server.log, events %s/events.json\n", s.WorkDir, s.WorkDir, s.WorkDir)
 	}
 	if s.Failed {
 		fmt.Fprintln(w, "\nFAIL")

@@ -179,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	r.finish(start)
 	if r.sum.Failed || cfg.Keep || err != nil {
 		r.sum.WorkDir = work
+		if werr := writeEvents(filepath.Join(work, "events.json"), r.hist.Snapshot()); werr != nil && err == nil {
+			err = werr
+		}
 	} else if cfg.WorkDir == "" {
 		os.RemoveAll(work)
 	}
