@@ -42,6 +42,10 @@ const (
 	VUnreported  = "unreported-cut" // a cut commitlog-format file was not reported as truncated
 )
 
+// Kinds lists every violation kind.
+var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
+	VPhantom, VIDMismatch, VUncleanStop, VStartFailed, VUnreported}
+
 // Violation is one broken promise, named by message and cycle.
 type Violation struct {
 	Kind   string    `json:"kind"`
@@ -53,6 +57,13 @@ type Violation struct {
 	// Cut is true when the message was named by bytes --corrupt-tail cut:
 	// allowed unless the fsync policy was "always".
 	Cut bool `json:"attributable_to_cut,omitempty"`
+	// Allowed is true for a kind the run was told to --allow.
+	Allowed bool `json:"allowed,omitempty"`
+}
+
+// counts reports whether v fails a run under policy fsync.
+func (v Violation) counts(fsync string) bool {
+	return !v.Allowed && (!v.Cut || fsync == "always")
 }
 
 func (v Violation) String() string {

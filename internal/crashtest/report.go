@@ -46,7 +46,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	first := true
 	for _, v := range s.Violations {
-		if v.Cut && s.Fsync != "always" {
+		if !v.counts(s.Fsync) {
 			continue
 		}
 		if first {
@@ -58,6 +58,18 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if s.ViolationCount > len(s.Violations) {
 		fmt.Fprintf(w, "  ... and %d more\n", s.ViolationCount-len(s.Violations))
+	}
+	var allowed []Violation
+	for _, v := range s.Violations {
+		if v.Allowed {
+			allowed = append(allowed, v)
+		}
+	}
+	if len(allowed) > 0 {
+		fmt.Fprintf(w, "\n%d violations of kinds allowed by --allow %s (reported, not failing):\n", len(allowed), strings.Join(s.Allowed, ","))
+		for _, v := range allowed[:min(len(allowed), 10)] {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
 	}
 	if c.CutAttributed > 0 && s.Fsync != "always" {
 		fmt.Fprintf(w, "\n%d violations are attributable to bytes --corrupt-tail cut under --fsync %s (allowed):\n", c.CutAttributed, s.Fsync)
