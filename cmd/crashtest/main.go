@@ -37,7 +37,7 @@ the RPCs answered:
 Exit status: 0 when nothing was violated, 1 on any violation (the first one is
 named with its message and cycle), 2 when the harness itself could not run.
 
-CI-sized run (about 2 minutes):   go run ./cmd/crashtest --cycles 12 --seed 1
+CI-sized run (about 1 minute):    go run ./cmd/crashtest --cycles 12 --seed 1
 A soak:                           go run ./cmd/crashtest --cycles 500 --duration 2h --seed 7
 Torn writes, relaxed fsync:       go run ./cmd/crashtest --corrupt-tail --fsync interval`
 
