@@ -69,7 +69,7 @@ func main() {
 		Action: run,
 	}
 	if err := app.RunContext(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "crashtest:", err)
+		fmt.Fprintln(os.Stderr, "crashtest:", strings.TrimPrefix(err.Error(), "crashtest: "))
 		os.Exit(2)
 	}
 }

@@ -150,6 +150,9 @@ type Summary struct {
 	WorkDir         string         `json:"work_dir,omitempty"` // kept: data directory and server.log
 }
 
+// errRestart ends a run whose server did not come back.
+var errRestart = errors.New("crashtest: the server did not restart")
+
 // Run runs the harness. It returns an error only when the harness itself
 // could not do its job (build, start); violations are in the Summary.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
@@ -185,6 +188,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	r.wl = newWorkload(&r.cfg, r.hist)
 	err := r.run(ctx)
+	if errors.Is(err, errRestart) {
+		err = nil // a violation (start-failed), not a harness error
+	}
 	r.finish(start)
 	if r.sum.Failed || cfg.Keep || err != nil {
 		r.sum.WorkDir = work
@@ -235,8 +241,11 @@ func (r *runner) startServer(cycle int) error {
 		}
 	}
 	if err != nil {
+		if cycle == 1 {
+			return err // the first start: nothing to recover, the harness cannot run
+		}
 		r.extra = append(r.extra, Violation{Kind: VStartFailed, Cycle: cycle, At: time.Now(), Detail: err.Error()})
-		return err
+		return fmt.Errorf("%w: %v", errRestart, err)
 	}
 	if cycle > 1 {
 		r.recoveries = append(r.recoveries, time.Since(t0))
@@ -480,6 +489,12 @@ func (r *runner) finish(start time.Time) {
 	s.Counts = res.Counts
 	all := append(res.Violations, r.extra...)
 	slices.SortStableFunc(all, func(a, b Violation) int { return a.At.Compare(b.At) })
+	// A restart that failed ends the run: the messages it strands are
+	// reported as lost too, but the failed start is what to look at first.
+	if i := slices.IndexFunc(all, func(v Violation) bool { return v.Kind == VStartFailed }); i > 0 {
+		v := all[i]
+		all = slices.Insert(slices.Delete(all, i, i+1), 0, v)
+	}
 	counting := 0
 	for i, v := range all {
 		if slices.Contains(r.cfg.Allow, v.Kind) {
