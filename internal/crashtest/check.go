@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -239,7 +240,14 @@ func Check(ev Events, p CheckParams) Result {
 	}
 
 	cutKeys, cutCancels, cutAcks := map[string]bool{}, map[string]bool{}, map[string][]time.Time{}
+	cutQueues, cutFrom := map[string]bool{}, int64(-1)
 	for _, k := range ev.Cuts {
+		if k.QueueTopic != "" {
+			cutQueues[k.QueueTopic] = true
+		}
+		if k.CommitlogFrom >= 0 && (cutFrom < 0 || k.CommitlogFrom < cutFrom) {
+			cutFrom = k.CommitlogFrom
+		}
 		for _, key := range k.Keys {
 			cutKeys[key] = true
 		}
@@ -277,7 +285,12 @@ func Check(ev Events, p CheckParams) Result {
 		if sc.Outcome == InDoubt && len(s.deliveries) > 0 {
 			c.InDoubtDelivered++
 		}
-		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID])
+		// Named by a cut: its own record was cut; a cancel of it was cut;
+		// its topic's queue log was cut (the cut offsets are reused, and an
+		// ack of the cut record applies to the record written there next);
+		// or its commitlog offset is at or above a commitlog cut (reused).
+		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] ||
+			(cutFrom >= 0 && seqOf(sc.ID) >= cutFrom)
 
 		// Cancel truthfulness.
 		for _, x := range s.cancels {
@@ -454,4 +467,17 @@ func attemptWord(a uint32) string {
 		return "first attempt"
 	}
 	return fmt.Sprintf("attempt %d", a)
+}
+
+// seqOf returns the commitlog offset in a message ID (its last 16 hex
+// digits), or -1.
+func seqOf(id string) int64 {
+	if len(id) != 32 {
+		return -1
+	}
+	v, err := strconv.ParseUint(id[16:], 16, 63)
+	if err != nil {
+		return -1
+	}
+	return int64(v)
 }

@@ -196,6 +196,31 @@ func TestCheckCutAttribution(t *testing.T) {
 	}
 }
 
+// TestCheckCutReuseAttribution: a cut's offsets are reused after the
+// restart, so losses of later records in the same log are attributed too.
+func TestCheckCutReuseAttribution(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  Cut
+		want bool
+	}{
+		{"commitlog_offset_reused", Cut{CommitlogFrom: 0x100}, true},
+		{"commitlog_cut_above", Cut{CommitlogFrom: 0x201}, false},
+		{"queue_log_of_its_topic", Cut{CommitlogFrom: -1, QueueTopic: "t"}, true},
+		{"queue_log_of_another_topic", Cut{CommitlogFrom: -1, QueueTopic: "u"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &hb{}
+			b.sched("x", "00000000000000010000000000000200", OK, 0, 100)
+			b.ev.Cuts = []Cut{tc.cut}
+			res := Check(b.ev, CheckParams{Fsync: "interval"})
+			if len(res.Violations) != 1 || res.Violations[0].Cut != tc.want {
+				t.Errorf("violations %+v; want one, attributed to the cut: %v", res.Violations, tc.want)
+			}
+		})
+	}
+}
+
 func TestCheckPendingDuringDrain(t *testing.T) {
 	b := clean()
 	b.sched("x", "X", OK, 0, 100)

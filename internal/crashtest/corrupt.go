@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -219,11 +220,16 @@ func damage(tg target, rng *rand.Rand, cut bool) (Cut, error) {
 		hdr = commitlogHeader
 	}
 	t := scanTail(data, hdr)
-	c := Cut{File: tg.path}
+	c := Cut{File: tg.path, CommitlogFrom: -1}
 	if cut && tg.prealloc && t.lastStart >= 0 && rng.IntN(2) == 0 {
 		k := 1 + rng.IntN(t.end-t.lastStart)
 		attribute(&c, tg, t)
 		c.Mode, c.Bytes = "cut", int64(k)
+		c.Torn = !allZero(data[t.lastStart : t.end-k])
+		if tg.kind == "commitlog" {
+			base, _ := strconv.ParseInt(strings.TrimSuffix(filepath.Base(tg.path), ".log"), 10, 64)
+			c.CommitlogFrom = base + int64(t.lastStart-commitlogHeader)
+		}
 		zero := make([]byte, k)
 		return c, writeAt(tg.path, zero, int64(t.end-k))
 	}
@@ -243,7 +249,7 @@ func damage(tg target, rng *rand.Rand, cut bool) (Cut, error) {
 	if !tg.prealloc {
 		at = len(data) // after whatever the crash left
 	}
-	c.Mode, c.Bytes = "torn-append", int64(len(frag))
+	c.Mode, c.Bytes, c.Torn = "torn-append", int64(len(frag)), true
 	return c, writeAt(tg.path, frag, int64(at))
 }
 
@@ -259,8 +265,9 @@ func attribute(c *Cut, tg target, t tail) {
 		if id, err := message.DecodeCancel(t.lastBody); err == nil {
 			c.CancelIDs = append(c.CancelIDs, id.String())
 		}
-	case tg.kind == "queue-log" && t.lastType == typeQueueMsg && len(t.lastBody) > 17:
-		if message.DecodeSchedule(t.lastBody[17:], &m) == nil {
+	case tg.kind == "queue-log":
+		c.QueueTopic = tg.topic
+		if t.lastType == typeQueueMsg && len(t.lastBody) > 17 && message.DecodeSchedule(t.lastBody[17:], &m) == nil {
 			c.Keys = append(c.Keys, string(m.Body))
 		}
 	case tg.kind == "queue-acks":

@@ -121,6 +121,16 @@ type Cut struct {
 	CancelIDs []string
 	// AckTopic is the topic whose ack log lost bytes ("" if none).
 	AckTopic string
+	// QueueTopic is the topic whose queue log lost bytes ("" if none):
+	// its offsets are reused after the restart, so an ack of the cut
+	// record can swallow the message written there next.
+	QueueTopic string
+	// CommitlogFrom is the commitlog offset where a commitlog cut began
+	// (-1 if none): records at or above it reuse the cut offsets.
+	CommitlogFrom int64
+	// Torn is true when bytes of a record remain that do not decode: the
+	// server must report a torn tail.
+	Torn bool
 }
 
 // History is everything the harness did and saw. It is safe for

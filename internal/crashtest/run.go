@@ -423,7 +423,7 @@ func (r *runner) corrupt(cycle int) string {
 		r.sum.Cuts++
 		r.sum.CutBytes += c.Bytes
 		r.sum.CutsByMode[c.Mode]++
-		if tg.prealloc {
+		if tg.prealloc && c.Torn {
 			r.mustReport = append(r.mustReport, tg.path)
 		}
 		rel, _ := filepath.Rel(r.dataDir, tg.path)
