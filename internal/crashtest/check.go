@@ -1,0 +1,483 @@
+package crashtest
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Violation kinds. Each is a broken promise of the server, judged only from
+// what its RPCs answered and when (harness clock).
+const (
+	// VLost: a Schedule answered OK, never answered "cancelled", was never
+	// delivered.
+	VLost = "lost"
+	// VLostRetry: a Nack with a delay was answered OK, but the retry it
+	// promised never arrived.
+	VLostRetry = "lost-retry"
+	// VLostRedelivery: a delivered message was never durably acked (no Ack
+	// answered OK or in doubt) and never handed out again.
+	VLostRedelivery = "lost-redelivery"
+	// VEarly: received before its delivery time (minus the skew bound).
+	VEarly = "early"
+	// VAfterAck: an ID handed out by a Receive sent after an Ack (or a
+	// delayed Nack, which acks the original) of that ID was answered OK.
+	VAfterAck = "delivered-after-ack"
+	// VAfterCancel: delivered by a Receive that returned after a Cancel of
+	// the message was answered "cancelled".
+	VAfterCancel = "delivered-after-cancel"
+	// VCancelUntruthful: a Cancel answered "cancelled" for a message a
+	// Receive had already returned (or was returning) before the answer.
+	VCancelUntruthful = "cancel-untruthful"
+	// VPhantom: a delivery of a body the harness never scheduled, or whose
+	// Schedule was rejected.
+	VPhantom = "phantom"
+	// VIDMismatch: a first attempt's ID differs from the ID Schedule
+	// answered, or a retry names another origin.
+	VIDMismatch = "id-mismatch"
+	// Process-level violations, added by the runner.
+	VUncleanStop = "unclean-stop"   // SIGTERM did not end in "stopped cleanly" and exit 0
+	VStartFailed = "start-failed"   // the server did not become ready after a restart
+	VUnreported  = "unreported-cut" // a cut commitlog-format file was not reported as truncated
+)
+
+// Kinds lists every violation kind.
+var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
+	VPhantom, VIDMismatch, VUncleanStop, VStartFailed, VUnreported}
+
+// Violation is one broken promise, named by message and cycle.
+type Violation struct {
+	Kind   string    `json:"kind"`
+	Key    string    `json:"key,omitempty"`
+	ID     string    `json:"id,omitempty"`
+	Cycle  int       `json:"cycle"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail"`
+	// Cut is true when the message was named by bytes --corrupt-tail cut:
+	// allowed unless the fsync policy was "always".
+	Cut bool `json:"attributable_to_cut,omitempty"`
+	// Allowed is true for a kind the run was told to --allow.
+	Allowed bool `json:"allowed,omitempty"`
+}
+
+// counts reports whether v fails a run under policy fsync.
+func (v Violation) counts(fsync string) bool {
+	return !v.Allowed && (!v.Cut || fsync == "always")
+}
+
+func (v Violation) String() string {
+	s := fmt.Sprintf("%s: cycle %d", v.Kind, v.Cycle)
+	if v.Key != "" {
+		s += " message " + v.Key
+	}
+	if v.ID != "" {
+		s += " (id " + v.ID + ")"
+	}
+	return s + ": " + v.Detail
+}
+
+// CheckParams are what Check needs besides the events.
+type CheckParams struct {
+	// Fsync is the server's policy; losses attributable to a cut are
+	// allowed unless it is "always".
+	Fsync string
+	// SkewBound bounds |server clock - harness clock|, measured.
+	SkewBound time.Duration
+	// Precision is added to SkewBound for the server's millisecond
+	// timestamps (default 1ms).
+	Precision time.Duration
+}
+
+// Counts are the summary numbers of a checked history.
+type Counts struct {
+	Scheduled        int `json:"scheduled"`          // Schedules answered OK
+	ScheduleInDoubt  int `json:"schedule_in_doubt"`  // Schedules whose outcome is unknown
+	ScheduleRejected int `json:"schedule_rejected"`  // refused or never sent
+	InDoubtDelivered int `json:"in_doubt_delivered"` // in-doubt Schedules that turned out durable
+	Delivered        int `json:"delivered"`          // messages (keys) delivered at least once
+	Deliveries       int `json:"deliveries"`         // Receive results in all
+	Cancelled        int `json:"cancelled"`          // Cancels answered "cancelled"
+	CancelOther      int `json:"cancel_other"`       // answered already-delivered or unknown
+	CancelInDoubt    int `json:"cancel_in_doubt"`
+	Acked            int `json:"acked"`
+	AckInDoubt       int `json:"ack_in_doubt"`
+	AckRejected      int `json:"ack_rejected"` // not leased any more (lease ran out)
+	Nacked           int `json:"nacked"`
+	NackInDoubt      int `json:"nack_in_doubt"`
+	Lost             int `json:"lost"` // all three lost kinds
+	Early            int `json:"early"`
+	// Duplicates by cause.
+	DupUnacked    int `json:"dup_unacked"`      // redelivery of an ID never acked: allowed
+	DupAckInDoubt int `json:"dup_ack_in_doubt"` // redelivery after an Ack/Nack in doubt: allowed
+	DupAfterAck   int `json:"dup_after_ack"`    // after a durable ack: violation
+	CutAttributed int `json:"cut_attributed"`   // violations named by cut bytes
+	Pending       int `json:"pending"`          // messages still owed (drain not finished)
+}
+
+// Result is the verdict on a history.
+type Result struct {
+	Counts     Counts      `json:"counts"`
+	Violations []Violation `json:"violations"`
+	// Pending lists keys still owed a delivery or an ack (for the drain).
+	Pending []string `json:"-"`
+}
+
+// Failed reports whether any violation counts against the server.
+func (r *Result) Failed(fsync string) bool {
+	for _, v := range r.Violations {
+		if !v.Cut || fsync == "always" {
+			return true
+		}
+	}
+	return false
+}
+
+// First returns the earliest violation that counts, if any.
+func (r *Result) First(fsync string) (Violation, bool) {
+	for _, v := range r.Violations {
+		if !v.Cut || fsync == "always" {
+			return v, true
+		}
+	}
+	return Violation{}, false
+}
+
+// keyState gathers one message's events.
+type keyState struct {
+	sched      *Schedule
+	cancels    []*Cancel
+	deliveries []*Delivery
+	settles    []*Settle
+}
+
+// Check judges a history. The rules, message by message (key = body):
+//
+//   - Every Schedule answered OK and never answered "cancelled" must end
+//     delivered and durably acked: walking its deliveries, acks and nacks
+//     in harness time, the last must be an Ack answered OK (or in doubt),
+//     or a Nack in doubt. Otherwise it is lost: never delivered (VLost),
+//     a Nack-with-delay answered OK whose retry never came (VLostRetry), or
+//     delivered but never acked and never handed out again (VLostRedelivery).
+//     Schedules in doubt are never lost; their deliveries are counted.
+//   - A Cancel answered "cancelled" means no delivery of the message ever:
+//     a delivery whose Receive returned after the answer is
+//     VAfterCancel; one returned before it (the server had handed it out
+//     already, or concurrently) is VCancelUntruthful. Both break I7:
+//     the engine decides cancel and fire atomically, so there is no
+//     legitimate overlap. A Cancel in doubt allows either.
+//   - Nothing may arrive before NotBefore - SkewBound - Precision; a retry
+//     (ID != origin) not before the earliest Nack-with-delay sent before it
+//     plus its delay.
+//   - A second delivery of the same ID is a violation (VAfterAck) when the
+//     Receive that returned it was sent after an Ack or a delayed Nack of
+//     that ID was answered OK; otherwise it is an allowed redelivery,
+//     counted as after an ack in doubt or as never acked.
+//
+// Violations of a message named by cut bytes are marked Cut.
+func Check(ev Events, p CheckParams) Result {
+	if p.Precision == 0 {
+		p.Precision = time.Millisecond
+	}
+	var res Result
+	c := &res.Counts
+	add := func(v Violation) { res.Violations = append(res.Violations, v) }
+
+	keys := map[string]*keyState{}
+	st := func(k string) *keyState {
+		s := keys[k]
+		if s == nil {
+			s = &keyState{}
+			keys[k] = s
+		}
+		return s
+	}
+	for i := range ev.Schedules {
+		s := &ev.Schedules[i]
+		st(s.Key).sched = s
+		switch s.Outcome {
+		case OK:
+			c.Scheduled++
+		case InDoubt:
+			c.ScheduleInDoubt++
+		default:
+			c.ScheduleRejected++
+		}
+	}
+	for i := range ev.Cancels {
+		x := &ev.Cancels[i]
+		st(x.Key).cancels = append(st(x.Key).cancels, x)
+		switch {
+		case x.Outcome == InDoubt:
+			c.CancelInDoubt++
+		case x.Outcome == OK && x.Answer == CancelCancelled:
+			c.Cancelled++
+		case x.Outcome == OK:
+			c.CancelOther++
+		}
+	}
+	for i := range ev.Deliveries {
+		d := &ev.Deliveries[i]
+		st(d.Key).deliveries = append(st(d.Key).deliveries, d)
+	}
+	c.Deliveries = len(ev.Deliveries)
+	for i := range ev.Settles {
+		x := &ev.Settles[i]
+		st(x.Key).settles = append(st(x.Key).settles, x)
+		switch {
+		case x.Kind == Ack && x.Outcome == OK:
+			c.Acked++
+		case x.Kind == Ack && x.Outcome == InDoubt:
+			c.AckInDoubt++
+		case x.Kind == Ack:
+			c.AckRejected++
+		case x.Outcome == OK:
+			c.Nacked++
+		case x.Outcome == InDoubt:
+			c.NackInDoubt++
+		}
+	}
+
+	cutKeys, cutCancels, cutAcks := map[string]bool{}, map[string]bool{}, map[string][]time.Time{}
+	cutQueues, cutFrom := map[string]bool{}, int64(-1)
+	for _, k := range ev.Cuts {
+		if k.QueueTopic != "" {
+			cutQueues[k.QueueTopic] = true
+		}
+		if k.CommitlogFrom >= 0 && (cutFrom < 0 || k.CommitlogFrom < cutFrom) {
+			cutFrom = k.CommitlogFrom
+		}
+		for _, key := range k.Keys {
+			cutKeys[key] = true
+		}
+		for _, id := range k.CancelIDs {
+			cutCancels[id] = true
+		}
+		if k.AckTopic != "" {
+			cutAcks[k.AckTopic] = append(cutAcks[k.AckTopic], k.At)
+		}
+	}
+
+	slack := p.SkewBound + p.Precision
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, key := range names {
+		s := keys[key]
+		slices.SortFunc(s.deliveries, func(a, b *Delivery) int { return a.Received.Compare(b.Received) })
+		if len(s.deliveries) > 0 {
+			c.Delivered++
+		}
+		sc := s.sched
+		if sc == nil || sc.Outcome == Rejected {
+			for _, d := range s.deliveries {
+				why := "its body was never scheduled"
+				if sc != nil {
+					why = "its Schedule was rejected or never reached the server"
+				}
+				add(Violation{Kind: VPhantom, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Detail: why})
+			}
+			continue
+		}
+		if sc.Outcome == InDoubt && len(s.deliveries) > 0 {
+			c.InDoubtDelivered++
+		}
+		// Named by a cut: its own record was cut; a cancel of it was cut;
+		// its topic's queue log was cut (the cut offsets are reused, and an
+		// ack of the cut record applies to the record written there next);
+		// or its commitlog offset is at or above a commitlog cut (reused).
+		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] ||
+			(cutFrom >= 0 && seqOf(sc.ID) >= cutFrom)
+
+		// Cancel truthfulness.
+		for _, x := range s.cancels {
+			if x.Outcome != OK || x.Answer != CancelCancelled {
+				continue
+			}
+			for _, d := range s.deliveries {
+				v := Violation{Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cutNamed}
+				if d.Received.After(x.Answered) {
+					v.Kind = VAfterCancel
+					v.Detail = fmt.Sprintf("received %v after Cancel (cycle %d) answered cancelled", d.Received.Sub(x.Answered).Round(time.Millisecond), x.Cycle)
+				} else {
+					v.Kind = VCancelUntruthful
+					v.At = x.Answered
+					v.Detail = fmt.Sprintf("Cancel (cycle %d) answered cancelled %v after a Receive had returned it", x.Cycle, x.Answered.Sub(d.Received).Round(time.Millisecond))
+				}
+				add(v)
+			}
+		}
+
+		// IDs, early deliveries.
+		for _, d := range s.deliveries {
+			first := d.ID == d.OriginID
+			if sc.Outcome == OK && ((first && d.ID != sc.ID) || (!first && d.OriginID != sc.ID)) {
+				add(Violation{Kind: VIDMismatch, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
+					Detail: fmt.Sprintf("delivered as id %s origin %s; Schedule answered %s", d.ID, d.OriginID, sc.ID)})
+			}
+			notBefore := sc.NotBefore
+			if !first {
+				var nb time.Time
+				for _, x := range s.settles {
+					if x.Kind == Nack && x.NackDelay > 0 && x.Outcome != Rejected && x.Sent.Before(d.Received) {
+						if t := x.Sent.Add(x.NackDelay); nb.IsZero() || t.Before(nb) {
+							nb = t
+						}
+					}
+				}
+				if !nb.IsZero() && nb.After(notBefore) {
+					notBefore = nb
+				}
+			}
+			if d.Received.Before(notBefore.Add(-slack)) {
+				c.Early++
+				add(Violation{Kind: VEarly, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
+					Detail: fmt.Sprintf("received %v before it was due (skew bound %v, %s %s)", notBefore.Sub(d.Received).Round(time.Microsecond), p.SkewBound, sc.Kind, attemptWord(d.Attempt))})
+			}
+		}
+
+		// Duplicates of an ID.
+		seen := map[string]bool{}
+		for _, d := range s.deliveries {
+			if !seen[d.ID] {
+				seen[d.ID] = true
+				continue
+			}
+			var durable, doubt *Settle
+			for _, x := range s.settles {
+				if x.ID != d.ID || (x.Kind == Nack && x.NackDelay <= 0) {
+					continue
+				}
+				switch {
+				case x.Outcome == OK && x.Answered.Before(d.Issued):
+					if durable == nil {
+						durable = x
+					}
+				case x.Outcome == InDoubt && x.Sent.Before(d.Received):
+					doubt = x
+				}
+			}
+			switch {
+			case durable != nil:
+				c.DupAfterAck++
+				what := "Ack"
+				if durable.Kind == Nack {
+					what = "Nack (which acks it)"
+				}
+				cut := cutNamed || ackCutBetween(cutAcks[d.Topic], durable.Answered, d.Received)
+				add(Violation{Kind: VAfterAck, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cut,
+					Detail: fmt.Sprintf("handed out by a Receive sent %v after its %s (cycle %d) was answered OK", d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
+			case doubt != nil:
+				c.DupAckInDoubt++
+			default:
+				c.DupUnacked++
+			}
+		}
+
+		// Loss: walk the message's life in harness time.
+		if sc.Outcome != OK || cancelledOK(s.cancels) {
+			continue
+		}
+		type step struct {
+			at   time.Time
+			kind int // 0 delivery, 1 ack ok/doubt, 2 nack ok, 3 nack doubt
+		}
+		var steps []step
+		// A delivery happened somewhere between its Receive's sending and
+		// return: place it at the sending, so that a Receive overlapping
+		// an Ack never makes the message look unacked (a loss is only
+		// reported when no order of the overlapping calls explains it).
+		for _, d := range s.deliveries {
+			steps = append(steps, step{d.Issued, 0})
+		}
+		for _, x := range s.settles {
+			switch {
+			case x.Kind == Ack && x.Outcome != Rejected:
+				steps = append(steps, step{x.Answered, 1})
+			case x.Kind == Nack && x.Outcome == OK:
+				steps = append(steps, step{x.Answered, 2})
+			case x.Kind == Nack && x.Outcome == InDoubt:
+				steps = append(steps, step{x.Answered, 3})
+			}
+		}
+		slices.SortStableFunc(steps, func(a, b step) int { return a.at.Compare(b.at) })
+		last := -1
+		if len(steps) > 0 {
+			last = steps[len(steps)-1].kind
+		}
+		var v *Violation
+		switch last {
+		case -1:
+			detail := fmt.Sprintf("Schedule answered OK (%s, due %s) and never delivered", sc.Kind, sc.NotBefore.UTC().Format("15:04:05.000"))
+			for _, x := range s.cancels {
+				if x.Outcome == OK {
+					detail += "; a Cancel answered " + x.Answer.String()
+				}
+			}
+			v = &Violation{Kind: VLost, At: sc.Answered, Detail: detail}
+		case 2:
+			v = &Violation{Kind: VLostRetry, At: steps[len(steps)-1].at, Detail: "a Nack with a delay was answered OK; the retry never arrived"}
+		case 0:
+			v = &Violation{Kind: VLostRedelivery, At: steps[len(steps)-1].at, Detail: "delivered, never durably acked, and never handed out again"}
+		}
+		if v != nil {
+			c.Lost++
+			c.Pending++
+			res.Pending = append(res.Pending, key)
+			v.Key, v.ID, v.Cycle, v.Cut = key, sc.ID, sc.Cycle, cutNamed
+			add(*v)
+		}
+	}
+	for _, v := range res.Violations {
+		if v.Cut {
+			c.CutAttributed++
+		}
+	}
+	slices.SortStableFunc(res.Violations, func(a, b Violation) int {
+		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Key, b.Key))
+	})
+	return res
+}
+
+func cancelledOK(cs []*Cancel) bool {
+	for _, x := range cs {
+		if x.Outcome == OK && x.Answer == CancelCancelled {
+			return true
+		}
+	}
+	return false
+}
+
+// ackCutBetween reports whether the topic's ack log was cut after from and
+// before to.
+func ackCutBetween(ats []time.Time, from, to time.Time) bool {
+	for _, at := range ats {
+		if at.After(from) && at.Before(to) {
+			return true
+		}
+	}
+	return false
+}
+
+func attemptWord(a uint32) string {
+	if a == 0 {
+		return "first attempt"
+	}
+	return fmt.Sprintf("attempt %d", a)
+}
+
+// seqOf returns the commitlog offset in a message ID (its last 16 hex
+// digits), or -1.
+func seqOf(id string) int64 {
+	if len(id) != 32 {
+		return -1
+	}
+	v, err := strconv.ParseUint(id[16:], 16, 63)
+	if err != nil {
+		return -1
+	}
+	return int64(v)
+}

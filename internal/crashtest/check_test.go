@@ -1,0 +1,231 @@
+package crashtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// t0 is an arbitrary harness-clock origin for synthetic histories.
+var t0 = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// hb builds synthetic histories.
+type hb struct{ ev Events }
+
+func (b *hb) sched(key, id string, out Outcome, sentMs, dueMs int) *hb {
+	b.ev.Schedules = append(b.ev.Schedules, Schedule{Key: key, Topic: "t", Cycle: 1, Sent: at(sentMs), Answered: at(sentMs + 1),
+		Outcome: out, ID: id, NotBefore: at(dueMs), Kind: "delay"})
+	return b
+}
+
+func (b *hb) deliver(key, id, origin string, issuedMs, recvMs int) *hb {
+	b.ev.Deliveries = append(b.ev.Deliveries, Delivery{Key: key, ID: id, OriginID: origin, Topic: "t", Cycle: 2,
+		Issued: at(issuedMs), Received: at(recvMs)})
+	return b
+}
+
+func (b *hb) settle(key, id string, kind SettleKind, delayMs int, out Outcome, sentMs, answeredMs int) *hb {
+	b.ev.Settles = append(b.ev.Settles, Settle{Key: key, ID: id, Kind: kind, NackDelay: time.Duration(delayMs) * time.Millisecond,
+		Cycle: 2, Sent: at(sentMs), Answered: at(answeredMs), Outcome: out})
+	return b
+}
+
+func (b *hb) cancel(key, id string, out Outcome, ans CancelAnswer, sentMs, answeredMs int) *hb {
+	b.ev.Cancels = append(b.ev.Cancels, Cancel{Key: key, ID: id, Cycle: 1, Sent: at(sentMs), Answered: at(answeredMs), Outcome: out, Answer: ans})
+	return b
+}
+
+// clean is a history with every allowed oddity: a redelivery after an
+// expired lease, one after an ack in doubt, a Nack with delay and its
+// retry, an in-doubt Schedule never delivered and one delivered, a Cancel
+// that worked, one too late, and one in doubt whose message came anyway.
+func clean() *hb {
+	b := &hb{}
+	b.sched("a", "A", OK, 0, 100).deliver("a", "A", "A", 90, 101).settle("a", "A", Ack, 0, OK, 102, 103)
+	// b: first lease expired (no settle), redelivered, acked.
+	b.sched("b", "B", OK, 0, 100).deliver("b", "B", "B", 100, 105).deliver("b", "B", "B", 900, 1000).settle("b", "B", Ack, 0, OK, 1001, 1002)
+	// c: ack in doubt (kill), redelivered after the restart, acked.
+	b.sched("c", "C", OK, 0, 100).deliver("c", "C", "C", 100, 110).settle("c", "C", Ack, 0, InDoubt, 111, 150).
+		deliver("c", "C", "C", 400, 401).settle("c", "C", Ack, 0, OK, 402, 403)
+	// d: nacked with 500 ms, the retry (new ID, same origin) came 600 ms later.
+	b.sched("d", "D", OK, 0, 100).deliver("d", "D", "D", 100, 101).settle("d", "D", Nack, 500, OK, 102, 103).
+		deliver("d", "D2", "D", 600, 700).settle("d", "D2", Ack, 0, OK, 701, 702)
+	// e, f: in doubt; f turned out durable.
+	b.sched("e", "", InDoubt, 0, 100)
+	b.sched("f", "", InDoubt, 0, 100).deliver("f", "F", "F", 100, 120).settle("f", "F", Ack, 0, OK, 121, 122)
+	// g: cancelled, never delivered. h: cancel too late, delivered.
+	b.sched("g", "G", OK, 0, 5000).cancel("g", "G", OK, CancelCancelled, 10, 11)
+	b.sched("h", "H", OK, 0, 100).cancel("h", "H", OK, CancelAlreadyDelivered, 150, 151).deliver("h", "H", "H", 100, 105).settle("h", "H", Ack, 0, OK, 106, 107)
+	// i: cancel in doubt, delivered anyway.
+	b.sched("i", "I", OK, 0, 100).cancel("i", "I", InDoubt, CancelNone, 50, 60).deliver("i", "I", "I", 100, 101).settle("i", "I", Ack, 0, OK, 102, 103)
+	// j: acked while a Receive sent before the ack answered returned it again.
+	b.sched("j", "J", OK, 0, 100).deliver("j", "J", "J", 100, 101).deliver("j", "J", "J", 102, 110).settle("j", "J", Ack, 0, OK, 103, 104).
+		settle("j", "J", Ack, 0, Rejected, 111, 112)
+	// k: rejected Schedule (server down), never delivered.
+	b.sched("k", "", Rejected, 0, 100)
+	return b
+}
+
+func TestCheckCleanHistoryPasses(t *testing.T) {
+	res := Check(clean().ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond})
+	if len(res.Violations) > 0 || res.Failed("always") {
+		t.Fatalf("clean history: %v", res.Violations)
+	}
+	c := res.Counts
+	want := Counts{Scheduled: 8, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 8, Deliveries: 12,
+		Cancelled: 1, CancelOther: 1, CancelInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 1,
+		DupUnacked: 2, DupAckInDoubt: 1}
+	if c != want {
+		t.Errorf("counts\n got %+v\nwant %+v", c, want)
+	}
+}
+
+// TestCheckFindsEachViolation adds one violation to the clean history per
+// case and checks it is found, named by its message, and the only one.
+func TestCheckFindsEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, key string
+		add             func(b *hb)
+		detail          string
+	}{
+		{"never_delivered", VLost, "x", func(b *hb) { b.sched("x", "X", OK, 0, 100) }, "never delivered"},
+		{"cancel_answered_unknown_and_lost", VLost, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).cancel("x", "X", OK, CancelUnknown, 10, 11)
+		}, "Cancel answered unknown"},
+		{"retry_never_came", VLostRetry, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Nack, 300, OK, 102, 103)
+		}, "retry never arrived"},
+		{"unacked_never_redelivered", VLostRedelivery, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101)
+		}, "never handed out again"},
+		{"ack_refused_never_redelivered", VLostRedelivery, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Ack, 0, Rejected, 2000, 2001)
+		}, "never durably acked"},
+		{"early", VEarly, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 90, 95).settle("x", "X", Ack, 0, OK, 96, 97)
+		}, "before it was due"},
+		{"retry_early", VEarly, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Nack, 1000, OK, 102, 103).
+				deliver("x", "X2", "X", 200, 300).settle("x", "X2", Ack, 0, OK, 301, 302)
+		}, "attempt"},
+		{"redelivered_after_ack", VAfterAck, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Ack, 0, OK, 102, 103).
+				deliver("x", "X", "X", 104, 105).settle("x", "X", Ack, 0, OK, 106, 107)
+		}, "after its Ack"},
+		{"original_after_nack", VAfterAck, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Nack, 50, OK, 102, 103).
+				deliver("x", "X", "X", 200, 201).deliver("x", "X2", "X", 200, 201).
+				settle("x", "X", Ack, 0, OK, 202, 203).settle("x", "X2", Ack, 0, OK, 202, 203)
+		}, "Nack"},
+		{"delivered_after_cancel", VAfterCancel, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).cancel("x", "X", OK, CancelCancelled, 10, 11).
+				deliver("x", "X", "X", 100, 101).settle("x", "X", Ack, 0, OK, 102, 103)
+		}, "answered cancelled"},
+		{"cancel_after_delivery", VCancelUntruthful, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Ack, 0, OK, 102, 103).
+				cancel("x", "X", OK, CancelCancelled, 200, 201)
+		}, "after a Receive had returned it"},
+		{"phantom_body", VPhantom, "zz", func(b *hb) { b.deliver("zz", "Z", "Z", 100, 101) }, "never scheduled"},
+		{"rejected_then_delivered", VPhantom, "k", func(b *hb) { b.deliver("k", "K", "K", 100, 101) }, "rejected"},
+		{"wrong_id", VIDMismatch, "x", func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "Y", "Y", 100, 101).settle("x", "Y", Ack, 0, OK, 102, 103)
+		}, "Schedule answered X"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := clean()
+			tc.add(b)
+			res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond})
+			if len(res.Violations) != 1 {
+				t.Fatalf("want exactly one violation, got %d: %v", len(res.Violations), res.Violations)
+			}
+			v := res.Violations[0]
+			if v.Kind != tc.kind || v.Key != tc.key || !strings.Contains(v.Detail, tc.detail) {
+				t.Errorf("got %v; want kind %s, key %s, detail containing %q", v, tc.kind, tc.key, tc.detail)
+			}
+			if !res.Failed("always") {
+				t.Error("Failed is false")
+			}
+			if f, ok := res.First("always"); !ok || f.Key != tc.key {
+				t.Errorf("First = %v %v", f, ok)
+			}
+		})
+	}
+}
+
+func TestCheckSkewAllowance(t *testing.T) {
+	b := &hb{}
+	b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 90, 97).settle("x", "X", Ack, 0, OK, 98, 99)
+	if res := Check(b.ev, CheckParams{SkewBound: 2 * time.Millisecond}); len(res.Violations) != 0 {
+		t.Errorf("3 ms early with 2 ms skew and 1 ms precision allowed: %v", res.Violations)
+	}
+	if res := Check(b.ev, CheckParams{SkewBound: time.Millisecond}); len(res.Violations) != 1 || res.Counts.Early != 1 {
+		t.Errorf("3 ms early with 1 ms skew: %v", res.Violations)
+	}
+}
+
+// TestCheckCutAttribution: a loss of a message whose record was cut is
+// marked, allowed under interval and counted against always.
+func TestCheckCutAttribution(t *testing.T) {
+	b := clean()
+	b.sched("x", "X", OK, 0, 100)
+	b.sched("y", "Y", OK, 0, 100).deliver("y", "Y", "Y", 100, 101).settle("y", "Y", Ack, 0, OK, 102, 103).
+		deliver("y", "Y", "Y", 500, 501).settle("y", "Y", Ack, 0, OK, 502, 503)
+	b.ev.Cuts = []Cut{{Cycle: 1, At: at(50), Keys: []string{"x"}}, {Cycle: 2, At: at(300), AckTopic: "t"}}
+	res := Check(b.ev, CheckParams{Fsync: "interval"})
+	if len(res.Violations) != 2 || res.Counts.CutAttributed != 2 {
+		t.Fatalf("want 2 violations attributed to cuts: %+v", res.Violations)
+	}
+	for _, v := range res.Violations {
+		if !v.Cut {
+			t.Errorf("not attributed to the cut: %v", v)
+		}
+	}
+	if res.Failed("interval") {
+		t.Error("losses attributable to a cut fail a run under interval")
+	}
+	if !res.Failed("always") {
+		t.Error("losses attributable to a cut pass a run under always")
+	}
+	// An ack-log cut before the ack explains nothing.
+	b.ev.Cuts[1].At = at(50)
+	res = Check(b.ev, CheckParams{Fsync: "interval"})
+	if !res.Failed("interval") {
+		t.Errorf("a duplicate after an ack that followed the cut was excused: %+v", res.Violations)
+	}
+}
+
+// TestCheckCutReuseAttribution: a cut's offsets are reused after the
+// restart, so losses of later records in the same log are attributed too.
+func TestCheckCutReuseAttribution(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cut  Cut
+		want bool
+	}{
+		{"commitlog_offset_reused", Cut{CommitlogFrom: 0x100}, true},
+		{"commitlog_cut_above", Cut{CommitlogFrom: 0x201}, false},
+		{"queue_log_of_its_topic", Cut{CommitlogFrom: -1, QueueTopic: "t"}, true},
+		{"queue_log_of_another_topic", Cut{CommitlogFrom: -1, QueueTopic: "u"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &hb{}
+			b.sched("x", "00000000000000010000000000000200", OK, 0, 100)
+			b.ev.Cuts = []Cut{tc.cut}
+			res := Check(b.ev, CheckParams{Fsync: "interval"})
+			if len(res.Violations) != 1 || res.Violations[0].Cut != tc.want {
+				t.Errorf("violations %+v; want one, attributed to the cut: %v", res.Violations, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckPendingDuringDrain(t *testing.T) {
+	b := clean()
+	b.sched("x", "X", OK, 0, 100)
+	res := Check(b.ev, CheckParams{})
+	if len(res.Pending) != 1 || res.Pending[0] != "x" {
+		t.Errorf("Pending = %v, want [x]", res.Pending)
+	}
+}

@@ -1,0 +1,116 @@
+package crashtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable prints the summary as a table, then the violations (the
+// first one named on its own line) and where the files were kept.
+func (s *Summary) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	c := s.Counts
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("seed", s.Seed)
+	row("fsync / segment duration", s.Fsync+" / "+s.SegmentDuration)
+	row("cycles", s.Cycles)
+	row("kills (SIGKILL) / SIGTERM", fmt.Sprintf("%d / %d", s.Kills, s.Terms))
+	row("kill moments", mapString(s.KillMoments))
+	row("scheduled (answered OK)", c.Scheduled)
+	row("schedule in doubt / of them delivered", fmt.Sprintf("%d / %d", c.ScheduleInDoubt, c.InDoubtDelivered))
+	row("schedule rejected (server down)", c.ScheduleRejected)
+	row("delivered (messages / deliveries)", fmt.Sprintf("%d / %d", c.Delivered, c.Deliveries))
+	row("cancelled / other answers / in doubt", fmt.Sprintf("%d / %d / %d", c.Cancelled, c.CancelOther, c.CancelInDoubt))
+	row("acked / in doubt / refused", fmt.Sprintf("%d / %d / %d", c.Acked, c.AckInDoubt, c.AckRejected))
+	row("nacked / in doubt", fmt.Sprintf("%d / %d", c.Nacked, c.NackInDoubt))
+	row("lost", c.Lost)
+	row("early", c.Early)
+	row("duplicates: never acked (allowed)", c.DupUnacked)
+	row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
+	row("duplicates: after durable ack (violation)", c.DupAfterAck)
+	row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
+	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))
+	if s.CorruptTail {
+		row("corrupt-tail: files / bytes", fmt.Sprintf("%d / %d (%s)", s.Cuts, s.CutBytes, mapString(s.CutsByMode)))
+		row("violations attributable to cuts", c.CutAttributed)
+	}
+	row("drain", fmt.Sprintf("%.1f s, complete: %v", s.DrainMs/1000, s.DrainComplete))
+	row("wall time", fmt.Sprintf("%.1f s", s.WallSeconds))
+	row("violations", s.ViolationCount)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	first := true
+	for _, v := range s.Violations {
+		if !v.counts(s.Fsync) {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nFIRST VIOLATION: %s\n", v)
+			first = false
+			continue
+		}
+		fmt.Fprintf(w, "  %s\n", v)
+	}
+	if s.ViolationCount > len(s.Violations) {
+		fmt.Fprintf(w, "  ... and %d more\n", s.ViolationCount-len(s.Violations))
+	}
+	var allowed []Violation
+	for _, v := range s.Violations {
+		if v.Allowed {
+			allowed = append(allowed, v)
+		}
+	}
+	if len(allowed) > 0 {
+		fmt.Fprintf(w, "\n%d violations of kinds allowed by --allow %s (reported, not failing):\n", len(allowed), strings.Join(s.Allowed, ","))
+		for _, v := range allowed[:min(len(allowed), 10)] {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+	}
+	if c.CutAttributed > 0 && s.Fsync != "always" {
+		fmt.Fprintf(w, "\n%d violations are attributable to bytes --corrupt-tail cut under --fsync %s (allowed):\n", c.CutAttributed, s.Fsync)
+		n := 0
+		for _, v := range s.Violations {
+			if v.Cut && n < 10 {
+				fmt.Fprintf(w, "  %s\n", v)
+				n++
+			}
+		}
+	}
+	if s.WorkDir != "" {
+		fmt.Fprintf(w, "\nkept: data directory %s/data, server log %s/server.log, events %s/events.json\n", s.WorkDir, s.WorkDir, s.WorkDir)
+	}
+	if s.Failed {
+		fmt.Fprintln(w, "\nFAIL")
+	} else {
+		fmt.Fprintln(w, "\nPASS")
+	}
+	return nil
+}
+
+// WriteJSON prints the summary as one JSON object.
+func (s *Summary) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+func mapString(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	return b.String()
+}

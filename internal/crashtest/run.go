@@ -1,0 +1,529 @@
+// Package crashtest is the crash-recovery harness behind `go run
+// ./cmd/crashtest`: it runs the real hourglass binary on 127.0.0.1, loads
+// it with producers and consumers, kills it (SIGKILL, sometimes SIGTERM)
+// at random moments, optionally tears the tails of its active files,
+// restarts it on the same data directory, and at the end drains every
+// message and checks each one against what the server's RPCs answered
+// (Check). It believes nothing the server says about itself except those
+// answers, plus the clock skew it measures with the Time RPC.
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// Config is one harness run. Zero fields take the defaults below.
+type Config struct {
+	Cycles          int           // kill-restart cycles (default 12)
+	Duration        time.Duration // overall bound, drain included (default 10m)
+	Seed            uint64        // random choices derive from it (default 1)
+	SegmentDuration time.Duration // server --segment-duration (default 2s)
+	Fsync           string        // server --fsync: always, interval, none (default always)
+	CorruptTail     bool          // tear active files' tails after each SIGKILL
+	Producers       int           // default 2
+	Consumers       int           // default 2
+	Topics          int           // default 2
+	OpsPerSecond    int           // per producer (default 40)
+	Keep            bool          // keep the work directory even on success
+	// Bin is a built hourglass binary; empty: build ./cmd/hourglass of the
+	// module containing the working directory.
+	Bin string
+	// WorkDir holds the data directory and server.log; empty: a new
+	// temporary directory.
+	WorkDir string
+	// DrainGrace is how long the drain may go on after the last delivery
+	// time (default 20s); the overall Duration bounds it too.
+	DrainGrace time.Duration
+	// Allow lists violation kinds that are reported but do not fail the
+	// run (a known, open server bug), e.g. VAfterAck.
+	Allow []string
+	// Progress receives one line per cycle (nil: none).
+	Progress io.Writer
+}
+
+// Defaults.
+const (
+	DefaultCycles          = 12
+	DefaultDuration        = 10 * time.Minute
+	DefaultSeed            = 1
+	DefaultSegmentDuration = 2 * time.Second
+	DefaultFsync           = "always"
+	DefaultProducers       = 2
+	DefaultConsumers       = 2
+	DefaultTopics          = 2
+	DefaultOpsPerSecond    = 40
+	DefaultDrainGrace      = 20 * time.Second
+)
+
+func (c *Config) fill() error {
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.Cycles, DefaultCycles)
+	def(&c.Producers, DefaultProducers)
+	def(&c.Consumers, DefaultConsumers)
+	def(&c.Topics, DefaultTopics)
+	def(&c.OpsPerSecond, DefaultOpsPerSecond)
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Seed == 0 {
+		c.Seed = DefaultSeed
+	}
+	if c.SegmentDuration == 0 {
+		c.SegmentDuration = DefaultSegmentDuration
+	}
+	if c.Fsync == "" {
+		c.Fsync = DefaultFsync
+	}
+	if c.DrainGrace == 0 {
+		c.DrainGrace = DefaultDrainGrace
+	}
+	switch {
+	case c.Cycles < 1 || c.Cycles > 100_000:
+		return fmt.Errorf("--cycles %d: from 1 to 100000", c.Cycles)
+	case c.Duration < 10*time.Second:
+		return fmt.Errorf("--duration %v: at least 10s (it bounds the drain too)", c.Duration)
+	case c.SegmentDuration < time.Second || c.SegmentDuration > time.Hour || c.SegmentDuration%time.Second != 0:
+		return fmt.Errorf("--segment-duration %v: whole seconds from 1s to 1h (the server allows up to 24h; the harness waits for several)", c.SegmentDuration)
+	case c.Fsync != "always" && c.Fsync != "interval" && c.Fsync != "none":
+		return fmt.Errorf("--fsync %q: always, interval or none", c.Fsync)
+	case c.Producers < 1 || c.Producers > 64:
+		return fmt.Errorf("--producers %d: from 1 to 64", c.Producers)
+	case c.Consumers < 1 || c.Consumers > 64:
+		return fmt.Errorf("--consumers %d: from 1 to 64", c.Consumers)
+	case c.Topics < 1 || c.Topics > 16:
+		return fmt.Errorf("topics %d: from 1 to 16", c.Topics)
+	case c.OpsPerSecond < 1 || c.OpsPerSecond > 1000:
+		return fmt.Errorf("ops per second %d: from 1 to 1000", c.OpsPerSecond)
+	}
+	for _, k := range c.Allow {
+		if !slices.Contains(Kinds, k) {
+			return fmt.Errorf("--allow %q: not a violation kind; one of %s", k, strings.Join(Kinds, ", "))
+		}
+	}
+	return nil
+}
+
+// Summary is what a run reports (the table, or --json).
+type Summary struct {
+	Seed            uint64         `json:"seed"`
+	Fsync           string         `json:"fsync"`
+	SegmentDuration string         `json:"segment_duration"`
+	CorruptTail     bool           `json:"corrupt_tail"`
+	Cycles          int            `json:"cycles"`
+	Kills           int            `json:"kills"`        // SIGKILL
+	Terms           int            `json:"sigterms"`     // SIGTERM
+	KillMoments     map[string]int `json:"kill_moments"` // what the kill aimed at
+	Counts          Counts         `json:"counts"`
+	RecoveryMedian  float64        `json:"recovery_median_ms"` // start to /readyz 200, per restart
+	RecoveryMax     float64        `json:"recovery_max_ms"`
+	Restarts        int            `json:"restarts"`
+	SkewMs          float64        `json:"skew_ms"`       // largest |server - harness| measured
+	SkewBoundMs     float64        `json:"skew_bound_ms"` // skew plus half the round trip: the early check's allowance
+	Cuts            int            `json:"cuts"`
+	CutBytes        int64          `json:"cut_bytes"`
+	CutsByMode      map[string]int `json:"cuts_by_mode"`
+	DrainMs         float64        `json:"drain_ms"`
+	DrainComplete   bool           `json:"drain_complete"`
+	WallSeconds     float64        `json:"wall_seconds"`
+	Violations      []Violation    `json:"violations"` // the first 50
+	ViolationCount  int            `json:"violation_count"`
+	Failed          bool           `json:"failed"`
+	Allowed         []string       `json:"allowed_kinds,omitempty"`
+	WorkDir         string         `json:"work_dir,omitempty"` // kept: data directory and server.log
+}
+
+// errRestart ends a run whose server did not come back.
+var errRestart = errors.New("crashtest: the server did not restart")
+
+// Run runs the harness. It returns an error only when the harness itself
+// could not do its job (build, start); violations are in the Summary.
+func Run(ctx context.Context, cfg Config) (*Summary, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	work := cfg.WorkDir
+	if work == "" {
+		var err error
+		if work, err = os.MkdirTemp("", "crashtest-"); err != nil {
+			return nil, err
+		}
+	}
+	r := &runner{cfg: cfg, work: work, dataDir: filepath.Join(work, "data"), logPath: filepath.Join(work, "server.log"),
+		hist: &History{}, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6372617368)),
+		sum: &Summary{Seed: cfg.Seed, Fsync: cfg.Fsync, SegmentDuration: cfg.SegmentDuration.String(), CorruptTail: cfg.CorruptTail,
+			KillMoments: map[string]int{}, CutsByMode: map[string]int{}, Allowed: cfg.Allow}}
+	if r.cfg.Bin == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		root, err := ModuleRoot(wd)
+		if err != nil {
+			return nil, err
+		}
+		if r.cfg.Bin, err = Build(ctx, root, work); err != nil {
+			return nil, err
+		}
+	}
+	r.wl = newWorkload(&r.cfg, r.hist)
+	err := r.run(ctx)
+	if errors.Is(err, errRestart) {
+		err = nil // a violation (start-failed), not a harness error
+	}
+	r.finish(start)
+	if r.sum.Failed || cfg.Keep || err != nil {
+		r.sum.WorkDir = work
+		if werr := writeEvents(filepath.Join(work, "events.json"), r.hist.Snapshot()); werr != nil && err == nil {
+			err = werr
+		}
+	} else if cfg.WorkDir == "" {
+		os.RemoveAll(work)
+	}
+	return r.sum, err
+}
+
+type runner struct {
+	cfg                    Config
+	work, dataDir, logPath string
+	hist                   *History
+	rng                    *rand.Rand
+	wl                     *workload
+	sum                    *Summary
+	srv                    *server
+	recoveries             []time.Duration
+	skew, skewBound        time.Duration
+	mustReport             []string // cut commitlog-format files the next start must report
+	extra                  []Violation
+}
+
+func (r *runner) progress(format string, a ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", a...)
+	}
+}
+
+func (r *runner) serverArgs() []string {
+	return []string{"--segment-duration", r.cfg.SegmentDuration.String(), "--fsync", r.cfg.Fsync,
+		"--delay-levels", delayLevelsFlag, "--max-attempts", fmt.Sprint(MaxAttempts), "--max-delay", "1d",
+		"--shutdown-timeout", "5s"}
+}
+
+// startServer starts the server on the data directory and measures its
+// recovery and clock skew. cycle is the cycle about to run.
+func (r *runner) startServer(cycle int) error {
+	t0 := time.Now()
+	s, err := startServer(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), time.Minute)
+	if err == nil {
+		err = s.waitReady(time.Minute)
+		if err != nil {
+			s.kill()
+		}
+	}
+	if err != nil {
+		if cycle == 1 {
+			return err // the first start: nothing to recover, the harness cannot run
+		}
+		r.extra = append(r.extra, Violation{Kind: VStartFailed, Cycle: cycle, At: time.Now(), Detail: err.Error()})
+		return fmt.Errorf("%w: %v", errRestart, err)
+	}
+	if cycle > 1 {
+		r.recoveries = append(r.recoveries, time.Since(t0))
+	}
+	r.srv = s
+	log := s.logText()
+	for _, p := range r.mustReport {
+		if !reportsTorn(log, p) {
+			r.extra = append(r.extra, Violation{Kind: VUnreported, Cycle: cycle, At: time.Now(),
+				Detail: fmt.Sprintf("the server started without reporting the torn tail written to %s", p)})
+		}
+	}
+	r.mustReport = nil
+	return r.measureSkew()
+}
+
+// reportsTorn reports whether a log line about a torn tail names path.
+func reportsTorn(log, path string) bool {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "torn tail") && strings.Contains(line, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// measureSkew asks the server's Time three times and keeps the sample
+// with the shortest round trip: skew = server - midpoint, bound = |skew| +
+// half the round trip.
+func (r *runner) measureSkew() error {
+	c := r.wl.client(r.srv.addr)
+	best := time.Duration(-1)
+	var skew time.Duration
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		t0 := time.Now()
+		res, err := c.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{}))
+		t1 := time.Now()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("crashtest: Time: %w", err)
+		}
+		rtt := t1.Sub(t0)
+		if best < 0 || rtt < best {
+			best = rtt
+			skew = res.Msg.Now.AsTime().Sub(t0.Add(rtt / 2))
+		}
+	}
+	r.skew = max(r.skew, skew.Abs())
+	r.skewBound = max(r.skewBound, skew.Abs()+best/2)
+	return nil
+}
+
+func (r *runner) run(ctx context.Context) error {
+	if err := os.MkdirAll(r.work, 0o755); err != nil {
+		return err
+	}
+	seg := r.cfg.SegmentDuration
+	// Reserve time for the drain: the farthest delivery time is about 6
+	// segment durations after the last Schedule, plus nack delays.
+	reserve := 8*seg + r.cfg.DrainGrace
+	for cycle := 1; cycle <= r.cfg.Cycles; cycle++ {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < reserve+4*seg {
+			r.progress("stopping after %d cycles: --duration leaves only the drain's time", cycle-1)
+			break
+		}
+		if err := r.ensureServer(cycle); err != nil {
+			return err
+		}
+		r.sum.Cycles = cycle
+		r.cycle(ctx, cycle)
+	}
+	if err := r.ensureServer(r.cfg.Cycles + 1); err != nil {
+		return err
+	}
+	return r.drain(ctx)
+}
+
+// ensureServer starts the server unless it runs.
+func (r *runner) ensureServer(cycle int) error {
+	if r.srv != nil {
+		return nil
+	}
+	return r.startServer(cycle)
+}
+
+// cycle loads the server, stops it at a random moment and damages it if
+// asked; the next cycle (or the drain) restarts it.
+func (r *runner) cycle(ctx context.Context, cycle int) {
+	seg := r.cfg.SegmentDuration
+	lead := seg / 6 // the server's default --preload-lead for short segments
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	c := r.wl.client(r.srv.addr)
+	for i := range r.cfg.Producers {
+		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|uint64(i)))
+		wg.Go(func() { r.wl.produce(wctx, c, cycle, i, rng) })
+	}
+	for i := range r.cfg.Consumers {
+		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
+		wg.Go(func() { r.wl.consume(wctx, c, cycle, i, rng, false) })
+	}
+
+	// When to stop: anywhere, or aimed at a bucket boundary (rotation,
+	// firing of everything scheduled on the edge, retention of the bucket
+	// before) or at a preload (lead before a boundary).
+	now := time.Now()
+	segMs := seg.Milliseconds()
+	min := now.Add(seg / 2)
+	nextEdge := func(from time.Time) time.Time {
+		return time.UnixMilli((from.UnixMilli()/segMs + 1) * segMs)
+	}
+	var when time.Time
+	moment := ""
+	jitter := time.Duration(r.rng.IntN(61)-30) * time.Millisecond
+	switch k := r.rng.IntN(10); {
+	case k < 4:
+		moment = "anywhere"
+		when = min.Add(time.Duration(r.rng.Int64N(int64(2 * seg))))
+	case k < 7:
+		moment = "bucket-boundary"
+		when = nextEdge(min.Add(time.Duration(r.rng.Int64N(int64(seg))))).Add(jitter)
+	default:
+		moment = "preload"
+		when = nextEdge(min.Add(lead).Add(time.Duration(r.rng.Int64N(int64(seg))))).Add(-lead + jitter)
+	}
+	term := r.rng.IntN(5) == 0
+	sleep(ctx, time.Until(when))
+	r.sum.KillMoments[moment]++
+	sig := "SIGKILL"
+	if term {
+		sig = "SIGTERM"
+		r.sum.Terms++
+		if err := r.srv.terminate(20 * time.Second); err != nil {
+			r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: cycle, At: time.Now(), Detail: err.Error()})
+		}
+	} else {
+		r.sum.Kills++
+		r.srv.kill()
+	}
+	r.srv = nil
+	stop()
+	wg.Wait()
+	cuts := ""
+	if r.cfg.CorruptTail && !term {
+		cuts = r.corrupt(cycle)
+	}
+	ev := r.hist.Snapshot()
+	r.progress("cycle %d/%d: %s at %s (%s)%s; %d scheduled, %d deliveries so far",
+		cycle, r.cfg.Cycles, sig, time.Since(now).Round(time.Millisecond), moment, cuts, len(ev.Schedules), len(ev.Deliveries))
+}
+
+// corrupt damages the active files after a SIGKILL.
+func (r *runner) corrupt(cycle int) string {
+	targets, err := findTargets(r.dataDir)
+	if err != nil {
+		r.progress("cycle %d: listing the data directory: %v", cycle, err)
+		return ""
+	}
+	var done []string
+	for i, tg := range targets {
+		if i > 0 && r.rng.IntN(2) == 0 { // the engine's commitlog always, the rest by chance
+			continue
+		}
+		c, err := damage(tg, r.rng, r.cfg.Fsync != "always")
+		if err != nil {
+			r.progress("cycle %d: damaging %s: %v", cycle, tg.path, err)
+			continue
+		}
+		if c.Mode == "" {
+			continue
+		}
+		c.Cycle, c.At = cycle, time.Now()
+		r.hist.AddCut(c)
+		r.sum.Cuts++
+		r.sum.CutBytes += c.Bytes
+		r.sum.CutsByMode[c.Mode]++
+		if tg.prealloc && c.Torn {
+			r.mustReport = append(r.mustReport, tg.path)
+		}
+		rel, _ := filepath.Rel(r.dataDir, tg.path)
+		done = append(done, fmt.Sprintf("%s %s %dB", c.Mode, rel, c.Bytes))
+	}
+	if len(done) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(done, ", ")
+}
+
+// drain restarts nothing: it runs consumers that ack everything until
+// every acknowledged message is delivered and acked, or the deadline.
+func (r *runner) drain(ctx context.Context) error {
+	if r.srv == nil {
+		return errors.New("crashtest: no server to drain")
+	}
+	t0 := time.Now()
+	ev := r.hist.Snapshot()
+	var last time.Time
+	for _, s := range ev.Schedules {
+		if s.NotBefore.After(last) {
+			last = s.NotBefore
+		}
+	}
+	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
+	dctx, stop := context.WithDeadline(ctx, deadline)
+	defer stop()
+	var wg sync.WaitGroup
+	c := r.wl.client(r.srv.addr)
+	for i := range r.cfg.Consumers {
+		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd0000|uint64(i)))
+		wg.Go(func() { r.wl.consume(dctx, c, r.cfg.Cycles+1, i, rng, true) })
+	}
+	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
+	complete := false
+	for dctx.Err() == nil {
+		sleep(dctx, 250*time.Millisecond)
+		if time.Now().Before(last) {
+			continue
+		}
+		res := Check(r.hist.Snapshot(), CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound})
+		if len(res.Pending) == 0 {
+			complete = true
+			// A short quiet period lets late duplicates show themselves.
+			sleep(dctx, time.Second)
+			break
+		}
+	}
+	stop()
+	wg.Wait()
+	r.sum.DrainComplete = complete
+	r.sum.DrainMs = ms(time.Since(t0))
+	if err := r.srv.terminate(20 * time.Second); err != nil {
+		r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "final stop: " + err.Error()})
+	}
+	return nil
+}
+
+func (r *runner) finish(start time.Time) {
+	res := Check(r.hist.Snapshot(), CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound})
+	s := r.sum
+	s.Counts = res.Counts
+	all := append(res.Violations, r.extra...)
+	slices.SortStableFunc(all, func(a, b Violation) int { return a.At.Compare(b.At) })
+	// A restart that failed ends the run: the messages it strands are
+	// reported as lost too, but the failed start is what to look at first.
+	if i := slices.IndexFunc(all, func(v Violation) bool { return v.Kind == VStartFailed }); i > 0 {
+		v := all[i]
+		all = slices.Insert(slices.Delete(all, i, i+1), 0, v)
+	}
+	counting := 0
+	for i, v := range all {
+		if slices.Contains(r.cfg.Allow, v.Kind) {
+			all[i].Allowed = true
+		} else if !v.Cut || r.cfg.Fsync == "always" {
+			counting++
+		}
+	}
+	s.ViolationCount = len(all)
+	s.Failed = counting > 0
+	s.Violations = all[:min(len(all), 50)]
+	if len(r.recoveries) > 0 {
+		d := slices.Clone(r.recoveries)
+		slices.Sort(d)
+		s.RecoveryMedian, s.RecoveryMax = ms(d[len(d)/2]), ms(d[len(d)-1])
+	}
+	s.Restarts = len(r.recoveries)
+	s.SkewMs, s.SkewBoundMs = ms(r.skew), ms(r.skewBound)
+	s.WallSeconds = time.Since(start).Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// FirstViolation returns the earliest violation that fails the run.
+func (s *Summary) FirstViolation() (Violation, bool) {
+	for _, v := range s.Violations {
+		if v.counts(s.Fsync) {
+			return v, true
+		}
+	}
+	return Violation{}, false
+}

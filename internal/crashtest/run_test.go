@@ -1,0 +1,60 @@
+package crashtest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRunRealServer runs the harness for real: it builds hourglass, runs
+// three kill-restart cycles with torn tails on one-second buckets, drains,
+// and checks that the harness did its job (kills, restarts, deliveries, a
+// complete drain, measured recovery and skew) and that the server broke no
+// promise. Bounded by a 90 s context; about 20-30 s on 2 cores.
+func TestRunRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and SIGKILLs the real server for ~25 s; run without -short")
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, Config{
+		Cycles: 3, Seed: 11, SegmentDuration: time.Second, CorruptTail: true,
+		Producers: 1, Consumers: 2, OpsPerSecond: 20, DrainGrace: 15 * time.Second,
+		Duration: 90 * time.Second, WorkDir: work,
+		// TODO(crashtest): the queue hands out again a message whose Ack
+		// was answered OK when the engine delivered it twice across a
+		// SIGKILL (a second queue-log record with the same ID); reported
+		// in the crashtest task's report. Remove once fixed.
+		Allow: []string{VAfterAck},
+	})
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	for _, v := range sum.Violations {
+		t.Logf("violation: %s (allowed %v)", v, v.Allowed)
+	}
+	if sum.Failed {
+		v, _ := sum.FirstViolation()
+		t.Errorf("the server broke a promise: %s (data kept in %s)", v, sum.WorkDir)
+	}
+	c := sum.Counts
+	if sum.Cycles != 3 || sum.Kills+sum.Terms != 3 || sum.Restarts != 3 {
+		t.Errorf("cycles %d, kills %d + SIGTERMs %d, restarts %d; want 3, 3 in all, 3", sum.Cycles, sum.Kills, sum.Terms, sum.Restarts)
+	}
+	if c.Scheduled < 50 || c.Delivered < c.Scheduled-c.Cancelled || !sum.DrainComplete {
+		t.Errorf("scheduled %d, delivered %d, cancelled %d, drain complete %v: the load or the drain did not happen",
+			c.Scheduled, c.Delivered, c.Cancelled, sum.DrainComplete)
+	}
+	if sum.Kills > 0 && sum.Cuts == 0 {
+		t.Errorf("%d SIGKILLs with --corrupt-tail, no file damaged", sum.Kills)
+	}
+	if sum.RecoveryMax <= 0 || sum.RecoveryMedian > sum.RecoveryMax || sum.SkewBoundMs <= 0 {
+		t.Errorf("recovery median %v max %v, skew bound %v: not measured", sum.RecoveryMedian, sum.RecoveryMax, sum.SkewBoundMs)
+	}
+	if _, err := os.Stat(filepath.Join(work, "server.log")); err != nil {
+		t.Errorf("no server log: %v", err)
+	}
+}
