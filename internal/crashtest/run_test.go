@@ -24,11 +24,6 @@ func TestRunRealServer(t *testing.T) {
 		Cycles: 3, Seed: 11, SegmentDuration: time.Second, CorruptTail: true,
 		Producers: 1, Consumers: 2, OpsPerSecond: 20, DrainGrace: 15 * time.Second,
 		Duration: 90 * time.Second, WorkDir: work,
-		// TODO(crashtest): the queue hands out again a message whose Ack
-		// was answered OK when the engine delivered it twice across a
-		// SIGKILL (a second queue-log record with the same ID); reported
-		// in the crashtest task's report. Remove once fixed.
-		Allow: []string{VAfterAck},
 	})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
