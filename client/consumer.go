@@ -86,6 +86,9 @@ func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	return wrap("Ack", err)
 }
 
+// maxAckBatch is the server's limit of receipts per AckBatch.
+const maxAckBatch = 1000
+
 // AckBatch acks deliveries of one topic by receipt with one call and one
 // fsync on the server. It returns one error per delivery (nil: acked); err
 // is for the whole call, when none was acked. At most 1000 at a time.
@@ -188,6 +191,41 @@ func (c *Client) Consume(ctx context.Context, topic string, handler func(context
 			o.OnError(err)
 		}
 	}
+	// Successful deliveries are acked by one goroutine, which acks all
+	// that wait in one AckBatch call (one fsync on the server).
+	acks := make(chan Delivery, 2*o.Concurrency)
+	ackerDone := make(chan struct{})
+	go func() {
+		defer close(ackerDone)
+		for d := range acks {
+			batch := []Delivery{d}
+		more:
+			for len(batch) < maxAckBatch {
+				select {
+				case d, ok := <-acks:
+					if !ok {
+						break more
+					}
+					batch = append(batch, d)
+				default:
+					break more
+				}
+			}
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if len(batch) == 1 || batch[0].Receipt == "" {
+				for _, d := range batch {
+					report(c.Ack(actx, d))
+				}
+			} else {
+				res, err := c.AckBatch(actx, batch)
+				report(err)
+				for _, e := range res {
+					report(e)
+				}
+			}
+			cancel()
+		}
+	}()
 	work := make(chan Delivery)
 	var wg sync.WaitGroup
 	for range o.Concurrency {
@@ -197,18 +235,22 @@ func (c *Client) Consume(ctx context.Context, topic string, handler func(context
 			for d := range work {
 				err := handler(ctx, d)
 				// Record the outcome even when ctx has just ended.
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				if err == nil {
-					report(c.Ack(actx, d))
-				} else {
-					report(c.Nack(actx, d, o.RetryDelay(d.Attempt+1)))
+					acks <- d
+					continue
 				}
+				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				report(c.Nack(actx, d, o.RetryDelay(d.Attempt+1)))
 				cancel()
 			}
 		}()
 	}
-	defer wg.Wait()
-	defer close(work)
+	defer func() {
+		close(work)
+		wg.Wait()
+		close(acks)
+		<-ackerDone
+	}()
 
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {

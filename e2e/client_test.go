@@ -26,6 +26,7 @@ func TestClient(t *testing.T) {
 	t.Run("consumer_nack_retry", func(t *testing.T) { t.Parallel(); testClientNack(t, p) })
 	t.Run("errors_keep_codes", func(t *testing.T) { t.Parallel(); testClientErrors(t, p) })
 	t.Run("ack_batch", func(t *testing.T) { t.Parallel(); testClientAckBatch(t, p) })
+	t.Run("consume_acks_in_batches", func(t *testing.T) { t.Parallel(); testClientConsumeBatchesAcks(t, p) })
 }
 
 func testClientAckBatch(t *testing.T, p *proc) {
@@ -281,5 +282,64 @@ func testClientErrors(t *testing.T, p *proc) {
 	err = newClient(p).Consume(ctx, "bad topic", func(context.Context, client.Delivery) error { return nil }, client.ConsumeOptions{})
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Errorf("Consume(bad topic): %v, want InvalidArgument", err)
+	}
+}
+
+// countCalls counts unary calls by procedure as they leave the client.
+type countCalls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (cc *countCalls) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		cc.mu.Lock()
+		cc.n[req.Spec().Procedure]++
+		cc.mu.Unlock()
+		return next(ctx, req)
+	}
+}
+func (cc *countCalls) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+func (cc *countCalls) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// testClientConsumeBatchesAcks: Consume acks what its handlers finished
+// together, in AckBatch calls, and every message ends acked.
+func testClientConsumeBatchesAcks(t *testing.T, p *proc) {
+	cc := &countCalls{n: map[string]int{}}
+	c := newClient(p, client.WithConnectOptions(connect.WithInterceptors(cc)))
+	ctx := ctxT(t)
+	const n = 300
+	prod := client.NewProducer(c, client.ProducerOptions{})
+	for i := range n {
+		prod.Send(ctx, client.Message{Topic: "c-consume-acks", Body: []byte(fmt.Sprint(i))})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prod.Close()
+	var got atomic.Int64
+	cctx, stop := context.WithCancel(ctx)
+	err := c.Consume(cctx, "c-consume-acks", func(context.Context, client.Delivery) error {
+		if got.Add(1) == n {
+			stop()
+		}
+		return nil
+	}, client.ConsumeOptions{Concurrency: 8, MaxMessages: 100, Wait: 5 * time.Second,
+		OnError: func(err error) { t.Errorf("consume: %v", err) }})
+	if err != nil || got.Load() != n {
+		t.Fatalf("Consume: %v after %d of %d", err, got.Load(), n)
+	}
+	cc.mu.Lock()
+	acks, batches := cc.n[hourglassv1connect.HourglassServiceAckProcedure], cc.n[hourglassv1connect.HourglassServiceAckBatchProcedure]
+	cc.mu.Unlock()
+	if batches == 0 || acks+batches >= n {
+		t.Errorf("%d Ack and %d AckBatch calls for %d messages: acks were not batched", acks, batches, n)
+	}
+	if ds, err := c.Receive(ctx, "c-consume-acks", client.ReceiveOptions{MaxMessages: 10, Wait: 300 * time.Millisecond}); err != nil || len(ds) != 0 {
+		t.Errorf("after Consume: %d messages back, %v; want none (all acked)", len(ds), err)
 	}
 }
