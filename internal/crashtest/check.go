@@ -101,6 +101,7 @@ type Counts struct {
 	Cancelled        int `json:"cancelled"`          // Cancels answered "cancelled"
 	CancelOther      int `json:"cancel_other"`       // answered already-delivered or unknown
 	CancelInDoubt    int `json:"cancel_in_doubt"`
+	CancelledInDoubt int `json:"cancelled_in_doubt"` // never delivered after a Cancel in doubt: it took effect
 	Acked            int `json:"acked"`
 	AckInDoubt       int `json:"ack_in_doubt"`
 	AckRejected      int `json:"ack_rejected"` // not leased any more (lease ran out)
@@ -166,7 +167,8 @@ type keyState struct {
 //     VAfterCancel; one returned before it (the server had handed it out
 //     already, or concurrently) is VCancelUntruthful. Both break I7:
 //     the engine decides cancel and fire atomically, so there is no
-//     legitimate overlap. A Cancel in doubt allows either.
+//     legitimate overlap. A Cancel in doubt allows either: delivered, or
+//     never delivered (not lost; counted in CancelledInDoubt).
 //   - Nothing may arrive before NotBefore - SkewBound - Precision; a retry
 //     (ID != origin) not before the earliest Nack-with-delay sent before it
 //     plus its delay.
@@ -411,6 +413,13 @@ func Check(ev Events, p CheckParams) Result {
 		var v *Violation
 		switch last {
 		case -1:
+			if cancelInDoubt(s.cancels) {
+				// The Cancel may have taken effect before the server died
+				// (its record durable, the answer lost): never delivered is
+				// one of its two allowed outcomes.
+				c.CancelledInDoubt++
+				break
+			}
 			detail := fmt.Sprintf("Schedule answered OK (%s, due %s) and never delivered", sc.Kind, sc.NotBefore.UTC().Format("15:04:05.000"))
 			for _, x := range s.cancels {
 				if x.Outcome == OK {
@@ -480,4 +489,15 @@ func seqOf(id string) int64 {
 		return -1
 	}
 	return int64(v)
+}
+
+// cancelInDoubt reports whether a Cancel of the message failed in a way
+// that leaves its effect unknown.
+func cancelInDoubt(cs []*Cancel) bool {
+	for _, x := range cs {
+		if x.Outcome == InDoubt {
+			return true
+		}
+	}
+	return false
 }

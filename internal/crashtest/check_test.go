@@ -65,6 +65,8 @@ func clean() *hb {
 		settle("j", "J", Ack, 0, Rejected, 111, 112)
 	// k: rejected Schedule (server down), never delivered.
 	b.sched("k", "", Rejected, 0, 100)
+	// l: cancel in doubt that took effect: never delivered, not lost.
+	b.sched("l", "L", OK, 0, 100).cancel("l", "L", InDoubt, CancelNone, 50, 60)
 	return b
 }
 
@@ -74,8 +76,8 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 		t.Fatalf("clean history: %v", res.Violations)
 	}
 	c := res.Counts
-	want := Counts{Scheduled: 8, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 8, Deliveries: 12,
-		Cancelled: 1, CancelOther: 1, CancelInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 1,
+	want := Counts{Scheduled: 9, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 8, Deliveries: 12,
+		Cancelled: 1, CancelOther: 1, CancelInDoubt: 2, CancelledInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 1,
 		DupUnacked: 2, DupAckInDoubt: 1}
 	if c != want {
 		t.Errorf("counts\n got %+v\nwant %+v", c, want)

@@ -24,7 +24,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("schedule in doubt / of them delivered", fmt.Sprintf("%d / %d", c.ScheduleInDoubt, c.InDoubtDelivered))
 	row("schedule rejected (server down)", c.ScheduleRejected)
 	row("delivered (messages / deliveries)", fmt.Sprintf("%d / %d", c.Delivered, c.Deliveries))
-	row("cancelled / other answers / in doubt", fmt.Sprintf("%d / %d / %d", c.Cancelled, c.CancelOther, c.CancelInDoubt))
+	row("cancelled / other answers / in doubt (of them never delivered)", fmt.Sprintf("%d / %d / %d (%d)", c.Cancelled, c.CancelOther, c.CancelInDoubt, c.CancelledInDoubt))
 	row("acked / in doubt / refused", fmt.Sprintf("%d / %d / %d", c.Acked, c.AckInDoubt, c.AckRejected))
 	row("nacked / in doubt", fmt.Sprintf("%d / %d", c.Nacked, c.NackInDoubt))
 	row("lost", c.Lost)
