@@ -714,6 +714,12 @@ func (l *Log) fail(err error) {
 }
 
 // waitVisible blocks until readers can see end, or the log fails or closes.
+// WaitVisible returns once readers can see every record before offset end
+// (EndOffset >= end), or with the log's sticky error, or ErrClosed. Under
+// SyncAlways that is already so when Append returns; under SyncInterval it
+// takes until the next fsync.
+func (l *Log) WaitVisible(end int64) error { return l.waitVisible(end) }
+
 func (l *Log) waitVisible(end int64) error {
 	l.waiters.Add(1)
 	defer l.waiters.Add(-1)

@@ -776,3 +776,30 @@ func TestRedeliveryAfterRestartIsDropped(t *testing.T) {
 	}
 	q.Close()
 }
+
+// TestIntervalWakesReceiveWhenVisible: under the interval policy the
+// queue log's readers see a record only after the next fsync; a waiting
+// Receive must get a delivered message then, not at the end of its wait.
+func TestIntervalWakesReceiveWhenVisible(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQ(t, t.TempDir(), func(o *Options) { o.Fsync = commitlog.SyncInterval })
+		defer q.Close()
+		deliver(t, q, "t", "first") // creates the topic
+		recv(t, q, "t", 1, time.Minute)
+		got := make(chan []Message, 1)
+		go func() {
+			ms, _ := q.Receive(context.Background(), "t", 10, 20*time.Second, time.Minute)
+			got <- ms
+		}()
+		synctest.Wait()
+		start := time.Now()
+		deliver(t, q, "t", "second")
+		ms := <-got
+		if len(ms) != 1 || string(ms[0].Body) != "second" {
+			t.Fatalf("got %q", bodies(ms))
+		}
+		if waited := time.Since(start); waited > 2*commitlog.DefaultSyncInterval {
+			t.Fatalf("Receive got the message %v after Deliver; the interval is %v", waited, commitlog.DefaultSyncInterval)
+		}
+	})
+}

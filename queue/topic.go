@@ -188,6 +188,16 @@ func (t *topic) append(recs [][]byte) error {
 		var err error
 		offs, err = t.log.Append(offs[:0], crecs...)
 		if err == nil {
+			// Receives read only what the log made visible, which under
+			// SyncInterval is after its next fsync: waking them before
+			// would let them find nothing and sleep out their long poll.
+			// Waiting here also keeps Deliver from returning (and the
+			// engine from recording the messages done) before the queue
+			// holds them durably.
+			last := len(offs) - 1
+			err = t.log.WaitVisible(offs[last] + int64(record.Size(len(crecs[last].Payload))))
+		}
+		if err == nil {
 			last := len(offs) - 1
 			t.mu.Lock()
 			t.end = offs[last] + int64(record.Size(len(crecs[last].Payload)))
