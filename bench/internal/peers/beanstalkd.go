@@ -17,9 +17,9 @@ func beanstalkdSystem(cfg Config, fsyncEach bool) System {
 	}
 	return System{
 		Name: "beanstalkd", Variant: variant, Durability: dur,
-		Delivery: "at least once (reserve, then delete; TTR 60 s)",
+		Delivery: "at least once (reserve, then delete; TTR = the redelivery timeout)",
 		Notes: "one tube; a put's delay is whole seconds on the wire, so it is ceil(deliverAt - now) s: never early, up to 1 s late by design. " +
-			"The protocol client answers one command at a time, so a producer's batch is that many puts in a row on its connection; " +
+			"The protocol client answers one command at a time, so a producer's batch is that many puts in a row on its connection (a retry resumes at the failed put); " +
 			"consumers reserve-with-timeout 1 s, then delete, each on its own connection",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
@@ -30,7 +30,7 @@ func beanstalkdSystem(cfg Config, fsyncEach bool) System {
 			s.ready = func(ctx context.Context) error { return tcpReady(ctx, s.Addr()) }
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return NewBeanstalkd(s.Addr()), nil },
+		newDriver: func(s *Server) (Driver, error) { b := NewBeanstalkd(s.Addr()); b.TTR = cfg.Redeliver; return b, nil },
 	}
 }
 
@@ -38,11 +38,13 @@ func beanstalkdSystem(cfg Config, fsyncEach bool) System {
 type Beanstalkd struct {
 	addr, tube string
 	now        func() time.Time
+	// TTR of each job: reserved and not deleted within it, it is ready again.
+	TTR time.Duration
 }
 
 // NewBeanstalkd returns a driver on addr with a tube of its own.
 func NewBeanstalkd(addr string) *Beanstalkd {
-	return &Beanstalkd{addr: addr, tube: uniqueName("hg"), now: time.Now}
+	return &Beanstalkd{addr: addr, tube: uniqueName("hg"), now: time.Now, TTR: 60 * time.Second}
 }
 
 // Setup does nothing: a tube exists once used.
@@ -86,6 +88,11 @@ func BeanstalkDelay(deliverAt, now time.Time) time.Duration {
 type bsProducer struct {
 	b *Beanstalkd
 	c *beanstalk.Conn
+	// A batch that failed part way: a retry of the same batch (same first
+	// ID) resumes at the put that failed instead of putting the answered
+	// ones again, as a user retrying one failed put would.
+	failedFirst uint64
+	failedDone  int
 }
 
 func (p *bsProducer) Produce(ctx context.Context, msgs []Msg) error {
@@ -97,13 +104,20 @@ func (p *bsProducer) Produce(ctx context.Context, msgs []Msg) error {
 		p.c = c
 	}
 	t := beanstalk.NewTube(p.c, p.b.tube)
-	for _, m := range msgs {
+	from := 0
+	if len(msgs) > 0 && p.failedDone > 0 && msgs[0].ID == p.failedFirst {
+		from = p.failedDone
+	}
+	p.failedDone = 0
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if _, err := t.Put(m.Body, 1024, BeanstalkDelay(m.DeliverAt, p.b.now()), 60*time.Second); err != nil {
+		if _, err := t.Put(m.Body, 1024, BeanstalkDelay(m.DeliverAt, p.b.now()), p.b.TTR); err != nil {
 			p.c.Close()
 			p.c = nil
+			p.failedFirst, p.failedDone = msgs[0].ID, i
 			return err
 		}
 	}

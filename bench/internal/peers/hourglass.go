@@ -23,7 +23,7 @@ func hourglassSystem(cfg Config, fsync string) System {
 	return System{
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
-		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at; consumers Receive up to 100 (1 s long poll, 60 s lease), " +
+		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
 			"then Ack each in the background, at most 32 Acks in flight per consumer (like NATS's asynchronous Ack)",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
@@ -44,7 +44,7 @@ func hourglassSystem(cfg Config, fsync string) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return NewHourglass(s.Addr()), nil },
+		newDriver: func(s *Server) (Driver, error) { h := NewHourglass(s.Addr()); h.Lease = cfg.Redeliver; return h, nil },
 	}
 }
 
@@ -53,6 +53,8 @@ type Hourglass struct {
 	c     *client.Client
 	tr    *http.Transport
 	topic string
+	// Lease of each received message (0: the server's default).
+	Lease time.Duration
 }
 
 // NewHourglass returns a driver on addr with a topic of its own.
@@ -101,7 +103,7 @@ func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(err
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: 100, Wait: time.Second, Lease: time.Minute})
+		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: 100, Wait: time.Second, Lease: c.h.Lease})
 		if err != nil {
 			if ctx.Err() == nil {
 				onErr(err)

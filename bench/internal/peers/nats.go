@@ -19,7 +19,7 @@ func natsSystem(cfg Config, syncAlways bool) System {
 	}
 	return System{
 		Name: "nats", Variant: variant, Durability: dur,
-		Delivery: "at least once (durable pull consumer, explicit ack)",
+		Delivery: "at least once (durable pull consumer, explicit ack, AckWait = the redelivery timeout)",
 		Notes: "JetStream message schedules on a file stream with AllowMsgSchedules: each message is published on its own subject " +
 			"<stream>.sched.<id> (one schedule per subject) with Nats-Schedule: @at <RFC 3339 with nanoseconds> and Nats-Schedule-Target: <stream>.fire; " +
 			"producers publish a batch asynchronously and wait for every PubAck; consumers Fetch up to 100 (1 s wait) from one durable consumer on <stream>.fire and Ack each",
@@ -46,7 +46,13 @@ func natsSystem(cfg Config, syncAlways bool) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return NewNats(s.Addr()) },
+		newDriver: func(s *Server) (Driver, error) {
+			n, err := NewNats(s.Addr())
+			if n != nil {
+				n.AckWait = cfg.Redeliver
+			}
+			return n, err
+		},
 	}
 }
 
@@ -56,6 +62,8 @@ type Nats struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream string
+	// AckWait of the durable consumer (0: the server's default, 30 s).
+	AckWait time.Duration
 }
 
 // NewNats connects a driver to addr, with a stream of its own.
@@ -106,6 +114,7 @@ func (n *Nats) Setup(ctx context.Context) error {
 		Durable:       "consumers",
 		FilterSubject: n.fire(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       n.AckWait,
 	})
 	return err
 }

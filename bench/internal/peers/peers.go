@@ -92,6 +92,10 @@ type Config struct {
 	// PollInterval is how long the polling consumers (Redis, PostgreSQL)
 	// wait after a poll that found nothing due.
 	PollInterval time.Duration
+	// Redeliver is how long an at-least-once system waits for an ack
+	// before it delivers a message again: Hourglass's lease, beanstalkd's
+	// TTR, the NATS consumer's AckWait. The same for all three.
+	Redeliver time.Duration
 }
 
 // Systems returns every system and setting the benchmark compares, the

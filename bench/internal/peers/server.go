@@ -26,8 +26,8 @@ type Server struct {
 	// Log receives the process's stdout and stderr.
 	Log string
 
-	init    func() error             // once, before the first start (initdb)
-	command func() *exec.Cmd         // the process to start, as it is restarted too
+	init    func() error                // once, before the first start (initdb)
+	command func() *exec.Cmd            // the process to start, as it is restarted too
 	ready   func(context.Context) error // answers once the server serves
 	inited  bool
 	cmd     *exec.Cmd
