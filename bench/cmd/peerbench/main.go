@@ -150,7 +150,7 @@ func run(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	meta := report.Meta{
-		Command: "cd bench && go run ./cmd/peerbench " + strings.Join(os.Args[1:], " "),
+		Command: "cd bench && go run ./cmd/peerbench " + shellJoin(os.Args[1:]),
 		Start:   time.Now(), Scale: o.Scale, Reps: c.Int("reps"), Options: o,
 		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"),
 		LoadStart: loadavg(), Machine: machine(), Versions: versions(cfg),
@@ -220,6 +220,21 @@ func run(c *cli.Context) error {
 	return ctx.Err()
 }
 
+// shellJoin quotes each argument that needs it for a POSIX shell.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:@%+", r))
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
@@ -229,7 +244,10 @@ func splitList(s string) []string {
 }
 
 func summary(r workload.Result) string {
-	s := fmt.Sprintf("%s: acked %d/%d delivered %d, lost %d, dup %d, early %d", r.End, r.Acked, r.Messages, r.Delivered, r.Lost, r.Duplicates, r.Early)
+	s := fmt.Sprintf("%s: acked %d/%d", r.End, r.Acked, r.Messages)
+	if r.Workload != "W3" { // W3 consumes nothing
+		s += fmt.Sprintf(" delivered %d, lost %d, dup %d, early %d", r.Delivered, r.Lost, r.Duplicates, r.Early)
+	}
 	switch r.Workload {
 	case "W1", "W4":
 		s += fmt.Sprintf(", produce %.0f/s, lateness p50 %v p99 %v max %v", r.ProducePerSec, r.LatenessP50.Round(time.Microsecond), r.LatenessP99.Round(time.Microsecond), r.LatenessMax.Round(time.Microsecond))
