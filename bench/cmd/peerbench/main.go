@@ -49,7 +49,8 @@ Workloads (counts are the issue's times --scale):
   W4  crash: W1 with the server killed with SIGKILL once half is acknowledged,
       restarted on the same data: lost and duplicated messages
 
-The machine has 2 cores: try --scale 0.02 --reps 1 first (about 6 minutes).`
+The machine has 2 cores: try --scale 0.01 --reps 1 --min-delay 2s --max-delay 6s first
+(about 7 minutes); the defaults take about an hour.`
 
 func main() {
 	app := &cli.App{
@@ -257,7 +258,8 @@ func summary(r workload.Result) string {
 	case "W2":
 		s += fmt.Sprintf(", drain %.2fs, late production %v", r.DrainSeconds, r.LateProduction)
 	case "W3":
-		s += fmt.Sprintf(", produce %.0f/s, RSS %d→%d MiB, PSS %d→%d MiB, disk %d→%d MiB", r.ProducePerSec, r.RSSBefore>>20, r.RSSAfter>>20, r.PSSBefore>>20, r.PSSAfter>>20, r.DiskBefore>>20, r.DiskAfter>>20)
+		s += fmt.Sprintf(", produce %.0f/s, RSS %d→%d MiB (anon %d→%d), PSS %d→%d MiB, disk %d→%d MiB", r.ProducePerSec,
+			r.RSSBefore>>20, r.RSSAfter>>20, r.AnonBefore>>20, r.AnonAfter>>20, r.PSSBefore>>20, r.PSSAfter>>20, r.DiskBefore>>20, r.DiskAfter>>20)
 	}
 	return s
 }

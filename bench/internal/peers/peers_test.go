@@ -177,8 +177,8 @@ func TestServerProcess(t *testing.T) {
 	}
 	pid := s.PID()
 	m, err := s.Memory()
-	if err != nil || m.RSS <= 0 || m.PSS <= 0 {
-		t.Fatalf("memory %+v, %v; want RSS and PSS above 0", m, err)
+	if err != nil || m.RSS <= 0 || m.PSS <= 0 || m.Anon <= 0 || m.Anon > m.RSS {
+		t.Fatalf("memory %+v, %v; want RSS, PSS and anonymous RSS above 0, anonymous at most RSS", m, err)
 	}
 	if got := s.PIDs(); len(got) != 1 || got[0] != pid {
 		t.Fatalf("PIDs %v, want [%d]", got, pid)

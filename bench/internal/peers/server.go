@@ -176,6 +176,10 @@ func processTree(pid int) []int {
 type Memory struct {
 	// RSS of the main process (VmRSS), bytes.
 	RSS int64
+	// Anon is the part of RSS that is anonymous memory (RssAnon): heap and
+	// stacks, as opposed to mapped files (page cache that the kernel can
+	// drop) and shared memory.
+	Anon int64
 	// PSS summed over the process tree (smaps_rollup), bytes: shared pages
 	// (PostgreSQL's shared buffers) counted once across its processes.
 	PSS int64
@@ -192,6 +196,9 @@ func (s *Server) Memory() (Memory, error) {
 		return m, err
 	}
 	m.RSS = rss
+	if m.Anon, err = procField(fmt.Sprintf("/proc/%d/status", s.PID()), "RssAnon:"); err != nil {
+		return m, err
+	}
 	for _, pid := range s.PIDs() {
 		pss, err := procField(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:")
 		if err == nil {

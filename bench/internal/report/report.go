@@ -242,22 +242,24 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 	if g := gs["W3"]; len(g) > 0 {
 		p("## W3 backlog: messages due 1 to 30 days ahead, nothing consumed\n\n")
 		p("Memory is read from `/proc` a settle time of %v after the last acknowledgement: RSS is the server's main process\n", o.Settle)
-		p("(VmRSS), PSS is summed over its process tree (smaps_rollup; it counts PostgreSQL's shared buffers once). Per message:\n")
+		p("(VmRSS; \"anon\" is its anonymous part, RssAnon: heap rather than mapped files, which the kernel can drop), PSS is\n")
+		p("summed over its process tree (smaps_rollup; it counts PostgreSQL's shared buffers once). Per message:\n")
 		p("(after − before, on the empty server) ÷ messages. Disk is the data directory's allocated blocks (as `du`); preallocated\n")
 		p("files count in full, so at small scales a fixed overhead can dominate: the empty server's size is given.\n\n")
-		p("| system | durability | produce msgs/s | RSS after | RSS B/msg | PSS after | PSS B/msg | ratio PSS | disk empty | disk after | disk B/msg | ratio disk | runs complete |\n")
-		p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		p("| system | durability | produce msgs/s | RSS after | RSS B/msg | anon B/msg | PSS after | PSS B/msg | ratio PSS | disk empty | disk after | disk B/msg | ratio disk | runs complete |\n")
+		p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		per := func(a, b func(workload.Result) int64) func(workload.Result) float64 {
 			return func(r workload.Result) float64 { return float64(a(r)-b(r)) / float64(max(r.Acked, 1)) }
 		}
 		rssPer := per(func(r workload.Result) int64 { return r.RSSAfter }, func(r workload.Result) int64 { return r.RSSBefore })
 		pssPer := per(func(r workload.Result) int64 { return r.PSSAfter }, func(r workload.Result) int64 { return r.PSSBefore })
+		anonPer := per(func(r workload.Result) int64 { return r.AnonAfter }, func(r workload.Result) int64 { return r.AnonBefore })
 		diskPer := per(func(r workload.Result) int64 { return r.DiskAfter }, func(r workload.Result) int64 { return r.DiskBefore })
 		for _, x := range g {
-			p("| %s | %s | %s | %s | %.0f | %s | %.0f | %s | %s | %s | %.0f | %s | %s |\n", x.System.Label(), short(x.System),
+			p("| %s | %s | %s | %s | %.0f | %.0f | %s | %.0f | %s | %s | %s | %.0f | %s | %s |\n", x.System.Label(), short(x.System),
 				fmtInt(x.median(func(r workload.Result) float64 { return r.ProducePerSec })),
 				mib(x.median(func(r workload.Result) float64 { return float64(r.RSSAfter) })),
-				x.median(rssPer),
+				x.median(rssPer), x.median(anonPer),
 				mib(x.median(func(r workload.Result) float64 { return float64(r.PSSAfter) })),
 				x.median(pssPer), ratio(g, x, pssPer),
 				mib(x.median(func(r workload.Result) float64 { return float64(r.DiskBefore) })),

@@ -86,7 +86,9 @@ type Result struct {
 	LateProduction bool `json:"late_production"`
 	// W3: memory and disk before producing (empty server) and after.
 	RSSBefore, RSSAfter, PSSBefore, PSSAfter int64
-	DiskBefore, DiskAfter                    int64
+	// W3: the anonymous part of RSS (heap, not mapped files).
+	AnonBefore, AnonAfter int64
+	DiskBefore, DiskAfter int64
 	// W4: seconds from the kill to the restarted server being ready.
 	DowntimeSeconds float64 `json:"downtime_seconds"`
 }
@@ -369,7 +371,7 @@ func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Dri
 	tr := measure.NewTracker(n)
 	var perr atomic.Int64
 	if m, err := srv.Memory(); err == nil {
-		res.RSSBefore, res.PSSBefore = m.RSS, m.PSS
+		res.RSSBefore, res.PSSBefore, res.AnonBefore = m.RSS, m.PSS, m.Anon
 	}
 	res.DiskBefore, _ = peers.DiskUsage(srv.Dir)
 	start := time.Now()
@@ -394,7 +396,7 @@ func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Dri
 	if err != nil && !errors.Is(err, context.Canceled) {
 		res.End = "memory: " + err.Error()
 	}
-	res.RSSAfter, res.PSSAfter = m.RSS, m.PSS
+	res.RSSAfter, res.PSSAfter, res.AnonAfter = m.RSS, m.PSS, m.Anon
 	res.DiskAfter, _ = peers.DiskUsage(srv.Dir)
 	res.Result = tr.Result()
 	res.ProduceErrors = perr.Load()

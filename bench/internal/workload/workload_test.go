@@ -71,7 +71,7 @@ func TestWorkloadsOnRedis(t *testing.T) {
 	if w3.End != "complete" || w3.Acked != 200 || w3.Delivered != 0 {
 		t.Fatalf("W3: %+v", w3)
 	}
-	if w3.RSSAfter <= 0 || w3.PSSAfter <= 0 || w3.DiskAfter <= w3.DiskBefore {
+	if w3.RSSAfter <= 0 || w3.PSSAfter <= 0 || w3.AnonAfter <= 0 || w3.DiskAfter <= w3.DiskBefore {
 		t.Fatalf("W3: RSS %d PSS %d disk %d -> %d; want memory read and the AOF grown", w3.RSSAfter, w3.PSSAfter, w3.DiskBefore, w3.DiskAfter)
 	}
 }
