@@ -1,0 +1,135 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hourglassmq/hourglass/client"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+func hourglassSystem(cfg Config, fsync string) System {
+	dur := "fsync per write (--fsync always: the answer waits for the group-commit fsync that covers it)"
+	if fsync == "interval" {
+		dur = "fsync every 10 ms (--fsync interval)"
+	}
+	return System{
+		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
+		Delivery: "at least once (Receive with a lease, then Ack)",
+		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
+			"then Ack each in the background, at most 32 Acks in flight per consumer (like NATS's asynchronous Ack)",
+		newServer: func(dir string, port int) *Server {
+			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
+			s.command = func() *exec.Cmd {
+				return exec.Command(cfg.HourglassBin, "serve", "--data-dir", dir, "--listen", s.Addr(), "--fsync", fsync)
+			}
+			s.ready = func(ctx context.Context) error {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr()+"/readyz", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return err
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("readyz: %s", resp.Status)
+				}
+				return nil
+			}
+			return s
+		},
+		newDriver: func(s *Server) (Driver, error) { h := NewHourglass(s.Addr()); h.Lease = cfg.Redeliver; return h, nil },
+	}
+}
+
+// Hourglass drives an Hourglass server through its Go client.
+type Hourglass struct {
+	c     *client.Client
+	tr    *http.Transport
+	topic string
+	// Lease of each received message (0: the server's default).
+	Lease time.Duration
+}
+
+// NewHourglass returns a driver on addr with a topic of its own.
+func NewHourglass(addr string) *Hourglass {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return &Hourglass{
+		c:     client.New("http://"+addr, client.WithHTTPClient(&http.Client{Transport: tr})),
+		tr:    tr,
+		topic: uniqueName("hg"),
+	}
+}
+
+// Setup does nothing: a topic exists once used.
+func (h *Hourglass) Setup(context.Context) error { return nil }
+
+// Close closes idle connections.
+func (h *Hourglass) Close() error { h.tr.CloseIdleConnections(); return nil }
+
+// NewProducer shares the client.
+func (h *Hourglass) NewProducer(context.Context) (Producer, error) { return hgProducer{h}, nil }
+
+// NewConsumer shares the client.
+func (h *Hourglass) NewConsumer(context.Context) (Consumer, error) { return hgConsumer{h}, nil }
+
+type hgProducer struct{ h *Hourglass }
+
+func (p hgProducer) Produce(ctx context.Context, msgs []Msg) error {
+	req := &hourglassv1.ScheduleBatchRequest{Messages: make([]*hourglassv1.ScheduleRequest, len(msgs))}
+	for i, m := range msgs {
+		req.Messages[i] = &hourglassv1.ScheduleRequest{
+			Topic: p.h.topic, Body: m.Body,
+			When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(m.DeliverAt)},
+		}
+	}
+	_, err := p.h.c.Service().ScheduleBatch(ctx, connect.NewRequest(req))
+	return err
+}
+
+func (hgProducer) Close() error { return nil }
+
+type hgConsumer struct{ h *Hourglass }
+
+func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(error)) error {
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: 100, Wait: time.Second, Lease: c.h.Lease})
+		if err != nil {
+			if ctx.Err() == nil {
+				onErr(err)
+				sleepCtx(ctx, 100*time.Millisecond)
+			}
+			continue
+		}
+		for _, d := range ds {
+			handle(d.Body)
+		}
+		for _, d := range ds {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := c.h.c.Ack(ctx, d); err != nil && ctx.Err() == nil {
+					onErr(err)
+				}
+			}()
+		}
+	}
+	return nil
+}
+
+func (hgConsumer) Close() error { return nil }

@@ -1,0 +1,268 @@
+package peers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server is one server process (or process tree) of a system, on
+// 127.0.0.1:Port with its data in Dir. Its methods are called from one
+// goroutine.
+type Server struct {
+	Dir  string
+	Port int
+	// Log receives the process's stdout and stderr.
+	Log string
+
+	init    func() error                // once, before the first start (initdb)
+	command func() *exec.Cmd            // the process to start, as it is restarted too
+	ready   func(context.Context) error // answers once the server serves
+	inited  bool
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// Addr is "127.0.0.1:Port".
+func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
+
+// StartTimeout bounds a start: the process must be ready within it.
+const StartTimeout = 90 * time.Second
+
+// Start starts the process and returns once it is ready.
+func (s *Server) Start(ctx context.Context) error {
+	if s.cmd != nil {
+		return errors.New("peers: server already started")
+	}
+	if !s.inited && s.init != nil {
+		if err := s.init(); err != nil {
+			return err
+		}
+	}
+	s.inited = true
+	logf, err := os.OpenFile(s.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := s.command()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("peers: start %s: %w", cmd.Path, err)
+	}
+	s.cmd, s.exited = cmd, make(chan struct{})
+	go func() { cmd.Wait(); logf.Close(); close(s.exited) }()
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	for {
+		select {
+		case <-s.exited:
+			s.cmd = nil
+			return fmt.Errorf("peers: %s exited while starting; see %s", cmd.Path, s.Log)
+		default:
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.ready(rctx)
+		rcancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			s.Kill()
+			return fmt.Errorf("peers: %s not ready within %v: %v; see %s", cmd.Path, StartTimeout, err, s.Log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// PID is the server's main process, 0 when it is not running.
+func (s *Server) PID() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// PIDs are the main process and all its descendants.
+func (s *Server) PIDs() []int {
+	if s.cmd == nil {
+		return nil
+	}
+	return processTree(s.cmd.Process.Pid)
+}
+
+// Kill sends SIGKILL to the server and every process below it, and waits
+// for the main process to be gone.
+func (s *Server) Kill() error {
+	if s.cmd == nil {
+		return nil
+	}
+	for _, pid := range s.PIDs() {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return s.wait(30 * time.Second)
+}
+
+// Stop asks the server to stop (SIGTERM), and kills it if it has not
+// within 30 s.
+func (s *Server) Stop() error {
+	if s.cmd == nil {
+		return nil
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.wait(30 * time.Second); err == nil {
+		return nil
+	}
+	return s.Kill()
+}
+
+func (s *Server) wait(d time.Duration) error {
+	select {
+	case <-s.exited:
+		s.cmd = nil
+		// Children of a killed parent (PostgreSQL's backends) go too; give
+		// them a moment so that a restart finds the port and memory free.
+		return nil
+	case <-time.After(d):
+		return fmt.Errorf("peers: pid %d still running after %v", s.cmd.Process.Pid, d)
+	}
+}
+
+// processTree returns pid and its descendants, read from /proc.
+func processTree(pid int) []int {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parens.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		children[pp] = append(children[pp], p)
+	}
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		out = append(out, children[out[i]]...)
+	}
+	return out
+}
+
+// Memory is a server's resident memory.
+type Memory struct {
+	// RSS of the main process (VmRSS), bytes.
+	RSS int64
+	// Anon is the part of RSS that is anonymous memory (RssAnon): heap and
+	// stacks, as opposed to mapped files (page cache that the kernel can
+	// drop) and shared memory.
+	Anon int64
+	// PSS summed over the process tree (smaps_rollup), bytes: shared pages
+	// (PostgreSQL's shared buffers) counted once across its processes.
+	PSS int64
+}
+
+// Memory reads the server's resident memory from /proc.
+func (s *Server) Memory() (Memory, error) {
+	var m Memory
+	if s.cmd == nil {
+		return m, errors.New("peers: server not running")
+	}
+	rss, err := procField(fmt.Sprintf("/proc/%d/status", s.PID()), "VmRSS:")
+	if err != nil {
+		return m, err
+	}
+	m.RSS = rss
+	if m.Anon, err = procField(fmt.Sprintf("/proc/%d/status", s.PID()), "RssAnon:"); err != nil {
+		return m, err
+	}
+	for _, pid := range s.PIDs() {
+		pss, err := procField(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:")
+		if err == nil {
+			m.PSS += pss
+		}
+	}
+	return m, nil
+}
+
+// procField returns the "<name> N kB" line of a /proc file, in bytes.
+func procField(path, name string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		fs := strings.Fields(line[len(name):])
+		if len(fs) == 0 {
+			break
+		}
+		kb, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("peers: %s: %q: %w", path, line, err)
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("peers: no %q in %s", name, path)
+}
+
+// DiskUsage is the disk space allocated to the files under dir (as du
+// counts it: blocks, not apparent sizes).
+func DiskUsage(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) { // a file removed while walking
+				return nil
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	return total, err
+}
+
+// tcpReady answers once addr accepts a TCP connection.
+func tcpReady(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
