@@ -24,7 +24,7 @@ func hourglassSystem(cfg Config, fsync string) System {
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
 		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
-			"then Ack each in the background, at most 32 Acks in flight per consumer (like NATS's asynchronous Ack)",
+			"then ack them with one AckBatch in the background (one fsync for the batch, as client.Consume does), at most 4 AckBatch calls in flight per consumer",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			s.command = func() *exec.Cmd {
@@ -99,7 +99,7 @@ func (hgProducer) Close() error { return nil }
 type hgConsumer struct{ h *Hourglass }
 
 func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(error)) error {
-	sem := make(chan struct{}, 32)
+	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
@@ -114,20 +114,27 @@ func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(err
 		for _, d := range ds {
 			handle(d.Body)
 		}
-		for _, d := range ds {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return nil
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				if err := c.h.c.Ack(ctx, d); err != nil && ctx.Err() == nil {
-					onErr(err)
-				}
-			}()
+		if len(ds) == 0 {
+			continue
 		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			res, err := c.h.c.AckBatch(ctx, ds)
+			if err != nil && ctx.Err() == nil {
+				onErr(err)
+			}
+			for _, e := range res {
+				if e != nil && ctx.Err() == nil {
+					onErr(e)
+				}
+			}
+		}()
 	}
 	return nil
 }
