@@ -198,8 +198,11 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.I
 			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
 		size += message.ScheduleSize(&msgs[i])
 	}
-	// One buffer of the exact size for every payload of the batch.
-	buf := make([]byte, 0, size)
+	// One buffer for every payload of the batch, from a pool: Append
+	// copies the records before it returns.
+	bp := getBuf(size)
+	defer putBuf(bp)
+	buf := (*bp)[:0]
 	for i := range msgs {
 		start := len(buf)
 		buf = message.AppendSchedule(buf, &msgs[i])
@@ -220,6 +223,26 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.I
 	}
 	e.scheduled.Add(int64(len(ids)))
 	return ids, nil
+}
+
+// bufPool holds ScheduleBatch's encoding buffers.
+var bufPool sync.Pool
+
+// maxPooledBuf bounds the buffers kept in bufPool.
+const maxPooledBuf = 1 << 20
+
+func getBuf(n int) *[]byte {
+	if bp, ok := bufPool.Get().(*[]byte); ok && cap(*bp) >= n {
+		return bp
+	}
+	b := make([]byte, 0, n)
+	return &b
+}
+
+func putBuf(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuf {
+		bufPool.Put(bp)
+	}
 }
 
 func validate(r *Request) error {

@@ -79,7 +79,9 @@ func (id ID) String() string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[0:8], uint64(id.DeliverAt))
 	binary.BigEndian.PutUint64(b[8:16], id.Seq)
-	return hex.EncodeToString(b[:])
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:]) // one allocation, where EncodeToString makes two
 }
 
 // ParseID parses the form written by ID.String.
