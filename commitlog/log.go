@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"slices"
@@ -125,7 +126,18 @@ func Open(opts Options) (*Log, Recovery, error) {
 		syncFile: fdatasync,
 		create:   createSegment,
 	}
-	if err := l.load(); err != nil {
+	err := l.load()
+	// Beside a writer, a read-only open can list a segment that retention
+	// deletes before it is opened, or miss one being renamed into place:
+	// such a race is gone when the directory is read again.
+	for attempt := 0; err != nil && opts.ReadOnly && attempt < liveRetries &&
+		(errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrMissingSegment)); attempt++ {
+		l.releaseAll()
+		l.recovery = Recovery{}
+		time.Sleep(time.Millisecond)
+		err = l.load()
+	}
+	if err != nil {
 		l.releaseAll()
 		return nil, Recovery{}, err
 	}

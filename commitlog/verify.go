@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,51 +59,33 @@ type VerifyStats struct {
 // all (a missing directory), not for damage.
 func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStats, error) {
 	var st VerifyStats
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, st, err
-	}
-	var probs []Problem
-	var names []string
-	var total int64
-	for _, e := range ents {
-		name := e.Name()
-		if filepath.Ext(name) == tmpSuffix {
-			continue
-		}
-		if _, ok := parseSegmentName(name); !ok {
-			probs = append(probs, Problem{Kind: UnexpectedFile, File: filepath.Join(dir, name), Pos: -1, Offset: -1,
-				Err: errors.New("not a segment file (want a 20-digit offset and .log)")})
-			continue
-		}
-		if fi, err := e.Info(); err == nil {
-			total += fi.Size()
-		}
-		names = append(names, name)
-	}
+	// A writer beside us creates, renames and deletes segments while the
+	// directory is read; a gap or an overlap that is only such a race is
+	// gone when the directory is read again, so look a few times before
+	// reporting one.
 	var segs []*segment
+	var probs []Problem
+	var total int64
+	for attempt := 0; ; attempt++ {
+		var racy bool
+		var err error
+		segs, probs, total, racy, err = listVerify(dir)
+		if err != nil {
+			return nil, st, err
+		}
+		if !racy || attempt == liveRetries {
+			break
+		}
+		for _, s := range segs {
+			s.release()
+		}
+		time.Sleep(time.Millisecond)
+	}
 	defer func() {
 		for _, s := range segs {
 			s.release()
 		}
 	}()
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		s, err := openSegment(path, true)
-		if err != nil {
-			probs = append(probs, Problem{Kind: Corruption, File: path, Pos: 0, Offset: -1, Err: err})
-			continue
-		}
-		if n := len(segs); n > 0 && s.base != segs[n-1].end() {
-			kind := MissingSegment
-			if s.base < segs[n-1].end() {
-				kind = UnexpectedFile
-			}
-			probs = append(probs, Problem{Kind: kind, File: path, Pos: -1, Offset: -1,
-				Err: fmt.Errorf("base %d, previous segment ends at %d", s.base, segs[n-1].end())})
-		}
-		segs = append(segs, s)
-	}
 	active := len(segs) - 1
 	for active > 0 && isEmpty(segs[active]) {
 		active--
@@ -157,6 +140,52 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 		}
 	}
 	return probs, st, nil
+}
+
+// listVerify lists and opens the segments of dir read-only for Verify.
+// racy reports a problem that a concurrent writer could have caused: a
+// gap or overlap between segments, or a segment gone before it was opened.
+func listVerify(dir string) (segs []*segment, probs []Problem, total int64, racy bool, err error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, 0, false, err
+	}
+	var names []string
+	for _, e := range ents {
+		name := e.Name()
+		if filepath.Ext(name) == tmpSuffix {
+			continue
+		}
+		if _, ok := parseSegmentName(name); !ok {
+			probs = append(probs, Problem{Kind: UnexpectedFile, File: filepath.Join(dir, name), Pos: -1, Offset: -1,
+				Err: errors.New("not a segment file (want a 20-digit offset and .log)")})
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			total += fi.Size()
+		}
+		names = append(names, name)
+	}
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		s, err := openSegment(path, true)
+		if err != nil {
+			racy = racy || errors.Is(err, fs.ErrNotExist)
+			probs = append(probs, Problem{Kind: Corruption, File: path, Pos: 0, Offset: -1, Err: err})
+			continue
+		}
+		if n := len(segs); n > 0 && s.base != segs[n-1].end() {
+			kind := MissingSegment
+			if s.base < segs[n-1].end() {
+				kind = UnexpectedFile
+			}
+			racy = true
+			probs = append(probs, Problem{Kind: kind, File: path, Pos: -1, Offset: -1,
+				Err: fmt.Errorf("base %d, previous segment ends at %d", s.base, segs[n-1].end())})
+		}
+		segs = append(segs, s)
+	}
+	return segs, probs, total, racy, nil
 }
 
 // liveRetries is how many times Verify reads a damaged-looking record of
