@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -161,6 +162,11 @@ also one JSON object as the last line, with the same keys as bench engine, 0
 where a key does not apply). Each run uses a fresh topic unless --topic is
 given, so runs do not interfere.
 
+The load generator runs with Go's GC percent at 400 (unless GOGC is set):
+it shares the machine with the server, and with the default its garbage
+collector took a quarter of the client's CPU (docs/BENCHMARKS.md). The
+server keeps its own settings.
+
 Scenarios (N is --messages):
   batch     N messages (default 1,000,000) in ScheduleBatch calls of --batch
             from --clients goroutines (default 8), due 1h ahead so nothing
@@ -188,6 +194,10 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   clock_skew_ms             server clock - client clock (Time with the shortest round trip)
   clock_rtt_ms              that call's round trip
   errors                    failed calls`
+
+// loadGenGCPercent is bench server's GC percent: a leaner load generator
+// leaves more of the shared machine to the server it measures.
+const loadGenGCPercent = 400
 
 // benchServerCommand is `bench server`; the work is in internal/serverbench.
 func benchServerCommand() *cli.Command {
@@ -267,6 +277,9 @@ func runBenchServer(c *cli.Context) error {
 	}
 	if c.IsSet("grace") && c.Duration("grace") == 0 {
 		return fmt.Errorf("--grace 0s must be positive")
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(loadGenGCPercent)
 	}
 	rep, err := serverbench.Run(c.Context, cfg)
 	if rep == nil {
