@@ -27,6 +27,13 @@ func (noopServer) ScheduleBatch(_ context.Context, req *connect.Request[hourglas
 	return connect.NewResponse(out), nil
 }
 
+// noopMux serves noopServer as the real server is served.
+func noopMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
+	return mux
+}
+
 // BenchmarkScheduleBatchRPC sends ScheduleBatch calls of 100 messages of
 // 256 bytes from 8 goroutines per GOMAXPROCS... over loopback HTTP/1.1, to
 // a server that does nothing (noop: the cost of HTTP, Connect and
@@ -57,9 +64,7 @@ func BenchmarkScheduleBatchRPC(b *testing.B) {
 		b.ReportMetric(float64(b.N*len(msgs))/b.Elapsed().Seconds(), "msgs/s")
 	}
 	b.Run("noop", func(b *testing.B) {
-		mux := http.NewServeMux()
-		mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
-		hs := httptest.NewServer(mux)
+		hs := httptest.NewServer(noopMux())
 		defer hs.Close()
 		run(b, hs.URL, hs.Client())
 	})
@@ -95,9 +100,7 @@ func BenchmarkScheduleRPC(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	}
 	b.Run("noop", func(b *testing.B) {
-		mux := http.NewServeMux()
-		mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
-		hs := httptest.NewServer(mux)
+		hs := httptest.NewServer(noopMux())
 		defer hs.Close()
 		run(b, hs.URL, hs.Client())
 	})
@@ -106,9 +109,7 @@ func BenchmarkScheduleRPC(b *testing.B) {
 		run(b, ts.http.URL, ts.http.Client())
 	})
 	b.Run("noop-grpc-h2c", func(b *testing.B) {
-		mux := http.NewServeMux()
-		mux.Handle(hourglassv1connect.NewHourglassServiceHandler(noopServer{}, connect.WithCompressMinBytes(compressMinBytes)))
-		hs := httptest.NewUnstartedServer(mux)
+		hs := httptest.NewUnstartedServer(noopMux())
 		hs.Config.Protocols = new(http.Protocols)
 		hs.Config.Protocols.SetHTTP1(true)
 		hs.Config.Protocols.SetUnencryptedHTTP2(true)
