@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -221,6 +222,8 @@ func benchServerCommand() *cli.Command {
 				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call (batch, lateness), 1 to %d", serverbench.MaxBatch)},
 			&cli.IntFlag{Name: "clients", DefaultText: "64 for single, 8 otherwise",
 				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
+			&cli.StringFlag{Name: "cpuprofile",
+				Usage: "write the load generator's CPU profile to `FILE` (go tool pprof FILE); the server's is at /debug/pprof/profile with serve --pprof"},
 			&cli.StringFlag{Name: "protocol", Value: serverbench.DefaultProtocol,
 				Usage: "`PROTOCOL` of the clients: connect (Connect's protocol over HTTP/1.1, a connection per call in flight, like curl) " +
 					"or grpc (gRPC over one HTTP/2 connection, h2c for http://, like gRPC clients)"},
@@ -280,6 +283,17 @@ func runBenchServer(c *cli.Context) error {
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(loadGenGCPercent)
+	}
+	if path := c.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := serverbench.Run(c.Context, cfg)
 	if rep == nil {
