@@ -133,6 +133,11 @@ type Message struct {
 	// Level is a RocketMQ-style delay level, 1-based, mapped by the
 	// server's --delay-levels (level 3 is 10s by default).
 	Level int
+	// IdempotencyKey, if set (at most 200 bytes), lets Schedule be retried
+	// safely: within the server's --idempotency-window a second Schedule
+	// of the same topic and key returns the first message's ID and stores
+	// nothing, even if the server crashed in between.
+	IdempotencyKey string
 }
 
 // request checks m and builds its protobuf form.
@@ -146,7 +151,7 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	if set > 1 {
 		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
-	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey}
 	for k, v := range m.Headers {
 		r.Headers = append(r.Headers, &hourglassv1.Header{Key: k, Value: v})
 	}

@@ -124,3 +124,45 @@ func TestNATSSink(t *testing.T) {
 	}
 	p.stop(syscall.SIGTERM)
 }
+
+// TestIdempotentRetryAcrossKill9: a producer that lost the answer to a
+// Schedule (the server was killed) retries it with the same key after the
+// restart and gets the same ID; one message is delivered.
+func TestIdempotentRetryAcrossKill9(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, dir, nil)
+	req := &hourglassv1.ScheduleRequest{Topic: "idem", Body: []byte("once"), IdempotencyKey: "order-42", When: delayMs(500)}
+	first := schedule(t, p.client, req)
+	if again := schedule(t, p.client, req); again != first {
+		t.Fatalf("retry before the kill: %s, want %s", again, first)
+	}
+	p.stop(syscall.SIGKILL)
+	p2 := start(t, dir, nil)
+	if again := schedule(t, p2.client, req); again != first {
+		t.Fatalf("retry after kill -9: %s, want %s", again, first)
+	}
+	got := receive(t, p2.client, "idem", 1, 20*time.Second)
+	if len(got) != 1 || got[0].m.Id != first {
+		t.Fatalf("received %v, want %s", bodies(got), first)
+	}
+	if k := headerValue(got[0].m, "hourglass-idempotency-key"); k != "order-42" {
+		t.Errorf("delivered with idempotency header %q, want order-42", k)
+	}
+	ack(t, p2.client, "idem", first)
+	receiveNone(t, p2.client, "idem", 700*time.Millisecond)
+	_, err := p2.client.Schedule(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "idem", IdempotencyKey: strings.Repeat("k", 201)}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "idempotency_key") {
+		t.Errorf("a 201-byte key: %v; want InvalidArgument naming idempotency_key", err)
+	}
+	p2.stop(syscall.SIGTERM)
+}
+
+func headerValue(m *hourglassv1.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return ""
+}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,12 @@ type Request struct {
 	// message: the attempt number and the first attempt's ID.
 	Attempt uint32
 	Origin  message.ID
+	// IdempotencyKey, if set, makes a retry of this request on the same
+	// topic within Options.IdempotencyWindow return the first message's ID
+	// instead of scheduling a second message, also across a crash. It is
+	// stored as the header IdempotencyHeader; at most MaxIdempotencyKey
+	// bytes.
+	IdempotencyKey string
 }
 
 // CancelResult is Cancel's answer.
@@ -93,6 +100,7 @@ type Engine struct {
 	// failing one in tests.
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
+	keys      *keyIndex // nil when Options.IdempotencyWindow is 0
 	ready     chan struct{}
 	scheduled atomic.Int64
 	cancelled atomic.Int64
@@ -119,6 +127,11 @@ func Open(opts Options) (*Engine, error) {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
 	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append}
+	if opts.IdempotencyWindow > 0 {
+		// Rebuilt in the background: only keyed Schedules wait for it.
+		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now)
+		go e.keys.loadKeys(l, l.EndOffset(), opts.Logger.Warn)
+	}
 	e.d = newDriver(e)
 	e.reput, err = reput.Start(reput.Options{
 		Log:             l,
@@ -166,18 +179,19 @@ func (e *Engine) Schedule(ctx context.Context, req Request) (message.ID, error) 
 }
 
 // ScheduleBatch schedules reqs atomically: either all are accepted (and
-// durable under the fsync policy) or none is.
-func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.ID, error) {
+// durable under the fsync policy) or none is. A request whose
+// IdempotencyKey was used on its topic within Options.IdempotencyWindow
+// is not scheduled again: its ID is the first message's.
+func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message.ID, err error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	now := e.opts.Now()
 	nowMs := ceilMs(now)
 	limit := now.Add(e.opts.MaxDelay)
-	recs := make([]commitlog.Record, len(reqs))
 	ats := make([]int64, len(reqs))
 	msgs := make([]message.Message, len(reqs))
-	size := 0
+	keyed := false
 	for i := range reqs {
 		r := &reqs[i]
 		if err := validate(r); err != nil {
@@ -196,33 +210,98 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) ([]message.I
 		// The topic's bytes are only copied by AppendSchedule below.
 		msgs[i] = message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: unsafe.Slice(unsafe.StringData(r.Topic), len(r.Topic)),
 			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
-		size += message.ScheduleSize(&msgs[i])
+		if r.IdempotencyKey != "" {
+			keyed = true
+			msgs[i].Headers = append(slices.Clip(r.Headers), message.Header{Key: []byte(IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
+		}
 	}
-	// One buffer for every payload of the batch, from a pool: Append
-	// copies the records before it returns.
-	bp := getBuf(size)
-	defer putBuf(bp)
-	buf := (*bp)[:0]
+	ids := make([]message.ID, len(reqs))
+	// skip[i]: not appended; its ID is a stored one, or that of an
+	// earlier request of the batch with the same key (sameAs).
+	var skip []bool
+	var sameAs map[int]int
+	var claims []keyClaim
+	if keyed && e.keys != nil {
+		skip = make([]bool, len(reqs))
+		sameAs = map[int]int{}
+		first := map[string]int{}
+		defer func() {
+			for _, c := range claims {
+				e.keys.settle(c.ik, ids[c.i], err == nil)
+			}
+		}()
+		for i := range reqs {
+			if reqs[i].IdempotencyKey == "" {
+				continue
+			}
+			ik := indexKey(reqs[i].Topic, reqs[i].IdempotencyKey)
+			if j, ok := first[ik]; ok {
+				skip[i], sameAs[i] = true, j
+				continue
+			}
+			first[ik] = i
+			id, found, cerr := e.keys.claim(ctx, ik)
+			if cerr != nil {
+				return nil, cerr
+			}
+			if found {
+				skip[i], ids[i] = true, id
+				continue
+			}
+			claims = append(claims, keyClaim{ik, i})
+		}
+	}
+	size, n := 0, 0
 	for i := range msgs {
-		start := len(buf)
-		buf = message.AppendSchedule(buf, &msgs[i])
-		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]}
+		if skip == nil || !skip[i] {
+			size += message.ScheduleSize(&msgs[i])
+			n++
+		}
 	}
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
-		return nil, ErrClosed
+	if n > 0 {
+		// One buffer for every payload of the batch, from a pool: Append
+		// copies the records before it returns.
+		bp := getBuf(size)
+		defer putBuf(bp)
+		buf := (*bp)[:0]
+		recs := make([]commitlog.Record, 0, n)
+		for i := range msgs {
+			if skip != nil && skip[i] {
+				continue
+			}
+			start := len(buf)
+			buf = message.AppendSchedule(buf, &msgs[i])
+			recs = append(recs, commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]})
+		}
+		e.closeMu.RLock()
+		defer e.closeMu.RUnlock()
+		if e.closed {
+			return nil, ErrClosed
+		}
+		offs, err := e.log.Append(make([]int64, 0, len(recs)), recs...)
+		if err != nil {
+			return nil, err
+		}
+		k := 0
+		for i := range reqs {
+			if skip != nil && skip[i] {
+				continue
+			}
+			ids[i] = message.ID{DeliverAt: ats[i], Seq: uint64(offs[k])}
+			k++
+		}
+		e.scheduled.Add(int64(len(offs)))
 	}
-	offs, err := e.log.Append(make([]int64, 0, len(recs)), recs...)
-	if err != nil {
-		return nil, err
+	for i, j := range sameAs {
+		ids[i] = ids[j]
 	}
-	ids := make([]message.ID, len(offs))
-	for i, o := range offs {
-		ids[i] = message.ID{DeliverAt: ats[i], Seq: uint64(o)}
-	}
-	e.scheduled.Add(int64(len(ids)))
 	return ids, nil
+}
+
+// keyClaim is an idempotency key ScheduleBatch claimed for request i.
+type keyClaim struct {
+	ik string
+	i  int
 }
 
 // bufPool holds ScheduleBatch's encoding buffers.
@@ -254,6 +333,12 @@ func validate(r *Request) error {
 	}
 	if len(r.Headers) > message.MaxHeaders {
 		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	}
+	if len(r.IdempotencyKey) > MaxIdempotencyKey {
+		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
+	}
+	if r.IdempotencyKey != "" && len(r.Headers) >= message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers and an idempotency key (stored as a header); at most %d in all", ErrInvalid, len(r.Headers), message.MaxHeaders)
 	}
 	return nil
 }

@@ -74,6 +74,11 @@ type Options struct {
 	Now func() time.Time
 	// Sink receives due messages. Required.
 	Sink Sink
+	// IdempotencyWindow is how long a Request's IdempotencyKey is
+	// remembered per topic; 0 turns keys off (they are still stored as a
+	// header). After a restart the keys of the records the commitlog still
+	// holds (at least its newest full segment) are remembered again.
+	IdempotencyWindow time.Duration
 	// HandoffLead hands each message to the Sink up to this long before
 	// its deliverAt instead of at it, so that the sink's own write (an
 	// fsync in the built-in queue) is done by the time the message is due.

@@ -289,7 +289,13 @@ func (r *Reput) doCheckpoint() error {
 	r.checkpoint.Store(pos)
 	r.dirty = false
 	r.lastCkpt = time.Now()
-	if _, err := r.opts.Log.DeleteBefore(pos); err != nil {
+	// Keep the newest sealed segment too: the engine rereads the recent
+	// records at start-up (idempotency keys of retried Schedules).
+	cut := pos
+	if b := r.opts.Log.SegmentBases(); len(b) >= 2 {
+		cut = min(cut, b[len(b)-2])
+	}
+	if _, err := r.opts.Log.DeleteBefore(cut); err != nil {
 		r.log.Warn("reput: commitlog retention failed", "err", err)
 	}
 	r.closeIdle()

@@ -86,7 +86,13 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if len(m.Headers) > message.MaxHeaders {
 		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d", len(m.Headers), message.MaxHeaders)))
 	}
-	req := engine.Request{Topic: m.Topic, Body: m.Body}
+	if len(m.IdempotencyKey) > engine.MaxIdempotencyKey {
+		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
+	}
+	if m.IdempotencyKey != "" && len(m.Headers) >= message.MaxHeaders {
+		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as a header: at most %d in all", len(m.Headers), message.MaxHeaders)))
+	}
+	req := engine.Request{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey}
 	if len(m.Headers) > 0 {
 		req.Headers = make([]message.Header, len(m.Headers))
 		size := 0

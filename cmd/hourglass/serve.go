@@ -80,6 +80,9 @@ func externalSink(sink string) string {
 	return sink
 }
 
+// DefaultIdempotencyWindow is serve's --idempotency-window.
+const DefaultIdempotencyWindow = 10 * time.Minute
+
 // DefaultHandoffLead is serve's --handoff-lead: about ten times a
 // commitlog fsync under load on the machines we measured (docs/BENCHMARKS.md).
 const DefaultHandoffLead = 20 * time.Millisecond
@@ -120,6 +123,8 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "handoff-lead", Value: DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
 				Usage: "hand due messages to the queue up to this `DURATION` (0 to 1s) before their time, so that the queue's fsync is done when they are due; " +
 					"consumers still never get a message early. A cancel within this time of the message's time answers already-delivered"},
+			&cli.DurationFlag{Name: "idempotency-window", Value: DefaultIdempotencyWindow, DefaultText: "10m", EnvVars: envVar("idempotency-window"),
+				Usage: "remember a Schedule's idempotency_key per topic for this `DURATION`: a retry with the same key gets the first message's ID instead of a second message, also after a restart; 0 turns keys off"},
 			&cli.IntFlag{Name: "max-attempts", Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
 				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
@@ -169,6 +174,7 @@ type serveConfig struct {
 	natsURL, natsPfx  string
 	natsStream        string
 	handoff           time.Duration
+	idemWindow        time.Duration
 	logger            *slog.Logger
 }
 
@@ -254,6 +260,9 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if cfg.sink != "queue" && c.IsSet("handoff-lead") && cfg.handoff > 0 {
 		return nil, fmt.Errorf("--handoff-lead works only with --sink queue (a %s sink cannot hold a message until its time)", cfg.sink)
 	}
+	if cfg.idemWindow = c.Duration("idempotency-window"); cfg.idemWindow < 0 {
+		return nil, fmt.Errorf("--idempotency-window %v: 0 (off) or more", cfg.idemWindow)
+	}
 	if cfg.maxAttempts < 1 {
 		return nil, fmt.Errorf("--max-attempts %d: at least 1", cfg.maxAttempts)
 	}
@@ -337,13 +346,14 @@ func runServe(c *cli.Context) error {
 		return fmt.Errorf("--sink %s: %w", cfg.sink, err)
 	}
 	eng, err = engine.Open(engine.Options{
-		Dir:             cfg.dataDir,
-		SegmentDuration: cfg.segDur,
-		PreloadLead:     cfg.lead,
-		Fsync:           cfg.fsync,
-		MaxDelay:        cfg.maxDelay,
-		Sink:            sink,
-		HandoffLead:     handoff,
+		Dir:               cfg.dataDir,
+		SegmentDuration:   cfg.segDur,
+		PreloadLead:       cfg.lead,
+		Fsync:             cfg.fsync,
+		MaxDelay:          cfg.maxDelay,
+		Sink:              sink,
+		HandoffLead:       handoff,
+		IdempotencyWindow: cfg.idemWindow,
 		// The queue remembers this many recent IDs per topic to drop what
 		// the engine delivers again after a crash: no more may be in flight.
 		MaxInflight: queue.DefaultDedupWindow,

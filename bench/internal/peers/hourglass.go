@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ func hourglassSystem(cfg Config, fsync string) System {
 	return System{
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
-		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
+		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
 			"then ack them with one AckBatch in the background (one fsync for the batch, as client.Consume does), at most 4 AckBatch calls in flight per consumer",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
@@ -88,6 +89,9 @@ func (p hgProducer) Produce(ctx context.Context, msgs []Msg) error {
 		req.Messages[i] = &hourglassv1.ScheduleRequest{
 			Topic: p.h.topic, Body: m.Body,
 			When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(m.DeliverAt)},
+			// The message's ID as its key, as Redis and PostgreSQL use it:
+			// a retried batch is not stored twice.
+			IdempotencyKey: strconv.FormatUint(m.ID, 10),
 		}
 	}
 	_, err := p.h.c.Service().ScheduleBatch(ctx, connect.NewRequest(req))

@@ -172,9 +172,16 @@ type ScheduleRequest struct {
 	//	*ScheduleRequest_DelayMs
 	//	*ScheduleRequest_DeliverAt
 	//	*ScheduleRequest_DelayLevel
-	When          isScheduleRequest_When `protobuf_oneof:"when"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	When isScheduleRequest_When `protobuf_oneof:"when"`
+	// Optional, at most 200 bytes. Within the server's --idempotency-window
+	// (default 10m), a Schedule of the same topic and key is not scheduled
+	// again: it is answered with the first message's id and deliver_at. So a
+	// producer may retry a call whose answer it lost (a timeout, a server
+	// crash) without a second message. The key is delivered as the header
+	// "hourglass-idempotency-key".
+	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ScheduleRequest) Reset() {
@@ -260,6 +267,13 @@ func (x *ScheduleRequest) GetDelayLevel() int32 {
 		}
 	}
 	return 0
+}
+
+func (x *ScheduleRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 type isScheduleRequest_When interface {
@@ -1854,7 +1868,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xf0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x99\x02\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -1863,7 +1877,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
-	"delayLevelB\x06\n" +
+	"delayLevel\x12'\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\x06\n" +
 	"\x04when\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
