@@ -105,13 +105,19 @@ func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassSe
 				req, s := w.message(cycle, id, &n, sent, seg, rng)
 				reqs, recs = append(reqs, req), append(recs, s)
 			}
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			res, err := c.ScheduleBatch(cctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: reqs}))
-			cancel()
-			answered, out := time.Now(), classify(err)
-			if out == OK && len(res.Msg.Results) != len(recs) {
-				out = InDoubt // not what the API promises; take nothing for granted
-			}
+			var res *connect.Response[hourglassv1.ScheduleBatchResponse]
+			out := w.retryInDoubt(ctx, func() Outcome {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				r, err := c.ScheduleBatch(cctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: reqs}))
+				cancel()
+				o := classify(err)
+				if o == OK && len(r.Msg.Results) != len(recs) {
+					o = InDoubt // not what the API promises; take nothing for granted
+				}
+				res = r
+				return o
+			})
+			answered := time.Now()
 			for i := range recs {
 				recs[i].Sent, recs[i].Answered, recs[i].Outcome = sent, answered, out
 				if out == OK {
@@ -122,10 +128,15 @@ func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassSe
 		default:
 			sent := time.Now()
 			req, s := w.message(cycle, id, &n, sent, seg, rng)
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			res, err := c.Schedule(cctx, connect.NewRequest(req))
-			cancel()
-			s.Sent, s.Answered, s.Outcome = sent, time.Now(), classify(err)
+			var res *connect.Response[hourglassv1.ScheduleResponse]
+			s.Outcome = w.retryInDoubt(ctx, func() Outcome {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				r, err := c.Schedule(cctx, connect.NewRequest(req))
+				cancel()
+				res = r
+				return classify(err)
+			})
+			s.Sent, s.Answered = sent, time.Now()
 			if s.Outcome == OK {
 				s.ID = res.Msg.Id
 			}
@@ -135,13 +146,35 @@ func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassSe
 	}
 }
 
+// retryInDoubt calls try until its outcome is not in doubt, or ctx ends,
+// and returns the outcome that stands: a call that failed with the server
+// may have been stored, and a retry with the same idempotency keys must
+// then be answered with the same IDs (the checker sees a second message
+// as a delivery under another ID). A retry refused while the server is
+// down leaves the first attempt in doubt. Attempts are 100 ms apart.
+func (w *workload) retryInDoubt(ctx context.Context, try func() Outcome) Outcome {
+	out := try()
+	for out == InDoubt && ctx.Err() == nil {
+		sleep(ctx, 100*time.Millisecond)
+		if ctx.Err() != nil {
+			break
+		}
+		if next := try(); next != Rejected {
+			out = next
+		}
+	}
+	return out
+}
+
 // message makes the n-th message of producer id in cycle, sent at sent,
 // with a delivery time drawn to hit the interesting cases.
 func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Duration, rng *rand.Rand) (*hourglassv1.ScheduleRequest, Schedule) {
 	*n++
 	key := fmt.Sprintf("s%d-c%d-p%d-%d", w.cfg.Seed, cycle, id, *n)
 	topic := w.topics[rng.IntN(len(w.topics))]
-	req := &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(key)}
+	// The key doubles as the idempotency key: a Schedule in doubt is
+	// retried until answered, and must not make a second message.
+	req := &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(key), IdempotencyKey: key}
 	s := Schedule{Key: key, Topic: topic, Cycle: cycle}
 	segMs := seg.Milliseconds()
 	at := func(ms int64) {
