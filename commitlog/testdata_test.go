@@ -1,26 +1,18 @@
 package commitlog
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hourglassmq/hourglass/internal/tdmanifest"
 )
 
 // testdataDamage reads where testdata/manifest.json says dir was damaged.
 func testdataDamage(t *testing.T, dir string) (file string, offset int64) {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/manifest.json")
+	m, err := tdmanifest.Load(tdmanifest.Path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Damage map[string]struct {
-			File   string `json:"file"`
-			Offset int64  `json:"offset"`
-		} `json:"damage"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m.Damage[dir].File, m.Damage[dir].Offset

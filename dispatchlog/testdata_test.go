@@ -2,36 +2,21 @@ package dispatchlog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/internal/tdmanifest"
+
 	"github.com/hourglassmq/hourglass/message"
 )
 
-type tdManifest struct {
-	Messages []struct {
-		ID     string `json:"id"`
-		Bucket string `json:"bucket"`
-		State  string `json:"state"`
-	} `json:"messages"`
-	Damage map[string]struct {
-		File   string `json:"file"`
-		Offset int64  `json:"offset"`
-	} `json:"damage"`
-}
-
-func readManifest(t *testing.T) tdManifest {
+func readManifest(t *testing.T) tdmanifest.Manifest {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/manifest.json")
+	m, err := tdmanifest.Load(tdmanifest.Path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var m tdManifest
-	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,36 +12,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hourglassmq/hourglass/internal/tdmanifest"
+
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/inspect"
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// tdManifest is testdata/manifest.json (written by internal/inspect's
-// generator): the messages of the testdata directories and their damage.
-type tdManifest struct {
-	Now      time.Time `json:"now"`
-	Messages []struct {
-		ID     string `json:"id"`
-		Topic  string `json:"topic"`
-		Bucket string `json:"bucket"`
-		State  string `json:"state"`
-	} `json:"messages"`
-	Damage map[string]struct {
-		File   string `json:"file"`
-		Offset int64  `json:"offset"`
-		ID     string `json:"id"`
-	} `json:"damage"`
-}
-
-func readManifest(t *testing.T) tdManifest {
+func readManifest(t *testing.T) tdmanifest.Manifest {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/manifest.json")
+	m, err := tdmanifest.Load(tdmanifest.Path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var m tdManifest
-	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m

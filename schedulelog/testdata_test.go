@@ -2,30 +2,19 @@ package schedulelog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hourglassmq/hourglass/internal/tdmanifest"
 )
 
-type tdDamage struct {
-	File   string     `json:"file"`
-	Offset int64      `json:"offset"`
-	Also   []tdDamage `json:"also"`
-}
-
-func testdataDamage(t *testing.T, dir string) tdDamage {
+func testdataDamage(t *testing.T, dir string) tdmanifest.Damage {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/manifest.json")
+	m, err := tdmanifest.Load(tdmanifest.Path)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var m struct {
-		Damage map[string]tdDamage `json:"damage"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m.Damage[dir]
@@ -84,7 +73,7 @@ func TestTestdataBitflip(t *testing.T) {
 // TestTestdataTornTail: the half entry after the last one in
 // testdata/torn-tail is a torn tail; Open (on a copy) cuts it.
 func TestTestdataTornTail(t *testing.T) {
-	var d tdDamage
+	var d tdmanifest.Damage
 	for _, a := range testdataDamage(t, "torn-tail").Also {
 		if filepath.Ext(a.File) == Suffix {
 			d = a

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hourglassmq/hourglass/internal/tdmanifest"
+
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -26,35 +28,13 @@ var regen = flag.Bool("regen", false, "rebuild the data directories in the repos
 // testdataDir is the repository's testdata directory.
 const testdataDir = "../../testdata"
 
-// Manifest describes what the generator put in testdata/: the time the
-// directories stand at, every message and what became of it, and where each
-// damaged directory was damaged. Recovery tests read it as their oracle.
-type Manifest struct {
-	Now      time.Time         `json:"now"`
-	Messages []ManifestMessage `json:"messages"`
-	Damage   map[string]Damage `json:"damage"`
-}
-
-// ManifestMessage is one message the generator scheduled.
-type ManifestMessage struct {
-	ID     string `json:"id"`
-	Topic  string `json:"topic"`
-	Bucket string `json:"bucket"` // its segment's file name
-	Body   []byte `json:"body"`
-	State  string `json:"state"` // pending, delivered, cancelled
-}
-
-// Damage says which file of a damaged directory was changed, at what byte
-// offset, and what was done there.
-type Damage struct {
-	File   string `json:"file"`
-	Offset int64  `json:"offset"`
-	What   string `json:"what"`
-	// ID is the message whose entry was damaged, if one was.
-	ID string `json:"id,omitempty"`
-	// Also lists further damaged files, if any.
-	Also []Damage `json:"also,omitempty"`
-}
+// The generator writes testdata/manifest.json in the format of package
+// tdmanifest, which the recovery tests of other packages read.
+type (
+	Manifest        = tdmanifest.Manifest
+	ManifestMessage = tdmanifest.Message
+	Damage          = tdmanifest.Damage
+)
 
 // Testdata directory names.
 const (
