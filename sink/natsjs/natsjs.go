@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/sink"
 )
 
 // Defaults for zero Options fields.
@@ -144,16 +144,8 @@ func (s *Sink) Deliver(ctx context.Context, topic string, batch []engine.Deliver
 		for _, h := range m.Headers {
 			msg.Header.Add(string(h.Key), string(h.Value))
 		}
-		origin := m.Origin
-		if origin.IsZero() {
-			origin = d.ID
-		}
+		sink.SetHeaders(topic, d, msg.Header.Set)
 		id := d.ID.String()
-		msg.Header.Set("Hourglass-Id", id)
-		msg.Header.Set("Hourglass-Origin-Id", origin.String())
-		msg.Header.Set("Hourglass-Topic", topic)
-		msg.Header.Set("Hourglass-Deliver-At", time.UnixMilli(d.ID.DeliverAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-		msg.Header.Set("Hourglass-Attempt", strconv.FormatUint(uint64(m.Attempt), 10))
 		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.opts.Stream))
 		if err != nil {
 			return fmt.Errorf("natsjs: publish %s to %s: %w", id, subj, err)

@@ -34,13 +34,13 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/sink"
 )
 
 // Route sends the topics matching Pattern (path.Match syntax: * matches
@@ -212,15 +212,7 @@ func (s *Sink) post(ctx context.Context, u, topic string, d engine.Delivery) err
 	for _, h := range m.Headers {
 		req.Header.Set(string(h.Key), string(h.Value))
 	}
-	origin := m.Origin
-	if origin.IsZero() {
-		origin = d.ID
-	}
-	req.Header.Set("Hourglass-Id", d.ID.String())
-	req.Header.Set("Hourglass-Origin-Id", origin.String())
-	req.Header.Set("Hourglass-Topic", topic)
-	req.Header.Set("Hourglass-Deliver-At", time.UnixMilli(d.ID.DeliverAt).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
-	req.Header.Set("Hourglass-Attempt", strconv.FormatUint(uint64(m.Attempt), 10))
+	sink.SetHeaders(topic, d, req.Header.Set)
 	res, err := s.opts.Client.Do(req)
 	if err != nil {
 		return err
@@ -246,15 +238,11 @@ func (s *Sink) fail(ctx context.Context, topic string, d engine.Delivery, cause 
 		}
 		return s.opts.DeadLetter(ctx, topic, d)
 	}
-	origin := m.Origin
-	if origin.IsZero() {
-		origin = d.ID
-	}
 	delay := s.opts.Backoff(failures)
 	s.opts.Logger.Info("webhook: attempt failed; retrying", "topic", topic, "id", d.ID, "attempt", m.Attempt, "retry_in", delay, "err", cause)
 	_, err := s.opts.Reschedule(ctx, engine.Request{
 		Topic: topic, Headers: cloneHeaders(m.Headers), Body: bytes.Clone(m.Body),
-		Delay: delay, Attempt: m.Attempt + 1, Origin: origin,
+		Delay: delay, Attempt: m.Attempt + 1, Origin: sink.Origin(d),
 	})
 	if err != nil {
 		return fmt.Errorf("webhook: reschedule %s: %w", d.ID, err)
