@@ -92,7 +92,7 @@ func (s *Server) Cancel(ctx context.Context, req *connect.Request[hourglassv1.Ca
 	if cerr != nil {
 		return nil, cerr
 	}
-	res, err := s.eng.Cancel(ctx, id)
+	res, err := s.eng.Cancel(ctx, id, req.Header().Get(ForwardedHeader) != "")
 	if err != nil {
 		return nil, serverError(err)
 	}
@@ -132,6 +132,9 @@ func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.R
 	m := req.Msg
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
 	if cerr == nil {
+		cerr = s.noQueue()
+	}
+	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
 	if cerr != nil {
@@ -164,10 +167,22 @@ func (s *Server) receivable(topic string) *connect.Error {
 		topic, s.opts.ExternalSink, s.opts.ExternalSink, topic, queue.DLQSuffix))
 }
 
+// noQueue refuses the built-in queue's RPCs in cluster mode.
+func (s *Server) noQueue() *connect.Error {
+	if s.q != nil {
+		return nil
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, errors.New(
+		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack"))
+}
+
 // ReceiveStream implements hourglassv1connect.HourglassServiceHandler.
 func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourglassv1.ReceiveStreamRequest], stream *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
 	m := req.Msg
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
+	if cerr == nil {
+		cerr = s.noQueue()
+	}
 	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
@@ -245,6 +260,9 @@ func settleTarget(topic, id, receipt string) (message.ID, *connect.Error) {
 func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
 	m := req.Msg
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
+	if cerr == nil {
+		cerr = s.noQueue()
+	}
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -264,6 +282,9 @@ func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRe
 func (s *Server) AckBatch(ctx context.Context, req *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
 	m := req.Msg
 	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if err := s.noQueue(); err != nil {
 		return nil, err
 	}
 	if len(m.Receipts) == 0 || len(m.Receipts) > queue.MaxAckBatch {
@@ -288,6 +309,9 @@ func (s *Server) AckBatch(ctx context.Context, req *connect.Request[hourglassv1.
 func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
 	m := req.Msg
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
+	if cerr == nil {
+		cerr = s.noQueue()
+	}
 	if cerr != nil {
 		return nil, cerr
 	}
@@ -325,6 +349,9 @@ func (s *Server) Stats(ctx context.Context, req *connect.Request[hourglassv1.Sta
 			Corrupt: es.Corrupt, Unconfirmed: es.Unconfirmed,
 		},
 		Lateness: s.metrics.recent.summary(),
+	}
+	if s.q == nil {
+		return connect.NewResponse(out), nil
 	}
 	for _, t := range s.metrics.topics(s.q.Stats()) {
 		out.Topics = append(out.Topics, &hourglassv1.TopicStats{

@@ -61,8 +61,8 @@ const (
 	streamPoll = time.Minute
 )
 
-// Options configure a Server. Engine and Queue are required; the queue
-// must be the engine's sink.
+// Options configure a Server. Engine and Queue are required, or Cluster;
+// the queue must be the engine's sink.
 type Options struct {
 	Engine *engine.Engine
 	Queue  *queue.Queue
@@ -98,6 +98,11 @@ type Options struct {
 	// Pprof serves the Go runtime profiles (net/http/pprof) under
 	// /debug/pprof/, behind AuthToken like /metrics.
 	Pprof bool
+	// Cluster, if set, is served instead of Engine and Queue (which must
+	// then be nil): Schedule, ScheduleBatch and Cancel go to it, and
+	// Receive, Ack and Nack are refused (consumers read the delivery
+	// stream).
+	Cluster Cluster
 }
 
 // Server serves the API. Its methods may be called from any goroutine.
@@ -105,7 +110,7 @@ type Server struct {
 	hourglassv1connect.UnimplementedHourglassServiceHandler
 
 	opts    Options
-	eng     *engine.Engine
+	eng     core
 	q       *queue.Queue
 	log     *slog.Logger
 	metrics *Metrics
@@ -121,8 +126,11 @@ type Server struct {
 
 // New returns a Server over opts.Engine and opts.Queue.
 func New(opts Options) (*Server, error) {
-	if opts.Engine == nil || opts.Queue == nil {
-		return nil, errors.New("server: Options.Engine and Options.Queue are required")
+	if opts.Cluster != nil && (opts.Engine != nil || opts.Queue != nil) {
+		return nil, errors.New("server: Options.Cluster replaces Engine and Queue: set only Cluster")
+	}
+	if opts.Cluster == nil && (opts.Engine == nil || opts.Queue == nil) {
+		return nil, errors.New("server: Options.Engine and Options.Queue are required (or Options.Cluster)")
 	}
 	if opts.MaxBody == 0 {
 		opts.MaxBody = DefaultMaxBody
@@ -154,10 +162,15 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
-	s := &Server{opts: opts, eng: opts.Engine, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics}
+	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics}
+	if opts.Cluster != nil {
+		s.eng = opts.Cluster
+	} else {
+		s.eng = engineCore{opts.Engine}
+		s.metrics.attach(&sources{eng: opts.Engine, q: opts.Queue, dataDir: opts.DataDir, segDur: opts.SegmentDuration})
+	}
 	s.polls, s.stopPolls = context.WithCancel(context.Background())
 	s.levelsText = levelsText(opts.DelayLevels)
-	s.metrics.attach(&sources{eng: opts.Engine, q: opts.Queue, dataDir: opts.DataDir, segDur: opts.SegmentDuration})
 	return s, nil
 }
 
@@ -214,6 +227,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ready")
 	default:
 		w.WriteHeader(http.StatusServiceUnavailable)
+		if s.opts.Cluster != nil {
+			fmt.Fprintln(w, "joining the cluster: connecting and taking partitions")
+			return
+		}
 		fmt.Fprintln(w, "recovering: loading the due buckets")
 	}
 }

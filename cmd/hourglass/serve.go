@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
@@ -63,6 +64,19 @@ On SIGTERM or SIGINT the server stops accepting connections, ends long polls,
 lets in-flight requests finish (up to --shutdown-timeout), then closes the
 engine and the queue cleanly. Leased messages not yet acked are delivered again
 after a restart; acked ones never.
+
+CLUSTER MODE (--cluster nats://h1:4222,...): the node is one of several that
+share their state through NATS JetStream; any node takes Schedule and Cancel.
+A message is stored in the JetStream stream of its partition and answered once
+JetStream acknowledged it; each partition is owned by one live node (a lease
+in the key-value bucket HG_OWNERS), which delivers its due messages to the
+delivery stream --nats-stream (subjects --nats-subject-prefix + topic, with
+the message ID as Nats-Msg-Id). Consumers read that stream: Receive, Ack and
+Nack are refused. When a node dies, its partitions move within --lease-ttl.
+A ScheduleBatch is not atomic across partitions: retry with idempotency keys.
+  hourglass serve --cluster nats://127.0.0.1:4222 --listen 127.0.0.1:7420 \
+    --partitions 8 --replicas 3
+docs/CLUSTER.md says how it works.
 
 The address it listens on is printed to stderr as "listening on HOST:PORT"
 (useful with --listen 127.0.0.1:0).`
@@ -147,6 +161,18 @@ func serveCommand() *cli.Command {
 				Usage: "with --sink nats: messages of topic T go to subject `PREFIX`T"},
 			&cli.StringFlag{Name: "nats-stream", Value: "HOURGLASS", EnvVars: envVar("nats-stream"),
 				Usage: "with --sink nats: the JetStream `STREAM` capturing PREFIX>; created (file storage, 2m duplicate window) if missing"},
+			&cli.StringFlag{Name: "cluster", EnvVars: envVar("cluster"),
+				Usage: "run as a node of the cluster whose state lives in these NATS JetStream `URLS` (nats://h1:4222,nats://h2:4222); see CLUSTER MODE above"},
+			&cli.StringFlag{Name: "node-id", EnvVars: envVar("node-id"), DefaultText: "hostname:port of --listen",
+				Usage: "with --cluster: this node's `NAME`, unique in the cluster"},
+			&cli.StringFlag{Name: "advertise", EnvVars: envVar("advertise"), DefaultText: "http://<listen address>",
+				Usage: "with --cluster: the `URL` other nodes use to reach this node's API (they forward Cancel to the owner of a message)"},
+			&cli.IntFlag{Name: "partitions", EnvVars: envVar("partitions"), DefaultText: "the cluster's; 8 for a new cluster",
+				Usage: "with --cluster: `N` partitions, fixed when the cluster is created (stored in HG_META); a different number is refused"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: cluster.DefaultLeaseTTL, DefaultText: "10s", EnvVars: envVar("lease-ttl"),
+				Usage: "with --cluster: a partition whose owner stops renewing for this `DURATION` is taken over by another node (at least 1s)"},
+			&cli.IntFlag{Name: "replicas", Value: cluster.DefaultReplicas, EnvVars: envVar("replicas"),
+				Usage: "with --cluster: `N` JetStream replicas of every stream and bucket the node creates (the delivery stream included); at most the NATS cluster's size"},
 			&cli.BoolFlag{Name: "pprof", EnvVars: envVar("pprof"),
 				Usage: "serve Go runtime profiles under /debug/pprof/ (behind --auth-token), e.g. go tool pprof http://127.0.0.1:7420/debug/pprof/profile?seconds=10"},
 		},
@@ -176,6 +202,11 @@ type serveConfig struct {
 	handoff           time.Duration
 	idemWindow        time.Duration
 	logger            *slog.Logger
+
+	cluster              string // NATS URLs; "" when not in cluster mode
+	nodeID, advertise    string
+	partitions, replicas int
+	leaseTTL             time.Duration
 }
 
 func parseServe(c *cli.Context) (*serveConfig, error) {
@@ -238,6 +269,9 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		}
 		cfg.webhooks = append(cfg.webhooks, r)
 	}
+	if err := parseCluster(c, cfg); err != nil {
+		return nil, err
+	}
 	switch cfg.sink {
 	case "queue":
 		if len(cfg.webhooks) > 0 || cfg.natsURL != "" {
@@ -299,6 +333,9 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer lock.Close()
+	if cfg.cluster != "" {
+		return runCluster(c, cfg)
+	}
 	if cfg.fsync == commitlog.SyncNone {
 		log.Warn("--fsync none: a machine crash can lose any acknowledged message; for tests only")
 	}
@@ -395,6 +432,21 @@ func runServe(c *cli.Context) error {
 		closeAll()
 		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
+	return serveAPI(c, cfg, ln, srv, closeAll, func() {
+		select {
+		case <-eng.Ready():
+			log.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
+		case <-c.Context.Done():
+		}
+	}, "sink", cfg.sink, "handoff_lead", handoff)
+}
+
+// serveAPI serves srv on ln until SIGTERM or SIGINT (c.Context), then shuts
+// down: no new connections, in-flight requests finish (up to
+// --shutdown-timeout), closeAll. waitReady runs in its own goroutine and
+// logs when the server is ready. attrs are added to the "serving" log line.
+func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Server, closeAll func() error, waitReady func(), attrs ...any) error {
+	log := cfg.logger
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	if cfg.tlsCert != "" {
@@ -421,16 +473,10 @@ func runServe(c *cli.Context) error {
 		scheme = "TLS"
 	}
 	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
+	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
 		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
-		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "sink", cfg.sink, "handoff_lead", handoff)
-	go func() {
-		select {
-		case <-eng.Ready():
-			log.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
-		case <-c.Context.Done():
-		}
-	}()
+		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != ""}, attrs...)...)
+	go waitReady()
 
 	var serveErr error
 	select {

@@ -54,6 +54,8 @@ type Options struct {
 	// Duplicates is the duplicate window of a stream this sink creates;
 	// default 2 min.
 	Duplicates time.Duration
+	// Replicas of a stream this sink creates; default 1.
+	Replicas int
 	// Timeout bounds waiting for a batch's acknowledgements; default 10 s.
 	Timeout time.Duration
 	// Options are extra nats.Connect options (credentials, TLS).
@@ -111,13 +113,13 @@ func Open(ctx context.Context, opts Options) (*Sink, error) {
 	if _, err := js.Stream(ctx, opts.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: opts.Stream, Subjects: []string{opts.Prefix + ">"}, Storage: jetstream.FileStorage,
-			Duplicates: opts.Duplicates,
+			Duplicates: opts.Duplicates, Replicas: opts.Replicas,
 		})
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("natsjs: create stream %s for %s>: %w", opts.Stream, opts.Prefix, err)
 		}
-		log.Info("natsjs: created stream", "stream", opts.Stream, "subjects", opts.Prefix+">", "duplicates", opts.Duplicates)
+		log.Info("natsjs: created stream", "stream", opts.Stream, "subjects", opts.Prefix+">", "duplicates", opts.Duplicates, "replicas", max(opts.Replicas, 1))
 	} else if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("natsjs: stream %s: %w", opts.Stream, err)

@@ -1,0 +1,558 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/client"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultPartitions = 8
+	DefaultLeaseTTL   = 10 * time.Second
+	DefaultReplicas   = 3
+	// Duplicates is the intake streams' duplicate window: how long a
+	// Schedule retried with the same idempotency key gets the first
+	// message's ID.
+	Duplicates = 2 * time.Minute
+	// MinLeaseTTL bounds Options.LeaseTTL from below.
+	MinLeaseTTL = time.Second
+)
+
+// ForwardedHeader marks a Cancel one node forwarded to the owner of the
+// message's partition, so that it is not forwarded again.
+const ForwardedHeader = "Hourglass-Forwarded"
+
+// Options configure a Node. URL, NodeID, Advertise, DataDir and Sink are
+// required.
+type Options struct {
+	// URL of the NATS servers, comma-separated.
+	URL string
+	// NodeID names this node in HG_OWNERS; unique in the cluster.
+	NodeID string
+	// Advertise is the base URL of this node's API for the other nodes
+	// (http://127.0.0.1:7420).
+	Advertise string
+	// Partitions is the number of partitions when this node creates the
+	// cluster; 0 takes the cluster's (DefaultPartitions for a new one).
+	// A number different from the cluster's is an error.
+	Partitions int
+	// LeaseTTL is how long a partition's lease lives unrenewed; default
+	// 10 s, at least MinLeaseTTL. Renewals run every LeaseTTL/3.
+	LeaseTTL time.Duration
+	// Replicas of every stream and bucket the node creates; default 3.
+	Replicas int
+	// DataDir holds the local engines, one directory per owned
+	// partition, wiped when the partition is taken.
+	DataDir string
+	// MaxDelay bounds how far ahead a message may be due; it also sets
+	// the intake streams' MaxAge (MaxDelay + 1 day). Default
+	// engine.DefaultMaxDelay.
+	MaxDelay time.Duration
+	// SegmentDuration of the local engines; default the engine's.
+	SegmentDuration time.Duration
+	// Sink receives due messages with their cluster IDs (the NATS sink,
+	// which uses the ID as Nats-Msg-Id). Required.
+	Sink engine.Sink
+	// AuthToken is sent with forwarded requests.
+	AuthToken string
+	// Now is the wall and monotonic clock; default time.Now.
+	Now func() time.Time
+	// Observer of the local engines' events, if set.
+	Observer engine.Observer
+	// NATSOptions are extra nats.Connect options.
+	NATSOptions []nats.Option
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is one member of a cluster. Its methods may be called from any
+// goroutine.
+type Node struct {
+	opts      Options
+	log       *slog.Logger
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	owners    jetstream.KeyValue
+	inStreams []jetstream.Stream
+	leases    *leases
+	fwd       sync.Map // advertise URL -> *client.Client
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	loop   chan struct{} // closed when the ownership loop returns
+	ready  chan struct{} // closed after the first ownership step
+
+	rr        atomic.Uint64 // round robin over partitions for unkeyed messages
+	scheduled atomic.Int64
+	cancelled atomic.Int64
+
+	mu    sync.Mutex
+	parts map[int]*partition // guarded by mu
+}
+
+// Open connects to NATS, creates or checks the cluster's streams and
+// buckets, and starts the ownership loop.
+func Open(ctx context.Context, opts Options) (*Node, error) {
+	switch {
+	case opts.URL == "":
+		return nil, errors.New("cluster: no NATS URL: give nats://HOST:PORT[,...]")
+	case opts.NodeID == "":
+		return nil, errors.New("cluster: empty node ID")
+	case opts.Advertise == "":
+		return nil, errors.New("cluster: empty advertise URL")
+	case opts.DataDir == "":
+		return nil, errors.New("cluster: no data directory")
+	case opts.Sink == nil:
+		return nil, errors.New("cluster: no sink")
+	case opts.Partitions < 0 || opts.Partitions > MaxPartitions:
+		return nil, fmt.Errorf("cluster: %d partitions: from 1 to %d", opts.Partitions, MaxPartitions)
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultLeaseTTL
+	}
+	if opts.LeaseTTL < MinLeaseTTL {
+		return nil, fmt.Errorf("cluster: lease TTL %v: at least %v", opts.LeaseTTL, MinLeaseTTL)
+	}
+	if opts.Replicas == 0 {
+		opts.Replicas = DefaultReplicas
+	}
+	if opts.Replicas < 1 || opts.Replicas > 5 {
+		return nil, fmt.Errorf("cluster: %d replicas: from 1 to 5 (JetStream's limit)", opts.Replicas)
+	}
+	if opts.MaxDelay == 0 {
+		opts.MaxDelay = engine.DefaultMaxDelay
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger
+	nopts := append([]nats.Option{
+		nats.Name("hourglass-cluster " + opts.NodeID),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(100 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("cluster: disconnected from NATS", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("cluster: reconnected to NATS", "url", nc.ConnectedUrl()) }),
+	}, opts.NATSOptions...)
+	nc, err := nats.Connect(opts.URL, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connect to %s: %w", opts.URL, err)
+	}
+	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{})}
+	if err := n.setup(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	go n.ownLoop()
+	return n, nil
+}
+
+// setup creates (or checks) HG_META, HG_OWNERS, HG_NODES and the streams.
+func (n *Node) setup(ctx context.Context) error {
+	o := &n.opts
+	js, err := jetstream.New(n.nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	n.js = js
+	kv := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
+		b, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Replicas: o.Replicas, Storage: jetstream.FileStorage})
+		if err != nil {
+			return nil, fmt.Errorf("cluster: key-value bucket %s (%d replicas): %w", name, o.Replicas, err)
+		}
+		return b, nil
+	}
+	meta, err := kv("HG_META", 0)
+	if err != nil {
+		return err
+	}
+	if err := n.partitions(ctx, meta); err != nil {
+		return err
+	}
+	if n.owners, err = kv("HG_OWNERS", o.LeaseTTL); err != nil {
+		return err
+	}
+	nodes, err := kv("HG_NODES", o.LeaseTTL)
+	if err != nil {
+		return err
+	}
+	maxAge := o.MaxDelay + 24*time.Hour
+	for p := 0; p < o.Partitions; p++ {
+		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: inStream(p), Subjects: []string{inSubject(p)},
+			Storage: jetstream.FileStorage, Replicas: o.Replicas, Duplicates: Duplicates, MaxAge: maxAge})
+		if err != nil {
+			return fmt.Errorf("cluster: intake stream %s (%d replicas): %w", inStream(p), o.Replicas, err)
+		}
+		n.inStreams = append(n.inStreams, st)
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: doneStream(p), Subjects: []string{doneSubject(p)},
+			Storage: jetstream.FileStorage, Replicas: o.Replicas, MaxAge: maxAge}); err != nil {
+			return fmt.Errorf("cluster: done stream %s (%d replicas): %w", doneStream(p), o.Replicas, err)
+		}
+	}
+	n.leases = newLeases(n.owners, nodes, Owner{Node: o.NodeID, URL: o.Advertise}, o.Partitions, o.LeaseTTL, o.Now)
+	return nil
+}
+
+// partitions fixes the partition count: the one in HG_META, or this node's
+// when it creates the cluster.
+func (n *Node) partitions(ctx context.Context, meta jetstream.KeyValue) error {
+	want := n.opts.Partitions
+	if want == 0 {
+		want = DefaultPartitions
+	}
+	_, err := meta.Create(ctx, "partitions", []byte(strconv.Itoa(want)))
+	if err == nil {
+		n.opts.Partitions = want
+		n.log.Info("cluster: created", "partitions", want)
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("cluster: reading HG_META: %w", err)
+	}
+	e, err := meta.Get(ctx, "partitions")
+	if err != nil {
+		return fmt.Errorf("cluster: reading HG_META partitions: %w", err)
+	}
+	have, err := strconv.Atoi(string(e.Value()))
+	if err != nil || have < 1 || have > MaxPartitions {
+		return fmt.Errorf("cluster: HG_META partitions is %q, not a partition count from 1 to %d", e.Value(), MaxPartitions)
+	}
+	if n.opts.Partitions != 0 && n.opts.Partitions != have {
+		return fmt.Errorf("cluster: this cluster has %d partitions, fixed when it was created; this node was started with --partitions %d: start it with --partitions %d (or without the flag)",
+			have, n.opts.Partitions, have)
+	}
+	n.opts.Partitions = have
+	return nil
+}
+
+// Partitions returns the cluster's partition count.
+func (n *Node) Partitions() int { return n.opts.Partitions }
+
+// Ready is closed once the ownership loop ran once.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Now returns the node's clock.
+func (n *Node) Now() time.Time { return n.opts.Now() }
+
+func (n *Node) now() time.Time { return n.opts.Now() }
+
+// ownLoop runs the ownership protocol every LeaseTTL/3 until Close.
+func (n *Node) ownLoop() {
+	defer close(n.loop)
+	t := time.NewTicker(n.opts.LeaseTTL / 3)
+	defer t.Stop()
+	first := true
+	for {
+		n.ownStep()
+		if first {
+			close(n.ready)
+			first = false
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ownStep runs one step of the protocol and starts and stops partitions
+// accordingly.
+func (n *Node) ownStep() {
+	ch, err := n.leases.step(n.ctx)
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("cluster: ownership step", "err", err)
+	}
+	for _, p := range ch.lost {
+		n.log.Warn("cluster: lease lost; stopping partition", "partition", p)
+		n.stopPartition(p)
+	}
+	for _, l := range ch.release {
+		n.log.Info("cluster: giving partition up to spread the work", "partition", l.p, "live_nodes", ch.live)
+		n.stopPartition(l.p)
+		if err := n.leases.releaseKey(n.ctx, l); err != nil {
+			n.log.Warn("cluster: releasing partition; it expires instead", "partition", l.p, "err", err)
+		}
+	}
+	for _, l := range ch.acquired {
+		n.mu.Lock()
+		n.parts[l.p] = n.startPartition(l)
+		n.mu.Unlock()
+	}
+	// A partition whose runner failed is given up, so that another node
+	// (or this one, later) tries again.
+	n.mu.Lock()
+	var failed []*partition
+	for _, pt := range n.parts {
+		select {
+		case <-pt.exited:
+			failed = append(failed, pt)
+		default:
+		}
+	}
+	n.mu.Unlock()
+	for _, pt := range failed {
+		n.stopPartition(pt.p)
+		if n.leases.drop(pt.p) {
+			n.leases.releaseKey(n.ctx, pt.lease)
+		}
+	}
+}
+
+func (n *Node) stopPartition(p int) {
+	n.mu.Lock()
+	pt := n.parts[p]
+	delete(n.parts, p)
+	n.mu.Unlock()
+	if pt != nil {
+		pt.stop()
+	}
+}
+
+func (n *Node) partition(p int) *partition {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.parts[p]
+}
+
+// Owned returns the partitions this node runs.
+func (n *Node) Owned() []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]int, 0, len(n.parts))
+	for p := 0; p < n.opts.Partitions; p++ {
+		if n.parts[p] != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ScheduleBatch stores each message in its partition's intake stream and
+// returns the IDs once JetStream acknowledged all of them. It is not
+// atomic across partitions: on error, some messages may be stored; a
+// retry with idempotency keys does not store those twice.
+func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
+	now := n.now()
+	type pending struct {
+		fut       jetstream.PubAckFuture
+		p         int
+		deliverAt int64
+	}
+	ps := make([]pending, len(reqs))
+	var buf []byte
+	for i, r := range reqs {
+		at := deliverAt(r, now)
+		if at > now.UnixMilli()+n.opts.MaxDelay.Milliseconds() {
+			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
+		}
+		m := message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
+		var popts []jetstream.PublishOpt
+		var p int
+		if r.IdempotencyKey != "" {
+			m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)], message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
+			p = KeyPartition(r.Topic, r.IdempotencyKey, n.opts.Partitions)
+			popts = append(popts, jetstream.WithMsgID(msgID(r.Topic, r.IdempotencyKey)))
+		} else {
+			p = int(n.rr.Add(1) % uint64(n.opts.Partitions))
+		}
+		popts = append(popts, jetstream.WithExpectStream(inStream(p)))
+		buf = message.AppendSchedule(buf[:0], &m)
+		msg := nats.NewMsg(inSubject(p))
+		msg.Data = append([]byte(nil), buf...)
+		f, err := n.js.PublishMsgAsync(msg, popts...)
+		if err != nil {
+			return nil, n.batchError(i, len(reqs), err)
+		}
+		ps[i] = pending{fut: f, p: p, deliverAt: at}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ids := make([]message.ID, len(reqs))
+	for i, pd := range ps {
+		var ack *jetstream.PubAck
+		select {
+		case ack = <-pd.fut.Ok():
+		case err := <-pd.fut.Err():
+			return nil, n.batchError(i, len(reqs), err)
+		case <-wctx.Done():
+			return nil, n.batchError(i, len(reqs), wctx.Err())
+		}
+		at := pd.deliverAt
+		if ack.Duplicate {
+			// A retry: the ID is the first message's, due when it was.
+			raw, err := n.inStreams[pd.p].GetMsg(wctx, ack.Sequence)
+			var first message.Message
+			if err == nil {
+				err = message.DecodeSchedule(raw.Data, &first)
+			}
+			if err != nil {
+				return nil, n.batchError(i, len(reqs), fmt.Errorf("reading the first message of a retried idempotency key: %w", err))
+			}
+			at = first.DeliverAt
+		}
+		if ack.Sequence > MaxSeq {
+			return nil, fmt.Errorf("cluster: intake stream %s passed sequence %d, the most an ID can hold", inStream(pd.p), uint64(MaxSeq))
+		}
+		ids[i] = MakeID(pd.p, ack.Sequence, at)
+	}
+	n.scheduled.Add(int64(len(reqs)))
+	return ids, nil
+}
+
+// deliverAt is when r is due in UTC ms: At, or now plus Delay rounded up
+// to the millisecond; a past time becomes now, as the engine does.
+func deliverAt(r engine.Request, now time.Time) int64 {
+	var at int64
+	if !r.At.IsZero() {
+		at = int64(math.Ceil(float64(r.At.UnixNano()) / 1e6))
+	} else {
+		t := now.Add(r.Delay)
+		at = t.UnixMilli()
+		if t.UnixNano()%1e6 != 0 {
+			at++
+		}
+	}
+	return max(at, now.UnixMilli())
+}
+
+func (n *Node) batchError(i, total int, err error) error {
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
+		"storing message %d of %d in the cluster's intake: %v; a batch is not atomic across partitions in cluster mode, so messages before it may be stored: retry the batch with idempotency keys, which stores none of them twice",
+		i, total, err))
+}
+
+// Cancel cancels the message id: decided here if this node owns its
+// partition, else forwarded to the owner (unless forwarded is set: a
+// request another node forwarded is never forwarded again).
+func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engine.CancelResult, error) {
+	p, _ := SplitID(id)
+	if p >= n.opts.Partitions {
+		return engine.Unknown, nil
+	}
+	if pt := n.partition(p); pt != nil {
+		res, err := pt.cancel(ctx, id)
+		if res == engine.Cancelled {
+			n.cancelled.Add(1)
+		}
+		return res, err
+	}
+	if forwarded {
+		return engine.Unknown, unavailable("partition %d moved away from this node while the request was forwarded to it; retry", p)
+	}
+	o, ok, err := owner(ctx, n.owners, p)
+	if err != nil {
+		return engine.Unknown, unavailable("looking up the owner of partition %d: %v", p, err)
+	}
+	if !ok {
+		return engine.Unknown, unavailable("partition %d has no owner at the moment (a node stopped; another takes it over within the lease TTL %v); retry", p, n.opts.LeaseTTL)
+	}
+	if o.Node == n.opts.NodeID {
+		return engine.Unknown, unavailable("partition %d is being taken over by this node; retry", p)
+	}
+	res, err := n.forwarder(o.URL).Cancel(ctx, id.String())
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return engine.Unknown, ce
+		}
+		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
+	}
+	switch res {
+	case client.Cancelled:
+		return engine.Cancelled, nil
+	case client.AlreadyDelivered:
+		return engine.AlreadyDone, nil
+	}
+	return engine.Unknown, nil
+}
+
+// forwarder returns the client that forwards requests to url.
+func (n *Node) forwarder(url string) *client.Client {
+	if c, ok := n.fwd.Load(url); ok {
+		return c.(*client.Client)
+	}
+	mark := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set(ForwardedHeader, n.opts.NodeID)
+			return next(ctx, req)
+		}
+	})
+	opts := []client.Option{client.WithConnectOptions(connect.WithInterceptors(mark))}
+	if n.opts.AuthToken != "" {
+		opts = append(opts, client.WithToken(n.opts.AuthToken))
+	}
+	c, _ := n.fwd.LoadOrStore(url, client.New(url, opts...))
+	return c.(*client.Client)
+}
+
+// Stats adds up the local engines of this node's partitions; Scheduled and
+// Cancelled count this node's requests.
+func (n *Node) Stats() engine.Stats {
+	n.mu.Lock()
+	parts := make([]*partition, 0, len(n.parts))
+	for _, pt := range n.parts {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	var s engine.Stats
+	for _, pt := range parts {
+		es, ok := pt.stats()
+		if !ok {
+			continue
+		}
+		s.Fired += es.Fired
+		s.Delivered += es.Delivered
+		s.Retries += es.Retries
+		s.Pending += es.Pending
+		s.Inflight += es.Inflight
+		s.Loaded += es.Loaded
+		s.Segments += es.Segments
+		s.ReputLag += es.ReputLag
+		s.Corrupt += es.Corrupt
+		s.Unconfirmed += es.Unconfirmed
+	}
+	s.Scheduled = n.scheduled.Load()
+	s.Cancelled = n.cancelled.Load()
+	return s
+}
+
+// Close stops the ownership loop and every partition, releases their
+// keys so that other nodes take them at once, and disconnects.
+func (n *Node) Close() error {
+	n.cancel()
+	<-n.loop
+	n.mu.Lock()
+	parts := n.parts
+	n.parts = map[int]*partition{}
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL)
+	defer cancel()
+	for _, pt := range parts {
+		pt.stop()
+		if n.leases.drop(pt.p) {
+			if err := n.leases.releaseKey(ctx, pt.lease); err != nil {
+				n.log.Warn("cluster: releasing partition at close; it expires instead", "partition", pt.p, "err", err)
+			}
+		}
+	}
+	return n.nc.Drain()
+}

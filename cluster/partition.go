@@ -1,0 +1,378 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// errLeaseLost fails a sink call of a partition whose lease ran out.
+var errLeaseLost = errors.New("cluster: lease of the partition lost; its new owner delivers")
+
+// partition runs one owned partition: a local engine rebuilt from the
+// intake and done streams, fed by the intake stream, delivering through
+// the node's sink. Its methods may be called from any goroutine.
+type partition struct {
+	n     *Node
+	p     int
+	lease *lease
+	log   *slog.Logger
+
+	ctx    context.Context
+	quit   context.CancelFunc
+	ready  chan struct{} // closed once the done set is loaded
+	exited chan struct{} // closed when run returns
+	err    error         // why run returned; read after exited
+
+	mu        sync.Mutex
+	eng       *engine.Engine        // guarded by mu; nil until opened
+	done      map[message.ID]Reason // guarded by mu: delivered or cancelled
+	firing    map[message.ID]bool   // guarded by mu: in a sink call now
+	delivered int64                 // guarded by mu: deliveries since taken over
+	firstAt   time.Time             // guarded by mu: first delivery by this owner
+}
+
+func (n *Node) startPartition(l *lease) *partition {
+	ctx, cancel := context.WithCancel(n.ctx)
+	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
+		ready: make(chan struct{}), exited: make(chan struct{}),
+		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}}
+	go func() {
+		defer close(pt.exited)
+		pt.err = pt.run()
+		if pt.err != nil && ctx.Err() == nil {
+			pt.log.Error("cluster: partition stopped", "err", pt.err)
+		}
+	}()
+	return pt
+}
+
+// stop ends the partition and waits for it: nothing is delivered for it
+// after stop returns.
+func (pt *partition) stop() {
+	pt.quit()
+	<-pt.exited
+}
+
+func (pt *partition) run() error {
+	n := pt.n
+	dir := filepath.Join(n.opts.DataDir, fmt.Sprintf("p%03d", pt.p))
+	// The local state is derived from the streams: start from nothing.
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("cluster: wiping %s: %w", dir, err)
+	}
+	start := time.Now()
+	if err := pt.loadDone(); err != nil {
+		return err
+	}
+	eng, err := engine.Open(engine.Options{
+		Dir: dir, Fsync: commitlog.SyncNone, Sink: pt, Logger: pt.log, Now: n.opts.Now,
+		MaxDelay:             n.opts.MaxDelay + 24*time.Hour,
+		SegmentDuration:      n.opts.SegmentDuration,
+		CommitlogSegmentSize: 8 << 20,
+		Observer:             n.opts.Observer,
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: opening the local engine of partition %d: %w", pt.p, err)
+	}
+	pt.mu.Lock()
+	pt.eng = eng
+	pt.mu.Unlock()
+	close(pt.ready)
+	defer eng.Close()
+	pt.log.Info("cluster: partition taken", "done_records", len(pt.done), "after", time.Since(start).Round(time.Millisecond))
+	return pt.consume(eng)
+}
+
+// loadDone reads the done stream up to its last sequence into pt.done.
+func (pt *partition) loadDone() error {
+	js := pt.n.js
+	st, err := js.Stream(pt.ctx, doneStream(pt.p))
+	if err != nil {
+		return fmt.Errorf("cluster: done stream of partition %d: %w", pt.p, err)
+	}
+	info, err := st.Info(pt.ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: done stream of partition %d: %w", pt.p, err)
+	}
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	last := info.State.LastSeq
+	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return fmt.Errorf("cluster: reading the done stream of partition %d: %w", pt.p, err)
+	}
+	it, err := c.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for {
+		m, err := it.Next(jetstream.NextContext(pt.ctx))
+		if err != nil {
+			return fmt.Errorf("cluster: reading the done stream of partition %d: %w", pt.p, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		if err := DecodeDone(m.Data(), func(r DoneRecord) { pt.done[r.ID] = r.Reason }); err != nil {
+			// A record this code did not write: report it and go on (it
+			// cannot name a message to skip).
+			pt.log.Error("cluster: skipping a done record", "stream", doneStream(pt.p), "seq", md.Sequence.Stream, "err", err)
+		}
+		if md.Sequence.Stream >= last {
+			return nil
+		}
+	}
+}
+
+// consume schedules every intake message into the local engine, from the
+// stream's first message on, until the partition stops.
+func (pt *partition) consume(eng *engine.Engine) error {
+	st, err := pt.n.js.Stream(pt.ctx, inStream(pt.p))
+	if err != nil {
+		return fmt.Errorf("cluster: intake stream of partition %d: %w", pt.p, err)
+	}
+	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return fmt.Errorf("cluster: reading the intake stream of partition %d: %w", pt.p, err)
+	}
+	it, err := c.Messages(jetstream.PullMaxMessages(1024))
+	if err != nil {
+		return err
+	}
+	msgs := make(chan jetstream.Msg, 1024)
+	go func() {
+		defer close(msgs)
+		for {
+			m, err := it.Next(jetstream.NextContext(pt.ctx))
+			if err != nil {
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-pt.ctx.Done():
+				return
+			}
+		}
+	}()
+	defer it.Stop()
+	const maxBatch = 512
+	reqs := make([]engine.Request, 0, maxBatch)
+	decoded := make([]message.Message, maxBatch)
+	for {
+		var m jetstream.Msg
+		select {
+		case m = <-msgs:
+		case <-pt.ctx.Done():
+			return nil
+		}
+		reqs = reqs[:0]
+		for m != nil {
+			if r, ok := pt.request(m, &decoded[len(reqs)]); ok {
+				reqs = append(reqs, r)
+			}
+			m = nil
+			if len(reqs) < maxBatch {
+				select {
+				case m = <-msgs:
+				default:
+				}
+			}
+		}
+		if len(reqs) == 0 {
+			continue
+		}
+		if _, err := eng.ScheduleBatch(pt.ctx, reqs); err != nil {
+			if pt.ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
+		}
+	}
+}
+
+// request turns one intake message into a local engine request, or false
+// if it is done, cancelled or not a message.
+func (pt *partition) request(m jetstream.Msg, dm *message.Message) (engine.Request, bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return engine.Request{}, false
+	}
+	seq := md.Sequence.Stream
+	if err := message.DecodeSchedule(m.Data(), dm); err != nil {
+		pt.log.Error("cluster: skipping an intake message that does not decode", "stream", inStream(pt.p), "seq", seq, "err", err)
+		return engine.Request{}, false
+	}
+	id := MakeID(pt.p, seq, dm.DeliverAt)
+	pt.mu.Lock()
+	_, done := pt.done[id]
+	pt.mu.Unlock()
+	if done {
+		return engine.Request{}, false
+	}
+	hs := make([]message.Header, len(dm.Headers), len(dm.Headers)+1)
+	copy(hs, dm.Headers)
+	hs = append(hs, message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
+	return engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
+		Attempt: dm.Attempt, Origin: dm.Origin}, true
+}
+
+// Deliver implements engine.Sink for the local engine: it publishes what
+// is not cancelled to the delivery stream with the cluster ID as
+// Nats-Msg-Id, then the done records, and only then returns success.
+func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+	if !pt.lease.valid(pt.n.now()) {
+		return errLeaseLost
+	}
+	out := make([]engine.Delivery, 0, len(batch))
+	msgs := make([]message.Message, len(batch))
+	pt.mu.Lock()
+	for i, d := range batch {
+		id, hs := splitIDHeader(d.Message.Headers)
+		if id.IsZero() {
+			pt.log.Error("cluster: a local message without its cluster ID; dropping it", "local_id", d.ID)
+			continue
+		}
+		if _, done := pt.done[id]; done || pt.firing[id] {
+			continue
+		}
+		pt.firing[id] = true
+		msgs[i] = *d.Message
+		msgs[i].Headers = hs
+		msgs[i].DeliverAt = id.DeliverAt
+		out = append(out, engine.Delivery{ID: id, Message: &msgs[i]})
+	}
+	pt.mu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
+	err := pt.n.opts.Sink.Deliver(ctx, topic, out)
+	if err == nil {
+		rec := make([]byte, 0, len(out)*DoneRecordSize)
+		for _, d := range out {
+			rec = AppendDone(rec, d.ID, Delivered)
+		}
+		err = pt.n.publishDone(ctx, pt.p, rec)
+	}
+	pt.mu.Lock()
+	for _, d := range out {
+		delete(pt.firing, d.ID)
+		if err == nil {
+			pt.done[d.ID] = Delivered
+		}
+	}
+	if err == nil {
+		if pt.delivered == 0 {
+			pt.firstAt = time.Now()
+		}
+		pt.delivered += int64(len(out))
+	}
+	pt.mu.Unlock()
+	return err
+}
+
+// splitIDHeader returns the cluster ID header's value and the other
+// headers.
+func splitIDHeader(hs []message.Header) (message.ID, []message.Header) {
+	for i, h := range hs {
+		if string(h.Key) == idHeader {
+			id, _ := idFromBytes(h.Value)
+			out := make([]message.Header, 0, len(hs)-1)
+			out = append(out, hs[:i]...)
+			return id, append(out, hs[i+1:]...)
+		}
+	}
+	return message.ID{}, hs
+}
+
+// cancel decides a Cancel of a message of this partition (I7: cancelled
+// only if it will never be delivered).
+func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelResult, error) {
+	select {
+	case <-pt.ready:
+	case <-pt.exited:
+		return engine.Unknown, unavailable("partition %d stopped on this node while cancelling; retry", pt.p)
+	case <-ctx.Done():
+		return engine.Unknown, ctx.Err()
+	}
+	pt.mu.Lock()
+	_, done := pt.done[id]
+	firing := pt.firing[id]
+	pt.mu.Unlock()
+	if done || firing || id.DeliverAt <= pt.n.now().UnixMilli() {
+		return engine.AlreadyDone, nil
+	}
+	_, seq := SplitID(id)
+	raw, err := pt.n.inStreams[pt.p].GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return engine.Unknown, nil
+	}
+	if err != nil {
+		return engine.Unknown, unavailable("reading intake message %d of partition %d: %v", seq, pt.p, err)
+	}
+	var m message.Message
+	if message.DecodeSchedule(raw.Data, &m) != nil || m.DeliverAt != id.DeliverAt {
+		return engine.Unknown, nil
+	}
+	pt.mu.Lock()
+	if _, done := pt.done[id]; done || pt.firing[id] {
+		pt.mu.Unlock()
+		return engine.AlreadyDone, nil
+	}
+	// From here the sink drops it, even if the record below fails: the
+	// answer is then an error (outcome unknown), which a retry settles.
+	pt.done[id] = CancelledReason
+	pt.mu.Unlock()
+	if err := pt.n.publishDone(ctx, pt.p, AppendDone(nil, id, CancelledReason)); err != nil {
+		return engine.Unknown, unavailable("recording the cancel of %s: %v; the outcome is unknown, retry", id, err)
+	}
+	// A record stored after the lease ran out may be missed by the new
+	// owner, which reads the done stream when it takes over.
+	if !pt.lease.valid(pt.n.now()) {
+		return engine.Unknown, unavailable("partition %d moved while cancelling %s; the outcome is unknown, retry", pt.p, id)
+	}
+	return engine.Cancelled, nil
+}
+
+func (pt *partition) stats() (engine.Stats, bool) {
+	pt.mu.Lock()
+	eng := pt.eng
+	pt.mu.Unlock()
+	if eng == nil {
+		return engine.Stats{}, false
+	}
+	return eng.Stats(), true
+}
+
+func unavailable(format string, args ...any) error {
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(format, args...))
+}
+
+// publishDone stores done records of partition p, waiting for the PubAck.
+func (n *Node) publishDone(ctx context.Context, p int, rec []byte) error {
+	msg := nats.NewMsg(doneSubject(p))
+	msg.Data = rec
+	ctx, cancel := context.WithTimeout(ctx, n.opts.LeaseTTL)
+	defer cancel()
+	_, err := n.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(doneStream(p)))
+	if err != nil {
+		return fmt.Errorf("cluster: storing %d done records of partition %d: %w", len(rec)/DoneRecordSize, p, err)
+	}
+	return nil
+}

@@ -1,0 +1,38 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// Cluster is a node of a cluster (package cluster) that a Server serves
+// instead of a local engine and queue.
+type Cluster interface {
+	// ScheduleBatch stores reqs and returns their IDs; it need not be
+	// atomic (its error then says so).
+	ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error)
+	// Cancel cancels id, forwarding it to the node that decides unless
+	// forwarded is set (the request was forwarded here already).
+	Cancel(ctx context.Context, id message.ID, forwarded bool) (engine.CancelResult, error)
+	Now() time.Time
+	Ready() <-chan struct{}
+	Stats() engine.Stats
+}
+
+// ForwardedHeader marks a request one cluster node forwarded to another.
+const ForwardedHeader = "Hourglass-Forwarded"
+
+// core is what the RPCs need of a local engine or a cluster node.
+type core interface {
+	Cluster
+}
+
+// engineCore is a local engine as a core.
+type engineCore struct{ *engine.Engine }
+
+func (e engineCore) Cancel(ctx context.Context, id message.ID, _ bool) (engine.CancelResult, error) {
+	return e.Engine.Cancel(ctx, id)
+}
