@@ -174,7 +174,11 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	n.js = js
 	kv := func(name string, ttl time.Duration) (jetstream.KeyValue, error) {
-		b, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Replicas: o.Replicas, Storage: jetstream.FileStorage})
+		var b jetstream.KeyValue
+		err := retry(ctx, func() (err error) {
+			b, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, TTL: ttl, Replicas: o.Replicas, Storage: jetstream.FileStorage})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster: key-value bucket %s (%d replicas): %w", name, o.Replicas, err)
 		}
@@ -196,19 +200,48 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	maxAge := o.MaxDelay + 24*time.Hour
 	for p := 0; p < o.Partitions; p++ {
-		st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: inStream(p), Subjects: []string{inSubject(p)},
-			Storage: jetstream.FileStorage, Replicas: o.Replicas, Duplicates: Duplicates, MaxAge: maxAge})
+		var st jetstream.Stream
+		err := retry(ctx, func() (err error) {
+			st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: inStream(p), Subjects: []string{inSubject(p)},
+				Storage: jetstream.FileStorage, Replicas: o.Replicas, Duplicates: Duplicates, MaxAge: maxAge})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("cluster: intake stream %s (%d replicas): %w", inStream(p), o.Replicas, err)
 		}
 		n.inStreams = append(n.inStreams, st)
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: doneStream(p), Subjects: []string{doneSubject(p)},
-			Storage: jetstream.FileStorage, Replicas: o.Replicas, MaxAge: maxAge}); err != nil {
+		if err := retry(ctx, func() error {
+			_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: doneStream(p), Subjects: []string{doneSubject(p)},
+				Storage: jetstream.FileStorage, Replicas: o.Replicas, MaxAge: maxAge})
+			return err
+		}); err != nil {
 			return fmt.Errorf("cluster: done stream %s (%d replicas): %w", doneStream(p), o.Replicas, err)
 		}
 	}
 	n.leases = newLeases(n.owners, nodes, Owner{Node: o.NodeID, URL: o.Advertise}, o.Partitions, o.LeaseTTL, o.Now)
 	return nil
+}
+
+// setupTimeout bounds how long Open retries creating the streams and
+// buckets while JetStream answers nothing (a NATS cluster electing its
+// leaders, or several nodes creating the same stream at once).
+const setupTimeout = time.Minute
+
+// retry calls f until it succeeds, fails with an answer, or setupTimeout
+// passes.
+func retry(ctx context.Context, f func() error) error {
+	end := time.Now().Add(setupTimeout)
+	for {
+		err := f()
+		if err == nil || !isTransient(err) || time.Now().After(end) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // partitions fixes the partition count: the one in HG_META, or this node's
@@ -218,7 +251,10 @@ func (n *Node) partitions(ctx context.Context, meta jetstream.KeyValue) error {
 	if want == 0 {
 		want = DefaultPartitions
 	}
-	_, err := meta.Create(ctx, "partitions", []byte(strconv.Itoa(want)))
+	err := retry(ctx, func() error {
+		_, err := meta.Create(ctx, "partitions", []byte(strconv.Itoa(want)))
+		return err
+	})
 	if err == nil {
 		n.opts.Partitions = want
 		n.log.Info("cluster: created", "partitions", want)

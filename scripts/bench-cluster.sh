@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench-cluster.sh: schedule throughput of `serve --cluster` with 1 and with
+# 3 Hourglass nodes, against a 3-node NATS JetStream cluster (R3), all on
+# 127.0.0.1 of this machine. Bounded: --messages per run (default 100000).
+#
+#   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default) or single
+#
+# Every process it starts is stopped by its PID at the end.
+set -euo pipefail
+N=${1:-100000}
+SCEN=${2:-batch}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=$(mktemp -d /tmp/hg-bench-cluster.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+cd "$ROOT"
+go build -o "$WORK/hourglass" ./cmd/hourglass
+NATS=${HOURGLASS_NATS_SERVER:-$WORK/nats-server}
+[ -x "$NATS" ] || go build -o "$NATS" github.com/nats-io/nats-server/v2
+
+# Three NATS nodes with JetStream, one cluster.
+CP=(16221 16222 16223); RP=(16231 16232 16233); MP=(16241 16242 16243)
+ROUTES="nats-route://127.0.0.1:${RP[0]},nats-route://127.0.0.1:${RP[1]},nats-route://127.0.0.1:${RP[2]}"
+URLS="nats://127.0.0.1:${CP[0]},nats://127.0.0.1:${CP[1]},nats://127.0.0.1:${CP[2]}"
+start_nats() {
+  for i in 0 1 2; do
+    mkdir -p "$WORK/nats$i"
+    cat > "$WORK/nats$i/nats.conf" <<CONF
+server_name: n$i
+listen: 127.0.0.1:${CP[$i]}
+http: 127.0.0.1:${MP[$i]}
+jetstream { store_dir: "$WORK/nats$i/js" }
+cluster { name: hgbench, listen: 127.0.0.1:${RP[$i]}, routes: [$ROUTES] }
+CONF
+    "$NATS" -c "$WORK/nats$i/nats.conf" > "$WORK/nats$i/log" 2>&1 &
+    PIDS+=($!)
+  done
+  for i in 0 1 2; do
+    # /healthz is 200 once JetStream is current with the meta leader.
+    for _ in $(seq 1 600); do
+      curl -sf "http://127.0.0.1:${MP[$i]}/healthz" >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+}
+
+run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench, stop
+  local nodes=$1 addrs="" hgp=()
+  start_nats
+  for i in $(seq 0 $((nodes-1))); do
+    local port=$((17520+i))
+    "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$port --data-dir "$WORK/hg$nodes-$i" \
+      --node-id "hg$i" --replicas 3 --partitions 8 > "$WORK/hg$nodes-$i.log" 2>&1 &
+    PIDS+=($!); hgp+=($!)
+    addrs="${addrs:+$addrs,}http://127.0.0.1:$port"
+  done
+  for i in $(seq 0 $((nodes-1))); do
+    for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$((17520+i))/readyz" >/dev/null && break; sleep 0.1; done
+    kill -0 "${hgp[$i]}" 2>/dev/null || { echo "node hg$i exited:"; tail -5 "$WORK/hg$nodes-$i.log"; }
+  done
+  # Let the partitions spread (a node gives up what is over its share within a lease TTL/3).
+  sleep 5
+  echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients 24 --timeout 5m || true
+  for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
+  for p in "${hgp[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+  rm -rf "$WORK"/nats? "$WORK"/hg$nodes-*
+}
+[ "${ONLY3:-}" ] || run 1
+run 3
