@@ -148,30 +148,8 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	if err != nil {
 		return fmt.Errorf("cluster: intake stream of partition %d: %w", pt.p, err)
 	}
-	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return fmt.Errorf("cluster: reading the intake stream of partition %d: %w", pt.p, err)
-	}
-	it, err := c.Messages(jetstream.PullMaxMessages(1024))
-	if err != nil {
-		return err
-	}
 	msgs := make(chan jetstream.Msg, 1024)
-	go func() {
-		defer close(msgs)
-		for {
-			m, err := it.Next(jetstream.NextContext(pt.ctx))
-			if err != nil {
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-pt.ctx.Done():
-				return
-			}
-		}
-	}()
-	defer it.Stop()
+	go pt.feed(st, msgs)
 	const maxBatch = 512
 	reqs := make([]engine.Request, 0, maxBatch)
 	decoded := make([]message.Message, maxBatch)
@@ -180,6 +158,9 @@ func (pt *partition) consume(eng *engine.Engine) error {
 		select {
 		case m = <-msgs:
 		case <-pt.ctx.Done():
+			return nil
+		}
+		if m == nil { // feed returned: the partition is stopping
 			return nil
 		}
 		reqs = reqs[:0]
@@ -203,6 +184,52 @@ func (pt *partition) consume(eng *engine.Engine) error {
 				return nil
 			}
 			return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
+		}
+	}
+}
+
+// feed sends the intake stream's messages, from its first on, to msgs
+// until the partition stops. A consumer that fails (its stream electing a
+// leader after a NATS node died, say) is made again from the next sequence.
+func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
+	defer close(msgs)
+	var last uint64
+	for pt.ctx.Err() == nil {
+		err := func() error {
+			c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{
+				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1})
+			if err != nil {
+				return err
+			}
+			it, err := c.Messages(jetstream.PullMaxMessages(1024))
+			if err != nil {
+				return err
+			}
+			defer it.Stop()
+			for {
+				m, err := it.Next(jetstream.NextContext(pt.ctx))
+				if err != nil {
+					return err
+				}
+				md, err := m.Metadata()
+				if err != nil {
+					return err
+				}
+				last = md.Sequence.Stream
+				select {
+				case msgs <- m:
+				case <-pt.ctx.Done():
+					return nil
+				}
+			}
+		}()
+		if pt.ctx.Err() != nil {
+			return
+		}
+		pt.log.Warn("cluster: reading the intake stream; resuming", "stream", inStream(pt.p), "next_seq", last+1, "err", err)
+		select {
+		case <-pt.ctx.Done():
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

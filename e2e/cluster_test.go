@@ -199,8 +199,13 @@ func TestClusterKill9(t *testing.T) {
 		for {
 			var err error
 			if cons == nil {
-				cons, err = js.OrderedConsumer(ctx, "HOURGLASS", jetstream.OrderedConsumerConfig{
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				cons, err = js.OrderedConsumer(cctx, "HOURGLASS", jetstream.OrderedConsumerConfig{
 					DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: lastSeq + 1})
+				ccancel()
+				if err != nil {
+					cons = nil
+				}
 			}
 			if err == nil {
 				var m jetstream.Msg
@@ -235,7 +240,7 @@ func TestClusterKill9(t *testing.T) {
 		}
 	}
 	for len(seen) < want {
-		m, err := next(20 * time.Second)
+		m, err := next(45 * time.Second) // a sink that failed during the NATS election backs off up to 30 s
 		if err != nil {
 			missing := 0
 			for id, s := range msgs {
