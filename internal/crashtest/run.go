@@ -47,7 +47,7 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Partitions is serve --partitions with Cluster (default 8).
 	Partitions int
-	Keep            bool          // keep the work directory even on success
+	Keep       bool // keep the work directory even on success
 	// Bin is a built hourglass binary; empty: build ./cmd/hourglass of the
 	// module containing the working directory.
 	Bin string
