@@ -185,6 +185,11 @@ type keyState struct {
 //     counted as after an ack in doubt or as never acked.
 //
 // Violations of a message named by cut bytes are marked Cut.
+//
+// With p.Stream (--cluster) deliveries are copies stored in the JetStream
+// delivery stream, timed by when JetStream stored them: one copy settles
+// a message (there is no Ack), the server's Hourglass-Deliver-At is a
+// not-before too, and further copies of an ID count as DupStream.
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
