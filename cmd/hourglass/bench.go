@@ -209,7 +209,7 @@ func benchServerCommand() *cli.Command {
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
-				Usage: "the server's `URL`"},
+				Usage: "the server's `URL`; for batch and single also several, comma-separated (the nodes of a cluster), client i sending to the i-th modulo their number"},
 			&cli.StringFlag{Name: "token", EnvVars: []string{"HOURGLASS_TOKEN"},
 				Usage: "bearer `TOKEN` for a server started with --auth-token"},
 			&cli.StringFlag{Name: "scenario", Value: serverbench.DefaultScenario,

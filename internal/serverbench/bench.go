@@ -68,7 +68,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}
-	svc := hourglassv1connect.NewHourglassServiceClient(hc, cfg.Addr, opts...)
+	var svcs []hourglassv1connect.HourglassServiceClient
+	for _, a := range cfg.Addrs() {
+		svcs = append(svcs, hourglassv1connect.NewHourglassServiceClient(hc, a, opts...))
+	}
+	svc := svcs[0]
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -89,7 +93,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	switch cfg.Scenario {
 	case Batch, Single:
-		err = runSchedule(ctx, svc, cfg, r)
+		err = runSchedule(ctx, svcs, cfg, r)
 		r.DueFromSeconds, r.DueToSeconds = FarAhead.Seconds(), FarAhead.Seconds()+r.ScheduleSeconds
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
@@ -137,7 +141,7 @@ func body(size int, i int) []byte {
 // schedule sends messages [0, N) in calls of cfg.Batch (ScheduleBatch) or
 // one at a time (Single) from cfg.Clients goroutines; at(i) sets each
 // message's time. It records scheduled count and rate in r.
-func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
+func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
 	step := cfg.Batch
 	if single {
 		step = 1
@@ -149,7 +153,8 @@ func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient
 	defer stop()
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range cfg.Clients {
+	for c := range cfg.Clients {
+		svc := svcs[c%len(svcs)]
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				from := int(next.Add(int64(step))) - step
@@ -194,9 +199,9 @@ func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient
 	return nil
 }
 
-func runSchedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cfg Config, r *Report) error {
+func runSchedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cfg Config, r *Report) error {
 	delay := &hourglassv1.ScheduleRequest_DelayMs{DelayMs: FarAhead.Milliseconds()}
-	return schedule(ctx, svc, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	return schedule(ctx, svcs, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
 }
 
 // runLateness schedules N messages due evenly over cfg.Window (on the
@@ -318,7 +323,7 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 		})
 	}
 
-	serr := schedule(ctx, svc, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
+	serr := schedule(ctx, []hourglassv1connect.HourglassServiceClient{svc}, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
 		m.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}
 	})

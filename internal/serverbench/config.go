@@ -112,8 +112,13 @@ func (c *Config) normalize() error {
 	default:
 		return fmt.Errorf("--protocol %q is unknown; use %s (HTTP/1.1) or %s (HTTP/2)", c.Protocol, ProtocolConnect, ProtocolGRPC)
 	}
-	if !strings.HasPrefix(c.Addr, "http://") && !strings.HasPrefix(c.Addr, "https://") {
-		return fmt.Errorf("--addr %q: want a URL such as http://127.0.0.1:7420 (http:// or https://)", c.Addr)
+	for _, a := range c.Addrs() {
+		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
+			return fmt.Errorf("--addr %q: want a URL such as http://127.0.0.1:7420 (http:// or https://), or several separated by commas", a)
+		}
+	}
+	if len(c.Addrs()) > 1 && c.Scenario == Lateness {
+		return fmt.Errorf("--addr %q: the lateness scenario receives from one server's built-in queue; give one URL (several are for batch and single, against the nodes of a cluster)", c.Addr)
 	}
 	if c.Messages == 0 {
 		c.Messages = DefaultMessages(c.Scenario)
@@ -160,4 +165,16 @@ func (c *Config) normalize() error {
 		}
 	}
 	return nil
+}
+
+// Addrs returns the servers of Addr, which may list several separated by
+// commas (the nodes of a cluster): client i sends to Addrs()[i%len].
+func (c *Config) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
