@@ -123,6 +123,15 @@ func run(c *cli.Context) error {
 				return fmt.Errorf("--%s needs --cluster", f)
 			}
 		}
+	} else {
+		for f, why := range map[string]string{
+			"fsync":     "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
+			"consumers": "one durable consumer reads the delivery stream",
+		} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s cannot run with --cluster: %s", f, why)
+			}
+		}
 	}
 	if !c.Bool("quiet") {
 		cfg.Progress = os.Stderr

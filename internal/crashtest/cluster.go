@@ -79,6 +79,10 @@ type KillReport struct {
 	// partitions (of any partition for a NATS kill) stored in the delivery
 	// stream; -1 if none.
 	FirstDeliveryMs float64 `json:"first_delivery_ms"`
+	// MaxLateMs: the largest lateness (stored minus due) of the messages
+	// of those partitions (of any for a NATS kill) due from the kill to
+	// the next kill (or the end): how long the kill held deliveries up.
+	MaxLateMs float64 `json:"max_late_ms"`
 }
 
 // hgNode is one hourglass node of a cluster run.
@@ -110,7 +114,7 @@ func (r *runner) runCluster(ctx context.Context) (err error) {
 	cr := &clusterRunner{runner: r, natsDown: -1,
 		cs: &ClusterSummary{Nodes: DefaultClusterNodes, NATSNodes: 3, Partitions: r.cfg.Partitions, LeaseTTL: r.cfg.LeaseTTL.String()}}
 	r.sum.Cluster = cr.cs
-	r.progress("starting a 3-node NATS cluster (building nats-server the first time)")
+	r.progress("starting a 3-node NATS cluster (the first run on a machine builds nats-server: a minute or two)")
 	cr.nats, err = natscluster.Start(ctx, natscluster.Options{Dir: filepath.Join(r.work, "nats"), Size: 3})
 	if err != nil {
 		return err
@@ -405,8 +409,14 @@ func (r *runner) finishCluster(ev Events, res Result) {
 		due[s.Key] = s.NotBefore
 	}
 	var late, lat []time.Duration
+	type firstDelivery struct {
+		d   *Delivery
+		due time.Time
+	}
+	var firsts []firstDelivery
 	first := map[string]bool{}
-	for _, d := range ev.Deliveries {
+	for i := range ev.Deliveries {
+		d := &ev.Deliveries[i]
 		if !d.Stream {
 			continue
 		}
@@ -423,24 +433,37 @@ func (r *runner) finishCluster(ev Events, res Result) {
 			nb = d.DeliverAt
 		}
 		late = append(late, d.Received.Sub(nb))
+		firsts = append(firsts, firstDelivery{d, nb})
 	}
 	cs.LatenessP50Ms, cs.LatenessP99Ms, cs.LatenessMaxMs = pct(late, 50), pct(late, 99), pct(late, 100)
 	cs.StreamLatencyP99Ms = pct(lat, 99)
 	for i := range cs.Kills {
 		k := &cs.Kills[i]
-		for _, d := range ev.Deliveries {
-			if !d.Stream || !d.Received.After(k.At) {
-				continue
+		ours := func(d *Delivery) bool {
+			if !strings.HasPrefix(k.Target, "hourglass ") {
+				return true
 			}
-			if strings.HasPrefix(k.Target, "hourglass ") {
-				p, ok := partitionOf(d.ID)
-				if !ok || !slices.Contains(k.Partitions, p) {
-					continue
-				}
+			p, ok := partitionOf(d.ID)
+			return ok && slices.Contains(k.Partitions, p)
+		}
+		for j := range ev.Deliveries {
+			d := &ev.Deliveries[j]
+			if !d.Stream || !d.Received.After(k.At) || !ours(d) {
+				continue
 			}
 			if t := ms(d.Received.Sub(k.At)); k.FirstDeliveryMs < 0 || t < k.FirstDeliveryMs {
 				k.FirstDeliveryMs = t
 			}
+		}
+		var until time.Time // the next kill, or never
+		if i+1 < len(cs.Kills) {
+			until = cs.Kills[i+1].At
+		}
+		for _, f := range firsts {
+			if f.due.Before(k.At) || (!until.IsZero() && !f.due.Before(until)) || !ours(f.d) {
+				continue
+			}
+			k.MaxLateMs = max(k.MaxLateMs, ms(f.d.Received.Sub(f.due)))
 		}
 	}
 	for _, d := range r.natsRest {

@@ -16,7 +16,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	c := s.Counts
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("seed", s.Seed)
-	row("fsync / segment duration", s.Fsync+" / "+s.SegmentDuration)
+	if s.Cluster != nil {
+		row("segment duration", s.SegmentDuration)
+	} else {
+		row("fsync / segment duration", s.Fsync+" / "+s.SegmentDuration)
+	}
 	row("cycles", s.Cycles)
 	row("kills (SIGKILL) / SIGTERM", fmt.Sprintf("%d / %d", s.Kills, s.Terms))
 	row("kill moments", mapString(s.KillMoments))
@@ -60,9 +64,10 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
 		fmt.Fprintln(w, "\ntakeover per kill (re-owned: until the last of the partitions it owned had another owner in")
 		fmt.Fprintln(w, "HG_OWNERS; first delivery: until the first message of any of them, of any partition for a NATS")
-		fmt.Fprintln(w, "kill, was stored in the delivery stream):")
+		fmt.Fprintln(w, "kill, was stored in the delivery stream; max lateness after: the largest stored-minus-due of")
+		fmt.Fprintln(w, "those messages due from the kill to the next one):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tre-owned\tfirst delivery")
+		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tre-owned\tfirst delivery\tmax lateness after")
 		for _, k := range cs.Kills {
 			parts := "-"
 			if len(k.Partitions) > 0 {
@@ -72,7 +77,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			if strings.HasPrefix(k.Target, "hourglass ") {
 				reowned = msOrNone(k.ReownedMs)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", k.Cycle, k.Target, parts, reowned, msOrNone(k.FirstDeliveryMs))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
