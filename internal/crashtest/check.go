@@ -88,6 +88,12 @@ type CheckParams struct {
 	// Precision is added to SkewBound for the server's millisecond
 	// timestamps (default 1ms).
 	Precision time.Duration
+	// Stream judges deliveries read from the JetStream delivery stream
+	// (--cluster): there is no Ack RPC, so one delivery settles a message,
+	// and a second copy of an ID in the stream (JetStream's duplicate
+	// window did not absorb a republish) is counted in DupStream, not a
+	// violation: the cluster promises at-least-once.
+	Stream bool
 }
 
 // Counts are the summary numbers of a checked history.
@@ -113,6 +119,7 @@ type Counts struct {
 	DupUnacked    int `json:"dup_unacked"`      // redelivery of an ID never acked: allowed
 	DupAckInDoubt int `json:"dup_ack_in_doubt"` // redelivery after an Ack/Nack in doubt: allowed
 	DupAfterAck   int `json:"dup_after_ack"`    // after a durable ack: violation
+	DupStream     int `json:"dup_stream"`       // --cluster: the same ID stored twice in the delivery stream: allowed, counted
 	CutAttributed int `json:"cut_attributed"`   // violations named by cut bytes
 	Pending       int `json:"pending"`          // messages still owed (drain not finished)
 }
@@ -178,6 +185,11 @@ type keyState struct {
 //     counted as after an ack in doubt or as never acked.
 //
 // Violations of a message named by cut bytes are marked Cut.
+//
+// With p.Stream (--cluster) deliveries are copies stored in the JetStream
+// delivery stream, timed by when JetStream stored them: one copy settles
+// a message (there is no Ack), the server's Hourglass-Deliver-At is a
+// not-before too, and further copies of an ID count as DupStream.
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
@@ -321,6 +333,11 @@ func Check(ev Events, p CheckParams) Result {
 					Detail: fmt.Sprintf("delivered as id %s origin %s; Schedule answered %s", d.ID, d.OriginID, sc.ID)})
 			}
 			notBefore := sc.NotBefore
+			if d.Stream && d.DeliverAt.After(notBefore) {
+				// The server's own delivery time (its clock at arrival plus
+				// the delay) is a promise too.
+				notBefore = d.DeliverAt
+			}
 			if !first {
 				var nb time.Time
 				for _, x := range s.settles {
@@ -346,6 +363,10 @@ func Check(ev Events, p CheckParams) Result {
 		for _, d := range s.deliveries {
 			if !seen[d.ID] {
 				seen[d.ID] = true
+				continue
+			}
+			if p.Stream {
+				c.DupStream++
 				continue
 			}
 			var durable, doubt *Settle
@@ -382,6 +403,9 @@ func Check(ev Events, p CheckParams) Result {
 		// Loss: walk the message's life in harness time.
 		if sc.Outcome != OK || cancelledOK(s.cancels) {
 			continue
+		}
+		if p.Stream && len(s.deliveries) > 0 {
+			continue // stored in the delivery stream: delivered
 		}
 		type step struct {
 			at   time.Time

@@ -231,3 +231,64 @@ func TestCheckPendingDuringDrain(t *testing.T) {
 		t.Errorf("Pending = %v, want [x]", res.Pending)
 	}
 }
+
+// stream records a delivery read from the delivery stream (--cluster):
+// stored at storedMs, with the server's Hourglass-Deliver-At dueMs.
+func (b *hb) stream(key, id string, storedMs, dueMs int) *hb {
+	b.ev.Deliveries = append(b.ev.Deliveries, Delivery{Key: key, ID: id, OriginID: id, Topic: "t", Cycle: 2,
+		Issued: at(storedMs), Received: at(storedMs), Stream: true, DeliverAt: at(dueMs), Consumed: at(storedMs + 5)})
+	return b
+}
+
+// TestCheckStream: in --cluster mode one copy in the stream settles a
+// message (there is no Ack), a second copy of the same ID is counted as a
+// stream duplicate, and loss, early-ness (also against the server's own
+// Hourglass-Deliver-At) and cancel truthfulness are judged as for Receive.
+func TestCheckStream(t *testing.T) {
+	p := CheckParams{Fsync: "always", SkewBound: time.Millisecond, Stream: true}
+	cases := []struct {
+		name    string
+		b       *hb
+		kind    string // expected single violation kind; "" for none
+		dupes   int
+		pending int
+	}{
+		{"delivered_once", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100), "", 0, 0},
+		{"stored_twice", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100).stream("a", "A", 5000, 100), "", 1, 0},
+		{"in_doubt_never_stored", (&hb{}).sched("a", "", InDoubt, 0, 100), "", 0, 0},
+		{"never_stored", (&hb{}).sched("a", "A", OK, 0, 100), VLost, 0, 1},
+		{"early_by_request", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 50, 100), VEarly, 0, 0},
+		// The server took the delay from its own arrival time (later than
+		// the harness's send): its Deliver-At is the promise to keep.
+		{"early_by_server_time", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 150, 200), VEarly, 0, 0},
+		{"stored_after_cancel", (&hb{}).sched("a", "A", OK, 0, 1000).cancel("a", "A", OK, CancelCancelled, 10, 11).stream("a", "A", 1001, 1000), VAfterCancel, 0, 0},
+		{"cancelled_never_stored", (&hb{}).sched("a", "A", OK, 0, 1000).cancel("a", "A", OK, CancelCancelled, 10, 11), "", 0, 0},
+		{"phantom", (&hb{}).stream("zz", "Z", 100, 100), VPhantom, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(tc.b.ev, p)
+			var kinds []string
+			for _, v := range res.Violations {
+				kinds = append(kinds, v.Kind)
+			}
+			want := []string{}
+			if tc.kind != "" {
+				want = []string{tc.kind}
+			}
+			if strings.Join(kinds, ",") != strings.Join(want, ",") {
+				t.Errorf("violations %v, want %v", res.Violations, want)
+			}
+			if res.Counts.DupStream != tc.dupes || len(res.Pending) != tc.pending {
+				t.Errorf("stream duplicates %d, pending %v; want %d, %d", res.Counts.DupStream, res.Pending, tc.dupes, tc.pending)
+			}
+		})
+	}
+	// Without Stream, the same two copies of an unacked ID are a
+	// redelivery of a message never acked, and it is lost (never acked).
+	b := (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100).stream("a", "A", 5000, 100)
+	res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond})
+	if res.Counts.DupStream != 0 || res.Counts.DupUnacked != 1 || len(res.Pending) != 1 {
+		t.Errorf("Receive mode: stream dupes %d, unacked dupes %d, pending %v; want 0, 1, [a]", res.Counts.DupStream, res.Counts.DupUnacked, res.Pending)
+	}
+}

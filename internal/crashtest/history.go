@@ -86,6 +86,13 @@ type Delivery struct {
 	Cycle    int
 	Issued   time.Time // when the Receive that returned it was sent
 	Received time.Time // when that Receive returned
+	// Stream deliveries (--cluster): read from the JetStream delivery
+	// stream, where Issued and Received are the time JetStream stored the
+	// owner's publish (the latest moment the message was fired).
+	Stream    bool      `json:",omitempty"`
+	StreamSeq uint64    `json:",omitempty"` // stream sequence
+	DeliverAt time.Time `json:",omitempty"` // the Hourglass-Deliver-At header
+	Consumed  time.Time `json:",omitempty"` // when the harness's consumer got it
 }
 
 // SettleKind is Ack or Nack.

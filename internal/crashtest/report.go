@@ -16,7 +16,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	c := s.Counts
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("seed", s.Seed)
-	row("fsync / segment duration", s.Fsync+" / "+s.SegmentDuration)
+	if s.Cluster != nil {
+		row("segment duration", s.SegmentDuration)
+	} else {
+		row("fsync / segment duration", s.Fsync+" / "+s.SegmentDuration)
+	}
 	row("cycles", s.Cycles)
 	row("kills (SIGKILL) / SIGTERM", fmt.Sprintf("%d / %d", s.Kills, s.Terms))
 	row("kill moments", mapString(s.KillMoments))
@@ -25,14 +29,27 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("schedule rejected (server down)", c.ScheduleRejected)
 	row("delivered (messages / deliveries)", fmt.Sprintf("%d / %d", c.Delivered, c.Deliveries))
 	row("cancelled / other answers / in doubt (of them never delivered)", fmt.Sprintf("%d / %d / %d (%d)", c.Cancelled, c.CancelOther, c.CancelInDoubt, c.CancelledInDoubt))
-	row("acked / in doubt / refused", fmt.Sprintf("%d / %d / %d", c.Acked, c.AckInDoubt, c.AckRejected))
-	row("nacked / in doubt", fmt.Sprintf("%d / %d", c.Nacked, c.NackInDoubt))
+	if s.Cluster == nil {
+		row("acked / in doubt / refused", fmt.Sprintf("%d / %d / %d", c.Acked, c.AckInDoubt, c.AckRejected))
+		row("nacked / in doubt", fmt.Sprintf("%d / %d", c.Nacked, c.NackInDoubt))
+	}
 	row("lost", c.Lost)
 	row("early", c.Early)
-	row("duplicates: never acked (allowed)", c.DupUnacked)
-	row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
-	row("duplicates: after durable ack (violation)", c.DupAfterAck)
-	row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
+	if cs := s.Cluster; cs != nil {
+		row("cluster: hourglass nodes / NATS nodes / partitions / lease TTL", fmt.Sprintf("%d / %d / %d / %s", cs.Nodes, cs.NATSNodes, cs.Partitions, cs.LeaseTTL))
+		row("SIGKILLs: hourglass / NATS", fmt.Sprintf("%d / %d", cs.HourglassKills, cs.NATSKills))
+		row("stream duplicates (same ID twice; allowed)", cs.StreamDuplicates)
+		row("consumer redeliveries / failed fetches", fmt.Sprintf("%d / %d", cs.ConsumerRedeliveries, cs.FetchErrors))
+		row("lateness (stored - due): p50 / p99 / max", fmt.Sprintf("%.1f ms / %.1f ms / %.1f ms", cs.LatenessP50Ms, cs.LatenessP99Ms, cs.LatenessMaxMs))
+		row("stream read latency p99 (not lateness)", fmt.Sprintf("%.1f ms", cs.StreamLatencyP99Ms))
+		row("hourglass restart to ready: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
+		row("NATS restart to healthy: max", fmt.Sprintf("%.1f ms", cs.NATSRestartMaxMs))
+	} else {
+		row("duplicates: never acked (allowed)", c.DupUnacked)
+		row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
+		row("duplicates: after durable ack (violation)", c.DupAfterAck)
+		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
+	}
 	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))
 	if s.CorruptTail {
 		row("corrupt-tail: files / bytes", fmt.Sprintf("%d / %d (%s)", s.Cuts, s.CutBytes, mapString(s.CutsByMode)))
@@ -43,6 +60,28 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("violations", s.ViolationCount)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
+		fmt.Fprintln(w, "\ntakeover per kill (re-owned: until the last of the partitions it owned had another owner in")
+		fmt.Fprintln(w, "HG_OWNERS; first delivery: until the first message of any of them, of any partition for a NATS")
+		fmt.Fprintln(w, "kill, was stored in the delivery stream; max lateness after: the largest stored-minus-due of")
+		fmt.Fprintln(w, "those messages due from the kill to the next one):")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tre-owned\tfirst delivery\tmax lateness after")
+		for _, k := range cs.Kills {
+			parts := "-"
+			if len(k.Partitions) > 0 {
+				parts = fmt.Sprint(k.Partitions)
+			}
+			reowned := "n/a"
+			if strings.HasPrefix(k.Target, "hourglass ") {
+				reowned = msOrNone(k.ReownedMs)
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	first := true
 	for _, v := range s.Violations {
@@ -81,7 +120,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 			}
 		}
 	}
-	if s.WorkDir != "" {
+	if s.WorkDir != "" && s.Cluster != nil {
+		fmt.Fprintf(w, "\nkept: %s: hourglass nodes' data h0..h2 and logs h0.log..h2.log, NATS nodes' stores and logs nats/n0..n2, events events.json\n", s.WorkDir)
+	} else if s.WorkDir != "" {
 		fmt.Fprintf(w, "\nkept: data directory %s/data, server log %s/server.log, events %s/events.json\n", s.WorkDir, s.WorkDir, s.WorkDir)
 	}
 	if s.Failed {
@@ -113,4 +154,11 @@ func mapString(m map[string]int) string {
 		fmt.Fprintf(&b, "%s %d", k, m[k])
 	}
 	return b.String()
+}
+
+func msOrNone(v float64) string {
+	if v < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f ms", v)
 }

@@ -38,7 +38,16 @@ type Config struct {
 	Consumers       int           // default 2
 	Topics          int           // default 2
 	OpsPerSecond    int           // per producer (default 40)
-	Keep            bool          // keep the work directory even on success
+	// Cluster runs against a cluster instead of one server: a 3-node NATS
+	// cluster (internal/natscluster) and 3 hourglass nodes (serve
+	// --cluster); cycles SIGKILL one hourglass or one NATS node, and the
+	// consumer reads the delivery stream instead of Receive/Ack.
+	Cluster bool
+	// LeaseTTL is serve --lease-ttl with Cluster (default 3s).
+	LeaseTTL time.Duration
+	// Partitions is serve --partitions with Cluster (default 8).
+	Partitions int
+	Keep       bool // keep the work directory even on success
 	// Bin is a built hourglass binary; empty: build ./cmd/hourglass of the
 	// module containing the working directory.
 	Bin string
@@ -95,6 +104,20 @@ func (c *Config) fill() error {
 	if c.DrainGrace == 0 {
 		c.DrainGrace = DefaultDrainGrace
 	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	def(&c.Partitions, DefaultPartitions)
+	if c.Cluster {
+		switch {
+		case c.CorruptTail:
+			return errors.New("--corrupt-tail cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not tear")
+		case c.LeaseTTL < time.Second || c.LeaseTTL > time.Minute:
+			return fmt.Errorf("--lease-ttl %v: from 1s (serve's minimum) to 1m (each cycle waits for a takeover)", c.LeaseTTL)
+		case c.Partitions < 1 || c.Partitions > 64:
+			return fmt.Errorf("--partitions %d: from 1 to 64", c.Partitions)
+		}
+	}
 	switch {
 	case c.Cycles < 1 || c.Cycles > 100_000:
 		return fmt.Errorf("--cycles %d: from 1 to 100000", c.Cycles)
@@ -148,6 +171,8 @@ type Summary struct {
 	Failed          bool           `json:"failed"`
 	Allowed         []string       `json:"allowed_kinds,omitempty"`
 	WorkDir         string         `json:"work_dir,omitempty"` // kept: data directory and server.log
+	// Cluster is set by a --cluster run.
+	Cluster *ClusterSummary `json:"cluster,omitempty"`
 }
 
 // errRestart ends a run whose server did not come back.
@@ -187,7 +212,12 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	r.wl = newWorkload(&r.cfg, r.hist)
-	err := r.run(ctx)
+	var err error
+	if cfg.Cluster {
+		err = r.runCluster(ctx)
+	} else {
+		err = r.run(ctx)
+	}
 	if errors.Is(err, errRestart) {
 		err = nil // a violation (start-failed), not a harness error
 	}
@@ -215,6 +245,13 @@ type runner struct {
 	skew, skewBound        time.Duration
 	mustReport             []string // cut commitlog-format files the next start must report
 	extra                  []Violation
+	stream                 *streamReader   // --cluster: the delivery stream's reader
+	natsRest               []time.Duration // --cluster: NATS node restarts, until healthy
+}
+
+// checkParams are Check's parameters for this run.
+func (r *runner) checkParams() CheckParams {
+	return CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound, Stream: r.cfg.Cluster}
 }
 
 func (r *runner) progress(format string, a ...any) {
@@ -259,7 +296,7 @@ func (r *runner) startServer(cycle int) error {
 		}
 	}
 	r.mustReport = nil
-	return r.measureSkew()
+	return r.measureSkew(s.addr)
 }
 
 // reportsTorn reports whether a log line about a torn tail names path.
@@ -275,8 +312,8 @@ func reportsTorn(log, path string) bool {
 // measureSkew asks the server's Time three times and keeps the sample
 // with the shortest round trip: skew = server - midpoint, bound = |skew| +
 // half the round trip.
-func (r *runner) measureSkew() error {
-	c := r.wl.client(r.srv.addr)
+func (r *runner) measureSkew(addr string) error {
+	c := r.wl.client(addr)
 	best := time.Duration(-1)
 	var skew time.Duration
 	for range 3 {
@@ -465,7 +502,7 @@ func (r *runner) drain(ctx context.Context) error {
 		if time.Now().Before(last) {
 			continue
 		}
-		res := Check(r.hist.Snapshot(), CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound})
+		res := Check(r.hist.Snapshot(), r.checkParams())
 		if len(res.Pending) == 0 {
 			complete = true
 			// A short quiet period lets late duplicates show themselves.
@@ -484,7 +521,11 @@ func (r *runner) drain(ctx context.Context) error {
 }
 
 func (r *runner) finish(start time.Time) {
-	res := Check(r.hist.Snapshot(), CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound})
+	ev := r.hist.Snapshot()
+	res := Check(ev, r.checkParams())
+	if r.sum.Cluster != nil {
+		r.finishCluster(ev, res)
+	}
 	s := r.sum
 	s.Counts = res.Counts
 	all := append(res.Violations, r.extra...)

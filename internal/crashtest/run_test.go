@@ -2,8 +2,10 @@ package crashtest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,5 +53,54 @@ func TestRunRealServer(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(work, "server.log")); err != nil {
 		t.Errorf("no server log: %v", err)
+	}
+}
+
+// TestRunCluster runs --cluster for real: 3 NATS nodes and 3 hourglass
+// nodes, two cycles each killing one of them, a drain, and checks that the
+// harness did its job (kills, takeover measured for an hourglass kill,
+// deliveries read from the stream, a complete drain) and that the cluster
+// broke no promise. Bounded by a 3 minute context; about 40 s on 2 cores.
+func TestRunCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds hourglass and nats-server and SIGKILLs cluster nodes for ~40 s; run without -short")
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := Run(ctx, Config{
+		Cluster: true, Cycles: 2, Seed: 3, LeaseTTL: 2 * time.Second, Producers: 1, OpsPerSecond: 20,
+		DrainGrace: 15 * time.Second, Duration: 3 * time.Minute, WorkDir: work,
+	})
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	for _, v := range sum.Violations {
+		t.Logf("violation: %s (allowed %v)", v, v.Allowed)
+	}
+	if sum.Failed {
+		v, _ := sum.FirstViolation()
+		t.Errorf("the cluster broke a promise: %s (data kept in %s)", v, sum.WorkDir)
+	}
+	cs, c := sum.Cluster, sum.Counts
+	if cs == nil {
+		t.Fatal("no cluster summary")
+	}
+	if sum.Cycles != 2 || cs.HourglassKills+cs.NATSKills != 2 || len(cs.Kills) != 2 {
+		t.Errorf("cycles %d, kills %d hourglass + %d NATS, %d reports; want 2, 2 in all, 2", sum.Cycles, cs.HourglassKills, cs.NATSKills, len(cs.Kills))
+	}
+	for _, k := range cs.Kills {
+		if strings.HasPrefix(k.Target, "hourglass ") && len(k.Partitions) > 0 && k.ReownedMs < 0 {
+			t.Errorf("cycle %d: %s owned %v and they were not taken over", k.Cycle, k.Target, k.Partitions)
+		}
+	}
+	if c.Scheduled < 30 || c.Delivered < c.Scheduled-c.Cancelled || !sum.DrainComplete {
+		t.Errorf("scheduled %d, delivered %d, cancelled %d, drain complete %v: the load or the drain did not happen",
+			c.Scheduled, c.Delivered, c.Cancelled, sum.DrainComplete)
+	}
+	for i := range 3 {
+		if _, err := os.Stat(filepath.Join(work, fmt.Sprintf("h%d.log", i))); err != nil {
+			t.Errorf("no log of hourglass node %d: %v", i, err)
+		}
 	}
 }
