@@ -82,9 +82,7 @@ func New(addr string, opts ...Option) *Client {
 	if cfg.http == nil {
 		// Producers and consumers keep several calls in flight; the
 		// default of 2 idle connections per host would churn.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
-		cfg.http = &http.Client{Transport: tr}
+		cfg.http = NewHTTPClient(64)
 	}
 	copts := cfg.connOpts
 	if cfg.token != "" {
