@@ -14,7 +14,7 @@ import (
 
 // DefaultMaxCalls is how many Schedule calls a Client keeps in flight
 // before it merges what waits into ScheduleBatch calls (WithMaxCalls).
-const DefaultMaxCalls = 4
+const DefaultMaxCalls = 2
 
 // Limits of one merged call: the server's ScheduleBatch limit, and a size
 // far below the server's request limit (64 MiB).

@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/enginebench"
@@ -36,6 +37,12 @@ type Report struct {
 	ClockSkewMs float64 `json:"clock_skew_ms"` // server clock - client clock, measured with Time
 	ClockRTTMs  float64 `json:"clock_rtt_ms"`  // round trip of the Time call the skew came from
 	Errors      int64   `json:"errors"`        // failed calls (the run stops at the first failed Schedule)
+	// MaxCalls is Config.MaxCalls; with it, Calls counts the Schedule and
+	// ScheduleBatch calls the messages went in, and Merged the messages
+	// that went in ScheduleBatch calls.
+	MaxCalls int   `json:"max_calls"`
+	Calls    int64 `json:"calls"`
+	Merged   int64 `json:"merged"`
 }
 
 // Run runs one scenario against the server at cfg.Addr. A non-nil report
@@ -50,11 +57,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rand.Read(b[:])
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = cfg.Clients + cfg.Consumers + 8
+	// The Go client's HTTP/1.1 client: a small request leaves in one write.
+	hc := client.NewHTTPClient(cfg.Clients + cfg.Consumers + 8)
+	defer hc.CloseIdleConnections()
 	var opts []connect.ClientOption
 	if cfg.Protocol == ProtocolGRPC {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 0
 		tr.Protocols = new(http.Protocols)
 		if strings.HasPrefix(cfg.Addr, "http://") {
 			tr.Protocols.SetUnencryptedHTTP2(true)
@@ -62,9 +71,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			tr.Protocols.SetHTTP2(true)
 		}
 		opts = append(opts, connect.WithGRPC())
+		hc = &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
 	}
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}
@@ -73,7 +82,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients}
+	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"
@@ -89,7 +98,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	switch cfg.Scenario {
 	case Batch, Single:
-		err = runSchedule(ctx, svc, cfg, r)
+		var cl *client.Client
+		if cfg.MaxCalls > 0 {
+			copts := []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithConnectOptions(opts...)}
+			cl = client.New(cfg.Addr, copts...)
+		}
+		err = runSchedule(ctx, svc, cl, cfg, r)
+		if cl != nil {
+			r.Calls, r.Merged = cl.ScheduleCalls()
+		}
 		r.DueFromSeconds, r.DueToSeconds = FarAhead.Seconds(), FarAhead.Seconds()+r.ScheduleSeconds
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
@@ -137,7 +154,8 @@ func body(size int, i int) []byte {
 // schedule sends messages [0, N) in calls of cfg.Batch (ScheduleBatch) or
 // one at a time (Single) from cfg.Clients goroutines; at(i) sets each
 // message's time. It records scheduled count and rate in r.
-func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
+// With cl non-nil, single Schedules go through cl (merged as it does).
+func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cl *client.Client, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
 	step := cfg.Batch
 	if single {
 		step = 1
@@ -164,9 +182,13 @@ func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient
 					msgs = append(msgs, m)
 				}
 				var err error
-				if single {
+				switch {
+				case single && cl != nil:
+					m := msgs[0]
+					_, err = cl.Schedule(ctx, client.Message{Topic: m.Topic, Body: m.Body, Delay: time.Duration(m.GetDelayMs()) * time.Millisecond})
+				case single:
 					_, err = svc.Schedule(ctx, connect.NewRequest(msgs[0]))
-				} else {
+				default:
 					_, err = svc.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs}))
 				}
 				if err != nil {
@@ -194,9 +216,9 @@ func schedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient
 	return nil
 }
 
-func runSchedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cfg Config, r *Report) error {
+func runSchedule(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cl *client.Client, cfg Config, r *Report) error {
 	delay := &hourglassv1.ScheduleRequest_DelayMs{DelayMs: FarAhead.Milliseconds()}
-	return schedule(ctx, svc, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	return schedule(ctx, svc, cl, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
 }
 
 // runLateness schedules N messages due evenly over cfg.Window (on the
@@ -318,7 +340,7 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 		})
 	}
 
-	serr := schedule(ctx, svc, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
+	serr := schedule(ctx, svc, nil, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
 		m.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}
 	})
