@@ -29,6 +29,7 @@ import (
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
 // DefaultAddr is where New connects when given an empty address: the
@@ -104,7 +105,9 @@ func New(addr string, opts ...Option) *Client {
 		// default of 2 idle connections per host would churn.
 		cfg.http = NewHTTPClient(64)
 	}
-	copts := cfg.connOpts
+	// The codec decodes ScheduleBatch answers with a few allocations per
+	// batch instead of three per message; options given after it win.
+	copts := append([]connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}, cfg.connOpts...)
 	if cfg.token != "" {
 		copts = append([]connect.ClientOption{connect.WithInterceptors(bearer(cfg.token))}, copts...)
 	}

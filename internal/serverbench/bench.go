@@ -23,6 +23,7 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
 // Report is enginebench.Report (the same JSON keys, 0 where one does not
@@ -57,10 +58,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rand.Read(b[:])
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
-	// The Go client's HTTP/1.1 client: a small request leaves in one write.
+	// What the Go client (package client) uses: its HTTP/1.1 client, which
+	// sends a small request in one write, and its codec, which decodes
+	// ScheduleBatch answers with a few allocations per batch.
 	hc := client.NewHTTPClient(cfg.Clients + cfg.Consumers + 8)
 	defer hc.CloseIdleConnections()
-	var opts []connect.ClientOption
+	opts := []connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}
 	if cfg.Protocol == ProtocolGRPC {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 0

@@ -1,72 +1,12 @@
-package server
+package wirecodec
 
 import (
-	"fmt"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
-
-// protoCodec is connect's binary protobuf codec ("proto", for Connect and
-// gRPC alike) with a faster decoder for the common ScheduleBatchRequest:
-// messages of a topic, a body, and delay_ms or delay_level (and maybe an
-// idempotency_key). The standard decoder makes four or five allocations
-// per message of a batch and copies each body; decodeBatch makes a few
-// per batch: one copy of the request that the bodies point into, and one
-// slice each of messages and delays. Any other shape (headers, deliver_at,
-// unknown or repeated fields, bad UTF-8, anything malformed) goes to
-// proto.Unmarshal, which also words the errors. FuzzDecodeBatch holds the
-// two to the same result.
-type protoCodec struct{}
-
-func (protoCodec) Name() string   { return "proto" }
-func (protoCodec) IsBinary() bool { return true }
-
-func (protoCodec) Marshal(msg any) ([]byte, error) {
-	m, ok := msg.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a protobuf message", msg)
-	}
-	return proto.Marshal(m)
-}
-
-// MarshalAppend lets connect marshal into its pooled buffers.
-func (protoCodec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
-	m, ok := msg.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a protobuf message", msg)
-	}
-	return proto.MarshalOptions{}.MarshalAppend(dst, m)
-}
-
-func (protoCodec) MarshalStable(msg any) ([]byte, error) {
-	m, ok := msg.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("%T is not a protobuf message", msg)
-	}
-	return proto.MarshalOptions{Deterministic: true}.Marshal(m)
-}
-
-func (protoCodec) Unmarshal(data []byte, msg any) error {
-	if b, ok := msg.(*hourglassv1.ScheduleBatchRequest); ok {
-		if msgs, ok := decodeBatch(data); ok {
-			proto.Reset(b)
-			b.Messages = msgs
-			return nil
-		}
-	}
-	m, ok := msg.(proto.Message)
-	if !ok {
-		return fmt.Errorf("%T is not a protobuf message", msg)
-	}
-	if err := proto.Unmarshal(data, m); err != nil {
-		return fmt.Errorf("unmarshal into %T: %w", msg, err)
-	}
-	return nil
-}
 
 // Field numbers of hourglass.v1.ScheduleBatchRequest and ScheduleRequest
 // (proto/hourglass/v1/hourglass.proto).
@@ -77,7 +17,7 @@ const (
 	fieldDelayMs         = 4
 	fieldDelayLevel      = 6
 	fieldIdempotencyKey  = 7
-	maxFastBatchMessages = MaxBatch // larger batches are refused anyway
+	maxFastBatchMessages = 1000 // the server refuses larger batches anyway
 )
 
 // decodeBatch decodes a ScheduleBatchRequest of the common shape (see

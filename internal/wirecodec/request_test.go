@@ -1,4 +1,4 @@
-package server
+package wirecodec
 
 import (
 	"testing"
@@ -88,7 +88,7 @@ func TestCodecUnmarshalFallsBack(t *testing.T) {
 	for name, data := range batchSeeds(t) {
 		var std, got hourglassv1.ScheduleBatchRequest
 		stdErr := proto.Unmarshal(data, &std)
-		err := protoCodec{}.Unmarshal(data, &got)
+		err := Codec{}.Unmarshal(data, &got)
 		if (err != nil) != (stdErr != nil) || (err == nil && !proto.Equal(&got, &std)) {
 			t.Errorf("%s: codec gave %v, %v; proto.Unmarshal %v, %v", name, &got, err, &std, stdErr)
 		}
@@ -128,7 +128,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
 			var m hourglassv1.ScheduleBatchRequest
-			if err := (protoCodec{}).Unmarshal(data, &m); err != nil {
+			if err := (Codec{}).Unmarshal(data, &m); err != nil {
 				b.Fatal(err)
 			}
 		}
