@@ -7,9 +7,11 @@ import (
 	"net/http"
 )
 
-// oneWriteMax is the largest request body oneWrite copies; larger bodies
-// go as they came (their own writes cost little next to their size).
-const oneWriteMax = 64 << 10
+// oneWriteMax is the largest request body oneWrite copies: with the
+// headers it fits net/http's 4 KiB write buffer, so the request leaves in
+// one write. A larger body takes several writes anyway, and copying it
+// would cost more than the write it could save.
+const oneWriteMax = 3 << 10
 
 // oneWrite is an http.RoundTripper that makes a small request leave in
 // one write: net/http flushes a request's headers in a write of their own
@@ -48,7 +50,7 @@ func (t oneWrite) CloseIdleConnections() {
 
 // NewHTTPClient returns the HTTP/1.1 client New uses when not given one:
 // up to maxIdle idle connections kept per host (64 when 0 or less), and
-// each request of 64 KiB or less sent in one write.
+// each request with a body of 3 KiB or less sent in one write.
 func NewHTTPClient(maxIdle int) *http.Client {
 	if maxIdle <= 0 {
 		maxIdle = 64
