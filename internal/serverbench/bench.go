@@ -148,7 +148,6 @@ func measureSkew(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 	return skew, rtt, nil
 }
 
-
 // schedule sends messages [0, N) in calls of cfg.Batch (ScheduleBatch) or
 // one at a time (Single) from cfg.Clients goroutines; at(i) sets each
 // message's time. It records scheduled count and rate in r.
