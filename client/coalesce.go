@@ -21,6 +21,9 @@ const DefaultMaxCalls = 2
 const (
 	mergeMaxMessages = 1000
 	mergeMaxBytes    = 4 << 20
+	// resendCalls is how many single calls resend the messages of a
+	// merged call the server refused.
+	resendCalls = 4
 )
 
 // coalescer sends concurrent Schedule calls: while fewer than max calls
@@ -171,14 +174,22 @@ func (c *coalescer) send(batch []*pending) {
 			p.finish(res.Msg.Results[i].Id, nil)
 		}
 	case connect.CodeOf(err) == connect.CodeInvalidArgument:
-		// Nothing was stored. Let each message answer for itself.
+		// Nothing was stored. Let each message answer for itself, a few
+		// calls at a time.
+		work := make(chan *pending)
 		var wg sync.WaitGroup
-		for _, p := range batch {
+		for range min(len(batch), resendCalls) {
 			wg.Go(func() {
-				id, err := c.one(p.ctx, p.req)
-				p.finish(id, err)
+				for p := range work {
+					id, err := c.one(p.ctx, p.req)
+					p.finish(id, err)
+				}
 			})
 		}
+		for _, p := range batch {
+			work <- p
+		}
+		close(work)
 		wg.Wait()
 	default:
 		for _, p := range batch {
