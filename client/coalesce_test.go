@@ -24,6 +24,9 @@ type fakeServer struct {
 	hold     chan struct{} // if non-nil, the first Schedule waits for it to close
 	entered  chan struct{} // closed when the first Schedule arrives
 	batchErr error         // if set, every ScheduleBatch fails with it
+	// holdBatch, if non-nil, makes ScheduleBatch wait for it to close
+	// after it closes batchIn.
+	holdBatch, batchIn chan struct{}
 
 	mu      sync.Mutex
 	singles int
@@ -72,6 +75,10 @@ func (f *fakeServer) ScheduleBatch(_ context.Context, req *connect.Request[hourg
 	f.mu.Lock()
 	f.batches = append(f.batches, len(req.Msg.Messages))
 	f.mu.Unlock()
+	if f.holdBatch != nil {
+		close(f.batchIn)
+		<-f.holdBatch
+	}
 	if f.batchErr != nil {
 		return nil, f.batchErr
 	}
@@ -269,5 +276,42 @@ func TestMaxCallsOffSendsEachAlone(t *testing.T) {
 	wg.Wait()
 	if f.singles != 6 || len(f.batches) != 0 {
 		t.Fatalf("server saw %d Schedule and %d ScheduleBatch calls; want 6 and 0", f.singles, len(f.batches))
+	}
+}
+
+// TestMergedCallOutlivesOneCaller checks that a merged call goes on while
+// one of its callers still waits, though another gave up.
+func TestMergedCallOutlivesOneCaller(t *testing.T) {
+	f := newFake(true)
+	f.holdBatch, f.batchIn = make(chan struct{}), make(chan struct{})
+	c := New(startFake(t, f), WithMaxCalls(1))
+	var wg sync.WaitGroup
+	wg.Go(func() { c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}) })
+	<-f.entered
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Schedule(ctx, Message{Topic: "t", Body: []byte("quitter")})
+		errc <- err
+	}()
+	var id string
+	var err error
+	wg.Go(func() {
+		id, err = c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("stayer")})
+	})
+	waitFor(t, "two callers to wait", func() bool { return c.waitingCount() == 2 })
+	close(f.hold)
+	<-f.batchIn // the merged call of both is at the server
+	cancel()
+	if qerr := <-errc; !errors.Is(qerr, context.Canceled) {
+		t.Fatalf("the caller that gave up got %v, want context.Canceled", qerr)
+	}
+	close(f.holdBatch)
+	wg.Wait()
+	if err != nil || id != "id:stayer" {
+		t.Fatalf("the caller that stayed got %q, %v; want its ID (the call must go on for it)", id, err)
+	}
+	if len(f.batches) != 1 || f.batches[0] != 2 {
+		t.Fatalf("batches %v, want one of 2", f.batches)
 	}
 }
