@@ -76,12 +76,19 @@ func (id ID) IsZero() bool { return id == ID{} }
 // String renders the ID as 32 lowercase hex digits: deliverAt then seq,
 // so that string order is delivery order.
 func (id ID) String() string {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[0:8], uint64(id.DeliverAt))
-	binary.BigEndian.PutUint64(b[8:16], id.Seq)
-	var h [32]byte
-	hex.Encode(h[:], b[:])
-	return string(h[:]) // one allocation, where EncodeToString makes two
+	var h [IDTextLen]byte
+	return string(id.AppendText(h[:0])) // one allocation, where EncodeToString makes two
+}
+
+// IDTextLen is the length of an ID's text form (String, AppendText).
+const IDTextLen = 32
+
+// AppendText appends the text form of id (what String returns) to b.
+func (id ID) AppendText(b []byte) []byte {
+	var raw [16]byte
+	binary.BigEndian.PutUint64(raw[0:8], uint64(id.DeliverAt))
+	binary.BigEndian.PutUint64(raw[8:16], id.Seq)
+	return hex.AppendEncode(b, raw[:])
 }
 
 // ParseID parses the form written by ID.String.

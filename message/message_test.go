@@ -131,3 +131,19 @@ func FuzzDecodeCancel(f *testing.F) {
 		}
 	})
 }
+
+func TestIDAppendText(t *testing.T) {
+	for _, id := range []ID{{}, {DeliverAt: 1_796_000_000_123, Seq: 9}, {DeliverAt: -1, Seq: 1<<64 - 1}} {
+		got := id.AppendText([]byte("x"))
+		if string(got) != "x"+id.String() || len(got) != 1+IDTextLen {
+			t.Errorf("AppendText(%v) = %q, want x+%q", id, got, id.String())
+		}
+		if id.DeliverAt < 0 {
+			continue // ParseID refuses a negative time
+		}
+		back, err := ParseID(string(got[1:]))
+		if err != nil || back != id {
+			t.Errorf("ParseID(%q) = %v, %v; want %v", got[1:], back, err, id)
+		}
+	}
+}

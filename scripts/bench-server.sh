@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs the server benchmarks behind docs/BENCHMARKS.md ("The server"): the
-# three `hourglass bench server` scenarios, each three times against a fresh
+# `hourglass bench server` scenarios, each three times against a fresh
 # `hourglass serve --fsync always` on 127.0.0.1, and the RPC stack's own
 # ceiling (a server that stores nothing) measured in the same run.
-# Usage: bash scripts/bench-server.sh > bench-server.txt 2>&1   (about 6 minutes)
+# Usage: bash scripts/bench-server.sh > bench-server.txt 2>&1   (about 7 minutes)
 # Run it on an otherwise idle machine: client and server share its cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +31,16 @@ serve() {
 }
 stop() { kill "$pid"; wait "$pid" || true; pid=; }
 
+# single-merged is the single scenario through the Go client's default
+# merging (client.WithMaxCalls(2)): the same 64 goroutines each calling
+# Schedule, sent as at most 2 calls in flight, merged into ScheduleBatch.
 for i in 1 2 3; do
-  for s in batch single lateness; do
+  for s in batch single single-merged lateness; do
     serve
     echo "== $s run $i"
-    "$tmp/hourglass" bench server --addr "http://127.0.0.1:$port" --scenario "$s" --json | tail -1
+    args=(--scenario "$s")
+    if [ "$s" = single-merged ]; then args=(--scenario single --max-calls 2); fi
+    "$tmp/hourglass" bench server --addr "http://127.0.0.1:$port" "${args[@]}" --json | tail -1
     curl -fs "http://127.0.0.1:$port/metrics" | grep -E '^hourglass_commitlog_fsync_seconds_(sum|count)|^process_cpu_seconds_total' || true
     stop
   done

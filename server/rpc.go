@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unsafe"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -54,11 +55,45 @@ func (s *Server) ScheduleBatch(ctx context.Context, req *connect.Request[hourgla
 	if err != nil {
 		return nil, err
 	}
+	return connect.NewResponse(scheduleBatchResponse(ids)), nil
+}
+
+// scheduleBatchResponse answers a batch with a few allocations instead of
+// three per message: the results, their times and their ID texts each
+// come from one slice.
+func scheduleBatchResponse(ids []message.ID) *hourglassv1.ScheduleBatchResponse {
 	out := &hourglassv1.ScheduleBatchResponse{Results: make([]*hourglassv1.ScheduleResponse, len(ids))}
+	results := make([]hourglassv1.ScheduleResponse, len(ids))
+	times := make([]timestamppb.Timestamp, len(ids))
+	text := make([]byte, 0, len(ids)*message.IDTextLen)
 	for i, id := range ids {
-		out.Results[i] = scheduleResponse(id)
+		start := len(text)
+		text = id.AppendText(text)
+		ms := id.DeliverAt
+		times[i].Seconds, times[i].Nanos = floorDiv(ms, 1000), int32(floorMod(ms, 1000))*1_000_000
+		results[i].Id = unsafe.String(&text[start], len(text)-start)
+		results[i].DeliverAt = &times[i]
+		out.Results[i] = &results[i]
 	}
-	return connect.NewResponse(out), nil
+	return out
+}
+
+// floorDiv and floorMod split a count of milliseconds into seconds and a
+// non-negative remainder, as timestamppb.New(time.UnixMilli(ms)) does.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
 }
 
 // schedule hands checked requests to the engine, all or none.

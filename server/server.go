@@ -33,6 +33,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/wirecodec"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -182,6 +183,9 @@ func (s *Server) Handler() http.Handler {
 		authGate(s.opts.AuthToken),
 		connect.WithInterceptors(newLogInterceptor(s.log)),
 		connect.WithReadMaxBytes(s.readMaxBytes()),
+		// The standard protobuf codec, with a decoder of the common
+		// ScheduleBatchRequest that allocates per batch, not per message.
+		connect.WithCodec(wirecodec.Codec{}),
 		// Compressing small responses costs more CPU than it saves, above
 		// all on loopback: a profile under ScheduleBatch load showed a
 		// tenth of the server's CPU resetting gzip writers.

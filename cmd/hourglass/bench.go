@@ -175,7 +175,11 @@ Scenarios (N is --messages):
             with batches of 100, 256-byte bodies, server at --fsync always).
   single    N messages (default 100,000) in single Schedule calls from --clients
             goroutines (default 64), due 1h ahead. Headline: schedule_per_sec
-            (target 20,000/s with 64 clients).
+            (target 20,000/s with 64 clients). Every Schedule is its own call,
+            unless --max-calls N: then the clients share one client.Client
+            with WithMaxCalls(N), which keeps N calls in flight and merges
+            the Schedules that arrive meanwhile into ScheduleBatch calls
+            (calls and merged in the JSON say how many went how).
   lateness  N messages (default 20,000) in ScheduleBatch calls, due evenly over
             --window (10s) starting once scheduling is over (1s + N/20,000 s
             after the start, on the server's clock), while --consumers (4)
@@ -194,7 +198,8 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   clients, consumers        goroutines scheduling; goroutines receiving
   clock_skew_ms             server clock - client clock (Time with the shortest round trip)
   clock_rtt_ms              that call's round trip
-  errors                    failed calls`
+  errors                    failed calls
+  max_calls, calls, merged  --max-calls; the RPCs sent; messages sent in merged ScheduleBatch calls`
 
 // loadGenGCPercent is bench server's GC percent: a leaner load generator
 // leaves more of the shared machine to the server it measures.
@@ -222,6 +227,8 @@ func benchServerCommand() *cli.Command {
 				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call (batch, lateness), 1 to %d", serverbench.MaxBatch)},
 			&cli.IntFlag{Name: "clients", DefaultText: "64 for single, 8 otherwise",
 				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
+			&cli.IntFlag{Name: "max-calls",
+				Usage: "single only: send through the Go client with WithMaxCalls(`N`), merging concurrent Schedules into ScheduleBatch calls beyond N in flight; 0 sends each Schedule as its own call"},
 			&cli.StringFlag{Name: "cpuprofile",
 				Usage: "write the load generator's CPU profile to `FILE` (go tool pprof FILE); the server's is at /debug/pprof/profile with serve --pprof"},
 			&cli.StringFlag{Name: "protocol", Value: serverbench.DefaultProtocol,
@@ -263,6 +270,7 @@ func runBenchServer(c *cli.Context) error {
 		Grace:     c.Duration("grace"),
 		Topic:     c.String("topic"),
 		Protocol:  c.String("protocol"),
+		MaxCalls:  c.Int("max-calls"),
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{

@@ -35,6 +35,8 @@ func TestBenchServerFlagErrors(t *testing.T) {
 		{"bad_addr", []string{"--addr", "127.0.0.1:7420"}, `--addr "127.0.0.1:7420": want a URL such as http://127.0.0.1:7420`},
 		{"timeout_not_duration", []string{"--timeout", "5"}, "--timeout takes a duration with a unit"},
 		{"argument", []string{"now"}, `bench server takes no arguments, got ["now"]`},
+		{"negative_max_calls", []string{"--scenario", "single", "--max-calls", "-1"}, "--max-calls -1 is out of range; it must be from 0 (every Schedule its own call) to 1024"},
+		{"max_calls_batch", []string{"--max-calls", "2"}, "--max-calls applies to --scenario single only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _, err := runApp(t, append([]string{"bench", "server"}, tc.args...)...)
@@ -134,10 +136,12 @@ func TestBenchServerScenarios(t *testing.T) {
 	}{
 		{serverbench.Batch, []string{"--messages", "3000", "--batch", "50"}},
 		{serverbench.Single, []string{"--messages", "500", "--clients", "8"}},
+		{serverbench.Single + "_merged", []string{"--messages", "2000", "--clients", "32", "--max-calls", "1"}},
 		{serverbench.Lateness, []string{"--messages", "1000", "--window", "500ms", "--grace", "5s"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			args := append([]string{"bench", "server", "--addr", url, "--scenario", tc.scenario, "--timeout", "1m", "--json"}, tc.args...)
+			scenario, merged := strings.CutSuffix(tc.scenario, "_merged")
+			args := append([]string{"bench", "server", "--addr", url, "--scenario", scenario, "--timeout", "1m", "--json"}, tc.args...)
 			out, stderr, err := runApp(t, args...)
 			if err != nil {
 				t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
@@ -152,7 +156,7 @@ func TestBenchServerScenarios(t *testing.T) {
 					t.Errorf("JSON lacks %q", k)
 				}
 			}
-			if m["scenario"] != tc.scenario || m["end"] != "complete" {
+			if m["scenario"] != scenario || m["end"] != "complete" {
 				t.Errorf("scenario %v, end %v", m["scenario"], m["end"])
 			}
 			if m["schedule_per_sec"].(float64) <= 0 {
@@ -165,6 +169,14 @@ func TestBenchServerScenarios(t *testing.T) {
 			}
 			if m["scheduled"] != m["messages"] {
 				t.Errorf("scheduled %v of %v", m["scheduled"], m["messages"])
+			}
+			// 32 goroutines and one call in flight: the Schedules that
+			// wait for it share the next, so fewer calls than messages.
+			if calls := m["calls"].(float64); merged && (calls < 1 || calls >= m["messages"].(float64) || m["merged"].(float64) == 0) {
+				t.Errorf("--max-calls 1: %v calls, %v merged messages for %v messages; want merged calls", calls, m["merged"], m["messages"])
+			}
+			if !merged && m["calls"].(float64) != 0 {
+				t.Errorf("calls %v without --max-calls, want 0", m["calls"])
 			}
 			if tc.scenario == serverbench.Lateness {
 				if m["delivered"] != m["messages"] || m["fire_per_sec"].(float64) <= 0 || m["lateness_max_ms"].(float64) < m["lateness_p99_ms"].(float64) {

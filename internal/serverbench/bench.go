@@ -19,9 +19,11 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
 // Report is enginebench.Report (the same JSON keys, 0 where one does not
@@ -36,6 +38,12 @@ type Report struct {
 	ClockSkewMs float64 `json:"clock_skew_ms"` // server clock - client clock, measured with Time
 	ClockRTTMs  float64 `json:"clock_rtt_ms"`  // round trip of the Time call the skew came from
 	Errors      int64   `json:"errors"`        // failed calls (the run stops at the first failed Schedule)
+	// MaxCalls is Config.MaxCalls; with it, Calls counts the Schedule and
+	// ScheduleBatch calls the messages went in, and Merged the messages
+	// that went in ScheduleBatch calls.
+	MaxCalls int   `json:"max_calls"`
+	Calls    int64 `json:"calls"`
+	Merged   int64 `json:"merged"`
 }
 
 // Run runs one scenario against the server at cfg.Addr. A non-nil report
@@ -50,11 +58,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rand.Read(b[:])
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = cfg.Clients + cfg.Consumers + 8
-	var opts []connect.ClientOption
+	// What the Go client (package client) uses: its HTTP/1.1 client, which
+	// sends a small request in one write, and its codec, which decodes
+	// ScheduleBatch answers with a few allocations per batch.
+	hc := client.NewHTTPClient(cfg.Clients + cfg.Consumers + 8)
+	defer hc.CloseIdleConnections()
+	opts := []connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}
 	if cfg.Protocol == ProtocolGRPC {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = 0
 		tr.Protocols = new(http.Protocols)
 		if strings.HasPrefix(cfg.Addr, "http://") {
 			tr.Protocols.SetUnencryptedHTTP2(true)
@@ -62,9 +74,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			tr.Protocols.SetHTTP2(true)
 		}
 		opts = append(opts, connect.WithGRPC())
+		hc = &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
 	}
-	hc := &http.Client{Transport: tr}
-	defer tr.CloseIdleConnections()
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}
@@ -77,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients}
+	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"
@@ -93,7 +105,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	switch cfg.Scenario {
 	case Batch, Single:
-		err = runSchedule(ctx, svcs, cfg, r)
+		var cls []*client.Client // one merging client per address, with --max-calls
+		if cfg.MaxCalls > 0 {
+			for _, a := range cfg.Addrs() {
+				copts := []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithConnectOptions(opts...)}
+				cls = append(cls, client.New(a, copts...))
+			}
+		}
+		err = runSchedule(ctx, svcs, cls, cfg, r)
+		for _, cl := range cls {
+			calls, merged := cl.ScheduleCalls()
+			r.Calls, r.Merged = r.Calls+calls, r.Merged+merged
+		}
 		r.DueFromSeconds, r.DueToSeconds = FarAhead.Seconds(), FarAhead.Seconds()+r.ScheduleSeconds
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
@@ -132,16 +155,12 @@ func measureSkew(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 	return skew, rtt, nil
 }
 
-func body(size int, i int) []byte {
-	b := make([]byte, size)
-	binary.BigEndian.PutUint64(b, uint64(i))
-	return b
-}
-
 // schedule sends messages [0, N) in calls of cfg.Batch (ScheduleBatch) or
 // one at a time (Single) from cfg.Clients goroutines; at(i) sets each
 // message's time. It records scheduled count and rate in r.
-func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
+// With cls non-empty, single Schedules go through them (merged as the Go
+// client does), client c through cls[c % len(cls)].
+func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cls []*client.Client, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
 	step := cfg.Batch
 	if single {
 		step = 1
@@ -155,23 +174,41 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 	var wg sync.WaitGroup
 	for c := range cfg.Clients {
 		svc := svcs[c%len(svcs)]
+		var cl *client.Client
+		if len(cls) > 0 {
+			cl = cls[c%len(cls)]
+		}
 		wg.Go(func() {
+			// Each goroutine reuses its messages and bodies from call to
+			// call (a call is done with them when it returns), so that the
+			// load generator spends its share of the machine on calls,
+			// not on garbage.
+			reqs := make([]hourglassv1.ScheduleRequest, step)
+			bodies := make([]byte, step*cfg.BodySize)
+			msgs := make([]*hourglassv1.ScheduleRequest, 0, step)
 			for ctx.Err() == nil {
 				from := int(next.Add(int64(step))) - step
 				if from >= cfg.Messages {
 					return
 				}
 				to := min(from+step, cfg.Messages)
-				msgs := make([]*hourglassv1.ScheduleRequest, 0, to-from)
+				msgs = msgs[:0]
 				for i := from; i < to; i++ {
-					m := &hourglassv1.ScheduleRequest{Topic: cfg.Topic, Body: body(cfg.BodySize, i)}
+					k := i - from
+					m := &reqs[k]
+					m.Topic, m.Body = cfg.Topic, bodies[k*cfg.BodySize:(k+1)*cfg.BodySize]
+					binary.BigEndian.PutUint64(m.Body, uint64(i)) // the index; the rest stays zero
 					when(i, m)
 					msgs = append(msgs, m)
 				}
 				var err error
-				if single {
+				switch {
+				case single && cl != nil:
+					m := msgs[0]
+					_, err = cl.Schedule(ctx, client.Message{Topic: m.Topic, Body: m.Body, Delay: time.Duration(m.GetDelayMs()) * time.Millisecond})
+				case single:
 					_, err = svc.Schedule(ctx, connect.NewRequest(msgs[0]))
-				} else {
+				default:
 					_, err = svc.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs}))
 				}
 				if err != nil {
@@ -199,9 +236,9 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 	return nil
 }
 
-func runSchedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cfg Config, r *Report) error {
+func runSchedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cls []*client.Client, cfg Config, r *Report) error {
 	delay := &hourglassv1.ScheduleRequest_DelayMs{DelayMs: FarAhead.Milliseconds()}
-	return schedule(ctx, svcs, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	return schedule(ctx, svcs, cls, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
 }
 
 // runLateness schedules N messages due evenly over cfg.Window (on the
@@ -323,7 +360,7 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 		})
 	}
 
-	serr := schedule(ctx, []hourglassv1connect.HourglassServiceClient{svc}, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
+	serr := schedule(ctx, []hourglassv1connect.HourglassServiceClient{svc}, nil, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
 		m.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}
 	})

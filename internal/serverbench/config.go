@@ -75,6 +75,11 @@ type Config struct {
 	Timeout   time.Duration
 	Grace     time.Duration
 	Topic     string // empty: a fresh unique topic
+	// MaxCalls, for the single scenario, sends the Schedules through
+	// client.Client with client.WithMaxCalls(MaxCalls): concurrent
+	// Schedules beyond MaxCalls in flight share ScheduleBatch calls. 0
+	// sends every Schedule as its own call (the generated client).
+	MaxCalls int
 	// Protocol is how the clients talk: ProtocolConnect (Connect's
 	// protocol over HTTP/1.1, one connection per call in flight, as curl
 	// and browsers do) or ProtocolGRPC (gRPC over one HTTP/2 connection,
@@ -137,6 +142,12 @@ func (c *Config) normalize() error {
 	}
 	if c.Clients < 1 || c.Clients > MaxClients {
 		return fmt.Errorf("--clients %d is out of range; it must be from 1 to %d", c.Clients, MaxClients)
+	}
+	if c.MaxCalls < 0 || c.MaxCalls > MaxClients {
+		return fmt.Errorf("--max-calls %d is out of range; it must be from 0 (every Schedule its own call) to %d", c.MaxCalls, MaxClients)
+	}
+	if c.MaxCalls > 0 && c.Scenario != Single {
+		return fmt.Errorf("--max-calls applies to --scenario single only (batch and lateness send ScheduleBatch themselves)")
 	}
 	if c.Consumers == 0 {
 		c.Consumers = DefaultConsumers

@@ -15,7 +15,8 @@ import (
 // Keys lists the JSON keys every report has: enginebench.Keys (the same
 // as `bench engine`), then this package's own.
 var Keys = append(append([]string(nil), enginebench.Keys...),
-	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors")
+	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors",
+	"max_calls", "calls", "merged")
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {

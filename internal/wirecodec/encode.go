@@ -1,0 +1,213 @@
+package wirecodec
+
+import (
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// The encoders below write what proto.Marshal writes (the fields outside
+// a oneof in number order, then the oneof's member, which is written even
+// when zero; other proto3 zero values left out) for
+// messages without unknown fields and with valid UTF-8 strings; for any
+// other message they report false and proto.Marshal does the work (and
+// words the error). TestEncodeMatchesProto and FuzzEncode hold them to
+// proto.Marshal byte for byte.
+
+// Field numbers of ScheduleRequest and Header not named in request.go.
+const (
+	fieldHeaders     = 3
+	fieldDeliverAtRq = 5
+	fieldHeaderKey   = 1
+	fieldHeaderValue = 2
+)
+
+func sizeBytes(n int) int { return protowire.SizeTag(1) + protowire.SizeVarint(uint64(n)) + n }
+
+// timestampSize is the encoded size of a Timestamp's fields.
+func timestampSize(ts *timestamppb.Timestamp) int {
+	n := 0
+	if ts.Seconds != 0 {
+		n += 1 + protowire.SizeVarint(uint64(ts.Seconds))
+	}
+	if ts.Nanos != 0 {
+		n += 1 + protowire.SizeVarint(uint64(int64(ts.Nanos)))
+	}
+	return n
+}
+
+func appendTimestamp(b []byte, ts *timestamppb.Timestamp) []byte {
+	if ts.Seconds != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldSeconds, protowire.VarintType), uint64(ts.Seconds))
+	}
+	if ts.Nanos != 0 {
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldNanos, protowire.VarintType), uint64(int64(ts.Nanos)))
+	}
+	return b
+}
+
+func plainTimestamp(ts *timestamppb.Timestamp) bool {
+	return ts != nil && len(ts.ProtoReflect().GetUnknown()) == 0
+}
+
+// resultSize is the encoded size of r's fields, or -1 if proto.Marshal
+// must encode it.
+func resultSize(r *hourglassv1.ScheduleResponse) int {
+	if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(r.Id) {
+		return -1
+	}
+	n := 0
+	if r.Id != "" {
+		n += sizeBytes(len(r.Id))
+	}
+	if r.DeliverAt != nil {
+		if !plainTimestamp(r.DeliverAt) {
+			return -1
+		}
+		n += sizeBytes(timestampSize(r.DeliverAt))
+	}
+	return n
+}
+
+// appendBatchResponse appends the encoding of m to b.
+func appendBatchResponse(b []byte, m *hourglassv1.ScheduleBatchResponse) ([]byte, bool) {
+	if len(m.ProtoReflect().GetUnknown()) > 0 {
+		return nil, false
+	}
+	var stack [256]int
+	sizes := stack[:0]
+	total := 0
+	for _, r := range m.Results {
+		n := resultSize(r)
+		if n < 0 {
+			return nil, false
+		}
+		sizes = append(sizes, n)
+		total += sizeBytes(n)
+	}
+	b = grow(b, total)
+	for i, r := range m.Results {
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldResults, protowire.BytesType), uint64(sizes[i]))
+		if r.Id != "" {
+			b = protowire.AppendString(protowire.AppendTag(b, fieldID, protowire.BytesType), r.Id)
+		}
+		if ts := r.DeliverAt; ts != nil {
+			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDeliverAt, protowire.BytesType), uint64(timestampSize(ts)))
+			b = appendTimestamp(b, ts)
+		}
+	}
+	return b, true
+}
+
+// requestSize is the encoded size of r's fields, or -1 if proto.Marshal
+// must encode it.
+func requestSize(r *hourglassv1.ScheduleRequest) int {
+	if r == nil || len(r.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(r.Topic) || !utf8.ValidString(r.IdempotencyKey) {
+		return -1
+	}
+	n := 0
+	if r.Topic != "" {
+		n += sizeBytes(len(r.Topic))
+	}
+	if len(r.Body) > 0 {
+		n += sizeBytes(len(r.Body))
+	}
+	for _, h := range r.Headers {
+		if h == nil || len(h.ProtoReflect().GetUnknown()) > 0 || !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
+			return -1
+		}
+		n += sizeBytes(headerSize(h))
+	}
+	switch w := r.When.(type) {
+	case nil:
+	case *hourglassv1.ScheduleRequest_DelayMs:
+		n += 1 + protowire.SizeVarint(uint64(w.DelayMs))
+	case *hourglassv1.ScheduleRequest_DelayLevel:
+		n += 1 + protowire.SizeVarint(uint64(int64(w.DelayLevel)))
+	case *hourglassv1.ScheduleRequest_DeliverAt:
+		if !plainTimestamp(w.DeliverAt) {
+			return -1
+		}
+		n += sizeBytes(timestampSize(w.DeliverAt))
+	default:
+		return -1
+	}
+	if r.IdempotencyKey != "" {
+		n += sizeBytes(len(r.IdempotencyKey))
+	}
+	return n
+}
+
+func headerSize(h *hourglassv1.Header) int {
+	n := 0
+	if h.Key != "" {
+		n += sizeBytes(len(h.Key))
+	}
+	if h.Value != "" {
+		n += sizeBytes(len(h.Value))
+	}
+	return n
+}
+
+// appendBatchRequest appends the encoding of m to b.
+func appendBatchRequest(b []byte, m *hourglassv1.ScheduleBatchRequest) ([]byte, bool) {
+	if len(m.ProtoReflect().GetUnknown()) > 0 {
+		return nil, false
+	}
+	var stack [256]int
+	sizes := stack[:0]
+	total := 0
+	for _, r := range m.Messages {
+		n := requestSize(r)
+		if n < 0 {
+			return nil, false
+		}
+		sizes = append(sizes, n)
+		total += sizeBytes(n)
+	}
+	b = grow(b, total)
+	for i, r := range m.Messages {
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldBatchMessages, protowire.BytesType), uint64(sizes[i]))
+		if r.Topic != "" {
+			b = protowire.AppendString(protowire.AppendTag(b, fieldTopic, protowire.BytesType), r.Topic)
+		}
+		if len(r.Body) > 0 {
+			b = protowire.AppendBytes(protowire.AppendTag(b, fieldBody, protowire.BytesType), r.Body)
+		}
+		for _, h := range r.Headers {
+			b = protowire.AppendVarint(protowire.AppendTag(b, fieldHeaders, protowire.BytesType), uint64(headerSize(h)))
+			if h.Key != "" {
+				b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType), h.Key)
+			}
+			if h.Value != "" {
+				b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderValue, protowire.BytesType), h.Value)
+			}
+		}
+		if r.IdempotencyKey != "" {
+			b = protowire.AppendString(protowire.AppendTag(b, fieldIdempotencyKey, protowire.BytesType), r.IdempotencyKey)
+		}
+		switch w := r.When.(type) {
+		case *hourglassv1.ScheduleRequest_DelayMs:
+			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayMs, protowire.VarintType), uint64(w.DelayMs))
+		case *hourglassv1.ScheduleRequest_DelayLevel:
+			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayLevel, protowire.VarintType), uint64(int64(w.DelayLevel)))
+		case *hourglassv1.ScheduleRequest_DeliverAt:
+			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDeliverAtRq, protowire.BytesType), uint64(timestampSize(w.DeliverAt)))
+			b = appendTimestamp(b, w.DeliverAt)
+		}
+	}
+	return b, true
+}
+
+// grow makes room for n more bytes in b.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) < n {
+		nb := make([]byte, len(b), len(b)+n)
+		copy(nb, b)
+		b = nb
+	}
+	return b
+}
