@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/server"
 )
 
 func TestIDRoundTrip(t *testing.T) {
@@ -93,5 +94,12 @@ func TestBatchMsgID(t *testing.T) {
 	}
 	if two == "" || two == msgID("t", "a") {
 		t.Fatalf("a keyed batch of two has Nats-Msg-Id %q", two)
+	}
+}
+
+// The index field holds the server's largest batch.
+func TestMaxBatchHoldsTheServers(t *testing.T) {
+	if server.MaxBatch > MaxBatch {
+		t.Fatalf("server.MaxBatch %d does not fit the ID's index field (%d)", server.MaxBatch, MaxBatch)
 	}
 }

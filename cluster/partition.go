@@ -19,6 +19,12 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
+// SinkBackoff is the longest wait of a partition's local engine between
+// retries of a failing delivery: deliveries that failed while JetStream
+// elected a leader resume within about this long once it answers again
+// (the engine's default, 30 s, is for sinks that may be down for long).
+const SinkBackoff = time.Second
+
 // errLeaseLost fails a sink call of a partition whose lease ran out.
 var errLeaseLost = errors.New("cluster: lease of the partition lost; its new owner delivers")
 
@@ -84,6 +90,7 @@ func (pt *partition) run() error {
 		SegmentDuration:      n.opts.SegmentDuration,
 		CommitlogSegmentSize: 8 << 20,
 		Observer:             n.opts.Observer,
+		MaxSinkBackoff:       SinkBackoff,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: opening the local engine of partition %d: %w", pt.p, err)
