@@ -20,8 +20,8 @@ type backoffLog struct {
 }
 
 func (h *backoffLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *backoffLog) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *backoffLog) WithGroup(string) slog.Handler           { return h }
+func (h *backoffLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *backoffLog) WithGroup(string) slog.Handler            { return h }
 func (h *backoffLog) Handle(_ context.Context, r slog.Record) error {
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "backoff" {
