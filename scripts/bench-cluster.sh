@@ -53,16 +53,28 @@ CONF
 run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench, stop
   local nodes=$1 addrs="" hgp=()
   start_nats
+  start_node() { # start_node I: hourglass node I on port 17520+I
+    "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$((17520+$1)) --data-dir "$WORK/hg$nodes-$1" \
+      --node-id "hg$1" --replicas 3 --partitions 8 >> "$WORK/hg$nodes-$1.log" 2>&1 &
+    PIDS+=($!); hgp[$1]=$!
+  }
   for i in $(seq 0 $((nodes-1))); do
-    local port=$((17520+i))
-    "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$port --data-dir "$WORK/hg$nodes-$i" \
-      --node-id "hg$i" --replicas 3 --partitions 8 > "$WORK/hg$nodes-$i.log" 2>&1 &
-    PIDS+=($!); hgp+=($!)
-    addrs="${addrs:+$addrs,}http://127.0.0.1:$port"
+    start_node "$i"
+    addrs="${addrs:+$addrs,}http://127.0.0.1:$((17520+i))"
   done
   for i in $(seq 0 $((nodes-1))); do
-    for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$((17520+i))/readyz" >/dev/null && break; sleep 0.1; done
-    kill -0 "${hgp[$i]}" 2>/dev/null || { echo "node hg$i exited:"; tail -5 "$WORK/hg$nodes-$i.log"; }
+    for attempt in 1 2; do
+      for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$((17520+i))/readyz" >/dev/null && break
+        kill -0 "${hgp[$i]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -0 "${hgp[$i]}" 2>/dev/null && break
+      # A node can give up at start while JetStream is still electing
+      # leaders on a loaded machine: say why and start it once more.
+      echo "node hg$i exited at start (attempt $attempt):"; tail -2 "$WORK/hg$nodes-$i.log"
+      [ "$attempt" = 1 ] && start_node "$i"
+    done
   done
   # Let the partitions spread (a node gives up what is over its share within a lease TTL/3).
   sleep 5
