@@ -1,7 +1,11 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/server"
@@ -101,5 +105,17 @@ func TestBatchMsgID(t *testing.T) {
 func TestMaxBatchHoldsTheServers(t *testing.T) {
 	if server.MaxBatch > MaxBatch {
 		t.Fatalf("server.MaxBatch %d does not fit the ID's index field (%d)", server.MaxBatch, MaxBatch)
+	}
+}
+
+// Setup waits out "no suitable peers" (a NATS server still starting) but
+// not other JetStream answers.
+func TestNoPeersYet(t *testing.T) {
+	noPeers := fmt.Errorf("creating: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"})
+	if !noPeersYet(noPeers) {
+		t.Fatal("err_code 10005 not recognised")
+	}
+	if noPeersYet(&jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeBadRequest}) || noPeersYet(errors.New("timeout")) {
+		t.Fatal("another error taken for 10005")
 	}
 }

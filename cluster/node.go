@@ -235,7 +235,7 @@ func retry(ctx context.Context, f func() error) error {
 	end := time.Now().Add(setupTimeout)
 	for {
 		err := f()
-		if err == nil || !isTransient(err) || time.Now().After(end) || ctx.Err() != nil {
+		if err == nil || !(isTransient(err) || noPeersYet(err)) || time.Now().After(end) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -244,6 +244,19 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// errCodeNoPeers is JetStream's answer when a stream's replicas cannot be
+// placed because a peer is offline (err_code 10005), as while a NATS
+// cluster is starting or a node restarts.
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
+// noPeersYet reports whether err is JetStream saying that too few of its
+// servers are online to place the replicas: at setup that passes once
+// they are.
+func noPeersYet(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoPeers
 }
 
 // partitions fixes the partition count: the one in HG_META, or this node's

@@ -81,7 +81,7 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients 24 --timeout 5m || true
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
-  for p in "${hgp[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+  for p in "${hgp[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
