@@ -123,13 +123,20 @@ func (n *Node) intakeError(p, count int, err error) error {
 }
 
 // gather is the group commit of one partition's unkeyed single Schedules:
-// the first one is published at once; those that arrive while a publish
-// is in flight wait and go together in the next intake message.
+// one is published at once while fewer than gatherInflight publishes of
+// them are in flight; those that arrive while that many are in flight
+// wait and go together in the next intake message.
 type gather struct {
-	mu      sync.Mutex
-	busy    bool      // guarded by mu: a leader goroutine is publishing
-	waiting []*waiter // guarded by mu
+	mu       sync.Mutex
+	inflight int       // guarded by mu: leader goroutines publishing
+	waiting  []*waiter // guarded by mu
 }
+
+// gatherInflight is how many gathered publishes may be in flight per
+// partition. One would gather the most, but a Schedule arriving during a
+// publish would then wait for two round trips; a few in flight keep the
+// latency near one round trip and still gather under load.
+const gatherInflight = 4
 
 type waiter struct {
 	m    *message.Message
@@ -152,8 +159,8 @@ func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, er
 	w := &waiter{m: m, size: message.ScheduleSize(m) + 4, done: make(chan gatherResult, 1)}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, w)
-	if !g.busy {
-		g.busy = true
+	if g.inflight < gatherInflight {
+		g.inflight++
 		go n.lead(p)
 	}
 	g.mu.Unlock()
@@ -180,7 +187,7 @@ func (n *Node) lead(p int) {
 		g.waiting = g.waiting[k:]
 		if k == 0 {
 			g.waiting = nil
-			g.busy = false
+			g.inflight--
 			g.mu.Unlock()
 			return
 		}

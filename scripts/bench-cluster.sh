@@ -4,6 +4,7 @@
 # 127.0.0.1 of this machine. Bounded: --messages per run (default 100000).
 #
 #   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default) or single
+#   NODES=1 scripts/bench-cluster.sh ...               # only the 1-node run (NODES=3: only 3 nodes)
 #
 # Every process it starts is stopped by its PID at the end.
 set -euo pipefail
@@ -87,5 +88,5 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   PIDS=()
   rm -rf "$WORK"/nats? "$WORK"/hg$nodes-*
 }
-[ "${ONLY3:-}" ] || run 1
-run 3
+# NODES="1 3" (default) or one of them; ONLY3=1 is NODES=3.
+for nodes in ${NODES:-$([ "${ONLY3:-}" ] && echo 3 || echo 1 3)}; do run "$nodes"; done
