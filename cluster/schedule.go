@@ -187,10 +187,13 @@ func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, er
 // message as fit, until none wait.
 func (n *Node) lead(p int) {
 	g := &n.gathers[p]
+	// A gathered intake message must fit max_payload (less its header)
+	// even where the NATS servers set it below gatherBytes.
+	limit := min(gatherBytes, int(n.nc.MaxPayload())-16)
 	for {
 		g.mu.Lock()
 		k, size := 0, 0
-		for k < len(g.waiting) && k < MaxBatch && (k == 0 || size+g.waiting[k].size <= gatherBytes) {
+		for k < len(g.waiting) && k < MaxBatch && (k == 0 || size+g.waiting[k].size <= limit) {
 			size += g.waiting[k].size
 			k++
 		}
