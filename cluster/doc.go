@@ -1,10 +1,11 @@
 // Package cluster runs an Hourglass node of a cluster whose durable state
 // lives in NATS JetStream (docs/CLUSTER.md).
 //
-// Any node accepts Schedule: each message goes to the intake stream of its
-// partition (HG_IN_<p>, subject hg.in.<p>), and its ID is its delivery
-// time and (p<<48 | the stream sequence). The producer is answered after
-// JetStream acknowledged every message. Partitions are owned through
+// Any node accepts Schedule: the messages of one request go, as one intake
+// message, to the intake stream of one partition (HG_IN_<p>, subject
+// hg.in.<p>), and a message's ID is its delivery time and (partition |
+// stream sequence | index in the intake message). The producer is
+// answered after JetStream acknowledged the intake message. Partitions are owned through
 // leases in the key-value bucket HG_OWNERS; the owner of p rebuilds a
 // local engine from HG_IN_<p> minus what HG_DONE_<p> records as delivered
 // or cancelled, fires due messages to the delivery stream with their

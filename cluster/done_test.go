@@ -10,8 +10,8 @@ import (
 
 func TestDoneRoundTrip(t *testing.T) {
 	want := []DoneRecord{
-		{MakeID(3, 17, 1_700_000_000_123), Delivered},
-		{MakeID(0, 1, 5), CancelledReason},
+		{MakeID(3, 17, 5, 1_700_000_000_123), Delivered},
+		{MakeID(0, 1, 0, 5), CancelledReason},
 	}
 	var buf []byte
 	for _, r := range want {
@@ -30,7 +30,7 @@ func TestDoneRoundTrip(t *testing.T) {
 }
 
 func TestDoneMalformed(t *testing.T) {
-	good := AppendDone(nil, MakeID(1, 2, 3), Delivered)
+	good := AppendDone(nil, MakeID(1, 2, 0, 3), Delivered)
 	for _, tc := range []struct {
 		name string
 		src  []byte
@@ -55,8 +55,8 @@ func TestDoneMalformed(t *testing.T) {
 }
 
 func FuzzDecodeDone(f *testing.F) {
-	f.Add(AppendDone(nil, MakeID(1, 2, 3), Delivered))
-	f.Add(AppendDone(AppendDone(nil, MakeID(0, 1, 1), CancelledReason), message.ID{}, Delivered))
+	f.Add(AppendDone(nil, MakeID(1, 2, 0, 3), Delivered))
+	f.Add(AppendDone(AppendDone(nil, MakeID(0, 1, 1, 1), CancelledReason), message.ID{}, Delivered))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, src []byte) {
 		var recs []DoneRecord

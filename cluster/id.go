@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 
@@ -9,25 +11,37 @@ import (
 )
 
 // Limits of cluster IDs. They are part of the ID format: a message's
-// partition and its intake stream sequence share message.ID.Seq.
+// partition, the stream sequence of its intake message and its index in
+// that intake message share message.ID.Seq, high bits to low:
+//
+//	+----------------+---------------------+-------------+
+//	| partition (12) | intake sequence (42)| index (10)  |
+//	+----------------+---------------------+-------------+
 const (
-	// seqBits is how many low bits of ID.Seq hold the intake sequence.
-	seqBits = 48
+	indexBits     = 10
+	seqBits       = 42
+	partitionBits = 64 - seqBits - indexBits
+	// MaxBatch is the most messages one intake message (one
+	// ScheduleBatch) may hold: the index field's range. It is at least
+	// the server's MaxBatch (1000).
+	MaxBatch = 1 << indexBits
 	// MaxSeq is the largest intake stream sequence an ID can carry.
 	MaxSeq = 1<<seqBits - 1
-	// MaxPartitions bounds the number of partitions (16 bits of ID.Seq).
-	MaxPartitions = 1 << (64 - seqBits)
+	// MaxPartitions bounds the number of partitions.
+	MaxPartitions = 1 << partitionBits
 )
 
-// MakeID returns the cluster ID of the message stored at intake sequence
-// seq of partition p, due at deliverAt (UTC ms).
-func MakeID(p int, seq uint64, deliverAt int64) message.ID {
-	return message.ID{DeliverAt: deliverAt, Seq: uint64(p)<<seqBits | seq&MaxSeq}
+// MakeID returns the cluster ID of message idx of the intake message at
+// stream sequence seq of partition p, due at deliverAt (UTC ms).
+func MakeID(p int, seq uint64, idx int, deliverAt int64) message.ID {
+	return message.ID{DeliverAt: deliverAt,
+		Seq: uint64(p)<<(seqBits+indexBits) | (seq&MaxSeq)<<indexBits | uint64(idx)&(MaxBatch-1)}
 }
 
-// SplitID returns the partition and the intake sequence of a cluster ID.
-func SplitID(id message.ID) (p int, seq uint64) {
-	return int(id.Seq >> seqBits), id.Seq & MaxSeq
+// SplitID returns the partition, the intake sequence and the index of a
+// cluster ID.
+func SplitID(id message.ID) (p int, seq uint64, idx int) {
+	return int(id.Seq >> (seqBits + indexBits)), id.Seq >> indexBits & MaxSeq, int(id.Seq & (MaxBatch - 1))
 }
 
 // KeyPartition is the partition of a message with an idempotency key: a
@@ -41,8 +55,34 @@ func KeyPartition(topic, key string, partitions int) int {
 	return int(h.Sum32() % uint32(partitions))
 }
 
-// msgID is the Nats-Msg-Id of a keyed message's intake publish.
+// msgID is the Nats-Msg-Id of a single keyed message's intake publish.
 func msgID(topic, key string) string { return topic + "\x00" + key }
+
+// batchMsgID is the Nats-Msg-Id of an intake message holding several
+// messages, each with an idempotency key: a hash of every (topic, key) in
+// order, so that the same batch sent again is deduplicated as a whole.
+// It is "" if a message has no key (the publish then has no Nats-Msg-Id
+// and is never deduplicated).
+func batchMsgID(topics, keys []string) string {
+	if len(keys) == 1 {
+		if keys[0] == "" {
+			return ""
+		}
+		return msgID(topics[0], keys[0])
+	}
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for i, k := range keys {
+		if k == "" {
+			return ""
+		}
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(topics[i])))])
+		h.Write([]byte(topics[i]))
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(k)))])
+		h.Write([]byte(k))
+	}
+	return fmt.Sprintf("batch:%d:%s", len(keys), hex.EncodeToString(h.Sum(nil)))
+}
 
 // inSubject, inStream, doneSubject and doneStream name partition p's
 // JetStream objects.

@@ -98,6 +98,7 @@ type Node struct {
 	ready  chan struct{} // closed after the first ownership step
 
 	rr        atomic.Uint64 // round robin over partitions for unkeyed messages
+	gathers   []gather      // per partition: group commit of unkeyed single Schedules
 	scheduled atomic.Int64
 	cancelled atomic.Int64
 
@@ -160,6 +161,7 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		nc.Close()
 		return nil, err
 	}
+	n.gathers = make([]gather, n.opts.Partitions)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.ownLoop()
 	return n, nil
@@ -233,7 +235,7 @@ func retry(ctx context.Context, f func() error) error {
 	end := time.Now().Add(setupTimeout)
 	for {
 		err := f()
-		if err == nil || !isTransient(err) || time.Now().After(end) || ctx.Err() != nil {
+		if err == nil || !(isTransient(err) || noPeersYet(err)) || time.Now().After(end) || ctx.Err() != nil {
 			return err
 		}
 		select {
@@ -242,6 +244,19 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// errCodeNoPeers is JetStream's answer when a stream's replicas cannot be
+// placed because a peer is offline (err_code 10005), as while a NATS
+// cluster is starting or a node restarts.
+const errCodeNoPeers jetstream.ErrorCode = 10005
+
+// noPeersYet reports whether err is JetStream saying that too few of its
+// servers are online to place the replicas: at setup that passes once
+// they are.
+func noPeersYet(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoPeers
 }
 
 // partitions fixes the partition count: the one in HG_META, or this node's
@@ -382,78 +397,6 @@ func (n *Node) Owned() []int {
 	return out
 }
 
-// ScheduleBatch stores each message in its partition's intake stream and
-// returns the IDs once JetStream acknowledged all of them. It is not
-// atomic across partitions: on error, some messages may be stored; a
-// retry with idempotency keys does not store those twice.
-func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
-	now := n.now()
-	type pending struct {
-		fut       jetstream.PubAckFuture
-		p         int
-		deliverAt int64
-	}
-	ps := make([]pending, len(reqs))
-	var buf []byte
-	for i, r := range reqs {
-		at := deliverAt(r, now)
-		if at > now.UnixMilli()+n.opts.MaxDelay.Milliseconds() {
-			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
-		}
-		m := message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
-		var popts []jetstream.PublishOpt
-		var p int
-		if r.IdempotencyKey != "" {
-			m.Headers = append(m.Headers[:len(m.Headers):len(m.Headers)], message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
-			p = KeyPartition(r.Topic, r.IdempotencyKey, n.opts.Partitions)
-			popts = append(popts, jetstream.WithMsgID(msgID(r.Topic, r.IdempotencyKey)))
-		} else {
-			p = int(n.rr.Add(1) % uint64(n.opts.Partitions))
-		}
-		popts = append(popts, jetstream.WithExpectStream(inStream(p)))
-		buf = message.AppendSchedule(buf[:0], &m)
-		msg := nats.NewMsg(inSubject(p))
-		msg.Data = append([]byte(nil), buf...)
-		f, err := n.js.PublishMsgAsync(msg, popts...)
-		if err != nil {
-			return nil, n.batchError(i, len(reqs), err)
-		}
-		ps[i] = pending{fut: f, p: p, deliverAt: at}
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ids := make([]message.ID, len(reqs))
-	for i, pd := range ps {
-		var ack *jetstream.PubAck
-		select {
-		case ack = <-pd.fut.Ok():
-		case err := <-pd.fut.Err():
-			return nil, n.batchError(i, len(reqs), err)
-		case <-wctx.Done():
-			return nil, n.batchError(i, len(reqs), wctx.Err())
-		}
-		at := pd.deliverAt
-		if ack.Duplicate {
-			// A retry: the ID is the first message's, due when it was.
-			raw, err := n.inStreams[pd.p].GetMsg(wctx, ack.Sequence)
-			var first message.Message
-			if err == nil {
-				err = message.DecodeSchedule(raw.Data, &first)
-			}
-			if err != nil {
-				return nil, n.batchError(i, len(reqs), fmt.Errorf("reading the first message of a retried idempotency key: %w", err))
-			}
-			at = first.DeliverAt
-		}
-		if ack.Sequence > MaxSeq {
-			return nil, fmt.Errorf("cluster: intake stream %s passed sequence %d, the most an ID can hold", inStream(pd.p), uint64(MaxSeq))
-		}
-		ids[i] = MakeID(pd.p, ack.Sequence, at)
-	}
-	n.scheduled.Add(int64(len(reqs)))
-	return ids, nil
-}
-
 // deliverAt is when r is due in UTC ms: At, or now plus Delay rounded up
 // to the millisecond; a past time becomes now, as the engine does.
 func deliverAt(r engine.Request, now time.Time) int64 {
@@ -470,17 +413,11 @@ func deliverAt(r engine.Request, now time.Time) int64 {
 	return max(at, now.UnixMilli())
 }
 
-func (n *Node) batchError(i, total int, err error) error {
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
-		"storing message %d of %d in the cluster's intake: %v; a batch is not atomic across partitions in cluster mode, so messages before it may be stored: retry the batch with idempotency keys, which stores none of them twice",
-		i, total, err))
-}
-
 // Cancel cancels the message id: decided here if this node owns its
 // partition, else forwarded to the owner (unless forwarded is set: a
 // request another node forwarded is never forwarded again).
 func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engine.CancelResult, error) {
-	p, _ := SplitID(id)
+	p, _, _ := SplitID(id)
 	if p >= n.opts.Partitions {
 		return engine.Unknown, nil
 	}

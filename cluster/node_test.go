@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,24 @@ func openNode(t *testing.T, url, id string, partitions int, sink engine.Sink) (*
 		t.Cleanup(func() { n.Close() })
 	}
 	return n, err
+}
+
+// intakeMsgs counts the messages in the intake streams.
+func intakeMsgs(t *testing.T, js jetstream.JetStream, partitions int) uint64 {
+	t.Helper()
+	var total uint64
+	for p := range partitions {
+		st, err := js.Stream(ctxT(t), inStream(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += info.State.Msgs
+	}
+	return total
 }
 
 func TestPartitionCountIsFixed(t *testing.T) {
@@ -57,28 +76,58 @@ func TestScheduleDeliverCancel(t *testing.T) {
 	<-n.Ready()
 	waitFor(t, 10*time.Second, "node never owned its 4 partitions", func() bool { return len(n.Owned()) == 4 })
 
-	var reqs []engine.Request
+	// 20 single unkeyed Schedules, concurrently: round robin over the
+	// partitions, gathered into fewer intake messages.
+	ids := make([]message.ID, 20)
+	errs := make(chan error, 20)
 	for i := range 20 {
-		reqs = append(reqs, engine.Request{Topic: "orders", Body: []byte{byte(i)}, Delay: 300 * time.Millisecond})
+		go func() {
+			got, err := n.ScheduleBatch(ctx, []engine.Request{{Topic: "orders", Body: []byte{byte(i)}, Delay: 300 * time.Millisecond}})
+			if err == nil {
+				ids[i] = got[0]
+			}
+			errs <- err
+		}()
 	}
-	reqs = append(reqs, engine.Request{Topic: "orders", Body: []byte("keyed"), Delay: 300 * time.Millisecond, IdempotencyKey: "k1"},
-		engine.Request{Topic: "orders", Body: []byte("cancel me"), Delay: time.Hour})
-	ids, err := n.ScheduleBatch(ctx, reqs)
-	if err != nil {
-		t.Fatal(err)
+	for range 20 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 	seen := map[int]bool{}
 	for _, id := range ids {
-		p, _ := SplitID(id)
+		p, _, _ := SplitID(id)
 		seen[p] = true
 	}
 	if len(seen) != 4 {
-		t.Fatalf("22 messages went to partitions %v; want all 4", seen)
+		t.Fatalf("20 single Schedules went to partitions %v; want all 4", seen)
 	}
-	// The retry of the keyed message answers the first ID.
-	again, err := n.ScheduleBatch(ctx, []engine.Request{{Topic: "orders", Body: []byte("keyed"), Delay: time.Minute, IdempotencyKey: "k1"}})
-	if err != nil || again[0] != ids[20] {
-		t.Fatalf("retry with key k1: %v, %v; want the first ID %v", again, err, ids[20])
+	// A batch is one intake message: one partition, one sequence, indexes
+	// 0..n-1; with a key on every message its partition is the first key's.
+	batch := []engine.Request{
+		{Topic: "orders", Body: []byte("keyed"), Delay: 300 * time.Millisecond, IdempotencyKey: "k1"},
+		{Topic: "orders", Body: []byte("cancel me"), Delay: time.Hour, IdempotencyKey: "k2"},
+	}
+	bids, err := n.ScheduleBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0, s0, i0 := SplitID(bids[0])
+	p1, s1, i1 := SplitID(bids[1])
+	if p0 != KeyPartition("orders", "k1", 4) || p1 != p0 || s1 != s0 || i0 != 0 || i1 != 1 {
+		t.Fatalf("batch IDs split into (%d,%d,%d) and (%d,%d,%d); want partition %d, one sequence, indexes 0 and 1",
+			p0, s0, i0, p1, s1, i1, KeyPartition("orders", "k1", 4))
+	}
+	ids = append(ids, bids...)
+	// The same batch again (other delays) answers the first IDs and times.
+	batch[0].Delay, batch[1].Delay = time.Minute, 2*time.Hour
+	again, err := n.ScheduleBatch(ctx, batch)
+	if err != nil || len(again) != 2 || again[0] != ids[20] || again[1] != ids[21] {
+		t.Fatalf("retry of the keyed batch: %v, %v; want the first IDs %v", again, err, ids[20:])
+	}
+	// The same keys in another batch of another size are not that batch.
+	if alone, err := n.ScheduleBatch(ctx, batch[:1]); err != nil || alone[0] == ids[20] {
+		t.Fatalf("k1 alone after the batch: %v, %v; want a new ID, not the batch's %v", alone, err, ids[20])
 	}
 	far := ids[21]
 	if res, err := n.Cancel(ctx, far, false); err != nil || res != engine.Cancelled {
@@ -87,9 +136,12 @@ func TestScheduleDeliverCancel(t *testing.T) {
 	if res, _ := n.Cancel(ctx, far, false); res != engine.AlreadyDone {
 		t.Fatalf("second cancel: %v, want already done", res)
 	}
-	p, seq := SplitID(far)
-	if res, _ := n.Cancel(ctx, MakeID(p, seq+1000, far.DeliverAt), false); res != engine.Unknown {
+	p, seq, idx := SplitID(far)
+	if res, _ := n.Cancel(ctx, MakeID(p, seq+1000, idx, far.DeliverAt), false); res != engine.Unknown {
 		t.Fatalf("cancel of a sequence never issued: %v, want unknown", res)
+	}
+	if res, _ := n.Cancel(ctx, MakeID(p, seq, idx+1, far.DeliverAt), false); res != engine.Unknown {
+		t.Fatalf("cancel of an index past its batch: %v, want unknown", res)
 	}
 	if res, _ := n.Cancel(ctx, message.ID{DeliverAt: far.DeliverAt + 1, Seq: far.Seq}, false); res != engine.Unknown {
 		t.Fatalf("cancel with another deliverAt: %v, want unknown", res)
@@ -122,6 +174,18 @@ func TestScheduleDeliverCancel(t *testing.T) {
 			t.Fatalf("%v delivered %v early", id, id.Time().Sub(md.Timestamp))
 		}
 		delete(want, id)
+	}
+	// A batch that cannot be stored whole is not stored at all.
+	before := intakeMsgs(t, js, 4)
+	big := []engine.Request{{Topic: "t", Body: make([]byte, 600<<10)}, {Topic: "t", Body: make([]byte, 600<<10)}}
+	if _, err := n.ScheduleBatch(ctx, big); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("batch of 1.2 MB: %v; want ErrInvalid naming max_payload", err)
+	}
+	if _, err := n.ScheduleBatch(ctx, make([]engine.Request, MaxBatch+1)); !errors.Is(err, engine.ErrInvalid) || !strings.Contains(err.Error(), "at most 1024") {
+		t.Fatalf("batch of %d: %v; want ErrInvalid naming the limit", MaxBatch+1, err)
+	}
+	if after := intakeMsgs(t, js, 4); after != before {
+		t.Fatalf("refused batches stored %d intake messages", after-before)
 	}
 	// Each delivery has its done record.
 	st, err := js.Stream(ctx, doneStream(p))

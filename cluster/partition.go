@@ -19,6 +19,12 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
+// SinkBackoff is the longest wait of a partition's local engine between
+// retries of a failing delivery: deliveries that failed while JetStream
+// elected a leader resume within about this long once it answers again
+// (the engine's default, 30 s, is for sinks that may be down for long).
+const SinkBackoff = time.Second
+
 // errLeaseLost fails a sink call of a partition whose lease ran out.
 var errLeaseLost = errors.New("cluster: lease of the partition lost; its new owner delivers")
 
@@ -84,6 +90,7 @@ func (pt *partition) run() error {
 		SegmentDuration:      n.opts.SegmentDuration,
 		CommitlogSegmentSize: 8 << 20,
 		Observer:             n.opts.Observer,
+		MaxSinkBackoff:       SinkBackoff,
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: opening the local engine of partition %d: %w", pt.p, err)
@@ -150,9 +157,11 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	}
 	msgs := make(chan jetstream.Msg, 1024)
 	go pt.feed(st, msgs)
+	// Local batches of about maxBatch messages: an intake message holds
+	// up to MaxBatch, and is never split across two local batches.
 	const maxBatch = 512
-	reqs := make([]engine.Request, 0, maxBatch)
-	decoded := make([]message.Message, maxBatch)
+	reqs := make([]engine.Request, 0, maxBatch+MaxBatch)
+	var decoded []message.Message
 	for {
 		var m jetstream.Msg
 		select {
@@ -164,10 +173,9 @@ func (pt *partition) consume(eng *engine.Engine) error {
 			return nil
 		}
 		reqs = reqs[:0]
+		decoded = decoded[:0]
 		for m != nil {
-			if r, ok := pt.request(m, &decoded[len(reqs)]); ok {
-				reqs = append(reqs, r)
-			}
+			reqs, decoded = pt.requests(m, reqs, decoded)
 			m = nil
 			if len(reqs) < maxBatch {
 				select {
@@ -234,30 +242,36 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 	}
 }
 
-// request turns one intake message into a local engine request, or false
-// if it is done, cancelled or not a message.
-func (pt *partition) request(m jetstream.Msg, dm *message.Message) (engine.Request, bool) {
+// requests appends to reqs the local engine requests of the messages of
+// one intake message that are neither done nor cancelled, decoding them
+// into decoded (which the requests alias).
+func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message) ([]engine.Request, []message.Message) {
 	md, err := m.Metadata()
 	if err != nil {
-		return engine.Request{}, false
+		return reqs, decoded
 	}
 	seq := md.Sequence.Stream
-	if err := message.DecodeSchedule(m.Data(), dm); err != nil {
+	base := len(decoded)
+	decoded, err = DecodeIntake(m.Data(), decoded)
+	if err != nil {
 		pt.log.Error("cluster: skipping an intake message that does not decode", "stream", inStream(pt.p), "seq", seq, "err", err)
-		return engine.Request{}, false
+		return reqs, decoded
 	}
-	id := MakeID(pt.p, seq, dm.DeliverAt)
 	pt.mu.Lock()
-	_, done := pt.done[id]
-	pt.mu.Unlock()
-	if done {
-		return engine.Request{}, false
+	defer pt.mu.Unlock()
+	for i := base; i < len(decoded); i++ {
+		dm := &decoded[i]
+		id := MakeID(pt.p, seq, i-base, dm.DeliverAt)
+		if _, done := pt.done[id]; done {
+			continue
+		}
+		hs := make([]message.Header, len(dm.Headers), len(dm.Headers)+1)
+		copy(hs, dm.Headers)
+		hs = append(hs, message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
+		reqs = append(reqs, engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
+			Attempt: dm.Attempt, Origin: dm.Origin})
 	}
-	hs := make([]message.Header, len(dm.Headers), len(dm.Headers)+1)
-	copy(hs, dm.Headers)
-	hs = append(hs, message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
-	return engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
-		Attempt: dm.Attempt, Origin: dm.Origin}, true
+	return reqs, decoded
 }
 
 // Deliver implements engine.Sink for the local engine: it publishes what
@@ -345,7 +359,7 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	if done || firing || id.DeliverAt <= pt.n.now().UnixMilli() {
 		return engine.AlreadyDone, nil
 	}
-	_, seq := SplitID(id)
+	_, seq, idx := SplitID(id)
 	raw, err := pt.n.inStreams[pt.p].GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return engine.Unknown, nil
@@ -353,8 +367,8 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	if err != nil {
 		return engine.Unknown, unavailable("reading intake message %d of partition %d: %v", seq, pt.p, err)
 	}
-	var m message.Message
-	if message.DecodeSchedule(raw.Data, &m) != nil || m.DeliverAt != id.DeliverAt {
+	ms, err := DecodeIntake(raw.Data, nil)
+	if err != nil || idx >= len(ms) || ms[idx].DeliverAt != id.DeliverAt {
 		return engine.Unknown, nil
 	}
 	pt.mu.Lock()

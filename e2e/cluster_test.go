@@ -267,7 +267,7 @@ func TestClusterKill9(t *testing.T) {
 			t.Errorf("%v stored at %v, %v before it was due", id, md.Timestamp, id.Time().Sub(md.Timestamp))
 		}
 		seen[id] = true
-		p, _ := cluster.SplitID(id)
+		p, _, _ := cluster.SplitID(id)
 		if victim[p] && md.Timestamp.After(killAt) && takeover < 0 {
 			takeover = md.Timestamp.Sub(killAt)
 		}

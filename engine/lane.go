@@ -16,11 +16,9 @@ const laneDepth = 16
 // done-records; beyond it the lane waits.
 const commitDepth = 64
 
-// Retry backoff for a failing sink.
-const (
-	minBackoff = 50 * time.Millisecond
-	maxBackoff = 30 * time.Second
-)
+// minBackoff is the first retry backoff for a failing sink; it doubles up
+// to Options.MaxSinkBackoff.
+const minBackoff = 50 * time.Millisecond
 
 // item is one fired entry in a batch.
 type item struct {
@@ -138,7 +136,7 @@ func (l *lane) deliverer() {
 				i++
 			}
 		}
-		backoff := minBackoff
+		backoff := min(minBackoff, e.opts.MaxSinkBackoff)
 		var err error
 		for {
 			err = e.opts.Sink.Deliver(l.d.ctx, l.topic, dels)
@@ -156,7 +154,7 @@ func (l *lane) deliverer() {
 			case <-l.d.ctx.Done():
 				t.Stop()
 			}
-			backoff = min(2*backoff, maxBackoff)
+			backoff = min(2*backoff, e.opts.MaxSinkBackoff)
 		}
 		for _, bt := range bts {
 			if err != nil {

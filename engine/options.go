@@ -21,6 +21,11 @@ const (
 	DefaultMaxDelay    = 10 * 365 * 24 * time.Hour
 	DefaultFireBatch   = 512
 	DefaultMaxInflight = 1 << 16
+	// DefaultMaxSinkBackoff is Options.MaxSinkBackoff's default.
+	DefaultMaxSinkBackoff = 30 * time.Second
+	// MinSinkBackoff and MaxSinkBackoffLimit bound Options.MaxSinkBackoff.
+	MinSinkBackoff      = 10 * time.Millisecond
+	MaxSinkBackoffLimit = time.Hour
 )
 
 // Delivery is one due message handed to a Sink.
@@ -99,6 +104,12 @@ type Options struct {
 	// OnFsync, if set, is called after each commitlog fsync with how long
 	// it took (for metrics). It must not block.
 	OnFsync func(time.Duration)
+	// MaxSinkBackoff is the longest wait between retries of a failing
+	// sink call: the wait starts at 50 ms (or this, if shorter) and
+	// doubles up to it. Default 30 s; from MinSinkBackoff to
+	// MaxSinkBackoffLimit. A short one resumes delivery soon after a sink
+	// that failed for a while (a NATS election) answers again.
+	MaxSinkBackoff time.Duration
 	// Observer, if set, receives events for metrics. Its methods are
 	// called from the engine's goroutines and must not block.
 	Observer Observer
@@ -171,6 +182,12 @@ func (o *Options) fill() error {
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
+	}
+	if o.MaxSinkBackoff == 0 {
+		o.MaxSinkBackoff = DefaultMaxSinkBackoff
+	}
+	if o.MaxSinkBackoff < MinSinkBackoff || o.MaxSinkBackoff > MaxSinkBackoffLimit {
+		return fmt.Errorf("engine: max sink backoff %v: from %v to %v (0 for the default %v)", o.MaxSinkBackoff, MinSinkBackoff, MaxSinkBackoffLimit, DefaultMaxSinkBackoff)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@
 # 127.0.0.1 of this machine. Bounded: --messages per run (default 100000).
 #
 #   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default) or single
+#   NODES=1 scripts/bench-cluster.sh ...               # only the 1-node run (NODES=3: only 3 nodes)
 #
 # Every process it starts is stopped by its PID at the end.
 set -euo pipefail
@@ -53,27 +54,39 @@ CONF
 run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench, stop
   local nodes=$1 addrs="" hgp=()
   start_nats
+  start_node() { # start_node I: hourglass node I on port 17520+I
+    "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$((17520+$1)) --data-dir "$WORK/hg$nodes-$1" \
+      --node-id "hg$1" --replicas 3 --partitions 8 >> "$WORK/hg$nodes-$1.log" 2>&1 &
+    PIDS+=($!); hgp[$1]=$!
+  }
   for i in $(seq 0 $((nodes-1))); do
-    local port=$((17520+i))
-    "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$port --data-dir "$WORK/hg$nodes-$i" \
-      --node-id "hg$i" --replicas 3 --partitions 8 > "$WORK/hg$nodes-$i.log" 2>&1 &
-    PIDS+=($!); hgp+=($!)
-    addrs="${addrs:+$addrs,}http://127.0.0.1:$port"
+    start_node "$i"
+    addrs="${addrs:+$addrs,}http://127.0.0.1:$((17520+i))"
   done
   for i in $(seq 0 $((nodes-1))); do
-    for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$((17520+i))/readyz" >/dev/null && break; sleep 0.1; done
-    kill -0 "${hgp[$i]}" 2>/dev/null || { echo "node hg$i exited:"; tail -5 "$WORK/hg$nodes-$i.log"; }
+    for attempt in 1 2; do
+      for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$((17520+i))/readyz" >/dev/null && break
+        kill -0 "${hgp[$i]}" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -0 "${hgp[$i]}" 2>/dev/null && break
+      # A node can give up at start while JetStream is still electing
+      # leaders on a loaded machine: say why and start it once more.
+      echo "node hg$i exited at start (attempt $attempt):"; tail -2 "$WORK/hg$nodes-$i.log"
+      [ "$attempt" = 1 ] && start_node "$i"
+    done
   done
   # Let the partitions spread (a node gives up what is over its share within a lease TTL/3).
   sleep 5
   echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
   "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients 24 --timeout 5m || true
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
-  for p in "${hgp[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+  for p in "${hgp[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   PIDS=()
   rm -rf "$WORK"/nats? "$WORK"/hg$nodes-*
 }
-[ "${ONLY3:-}" ] || run 1
-run 3
+# NODES="1 3" (default) or one of them; ONLY3=1 is NODES=3.
+for nodes in ${NODES:-$([ "${ONLY3:-}" ] && echo 3 || echo 1 3)}; do run "$nodes"; done

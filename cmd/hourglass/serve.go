@@ -73,7 +73,8 @@ in the key-value bucket HG_OWNERS), which delivers its due messages to the
 delivery stream --nats-stream (subjects --nats-subject-prefix + topic, with
 the message ID as Nats-Msg-Id). Consumers read that stream: Receive, Ack and
 Nack are refused. When a node dies, its partitions move within --lease-ttl.
-A ScheduleBatch is not atomic across partitions: retry with idempotency keys.
+A ScheduleBatch (at most 1024 messages) is one JetStream message on one
+partition: atomic. With a key on every message, resend the same batch to retry.
   hourglass serve --cluster nats://127.0.0.1:4222 --listen 127.0.0.1:7420 \
     --partitions 8 --replicas 3
 docs/CLUSTER.md says how it works.

@@ -69,7 +69,7 @@ func TestServeBadFlags(t *testing.T) {
 		{"cluster_sink_queue", []string{"--cluster", "nats://127.0.0.1:1", "--sink", "queue"}, "consumers read"},
 		{"cluster_sink_webhook", []string{"--cluster", "nats://127.0.0.1:1", "--sink", "webhook", "--webhook", "*=http://127.0.0.1:1/"}, "cannot run with --cluster"},
 		{"partitions_without_cluster", []string{"--partitions", "4"}, "--partitions needs --cluster"},
-		{"cluster_partitions_zero", []string{"--cluster", "nats://127.0.0.1:1", "--partitions", "0"}, "from 1 to 65536"},
+		{"cluster_partitions_zero", []string{"--cluster", "nats://127.0.0.1:1", "--partitions", "0"}, "from 1 to 4096"},
 		{"cluster_lease_short", []string{"--cluster", "nats://127.0.0.1:1", "--lease-ttl", "100ms"}, "at least 1s"},
 		{"cluster_replicas", []string{"--cluster", "nats://127.0.0.1:1", "--replicas", "7"}, "from 1 to 5"},
 	} {

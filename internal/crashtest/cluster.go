@@ -477,7 +477,7 @@ func partitionOf(id string) (int, bool) {
 	if err != nil {
 		return 0, false
 	}
-	p, _ := cluster.SplitID(mid)
+	p, _, _ := cluster.SplitID(mid)
 	return p, true
 }
 

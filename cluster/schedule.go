@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// publishTimeout bounds the wait for an intake publish's PubAck.
+const publishTimeout = 10 * time.Second
+
+// ScheduleBatch stores reqs as one intake message on one partition (the
+// partition of the first message's idempotency key, else the next in
+// round robin) and returns their IDs once JetStream acknowledged it. The
+// batch is atomic: stored whole or not at all. If every message has an
+// idempotency key, the same batch sent again within the duplicate window
+// is stored once and answered the first IDs. A single message without a
+// key may share its intake message with other such Schedules on this node
+// (group commit).
+func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if len(reqs) > MaxBatch {
+		return nil, fmt.Errorf("%w: a batch of %d messages; at most %d per ScheduleBatch in cluster mode (the index of a message in its batch is 10 bits of its ID)",
+			engine.ErrInvalid, len(reqs), MaxBatch)
+	}
+	now := n.now()
+	ms := make([]message.Message, len(reqs))
+	topics := make([]string, len(reqs))
+	keys := make([]string, len(reqs))
+	for i, r := range reqs {
+		at := deliverAt(r, now)
+		if at > now.UnixMilli()+n.opts.MaxDelay.Milliseconds() {
+			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
+		}
+		ms[i] = message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
+		if r.IdempotencyKey != "" {
+			ms[i].Headers = append(ms[i].Headers[:len(ms[i].Headers):len(ms[i].Headers)], message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
+		}
+		topics[i], keys[i] = r.Topic, r.IdempotencyKey
+	}
+	var ids []message.ID
+	var err error
+	if len(reqs) == 1 && keys[0] == "" {
+		var id message.ID
+		id, err = n.gathered(ctx, &ms[0])
+		ids = []message.ID{id}
+	} else {
+		p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
+		if keys[0] != "" {
+			p = KeyPartition(topics[0], keys[0], n.opts.Partitions)
+		}
+		ids, err = n.publishIntake(ctx, p, ms, batchMsgID(topics, keys))
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.scheduled.Add(int64(len(reqs)))
+	return ids, nil
+}
+
+// publishIntake stores ms as one intake message of partition p with
+// Nats-Msg-Id mid (none if empty) and returns their IDs. A duplicate
+// (mid seen within the window) answers the stored message's IDs, with
+// their first delivery times.
+func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, mid string) ([]message.ID, error) {
+	data := AppendIntake(nil, ms)
+	if max := n.nc.MaxPayload(); int64(len(data)) > max {
+		return nil, fmt.Errorf("%w: %d messages encode to %d bytes, more than the NATS servers' max_payload of %d bytes, the largest message they store: send fewer or smaller messages per request (or raise max_payload)",
+			engine.ErrInvalid, len(ms), len(data), max)
+	}
+	msg := nats.NewMsg(inSubject(p))
+	msg.Data = data
+	popts := []jetstream.PublishOpt{jetstream.WithExpectStream(inStream(p))}
+	if mid != "" {
+		popts = append(popts, jetstream.WithMsgID(mid))
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	// Async with a wait for the future: the PubAcks of concurrent
+	// requests come back over one subscription (a synchronous publish was
+	// half as fast for concurrent single Schedules on this machine).
+	fut, err := n.js.PublishMsgAsync(msg, popts...)
+	if err != nil {
+		return nil, n.intakeError(p, len(ms), err)
+	}
+	var ack *jetstream.PubAck
+	select {
+	case ack = <-fut.Ok():
+	case err := <-fut.Err():
+		return nil, n.intakeError(p, len(ms), err)
+	case <-ctx.Done():
+		return nil, n.intakeError(p, len(ms), ctx.Err())
+	}
+	if ack.Sequence > MaxSeq {
+		return nil, fmt.Errorf("cluster: intake stream %s passed sequence %d, the most an ID can hold", inStream(p), uint64(MaxSeq))
+	}
+	ids := make([]message.ID, len(ms))
+	if ack.Duplicate {
+		// A retry: the IDs are the stored batch's, due when they were.
+		raw, err := n.inStreams[p].GetMsg(ctx, ack.Sequence)
+		var first []message.Message
+		if err == nil {
+			first, err = DecodeIntake(raw.Data, nil)
+		}
+		if err != nil {
+			return nil, n.intakeError(p, len(ms), fmt.Errorf("reading the stored batch of a retried request: %w", err))
+		}
+		if len(first) != len(ms) {
+			return nil, fmt.Errorf("%w: this batch of %d messages has the idempotency keys of a batch of %d stored at sequence %d of %s within the last %v; a retry must resend the same batch",
+				engine.ErrInvalid, len(ms), len(first), ack.Sequence, inStream(p), Duplicates)
+		}
+		ms = first
+	}
+	for i := range ms {
+		ids[i] = MakeID(p, ack.Sequence, i, ms[i].DeliverAt)
+	}
+	return ids, nil
+}
+
+func (n *Node) intakeError(p, count int, err error) error {
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
+		"storing %d messages in the cluster's intake stream %s: %v; a batch is stored whole or not at all, and whether this one was is unknown: retry the same batch (if every message has an idempotency key, a retry of the same messages in the same order is not stored twice)",
+		count, inStream(p), err))
+}
+
+// gather is the group commit of one partition's unkeyed single Schedules:
+// one is published at once while fewer than gatherInflight publishes of
+// them are in flight; those that arrive while that many are in flight
+// wait and go together in the next intake message.
+type gather struct {
+	mu       sync.Mutex
+	inflight int       // guarded by mu: leader goroutines publishing
+	waiting  []*waiter // guarded by mu
+}
+
+// gatherInflight is how many gathered publishes may be in flight per
+// partition. One would gather the most, but a Schedule arriving during a
+// publish would then wait for two round trips; a few in flight keep the
+// latency near one round trip and still gather under load.
+const gatherInflight = 4
+
+type waiter struct {
+	m    *message.Message
+	size int
+	done chan gatherResult // buffered: the leader never blocks on it
+}
+
+type gatherResult struct {
+	id  message.ID
+	err error
+}
+
+// gatherBytes bounds the encoded size of one gathered intake message.
+const gatherBytes = 256 << 10
+
+// gathered stores m through its partition's group commit.
+func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, error) {
+	p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
+	g := &n.gathers[p]
+	w := &waiter{m: m, size: message.ScheduleSize(m) + 4, done: make(chan gatherResult, 1)}
+	g.mu.Lock()
+	g.waiting = append(g.waiting, w)
+	if g.inflight < gatherInflight {
+		g.inflight++
+		go n.lead(p)
+	}
+	g.mu.Unlock()
+	select {
+	case r := <-w.done:
+		return r.id, r.err
+	case <-ctx.Done():
+		return message.ID{}, n.intakeError(p, 1, ctx.Err())
+	}
+}
+
+// lead publishes partition p's waiting Schedules, as many per intake
+// message as fit, until none wait.
+func (n *Node) lead(p int) {
+	g := &n.gathers[p]
+	// A gathered intake message must fit max_payload (less its header)
+	// even where the NATS servers set it below gatherBytes.
+	limit := min(gatherBytes, int(n.nc.MaxPayload())-16)
+	for {
+		g.mu.Lock()
+		k, size := 0, 0
+		for k < len(g.waiting) && k < MaxBatch && (k == 0 || size+g.waiting[k].size <= limit) {
+			size += g.waiting[k].size
+			k++
+		}
+		batch := g.waiting[:k:k]
+		g.waiting = g.waiting[k:]
+		if k == 0 {
+			g.waiting = nil
+			g.inflight--
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		ms := make([]message.Message, len(batch))
+		for i, w := range batch {
+			ms[i] = *w.m
+		}
+		ids, err := n.publishIntake(n.ctx, p, ms, "")
+		for i, w := range batch {
+			if err != nil {
+				w.done <- gatherResult{err: err}
+			} else {
+				w.done <- gatherResult{id: ids[i]}
+			}
+		}
+	}
+}
