@@ -75,6 +75,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = 
 // n <= 0 turns merging off: every Schedule is its own call, however many
 // are in flight.
 //
+// A message with an IdempotencyKey is never merged: a cluster
+// (docs/CLUSTER.md) deduplicates keys per request, so that a retried
+// Schedule with the same key must be sent as the same request.
+//
 // A merged call is atomic on the server. If it is refused as
 // InvalidArgument (nothing stored), its messages are sent again one by
 // one, so that only the faulty message's caller gets the error. Any
@@ -210,7 +214,10 @@ func (c *Client) Schedule(ctx context.Context, m Message) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if c.merge != nil {
+	// A message with an idempotency key goes in its own call: in cluster
+	// mode a key is deduplicated only against a resend of the same
+	// request, so a retry of this Schedule must be the same request.
+	if c.merge != nil && m.IdempotencyKey == "" {
 		id, err := c.merge.schedule(ctx, req)
 		return id, wrap("Schedule", err)
 	}

@@ -189,6 +189,34 @@ func TestConcurrentSchedulesShareOneBatch(t *testing.T) {
 	}
 }
 
+// TestKeyedSchedulesAreNotMerged: a message with an idempotency key goes
+// alone even while another call is in flight, so that its retry is the
+// same request (what a cluster deduplicates).
+func TestKeyedSchedulesAreNotMerged(t *testing.T) {
+	f := newFake(true)
+	c := New(startFake(t, f), WithMaxCalls(1))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}); err != nil {
+			t.Error(err)
+		}
+	})
+	<-f.entered
+	// With the first call held on the server, a keyed Schedule must get
+	// its answer on its own call; merged, it would wait for the first.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	id, err := c.Schedule(ctx, Message{Topic: "t", Body: []byte("keyed"), IdempotencyKey: "k1"})
+	cancel()
+	close(f.hold)
+	wg.Wait()
+	if err != nil || id != "id:keyed" {
+		t.Fatalf("keyed Schedule while another call is in flight = %q, %v; want its own call's answer", id, err)
+	}
+	if f.singles != 2 || len(f.batches) != 0 {
+		t.Fatalf("server saw %d Schedule calls and batches %v; want 2 and none", f.singles, f.batches)
+	}
+}
+
 func TestMergedCallRefusedAnswersEachCaller(t *testing.T) {
 	f := newFake(true)
 	c := New(startFake(t, f), WithMaxCalls(1))
