@@ -74,6 +74,7 @@ func main() {
 			&cli.DurationFlag{Name: "grace", Value: time.Second, Usage: "W1/W2: consume this long after the last message arrived (late duplicates)"},
 			&cli.DurationFlag{Name: "crash-grace", Value: 12 * time.Second, Usage: "W4: the same, longer than --redeliver"},
 			&cli.DurationFlag{Name: "redeliver", Value: 10 * time.Second, Usage: "redelivery timeout of unacknowledged messages: Hourglass lease, beanstalkd TTR, NATS AckWait"},
+			&cli.IntFlag{Name: "consume-batch", Usage: "most messages per consumer call on Hourglass, Redis, PostgreSQL and NATS alike (1 to 1000); 0 keeps each driver's own (Hourglass 100, Redis 1000, PostgreSQL 1000, NATS 100)"},
 			&cli.DurationFlag{Name: "poll", Value: 10 * time.Millisecond, Usage: "Redis and PostgreSQL consumers: sleep after a poll that found nothing due"},
 			&cli.DurationFlag{Name: "settle", Value: 5 * time.Second, Usage: "W3: wait after producing before reading memory and disk"},
 			&cli.IntFlag{Name: "port", Value: 27100, Usage: "TCP port on 127.0.0.1 for the server under test"},
@@ -121,6 +122,8 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("--producers and --consumers must be at least 1")
 	case o.MinDelay < 0 || o.MaxDelay <= o.MinDelay:
 		return fmt.Errorf("--min-delay %v, --max-delay %v: need 0 <= min < max", o.MinDelay, o.MaxDelay)
+	case c.Int("consume-batch") < 0 || c.Int("consume-batch") > 1000:
+		return fmt.Errorf("--consume-batch %d: must be 1 to 1000 (Hourglass's Receive limit), or 0 for each driver's own", c.Int("consume-batch"))
 	case c.Duration("redeliver") < time.Second:
 		return fmt.Errorf("--redeliver %v: must be at least 1s (beanstalkd's TTR is whole seconds)", c.Duration("redeliver"))
 	}
@@ -133,7 +136,7 @@ func run(c *cli.Context) error {
 	slices.Sort(workloads)
 	bin := func(p string) string { a, _ := filepath.Abs(p); return a }
 	cfg := peers.Config{HourglassBin: bin(c.String("hourglass-bin")), NatsBin: bin(c.String("nats-bin")), PgBin: c.String("pg-bin"),
-		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver")}
+		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch")}
 	var systems []peers.System
 	names := splitList(strings.ToLower(c.String("systems")))
 	for _, s := range peers.Systems(cfg) {

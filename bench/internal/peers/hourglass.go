@@ -24,7 +24,7 @@ func hourglassSystem(cfg Config, fsync string) System {
 	return System{
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
-		Notes: "producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers Receive up to 100 (1 s long poll, lease = the redelivery timeout), " +
+		Notes: fmt.Sprintf("producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers Receive up to %d (1 s long poll", orDefault(cfg.ConsumeBatch, 100)) + ", lease = the redelivery timeout), " +
 			"then ack them with one AckBatch in the background (one fsync for the batch, as client.Consume does), at most 4 AckBatch calls in flight per consumer",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
@@ -45,7 +45,11 @@ func hourglassSystem(cfg Config, fsync string) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { h := NewHourglass(s.Addr()); h.Lease = cfg.Redeliver; return h, nil },
+		newDriver: func(s *Server) (Driver, error) {
+			h := NewHourglass(s.Addr())
+			h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
+			return h, nil
+		},
 	}
 }
 
@@ -56,6 +60,8 @@ type Hourglass struct {
 	topic string
 	// Lease of each received message (0: the server's default).
 	Lease time.Duration
+	// ConsumeBatch is Receive's max_messages (0: 100).
+	ConsumeBatch int
 }
 
 // NewHourglass returns a driver on addr with a topic of its own.
@@ -107,7 +113,7 @@ func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(err
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for ctx.Err() == nil {
-		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: 100, Wait: time.Second, Lease: c.h.Lease})
+		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: orDefault(c.h.ConsumeBatch, 100), Wait: time.Second, Lease: c.h.Lease})
 		if err != nil {
 			if ctx.Err() == nil {
 				onErr(err)

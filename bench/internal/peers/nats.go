@@ -22,7 +22,7 @@ func natsSystem(cfg Config, syncAlways bool) System {
 		Delivery: "at least once (durable pull consumer, explicit ack, AckWait = the redelivery timeout)",
 		Notes: "JetStream message schedules on a file stream with AllowMsgSchedules: each message is published on its own subject " +
 			"<stream>.sched.<id> (one schedule per subject) with Nats-Schedule: @at <RFC 3339 with nanoseconds> and Nats-Schedule-Target: <stream>.fire; " +
-			"producers publish a batch asynchronously and wait for every PubAck; consumers Fetch up to 100 (1 s wait) from one durable consumer on <stream>.fire and Ack each",
+			"producers publish a batch asynchronously and wait for every PubAck; consumers Fetch up to " + fmt.Sprint(orDefault(cfg.ConsumeBatch, 100)) + " (1 s wait) from one durable consumer on <stream>.fire and Ack each",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			conf := dir + ".conf"
@@ -49,7 +49,7 @@ func natsSystem(cfg Config, syncAlways bool) System {
 		newDriver: func(s *Server) (Driver, error) {
 			n, err := NewNats(s.Addr())
 			if n != nil {
-				n.AckWait = cfg.Redeliver
+				n.AckWait, n.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
 			}
 			return n, err
 		},
@@ -64,6 +64,8 @@ type Nats struct {
 	stream string
 	// AckWait of the durable consumer (0: the server's default, 30 s).
 	AckWait time.Duration
+	// ConsumeBatch is the most messages one Fetch takes (0: 100).
+	ConsumeBatch int
 }
 
 // NewNats connects a driver to addr, with a stream of its own.
@@ -200,7 +202,7 @@ func (c *natsConsumer) Run(ctx context.Context, handle func([]byte), onErr func(
 				continue
 			}
 		}
-		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+		batch, err := cons.Fetch(orDefault(c.n.ConsumeBatch, 100), jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if ctx.Err() == nil {
 				onErr(err)

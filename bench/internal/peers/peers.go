@@ -96,6 +96,20 @@ type Config struct {
 	// before it delivers a message again: Hourglass's lease, beanstalkd's
 	// TTR, the NATS consumer's AckWait. The same for all three.
 	Redeliver time.Duration
+	// ConsumeBatch, if not 0, is the most messages one consumer call takes
+	// on every system whose consumers take several (Hourglass Receive,
+	// the Redis script, the PostgreSQL DELETE, the NATS Fetch); 0 keeps
+	// each driver's own default (100, 1000, 1000 and 100). beanstalkd
+	// reserves one job per call whatever this says.
+	ConsumeBatch int
+}
+
+// orDefault is n, or def when n is 0.
+func orDefault(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
 }
 
 // Systems returns every system and setting the benchmark compares, the

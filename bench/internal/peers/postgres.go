@@ -21,7 +21,7 @@ func postgresSystem(cfg Config) System {
 		Durability: "fsync per commit (the default synchronous_commit = on; concurrent commits share a WAL flush)",
 		Delivery:   "at most once (the claiming DELETE commits on its own)",
 		Notes: "table (id, deliver_at, body) indexed on deliver_at; producers insert a batch in one INSERT ... SELECT unnest(...) ON CONFLICT DO NOTHING; " +
-			"consumers DELETE ... WHERE id IN (SELECT id ... WHERE deliver_at <= now() ORDER BY deliver_at LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING body, " +
+			"consumers DELETE ... WHERE id IN (SELECT id ... WHERE deliver_at <= now() ORDER BY deliver_at LIMIT " + fmt.Sprint(orDefault(cfg.ConsumeBatch, 1000)) + " FOR UPDATE SKIP LOCKED) RETURNING body, " +
 			"sleeping the poll interval when it returns nothing",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
@@ -76,7 +76,14 @@ func postgresSystem(cfg Config) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return NewPostgres(s.Addr(), cfg.PollInterval) },
+		newDriver: func(s *Server) (Driver, error) {
+			p, err := NewPostgres(s.Addr(), cfg.PollInterval)
+			if err != nil {
+				return nil, err
+			}
+			p.ConsumeBatch = cfg.ConsumeBatch
+			return p, nil
+		},
 	}
 }
 
@@ -99,6 +106,8 @@ type Postgres struct {
 	pool         *pgxpool.Pool
 	table        string
 	pollInterval time.Duration
+	// ConsumeBatch is the claiming DELETE's LIMIT (0: 1000).
+	ConsumeBatch int
 }
 
 // NewPostgres returns a driver on addr with a table of its own.
@@ -152,7 +161,7 @@ type pgConsumer struct{ p *Postgres }
 
 func (c pgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(error)) error {
 	q := fmt.Sprintf(`DELETE FROM %[1]s WHERE id IN (SELECT id FROM %[1]s WHERE deliver_at <= now()
-ORDER BY deliver_at LIMIT 1000 FOR UPDATE SKIP LOCKED) RETURNING body`, c.p.table)
+ORDER BY deliver_at LIMIT %[2]d FOR UPDATE SKIP LOCKED) RETURNING body`, c.p.table, orDefault(c.p.ConsumeBatch, 1000))
 	for ctx.Err() == nil {
 		n := 0
 		rows, err := c.p.pool.Query(ctx, q)

@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"time"
@@ -19,7 +20,7 @@ func redisSystem(cfg Config, fsync string) System {
 		Name: "redis", Variant: "appendfsync " + fsync, Durability: dur,
 		Delivery: "at most once (the Lua pop deletes)",
 		Notes: "sorted set scored by deliverAt (ms with µs fraction) + hash of bodies; producers MULTI/EXEC one ZADD and one HSET per batch; " +
-			"consumers run one Lua script (ZRANGEBYSCORE up to 1000 due by the server's TIME, ZREM, HMGET, HDEL) and sleep the poll interval when it returns nothing",
+			"consumers run one Lua script (ZRANGEBYSCORE up to " + fmt.Sprint(orDefault(cfg.ConsumeBatch, 1000)) + " due by the server's TIME, ZREM, HMGET, HDEL) and sleep the poll interval when it returns nothing",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			s.command = func() *exec.Cmd {
@@ -34,7 +35,11 @@ func redisSystem(cfg Config, fsync string) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return NewRedis(s.Addr(), cfg.PollInterval), nil },
+		newDriver: func(s *Server) (Driver, error) {
+			r := NewRedis(s.Addr(), cfg.PollInterval)
+			r.ConsumeBatch = cfg.ConsumeBatch
+			return r, nil
+		},
 	}
 }
 
@@ -43,6 +48,8 @@ type Redis struct {
 	c            *redis.Client
 	due, bodies  string
 	pollInterval time.Duration
+	// ConsumeBatch is the most members one pop takes (0: 1000).
+	ConsumeBatch int
 }
 
 // NewRedis returns a Redis driver on addr with keys of its own.
@@ -103,7 +110,7 @@ type redisConsumer struct{ r *Redis }
 
 func (c redisConsumer) Run(ctx context.Context, handle func([]byte), onErr func(error)) error {
 	for ctx.Err() == nil {
-		res, err := popDue.Run(ctx, c.r.c, []string{c.r.due, c.r.bodies}, 1000).Slice()
+		res, err := popDue.Run(ctx, c.r.c, []string{c.r.due, c.r.bodies}, orDefault(c.r.ConsumeBatch, 1000)).Slice()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if ctx.Err() != nil {
 				return nil
