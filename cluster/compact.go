@@ -1,0 +1,394 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// Compaction bounds a partition's streams. Its owner, from the goroutine
+// that consumes the intake stream (so that nothing is consumed meanwhile):
+//
+//  1. notes L0, the last intake sequence it consumed, and, while no sink
+//     call is between storing its done records and noting them, D0, the
+//     done stream's last sequence: every record up to D0 is in its done set;
+//  2. reads the intake stream from its first sequence to L0 and stores a
+//     copy of each message it holds that is neither done nor copied yet,
+//     packed into intake messages, each carrying its original ID in the
+//     idHeader of its schedule payload;
+//  3. stores a cancelled record for each cancel it keeps (below);
+//  4. purges the intake stream below L0+1 and the done stream below D0+1;
+//  5. forgets the delivered entries of its done set noted in step 1 and the
+//     cancelled ones whose time has passed and that its local engine fired.
+//
+// A crash between two steps leaves a stream that replays to the same
+// messages: originals and copies carry the same IDs, the first wins and the
+// done set applies by ID.
+
+// copyOverhead is what a compaction's copy of a message may add to its
+// intake message (the ID header and longer lengths): an intake message
+// must fit max_payload less this, so that its copy fits max_payload.
+const copyOverhead = 64
+
+// compactStats describes one compaction.
+type compactStats struct {
+	L0, D0       uint64 // the intake and done sequences it kept above
+	Held         int    // messages consumed before it
+	Copied       int    // messages copied
+	CopyMsgs     int    // intake messages the copies took
+	KeptCancels  int    // cancelled records stored again
+	PrunedDone   int    // done-set entries forgotten
+	IntakeBefore uint64 // intake stream messages before and after
+	IntakeAfter  uint64
+	DoneBefore   uint64 // done stream messages before and after
+	DoneAfter    uint64
+	Took         time.Duration
+}
+
+// intakeID returns the cluster ID of message idx of the intake message at
+// sequence seq of partition p and its headers without the ID header: the
+// ID the header carries (a compaction's copy), else the one made from
+// (p, seq, idx). A header that is not 16 bytes, names another partition
+// or another deliverAt, or appears twice is an error.
+func intakeID(p int, seq uint64, idx int, m *message.Message) (message.ID, []message.Header, error) {
+	at := -1
+	for i, h := range m.Headers {
+		if string(h.Key) != idHeader {
+			continue
+		}
+		if at >= 0 {
+			return message.ID{}, nil, fmt.Errorf("cluster: header %s twice (headers %d and %d)", idHeader, at, i)
+		}
+		at = i
+	}
+	if at < 0 {
+		return MakeID(p, seq, idx, m.DeliverAt), m.Headers, nil
+	}
+	id, ok := idFromBytes(m.Headers[at].Value)
+	if !ok {
+		return message.ID{}, nil, fmt.Errorf("cluster: header %s of %d bytes; want 16", idHeader, len(m.Headers[at].Value))
+	}
+	if q, _, _ := SplitID(id); q != p {
+		return message.ID{}, nil, fmt.Errorf("cluster: header %s names partition %d in the intake stream of partition %d", idHeader, q, p)
+	}
+	if id.DeliverAt != m.DeliverAt {
+		return message.ID{}, nil, fmt.Errorf("cluster: header %s names deliverAt %d; the message is due at %d", idHeader, id.DeliverAt, m.DeliverAt)
+	}
+	hs := make([]message.Header, 0, len(m.Headers)-1)
+	hs = append(hs, m.Headers[:at]...)
+	return id, append(hs, m.Headers[at+1:]...), nil
+}
+
+// packer packs messages into intake messages of up to MaxBatch messages
+// and about limit bytes, handing each to publish when full: the copies of
+// a compaction stream through it, one intake message at a time.
+type packer struct {
+	limit   int
+	ms      []message.Message
+	size    int
+	buf     []byte
+	publish func(data []byte, count int) error
+}
+
+func uvarintLen(x int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], uint64(x))
+}
+
+// add appends m (which must stay unchanged until the next flush).
+func (k *packer) add(m message.Message) error {
+	n := message.ScheduleSize(&m)
+	n += uvarintLen(n)
+	if len(k.ms) > 0 && (len(k.ms) == MaxBatch || k.size+n > k.limit) {
+		if err := k.flush(); err != nil {
+			return err
+		}
+	}
+	k.ms = append(k.ms, m)
+	k.size += n
+	return nil
+}
+
+// flush publishes what was added since the last flush.
+func (k *packer) flush() error {
+	if len(k.ms) == 0 {
+		return nil
+	}
+	k.buf = AppendIntake(k.buf[:0], k.ms)
+	err := k.publish(k.buf, len(k.ms))
+	clear(k.ms)
+	k.ms = k.ms[:0]
+	k.size = 0
+	return err
+}
+
+// maybeCompact compacts the partition if the messages consumed exceed
+// 2 × pending + CompactMargin and the last compaction started at least
+// CompactInterval ago.
+func (pt *partition) maybeCompact(st jetstream.Stream, last *time.Time) {
+	o := &pt.n.opts
+	if o.CompactMargin < 0 || (!last.IsZero() && time.Since(*last) < o.CompactInterval) {
+		return
+	}
+	pt.mu.Lock()
+	held, pending := pt.held, len(pt.taken)
+	pt.mu.Unlock()
+	if held <= 2*pending+o.CompactMargin {
+		return
+	}
+	if o.hooks != nil && o.hooks.allowCompact != nil && !o.hooks.allowCompact() {
+		return
+	}
+	*last = time.Now()
+	cs, err := pt.compact(st)
+	if err != nil {
+		if pt.ctx.Err() == nil {
+			pt.log.Warn("cluster: compaction failed; the streams keep what they hold and the next one starts over", "held", held, "pending", pending, "err", err)
+		}
+		return
+	}
+	pt.log.Info("cluster: compacted", "held", cs.Held, "pending", pending, "copied", cs.Copied, "copy_msgs", cs.CopyMsgs,
+		"kept_cancels", cs.KeptCancels, "intake_msgs", fmt.Sprintf("%d->%d", cs.IntakeBefore, cs.IntakeAfter),
+		"done_msgs", fmt.Sprintf("%d->%d", cs.DoneBefore, cs.DoneAfter), "done_entries_pruned", cs.PrunedDone,
+		"kept_intake_from", cs.L0+1, "kept_done_from", cs.D0+1, "took", cs.Took.Round(time.Millisecond))
+}
+
+// compact runs one compaction (see the comment at the top of this file).
+// It must run on the consuming goroutine.
+func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
+	start := time.Now()
+	ctx := pt.ctx
+	var cs compactStats
+	doneSt, err := pt.n.js.Stream(ctx, doneStream(pt.p))
+	if err != nil {
+		return cs, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return cs, err
+	}
+	first := info.State.FirstSeq
+	cs.IntakeBefore = info.State.Msgs
+
+	// 1. The snapshot point.
+	pt.recMu.Lock()
+	dinfo, err := doneSt.Info(ctx)
+	if err != nil {
+		pt.recMu.Unlock()
+		return cs, err
+	}
+	cs.D0, cs.DoneBefore = dinfo.State.LastSeq, dinfo.State.Msgs
+	var delivered, cancelled []message.ID
+	pt.mu.Lock()
+	cs.L0, cs.Held = pt.consumed, pt.held
+	for id, r := range pt.done {
+		if r == Delivered {
+			delivered = append(delivered, id)
+		} else {
+			cancelled = append(cancelled, id)
+		}
+	}
+	pt.mu.Unlock()
+	pt.recMu.Unlock()
+
+	// 2. Copies of what is neither done nor copied, from first to L0.
+	limit := int(pt.n.nc.MaxPayload()) - copyOverhead
+	pk := &packer{limit: limit, publish: func(data []byte, count int) error {
+		msg := nats.NewMsg(inSubject(pt.p))
+		msg.Data = data
+		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		defer cancel()
+		if _, err := pt.n.js.PublishMsg(pctx, msg, jetstream.WithExpectStream(inStream(pt.p))); err != nil {
+			return fmt.Errorf("storing a copy of %d messages: %w", count, err)
+		}
+		cs.Copied += count
+		cs.CopyMsgs++
+		return nil
+	}}
+	if first <= cs.L0 {
+		if err := pt.copyPending(st, first, cs.L0, pk); err != nil {
+			return cs, err
+		}
+	}
+	if err := pt.stage("copied"); err != nil {
+		return cs, err
+	}
+
+	// 3. Cancels that stay: the local engine has not fired them yet, or
+	// they are still ahead (a later Cancel of them answers from them).
+	now := pt.n.now().UnixMilli()
+	var pruned []message.ID
+	var rec []byte
+	perMsg := limit / DoneRecordSize
+	for _, id := range cancelled {
+		pt.mu.Lock()
+		taken := pt.taken[id]
+		pt.mu.Unlock()
+		if !taken && id.DeliverAt <= now {
+			pruned = append(pruned, id)
+			continue
+		}
+		rec = AppendDone(rec, id, CancelledReason)
+		cs.KeptCancels++
+		if len(rec) >= perMsg*DoneRecordSize {
+			if err := pt.n.publishDone(ctx, pt.p, rec); err != nil {
+				return cs, err
+			}
+			rec = rec[:0]
+		}
+	}
+	if len(rec) > 0 {
+		if err := pt.n.publishDone(ctx, pt.p, rec); err != nil {
+			return cs, err
+		}
+	}
+
+	// 4. The purges: what is kept is what arrived after L0 (the copies
+	// among it) and the records stored after D0.
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(cs.L0+1)); err != nil {
+		return cs, fmt.Errorf("purging %s below sequence %d: %w", inStream(pt.p), cs.L0+1, err)
+	}
+	if err := pt.stage("purged"); err != nil {
+		return cs, err
+	}
+	if cs.D0 > 0 {
+		if err := doneSt.Purge(ctx, jetstream.WithPurgeSequence(cs.D0+1)); err != nil {
+			return cs, fmt.Errorf("purging %s below sequence %d: %w", doneStream(pt.p), cs.D0+1, err)
+		}
+	}
+
+	// 5. The done set forgets what no stream can bring back.
+	pt.mu.Lock()
+	for _, id := range delivered {
+		if pt.done[id] == Delivered {
+			delete(pt.done, id)
+			cs.PrunedDone++
+		}
+	}
+	for _, id := range pruned {
+		delete(pt.done, id)
+		cs.PrunedDone++
+	}
+	pt.held = 0
+	pt.mu.Unlock()
+
+	if info, err := st.Info(ctx); err == nil {
+		cs.IntakeAfter = info.State.Msgs
+	}
+	if info, err := doneSt.Info(ctx); err == nil {
+		cs.DoneAfter = info.State.Msgs
+	}
+	cs.Took = time.Since(start)
+	pt.mu.Lock()
+	pt.compactions = append(pt.compactions, cs)
+	pt.mu.Unlock()
+	return cs, nil
+}
+
+// copyPending reads the intake stream from first to last and adds to pk
+// each message that the local engine holds and that is not done, once.
+func (pt *partition) copyPending(st jetstream.Stream, first, last uint64, pk *packer) error {
+	ctx := pt.ctx
+	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
+	if err != nil {
+		return fmt.Errorf("reading %s to compact it: %w", inStream(pt.p), err)
+	}
+	it, err := c.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	copied := map[message.ID]bool{}
+	var ms []message.Message
+	for {
+		nctx, cancel := context.WithTimeout(ctx, publishTimeout)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading %s to compact it: %w", inStream(pt.p), err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		if seq > last {
+			break
+		}
+		ms, err = DecodeIntake(m.Data(), ms[:0])
+		if err == nil { // one that does not decode was skipped when consumed
+			for i := range ms {
+				id, hs, err := intakeID(pt.p, seq, i, &ms[i])
+				if err != nil || copied[id] {
+					continue
+				}
+				pt.mu.Lock()
+				_, done := pt.done[id]
+				keep := pt.taken[id] && !done
+				pt.mu.Unlock()
+				if !keep {
+					continue
+				}
+				copied[id] = true
+				cm := ms[i]
+				cm.Headers = append(hs[:len(hs):len(hs)], message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
+				if err := pk.add(cm); err != nil {
+					return err
+				}
+			}
+		}
+		if seq >= last || md.NumPending == 0 {
+			break
+		}
+	}
+	return pk.flush()
+}
+
+func (pt *partition) stage(name string) error {
+	if h := pt.n.opts.hooks; h != nil && h.compactStage != nil {
+		return h.compactStage(pt.p, name)
+	}
+	return nil
+}
+
+// compacted reports whether intake sequence seq of the partition was
+// compacted away (it is below the stream's first sequence), after waiting
+// until this owner consumed the whole stream as it is now, copies
+// included: its taken set then holds every pending message of the
+// partition.
+func (pt *partition) compacted(ctx context.Context, seq uint64) (bool, error) {
+	info, err := pt.n.inStreams[pt.p].Info(ctx)
+	if err != nil {
+		return false, unavailable("reading the state of %s: %v", inStream(pt.p), err)
+	}
+	if seq >= info.State.FirstSeq {
+		return false, nil
+	}
+	target := info.State.LastSeq
+	timer := time.NewTimer(publishTimeout)
+	defer timer.Stop()
+	for {
+		pt.mu.Lock()
+		at, ch := pt.consumed, pt.progress
+		pt.mu.Unlock()
+		if at >= target {
+			return true, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-pt.exited:
+			return false, unavailable("partition %d stopped on this node while cancelling; retry", pt.p)
+		case <-timer.C:
+			return false, unavailable("partition %d is still reading its intake stream (at sequence %d of %d); retry", pt.p, at, target)
+		}
+	}
+}
