@@ -128,24 +128,49 @@ func (k *packer) flush() error {
 	return err
 }
 
+// compactState is the consuming goroutine's memory of compactions.
+type compactState struct {
+	last time.Time // when the last one started
+	// horizon is an intake sequence that the owner must have consumed
+	// before it compacts: the stream's last sequence after it took the
+	// partition and after each compaction (refresh: to be read again).
+	// Up to there the stream may hold copies of messages that are done
+	// (copies by a previous owner, or by this owner's last compaction,
+	// of messages delivered since); once they are consumed (and dropped
+	// as done), forgetting done entries cannot let a copy through.
+	horizon uint64
+	refresh bool
+}
+
 // maybeCompact compacts the partition if the messages consumed exceed
-// 2 × pending + CompactMargin and the last compaction started at least
-// CompactInterval ago.
-func (pt *partition) maybeCompact(st jetstream.Stream, last *time.Time) {
+// 2 × pending + CompactMargin, the last compaction started at least
+// CompactInterval ago, and the owner consumed the stream up to the horizon.
+func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 	o := &pt.n.opts
-	if o.CompactMargin < 0 || (!last.IsZero() && time.Since(*last) < o.CompactInterval) {
+	if o.CompactMargin < 0 || (!cst.last.IsZero() && time.Since(cst.last) < o.CompactInterval) {
 		return
 	}
 	pt.mu.Lock()
-	held, pending := pt.held, len(pt.taken)
+	held, pending, consumed := pt.held, len(pt.taken), pt.consumed
 	pt.mu.Unlock()
 	if held <= 2*pending+o.CompactMargin {
+		return
+	}
+	if cst.refresh {
+		info, err := st.Info(pt.ctx)
+		if err != nil {
+			return
+		}
+		cst.horizon, cst.refresh = info.State.LastSeq, false
+	}
+	if consumed < cst.horizon {
 		return
 	}
 	if o.hooks != nil && o.hooks.allowCompact != nil && !o.hooks.allowCompact() {
 		return
 	}
-	*last = time.Now()
+	cst.last = time.Now()
+	cst.refresh = true
 	cs, err := pt.compact(st)
 	if err != nil {
 		if pt.ctx.Err() == nil {
@@ -187,6 +212,11 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 	var delivered, cancelled []message.ID
 	pt.mu.Lock()
 	cs.L0, cs.Held = pt.consumed, pt.held
+	if !pt.lease.valid(pt.n.now()) {
+		pt.mu.Unlock()
+		pt.recMu.Unlock()
+		return cs, errLeaseLost
+	}
 	for id, r := range pt.done {
 		if r == Delivered {
 			delivered = append(delivered, id)
@@ -250,12 +280,19 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 	}
 
 	// 4. The purges: what is kept is what arrived after L0 (the copies
-	// among it) and the records stored after D0.
+	// among it) and the records stored after D0. An owner that lost its
+	// lease leaves the streams to the new one.
+	if !pt.lease.valid(pt.n.now()) {
+		return cs, errLeaseLost
+	}
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(cs.L0+1)); err != nil {
 		return cs, fmt.Errorf("purging %s below sequence %d: %w", inStream(pt.p), cs.L0+1, err)
 	}
 	if err := pt.stage("purged"); err != nil {
 		return cs, err
+	}
+	if !pt.lease.valid(pt.n.now()) {
+		return cs, errLeaseLost
 	}
 	if cs.D0 > 0 {
 		if err := doneSt.Purge(ctx, jetstream.WithPurgeSequence(cs.D0+1)); err != nil {

@@ -184,13 +184,13 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	var decoded []message.Message
 	tick := time.NewTicker(pt.n.opts.CompactInterval)
 	defer tick.Stop()
-	var lastCompact time.Time
+	cst := compactState{refresh: true}
 	for {
 		var m jetstream.Msg
 		select {
 		case m = <-msgs:
 		case <-tick.C:
-			pt.maybeCompact(st, &lastCompact)
+			pt.maybeCompact(st, &cst)
 			continue
 		case <-pt.ctx.Done():
 			return nil
@@ -226,7 +226,7 @@ func (pt *partition) consume(eng *engine.Engine) error {
 			pt.progress = make(chan struct{})
 		}
 		pt.mu.Unlock()
-		pt.maybeCompact(st, &lastCompact)
+		pt.maybeCompact(st, &cst)
 	}
 }
 
