@@ -38,17 +38,19 @@ const copyOverhead = 64
 
 // compactStats describes one compaction.
 type compactStats struct {
-	L0, D0       uint64 // the intake and done sequences it kept above
-	Held         int    // messages consumed before it
-	Copied       int    // messages copied
-	CopyMsgs     int    // intake messages the copies took
-	KeptCancels  int    // cancelled records stored again
-	PrunedDone   int    // done-set entries forgotten
-	IntakeBefore uint64 // intake stream messages before and after
-	IntakeAfter  uint64
-	DoneBefore   uint64 // done stream messages before and after
-	DoneAfter    uint64
-	Took         time.Duration
+	L0, D0        uint64 // the intake and done sequences it kept above
+	Held          int    // messages consumed above the last snapshot point before it
+	Copied        int    // messages copied
+	CopyMsgs      int    // intake messages the copies took
+	CopyLast      uint64 // the intake sequence of the last copy
+	KeptCancels   int    // cancelled records stored again
+	KeptDelivered int    // delivered records stored again (their intake message is kept)
+	PrunedDone    int    // done-set entries forgotten
+	IntakeBefore  uint64 // intake stream messages before and after
+	IntakeAfter   uint64
+	DoneBefore    uint64 // done stream messages before and after
+	DoneAfter     uint64
+	Took          time.Duration
 }
 
 // intakeID returns the cluster ID of message idx of the intake message at
@@ -128,32 +130,73 @@ func (k *packer) flush() error {
 	return err
 }
 
-// compactState is the consuming goroutine's memory of compactions.
+// compactState is the consuming goroutine's memory for compactions.
 type compactState struct {
 	last time.Time // when the last one started
-	// horizon is an intake sequence that the owner must have consumed
-	// before it compacts: the stream's last sequence after it took the
-	// partition and after each compaction (refresh: to be read again).
-	// Up to there the stream may hold copies of messages that are done
-	// (copies by a previous owner, or by this owner's last compaction,
-	// of messages delivered since); once they are consumed (and dropped
-	// as done), forgetting done entries cannot let a copy through.
+	// horizon is an intake sequence that the snapshot point must reach:
+	// the stream's last sequence when the owner took the partition, then
+	// the last copy of its last compaction (refresh: unknown, to be read
+	// again, after a compaction that failed). Up to there the
+	// stream may hold copies of messages that are done (copies by a
+	// previous owner, or by this owner's last compaction, of messages
+	// delivered since); once they are below the snapshot point, an ID
+	// whose original sequence is below it is in no intake message kept.
 	horizon uint64
 	refresh bool
+	// held counts the messages consumed from the intake stream above the
+	// last snapshot point (copies and done ones included): about what the
+	// stream holds.
+	held int
+	// recent lists the consumed intake batches stored less than
+	// keepRecent ago, oldest first; old is the last sequence of the
+	// latest batch older than that.
+	recent []consumedBatch
+	old    uint64
+	lastL0 uint64
+}
+
+type consumedBatch struct {
+	seq    uint64    // its last intake sequence
+	stored time.Time // when the stream stored that (the server's clock)
+	n      int       // messages
+}
+
+// keepRecent is how long a compaction keeps intake messages: the intake
+// streams' duplicate window plus a margin for the clock offset between
+// the NATS servers and the node. A retried keyed batch within the window
+// is answered from its stored intake message, which must still be there.
+const keepRecent = Duplicates + 30*time.Second
+
+// consumed notes a batch of n messages up to sequence seq, stored at stored.
+func (c *compactState) consumed(seq uint64, stored time.Time, n int) {
+	c.held += n
+	c.recent = append(c.recent, consumedBatch{seq: seq, stored: stored, n: n})
+}
+
+// snapshotPoint returns the last consumed sequence stored at least keep
+// before now.
+func (c *compactState) snapshotPoint(now time.Time, keep time.Duration) uint64 {
+	i := 0
+	for i < len(c.recent) && !c.recent[i].stored.After(now.Add(-keep)) {
+		c.old = c.recent[i].seq
+		i++
+	}
+	c.recent = c.recent[i:]
+	return c.old
 }
 
 // maybeCompact compacts the partition if the messages consumed exceed
 // 2 × pending + CompactMargin, the last compaction started at least
-// CompactInterval ago, and the owner consumed the stream up to the horizon.
+// CompactInterval ago, and the snapshot point reached the horizon.
 func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 	o := &pt.n.opts
 	if o.CompactMargin < 0 || (!cst.last.IsZero() && time.Since(cst.last) < o.CompactInterval) {
 		return
 	}
 	pt.mu.Lock()
-	held, pending, consumed := pt.held, len(pt.taken), pt.consumed
+	pending := len(pt.taken)
 	pt.mu.Unlock()
-	if held <= 2*pending+o.CompactMargin {
+	if cst.held <= 2*pending+o.CompactMargin {
 		return
 	}
 	if cst.refresh {
@@ -163,33 +206,50 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 		}
 		cst.horizon, cst.refresh = info.State.LastSeq, false
 	}
-	if consumed < cst.horizon {
+	keep := keepRecent
+	if o.hooks != nil && o.hooks.keepRecent != nil {
+		keep = *o.hooks.keepRecent
+	}
+	l0 := cst.snapshotPoint(pt.n.now(), keep)
+	if o.hooks != nil && o.hooks.capL0 != nil {
+		l0 = o.hooks.capL0(l0)
+	}
+	if l0 < cst.horizon || l0 <= cst.lastL0 {
 		return
 	}
 	if o.hooks != nil && o.hooks.allowCompact != nil && !o.hooks.allowCompact() {
 		return
 	}
 	cst.last = time.Now()
-	cst.refresh = true
-	cs, err := pt.compact(st)
+	cs, err := pt.compact(st, l0, cst.held)
 	if err != nil {
+		// It may have stored copies: the horizon is past them.
+		cst.refresh = true
 		if pt.ctx.Err() == nil {
-			pt.log.Warn("cluster: compaction failed; the streams keep what they hold and the next one starts over", "held", held, "pending", pending, "err", err)
+			pt.log.Warn("cluster: compaction failed; the streams keep what they hold and the next one starts over", "held", cst.held, "pending", pending, "err", err)
 		}
 		return
 	}
+	cst.lastL0 = l0
+	cst.horizon = max(cst.horizon, cs.CopyLast)
+	cst.held = 0
+	for _, b := range cst.recent {
+		cst.held += b.n
+	}
 	pt.log.Info("cluster: compacted", "held", cs.Held, "pending", pending, "copied", cs.Copied, "copy_msgs", cs.CopyMsgs,
-		"kept_cancels", cs.KeptCancels, "intake_msgs", fmt.Sprintf("%d->%d", cs.IntakeBefore, cs.IntakeAfter),
+		"kept_cancels", cs.KeptCancels, "kept_delivered", cs.KeptDelivered,
+		"intake_msgs", fmt.Sprintf("%d->%d", cs.IntakeBefore, cs.IntakeAfter),
 		"done_msgs", fmt.Sprintf("%d->%d", cs.DoneBefore, cs.DoneAfter), "done_entries_pruned", cs.PrunedDone,
 		"kept_intake_from", cs.L0+1, "kept_done_from", cs.D0+1, "took", cs.Took.Round(time.Millisecond))
 }
 
-// compact runs one compaction (see the comment at the top of this file).
-// It must run on the consuming goroutine.
-func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
+// compact runs one compaction with snapshot point l0 (see the comment at
+// the top of this file). It must run on the consuming goroutine, which
+// consumed the intake stream up to l0 at least.
+func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactStats, error) {
 	start := time.Now()
 	ctx := pt.ctx
-	var cs compactStats
+	cs := compactStats{L0: l0, Held: held}
 	doneSt, err := pt.n.js.Stream(ctx, doneStream(pt.p))
 	if err != nil {
 		return cs, err
@@ -211,7 +271,6 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 	cs.D0, cs.DoneBefore = dinfo.State.LastSeq, dinfo.State.Msgs
 	var delivered, cancelled []message.ID
 	pt.mu.Lock()
-	cs.L0, cs.Held = pt.consumed, pt.held
 	if !pt.lease.valid(pt.n.now()) {
 		pt.mu.Unlock()
 		pt.recMu.Unlock()
@@ -234,9 +293,11 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 		msg.Data = data
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		defer cancel()
-		if _, err := pt.n.js.PublishMsg(pctx, msg, jetstream.WithExpectStream(inStream(pt.p))); err != nil {
+		ack, err := pt.n.js.PublishMsg(pctx, msg, jetstream.WithExpectStream(inStream(pt.p)))
+		if err != nil {
 			return fmt.Errorf("storing a copy of %d messages: %w", count, err)
 		}
+		cs.CopyLast = ack.Sequence
 		cs.Copied += count
 		cs.CopyMsgs++
 		return nil
@@ -250,27 +311,49 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 		return cs, err
 	}
 
-	// 3. Cancels that stay: the local engine has not fired them yet, or
-	// they are still ahead (a later Cancel of them answers from them).
+	// 3. The done records that must outlive the purge, stored again: of
+	// a message whose original intake message is kept (above L0), and of
+	// a cancel that the local engine has not fired yet or that is still
+	// ahead (a later Cancel of it answers from it). The others name
+	// messages in no intake message kept: the done set forgets them.
 	now := pt.n.now().UnixMilli()
-	var pruned []message.ID
+	var forget []message.ID
 	var rec []byte
 	perMsg := limit / DoneRecordSize
+	keepRec := func(id message.ID, r Reason) error {
+		rec = AppendDone(rec, id, r)
+		if len(rec) < perMsg*DoneRecordSize {
+			return nil
+		}
+		err := pt.n.publishDone(ctx, pt.p, rec)
+		rec = rec[:0]
+		return err
+	}
+	gone := func(id message.ID) bool {
+		_, seq, _ := SplitID(id)
+		return seq <= cs.L0
+	}
+	for _, id := range delivered {
+		if gone(id) {
+			forget = append(forget, id)
+			continue
+		}
+		cs.KeptDelivered++
+		if err := keepRec(id, Delivered); err != nil {
+			return cs, err
+		}
+	}
 	for _, id := range cancelled {
 		pt.mu.Lock()
 		taken := pt.taken[id]
 		pt.mu.Unlock()
-		if !taken && id.DeliverAt <= now {
-			pruned = append(pruned, id)
+		if gone(id) && !taken && id.DeliverAt <= now {
+			forget = append(forget, id)
 			continue
 		}
-		rec = AppendDone(rec, id, CancelledReason)
 		cs.KeptCancels++
-		if len(rec) >= perMsg*DoneRecordSize {
-			if err := pt.n.publishDone(ctx, pt.p, rec); err != nil {
-				return cs, err
-			}
-			rec = rec[:0]
+		if err := keepRec(id, CancelledReason); err != nil {
+			return cs, err
 		}
 	}
 	if len(rec) > 0 {
@@ -279,7 +362,7 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 		}
 	}
 
-	// 4. The purges: what is kept is what arrived after L0 (the copies
+	// 4. The purges: what is kept is what was stored after L0 (the copies
 	// among it) and the records stored after D0. An owner that lost its
 	// lease leaves the streams to the new one.
 	if !pt.lease.valid(pt.n.now()) {
@@ -302,17 +385,10 @@ func (pt *partition) compact(st jetstream.Stream) (compactStats, error) {
 
 	// 5. The done set forgets what no stream can bring back.
 	pt.mu.Lock()
-	for _, id := range delivered {
-		if pt.done[id] == Delivered {
-			delete(pt.done, id)
-			cs.PrunedDone++
-		}
-	}
-	for _, id := range pruned {
+	for _, id := range forget {
 		delete(pt.done, id)
 		cs.PrunedDone++
 	}
-	pt.held = 0
 	pt.mu.Unlock()
 
 	if info, err := st.Info(ctx); err == nil {

@@ -196,8 +196,15 @@ func (r *recorder) all(ids []message.ID) bool {
 	return true
 }
 
+// openCompacting opens a one-partition node that compacts as soon as 20
+// messages more than twice the pending ones were consumed, keeping no
+// recent intake messages (unless h says otherwise).
 func openCompacting(t *testing.T, url, id string, sink engine.Sink, h *testHooks) *Node {
 	t.Helper()
+	if h.keepRecent == nil {
+		var none time.Duration
+		h.keepRecent = &none
+	}
 	n, err := Open(ctxT(t), Options{URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: 1,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, SegmentDuration: 10 * time.Second,
 		CompactMargin: 20, CompactInterval: 20 * time.Millisecond, hooks: h})
@@ -433,5 +440,70 @@ func TestCompactionInterrupted(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.early) > 0 {
 		t.Fatalf("early deliveries %v", rec.early)
+	}
+}
+
+// TestCompactionKeepsRecent: intake messages above the snapshot point
+// (stored within the duplicate window) are kept, and so are the done
+// records of their delivered messages: a new owner delivers none of them
+// again.
+func TestCompactionKeepsRecent(t *testing.T) {
+	ns := startNATS(t)
+	js := jsConnect(t, ns.ClientURL())
+	rec := newRecorder()
+	var allow atomic.Bool
+	var cut atomic.Uint64
+	hooks := &testHooks{allowCompact: allow.Load, capL0: func(l0 uint64) uint64 { return min(l0, cut.Load()) }}
+	a := openCompacting(t, ns.ClientURL(), "a", rec, hooks)
+	farIDs, shortIDs := scheduleMix(t, a, 10, 1, time.Now().Add(4*time.Second))
+	waitFor(t, 10*time.Second, "short messages not delivered", func() bool { return rec.all(shortIDs) })
+	// Cut after round 5: intake messages 1..10 go, 11..20 stay.
+	_, fifth, _ := SplitID(shortIDs[5*20-1])
+	cut.Store(fifth)
+	allow.Store(true)
+	waitFor(t, 10*time.Second, "no compaction", func() bool { return len(compactions(a)) > 0 })
+	cs := compactions(a)[0]
+	if cs.L0 != fifth || cs.Copied != 5 || cs.KeptDelivered != 100 || cs.PrunedDone != 100 {
+		t.Fatalf("compaction %+v; want L0 %d, the 5 far messages below it copied, 100 delivered records kept and 100 forgotten", cs, fifth)
+	}
+	if in := streamState(t, js, inStream(0)); in.FirstSeq != fifth+1 || in.Msgs != 11 {
+		t.Fatalf("intake stream from %d with %d messages; want from %d with the 10 above the cut and 1 of copies", in.FirstSeq, in.Msgs, fifth+1)
+	}
+	a.Close()
+	b := openCompacting(t, ns.ClientURL(), "b", rec, hooks)
+	defer b.Close()
+	waitFor(t, 15*time.Second, "far messages not delivered", func() bool { return rec.all(farIDs) })
+	b.Close()
+	for _, id := range append(farIDs, shortIDs...) {
+		if c := rec.count(id); c != 1 {
+			t.Fatalf("%v delivered %d times", id, c)
+		}
+	}
+}
+
+func TestSnapshotPoint(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var c compactState
+	for i := range 5 {
+		c.consumed(uint64(10*(i+1)), t0.Add(time.Duration(i)*time.Minute), 3)
+	}
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want uint64
+		left int
+	}{
+		{"none_old", t0.Add(time.Minute), 0, 5},
+		{"first_old_at_the_edge", t0.Add(2 * time.Minute), 10, 4},
+		{"three_old", t0.Add(4*time.Minute + time.Second), 30, 2},
+		{"stays_when_nothing_new_is_old", t0.Add(4*time.Minute + 2*time.Second), 30, 2},
+		{"all_old", t0.Add(time.Hour), 50, 0},
+	} {
+		if got := c.snapshotPoint(tc.now, 2*time.Minute); got != tc.want || len(c.recent) != tc.left {
+			t.Fatalf("%s: snapshot point %d with %d recent batches; want %d with %d", tc.name, got, len(c.recent), tc.want, tc.left)
+		}
+	}
+	if c.held != 15 {
+		t.Fatalf("held %d; want 15", c.held)
 	}
 }

@@ -103,6 +103,11 @@ type testHooks struct {
 	// ("copied": the copies are stored, nothing is purged yet); an error
 	// ends the compaction there, as a crash would.
 	compactStage func(p int, stage string) error
+	// keepRecent, if set, replaces keepRecent (how long a compaction
+	// keeps intake messages).
+	keepRecent *time.Duration
+	// capL0, if set, lowers a compaction's snapshot point.
+	capL0 func(l0 uint64) uint64
 }
 
 // Node is one member of a cluster. Its methods may be called from any

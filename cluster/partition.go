@@ -62,12 +62,8 @@ type partition struct {
 	// consumed is the stream sequence of the last intake message
 	// scheduled into the local engine; progress is closed (and replaced)
 	// when it moves. Guarded by mu.
-	consumed uint64
-	progress chan struct{}
-	// held counts the messages consumed from the intake stream since the
-	// partition was taken or last compacted (copies and done ones
-	// included): about what the stream holds. Guarded by mu.
-	held        int
+	consumed    uint64
+	progress    chan struct{}
 	compactions []compactStats // guarded by mu: this owner's compactions, oldest first
 }
 
@@ -185,6 +181,9 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	tick := time.NewTicker(pt.n.opts.CompactInterval)
 	defer tick.Stop()
 	cst := compactState{refresh: true}
+	if info, err := st.Info(pt.ctx); err == nil {
+		cst.horizon, cst.refresh = info.State.LastSeq, false
+	}
 	for {
 		var m jetstream.Msg
 		select {
@@ -201,8 +200,9 @@ func (pt *partition) consume(eng *engine.Engine) error {
 		reqs = reqs[:0]
 		decoded = decoded[:0]
 		var seq uint64
+		var stored time.Time
 		for m != nil {
-			reqs, decoded, seq = pt.requests(m, reqs, decoded, seq)
+			reqs, decoded, seq, stored = pt.requests(m, reqs, decoded, seq, stored)
 			m = nil
 			if len(reqs) < maxBatch {
 				select {
@@ -226,6 +226,9 @@ func (pt *partition) consume(eng *engine.Engine) error {
 			pt.progress = make(chan struct{})
 		}
 		pt.mu.Unlock()
+		if seq > 0 {
+			cst.consumed(seq, stored, len(decoded))
+		}
 		pt.maybeCompact(st, &cst)
 	}
 }
@@ -280,23 +283,26 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 // one intake message that are neither done nor cancelled nor already
 // taken (a compaction's copy of a message this owner has), decoding them
 // into decoded (which the requests alias). It returns the larger of last
-// and the intake message's stream sequence.
-func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message, last uint64) ([]engine.Request, []message.Message, uint64) {
+// and the intake message's stream sequence, and the later of stored and
+// the time the stream stored it.
+func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message, last uint64, stored time.Time) ([]engine.Request, []message.Message, uint64, time.Time) {
 	md, err := m.Metadata()
 	if err != nil {
-		return reqs, decoded, last
+		return reqs, decoded, last, stored
 	}
 	seq := md.Sequence.Stream
 	last = max(last, seq)
+	if md.Timestamp.After(stored) {
+		stored = md.Timestamp
+	}
 	base := len(decoded)
 	decoded, err = DecodeIntake(m.Data(), decoded)
 	if err != nil {
 		pt.log.Error("cluster: skipping an intake message that does not decode", "stream", inStream(pt.p), "seq", seq, "err", err)
-		return reqs, decoded, last
+		return reqs, decoded, last, stored
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	pt.held += len(decoded) - base
 	for i := base; i < len(decoded); i++ {
 		dm := &decoded[i]
 		id, hs, err := intakeID(pt.p, seq, i-base, dm)
@@ -312,7 +318,7 @@ func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []
 		reqs = append(reqs, engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
 			Attempt: dm.Attempt, Origin: dm.Origin})
 	}
-	return reqs, decoded, last
+	return reqs, decoded, last, stored
 }
 
 // Deliver implements engine.Sink for the local engine: it publishes what
