@@ -15,17 +15,23 @@ import (
 // Compaction bounds a partition's streams. Its owner, from the goroutine
 // that consumes the intake stream (so that nothing is consumed meanwhile):
 //
-//  1. notes L0, the last intake sequence it consumed, and, while no sink
-//     call is between storing its done records and noting them, D0, the
-//     done stream's last sequence: every record up to D0 is in its done set;
+//  1. picks the snapshot point L0: the last intake sequence it consumed
+//     that the stream stored at least keepRecent ago (the duplicate window
+//     must find what it deduplicates), and not below the horizon (see
+//     compactState); and, while no sink call is between storing its done
+//     records and noting them, D0, the done stream's last sequence: every
+//     record up to D0 is in its done set;
 //  2. reads the intake stream from its first sequence to L0 and stores a
-//     copy of each message it holds that is neither done nor copied yet,
-//     packed into intake messages, each carrying its original ID in the
-//     idHeader of its schedule payload;
-//  3. stores a cancelled record for each cancel it keeps (below);
+//     copy of each message up to L0 that its local engine holds and that
+//     is neither done nor copied yet, packed into intake messages, each
+//     carrying its original ID in the idHeader of its schedule payload;
+//  3. stores again the done records that must outlive the purge: of the
+//     messages whose original intake message is above L0 (kept), and of
+//     the cancels whose time is ahead or that the local engine has not
+//     fired yet;
 //  4. purges the intake stream below L0+1 and the done stream below D0+1;
-//  5. forgets the delivered entries of its done set noted in step 1 and the
-//     cancelled ones whose time has passed and that its local engine fired.
+//  5. forgets the other entries of its done set noted in step 1: they name
+//     messages that no intake message kept holds.
 //
 // A crash between two steps leaves a stream that replays to the same
 // messages: originals and copies carry the same IDs, the first wins and the

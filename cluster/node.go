@@ -177,6 +177,9 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.CompactInterval == 0 {
 		opts.CompactInterval = DefaultCompactInterval
 	}
+	if opts.CompactInterval < 0 {
+		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -426,8 +426,13 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	} else if err != nil {
 		return engine.Unknown, unavailable("reading intake message %d of partition %d: %v", seq, pt.p, err)
 	} else {
+		// The message at idx must be the original of id, not a copy
+		// (which carries another ID).
 		ms, err := DecodeIntake(raw.Data, nil)
-		if err != nil || idx >= len(ms) || ms[idx].DeliverAt != id.DeliverAt {
+		if err != nil || idx >= len(ms) {
+			return engine.Unknown, nil
+		}
+		if got, _, err := intakeID(pt.p, seq, idx, &ms[idx]); err != nil || got != id {
 			return engine.Unknown, nil
 		}
 	}
