@@ -330,6 +330,12 @@ func TestCompaction(t *testing.T) {
 	if res, err := a.Cancel(ctx, farIDs[1], false); err != nil || res != engine.AlreadyDone {
 		t.Fatalf("second cancel of %v: %v, %v; want already done", farIDs[1], res, err)
 	}
+	// The copies' own (sequence, index) is no message's ID.
+	if res, err := a.Cancel(ctx, MakeID(0, cs.CopyLast, 0, far.UnixMilli()), false); err != nil || res != engine.Unknown {
+		t.Fatalf("cancel of the ID made from a copy's sequence: %v, %v; want unknown", res, err)
+	}
+	t.Logf("compaction: %d messages consumed, %d copied in %d intake messages, intake stream %d -> %d messages, done stream %d -> %d, %d done entries forgotten, in %v",
+		cs.Held, cs.Copied, cs.CopyMsgs, cs.IntakeBefore, cs.IntakeAfter, cs.DoneBefore, cs.DoneAfter, cs.PrunedDone, cs.Took)
 
 	// A new owner.
 	a.Close()
