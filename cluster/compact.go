@@ -158,7 +158,16 @@ type compactState struct {
 	// latest batch older than that.
 	recent []consumedBatch
 	old    uint64
+	keep   time.Duration // keepRecent, unless a test says otherwise
 	lastL0 uint64
+}
+
+func newCompactState(o *Options) compactState {
+	c := compactState{refresh: true, keep: keepRecent}
+	if o.hooks != nil && o.hooks.keepRecent != nil {
+		c.keep = *o.hooks.keepRecent
+	}
+	return c
 }
 
 type consumedBatch struct {
@@ -173,17 +182,19 @@ type consumedBatch struct {
 // is answered from its stored intake message, which must still be there.
 const keepRecent = Duplicates + 30*time.Second
 
-// consumed notes a batch of n messages up to sequence seq, stored at stored.
-func (c *compactState) consumed(seq uint64, stored time.Time, n int) {
+// consumed notes a batch of n messages up to sequence seq, stored at
+// stored, consumed at now.
+func (c *compactState) consumed(seq uint64, stored time.Time, n int, now time.Time) {
 	c.held += n
 	c.recent = append(c.recent, consumedBatch{seq: seq, stored: stored, n: n})
+	c.snapshotPoint(now) // recent holds only what is recent
 }
 
 // snapshotPoint returns the last consumed sequence stored at least keep
 // before now.
-func (c *compactState) snapshotPoint(now time.Time, keep time.Duration) uint64 {
+func (c *compactState) snapshotPoint(now time.Time) uint64 {
 	i := 0
-	for i < len(c.recent) && !c.recent[i].stored.After(now.Add(-keep)) {
+	for i < len(c.recent) && !c.recent[i].stored.After(now.Add(-c.keep)) {
 		c.old = c.recent[i].seq
 		i++
 	}
@@ -212,11 +223,7 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 		}
 		cst.horizon, cst.refresh = info.State.LastSeq, false
 	}
-	keep := keepRecent
-	if o.hooks != nil && o.hooks.keepRecent != nil {
-		keep = *o.hooks.keepRecent
-	}
-	l0 := cst.snapshotPoint(pt.n.now(), keep)
+	l0 := cst.snapshotPoint(pt.n.now())
 	if o.hooks != nil && o.hooks.capL0 != nil {
 		l0 = o.hooks.capL0(l0)
 	}

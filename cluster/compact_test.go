@@ -489,9 +489,9 @@ func TestCompactionKeepsRecent(t *testing.T) {
 
 func TestSnapshotPoint(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	var c compactState
+	c := compactState{keep: 2 * time.Minute}
 	for i := range 5 {
-		c.consumed(uint64(10*(i+1)), t0.Add(time.Duration(i)*time.Minute), 3)
+		c.consumed(uint64(10*(i+1)), t0.Add(time.Duration(i)*time.Minute), 3, t0.Add(time.Duration(i)*time.Minute))
 	}
 	for _, tc := range []struct {
 		name string
@@ -499,17 +499,23 @@ func TestSnapshotPoint(t *testing.T) {
 		want uint64
 		left int
 	}{
-		{"none_old", t0.Add(time.Minute), 0, 5},
-		{"first_old_at_the_edge", t0.Add(2 * time.Minute), 10, 4},
-		{"three_old", t0.Add(4*time.Minute + time.Second), 30, 2},
-		{"stays_when_nothing_new_is_old", t0.Add(4*time.Minute + 2*time.Second), 30, 2},
+		// Consumed as they were stored: by t0+4m, 10, 20 and 30 are old.
+		{"as_consumed", t0.Add(4 * time.Minute), 30, 2},
+		{"stays_when_nothing_new_is_old", t0.Add(4*time.Minute + time.Second), 30, 2},
+		{"old_at_the_edge", t0.Add(5 * time.Minute), 40, 1},
 		{"all_old", t0.Add(time.Hour), 50, 0},
 	} {
-		if got := c.snapshotPoint(tc.now, 2*time.Minute); got != tc.want || len(c.recent) != tc.left {
+		if got := c.snapshotPoint(tc.now); got != tc.want || len(c.recent) != tc.left {
 			t.Fatalf("%s: snapshot point %d with %d recent batches; want %d with %d", tc.name, got, len(c.recent), tc.want, tc.left)
 		}
 	}
 	if c.held != 15 {
 		t.Fatalf("held %d; want 15", c.held)
+	}
+	// Batches consumed while below the threshold do not pile up: each
+	// consumed call drops what became old.
+	c.consumed(60, t0.Add(time.Hour), 1, t0.Add(3*time.Hour))
+	if len(c.recent) != 0 || c.old != 60 {
+		t.Fatalf("after an old batch: %d recent, old %d; want 0 and 60", len(c.recent), c.old)
 	}
 }

@@ -84,9 +84,9 @@ type Options struct {
 	Logger *slog.Logger
 	// CompactMargin: the owner of a partition compacts its streams when
 	// the messages it consumed from the intake stream (since it took the
-	// partition, or since its last compaction) exceed 2 × pending +
-	// CompactMargin. Default DefaultCompactMargin; negative turns
-	// compaction off.
+	// partition, or above its last compaction's snapshot point) exceed
+	// 2 × pending + CompactMargin. Default DefaultCompactMargin; negative
+	// turns compaction off (the streams then keep everything for MaxAge).
 	CompactMargin int
 	// CompactInterval is the least time between two compactions of a
 	// partition; default DefaultCompactInterval.

@@ -180,7 +180,7 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	var decoded []message.Message
 	tick := time.NewTicker(pt.n.opts.CompactInterval)
 	defer tick.Stop()
-	cst := compactState{refresh: true}
+	cst := newCompactState(&pt.n.opts)
 	if info, err := st.Info(pt.ctx); err == nil {
 		cst.horizon, cst.refresh = info.State.LastSeq, false
 	}
@@ -227,7 +227,7 @@ func (pt *partition) consume(eng *engine.Engine) error {
 		}
 		pt.mu.Unlock()
 		if seq > 0 {
-			cst.consumed(seq, stored, len(decoded))
+			cst.consumed(seq, stored, len(decoded), pt.n.now())
 		}
 		pt.maybeCompact(st, &cst)
 	}
