@@ -527,3 +527,12 @@ func TestSnapshotPoint(t *testing.T) {
 		t.Fatalf("after an old batch: %d recent, old %d; want 0 and 60", len(c.recent), c.old)
 	}
 }
+
+func TestNegativeCompactIntervalRefused(t *testing.T) {
+	sink := engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })
+	_, err := Open(ctxT(t), Options{URL: "nats://127.0.0.1:1", NodeID: "a", Advertise: "http://127.0.0.1:1", DataDir: t.TempDir(),
+		Sink: sink, Logger: quiet, CompactInterval: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "compaction interval -1s") {
+		t.Fatalf("Open with a negative compaction interval: %v; want an error naming it", err)
+	}
+}
