@@ -31,6 +31,10 @@ const (
 	Duplicates = 2 * time.Minute
 	// MinLeaseTTL bounds Options.LeaseTTL from below.
 	MinLeaseTTL = time.Second
+	// DefaultCompactMargin and DefaultCompactInterval are the defaults
+	// of Options.CompactMargin and Options.CompactInterval.
+	DefaultCompactMargin   = 10000
+	DefaultCompactInterval = time.Minute
 )
 
 // ForwardedHeader marks a Cancel one node forwarded to the owner of the
@@ -78,6 +82,32 @@ type Options struct {
 	NATSOptions []nats.Option
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// CompactMargin: the owner of a partition compacts its streams when
+	// the messages it consumed from the intake stream (since it took the
+	// partition, or above its last compaction's snapshot point) exceed
+	// 2 × pending + CompactMargin. Default DefaultCompactMargin; negative
+	// turns compaction off (the streams then keep everything for MaxAge).
+	CompactMargin int
+	// CompactInterval is the least time between two compactions of a
+	// partition; default DefaultCompactInterval.
+	CompactInterval time.Duration
+
+	hooks *testHooks // nil outside tests
+}
+
+// testHooks let the tests hold compaction back and interleave work with it.
+type testHooks struct {
+	// allowCompact, if set, must answer true for a compaction to start.
+	allowCompact func() bool
+	// compactStage, if set, is called at each stage of a compaction
+	// ("copied": the copies are stored, nothing is purged yet); an error
+	// ends the compaction there, as a crash would.
+	compactStage func(p int, stage string) error
+	// keepRecent, if set, replaces keepRecent (how long a compaction
+	// keeps intake messages).
+	keepRecent *time.Duration
+	// capL0, if set, lowers a compaction's snapshot point.
+	capL0 func(l0 uint64) uint64
 }
 
 // Node is one member of a cluster. Its methods may be called from any
@@ -140,6 +170,15 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.CompactMargin == 0 {
+		opts.CompactMargin = DefaultCompactMargin
+	}
+	if opts.CompactInterval == 0 {
+		opts.CompactInterval = DefaultCompactInterval
+	}
+	if opts.CompactInterval < 0 {
+		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -43,19 +43,35 @@ type partition struct {
 	exited chan struct{} // closed when run returns
 	err    error         // why run returned; read after exited
 
+	// recMu is held shared by a sink call from storing its done records
+	// until they are in done, and exclusively by a compaction while it
+	// notes the done stream's last sequence: every record up to that
+	// sequence is then in done.
+	recMu sync.RWMutex
+
 	mu        sync.Mutex
 	eng       *engine.Engine        // guarded by mu; nil until opened
 	done      map[message.ID]Reason // guarded by mu: delivered or cancelled
 	firing    map[message.ID]bool   // guarded by mu: in a sink call now
 	delivered int64                 // guarded by mu: deliveries since taken over
 	firstAt   time.Time             // guarded by mu: first delivery by this owner
+	// taken holds the IDs scheduled into the local engine and not yet
+	// handed to the sink successfully (pending, cancelled but not yet
+	// fired, or failing): a second copy of one is dropped. Guarded by mu.
+	taken map[message.ID]bool
+	// consumed is the stream sequence of the last intake message
+	// scheduled into the local engine; progress is closed (and replaced)
+	// when it moves. Guarded by mu.
+	consumed    uint64
+	progress    chan struct{}
+	compactions []compactStats // guarded by mu: this owner's compactions, oldest first
 }
 
 func (n *Node) startPartition(l *lease) *partition {
 	ctx, cancel := context.WithCancel(n.ctx)
 	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
 		ready: make(chan struct{}), exited: make(chan struct{}),
-		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}}
+		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}, taken: map[message.ID]bool{}, progress: make(chan struct{})}
 	go func() {
 		defer close(pt.exited)
 		pt.err = pt.run()
@@ -162,10 +178,19 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	const maxBatch = 512
 	reqs := make([]engine.Request, 0, maxBatch+MaxBatch)
 	var decoded []message.Message
+	tick := time.NewTicker(pt.n.opts.CompactInterval)
+	defer tick.Stop()
+	cst := newCompactState(&pt.n.opts)
+	if info, err := st.Info(pt.ctx); err == nil {
+		cst.horizon, cst.refresh = info.State.LastSeq, false
+	}
 	for {
 		var m jetstream.Msg
 		select {
 		case m = <-msgs:
+		case <-tick.C:
+			pt.maybeCompact(st, &cst)
+			continue
 		case <-pt.ctx.Done():
 			return nil
 		}
@@ -174,8 +199,10 @@ func (pt *partition) consume(eng *engine.Engine) error {
 		}
 		reqs = reqs[:0]
 		decoded = decoded[:0]
+		var seq uint64
+		var stored time.Time
 		for m != nil {
-			reqs, decoded = pt.requests(m, reqs, decoded)
+			reqs, decoded, seq, stored = pt.requests(m, reqs, decoded, seq, stored)
 			m = nil
 			if len(reqs) < maxBatch {
 				select {
@@ -184,15 +211,25 @@ func (pt *partition) consume(eng *engine.Engine) error {
 				}
 			}
 		}
-		if len(reqs) == 0 {
-			continue
-		}
-		if _, err := eng.ScheduleBatch(pt.ctx, reqs); err != nil {
-			if pt.ctx.Err() != nil {
-				return nil
+		if len(reqs) > 0 {
+			if _, err := eng.ScheduleBatch(pt.ctx, reqs); err != nil {
+				if pt.ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
 			}
-			return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
 		}
+		pt.mu.Lock()
+		if seq > pt.consumed {
+			pt.consumed = seq
+			close(pt.progress)
+			pt.progress = make(chan struct{})
+		}
+		pt.mu.Unlock()
+		if seq > 0 {
+			cst.consumed(seq, stored, len(decoded), pt.n.now())
+		}
+		pt.maybeCompact(st, &cst)
 	}
 }
 
@@ -243,35 +280,45 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 }
 
 // requests appends to reqs the local engine requests of the messages of
-// one intake message that are neither done nor cancelled, decoding them
-// into decoded (which the requests alias).
-func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message) ([]engine.Request, []message.Message) {
+// one intake message that are neither done nor cancelled nor already
+// taken (a compaction's copy of a message this owner has), decoding them
+// into decoded (which the requests alias). It returns the larger of last
+// and the intake message's stream sequence, and the later of stored and
+// the time the stream stored it.
+func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message, last uint64, stored time.Time) ([]engine.Request, []message.Message, uint64, time.Time) {
 	md, err := m.Metadata()
 	if err != nil {
-		return reqs, decoded
+		return reqs, decoded, last, stored
 	}
 	seq := md.Sequence.Stream
+	last = max(last, seq)
+	if md.Timestamp.After(stored) {
+		stored = md.Timestamp
+	}
 	base := len(decoded)
 	decoded, err = DecodeIntake(m.Data(), decoded)
 	if err != nil {
 		pt.log.Error("cluster: skipping an intake message that does not decode", "stream", inStream(pt.p), "seq", seq, "err", err)
-		return reqs, decoded
+		return reqs, decoded, last, stored
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
 	for i := base; i < len(decoded); i++ {
 		dm := &decoded[i]
-		id := MakeID(pt.p, seq, i-base, dm.DeliverAt)
-		if _, done := pt.done[id]; done {
+		id, hs, err := intakeID(pt.p, seq, i-base, dm)
+		if err != nil {
+			pt.log.Error("cluster: skipping a message of an intake message", "stream", inStream(pt.p), "seq", seq, "index", i-base, "err", err)
 			continue
 		}
-		hs := make([]message.Header, len(dm.Headers), len(dm.Headers)+1)
-		copy(hs, dm.Headers)
-		hs = append(hs, message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
+		if _, done := pt.done[id]; done || pt.taken[id] {
+			continue
+		}
+		pt.taken[id] = true
+		hs = append(hs[:len(hs):len(hs)], message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
 		reqs = append(reqs, engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
 			Attempt: dm.Attempt, Origin: dm.Origin})
 	}
-	return reqs, decoded
+	return reqs, decoded, last, stored
 }
 
 // Deliver implements engine.Sink for the local engine: it publishes what
@@ -290,7 +337,13 @@ func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.D
 			pt.log.Error("cluster: a local message without its cluster ID; dropping it", "local_id", d.ID)
 			continue
 		}
-		if _, done := pt.done[id]; done || pt.firing[id] {
+		if _, done := pt.done[id]; done {
+			// Cancelled (or a second local copy): the local engine is
+			// done with it.
+			delete(pt.taken, id)
+			continue
+		}
+		if pt.firing[id] {
 			continue
 		}
 		pt.firing[id] = true
@@ -304,6 +357,9 @@ func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.D
 		return nil
 	}
 	err := pt.n.opts.Sink.Deliver(ctx, topic, out)
+	// A compaction waits from here until the records are in done.
+	pt.recMu.RLock()
+	defer pt.recMu.RUnlock()
 	if err == nil {
 		rec := make([]byte, 0, len(out)*DoneRecordSize)
 		for _, d := range out {
@@ -316,6 +372,7 @@ func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.D
 		delete(pt.firing, d.ID)
 		if err == nil {
 			pt.done[d.ID] = Delivered
+			delete(pt.taken, d.ID)
 		}
 	}
 	if err == nil {
@@ -361,20 +418,35 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	}
 	_, seq, idx := SplitID(id)
 	raw, err := pt.n.inStreams[pt.p].GetMsg(ctx, seq)
+	compacted := false
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return engine.Unknown, nil
-	}
-	if err != nil {
+		if compacted, err = pt.compacted(ctx, seq); err != nil || !compacted {
+			return engine.Unknown, err
+		}
+	} else if err != nil {
 		return engine.Unknown, unavailable("reading intake message %d of partition %d: %v", seq, pt.p, err)
-	}
-	ms, err := DecodeIntake(raw.Data, nil)
-	if err != nil || idx >= len(ms) || ms[idx].DeliverAt != id.DeliverAt {
-		return engine.Unknown, nil
+	} else {
+		// The message at idx must be the original of id, not a copy
+		// (which carries another ID).
+		ms, err := DecodeIntake(raw.Data, nil)
+		if err != nil || idx >= len(ms) {
+			return engine.Unknown, nil
+		}
+		if got, _, err := intakeID(pt.p, seq, idx, &ms[idx]); err != nil || got != id {
+			return engine.Unknown, nil
+		}
 	}
 	pt.mu.Lock()
 	if _, done := pt.done[id]; done || pt.firing[id] {
 		pt.mu.Unlock()
 		return engine.AlreadyDone, nil
+	}
+	if compacted && !pt.taken[id] {
+		// Its intake message was compacted away and, the stream read to
+		// its end, this owner has no copy of it: it never existed (a
+		// delivered one would be due, and is answered above).
+		pt.mu.Unlock()
+		return engine.Unknown, nil
 	}
 	// From here the sink drops it, even if the record below fails: the
 	// answer is then an error (outcome unknown), which a retry settles.

@@ -42,6 +42,11 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 		if at > now.UnixMilli()+n.opts.MaxDelay.Milliseconds() {
 			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
 		}
+		for _, h := range r.Headers {
+			if string(h.Key) == idHeader {
+				return nil, fmt.Errorf("%w: messages[%d] has the header %q, which the cluster reserves for its message IDs; use another header name", engine.ErrInvalid, i, idHeader)
+			}
+		}
 		ms[i] = message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}
 		if r.IdempotencyKey != "" {
 			ms[i].Headers = append(ms[i].Headers[:len(ms[i].Headers):len(ms[i].Headers)], message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
@@ -74,9 +79,9 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 // their first delivery times.
 func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, mid string) ([]message.ID, error) {
 	data := AppendIntake(nil, ms)
-	if max := n.nc.MaxPayload(); int64(len(data)) > max {
-		return nil, fmt.Errorf("%w: %d messages encode to %d bytes, more than the NATS servers' max_payload of %d bytes, the largest message they store: send fewer or smaller messages per request (or raise max_payload)",
-			engine.ErrInvalid, len(ms), len(data), max)
+	if max := n.nc.MaxPayload(); int64(len(data))+copyOverhead > max {
+		return nil, fmt.Errorf("%w: %d messages encode to %d bytes, more than the NATS servers' max_payload of %d bytes (the largest message they store) less the %d bytes a compaction's copy may add: send fewer or smaller messages per request (or raise max_payload)",
+			engine.ErrInvalid, len(ms), len(data), max, copyOverhead)
 	}
 	msg := nats.NewMsg(inSubject(p))
 	msg.Data = data
@@ -187,9 +192,10 @@ func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, er
 // message as fit, until none wait.
 func (n *Node) lead(p int) {
 	g := &n.gathers[p]
-	// A gathered intake message must fit max_payload (less its header)
-	// even where the NATS servers set it below gatherBytes.
-	limit := min(gatherBytes, int(n.nc.MaxPayload())-16)
+	// A gathered intake message must pass publishIntake's size check
+	// (max_payload less copyOverhead, less its own framing) even where the
+	// NATS servers set max_payload below gatherBytes.
+	limit := min(gatherBytes, int(n.nc.MaxPayload())-copyOverhead-16)
 	for {
 		g.mu.Lock()
 		k, size := 0, 0
