@@ -10,24 +10,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/internal/natstest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
 // startNATS runs a real nats-server with JetStream on a free loopback port.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start in 10s")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns
-}
+func startNATS(t *testing.T) *server.Server { return natstest.Start(t) }
 
 func jsConnect(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()

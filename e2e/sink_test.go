@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/natstest"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -75,15 +75,7 @@ func TestWebhookSink(t *testing.T) {
 // TestNATSSink: the real binary publishes due messages to a real
 // nats-server's JetStream, one copy per ID, never early.
 func TestNATSSink(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
+	ns := natstest.Start(t)
 	p := start(t, t.TempDir(), nil, "--sink", "nats", "--nats-url", ns.ClientURL())
 	due := map[string]time.Time{}
 	for range 10 {

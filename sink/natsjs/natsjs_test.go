@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hourglassmq/hourglass/internal/natstest"
+
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
@@ -18,19 +20,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // startNATS runs a real nats-server with JetStream on a free loopback port.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start in 10s")
-	}
-	t.Cleanup(ns.Shutdown)
-	return ns
-}
+func startNATS(t *testing.T) *server.Server { return natstest.Start(t) }
 
 // fetchAll reads every message of the stream from the start.
 func fetchAll(t *testing.T, url string, want int) []jetstream.Msg {
