@@ -10,29 +10,9 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/logtest"
 	"github.com/hourglassmq/hourglass/message"
 )
-
-// backoffLog collects the "backoff" attribute of every log record.
-type backoffLog struct {
-	mu   sync.Mutex
-	seen []time.Duration
-}
-
-func (h *backoffLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *backoffLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *backoffLog) WithGroup(string) slog.Handler            { return h }
-func (h *backoffLog) Handle(_ context.Context, r slog.Record) error {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "backoff" {
-			h.mu.Lock()
-			h.seen = append(h.seen, a.Value.Duration())
-			h.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
 
 // TestSinkRetriesResumeWithinASecond: a partition whose deliveries fail
 // for a while (the delivery stream electing a leader) retries at most
@@ -55,7 +35,7 @@ func TestSinkRetriesResumeWithinASecond(t *testing.T) {
 		}
 		return nil
 	})
-	h := &backoffLog{}
+	h := &logtest.Durations{Key: "backoff"}
 	n, err := Open(ctx, Options{URL: ns.ClientURL(), NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: 1,
 		LeaseTTL: 3 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: slog.New(h), SegmentDuration: 10 * time.Second})
 	if err != nil {
@@ -73,9 +53,7 @@ func TestSinkRetriesResumeWithinASecond(t *testing.T) {
 		defer mu.Unlock()
 		return len(delivered) == 1 && delivered[0] == ids[0]
 	})
-	h.mu.Lock()
-	got := slices.Clone(h.seen)
-	h.mu.Unlock()
+	got := h.Seen()
 	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
 		800 * time.Millisecond, SinkBackoff, SinkBackoff}
 	if !slices.Equal(got, want) {

@@ -1,41 +1,14 @@
 package engine
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/hourglassmq/hourglass/internal/logtest"
 )
-
-// backoffLog collects the "backoff" attribute of every log record.
-type backoffLog struct {
-	mu   sync.Mutex
-	seen []time.Duration
-}
-
-func (h *backoffLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h *backoffLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *backoffLog) WithGroup(string) slog.Handler            { return h }
-func (h *backoffLog) Handle(_ context.Context, r slog.Record) error {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "backoff" {
-			h.mu.Lock()
-			h.seen = append(h.seen, a.Value.Duration())
-			h.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (h *backoffLog) snapshot() []time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.seen)
-}
 
 // TestMaxSinkBackoff: the retry waits of a failing sink double from 50 ms
 // and stop growing at Options.MaxSinkBackoff.
@@ -51,7 +24,7 @@ func TestMaxSinkBackoff(t *testing.T) {
 		{"default_doubles", 0, 4, []time.Duration{50, 100, 200, 400}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &backoffLog{}
+			h := &logtest.Durations{Key: "backoff"}
 			sink := &recSink{fail: map[string]int{"t": tc.fails}}
 			e := openEngine(t, t.TempDir(), sink, func(o *Options) {
 				o.MaxSinkBackoff = tc.max
@@ -62,7 +35,7 @@ func TestMaxSinkBackoff(t *testing.T) {
 			deadline := time.Now().Add(10 * time.Second)
 			for len(sink.snapshot()) == 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("not delivered after %d failures in 10s; backoffs %v", tc.fails, h.snapshot())
+					t.Fatalf("not delivered after %d failures in 10s; backoffs %v", tc.fails, h.Seen())
 				}
 				time.Sleep(10 * time.Millisecond) // polling for the delivery, not waiting for time
 			}
@@ -70,7 +43,7 @@ func TestMaxSinkBackoff(t *testing.T) {
 			for i, w := range tc.want {
 				want[i] = w * time.Millisecond
 			}
-			if got := h.snapshot(); !slices.Equal(got, want) {
+			if got := h.Seen(); !slices.Equal(got, want) {
 				t.Fatalf("backoffs %v; want %v", got, want)
 			}
 		})
