@@ -4,9 +4,10 @@
 // # Segments
 //
 // The log is a directory of segment files. Each is preallocated to a fixed
-// size (Options.SegmentSize, default 128 MiB) by writing zeros, so that an
-// append is a memory copy into the mapping and an fsync overwrites blocks in
-// place rather than allocating them. Files are named by the logical offset of
+// size (Options.SegmentSize, default 128 MiB) before it is needed, so that
+// an append never allocates blocks: by writing zeros under SyncAlways while
+// group commits are small, so that an fsync overwrites blocks in place, and
+// with fallocate otherwise (see zeroFill for the rule). Files are named by the logical offset of
 // their first byte of data, zero-padded so that lexical order is numeric order:
 //
 //	00000000000000000000.log   base 0

@@ -77,6 +77,9 @@ type Log struct {
 	spareErr error
 	create   func(dir string, base, size int64, zeroFill bool) (string, error)
 	preCh    chan int64 // bases to preallocate
+	// fillSyncs and fillSynced are syncs and synced when zeroFill last
+	// decided how to preallocate. Guarded by preMu.
+	fillSyncs, fillSynced int64
 	// nextBase is the base the next segment must have: the active
 	// segment's end, or further while a reservation is in progress.
 	// Written under preMu.
@@ -84,6 +87,7 @@ type Log struct {
 
 	syncCh  chan struct{} // wakes the syncer; capacity 1
 	appends atomic.Int64  // Append calls that wrote records, for the syncer
+	syncs   atomic.Int64  // fsync rounds that covered new data
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
@@ -145,6 +149,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 		return l, l.recovery, nil
 	}
 	l.nextBase.Store(l.active.end())
+	l.fillSynced = l.synced.Load()
 	l.wg.Add(1)
 	go l.preallocator()
 	l.maybeRequestSpare()
@@ -481,7 +486,7 @@ func (l *Log) takeSpare(base int64) (*segment, error) {
 		l.nextBase.Store(s.end())
 		return s, nil
 	}
-	if _, err := l.create(l.dir, base, l.opts.SegmentSize, l.opts.Sync == SyncAlways); err != nil {
+	if _, err := l.create(l.dir, base, l.opts.SegmentSize, l.zeroFill()); err != nil {
 		return nil, fmt.Errorf("commitlog: create segment at offset %d: %w", base, wrapNoSpace(err))
 	}
 	s, err := openSegment(l.dir+"/"+segmentName(base), false)
@@ -550,7 +555,7 @@ func (l *Log) preallocator() {
 					l.spare = nil
 				}
 				var s *segment
-				_, err := l.create(l.dir, base, l.opts.SegmentSize, l.opts.Sync == SyncAlways)
+				_, err := l.create(l.dir, base, l.opts.SegmentSize, l.zeroFill())
 				if err == nil {
 					s, err = openSegment(l.dir+"/"+segmentName(base), false)
 				}
@@ -562,6 +567,43 @@ func (l *Log) preallocator() {
 			l.preMu.Unlock()
 		}
 	}
+}
+
+// zeroFillMaxSyncBytes is the most data an fsync covers on average for
+// zeroFill to choose zeros. Writing a segment's zeros costs its size in
+// disk bandwidth once; reserving it with fallocate instead costs each
+// later fsync the conversion of the extents it wrote. On this project's
+// reference disk (docs/BENCHMARKS.md, RawFsync) the conversion adds about
+// 135 µs per fsync and zeros are written at about 300 MB/s, so zeros pay
+// off while the fsyncs are more often than one per 135 µs × 300 MB/s ≈
+// 40 KB of data, whatever the segment size.
+const zeroFillMaxSyncBytes = 32 << 10
+
+// zeroFill says how to preallocate the next segment: with zeros under
+// SyncAlways while the fsyncs since the last decision covered less than
+// zeroFillMaxSyncBytes each on average (small group commits, where an
+// fsync's latency is what appenders wait for), with fallocate when they
+// covered more (large group commits, where the disk's bandwidth is the
+// limit and the zeros would take a third of it beside the commitlog's
+// and the schedule log's own writes), and with fallocate under the other
+// policies, which fsync rarely. With no fsync since the last decision it
+// keeps zeros under SyncAlways. preMu is held.
+func (l *Log) zeroFill() bool {
+	if l.opts.Sync != SyncAlways {
+		return false
+	}
+	syncs, synced := l.syncs.Load(), l.synced.Load()
+	n, bytes := syncs-l.fillSyncs, synced-l.fillSynced
+	l.fillSyncs, l.fillSynced = syncs, synced
+	if n <= 0 {
+		return true
+	}
+	zero := bytes/n < zeroFillMaxSyncBytes
+	if !zero {
+		l.opts.Logger.Debug("commitlog: preallocating the next segment with fallocate: large group commits",
+			"bytes_per_fsync", bytes/n, "fsyncs", n)
+	}
+	return zero
 }
 
 func (l *Log) kickSyncer() {
@@ -674,6 +716,7 @@ func (l *Log) Sync() error {
 		l.opts.OnSync(time.Since(start))
 	}
 	storeMax(&l.synced, target)
+	l.syncs.Add(1)
 	if l.opts.Sync != SyncNone {
 		l.publish(target)
 	}

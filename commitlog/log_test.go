@@ -601,3 +601,67 @@ func TestSpareAskedAtHalf(t *testing.T) {
 	}
 	checkRecords(t, l, offs, 0)
 }
+
+// TestPreallocationFollowsGroupCommitSize checks how the preallocator
+// chooses between zeros and fallocate under SyncAlways: zeros while each
+// fsync covers little data (one small record per Append, each waiting
+// for its own fsync), fallocate once the fsyncs cover large batches.
+func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
+	const segSize = 256 << 10
+	l, _, err := Open(Options{Dir: t.TempDir(), SegmentSize: segSize, Sync: SyncAlways})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	created := make(chan bool, 4)
+	l.preMu.Lock()
+	l.create = func(dir string, base, size int64, zeroFill bool) (string, error) {
+		created <- zeroFill
+		return createSegment(dir, base, size, zeroFill)
+	}
+	l.preMu.Unlock()
+	// next waits for the preallocator's next segment, appending n bytes
+	// at a time with add until it comes: the request is made once the
+	// active segment is half full, so within two segments' worth.
+	next := func(what string, n int64, add func(i int)) bool {
+		t.Helper()
+		for i := 0; ; i++ {
+			select {
+			case zero := <-created:
+				return zero
+			default:
+			}
+			if int64(i)*n > 2*segSize {
+				select {
+				case zero := <-created:
+					return zero
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: no segment preallocated after %d appends", what, i)
+				}
+			}
+			add(i)
+		}
+	}
+	small := func(i int) {
+		if _, err := l.Append(nil, Record{Type: 1, Payload: payload(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if zero := next("small appends", 10, small); !zero {
+		t.Errorf("one small record per fsync: the next segment was preallocated with fallocate, want zeros")
+	}
+	big := make([]Record, 64)
+	for j := range big {
+		big[j] = Record{Type: 1, Payload: make([]byte, 1000)}
+	}
+	if zero := next("batches of 64 KB", 64000, func(int) {
+		if _, err := l.Append(nil, big...); err != nil {
+			t.Fatal(err)
+		}
+	}); zero {
+		t.Errorf("64 KB per fsync: the next segment was zero-filled, want fallocate")
+	}
+	if zero := next("small appends again", 10, small); !zero {
+		t.Errorf("back to one small record per fsync: fallocate, want zeros")
+	}
+}
