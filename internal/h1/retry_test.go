@@ -305,3 +305,55 @@ func TestUnaskedData(t *testing.T) {
 		t.Fatalf("second request: %q, %v (the stray answer must not be taken for it)", r.body, r.err)
 	}
 }
+
+// TestRetryUsesNewConn: the one retry dials a new connection even when
+// another idle one is pooled, which may be as stale as the first.
+func TestRetryUsesNewConn(t *testing.T) {
+	s := newRawServer(t)
+	tr, d := newTransport(t, Options{})
+	// Two requests in flight at once leave two idle connections.
+	first, second := send(tr, post(t, s.url, "a")), send(tr, post(t, s.url, "b"))
+	var srv []net.Conn
+	var brs []*bufio.Reader
+	for range 2 {
+		c := within(t, "a connection", s.conns)
+		br := bufio.NewReader(c)
+		s.read(t, br)
+		srv, brs = append(srv, c), append(brs, br)
+	}
+	for _, c := range srv {
+		answer(t, c, "ok")
+	}
+	for _, ch := range []<-chan result{first, second} {
+		if r := within(t, "an answer", ch); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if n := tr.pool.idle(strings.TrimPrefix(s.url[:len(s.url)-1], "http://")); n != 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+
+	req, _ := http.NewRequest("GET", s.url, nil)
+	done := send(tr, req)
+	// Whichever idle connection carries it: read it whole, close unanswered.
+	got := make(chan int, 2)
+	for i := range srv {
+		go func() {
+			if _, err := http.ReadRequest(brs[i]); err == nil {
+				s.handled.Add(1)
+				got <- i
+				srv[i].Close()
+			}
+		}()
+	}
+	within(t, "the GET on an idle connection", got)
+	c := within(t, "the retry's new connection", s.conns)
+	s.read(t, bufio.NewReader(c))
+	answer(t, c, "fresh")
+	if r := within(t, "the answer", done); r.err != nil || r.body != "fresh" {
+		t.Fatalf("GET: %q, %v", r.body, r.err)
+	}
+	if n := d.dials(); n != 3 {
+		t.Errorf("%d dials, want 3 (the retry on a new connection)", n)
+	}
+}

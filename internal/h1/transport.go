@@ -24,8 +24,8 @@
 //
 // # Retries
 //
-// A request is sent again, on another connection, only when nothing of it
-// can have been processed by the server, and only if its body can be
+// A request is sent again, once and on a new connection, only when nothing
+// of it can have been processed by the server, and only if its body can be
 // replayed (no body, http.NoBody, or GetBody set):
 //
 //   - writing it to a reused idle connection failed (the server had
@@ -123,10 +123,6 @@ type Transport struct {
 	alive func(*conn) bool
 }
 
-// maxRetries bounds how often one request is sent again (each retry also
-// needs a reused connection to have failed, see the package doc).
-const maxRetries = 8
-
 // max1xx is how many informational (1xx) answers are skipped before the
 // final response; more is an error, as in net/http.
 const max1xx = 5
@@ -220,20 +216,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.fallback.RoundTrip(req)
 	}
 	ctx := req.Context()
-	r := req
-	for attempt := 0; ; attempt++ {
-		resp, retry, err := t.roundTrip(ctx, r)
-		if err == nil {
-			resp.Request = req
-			return resp, nil
-		}
-		if !retry || attempt == maxRetries {
-			return nil, err
-		}
+	resp, retry, err := t.roundTrip(ctx, req, false)
+	if err != nil && retry {
+		// Once, on a new connection: a failure there is not the stale
+		// connection case, so it is returned.
+		var r *http.Request
 		if r, err = rewind(req); err != nil {
 			return nil, err
 		}
+		resp, _, err = t.roundTrip(ctx, r, true)
 	}
+	if err != nil {
+		return nil, err
+	}
+	resp.Request = req
+	return resp, nil
 }
 
 // rewind returns a copy of req with a fresh body for another attempt.
@@ -275,15 +272,15 @@ func rewindable(req *http.Request) bool {
 // still an io.ByteWriter, so Write adds no buffer of its own.
 type noFlush struct{ *bufio.Writer }
 
-// roundTrip makes one attempt. retry says whether a failed attempt may be
-// made again on another connection (see the package doc).
-func (t *Transport) roundTrip(ctx context.Context, req *http.Request) (resp *http.Response, retry bool, err error) {
+// roundTrip makes one attempt, on a new connection if fresh. retry says
+// whether a failed attempt may be made again (see the package doc).
+func (t *Transport) roundTrip(ctx context.Context, req *http.Request, fresh bool) (resp *http.Response, retry bool, err error) {
 	if err := ctx.Err(); err != nil {
 		closeBody(req)
 		return nil, false, err
 	}
 	addr := hostPort(req.URL)
-	pc, reused, err := t.getConn(ctx, addr)
+	pc, reused, err := t.getConn(ctx, addr, fresh)
 	if err != nil {
 		closeBody(req)
 		if cerr := ctx.Err(); cerr != nil {
@@ -366,9 +363,9 @@ func hostPort(u *url.URL) string {
 }
 
 // getConn returns an idle connection to addr that is still open (reused
-// true), or dials a new one.
-func (t *Transport) getConn(ctx context.Context, addr string) (pc *conn, reused bool, err error) {
-	for {
+// true), or dials a new one; always a new one if fresh.
+func (t *Transport) getConn(ctx context.Context, addr string, fresh bool) (pc *conn, reused bool, err error) {
+	for !fresh {
 		pc := t.pool.get(addr)
 		if pc == nil {
 			break
