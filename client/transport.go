@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/hourglassmq/hourglass/internal/h1"
 )
 
 // oneWriteMax is the largest request body oneWrite copies: with the
@@ -48,9 +50,19 @@ func (t oneWrite) CloseIdleConnections() {
 	}
 }
 
-// NewHTTPClient returns the HTTP/1.1 client New uses when not given one:
-// up to maxIdle idle connections kept per host (64 when 0 or less), and
-// each request with a body of 3 KiB or less sent in one write.
+// NewHTTPClient returns the HTTP/1.1 client New uses when not given one.
+// Plain http:// calls go through a lean transport (internal/h1): the
+// calling goroutine writes each request in one write and reads its
+// response itself, with no per-connection goroutines in between, which
+// on a busy 2-core machine left the server more CPU (docs/BENCHMARKS.md).
+// Up to maxIdle idle connections are kept per host (64 when 0 or less).
+// A call whose connection closes after the request was sent is not sent
+// again unless it is idempotent: a Schedule may have been stored.
+//
+// What the lean transport does not handle (https, a proxy from the
+// environment, request bodies of unknown length such as client streams,
+// gRPC) goes to net/http's transport, where a request body of 3 KiB or
+// less is also sent in one write.
 func NewHTTPClient(maxIdle int) *http.Client {
 	if maxIdle <= 0 {
 		maxIdle = 64
@@ -58,5 +70,5 @@ func NewHTTPClient(maxIdle int) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = maxIdle
-	return &http.Client{Transport: oneWrite{next: tr}}
+	return &http.Client{Transport: h1.New(h1.Options{Fallback: oneWrite{next: tr}, MaxIdlePerHost: maxIdle})}
 }

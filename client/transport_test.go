@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/h1"
 )
 
 // countingConn counts the writes made on a client connection.
@@ -65,5 +67,95 @@ func TestOneWritePerRequest(t *testing.T) {
 	t.Logf("writes per call: net/http alone %.2f, with oneWrite %.2f", plain, one)
 	if plain <= one {
 		t.Logf("net/http alone already sends %.2f writes per call: oneWrite may no longer be needed", plain)
+	}
+}
+
+// streamFake answers Schedule with "id:" + body and ReceiveStream with
+// one response per ID sent on next, until next is closed.
+type streamFake struct {
+	hourglassv1connect.UnimplementedHourglassServiceHandler
+	next chan string
+}
+
+func (f *streamFake) Schedule(_ context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+	return connect.NewResponse(&hourglassv1.ScheduleResponse{Id: "id:" + string(req.Msg.Body)}), nil
+}
+
+func (f *streamFake) ReceiveStream(ctx context.Context, _ *connect.Request[hourglassv1.ReceiveStreamRequest], s *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
+	for id := range f.next {
+		if err := s.Send(&hourglassv1.ReceiveStreamResponse{Messages: []*hourglassv1.Message{{Id: id}}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestNewHTTPClient: the default client's calls, unary and a server
+// stream read while the server is still sending, go over the lean
+// transport and share one connection when made one after another.
+func TestNewHTTPClient(t *testing.T) {
+	f := &streamFake{next: make(chan string)}
+	mux := http.NewServeMux()
+	mux.Handle(hourglassv1connect.NewHourglassServiceHandler(f))
+	hs := httptest.NewUnstartedServer(mux)
+	var conns atomic.Int64
+	hs.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+
+	hc := NewHTTPClient(4)
+	defer hc.CloseIdleConnections()
+	if _, ok := hc.Transport.(*h1.Transport); !ok {
+		t.Fatalf("NewHTTPClient's transport is a %T, want *h1.Transport", hc.Transport)
+	}
+	c := New(hs.URL, WithHTTPClient(hc))
+	ctx := context.Background()
+	for i := range 5 {
+		id, err := c.Schedule(ctx, Message{Topic: "t", Body: []byte{'a' + byte(i)}})
+		if err != nil || id != "id:"+string(rune('a'+i)) {
+			t.Fatalf("Schedule %d: %q, %v", i, id, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 sequential Schedules used %d connections, want 1", n)
+	}
+
+	// The server answers the stream's headers with its first message,
+	// and the call returns only then: that one is sent from aside.
+	go func() { f.next <- "m1" }()
+	st, err := c.svc.ReceiveStream(ctx, connect.NewRequest(&hourglassv1.ReceiveStreamRequest{Topic: "t"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"m1", "m2", "m3"} {
+		if i > 0 {
+			f.next <- id // sent only once the previous response was read
+		}
+		if !st.Receive() {
+			t.Fatalf("stream ended before %s: %v", id, st.Err())
+		}
+		if got := st.Msg().Messages[0].Id; got != id {
+			t.Fatalf("stream gave %q, want %q", got, id)
+		}
+	}
+	close(f.next)
+	if st.Receive() {
+		t.Fatal("stream did not end")
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream end: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Schedule(ctx, Message{Topic: "t", Body: []byte("z")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("after the stream ended, %d connections, want still 1 (the stream's connection reused)", n)
 	}
 }
