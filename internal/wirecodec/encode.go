@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // The encoders below write what proto.Marshal writes (the fields outside
@@ -210,4 +211,64 @@ func grow(b []byte, n int) []byte {
 		b = nb
 	}
 	return b
+}
+
+// AppendResponse appends the encoding of the ScheduleResponse that
+// answers a Schedule of the message id: its ID as text (message.ID.String)
+// and its delivery time as a Timestamp of whole seconds and the
+// milliseconds as nanoseconds, what timestamppb.New(id.Time()) holds. The
+// bytes are those proto.Marshal writes for that message.
+func AppendResponse(b []byte, id message.ID) []byte {
+	sec, nanos := splitMs(id.DeliverAt)
+	b = append(b, fieldID<<3|byte(protowire.BytesType), message.IDTextLen)
+	b = id.AppendText(b)
+	// Lengths here are below 128 (a Timestamp at most 17 bytes, a
+	// response at most 53), so each is one byte of varint.
+	b = append(b, fieldDeliverAt<<3|byte(protowire.BytesType), byte(stampSize(sec, nanos)))
+	if sec != 0 {
+		b = protowire.AppendVarint(append(b, fieldSeconds<<3|byte(protowire.VarintType)), uint64(sec))
+	}
+	if nanos != 0 {
+		b = protowire.AppendVarint(append(b, fieldNanos<<3|byte(protowire.VarintType)), uint64(nanos))
+	}
+	return b
+}
+
+// AppendResponses appends the encoding of the ScheduleBatchResponse that
+// answers a ScheduleBatch with ids: one result per ID, as AppendResponse
+// writes it.
+func AppendResponses(b []byte, ids []message.ID) []byte {
+	b = grow(b, len(ids)*(2+responseSize(message.ID{})))
+	for _, id := range ids {
+		b = append(b, fieldResults<<3|byte(protowire.BytesType), byte(responseSize(id)))
+		b = AppendResponse(b, id)
+	}
+	return b
+}
+
+// responseSize is the length of AppendResponse's encoding of id.
+func responseSize(id message.ID) int {
+	return 2 + message.IDTextLen + 2 + stampSize(splitMs(id.DeliverAt))
+}
+
+// stampSize is the length of a Timestamp's fields.
+func stampSize(sec int64, nanos int32) int {
+	n := 0
+	if sec != 0 {
+		n += 1 + protowire.SizeVarint(uint64(sec))
+	}
+	if nanos != 0 {
+		n += 1 + protowire.SizeVarint(uint64(nanos))
+	}
+	return n
+}
+
+// splitMs splits epoch milliseconds into seconds and non-negative
+// nanoseconds, as a time.Time's Unix and Nanosecond do.
+func splitMs(ms int64) (sec int64, nanos int32) {
+	sec, rem := ms/1000, ms%1000
+	if rem < 0 {
+		sec, rem = sec-1, rem+1000
+	}
+	return sec, int32(rem) * 1_000_000
 }

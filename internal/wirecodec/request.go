@@ -20,94 +20,176 @@ const (
 	maxFastBatchMessages = 1000 // the server refuses larger batches anyway
 )
 
-// decodeBatch decodes a ScheduleBatchRequest of the common shape (see
-// protoCodec) and reports whether it could. It keeps no reference to
-// data (connect reuses it): the bodies point into one copy of it.
-func decodeBatch(data []byte) ([]*hourglassv1.ScheduleRequest, bool) {
+// Requests is memory for decoded ScheduleRequests that DecodeBatchInto and
+// DecodeRequestInto reuse from one call to the next. The zero value is
+// ready to use. One goroutine at a time may use it.
+type Requests struct {
+	// Msgs holds the messages of the last decode.
+	Msgs []*hourglassv1.ScheduleRequest
+
+	reqs   []hourglassv1.ScheduleRequest
+	delays []hourglassv1.ScheduleRequest_DelayMs
+	levels []hourglassv1.ScheduleRequest_DelayLevel
+}
+
+// Strings turns the bytes of a topic into a string. A caller that reuses
+// the buffer it decodes from passes one that copies (and may hand out the
+// same string again for the same bytes); the string must not alias the
+// bytes it is given.
+type Strings func([]byte) string
+
+func copyString(b []byte) string { return string(b) }
+
+// DecodeBatchInto decodes a ScheduleBatchRequest of the common shape
+// (Codec's package doc) into r.Msgs and reports whether it could; when it
+// could not, r.Msgs is unspecified and proto.Unmarshal must decide. The
+// bodies alias data; topics come from topic (called once per run of
+// equal topics); idempotency keys are copied.
+func DecodeBatchInto(data []byte, r *Requests, topic Strings) bool {
 	n := 0
 	for rest := data; len(rest) > 0; n++ {
 		num, typ, tl := protowire.ConsumeTag(rest)
 		if tl < 0 || num != fieldBatchMessages || typ != protowire.BytesType || n == maxFastBatchMessages {
-			return nil, false
+			return false
 		}
 		_, vl := protowire.ConsumeBytes(rest[tl:])
 		if vl < 0 {
-			return nil, false
+			return false
 		}
 		rest = rest[tl+vl:]
 	}
 	if n == 0 {
-		return nil, false
+		return false
 	}
-	own := make([]byte, len(data))
-	copy(own, data)
-	reqs := make([]hourglassv1.ScheduleRequest, n)
-	out := make([]*hourglassv1.ScheduleRequest, n)
-	var delays []hourglassv1.ScheduleRequest_DelayMs
-	topic := ""
-	rest := own
-	for i := range reqs {
+	r.grow(n)
+	rest := data
+	for i := range n {
 		_, _, tl := protowire.ConsumeTag(rest)
 		m, vl := protowire.ConsumeBytes(rest[tl:])
 		rest = rest[tl+vl:]
-		r := &reqs[i]
-		var seenTopic, seenBody, seenKey bool
-		for len(m) > 0 {
-			num, typ, tl := protowire.ConsumeTag(m)
-			if tl < 0 {
-				return nil, false
-			}
-			m = m[tl:]
-			switch {
-			case typ == protowire.BytesType && (num == fieldTopic || num == fieldBody || num == fieldIdempotencyKey):
-				v, vl := protowire.ConsumeBytes(m)
-				if vl < 0 {
-					return nil, false
-				}
-				m = m[vl:]
-				switch num {
-				case fieldTopic:
-					if seenTopic || !utf8.Valid(v) {
-						return nil, false
-					}
-					seenTopic = true
-					if string(v) != topic { // batches are mostly of one topic: one string
-						topic = string(v)
-					}
-					r.Topic = topic
-				case fieldBody:
-					if seenBody {
-						return nil, false
-					}
-					seenBody = true
-					r.Body = v[:len(v):len(v)]
-				default:
-					if seenKey || !utf8.Valid(v) {
-						return nil, false
-					}
-					seenKey = true
-					r.IdempotencyKey = string(v)
-				}
-			case typ == protowire.VarintType && (num == fieldDelayMs || num == fieldDelayLevel):
-				v, vl := protowire.ConsumeVarint(m)
-				if vl < 0 || r.When != nil {
-					return nil, false
-				}
-				m = m[vl:]
-				if num == fieldDelayMs {
-					if delays == nil {
-						delays = make([]hourglassv1.ScheduleRequest_DelayMs, n)
-					}
-					delays[i].DelayMs = int64(v)
-					r.When = &delays[i]
-				} else {
-					r.When = &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: int32(v)}
-				}
-			default:
-				return nil, false
-			}
+		if !r.decode(i, m, topic) {
+			return false
 		}
-		out[i] = r
 	}
-	return out, true
+	return true
+}
+
+// DecodeRequestInto decodes a ScheduleRequest of the common shape into
+// r.Msgs[0], as DecodeBatchInto decodes each message of a batch.
+func DecodeRequestInto(data []byte, r *Requests, topic Strings) bool {
+	r.grow(1)
+	return r.decode(0, data, topic)
+}
+
+// grow makes room for n messages.
+func (r *Requests) grow(n int) {
+	if cap(r.reqs) < n {
+		r.reqs = make([]hourglassv1.ScheduleRequest, n)
+		r.Msgs = make([]*hourglassv1.ScheduleRequest, n)
+	}
+	r.reqs = r.reqs[:n]
+	r.Msgs = r.Msgs[:n]
+	clear(r.delays)
+	clear(r.levels)
+}
+
+// decode decodes the fields m of one ScheduleRequest into message i. It
+// sets every field the common shape has, so that nothing of an earlier
+// decode into the same memory stays.
+func (r *Requests) decode(i int, m []byte, topic Strings) bool {
+	q := &r.reqs[i]
+	q.Topic, q.Body, q.Headers, q.When, q.IdempotencyKey = "", nil, nil, nil, ""
+	var seenTopic, seenBody, seenKey bool
+	for len(m) > 0 {
+		num, typ, tl := protowire.ConsumeTag(m)
+		if tl < 0 {
+			return false
+		}
+		m = m[tl:]
+		switch {
+		case typ == protowire.BytesType && (num == fieldTopic || num == fieldBody || num == fieldIdempotencyKey):
+			v, vl := protowire.ConsumeBytes(m)
+			if vl < 0 {
+				return false
+			}
+			m = m[vl:]
+			switch num {
+			case fieldTopic:
+				if seenTopic {
+					return false
+				}
+				seenTopic = true
+				// Batches are mostly of one topic: one string (checked
+				// once) for a run.
+				switch {
+				case i > 0 && string(v) == r.reqs[i-1].Topic:
+					q.Topic = r.reqs[i-1].Topic
+				case !utf8.Valid(v):
+					return false
+				default:
+					q.Topic = topic(v)
+				}
+			case fieldBody:
+				if seenBody {
+					return false
+				}
+				seenBody = true
+				q.Body = v[:len(v):len(v)]
+			default:
+				if seenKey || !utf8.Valid(v) {
+					return false
+				}
+				seenKey = true
+				q.IdempotencyKey = string(v)
+			}
+		case typ == protowire.VarintType && (num == fieldDelayMs || num == fieldDelayLevel):
+			v, vl := protowire.ConsumeVarint(m)
+			if vl < 0 || q.When != nil {
+				return false
+			}
+			m = m[vl:]
+			if num == fieldDelayMs {
+				if len(r.delays) < len(r.reqs) {
+					r.delays = make([]hourglassv1.ScheduleRequest_DelayMs, len(r.reqs))
+				}
+				r.delays[i].DelayMs = int64(v)
+				q.When = &r.delays[i]
+			} else {
+				if len(r.levels) < len(r.reqs) {
+					r.levels = make([]hourglassv1.ScheduleRequest_DelayLevel, len(r.reqs))
+				}
+				r.levels[i].DelayLevel = int32(v)
+				q.When = &r.levels[i]
+			}
+		default:
+			return false
+		}
+	}
+	r.Msgs[i] = q
+	return true
+}
+
+// decodeBatch decodes a ScheduleBatchRequest of the common shape for
+// Codec.Unmarshal and reports whether it could. It keeps no reference to
+// data (connect reuses it): the bodies point into one copy of it.
+func decodeBatch(data []byte) ([]*hourglassv1.ScheduleRequest, bool) {
+	own := make([]byte, len(data))
+	copy(own, data)
+	var r Requests
+	if !DecodeBatchInto(own, &r, copyString) {
+		return nil, false
+	}
+	return r.Msgs, true
+}
+
+// decodeRequest decodes a ScheduleRequest of the common shape for
+// Codec.Unmarshal, as decodeBatch does a batch.
+func decodeRequest(data []byte) (*hourglassv1.ScheduleRequest, bool) {
+	own := make([]byte, len(data))
+	copy(own, data)
+	var r Requests
+	if !DecodeRequestInto(own, &r, copyString) {
+		return nil, false
+	}
+	return r.Msgs[0], true
 }
