@@ -69,15 +69,36 @@ func levelsText(levels []time.Duration) string {
 	return b.String()
 }
 
+// requests checks the messages of a ScheduleBatch and appends their
+// engine requests to dst. A topic is checked once for a run of messages
+// with the same one. The error names the message it is about.
+func (s *Server) requests(dst []engine.Request, msgs []*hourglassv1.ScheduleRequest, now time.Time) ([]engine.Request, *connect.Error) {
+	for i, m := range msgs {
+		topicOK := i > 0 && m != nil && msgs[i-1] != nil && m.Topic == msgs[i-1].Topic
+		r, cerr := s.request("", m, now, topicOK)
+		if cerr != nil {
+			// Check it again to name it in the error: formatting the
+			// prefix for every message costs more than the check.
+			_, cerr = s.request(fmt.Sprintf("messages[%d]", i), m, now, false)
+			return dst, cerr
+		}
+		dst = append(dst, r)
+	}
+	return dst, nil
+}
+
 // request checks one ScheduleRequest and turns it into an engine request.
 // now is the server's clock, for the max-delay check of absolute times
-// (the engine checks again against its own clock).
-func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time) (engine.Request, *connect.Error) {
+// (the engine checks again against its own clock). topicOK says that
+// m.Topic passed checkTopic already.
+func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time, topicOK bool) (engine.Request, *connect.Error) {
 	if m == nil {
 		return engine.Request{}, invalid("%s", field(prefix, "message is null"))
 	}
-	if err := checkTopic(prefix, m.Topic); err != nil {
-		return engine.Request{}, err
+	if !topicOK {
+		if err := checkTopic(prefix, m.Topic); err != nil {
+			return engine.Request{}, err
+		}
 	}
 	if len(m.Body) > s.opts.MaxBody {
 		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("body is %d bytes; at most %d (%s, the server's --max-body)",
