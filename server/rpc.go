@@ -19,8 +19,8 @@ import (
 
 // Schedule implements hourglassv1connect.HourglassServiceHandler.
 func (s *Server) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-	r, cerr := s.request("", req.Msg, s.eng.Now(), false)
-	if cerr != nil {
+	var r engine.Request
+	if cerr := s.request("", req.Msg, s.eng.Now(), false, &r); cerr != nil {
 		return nil, cerr
 	}
 	ids, err := s.schedule(ctx, []engine.Request{r})
