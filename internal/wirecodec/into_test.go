@@ -241,3 +241,24 @@ func FuzzAppendResponses(f *testing.F) {
 		checkAppendResponses(t, message.ID{DeliverAt: at1, Seq: seq1}, message.ID{DeliverAt: at2, Seq: seq2})
 	})
 }
+
+// BenchmarkDecodeBatchInto decodes a ScheduleBatch of 100 messages of 256
+// bytes into reused memory, as the server's fast path does.
+func BenchmarkDecodeBatchInto(b *testing.B) {
+	msgs := make([]*hourglassv1.ScheduleRequest, 100)
+	for i := range msgs {
+		msgs[i] = &hourglassv1.ScheduleRequest{Topic: "bench", Body: make([]byte, 256), When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 3_600_000}}
+	}
+	data, err := proto.Marshal(&hourglassv1.ScheduleBatchRequest{Messages: msgs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r Requests
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if !DecodeBatchInto(data, &r, copyString) {
+			b.Fatal("not decoded")
+		}
+	}
+}

@@ -48,11 +48,11 @@ func copyString(b []byte) string { return string(b) }
 func DecodeBatchInto(data []byte, r *Requests, topic Strings) bool {
 	n := 0
 	for rest := data; len(rest) > 0; n++ {
-		num, typ, tl := protowire.ConsumeTag(rest)
+		num, typ, tl := consumeTag(rest)
 		if tl < 0 || num != fieldBatchMessages || typ != protowire.BytesType || n == maxFastBatchMessages {
 			return false
 		}
-		_, vl := protowire.ConsumeBytes(rest[tl:])
+		_, vl := consumeBytes(rest[tl:])
 		if vl < 0 {
 			return false
 		}
@@ -64,8 +64,8 @@ func DecodeBatchInto(data []byte, r *Requests, topic Strings) bool {
 	r.grow(n)
 	rest := data
 	for i := range n {
-		_, _, tl := protowire.ConsumeTag(rest)
-		m, vl := protowire.ConsumeBytes(rest[tl:])
+		_, _, tl := consumeTag(rest)
+		m, vl := consumeBytes(rest[tl:])
 		rest = rest[tl+vl:]
 		if !r.decode(i, m, topic) {
 			return false
@@ -101,14 +101,14 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 	q.Topic, q.Body, q.Headers, q.When, q.IdempotencyKey = "", nil, nil, nil, ""
 	var seenTopic, seenBody, seenKey bool
 	for len(m) > 0 {
-		num, typ, tl := protowire.ConsumeTag(m)
+		num, typ, tl := consumeTag(m)
 		if tl < 0 {
 			return false
 		}
 		m = m[tl:]
 		switch {
 		case typ == protowire.BytesType && (num == fieldTopic || num == fieldBody || num == fieldIdempotencyKey):
-			v, vl := protowire.ConsumeBytes(m)
+			v, vl := consumeBytes(m)
 			if vl < 0 {
 				return false
 			}
@@ -143,7 +143,7 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 				q.IdempotencyKey = string(v)
 			}
 		case typ == protowire.VarintType && (num == fieldDelayMs || num == fieldDelayLevel):
-			v, vl := protowire.ConsumeVarint(m)
+			v, vl := consumeVarint(m)
 			if vl < 0 || q.When != nil {
 				return false
 			}
@@ -192,4 +192,39 @@ func decodeRequest(data []byte) (*hourglassv1.ScheduleRequest, bool) {
 		return nil, false
 	}
 	return r.Msgs[0], true
+}
+
+// consumeTag, consumeVarint and consumeBytes are protowire's, with the
+// short cases (a tag of fields 1 to 15, a length below 16 KiB) inlined:
+// the decoder calls them a few times per message. Like protowire's, they
+// return a negative length for input they cannot read.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		if b[0] < 8 {
+			return 0, 0, -1 // field number 0 is not valid
+		}
+		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
+	}
+	return protowire.ConsumeTag(b)
+}
+
+func consumeVarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+	}
+	return protowire.ConsumeVarint(b)
+}
+
+func consumeBytes(b []byte) ([]byte, int) {
+	m, n := consumeVarint(b)
+	if n < 0 {
+		return nil, n
+	}
+	if m > uint64(len(b)-n) {
+		return nil, -1
+	}
+	return b[n : n+int(m)], n + int(m)
 }
