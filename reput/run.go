@@ -243,7 +243,7 @@ func (r *Reput) publish() error {
 		}
 		entries = nil
 	}
-	for _, ev := range r.events {
+	for i, ev := range r.events {
 		switch {
 		case ev.segEvent:
 			flush()
@@ -256,6 +256,11 @@ func (r *Reput) publish() error {
 				r.opts.OnCancel(ev.bucket, ev.seq)
 			}
 		default:
+			if entries == nil {
+				// Room for the rest: one allocation, not one per doubling
+				// (the slice is OnEntries' to keep, so it is new each time).
+				entries = make([]Entry, 0, len(r.events)-i)
+			}
 			entries = append(entries, ev.entry)
 		}
 	}
