@@ -30,6 +30,7 @@ type Requests struct {
 	reqs   []hourglassv1.ScheduleRequest
 	delays []hourglassv1.ScheduleRequest_DelayMs
 	levels []hourglassv1.ScheduleRequest_DelayLevel
+	raw    [][]byte // the encoded messages of a batch
 }
 
 // Strings turns the bytes of a topic into a string. A caller that reuses
@@ -46,27 +47,26 @@ func copyString(b []byte) string { return string(b) }
 // bodies alias data; topics come from topic (called once per run of
 // equal topics); idempotency keys are copied.
 func DecodeBatchInto(data []byte, r *Requests, topic Strings) bool {
-	n := 0
-	for rest := data; len(rest) > 0; n++ {
-		num, typ, tl := consumeTag(rest)
-		if tl < 0 || num != fieldBatchMessages || typ != protowire.BytesType || n == maxFastBatchMessages {
-			return false
-		}
-		_, vl := consumeBytes(rest[tl:])
-		if vl < 0 {
-			return false
-		}
-		rest = rest[tl+vl:]
+	if r.raw == nil {
+		r.raw = make([][]byte, 0, 128)
 	}
-	if n == 0 {
+	r.raw = r.raw[:0]
+	for rest := data; len(rest) > 0; {
+		var m []byte
+		var ok bool
+		if rest[0] != tagBatchMessages || len(r.raw) == maxFastBatchMessages {
+			return false
+		}
+		if m, rest, ok = lengthPrefixed(rest[1:]); !ok {
+			return false
+		}
+		r.raw = append(r.raw, m)
+	}
+	if len(r.raw) == 0 {
 		return false
 	}
-	r.grow(n)
-	rest := data
-	for i := range n {
-		_, _, tl := consumeTag(rest)
-		m, vl := consumeBytes(rest[tl:])
-		rest = rest[tl+vl:]
+	r.grow(len(r.raw))
+	for i, m := range r.raw {
 		if !r.decode(i, m, topic) {
 			return false
 		}
@@ -93,6 +93,18 @@ func (r *Requests) grow(n int) {
 	clear(r.levels)
 }
 
+// The one-byte tags of the fields the decoders take: field number << 3 |
+// wire type. A longer (non-minimal) encoding of one of them is left to
+// proto.Unmarshal.
+const (
+	tagBatchMessages  = fieldBatchMessages<<3 | byte(protowire.BytesType)
+	tagTopic          = fieldTopic<<3 | byte(protowire.BytesType)
+	tagBody           = fieldBody<<3 | byte(protowire.BytesType)
+	tagIdempotencyKey = fieldIdempotencyKey<<3 | byte(protowire.BytesType)
+	tagDelayMs        = fieldDelayMs<<3 | byte(protowire.VarintType)
+	tagDelayLevel     = fieldDelayLevel<<3 | byte(protowire.VarintType)
+)
+
 // decode decodes the fields m of one ScheduleRequest into message i. It
 // sets every field the common shape has, so that nothing of an earlier
 // decode into the same memory stays.
@@ -101,72 +113,108 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 	q.Topic, q.Body, q.Headers, q.When, q.IdempotencyKey = "", nil, nil, nil, ""
 	var seenTopic, seenBody, seenKey bool
 	for len(m) > 0 {
-		num, typ, tl := consumeTag(m)
-		if tl < 0 {
-			return false
-		}
-		m = m[tl:]
+		tag := m[0]
+		m = m[1:]
+		var v []byte
+		var x uint64
+		// The lengths and varints of one or two bytes are read inline:
+		// a call each costs more than the reading.
 		switch {
-		case typ == protowire.BytesType && (num == fieldTopic || num == fieldBody || num == fieldIdempotencyKey):
-			v, vl := consumeBytes(m)
-			if vl < 0 {
+		case len(m) > 0 && m[0] < 0x80:
+			x, m = uint64(m[0]), m[1:]
+		case len(m) > 1 && m[1] < 0x80:
+			x, m = uint64(m[0]&0x7f)|uint64(m[1])<<7, m[2:]
+		default:
+			var ok bool
+			if x, m, ok = varintLong(m); !ok {
 				return false
 			}
-			m = m[vl:]
-			switch num {
-			case fieldTopic:
-				if seenTopic {
-					return false
-				}
-				seenTopic = true
-				// Batches are mostly of one topic: one string (checked
-				// once) for a run.
-				switch {
-				case i > 0 && string(v) == r.reqs[i-1].Topic:
-					q.Topic = r.reqs[i-1].Topic
-				case !utf8.Valid(v):
-					return false
-				default:
-					q.Topic = topic(v)
-				}
-			case fieldBody:
-				if seenBody {
-					return false
-				}
-				seenBody = true
-				q.Body = v[:len(v):len(v)]
-			default:
-				if seenKey || !utf8.Valid(v) {
-					return false
-				}
-				seenKey = true
-				q.IdempotencyKey = string(v)
-			}
-		case typ == protowire.VarintType && (num == fieldDelayMs || num == fieldDelayLevel):
-			v, vl := consumeVarint(m)
-			if vl < 0 || q.When != nil {
+		}
+		switch tag {
+		case tagTopic, tagBody, tagIdempotencyKey:
+			if x > uint64(len(m)) {
 				return false
 			}
-			m = m[vl:]
-			if num == fieldDelayMs {
-				if len(r.delays) < len(r.reqs) {
-					r.delays = make([]hourglassv1.ScheduleRequest_DelayMs, len(r.reqs))
-				}
-				r.delays[i].DelayMs = int64(v)
-				q.When = &r.delays[i]
-			} else {
-				if len(r.levels) < len(r.reqs) {
-					r.levels = make([]hourglassv1.ScheduleRequest_DelayLevel, len(r.reqs))
-				}
-				r.levels[i].DelayLevel = int32(v)
-				q.When = &r.levels[i]
+			v, m = m[:x], m[x:]
+		case tagDelayMs, tagDelayLevel:
+			if q.When != nil {
+				return false
 			}
 		default:
-			return false
+			return false // another field
+		}
+		switch tag {
+		case tagTopic:
+			if seenTopic {
+				return false
+			}
+			seenTopic = true
+			// Batches are mostly of one topic: one string (checked once)
+			// for a run.
+			switch {
+			case i > 0 && string(v) == r.reqs[i-1].Topic:
+				q.Topic = r.reqs[i-1].Topic
+			case !utf8.Valid(v):
+				return false
+			default:
+				q.Topic = topic(v)
+			}
+		case tagBody:
+			if seenBody {
+				return false
+			}
+			seenBody = true
+			q.Body = v[:len(v):len(v)]
+		case tagIdempotencyKey:
+			if seenKey || !utf8.Valid(v) {
+				return false
+			}
+			seenKey = true
+			q.IdempotencyKey = string(v)
+		case tagDelayMs:
+			if len(r.delays) < len(r.reqs) {
+				r.delays = make([]hourglassv1.ScheduleRequest_DelayMs, len(r.reqs))
+			}
+			r.delays[i].DelayMs = int64(x)
+			q.When = &r.delays[i]
+		default: // tagDelayLevel
+			if len(r.levels) < len(r.reqs) {
+				r.levels = make([]hourglassv1.ScheduleRequest_DelayLevel, len(r.reqs))
+			}
+			r.levels[i].DelayLevel = int32(x)
+			q.When = &r.levels[i]
 		}
 	}
 	r.Msgs[i] = q
 	return true
+}
+
+// varint reads a varint, without a call where it is one or two bytes.
+func varint(b []byte) (x uint64, rest []byte, ok bool) {
+	switch {
+	case len(b) > 0 && b[0] < 0x80:
+		return uint64(b[0]), b[1:], true
+	case len(b) > 1 && b[1] < 0x80:
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, b[2:], true
+	}
+	return varintLong(b)
+}
+
+func varintLong(b []byte) (x uint64, rest []byte, ok bool) {
+	x, n := protowire.ConsumeVarint(b)
+	if n < 0 {
+		return 0, nil, false
+	}
+	return x, b[n:], true
+}
+
+// lengthPrefixed reads a length and that many bytes.
+func lengthPrefixed(b []byte) (v, rest []byte, ok bool) {
+	n, b, ok := varint(b)
+	if !ok || n > uint64(len(b)) {
+		return nil, nil, false
+	}
+	return b[:n], b[n:], true
 }
 
 // decodeBatch decodes a ScheduleBatchRequest of the common shape for
@@ -192,39 +240,4 @@ func decodeRequest(data []byte) (*hourglassv1.ScheduleRequest, bool) {
 		return nil, false
 	}
 	return r.Msgs[0], true
-}
-
-// consumeTag, consumeVarint and consumeBytes are protowire's, with the
-// short cases (a tag of fields 1 to 15, a length below 16 KiB) inlined:
-// the decoder calls them a few times per message. Like protowire's, they
-// return a negative length for input they cannot read.
-func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		if b[0] < 8 {
-			return 0, 0, -1 // field number 0 is not valid
-		}
-		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
-	}
-	return protowire.ConsumeTag(b)
-}
-
-func consumeVarint(b []byte) (uint64, int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return uint64(b[0]), 1
-	}
-	if len(b) > 1 && b[1] < 0x80 {
-		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
-	}
-	return protowire.ConsumeVarint(b)
-}
-
-func consumeBytes(b []byte) ([]byte, int) {
-	m, n := consumeVarint(b)
-	if n < 0 {
-		return nil, n
-	}
-	if m > uint64(len(b)-n) {
-		return nil, -1
-	}
-	return b[n : n+int(m)], n + int(m)
 }
