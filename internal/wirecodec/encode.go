@@ -220,30 +220,52 @@ func grow(b []byte, n int) []byte {
 // bytes are those proto.Marshal writes for that message.
 func AppendResponse(b []byte, id message.ID) []byte {
 	sec, nanos := splitMs(id.DeliverAt)
-	b = append(b, fieldID<<3|byte(protowire.BytesType), message.IDTextLen)
-	b = id.AppendText(b)
-	// Lengths here are below 128 (a Timestamp at most 17 bytes, a
-	// response at most 53), so each is one byte of varint.
-	b = append(b, fieldDeliverAt<<3|byte(protowire.BytesType), byte(stampSize(sec, nanos)))
-	if sec != 0 {
-		b = protowire.AppendVarint(append(b, fieldSeconds<<3|byte(protowire.VarintType)), uint64(sec))
-	}
-	if nanos != 0 {
-		b = protowire.AppendVarint(append(b, fieldNanos<<3|byte(protowire.VarintType)), uint64(nanos))
-	}
-	return b
+	return appendResponse(b, id, sec, nanos, stampSize(sec, nanos))
 }
 
 // AppendResponses appends the encoding of the ScheduleBatchResponse that
 // answers a ScheduleBatch with ids: one result per ID, as AppendResponse
 // writes it.
 func AppendResponses(b []byte, ids []message.ID) []byte {
-	b = grow(b, len(ids)*(2+responseSize(message.ID{})))
+	b = grow(b, len(ids)*(2+maxResponseSize))
 	for _, id := range ids {
-		b = append(b, fieldResults<<3|byte(protowire.BytesType), byte(responseSize(id)))
-		b = AppendResponse(b, id)
+		sec, nanos := splitMs(id.DeliverAt)
+		ts := stampSize(sec, nanos)
+		b = append(b, fieldResults<<3|byte(protowire.BytesType), byte(2+message.IDTextLen+2+ts))
+		b = appendResponse(b, id, sec, nanos, ts)
 	}
 	return b
+}
+
+// maxResponseSize is the longest AppendResponse encoding: a Timestamp of
+// a ten-byte varint of seconds and five of nanoseconds.
+const maxResponseSize = 2 + message.IDTextLen + 2 + 1 + 10 + 1 + 5
+
+// appendResponse is AppendResponse for the Timestamp sec, nanos whose
+// fields take ts bytes.
+func appendResponse(b []byte, id message.ID, sec int64, nanos int32, ts int) []byte {
+	b = append(b, fieldID<<3|byte(protowire.BytesType), message.IDTextLen)
+	b = id.AppendText(b)
+	// Lengths here are below 128 (a Timestamp at most 17 bytes, a
+	// response at most 53), so each is one byte of varint.
+	b = append(b, fieldDeliverAt<<3|byte(protowire.BytesType), byte(ts))
+	if sec != 0 {
+		b = appendVarint(append(b, fieldSeconds<<3|byte(protowire.VarintType)), uint64(sec))
+	}
+	if nanos != 0 {
+		b = appendVarint(append(b, fieldNanos<<3|byte(protowire.VarintType)), uint64(nanos))
+	}
+	return b
+}
+
+// appendVarint is protowire.AppendVarint as a loop: shorter for the
+// five-byte varints of a Timestamp.
+func appendVarint(b []byte, x uint64) []byte {
+	for x >= 0x80 {
+		b = append(b, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(b, byte(x))
 }
 
 // responseSize is the length of AppendResponse's encoding of id.

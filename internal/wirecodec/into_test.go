@@ -262,3 +262,16 @@ func BenchmarkDecodeBatchInto(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendResponses encodes the answer to a ScheduleBatch of 100.
+func BenchmarkAppendResponses(b *testing.B) {
+	ids := make([]message.ID, 100)
+	for i := range ids {
+		ids[i] = message.ID{DeliverAt: 1_796_014_801_500 + int64(i)*7, Seq: 1<<30 + uint64(i)*300}
+	}
+	var out []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		out = AppendResponses(out[:0], ids)
+	}
+}
