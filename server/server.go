@@ -16,6 +16,10 @@
 //     <token>"; /healthz and /readyz stay open.
 //   - BeginShutdown ends long polls and streams, so that an
 //     http.Server.Shutdown that follows finishes promptly.
+//   - Schedule and ScheduleBatch in Connect's binary protocol, what
+//     package client sends, are served on a path of their own (fast.go)
+//     with the same checks and byte for byte the same answers as
+//     connect-go's handler, at a fraction of its CPU.
 package server
 
 import (
