@@ -3,15 +3,19 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -221,5 +225,80 @@ func TestMaxBatchAnswerNotCompressed(t *testing.T) {
 	}
 	if n := proto.Size(res); n >= compressMinBytes {
 		t.Fatalf("the answer to %d messages can take %d bytes, not below compressMinBytes %d", MaxBatch, n, compressMinBytes)
+	}
+}
+
+// TestFastPathConcurrent schedules from several goroutines at once, single
+// calls and batches of two topics on the fast path, and receives every
+// message back: each must come with the body, topic and ID it was
+// scheduled with, so pooled buffers never mix calls.
+func TestFastPathConcurrent(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	ctx := context.Background()
+	const goroutines, calls = 8, 20
+	type sent struct{ topic, body string }
+	var mu sync.Mutex
+	want := map[string]sent{} // by ID
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			for c := range calls {
+				topic := []string{"conc-a", "conc-b"}[(g+c)%2]
+				if c%2 == 0 {
+					body := fmt.Sprintf("single %d/%d %s", g, c, strings.Repeat("x", c*37))
+					res, err := ts.client.Schedule(ctx, connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(body)}))
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					want[res.Msg.Id] = sent{topic, body}
+					mu.Unlock()
+					continue
+				}
+				req := &hourglassv1.ScheduleBatchRequest{}
+				for k := range 1 + c%7 {
+					req.Messages = append(req.Messages, &hourglassv1.ScheduleRequest{Topic: []string{"conc-a", "conc-b"}[k%2],
+						Body: []byte(fmt.Sprintf("batch %d/%d/%d %s", g, c, k, strings.Repeat("y", k*101)))})
+				}
+				res, err := ts.client.ScheduleBatch(ctx, connect.NewRequest(req))
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for k, r := range res.Msg.Results {
+					want[r.Id] = sent{req.Messages[k].Topic, string(req.Messages[k].Body)}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if ts.srv.fastServed.Load() != goroutines*calls {
+		t.Fatalf("the fast path answered %d of %d calls", ts.srv.fastServed.Load(), goroutines*calls)
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(want) > 0 && time.Now().Before(deadline); {
+		for _, topic := range []string{"conc-a", "conc-b"} {
+			res, err := ts.client.Receive(ctx, connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: topic, MaxMessages: 100, WaitMs: 100}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range res.Msg.Messages {
+				w, ok := want[m.Id]
+				if !ok || w.topic != m.Topic || w.body != string(m.Body) {
+					t.Fatalf("received %s on %s with body %q; scheduled as %+v (known: %v)", m.Id, m.Topic, m.Body, w, ok)
+				}
+				delete(want, m.Id)
+			}
+		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("%d messages never received", len(want))
 	}
 }
