@@ -187,26 +187,31 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 		return nil, nil
 	}
 	now := e.opts.Now()
-	nowMs := ceilMs(now)
-	limit := now.Add(e.opts.MaxDelay)
-	ats := make([]int64, len(reqs))
-	msgs := make([]message.Message, len(reqs))
+	nowNs, nowMs := now.UnixNano(), ceilMs(now)
+	sc := getScratch(len(reqs))
+	defer putScratch(sc)
+	msgs := sc.msgs
 	keyed := false
 	for i := range reqs {
 		r := &reqs[i]
 		if err := validate(r); err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		at := r.At
-		if at.IsZero() {
-			at = now.Add(r.Delay)
+		var ms int64
+		if r.At.IsZero() {
+			// now.Add(r.Delay), compared with now.Add(MaxDelay) and
+			// rounded up to the millisecond, in integers.
+			if r.Delay > e.opts.MaxDelay {
+				return nil, e.tooFar(i, now, now.Add(r.Delay))
+			}
+			ms = addCeilMs(nowNs, r.Delay)
+		} else {
+			if r.At.After(now.Add(e.opts.MaxDelay)) {
+				return nil, e.tooFar(i, now, r.At)
+			}
+			ms = ceilMs(r.At)
 		}
-		if at.After(limit) {
-			return nil, fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
-				i, ErrTooFar, at.UTC().Format(time.RFC3339Nano), fmtDur(at.Sub(now)), fmtDur(e.opts.MaxDelay))
-		}
-		ms := max(ceilMs(at), nowMs) // a past time is due at once
-		ats[i] = ms
+		ms = max(ms, nowMs) // a past time is due at once
 		// The topic's bytes are only copied by AppendSchedule below.
 		msgs[i] = message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: unsafe.Slice(unsafe.StringData(r.Topic), len(r.Topic)),
 			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
@@ -259,12 +264,13 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 		}
 	}
 	if n > 0 {
-		// One buffer for every payload of the batch, from a pool: Append
-		// copies the records before it returns.
-		bp := getBuf(size)
-		defer putBuf(bp)
-		buf := (*bp)[:0]
-		recs := make([]commitlog.Record, 0, n)
+		// One buffer for every payload of the batch: Append copies the
+		// records before it returns.
+		if cap(sc.buf) < size {
+			sc.buf = make([]byte, 0, size)
+		}
+		buf := sc.buf[:0]
+		recs := sc.recs[:0]
 		for i := range msgs {
 			if skip != nil && skip[i] {
 				continue
@@ -278,7 +284,7 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 		if e.closed {
 			return nil, ErrClosed
 		}
-		offs, err := e.log.Append(make([]int64, 0, len(recs)), recs...)
+		offs, err := e.log.Append(sc.offs[:0], recs...)
 		if err != nil {
 			return nil, err
 		}
@@ -287,7 +293,7 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 			if skip != nil && skip[i] {
 				continue
 			}
-			ids[i] = message.ID{DeliverAt: ats[i], Seq: uint64(offs[k])}
+			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
 			k++
 		}
 		e.scheduled.Add(int64(len(offs)))
@@ -298,30 +304,65 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 	return ids, nil
 }
 
+// tooFar is ScheduleBatch's error for message i, due at at.
+func (e *Engine) tooFar(i int, now, at time.Time) error {
+	return fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
+		i, ErrTooFar, at.UTC().Format(time.RFC3339Nano), fmtDur(at.Sub(now)), fmtDur(e.opts.MaxDelay))
+}
+
+// addCeilMs is ceilMs(time.Unix(0, nowNs).Add(d)) without the time
+// arithmetic, and without overflowing where nowNs+d would.
+func addCeilMs(nowNs int64, d time.Duration) int64 {
+	ms := nowNs/1e6 + int64(d)/1e6
+	// The remainders: nowNs%1e6 in [0, 1e6) for a time after 1970, d's
+	// in (-1e6, 1e6); their sum rounds up to 0, 1 or 2 ms.
+	if rem := nowNs%1e6 + int64(d)%1e6; rem > 0 {
+		ms += (rem + 1e6 - 1) / 1e6
+	} else if rem <= -1e6 {
+		ms-- // before 1970 only
+	}
+	return ms
+}
+
 // keyClaim is an idempotency key ScheduleBatch claimed for request i.
 type keyClaim struct {
 	ik string
 	i  int
 }
 
-// bufPool holds ScheduleBatch's encoding buffers.
-var bufPool sync.Pool
-
-// maxPooledBuf bounds the buffers kept in bufPool.
-const maxPooledBuf = 1 << 20
-
-func getBuf(n int) *[]byte {
-	if bp, ok := bufPool.Get().(*[]byte); ok && cap(*bp) >= n {
-		return bp
-	}
-	b := make([]byte, 0, n)
-	return &b
+// scratch is ScheduleBatch's working memory, pooled: a call makes one
+// allocation (the IDs it returns) where it made six.
+type scratch struct {
+	msgs []message.Message
+	recs []commitlog.Record
+	offs []int64
+	buf  []byte // the encoded payloads
 }
 
-func putBuf(bp *[]byte) {
-	if cap(*bp) <= maxPooledBuf {
-		bufPool.Put(bp)
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledBuf bounds the encoding buffer a pooled scratch keeps.
+const maxPooledBuf = 1 << 20
+
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.msgs) < n {
+		sc.msgs = make([]message.Message, n)
+		sc.recs = make([]commitlog.Record, 0, n)
+		sc.offs = make([]int64, 0, n)
 	}
+	sc.msgs = sc.msgs[:n]
+	return sc
+}
+
+func putScratch(sc *scratch) {
+	if cap(sc.buf) > maxPooledBuf {
+		return
+	}
+	// Drop the references to the callers' bodies and topics.
+	clear(sc.msgs)
+	clear(sc.recs[:cap(sc.recs)])
+	scratchPool.Put(sc)
 }
 
 func validate(r *Request) error {

@@ -85,10 +85,27 @@ const IDTextLen = 32
 
 // AppendText appends the text form of id (what String returns) to b.
 func (id ID) AppendText(b []byte) []byte {
-	var raw [16]byte
-	binary.BigEndian.PutUint64(raw[0:8], uint64(id.DeliverAt))
-	binary.BigEndian.PutUint64(raw[8:16], id.Seq)
-	return hex.AppendEncode(b, raw[:])
+	// Eight digits at a time (hex8): about a third of the time of
+	// hex.AppendEncode, and the server writes one per scheduled message.
+	x, y := uint64(id.DeliverAt), id.Seq
+	b = binary.BigEndian.AppendUint64(b, hex8(uint32(x>>32)))
+	b = binary.BigEndian.AppendUint64(b, hex8(uint32(x)))
+	b = binary.BigEndian.AppendUint64(b, hex8(uint32(y>>32)))
+	return binary.BigEndian.AppendUint64(b, hex8(uint32(y)))
+}
+
+// hex8 returns the eight lowercase hex digits of v, the first (most
+// significant) in the top byte.
+func hex8(v uint32) uint64 {
+	// Spread the nibbles over the bytes, nibble i into byte i ...
+	x := uint64(v)
+	x = (x | x<<16) & 0x0000ffff0000ffff
+	x = (x | x<<8) & 0x00ff00ff00ff00ff
+	x = (x | x<<4) & 0x0f0f0f0f0f0f0f0f
+	// ... then make each byte its digit: '0'+n, plus 'a'-'0'-10 = 39
+	// where n > 9 (n+6 carries into bit 4 exactly then).
+	letters := (x + 0x0606060606060606) >> 4 & 0x0101010101010101
+	return x + 0x3030303030303030 + letters*39
 }
 
 // ParseID parses the form written by ID.String.

@@ -3,6 +3,7 @@ package message
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -133,10 +134,11 @@ func FuzzDecodeCancel(f *testing.F) {
 }
 
 func TestIDAppendText(t *testing.T) {
-	for _, id := range []ID{{}, {DeliverAt: 1_796_000_000_123, Seq: 9}, {DeliverAt: -1, Seq: 1<<64 - 1}} {
+	for _, id := range []ID{{}, {DeliverAt: 1_796_000_000_123, Seq: 9}, {DeliverAt: 0x0123456789abcdef, Seq: 0xfedcba9876543210}, {DeliverAt: -1, Seq: 1<<64 - 1}} {
 		got := id.AppendText([]byte("x"))
-		if string(got) != "x"+id.String() || len(got) != 1+IDTextLen {
-			t.Errorf("AppendText(%v) = %q, want x+%q", id, got, id.String())
+		want := fmt.Sprintf("%016x%016x", uint64(id.DeliverAt), id.Seq)
+		if string(got) != "x"+want || id.String() != want || len(got) != 1+IDTextLen {
+			t.Errorf("AppendText(%v) = %q, String %q; want x+%q", id, got, id.String(), want)
 		}
 		if id.DeliverAt < 0 {
 			continue // ParseID refuses a negative time

@@ -117,6 +117,12 @@ type Reput struct {
 	events   []event
 	dirty    bool // routed since the last checkpoint
 	lastCkpt time.Time
+	// last is the writer the last schedule record went to, with its
+	// bucket [lastStart, lastEnd) and whether it is watched; nil after
+	// anything that could change those (a request, a writer closed).
+	last               *segWriter
+	lastStart, lastEnd int64
+	lastWatched        bool
 
 	// segsMu guards segs, the known segments sorted by start.
 	segsMu sync.RWMutex

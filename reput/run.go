@@ -118,9 +118,16 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		r.log.Error("reput: malformed schedule record; skipped", "offset", off)
 		return nil
 	}
-	sw, bucket, err := r.writerFor(deliverAt)
-	if err != nil {
-		return err
+	// Consecutive records mostly go to one bucket: the last writer first,
+	// without the segment list's lock and search.
+	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
+	if sw == nil || deliverAt < r.lastStart || deliverAt >= r.lastEnd {
+		var err error
+		if sw, bucket, err = r.writerFor(deliverAt); err != nil {
+			return err
+		}
+		watched = r.watched[bucket]
+		r.last, r.lastStart, r.lastEnd, r.lastWatched = sw, bucket, bucket+sw.w.Duration().Milliseconds(), watched
 	}
 	seq := uint64(off)
 	sw.used = true
@@ -140,7 +147,7 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 	sw.lastSeq, sw.hasLast, sw.dirty, sw.flushed = seq, true, true, false
 	r.dirty = true
 	r.stats.routed.Add(1)
-	if r.watched[bucket] {
+	if watched {
 		r.events = append(r.events, event{entry: Entry{Bucket: bucket, Offset: eoff, Seq: seq, DeliverAt: deliverAt}})
 	}
 	return nil
@@ -236,7 +243,7 @@ func (r *Reput) publish() error {
 		}
 		entries = nil
 	}
-	for _, ev := range r.events {
+	for i, ev := range r.events {
 		switch {
 		case ev.segEvent:
 			flush()
@@ -249,6 +256,11 @@ func (r *Reput) publish() error {
 				r.opts.OnCancel(ev.bucket, ev.seq)
 			}
 		default:
+			if entries == nil {
+				// Room for the rest: one allocation, not one per doubling
+				// (the slice is OnEntries' to keep, so it is new each time).
+				entries = make([]Entry, 0, len(r.events)-i)
+			}
 			entries = append(entries, ev.entry)
 		}
 	}
@@ -312,6 +324,7 @@ func (r *Reput) closeIdle() {
 					r.log.Warn("reput: closing idle segment", "err", err)
 				}
 				delete(r.writers, b)
+				r.last = nil
 			}
 		}
 	}
@@ -338,6 +351,9 @@ func (r *Reput) serveRequests() error {
 	reqs := r.reqs
 	r.reqs = nil
 	r.reqMu.Unlock()
+	if len(reqs) > 0 {
+		r.last = nil // Watch and Unwatch change what is watched
+	}
 	for i, q := range reqs {
 		var rep reply
 		switch q.kind {
@@ -426,6 +442,7 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 		return err
 	}
 	delete(r.writers, bucket)
+	r.last = nil
 	if err := schedulelog.Remove(r.opts.Dir, bucket); err != nil {
 		return err
 	}
@@ -457,6 +474,7 @@ func (r *Reput) shutdown() error {
 		}
 		delete(r.writers, b)
 	}
+	r.last = nil
 	r.dmu.Lock()
 	for b, dw := range r.dispatch {
 		if cerr := dw.w.Close(); cerr != nil && err == nil {

@@ -19,8 +19,8 @@ import (
 
 // Schedule implements hourglassv1connect.HourglassServiceHandler.
 func (s *Server) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-	r, cerr := s.request("", req.Msg, s.eng.Now())
-	if cerr != nil {
+	var r engine.Request
+	if cerr := s.request("", req.Msg, s.eng.Now(), false, &r); cerr != nil {
 		return nil, cerr
 	}
 	ids, err := s.schedule(ctx, []engine.Request{r})
@@ -39,17 +39,9 @@ func (s *Server) ScheduleBatch(ctx context.Context, req *connect.Request[hourgla
 	if len(msgs) > MaxBatch {
 		return nil, invalid("batch of %d messages; at most %d per ScheduleBatch (split it)", len(msgs), MaxBatch)
 	}
-	now := s.eng.Now()
-	reqs := make([]engine.Request, len(msgs))
-	for i, m := range msgs {
-		r, cerr := s.request("", m, now)
-		if cerr != nil {
-			// Check it again to name it in the error: formatting the
-			// prefix for every message costs more than the check.
-			_, cerr = s.request(fmt.Sprintf("messages[%d]", i), m, now)
-			return nil, cerr
-		}
-		reqs[i] = r
+	reqs, cerr := s.requests(make([]engine.Request, 0, len(msgs)), msgs, s.eng.Now())
+	if cerr != nil {
+		return nil, cerr
 	}
 	ids, err := s.schedule(ctx, reqs)
 	if err != nil {

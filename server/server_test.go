@@ -32,6 +32,13 @@ type testServer struct {
 // filled in.
 func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOption) *testServer {
 	t.Helper()
+	return newTestServerClock(t, opts, nil, clientOpts...)
+}
+
+// newTestServerClock is newTestServer with the engine's clock now (nil:
+// the real one).
+func newTestServerClock(t testing.TB, opts Options, now func() time.Time, clientOpts ...connect.ClientOption) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	q, err := queue.Open(queue.Options{Dir: QueueDir(dir), Fsync: commitlog.SyncNone, MaxAttempts: 2})
 	if err != nil {
@@ -39,7 +46,7 @@ func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOptio
 	}
 	m := NewMetrics()
 	eng, err := engine.Open(engine.Options{Dir: dir, Fsync: commitlog.SyncNone, Sink: q, Observer: m,
-		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay})
+		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +60,7 @@ func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOptio
 	t.Cleanup(func() {
 		srv.BeginShutdown()
 		hs.Close()
-		if err := eng.Close(); err != nil {
+		if err := eng.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
 			t.Error(err)
 		}
 		if err := q.Close(); err != nil {

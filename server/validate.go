@@ -69,42 +69,62 @@ func levelsText(levels []time.Duration) string {
 	return b.String()
 }
 
+// requests checks the messages of a ScheduleBatch and appends their
+// engine requests to dst. A topic is checked once for a run of messages
+// with the same one. The error names the message it is about.
+func (s *Server) requests(dst []engine.Request, msgs []*hourglassv1.ScheduleRequest, now time.Time) ([]engine.Request, *connect.Error) {
+	for i, m := range msgs {
+		topicOK := i > 0 && m != nil && msgs[i-1] != nil && m.Topic == msgs[i-1].Topic
+		dst = append(dst, engine.Request{})
+		if cerr := s.request("", m, now, topicOK, &dst[len(dst)-1]); cerr != nil {
+			// Check it again to name it in the error: formatting the
+			// prefix for every message costs more than the check.
+			var r engine.Request
+			return dst[:len(dst)-1], s.request(fmt.Sprintf("messages[%d]", i), m, now, false, &r)
+		}
+	}
+	return dst, nil
+}
+
 // request checks one ScheduleRequest and turns it into an engine request.
 // now is the server's clock, for the max-delay check of absolute times
-// (the engine checks again against its own clock).
-func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time) (engine.Request, *connect.Error) {
+// (the engine checks again against its own clock). topicOK says that
+// m.Topic passed checkTopic already. It fills req, which must be zero.
+func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time, topicOK bool, req *engine.Request) *connect.Error {
 	if m == nil {
-		return engine.Request{}, invalid("%s", field(prefix, "message is null"))
+		return invalid("%s", field(prefix, "message is null"))
 	}
-	if err := checkTopic(prefix, m.Topic); err != nil {
-		return engine.Request{}, err
+	if !topicOK {
+		if err := checkTopic(prefix, m.Topic); err != nil {
+			return err
+		}
 	}
 	if len(m.Body) > s.opts.MaxBody {
-		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("body is %d bytes; at most %d (%s, the server's --max-body)",
+		return invalid("%s", field(prefix, fmt.Sprintf("body is %d bytes; at most %d (%s, the server's --max-body)",
 			len(m.Body), s.opts.MaxBody, FormatSize(int64(s.opts.MaxBody)))))
 	}
 	if len(m.Headers) > message.MaxHeaders {
-		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d", len(m.Headers), message.MaxHeaders)))
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d", len(m.Headers), message.MaxHeaders)))
 	}
 	if len(m.IdempotencyKey) > engine.MaxIdempotencyKey {
-		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
+		return invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
 	}
 	if m.IdempotencyKey != "" && len(m.Headers) >= message.MaxHeaders {
-		return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as a header: at most %d in all", len(m.Headers), message.MaxHeaders)))
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as a header: at most %d in all", len(m.Headers), message.MaxHeaders)))
 	}
-	req := engine.Request{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey}
+	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
 	if len(m.Headers) > 0 {
 		req.Headers = make([]message.Header, len(m.Headers))
 		size := 0
 		for i, h := range m.Headers {
 			if h == nil || h.Key == "" {
-				return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
+				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
 			}
 			size += len(h.Key) + len(h.Value)
 			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
 		}
 		if size > MaxHeaderBytes {
-			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
+			return invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
 		}
 	}
 	maxDelay := s.opts.MaxDelay
@@ -113,20 +133,20 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		// Due now.
 	case *hourglassv1.ScheduleRequest_DelayMs:
 		if w.DelayMs < 0 {
-			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d is negative; 0 or more", w.DelayMs)))
+			return invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d is negative; 0 or more", w.DelayMs)))
 		}
 		if w.DelayMs > maxDelay.Milliseconds() {
-			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d (%s) is beyond the maximum delay %s (%d ms, the server's --max-delay)",
+			return invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d (%s) is beyond the maximum delay %s (%d ms, the server's --max-delay)",
 				w.DelayMs, FormatDuration(time.Duration(w.DelayMs)*time.Millisecond), FormatDuration(maxDelay), maxDelay.Milliseconds())))
 		}
 		req.Delay = time.Duration(w.DelayMs) * time.Millisecond
 	case *hourglassv1.ScheduleRequest_DeliverAt:
 		if err := w.DeliverAt.CheckValid(); err != nil {
-			return engine.Request{}, invalid("%s", field(prefix, "deliver_at is not a valid time: "+err.Error()+"; want 0001-01-01 to 9999-12-31 UTC"))
+			return invalid("%s", field(prefix, "deliver_at is not a valid time: "+err.Error()+"; want 0001-01-01 to 9999-12-31 UTC"))
 		}
 		at := w.DeliverAt.AsTime()
 		if at.After(now.Add(maxDelay)) {
-			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("deliver_at %s is %s ahead of the server's clock (%s); the maximum delay is %s (the server's --max-delay)",
+			return invalid("%s", field(prefix, fmt.Sprintf("deliver_at %s is %s ahead of the server's clock (%s); the maximum delay is %s (the server's --max-delay)",
 				at.UTC().Format(time.RFC3339Nano), FormatDuration(at.Sub(now).Round(time.Second)), now.UTC().Format(time.RFC3339), FormatDuration(maxDelay))))
 		}
 		if at.IsZero() {
@@ -136,14 +156,14 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	case *hourglassv1.ScheduleRequest_DelayLevel:
 		n := len(s.opts.DelayLevels)
 		if w.DelayLevel < 1 || int(w.DelayLevel) > n {
-			return engine.Request{}, invalid("%s", field(prefix, fmt.Sprintf("delay_level %d is unknown: levels are 1 to %d (%s; the server's --delay-levels)",
+			return invalid("%s", field(prefix, fmt.Sprintf("delay_level %d is unknown: levels are 1 to %d (%s; the server's --delay-levels)",
 				w.DelayLevel, n, s.levelsText)))
 		}
 		req.Delay = s.opts.DelayLevels[w.DelayLevel-1]
 	default:
-		return engine.Request{}, invalid("%s", field(prefix, "unknown kind of delivery time"))
+		return invalid("%s", field(prefix, "unknown kind of delivery time"))
 	}
-	return req, nil
+	return nil
 }
 
 // scheduleError turns an engine error into a connect error.

@@ -1,9 +1,12 @@
 // Package wirecodec is connect-go's binary protobuf codec ("proto", used
 // by the Connect and gRPC protocols alike) with faster decoders and
-// encoders for the two messages that carry batches: ScheduleBatchRequest,
-// which the client writes and the server reads, and ScheduleBatchResponse,
-// which the server writes and the client reads. The encoders write the
-// same bytes as proto.Marshal without its reflection.
+// encoders for the messages Schedule and ScheduleBatch carry:
+// ScheduleRequest and ScheduleBatchRequest, which the client writes and
+// the server reads, and ScheduleBatchResponse, which the server writes and
+// the client reads. The encoders write the same bytes as proto.Marshal
+// without its reflection. DecodeBatchInto, DecodeRequestInto and
+// AppendResponses serve the server's own path for Connect requests
+// (package server), which reuses its buffers.
 //
 // The standard decoder makes three to five allocations per message of a
 // batch and copies each body; these make a few per batch (one slice each
@@ -13,7 +16,7 @@
 // which also words the errors. Fuzz tests hold each fast decoder to
 // proto.Unmarshal: where it decodes, the result is equal.
 //
-// What they decode never points into the buffer they were given (connect
+// What Codec decodes never points into the buffer it was given (connect
 // reuses it).
 package wirecodec
 
@@ -76,6 +79,12 @@ func (Codec) Unmarshal(data []byte, msg any) error {
 		if msgs, ok := decodeBatch(data); ok {
 			proto.Reset(m)
 			m.Messages = msgs
+			return nil
+		}
+	case *hourglassv1.ScheduleRequest:
+		if q, ok := decodeRequest(data); ok {
+			proto.Reset(m)
+			m.Topic, m.Body, m.When, m.IdempotencyKey = q.Topic, q.Body, q.When, q.IdempotencyKey
 			return nil
 		}
 	case *hourglassv1.ScheduleBatchResponse:

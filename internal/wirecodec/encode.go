@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // The encoders below write what proto.Marshal writes (the fields outside
@@ -210,4 +211,86 @@ func grow(b []byte, n int) []byte {
 		b = nb
 	}
 	return b
+}
+
+// AppendResponse appends the encoding of the ScheduleResponse that
+// answers a Schedule of the message id: its ID as text (message.ID.String)
+// and its delivery time as a Timestamp of whole seconds and the
+// milliseconds as nanoseconds, what timestamppb.New(id.Time()) holds. The
+// bytes are those proto.Marshal writes for that message.
+func AppendResponse(b []byte, id message.ID) []byte {
+	sec, nanos := splitMs(id.DeliverAt)
+	return appendResponse(b, id, sec, nanos, stampSize(sec, nanos))
+}
+
+// AppendResponses appends the encoding of the ScheduleBatchResponse that
+// answers a ScheduleBatch with ids: one result per ID, as AppendResponse
+// writes it.
+func AppendResponses(b []byte, ids []message.ID) []byte {
+	b = grow(b, len(ids)*(2+maxResponseSize))
+	for _, id := range ids {
+		sec, nanos := splitMs(id.DeliverAt)
+		ts := stampSize(sec, nanos)
+		b = append(b, fieldResults<<3|byte(protowire.BytesType), byte(2+message.IDTextLen+2+ts))
+		b = appendResponse(b, id, sec, nanos, ts)
+	}
+	return b
+}
+
+// maxResponseSize is the longest AppendResponse encoding: a Timestamp of
+// a ten-byte varint of seconds and five of nanoseconds.
+const maxResponseSize = 2 + message.IDTextLen + 2 + 1 + 10 + 1 + 5
+
+// appendResponse is AppendResponse for the Timestamp sec, nanos whose
+// fields take ts bytes.
+func appendResponse(b []byte, id message.ID, sec int64, nanos int32, ts int) []byte {
+	b = append(b, fieldID<<3|byte(protowire.BytesType), message.IDTextLen)
+	b = id.AppendText(b)
+	// Lengths here are below 128 (a Timestamp at most 17 bytes, a
+	// response at most 53), so each is one byte of varint.
+	b = append(b, fieldDeliverAt<<3|byte(protowire.BytesType), byte(ts))
+	if sec != 0 {
+		b = appendVarint(append(b, fieldSeconds<<3|byte(protowire.VarintType)), uint64(sec))
+	}
+	if nanos != 0 {
+		b = appendVarint(append(b, fieldNanos<<3|byte(protowire.VarintType)), uint64(nanos))
+	}
+	return b
+}
+
+// appendVarint is protowire.AppendVarint as a loop: shorter for the
+// five-byte varints of a Timestamp.
+func appendVarint(b []byte, x uint64) []byte {
+	for x >= 0x80 {
+		b = append(b, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(b, byte(x))
+}
+
+// responseSize is the length of AppendResponse's encoding of id.
+func responseSize(id message.ID) int {
+	return 2 + message.IDTextLen + 2 + stampSize(splitMs(id.DeliverAt))
+}
+
+// stampSize is the length of a Timestamp's fields.
+func stampSize(sec int64, nanos int32) int {
+	n := 0
+	if sec != 0 {
+		n += 1 + protowire.SizeVarint(uint64(sec))
+	}
+	if nanos != 0 {
+		n += 1 + protowire.SizeVarint(uint64(nanos))
+	}
+	return n
+}
+
+// splitMs splits epoch milliseconds into seconds and non-negative
+// nanoseconds, as a time.Time's Unix and Nanosecond do.
+func splitMs(ms int64) (sec int64, nanos int32) {
+	sec, rem := ms/1000, ms%1000
+	if rem < 0 {
+		sec, rem = sec-1, rem+1000
+	}
+	return sec, int32(rem) * 1_000_000
 }

@@ -134,3 +134,24 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		}
 	})
 }
+
+// FuzzVarint holds varint and lengthPrefixed to protowire's
+// ConsumeVarint and ConsumeBytes: the same results, and failing on the
+// same input.
+func FuzzVarint(f *testing.F) {
+	for _, b := range [][]byte{{}, {0x00}, {0x7f}, {0x01, 'x'}, {0x80, 0x01}, {0xff, 0x7f}, {0x80, 0x80, 0x01}, {0x80}, {0x05}, {0x02, 'a'}} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		x1, rest1, ok1 := varint(b)
+		x2, n2 := protowire.ConsumeVarint(b)
+		if ok1 != (n2 >= 0) || (ok1 && (x1 != x2 || len(rest1) != len(b)-n2)) {
+			t.Fatalf("varint(%x) = %d, %d left, %v; protowire %d, %d", b, x1, len(rest1), ok1, x2, n2)
+		}
+		v1, rest1, ok1 := lengthPrefixed(b)
+		v2, n2 := protowire.ConsumeBytes(b)
+		if ok1 != (n2 >= 0) || (ok1 && (string(v1) != string(v2) || len(rest1) != len(b)-n2)) {
+			t.Fatalf("lengthPrefixed(%x) = %x, %d left, %v; protowire %x, %d", b, v1, len(rest1), ok1, v2, n2)
+		}
+	})
+}
