@@ -300,10 +300,10 @@ type replayBody struct {
 var errorWriter = connect.NewErrorWriter()
 
 // writeConnectError answers a Connect unary call with err, as connect-go's
-// handler does: the headers it sets on every answer, then the error.
+// handler does: the header it sets on every answer, then the error (whose
+// Content-Type is JSON).
 func writeConnectError(w http.ResponseWriter, err error) {
 	w.Header()[headerAcceptEncoding] = acceptEncodingValue
-	w.Header()[headerContentType] = protoContentTypeValue // the error writer's to replace
 	errorWriter.Write(w, fakeConnectRequest, err)
 }
 

@@ -89,8 +89,8 @@ func (r *Requests) grow(n int) {
 	}
 	r.reqs = r.reqs[:n]
 	r.Msgs = r.Msgs[:n]
-	clear(r.delays)
-	clear(r.levels)
+	// delays and levels keep their old values: decode sets the one a
+	// message points at.
 }
 
 // The one-byte tags of the fields the decoders take: field number << 3 |
