@@ -137,6 +137,7 @@ type driver struct {
 	inflightN                                       atomic.Int64
 	pendingN                                        atomic.Int64
 	loadedN                                         atomic.Int64
+	loops                                           atomic.Int64 // iterations of run's loop, for tests
 }
 
 func newDriver(e *Engine) *driver {
@@ -282,13 +283,19 @@ func (d *driver) run(startEnd int64) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		d.loops.Add(1)
 		d.drain()
 		now := d.now()
 		waiting := d.pushOverflow()
 		d.fire(now, now+d.leadMs)
 		next := d.maintain(now)
 		d.pruneIntents()
-		if n, ok := d.w.Next(); ok && n-d.leadMs < next {
+		// At MaxInflight fire takes nothing, so an overdue wheel entry
+		// must not set the wait to zero: the loop would spin until the
+		// sink confirms (it did, at half the server's CPU while a hot
+		// second drained into a busy queue). Room comes back only with a
+		// confirm or requeue event, and posting one wakes the loop.
+		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.inflightN.Load() < int64(d.e.opts.MaxInflight) {
 			next = n - d.leadMs
 		}
 		if waiting {

@@ -486,3 +486,56 @@ func TestHandoffLeadBounds(t *testing.T) {
 		}
 	}
 }
+
+// gateSink holds every Deliver call until release is closed.
+type gateSink struct {
+	recSink
+	release chan struct{}
+}
+
+func (s *gateSink) Deliver(ctx context.Context, topic string, batch []Delivery) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.recSink.Deliver(ctx, topic, batch)
+}
+
+// TestNoBusyLoopAtMaxInflight: while the sink holds MaxInflight messages
+// and more are overdue in the wheel, the driver must wait for the sink to
+// confirm, not poll the overdue deadline. In a synctest bubble a busy loop
+// keeps the fake clock from moving, so the first Sleep would never return:
+// the watchdog, on the real clock, turns that into a failure.
+func TestNoBusyLoopAtMaxInflight(t *testing.T) {
+	watchdog := time.AfterFunc(2*time.Minute, func() {
+		panic("TestNoBusyLoopAtMaxInflight: the bubble's clock stopped: the engine's driver busy-loops while MaxInflight messages are in the sink")
+	})
+	defer watchdog.Stop()
+	synctest.Test(t, func(t *testing.T) {
+		sink := &gateSink{release: make(chan struct{})}
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.MaxInflight = 8; o.FireBatch = 4 })
+		var ids []message.ID
+		for i := range 40 {
+			ids = append(ids, schedule(t, e, "t", time.Second, fmt.Sprint(i)))
+		}
+		time.Sleep(3 * time.Second) // all 40 are due; the sink holds 8
+		synctest.Wait()
+		if st := e.Stats(); st.Inflight != 8 {
+			t.Fatalf("in flight %d, want MaxInflight 8", st.Inflight)
+		}
+		loops := e.d.loops.Load()
+		time.Sleep(10 * time.Minute)
+		synctest.Wait()
+		if n := e.d.loops.Load() - loops; n > 10 {
+			t.Errorf("the driver looped %d times in 10 minutes while the sink held MaxInflight messages, want a few", n)
+		}
+		close(sink.release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		checkDeliveries(t, sink.snapshot(), ids, 10*time.Minute+2*time.Second)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
