@@ -3,7 +3,7 @@
 # `hourglass bench server` scenarios, each three times against a fresh
 # `hourglass serve --fsync always` on 127.0.0.1, and the RPC stack's own
 # ceiling (a server that stores nothing) measured in the same run.
-# Usage: bash scripts/bench-server.sh > bench-server.txt 2>&1   (about 8 minutes)
+# Usage: bash scripts/bench-server.sh > bench-server.txt 2>&1   (about 4 minutes on this machine)
 # Run it on an otherwise idle machine: client and server share its cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
