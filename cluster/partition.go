@@ -252,7 +252,15 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 			}
 			defer it.Stop()
 			for {
-				m, err := it.Next(jetstream.NextContext(pt.ctx))
+				nctx, ncancel := context.WithTimeout(pt.ctx, feedIdleCheck)
+				m, err := it.Next(jetstream.NextContext(nctx))
+				ncancel()
+				if err != nil && errors.Is(err, context.DeadlineExceeded) && pt.ctx.Err() == nil {
+					if serr := pt.stalled(st, last); serr != nil {
+						return serr
+					}
+					continue
+				}
 				if err != nil {
 					return err
 				}
@@ -277,6 +285,27 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// feedIdleCheck is how long feed waits for the next intake message before
+// it asks the stream whether it holds more.
+const feedIdleCheck = 2 * time.Second
+
+// stalled reports, as an error, an intake consumer that has given nothing
+// for feedIdleCheck while the stream holds messages after last: an ordered
+// consumer can stay silent after the NATS node serving it was killed,
+// without an error that would make feed create it again (suspected in
+// TestClusterKill9 runs where two acknowledged batches, stored just after
+// the streams' leader election, were never delivered). It returns nil when
+// the stream holds nothing new or cannot say.
+func (pt *partition) stalled(st jetstream.Stream, last uint64) error {
+	ctx, cancel := context.WithTimeout(pt.ctx, 5*time.Second)
+	defer cancel()
+	info, err := st.Info(ctx)
+	if err != nil || info.State.LastSeq <= last {
+		return nil
+	}
+	return fmt.Errorf("the consumer gave nothing for %v while the stream holds sequences %d to %d", feedIdleCheck, last+1, info.State.LastSeq)
 }
 
 // requests appends to reqs the local engine requests of the messages of
