@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/engine"
@@ -35,6 +36,10 @@ const (
 	// of Options.CompactMargin and Options.CompactInterval.
 	DefaultCompactMargin   = 10000
 	DefaultCompactInterval = time.Minute
+	// DefaultStallChecksPerSecond is the default of
+	// Options.StallChecksPerSecond: every partition of a node owning up
+	// to 40 is checked at each idle pause of 2 s.
+	DefaultStallChecksPerSecond = 20
 )
 
 // ForwardedHeader marks a Cancel one node forwarded to the owner of the
@@ -91,6 +96,14 @@ type Options struct {
 	// CompactInterval is the least time between two compactions of a
 	// partition; default DefaultCompactInterval.
 	CompactInterval time.Duration
+	// StallChecksPerSecond bounds how often this node's partitions ask
+	// their intake stream whether their reader has stalled (see feed):
+	// each partition asks after 2 s without a message, and a node owning
+	// thousands of idle partitions would otherwise ask hundreds of times a
+	// second. Checks over the budget are skipped, so a stalled reader is
+	// then found later. Default DefaultStallChecksPerSecond, with a burst
+	// of as many; negative turns the checks off.
+	StallChecksPerSecond float64
 
 	hooks *testHooks // nil outside tests
 }
@@ -108,6 +121,18 @@ type testHooks struct {
 	keepRecent *time.Duration
 	// capL0, if set, lowers a compaction's snapshot point.
 	capL0 func(l0 uint64) uint64
+	// feedIdle, if set, replaces feedIdleCheck.
+	feedIdle time.Duration
+	// stallFeed, if set, is asked about each intake message a partition's
+	// reader gets; from the first it answers true for, that reader passes
+	// nothing on, as a consumer that went silent would.
+	stallFeed func(p int, seq uint64) bool
+	// stallChecked, if set, is called after each stall check with whether
+	// it found the reader stalled.
+	stallChecked func(p int, stalled bool)
+	// idle, if set, is called at each idle pause of a reader, whether or
+	// not the budget let it check.
+	idle func(p int)
 }
 
 // Node is one member of a cluster. Its methods may be called from any
@@ -126,6 +151,8 @@ type Node struct {
 	cancel context.CancelFunc
 	loop   chan struct{} // closed when the ownership loop returns
 	ready  chan struct{} // closed after the first ownership step
+
+	stallChecks *rate.Limiter // nil: no stall checks; on the node's clock
 
 	rr        atomic.Uint64 // round robin over partitions for unkeyed messages
 	gathers   []gather      // per partition: group commit of unkeyed single Schedules
@@ -177,6 +204,9 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.CompactInterval == 0 {
 		opts.CompactInterval = DefaultCompactInterval
 	}
+	if opts.StallChecksPerSecond == 0 {
+		opts.StallChecksPerSecond = DefaultStallChecksPerSecond
+	}
 	if opts.CompactInterval < 0 {
 		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
 	}
@@ -196,6 +226,9 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("cluster: connect to %s: %w", opts.URL, err)
 	}
 	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{})}
+	if r := opts.StallChecksPerSecond; r > 0 {
+		n.stallChecks = rate.NewLimiter(rate.Limit(r), int(math.Ceil(r)))
+	}
 	if err := n.setup(ctx); err != nil {
 		nc.Close()
 		return nil, err

@@ -239,6 +239,10 @@ func (pt *partition) consume(eng *engine.Engine) error {
 func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 	defer close(msgs)
 	var last uint64
+	idle := feedIdleCheck
+	if h := pt.n.opts.hooks; h != nil && h.feedIdle > 0 {
+		idle = h.feedIdle
+	}
 	for pt.ctx.Err() == nil {
 		err := func() error {
 			c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{
@@ -251,12 +255,13 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 				return err
 			}
 			defer it.Stop()
+			silent := false // a test made this reader stall
 			for {
-				nctx, ncancel := context.WithTimeout(pt.ctx, feedIdleCheck)
+				nctx, ncancel := context.WithTimeout(pt.ctx, idle)
 				m, err := it.Next(jetstream.NextContext(nctx))
 				ncancel()
 				if err != nil && errors.Is(err, context.DeadlineExceeded) && pt.ctx.Err() == nil {
-					if serr := pt.stalled(st, last); serr != nil {
+					if serr := pt.idlePause(st, last); serr != nil {
 						return serr
 					}
 					continue
@@ -267,6 +272,10 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 				md, err := m.Metadata()
 				if err != nil {
 					return err
+				}
+				if h := pt.n.opts.hooks; h != nil && h.stallFeed != nil && (silent || h.stallFeed(pt.p, md.Sequence.Stream)) {
+					silent = true
+					continue
 				}
 				last = md.Sequence.Stream
 				select {
@@ -290,6 +299,24 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 // feedIdleCheck is how long feed waits for the next intake message before
 // it asks the stream whether it holds more.
 const feedIdleCheck = 2 * time.Second
+
+// idlePause runs when the intake reader has waited feedIdleCheck for a
+// message: if the node's budget of stall checks allows, it asks whether
+// the reader has stalled (see stalled).
+func (pt *partition) idlePause(st jetstream.Stream, last uint64) error {
+	h := pt.n.opts.hooks
+	if h != nil && h.idle != nil {
+		h.idle(pt.p)
+	}
+	if pt.n.stallChecks == nil || !pt.n.stallChecks.AllowN(pt.n.now(), 1) {
+		return nil
+	}
+	err := pt.stalled(st, last)
+	if h != nil && h.stallChecked != nil {
+		h.stallChecked(pt.p, err != nil)
+	}
+	return err
+}
 
 // stalled reports, as an error, an intake consumer that has given nothing
 // for feedIdleCheck while the stream holds messages after last: an ordered
