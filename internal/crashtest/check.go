@@ -495,7 +495,7 @@ func Check(ev Events, p CheckParams) Result {
 				}
 				cut := cutNamed || ackCutBetween(cutAcks[d.Topic], durable.Answered, d.Received)
 				add(Violation{Kind: VAfterAck, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cut,
-					Detail: fmt.Sprintf("handed out by a Receive sent %v after its %s (cycle %d) was answered OK", d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
+					Detail: fmt.Sprintf("handed out on %s by a Receive sent %v after its %s (cycle %d) was answered OK", d.Topic, d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
 			case doubt != nil:
 				c.DupAckInDoubt++
 			default:
