@@ -145,6 +145,7 @@ type Counts struct {
 	// Dead letters.
 	ReceiveInDoubt     int `json:"receive_in_doubt"`     // Receives that failed in doubt (may have leased unseen messages)
 	Poison             int `json:"poison"`               // poison messages scheduled (answered OK)
+	PoisonCancelled    int `json:"poison_cancelled"`     // of them answered "cancelled": owed nothing
 	DeadLettered       int `json:"dead_lettered"`        // messages delivered on a .dlq topic, poison or not
 	DeadLetteredPoison int `json:"dead_lettered_poison"` // of them poison
 	DLQDeliveries      int `json:"dlq_deliveries"`       // Receive results on .dlq topics
@@ -375,7 +376,8 @@ func Check(ev Events, p CheckParams) Result {
 		// its topic's queue log was cut (the cut offsets are reused, and an
 		// ack of the cut record applies to the record written there next);
 		// or its commitlog offset is at or above a commitlog cut (reused).
-		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] ||
+		// Its dead-letter topic's queue log counts as its topic's.
+		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] || cutQueues[dlqTopic(sc.Topic)] ||
 			(cutFrom >= 0 && seqOf(sc.ID) >= cutFrom)
 
 		dl := dlqJudge{p: p, maxA: maxA, sc: sc, dlq: dlqTopic(sc.Topic)}
@@ -505,6 +507,9 @@ func Check(ev Events, p CheckParams) Result {
 
 		// Loss: walk the message's life in harness time.
 		if sc.Outcome != OK || cancelledOK(s.cancels) {
+			if sc.Outcome == OK && sc.Poison {
+				c.PoisonCancelled++
+			}
 			continue
 		}
 		if p.Stream && len(s.deliveries) > 0 {
