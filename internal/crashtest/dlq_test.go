@@ -68,7 +68,9 @@ func TestCheckDeadLetters(t *testing.T) {
 		counts func(c Counts) bool
 	}{
 		{"poison_dead_lettered", (&hb{}).sched("p", "P", OK, 0, 100).poisoned().failed("p", "P", 4).deadLettered("p", "P", 2, 1000), "", "",
-			func(c Counts) bool { return c.Poison == 1 && c.DeadLettered == 1 && c.DeadLetteredPoison == 1 && c.DLQDeliveries == 1 }},
+			func(c Counts) bool {
+				return c.Poison == 1 && c.DeadLettered == 1 && c.DeadLetteredPoison == 1 && c.DLQDeliveries == 1
+			}},
 		{"non_poison_dead_lettered_by_expired_leases", (&hb{}).sched("n", "N", OK, 0, 100).expired("n", "N", 4).deadLettered("n", "N", 2, 1000), "", "",
 			func(c Counts) bool { return c.Poison == 0 && c.DeadLettered == 1 && c.DeadLetteredPoison == 0 }},
 		{"phantom_dead_letter", (&hb{}).on("t.dlq", "zz", "Z", "Z", 4, 2, 1000, 1001), VPhantom, "never scheduled", nil},
@@ -92,7 +94,9 @@ func TestCheckDeadLetters(t *testing.T) {
 		// ack on t was lost, and the message was dead-lettered twice.
 		{"dead_lettered_twice_across_a_restart", (&hb{}).sched("n", "N", OK, 0, 100).expired("n", "N", 4).deadLettered("n", "N", 2, 1000).
 			on("t", "n", "N", "N", 3, 3, 2000, 2001).deadLettered("n", "N", 3, 3000), "", "",
-			func(c Counts) bool { return c.DupDeadLetterAgain == 1 && c.AfterDeadLetterRestart == 1 && c.DupAfterAck == 0 }},
+			func(c Counts) bool {
+				return c.DupDeadLetterAgain == 1 && c.AfterDeadLetterRestart == 1 && c.DupAfterAck == 0
+			}},
 		{"dead_letter_again_after_durable_ack", (&hb{}).sched("n", "N", OK, 0, 100).expired("n", "N", 4).deadLettered("n", "N", 2, 1000).
 			deadLettered("n", "N", 2, 1100), VAfterAck, "on t.dlq", func(c Counts) bool { return c.DupAfterAck == 1 }},
 		{"handed_out_on_topic_after_restart", (&hb{}).sched("n", "N", OK, 0, 100).expired("n", "N", 4).deadLettered("n", "N", 2, 1000).
