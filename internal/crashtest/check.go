@@ -524,6 +524,11 @@ func Check(ev Events, p CheckParams) Result {
 		// return: place it at the sending, so that a Receive overlapping
 		// an Ack never makes the message look unacked (a loss is only
 		// reported when no order of the overlapping calls explains it).
+		// For the same reason an Ack is placed at its answer and a Nack
+		// answered OK at its sending: a Nack that dead-letters the message
+		// appends it to the .dlq before it acks it on its topic and
+		// answers, so the dead letter can be received and acked before the
+		// Nack is answered (seed 2 of the first run with dead letters).
 		for _, d := range s.deliveries {
 			steps = append(steps, step{d.Issued, 0})
 		}
@@ -532,7 +537,7 @@ func Check(ev Events, p CheckParams) Result {
 			case x.Kind == Ack && x.Outcome != Rejected:
 				steps = append(steps, step{x.Answered, 1})
 			case x.Kind == Nack && x.Outcome == OK:
-				steps = append(steps, step{x.Answered, 2})
+				steps = append(steps, step{x.Sent, 2})
 			case x.Kind == Nack && x.Outcome == InDoubt:
 				steps = append(steps, step{x.Answered, 3})
 			}

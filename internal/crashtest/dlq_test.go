@@ -71,6 +71,11 @@ func TestCheckDeadLetters(t *testing.T) {
 			func(c Counts) bool {
 				return c.Poison == 1 && c.DeadLettered == 1 && c.DeadLetteredPoison == 1 && c.DLQDeliveries == 1
 			}},
+		// The Nack that dead-letters it is answered after the dead letter
+		// was received and acked (it appends to t.dlq, then acks on t).
+		{"poison_dead_lettered_before_its_nack_answered", (&hb{}).sched("p", "P", OK, 0, 100).poisoned().failed("p", "P", 3).
+			on("t", "p", "P", "P", 3, 2, 500, 501).on("t.dlq", "p", "P", "P", 4, 2, 503, 504).settleOn("t.dlq", "p", "P", Ack, OK, 2, 505, 506).
+			settleOn("t", "p", "P", Nack, OK, 2, 502, 507), "", "", nil},
 		{"non_poison_dead_lettered_by_expired_leases", (&hb{}).sched("n", "N", OK, 0, 100).expired("n", "N", 4).deadLettered("n", "N", 2, 1000), "", "",
 			func(c Counts) bool { return c.Poison == 0 && c.DeadLettered == 1 && c.DeadLetteredPoison == 0 }},
 		{"phantom_dead_letter", (&hb{}).on("t.dlq", "zz", "Z", "Z", 4, 2, 1000, 1001), VPhantom, "never scheduled", nil},
