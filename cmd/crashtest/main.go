@@ -32,7 +32,20 @@ the RPCs answered:
   - an ID is never handed out again after its Ack was answered OK; redeliveries
     of messages never (durably) acked are allowed and counted;
   - RPCs that failed while the server died are "in doubt": counted, never
-    treated as lost or as spurious.
+    treated as lost or as spurious;
+  - dead letters (the server runs with --max-attempts 4): --poison-percent of
+    the messages carry the header crashtest-poison and every consumer fails
+    them (a Nack with or without a short delay, or a lease left to run out),
+    so each must end acked on "<topic>.dlq", which consumers receive too. A
+    delivery on a .dlq topic needs 4 deliveries on its topic first (or
+    Receives of that topic that failed in doubt, which may have leased it
+    unseen) and an attempt count of at least 4; nothing is handed out on its
+    topic with attempt 4. Once its dead letter's Ack is answered OK it comes
+    neither on its topic nor on the .dlq again, unless the server restarted
+    after it could have been dead-lettered (dead-lettering appends to the
+    .dlq, then acks the topic: a crash in between leaves both copies).
+    Other messages fail on purpose at most twice, but a lease that runs out
+    for other reasons can still take one to the .dlq: allowed and counted.
 
 Exit status: 0 when nothing was violated, 1 on any violation (the first one is
 named with its message and cycle), 2 when the harness itself could not run.
@@ -81,6 +94,7 @@ func main() {
 			&cli.IntFlag{Name: "producers", Value: crashtest.DefaultProducers, Usage: "concurrent producers"},
 			&cli.IntFlag{Name: "consumers", Value: crashtest.DefaultConsumers, Usage: "concurrent consumers"},
 			&cli.IntFlag{Name: "rate", Value: crashtest.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, or a Cancel)"},
+			&cli.IntFlag{Name: "poison-percent", Value: crashtest.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
 			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume the delivery stream; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: crashtest.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
 			&cli.IntFlag{Name: "partitions", Value: crashtest.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
@@ -116,6 +130,13 @@ func run(c *cli.Context) error {
 		Cluster:         c.Bool("cluster"),
 		LeaseTTL:        c.Duration("lease-ttl"),
 		Partitions:      c.Int("partitions"),
+		PoisonPercent:   c.Int("poison-percent"),
+	}
+	switch p := cfg.PoisonPercent; {
+	case p < 0 || p > 50:
+		return fmt.Errorf("--poison-percent %d: from 0 to 50", p)
+	case p == 0:
+		cfg.PoisonPercent = -1 // none (zero takes the default)
 	}
 	if !cfg.Cluster {
 		for _, f := range []string{"lease-ttl", "partitions"} {
@@ -125,8 +146,9 @@ func run(c *cli.Context) error {
 		}
 	} else {
 		for f, why := range map[string]string{
-			"fsync":     "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
-			"consumers": "one durable consumer reads the delivery stream",
+			"fsync":          "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
+			"consumers":      "one durable consumer reads the delivery stream",
+			"poison-percent": "the delivery stream's consumer cannot fail a message; a cluster has no built-in queue and no dead-letter topics",
 		} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s cannot run with --cluster: %s", f, why)

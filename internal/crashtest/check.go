@@ -37,6 +37,22 @@ const (
 	// VIDMismatch: a first attempt's ID differs from the ID Schedule
 	// answered, or a retry names another origin.
 	VIDMismatch = "id-mismatch"
+	// VDeadLetterEarly: delivered on "<topic>.dlq" before it could have
+	// failed MaxAttempts times on its topic, as far as the history can
+	// tell (its deliveries there, plus one for each Receive of that topic
+	// that failed in doubt while it existed), or with an attempt count
+	// below MaxAttempts.
+	VDeadLetterEarly = "dead-lettered-early"
+	// VNotDeadLettered: a poison message (failed on every delivery) that
+	// did not end acked on its dead-letter topic, or any message handed out
+	// on its topic with an attempt count of MaxAttempts or more.
+	VNotDeadLettered = "not-dead-lettered"
+	// VAfterDeadLetter: handed out on its topic by a Receive sent after
+	// the Ack of its dead letter was answered OK, in the same server life
+	// as every lease it could have been dead-lettered from (a restart
+	// between the dead-letter append and the ack on the topic leaves both
+	// copies: allowed, counted in AfterDeadLetterRestart).
+	VAfterDeadLetter = "delivered-after-dead-letter"
 	// Process-level violations, added by the runner.
 	VUncleanStop = "unclean-stop"   // SIGTERM did not end in "stopped cleanly" and exit 0
 	VStartFailed = "start-failed"   // the server did not become ready after a restart
@@ -45,7 +61,7 @@ const (
 
 // Kinds lists every violation kind.
 var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
-	VPhantom, VIDMismatch, VUncleanStop, VStartFailed, VUnreported}
+	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported}
 
 // Violation is one broken promise, named by message and cycle.
 type Violation struct {
@@ -94,6 +110,10 @@ type CheckParams struct {
 	// window did not absorb a republish) is counted in DupStream, not a
 	// violation: the cluster promises at-least-once.
 	Stream bool
+	// MaxAttempts is the server's --max-attempts (0: the harness's
+	// MaxAttempts): the failed deliveries after which a message goes to
+	// "<topic>.dlq".
+	MaxAttempts int
 }
 
 // Counts are the summary numbers of a checked history.
@@ -122,6 +142,21 @@ type Counts struct {
 	DupStream     int `json:"dup_stream"`       // --cluster: the same ID stored twice in the delivery stream: allowed, counted
 	CutAttributed int `json:"cut_attributed"`   // violations named by cut bytes
 	Pending       int `json:"pending"`          // messages still owed (drain not finished)
+	// Dead letters.
+	ReceiveInDoubt     int `json:"receive_in_doubt"`     // Receives that failed in doubt (may have leased unseen messages)
+	Poison             int `json:"poison"`               // poison messages scheduled (answered OK)
+	PoisonCancelled    int `json:"poison_cancelled"`     // of them answered "cancelled": owed nothing
+	DeadLettered       int `json:"dead_lettered"`        // messages delivered on a .dlq topic, poison or not
+	DeadLetteredPoison int `json:"dead_lettered_poison"` // of them poison
+	DLQDeliveries      int `json:"dlq_deliveries"`       // Receive results on .dlq topics
+	NotDeadLettered    int `json:"not_dead_lettered"`    // poison messages that did not end acked on their .dlq topic
+	// DupDeadLetterAgain: a .dlq delivery after a durable ack of that ID
+	// there, when a restart let the message be dead-lettered twice (its
+	// topic handed it out again in a later server life): allowed.
+	DupDeadLetterAgain int `json:"dup_dead_letter_again"`
+	// AfterDeadLetterRestart: handed out on its topic after its dead
+	// letter's ack, in a later server life than its first lease: allowed.
+	AfterDeadLetterRestart int `json:"after_dead_letter_restart"`
 }
 
 // Result is the verdict on a history.
@@ -179,10 +214,35 @@ type keyState struct {
 //   - Nothing may arrive before NotBefore - SkewBound - Precision; a retry
 //     (ID != origin) not before the earliest Nack-with-delay sent before it
 //     plus its delay.
-//   - A second delivery of the same ID is a violation (VAfterAck) when the
-//     Receive that returned it was sent after an Ack or a delayed Nack of
-//     that ID was answered OK; otherwise it is an allowed redelivery,
-//     counted as after an ack in doubt or as never acked.
+//   - A second delivery of the same ID on the same topic is a violation
+//     (VAfterAck) when the Receive that returned it was sent after an Ack
+//     or a delayed Nack of that ID on that topic was answered OK;
+//     otherwise it is an allowed redelivery, counted as after an ack in
+//     doubt or as never acked.
+//
+// Dead letters (the built-in queue moves a message to "<topic>.dlq" when a
+// failure brings its attempt count to MaxAttempts: it appends it there,
+// then acks it on its topic; a crash in between leaves both copies):
+//
+//   - A delivery on a topic other than its own or its own .dlq is
+//     VPhantom. One on its .dlq needs MaxAttempts deliveries of the
+//     message on its topic first, each recorded or possibly inside a
+//     Receive of that topic that failed in doubt (the server may have
+//     leased it, and the lease run out, unseen), and an attempt count of
+//     at least MaxAttempts; else VDeadLetterEarly. A restart lowers
+//     attempt counts to the last checkpoint's, never raises them, so this
+//     holds across crashes. A delivery on its topic with an attempt count
+//     of MaxAttempts or more is VNotDeadLettered.
+//   - A poison message must end acked on its .dlq (VNotDeadLettered).
+//   - After the Ack of a dead letter was answered OK, the message is
+//     handed out on its topic again only if the server restarted between
+//     the dead-lettering and that Receive (VAfterDeadLetter), and the
+//     same ID on the .dlq again only if, besides, the message was handed
+//     out on its topic in a later server life (VAfterAck). The history
+//     does not say when the dead-lettering happened, only that it
+//     followed a lease of that ID: "a restart in between" is judged by
+//     server lives (cycles) against the first lease of the ID, recorded
+//     or in doubt.
 //
 // Violations of a message named by cut bytes are marked Cut.
 //
@@ -193,6 +253,10 @@ type keyState struct {
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
+	}
+	maxA := p.MaxAttempts
+	if maxA == 0 {
+		maxA = MaxAttempts
 	}
 	var res Result
 	c := &res.Counts
@@ -213,6 +277,9 @@ func Check(ev Events, p CheckParams) Result {
 		switch s.Outcome {
 		case OK:
 			c.Scheduled++
+			if s.Poison {
+				c.Poison++
+			}
 		case InDoubt:
 			c.ScheduleInDoubt++
 		default:
@@ -236,6 +303,12 @@ func Check(ev Events, p CheckParams) Result {
 		st(d.Key).deliveries = append(st(d.Key).deliveries, d)
 	}
 	c.Deliveries = len(ev.Deliveries)
+	rfails := map[string][]*ReceiveFail{} // by topic
+	for i := range ev.ReceiveFails {
+		f := &ev.ReceiveFails[i]
+		rfails[f.Topic] = append(rfails[f.Topic], f)
+	}
+	c.ReceiveInDoubt = len(ev.ReceiveFails)
 	for i := range ev.Settles {
 		x := &ev.Settles[i]
 		st(x.Key).settles = append(st(x.Key).settles, x)
@@ -303,8 +376,38 @@ func Check(ev Events, p CheckParams) Result {
 		// its topic's queue log was cut (the cut offsets are reused, and an
 		// ack of the cut record applies to the record written there next);
 		// or its commitlog offset is at or above a commitlog cut (reused).
-		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] ||
+		// Its dead-letter topic's queue log counts as its topic's.
+		cutNamed := cutKeys[key] || (sc.ID != "" && cutCancels[sc.ID]) || cutQueues[sc.Topic] || cutQueues[dlqTopic(sc.Topic)] ||
 			(cutFrom >= 0 && seqOf(sc.ID) >= cutFrom)
+
+		dl := dlqJudge{p: p, maxA: maxA, sc: sc, dlq: dlqTopic(sc.Topic)}
+		for _, d := range s.deliveries {
+			switch {
+			case d.Topic == dl.dlq:
+				dl.dead = append(dl.dead, d)
+			case d.Topic == sc.Topic || p.Stream:
+				dl.orig = append(dl.orig, d)
+			default:
+				add(Violation{Kind: VPhantom, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cutNamed,
+					Detail: fmt.Sprintf("handed out on topic %q; its Schedule named %q", d.Topic, sc.Topic)})
+			}
+		}
+		for _, f := range rfails[sc.Topic] {
+			if f.Failed.After(sc.Sent) {
+				dl.doubt = append(dl.doubt, f)
+			}
+		}
+		c.DLQDeliveries += len(dl.dead)
+		if len(dl.dead) > 0 {
+			c.DeadLettered++
+			if sc.Poison {
+				c.DeadLetteredPoison++
+			}
+		}
+		for _, v := range dl.judge(s.settles, c) {
+			v.Key, v.Cut = key, cutNamed
+			add(v)
+		}
 
 		// Cancel truthfulness.
 		for _, x := range s.cancels {
@@ -361,8 +464,8 @@ func Check(ev Events, p CheckParams) Result {
 		// Duplicates of an ID.
 		seen := map[string]bool{}
 		for _, d := range s.deliveries {
-			if !seen[d.ID] {
-				seen[d.ID] = true
+			if tid := d.Topic + "\x00" + d.ID; !seen[tid] {
+				seen[tid] = true
 				continue
 			}
 			if p.Stream {
@@ -371,7 +474,7 @@ func Check(ev Events, p CheckParams) Result {
 			}
 			var durable, doubt *Settle
 			for _, x := range s.settles {
-				if x.ID != d.ID || (x.Kind == Nack && x.NackDelay <= 0) {
+				if x.ID != d.ID || x.Topic != d.Topic || (x.Kind == Nack && x.NackDelay <= 0) {
 					continue
 				}
 				switch {
@@ -384,6 +487,8 @@ func Check(ev Events, p CheckParams) Result {
 				}
 			}
 			switch {
+			case durable != nil && d.Topic == dl.dlq && dl.deadLetteredAgain(d):
+				c.DupDeadLetterAgain++
 			case durable != nil:
 				c.DupAfterAck++
 				what := "Ack"
@@ -392,7 +497,7 @@ func Check(ev Events, p CheckParams) Result {
 				}
 				cut := cutNamed || ackCutBetween(cutAcks[d.Topic], durable.Answered, d.Received)
 				add(Violation{Kind: VAfterAck, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cut,
-					Detail: fmt.Sprintf("handed out by a Receive sent %v after its %s (cycle %d) was answered OK", d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
+					Detail: fmt.Sprintf("handed out on %s by a Receive sent %v after its %s (cycle %d) was answered OK", d.Topic, d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
 			case doubt != nil:
 				c.DupAckInDoubt++
 			default:
@@ -402,6 +507,9 @@ func Check(ev Events, p CheckParams) Result {
 
 		// Loss: walk the message's life in harness time.
 		if sc.Outcome != OK || cancelledOK(s.cancels) {
+			if sc.Outcome == OK && sc.Poison {
+				c.PoisonCancelled++
+			}
 			continue
 		}
 		if p.Stream && len(s.deliveries) > 0 {
@@ -416,6 +524,11 @@ func Check(ev Events, p CheckParams) Result {
 		// return: place it at the sending, so that a Receive overlapping
 		// an Ack never makes the message look unacked (a loss is only
 		// reported when no order of the overlapping calls explains it).
+		// For the same reason an Ack is placed at its answer and a Nack
+		// answered OK at its sending: a Nack that dead-letters the message
+		// appends it to the .dlq before it acks it on its topic and
+		// answers, so the dead letter can be received and acked before the
+		// Nack is answered (seed 2 of the first run with dead letters).
 		for _, d := range s.deliveries {
 			steps = append(steps, step{d.Issued, 0})
 		}
@@ -424,7 +537,7 @@ func Check(ev Events, p CheckParams) Result {
 			case x.Kind == Ack && x.Outcome != Rejected:
 				steps = append(steps, step{x.Answered, 1})
 			case x.Kind == Nack && x.Outcome == OK:
-				steps = append(steps, step{x.Answered, 2})
+				steps = append(steps, step{x.Sent, 2})
 			case x.Kind == Nack && x.Outcome == InDoubt:
 				steps = append(steps, step{x.Answered, 3})
 			}
@@ -456,7 +569,16 @@ func Check(ev Events, p CheckParams) Result {
 		case 0:
 			v = &Violation{Kind: VLostRedelivery, At: steps[len(steps)-1].at, Detail: "delivered, never durably acked, and never handed out again"}
 		}
-		if v != nil {
+		if sc.Poison && !p.Stream && last != -1 && !dl.ackedDead(s.settles) && (v == nil || len(dl.dead) == 0) {
+			v = &Violation{Kind: VNotDeadLettered, At: steps[len(steps)-1].at, Detail: dl.notDeadDetail(s.settles)}
+		}
+		if v != nil && v.Kind == VNotDeadLettered {
+			c.NotDeadLettered++
+			c.Pending++
+			res.Pending = append(res.Pending, key)
+			v.Key, v.ID, v.Cycle, v.Cut = key, sc.ID, sc.Cycle, cutNamed
+			add(*v)
+		} else if v != nil {
 			c.Lost++
 			c.Pending++
 			res.Pending = append(res.Pending, key)

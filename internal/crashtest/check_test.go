@@ -27,7 +27,7 @@ func (b *hb) deliver(key, id, origin string, issuedMs, recvMs int) *hb {
 }
 
 func (b *hb) settle(key, id string, kind SettleKind, delayMs int, out Outcome, sentMs, answeredMs int) *hb {
-	b.ev.Settles = append(b.ev.Settles, Settle{Key: key, ID: id, Kind: kind, NackDelay: time.Duration(delayMs) * time.Millisecond,
+	b.ev.Settles = append(b.ev.Settles, Settle{Key: key, ID: id, Topic: "t", Kind: kind, NackDelay: time.Duration(delayMs) * time.Millisecond,
 		Cycle: 2, Sent: at(sentMs), Answered: at(answeredMs), Outcome: out})
 	return b
 }

@@ -63,6 +63,9 @@ type Schedule struct {
 	// the requested time for an absolute one (skew is applied by Check).
 	NotBefore time.Time
 	Kind      string // "delay", "at", "level": how the time was given
+	// Poison marks a message every consumer fails on purpose (it carries
+	// the header PoisonHeader): it must end acked on "<topic>.dlq".
+	Poison bool `json:",omitempty"`
 }
 
 // Cancel is one Cancel call.
@@ -106,12 +109,23 @@ const (
 // Settle is one Ack or Nack of a received message (by its receipt).
 type Settle struct {
 	Key, ID   string
+	Topic     string // the topic the Ack or Nack named (a .dlq topic for a dead letter)
 	Kind      SettleKind
 	NackDelay time.Duration // for a Nack
 	Cycle     int
 	Sent      time.Time
 	Answered  time.Time
 	Outcome   Outcome
+}
+
+// ReceiveFail is a Receive that failed in doubt (not refused): the server
+// may have leased messages of Topic to it that the harness never saw, and
+// a lease that then ran out raised their attempt counts.
+type ReceiveFail struct {
+	Topic  string
+	Cycle  int
+	Issued time.Time // when the Receive was sent
+	Failed time.Time // when it returned its error
 }
 
 // Cut describes bytes --corrupt-tail removed before a restart, and what
@@ -148,6 +162,7 @@ type History struct {
 	cancels    []Cancel
 	deliveries []Delivery
 	settles    []Settle
+	rfails     []ReceiveFail
 	cuts       []Cut
 }
 
@@ -164,6 +179,11 @@ func (h *History) AddDelivery(d Delivery) {
 }
 func (h *History) AddSettle(s Settle) { h.mu.Lock(); h.settles = append(h.settles, s); h.mu.Unlock() }
 func (h *History) AddCut(c Cut)       { h.mu.Lock(); h.cuts = append(h.cuts, c); h.mu.Unlock() }
+func (h *History) AddReceiveFail(f ReceiveFail) {
+	h.mu.Lock()
+	h.rfails = append(h.rfails, f)
+	h.mu.Unlock()
+}
 
 // Events is a copy of a History's events, what Check reads.
 type Events struct {
@@ -171,7 +191,9 @@ type Events struct {
 	Cancels    []Cancel
 	Deliveries []Delivery
 	Settles    []Settle
-	Cuts       []Cut
+	// ReceiveFails are the Receives that failed in doubt.
+	ReceiveFails []ReceiveFail
+	Cuts         []Cut
 }
 
 // Snapshot copies the events recorded so far.
@@ -179,11 +201,12 @@ func (h *History) Snapshot() Events {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return Events{
-		Schedules:  append([]Schedule(nil), h.schedules...),
-		Cancels:    append([]Cancel(nil), h.cancels...),
-		Deliveries: append([]Delivery(nil), h.deliveries...),
-		Settles:    append([]Settle(nil), h.settles...),
-		Cuts:       append([]Cut(nil), h.cuts...),
+		Schedules:    append([]Schedule(nil), h.schedules...),
+		Cancels:      append([]Cancel(nil), h.cancels...),
+		Deliveries:   append([]Delivery(nil), h.deliveries...),
+		Settles:      append([]Settle(nil), h.settles...),
+		ReceiveFails: append([]ReceiveFail(nil), h.rfails...),
+		Cuts:         append([]Cut(nil), h.cuts...),
 	}
 }
 

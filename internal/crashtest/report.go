@@ -48,6 +48,11 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("duplicates: never acked (allowed)", c.DupUnacked)
 		row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
 		row("duplicates: after durable ack (violation)", c.DupAfterAck)
+		row("max-attempts / poison share", fmt.Sprintf("%d / %d%%", s.MaxAttempts, s.PoisonPercent))
+		row("poison scheduled / cancelled / dead-lettered / not (violation)", fmt.Sprintf("%d / %d / %d / %d", c.Poison, c.PoisonCancelled, c.DeadLetteredPoison, c.NotDeadLettered))
+		row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
+		row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
+		row("Receives in doubt", c.ReceiveInDoubt)
 		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 	}
 	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))

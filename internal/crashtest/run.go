@@ -38,6 +38,11 @@ type Config struct {
 	Consumers       int           // default 2
 	Topics          int           // default 2
 	OpsPerSecond    int           // per producer (default 40)
+	// PoisonPercent is the share of messages, in percent, that consumers
+	// fail on every delivery so that each must end on "<topic>.dlq"
+	// (default 5; negative: none; from 0 to 50). Not used with Cluster,
+	// whose consumer reads the delivery stream and cannot fail a message.
+	PoisonPercent int
 	// Cluster runs against a cluster instead of one server: a 3-node NATS
 	// cluster (internal/natscluster) and 3 hourglass nodes (serve
 	// --cluster); cycles SIGKILL one hourglass or one NATS node, and the
@@ -76,6 +81,7 @@ const (
 	DefaultTopics          = 2
 	DefaultOpsPerSecond    = 40
 	DefaultDrainGrace      = 20 * time.Second
+	DefaultPoisonPercent   = 5
 )
 
 func (c *Config) fill() error {
@@ -89,6 +95,7 @@ func (c *Config) fill() error {
 	def(&c.Consumers, DefaultConsumers)
 	def(&c.Topics, DefaultTopics)
 	def(&c.OpsPerSecond, DefaultOpsPerSecond)
+	def(&c.PoisonPercent, DefaultPoisonPercent)
 	if c.Duration == 0 {
 		c.Duration = DefaultDuration
 	}
@@ -109,6 +116,7 @@ func (c *Config) fill() error {
 	}
 	def(&c.Partitions, DefaultPartitions)
 	if c.Cluster {
+		c.PoisonPercent = -1 // the stream's consumer cannot fail a message
 		switch {
 		case c.CorruptTail:
 			return errors.New("--corrupt-tail cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not tear")
@@ -135,6 +143,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("topics %d: from 1 to 16", c.Topics)
 	case c.OpsPerSecond < 1 || c.OpsPerSecond > 1000:
 		return fmt.Errorf("ops per second %d: from 1 to 1000", c.OpsPerSecond)
+	case c.PoisonPercent > 50:
+		return fmt.Errorf("--poison-percent %d: from 0 to 50 (each poison message costs %d deliveries)", c.PoisonPercent, MaxAttempts+1)
 	}
 	for _, k := range c.Allow {
 		if !slices.Contains(Kinds, k) {
@@ -147,6 +157,8 @@ func (c *Config) fill() error {
 // Summary is what a run reports (the table, or --json).
 type Summary struct {
 	Seed            uint64         `json:"seed"`
+	MaxAttempts     int            `json:"max_attempts"`   // the server's --max-attempts
+	PoisonPercent   int            `json:"poison_percent"` // share of poison messages (0: none)
 	Fsync           string         `json:"fsync"`
 	SegmentDuration string         `json:"segment_duration"`
 	CorruptTail     bool           `json:"corrupt_tail"`
@@ -196,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	r := &runner{cfg: cfg, work: work, dataDir: filepath.Join(work, "data"), logPath: filepath.Join(work, "server.log"),
 		hist: &History{}, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6372617368)),
-		sum: &Summary{Seed: cfg.Seed, Fsync: cfg.Fsync, SegmentDuration: cfg.SegmentDuration.String(), CorruptTail: cfg.CorruptTail,
+		sum: &Summary{Seed: cfg.Seed, MaxAttempts: MaxAttempts, PoisonPercent: max(0, cfg.PoisonPercent), Fsync: cfg.Fsync, SegmentDuration: cfg.SegmentDuration.String(), CorruptTail: cfg.CorruptTail,
 			KillMoments: map[string]int{}, CutsByMode: map[string]int{}, Allowed: cfg.Allow}}
 	if r.cfg.Bin == "" {
 		wd, err := os.Getwd()
@@ -251,7 +263,7 @@ type runner struct {
 
 // checkParams are Check's parameters for this run.
 func (r *runner) checkParams() CheckParams {
-	return CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound, Stream: r.cfg.Cluster}
+	return CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound, Stream: r.cfg.Cluster, MaxAttempts: MaxAttempts}
 }
 
 func (r *runner) progress(format string, a ...any) {

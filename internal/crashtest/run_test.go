@@ -13,7 +13,7 @@ import (
 // TestRunRealServer runs the harness for real: it builds hourglass, runs
 // three kill-restart cycles with torn tails on one-second buckets, drains,
 // and checks that the harness did its job (kills, restarts, deliveries, a
-// complete drain, measured recovery and skew) and that the server broke no
+// complete drain, poison messages dead-lettered, measured recovery and skew) and that the server broke no
 // promise. Bounded by a 90 s context; about 20-30 s on 2 cores.
 func TestRunRealServer(t *testing.T) {
 	if testing.Short() {
@@ -44,6 +44,13 @@ func TestRunRealServer(t *testing.T) {
 	if c.Scheduled < 50 || c.Delivered < c.Scheduled-c.Cancelled || !sum.DrainComplete {
 		t.Errorf("scheduled %d, delivered %d, cancelled %d, drain complete %v: the load or the drain did not happen",
 			c.Scheduled, c.Delivered, c.Cancelled, sum.DrainComplete)
+	}
+	// Poison messages (5% by default) must have reached their .dlq
+	// topics; Check fails the run for any that did not, so this asserts
+	// that the workload made some.
+	if c.Poison == 0 || c.DeadLetteredPoison == 0 || sum.MaxAttempts != MaxAttempts {
+		t.Errorf("poison %d, dead-lettered poison %d, max-attempts %d: the dead-letter path was not exercised",
+			c.Poison, c.DeadLetteredPoison, sum.MaxAttempts)
 	}
 	if sum.Kills > 0 && sum.Cuts == 0 {
 		t.Errorf("%d SIGKILLs with --corrupt-tail, no file damaged", sum.Kills)

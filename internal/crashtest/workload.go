@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/queue"
 )
 
 // DelayLevels are the --delay-levels the harness starts the server with,
@@ -23,14 +26,29 @@ var DelayLevels = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second,
 
 const delayLevelsFlag = "1s 2s 3s 5s"
 
-// MaxAttempts is the server's --max-attempts in the harness: far above the
-// failures the harness causes (at most maxFailures per message, besides
-// leases that run out while a server is down), so no message is
-// dead-lettered; a delivery on a .dlq topic would be a phantom.
+// MaxAttempts is the server's --max-attempts in the harness: the fourth
+// failed delivery of a message (a Nack, or a lease that ran out) sends it
+// to "<topic>.dlq". Poison messages (Config.PoisonPercent) are failed on
+// every delivery, so each must end there. Other messages fail on purpose
+// at most maxFailures times, one short of dead-lettering; a lease that runs
+// out for another reason (an Ack that came too late, a Receive whose answer
+// was lost) can still take one there, which the checker accepts and counts.
 const (
-	MaxAttempts = 1000
-	maxFailures = 3
+	MaxAttempts = 4
+	maxFailures = MaxAttempts - 2
 )
+
+// PoisonHeader marks a poison message (value "1"). Consumers decide by the
+// header the server hands back, not by the harness's records, so a server
+// that lost headers on a retry or a dead letter would have the message
+// acked on its topic instead, which the checker reports.
+const PoisonHeader = "crashtest-poison"
+
+// dlqTopic is the dead-letter topic of topic.
+func dlqTopic(topic string) string { return topic + queue.DLQSuffix }
+
+// isDLQ reports whether topic is a dead-letter topic.
+func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix) }
 
 // classify turns an RPC error into an outcome: nil is OK; an error the
 // server answered (a connect code other than Unavailable/Unknown/Canceled/
@@ -176,6 +194,10 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 	// retried until answered, and must not make a second message.
 	req := &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(key), IdempotencyKey: key}
 	s := Schedule{Key: key, Topic: topic, Cycle: cycle}
+	if !w.cfg.Cluster && w.cfg.PoisonPercent > 0 && rng.IntN(100) < w.cfg.PoisonPercent {
+		s.Poison = true
+		req.Headers = []*hourglassv1.Header{{Key: PoisonHeader, Value: "1"}}
+	}
 	segMs := seg.Milliseconds()
 	at := func(ms int64) {
 		req.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(time.UnixMilli(ms))}
@@ -232,25 +254,39 @@ func (w *workload) cancel(ctx context.Context, c hourglassv1connect.HourglassSer
 	w.hist.AddCancel(x)
 }
 
-// consume receives from every topic in turn until ctx ends. With drain
-// set it acks everything it gets under a long lease.
+// consume receives from every topic and every dead-letter topic in turn
+// until ctx ends. With drain set it acks everything it gets under a long
+// lease, except poison messages outside a dead-letter topic, which it
+// still nacks.
 func (w *workload) consume(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle, id int, rng *rand.Rand, drain bool) {
 	const longLease = 5 * time.Second
+	topics := slices.Clone(w.topics)
+	for _, t := range w.topics {
+		topics = append(topics, dlqTopic(t))
+	}
 	for i := id; ctx.Err() == nil; i++ {
-		topic := w.topics[i%len(w.topics)]
-		short := !drain && rng.IntN(100) < 15
+		topic := topics[i%len(topics)]
+		dead := isDLQ(topic)
+		short := !drain && !dead && rng.IntN(100) < 15
 		lease := longLease
 		if short {
 			lease = time.Duration(300+rng.IntN(500)) * time.Millisecond
 		}
+		wait := int64(200)
+		if dead {
+			wait = 0 // mostly empty: do not hold up the other topics
+		}
 		issued := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := c.Receive(cctx, connect.NewRequest(&hourglassv1.ReceiveRequest{
-			Topic: topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: 200, LeaseMs: lease.Milliseconds(),
+			Topic: topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: lease.Milliseconds(),
 		}))
 		cancel()
 		received := time.Now()
 		if err != nil {
+			if classify(err) == InDoubt {
+				w.hist.AddReceiveFail(ReceiveFail{Topic: topic, Cycle: cycle, Issued: issued, Failed: received})
+			}
 			sleep(ctx, 20*time.Millisecond) // the server is down or restarting
 			continue
 		}
@@ -263,6 +299,20 @@ func (w *workload) consume(ctx context.Context, c hourglassv1connect.HourglassSe
 			key := string(m.Body)
 			r := rng.IntN(100)
 			switch {
+			case dead:
+				w.settle(ctx, c, cycle, m, Ack, 0)
+			case poisoned(m):
+				// Fail it, one of three ways: each failure raises its
+				// attempt count until it is dead-lettered.
+				switch {
+				case !drain && (short || r < 10) && r < 50:
+					// let the lease run out (a long one only outside the
+					// drain, whose deadline would not wait for it)
+				case r%2 == 0:
+					w.settle(ctx, c, cycle, m, Nack, time.Duration(50+rng.IntN(250))*time.Millisecond)
+				default:
+					w.settle(ctx, c, cycle, m, Nack, 0)
+				}
 			case drain:
 				w.settle(ctx, c, cycle, m, Ack, 0)
 			case short && r < 50 && w.fail(key):
@@ -278,8 +328,18 @@ func (w *workload) consume(ctx context.Context, c hourglassv1connect.HourglassSe
 	}
 }
 
+// poisoned reports whether m carries PoisonHeader.
+func poisoned(m *hourglassv1.Message) bool {
+	for _, h := range m.Headers {
+		if h.Key == PoisonHeader && h.Value == "1" {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *workload) settle(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration) {
-	x := Settle{Key: string(m.Body), ID: m.Id, Kind: kind, NackDelay: delay, Cycle: cycle, Sent: time.Now()}
+	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sent: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	var err error
 	if kind == Ack {
