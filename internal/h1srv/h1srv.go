@@ -295,8 +295,8 @@ func (c *conn) serve() {
 		}
 		c.req.Body, _ = c.br.Peek(headLen + bodyLen)
 		c.req.Body = c.req.Body[headLen:]
-		c.w.closing = c.req.Close || c.srv.closing.Load()
-		c.w.wrote = false
+		c.w.closing = c.req.Close
+		c.w.shut = &c.srv.closing
 		if !c.srv.opts.Handler.ServeH1(c.srv.ctx, &c.req, &c.w) {
 			if len(c.w.out) > 0 && !c.flush() {
 				return
@@ -391,9 +391,8 @@ func (c *conn) handOff() {
 // ResponseWriter collects the answers of a connection's requests.
 type ResponseWriter struct {
 	out     []byte
-	closing bool
-	wrote   bool
-	hdr     []byte // scratch
+	closing bool         // the connection closes after this answer
+	shut    *atomic.Bool // the server's closing
 }
 
 // Write appends one answer: the status line, the header fields given as
@@ -401,7 +400,9 @@ type ResponseWriter struct {
 // Date, Content-Length, "Connection: close" when the connection closes
 // after it, and body. It copies body.
 func (w *ResponseWriter) Write(status int, fields []string, body []byte) {
-	w.wrote = true
+	if w.shut != nil && w.shut.Load() {
+		w.closing = true // the server is shutting down: a call in progress is its connection's last
+	}
 	w.out = append(w.out, "HTTP/1.1 "...)
 	w.out = strconv.AppendInt(w.out, int64(status), 10)
 	w.out = append(w.out, ' ')
