@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
@@ -53,7 +55,7 @@ type loopServer struct {
 
 // serveLoop serves ts's Handler as `hourglass serve` does without TLS: the
 // connection loop in front of an http.Server with HTTP/1.1 and h2c.
-func serveLoop(t *testing.T, ts *testServer) *loopServer {
+func serveLoop(t testing.TB, ts *testServer) *loopServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -220,5 +222,124 @@ func TestLoopKeepAlive(t *testing.T) {
 	}
 	if got := ls.loop.served.Load(); got != n+1 || ls.ln.n.Load() != 1 {
 		t.Errorf("loop answered %d of %d calls on %d connections; want all on 1", got, n+1, ls.ln.n.Load())
+	}
+}
+
+// rawClient sends one fixed request at a time on a connection and reads
+// the answer with as little work as it can, so that a benchmark's CPU is
+// mostly the server's.
+type rawClient struct {
+	conn net.Conn
+	req  []byte
+	buf  []byte
+}
+
+func newRawClient(b *testing.B, addr string, req []byte) *rawClient {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return &rawClient{conn: c, req: req, buf: make([]byte, 0, 4096)}
+}
+
+var contentLength = []byte("\r\nContent-Length: ")
+
+// call sends the request and reads one answer, which must be a 200.
+func (c *rawClient) call() error {
+	if _, err := c.conn.Write(c.req); err != nil {
+		return err
+	}
+	c.buf = c.buf[:0]
+	for {
+		n, err := c.conn.Read(c.buf[len(c.buf):cap(c.buf)])
+		c.buf = c.buf[:len(c.buf)+n]
+		if end := bytes.Index(c.buf, []byte("\r\n\r\n")); end >= 0 {
+			i := bytes.Index(c.buf[:end], contentLength)
+			if i < 0 || !bytes.HasPrefix(c.buf, []byte("HTTP/1.1 200 ")) {
+				return fmt.Errorf("answer %q", c.buf)
+			}
+			length := 0
+			for _, d := range c.buf[i+len(contentLength) : end] {
+				if d < '0' || d > '9' {
+					break
+				}
+				length = length*10 + int(d-'0')
+			}
+			if len(c.buf) == end+4+length {
+				return nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// BenchmarkServeConn sends Schedule calls as the Go client writes them
+// over real loopback connections to the server behind net/http's server
+// alone and behind the connection loop (engine at fsync none), from one
+// connection (sequential: repeatable instruction counts under callgrind)
+// and from 64 in parallel. The client is raw bytes, the same for both, so
+// the difference of cpu-µs/msg is the server's.
+func BenchmarkServeConn(b *testing.B) {
+	payload, err := proto.Marshal(&hourglassv1.ScheduleRequest{Topic: "bench", Body: make([]byte, 256), When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 3_600_000}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := []byte(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: connect-go/1.19.1 (go1.26)\r\nContent-Length: %d\r\n"+
+		"Accept-Encoding: gzip\r\nConnect-Protocol-Version: 1\r\nConnect-Timeout-Ms: 30000\r\nContent-Type: application/proto\r\n\r\n%s",
+		hourglassv1connect.HourglassServiceScheduleProcedure, len(payload), payload))
+	for _, server := range []string{"nethttp", "loop"} {
+		for _, conns := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%s/conns=%d", server, conns), func(b *testing.B) {
+				ts := newTestServer(b, Options{})
+				var addr string
+				if server == "loop" {
+					ls := serveLoop(b, ts)
+					addr = strings.TrimPrefix(ls.url, "http://")
+				} else {
+					addr = strings.TrimPrefix(ts.http.URL, "http://")
+				}
+				clients := make(chan *rawClient, conns)
+				for range conns {
+					clients <- newRawClient(b, addr, req)
+				}
+				if conns == 1 {
+					c := <-clients
+					b.ResetTimer()
+					cpu := startCPU()
+					for range b.N {
+						serveConnOnce(b, c)
+					}
+					cpu.report(b, b.N)
+					return
+				}
+				b.SetParallelism((conns + 1) / 2)
+				b.ResetTimer()
+				cpu := startCPU()
+				b.RunParallel(func(pb *testing.PB) {
+					c := <-clients
+					for pb.Next() {
+						if err := c.call(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				cpu.report(b, b.N)
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// serveConnOnce makes one call; a function of its own for callgrind's
+// --toggle-collect.
+//
+//go:noinline
+func serveConnOnce(b *testing.B, c *rawClient) {
+	if err := c.call(); err != nil {
+		b.Fatal(err)
 	}
 }
