@@ -242,42 +242,91 @@ const (
 
 var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, BufferSize) }}
 
+// firstReadSize is the size of a connection's own buffer for the first
+// read of a request, while it holds no pooled read buffer: room for a
+// whole single Schedule call as the Go client sends it.
+const firstReadSize = 2048
+
 type conn struct {
 	srv   *Server
 	nc    net.Conn
 	state atomic.Int32
-	br    *bufio.Reader
+	br    *bufio.Reader // pooled; nil while the connection is idle
+	src   firstRead     // what br reads from
+	first [firstReadSize]byte
 	req   Request
 	w     ResponseWriter
 }
 
+// firstRead reads what the connection's first read of a request got, then
+// the connection.
+type firstRead struct {
+	pending []byte
+	nc      net.Conn
+}
+
+func (f *firstRead) Read(p []byte) (int, error) {
+	if len(f.pending) > 0 {
+		n := copy(p, f.pending)
+		f.pending = f.pending[n:]
+		return n, nil
+	}
+	return f.nc.Read(p)
+}
+
+// release gives the read buffer back to the pool; it must hold nothing.
+func (c *conn) release() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.br = nil
+	}
+}
+
+// await waits for the next request's first bytes with no read buffer
+// taken from the pool, so that an idle connection holds only its own
+// small buffer, then takes one. It reports false if the connection ended.
+func (c *conn) await() bool {
+	c.release()
+	c.state.Store(stateIdle)
+	if c.srv.closing.Load() {
+		return false
+	}
+	n, err := c.nc.Read(c.first[:])
+	if n == 0 {
+		_ = err // closed, reset or shut down: nothing to answer
+		return false
+	}
+	if !c.state.CompareAndSwap(stateIdle, stateActive) {
+		return false // Shutdown closed it
+	}
+	c.src.pending = c.first[:n]
+	c.br = readers.Get().(*bufio.Reader)
+	c.br.Reset(&c.src)
+	return true
+}
+
 func (c *conn) serve() {
 	defer c.srv.forget(c)
-	c.br = readers.Get().(*bufio.Reader)
-	c.br.Reset(c.nc)
+	c.src.nc = c.nc
 	c.req.RemoteAddr = c.nc.RemoteAddr().String()
 	handed := false
 	defer func() {
+		if p := recover(); p != nil {
+			c.srv.opts.Logger.Error("h1srv: panic serving a connection", "remote", c.req.RemoteAddr, "panic", p)
+		}
 		if !handed {
 			c.nc.Close()
-			c.br.Reset(nil)
-			readers.Put(c.br)
+			c.release()
 		}
 	}()
 	for {
-		if c.br.Buffered() == 0 {
+		if c.br == nil || c.br.Buffered() == 0 {
 			if len(c.w.out) > 0 && !c.flush() {
 				return
 			}
-			c.state.Store(stateIdle)
-			if c.srv.closing.Load() {
+			if !c.await() {
 				return
-			}
-			if _, err := c.br.Peek(1); err != nil {
-				return
-			}
-			if !c.state.CompareAndSwap(stateIdle, stateActive) {
-				return // Shutdown closed it
 			}
 		}
 		v, headLen, bodyLen := c.next()
@@ -382,7 +431,7 @@ func (c *conn) flush() bool {
 func (c *conn) handOff() {
 	c.state.Store(stateClosed) // Shutdown leaves it to the http.Server
 	c.nc.SetReadDeadline(time.Time{})
-	rc := &replayConn{Conn: c.nc, br: c.br}
+	rc := &replayConn{Conn: c.nc, br: c.br, src: &c.src}
 	if !c.srv.handoff.put(rc) {
 		c.nc.Close()
 	}

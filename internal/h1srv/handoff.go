@@ -66,7 +66,8 @@ func (l *handoffListener) Addr() net.Addr {
 // first. net/http reads a connection from one goroutine at a time.
 type replayConn struct {
 	net.Conn
-	br *bufio.Reader // nil once drained
+	br  *bufio.Reader // nil once drained
+	src *firstRead    // what br reads from: what it holds of the first read, then the connection
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
@@ -78,7 +79,7 @@ func (c *replayConn) Read(p []byte) (int, error) {
 		readers.Put(c.br)
 		c.br = nil
 	}
-	return c.Conn.Read(p)
+	return c.src.Read(p)
 }
 
 // CloseWrite shuts the writing side down, as net/http does on a TCP
