@@ -7,7 +7,8 @@
 // response writer per call, and a background read started once the body
 // is read, which costs an extra read system call and netpoll arming per
 // request and a deadline change to stop it. The loop instead runs one
-// goroutine per connection with a pooled read buffer: it peeks at the
+// goroutine per connection with a pooled 64 KiB read buffer while a
+// request is in progress (an idle connection holds only 2 KiB): it peeks at the
 // next request without consuming it, parses a strict subset of HTTP/1.1
 // (parseHead: POST to one of a few exact paths, Content-Length only, the
 // whole body in the buffer), and calls the Handler with the request in
@@ -23,7 +24,8 @@
 //
 // Limits and shutdown follow the http.Server's: a head that arrives
 // slowly gets Options.ReadHeaderTimeout (a read deadline set only when a
-// peek finds a request incomplete, so the common path sets none), an idle
+// peek finds a request incomplete, so the common path sets none), as does
+// a new connection's first request counted from the accept; an idle
 // connection waits for its next request without a deadline as net/http's
 // does without IdleTimeout, and Shutdown stops accepting, closes idle
 // connections, lets calls in progress finish, then shuts the http.Server
@@ -254,8 +256,11 @@ type conn struct {
 	br    *bufio.Reader // pooled; nil while the connection is idle
 	src   firstRead     // what br reads from
 	first [firstReadSize]byte
-	req   Request
-	w     ResponseWriter
+	// used is set once the connection sent its first request; deadline
+	// while a read deadline is set.
+	used, deadline bool
+	req            Request
+	w              ResponseWriter
 }
 
 // firstRead reads what the connection's first read of a request got, then
@@ -292,6 +297,13 @@ func (c *conn) await() bool {
 	if c.srv.closing.Load() {
 		return false
 	}
+	if !c.used && c.srv.opts.ReadHeaderTimeout > 0 {
+		// As net/http: a new connection's first head must arrive in time,
+		// counted from the accept; later ones from their first byte.
+		c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.ReadHeaderTimeout))
+		c.deadline = true
+	}
+	c.used = true
 	n, err := c.nc.Read(c.first[:])
 	if n == 0 {
 		_ = err // closed, reset or shut down: nothing to answer
@@ -371,10 +383,10 @@ func (c *conn) serve() {
 // next peeks until the request at the start of the buffer is complete
 // (head and body), or declined, or the head timed out (needMore).
 func (c *conn) next() (v verdict, headLen, bodyLen int) {
-	deadline := false
 	defer func() {
-		if deadline && v != needMore {
+		if c.deadline && v != needMore {
 			c.nc.SetReadDeadline(time.Time{})
+			c.deadline = false
 		}
 	}()
 	paths := c.srv.opts.Paths
@@ -391,9 +403,9 @@ func (c *conn) next() (v verdict, headLen, bodyLen int) {
 		case v == take:
 			// The body is not all here: wait for it without a deadline, as
 			// net/http does without a ReadTimeout.
-			if deadline {
+			if c.deadline {
 				c.nc.SetReadDeadline(time.Time{})
-				deadline = false
+				c.deadline = false
 			}
 			if _, err := c.br.Peek(headLen + bodyLen); err != nil {
 				return needMore, 0, 0
@@ -403,9 +415,9 @@ func (c *conn) next() (v verdict, headLen, bodyLen int) {
 		if len(buf) == BufferSize {
 			return decline, 0, 0 // a head larger than the buffer: net/http's
 		}
-		if !deadline && c.srv.opts.ReadHeaderTimeout > 0 {
+		if !c.deadline && c.srv.opts.ReadHeaderTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.srv.opts.ReadHeaderTimeout))
-			deadline = true
+			c.deadline = true
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
 			if c.br.Buffered() > len(buf) {
