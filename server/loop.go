@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -106,13 +107,7 @@ func (w *captureWriter) Write(p []byte) (int, error) {
 // net/http writes them, without the framing the loop writes itself.
 func (w *captureWriter) fields() []string {
 	var out []string
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range w.h {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(w.h)) {
 		if k == headerContentLength || k == "Date" || k == "Connection" || k == "Transfer-Encoding" {
 			continue
 		}
