@@ -104,6 +104,7 @@ func TestPipelinedAndHandoff(t *testing.T) {
 		{"declined", post("/svc/Schedule", "decline", "")},
 		{"chunked", "POST /svc/Schedule HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nc\r\n0\r\n\r\n"},
 		{"get", "GET /svc/Schedule HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"larger_than_buffer", post("/svc/Schedule", strings.Repeat("L", BufferSize), "")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := start(t, 0)
@@ -120,7 +121,8 @@ func TestPipelinedAndHandoff(t *testing.T) {
 				got = append(got, body)
 			}
 			third := map[string]string{"other_path": "http:POST /svc/Cancel c", "declined": "http:POST /svc/Schedule decline",
-				"chunked": "http:POST /svc/Schedule c", "get": "http:GET /svc/Schedule "}[c.name]
+				"chunked": "http:POST /svc/Schedule c", "get": "http:GET /svc/Schedule ",
+				"larger_than_buffer": "http:POST /svc/Schedule " + strings.Repeat("L", BufferSize)}[c.name]
 			want := []string{"loop:a", "loop:b", third, "http:POST /svc/Schedule d"}
 			if strings.Join(got, "|") != strings.Join(want, "|") {
 				t.Errorf("answers %q, want %q", got, want)
