@@ -16,7 +16,11 @@ import (
 // <token>", and if not, what is missing. The comparison takes the same
 // time whatever the guess.
 func checkToken(token string, header http.Header) error {
-	auth := header.Get("Authorization")
+	return checkAuth(token, header.Get("Authorization"))
+}
+
+// checkAuth is checkToken with the Authorization header's value.
+func checkAuth(token, auth string) error {
 	if auth == "" {
 		return errors.New("this server needs a bearer token: send the header 'Authorization: Bearer <token>' (the server's --auth-token)")
 	}

@@ -126,24 +126,62 @@ func putFastCall(c *fastCall) {
 	fastCalls.Put(c)
 }
 
+// fastHead is what the fast path reads of a call's header fields: the
+// first value of each and how many there are.
+type fastHead struct {
+	contentType, contentEncoding, version, timeout, auth string
+	nType, nEncoding, nVersion, nTimeout                 int
+}
+
+func firstOf(vals []string) (string, int) {
+	if len(vals) == 0 {
+		return "", 0
+	}
+	return vals[0], len(vals)
+}
+
+// httpHead reads a fastHead from net/http's header map.
+func httpHead(h http.Header) fastHead {
+	var f fastHead
+	f.contentType, f.nType = firstOf(h[headerContentType])
+	f.contentEncoding, f.nEncoding = firstOf(h[headerContentEncoding])
+	f.version, f.nVersion = firstOf(h[headerConnectVersion])
+	f.timeout, f.nTimeout = firstOf(h[headerConnectTimeout])
+	f.auth, _ = firstOf(h["Authorization"])
+	return f
+}
+
+// fastTakes reports whether the fast path takes a call with these header
+// fields, and its Connect timeout (-1 for none).
+func (s *Server) fastTakes(h *fastHead, contentLength int64) (time.Duration, bool) {
+	if s.opts.Cluster != nil || contentLength > int64(s.readMaxBytes()) {
+		return 0, false
+	}
+	if h.nType != 1 || h.contentType != protoContentType ||
+		(h.nEncoding > 0 && (h.nEncoding != 1 || h.contentEncoding != "identity")) ||
+		(h.nVersion > 0 && (h.nVersion != 1 || h.version != "1")) {
+		return 0, false
+	}
+	timeout, ok := connectTimeout(h.timeout, h.nTimeout)
+	if !ok {
+		return 0, false
+	}
+	if s.opts.AuthToken != "" && checkAuth(s.opts.AuthToken, h.auth) != nil {
+		return 0, false
+	}
+	return timeout, true
+}
+
 // fast serves a Schedule (batch false) or ScheduleBatch call on the fast
 // path if it can, and reports whether it did. When it did not, connect-go
 // must serve r, whose body reads as it did.
 func (s *Server) fast(w http.ResponseWriter, r *http.Request, batch bool) bool {
-	if s.opts.Cluster != nil || r.Method != http.MethodPost || r.ContentLength > int64(s.readMaxBytes()) {
+	if r.Method != http.MethodPost {
 		return false
 	}
-	h := r.Header
-	if !isOnly(h[headerContentType], protoContentType) ||
-		(len(h[headerContentEncoding]) > 0 && !isOnly(h[headerContentEncoding], "identity")) ||
-		(len(h[headerConnectVersion]) > 0 && !isOnly(h[headerConnectVersion], "1")) {
-		return false
-	}
-	timeout, ok := connectTimeout(h[headerConnectTimeout])
+	head := httpHead(r.Header)
+	timeout, ok := s.fastTakes(&head, r.ContentLength)
 	if !ok {
-		return false
-	}
-	if s.opts.AuthToken != "" && checkToken(s.opts.AuthToken, h) != nil {
 		return false
 	}
 	c := fastCalls.Get().(*fastCall)
@@ -155,34 +193,16 @@ func (s *Server) fast(w http.ResponseWriter, r *http.Request, batch bool) bool {
 		replay(r, c.body)
 		return false
 	}
-	procedure := hourglassv1connect.HourglassServiceScheduleProcedure
-	if batch {
-		procedure = hourglassv1connect.HourglassServiceScheduleBatchProcedure
-	}
-	start := time.Now()
-	var ctx context.Context = r.Context()
-	if timeout >= 0 {
-		d := newLazyDeadline(ctx, start.Add(timeout))
-		defer d.cancel()
-		ctx = d
-	}
-	ids, served, err := s.fastSchedule(ctx, c, batch, procedure)
+	served, err := s.fastCore(r.Context(), c, batch, timeout, r.RemoteAddr)
 	if !served {
 		replay(r, c.body)
 		return false
 	}
 	r.Body.Close()
-	s.fastServed.Add(1)
 	if err != nil {
-		newLogInterceptor(s.log).report(ctx, procedure, r.RemoteAddr, start, err)
 		writeConnectError(w, err)
 		putFastCall(c)
 		return true
-	}
-	if batch {
-		c.out = wirecodec.AppendResponses(c.out[:0], ids)
-	} else {
-		c.out = wirecodec.AppendResponse(c.out[:0], ids[0])
 	}
 	hdr := w.Header()
 	hdr[headerContentType] = protoContentTypeValue
@@ -192,6 +212,40 @@ func (s *Server) fast(w http.ResponseWriter, r *http.Request, batch bool) bool {
 	w.Write(c.out) // a failed write is the client's loss, as in connect-go
 	putFastCall(c)
 	return true
+}
+
+// fastCore is the fast path after the header checks, for net/http and the
+// connection loop alike: it decodes, checks and schedules the body in c
+// under the call's timeout (-1: none), and leaves the encoded answer in
+// c.out. served is false when connect-go must take the call instead:
+// nothing was scheduled then. err is the call's error, to be answered in
+// Connect's form (writeConnectError).
+func (s *Server) fastCore(ctx context.Context, c *fastCall, batch bool, timeout time.Duration, peer string) (served bool, err error) {
+	procedure := hourglassv1connect.HourglassServiceScheduleProcedure
+	if batch {
+		procedure = hourglassv1connect.HourglassServiceScheduleBatchProcedure
+	}
+	start := time.Now()
+	if timeout >= 0 {
+		d := newLazyDeadline(ctx, start.Add(timeout))
+		defer d.cancel()
+		ctx = d
+	}
+	ids, served, err := s.fastSchedule(ctx, c, batch, procedure)
+	if !served {
+		return false, nil
+	}
+	s.fastServed.Add(1)
+	if err != nil {
+		newLogInterceptor(s.log).report(ctx, procedure, peer, start, err)
+		return true, err
+	}
+	if batch {
+		c.out = wirecodec.AppendResponses(c.out[:0], ids)
+	} else {
+		c.out = wirecodec.AppendResponse(c.out[:0], ids[0])
+	}
+	return true, nil
 }
 
 // fastSchedule decodes and checks the body in c and schedules it. served
@@ -238,19 +292,16 @@ func (s *Server) topicString(b []byte) string {
 	return t
 }
 
-// isOnly reports whether a header has exactly the one value v.
-func isOnly(vals []string, v string) bool { return len(vals) == 1 && vals[0] == v }
-
 // connectTimeout parses Connect-Timeout-Ms as connect-go does: -1 without
 // one, ok false for a value connect-go refuses (it words the error).
-func connectTimeout(vals []string) (time.Duration, bool) {
-	if len(vals) == 0 {
+func connectTimeout(val string, n int) (time.Duration, bool) {
+	if n == 0 {
 		return -1, true
 	}
-	if len(vals) != 1 || len(vals[0]) > 10 {
+	if n != 1 || len(val) > 10 {
 		return 0, false
 	}
-	ms, err := strconv.ParseInt(vals[0], 10, 64)
+	ms, err := strconv.ParseInt(val, 10, 64)
 	if err != nil || ms < 0 {
 		return 0, false
 	}

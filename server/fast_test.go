@@ -43,6 +43,11 @@ type rawAnswer struct {
 
 func sendRaw(t *testing.T, url string, c rawCall) rawAnswer {
 	t.Helper()
+	return sendRawWith(t, http.DefaultClient, url, c)
+}
+
+func sendRawWith(t *testing.T, hc *http.Client, url string, c rawCall) rawAnswer {
+	t.Helper()
 	req, err := http.NewRequest(c.method, url+c.procedure, bytes.NewReader(c.body))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +55,7 @@ func sendRaw(t *testing.T, url string, c rawCall) rawAnswer {
 	for k, v := range c.header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +109,45 @@ func TestFastPathMatchesConnect(t *testing.T) {
 	refHTTP := httptest.NewServer(ref.srv.Handler().(*front).connect)
 	defer refHTTP.Close()
 
+	calls := fastPathCalls(t, clock, token)
+	for _, c := range calls {
+		before := fast.srv.fastServed.Load()
+		got := sendRaw(t, fast.http.URL, c)
+		took := fast.srv.fastServed.Load() > before
+		want := sendRaw(t, refHTTP.URL, c)
+		if took != c.fast {
+			t.Errorf("%s: the fast path took it: %v, want %v", c.name, took, c.fast)
+		}
+		if got.status != want.status || !bytes.Equal(got.body, want.body) || !equalHeaders(got.header, want.header) {
+			t.Errorf("%s: answers differ\nfast path: %d %v\n%q\nconnect-go: %d %v\n%q", c.name, got.status, got.header, got.body, want.status, want.header, want.body)
+		}
+		if c.fast && got.status == http.StatusOK && len(got.body) == 0 {
+			t.Errorf("%s: empty answer", c.name)
+		}
+	}
+
+	// An engine that fails: both answer Unavailable alike.
+	for _, ts := range []*testServer{fast, ref} {
+		if err := ts.eng.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := calls[0]
+	c.name = "closed_engine"
+	before := fast.srv.fastServed.Load()
+	got, want := sendRaw(t, fast.http.URL, c), sendRaw(t, refHTTP.URL, c)
+	if fast.srv.fastServed.Load() == before {
+		t.Error("closed_engine: the fast path did not take it")
+	}
+	if got.status != http.StatusServiceUnavailable || got.status != want.status || !bytes.Equal(got.body, want.body) || !equalHeaders(got.header, want.header) {
+		t.Errorf("closed_engine: answers differ\nfast path: %d %v %q\nconnect-go: %d %v %q", got.status, got.header, got.body, want.status, want.header, want.body)
+	}
+}
+
+// fastPathCalls are the requests TestFastPathMatchesConnect and
+// TestLoopMatchesConnect send, for servers with MaxBody 1024, MaxDelay 30
+// days and the auth token, whose clock reads clock.
+func fastPathCalls(t *testing.T, clock time.Time, token string) []rawCall {
 	delay := func(ms int64) *hourglassv1.ScheduleRequest_DelayMs {
 		return &hourglassv1.ScheduleRequest_DelayMs{DelayMs: ms}
 	}
@@ -124,7 +168,7 @@ func TestFastPathMatchesConnect(t *testing.T) {
 	for i := range big {
 		big[i] = &hourglassv1.ScheduleRequest{Topic: "t" + string(rune('a'+i%3)), Body: []byte{byte(i)}, When: delay(int64(i) * 1000)}
 	}
-	calls := []rawCall{
+	return []rawCall{
 		{name: "schedule", method: "POST", procedure: sched, header: proto1, body: marshal(t, one), fast: true},
 		{name: "schedule_no_timeout_no_version", method: "POST", procedure: sched, header: with(nil, "Connect-Timeout-Ms", "Connect-Protocol-Version"), body: marshal(t, one), fast: true},
 		{name: "schedule_level_key", method: "POST", procedure: sched, header: proto1, fast: true, body: marshal(t,
@@ -165,38 +209,6 @@ func TestFastPathMatchesConnect(t *testing.T) {
 			{Topic: "pay", IdempotencyKey: "k1"}, {Topic: "pay", IdempotencyKey: "k2"}, {Topic: "pay", IdempotencyKey: "k2"}}})},
 		{name: "batch_gzip", method: "POST", procedure: batch, header: with(map[string]string{"Content-Encoding": "gzip"}), body: gzipped(t, marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{one}}))},
 		{name: "cancel", method: "POST", procedure: hourglassv1connect.HourglassServiceCancelProcedure, header: proto1, body: marshal(t, &hourglassv1.CancelRequest{Id: strings.Repeat("0", 32)})},
-	}
-	for _, c := range calls {
-		before := fast.srv.fastServed.Load()
-		got := sendRaw(t, fast.http.URL, c)
-		took := fast.srv.fastServed.Load() > before
-		want := sendRaw(t, refHTTP.URL, c)
-		if took != c.fast {
-			t.Errorf("%s: the fast path took it: %v, want %v", c.name, took, c.fast)
-		}
-		if got.status != want.status || !bytes.Equal(got.body, want.body) || !equalHeaders(got.header, want.header) {
-			t.Errorf("%s: answers differ\nfast path: %d %v\n%q\nconnect-go: %d %v\n%q", c.name, got.status, got.header, got.body, want.status, want.header, want.body)
-		}
-		if c.fast && got.status == http.StatusOK && len(got.body) == 0 {
-			t.Errorf("%s: empty answer", c.name)
-		}
-	}
-
-	// An engine that fails: both answer Unavailable alike.
-	for _, ts := range []*testServer{fast, ref} {
-		if err := ts.eng.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c := calls[0]
-	c.name = "closed_engine"
-	before := fast.srv.fastServed.Load()
-	got, want := sendRaw(t, fast.http.URL, c), sendRaw(t, refHTTP.URL, c)
-	if fast.srv.fastServed.Load() == before {
-		t.Error("closed_engine: the fast path did not take it")
-	}
-	if got.status != http.StatusServiceUnavailable || got.status != want.status || !bytes.Equal(got.body, want.body) || !equalHeaders(got.header, want.header) {
-		t.Errorf("closed_engine: answers differ\nfast path: %d %v %q\nconnect-go: %d %v %q", got.status, got.header, got.body, want.status, want.header, want.body)
 	}
 }
 

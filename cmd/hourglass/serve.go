@@ -15,6 +15,7 @@ import (
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/h1srv"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
@@ -144,6 +145,10 @@ func serveCommand() *cli.Command {
 				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
 				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
+			&cli.BoolFlag{Name: "http-loop", Value: true, EnvVars: envVar("http-loop"),
+				Usage: "answer plain HTTP/1.1 Schedule and ScheduleBatch calls in Connect's binary protocol on the server's own connection loop " +
+					"(about a third less server CPU per single call); everything else goes to Go's net/http server as before. " +
+					"--http-loop=false serves every call with net/http (an escape hatch, and for comparing). Not used with --tls-cert or --cluster"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("shutdown-timeout"),
 				Usage: "on SIGTERM, wait at most this `DURATION` for in-flight requests before closing"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envVar("log-level"),
@@ -205,6 +210,7 @@ type serveConfig struct {
 	logger            *slog.Logger
 
 	cluster              string // NATS URLs; "" when not in cluster mode
+	httpLoop             bool   // --http-loop
 	nodeID, advertise    string
 	partitions, replicas int
 	leaseTTL             time.Duration
@@ -219,6 +225,7 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		segDur: c.Duration("segment-duration"), token: c.String("auth-token"),
 		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
 		pprof: c.Bool("pprof"), maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
+		httpLoop: c.Bool("http-loop"),
 	}
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir is empty: name a directory")
@@ -462,21 +469,34 @@ func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Ser
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
+	var loop *h1srv.Server
+	if cfg.httpLoop && cfg.tlsCert == "" && cfg.cluster == "" {
+		var err error
+		if loop, err = h1srv.New(h1srv.Options{Handler: srv, Paths: server.LoopPaths, HTTP: hs, Logger: log}); err != nil {
+			return err
+		}
+	}
 	go func() {
-		if cfg.tlsCert != "" {
+		switch {
+		case cfg.tlsCert != "":
 			served <- hs.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
-		} else {
+		case loop != nil:
+			served <- loop.Serve(ln)
+		default:
 			served <- hs.Serve(ln)
 		}
 	}()
 	scheme := "h2c and HTTP/1.1"
-	if cfg.tlsCert != "" {
+	switch {
+	case cfg.tlsCert != "":
 		scheme = "TLS"
+	case loop != nil:
+		scheme = "h2c and HTTP/1.1, Schedule calls on the server's own loop"
 	}
 	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
 	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
 		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
-		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != ""}, attrs...)...)
+		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "http_loop", loop != nil}, attrs...)...)
 	go waitReady()
 
 	var serveErr error
@@ -489,7 +509,12 @@ func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Ser
 	srv.BeginShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTO)
 	defer cancel()
-	if err := hs.Shutdown(ctx); err != nil {
+	if loop != nil {
+		if err := loop.Shutdown(ctx); err != nil {
+			log.Warn("in-flight requests did not finish in time; closing their connections", "err", err)
+			loop.Close()
+		}
+	} else if err := hs.Shutdown(ctx); err != nil {
 		log.Warn("in-flight requests did not finish in time; closing their connections", "err", err)
 		hs.Close()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -10,6 +11,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -20,6 +23,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -32,7 +40,7 @@ func TestServeHelp(t *testing.T) {
 		"--fsync", "always", "--max-delay", "10y", "--max-body", "1MiB", "--auth-token", "--tls-cert", "--tls-key",
 		"--delay-levels", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "--max-attempts", "16",
 		"HOURGLASS_DATA_DIR", "HOURGLASS_AUTH_TOKEN", "HOURGLASS_MAX_DELAY", "/healthz", "/readyz", "/metrics",
-		"SIGTERM", "curl", "listening on",
+		"SIGTERM", "curl", "listening on", "--http-loop", "--http-loop=false",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
@@ -217,5 +225,68 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) {
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeHTTPLoop serves with the connection loop (the default) and
+// without it: Schedule in Connect's binary protocol, JSON and /metrics
+// answer alike, the log says which, and a stop with a kept-alive idle
+// connection open is clean and closes that connection.
+func TestServeHTTPLoop(t *testing.T) {
+	for _, loop := range []bool{true, false} {
+		t.Run(fmt.Sprintf("loop=%v", loop), func(t *testing.T) {
+			addr, stop, errOut := startServe(t, "--data-dir", t.TempDir(), fmt.Sprintf("--http-loop=%v", loop))
+			url := "http://" + addr
+			hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+			defer hc.CloseIdleConnections()
+			c := hourglassv1connect.NewHourglassServiceClient(hc, url)
+			for i := range 3 {
+				res, err := c.Schedule(context.Background(), connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "t", Body: []byte{byte(i)}}))
+				if err != nil || len(res.Msg.Id) != 32 {
+					t.Fatalf("Schedule: %v", err)
+				}
+			}
+			resp, err := hc.Post(url+hourglassv1connect.HourglassServiceScheduleProcedure, "application/json", strings.NewReader(`{"topic":"t","delayMs":"5"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.HasPrefix(string(body), `{"id":"`) {
+				t.Errorf("JSON Schedule: %d %s", resp.StatusCode, body)
+			}
+			resp, err = hc.Get(url + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP") {
+				t.Errorf("/metrics: %d", resp.StatusCode)
+			}
+			idle, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer idle.Close()
+			idle.SetDeadline(time.Now().Add(15 * time.Second)) // a guard: stop closes it first
+			fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			br := bufio.NewReader(idle)
+			resp, err = http.ReadResponse(br, nil)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("/healthz: %v", err)
+			}
+			io.ReadAll(resp.Body)
+			if err := stop(); err != nil {
+				t.Errorf("serve after stop: %v", err)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("idle connection after stop: %v, want EOF", err)
+			}
+			log := errOut.String()
+			if !strings.Contains(log, "stopped cleanly") || !strings.Contains(log, fmt.Sprintf("http_loop=%v", loop)) {
+				t.Errorf("log lacks a clean stop or http_loop=%v:\n%s", loop, log)
+			}
+		})
 	}
 }

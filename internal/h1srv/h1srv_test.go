@@ -1,0 +1,254 @@
+package h1srv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echo is the loop's handler in these tests: it answers "loop:<body>",
+// declines a body of "decline", and waits for entered/release around a
+// body of "block".
+type echo struct {
+	entered, release chan struct{}
+	calls            chan string
+}
+
+func (e *echo) ServeH1(ctx context.Context, req *Request, w *ResponseWriter) bool {
+	body := string(req.Body)
+	e.calls <- body
+	switch body {
+	case "decline":
+		return false
+	case "block":
+		e.entered <- struct{}{}
+		<-e.release
+	}
+	w.Write(http.StatusOK, []string{"Content-Type", "text/plain"}, []byte("loop:"+body))
+	return true
+}
+
+type fixture struct {
+	srv  *Server
+	addr string
+	h    *echo
+	done chan error
+}
+
+// start serves a loop on a loopback port in front of an http.Server that
+// answers "http:<method> <path> <body>".
+func start(t *testing.T, headerTimeout time.Duration) *fixture {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "http:%s %s %s", r.Method, r.URL.Path, b)
+	})}
+	h := &echo{entered: make(chan struct{}), release: make(chan struct{}), calls: make(chan string, 100)}
+	srv, err := New(Options{Handler: h, Paths: testPaths, HTTP: hs, ReadHeaderTimeout: headerTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: srv, addr: ln.Addr().String(), h: h, done: make(chan error, 1)}
+	go func() { f.done <- srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return f
+}
+
+func (f *fixture) dial(t *testing.T) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// A guard, not a wait: no test here should need it.
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return c, bufio.NewReader(c)
+}
+
+func post(path, body, extra string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", path, extra, len(body), body)
+}
+
+func readAnswer(t *testing.T, br *bufio.Reader) (string, *http.Response) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b), resp
+}
+
+// TestPipelinedAndHandoff sends requests in one write: two the loop
+// answers, one to another path, and one the loop would answer, which
+// net/http must answer now that it owns the connection. Answers come in
+// order.
+func TestPipelinedAndHandoff(t *testing.T) {
+	for _, c := range []struct{ name, third string }{
+		{"other_path", post("/svc/Cancel", "c", "")},
+		{"declined", post("/svc/Schedule", "decline", "")},
+		{"chunked", "POST /svc/Schedule HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nc\r\n0\r\n\r\n"},
+		{"get", "GET /svc/Schedule HTTP/1.1\r\nHost: x\r\n\r\n"},
+		{"larger_than_buffer", post("/svc/Schedule", strings.Repeat("L", BufferSize), "")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := start(t, 0)
+			conn, br := f.dial(t)
+			if _, err := io.WriteString(conn, post("/svc/Schedule", "a", "")+post("/svc/ScheduleBatch", "b", "")+c.third+post("/svc/Schedule", "d", "")); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for range 4 {
+				body, resp := readAnswer(t, br)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+				got = append(got, body)
+			}
+			third := map[string]string{"other_path": "http:POST /svc/Cancel c", "declined": "http:POST /svc/Schedule decline",
+				"chunked": "http:POST /svc/Schedule c", "get": "http:GET /svc/Schedule ",
+				"larger_than_buffer": "http:POST /svc/Schedule " + strings.Repeat("L", BufferSize)}[c.name]
+			want := []string{"loop:a", "loop:b", third, "http:POST /svc/Schedule d"}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("answers %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestAnswer checks the loop's answer is plain HTTP/1.1 as net/http's
+// client reads it, with the fields the handler gave and a Date.
+func TestAnswer(t *testing.T) {
+	f := start(t, 0)
+	conn, br := f.dial(t)
+	io.WriteString(conn, post("/svc/Schedule", "x", "Content-Type: application/proto\r\n"))
+	body, resp := readAnswer(t, br)
+	if body != "loop:x" || resp.Proto != "HTTP/1.1" || resp.Header.Get("Content-Type") != "text/plain" ||
+		resp.ContentLength != 6 || resp.Close {
+		t.Errorf("answer %q %s %v", body, resp.Proto, resp.Header)
+	}
+	if _, err := http.ParseTime(resp.Header.Get("Date")); err != nil {
+		t.Errorf("Date: %v", err)
+	}
+}
+
+// TestConnectionClose: a request with "Connection: close" is answered
+// with it, and the connection is closed after the answer.
+func TestConnectionClose(t *testing.T) {
+	f := start(t, 0)
+	conn, br := f.dial(t)
+	io.WriteString(conn, post("/svc/Schedule", "a", "Connection: close\r\n")+post("/svc/Schedule", "b", ""))
+	body, resp := readAnswer(t, br)
+	if body != "loop:a" || !resp.Close {
+		t.Errorf("answer %q, close %v; want loop:a and Connection: close", body, resp.Close)
+	}
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after the answer: %d bytes, %v; want EOF", n, err)
+	}
+	if got := <-f.h.calls; got != "a" || len(f.h.calls) != 0 {
+		t.Errorf("handler calls: %q and %d more; want only a", got, len(f.h.calls))
+	}
+}
+
+// TestSlowHead: a head that does not arrive whole within the header
+// timeout gets the connection closed, and is never handled. The timeout
+// is short; nothing waits for it but the server.
+func TestSlowHead(t *testing.T) {
+	f := start(t, 30*time.Millisecond)
+	conn, br := f.dial(t)
+	io.WriteString(conn, "POST /svc/Schedule HTTP/1.1\r\nHost: x\r\nContent-Le")
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read %d bytes, %v; want EOF after the header timeout", n, err)
+	}
+	if len(f.h.calls) != 0 {
+		t.Errorf("the handler was called")
+	}
+	// A new connection that sends nothing gets the same timeout, as from
+	// net/http.
+	_, br2 := f.dial(t)
+	if n, err := br2.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("silent connection: read %d bytes, %v; want EOF after the header timeout", n, err)
+	}
+	// A head that arrives whole after a first read is answered.
+	conn3, br3 := f.dial(t)
+	req := post("/svc/Schedule", "a", "")
+	io.WriteString(conn3, req[:10])
+	io.WriteString(conn3, req[10:])
+	if body, _ := readAnswer(t, br3); body != "loop:a" {
+		t.Fatalf("answer %q", body)
+	}
+}
+
+// TestShutdown: Shutdown closes an idle connection at once, waits for the
+// call in progress on another (answered with Connection: close), and then
+// returns; nothing new is accepted.
+func TestShutdown(t *testing.T) {
+	f := start(t, 0)
+	idle, ibr := f.dial(t)
+	io.WriteString(idle, post("/svc/Schedule", "a", ""))
+	if body, _ := readAnswer(t, ibr); body != "loop:a" {
+		t.Fatalf("answer %q", body)
+	}
+	busy, bbr := f.dial(t)
+	io.WriteString(busy, post("/svc/Schedule", "block", ""))
+	<-f.h.entered
+	shut := make(chan error, 1)
+	go func() { shut <- f.srv.Shutdown(context.Background()) }()
+	if n, err := ibr.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("idle connection: read %d bytes, %v; want EOF", n, err)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with a call in progress", err)
+	default:
+	}
+	close(f.h.release)
+	body, resp := readAnswer(t, bbr)
+	if body != "loop:block" || !resp.Close {
+		t.Errorf("in-flight answer %q, close %v", body, resp.Close)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-f.done; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve returned %v, want ErrServerClosed", err)
+	}
+	if c, err := net.Dial("tcp", f.addr); err == nil {
+		c.Close()
+		t.Error("a connection was accepted after Shutdown")
+	}
+}
+
+// TestShutdownHandedOff: a connection net/http owns is shut down by the
+// http.Server's Shutdown: an idle one is closed.
+func TestShutdownHandedOff(t *testing.T) {
+	f := start(t, 0)
+	conn, br := f.dial(t)
+	io.WriteString(conn, post("/svc/Schedule", "a", "")+post("/svc/Other", "b", ""))
+	for _, want := range []string{"loop:a", "http:POST /svc/Other b"} {
+		if body, _ := readAnswer(t, br); body != want {
+			t.Fatalf("answer %q, want %q", body, want)
+		}
+	}
+	if err := f.srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("handed-off idle connection: read %d bytes, %v; want EOF", n, err)
+	}
+}
