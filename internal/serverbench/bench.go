@@ -59,8 +59,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
 	// What the Go client (package client) uses: its HTTP/1.1 client, which
-	// sends a small request in one write, and its codec, which decodes
-	// ScheduleBatch answers with a few allocations per batch.
+	// sends a small request in one write, and (for gRPC, through
+	// connect-go) its codec, which decodes ScheduleBatch answers with a few
+	// allocations per batch.
 	hc := client.NewHTTPClient(cfg.Clients + cfg.Consumers + 8)
 	defer hc.CloseIdleConnections()
 	opts := []connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}
@@ -80,9 +81,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Token != "" {
 		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
 	}
+	// The connect protocol goes through package client's service, as the
+	// Go client's users get it (Schedule and ScheduleBatch on its direct
+	// path); gRPC through connect-go.
 	var svcs []hourglassv1connect.HourglassServiceClient
 	for _, a := range cfg.Addrs() {
-		svcs = append(svcs, hourglassv1connect.NewHourglassServiceClient(hc, a, opts...))
+		if cfg.Protocol == ProtocolGRPC {
+			svcs = append(svcs, hourglassv1connect.NewHourglassServiceClient(hc, a, opts...))
+		} else {
+			svcs = append(svcs, client.New(a, client.WithHTTPClient(hc), client.WithToken(cfg.Token), client.WithMaxCalls(0)).Service())
+		}
 	}
 	svc := svcs[0]
 
@@ -108,7 +116,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		var cls []*client.Client // one merging client per address, with --max-calls
 		if cfg.MaxCalls > 0 {
 			for _, a := range cfg.Addrs() {
-				copts := []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithConnectOptions(opts...)}
+				copts := []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithToken(cfg.Token)}
+				if cfg.Protocol == ProtocolGRPC {
+					copts = []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithConnectOptions(opts...)}
+				}
 				cls = append(cls, client.New(a, copts...))
 			}
 		}

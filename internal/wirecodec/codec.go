@@ -2,11 +2,13 @@
 // by the Connect and gRPC protocols alike) with faster decoders and
 // encoders for the messages Schedule and ScheduleBatch carry:
 // ScheduleRequest and ScheduleBatchRequest, which the client writes and
-// the server reads, and ScheduleBatchResponse, which the server writes and
-// the client reads. The encoders write the same bytes as proto.Marshal
-// without its reflection. DecodeBatchInto, DecodeRequestInto and
-// AppendResponses serve the server's own path for Connect requests
-// (package server), which reuses its buffers.
+// the server reads, and ScheduleResponse and ScheduleBatchResponse, which
+// the server writes and the client reads. The encoders write the same
+// bytes as proto.Marshal without its reflection. DecodeBatchInto,
+// DecodeRequestInto and AppendResponses serve the server's own path for
+// Connect requests (package server), which reuses its buffers;
+// AppendRequest and AppendBatchRequest serve the client's own path
+// (package client), which writes into pooled buffers.
 //
 // The standard decoder makes three to five allocations per message of a
 // batch and copies each body; these make a few per batch (one slice each
@@ -52,7 +54,11 @@ func (Codec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
 			return b, nil
 		}
 	case *hourglassv1.ScheduleBatchRequest:
-		if b, ok := appendBatchRequest(dst, m); ok {
+		if b, ok := AppendBatchRequest(dst, m); ok {
+			return b, nil
+		}
+	case *hourglassv1.ScheduleRequest:
+		if b, ok := AppendRequest(dst, m); ok {
 			return b, nil
 		}
 	}
@@ -85,6 +91,12 @@ func (Codec) Unmarshal(data []byte, msg any) error {
 		if q, ok := decodeRequest(data); ok {
 			proto.Reset(m)
 			m.Topic, m.Body, m.When, m.IdempotencyKey = q.Topic, q.Body, q.When, q.IdempotencyKey
+			return nil
+		}
+	case *hourglassv1.ScheduleResponse:
+		if r, ok := decodeResponse(data); ok {
+			proto.Reset(m)
+			m.Id, m.DeliverAt = r.Id, r.DeliverAt
 			return nil
 		}
 	case *hourglassv1.ScheduleBatchResponse:

@@ -153,10 +153,31 @@ func headerSize(h *hourglassv1.Header) int {
 	return n
 }
 
+// AppendBatchRequest appends the encoding of m to b, the bytes
+// proto.Marshal writes, and reports whether it could; when it could not
+// (unknown fields, bad UTF-8, a nil message), b is unchanged and
+// proto.Marshal must encode m.
+func AppendBatchRequest(b []byte, m *hourglassv1.ScheduleBatchRequest) ([]byte, bool) {
+	if m == nil {
+		return b, false
+	}
+	return appendBatchRequest(b, m)
+}
+
+// AppendRequest appends the encoding of the ScheduleRequest r to b, as
+// AppendBatchRequest does a batch.
+func AppendRequest(b []byte, r *hourglassv1.ScheduleRequest) ([]byte, bool) {
+	n := requestSize(r)
+	if n < 0 {
+		return b, false
+	}
+	return appendRequest(grow(b, n), r), true
+}
+
 // appendBatchRequest appends the encoding of m to b.
 func appendBatchRequest(b []byte, m *hourglassv1.ScheduleBatchRequest) ([]byte, bool) {
 	if len(m.ProtoReflect().GetUnknown()) > 0 {
-		return nil, false
+		return b, false
 	}
 	var stack [256]int
 	sizes := stack[:0]
@@ -164,7 +185,7 @@ func appendBatchRequest(b []byte, m *hourglassv1.ScheduleBatchRequest) ([]byte, 
 	for _, r := range m.Messages {
 		n := requestSize(r)
 		if n < 0 {
-			return nil, false
+			return b, false
 		}
 		sizes = append(sizes, n)
 		total += sizeBytes(n)
@@ -172,35 +193,41 @@ func appendBatchRequest(b []byte, m *hourglassv1.ScheduleBatchRequest) ([]byte, 
 	b = grow(b, total)
 	for i, r := range m.Messages {
 		b = protowire.AppendVarint(protowire.AppendTag(b, fieldBatchMessages, protowire.BytesType), uint64(sizes[i]))
-		if r.Topic != "" {
-			b = protowire.AppendString(protowire.AppendTag(b, fieldTopic, protowire.BytesType), r.Topic)
-		}
-		if len(r.Body) > 0 {
-			b = protowire.AppendBytes(protowire.AppendTag(b, fieldBody, protowire.BytesType), r.Body)
-		}
-		for _, h := range r.Headers {
-			b = protowire.AppendVarint(protowire.AppendTag(b, fieldHeaders, protowire.BytesType), uint64(headerSize(h)))
-			if h.Key != "" {
-				b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType), h.Key)
-			}
-			if h.Value != "" {
-				b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderValue, protowire.BytesType), h.Value)
-			}
-		}
-		if r.IdempotencyKey != "" {
-			b = protowire.AppendString(protowire.AppendTag(b, fieldIdempotencyKey, protowire.BytesType), r.IdempotencyKey)
-		}
-		switch w := r.When.(type) {
-		case *hourglassv1.ScheduleRequest_DelayMs:
-			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayMs, protowire.VarintType), uint64(w.DelayMs))
-		case *hourglassv1.ScheduleRequest_DelayLevel:
-			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayLevel, protowire.VarintType), uint64(int64(w.DelayLevel)))
-		case *hourglassv1.ScheduleRequest_DeliverAt:
-			b = protowire.AppendVarint(protowire.AppendTag(b, fieldDeliverAtRq, protowire.BytesType), uint64(timestampSize(w.DeliverAt)))
-			b = appendTimestamp(b, w.DeliverAt)
-		}
+		b = appendRequest(b, r)
 	}
 	return b, true
+}
+
+// appendRequest appends the fields of r, which requestSize accepted.
+func appendRequest(b []byte, r *hourglassv1.ScheduleRequest) []byte {
+	if r.Topic != "" {
+		b = protowire.AppendString(protowire.AppendTag(b, fieldTopic, protowire.BytesType), r.Topic)
+	}
+	if len(r.Body) > 0 {
+		b = protowire.AppendBytes(protowire.AppendTag(b, fieldBody, protowire.BytesType), r.Body)
+	}
+	for _, h := range r.Headers {
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldHeaders, protowire.BytesType), uint64(headerSize(h)))
+		if h.Key != "" {
+			b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderKey, protowire.BytesType), h.Key)
+		}
+		if h.Value != "" {
+			b = protowire.AppendString(protowire.AppendTag(b, fieldHeaderValue, protowire.BytesType), h.Value)
+		}
+	}
+	if r.IdempotencyKey != "" {
+		b = protowire.AppendString(protowire.AppendTag(b, fieldIdempotencyKey, protowire.BytesType), r.IdempotencyKey)
+	}
+	switch w := r.When.(type) {
+	case *hourglassv1.ScheduleRequest_DelayMs:
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayMs, protowire.VarintType), uint64(w.DelayMs))
+	case *hourglassv1.ScheduleRequest_DelayLevel:
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldDelayLevel, protowire.VarintType), uint64(int64(w.DelayLevel)))
+	case *hourglassv1.ScheduleRequest_DeliverAt:
+		b = protowire.AppendVarint(protowire.AppendTag(b, fieldDeliverAtRq, protowire.BytesType), uint64(timestampSize(w.DeliverAt)))
+		b = appendTimestamp(b, w.DeliverAt)
+	}
+	return b
 }
 
 // grow makes room for n more bytes in b.

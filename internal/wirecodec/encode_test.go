@@ -63,6 +63,45 @@ func TestEncodeMatchesProto(t *testing.T) {
 	}
 }
 
+// TestEncodeRequestMatchesProto holds the single ScheduleRequest encoder
+// to proto.Marshal, and what it writes to proto.Unmarshal: the bytes decode
+// to an equal message.
+func TestEncodeRequestMatchesProto(t *testing.T) {
+	withUnknown := &hourglassv1.ScheduleRequest{Topic: "t"}
+	withUnknown.ProtoReflect().SetUnknown([]byte{0x48, 0x01})
+	for name, m := range map[string]*hourglassv1.ScheduleRequest{
+		"common":         {Topic: "orders", Body: make([]byte, 256), When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 3_600_000}},
+		"empty":          {},
+		"zero_delay":     {Topic: "t", When: &hourglassv1.ScheduleRequest_DelayMs{}},
+		"negative_delay": {Topic: "t", When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: -1}},
+		"level":          {Topic: "t", When: &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: 3}, IdempotencyKey: "key-1"},
+		"negative_level": {Topic: "t", When: &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: -2}},
+		"deliver_at":     {Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: &timestamppb.Timestamp{Seconds: 1_796_000_000, Nanos: 5}}},
+		"zero_time":      {Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: &timestamppb.Timestamp{}}},
+		"headers":        {Topic: "t", Headers: []*hourglassv1.Header{{Key: "k", Value: "v"}, {}, {Value: "only"}}},
+		"big_body":       {Topic: "t", Body: make([]byte, 70_000)},
+		"nil":            nil,
+		"nil_header":     {Topic: "t", Headers: []*hourglassv1.Header{nil}},
+		"nil_time":       {Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{}},
+		"bad_utf8_topic": {Topic: "\xff"},
+		"bad_utf8_key":   {Topic: "t", IdempotencyKey: "\xc3\x28"},
+		"unknown":        withUnknown,
+	} {
+		checkEncode(t, name, m)
+		got, ok := AppendRequest([]byte("x"), m)
+		if !ok {
+			if string(got) != "x" {
+				t.Errorf("%s: AppendRequest refused it but changed its buffer to %q", name, got)
+			}
+			continue
+		}
+		var back hourglassv1.ScheduleRequest
+		if err := proto.Unmarshal(got[1:], &back); err != nil || !proto.Equal(&back, m) {
+			t.Errorf("%s: AppendRequest wrote bytes that decode to %v, %v", name, &back, err)
+		}
+	}
+}
+
 // FuzzEncode decodes the input as either message with proto.Unmarshal
 // and encodes it both ways.
 func FuzzEncode(f *testing.F) {
@@ -80,6 +119,10 @@ func FuzzEncode(f *testing.F) {
 		var res hourglassv1.ScheduleBatchResponse
 		if proto.Unmarshal(data, &res) == nil {
 			checkEncode(t, "response", &res)
+		}
+		var one hourglassv1.ScheduleRequest
+		if proto.Unmarshal(data, &one) == nil {
+			checkEncode(t, "single request", &one)
 		}
 	})
 }

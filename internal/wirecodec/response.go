@@ -115,3 +115,50 @@ func decodeTimestamp(b []byte, ts *timestamppb.Timestamp) bool {
 	}
 	return true
 }
+
+// decodeResponse decodes a ScheduleResponse of an id and a deliver_at of
+// seconds and nanos, each at most once (what the server writes), and
+// reports whether it could. The response and its Timestamp are one
+// allocation; the ID is copied.
+func decodeResponse(data []byte) (*hourglassv1.ScheduleResponse, bool) {
+	var id []byte
+	var seenID bool
+	var ts timestamppb.Timestamp
+	var seenTS bool
+	for len(data) > 0 {
+		num, typ, tl := protowire.ConsumeTag(data)
+		if tl < 0 || typ != protowire.BytesType {
+			return nil, false
+		}
+		v, vl := protowire.ConsumeBytes(data[tl:])
+		if vl < 0 {
+			return nil, false
+		}
+		data = data[tl+vl:]
+		switch {
+		case num == fieldID && !seenID:
+			if !utf8.Valid(v) {
+				return nil, false
+			}
+			seenID, id = true, v
+		case num == fieldDeliverAt && !seenTS:
+			if !decodeTimestamp(v, &ts) {
+				return nil, false
+			}
+			seenTS = true
+		default:
+			return nil, false
+		}
+	}
+	type both struct {
+		r  hourglassv1.ScheduleResponse
+		ts timestamppb.Timestamp
+	}
+	m := new(both)
+	m.r.Id = string(id)
+	if seenTS {
+		m.ts.Seconds, m.ts.Nanos = ts.Seconds, ts.Nanos
+		m.r.DeliverAt = &m.ts
+	}
+	return &m.r, true
+}
