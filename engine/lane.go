@@ -97,24 +97,25 @@ func (l *lane) deliverer() {
 			}
 		}
 		// Deliver what waits in one Sink call (one fsync in the built-in
-		// queue), up to FireBatch messages: while the sink is busy, small
+		// queue), up to SinkBatch messages: while the sink is busy, small
 		// batches pile up here, and taking them one at a time would cap
 		// delivery at one small batch per sink round trip.
 		bts = append(bts[:0], bt)
-		n := len(bt.items)
+		n, size := len(bt.items), len(bt.buf)
 	more:
-		for n < e.opts.FireBatch {
+		for n < e.opts.SinkBatch && size < MaxSinkBatchBytes {
 			select {
 			case b, ok := <-l.queue:
 				if !ok {
 					break more
 				}
-				if n+len(b.items) > e.opts.FireBatch {
+				if n+len(b.items) > e.opts.SinkBatch || size+len(b.buf) > MaxSinkBatchBytes {
 					carry = b
 					break more
 				}
 				bts = append(bts, b)
 				n += len(b.items)
+				size += len(b.buf)
 			default:
 				break more
 			}

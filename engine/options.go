@@ -17,9 +17,12 @@ const (
 	DefaultSegmentDuration = time.Hour
 	DefaultPreloadLead     = 10 * time.Minute
 	// MaxHandoffLead bounds Options.HandoffLead.
-	MaxHandoffLead     = time.Second
-	DefaultMaxDelay    = 10 * 365 * 24 * time.Hour
-	DefaultFireBatch   = 512
+	MaxHandoffLead   = time.Second
+	DefaultMaxDelay  = 10 * 365 * 24 * time.Hour
+	DefaultFireBatch = 512
+	// MaxSinkBatchBytes bounds the encoded messages the engine merges into
+	// one Sink call (Options.SinkBatch); a single fired batch may exceed it.
+	MaxSinkBatchBytes  = 8 << 20
 	DefaultMaxInflight = 1 << 16
 	// DefaultMaxSinkBackoff is Options.MaxSinkBackoff's default.
 	DefaultMaxSinkBackoff = 30 * time.Second
@@ -96,8 +99,16 @@ type Options struct {
 	Logger *slog.Logger
 	// CommitlogSegmentSize overrides the commitlog segment size (tests).
 	CommitlogSegmentSize int64
-	// FireBatch bounds the messages in one Sink call; default 512.
+	// FireBatch bounds the messages the driver puts in one batch for a
+	// topic's lane; default 512.
 	FireBatch int
+	// SinkBatch bounds the messages in one Sink call: while the sink is
+	// busy, a topic's waiting batches are merged into the next call up to
+	// this many messages (and about MaxSinkBatchBytes of them). Default
+	// FireBatch. A sink that writes a batch with one fsync (queue.Queue)
+	// drains a burst faster with a larger one; its first message then
+	// waits for the whole batch's write.
+	SinkBatch int
 	// MaxInflight bounds the messages handed to the sink and not yet
 	// confirmed; beyond it due messages wait in the wheel. Default 65536.
 	MaxInflight int
@@ -176,6 +187,12 @@ func (o *Options) fill() error {
 	}
 	if o.FireBatch <= 0 {
 		o.FireBatch = DefaultFireBatch
+	}
+	if o.SinkBatch <= 0 {
+		o.SinkBatch = o.FireBatch
+	}
+	if o.SinkBatch < o.FireBatch {
+		return fmt.Errorf("engine: sink batch %d is below the fire batch %d: a Sink call must hold a fired batch", o.SinkBatch, o.FireBatch)
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight

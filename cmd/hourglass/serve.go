@@ -99,6 +99,14 @@ func externalSink(sink string) string {
 // DefaultIdempotencyWindow is serve's --idempotency-window.
 const DefaultIdempotencyWindow = 10 * time.Minute
 
+// QueueSinkBatch is the engine's SinkBatch when due messages go to the
+// built-in queue: in a burst (a hot second) each queue append and its
+// fsync carries up to this many messages instead of FireBatch (512).
+// A quarter of the in-flight cap (queue.DefaultDedupWindow), so that the
+// batch being appended, the one whose done-records are being written and
+// the next ones fit in flight together.
+const QueueSinkBatch = 4096
+
 // DefaultHandoffLead is serve's --handoff-lead: about ten times a
 // commitlog fsync under load on the machines we measured (docs/BENCHMARKS.md).
 const DefaultHandoffLead = 20 * time.Millisecond
@@ -365,12 +373,13 @@ func runServe(c *cli.Context) error {
 	// The engine's sink: the queue, or a webhook or NATS sink beside it
 	// (the queue then holds only dead letters).
 	var sink engine.Sink = q
+	sinkBatch := QueueSinkBatch
 	handoff := cfg.handoff
 	var eng *engine.Engine
 	var closeSink func() error
 	switch cfg.sink {
 	case "webhook":
-		handoff = 0
+		handoff, sinkBatch = 0, 0
 		sink, err = webhook.New(webhook.Options{
 			Routes: cfg.webhooks, Timeout: cfg.webhookTO, MaxAttempts: cfg.maxAttempts, Logger: log,
 			Reschedule: func(ctx context.Context, r engine.Request) (message.ID, error) { return eng.Schedule(ctx, r) },
@@ -379,7 +388,7 @@ func runServe(c *cli.Context) error {
 			},
 		})
 	case "nats":
-		handoff = 0
+		handoff, sinkBatch = 0, 0
 		var ns *natsjs.Sink
 		ns, err = natsjs.Open(c.Context, natsjs.Options{URL: cfg.natsURL, Prefix: cfg.natsPfx, Stream: cfg.natsStream, Logger: log})
 		if err == nil {
@@ -398,6 +407,7 @@ func runServe(c *cli.Context) error {
 		MaxDelay:          cfg.maxDelay,
 		Sink:              sink,
 		HandoffLead:       handoff,
+		SinkBatch:         sinkBatch,
 		IdempotencyWindow: cfg.idemWindow,
 		// The queue remembers this many recent IDs per topic to drop what
 		// the engine delivers again after a crash: no more may be in flight.
