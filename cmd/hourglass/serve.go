@@ -187,6 +187,11 @@ func serveCommand() *cli.Command {
 				Usage: "with --cluster: a partition whose owner stops renewing for this `DURATION` is taken over by another node (at least 1s)"},
 			&cli.IntFlag{Name: "replicas", Value: cluster.DefaultReplicas, EnvVars: envVar("replicas"),
 				Usage: "with --cluster: `N` JetStream replicas of every stream and bucket the node creates (the delivery stream included); at most the NATS cluster's size"},
+			&cli.IntFlag{Name: "compact-margin", Value: cluster.DefaultCompactMargin, EnvVars: envVar("compact-margin"),
+				Usage: "with --cluster: the owner of a partition compacts its streams once it has read more than 2 × pending + `N` intake messages " +
+					"since its last compaction; a negative N turns compaction off (the streams then keep every message for --max-delay + 1 day)"},
+			&cli.DurationFlag{Name: "compact-interval", Value: cluster.DefaultCompactInterval, DefaultText: "1m", EnvVars: envVar("compact-interval"),
+				Usage: "with --cluster: at least this `DURATION` between two compactions of a partition"},
 			&cli.BoolFlag{Name: "pprof", EnvVars: envVar("pprof"),
 				Usage: "serve Go runtime profiles under /debug/pprof/ (behind --auth-token), e.g. go tool pprof http://127.0.0.1:7420/debug/pprof/profile?seconds=10"},
 		},
@@ -222,6 +227,8 @@ type serveConfig struct {
 	nodeID, advertise    string
 	partitions, replicas int
 	leaseTTL             time.Duration
+	compactMargin        int
+	compactInterval      time.Duration
 }
 
 func parseServe(c *cli.Context) (*serveConfig, error) {

@@ -16,7 +16,7 @@ import (
 )
 
 // clusterOnly are the flags that mean something only with --cluster.
-var clusterOnly = []string{"node-id", "advertise", "partitions", "lease-ttl", "replicas"}
+var clusterOnly = []string{"node-id", "advertise", "partitions", "lease-ttl", "replicas", "compact-margin", "compact-interval"}
 
 // parseCluster checks the --cluster flags into cfg.
 func parseCluster(c *cli.Context, cfg *serveConfig) error {
@@ -50,6 +50,13 @@ func parseCluster(c *cli.Context, cfg *serveConfig) error {
 	}
 	if cfg.leaseTTL < cluster.MinLeaseTTL {
 		return fmt.Errorf("--lease-ttl %v: at least %v", cfg.leaseTTL, cluster.MinLeaseTTL)
+	}
+	cfg.compactMargin, cfg.compactInterval = c.Int("compact-margin"), c.Duration("compact-interval")
+	if cfg.compactMargin == 0 {
+		return errors.New("--compact-margin 0: give at least 1 (the least number of consumed messages beyond 2 × pending that starts a compaction), or a negative number to turn compaction off")
+	}
+	if cfg.compactInterval <= 0 {
+		return fmt.Errorf("--compact-interval %v: give a positive duration such as %v", cfg.compactInterval, cluster.DefaultCompactInterval)
 	}
 	return nil
 }
@@ -94,7 +101,7 @@ func runCluster(c *cli.Context, cfg *serveConfig) error {
 		URL: cfg.cluster, NodeID: cfg.nodeID, Advertise: cfg.advertise, Partitions: cfg.partitions,
 		LeaseTTL: cfg.leaseTTL, Replicas: cfg.replicas, DataDir: filepath.Join(cfg.dataDir, "cluster"),
 		MaxDelay: cfg.maxDelay, SegmentDuration: cfg.segDur, Sink: ns, AuthToken: cfg.token,
-		Observer: metrics, Logger: log,
+		Observer: metrics, Logger: log, CompactMargin: cfg.compactMargin, CompactInterval: cfg.compactInterval,
 	})
 	if err != nil {
 		ns.Close()
@@ -125,5 +132,6 @@ func runCluster(c *cli.Context, cfg *serveConfig) error {
 		case <-c.Context.Done():
 		}
 	}, "cluster", cfg.cluster, "node_id", cfg.nodeID, "advertise", cfg.advertise, "partitions", node.Partitions(),
-		"lease_ttl", cfg.leaseTTL, "replicas", cfg.replicas, "delivery_stream", cfg.natsStream)
+		"lease_ttl", cfg.leaseTTL, "replicas", cfg.replicas, "delivery_stream", cfg.natsStream,
+		"compact_margin", cfg.compactMargin, "compact_interval", cfg.compactInterval)
 }

@@ -80,6 +80,9 @@ func TestServeBadFlags(t *testing.T) {
 		{"cluster_partitions_zero", []string{"--cluster", "nats://127.0.0.1:1", "--partitions", "0"}, "from 1 to 4096"},
 		{"cluster_lease_short", []string{"--cluster", "nats://127.0.0.1:1", "--lease-ttl", "100ms"}, "at least 1s"},
 		{"cluster_replicas", []string{"--cluster", "nats://127.0.0.1:1", "--replicas", "7"}, "from 1 to 5"},
+		{"compact_margin_without_cluster", []string{"--compact-margin", "5"}, "--compact-margin needs --cluster"},
+		{"cluster_compact_margin_zero", []string{"--cluster", "nats://127.0.0.1:1", "--compact-margin", "0"}, "turn compaction off"},
+		{"cluster_compact_interval_zero", []string{"--cluster", "nats://127.0.0.1:1", "--compact-interval", "0s"}, "positive duration"},
 	} {
 		args := append([]string{"serve", "--data-dir", filepath.Join(dir, tc.name), "--listen", "127.0.0.1:0"}, tc.args...)
 		_, _, err := runApp(t, args...)
