@@ -185,6 +185,9 @@ func (t *Transport) post(ctx context.Context, r PostRequest, dst []byte, fresh b
 		return a, false, fail(err)
 	}
 	a.StatusCode, a.Status, a.Header, a.Body = h.status, h.statusText, h.header, dst
+	if t.afterBody != nil {
+		t.afterBody()
+	}
 	if a.BodyErr != nil {
 		pc.nc.Close()
 		stop()

@@ -121,6 +121,9 @@ type Transport struct {
 	// alive reports whether an idle connection may be written to; tests
 	// replace it to act out a close that arrives after the check.
 	alive func(*conn) bool
+	// afterBody, when set by a test, runs in Post once the answer was
+	// read, before the connection is released.
+	afterBody func()
 }
 
 // max1xx is how many informational (1xx) answers are skipped before the
