@@ -500,7 +500,10 @@ func (errTimeout) Is(err error) bool {
 }
 
 // FuzzDirectAnswer holds the direct path to connect-go for any cannedAnswer:
-// status, Content-Type, Content-Encoding and body.
+// status, Content-Type, Content-Encoding and body; given by a transport
+// to both (the direct path's http.Client.Do), and written on a connection
+// that connect-go reads through h1.Transport.RoundTrip and the direct
+// path through h1.Transport.Post.
 func FuzzDirectAnswer(f *testing.F) {
 	f.Add(200, "application/proto", "", []byte{0x0a, 0x01, 'a'}, false)
 	f.Add(200, "application/proto", "gzip", gz(f, []byte{0x0a, 0x01, 'a'}), true)
@@ -510,6 +513,10 @@ func FuzzDirectAnswer(f *testing.F) {
 	c := &canned{}
 	hc := &http.Client{Transport: c}
 	viaConnect, viaDirect := services(f, "http://127.0.0.1:9", hc, "")
+	w := newWire(f)
+	whc := NewHTTPClient(4)
+	defer whc.CloseIdleConnections()
+	wireConnect, wireDirect := services(f, w.url, whc, "")
 	f.Fuzz(func(t *testing.T, status int, ct, enc string, body []byte, batch bool) {
 		if status < 100 || status > 999 {
 			return
@@ -526,7 +533,12 @@ func FuzzDirectAnswer(f *testing.F) {
 				return
 			}
 		}
-		sameOutcome(t, c, viaConnect, viaDirect, cannedAnswer{name: "fuzz", status: status, header: h, body: body, batch: batch})
+		a := cannedAnswer{name: "fuzz", status: status, header: h, body: body, batch: batch}
+		sameOutcome(t, c, viaConnect, viaDirect, a)
+		if status >= 200 { // an informational answer alone leaves both waiting for the final one
+			a.name = "fuzz_wire"
+			sameOutcome(t, w, wireConnect, wireDirect, a)
+		}
 	})
 }
 

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,8 +136,8 @@ func (a cannedAnswer) bytes() string {
 		proto = "HTTP/1.0"
 	}
 	fmt.Fprintf(&b, "%s %d %s\r\n", proto, a.status, http.StatusText(a.status))
-	for k, v := range a.header {
-		fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+	for _, k := range slices.Sorted(maps.Keys(a.header)) { // the same bytes every time
+		fmt.Fprintf(&b, "%s: %s\r\n", k, a.header[k])
 	}
 	switch a.wire {
 	case wireConnectionClose:
