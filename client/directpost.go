@@ -34,6 +34,11 @@ func (d *direct) post(ctx context.Context, tmpl *http.Request, tg *h1.Target, he
 			}
 		case "Idempotency-Key", "X-Idempotency-Key":
 			idempotent = true
+		case "User-Agent":
+			if len(vs) == 1 && &vs[0] == &userAgentValue[0] {
+				fields = append(fields, userAgentLine...) // call's default
+				continue
+			}
 		}
 		for _, v := range vs {
 			var ok bool
@@ -83,6 +88,9 @@ func (d *direct) post(ctx context.Context, tmpl *http.Request, tg *h1.Target, he
 	}
 	return a.Header, true, nil
 }
+
+// userAgentLine is the User-Agent field call sets by default, as a line.
+var userAgentLine = "User-Agent: " + userAgentValue[0] + "\r\n"
 
 // followed reports whether http.Client would follow this answer to a
 // POST to another location.

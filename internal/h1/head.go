@@ -98,7 +98,7 @@ func parseHead(b []byte, h *head) (n int, more bool) {
 		if len(line) == 0 {
 			break
 		}
-		name, value, _ := field(line)
+		name, value := splitField(line) // field accepted it in the first pass
 		key := canonicalKey(name)
 		h.header[key] = append(h.header[key], internValue(value))
 		fields = next
@@ -135,25 +135,39 @@ func field(line []byte) (name, value []byte, ok bool) {
 	if i <= 0 {
 		return nil, nil, false
 	}
-	name = line[:i]
-	for _, c := range name {
-		if !isTokenChar(c) {
+	for _, c := range line[:i] {
+		if !tokenTable[c] {
 			return nil, nil, false
 		}
 	}
-	value = line[i+1:]
-	for _, c := range value {
+	for _, c := range line[i+1:] {
 		if c < ' ' && c != '\t' || c == 0x7f {
 			return nil, nil, false
 		}
 	}
+	name, value = splitField(line)
+	return name, value, true
+}
+
+// tokenTable[c] is isTokenChar(c).
+var tokenTable = func() (t [256]bool) {
+	for c := range t {
+		t[c] = isTokenChar(byte(c))
+	}
+	return t
+}()
+
+// splitField splits a header line field has accepted.
+func splitField(line []byte) (name, value []byte) {
+	i := bytes.IndexByte(line, ':')
+	name, value = line[:i], line[i+1:]
 	for len(value) > 0 && (value[0] == ' ' || value[0] == '\t') {
 		value = value[1:]
 	}
 	for len(value) > 0 && (value[len(value)-1] == ' ' || value[len(value)-1] == '\t') {
 		value = value[:len(value)-1]
 	}
-	return name, value, true
+	return name, value
 }
 
 // parseLength reads a Content-Length value: 1 to 18 digits, so it fits
@@ -229,6 +243,11 @@ var commonKeys = []string{"Content-Type", "Content-Length", "Content-Encoding", 
 
 // canonicalKey is name in net/http's canonical form.
 func canonicalKey(name []byte) string {
+	for _, k := range commonKeys {
+		if string(name) == k {
+			return k
+		}
+	}
 	for _, k := range commonKeys {
 		if asciiEqualFold(name, k) {
 			return k

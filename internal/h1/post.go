@@ -70,15 +70,20 @@ func AppendField(dst []byte, name, value string) ([]byte, bool) {
 	if !validName(name) || !validValue(value) {
 		return dst, false
 	}
-	switch http.CanonicalHeaderKey(name) {
-	case "Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection", "Expect", "Upgrade":
-		return dst, false
+	for _, k := range ownFields {
+		if asciiEqualFold([]byte(name), k) {
+			return dst, false
+		}
 	}
 	dst = append(dst, name...)
 	dst = append(dst, ": "...)
 	dst = append(dst, value...)
 	return append(dst, "\r\n"...), true
 }
+
+// ownFields are the fields AppendField refuses: net/http writes them in
+// its own way, or RoundTrip gives their requests to the fallback.
+var ownFields = []string{"Host", "Content-Length", "Transfer-Encoding", "Trailer", "Connection", "Expect", "Upgrade"}
 
 // PostRequest is one request for Post.
 type PostRequest struct {
