@@ -27,7 +27,11 @@ import (
 // than the default protocol: connect-go's generated client for every RPC
 // but the two producers make at high rates, Schedule and ScheduleBatch,
 // which it sends itself in Connect's unary protocol (binary protobuf,
-// uncompressed, over http.Client.Do) and decodes with internal/wirecodec.
+// uncompressed) and decodes with internal/wirecodec. Over the default
+// HTTP client (NewHTTPClient) they go out through internal/h1's Post,
+// which needs no http.Request or http.Response; over any other
+// http.Client, and for what Post leaves to it (directpost.go), through
+// http.Client.Do.
 // Connect-go's unary client spent about a third of the load generator's
 // CPU per call on header maps, interceptors, its call object and pooled
 // compressors that a Schedule never uses (docs/BENCHMARKS.md).
