@@ -19,7 +19,10 @@ import (
 // Connection, ...), a body Post leaves to RoundTrip, or a redirect that
 // http.Client would follow (the call is then made again through it, as
 // http.Client would make it again at the new location). Errors are
-// worded as the http.Client.Do path words them.
+// worded as the http.Client.Do path words them. One difference in timing:
+// the answer is read whole before it is looked at, so a ctx that ends
+// after that no longer fails the call, where the http.Client.Do path,
+// which checks ctx before each read of the body, may fail it.
 func (d *direct) post(ctx context.Context, tmpl *http.Request, tg *h1.Target, header http.Header, buf *[]byte, data []byte, out any) (_ http.Header, done bool, _ error) {
 	// The per-call fields go after the body in the same buffer.
 	fields := data
