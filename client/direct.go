@@ -19,6 +19,7 @@ import (
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/h1"
 	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
@@ -26,7 +27,11 @@ import (
 // than the default protocol: connect-go's generated client for every RPC
 // but the two producers make at high rates, Schedule and ScheduleBatch,
 // which it sends itself in Connect's unary protocol (binary protobuf,
-// uncompressed, over http.Client.Do) and decodes with internal/wirecodec.
+// uncompressed) and decodes with internal/wirecodec. Over the default
+// HTTP client (NewHTTPClient) they go out through internal/h1's Post,
+// which needs no http.Request or http.Response; over any other
+// http.Client, and for what Post leaves to it (directpost.go), through
+// http.Client.Do.
 // Connect-go's unary client spent about a third of the load generator's
 // CPU per call on header maps, interceptors, its call object and pooled
 // compressors that a Schedule never uses (docs/BENCHMARKS.md).
@@ -48,6 +53,12 @@ type direct struct {
 	sched *http.Request // template of a Schedule request: method, URL, host
 	batch *http.Request // template of a ScheduleBatch request
 	auth  []string      // {"Bearer <token>"}, or nil without a token
+	// tr is hc's transport when it is internal/h1's and hc adds nothing
+	// of its own to a call (no cookie jar, no timeout); nil otherwise.
+	// The targets are then the two procedures' for tr.Post, each nil
+	// where tr would not send the request itself.
+	tr                   *h1.Transport
+	schedPost, batchPost *h1.Target
 }
 
 // newDirect returns the direct service over svc, or nil if connect-go
@@ -70,13 +81,24 @@ func newDirect(svc hourglassv1connect.HourglassServiceClient, hc connect.HTTPCli
 	if token != "" {
 		d.auth = []string{"Bearer " + token}
 	}
+	if c, ok := hc.(*http.Client); ok && c.Jar == nil && c.Timeout == 0 {
+		if tr, ok := c.Transport.(*h1.Transport); ok {
+			fixed := http.Header{"Connect-Protocol-Version": protocolVersionValue, headerContentType: protoContentType, "Accept-Encoding": acceptGzip}
+			if d.auth != nil {
+				fixed["Authorization"] = d.auth
+			}
+			d.tr = tr
+			d.schedPost = tr.NewTarget(d.sched.URL, "", fixed)
+			d.batchPost = tr.NewTarget(d.batch.URL, "", fixed)
+		}
+	}
 	return d
 }
 
 // Schedule implements hourglassv1connect.HourglassServiceClient.
 func (d *direct) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
 	res := new(hourglassv1.ScheduleResponse)
-	h, err := d.call(ctx, d.sched, req.Header(), req.Msg, res)
+	h, err := d.call(ctx, d.sched, d.schedPost, req.Header(), req.Msg, res)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +110,7 @@ func (d *direct) Schedule(ctx context.Context, req *connect.Request[hourglassv1.
 // ScheduleBatch implements hourglassv1connect.HourglassServiceClient.
 func (d *direct) ScheduleBatch(ctx context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
 	res := new(hourglassv1.ScheduleBatchResponse)
-	h, err := d.call(ctx, d.batch, req.Header(), req.Msg, res)
+	h, err := d.call(ctx, d.batch, d.batchPost, req.Header(), req.Msg, res)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +140,10 @@ var (
 // call sends msg as a Connect unary call through tmpl's URL with the
 // caller's header (which it fills in, as connect-go does), decodes the
 // answer into out, and returns the response's header. Errors are
-// *connect.Error as connect-go's unary client words them.
-func (d *direct) call(ctx context.Context, tmpl *http.Request, header http.Header, msg, out any) (http.Header, error) {
+// *connect.Error as connect-go's unary client words them. With a target
+// (tg not nil) it is sent with d.tr.Post when Post can, else through
+// http.Client.Do.
+func (d *direct) call(ctx context.Context, tmpl *http.Request, tg *h1.Target, header http.Header, msg, out any) (http.Header, error) {
 	buf := getBuffer()
 	data, err := wirecodec.Codec{}.MarshalAppend((*buf)[:0], msg)
 	if err != nil {
@@ -138,6 +162,13 @@ func (d *direct) call(ctx context.Context, tmpl *http.Request, header http.Heade
 	if deadline, ok := ctx.Deadline(); ok {
 		if v := encodeTimeout(time.Until(deadline)); v != "" {
 			header[headerTimeout] = []string{v}
+		}
+	}
+	if tg != nil {
+		h, done, err := d.post(ctx, tmpl, tg, header, buf, data, out)
+		if done {
+			putBuffer(buf)
+			return h, err
 		}
 	}
 	r := tmpl.WithContext(ctx)
@@ -185,10 +216,22 @@ func (d *direct) call(ctx context.Context, tmpl *http.Request, header http.Heade
 // answer as connect-go does, and for a non-200 answer returns the error
 // its JSON body holds, with its headers as Meta.
 func validate(resp *http.Response) error {
-	ct := first(resp.Header[headerContentType])
+	if err := checkHead(resp.StatusCode, resp.Status, resp.Header); err != nil {
+		return err
+	}
 	if resp.StatusCode != http.StatusOK {
+		return wireError(resp)
+	}
+	return nil
+}
+
+// checkHead checks the status, Content-Type and Content-Encoding of an
+// answer as connect-go does, before it reads the body.
+func checkHead(status int, statusText string, h http.Header) error {
+	ct := first(h[headerContentType])
+	if status != http.StatusOK {
 		if ct != "application/json" && ct != "application/json; charset=utf-8" {
-			return connect.NewError(httpToCode(resp.StatusCode), errors.New(resp.Status))
+			return connect.NewError(httpToCode(status), errors.New(statusText))
 		}
 	} else {
 		codec, ok := strings.CutPrefix(ct, "application/")
@@ -199,11 +242,8 @@ func validate(resp *http.Response) error {
 			return connect.NewError(connect.CodeInternal, fmt.Errorf("invalid content-type: %q; expecting %q", ct, protoContentType[0]))
 		}
 	}
-	if enc := first(resp.Header[headerContentEncoding]); enc != "" && enc != "identity" && enc != "gzip" {
+	if enc := first(h[headerContentEncoding]); enc != "" && enc != "identity" && enc != "gzip" {
 		return connect.NewError(connect.CodeInternal, fmt.Errorf("unknown encoding %q: accepted encodings are %v", enc, "gzip"))
-	}
-	if resp.StatusCode != http.StatusOK {
-		return wireError(resp)
 	}
 	return nil
 }
@@ -212,16 +252,22 @@ func validate(resp *http.Response) error {
 // body that cannot be read or decoded gives the code the HTTP status
 // maps to and the status line as the message.
 func wireError(resp *http.Response) *connect.Error {
-	byStatus := func() *connect.Error { return connect.NewError(httpToCode(resp.StatusCode), errors.New(resp.Status)) }
 	buf := getBuffer()
 	defer putBuffer(buf)
 	// Any failure to read it gives the status's error, so no ctx rules.
 	data, err := readBody(context.Background(), (*buf)[:0], resp.Body)
 	*buf = data
+	return wireErrorOf(resp.StatusCode, resp.Status, resp.Header, data, err)
+}
+
+// wireErrorOf is wireError for an answer whose body was read: data, and
+// the error that stopped the reading, if any.
+func wireErrorOf(status int, statusText string, h http.Header, data []byte, err error) *connect.Error {
+	byStatus := func() *connect.Error { return connect.NewError(httpToCode(status), errors.New(statusText)) }
 	if err != nil {
 		return byStatus()
 	}
-	if len(data) > 0 && first(resp.Header[headerContentEncoding]) == "gzip" {
+	if len(data) > 0 && first(h[headerContentEncoding]) == "gzip" {
 		if data, err = gunzip(data); err != nil {
 			return byStatus()
 		}
@@ -232,7 +278,7 @@ func wireError(resp *http.Response) *connect.Error {
 	}
 	code := w.code
 	if code == 0 {
-		code = httpToCode(resp.StatusCode)
+		code = httpToCode(status)
 	}
 	if code < connect.CodeCanceled || code > connect.CodeUnauthenticated {
 		code = connect.CodeUnknown
@@ -250,12 +296,12 @@ func wireError(resp *http.Response) *connect.Error {
 		e.AddDetail(dd)
 	}
 	meta := e.Meta()
-	for k, v := range resp.Header {
+	for k, v := range h {
 		if !strings.HasPrefix(k, trailerPrefix) {
 			meta[k] = append([]string(nil), v...)
 		}
 	}
-	for k, v := range resp.Header {
+	for k, v := range h {
 		if t, ok := strings.CutPrefix(k, trailerPrefix); ok && len(v) > 0 {
 			meta[t] = append(meta[t], v...)
 		}
@@ -269,6 +315,12 @@ func receive(ctx context.Context, resp *http.Response, out any) error {
 	defer putBuffer(buf)
 	data, err := readBody(ctx, (*buf)[:0], resp.Body)
 	*buf = data
+	return decodeAnswer(ctx, resp.Header, data, err, out)
+}
+
+// decodeAnswer decodes a 200 answer's body, data, into out; err is what
+// stopped reading it (readBody's error), if anything did.
+func decodeAnswer(ctx context.Context, h http.Header, data []byte, err error, out any) error {
 	if err != nil {
 		err = contextDone(ctx, err)
 		if _, ok := asConnectError(err); !ok {
@@ -276,7 +328,7 @@ func receive(ctx context.Context, resp *http.Response, out any) error {
 		}
 		return unaryReceiveError(err)
 	}
-	if len(data) > 0 && first(resp.Header[headerContentEncoding]) == "gzip" {
+	if len(data) > 0 && first(h[headerContentEncoding]) == "gzip" {
 		if data, err = gunzip(data); err != nil {
 			return unaryReceiveError(err)
 		}

@@ -284,6 +284,7 @@ type cannedAnswer struct {
 	doErr   error
 	batch   bool
 	timeout time.Duration // ctx deadline of the call; 0: none
+	wire    string        // how a wire answerer deviates from a plain answer (wire*)
 }
 
 // canned is an http.RoundTripper that records each request and gives
@@ -323,13 +324,31 @@ func (c *canned) RoundTrip(r *http.Request) (*http.Response, error) {
 		ContentLength: int64(len(a.body)), Request: r}, nil
 }
 
-// sameOutcome makes one call through each path over c with cannedAnswer a and
-// compares what the caller gets, and what was sent.
-func sameOutcome(t *testing.T, c *canned, viaConnect, viaDirect hourglassv1connect.HourglassServiceClient, a cannedAnswer) {
-	t.Helper()
+// answerer gives every request the answer set last, and records the
+// requests: canned in place of a transport (http.Client.Do's path), or
+// wire behind a listener (h1.Transport.Post's path).
+type answerer interface {
+	set(a cannedAnswer)
+	requests() []sentRequest
+}
+
+func (c *canned) set(a cannedAnswer) {
 	c.mu.Lock()
 	c.a, c.sent = a, nil
 	c.mu.Unlock()
+}
+
+func (c *canned) requests() []sentRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent
+}
+
+// sameOutcome makes one call through each path over c with cannedAnswer a and
+// compares what the caller gets, and what was sent.
+func sameOutcome(t *testing.T, c answerer, viaConnect, viaDirect hourglassv1connect.HourglassServiceClient, a cannedAnswer) {
+	t.Helper()
+	c.set(a)
 	type result struct {
 		msg            proto.Message
 		header, traile http.Header
@@ -367,12 +386,11 @@ func sameOutcome(t *testing.T, c *canned, viaConnect, viaDirect hourglassv1conne
 	} else if !proto.Equal(rs[0].msg, rs[1].msg) || !sameMeta(rs[0].header, rs[1].header) || !sameMeta(rs[0].traile, rs[1].traile) {
 		t.Errorf("%s: connect-go gave %v %v %v, direct %v %v %v", a.name, rs[0].msg, rs[0].header, rs[0].traile, rs[1].msg, rs[1].header, rs[1].traile)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.sent) != 2 {
-		t.Fatalf("%s: %d requests sent, want 2", a.name, len(c.sent))
+	sent := c.requests()
+	if len(sent) != 2 {
+		t.Fatalf("%s: %d requests sent, want 2", a.name, len(sent))
 	}
-	s0, s1 := c.sent[0], c.sent[1]
+	s0, s1 := sent[0], sent[1]
 	h0, h1 := s0.header.Clone(), s1.header.Clone()
 	t0, t1 := h0.Get("Connect-Timeout-Ms"), h1.Get("Connect-Timeout-Ms")
 	delete(h0, "Connect-Timeout-Ms")
@@ -398,6 +416,16 @@ func TestDirectAnswers(t *testing.T) {
 	c := &canned{}
 	hc := &http.Client{Transport: c}
 	viaConnect, viaDirect := services(t, "http://127.0.0.1:9/base/", hc, "tok")
+	for _, a := range directAnswerCases(t) {
+		sameOutcome(t, c, viaConnect, viaDirect, a)
+		a.batch, a.name = !a.batch, a.name+"/other_rpc"
+		sameOutcome(t, c, viaConnect, viaDirect, a)
+	}
+}
+
+// directAnswerCases are the answers TestDirectAnswers gives both paths;
+// those without doErr are also sent over the wire (TestDirectPostAnswers).
+func directAnswerCases(t testing.TB) []cannedAnswer {
 	single, err := proto.Marshal(&hourglassv1.ScheduleResponse{Id: "0000019a1b2c3d4e0000000000000100", DeliverAt: &timestamppb.Timestamp{Seconds: 9, Nanos: 1000}})
 	if err != nil {
 		t.Fatal(err)
@@ -459,11 +487,7 @@ func TestDirectAnswers(t *testing.T) {
 		{name: "do_rst_calm", doErr: errors.New("stream error: stream ID 3; ENHANCE_YOUR_CALM; received from peer")},
 		{name: "do_grpc_hint", doErr: errors.New("http2: Transport: cannot retry err [x] after Request.Body was written; define Request.GetBody to avoid this error")},
 	}
-	for _, a := range cases {
-		sameOutcome(t, c, viaConnect, viaDirect, a)
-		a.batch, a.name = !a.batch, a.name+"/other_rpc"
-		sameOutcome(t, c, viaConnect, viaDirect, a)
-	}
+	return cases
 }
 
 type errTimeout struct{}
@@ -476,7 +500,10 @@ func (errTimeout) Is(err error) bool {
 }
 
 // FuzzDirectAnswer holds the direct path to connect-go for any cannedAnswer:
-// status, Content-Type, Content-Encoding and body.
+// status, Content-Type, Content-Encoding and body; given by a transport
+// to both (the direct path's http.Client.Do), and written on a connection
+// that connect-go reads through h1.Transport.RoundTrip and the direct
+// path through h1.Transport.Post.
 func FuzzDirectAnswer(f *testing.F) {
 	f.Add(200, "application/proto", "", []byte{0x0a, 0x01, 'a'}, false)
 	f.Add(200, "application/proto", "gzip", gz(f, []byte{0x0a, 0x01, 'a'}), true)
@@ -486,6 +513,10 @@ func FuzzDirectAnswer(f *testing.F) {
 	c := &canned{}
 	hc := &http.Client{Transport: c}
 	viaConnect, viaDirect := services(f, "http://127.0.0.1:9", hc, "")
+	w := newWire(f)
+	whc := NewHTTPClient(4)
+	defer whc.CloseIdleConnections()
+	wireConnect, wireDirect := services(f, w.url, whc, "")
 	f.Fuzz(func(t *testing.T, status int, ct, enc string, body []byte, batch bool) {
 		if status < 100 || status > 999 {
 			return
@@ -502,7 +533,12 @@ func FuzzDirectAnswer(f *testing.F) {
 				return
 			}
 		}
-		sameOutcome(t, c, viaConnect, viaDirect, cannedAnswer{name: "fuzz", status: status, header: h, body: body, batch: batch})
+		a := cannedAnswer{name: "fuzz", status: status, header: h, body: body, batch: batch}
+		sameOutcome(t, c, viaConnect, viaDirect, a)
+		if status >= 200 { // an informational answer alone leaves both waiting for the final one
+			a.name = "fuzz_wire"
+			sameOutcome(t, w, wireConnect, wireDirect, a)
+		}
 	})
 }
 

@@ -22,6 +22,20 @@
 //     once. A connection whose deadline was disturbed by this is never
 //     reused.
 //
+// # Post
+//
+// Post sends a POST whose body is in memory with no http.Request or
+// http.Response: a Target holds the request line, Host and the fields every
+// request carries, formatted once; each call adds its own fields, the
+// Content-Length and the body, and leaves in one write. The answer's head
+// is read by a strict parser of its own (HTTP/1.1, a final status, one
+// Content-Length, no Transfer-Encoding), and its body whole into the
+// caller's buffer. An answer the parser does not take, such as a chunked
+// or close-delimited body, an informational answer first, HTTP/1.0, or a
+// head larger than the read buffer, is read by http.ReadResponse from the
+// same buffered bytes, so no answer fails for being unusual. It shares
+// RoundTrip's pool, retry rules and context handling.
+//
 // # Retries
 //
 // A request is sent again, once and on a new connection, only when nothing
@@ -121,6 +135,9 @@ type Transport struct {
 	// alive reports whether an idle connection may be written to; tests
 	// replace it to act out a close that arrives after the check.
 	alive func(*conn) bool
+	// afterBody, when set by a test, runs in Post once the answer was
+	// read, before the connection is released.
+	afterBody func()
 }
 
 // max1xx is how many informational (1xx) answers are skipped before the
