@@ -524,6 +524,7 @@ func (q *Queue) openTopic(name string, create bool) (*topic, error) {
 	}
 	alog, _, err := commitlog.Open(commitlog.Options{
 		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
+		OnSync: q.opts.onAckSync,
 	})
 	if err != nil {
 		qlog.Close()

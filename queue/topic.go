@@ -79,8 +79,9 @@ type topic struct {
 	queued    []*appendReq
 
 	// ackMu is held shared while an ack record is appended and applied,
-	// and exclusively while a checkpoint is taken and written: a
-	// checkpoint therefore reflects every ack record before it.
+	// and exclusively while a checkpoint is taken and written (not while
+	// its fsync runs): a checkpoint therefore reflects every ack record
+	// before it, and every ack record after it is applied after it.
 	ackMu sync.RWMutex
 
 	// mu guards everything below.
