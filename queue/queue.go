@@ -52,7 +52,8 @@ type slot struct {
 	err   error
 }
 
-// Message is one received message. Its byte slices are its own.
+// Message is one received message. Its byte slices are its own: no other
+// message's overlap them (those of one Receive share a few allocations).
 type Message struct {
 	ID        message.ID // the ID the producer was given (for a retry: the retry's own)
 	Topic     string
