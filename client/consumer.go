@@ -192,8 +192,10 @@ func (c *Client) Consume(ctx context.Context, topic string, handler func(context
 		}
 	}
 	// Successful deliveries are acked by one goroutine, which acks all
-	// that wait in one AckBatch call (one fsync on the server).
-	acks := make(chan Delivery, 2*o.Concurrency)
+	// that wait in one AckBatch call (one fsync on the server). Up to a
+	// full batch may wait: with room for only a few, handlers stalled
+	// during every AckBatch and each call carried a handful of acks.
+	acks := make(chan Delivery, maxAckBatch)
 	ackerDone := make(chan struct{})
 	go func() {
 		defer close(ackerDone)

@@ -346,23 +346,37 @@ func (l *Log) EndOffset() int64 { return l.visible.Load() }
 // returns once the records are durable under SyncAlways, at once otherwise.
 // Either every record of the call is appended or, on error, none is.
 func (l *Log) Append(offs []int64, recs ...Record) ([]int64, error) {
+	offs, end, err := l.AppendNoWait(offs, recs...)
+	if err != nil || l.opts.Sync != SyncAlways {
+		return offs, err
+	}
+	return offs, l.waitVisible(end)
+}
+
+// AppendNoWait appends recs as Append does but does not wait for them to
+// become durable: it returns their offsets and end, the offset one past
+// the last of them, and WaitVisible(end) waits for the fsync that covers
+// them (under SyncAlways it is already asked for). A record appended by a
+// later call has a higher offset, and no fsync makes it durable without
+// these, so a caller may append under a lock, release it, and then wait.
+func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, _ error) {
 	if l.opts.ReadOnly {
-		return offs, ErrReadOnly
+		return offs, 0, ErrReadOnly
 	}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return offs, ErrClosed
+		return offs, 0, ErrClosed
 	}
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
-		return offs, err
+		return offs, 0, err
 	}
 	next, err := l.reserve(recs)
 	if err != nil {
 		l.mu.Unlock()
-		return offs, err
+		return offs, 0, err
 	}
 	seg, pos := l.active, l.writePos
 	// Under SyncAlways records are staged in l.pend and written with pwrite
@@ -397,19 +411,15 @@ func (l *Log) Append(offs []int64, recs ...Record) ([]int64, error) {
 	l.written = seg.base + pos
 	l.appends.Add(1)
 	l.maybeRequestSpare()
-	end := l.written
+	end = l.written
 	l.mu.Unlock()
 
-	switch l.opts.Sync {
-	case SyncNone:
+	if l.opts.Sync == SyncNone {
 		l.publish(end)
-		return offs, nil
-	case SyncInterval:
+	} else {
 		l.kickSyncer()
-		return offs, nil
 	}
-	l.kickSyncer()
-	return offs, l.waitVisible(end)
+	return offs, end, nil
 }
 
 // pendingWrite is a run of encoded records staged for pwrite at data

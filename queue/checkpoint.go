@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/hourglassmq/hourglass/message"
 	"slices"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // checkpoint writes t's state to its ack log, then deletes what that makes
@@ -27,14 +29,23 @@ func (t *topic) checkpoint() error {
 		t.ackMu.Unlock()
 		return nil
 	}
-	offs, err := t.acks.Append(nil, encodeCheckpoint(&ck, t.q.opts.entriesPerRecord())...)
+	// Only the write happens under ackMu: ack records appended after it
+	// follow the checkpoint in the log, so replay applies them after it,
+	// and acks need not wait for its fsync to append theirs (they share
+	// the next one). Retention waits for it below.
+	offs, end, err := t.acks.AppendNoWait(nil, encodeCheckpoint(&ck, t.q.opts.entriesPerRecord())...)
+	if err == nil {
+		t.mu.Lock()
+		t.lastCk = ck.key()
+		t.mu.Unlock()
+	}
 	t.ackMu.Unlock()
+	if err == nil && t.q.opts.Fsync == commitlog.SyncAlways {
+		err = t.acks.WaitVisible(end)
+	}
 	if err != nil {
 		return fmt.Errorf("queue: topic %q: checkpoint: %w", t.name, err)
 	}
-	t.mu.Lock()
-	t.lastCk = ck.key()
-	t.mu.Unlock()
 	_, aerr := t.acks.DeleteBefore(offs[0])
 	_, lerr := t.log.DeleteBefore(t.retainFrom(ck.lwm))
 	if err := errors.Join(aerr, lerr); err != nil {

@@ -128,6 +128,11 @@ type Options struct {
 	// costs about 50 bytes per remembered ID, per topic, until the ID is
 	// delivered again or the process ends.
 	DedupWindow int
+
+	// onAckSync, if set, is called by each ack log's syncer after every
+	// fsync and before the records it covers count as durable (tests hold
+	// an fsync in flight with it).
+	onAckSync func(time.Duration)
 }
 
 // DefaultDedupWindow is Options.DedupWindow's default.

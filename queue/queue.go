@@ -52,7 +52,8 @@ type slot struct {
 	err   error
 }
 
-// Message is one received message. Its byte slices are its own.
+// Message is one received message. Its byte slices are its own: no other
+// message's overlap them (those of one Receive share a few allocations).
 type Message struct {
 	ID        message.ID // the ID the producer was given (for a retry: the retry's own)
 	Topic     string
@@ -524,6 +525,7 @@ func (q *Queue) openTopic(name string, create bool) (*topic, error) {
 	}
 	alog, _, err := commitlog.Open(commitlog.Options{
 		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
+		OnSync: q.opts.onAckSync,
 	})
 	if err != nil {
 		qlog.Close()

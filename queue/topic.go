@@ -79,8 +79,9 @@ type topic struct {
 	queued    []*appendReq
 
 	// ackMu is held shared while an ack record is appended and applied,
-	// and exclusively while a checkpoint is taken and written: a
-	// checkpoint therefore reflects every ack record before it.
+	// and exclusively while a checkpoint is taken and written (not while
+	// its fsync runs): a checkpoint therefore reflects every ack record
+	// before it, and every ack record after it is applied after it.
 	ackMu sync.RWMutex
 
 	// mu guards everything below.
@@ -248,6 +249,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	deadline := now.Add(leaseDur).UnixNano()
 	var out []Message
 	var id message.ID
+	var arena []byte // the received messages' bytes, a few allocations per call
 	m := &t.scratch
 	for len(out) < max {
 		var off int64
@@ -317,7 +319,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		t.leases[off] = l
 		t.byID[id] = l
 		heap.Push(&t.heap, l)
-		out = append(out, t.message(l, now, m))
+		out = append(out, t.message(l, now, m, &arena))
 	}
 	if len(out) == 0 {
 		return nil, t.waitChan(), nil
@@ -390,13 +392,17 @@ func (t *topic) readAt(off int64, id *message.ID, m *message.Message) error {
 	return t.decode(off, it.Record(), id, m)
 }
 
-// message builds the Message a consumer gets for l, copying m's bytes.
-func (t *topic) message(l *lease, now time.Time, m *message.Message) Message {
+// message builds the Message a consumer gets for l, copying m's bytes
+// into *arena, which it replaces with a new chunk when it runs out of room.
+func (t *topic) message(l *lease, now time.Time, m *message.Message, arena *[]byte) Message {
 	n := len(m.Body)
 	for _, h := range m.Headers {
 		n += len(h.Key) + len(h.Value)
 	}
-	buf := make([]byte, 0, n)
+	if cap(*arena)-len(*arena) < n {
+		*arena = make([]byte, 0, max(n, arenaChunk))
+	}
+	buf := (*arena)[len(*arena):len(*arena)]
 	take := func(b []byte) []byte {
 		start := len(buf)
 		buf = append(buf, b...)
@@ -409,12 +415,18 @@ func (t *topic) message(l *lease, now time.Time, m *message.Message) Message {
 			hs[i] = message.Header{Key: take(h.Key), Value: take(h.Value)}
 		}
 	}
-	return Message{
+	out := Message{
 		ID: l.id, Topic: t.name, Headers: hs, Body: take(m.Body),
 		DeliverAt: m.DeliverAt, Attempt: l.attempt, Origin: m.Origin,
 		ReceivedAt: now, LeaseUntil: time.Unix(0, l.deadline), Receipt: formatReceipt(l.id, l.serial), Offset: l.off,
 	}
+	*arena = (*arena)[:len(*arena)+len(buf)]
+	return out
 }
+
+// arenaChunk is the size of the chunks received messages' bytes are
+// copied into: a Receive of a hundred 256-byte messages makes one.
+const arenaChunk = 32 << 10
 
 // armLocked makes sure the expiry timer fires by the earliest deadline.
 // A timer that fires for a lease that is gone finds nothing to do and is

@@ -3,7 +3,8 @@
 // encoders for the messages Schedule and ScheduleBatch carry:
 // ScheduleRequest and ScheduleBatchRequest, which the client writes and
 // the server reads, and ScheduleResponse and ScheduleBatchResponse, which
-// the server writes and the client reads. The encoders write the same
+// the server writes and the client reads; and for ReceiveResponse, which
+// the server writes and the client reads by the hundred messages. The encoders write the same
 // bytes as proto.Marshal without its reflection. DecodeBatchInto,
 // DecodeRequestInto and AppendResponses serve the server's own path for
 // Connect requests (package server), which reuses its buffers;
@@ -61,6 +62,10 @@ func (Codec) MarshalAppend(dst []byte, msg any) ([]byte, error) {
 		if b, ok := AppendRequest(dst, m); ok {
 			return b, nil
 		}
+	case *hourglassv1.ReceiveResponse:
+		if b, ok := appendReceiveResponse(dst, m); ok {
+			return b, nil
+		}
 	}
 	m, ok := msg.(proto.Message)
 	if !ok {
@@ -103,6 +108,12 @@ func (Codec) Unmarshal(data []byte, msg any) error {
 		if results, ok := decodeBatchResponse(data); ok {
 			proto.Reset(m)
 			m.Results = results
+			return nil
+		}
+	case *hourglassv1.ReceiveResponse:
+		if msgs, ok := decodeReceiveResponse(data); ok {
+			proto.Reset(m)
+			m.Messages = msgs
 			return nil
 		}
 	}

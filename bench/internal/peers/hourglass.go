@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -24,8 +23,8 @@ func hourglassSystem(cfg Config, fsync string) System {
 	return System{
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
-		Notes: fmt.Sprintf("producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers Receive up to %d (1 s long poll", orDefault(cfg.ConsumeBatch, 100)) + ", lease = the redelivery timeout), " +
-			"then ack them with one AckBatch in the background (one fsync for the batch, as client.Consume does), at most 4 AckBatch calls in flight per consumer",
+		Notes: fmt.Sprintf("producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers run client.Consume: Receive up to %d (1 s long poll", orDefault(cfg.ConsumeBatch, 100)) + ", lease = the redelivery timeout), " +
+			"one handler goroutine, and the acks that wait go in one AckBatch (one fsync), one AckBatch in flight per consumer; the Go client's own HTTP transport",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			s.command = func() *exec.Cmd {
@@ -53,10 +52,11 @@ func hourglassSystem(cfg Config, fsync string) System {
 	}
 }
 
-// Hourglass drives an Hourglass server through its Go client.
+// Hourglass drives an Hourglass server through its Go client, set up as
+// a user would: client.New's own HTTP transport, client.Consume.
 type Hourglass struct {
 	c     *client.Client
-	tr    *http.Transport
+	hc    *http.Client
 	topic string
 	// Lease of each received message (0: the server's default).
 	Lease time.Duration
@@ -66,11 +66,12 @@ type Hourglass struct {
 
 // NewHourglass returns a driver on addr with a topic of its own.
 func NewHourglass(addr string) *Hourglass {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
+	// What client.New uses when given none, made here only so that Close
+	// can close its idle connections.
+	hc := client.NewHTTPClient(64)
 	return &Hourglass{
-		c:     client.New("http://"+addr, client.WithHTTPClient(&http.Client{Transport: tr})),
-		tr:    tr,
+		c:     client.New("http://"+addr, client.WithHTTPClient(hc)),
+		hc:    hc,
 		topic: uniqueName("hg"),
 	}
 }
@@ -79,7 +80,7 @@ func NewHourglass(addr string) *Hourglass {
 func (h *Hourglass) Setup(context.Context) error { return nil }
 
 // Close closes idle connections.
-func (h *Hourglass) Close() error { h.tr.CloseIdleConnections(); return nil }
+func (h *Hourglass) Close() error { h.hc.CloseIdleConnections(); return nil }
 
 // NewProducer shares the client.
 func (h *Hourglass) NewProducer(context.Context) (Producer, error) { return hgProducer{h}, nil }
@@ -109,44 +110,21 @@ func (hgProducer) Close() error { return nil }
 type hgConsumer struct{ h *Hourglass }
 
 func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(error)) error {
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for ctx.Err() == nil {
-		ds, err := c.h.c.Receive(ctx, c.h.topic, client.ReceiveOptions{MaxMessages: orDefault(c.h.ConsumeBatch, 100), Wait: time.Second, Lease: c.h.Lease})
-		if err != nil {
+	err := c.h.c.Consume(ctx, c.h.topic, func(_ context.Context, d client.Delivery) error {
+		handle(d.Body)
+		return nil
+	}, client.ConsumeOptions{
+		MaxMessages: orDefault(c.h.ConsumeBatch, 100), Wait: time.Second, Lease: c.h.Lease,
+		OnError: func(err error) {
 			if ctx.Err() == nil {
 				onErr(err)
-				sleepCtx(ctx, 100*time.Millisecond)
 			}
-			continue
-		}
-		for _, d := range ds {
-			handle(d.Body)
-		}
-		if len(ds) == 0 {
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return nil
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			res, err := c.h.c.AckBatch(ctx, ds)
-			if err != nil && ctx.Err() == nil {
-				onErr(err)
-			}
-			for _, e := range res {
-				if e != nil && ctx.Err() == nil {
-					onErr(e)
-				}
-			}
-		}()
+		},
+	})
+	if ctx.Err() != nil {
+		return nil
 	}
-	return nil
+	return err
 }
 
 func (hgConsumer) Close() error { return nil }
