@@ -422,7 +422,7 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 func (pt *partition) copyPending(st jetstream.Stream, first, last uint64, pk *packer) error {
 	ctx := pt.ctx
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first, MaxResetAttempts: orderedResets})
 	if err != nil {
 		return fmt.Errorf("reading %s to compact it: %w", inStream(pt.p), err)
 	}

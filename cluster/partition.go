@@ -135,7 +135,7 @@ func (pt *partition) loadDone() error {
 		return nil
 	}
 	last := info.State.LastSeq
-	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{})
+	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{MaxResetAttempts: orderedResets})
 	if err != nil {
 		return fmt.Errorf("cluster: reading the done stream of partition %d: %w", pt.p, err)
 	}
@@ -219,6 +219,7 @@ func (pt *partition) consume(eng *engine.Engine) error {
 				return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
 			}
 		}
+		pt.log.Debug("cluster: intake scheduled", "up_to_seq", seq, "messages", len(reqs))
 		pt.mu.Lock()
 		if seq > pt.consumed {
 			pt.consumed = seq
@@ -246,7 +247,7 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 	for pt.ctx.Err() == nil {
 		err := func() error {
 			c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{
-				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1})
+				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1, MaxResetAttempts: orderedResets})
 			if err != nil {
 				return err
 			}
@@ -295,6 +296,17 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 		}
 	}
 }
+
+// orderedResets bounds how many times an ordered consumer tries to make
+// its server-side consumer again after an error (a stream electing a
+// leader after a NATS node died, say), with a backoff of 1 s doubling up
+// to 10 s. nats.go's default is no bound, and such a retry runs inside the
+// iterator's Next, deaf to Next's context: a reader then hung for minutes
+// without an error or a message (the e2e test's own reader did, 17:23
+// UTC on 2026-11-30, stack in its goroutine dump), and the stall check
+// below never ran. Bounded, Next returns the error and feed makes the
+// consumer again from the next sequence.
+const orderedResets = 3
 
 // feedIdleCheck is how long feed waits for the next intake message before
 // it asks the stream whether it holds more.

@@ -70,7 +70,7 @@ func TestClusterKill9(t *testing.T) {
 	var nodes []*proc
 	for i := range 3 {
 		nodes = append(nodes, start(t, t.TempDir(), nil, "--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
-			"--lease-ttl", "2s", "--replicas", "3", "--partitions", strconv.Itoa(partitions)))
+			"--lease-ttl", "2s", "--replicas", "3", "--partitions", strconv.Itoa(partitions), "--log-level", "debug"))
 	}
 	// Wait until the partitions are spread: two per node.
 	deadline := time.Now().Add(30 * time.Second)
@@ -206,7 +206,11 @@ func TestClusterKill9(t *testing.T) {
 			if cons == nil {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 				cons, err = js.OrderedConsumer(cctx, "HOURGLASS", jetstream.OrderedConsumerConfig{
-					DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: lastSeq + 1})
+					DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: lastSeq + 1,
+					// nats.go retries making the consumer again without a
+					// bound, inside Next and deaf to its wait: bounded,
+					// Next fails and this makes a new one.
+					MaxResetAttempts: 2})
 				ccancel()
 				if err != nil {
 					cons = nil
@@ -251,11 +255,18 @@ func TestClusterKill9(t *testing.T) {
 		m, err := next(45 * time.Second) // a sink that failed during the NATS election backs off up to 30 s
 		if err != nil {
 			missing := 0
+			byBatch := map[string]int{} // intake message (partition/sequence) -> messages missing
 			for id, s := range msgs {
 				if !s.cancelled && !seen[id] {
 					missing++
+					p, seq, _ := cluster.SplitID(id)
+					byBatch[fmt.Sprintf("HG_IN_%d seq %d (due %s)", p, seq, id.Time().Format("15:04:05.000"))]++
 				}
 			}
+			for b, n := range byBatch {
+				t.Logf("missing: %d messages of the intake message at %s", n, b)
+			}
+			logStreams(t, js)
 			t.Fatalf("delivery stream: %v; %d of %d acknowledged messages missing", err, missing, want)
 		}
 		md, _ := m.Metadata()
@@ -299,5 +310,29 @@ func TestClusterKill9(t *testing.T) {
 		want, nCancel, takeover.Round(time.Millisecond))
 	for _, p := range nodes[1:] {
 		p.stop(syscall.SIGTERM)
+	}
+}
+
+// logStreams logs the state of the cluster's streams, for a failure's
+// report.
+func logStreams(t *testing.T, js jetstream.JetStream) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name := range js.StreamNames(ctx).Name() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err)
+			continue
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err)
+			continue
+		}
+		leader := ""
+		if info.Cluster != nil {
+			leader = info.Cluster.Leader
+		}
+		t.Logf("stream %s: messages %d, sequences %d to %d, leader %s", name, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, leader)
 	}
 }
