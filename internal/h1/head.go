@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"net/http"
 	"net/textproto"
+
+	"github.com/hourglassmq/hourglass/internal/httpsyntax"
 )
 
 // head is a response's status line and header as parseHead reads them.
@@ -136,26 +138,18 @@ func field(line []byte) (name, value []byte, ok bool) {
 		return nil, nil, false
 	}
 	for _, c := range line[:i] {
-		if !tokenTable[c] {
+		if !httpsyntax.IsTokenChar(c) {
 			return nil, nil, false
 		}
 	}
 	for _, c := range line[i+1:] {
-		if c < ' ' && c != '\t' || c == 0x7f {
+		if !httpsyntax.IsFieldValueChar(c) {
 			return nil, nil, false
 		}
 	}
 	name, value = splitField(line)
 	return name, value, true
 }
-
-// tokenTable[c] is isTokenChar(c).
-var tokenTable = func() (t [256]bool) {
-	for c := range t {
-		t[c] = isTokenChar(byte(c))
-	}
-	return t
-}()
 
 // splitField splits a header line field has accepted.
 func splitField(line []byte) (name, value []byte) {

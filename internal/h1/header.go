@@ -1,6 +1,10 @@
 package h1
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/hourglassmq/hourglass/internal/httpsyntax"
+)
 
 // validHeader reports whether every field of h can be sent as it is: each
 // name a non-empty RFC 9110 token, each value free of control characters
@@ -25,7 +29,7 @@ func validName(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if !isTokenChar(s[i]) {
+		if !httpsyntax.IsTokenChar(s[i]) {
 			return false
 		}
 	}
@@ -34,24 +38,9 @@ func validName(s string) bool {
 
 func validValue(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+		if !httpsyntax.IsFieldValueChar(s[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-// isTokenChar reports whether c is an RFC 9110 tchar:
-// "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" /
-// "`" / "|" / "~" / DIGIT / ALPHA.
-func isTokenChar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }

@@ -2,6 +2,8 @@ package h1srv
 
 import (
 	"bytes"
+
+	"github.com/hourglassmq/hourglass/internal/httpsyntax"
 )
 
 // Limits of the subset the loop parses itself. A request beyond any of
@@ -144,7 +146,7 @@ func parseHead(buf []byte, paths []string, req *Request) (v verdict, headLen, bo
 	for {
 		rest := buf[pos:]
 		if len(rest) < 2 {
-			if len(rest) == 1 && rest[0] != '\r' && !isTchar(rest[0]) {
+			if len(rest) == 1 && rest[0] != '\r' && !httpsyntax.IsTokenChar(rest[0]) {
 				return decline, 0, 0
 			}
 			return needMore, 0, 0
@@ -221,7 +223,7 @@ func parseField(line []byte) (Field, bool) {
 	}
 	name := line[:colon]
 	for _, c := range name {
-		if !isTchar(c) {
+		if !httpsyntax.IsTokenChar(c) {
 			return Field{}, false
 		}
 	}
@@ -233,7 +235,7 @@ func parseField(line []byte) (Field, bool) {
 		v = v[:len(v)-1]
 	}
 	for _, c := range v {
-		if c < ' ' && c != '\t' || c == 0x7f {
+		if !httpsyntax.IsFieldValueChar(c) {
 			return Field{}, false
 		}
 	}
@@ -251,7 +253,7 @@ func validPartialField(b []byte) bool {
 		}
 	}
 	for _, c := range name {
-		if !isTchar(c) {
+		if !httpsyntax.IsTokenChar(c) {
 			return false
 		}
 	}
@@ -260,7 +262,7 @@ func validPartialField(b []byte) bool {
 			if c == '\r' && i == len(b)-colon-2 {
 				continue // the CR of the line's end
 			}
-			if c < ' ' && c != '\t' || c == 0x7f {
+			if !httpsyntax.IsFieldValueChar(c) {
 				return false
 			}
 		}
@@ -284,17 +286,4 @@ func validHost(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// isTchar reports whether c may appear in a token (RFC 9110 5.6.2).
-func isTchar(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
 }
