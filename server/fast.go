@@ -106,6 +106,10 @@ func isMethodName(s string) bool {
 // fastCall is the memory of one call on the fast path, pooled.
 type fastCall struct {
 	body []byte
+	// err is a panic of fastDecode, answered by fastRun.
+	err error
+	// loop is set while the connection loop holds the call (loop.go).
+	loop loopCall
 	msgs wirecodec.Requests
 	reqs []engine.Request
 	out  []byte
@@ -214,71 +218,99 @@ func (s *Server) fast(w http.ResponseWriter, r *http.Request, batch bool) bool {
 	return true
 }
 
-// fastCore is the fast path after the header checks, for net/http and the
-// connection loop alike: it decodes, checks and schedules the body in c
-// under the call's timeout (-1: none), and leaves the encoded answer in
-// c.out. served is false when connect-go must take the call instead:
-// nothing was scheduled then. err is the call's error, to be answered in
-// Connect's form (writeConnectError).
+// fastCore is the fast path after the header checks, for net/http: it
+// decodes and checks the body in c (fastDecode), and schedules it under
+// the call's timeout (fastRun). served is false when connect-go must take
+// the call instead: nothing was scheduled then. err is the call's error,
+// to be answered in Connect's form (writeConnectError); without one, the
+// encoded answer is in c.out.
 func (s *Server) fastCore(ctx context.Context, c *fastCall, batch bool, timeout time.Duration, peer string) (served bool, err error) {
-	procedure := hourglassv1connect.HourglassServiceScheduleProcedure
-	if batch {
-		procedure = hourglassv1connect.HourglassServiceScheduleBatchProcedure
+	if !s.fastDecode(c, batch) {
+		return false, nil
 	}
+	return true, s.fastRun(ctx, c, batch, timeout, peer)
+}
+
+func procedureOf(batch bool) string {
+	if batch {
+		return hourglassv1connect.HourglassServiceScheduleBatchProcedure
+	}
+	return hourglassv1connect.HourglassServiceScheduleProcedure
+}
+
+// fastDecode decodes and checks the body in c, without acting on it. It
+// reports false when connect-go must take the call instead (it could not
+// be decoded in place, or it fails a check). A panic while decoding is
+// kept in c.err, as connect.WithRecover in Handler would answer it.
+func (s *Server) fastDecode(c *fastCall, batch bool) (ok bool) {
+	c.err = nil
+	defer s.recoverCall(procedureOf(batch), &ok, &c.err)
+	if batch {
+		if !wirecodec.DecodeBatchInto(c.body, &c.msgs, s.topicString) || len(c.msgs.Msgs) > MaxBatch {
+			return false
+		}
+	} else if !wirecodec.DecodeRequestInto(c.body, &c.msgs, s.topicString) {
+		return false
+	}
+	var cerr *connect.Error
+	if c.reqs, cerr = s.requests(c.reqs[:0], c.msgs.Msgs, s.eng.Now()); cerr != nil {
+		return false
+	}
+	return true
+}
+
+// fastRun schedules what fastDecode made of c's body under the call's
+// timeout (-1: none) and leaves the encoded answer in c.out, or returns
+// the call's error.
+func (s *Server) fastRun(ctx context.Context, c *fastCall, batch bool, timeout time.Duration, peer string) (err error) {
+	procedure := procedureOf(batch)
 	start := time.Now()
 	if timeout >= 0 {
 		d := newLazyDeadline(ctx, start.Add(timeout))
 		defer d.cancel()
 		ctx = d
 	}
-	ids, served, err := s.fastSchedule(ctx, c, batch, procedure)
-	if !served {
-		return false, nil
-	}
 	s.fastServed.Add(1)
+	ids, err := s.fastSchedule(ctx, c, procedure)
 	if err != nil {
 		newLogInterceptor(s.log).report(ctx, procedure, peer, start, err)
-		return true, err
+		return err
 	}
 	if batch {
 		c.out = wirecodec.AppendResponses(c.out[:0], ids)
 	} else {
 		c.out = wirecodec.AppendResponse(c.out[:0], ids[0])
 	}
-	return true, nil
+	return nil
 }
 
-// fastSchedule decodes and checks the body in c and schedules it. served
-// is false when connect-go must take the call instead (it could not be
-// decoded in place, or it fails a check): nothing was scheduled then.
-func (s *Server) fastSchedule(ctx context.Context, c *fastCall, batch bool, procedure string) (ids []message.ID, served bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			// As connect.WithRecover in Handler.
-			if p == http.ErrAbortHandler { //nolint:errorlint // net/http compares with ==
-				panic(p)
-			}
-			s.log.Error("server: panic in handler", "procedure", procedure, "panic", fmt.Sprint(p))
-			ids, served, err = nil, true, connect.NewError(connect.CodeInternal, errors.New("internal error"))
-		}
-	}()
-	if batch {
-		if !wirecodec.DecodeBatchInto(c.body, &c.msgs, s.topicString) || len(c.msgs.Msgs) > MaxBatch {
-			return nil, false, nil
-		}
-	} else if !wirecodec.DecodeRequestInto(c.body, &c.msgs, s.topicString) {
-		return nil, false, nil
-	}
-	var cerr *connect.Error
-	if c.reqs, cerr = s.requests(c.reqs[:0], c.msgs.Msgs, s.eng.Now()); cerr != nil {
-		return nil, false, nil
+// fastSchedule schedules what fastDecode made of c's body.
+func (s *Server) fastSchedule(ctx context.Context, c *fastCall, procedure string) (ids []message.ID, err error) {
+	ok := true
+	defer s.recoverCall(procedure, &ok, &err)
+	if c.err != nil {
+		return nil, c.err // fastDecode panicked
 	}
 	if err := ctx.Err(); err != nil {
 		// Connect-go checks the deadline before it calls a handler.
-		return nil, true, serverError(err)
+		return nil, serverError(err)
 	}
-	ids, err = s.schedule(ctx, c.reqs)
-	return ids, true, err
+	return s.schedule(ctx, c.reqs)
+}
+
+// recoverCall turns a panic of a call into the Internal error
+// connect.WithRecover in Handler answers, in *err, and sets *ok: the
+// call is answered. It must be deferred.
+func (s *Server) recoverCall(procedure string, ok *bool, err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if p == http.ErrAbortHandler { //nolint:errorlint // net/http compares with ==
+		panic(p)
+	}
+	s.log.Error("server: panic in handler", "procedure", procedure, "panic", fmt.Sprint(p))
+	*ok, *err = true, connect.NewError(connect.CodeInternal, errors.New("internal error"))
 }
 
 // topicString returns b as a string, the same one as last time for the

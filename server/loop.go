@@ -5,7 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-
+	"time"
 	"unsafe"
 
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
@@ -13,39 +13,55 @@ import (
 )
 
 // LoopPaths are the request targets whose plain HTTP/1.1 calls a
-// connection loop (package h1srv) hands to ServeH1: Schedule and
+// connection loop (package h1srv) hands to Take: Schedule and
 // ScheduleBatch.
 var LoopPaths = []string{
 	hourglassv1connect.HourglassServiceScheduleProcedure,
 	hourglassv1connect.HourglassServiceScheduleBatchProcedure,
 }
 
-// ServeH1 answers a Schedule or ScheduleBatch call that package h1srv's
-// connection loop parsed, on the fast path (fast.go): with the same
-// checks, and byte for byte the same answers but for the framing, as
-// Handler. It declines (false, nothing written) every call Handler's fast
-// path would leave to connect-go; the loop then hands the call to the
-// http.Server serving Handler.
-func (s *Server) ServeH1(ctx context.Context, req *h1srv.Request, w *h1srv.ResponseWriter) bool {
+// Take takes a Schedule or ScheduleBatch call that package h1srv's
+// connection loop parsed for the fast path (fast.go), with the same checks
+// as Handler's: it copies, decodes and checks the body, and returns the
+// call that schedules it and answers byte for byte as Handler would but
+// for the framing. It declines (false, nothing done) every call Handler's
+// fast path would leave to connect-go; the loop then hands the call to
+// the http.Server serving Handler.
+func (s *Server) Take(req *h1srv.Request) (h1srv.Call, bool) {
 	batch := req.Path == hourglassv1connect.HourglassServiceScheduleBatchProcedure
 	if !batch && req.Path != hourglassv1connect.HourglassServiceScheduleProcedure {
-		return false
+		return nil, false
 	}
 	head := loopHead(req)
 	timeout, ok := s.fastTakes(&head, int64(len(req.Body)))
 	if !ok {
-		return false
+		return nil, false
 	}
 	c := fastCalls.Get().(*fastCall)
-	own := c.body
-	c.body = req.Body // decoded in place in the loop's buffer, valid during the call
-	served, err := s.fastCore(ctx, c, batch, timeout, req.RemoteAddr)
-	c.body = own
-	if !served {
+	// The loop reads on while the call is in flight: the body is copied
+	// (a few hundred bytes for a Schedule), then decoded in place.
+	c.body = append(c.body[:0], req.Body...)
+	if !s.fastDecode(c, batch) {
 		putFastCall(c)
-		return false
+		return nil, false
 	}
-	if err != nil {
+	c.loop = loopCall{s: s, batch: batch, timeout: timeout, peer: req.RemoteAddr}
+	return c, true
+}
+
+// loopCall is what a fastCall the loop took needs to be served.
+type loopCall struct {
+	s       *Server
+	batch   bool
+	timeout time.Duration
+	peer    string
+}
+
+// Serve schedules a call Take took and writes its answer (h1srv.Call).
+func (c *fastCall) Serve(ctx context.Context, w *h1srv.ResponseWriter) {
+	l := c.loop
+	c.loop = loopCall{}
+	if err := l.s.fastRun(ctx, c, l.batch, l.timeout, l.peer); err != nil {
 		var cw captureWriter
 		cw.h = http.Header{}
 		writeConnectError(&cw, err)
@@ -54,7 +70,6 @@ func (s *Server) ServeH1(ctx context.Context, req *h1srv.Request, w *h1srv.Respo
 		w.Write(http.StatusOK, loopAnswerFields, c.out)
 	}
 	putFastCall(c)
-	return true
 }
 
 // loopAnswerFields are the header fields of a fast path's answer, as fast

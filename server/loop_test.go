@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -25,12 +27,12 @@ type countingLoop struct {
 	served atomic.Int64
 }
 
-func (c *countingLoop) ServeH1(ctx context.Context, req *h1srv.Request, w *h1srv.ResponseWriter) bool {
-	ok := c.s.ServeH1(ctx, req, w)
+func (c *countingLoop) Take(req *h1srv.Request) (h1srv.Call, bool) {
+	call, ok := c.s.Take(req)
 	if ok {
 		c.served.Add(1)
 	}
-	return ok
+	return call, ok
 }
 
 // countingListener counts accepted connections.
@@ -341,5 +343,111 @@ func BenchmarkServeConn(b *testing.B) {
 func serveConnOnce(b *testing.B, c *rawClient) {
 	if err := c.call(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// TestLoopPipelined sends 100 Schedule calls in one write on one
+// connection, with a ScheduleBatch and a call the loop declines in their
+// midst: each is answered, in order, with its own message ID (the
+// message the answer names is the one the call carried), and every
+// message is stored once.
+func TestLoopPipelined(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	ls := serveLoop(t, ts)
+	host := strings.TrimPrefix(ls.url, "http://")
+	frame := func(procedure, contentType string, body []byte) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s",
+			procedure, host, contentType, len(body), body)
+	}
+	const n = 100
+	var reqs strings.Builder
+	for i := range n {
+		if i == 50 {
+			batch := marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{
+				{Topic: "pipe", Body: []byte("batch-a")}, {Topic: "pipe", Body: []byte("batch-b")}}})
+			reqs.WriteString(frame(hourglassv1connect.HourglassServiceScheduleBatchProcedure, "application/proto", batch))
+		}
+		body := marshal(t, &hourglassv1.ScheduleRequest{Topic: "pipe", Body: fmt.Appendf(nil, "m%03d", i)})
+		reqs.WriteString(frame(hourglassv1connect.HourglassServiceScheduleProcedure, "application/proto", body))
+	}
+	// Declined (JSON): the http.Server answers it once the loop's answers
+	// are out, and the connection is net/http's from then on.
+	reqs.WriteString(frame(hourglassv1connect.HourglassServiceScheduleProcedure, "application/json", []byte(`{"topic":"pipe","body":"anNvbg=="}`)))
+
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second)) // a guard: nothing here waits on time
+	if _, err := io.WriteString(conn, reqs.String()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	ids := map[string]string{} // id -> body it must carry
+	for i := range n {
+		if i == 50 {
+			var res hourglassv1.ScheduleBatchResponse
+			readProto(t, br, &res)
+			if len(res.Results) != 2 {
+				t.Fatalf("batch answer: %d results", len(res.Results))
+			}
+			ids[res.Results[0].Id], ids[res.Results[1].Id] = "batch-a", "batch-b"
+		}
+		var res hourglassv1.ScheduleResponse
+		readProto(t, br, &res)
+		if _, dup := ids[res.Id]; dup {
+			t.Fatalf("answer %d: id %s given twice", i, res.Id)
+		}
+		ids[res.Id] = fmt.Sprintf("m%03d", i)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonBody, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !bytes.HasPrefix(jsonBody, []byte(`{"id":"`)) {
+		t.Fatalf("declined call: %d %q", resp.StatusCode, jsonBody)
+	}
+	// Every message is stored once, under the ID its answer gave.
+	got := map[string]string{}
+	for len(got) < len(ids)+1 {
+		res, err := ts.client.Receive(context.Background(), connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "pipe", MaxMessages: 500, WaitMs: 2000}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Msg.Messages) == 0 {
+			t.Fatalf("received %d of %d messages", len(got), len(ids)+1)
+		}
+		for _, m := range res.Msg.Messages {
+			if _, dup := got[m.Id]; dup {
+				t.Fatalf("message %s received twice", m.Id)
+			}
+			got[m.Id] = string(m.Body)
+		}
+	}
+	for id, body := range ids {
+		if got[id] != body {
+			t.Errorf("message %s: body %q, want %q (the answer named another call's message)", id, got[id], body)
+		}
+	}
+}
+
+// readProto reads one answer of the loop and decodes its body into m.
+func readProto(t *testing.T, br *bufio.Reader, m proto.Message) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		t.Fatal(err)
 	}
 }

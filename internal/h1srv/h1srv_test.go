@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,20 +21,42 @@ import (
 type echo struct {
 	entered, release chan struct{}
 	calls            chan string
+	// A call whose body is a key of hold reports the body on held, then
+	// waits for its channel. A body of "panic" panics; "mute" writes no
+	// answer.
+	hold map[string]chan struct{}
+	held chan string
 }
 
-func (e *echo) ServeH1(ctx context.Context, req *Request, w *ResponseWriter) bool {
+func (e *echo) Take(req *Request) (Call, bool) {
 	body := string(req.Body)
 	e.calls <- body
-	switch body {
-	case "decline":
-		return false
-	case "block":
-		e.entered <- struct{}{}
-		<-e.release
+	if body == "decline" {
+		return nil, false
 	}
-	w.Write(http.StatusOK, []string{"Content-Type", "text/plain"}, []byte("loop:"+body))
-	return true
+	return echoCall{e, body}, true
+}
+
+type echoCall struct {
+	e    *echo
+	body string
+}
+
+func (c echoCall) Serve(ctx context.Context, w *ResponseWriter) {
+	switch c.body {
+	case "block":
+		c.e.entered <- struct{}{}
+		<-c.e.release
+	case "panic":
+		panic("echo: asked to panic")
+	case "mute":
+		return
+	}
+	if ch, ok := c.e.hold[c.body]; ok {
+		c.e.held <- c.body
+		<-ch
+	}
+	w.Write(http.StatusOK, []string{"Content-Type", "text/plain"}, []byte("loop:"+c.body))
 }
 
 type fixture struct {
@@ -54,7 +78,8 @@ func start(t *testing.T, headerTimeout time.Duration) *fixture {
 		b, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "http:%s %s %s", r.Method, r.URL.Path, b)
 	})}
-	h := &echo{entered: make(chan struct{}), release: make(chan struct{}), calls: make(chan string, 100)}
+	h := &echo{entered: make(chan struct{}), release: make(chan struct{}), calls: make(chan string, 1000),
+		hold: map[string]chan struct{}{}, held: make(chan string, 1000)}
 	srv, err := New(Options{Handler: h, Paths: testPaths, HTTP: hs, ReadHeaderTimeout: headerTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -250,5 +275,167 @@ func TestShutdownHandedOff(t *testing.T) {
 	}
 	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("handed-off idle connection: read %d bytes, %v; want EOF", n, err)
+	}
+}
+
+// holdCalls makes the fixture's calls with bodies hold0..hold(n-1) wait
+// until released, and returns their bodies.
+func (f *fixture) holdCalls(n int) []string {
+	var bodies []string
+	for i := range n {
+		b := fmt.Sprintf("hold%d", i)
+		f.h.hold[b] = make(chan struct{})
+		bodies = append(bodies, b)
+	}
+	return bodies
+}
+
+// waitHeld waits until n calls are held, and fails after a guard time:
+// calls served one after the other never all get there.
+func (f *fixture) waitHeld(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	guard := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case b := <-f.h.held:
+			got = append(got, b)
+		case <-guard:
+			t.Fatalf("%d of %d pipelined calls in flight together; want all", len(got), n)
+		}
+	}
+	return got
+}
+
+// TestPipelinedCallsInFlightTogether sends 8 requests in one write whose
+// calls each wait until the test releases them: all 8 must be in flight
+// at once (the loop does not wait for a call before it takes the next),
+// and the answers must come in the requests' order although the calls
+// end in the opposite order.
+func TestPipelinedCallsInFlightTogether(t *testing.T) {
+	f := start(t, 0)
+	bodies := f.holdCalls(8)
+	conn, br := f.dial(t)
+	var reqs strings.Builder
+	for _, b := range bodies {
+		reqs.WriteString(post("/svc/Schedule", b, ""))
+	}
+	io.WriteString(conn, reqs.String())
+	f.waitHeld(t, len(bodies))
+	for i := len(bodies) - 1; i >= 0; i-- {
+		close(f.h.hold[bodies[i]])
+	}
+	for _, b := range bodies {
+		if got, _ := readAnswer(t, br); got != "loop:"+b {
+			t.Fatalf("answer %q, want loop:%s (in the requests' order)", got, b)
+		}
+	}
+	// The connection goes on with a plain call.
+	io.WriteString(conn, post("/svc/Schedule", "after", ""))
+	if got, _ := readAnswer(t, br); got != "loop:after" {
+		t.Fatalf("answer %q after the pipelined ones", got)
+	}
+}
+
+// TestMaxInFlight: of MaxInFlight+1 pipelined waiting calls, only
+// MaxInFlight are started; the last one starts once one ends.
+func TestMaxInFlight(t *testing.T) {
+	f := start(t, 0)
+	bodies := f.holdCalls(MaxInFlight + 1)
+	conn, br := f.dial(t)
+	var reqs strings.Builder
+	for _, b := range bodies {
+		reqs.WriteString(post("/svc/Schedule", b, ""))
+	}
+	io.WriteString(conn, reqs.String())
+	held := f.waitHeld(t, MaxInFlight)
+	if slices.Contains(held, bodies[MaxInFlight]) {
+		t.Fatalf("the call beyond MaxInFlight started before any ended")
+	}
+	// Without the first answer written, the last call stays waiting; the
+	// loop is blocked in enqueue. Release the first.
+	close(f.h.hold[bodies[0]])
+	if got, _ := readAnswer(t, br); got != "loop:"+bodies[0] {
+		t.Fatalf("first answer %q", got)
+	}
+	if last := f.waitHeld(t, 1); last[0] != bodies[MaxInFlight] {
+		t.Fatalf("then %q started, want %q", last[0], bodies[MaxInFlight])
+	}
+	for _, b := range bodies[1:] {
+		close(f.h.hold[b])
+	}
+	for _, b := range bodies[1:] {
+		if got, _ := readAnswer(t, br); got != "loop:"+b {
+			t.Fatalf("answer %q, want loop:%s", got, b)
+		}
+	}
+}
+
+// TestPipelinedFailure: a call that panics, or writes no answer, ends
+// its connection: the answers before it are written, none after it,
+// although the calls after it ran.
+func TestPipelinedFailure(t *testing.T) {
+	for _, bad := range []string{"panic", "mute"} {
+		t.Run(bad, func(t *testing.T) {
+			f := start(t, 0)
+			bodies := f.holdCalls(1) // holds the first answer until all ran
+			conn, br := f.dial(t)
+			io.WriteString(conn, post("/svc/Schedule", bodies[0], "")+post("/svc/Schedule", bad, "")+post("/svc/Schedule", "c", ""))
+			f.waitHeld(t, 1)
+			for _, want := range []string{bodies[0], bad, "c"} {
+				if got := <-f.h.calls; got != want {
+					t.Fatalf("call %q, want %q", got, want)
+				}
+			}
+			close(f.h.hold[bodies[0]])
+			if got, _ := readAnswer(t, br); got != "loop:"+bodies[0] {
+				t.Fatalf("first answer %q", got)
+			}
+			if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("after the first answer: %d bytes, %v; want EOF", n, err)
+			}
+		})
+	}
+}
+
+// TestShutdownPipelined: Shutdown with pipelined calls in flight lets
+// them end; all are answered in order, the last with Connection: close,
+// and the connection is closed.
+func TestShutdownPipelined(t *testing.T) {
+	f := start(t, 0)
+	bodies := f.holdCalls(3)
+	conn, br := f.dial(t)
+	var reqs strings.Builder
+	for _, b := range bodies {
+		reqs.WriteString(post("/svc/Schedule", b, ""))
+	}
+	io.WriteString(conn, reqs.String())
+	f.waitHeld(t, len(bodies))
+	shut := make(chan error, 1)
+	go func() { shut <- f.srv.Shutdown(context.Background()) }()
+	// Shutdown must be under way (it stops accepting first) before the
+	// calls end; a new connection is refused once it is.
+	for {
+		c, err := net.Dial("tcp", f.addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		runtime.Gosched()
+	}
+	for _, b := range bodies {
+		close(f.h.hold[b])
+	}
+	for i, b := range bodies {
+		got, resp := readAnswer(t, br)
+		if got != "loop:"+b || resp.Close != (i == len(bodies)-1) {
+			t.Fatalf("answer %d: %q close=%v; want loop:%s, close only on the last", i, got, resp.Close, b)
+		}
+	}
+	if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after the answers: %d bytes, %v; want EOF", n, err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
 	}
 }
