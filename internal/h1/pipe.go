@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -331,6 +332,12 @@ var errInterrupted = errors.New("h1: write interrupted")
 // is empty; pc.writing is set. When ctx ends in the middle of a write,
 // a goroutine takes over the rest and the caller returns.
 func (pc *pipeConn) writeQueued(ctx context.Context) {
+	if pc.live.Load() > 1 {
+		// Other callers wait on this connection, and those the reader
+		// just handed answers to may be runnable: let them queue their
+		// next requests first, so that they leave in this write.
+		runtime.Gosched()
+	}
 	pc.mu.Lock()
 	for pc.unsent > 0 && pc.err == nil {
 		buf := pc.pending

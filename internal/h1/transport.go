@@ -72,6 +72,9 @@
 //   - Requests leave a connection in the order they were queued. The
 //     caller that finds no write in progress writes; the requests queued
 //     meanwhile leave together in its next write call, until none is left.
+//     When other callers wait on the connection, the writer first yields
+//     the processor once (runtime.Gosched), so that callers the reader
+//     just answered queue their next requests into its first write.
 //   - One goroutine per connection reads the answers, in order, and hands
 //     each to its caller, the body appended to the caller's buffer. A
 //     connection's end is seen when it happens, not only at the next use.
