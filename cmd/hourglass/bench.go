@@ -180,7 +180,7 @@ Scenarios (N is --messages):
             with WithMaxCalls(N), which keeps N calls in flight and merges
             the Schedules that arrive meanwhile into ScheduleBatch calls
             (calls and merged in the JSON say how many went how).
-            Headline with pipelining: --conns 8 (see below).
+            With pipelining: --conns 4 (see below).
   lateness  N messages (default 20,000) in ScheduleBatch calls, due evenly over
             --window (10s) starting once scheduling is over (1s + N/20,000 s
             after the start, on the server's clock), while --consumers (4)
@@ -199,7 +199,10 @@ are pipelined over at most N connections per server (client.WithPipelining):
 each call is still its own request with its own answer, but the requests
 queued on a connection while a write is under way leave together in one
 write, and the server can answer them together. --conns 4 to 8 suits 64
-clients; each connection carries at most 64 calls at once.
+clients; each connection carries at most 64 calls at once. A server that
+answers a connection's calls one after the other, each after its own fsync
+(--fsync always, until it runs pipelined calls concurrently), is slower
+this way: measure it against --conns 0 (docs/BENCHMARKS.md).
 
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and

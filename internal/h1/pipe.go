@@ -195,8 +195,9 @@ func (h *pipeHost) removeLocked(pc *pipeConn) bool {
 }
 
 // pipeConn is one pipelined connection. Requests are queued by their
-// callers, written by whichever caller finds no write in progress, and
-// answered in order to the goroutine running readLoop.
+// callers and written by whichever caller finds no write in progress;
+// the goroutine running readLoop reads the answers in order and hands
+// each to its caller.
 type pipeConn struct {
 	h       *pipeHost
 	seq     uint64 // the number of its dial on its host
@@ -245,10 +246,10 @@ func (pc *pipeConn) reserve() {
 	pc.live.Add(1)
 }
 
-// done counts a request that left the connection: answered, settled by
+// leave counts a request that left the connection: answered, settled by
 // its end, or never queued; gone says its caller no longer waits on it
 // (false for one its caller gave up on earlier).
-func (pc *pipeConn) done(gone bool) {
+func (pc *pipeConn) leave(gone bool) {
 	if gone {
 		pc.unwait()
 	}
@@ -472,10 +473,10 @@ func (pc *pipeConn) readLoop() {
 		if c.state.CompareAndSwap(callWaiting, callSettled) {
 			c.a = Answer{StatusCode: h.status, Status: h.statusText, Header: h.header, Body: append(c.dst, body...), BodyErr: bodyErr}
 			c.out = outAnswer
-			pc.done(true)
+			pc.leave(true)
 			c.done <- struct{}{}
 		} else {
-			pc.done(false) // its caller gave up: dropped
+			pc.leave(false) // its caller gave up: dropped
 		}
 		br.Discard(consumed)
 		if len(pc.scratch) > maxKeptBuffer {
@@ -520,7 +521,7 @@ func (pc *pipeConn) fail(cause, headErr error) {
 	addr := h.addr
 	for i, c := range calls {
 		if !c.state.CompareAndSwap(callWaiting, callSettled) {
-			pc.done(false)
+			pc.leave(false)
 			continue
 		}
 		switch {
@@ -537,7 +538,7 @@ func (pc *pipeConn) fail(cause, headErr error) {
 				"the request was sent and may have been processed, so only idempotent requests are sent again",
 				"POST", addr, cause)
 		}
-		pc.done(true)
+		pc.leave(true)
 		c.done <- struct{}{}
 	}
 }
@@ -612,7 +613,7 @@ func (t *Transport) postPiped(ctx context.Context, r PostRequest, dst []byte) (A
 		c := t.getCall()
 		c.dst, c.idempotent = dst, idempotent
 		if !pc.enqueue(ctx, c, &r) {
-			pc.done(true) // ended between pick and enqueue: nothing sent
+			pc.leave(true) // ended between pick and enqueue: nothing sent
 			t.putCall(c)
 			if moves++; moves > maxMoves {
 				return Answer{}, fmt.Errorf("h1: POST %s: the request was not sent: %d connections ended before it could be queued", h.addr, moves)
