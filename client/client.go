@@ -53,10 +53,11 @@ type Client struct {
 }
 
 type config struct {
-	token    string
-	http     connect.HTTPClient
-	connOpts []connect.ClientOption
-	maxCalls int
+	token     string
+	http      connect.HTTPClient
+	connOpts  []connect.ClientOption
+	maxCalls  int
+	pipeConns int
 }
 
 // Option configures New.
@@ -92,6 +93,35 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = 
 // not sent; once sent, the call goes on while any of its callers waits.
 func WithMaxCalls(n int) Option { return func(c *config) { c.maxCalls = n } }
 
+// WithPipelining sends Schedule and ScheduleBatch calls pipelined over at
+// most conns HTTP/1.1 connections per server, instead of one connection
+// per call in flight. Use it when many goroutines make single calls at
+// once: 64 goroutines calling Schedule then share, say, 4 or 8
+// connections, and the calls queued on a connection while a write is
+// under way leave together in one write, which saves most of the system
+// calls of the client and of the server (docs/BENCHMARKS.md). Each call
+// is still its own request with its own answer, answered in the order
+// sent; nothing is merged (merging messages into ScheduleBatch calls is
+// WithMaxCalls, which may be combined with this). A connection carries at
+// most 64 calls at once; a call that finds every connection full waits.
+//
+// A call whose ctx ends returns ctx's error at once; if its request was
+// already queued it is still sent and its answer is dropped, and the
+// calls sharing its connection go on. When a connection ends while calls
+// on it wait for answers (the server restarted, say): a call whose
+// request was not yet written goes on another connection; a call sent
+// with an Idempotency-Key header is sent again once; any other call fails
+// with an error saying it was sent and may have been processed, and is
+// never sent twice (a Schedule may have been stored). A connection with
+// no call waiting is closed after 90 s.
+//
+// conns <= 0 (the default) turns pipelining off. It applies to the HTTP
+// client New builds; with WithHTTPClient it is ignored: give that option
+// a client from NewPipelinedHTTPClient instead. Calls other than Schedule
+// and ScheduleBatch, and any call made through connect-go (with
+// WithConnectOptions), are not pipelined.
+func WithPipelining(conns int) Option { return func(c *config) { c.pipeConns = conns } }
+
 // WithConnectOptions adds connect-go client options, such as interceptors
 // or connect.WithGRPC() (which needs an HTTP/2 capable WithHTTPClient).
 // With any of them, Schedule and ScheduleBatch also go through connect-go,
@@ -114,7 +144,7 @@ func New(addr string, opts ...Option) *Client {
 	if cfg.http == nil {
 		// Producers and consumers keep several calls in flight; the
 		// default of 2 idle connections per host would churn.
-		cfg.http = NewHTTPClient(64)
+		cfg.http = NewPipelinedHTTPClient(64, cfg.pipeConns)
 	}
 	// The codec decodes ScheduleBatch answers with a few allocations per
 	// batch instead of three per message; options given after it win.

@@ -63,12 +63,20 @@ func (t oneWrite) CloseIdleConnections() {
 // environment, request bodies of unknown length such as client streams,
 // gRPC) goes to net/http's transport, where a request body of 3 KiB or
 // less is also sent in one write.
-func NewHTTPClient(maxIdle int) *http.Client {
+func NewHTTPClient(maxIdle int) *http.Client { return NewPipelinedHTTPClient(maxIdle, 0) }
+
+// NewPipelinedHTTPClient is NewHTTPClient with the Schedule and
+// ScheduleBatch calls of the Clients using it pipelined over at most
+// conns connections per host, as WithPipelining describes; conns <= 0
+// gives NewHTTPClient(maxIdle). It is for several Clients sharing one
+// HTTP client (WithHTTPClient) and its connections; its
+// CloseIdleConnections closes the pipelined connections no call waits on.
+func NewPipelinedHTTPClient(maxIdle, conns int) *http.Client {
 	if maxIdle <= 0 {
 		maxIdle = 64
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0
 	tr.MaxIdleConnsPerHost = maxIdle
-	return &http.Client{Transport: h1.New(h1.Options{Fallback: oneWrite{next: tr}, MaxIdlePerHost: maxIdle})}
+	return &http.Client{Transport: h1.New(h1.Options{Fallback: oneWrite{next: tr}, MaxIdlePerHost: maxIdle, PipelineConns: max(conns, 0)})}
 }

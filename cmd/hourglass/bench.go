@@ -158,7 +158,7 @@ func runBenchEngine(c *cli.Context) error {
 }
 
 const benchServerDescription = `Drives a running server over the network (Connect over HTTP/1.1, one
-connection per client kept alive) and prints a table to stdout (with --json,
+connection per client kept alive, or --conns shared ones) and prints a table to stdout (with --json,
 also one JSON object as the last line, with the same keys as bench engine, 0
 where a key does not apply). Each run uses a fresh topic unless --topic is
 given, so runs do not interfere.
@@ -180,6 +180,7 @@ Scenarios (N is --messages):
             with WithMaxCalls(N), which keeps N calls in flight and merges
             the Schedules that arrive meanwhile into ScheduleBatch calls
             (calls and merged in the JSON say how many went how).
+            With pipelining: --conns 4 (see below).
   lateness  N messages (default 20,000) in ScheduleBatch calls, due evenly over
             --window (10s) starting once scheduling is over (1s + N/20,000 s
             after the start, on the server's clock), while --consumers (4)
@@ -191,6 +192,18 @@ Scenarios (N is --messages):
 batch and single leave their messages pending on the server (due 1h later,
 on their own topic).
 
+Connections (batch and single): by default every call in flight has an
+HTTP/1.1 connection of its own (64 clients, 64 connections), and each call
+costs a write and a read on each side. With --conns N the clients' calls
+are pipelined over at most N connections per server (client.WithPipelining):
+each call is still its own request with its own answer, but the requests
+queued on a connection while a write is under way leave together in one
+write, and the server can answer them together. --conns 4 to 8 suits 64
+clients; each connection carries at most 64 calls at once. A server that
+answers a connection's calls one after the other, each after its own fsync
+(--fsync always, until it runs pipelined calls concurrently), is slower
+this way: measure it against --conns 0 (docs/BENCHMARKS.md).
+
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and
 fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
@@ -199,7 +212,8 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   clock_skew_ms             server clock - client clock (Time with the shortest round trip)
   clock_rtt_ms              that call's round trip
   errors                    failed calls
-  max_calls, calls, merged  --max-calls; the RPCs sent; messages sent in merged ScheduleBatch calls`
+  max_calls, calls, merged  --max-calls; the RPCs sent; messages sent in merged ScheduleBatch calls
+  conns                     --conns: connections per server the calls were pipelined over (0: one per call)`
 
 // loadGenGCPercent is bench server's GC percent: a leaner load generator
 // leaves more of the shared machine to the server it measures.
@@ -229,6 +243,8 @@ func benchServerCommand() *cli.Command {
 				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
 			&cli.IntFlag{Name: "max-calls",
 				Usage: "single only: send through the Go client with WithMaxCalls(`N`), merging concurrent Schedules into ScheduleBatch calls beyond N in flight; 0 sends each Schedule as its own call"},
+			&cli.IntFlag{Name: "conns",
+				Usage: fmt.Sprintf("batch and single: pipeline the clients' calls over at most `N` connections per server, 0 to %d; 0 gives each call in flight its own connection (see above)", serverbench.MaxClients)},
 			&cli.StringFlag{Name: "cpuprofile",
 				Usage: "write the load generator's CPU profile to `FILE` (go tool pprof FILE); the server's is at /debug/pprof/profile with serve --pprof"},
 			&cli.StringFlag{Name: "protocol", Value: serverbench.DefaultProtocol,
@@ -271,6 +287,7 @@ func runBenchServer(c *cli.Context) error {
 		Topic:     c.String("topic"),
 		Protocol:  c.String("protocol"),
 		MaxCalls:  c.Int("max-calls"),
+		Conns:     c.Int("conns"),
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -37,6 +38,10 @@ func TestBenchServerFlagErrors(t *testing.T) {
 		{"argument", []string{"now"}, `bench server takes no arguments, got ["now"]`},
 		{"negative_max_calls", []string{"--scenario", "single", "--max-calls", "-1"}, "--max-calls -1 is out of range; it must be from 0 (every Schedule its own call) to 1024"},
 		{"max_calls_batch", []string{"--max-calls", "2"}, "--max-calls applies to --scenario single only"},
+		{"negative_conns", []string{"--conns", "-1"}, "--conns -1 is out of range; it must be from 0 (a connection per call in flight) to 1024"},
+		{"huge_conns", []string{"--scenario", "single", "--conns", "1025"}, "--conns 1025 is out of range; it must be from 0 (a connection per call in flight) to 1024"},
+		{"conns_lateness", []string{"--scenario", "lateness", "--conns", "4"}, "--conns applies to --scenario batch and single only"},
+		{"conns_grpc", []string{"--protocol", "grpc", "--conns", "4"}, "--conns applies to --protocol connect only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _, err := runApp(t, append([]string{"bench", "server"}, tc.args...)...)
@@ -137,10 +142,13 @@ func TestBenchServerScenarios(t *testing.T) {
 		{serverbench.Batch, []string{"--messages", "3000", "--batch", "50"}},
 		{serverbench.Single, []string{"--messages", "500", "--clients", "8"}},
 		{serverbench.Single + "_merged", []string{"--messages", "2000", "--clients", "32", "--max-calls", "1"}},
+		{serverbench.Single + "_pipelined", []string{"--messages", "2000", "--clients", "32", "--conns", "2"}},
+		{serverbench.Batch + "_pipelined", []string{"--messages", "3000", "--batch", "50", "--conns", "1"}},
 		{serverbench.Lateness, []string{"--messages", "1000", "--window", "500ms", "--grace", "5s"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			scenario, merged := strings.CutSuffix(tc.scenario, "_merged")
+			scenario, pipelined := strings.CutSuffix(scenario, "_pipelined")
 			args := append([]string{"bench", "server", "--addr", url, "--scenario", scenario, "--timeout", "1m", "--json"}, tc.args...)
 			out, stderr, err := runApp(t, args...)
 			if err != nil {
@@ -177,6 +185,16 @@ func TestBenchServerScenarios(t *testing.T) {
 			}
 			if !merged && m["calls"].(float64) != 0 {
 				t.Errorf("calls %v without --max-calls, want 0", m["calls"])
+			}
+			wantConns := 0.0
+			if pipelined {
+				wantConns = map[string]float64{serverbench.Single: 2, serverbench.Batch: 1}[scenario]
+			}
+			if m["conns"] != wantConns {
+				t.Errorf("conns %v, want %v", m["conns"], wantConns)
+			}
+			if pipelined && !strings.Contains(out, fmt.Sprintf("pipelined over %d connections", int(wantConns))) {
+				t.Errorf("the table does not say the calls were pipelined:\n%s", out)
 			}
 			if tc.scenario == serverbench.Lateness {
 				if m["delivered"] != m["messages"] || m["fire_per_sec"].(float64) <= 0 || m["lateness_max_ms"].(float64) < m["lateness_p99_ms"].(float64) {

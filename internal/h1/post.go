@@ -21,7 +21,8 @@ var ErrUseRoundTrip = errors.New("h1: Post does not send this request; send it t
 // request head, formatted once. It may be used from any goroutine.
 type Target struct {
 	addr string
-	head []byte // request line, Host, the fixed fields
+	head []byte    // request line, Host, the fixed fields
+	pipe *pipeHost // addr's pipelined connections; nil when not pipelining
 }
 
 // NewTarget prepares POSTs to u carrying the fields of header (canonical
@@ -57,7 +58,11 @@ func (t *Transport) NewTarget(u *url.URL, host string, header http.Header) *Targ
 			}
 		}
 	}
-	return &Target{addr: hostPort(u), head: b}
+	tg := &Target{addr: hostPort(u), head: b}
+	if t.pipeHosts != nil {
+		tg.pipe = t.pipeHost(tg.addr)
+	}
+	return tg
 }
 
 // AppendField appends the header line "name: value\r\n" to dst for a
@@ -120,10 +125,15 @@ type Answer struct {
 // http.ReadResponse from the same buffered bytes. The connection pool,
 // the retry rules and the context's handling are RoundTrip's (package
 // doc); errors are worded as RoundTrip's, and an error is returned only
-// when no answer's head was read.
+// when no answer's head was read. With Options.PipelineConns, the
+// connections, retries and context follow the package doc's Pipelining
+// instead.
 func (t *Transport) Post(ctx context.Context, r PostRequest, dst []byte) (Answer, error) {
 	if int64(len(r.Body)) > t.maxBody {
 		return Answer{}, ErrUseRoundTrip
+	}
+	if r.Target.pipe != nil {
+		return t.postPiped(ctx, r, dst)
 	}
 	a, retry, err := t.post(ctx, r, dst, false)
 	if err != nil && retry {

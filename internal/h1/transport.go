@@ -58,6 +58,51 @@
 // connection the server closed while it sat idle is dropped rather than
 // used.
 //
+// # Pipelining
+//
+// With Options.PipelineConns above 0, Post pipelines (RoundTrip does not):
+// at most PipelineConns connections per host carry Posts, each with up to
+// Options.PipelineDepth requests in flight. Each request stays its own
+// request with its own answer; only the connections are shared.
+//
+//   - A Post goes on the connection with the fewest requests in flight; a
+//     new one is dialed while fewer than PipelineConns are open and every
+//     open one has a request in flight. When every connection is full the
+//     Post waits for room (or for its context to end).
+//   - Requests leave a connection in the order they were queued. The
+//     caller that finds no write in progress writes; the requests queued
+//     meanwhile leave together in its next write call, until none is left.
+//     When other callers wait on the connection, the writer first yields
+//     the processor once (runtime.Gosched), so that callers the reader
+//     just answered queue their next requests into its first write.
+//   - One goroutine per connection reads the answers, in order, and hands
+//     each to its caller, the body appended to the caller's buffer. A
+//     connection's end is seen when it happens, not only at the next use.
+//   - A caller whose context ends returns the context's error at once. A
+//     request already queued is still sent, and its answer is read and
+//     dropped: the connection and the other callers' requests go on. (A
+//     caller whose context ends while it is itself writing leaves the rest
+//     of that write to a goroutine that finishes it.)
+//   - A connection on which no caller waits (nothing in flight, or only
+//     requests whose callers gave up) is closed after Options.IdleTimeout,
+//     and by CloseIdleConnections.
+//
+// When a connection ends with requests on it unanswered (the server
+// closed or reset it, a write or read failed, or an answer said
+// "Connection: close", after which the server answers nothing more on it),
+// each of them is settled by this rule:
+//
+//   - a request that never reached a write call is sent on another
+//     connection (moved at most 3 times);
+//   - a request marked Idempotent that was written is sent again, once, on a
+//     connection dialed after the end;
+//   - every other request fails with an error saying that it was sent and
+//     may have been processed. A request that was written and is not marked
+//     Idempotent is never sent again: the server may have stored it.
+//
+// The request whose answer was being read when the connection failed gets
+// the read's error, as without pipelining.
+//
 // # What it leaves to the fallback
 //
 // Requests it does not handle go to Options.Fallback unchanged: https and
@@ -86,6 +131,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -120,6 +166,16 @@ type Options struct {
 	WriteBufferSize int
 	// ReadBufferSize is the per-connection read buffer. Default 4 KiB.
 	ReadBufferSize int
+	// PipelineConns, when above 0, pipelines Post (see the package doc):
+	// at most this many connections per host carry Posts, each with up
+	// to PipelineDepth requests in flight, answered in order. 0 (the
+	// default) gives each Post a connection of its own. RoundTrip is not
+	// affected either way.
+	PipelineConns int
+	// PipelineDepth is how many requests one pipelined connection
+	// carries at once; a Post that finds every connection full waits.
+	// Default 64.
+	PipelineDepth int
 }
 
 // Transport is an http.RoundTripper for http:// HTTP/1.1 requests (see
@@ -138,6 +194,12 @@ type Transport struct {
 	// afterBody, when set by a test, runs in Post once the answer was
 	// read, before the connection is released.
 	afterBody func()
+
+	// pipeConns and pipeDepth are the Options'; 0 pipeConns: off.
+	pipeConns, pipeDepth int
+	pipeMu               sync.Mutex
+	pipeHosts            map[string]*pipeHost // guarded by pipeMu
+	pipeCalls            sync.Pool            // of *pipeCall
 }
 
 // max1xx is how many informational (1xx) answers are skipped before the
@@ -181,13 +243,24 @@ func New(o Options) *Transport {
 		idle = 90 * time.Second
 	}
 	t.pool = newPool(maxIdle, idle)
+	if o.PipelineConns > 0 {
+		t.pipeConns, t.pipeDepth = o.PipelineConns, o.PipelineDepth
+		if t.pipeDepth <= 0 {
+			t.pipeDepth = defaultPipelineDepth
+		}
+		t.pipeHosts = map[string]*pipeHost{}
+	}
 	return t
 }
 
 // CloseIdleConnections closes the idle connections of this transport and
-// of its fallback. Connections in use are not affected.
+// of its fallback, pipelined ones included (those on which no caller
+// waits). Connections in use are not affected.
 func (t *Transport) CloseIdleConnections() {
 	t.pool.closeAll()
+	if t.pipeHosts != nil {
+		t.closeIdlePipes()
+	}
 	if c, ok := t.fallback.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}

@@ -44,6 +44,9 @@ type Report struct {
 	MaxCalls int   `json:"max_calls"`
 	Calls    int64 `json:"calls"`
 	Merged   int64 `json:"merged"`
+	// Conns is Config.Conns: the connections per server the calls were
+	// pipelined over, 0 for a connection per call in flight.
+	Conns int `json:"conns"`
 }
 
 // Run runs one scenario against the server at cfg.Addr. A non-nil report
@@ -59,10 +62,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
 	// What the Go client (package client) uses: its HTTP/1.1 client, which
-	// sends a small request in one write, and (for gRPC, through
-	// connect-go) its codec, which decodes ScheduleBatch answers with a few
-	// allocations per batch.
-	hc := client.NewHTTPClient(cfg.Clients + cfg.Consumers + 8)
+	// sends a small request in one write (and with --conns pipelines
+	// Schedule and ScheduleBatch over that many connections), and (for
+	// gRPC, through connect-go) its codec, which decodes ScheduleBatch
+	// answers with a few allocations per batch.
+	hc := client.NewPipelinedHTTPClient(cfg.Clients+cfg.Consumers+8, cfg.Conns)
 	defer hc.CloseIdleConnections()
 	opts := []connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}
 	if cfg.Protocol == ProtocolGRPC {
@@ -97,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 
-	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls}
+	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls, Conns: cfg.Conns}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"

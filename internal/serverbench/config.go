@@ -85,6 +85,11 @@ type Config struct {
 	// and browsers do) or ProtocolGRPC (gRPC over one HTTP/2 connection,
 	// plain-text h2c for http:// addresses, as gRPC clients do).
 	Protocol string
+	// Conns, for batch and single over ProtocolConnect, pipelines the
+	// clients' calls over at most Conns connections per server
+	// (client.WithPipelining); 0 gives each call in flight a connection
+	// of its own.
+	Conns int
 }
 
 // Protocols.
@@ -148,6 +153,15 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxCalls > 0 && c.Scenario != Single {
 		return fmt.Errorf("--max-calls applies to --scenario single only (batch and lateness send ScheduleBatch themselves)")
+	}
+	if c.Conns < 0 || c.Conns > MaxClients {
+		return fmt.Errorf("--conns %d is out of range; it must be from 0 (a connection per call in flight) to %d", c.Conns, MaxClients)
+	}
+	if c.Conns > 0 && c.Scenario == Lateness {
+		return fmt.Errorf("--conns applies to --scenario batch and single only (lateness keeps a connection per call, its consumers' long polls among them)")
+	}
+	if c.Conns > 0 && c.Protocol == ProtocolGRPC {
+		return fmt.Errorf("--conns applies to --protocol %s only (gRPC multiplexes every call on one HTTP/2 connection already)", ProtocolConnect)
 	}
 	if c.Consumers == 0 {
 		c.Consumers = DefaultConsumers

@@ -16,7 +16,7 @@ import (
 // as `bench engine`), then this package's own.
 var Keys = append(append([]string(nil), enginebench.Keys...),
 	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors",
-	"max_calls", "calls", "merged")
+	"max_calls", "calls", "merged", "conns")
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -64,7 +64,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Scenario == Lateness {
 		fmt.Fprintf(&buf, "load: %d clients x %d messages per ScheduleBatch, %d consumers, %d-byte bodies, GOMAXPROCS %d\n", r.Clients, r.Batch, r.Consumers, r.BodySize, r.GOMAXPROCS)
 	} else {
-		fmt.Fprintf(&buf, "load: %d clients x %d messages per call, %d-byte bodies, GOMAXPROCS %d\n", r.Clients, r.Batch, r.BodySize, r.GOMAXPROCS)
+		conns := "a connection per call in flight"
+		if r.Protocol == ProtocolGRPC {
+			conns = "one HTTP/2 connection"
+		} else if r.Conns > 0 {
+			conns = fmt.Sprintf("calls pipelined over %d connections per server", r.Conns)
+		}
+		fmt.Fprintf(&buf, "load: %d clients x %d messages per call, %d-byte bodies, %s, GOMAXPROCS %d\n", r.Clients, r.Batch, r.BodySize, conns, r.GOMAXPROCS)
 	}
 	if r.Note != "" {
 		fmt.Fprintf(&buf, "note: %s\n", r.Note)
