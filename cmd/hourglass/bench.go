@@ -198,11 +198,10 @@ costs a write and a read on each side. With --conns N the clients' calls
 are pipelined over at most N connections per server (client.WithPipelining):
 each call is still its own request with its own answer, but the requests
 queued on a connection while a write is under way leave together in one
-write, and the server can answer them together. --conns 4 to 8 suits 64
-clients; each connection carries at most 64 calls at once. A server that
-answers a connection's calls one after the other, each after its own fsync
-(--fsync always, until it runs pipelined calls concurrently), is slower
-this way: measure it against --conns 0 (docs/BENCHMARKS.md).
+write. The server runs the calls pipelined on a connection concurrently
+and writes the answers that are ready together, so the Schedules of one
+burst share one fsync. --conns 4 suits 64 clients; each connection carries
+at most 64 calls at once. Compare with --conns 0 (docs/BENCHMARKS.md).
 
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and
