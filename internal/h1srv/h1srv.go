@@ -81,8 +81,26 @@ type Call interface {
 	// goroutine of its own: the calls of requests a client pipelined on
 	// one connection (up to MaxInFlight of them) run concurrently, and
 	// their answers are written in the requests' order. ctx is cancelled
-	// when the server is closed.
+	// when the server is closed, and when the loop, reading on behind
+	// the call, finds that the client closed or reset the connection (as
+	// net/http cancels a request's context; a call alone on its
+	// connection that is not a LongCall runs on the connection's
+	// goroutine, and nothing reads meanwhile).
 	Serve(ctx context.Context, w *ResponseWriter)
+}
+
+// LongCall is a Call that may take long (a long poll): it always runs on
+// a worker, so that the connection's goroutine reads on and cancels its
+// ctx if the client goes away, and it does not hold up the requests
+// pipelined behind it.
+type LongCall interface {
+	Call
+	Long() bool
+}
+
+func isLong(c Call) bool {
+	l, ok := c.(LongCall)
+	return ok && l.Long()
 }
 
 // Options configure a Server.
@@ -276,12 +294,14 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, Buffer
 const firstReadSize = 2048
 
 type conn struct {
-	srv   *Server
-	nc    net.Conn
-	state atomic.Int32
-	br    *bufio.Reader // pooled; nil while the connection is idle
-	src   firstRead     // what br reads from
-	first [firstReadSize]byte
+	srv    *Server
+	nc     net.Conn
+	ctx    context.Context // the calls': ends with the server, or when the client goes away
+	cancel context.CancelFunc
+	state  atomic.Int32
+	br     *bufio.Reader // pooled; nil while the connection is idle
+	src    firstRead     // what br reads from
+	first  [firstReadSize]byte
 	// used is set once the connection sent its first request; deadline
 	// while a read deadline is set.
 	used, deadline bool
@@ -437,6 +457,8 @@ var runCalls = sync.Pool{New: func() any { return new(runCall) }}
 
 func (c *conn) serve() {
 	defer c.srv.forget(c)
+	c.ctx, c.cancel = context.WithCancel(c.srv.ctx)
+	defer c.cancel()
 	c.src.nc = c.nc
 	c.req.RemoteAddr = c.nc.RemoteAddr().String()
 	c.drained.L = &c.pmu
@@ -458,6 +480,7 @@ func (c *conn) serve() {
 	for {
 		if c.br == nil || c.br.Buffered() == 0 {
 			if !c.await() {
+				c.cancel() // the client went away: so do its calls in flight
 				return
 			}
 		}
@@ -465,6 +488,7 @@ func (c *conn) serve() {
 		switch v {
 		case take:
 		case needMore: // the head timed out or the connection failed
+			c.cancel()
 			return
 		default:
 			if !c.drain() {
@@ -494,10 +518,11 @@ func (c *conn) serve() {
 		if !ok {
 			return // the connection failed, or closes after an answer written
 		}
-		if alone && c.br.Buffered() == 0 {
+		if alone && c.br.Buffered() == 0 && !isLong(call) {
 			// Nothing else in flight or read: the client waits for this
 			// answer before it sends more, as most do. Serving it here
-			// saves a hand-over to a worker.
+			// saves a hand-over to a worker (but then nothing reads the
+			// connection to see the client go away meanwhile).
 			c.serveCall(r)
 		} else {
 			c.srv.workers.run(c, r)
@@ -546,7 +571,7 @@ func (c *conn) serveCall(r *runCall) {
 				r.failed = true
 			}
 		}()
-		r.call.Serve(c.srv.ctx, &r.w)
+		r.call.Serve(c.ctx, &r.w)
 		if r.w.writes != 1 {
 			c.srv.opts.Logger.Error("h1srv: a call wrote no answer or more than one; closing its connection",
 				"remote", c.req.RemoteAddr, "answers", r.w.writes)

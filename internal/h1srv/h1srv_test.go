@@ -31,10 +31,29 @@ type echo struct {
 func (e *echo) Take(req *Request) (Call, bool) {
 	body := string(req.Body)
 	e.calls <- body
-	if body == "decline" {
+	switch body {
+	case "decline":
 		return nil, false
+	case "long":
+		return longCall{e}, true
 	}
 	return echoCall{e, body}, true
+}
+
+// longCall is a long poll: it waits for its ctx to end, reports that on
+// the echo's entered, and answers.
+type longCall struct{ e *echo }
+
+func (longCall) Long() bool { return true }
+
+func (c longCall) Serve(ctx context.Context, w *ResponseWriter) {
+	c.e.held <- "long"
+	<-ctx.Done()
+	select {
+	case c.e.entered <- struct{}{}:
+	default: // the test stopped waiting
+	}
+	w.Write(http.StatusOK, nil, []byte("loop:long"))
 }
 
 type echoCall struct {
@@ -437,5 +456,21 @@ func TestShutdownPipelined(t *testing.T) {
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// TestClientGoneCancels: a long call alone on its connection runs on a
+// worker, so the loop reads on and cancels the call's ctx when the client
+// closes the connection (as net/http does for a request's context).
+func TestClientGoneCancels(t *testing.T) {
+	f := start(t, 0)
+	conn, _ := f.dial(t)
+	io.WriteString(conn, post("/svc/Schedule", "long", ""))
+	f.waitHeld(t, 1)
+	conn.Close()
+	select {
+	case <-f.h.entered:
+	case <-time.After(10 * time.Second): // a guard, not a wait
+		t.Fatal("the call's ctx did not end after the client closed its connection")
 	}
 }
