@@ -309,6 +309,21 @@ func (f *fixture) holdCalls(n int) []string {
 	return bodies
 }
 
+// sendPipelined sends a Schedule request for each of bodies in one write
+// on a new connection.
+func (f *fixture) sendPipelined(t *testing.T, bodies []string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, br := f.dial(t)
+	var reqs strings.Builder
+	for _, b := range bodies {
+		reqs.WriteString(post("/svc/Schedule", b, ""))
+	}
+	if _, err := io.WriteString(conn, reqs.String()); err != nil {
+		t.Fatal(err)
+	}
+	return conn, br
+}
+
 // waitHeld waits until n calls are held, and fails after a guard time:
 // calls served one after the other never all get there.
 func (f *fixture) waitHeld(t *testing.T, n int) []string {
@@ -334,12 +349,7 @@ func (f *fixture) waitHeld(t *testing.T, n int) []string {
 func TestPipelinedCallsInFlightTogether(t *testing.T) {
 	f := start(t, 0)
 	bodies := f.holdCalls(8)
-	conn, br := f.dial(t)
-	var reqs strings.Builder
-	for _, b := range bodies {
-		reqs.WriteString(post("/svc/Schedule", b, ""))
-	}
-	io.WriteString(conn, reqs.String())
+	conn, br := f.sendPipelined(t, bodies)
 	f.waitHeld(t, len(bodies))
 	for i := len(bodies) - 1; i >= 0; i-- {
 		close(f.h.hold[bodies[i]])
@@ -361,12 +371,7 @@ func TestPipelinedCallsInFlightTogether(t *testing.T) {
 func TestMaxInFlight(t *testing.T) {
 	f := start(t, 0)
 	bodies := f.holdCalls(MaxInFlight + 1)
-	conn, br := f.dial(t)
-	var reqs strings.Builder
-	for _, b := range bodies {
-		reqs.WriteString(post("/svc/Schedule", b, ""))
-	}
-	io.WriteString(conn, reqs.String())
+	_, br := f.sendPipelined(t, bodies)
 	held := f.waitHeld(t, MaxInFlight)
 	if slices.Contains(held, bodies[MaxInFlight]) {
 		t.Fatalf("the call beyond MaxInFlight started before any ended")
@@ -423,12 +428,7 @@ func TestPipelinedFailure(t *testing.T) {
 func TestShutdownPipelined(t *testing.T) {
 	f := start(t, 0)
 	bodies := f.holdCalls(3)
-	conn, br := f.dial(t)
-	var reqs strings.Builder
-	for _, b := range bodies {
-		reqs.WriteString(post("/svc/Schedule", b, ""))
-	}
-	io.WriteString(conn, reqs.String())
+	_, br := f.sendPipelined(t, bodies)
 	f.waitHeld(t, len(bodies))
 	shut := make(chan error, 1)
 	go func() { shut <- f.srv.Shutdown(context.Background()) }()
