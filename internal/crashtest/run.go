@@ -23,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
@@ -389,9 +390,14 @@ func (r *runner) cycle(ctx context.Context, cycle int) {
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	c := r.wl.client(r.srv.addr)
+	// One connection, pipelined: the producers' bursts through it put
+	// several calls of one connection in flight at the kill.
+	pipeHTTP := client.NewPipelinedHTTPClient(0, 1)
+	defer pipeHTTP.CloseIdleConnections()
+	pipe := client.New(r.srv.addr, client.WithHTTPClient(pipeHTTP), client.WithMaxCalls(0))
 	for i := range r.cfg.Producers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|uint64(i)))
-		wg.Go(func() { r.wl.produce(wctx, c, cycle, i, rng) })
+		wg.Go(func() { r.wl.produce(wctx, c, pipe.Service(), cycle, i, rng) })
 	}
 	for i := range r.cfg.Consumers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))

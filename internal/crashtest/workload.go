@@ -105,8 +105,12 @@ func (w *workload) fail(key string) bool {
 	return true
 }
 
-// produce schedules and cancels until ctx ends.
-func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle, id int, rng *rand.Rand) {
+// produce schedules and cancels until ctx ends. pc, if not nil, is a
+// client that pipelines its calls over one connection (shared by the
+// producers): some bursts go through it as concurrent single Schedules, so
+// that the server has several calls of one connection in flight when it
+// is killed.
+func (w *workload) produce(ctx context.Context, c, pc hourglassv1connect.HourglassServiceClient, cycle, id int, rng *rand.Rand) {
 	seg := w.cfg.SegmentDuration
 	n := 0
 	pause := time.Second / time.Duration(max(1, w.cfg.OpsPerSecond))
@@ -114,6 +118,8 @@ func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassSe
 		switch r := rng.IntN(100); {
 		case r < 8:
 			w.cancel(ctx, c, cycle, rng)
+		case r < 20 && pc != nil:
+			w.pipelinedBurst(ctx, pc, cycle, id, &n, seg, rng)
 		case r < 33:
 			size := 2 + rng.IntN(7)
 			var reqs []*hourglassv1.ScheduleRequest
@@ -162,6 +168,33 @@ func (w *workload) produce(ctx context.Context, c hourglassv1connect.HourglassSe
 		}
 		sleep(ctx, time.Duration(rng.Int64N(int64(2*pause))))
 	}
+}
+
+// pipelinedBurst schedules 2 to 8 messages as concurrent single Schedule
+// calls through pc, each recorded on its own.
+func (w *workload) pipelinedBurst(ctx context.Context, pc hourglassv1connect.HourglassServiceClient, cycle, id int, n *int, seg time.Duration, rng *rand.Rand) {
+	size := 2 + rng.IntN(7)
+	sent := time.Now()
+	var wg sync.WaitGroup
+	for range size {
+		req, s := w.message(cycle, id, n, sent, seg, rng)
+		wg.Go(func() {
+			var res *connect.Response[hourglassv1.ScheduleResponse]
+			s.Outcome = w.retryInDoubt(ctx, func() Outcome {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				r, err := pc.Schedule(cctx, connect.NewRequest(req))
+				cancel()
+				res = r
+				return classify(err)
+			})
+			s.Sent, s.Answered = sent, time.Now()
+			if s.Outcome == OK {
+				s.ID = res.Msg.Id
+			}
+			w.hist.AddSchedule(s)
+		})
+	}
+	wg.Wait()
 }
 
 // retryInDoubt calls try until its outcome is not in doubt, or ctx ends,
