@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
@@ -472,5 +473,82 @@ func TestClientGoneCancels(t *testing.T) {
 	case <-f.h.entered:
 	case <-time.After(10 * time.Second): // a guard, not a wait
 		t.Fatal("the call's ctx did not end after the client closed its connection")
+	}
+}
+
+// TestPipelinedRandom sends random sequences of pipelined requests, cut
+// into random writes: calls the loop answers, calls it declines or leaves
+// to net/http (another path, a GET, a chunked body), and a request that
+// asks to close. The answers must be exactly the sequence a one-at-a-time
+// server gives: the loop's until the first request it does not take,
+// net/http's from then on, and nothing after the answer to a request that
+// asked to close.
+func TestPipelinedRandom(t *testing.T) {
+	f := start(t, 0)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 200 {
+		var wire strings.Builder
+		var want []string
+		handed, closed := false, false
+		n := 1 + rng.IntN(12)
+		for i := range n {
+			body := fmt.Sprintf("b%d-%d", iter, i)
+			extra := ""
+			last := i == n-1
+			if last && rng.IntN(3) == 0 {
+				extra = "Connection: close\r\n"
+				closed = true
+			}
+			switch k := rng.IntN(10); {
+			case k < 6: // one the loop takes, unless net/http owns the connection
+				wire.WriteString(post("/svc/Schedule", body, extra))
+				if handed {
+					want = append(want, "http:POST /svc/Schedule "+body)
+				} else {
+					want = append(want, "loop:"+body)
+				}
+			case k < 7: // declined by the Handler
+				wire.WriteString(post("/svc/Schedule", "decline", extra))
+				want = append(want, "http:POST /svc/Schedule decline")
+				handed = true
+			case k < 8:
+				wire.WriteString(post("/svc/Other", body, extra))
+				want = append(want, "http:POST /svc/Other "+body)
+				handed = true
+			case k < 9:
+				wire.WriteString("GET /svc/Schedule HTTP/1.1\r\nHost: x\r\n" + extra + "\r\n")
+				want = append(want, "http:GET /svc/Schedule ")
+				handed = true
+			default:
+				wire.WriteString("POST /svc/Schedule HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + extra + "\r\n" +
+					fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body))
+				want = append(want, "http:POST /svc/Schedule "+body)
+				handed = true
+			}
+		}
+		conn, br := f.dial(t)
+		b := wire.String()
+		for len(b) > 0 {
+			k := min(len(b), 1+rng.IntN(200))
+			if _, err := io.WriteString(conn, b[:k]); err != nil {
+				t.Fatalf("iteration %d: write: %v", iter, err)
+			}
+			b = b[k:]
+		}
+		for i, w := range want {
+			got, _ := readAnswer(t, br)
+			if got != w {
+				t.Fatalf("iteration %d, answer %d: %q, want %q (all: %q)", iter, i, got, w, want)
+			}
+		}
+		if closed {
+			if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("iteration %d: after the answer to a request that asked to close: %d bytes, %v; want EOF", iter, n, err)
+			}
+		}
+		conn.Close()
+		for len(f.h.calls) > 0 { // the handler's record of Takes, unused here
+			<-f.h.calls
+		}
 	}
 }
