@@ -23,7 +23,10 @@
 // for the same event (Schedules waiting for one group commit's fsync)
 // wait together instead of one after the other. A call alone on its
 // connection, with nothing read behind it, runs on the connection's
-// goroutine. A Handler takes (decides on) requests one by one in order
+// goroutine, unless it may wait long for its answer (a Waiter: a long
+// poll): that one runs on a worker while the loop reads on, so that a
+// client that leaves during the wait ends the call's context, as
+// net/http's background read does. A Handler takes (decides on) requests one by one in order
 // and copies what it keeps, so that the loop can read on into its buffer
 // while calls are in flight.
 //
@@ -81,8 +84,23 @@ type Call interface {
 	// goroutine of its own: the calls of requests a client pipelined on
 	// one connection (up to MaxInFlight of them) run concurrently, and
 	// their answers are written in the requests' order. ctx is cancelled
-	// when the server is closed.
+	// when the server is closed, and when the loop, reading on behind
+	// the call, finds the connection closed or broken by the client (as
+	// net/http cancels a request's context when its client goes away).
 	Serve(ctx context.Context, w *ResponseWriter)
+}
+
+// A Waiter is a Call that may wait long before it answers, such as a long
+// poll. The loop never runs a call whose Waits reports true on the
+// connection's goroutine: it hands it to a worker and reads on, so that
+// a client that goes away during the wait ends the call's ctx.
+type Waiter interface {
+	Waits() bool
+}
+
+func waits(c Call) bool {
+	w, ok := c.(Waiter)
+	return ok && w.Waits()
 }
 
 // Options configure a Server.
@@ -276,8 +294,12 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, Buffer
 const firstReadSize = 2048
 
 type conn struct {
-	srv   *Server
-	nc    net.Conn
+	srv *Server
+	nc  net.Conn
+	// ctx is the calls' context: the server's, cancelled also when the
+	// connection's reader finds it ended (readEnded).
+	ctx    context.Context
+	cancel context.CancelFunc
 	state atomic.Int32
 	br    *bufio.Reader // pooled; nil while the connection is idle
 	src   firstRead     // what br reads from
@@ -350,6 +372,7 @@ func (c *conn) await() bool {
 	c.pmu.Unlock()
 	if n == 0 {
 		_ = err // closed, reset or shut down: nothing to answer
+		c.cancel() // nor to wait for
 		return false
 	}
 	for {
@@ -437,6 +460,8 @@ var runCalls = sync.Pool{New: func() any { return new(runCall) }}
 
 func (c *conn) serve() {
 	defer c.srv.forget(c)
+	c.ctx, c.cancel = context.WithCancel(c.srv.ctx)
+	defer c.cancel()
 	c.src.nc = c.nc
 	c.req.RemoteAddr = c.nc.RemoteAddr().String()
 	c.drained.L = &c.pmu
@@ -494,10 +519,11 @@ func (c *conn) serve() {
 		if !ok {
 			return // the connection failed, or closes after an answer written
 		}
-		if alone && c.br.Buffered() == 0 {
+		if alone && c.br.Buffered() == 0 && !waits(call) {
 			// Nothing else in flight or read: the client waits for this
 			// answer before it sends more, as most do. Serving it here
-			// saves a hand-over to a worker.
+			// saves a hand-over to a worker. (A call that may wait long
+			// goes to a worker, so that the loop sees the client leave.)
 			c.serveCall(r)
 		} else {
 			c.srv.workers.run(c, r)
@@ -546,7 +572,7 @@ func (c *conn) serveCall(r *runCall) {
 				r.failed = true
 			}
 		}()
-		r.call.Serve(c.srv.ctx, &r.w)
+		r.call.Serve(c.ctx, &r.w)
 		if r.w.writes != 1 {
 			c.srv.opts.Logger.Error("h1srv: a call wrote no answer or more than one; closing its connection",
 				"remote", c.req.RemoteAddr, "answers", r.w.writes)

@@ -26,6 +26,9 @@ type echo struct {
 	// answer.
 	hold map[string]chan struct{}
 	held chan string
+	// A body of "poll" is a Waiter call: it sends on entered, then waits
+	// for release or its ctx, and reports its ctx's error on polled.
+	polled chan error
 }
 
 func (e *echo) Take(req *Request) (Call, bool) {
@@ -34,7 +37,24 @@ func (e *echo) Take(req *Request) (Call, bool) {
 	if body == "decline" {
 		return nil, false
 	}
+	if body == "poll" {
+		return pollCall{e}, true
+	}
 	return echoCall{e, body}, true
+}
+
+type pollCall struct{ e *echo }
+
+func (pollCall) Waits() bool { return true }
+
+func (c pollCall) Serve(ctx context.Context, w *ResponseWriter) {
+	c.e.entered <- struct{}{}
+	select {
+	case <-c.e.release:
+	case <-ctx.Done():
+	}
+	c.e.polled <- ctx.Err()
+	w.Write(http.StatusOK, []string{"Content-Type", "text/plain"}, []byte("loop:poll"))
 }
 
 type echoCall struct {
@@ -79,7 +99,7 @@ func start(t *testing.T, headerTimeout time.Duration) *fixture {
 		fmt.Fprintf(w, "http:%s %s %s", r.Method, r.URL.Path, b)
 	})}
 	h := &echo{entered: make(chan struct{}), release: make(chan struct{}), calls: make(chan string, 1000),
-		hold: map[string]chan struct{}{}, held: make(chan string, 1000)}
+		hold: map[string]chan struct{}{}, held: make(chan string, 1000), polled: make(chan error, 10)}
 	srv, err := New(Options{Handler: h, Paths: testPaths, HTTP: hs, ReadHeaderTimeout: headerTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -437,5 +457,50 @@ func TestShutdownPipelined(t *testing.T) {
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// TestWaiterCancelledWhenClientLeaves holds a Waiter call (a long poll)
+// while its client closes the connection: the loop, reading on, sees it
+// and cancels the call's ctx. A Waiter that is answered leaves the
+// connection usable.
+func TestWaiterCancelledWhenClientLeaves(t *testing.T) {
+	f := start(t, 0)
+	c, br := f.dial(t)
+	io.WriteString(c, post("/svc/Schedule", "poll", ""))
+	guard := func() <-chan time.Time {
+		return time.After(20 * time.Second) // a guard, not a wait
+	}
+	select {
+	case <-f.h.entered:
+	case <-guard():
+		t.Fatal("the poll did not start")
+	}
+	f.h.release <- struct{}{}
+	if err := <-f.h.polled; err != nil {
+		t.Fatalf("answered poll: ctx error %v", err)
+	}
+	if body, _ := readAnswer(t, br); body != "loop:poll" {
+		t.Fatalf("answer %q", body)
+	}
+	io.WriteString(c, post("/svc/Schedule", "after", ""))
+	if body, _ := readAnswer(t, br); body != "loop:after" {
+		t.Fatalf("answer after the poll %q", body)
+	}
+
+	io.WriteString(c, post("/svc/Schedule", "poll", ""))
+	select {
+	case <-f.h.entered:
+	case <-guard():
+		t.Fatal("the second poll did not start")
+	}
+	c.Close()
+	select {
+	case err := <-f.h.polled:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("poll of a client that left: ctx error %v, want Canceled", err)
+		}
+	case <-guard():
+		t.Fatal("the poll of a client that left was not cancelled")
 	}
 }
