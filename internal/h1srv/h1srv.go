@@ -300,10 +300,10 @@ type conn struct {
 	// connection's reader finds it ended (readEnded).
 	ctx    context.Context
 	cancel context.CancelFunc
-	state atomic.Int32
-	br    *bufio.Reader // pooled; nil while the connection is idle
-	src   firstRead     // what br reads from
-	first [firstReadSize]byte
+	state  atomic.Int32
+	br     *bufio.Reader // pooled; nil while the connection is idle
+	src    firstRead     // what br reads from
+	first  [firstReadSize]byte
 	// used is set once the connection sent its first request; deadline
 	// while a read deadline is set.
 	used, deadline bool
@@ -371,7 +371,7 @@ func (c *conn) await() bool {
 	c.awaiting = false
 	c.pmu.Unlock()
 	if n == 0 {
-		_ = err // closed, reset or shut down: nothing to answer
+		_ = err    // closed, reset or shut down: nothing to answer
 		c.cancel() // nor to wait for
 		return false
 	}
