@@ -297,7 +297,7 @@ type conn struct {
 	srv *Server
 	nc  net.Conn
 	// ctx is the calls' context: the server's, cancelled also when the
-	// connection's reader finds it ended (readEnded).
+	// connection's reader finds it ended (await).
 	ctx    context.Context
 	cancel context.CancelFunc
 	state  atomic.Int32
