@@ -199,6 +199,10 @@ func (s *Server) loopReceive(ctx context.Context, c *consumeCall) error {
 		}
 		return serverError(err)
 	}
+	var ok bool
+	if c.out, ok = appendReceived(c.out[:0], msgs); ok {
+		return nil
+	}
 	c.out, err = marshalAnswer(c.out[:0], &hourglassv1.ReceiveResponse{Messages: toMessages(msgs)})
 	return err
 }
