@@ -17,27 +17,41 @@ import (
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/h1srv"
 	"github.com/hourglassmq/hourglass/internal/wirecodec"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
 // The consumers' hot calls on the connection loop. In a hot second the
-// server answers a Receive and an AckBatch for every hundred messages or
-// so, and connect-go's handler (its header maps, contexts, interceptors,
+// server answers a Receive and an AckBatch (or an Ack, when one waits)
+// for every hundred messages or so, and connect-go's handler (its header maps, contexts, interceptors,
 // the request and answer structs) cost as much CPU as the queue's work
-// (docs/BENCHMARKS.md). The loop takes a Receive or an AckBatch in
+// (docs/BENCHMARKS.md). The loop takes a Receive, AckBatch, Ack or Nack in
 // Connect's protocol with binary protobuf, uncompressed, when the request
-// decodes in place (wirecodec.DecodeReceiveRequest, DecodeAckBatchRequest)
+// decodes in place (wirecodec.DecodeReceiveRequest, DecodeAckBatchRequest,
+// DecodeAckRequest, DecodeNackRequest)
 // and passes the same checks as the handlers'; everything else, and every
 // request that fails a check, goes to connect-go, which words the error.
 // The answers are byte for byte connect-go's, gzip above compressMinBytes
 // included (TestLoopConsumeMatchesConnect). A Receive is a long poll: it
 // is an h1srv.Waiter, so the loop runs it on a worker and ends its ctx
-// when the client leaves, as net/http does.
+// when the client leaves, as net/http does. Taking Ack and Nack too keeps
+// a consumer's pooled connections on the loop: a call the loop declines
+// hands its connection to net/http for good, and the Receives that reuse
+// it with it.
 
-// consumeCall is a Receive or AckBatch call the loop took, pooled.
+// The calls consumeCall serves.
+const (
+	callReceive = iota
+	callAckBatch
+	callAck
+	callNack
+)
+
+// consumeCall is a Receive, AckBatch, Ack or Nack call the loop took,
+// pooled.
 type consumeCall struct {
 	s       *Server
-	receive bool // a Receive; an AckBatch otherwise
+	kind    int // callReceive, ...
 	timeout time.Duration
 	gzip    bool // the client accepts a gzip answer
 	peer    string
@@ -50,6 +64,11 @@ type consumeCall struct {
 	recv        wirecodec.ReceiveArgs
 	// AckBatch's receipts.
 	acks wirecodec.AckBatchArgs
+	// Ack's and Nack's target: id, or receipt if set.
+	settle  wirecodec.SettleArgs
+	id      message.ID
+	receipt string
+	delay   time.Duration
 
 	out []byte // the answer's body
 	zip bytes.Buffer
@@ -61,16 +80,17 @@ func putConsumeCall(c *consumeCall) {
 	if cap(c.body) > maxPooledCall || cap(c.out) > maxPooledCall || c.zip.Cap() > maxPooledCall {
 		return
 	}
-	c.s, c.peer, c.topic = nil, "", ""
+	c.s, c.peer, c.topic, c.receipt = nil, "", "", ""
+	c.settle = wirecodec.SettleArgs{}
 	clear(c.acks.Receipts) // they alias body
 	c.recv.Topic, c.acks.Topic = nil, nil
 	consumeCalls.Put(c)
 }
 
-// takeConsume takes a Receive (receive true) or AckBatch call for the
-// loop, or declines it (nothing done) where Handler's connect-go would
-// answer otherwise than the call's own handler would, or with an error.
-func (s *Server) takeConsume(req *h1srv.Request, receive bool) (h1srv.Call, bool) {
+// takeConsume takes a call of kind (callReceive, ...) for the loop, or
+// declines it (nothing done) where Handler's connect-go would answer
+// otherwise than the call's own handler would, or with an error.
+func (s *Server) takeConsume(req *h1srv.Request, kind int) (h1srv.Call, bool) {
 	if s.q == nil {
 		return nil, false // cluster mode: connect-go refuses it
 	}
@@ -81,17 +101,20 @@ func (s *Server) takeConsume(req *h1srv.Request, receive bool) (h1srv.Call, bool
 	}
 	c := consumeCalls.Get().(*consumeCall)
 	c.body = append(c.body[:0], req.Body...)
-	if receive {
+	switch kind {
+	case callReceive:
 		ok = s.takeReceive(c)
-	} else {
+	case callAckBatch:
 		ok = s.takeAckBatch(c)
+	default:
+		ok = s.takeSettle(c, kind == callNack)
 	}
 	if !ok {
 		putConsumeCall(c)
 		return nil, false
 	}
 	accept, _ := req.Header(headerAcceptEncoding)
-	c.s, c.receive, c.timeout, c.peer = s, receive, timeout, req.RemoteAddr
+	c.s, c.kind, c.timeout, c.peer = s, kind, timeout, req.RemoteAddr
 	c.gzip = acceptsGzip(bytesString(accept))
 	return c, true
 }
@@ -133,9 +156,28 @@ func (s *Server) takeAckBatch(c *consumeCall) bool {
 	return checkTopic("", c.topic) == nil && len(c.acks.Receipts) > 0 && len(c.acks.Receipts) <= queue.MaxAckBatch
 }
 
+// takeSettle decodes and checks an Ack's (nack false) or a Nack's body as
+// Server.Ack and Server.Nack do.
+func (s *Server) takeSettle(c *consumeCall, nack bool) bool {
+	m := &c.settle
+	if nack && !wirecodec.DecodeNackRequest(c.body, m) || !nack && !wirecodec.DecodeAckRequest(c.body, m) {
+		return false
+	}
+	c.topic = s.topicString(m.Topic)
+	var cerr *connect.Error
+	if c.id, cerr = settleTarget(c.topic, string(m.ID), string(m.Receipt)); cerr != nil {
+		return false
+	}
+	if nack && (m.DelayMs < 0 || m.DelayMs > s.opts.MaxDelay.Milliseconds()) {
+		return false
+	}
+	c.receipt, c.delay = string(m.Receipt), time.Duration(m.DelayMs)*time.Millisecond
+	return true
+}
+
 // Waits reports whether the call may wait long: a Receive with a wait
 // (h1srv.Waiter).
-func (c *consumeCall) Waits() bool { return c.receive && c.wait > 0 }
+func (c *consumeCall) Waits() bool { return c.kind == callReceive && c.wait > 0 }
 
 // Serve runs the call and writes its answer (h1srv.Call).
 func (c *consumeCall) Serve(ctx context.Context, w *h1srv.ResponseWriter) {
@@ -145,10 +187,7 @@ func (c *consumeCall) Serve(ctx context.Context, w *h1srv.ResponseWriter) {
 		defer d.cancel()
 		ctx = d
 	}
-	procedure := hourglassv1connect.HourglassServiceAckBatchProcedure
-	if c.receive {
-		procedure = hourglassv1connect.HourglassServiceReceiveProcedure
-	}
+	procedure := consumeProcedures[c.kind]
 	err := c.run(ctx, procedure)
 	switch {
 	case err != nil:
@@ -168,6 +207,13 @@ func (c *consumeCall) Serve(ctx context.Context, w *h1srv.ResponseWriter) {
 	putConsumeCall(c)
 }
 
+var consumeProcedures = [...]string{
+	callReceive:  hourglassv1connect.HourglassServiceReceiveProcedure,
+	callAckBatch: hourglassv1connect.HourglassServiceAckBatchProcedure,
+	callAck:      hourglassv1connect.HourglassServiceAckProcedure,
+	callNack:     hourglassv1connect.HourglassServiceNackProcedure,
+}
+
 // loopGzipFields are the header fields of a compressed answer.
 var loopGzipFields = []string{headerContentType, protoContentType, headerAcceptEncoding, "gzip", headerContentEncoding, "gzip"}
 
@@ -180,10 +226,34 @@ func (c *consumeCall) run(ctx context.Context, procedure string) (err error) {
 		// Connect-go checks the deadline before it calls a handler.
 		return serverError(err)
 	}
-	if c.receive {
+	switch c.kind {
+	case callReceive:
 		return c.s.loopReceive(ctx, c)
+	case callAckBatch:
+		return c.s.loopAckBatch(ctx, c)
 	}
-	return c.s.loopAckBatch(ctx, c)
+	return c.s.loopSettle(ctx, c)
+}
+
+// loopSettle is Server.Ack and Server.Nack after their checks: their
+// answers are empty messages.
+func (s *Server) loopSettle(ctx context.Context, c *consumeCall) error {
+	var err error
+	switch {
+	case c.kind == callAck && c.receipt != "":
+		err = s.q.AckReceipt(ctx, c.topic, c.receipt)
+	case c.kind == callAck:
+		err = s.q.Ack(ctx, c.topic, c.id)
+	case c.receipt != "":
+		err = s.q.NackReceipt(ctx, c.topic, c.receipt, c.delay)
+	default:
+		err = s.q.Nack(ctx, c.topic, c.id, c.delay)
+	}
+	c.out = c.out[:0]
+	if err != nil {
+		return serverError(err)
+	}
+	return nil
 }
 
 // loopReceive is Server.Receive after its checks.

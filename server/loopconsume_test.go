@@ -27,7 +27,8 @@ func waitReady(t *testing.T, ts *testServer, topic string, n int64) {
 	}
 }
 
-// TestLoopConsumeMatchesConnect sends the same Receive and AckBatch calls
+// TestLoopConsumeMatchesConnect sends the same Receive, AckBatch, Ack and
+// Nack calls
 // to two servers with the same clock and the same messages, one through
 // the connection loop and one through connect-go's handler alone, and
 // wants the same answers byte for byte: messages, receipts, results,
@@ -181,6 +182,25 @@ func TestLoopConsumeMatchesConnect(t *testing.T) {
 	ackBatch("ack_batch_too_many", false, proto1, "c", make([]string, 1001)...)
 	ackBatch("ack_batch_bad_topic", false, proto1, "a b", receipts[60])
 	ackBatch("ack_batch_no_token", false, with(nil, "Authorization"), "c", receipts[60])
+	settle := func(name string, fast bool, procedure string, m proto.Message) {
+		t.Helper()
+		compare(rawCall{name: name, method: "POST", procedure: procedure, header: proto1, fast: fast, body: marshal(t, m)})
+	}
+	ack, nack := hourglassv1connect.HourglassServiceAckProcedure, hourglassv1connect.HourglassServiceNackProcedure
+	settle("ack_receipt", true, ack, &hourglassv1.AckRequest{Topic: "c", Receipt: receipts[61]})
+	settle("ack_id", true, ack, &hourglassv1.AckRequest{Topic: "c", Id: first.Messages[62].Id})
+	settle("ack_acked", true, ack, &hourglassv1.AckRequest{Topic: "c", Receipt: receipts[0]})
+	settle("ack_bad_receipt", true, ack, &hourglassv1.AckRequest{Topic: "c", Receipt: "nonsense"})
+	settle("ack_both", false, ack, &hourglassv1.AckRequest{Topic: "c", Receipt: receipts[65], Id: first.Messages[65].Id})
+	settle("ack_bad_id", false, ack, &hourglassv1.AckRequest{Topic: "c", Id: "x"})
+	settle("ack_no_target", false, ack, &hourglassv1.AckRequest{Topic: "c"})
+	settle("ack_bad_topic", false, ack, &hourglassv1.AckRequest{Topic: "a b", Receipt: receipts[65]})
+	settle("nack_delay", true, nack, &hourglassv1.NackRequest{Topic: "c", Receipt: receipts[63], DelayMs: 60_000})
+	settle("nack_now", true, nack, &hourglassv1.NackRequest{Topic: "c", Receipt: receipts[64]})
+	settle("nack_id", true, nack, &hourglassv1.NackRequest{Topic: "c", Id: first.Messages[66].Id, DelayMs: 5})
+	settle("nack_acked", true, nack, &hourglassv1.NackRequest{Topic: "c", Receipt: receipts[0]})
+	settle("nack_negative_delay", false, nack, &hourglassv1.NackRequest{Topic: "c", Receipt: receipts[65], DelayMs: -1})
+	settle("nack_delay_too_long", false, nack, &hourglassv1.NackRequest{Topic: "c", Receipt: receipts[65], DelayMs: 11 * 365 * Day.Milliseconds()})
 	ackBatch("ack_batch_rest", true, with(nil, "Connect-Timeout-Ms"), "c", receipts[60:]...)
 	compare(rawCall{name: "ack_batch_json", method: "POST", procedure: acks, header: with(map[string]string{"Content-Type": "application/json"}),
 		body: []byte(`{"topic":"c","receipts":["x"]}`)})

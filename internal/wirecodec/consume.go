@@ -147,3 +147,61 @@ func AppendAckResults(b []byte, results []error) ([]byte, bool) {
 	}
 	return b, true
 }
+
+// SettleArgs are the fields of an AckRequest or a NackRequest, as
+// DecodeAckRequest and DecodeNackRequest decode them. The texts alias the
+// decoded bytes.
+type SettleArgs struct {
+	Topic, ID, Receipt []byte
+	DelayMs            int64 // NackRequest only
+}
+
+// DecodeAckRequest decodes an AckRequest (topic 1, id 2, receipt 3)
+// whose fields each appear at most once, with the schema's wire types and
+// valid UTF-8, into r, and reports whether it could; when it could not,
+// proto.Unmarshal must decide (and word any error).
+func DecodeAckRequest(data []byte, r *SettleArgs) bool {
+	*r = SettleArgs{}
+	return decodeSettle(data, [5]*[]byte{1: &r.Topic, 2: &r.ID, 3: &r.Receipt}, 0, nil)
+}
+
+// DecodeNackRequest decodes a NackRequest (topic 1, id 2, delay_ms 3,
+// receipt 4) as DecodeAckRequest does an AckRequest.
+func DecodeNackRequest(data []byte, r *SettleArgs) bool {
+	*r = SettleArgs{}
+	return decodeSettle(data, [5]*[]byte{1: &r.Topic, 2: &r.ID, 4: &r.Receipt}, 3, &r.DelayMs)
+}
+
+// decodeSettle decodes fields 1 to 4, each at most once: the string
+// fields into texts, the varint field numbered varNum into v.
+func decodeSettle(data []byte, texts [5]*[]byte, varNum protowire.Number, v *int64) bool {
+	var seen uint8
+	for rest := data; len(rest) > 0; {
+		num, typ, n := protowire.ConsumeTag(rest)
+		if n < 0 || num < 1 || num > 4 || seen&(1<<num) != 0 {
+			return false
+		}
+		seen |= 1 << num
+		rest = rest[n:]
+		if num == varNum {
+			if typ != protowire.VarintType {
+				return false
+			}
+			x, m := protowire.ConsumeVarint(rest)
+			if m < 0 {
+				return false
+			}
+			*v, rest = int64(x), rest[m:]
+			continue
+		}
+		if texts[num] == nil || typ != protowire.BytesType {
+			return false
+		}
+		b, m := protowire.ConsumeBytes(rest)
+		if m < 0 || !utf8.Valid(b) {
+			return false
+		}
+		*texts[num], rest = b, rest[m:]
+	}
+	return true
+}

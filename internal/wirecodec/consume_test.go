@@ -198,3 +198,67 @@ func FuzzAppendAckResults(f *testing.F) {
 		checkAckResults(t, results)
 	})
 }
+
+// settleSeeds are encoded AckRequests and NackRequests, of the shapes the
+// decoders take and of those they leave to proto.Unmarshal.
+func settleSeeds(t testing.TB) map[string][]byte {
+	tag := protowire.AppendTag
+	return map[string][]byte{
+		"ack":          mustMarshal(t, &hourglassv1.AckRequest{Topic: "orders", Receipt: "0123456789abcdef0123456789abcdef.1a"}),
+		"ack_id":       mustMarshal(t, &hourglassv1.AckRequest{Topic: "orders", Id: "0123456789abcdef0123456789abcdef"}),
+		"nack":         mustMarshal(t, &hourglassv1.NackRequest{Topic: "t", Receipt: "r", DelayMs: 60_000}),
+		"nack_neg":     mustMarshal(t, &hourglassv1.NackRequest{Topic: "t", Id: "i", DelayMs: -1}),
+		"empty":        {},
+		"topic_twice":  protowire.AppendString(tag(protowire.AppendString(tag(nil, 1, protowire.BytesType), "a"), 1, protowire.BytesType), "b"),
+		"field3_bytes": protowire.AppendString(tag(nil, 3, protowire.BytesType), "r"),
+		"field3_int":   protowire.AppendVarint(tag(nil, 3, protowire.VarintType), 5),
+		"field4_text":  protowire.AppendString(tag(nil, 4, protowire.BytesType), "r"),
+		"bad_utf8":     protowire.AppendBytes(tag(nil, 2, protowire.BytesType), []byte{0xff}),
+		"unknown":      protowire.AppendVarint(tag(nil, 5, protowire.VarintType), 1),
+		"truncated":    []byte{0x0a, 0x05, 'a'},
+	}
+}
+
+// checkDecodeSettle holds DecodeAckRequest and DecodeNackRequest to
+// proto.Unmarshal.
+func checkDecodeSettle(t *testing.T, data []byte) (ack, nack bool) {
+	var stdAck hourglassv1.AckRequest
+	ackErr := proto.Unmarshal(data, &stdAck)
+	var r SettleArgs
+	r.DelayMs = 9
+	if ack = DecodeAckRequest(data, &r); ack {
+		got := &hourglassv1.AckRequest{Topic: string(r.Topic), Id: string(r.ID), Receipt: string(r.Receipt)}
+		if ackErr != nil || !proto.Equal(got, &stdAck) || r.DelayMs != 0 {
+			t.Fatalf("DecodeAckRequest(%x) = %+v; proto.Unmarshal %v, %v", data, r, &stdAck, ackErr)
+		}
+	}
+	var stdNack hourglassv1.NackRequest
+	nackErr := proto.Unmarshal(data, &stdNack)
+	if nack = DecodeNackRequest(data, &r); nack {
+		got := &hourglassv1.NackRequest{Topic: string(r.Topic), Id: string(r.ID), Receipt: string(r.Receipt), DelayMs: r.DelayMs}
+		if nackErr != nil || !proto.Equal(got, &stdNack) {
+			t.Fatalf("DecodeNackRequest(%x) = %+v; proto.Unmarshal %v, %v", data, r, &stdNack, nackErr)
+		}
+	}
+	return ack, nack
+}
+
+func TestDecodeSettle(t *testing.T) {
+	wantAck := map[string]bool{"ack": true, "ack_id": true, "empty": true, "field3_bytes": true}
+	wantNack := map[string]bool{"ack_id": true, "nack": true, "nack_neg": true, "empty": true, "field3_int": true, "field4_text": true}
+	for name, data := range settleSeeds(t) {
+		t.Run(name, func(t *testing.T) {
+			ack, nack := checkDecodeSettle(t, data)
+			if ack != wantAck[name] || nack != wantNack[name] {
+				t.Errorf("decoded as Ack %v, Nack %v; want %v, %v", ack, nack, wantAck[name], wantNack[name])
+			}
+		})
+	}
+}
+
+func FuzzDecodeSettle(f *testing.F) {
+	for _, data := range settleSeeds(f) {
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkDecodeSettle(t, data) })
+}
