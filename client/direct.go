@@ -25,9 +25,10 @@ import (
 
 // direct is the service New gives when no connect option asks for more
 // than the default protocol: connect-go's generated client for every RPC
-// but the two producers make at high rates, Schedule and ScheduleBatch,
-// which it sends itself in Connect's unary protocol (binary protobuf,
-// uncompressed) and decodes with internal/wirecodec. Over the default
+// but those producers and consumers make at high rates, Schedule,
+// ScheduleBatch, Receive, AckBatch, Ack and Nack, which it sends itself in
+// Connect's unary protocol (binary protobuf, uncompressed) and decodes
+// with internal/wirecodec. Over the default
 // HTTP client (NewHTTPClient) they go out through internal/h1's Post,
 // which needs no http.Request or http.Response; over any other
 // http.Client, and for what Post leaves to it (directpost.go), through
@@ -49,16 +50,22 @@ import (
 // once connect-go exposes a way to tell.
 type direct struct {
 	hourglassv1connect.HourglassServiceClient
-	hc    connect.HTTPClient
-	sched *http.Request // template of a Schedule request: method, URL, host
-	batch *http.Request // template of a ScheduleBatch request
-	auth  []string      // {"Bearer <token>"}, or nil without a token
+	hc   connect.HTTPClient
+	auth []string // {"Bearer <token>"}, or nil without a token
 	// tr is hc's transport when it is internal/h1's and hc adds nothing
 	// of its own to a call (no cookie jar, no timeout); nil otherwise.
-	// The targets are then the two procedures' for tr.Post, each nil
-	// where tr would not send the request itself.
-	tr                   *h1.Transport
-	schedPost, batchPost *h1.Target
+	// The routes' targets are then for tr.Post.
+	tr *h1.Transport
+	// The procedures the direct path sends.
+	sched, batch, recv, ackBatch, ack, nack route
+}
+
+// route is where one procedure's calls go.
+type route struct {
+	tmpl *http.Request // template of a request: method, URL, host
+	// post is the target of tr.Post, nil where tr would not send the
+	// request itself (or tr is nil).
+	post *h1.Target
 }
 
 // newDirect returns the direct service over svc, or nil if connect-go
@@ -66,39 +73,57 @@ type direct struct {
 func newDirect(svc hourglassv1connect.HourglassServiceClient, hc connect.HTTPClient, addr, token string) *direct {
 	base := strings.TrimRight(addr, "/")
 	d := &direct{HourglassServiceClient: svc, hc: hc}
+	if token != "" {
+		d.auth = []string{"Bearer " + token}
+	}
+	var fixed http.Header
+	if c, ok := hc.(*http.Client); ok && c.Jar == nil && c.Timeout == 0 {
+		if tr, ok := c.Transport.(*h1.Transport); ok {
+			fixed = http.Header{"Connect-Protocol-Version": protocolVersionValue, headerContentType: protoContentType, "Accept-Encoding": acceptGzip}
+			if d.auth != nil {
+				fixed["Authorization"] = d.auth
+			}
+			d.tr = tr
+		}
+	}
 	for _, p := range []struct {
-		dst       **http.Request
+		dst       *route
 		procedure string
-	}{{&d.sched, hourglassv1connect.HourglassServiceScheduleProcedure}, {&d.batch, hourglassv1connect.HourglassServiceScheduleBatchProcedure}} {
+		// pipelined: the calls may share pipelined connections (with
+		// WithPipelining). A Receive may wait long for its answer (a
+		// long poll), and would hold up every call behind it; the
+		// consumers' other calls are left as they were.
+		pipelined bool
+	}{
+		{&d.sched, hourglassv1connect.HourglassServiceScheduleProcedure, true},
+		{&d.batch, hourglassv1connect.HourglassServiceScheduleBatchProcedure, true},
+		{&d.recv, hourglassv1connect.HourglassServiceReceiveProcedure, false},
+		{&d.ackBatch, hourglassv1connect.HourglassServiceAckBatchProcedure, false},
+		{&d.ack, hourglassv1connect.HourglassServiceAckProcedure, false},
+		{&d.nack, hourglassv1connect.HourglassServiceNackProcedure, false},
+	} {
 		// Parsed as connect-go parses its URLs, so that a transport
 		// error names the same URL.
 		u, err := url.ParseRequestURI(base + p.procedure)
 		if err != nil {
 			return nil
 		}
-		*p.dst = &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: u.Host}
-	}
-	if token != "" {
-		d.auth = []string{"Bearer " + token}
-	}
-	if c, ok := hc.(*http.Client); ok && c.Jar == nil && c.Timeout == 0 {
-		if tr, ok := c.Transport.(*h1.Transport); ok {
-			fixed := http.Header{"Connect-Protocol-Version": protocolVersionValue, headerContentType: protoContentType, "Accept-Encoding": acceptGzip}
-			if d.auth != nil {
-				fixed["Authorization"] = d.auth
+		p.dst.tmpl = &http.Request{Method: http.MethodPost, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: u.Host}
+		if d.tr != nil {
+			p.dst.post = d.tr.NewTarget(u, "", fixed)
+			if !p.pipelined && p.dst.post != nil {
+				p.dst.post = p.dst.post.Unpipelined()
 			}
-			d.tr = tr
-			d.schedPost = tr.NewTarget(d.sched.URL, "", fixed)
-			d.batchPost = tr.NewTarget(d.batch.URL, "", fixed)
 		}
 	}
 	return d
 }
 
-// Schedule implements hourglassv1connect.HourglassServiceClient.
-func (d *direct) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-	res := new(hourglassv1.ScheduleResponse)
-	h, err := d.call(ctx, d.sched, d.schedPost, req.Header(), req.Msg, res)
+// unary makes a call of route r through d.call and wraps its answer as
+// connect-go's client does.
+func unary[Req, Res any](ctx context.Context, d *direct, r *route, req *connect.Request[Req]) (*connect.Response[Res], error) {
+	res := new(Res)
+	h, err := d.call(ctx, r.tmpl, r.post, req.Header(), req.Msg, res)
 	if err != nil {
 		return nil, err
 	}
@@ -107,16 +132,34 @@ func (d *direct) Schedule(ctx context.Context, req *connect.Request[hourglassv1.
 	return out, nil
 }
 
+// Schedule implements hourglassv1connect.HourglassServiceClient.
+func (d *direct) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+	return unary[hourglassv1.ScheduleRequest, hourglassv1.ScheduleResponse](ctx, d, &d.sched, req)
+}
+
 // ScheduleBatch implements hourglassv1connect.HourglassServiceClient.
 func (d *direct) ScheduleBatch(ctx context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
-	res := new(hourglassv1.ScheduleBatchResponse)
-	h, err := d.call(ctx, d.batch, d.batchPost, req.Header(), req.Msg, res)
-	if err != nil {
-		return nil, err
-	}
-	out := connect.NewResponse(res)
-	copyResponseHeader(out.Header(), out.Trailer(), h)
-	return out, nil
+	return unary[hourglassv1.ScheduleBatchRequest, hourglassv1.ScheduleBatchResponse](ctx, d, &d.batch, req)
+}
+
+// Receive implements hourglassv1connect.HourglassServiceClient.
+func (d *direct) Receive(ctx context.Context, req *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
+	return unary[hourglassv1.ReceiveRequest, hourglassv1.ReceiveResponse](ctx, d, &d.recv, req)
+}
+
+// AckBatch implements hourglassv1connect.HourglassServiceClient.
+func (d *direct) AckBatch(ctx context.Context, req *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
+	return unary[hourglassv1.AckBatchRequest, hourglassv1.AckBatchResponse](ctx, d, &d.ackBatch, req)
+}
+
+// Ack implements hourglassv1connect.HourglassServiceClient.
+func (d *direct) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
+	return unary[hourglassv1.AckRequest, hourglassv1.AckResponse](ctx, d, &d.ack, req)
+}
+
+// Nack implements hourglassv1connect.HourglassServiceClient.
+func (d *direct) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
+	return unary[hourglassv1.NackRequest, hourglassv1.NackResponse](ctx, d, &d.nack, req)
 }
 
 // The Connect protocol's headers and values, as connect-go sends them.

@@ -171,7 +171,7 @@ func TestDirectPostAnswers(t *testing.T) {
 	hc := NewHTTPClient(4)
 	defer hc.CloseIdleConnections()
 	viaConnect, viaDirect := services(t, w.url+"/base/", hc, "tok")
-	if d := viaDirect.(*direct); d.tr == nil || d.schedPost == nil || d.batchPost == nil {
+	if d := viaDirect.(*direct); d.tr == nil || d.sched.post == nil || d.batch.post == nil {
 		t.Fatal("the direct service over NewHTTPClient does not use h1.Transport.Post")
 	}
 	cases := directAnswerCases(t)

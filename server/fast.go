@@ -38,7 +38,7 @@ import (
 // It takes only the plain case, and leaves everything else to connect-go
 // untouched: other protocols and codecs (gRPC, gRPC-Web, JSON), compressed
 // requests, a missing or wrong token, a request it cannot decode in place
-// (headers, deliver_at: wirecodec's common shape), and every request that
+// (headers: wirecodec's common shape), and every request that
 // fails a check, which connect-go then refuses with its own words. A
 // request handed over after its body was read gets the body replayed.
 // Cluster nodes never take it (engine.Request bodies here alias pooled

@@ -178,7 +178,7 @@ func fastPathCalls(t *testing.T, clock time.Time, token string) []rawCall {
 		{name: "schedule_due_now", method: "POST", procedure: sched, header: proto1, fast: true, body: marshal(t, &hourglassv1.ScheduleRequest{Topic: "now"})},
 		{name: "schedule_headers", method: "POST", procedure: sched, header: proto1, body: marshal(t,
 			&hourglassv1.ScheduleRequest{Topic: "orders", Headers: []*hourglassv1.Header{{Key: "k", Value: "v"}}, When: delay(1)})},
-		{name: "schedule_deliver_at", method: "POST", procedure: sched, header: proto1, body: marshal(t,
+		{name: "schedule_deliver_at", method: "POST", procedure: sched, header: proto1, fast: true, body: marshal(t,
 			&hourglassv1.ScheduleRequest{Topic: "orders", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(clock.Add(time.Hour))}})},
 		{name: "schedule_bad_topic", method: "POST", procedure: sched, header: proto1, body: marshal(t, &hourglassv1.ScheduleRequest{Topic: "no spaces"})},
 		{name: "schedule_no_topic", method: "POST", procedure: sched, header: proto1},
@@ -207,6 +207,12 @@ func fastPathCalls(t *testing.T, clock time.Time, token string) []rawCall {
 			one, {Topic: "bad topic"}}})},
 		{name: "batch_keys", method: "POST", procedure: batch, header: proto1, fast: true, body: marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{
 			{Topic: "pay", IdempotencyKey: "k1"}, {Topic: "pay", IdempotencyKey: "k2"}, {Topic: "pay", IdempotencyKey: "k2"}}})},
+		{name: "batch_deliver_at_keys", method: "POST", procedure: batch, header: proto1, fast: true, body: marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{
+			{Topic: "at", IdempotencyKey: "a1", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(clock.Add(time.Hour + 7*time.Millisecond))}},
+			{Topic: "at", IdempotencyKey: "a2", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(clock.Add(-time.Hour))}},
+			{Topic: "at", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: &timestamppb.Timestamp{Seconds: clock.Unix() + 60, Nanos: 1}}}}})},
+		{name: "batch_deliver_at_too_far", method: "POST", procedure: batch, header: proto1, body: marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{
+			{Topic: "at", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(clock.Add(31 * Day))}}}})},
 		{name: "batch_gzip", method: "POST", procedure: batch, header: with(map[string]string{"Content-Encoding": "gzip"}), body: gzipped(t, marshal(t, &hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{one}}))},
 		{name: "cancel", method: "POST", procedure: hourglassv1connect.HourglassServiceCancelProcedure, header: proto1, body: marshal(t, &hourglassv1.CancelRequest{Id: strings.Repeat("0", 32)})},
 	}

@@ -13,23 +13,38 @@ import (
 )
 
 // LoopPaths are the request targets whose plain HTTP/1.1 calls a
-// connection loop (package h1srv) hands to Take: Schedule and
-// ScheduleBatch.
+// connection loop (package h1srv) hands to Take: Schedule, ScheduleBatch,
+// Receive, AckBatch, Ack and Nack.
 var LoopPaths = []string{
 	hourglassv1connect.HourglassServiceScheduleProcedure,
 	hourglassv1connect.HourglassServiceScheduleBatchProcedure,
+	hourglassv1connect.HourglassServiceReceiveProcedure,
+	hourglassv1connect.HourglassServiceAckBatchProcedure,
+	hourglassv1connect.HourglassServiceAckProcedure,
+	hourglassv1connect.HourglassServiceNackProcedure,
 }
 
 // Take takes a Schedule or ScheduleBatch call that package h1srv's
-// connection loop parsed for the fast path (fast.go), with the same checks
-// as Handler's: it copies, decodes and checks the body, and returns the
-// call that schedules it and answers byte for byte as Handler would but
-// for the framing. It declines (false, nothing done) every call Handler's
-// fast path would leave to connect-go; the loop then hands the call to
-// the http.Server serving Handler.
+// connection loop parsed for the fast path (fast.go), or a Receive,
+// AckBatch, Ack or Nack call (loopconsume.go), with the same checks as Handler's: it
+// copies, decodes and checks the body, and returns the call that acts on
+// it and answers byte for byte as Handler would but for the framing. It
+// declines (false, nothing done) every call Handler's connect-go would
+// answer otherwise, or with an error; the loop then hands the call to the
+// http.Server serving Handler.
 func (s *Server) Take(req *h1srv.Request) (h1srv.Call, bool) {
 	batch := req.Path == hourglassv1connect.HourglassServiceScheduleBatchProcedure
 	if !batch && req.Path != hourglassv1connect.HourglassServiceScheduleProcedure {
+		switch req.Path {
+		case hourglassv1connect.HourglassServiceReceiveProcedure:
+			return s.takeConsume(req, callReceive)
+		case hourglassv1connect.HourglassServiceAckBatchProcedure:
+			return s.takeConsume(req, callAckBatch)
+		case hourglassv1connect.HourglassServiceAckProcedure:
+			return s.takeConsume(req, callAck)
+		case hourglassv1connect.HourglassServiceNackProcedure:
+			return s.takeConsume(req, callNack)
+		}
 		return nil, false
 	}
 	head := loopHead(req)

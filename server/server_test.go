@@ -35,12 +35,12 @@ func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOptio
 	return newTestServerClock(t, opts, nil, clientOpts...)
 }
 
-// newTestServerClock is newTestServer with the engine's clock now (nil:
-// the real one).
+// newTestServerClock is newTestServer with the engine's and the queue's
+// clock now (nil: the real one).
 func newTestServerClock(t testing.TB, opts Options, now func() time.Time, clientOpts ...connect.ClientOption) *testServer {
 	t.Helper()
 	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Dir: QueueDir(dir), Fsync: commitlog.SyncNone, MaxAttempts: 2})
+	q, err := queue.Open(queue.Options{Dir: QueueDir(dir), Fsync: commitlog.SyncNone, MaxAttempts: 2, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,17 @@ func (t *Transport) NewTarget(u *url.URL, host string, header http.Header) *Targ
 	return tg
 }
 
+// Unpipelined returns a copy of tg whose Posts are never pipelined: each
+// has a pooled connection to itself, as without Options.PipelineConns.
+// It is for calls that may wait long for their answer (a long poll),
+// which would hold up the calls queued behind them on a shared
+// connection.
+func (tg *Target) Unpipelined() *Target {
+	c := *tg
+	c.pipe = nil
+	return &c
+}
+
 // AppendField appends the header line "name: value\r\n" to dst for a
 // PostRequest's Header. It returns false, and dst unchanged, for a field
 // that net/http would refuse to send (a name that is not a token, control

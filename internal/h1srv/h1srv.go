@@ -23,7 +23,10 @@
 // for the same event (Schedules waiting for one group commit's fsync)
 // wait together instead of one after the other. A call alone on its
 // connection, with nothing read behind it, runs on the connection's
-// goroutine. A Handler takes (decides on) requests one by one in order
+// goroutine, unless it may wait long for its answer (a Waiter: a long
+// poll): that one runs on a worker while the loop reads on, so that a
+// client that leaves during the wait ends the call's context, as
+// net/http's background read does. A Handler takes (decides on) requests one by one in order
 // and copies what it keeps, so that the loop can read on into its buffer
 // while calls are in flight.
 //
@@ -82,25 +85,22 @@ type Call interface {
 	// one connection (up to MaxInFlight of them) run concurrently, and
 	// their answers are written in the requests' order. ctx is cancelled
 	// when the server is closed, and when the loop, reading on behind
-	// the call, finds that the client closed or reset the connection (as
-	// net/http cancels a request's context; a call alone on its
-	// connection that is not a LongCall runs on the connection's
-	// goroutine, and nothing reads meanwhile).
+	// the call, finds the connection closed or broken by the client (as
+	// net/http cancels a request's context when its client goes away).
 	Serve(ctx context.Context, w *ResponseWriter)
 }
 
-// LongCall is a Call that may take long (a long poll): it always runs on
-// a worker, so that the connection's goroutine reads on and cancels its
-// ctx if the client goes away, and it does not hold up the requests
-// pipelined behind it.
-type LongCall interface {
-	Call
-	Long() bool
+// A Waiter is a Call that may wait long before it answers, such as a long
+// poll. The loop never runs a call whose Waits reports true on the
+// connection's goroutine: it hands it to a worker and reads on, so that
+// a client that goes away during the wait ends the call's ctx.
+type Waiter interface {
+	Waits() bool
 }
 
-func isLong(c Call) bool {
-	l, ok := c.(LongCall)
-	return ok && l.Long()
+func waits(c Call) bool {
+	w, ok := c.(Waiter)
+	return ok && w.Waits()
 }
 
 // Options configure a Server.
@@ -294,9 +294,11 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, Buffer
 const firstReadSize = 2048
 
 type conn struct {
-	srv    *Server
-	nc     net.Conn
-	ctx    context.Context // the calls': ends with the server, or when the client goes away
+	srv *Server
+	nc  net.Conn
+	// ctx is the calls' context: the server's, cancelled also when the
+	// connection's reader finds it ended (await).
+	ctx    context.Context
 	cancel context.CancelFunc
 	state  atomic.Int32
 	br     *bufio.Reader // pooled; nil while the connection is idle
@@ -369,7 +371,8 @@ func (c *conn) await() bool {
 	c.awaiting = false
 	c.pmu.Unlock()
 	if n == 0 {
-		_ = err // closed, reset or shut down: nothing to answer
+		_ = err    // closed, reset or shut down: nothing to answer
+		c.cancel() // nor to wait for
 		return false
 	}
 	for {
@@ -480,7 +483,6 @@ func (c *conn) serve() {
 	for {
 		if c.br == nil || c.br.Buffered() == 0 {
 			if !c.await() {
-				c.cancel() // the client went away: so do its calls in flight
 				return
 			}
 		}
@@ -518,11 +520,11 @@ func (c *conn) serve() {
 		if !ok {
 			return // the connection failed, or closes after an answer written
 		}
-		if alone && c.br.Buffered() == 0 && !isLong(call) {
+		if alone && c.br.Buffered() == 0 && !waits(call) {
 			// Nothing else in flight or read: the client waits for this
 			// answer before it sends more, as most do. Serving it here
-			// saves a hand-over to a worker (but then nothing reads the
-			// connection to see the client go away meanwhile).
+			// saves a hand-over to a worker. (A call that may wait long
+			// goes to a worker, so that the loop sees the client leave.)
 			c.serveCall(r)
 		} else {
 			c.srv.workers.run(c, r)

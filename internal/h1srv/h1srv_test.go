@@ -27,6 +27,9 @@ type echo struct {
 	// answer.
 	hold map[string]chan struct{}
 	held chan string
+	// A body of "poll" is a Waiter call: it sends on entered, then waits
+	// for release or its ctx, and reports its ctx's error on polled.
+	polled chan error
 }
 
 func (e *echo) Take(req *Request) (Call, bool) {
@@ -35,26 +38,24 @@ func (e *echo) Take(req *Request) (Call, bool) {
 	switch body {
 	case "decline":
 		return nil, false
-	case "long":
-		return longCall{e}, true
+	case "poll":
+		return pollCall{e}, true
 	}
 	return echoCall{e, body}, true
 }
 
-// longCall is a long poll: it waits for its ctx to end, reports that on
-// the echo's entered, and answers.
-type longCall struct{ e *echo }
+type pollCall struct{ e *echo }
 
-func (longCall) Long() bool { return true }
+func (pollCall) Waits() bool { return true }
 
-func (c longCall) Serve(ctx context.Context, w *ResponseWriter) {
-	c.e.held <- "long"
-	<-ctx.Done()
+func (c pollCall) Serve(ctx context.Context, w *ResponseWriter) {
+	c.e.entered <- struct{}{}
 	select {
-	case c.e.entered <- struct{}{}:
-	default: // the test stopped waiting
+	case <-c.e.release:
+	case <-ctx.Done():
 	}
-	w.Write(http.StatusOK, nil, []byte("loop:long"))
+	c.e.polled <- ctx.Err()
+	w.Write(http.StatusOK, []string{"Content-Type", "text/plain"}, []byte("loop:poll"))
 }
 
 type echoCall struct {
@@ -99,7 +100,7 @@ func start(t *testing.T, headerTimeout time.Duration) *fixture {
 		fmt.Fprintf(w, "http:%s %s %s", r.Method, r.URL.Path, b)
 	})}
 	h := &echo{entered: make(chan struct{}), release: make(chan struct{}), calls: make(chan string, 1000),
-		hold: map[string]chan struct{}{}, held: make(chan string, 1000)}
+		hold: map[string]chan struct{}{}, held: make(chan string, 1000), polled: make(chan error, 10)}
 	srv, err := New(Options{Handler: h, Paths: testPaths, HTTP: hs, ReadHeaderTimeout: headerTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -460,22 +461,6 @@ func TestShutdownPipelined(t *testing.T) {
 	}
 }
 
-// TestClientGoneCancels: a long call alone on its connection runs on a
-// worker, so the loop reads on and cancels the call's ctx when the client
-// closes the connection (as net/http does for a request's context).
-func TestClientGoneCancels(t *testing.T) {
-	f := start(t, 0)
-	conn, _ := f.dial(t)
-	io.WriteString(conn, post("/svc/Schedule", "long", ""))
-	f.waitHeld(t, 1)
-	conn.Close()
-	select {
-	case <-f.h.entered:
-	case <-time.After(10 * time.Second): // a guard, not a wait
-		t.Fatal("the call's ctx did not end after the client closed its connection")
-	}
-}
-
 // TestPipelinedRandom sends random sequences of pipelined requests, cut
 // into random writes: calls the loop answers, calls it declines or leaves
 // to net/http (another path, a GET, a chunked body), and a request that
@@ -550,5 +535,50 @@ func TestPipelinedRandom(t *testing.T) {
 		for len(f.h.calls) > 0 { // the handler's record of Takes, unused here
 			<-f.h.calls
 		}
+	}
+}
+
+// TestWaiterCancelledWhenClientLeaves holds a Waiter call (a long poll)
+// while its client closes the connection: the loop, reading on, sees it
+// and cancels the call's ctx. A Waiter that is answered leaves the
+// connection usable.
+func TestWaiterCancelledWhenClientLeaves(t *testing.T) {
+	f := start(t, 0)
+	c, br := f.dial(t)
+	io.WriteString(c, post("/svc/Schedule", "poll", ""))
+	guard := func() <-chan time.Time {
+		return time.After(20 * time.Second) // a guard, not a wait
+	}
+	select {
+	case <-f.h.entered:
+	case <-guard():
+		t.Fatal("the poll did not start")
+	}
+	f.h.release <- struct{}{}
+	if err := <-f.h.polled; err != nil {
+		t.Fatalf("answered poll: ctx error %v", err)
+	}
+	if body, _ := readAnswer(t, br); body != "loop:poll" {
+		t.Fatalf("answer %q", body)
+	}
+	io.WriteString(c, post("/svc/Schedule", "after", ""))
+	if body, _ := readAnswer(t, br); body != "loop:after" {
+		t.Fatalf("answer after the poll %q", body)
+	}
+
+	io.WriteString(c, post("/svc/Schedule", "poll", ""))
+	select {
+	case <-f.h.entered:
+	case <-guard():
+		t.Fatal("the second poll did not start")
+	}
+	c.Close()
+	select {
+	case err := <-f.h.polled:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("poll of a client that left: ctx error %v, want Canceled", err)
+		}
+	case <-guard():
+		t.Fatal("the poll of a client that left was not cancelled")
 	}
 }

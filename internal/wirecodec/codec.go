@@ -14,7 +14,8 @@
 // The standard decoder makes three to five allocations per message of a
 // batch and copies each body; these make a few per batch (one slice each
 // of messages, times and ID or body bytes). They take only the common
-// shape of each message; anything else (headers, deliver_at, unknown or
+// shape of each message (a ScheduleRequest's time as delay_ms, delay_level
+// or deliver_at); anything else (headers, unknown or
 // repeated fields, bad UTF-8, anything malformed) goes to proto.Unmarshal,
 // which also words the errors. Fuzz tests hold each fast decoder to
 // proto.Unmarshal: where it decodes, the result is equal.

@@ -70,7 +70,7 @@ func checkDecodeRequest(t *testing.T, data []byte) (fast bool) {
 }
 
 func TestDecodeRequest(t *testing.T) {
-	wantFast := map[string]bool{"common": true, "level_key": true, "negative": true, "empty": true}
+	wantFast := map[string]bool{"common": true, "level_key": true, "negative": true, "empty": true, "deliver_at": true, "deliver_at_nanos": true, "deliver_at_empty": true}
 	for name, data := range requestSeeds(t) {
 		t.Run(name, func(t *testing.T) {
 			if fast := checkDecodeRequest(t, data); fast != wantFast[name] {

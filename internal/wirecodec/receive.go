@@ -170,11 +170,12 @@ func decodeReceiveResponse(data []byte) ([]*hourglassv1.Message, bool) {
 	out := make([]*hourglassv1.Message, n)
 	var hdrs []hourglassv1.Header
 	var hdrPtrs []*hourglassv1.Header
-	// Strings are copied into text and bodies into body. Neither ever
-	// grows past its capacity (together they hold less than data), so
-	// what is cut from them stays put; text is never written again.
+	// Strings and bodies are copied into one buffer, in the order met. It
+	// never grows past its capacity (what it holds is part of data), so
+	// what is cut from it stays put, and the bytes of a string are never
+	// written again: each copy goes after the last, and a body is cut
+	// with its capacity at its end, so that appending to it copies.
 	text := make([]byte, 0, len(data))
-	body := make([]byte, 0, len(data))
 	str := func(v []byte) (string, bool) {
 		if !utf8.Valid(v) {
 			return "", false
@@ -236,9 +237,9 @@ func decodeReceiveResponse(data []byte) ([]*hourglassv1.Message, bool) {
 			case fieldMsgReceipt:
 				msg.Receipt, ok = str(v)
 			case fieldMsgBody:
-				start := len(body)
-				body = append(body, v...)
-				msg.Body = body[start:len(body):len(body)]
+				start := len(text)
+				text = append(text, v...)
+				msg.Body = text[start:len(text):len(text)]
 			case fieldMsgHeaders:
 				if hdrs == nil {
 					hdrs = make([]hourglassv1.Header, 0, nh)

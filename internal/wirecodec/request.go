@@ -4,6 +4,7 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
@@ -15,6 +16,7 @@ const (
 	fieldTopic           = 1
 	fieldBody            = 2
 	fieldDelayMs         = 4
+	fieldReqDeliverAt    = 5
 	fieldDelayLevel      = 6
 	fieldIdempotencyKey  = 7
 	maxFastBatchMessages = 1000 // the server refuses larger batches anyway
@@ -30,6 +32,8 @@ type Requests struct {
 	reqs   []hourglassv1.ScheduleRequest
 	delays []hourglassv1.ScheduleRequest_DelayMs
 	levels []hourglassv1.ScheduleRequest_DelayLevel
+	ats    []hourglassv1.ScheduleRequest_DeliverAt
+	stamps []timestamppb.Timestamp
 	raw    [][]byte // the encoded messages of a batch
 }
 
@@ -89,8 +93,8 @@ func (r *Requests) grow(n int) {
 	}
 	r.reqs = r.reqs[:n]
 	r.Msgs = r.Msgs[:n]
-	// delays and levels keep their old values: decode sets the one a
-	// message points at.
+	// delays, levels and times keep their old values: decode sets the
+	// one a message points at.
 }
 
 // The one-byte tags of the fields the decoders take: field number << 3 |
@@ -102,6 +106,7 @@ const (
 	tagBody           = fieldBody<<3 | byte(protowire.BytesType)
 	tagIdempotencyKey = fieldIdempotencyKey<<3 | byte(protowire.BytesType)
 	tagDelayMs        = fieldDelayMs<<3 | byte(protowire.VarintType)
+	tagDeliverAt      = fieldReqDeliverAt<<3 | byte(protowire.BytesType)
 	tagDelayLevel     = fieldDelayLevel<<3 | byte(protowire.VarintType)
 )
 
@@ -131,11 +136,14 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 			}
 		}
 		switch tag {
-		case tagTopic, tagBody, tagIdempotencyKey:
+		case tagTopic, tagBody, tagIdempotencyKey, tagDeliverAt:
 			if x > uint64(len(m)) {
 				return false
 			}
 			v, m = m[:x], m[x:]
+			if tag == tagDeliverAt && q.When != nil {
+				return false
+			}
 		case tagDelayMs, tagDelayLevel:
 			if q.When != nil {
 				return false
@@ -171,6 +179,17 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 			}
 			seenKey = true
 			q.IdempotencyKey = string(v)
+		case tagDeliverAt:
+			if len(r.ats) < len(r.reqs) {
+				r.ats = make([]hourglassv1.ScheduleRequest_DeliverAt, len(r.reqs))
+				r.stamps = make([]timestamppb.Timestamp, len(r.reqs))
+			}
+			ts := &r.stamps[i]
+			if !decodeStamp(v, ts) {
+				return false
+			}
+			r.ats[i].DeliverAt = ts
+			q.When = &r.ats[i]
 		case tagDelayMs:
 			if len(r.delays) < len(r.reqs) {
 				r.delays = make([]hourglassv1.ScheduleRequest_DelayMs, len(r.reqs))
@@ -186,6 +205,32 @@ func (r *Requests) decode(i int, m []byte, topic Strings) bool {
 		}
 	}
 	r.Msgs[i] = q
+	return true
+}
+
+// decodeStamp decodes a Timestamp whose fields appear at most once, as
+// varints, into ts (every field set), and reports whether it could.
+func decodeStamp(b []byte, ts *timestamppb.Timestamp) bool {
+	ts.Seconds, ts.Nanos = 0, 0
+	var seen uint8
+	for len(b) > 0 {
+		tag := b[0]
+		var x uint64
+		var ok bool
+		if x, b, ok = varint(b[1:]); !ok {
+			return false
+		}
+		switch {
+		case tag == fieldSeconds<<3|byte(protowire.VarintType) && seen&1 == 0:
+			seen |= 1
+			ts.Seconds = int64(x)
+		case tag == fieldNanos<<3|byte(protowire.VarintType) && seen&2 == 0:
+			seen |= 2
+			ts.Nanos = int32(x) // as protobuf reads an int32
+		default:
+			return false
+		}
+	}
 	return true
 }
 

@@ -74,7 +74,7 @@ func checkDecodeBatch(t *testing.T, data []byte) (fast bool) {
 }
 
 func TestDecodeBatch(t *testing.T) {
-	wantFast := map[string]bool{"common": true, "one_empty": true}
+	wantFast := map[string]bool{"common": true, "one_empty": true, "deliver_at": true}
 	for name, data := range batchSeeds(t) {
 		t.Run(name, func(t *testing.T) {
 			if fast := checkDecodeBatch(t, data); fast != wantFast[name] {
