@@ -13,8 +13,8 @@ import (
 )
 
 // LoopPaths are the request targets whose plain HTTP/1.1 calls a
-// connection loop (package h1srv) hands to Take: Schedule, ScheduleBatch,
-// Receive, AckBatch, Ack and Nack.
+// connection loop (package h1srv) hands to Take: every unary procedure of
+// the service. (ReceiveStream streams its answer: net/http's.)
 var LoopPaths = []string{
 	hourglassv1connect.HourglassServiceScheduleProcedure,
 	hourglassv1connect.HourglassServiceScheduleBatchProcedure,
@@ -22,17 +22,33 @@ var LoopPaths = []string{
 	hourglassv1connect.HourglassServiceAckBatchProcedure,
 	hourglassv1connect.HourglassServiceAckProcedure,
 	hourglassv1connect.HourglassServiceNackProcedure,
+	hourglassv1connect.HourglassServiceCancelProcedure,
+	hourglassv1connect.HourglassServiceStatsProcedure,
+	hourglassv1connect.HourglassServiceTimeProcedure,
 }
 
-// Take takes a Schedule or ScheduleBatch call that package h1srv's
+// Take takes every call to LoopPaths that package h1srv's connection loop
+// parsed: the hot ones on their own paths (takeFast), and the rest
+// through Handler on the loop's connection (takeHTTP), so that no call a
+// client makes hands its connection to net/http for good (a client's
+// pool reuses its connections for every call; one Cancel on a pooled
+// connection used to move that connection's later Schedules and Receives
+// off the loop).
+func (s *Server) Take(req *h1srv.Request) (h1srv.Call, bool) {
+	if c, ok := s.takeFast(req); ok {
+		return c, true
+	}
+	return s.takeHTTP(req), true
+}
+
+// takeFast takes a Schedule or ScheduleBatch call that package h1srv's
 // connection loop parsed for the fast path (fast.go), or a Receive,
 // AckBatch, Ack or Nack call (loopconsume.go), with the same checks as Handler's: it
 // copies, decodes and checks the body, and returns the call that acts on
 // it and answers byte for byte as Handler would but for the framing. It
 // declines (false, nothing done) every call Handler's connect-go would
-// answer otherwise, or with an error; the loop then hands the call to the
-// http.Server serving Handler.
-func (s *Server) Take(req *h1srv.Request) (h1srv.Call, bool) {
+// answer otherwise, or with an error: takeHTTP takes those.
+func (s *Server) takeFast(req *h1srv.Request) (h1srv.Call, bool) {
 	batch := req.Path == hourglassv1connect.HourglassServiceScheduleBatchProcedure
 	if !batch && req.Path != hourglassv1connect.HourglassServiceScheduleProcedure {
 		switch req.Path {

@@ -23,16 +23,20 @@ import (
 
 // countingLoop counts the calls the loop answered itself.
 type countingLoop struct {
-	s      *Server
-	served atomic.Int64
+	s       *Server
+	served  atomic.Int64
+	viaHTTP atomic.Int64 // calls the loop served through Handler
 }
 
+// Take is Server.Take; served counts the calls its fast paths took, not
+// those it serves through Handler (takeHTTP).
 func (c *countingLoop) Take(req *h1srv.Request) (h1srv.Call, bool) {
-	call, ok := c.s.Take(req)
-	if ok {
+	if call, ok := c.s.takeFast(req); ok {
 		c.served.Add(1)
+		return call, true
 	}
-	return call, ok
+	c.viaHTTP.Add(1)
+	return c.s.takeHTTP(req), true
 }
 
 // countingListener counts accepted connections.
@@ -140,21 +144,30 @@ func TestLoopHandoff(t *testing.T) {
 		return h
 	}
 	sched := hourglassv1connect.HourglassServiceScheduleProcedure
+	// keeps: the loop serves the middle call itself (through Handler when
+	// the fast paths leave it), so the connection stays the loop's and the
+	// last Schedule takes the fast path; otherwise the connection is
+	// net/http's from the middle call on.
 	for _, c := range []struct {
 		call       rawCall
 		status     int
 		bodyPrefix string
+		keeps      bool
 	}{
 		{rawCall{name: "json_connect", method: "POST", procedure: sched, header: with("Content-Type", "application/json"),
-			body: []byte(`{"topic":"orders","delayMs":"5000"}`)}, 200, `{"id":"`},
-		{rawCall{name: "metrics", method: "GET", procedure: "/metrics", header: with("", "")}, 200, "# HELP"},
-		{rawCall{name: "readyz", method: "GET", procedure: "/readyz"}, 200, "ready"},
+			body: []byte(`{"topic":"orders","delayMs":"5000"}`)}, 200, `{"id":"`, true},
+		{rawCall{name: "metrics", method: "GET", procedure: "/metrics", header: with("", "")}, 200, "# HELP", false},
+		{rawCall{name: "readyz", method: "GET", procedure: "/readyz"}, 200, "ready", false},
 		{rawCall{name: "declined_gzip", method: "POST", procedure: sched, header: map[string]string{"Content-Type": "application/proto",
-			"Authorization": "Bearer tok", "Content-Encoding": "gzip"}, body: gzipped(t, one)}, 200, ""},
-		{rawCall{name: "declined_no_token", method: "POST", procedure: sched, header: map[string]string{"Content-Type": "application/proto"}, body: one}, 401, `{"code":"unauthenticated"`},
-		{rawCall{name: "outside_subset_query", method: "POST", procedure: sched + "?x=1", header: proto, body: one}, 200, ""},
+			"Authorization": "Bearer tok", "Content-Encoding": "gzip"}, body: gzipped(t, one)}, 200, "", true},
+		{rawCall{name: "declined_no_token", method: "POST", procedure: sched, header: map[string]string{"Content-Type": "application/proto"}, body: one}, 401, `{"code":"unauthenticated"`, true},
+		{rawCall{name: "outside_subset_query", method: "POST", procedure: sched + "?x=1", header: proto, body: one}, 200, "", false},
 		{rawCall{name: "cancel", method: "POST", procedure: hourglassv1connect.HourglassServiceCancelProcedure, header: with("Content-Type", "application/json"),
-			body: []byte(`{"id":"` + strings.Repeat("0", 32) + `"}`)}, 200, "{"},
+			body: []byte(`{"id":"` + strings.Repeat("0", 32) + `"}`)}, 200, "{", true},
+		{rawCall{name: "stats_proto", method: "POST", procedure: hourglassv1connect.HourglassServiceStatsProcedure, header: proto}, 200, "", true},
+		{rawCall{name: "receive_stream", method: "POST", procedure: hourglassv1connect.HourglassServiceReceiveStreamProcedure,
+			header: map[string]string{"Content-Type": "application/connect+proto", "Authorization": "Bearer tok"},
+			body: []byte{0, 0, 0, 0, 0}}, 200, "", false},
 	} {
 		t.Run(c.call.name, func(t *testing.T) {
 			hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
@@ -169,9 +182,13 @@ func TestLoopHandoff(t *testing.T) {
 			if got.status != c.status || !bytes.HasPrefix(got.body, []byte(c.bodyPrefix)) {
 				t.Errorf("status %d body %q; want %d and %q...", got.status, got.body, c.status, c.bodyPrefix)
 			}
+			beforeLast := ls.loop.served.Load()
 			last := sendRawWith(t, hc, ls.url, rawCall{name: "last", method: "POST", procedure: sched, header: proto, body: one})
 			if last.status != 200 || len(last.body) == 0 {
 				t.Errorf("last call: status %d body %q", last.status, last.body)
+			}
+			if fast := ls.loop.served.Load() > beforeLast; fast != c.keeps {
+				t.Errorf("last Schedule on the fast path: %v, want %v", fast, c.keeps)
 			}
 			if n := ls.ln.n.Load() - accepted; n != 1 {
 				t.Errorf("%d connections, want 1", n)

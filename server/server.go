@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,6 +113,9 @@ type Options struct {
 
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
+	// loopHTTP serves the connection loop's httpCalls (loophttp.go), made once.
+	loopHTTPOnce sync.Once
+	loopHTTP     http.Handler
 	hourglassv1connect.UnimplementedHourglassServiceHandler
 
 	opts    Options
