@@ -167,7 +167,7 @@ func TestLoopHandoff(t *testing.T) {
 		{rawCall{name: "stats_proto", method: "POST", procedure: hourglassv1connect.HourglassServiceStatsProcedure, header: proto}, 200, "", true},
 		{rawCall{name: "receive_stream", method: "POST", procedure: hourglassv1connect.HourglassServiceReceiveStreamProcedure,
 			header: map[string]string{"Content-Type": "application/connect+proto", "Authorization": "Bearer tok"},
-			body: []byte{0, 0, 0, 0, 0}}, 200, "", false},
+			body:   []byte{0, 0, 0, 0, 0}}, 200, "", false},
 	} {
 		t.Run(c.call.name, func(t *testing.T) {
 			hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
