@@ -39,6 +39,7 @@ const (
 	DefaultStream     = "HOURGLASS"
 	DefaultDuplicates = 2 * time.Minute
 	DefaultTimeout    = 10 * time.Second
+	DefaultReady      = time.Minute
 )
 
 // Options configure a Sink. URL is required.
@@ -58,6 +59,10 @@ type Options struct {
 	Replicas int
 	// Timeout bounds waiting for a batch's acknowledgements; default 10 s.
 	Timeout time.Duration
+	// ReadyTimeout bounds how long Open waits for JetStream to answer
+	// (retrying every 500 ms while requests time out or JetStream says it
+	// is temporarily unavailable); default 60 s.
+	ReadyTimeout time.Duration
 	// Options are extra nats.Connect options (credentials, TLS).
 	Options []nats.Option
 	// Logger; default slog.Default().
@@ -91,6 +96,9 @@ func Open(ctx context.Context, opts Options) (*Sink, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = DefaultReady
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -110,21 +118,62 @@ func Open(ctx context.Context, opts Options) (*Sink, error) {
 		nc.Close()
 		return nil, fmt.Errorf("natsjs: %w", err)
 	}
-	if _, err := js.Stream(ctx, opts.Stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+	// JetStream may not answer yet (a cluster still electing its leader,
+	// a node just restarted): wait for it, up to ReadyTimeout.
+	readyBy := time.Now().Add(opts.ReadyTimeout)
+	for {
+		err = ensureStream(ctx, js, opts)
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().After(readyBy) {
+			break
+		}
+		log.Warn("natsjs: JetStream not ready; retrying", "stream", opts.Stream, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(readyRetry):
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Sink{opts: opts, nc: nc, js: js}, nil
+}
+
+// readyRetry is the pause between attempts while JetStream is not ready.
+const readyRetry = 500 * time.Millisecond
+
+// ensureStream makes sure opts.Stream exists, creating it if missing.
+func ensureStream(ctx context.Context, js jetstream.JetStream, opts Options) error {
+	_, err := js.Stream(ctx, opts.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		_, err = js.CreateStream(ctx, jetstream.StreamConfig{
 			Name: opts.Stream, Subjects: []string{opts.Prefix + ">"}, Storage: jetstream.FileStorage,
 			Duplicates: opts.Duplicates, Replicas: opts.Replicas,
 		})
 		if err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("natsjs: create stream %s for %s>: %w", opts.Stream, opts.Prefix, err)
+			return fmt.Errorf("natsjs: create stream %s for %s>: %w", opts.Stream, opts.Prefix, err)
 		}
-		log.Info("natsjs: created stream", "stream", opts.Stream, "subjects", opts.Prefix+">", "duplicates", opts.Duplicates, "replicas", max(opts.Replicas, 1))
-	} else if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("natsjs: stream %s: %w", opts.Stream, err)
+		opts.Logger.Info("natsjs: created stream", "stream", opts.Stream, "subjects", opts.Prefix+">", "duplicates", opts.Duplicates, "replicas", max(opts.Replicas, 1))
+		return nil
 	}
-	return &Sink{opts: opts, nc: nc, js: js}, nil
+	if err != nil {
+		return fmt.Errorf("natsjs: stream %s: %w", opts.Stream, err)
+	}
+	return nil
+}
+
+// transient reports whether err may go away by itself while JetStream
+// starts: a request that timed out or found no responder, or an API error
+// of the 5xx kind ("JetStream system temporarily unavailable"). Errors of
+// the request itself (a bad name, subjects that overlap another stream's)
+// are not.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
 // Subject returns the subject topic's messages are published to.
