@@ -152,22 +152,28 @@ func (w *workload) produce(ctx context.Context, c, pc hourglassv1connect.Hourgla
 		default:
 			sent := time.Now()
 			req, s := w.message(cycle, id, &n, sent, seg, rng)
-			var res *connect.Response[hourglassv1.ScheduleResponse]
-			s.Outcome = w.retryInDoubt(ctx, func() Outcome {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				r, err := c.Schedule(cctx, connect.NewRequest(req))
-				cancel()
-				res = r
-				return classify(err)
-			})
-			s.Sent, s.Answered = sent, time.Now()
-			if s.Outcome == OK {
-				s.ID = res.Msg.Id
-			}
-			w.hist.AddSchedule(s)
+			w.scheduleOne(ctx, c, req, s, sent)
 		}
 		sleep(ctx, time.Duration(rng.Int64N(int64(2*pause))))
 	}
+}
+
+// scheduleOne sends req as a single Schedule through c, retrying while in
+// doubt, and records it as s, sent at sent.
+func (w *workload) scheduleOne(ctx context.Context, c hourglassv1connect.HourglassServiceClient, req *hourglassv1.ScheduleRequest, s Schedule, sent time.Time) {
+	var res *connect.Response[hourglassv1.ScheduleResponse]
+	s.Outcome = w.retryInDoubt(ctx, func() Outcome {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := c.Schedule(cctx, connect.NewRequest(req))
+		cancel()
+		res = r
+		return classify(err)
+	})
+	s.Sent, s.Answered = sent, time.Now()
+	if s.Outcome == OK {
+		s.ID = res.Msg.Id
+	}
+	w.hist.AddSchedule(s)
 }
 
 // pipelinedBurst schedules 2 to 8 messages as concurrent single Schedule
@@ -178,21 +184,7 @@ func (w *workload) pipelinedBurst(ctx context.Context, pc hourglassv1connect.Hou
 	var wg sync.WaitGroup
 	for range size {
 		req, s := w.message(cycle, id, n, sent, seg, rng)
-		wg.Go(func() {
-			var res *connect.Response[hourglassv1.ScheduleResponse]
-			s.Outcome = w.retryInDoubt(ctx, func() Outcome {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				r, err := pc.Schedule(cctx, connect.NewRequest(req))
-				cancel()
-				res = r
-				return classify(err)
-			})
-			s.Sent, s.Answered = sent, time.Now()
-			if s.Outcome == OK {
-				s.ID = res.Msg.Id
-			}
-			w.hist.AddSchedule(s)
-		})
+		wg.Go(func() { w.scheduleOne(ctx, pc, req, s, sent) })
 	}
 	wg.Wait()
 }
