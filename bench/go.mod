@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/hourglassmq/hourglass => ../
 
 require (
-	connectrpc.com/connect v1.21.1
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/hourglassmq/hourglass v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.12.0
@@ -13,7 +12,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/urfave/cli/v2 v2.27.7
 	gonum.org/v1/plot v0.17.0
-	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -36,7 +34,11 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )

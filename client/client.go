@@ -1,40 +1,41 @@
-// Package client is the Go client of an Hourglass server: Schedule and
-// Cancel delayed messages, a batching asynchronous Producer, and Consume,
-// a loop that receives due messages, calls a handler, and acks or nacks.
+// Package client is the Go client of an Hourglass server: Schedule,
+// Cancel and the other calls of the API, a batching asynchronous Producer
+// on the ScheduleStream, and Consume, a loop on the Consume stream that
+// calls a handler with each due message and acks or nacks it.
 //
-// It speaks Connect's protocol (binary protobuf) over HTTP/1.1, which every
-// Hourglass listener answers; no HTTP/2 setup is needed. Schedule and
-// ScheduleBatch, the calls producers make at high rates, are sent by this
-// package itself (encoded by internal/wirecodec, POSTed with
-// http.Client.Do) rather than through connect-go's client, with the same
-// bytes on the wire and the same errors; every other call goes through
-// connect-go. Any WithConnectOptions keeps connect-go for every call.
+// It speaks native gRPC (grpc-go) over one HTTP/2 connection per Client,
+// which carries every call and stream of all the goroutines that use it.
 //
 // # Errors
 //
-// An error the server answered is a *connect.Error wrapped with the name of
-// the call ("client: Schedule: ..."); classify it with connect.CodeOf(err)
-// or errors.As(err, &connectErr): connect.CodeInvalidArgument for bad input
-// (the message says what was wrong and what is allowed),
-// connect.CodeUnauthenticated for a missing or wrong token,
-// connect.CodeFailedPrecondition for an Ack or Nack of a message not leased.
-// Mistakes this package catches before sending (two delivery times in one
-// Message, say) wrap ErrInvalidMessage.
+// An error the server answered is a gRPC status error wrapped with the
+// name of the call ("client: Schedule: ..."); classify it with
+// status.Code(err) (google.golang.org/grpc/status):
+// codes.InvalidArgument for bad input (the message says what was wrong and
+// what is allowed), codes.Unauthenticated for a missing or wrong token,
+// codes.FailedPrecondition for an Ack or Nack of a message not leased,
+// codes.Unavailable and codes.ResourceExhausted for conditions worth
+// retrying later. Mistakes this package catches before sending (two
+// delivery times in one Message, say) wrap ErrInvalidMessage.
 package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
-	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
 // DefaultAddr is where New connects when given an empty address: the
@@ -45,19 +46,25 @@ const DefaultAddr = "http://127.0.0.1:7420"
 // refuses before sending it.
 var ErrInvalidMessage = errors.New("client: invalid message")
 
+// maxMsgBytes bounds what the client sends and accepts in one message: far
+// above the server's own request limit, which it says in its errors.
+const maxMsgBytes = 1 << 30
+
 // Client talks to one Hourglass server. It is safe for concurrent use by
-// any number of goroutines.
+// any number of goroutines; Close it when done.
 type Client struct {
-	svc   hourglassv1connect.HourglassServiceClient
+	conn  *grpc.ClientConn
+	svc   hourglassv1.HourglassServiceClient
 	merge *coalescer // nil: every Schedule is its own call
+	ssm   *streamMux // the shared ScheduleStream of Producers
 }
 
 type config struct {
-	token     string
-	http      connect.HTTPClient
-	connOpts  []connect.ClientOption
-	maxCalls  int
-	pipeConns int
+	token    string
+	tls      *tls.Config
+	maxCalls int
+	dialOpts []grpc.DialOption
+	md       metadata.MD
 }
 
 // Option configures New.
@@ -67,9 +74,9 @@ type Option func(*config)
 // server started with --auth-token.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
-// WithHTTPClient makes the client send its calls through hc instead of
-// its own HTTP/1.1 client (for TLS settings, proxies or an h2c transport).
-func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
+// WithTLS sets the TLS configuration of an https:// address (default: the
+// system's roots, the address's host name).
+func WithTLS(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // WithMaxCalls sets how many Schedule calls the client keeps in flight at
 // once, default DefaultMaxCalls. A Schedule made while fewer are in
@@ -93,47 +100,27 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = 
 // not sent; once sent, the call goes on while any of its callers waits.
 func WithMaxCalls(n int) Option { return func(c *config) { c.maxCalls = n } }
 
-// WithPipelining sends Schedule and ScheduleBatch calls pipelined over at
-// most conns HTTP/1.1 connections per server, instead of one connection
-// per call in flight. Use it when many goroutines make single calls at
-// once: 64 goroutines calling Schedule then share, say, 4 or 8
-// connections, and the calls queued on a connection while a write is
-// under way leave together in one write, which saves most of the system
-// calls of the client and of the server (docs/BENCHMARKS.md). Each call
-// is still its own request with its own answer, answered in the order
-// sent; nothing is merged (merging messages into ScheduleBatch calls is
-// WithMaxCalls, which may be combined with this). A connection carries at
-// most 64 calls at once; a call that finds every connection full waits.
-//
-// A call whose ctx ends returns ctx's error at once; if its request was
-// already queued it is still sent and its answer is dropped, and the
-// calls sharing its connection go on. When a connection ends while calls
-// on it wait for answers (the server restarted, say): a call whose
-// request was not yet written goes on another connection; a call sent
-// with an Idempotency-Key header is sent again once; any other call fails
-// with an error saying it was sent and may have been processed, and is
-// never sent twice (a Schedule may have been stored). A connection with
-// no call waiting is closed after 90 s.
-//
-// conns <= 0 (the default) turns pipelining off. It applies to the HTTP
-// client New builds; with WithHTTPClient it is ignored: give that option
-// a client from NewPipelinedHTTPClient instead. Calls other than Schedule
-// and ScheduleBatch, and any call made through connect-go (with
-// WithConnectOptions), are not pipelined.
-func WithPipelining(conns int) Option { return func(c *config) { c.pipeConns = conns } }
-
-// WithConnectOptions adds connect-go client options, such as interceptors
-// or connect.WithGRPC() (which needs an HTTP/2 capable WithHTTPClient).
-// With any of them, Schedule and ScheduleBatch also go through connect-go,
-// so that the options apply to them.
-func WithConnectOptions(opts ...connect.ClientOption) Option {
-	return func(c *config) { c.connOpts = append(c.connOpts, opts...) }
+// WithDialOptions adds grpc-go dial options (interceptors, tracing,
+// keepalive) to the client's connection.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *config) { c.dialOpts = append(c.dialOpts, opts...) }
 }
 
-// New returns a client of the server at addr ("http://host:port" or
-// "https://host:port"; DefaultAddr when empty). It does not connect: the
-// first call does.
-func New(addr string, opts ...Option) *Client {
+// WithHeader sends the header key: value with every call (gRPC metadata).
+func WithHeader(key, value string) Option {
+	return func(c *config) {
+		if c.md == nil {
+			c.md = metadata.MD{}
+		}
+		c.md.Append(key, value)
+	}
+}
+
+// New returns a client of the server at addr: "http://host:port" or
+// "host:port" for plain text, "https://host:port" for TLS (the port of
+// a URL defaults to 80 or 443); DefaultAddr when empty. It does not connect: the first call does, and the
+// connection is made again by itself after the server restarts.
+func New(addr string, opts ...Option) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
@@ -141,59 +128,92 @@ func New(addr string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.http == nil {
-		// Producers and consumers keep several calls in flight; the
-		// default of 2 idle connections per host would churn.
-		cfg.http = NewPipelinedHTTPClient(64, cfg.pipeConns)
+	target, secure, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
 	}
-	// The codec decodes ScheduleBatch answers with a few allocations per
-	// batch instead of three per message; options given after it win.
-	copts := append([]connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}, cfg.connOpts...)
-	if cfg.token != "" {
-		copts = append([]connect.ClientOption{connect.WithInterceptors(bearer(cfg.token))}, copts...)
-	}
-	c := &Client{svc: hourglassv1connect.NewHourglassServiceClient(cfg.http, addr, copts...)}
-	// Without options of the caller's, connect-go would speak the default
-	// protocol with no interceptor but the token's: the direct path sends
-	// the hot calls exactly so, at a fraction of the CPU.
-	if len(cfg.connOpts) == 0 {
-		if d := newDirect(c.svc, cfg.http, addr, cfg.token); d != nil {
-			c.svc = d
+	creds := insecure.NewCredentials()
+	if secure {
+		tc := cfg.tls
+		if tc == nil {
+			tc = &tls.Config{}
 		}
+		creds = credentials.NewTLS(tc)
 	}
+	md := cfg.md.Copy()
+	if cfg.token != "" {
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md.Set("authorization", "Bearer "+cfg.token)
+	}
+	dopts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes)),
+	}
+	if len(md) > 0 {
+		dopts = append(dopts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(withMD(ctx, md), method, req, reply, cc, opts...)
+		}), grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return streamer(withMD(ctx, md), desc, cc, method, opts...)
+		}))
+	}
+	conn, err := grpc.NewClient(target, append(dopts, cfg.dialOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: %w", addr, err)
+	}
+	c := &Client{conn: conn, svc: hourglassv1.NewHourglassServiceClient(conn)}
 	if cfg.maxCalls > 0 {
 		c.merge = newCoalescer(c.svc, cfg.maxCalls)
 	}
-	return c
+	c.ssm = newStreamMux(c.svc)
+	return c, nil
 }
 
-// bearer adds the token to every unary and streaming call.
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
+// withMD adds md to ctx's outgoing metadata.
+func withMD(ctx context.Context, md metadata.MD) context.Context {
+	if old, ok := metadata.FromOutgoingContext(ctx); ok {
+		return metadata.NewOutgoingContext(ctx, metadata.Join(old, md))
 	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
+// parseAddr turns an address into a gRPC target and whether it is TLS.
+func parseAddr(addr string) (target string, secure bool, err error) {
+	if !strings.Contains(addr, "://") {
+		return addr, false, nil
 	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", false, fmt.Errorf("client: address %q: %w", addr, err)
+	}
+	if u.Path != "" && u.Path != "/" {
+		return "", false, fmt.Errorf("client: address %q has a path: give http://host:port or https://host:port", addr)
+	}
+	var port string
+	switch u.Scheme {
+	case "http":
+		port = "80"
+	case "https":
+		port, secure = "443", true
+	default:
+		return "", false, fmt.Errorf("client: address %q: scheme %q; want http:// or https://", addr, u.Scheme)
+	}
+	if u.Hostname() == "" {
+		return "", false, fmt.Errorf("client: address %q has no host: give http://host:port or https://host:port", addr)
+	}
+	// Without a port gRPC would dial 443 whatever the scheme.
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), port), secure, nil
+	}
+	return u.Host, secure, nil
 }
 
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+// Close closes the client's connection; calls in flight fail.
+func (c *Client) Close() error {
+	c.ssm.close()
+	return c.conn.Close()
 }
-
-// Service returns the service client the Client uses, for the calls this
-// package does not wrap (ReceiveStream, Time): connect-go's generated
-// client, whose Schedule and ScheduleBatch are this package's own unless
-// connect options were given (see the package doc).
-func (c *Client) Service() hourglassv1connect.HourglassServiceClient { return c.svc }
 
 // Message is one message to schedule. At most one of Delay, At and Level
 // is set; none means deliver now.
@@ -268,21 +288,36 @@ func (c *Client) Schedule(ctx context.Context, m Message) (string, error) {
 		id, err := c.merge.schedule(ctx, req)
 		return id, wrap("Schedule", err)
 	}
-	res, err := c.svc.Schedule(ctx, connect.NewRequest(req))
+	res, err := c.svc.Schedule(ctx, req)
 	if err != nil {
 		return "", wrap("Schedule", err)
 	}
-	return res.Msg.Id, nil
+	return res.Id, nil
 }
 
-// ScheduleCalls reports how many Schedule and ScheduleBatch calls
-// Schedule has sent, and how many of its messages went in merged
-// ScheduleBatch calls (0 and 0 with merging off).
-func (c *Client) ScheduleCalls() (calls, merged int64) {
-	if c.merge == nil {
-		return 0, 0
+// ScheduleBatch stores up to 1000 messages atomically, all or none, and
+// returns their IDs in order.
+func (c *Client) ScheduleBatch(ctx context.Context, ms []Message) ([]string, error) {
+	req := &hourglassv1.ScheduleBatchRequest{Messages: make([]*hourglassv1.ScheduleRequest, len(ms))}
+	for i := range ms {
+		r, err := ms[i].request()
+		if err != nil {
+			return nil, fmt.Errorf("messages[%d]: %w", i, err)
+		}
+		req.Messages[i] = r
 	}
-	return c.merge.calls.Load(), c.merge.merged.Load()
+	res, err := c.svc.ScheduleBatch(ctx, req)
+	if err != nil {
+		return nil, wrap("ScheduleBatch", err)
+	}
+	if len(res.Results) != len(ms) {
+		return nil, fmt.Errorf("client: ScheduleBatch: the server answered %d results for %d messages", len(res.Results), len(ms))
+	}
+	ids := make([]string, len(ms))
+	for i, r := range res.Results {
+		ids[i] = r.Id
+	}
+	return ids, nil
 }
 
 // CancelResult is what Cancel did; its string form is what
@@ -302,11 +337,11 @@ const (
 // Cancel makes sure the message with this ID is never delivered, if it is
 // not too late; the answer says which.
 func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	res, err := c.svc.Cancel(ctx, connect.NewRequest(&hourglassv1.CancelRequest{Id: id}))
+	res, err := c.svc.Cancel(ctx, &hourglassv1.CancelRequest{Id: id})
 	if err != nil {
 		return "", wrap("Cancel", err)
 	}
-	switch res.Msg.Result {
+	switch res.Result {
 	case hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED:
 		return Cancelled, nil
 	case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED:
@@ -314,14 +349,20 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 	case hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN:
 		return Unknown, nil
 	}
-	return "", fmt.Errorf("client: Cancel: the server answered %v, which this client does not know", res.Msg.Result)
+	return "", fmt.Errorf("client: Cancel: the server answered %v, which this client does not know", res.Result)
 }
 
 // Stats returns the server's counters, pending buckets and lateness.
 func (c *Client) Stats(ctx context.Context) (*hourglassv1.StatsResponse, error) {
-	res, err := c.svc.Stats(ctx, connect.NewRequest(&hourglassv1.StatsRequest{}))
+	res, err := c.svc.Stats(ctx, &hourglassv1.StatsRequest{})
+	return res, wrap("Stats", err)
+}
+
+// Time returns the server's clock.
+func (c *Client) Time(ctx context.Context) (time.Time, error) {
+	res, err := c.svc.Time(ctx, &hourglassv1.TimeRequest{})
 	if err != nil {
-		return nil, wrap("Stats", err)
+		return time.Time{}, wrap("Time", err)
 	}
-	return res.Msg, nil
+	return res.Now.AsTime(), nil
 }

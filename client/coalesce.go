@@ -6,10 +6,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 )
 
 // DefaultMaxCalls is how many Schedule calls a Client keeps in flight
@@ -17,7 +17,7 @@ import (
 const DefaultMaxCalls = 2
 
 // Limits of one merged call: the server's ScheduleBatch limit, and a size
-// far below the server's request limit (64 MiB).
+// below the server's default request limit (8 MiB).
 const (
 	mergeMaxMessages = 1000
 	mergeMaxBytes    = 4 << 20
@@ -40,11 +40,11 @@ const (
 //
 // Its methods may be called from any goroutine.
 type coalescer struct {
-	svc hourglassv1connect.HourglassServiceClient
+	svc hourglassv1.HourglassServiceClient
 	max int
 
-	calls  atomic.Int64 // RPCs sent, for tests and benchmarks
-	merged atomic.Int64 // messages that went in ScheduleBatch calls of 2 or more
+	calls  atomic.Int64 // RPCs sent, for this package's tests
+	merged atomic.Int64 // messages that went in ScheduleBatch calls of 2 or more, for tests
 
 	mu       sync.Mutex
 	inflight int        // calls in flight, at most max; guarded by mu
@@ -69,7 +69,7 @@ func (p *pending) finish(id string, err error) {
 	close(p.done)
 }
 
-func newCoalescer(svc hourglassv1connect.HourglassServiceClient, max int) *coalescer {
+func newCoalescer(svc hourglassv1.HourglassServiceClient, max int) *coalescer {
 	return &coalescer{svc: svc, max: max}
 }
 
@@ -105,11 +105,11 @@ func (c *coalescer) schedule(ctx context.Context, req *hourglassv1.ScheduleReque
 // one sends a single Schedule.
 func (c *coalescer) one(ctx context.Context, req *hourglassv1.ScheduleRequest) (string, error) {
 	c.calls.Add(1)
-	res, err := c.svc.Schedule(ctx, connect.NewRequest(req))
+	res, err := c.svc.Schedule(ctx, req)
 	if err != nil {
 		return "", err
 	}
-	return res.Msg.Id, nil
+	return res.Id, nil
 }
 
 // release ends a call: it hands the slot to what waits, or frees it.
@@ -164,16 +164,16 @@ func (c *coalescer) send(batch []*pending) {
 	}
 	c.calls.Add(1)
 	c.merged.Add(int64(len(batch)))
-	res, err := c.svc.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs}))
-	if err == nil && len(res.Msg.Results) != len(batch) {
-		err = fmt.Errorf("the server answered %d results for a ScheduleBatch of %d messages", len(res.Msg.Results), len(batch))
+	res, err := c.svc.ScheduleBatch(ctx, &hourglassv1.ScheduleBatchRequest{Messages: msgs})
+	if err == nil && len(res.Results) != len(batch) {
+		err = fmt.Errorf("the server answered %d results for a ScheduleBatch of %d messages", len(res.Results), len(batch))
 	}
 	switch {
 	case err == nil:
 		for i, p := range batch {
-			p.finish(res.Msg.Results[i].Id, nil)
+			p.finish(res.Results[i].Id, nil)
 		}
-	case connect.CodeOf(err) == connect.CodeInvalidArgument:
+	case status.Code(err) == codes.InvalidArgument:
 		// Nothing was stored. Let each message answer for itself, a few
 		// calls at a time.
 		work := make(chan *pending)

@@ -4,23 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 )
 
 // fakeServer answers Schedule and ScheduleBatch with the ID "id:" + body,
 // refuses the topic "bad" (a whole batch holding it, as the real server
 // does), and can hold its first Schedule until released.
 type fakeServer struct {
-	hourglassv1connect.UnimplementedHourglassServiceHandler
+	hourglassv1.UnimplementedHourglassServiceServer
 	hold     chan struct{} // if non-nil, the first Schedule waits for it to close
 	entered  chan struct{} // closed when the first Schedule arrives
 	batchErr error         // if set, every ScheduleBatch fails with it
@@ -43,14 +43,27 @@ func newFake(hold bool) *fakeServer {
 	return f
 }
 
+// seen is what the server has seen so far.
+type seen struct {
+	singles int
+	batches []int
+	stored  map[string]int
+}
+
+func (f *fakeServer) seen() seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return seen{f.singles, slices.Clone(f.batches), maps.Clone(f.stored)}
+}
+
 func (f *fakeServer) check(m *hourglassv1.ScheduleRequest) error {
 	if m.Topic == "bad" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New(`topic "bad" is not allowed`))
+		return status.Error(codes.InvalidArgument, `topic "bad" is not allowed`)
 	}
 	return nil
 }
 
-func (f *fakeServer) Schedule(_ context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+func (f *fakeServer) Schedule(_ context.Context, req *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
 	f.mu.Lock()
 	f.singles++
 	first := !f.first
@@ -62,18 +75,18 @@ func (f *fakeServer) Schedule(_ context.Context, req *connect.Request[hourglassv
 			<-f.hold
 		}
 	}
-	if err := f.check(req.Msg); err != nil {
+	if err := f.check(req); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	f.stored[string(req.Msg.Body)]++
+	f.stored[string(req.Body)]++
 	f.mu.Unlock()
-	return connect.NewResponse(&hourglassv1.ScheduleResponse{Id: "id:" + string(req.Msg.Body)}), nil
+	return &hourglassv1.ScheduleResponse{Id: "id:" + string(req.Body)}, nil
 }
 
-func (f *fakeServer) ScheduleBatch(_ context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
+func (f *fakeServer) ScheduleBatch(_ context.Context, req *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
 	f.mu.Lock()
-	f.batches = append(f.batches, len(req.Msg.Messages))
+	f.batches = append(f.batches, len(req.Messages))
 	f.mu.Unlock()
 	if f.holdBatch != nil {
 		close(f.batchIn)
@@ -82,40 +95,19 @@ func (f *fakeServer) ScheduleBatch(_ context.Context, req *connect.Request[hourg
 	if f.batchErr != nil {
 		return nil, f.batchErr
 	}
-	for _, m := range req.Msg.Messages {
+	for _, m := range req.Messages {
 		if err := f.check(m); err != nil {
 			return nil, err
 		}
 	}
 	out := &hourglassv1.ScheduleBatchResponse{}
 	f.mu.Lock()
-	for _, m := range req.Msg.Messages {
+	for _, m := range req.Messages {
 		f.stored[string(m.Body)]++
 		out.Results = append(out.Results, &hourglassv1.ScheduleResponse{Id: "id:" + string(m.Body)})
 	}
 	f.mu.Unlock()
-	return connect.NewResponse(out), nil
-}
-
-func startFake(t *testing.T, f *fakeServer) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	mux.Handle(hourglassv1connect.NewHourglassServiceHandler(f))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-	return hs.URL
-}
-
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return out, nil
 }
 
 func (c *Client) waitingCount() int {
@@ -141,7 +133,7 @@ func scheduleWhileHeld(t *testing.T, f *fakeServer, c *Client, topics []string) 
 		id, err := c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")})
 		out[len(topics)] = answer{"first", id, err}
 	})
-	<-f.entered
+	recv(t, "the first Schedule at the server", f.entered)
 	for i, topic := range topics {
 		wg.Go(func() {
 			body := fmt.Sprintf("m%d", i)
@@ -157,21 +149,22 @@ func scheduleWhileHeld(t *testing.T, f *fakeServer, c *Client, topics []string) 
 
 func TestScheduleAloneIsItsOwnCall(t *testing.T) {
 	f := newFake(false)
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	for i := range 3 {
 		id, err := c.Schedule(context.Background(), Message{Topic: "t", Body: []byte(fmt.Sprint(i))})
 		if err != nil || id != fmt.Sprintf("id:%d", i) {
 			t.Fatalf("Schedule %d = %q, %v", i, id, err)
 		}
 	}
-	if f.singles != 3 || len(f.batches) != 0 {
-		t.Fatalf("server saw %d Schedule and %d ScheduleBatch calls; want 3 and 0 (one at a time is never merged)", f.singles, len(f.batches))
+	s := f.seen()
+	if s.singles != 3 || len(s.batches) != 0 {
+		t.Fatalf("server saw %d Schedule and %d ScheduleBatch calls; want 3 and 0 (one at a time is never merged)", s.singles, len(s.batches))
 	}
 }
 
 func TestConcurrentSchedulesShareOneBatch(t *testing.T) {
 	f := newFake(true)
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	topics := make([]string, 20)
 	for i := range topics {
 		topics[i] = "t"
@@ -181,11 +174,12 @@ func TestConcurrentSchedulesShareOneBatch(t *testing.T) {
 			t.Errorf("message %s: got %q, %v; want its own ID id:%s", a.body, a.id, a.err, a.body)
 		}
 	}
-	if f.singles != 1 || len(f.batches) != 1 || f.batches[0] != 20 {
-		t.Fatalf("server saw %d Schedule calls and batches %v; want 1 and [20]", f.singles, f.batches)
+	s := f.seen()
+	if s.singles != 1 || len(s.batches) != 1 || s.batches[0] != 20 {
+		t.Fatalf("server saw %d Schedule calls and batches %v; want 1 and [20]", s.singles, s.batches)
 	}
-	if calls, merged := c.ScheduleCalls(); calls != 2 || merged != 20 {
-		t.Fatalf("ScheduleCalls = %d, %d; want 2, 20", calls, merged)
+	if calls, merged := c.merge.calls.Load(), c.merge.merged.Load(); calls != 2 || merged != 20 {
+		t.Fatalf("the coalescer counted %d calls and %d merged messages; want 2, 20", calls, merged)
 	}
 }
 
@@ -194,14 +188,14 @@ func TestConcurrentSchedulesShareOneBatch(t *testing.T) {
 // same request (what a cluster deduplicates).
 func TestKeyedSchedulesAreNotMerged(t *testing.T) {
 	f := newFake(true)
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if _, err := c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}); err != nil {
 			t.Error(err)
 		}
 	})
-	<-f.entered
+	recv(t, "the first Schedule at the server", f.entered)
 	// With the first call held on the server, a keyed Schedule must get
 	// its answer on its own call; merged, it would wait for the first.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -212,18 +206,19 @@ func TestKeyedSchedulesAreNotMerged(t *testing.T) {
 	if err != nil || id != "id:keyed" {
 		t.Fatalf("keyed Schedule while another call is in flight = %q, %v; want its own call's answer", id, err)
 	}
-	if f.singles != 2 || len(f.batches) != 0 {
-		t.Fatalf("server saw %d Schedule calls and batches %v; want 2 and none", f.singles, f.batches)
+	s := f.seen()
+	if s.singles != 2 || len(s.batches) != 0 {
+		t.Fatalf("server saw %d Schedule calls and batches %v; want 2 and none", s.singles, s.batches)
 	}
 }
 
 func TestMergedCallRefusedAnswersEachCaller(t *testing.T) {
 	f := newFake(true)
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	answers := scheduleWhileHeld(t, f, c, []string{"t", "bad", "t", "t"})
 	for _, a := range answers {
 		if a.body == "m1" {
-			if connect.CodeOf(a.err) != connect.CodeInvalidArgument {
+			if status.Code(a.err) != codes.InvalidArgument {
 				t.Errorf("the bad message: %q, %v; want InvalidArgument", a.id, a.err)
 			}
 			continue
@@ -232,39 +227,41 @@ func TestMergedCallRefusedAnswersEachCaller(t *testing.T) {
 			t.Errorf("message %s: got %q, %v; want its own ID (only the bad message fails)", a.body, a.id, a.err)
 		}
 	}
+	s := f.seen()
 	for _, body := range []string{"first", "m0", "m2", "m3"} {
-		if f.stored[body] != 1 {
-			t.Errorf("message %s stored %d times, want once", body, f.stored[body])
+		if s.stored[body] != 1 {
+			t.Errorf("message %s stored %d times, want once", body, s.stored[body])
 		}
 	}
-	if f.stored["m1"] != 0 {
+	if s.stored["m1"] != 0 {
 		t.Errorf("the bad message was stored")
 	}
 }
 
 func TestMergedCallErrorReachesEveryCaller(t *testing.T) {
 	f := newFake(true)
-	f.batchErr = connect.NewError(connect.CodeUnavailable, errors.New("shutting down"))
-	c := New(startFake(t, f), WithMaxCalls(1))
+	f.batchErr = status.Error(codes.Unavailable, "shutting down")
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	for _, a := range scheduleWhileHeld(t, f, c, []string{"t", "t", "t"}) {
 		if a.body == "first" {
 			continue
 		}
-		if connect.CodeOf(a.err) != connect.CodeUnavailable {
+		if status.Code(a.err) != codes.Unavailable {
 			t.Errorf("message %s: %q, %v; want Unavailable", a.body, a.id, a.err)
 		}
 	}
-	if f.singles != 1 {
-		t.Errorf("server saw %d Schedule calls; want 1 (an error other than InvalidArgument is not retried one by one)", f.singles)
+	s := f.seen()
+	if s.singles != 1 {
+		t.Errorf("server saw %d Schedule calls; want 1 (an error other than InvalidArgument is not retried one by one)", s.singles)
 	}
 }
 
 func TestWaitingCallerThatGivesUpIsNotSent(t *testing.T) {
 	f := newFake(true)
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}) })
-	<-f.entered
+	recv(t, "the first Schedule at the server", f.entered)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -279,17 +276,18 @@ func TestWaitingCallerThatGivesUpIsNotSent(t *testing.T) {
 	}
 	close(f.hold)
 	wg.Wait()
-	if f.stored["quitter"] != 0 || f.stored["stayer"] != 1 {
-		t.Fatalf("stored %v: want stayer once and quitter never", f.stored)
+	s := f.seen()
+	if s.stored["quitter"] != 0 || s.stored["stayer"] != 1 {
+		t.Fatalf("stored %v: want stayer once and quitter never", s.stored)
 	}
 }
 
 func TestMaxCallsOffSendsEachAlone(t *testing.T) {
 	f := newFake(true)
-	c := New(startFake(t, f), WithMaxCalls(0))
+	c := newClient(t, startFake(t, f), WithMaxCalls(0))
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}) })
-	<-f.entered
+	recv(t, "the first Schedule at the server", f.entered)
 	for i := range 5 {
 		wg.Go(func() { c.Schedule(context.Background(), Message{Topic: "t", Body: []byte(fmt.Sprint(i))}) })
 	}
@@ -302,8 +300,9 @@ func TestMaxCallsOffSendsEachAlone(t *testing.T) {
 	})
 	close(f.hold)
 	wg.Wait()
-	if f.singles != 6 || len(f.batches) != 0 {
-		t.Fatalf("server saw %d Schedule and %d ScheduleBatch calls; want 6 and 0", f.singles, len(f.batches))
+	s := f.seen()
+	if s.singles != 6 || len(s.batches) != 0 {
+		t.Fatalf("server saw %d Schedule and %d ScheduleBatch calls; want 6 and 0", s.singles, len(s.batches))
 	}
 }
 
@@ -312,10 +311,10 @@ func TestMaxCallsOffSendsEachAlone(t *testing.T) {
 func TestMergedCallOutlivesOneCaller(t *testing.T) {
 	f := newFake(true)
 	f.holdBatch, f.batchIn = make(chan struct{}), make(chan struct{})
-	c := New(startFake(t, f), WithMaxCalls(1))
+	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	var wg sync.WaitGroup
 	wg.Go(func() { c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("first")}) })
-	<-f.entered
+	recv(t, "the first Schedule at the server", f.entered)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -339,7 +338,8 @@ func TestMergedCallOutlivesOneCaller(t *testing.T) {
 	if err != nil || id != "id:stayer" {
 		t.Fatalf("the caller that stayed got %q, %v; want its ID (the call must go on for it)", id, err)
 	}
-	if len(f.batches) != 1 || f.batches[0] != 2 {
-		t.Fatalf("batches %v, want one of 2", f.batches)
+	s := f.seen()
+	if len(s.batches) != 1 || s.batches[0] != 2 {
+		t.Fatalf("batches %v, want one of 2", s.batches)
 	}
 }

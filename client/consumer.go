@@ -2,12 +2,14 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
@@ -62,27 +64,27 @@ type ReceiveOptions struct {
 // Receive long-polls topic once: it returns as soon as at least one
 // message is due, or no messages once Wait has passed.
 func (c *Client) Receive(ctx context.Context, topic string, o ReceiveOptions) ([]Delivery, error) {
-	res, err := c.svc.Receive(ctx, connect.NewRequest(&hourglassv1.ReceiveRequest{
+	res, err := c.svc.Receive(ctx, &hourglassv1.ReceiveRequest{
 		Topic: topic, MaxMessages: int32(o.MaxMessages), WaitMs: o.Wait.Milliseconds(), LeaseMs: o.Lease.Milliseconds(),
-	}))
+	})
 	if err != nil {
 		return nil, wrap("Receive", err)
 	}
-	out := make([]Delivery, len(res.Msg.Messages))
-	for i, m := range res.Msg.Messages {
+	out := make([]Delivery, len(res.Messages))
+	for i, m := range res.Messages {
 		out[i] = delivery(m)
 	}
 	return out, nil
 }
 
 // Ack completes d: it is never delivered again. It fails with
-// connect.CodeFailedPrecondition if d's lease has ended.
+// codes.FailedPrecondition if d's lease has ended.
 func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	req := &hourglassv1.AckRequest{Topic: d.Topic, Receipt: d.Receipt}
 	if d.Receipt == "" {
 		req.Id = d.ID
 	}
-	_, err := c.svc.Ack(ctx, connect.NewRequest(req))
+	_, err := c.svc.Ack(ctx, req)
 	return wrap("Ack", err)
 }
 
@@ -99,24 +101,29 @@ func (c *Client) AckBatch(ctx context.Context, ds []Delivery) (res []error, err 
 	req := &hourglassv1.AckBatchRequest{Topic: ds[0].Topic, Receipts: make([]string, len(ds))}
 	for i, d := range ds {
 		if d.Topic != req.Topic {
-			return nil, fmt.Errorf("hourglass: AckBatch: deliveries of topics %q and %q: one topic per call", req.Topic, d.Topic)
+			return nil, fmt.Errorf("client: AckBatch: deliveries of topics %q and %q: one topic per call", req.Topic, d.Topic)
 		}
 		if d.Receipt == "" {
-			return nil, fmt.Errorf("hourglass: AckBatch: delivery %s has no receipt", d.ID)
+			return nil, fmt.Errorf("client: AckBatch: delivery %s has no receipt", d.ID)
 		}
 		req.Receipts[i] = d.Receipt
 	}
-	out, err := c.svc.AckBatch(ctx, connect.NewRequest(req))
+	out, err := c.svc.AckBatch(ctx, req)
 	if err != nil {
 		return nil, wrap("AckBatch", err)
 	}
-	if len(out.Msg.Results) != len(ds) {
-		return nil, fmt.Errorf("hourglass: AckBatch: %d results for %d receipts", len(out.Msg.Results), len(ds))
+	return ackErrors("AckBatch", ds, out.Results)
+}
+
+// ackErrors turns per-receipt results into errors.
+func ackErrors(op string, ds []Delivery, results []*hourglassv1.AckResult) ([]error, error) {
+	if len(results) != len(ds) {
+		return nil, fmt.Errorf("client: %s: %d results for %d receipts", op, len(results), len(ds))
 	}
-	res = make([]error, len(ds))
-	for i, r := range out.Msg.Results {
+	res := make([]error, len(ds))
+	for i, r := range results {
 		if !r.Acked {
-			res[i] = fmt.Errorf("hourglass: AckBatch: %s: %s", ds[i].ID, r.Error)
+			res[i] = fmt.Errorf("client: %s: %s: %s", op, ds[i].ID, r.Error)
 		}
 	}
 	return res, nil
@@ -129,16 +136,16 @@ func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration) erro
 	if d.Receipt == "" {
 		req.Id = d.ID
 	}
-	_, err := c.svc.Nack(ctx, connect.NewRequest(req))
+	_, err := c.svc.Nack(ctx, req)
 	return wrap("Nack", err)
 }
 
 // ConsumeOptions shape Consume; the zero value works.
 type ConsumeOptions struct {
-	// MaxMessages per Receive, 1 to 1000; default 10.
-	MaxMessages int
-	// Wait of each long poll, up to 5m; default 20s.
-	Wait time.Duration
+	// Prefetch is how many messages the server may hand this consumer
+	// before it has settled them (the stream's credits), 1 to 10000;
+	// default 2 * Concurrency, at least 10.
+	Prefetch int
 	// Lease of each message; 0 means the server's --default-lease. A
 	// handler running longer than the lease sees its message delivered
 	// again.
@@ -149,9 +156,9 @@ type ConsumeOptions struct {
 	// failures counts them, 1 for the first failure (Delivery.Attempt+1).
 	// Default: 1s doubled per failure, at most 5m.
 	RetryDelay func(failures int) time.Duration
-	// OnError, if set, is told of Ack, Nack and transient Receive errors;
-	// they do not stop Consume (an unacked message comes back after its
-	// lease).
+	// OnError, if set, is told of failed acks and nacks and of streams
+	// that broke; they do not stop Consume (an unacked message comes back
+	// after its lease).
 	OnError func(error)
 }
 
@@ -165,141 +172,416 @@ func DefaultRetryDelay(failures int) time.Duration {
 	return min(d, 5*time.Minute)
 }
 
-// Consume receives from topic until ctx ends and calls handler with each
-// message: a nil error Acks it, an error Nacks it with RetryDelay. It
-// returns nil when ctx ends (after the running handlers returned and their
-// messages were acked or nacked), or the first Receive error that retrying
-// cannot fix (bad topic, bad token: connect.CodeOf tells).
+// Consume receives from topic on a Consume stream until ctx ends and
+// calls handler with each message: a nil error acks it, an error nacks it
+// with RetryDelay. Acks and nacks go back on the stream in batches (one
+// fsync on the server for many): while a few settle requests wait for
+// their answers, the outcomes that come meanwhile wait too and go
+// together in the next. A stream that breaks is opened again, with
+// backoff. It returns nil when ctx ends (after the running handlers
+// returned and the server answered the settles of their messages, and
+// the messages received but not yet handled were given back), or the
+// first error that retrying cannot fix (bad topic, bad token: status.Code
+// tells).
 //
 // The handler's ctx is Consume's; handlers may run on Concurrency
-// goroutines at once.
+// goroutines at once, and none is called once ctx has ended.
 func (c *Client) Consume(ctx context.Context, topic string, handler func(context.Context, Delivery) error, o ConsumeOptions) error {
-	if o.MaxMessages <= 0 {
-		o.MaxMessages = 10
-	}
-	if o.Wait <= 0 {
-		o.Wait = 20 * time.Second
-	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
+	}
+	if o.Prefetch <= 0 {
+		o.Prefetch = max(10, 2*o.Concurrency)
 	}
 	if o.RetryDelay == nil {
 		o.RetryDelay = DefaultRetryDelay
 	}
-	report := func(err error) {
-		if o.OnError != nil && err != nil {
-			o.OnError(err)
-		}
+	cs := &consumeState{c: c, topic: topic, o: o}
+	return cs.run(ctx, handler)
+}
+
+// consumeState is one Consume call.
+type consumeState struct {
+	c     *Client
+	topic string
+	o     ConsumeOptions
+
+	mu  sync.Mutex
+	cur *cstream // guarded by mu: the open stream, nil between streams
+}
+
+type consumeStream = grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]
+
+// Limits of the settling on a stream.
+const (
+	// maxUnanswered is how many settle requests of a stream may wait for
+	// their answers; outcomes that come meanwhile wait and go together in
+	// the next request, so a slow server gets fewer, larger settles.
+	maxUnanswered = 4
+)
+
+// settleTimeout bounds the unary acks and nacks, and each wait of a
+// stopping Consume for answers to its settles (a variable for tests).
+var settleTimeout = 10 * time.Second
+
+// cstream is one open Consume stream.
+type cstream struct {
+	st     consumeStream
+	cancel context.CancelFunc
+	sendMu sync.Mutex // serializes Send and CloseSend
+	// unanswered holds a token per settle request sent and not yet
+	// answered; the stream's reader takes one per answer.
+	unanswered chan struct{}
+	// done is closed when the stream's responses have ended (Recv
+	// failed): no answer comes any more.
+	done chan struct{}
+}
+
+func (s *cstream) send(r *hourglassv1.ConsumeRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.st.Send(r)
+}
+
+func (s *cstream) closeSend() {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.st.CloseSend()
+}
+
+// held is a delivery and the stream it came on.
+type held struct {
+	d  Delivery
+	on *cstream
+}
+
+// outcome is a handled delivery: ack, or nack after delay.
+type outcome struct {
+	held
+	nack  bool
+	delay time.Duration
+}
+
+func (cs *consumeState) report(err error) {
+	if cs.o.OnError != nil && err != nil {
+		cs.o.OnError(err)
 	}
-	// Successful deliveries are acked by one goroutine, which acks all
-	// that wait in one AckBatch call (one fsync on the server). Up to a
-	// full batch may wait: with room for only a few, handlers stalled
-	// during every AckBatch and each call carried a handful of acks.
-	acks := make(chan Delivery, maxAckBatch)
-	ackerDone := make(chan struct{})
-	go func() {
-		defer close(ackerDone)
-		for d := range acks {
-			batch := []Delivery{d}
-		more:
-			for len(batch) < maxAckBatch {
-				select {
-				case d, ok := <-acks:
-					if !ok {
-						break more
-					}
-					batch = append(batch, d)
-				default:
-					break more
-				}
-			}
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			if len(batch) == 1 || batch[0].Receipt == "" {
-				for _, d := range batch {
-					report(c.Ack(actx, d))
-				}
-			} else {
-				res, err := c.AckBatch(actx, batch)
-				report(err)
-				for _, e := range res {
-					report(e)
-				}
-			}
-			cancel()
-		}
-	}()
-	work := make(chan Delivery)
+}
+
+func (cs *consumeState) run(ctx context.Context, handler func(context.Context, Delivery) error) error {
+	work := make(chan held, cs.o.Prefetch)
+	outcomes := make(chan outcome, cs.o.Prefetch)
+	settled := make(chan struct{})
+	go func() { defer close(settled); cs.settler(ctx, outcomes) }()
 	var wg sync.WaitGroup
-	for range o.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d := range work {
-				err := handler(ctx, d)
-				// Record the outcome even when ctx has just ended.
-				if err == nil {
-					acks <- d
+	for range cs.o.Concurrency {
+		wg.Go(func() {
+			for h := range work {
+				if ctx.Err() != nil {
+					// Stopping: give it back untouched (no attempt
+					// counted), rather than hand it to a handler whose ctx
+					// has ended.
+					outcomes <- outcome{held: h, nack: true}
 					continue
 				}
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				report(c.Nack(actx, d, o.RetryDelay(d.Attempt+1)))
-				cancel()
-			}
-		}()
-	}
-	defer func() {
-		close(work)
-		wg.Wait()
-		close(acks)
-		<-ackerDone
-	}()
-
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		ds, err := c.Receive(ctx, topic, ReceiveOptions{MaxMessages: o.MaxMessages, Wait: o.Wait, Lease: o.Lease})
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			if !transient(err) {
-				return err
-			}
-			report(err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		for i, d := range ds {
-			select {
-			case work <- d:
-			case <-ctx.Done():
-				// Not handed to a handler: give the rest back at once
-				// rather than let their leases run out.
-				for _, d := range ds[i:] {
-					nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					report(c.Nack(nctx, d, 0))
-					cancel()
+				err := handler(ctx, h.d)
+				// Record the outcome even when ctx has just ended.
+				if err == nil {
+					outcomes <- outcome{held: h}
+				} else {
+					outcomes <- outcome{held: h, nack: true, delay: cs.o.RetryDelay(h.d.Attempt + 1)}
 				}
-				return nil
 			}
+		})
+	}
+	err := cs.receive(ctx, work)
+	// Give back what no handler took, finish what they hold, settle it.
+	close(work)
+	for h := range work {
+		outcomes <- outcome{held: h, nack: true}
+	}
+	wg.Wait()
+	close(outcomes)
+	<-settled
+	cs.mu.Lock()
+	cur := cs.cur
+	cs.cur = nil
+	cs.mu.Unlock()
+	if cur != nil {
+		// The server answers every settle it has read before it ends the
+		// stream; cancelling it sooner could drop the last settles.
+		cur.closeSend()
+		select {
+		case <-cur.done:
+		case <-time.After(settleTimeout):
 		}
+		cur.cancel()
+	}
+	return err
+}
+
+// receive opens streams and hands what they push to work until ctx ends.
+func (cs *consumeState) receive(ctx context.Context, work chan<- held) error {
+	const firstBackoff = 100 * time.Millisecond
+	backoff := firstBackoff
+	for ctx.Err() == nil {
+		opened := time.Now()
+		err := cs.stream(ctx, work)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(opened) > 10*time.Second {
+			// The stream worked for a while: this break is news, not a
+			// server that keeps failing.
+			backoff = firstBackoff
+		}
+		if !transient(err) {
+			return wrap("Consume", err)
+		}
+		cs.report(wrap("Consume", err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
 }
 
-// transient reports whether a failed Receive may succeed when retried.
+// stream runs one Consume stream until it breaks or ctx ends. When ctx
+// ends the stream stays open, for the settles of the last handlers, and
+// what it still pushes is given back.
+func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st, err := cs.c.svc.Consume(sctx)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s := &cstream{st: st, cancel: cancel, unanswered: make(chan struct{}, maxUnanswered), done: make(chan struct{})}
+	if err := s.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Open{Open: &hourglassv1.ConsumeOpen{
+		Topic: cs.topic, Credits: int32(cs.o.Prefetch), LeaseMs: cs.o.Lease.Milliseconds(), MaxBatch: int32(min(cs.o.Prefetch, 1000)),
+	}}}); err != nil {
+		_, err = st.Recv() // the reason
+		cancel()
+		return err
+	}
+	cs.mu.Lock()
+	old := cs.cur
+	cs.cur = s
+	cs.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	// The reader; in is read to its end, by this loop or by drain.
+	in := make(chan *hourglassv1.ConsumeResponse)
+	var rerr error // set before in is closed
+	go func() {
+		defer close(in)
+		for {
+			res, err := st.Recv()
+			if err != nil {
+				rerr = err
+				return
+			}
+			in <- res
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			go cs.drain(s, in)
+			return nil
+		case res, ok := <-in:
+			if !ok {
+				cs.mu.Lock()
+				if cs.cur == s {
+					cs.cur = nil
+				}
+				cs.mu.Unlock()
+				close(s.done)
+				cancel()
+				return rerr
+			}
+			if set := res.GetSettled(); set != nil {
+				cs.answered(s, set)
+				continue
+			}
+			for _, m := range res.GetMessages().GetMessages() {
+				select {
+				case work <- held{d: delivery(m), on: s}:
+				case <-ctx.Done():
+					cs.giveBack(delivery(m))
+				}
+			}
+		}
+	}
+}
+
+// drain reads what a stream of a stopping Consume still sends, until it
+// ends: answers to settles, and messages, given back at once.
+func (cs *consumeState) drain(s *cstream, in <-chan *hourglassv1.ConsumeResponse) {
+	defer close(s.done)
+	for res := range in {
+		if set := res.GetSettled(); set != nil {
+			cs.answered(s, set)
+			continue
+		}
+		for _, m := range res.GetMessages().GetMessages() {
+			cs.giveBack(delivery(m))
+		}
+	}
+}
+
+// answered takes the answer to a settle request of s.
+func (cs *consumeState) answered(s *cstream, set *hourglassv1.ConsumeSettled) {
+	select {
+	case <-s.unanswered:
+	default: // an answer to nothing sent: nothing waits for it
+	}
+	for _, r := range append(set.Acks, set.Nacks...) {
+		if !r.Acked {
+			cs.report(fmt.Errorf("client: Consume: settle: %s", r.Error))
+		}
+	}
+}
+
+// giveBack nacks d without delay, for a Consume that stops.
+func (cs *consumeState) giveBack(d Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	cs.report(cs.c.Nack(ctx, d, 0))
+}
+
+// settler sends outcomes back: on the stream they came on while it is
+// the open one, as settle requests of up to maxAckBatch outcomes, each
+// followed by as many credits (none once ctx has ended: nothing more is
+// wanted), at most maxUnanswered of them waiting for answers; by unary
+// calls otherwise. While it waits it gathers what comes, so that handlers
+// never wait for it.
+func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
+	var ref uint64
+	var batch []outcome
+	in := outcomes // nil once closed
+	// Once ctx has ended, answers are waited for settleTimeout at most;
+	// after that (unary) everything goes by unary calls.
+	stopped := ctx.Done()
+	var giveUp <-chan time.Time
+	unary := false
+	for in != nil || len(batch) > 0 {
+		if len(batch) == 0 {
+			o, ok := <-in
+			if !ok {
+				in = nil
+				continue
+			}
+			batch = append(batch, o)
+		}
+	gather:
+		for in != nil {
+			select {
+			case o, ok := <-in:
+				if !ok {
+					in = nil
+					break gather
+				}
+				batch = append(batch, o)
+			default:
+				break gather
+			}
+		}
+		cs.mu.Lock()
+		cur := cs.cur
+		cs.mu.Unlock()
+		var other []outcome
+		batch = slices.DeleteFunc(batch, func(o outcome) bool {
+			if cur == nil || unary || o.on != cur {
+				other = append(other, o)
+				return true
+			}
+			return false
+		})
+		cs.settleUnary(other)
+		if len(batch) == 0 {
+			continue
+		}
+		select {
+		case cur.unanswered <- struct{}{}:
+		case o, ok := <-in: // in is nil once closed: never ready
+			if !ok {
+				in = nil
+			} else {
+				batch = append(batch, o)
+			}
+			continue
+		case <-cur.done:
+			continue // the stream ended: the next round settles by unary calls
+		case <-stopped:
+			stopped, giveUp = nil, time.After(settleTimeout)
+			continue
+		case <-giveUp:
+			unary = true // the server does not answer
+			continue
+		}
+		n := min(len(batch), maxAckBatch)
+		ref++
+		set := &hourglassv1.ConsumeSettle{Ref: ref}
+		for _, o := range batch[:n] {
+			if o.nack {
+				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: o.d.Receipt, DelayMs: o.delay.Milliseconds()})
+			} else {
+				set.Acks = append(set.Acks, o.d.Receipt)
+			}
+		}
+		err := cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: set}})
+		if err == nil && ctx.Err() == nil {
+			err = cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: int32(n)}}})
+		}
+		if err != nil {
+			// The stream broke: settle them by unary calls. One sent
+			// just before may be settled twice; the second is refused.
+			cs.settleUnary(batch[:n])
+		}
+		// A settle sent on a stream that then breaks is not answered:
+		// its messages come back after their leases if it was lost.
+		// TODO: resend those by unary calls when the stream breaks.
+		batch = slices.Delete(batch, 0, n)
+	}
+}
+
+// settleUnary acks and nacks by unary calls.
+func (cs *consumeState) settleUnary(batch []outcome) {
+	if len(batch) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	var acks []Delivery
+	for _, o := range batch {
+		if o.nack {
+			cs.report(cs.c.Nack(ctx, o.d, o.delay))
+		} else {
+			acks = append(acks, o.d)
+		}
+	}
+	for chunk := range slices.Chunk(acks, maxAckBatch) {
+		res, err := cs.c.AckBatch(ctx, chunk)
+		cs.report(err)
+		for _, e := range res {
+			cs.report(e)
+		}
+	}
+}
+
+// transient reports whether a failed call may succeed when retried.
 func transient(err error) bool {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
+	st, ok := status.FromError(err)
+	if !ok {
 		return true // a network error
 	}
-	switch ce.Code() {
-	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeResourceExhausted,
-		connect.CodeAborted, connect.CodeInternal, connect.CodeUnknown:
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
+		codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
 		return true
 	}
 	return false

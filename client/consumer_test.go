@@ -2,120 +2,705 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/server"
 )
 
-// ackService hands out one Receive of n messages, then empty long polls;
-// its first Ack or AckBatch waits for release.
-type ackService struct {
-	hourglassv1connect.HourglassServiceClient // nil: other calls panic
-	n                                         int
-	release                                   chan struct{}
+type consumeServer = grpc.BidiStreamingServer[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]
 
-	mu       sync.Mutex
-	received bool
-	batches  []int
-	acked    int
-	allAcked chan struct{}
+// settleService serves Consume streams of topic "t" holding n messages
+// in all: it pushes them while the stream has credits, answers settles
+// in order (the very first only once release is closed), and checks that
+// the client never returns more credits than it has settled messages.
+type settleService struct {
+	hourglassv1.UnimplementedHourglassServiceServer
+	n       int
+	release chan struct{}
+	done    chan struct{} // closed once all n are settled and their credits returned
+
+	mu         sync.Mutex
+	cond       sync.Cond // on mu: credits changed
+	prefetch   int32
+	pushed     int
+	credits    int            // held by the stream
+	settles    []int          // receipts per settle request, in order
+	settled    map[string]int // receipt -> times settled
+	returned   int            // credits returned
+	overdrawn  []string       // what was wrong with the credits
+	unary      map[string]int // receipt -> times acked by AckBatch
+	answers    int            // settles answered
+	unanswered int            // the most settles unanswered when one came
+	changed    chan struct{}  // closed and replaced when settles or answers change
 }
 
-func (s *ackService) Receive(ctx context.Context, _ *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
+func newSettleService(n int, hold bool) *settleService {
+	s := &settleService{n: n, release: make(chan struct{}), done: make(chan struct{}), settled: map[string]int{}, unary: map[string]int{}, changed: make(chan struct{})}
+	s.cond.L = &s.mu
+	if !hold {
+		close(s.release)
+	}
+	return s
+}
+
+func (s *settleService) Consume(st consumeServer) error {
+	first, err := st.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil || open.Topic != "t" || open.Credits < 1 {
+		return status.Errorf(codes.InvalidArgument, "bad open %v", first)
+	}
 	s.mu.Lock()
-	first := !s.received
-	s.received = true
+	s.prefetch, s.credits = open.Credits, int(open.Credits)
 	s.mu.Unlock()
-	if !first {
-		<-ctx.Done()
-		return nil, ctx.Err()
+
+	var sendMu sync.Mutex
+	send := func(r *hourglassv1.ConsumeResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return st.Send(r)
 	}
-	res := &hourglassv1.ReceiveResponse{}
-	for i := range s.n {
-		id := fmt.Sprint(i)
-		res.Messages = append(res.Messages, &hourglassv1.Message{Id: id, Topic: "t", Receipt: "r" + id})
+	ctx, cancel := context.WithCancel(st.Context())
+	var wg sync.WaitGroup
+	sets := make(chan *hourglassv1.ConsumeSettle, s.n)
+	// The pusher wakes on cancel; the answerer ends on cancel or when sets
+	// is closed.
+	wakePusher := context.AfterFunc(ctx, func() { s.mu.Lock(); s.cond.Broadcast(); s.mu.Unlock() })
+	defer func() { close(sets); cancel(); wg.Wait(); wakePusher() }()
+	// The pusher.
+	wg.Go(func() {
+		for {
+			s.mu.Lock()
+			for s.credits == 0 && ctx.Err() == nil {
+				s.cond.Wait()
+			}
+			k := min(s.credits, int(open.MaxBatch), s.n-s.pushed)
+			if ctx.Err() != nil || k == 0 {
+				s.mu.Unlock()
+				return
+			}
+			res := &hourglassv1.ReceiveResponse{}
+			for i := s.pushed; i < s.pushed+k; i++ {
+				res.Messages = append(res.Messages, &hourglassv1.Message{Id: fmt.Sprint("m", i), Topic: "t", Receipt: fmt.Sprint("r", i)})
+			}
+			s.pushed += k
+			s.credits -= k
+			s.mu.Unlock()
+			if send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: res}}) != nil {
+				return
+			}
+		}
+	})
+	// The answerer: in order, the first once released.
+	wg.Go(func() {
+		for set := range sets {
+			s.mu.Lock()
+			first := s.answers == 0
+			s.mu.Unlock()
+			if first {
+				select {
+				case <-s.release:
+				case <-ctx.Done():
+					return
+				}
+			}
+			out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
+			for range set.Acks {
+				out.Acks = append(out.Acks, &hourglassv1.AckResult{Acked: true})
+			}
+			for range set.Nacks {
+				out.Nacks = append(out.Nacks, &hourglassv1.AckResult{Acked: true})
+			}
+			// Counted before it is sent: the client may have it, and send
+			// another settle, before Send returns here.
+			s.mu.Lock()
+			s.answers++
+			s.notify()
+			s.mu.Unlock()
+			if send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Settled{Settled: out}}) != nil {
+				return
+			}
+		}
+	})
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		s.mu.Lock()
+		switch k := req.Kind.(type) {
+		case *hourglassv1.ConsumeRequest_Settle:
+			s.settles = append(s.settles, len(k.Settle.Acks)+len(k.Settle.Nacks))
+			for _, r := range k.Settle.Acks {
+				s.settled[r]++
+			}
+			for _, nk := range k.Settle.Nacks {
+				s.settled[nk.Receipt]++
+			}
+			s.unanswered = max(s.unanswered, len(s.settles)-s.answers)
+			s.notify()
+			sets <- k.Settle
+		case *hourglassv1.ConsumeRequest_Credit:
+			s.credits += int(k.Credit.Credits)
+			s.returned += int(k.Credit.Credits)
+			if s.returned > len(s.settled) {
+				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits returned for %d messages settled", s.returned, len(s.settled)))
+			}
+			if s.credits+s.pushed-len(s.settled) > int(s.prefetch) {
+				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits held and %d messages unsettled: more than prefetch %d", s.credits, s.pushed-len(s.settled), s.prefetch))
+			}
+			s.cond.Broadcast()
+		}
+		if len(s.settled) == s.n && s.returned == s.n {
+			select {
+			case <-s.done:
+			default:
+				close(s.done)
+			}
+		}
+		s.mu.Unlock()
 	}
-	return connect.NewResponse(res), nil
 }
 
-// ack records a call acking k messages; the first waits for release.
-func (s *ackService) ack(k int) {
+func (s *settleService) AckBatch(_ context.Context, req *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
 	s.mu.Lock()
-	first := len(s.batches) == 0
-	s.batches = append(s.batches, k)
-	s.mu.Unlock()
-	if first {
-		<-s.release
-	}
-	s.mu.Lock()
-	s.acked += k
-	if s.acked == s.n {
-		close(s.allAcked)
-	}
-	s.mu.Unlock()
-}
-
-// Ack is what Consume sends for a batch of one.
-func (s *ackService) Ack(context.Context, *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
-	s.ack(1)
-	return connect.NewResponse(&hourglassv1.AckResponse{}), nil
-}
-
-func (s *ackService) AckBatch(_ context.Context, req *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
-	s.ack(len(req.Msg.Receipts))
+	defer s.mu.Unlock()
 	res := &hourglassv1.AckBatchResponse{}
-	for range req.Msg.Receipts {
+	for _, r := range req.Receipts {
+		s.unary[r]++
 		res.Results = append(res.Results, &hourglassv1.AckResult{Acked: true})
 	}
-	return connect.NewResponse(res), nil
+	return res, nil
 }
 
-// TestConsumeAcksWhileAckBatchWaits checks that handlers go on while an
-// AckBatch is in flight and that the acks that piled up meanwhile go in
-// one call: Consume once had room for two waiting acks, so handlers
-// stalled behind every AckBatch and each call carried a few acks.
-func TestConsumeAcksWhileAckBatchWaits(t *testing.T) {
-	const n = 200
-	svc := &ackService{n: n, release: make(chan struct{}), allAcked: make(chan struct{})}
-	c := &Client{svc: svc}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	handled := make(chan struct{}, n)
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Consume(ctx, "t", func(context.Context, Delivery) error {
-			handled <- struct{}{}
+// notify wakes waitSettled; s.mu is held.
+func (s *settleService) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// waitSettled waits until receipt was settled or unanswered settles are
+// waiting for their answers.
+func (s *settleService) waitSettled(ctx context.Context, receipt string, unanswered int) error {
+	for {
+		s.mu.Lock()
+		ok := s.settled[receipt] > 0 || len(s.settles)-s.answers >= unanswered
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
 			return nil
-		}, ConsumeOptions{MaxMessages: n})
-	}()
-	deadline := time.After(10 * time.Second)
-	for i := range n {
+		}
 		select {
-		case <-handled:
-		case <-deadline:
-			close(svc.release)
-			t.Fatalf("handled %d of %d messages while the first AckBatch waited", i, n)
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	close(svc.release)
-	select {
-	case <-svc.allAcked:
-	case <-deadline:
-		t.Fatal("not every message was acked")
+}
+
+// TestConsumeSettlesOnTheStream checks the settling of the stream
+// consumer against a server that checks the credits.
+//
+// held_first_answer is the test of batching: the server holds its answer
+// to the first settle (and, answering in order, to all the others), and
+// each handler call waits until the server has the settle of the message
+// before it, or until maxUnanswered settles wait for answers. A client
+// that sends a settle whenever an outcome is ready (as Consume once did)
+// then sends one per message while none is answered; one that waits sends
+// maxUnanswered, the handlers go on meanwhile, and what piled up goes in
+// one or two settles once the answers come.
+//
+// few_credits checks that credits come back as messages are settled,
+// never more than Prefetch outstanding, and that the stream runs on them
+// alone.
+func TestConsumeSettlesOnTheStream(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		n, prefetch, handlers int
+		hold                  bool // hold the first answer, pace the handlers
+		maxSettles            int  // most settle requests; 0: any number
+	}{
+		{"held_first_answer", 500, 500, 1, true, maxUnanswered + 3},
+		{"few_credits", 300, 10, 3, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newSettleService(tc.n, tc.hold)
+			c := newClient(t, startFake(t, svc))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var running, most atomic.Int32
+			handled := make(chan struct{}, tc.n)
+			done := make(chan error, 1)
+			go func() {
+				done <- c.Consume(ctx, "t", func(ctx context.Context, d Delivery) error {
+					r := running.Add(1)
+					defer running.Add(-1)
+					for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+					}
+					if k, _ := strconv.Atoi(strings.TrimPrefix(d.Receipt, "r")); tc.hold && k > 0 {
+						if err := svc.waitSettled(ctx, fmt.Sprint("r", k-1), maxUnanswered); err != nil {
+							return err
+						}
+					}
+					handled <- struct{}{}
+					return nil
+				}, ConsumeOptions{Prefetch: tc.prefetch, Concurrency: tc.handlers, OnError: func(err error) { t.Errorf("OnError: %v", err) }})
+			}()
+			deadline := time.After(testTimeout)
+			for i := range tc.n {
+				select {
+				case <-handled:
+				case <-deadline:
+					t.Fatalf("handled %d of %d messages (first answer held: %v)", i, tc.n, tc.hold)
+				}
+			}
+			if tc.hold {
+				svc.mu.Lock()
+				answers := svc.answers
+				svc.mu.Unlock()
+				if answers != 0 {
+					t.Fatalf("%d settles answered before the first was released", answers)
+				}
+				close(svc.release)
+			}
+			recv(t, "every message settled and its credit returned", svc.done)
+			cancel()
+			if err := recv(t, "Consume to return", done); err != nil {
+				t.Fatalf("Consume: %v", err)
+			}
+			if m := most.Load(); m > int32(tc.handlers) {
+				t.Errorf("%d handlers ran at once; Concurrency is %d", m, tc.handlers)
+			}
+			svc.mu.Lock()
+			defer svc.mu.Unlock()
+			if len(svc.overdrawn) > 0 {
+				t.Errorf("credits: %v", svc.overdrawn)
+			}
+			for r, k := range svc.settled {
+				if k != 1 {
+					t.Errorf("%s settled %d times", r, k)
+				}
+			}
+			if svc.unanswered > maxUnanswered {
+				t.Errorf("%d settles waited for answers at once; want at most %d", svc.unanswered, maxUnanswered)
+			}
+			if tc.maxSettles > 0 && len(svc.settles) > tc.maxSettles {
+				t.Errorf("%d settle requests of %v receipts for %d messages: the settles that waited should go together", len(svc.settles), svc.settles, tc.n)
+			}
+		})
 	}
-	cancel()
-	if err := <-done; err != nil {
+}
+
+// TestConsumeStopsWithoutAnswers: a Consume that stops while the server
+// does not answer its settles waits for the answers settleTimeout at most,
+// then acks the rest by unary calls and returns.
+func TestConsumeStopsWithoutAnswers(t *testing.T) {
+	defer func(d time.Duration) { settleTimeout = d }(settleTimeout)
+	settleTimeout = 100 * time.Millisecond
+	const n = 20
+	svc := newSettleService(n, true) // never released
+	c := newClient(t, startFake(t, svc))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var handled atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(ctx, "t", func(_ context.Context, d Delivery) error {
+			// Paced as in held_first_answer, so that maxUnanswered
+			// settles wait and the last messages pile up behind them.
+			if k, _ := strconv.Atoi(strings.TrimPrefix(d.Receipt, "r")); k > 0 {
+				if err := svc.waitSettled(context.Background(), fmt.Sprint("r", k-1), maxUnanswered); err != nil {
+					return err
+				}
+			}
+			if handled.Add(1) == n {
+				cancel()
+			}
+			return nil
+		}, ConsumeOptions{Prefetch: n})
+	}()
+	if err := recv(t, "Consume to return", done); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
-	if len(svc.batches) > 3 {
-		t.Errorf("%d AckBatch calls of %v receipts for %d messages: the acks that waited should go together", len(svc.batches), svc.batches, n)
+	for i := range n {
+		r := fmt.Sprint("r", i)
+		if svc.settled[r]+svc.unary[r] != 1 {
+			t.Errorf("%s: settled %d times on the stream and acked %d times by AckBatch; want once in all", r, svc.settled[r], svc.unary[r])
+		}
+	}
+	if len(svc.unary) == 0 {
+		t.Errorf("nothing acked by AckBatch: with %d settles unanswered, the rest should have been", maxUnanswered)
+	}
+}
+
+// breakService pushes n messages on its first Consume stream and then
+// fails it; later streams push nothing. It records the unary acks and
+// nacks.
+type breakService struct {
+	hourglassv1.UnimplementedHourglassServiceServer
+	n        int
+	reopened chan struct{} // closed when the second stream opens
+
+	mu       sync.Mutex
+	streams  int
+	acked    map[string]int   // receipt -> times acked
+	batches  []int            // receipts per AckBatch
+	nacked   map[string]int64 // receipt -> delay_ms
+	streamed int              // settles received on streams
+	settled  chan struct{}    // closed once n-1 are acked and one nacked
+}
+
+func newBreakService(n int) *breakService {
+	return &breakService{n: n, reopened: make(chan struct{}), acked: map[string]int{}, nacked: map[string]int64{}, settled: make(chan struct{})}
+}
+
+func (s *breakService) Consume(st consumeServer) error {
+	if _, err := st.Recv(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.streams++
+	n := s.streams
+	s.mu.Unlock()
+	if n > 1 {
+		if n == 2 {
+			close(s.reopened)
+		}
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			if req.GetSettle() != nil {
+				s.mu.Lock()
+				s.streamed++
+				s.mu.Unlock()
+			}
+		}
+	}
+	for i := 0; i < s.n; i += 1000 {
+		res := &hourglassv1.ReceiveResponse{}
+		for j := i; j < min(i+1000, s.n); j++ {
+			res.Messages = append(res.Messages, &hourglassv1.Message{Id: fmt.Sprint("m", j), Topic: "t", Receipt: fmt.Sprint("r", j)})
+		}
+		if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: res}}); err != nil {
+			return err
+		}
+	}
+	return status.Error(codes.Unavailable, "node going away")
+}
+
+// check closes settled once everything is settled; s.mu is held.
+func (s *breakService) check() {
+	if len(s.acked) == s.n-1 && len(s.nacked) == 1 {
+		close(s.settled)
+	}
+}
+
+func (s *breakService) AckBatch(_ context.Context, req *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, len(req.Receipts))
+	res := &hourglassv1.AckBatchResponse{}
+	for _, r := range req.Receipts {
+		s.acked[r]++
+		res.Results = append(res.Results, &hourglassv1.AckResult{Acked: true})
+	}
+	s.check()
+	return res, nil
+}
+
+func (s *breakService) Nack(_ context.Context, req *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nacked[req.Receipt] = req.DelayMs
+	s.check()
+	return &hourglassv1.NackResponse{}, nil
+}
+
+// TestConsumeSettlesByUnaryAfterTheStreamBroke: messages of a stream that
+// broke are settled by AckBatch (at most 1000 receipts a call, the
+// server's limit) and Nack, since a new stream cannot settle them; the
+// break is told to OnError, and Consume opens a new stream.
+func TestConsumeSettlesByUnaryAfterTheStreamBroke(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    int // messages of the stream that breaks; r1 fails
+	}{
+		{"three", 3},
+		{"more_than_an_ack_batch", 2500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := newBreakService(tc.n)
+			c := newClient(t, startFake(t, svc))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			broke := make(chan struct{})
+			var once sync.Once
+			done := make(chan error, 1)
+			go func() {
+				done <- c.Consume(ctx, "t", func(ctx context.Context, d Delivery) error {
+					// Settle only once the client knows the stream broke.
+					select {
+					case <-broke:
+					case <-ctx.Done():
+					}
+					if d.Receipt == "r1" {
+						return errors.New("cannot handle m1")
+					}
+					return nil
+				}, ConsumeOptions{
+					Concurrency: 3,
+					Prefetch:    max(10, tc.n),
+					RetryDelay:  func(failures int) time.Duration { return time.Duration(failures) * 7 * time.Second },
+					OnError: func(err error) {
+						if status.Code(err) == codes.Unavailable {
+							once.Do(func() { close(broke) })
+							return
+						}
+						t.Errorf("OnError: %v", err)
+					},
+				})
+			}()
+			recv(t, "OnError to hear of the broken stream", broke)
+			recv(t, "the unary acks and nack", svc.settled)
+			recv(t, "a second stream", svc.reopened)
+			cancel()
+			if err := recv(t, "Consume to return", done); err != nil {
+				t.Fatalf("Consume: %v", err)
+			}
+			svc.mu.Lock()
+			defer svc.mu.Unlock()
+			for r, k := range svc.acked {
+				if k != 1 || r == "r1" {
+					t.Errorf("%s acked %d times", r, k)
+				}
+			}
+			if len(svc.nacked) != 1 || svc.nacked["r1"] != 7000 {
+				t.Errorf("nacks %v; want r1 nacked with 7000 ms", svc.nacked)
+			}
+			for _, b := range svc.batches {
+				if b > 1000 {
+					t.Errorf("AckBatch calls of %v receipts; the server takes at most 1000", svc.batches)
+					break
+				}
+			}
+			if svc.streamed != 0 {
+				t.Errorf("%d settles of the broken stream's messages went on the new stream", svc.streamed)
+			}
+		})
+	}
+}
+
+// TestConsumeAcksEachMessageOnce runs Consume with several handlers
+// against a real server: every message is handled once and acked, none
+// comes back.
+func TestConsumeAcksEachMessageOnce(t *testing.T) {
+	const n = 300
+	rs := startServer(t, server.Options{})
+	c := newClient(t, rs.addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheduleN(t, c, "orders", n)
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	all := make(chan struct{})
+	var running, most atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(ctx, "orders", func(_ context.Context, d Delivery) error {
+			r := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			seen[d.ID]++
+			if len(seen) == n {
+				close(all)
+			}
+			return nil
+		}, ConsumeOptions{Concurrency: 4, Prefetch: 16, Lease: time.Minute, OnError: func(err error) { t.Errorf("OnError: %v", err) }})
+	}()
+	recv(t, "every message handled", all)
+	cancel()
+	if err := recv(t, "Consume to return", done); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	mu.Lock()
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("%s handled %d times", id, k)
+		}
+	}
+	mu.Unlock()
+	if m := most.Load(); m > 4 {
+		t.Errorf("%d handlers ran at once; Concurrency is 4", m)
+	}
+	// Consume returned after its settles were answered: the counts are
+	// final.
+	st := topicStats(t, c, "orders")
+	if st.Acked != n || st.Redelivered != 0 || st.Leased != 0 || st.Nacked != 0 || st.Ready != 0 {
+		t.Errorf("stats %v; want %d acked and nothing leased, ready, nacked or redelivered", st, n)
+	}
+}
+
+// TestConsumeNacksWithRetryDelay: a handler's error nacks the message
+// with RetryDelay, and it comes back as attempt 1 of the same origin.
+func TestConsumeNacksWithRetryDelay(t *testing.T) {
+	rs := startServer(t, server.Options{})
+	c := newClient(t, rs.addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	id, err := c.Schedule(ctx, Message{Topic: "retry", Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Delivery, 2)
+	var failures []int
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Consume(ctx, "retry", func(_ context.Context, d Delivery) error {
+			got <- d
+			if d.Attempt == 0 {
+				return errors.New("not yet")
+			}
+			return nil
+		}, ConsumeOptions{
+			RetryDelay: func(f int) time.Duration { failures = append(failures, f); return 20 * time.Millisecond },
+			OnError:    func(err error) { t.Errorf("OnError: %v", err) },
+		})
+	}()
+	first := recv(t, "the first delivery", got)
+	again := recv(t, "the retry", got)
+	cancel()
+	if err := recv(t, "Consume to return", done); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if first.ID != id || first.Attempt != 0 {
+		t.Errorf("first delivery %s attempt %d; want %s attempt 0", first.ID, first.Attempt, id)
+	}
+	if again.Attempt != 1 || again.OriginID != id || again.ID == id || string(again.Body) != "x" {
+		t.Errorf("retry %s of %s attempt %d body %q; want a new ID of origin %s, attempt 1, body x", again.ID, again.OriginID, again.Attempt, again.Body, id)
+	}
+	if len(failures) != 1 || failures[0] != 1 {
+		t.Errorf("RetryDelay called with %v; want [1]", failures)
+	}
+	if st := topicStats(t, c, "retry"); st.Nacked != 1 || st.Acked != 1 || st.Leased != 0 {
+		t.Errorf("stats %v; want 1 nacked, 1 acked, none leased", st)
+	}
+}
+
+// TestConsumeStops: Consume returns nil soon after ctx ends (not after
+// the server's minute-long poll), calls no handler after that, and gives
+// back at once the messages it received and did not handle, so that they
+// need not wait for their leases.
+func TestConsumeStops(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// ready is how many messages are due when Consume starts; the
+		// first handler call ends ctx. With none, one message is
+		// scheduled and handled, and ctx ends while the stream waits.
+		ready int
+	}{
+		{"idle", 0},
+		{"with_prefetched_messages", 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := startServer(t, server.Options{})
+			c := newClient(t, rs.addr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			scheduleN(t, c, "stop", tc.ready)
+			var handled atomic.Int32
+			done := make(chan error, 1)
+			go func() {
+				done <- c.Consume(ctx, "stop", func(context.Context, Delivery) error {
+					handled.Add(1)
+					if tc.ready > 0 {
+						cancel()
+					}
+					return nil
+				}, ConsumeOptions{Prefetch: 50, Lease: 10 * time.Minute, OnError: func(err error) { t.Errorf("OnError: %v", err) }})
+			}()
+			if tc.ready == 0 {
+				scheduleN(t, c, "stop", 1)
+				waitFor(t, "the message to be acked", func() bool { return topicStats(t, c, "stop").Acked == 1 })
+				cancel()
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Consume: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Consume still runs 10s after its ctx ended")
+			}
+			if n := handled.Load(); n != 1 {
+				t.Errorf("%d handler calls; want 1 (none after ctx ended)", n)
+			}
+			st := topicStats(t, c, "stop")
+			if want := int64(max(tc.ready, 1) - 1); st.Leased != 0 || st.Acked != 1 || st.Ready != want {
+				t.Errorf("stats %v; want 1 acked, %d ready and none leased", st, want)
+			}
+		})
+	}
+}
+
+// TestConsumeFailsAtOnce: an error that retrying cannot fix ends Consume
+// at once.
+func TestConsumeFailsAtOnce(t *testing.T) {
+	rs := startServer(t, server.Options{})
+	c := newClient(t, rs.addr)
+	for _, tc := range []struct {
+		name, topic string
+		o           ConsumeOptions
+	}{
+		{"bad_topic", "no/slash", ConsumeOptions{}},
+		{"too_many_credits", "t", ConsumeOptions{Prefetch: server.MaxCredits + 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			err := c.Consume(ctx, tc.topic, func(context.Context, Delivery) error {
+				t.Error("handler called")
+				return nil
+			}, tc.o)
+			if ctx.Err() != nil {
+				t.Fatal("Consume ran until the test's deadline")
+			}
+			wantCode(t, "Consume", err, codes.InvalidArgument)
+		})
+	}
+}
+
+// scheduleN schedules n messages of topic, due now.
+func scheduleN(t *testing.T, c *Client, topic string, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 100 {
+		ms := make([]Message, min(100, n-i))
+		for j := range ms {
+			ms[j] = Message{Topic: topic, Body: fmt.Appendf(nil, "%d", i+j)}
+		}
+		if _, err := c.ScheduleBatch(context.Background(), ms); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

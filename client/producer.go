@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
@@ -27,8 +28,9 @@ type ProducerOptions struct {
 	// MaxPending is how many messages may wait to be sent; Send blocks
 	// while that many are waiting. Default 10 * MaxBatch.
 	MaxPending int
-	// Timeout of each ScheduleBatch call; default 30s.
-	Timeout time.Duration
+	// MaxInflight is how many batches may be sent and not yet answered;
+	// default 16.
+	MaxInflight int
 }
 
 // Result is the outcome of one Send: the message's ID, or why it was not
@@ -66,14 +68,19 @@ type item struct {
 }
 
 // Producer schedules messages asynchronously in batches: Send queues a
-// message and returns at once; one goroutine sends what is queued with
-// ScheduleBatch, at most MaxBatch at a time. It is safe for concurrent use.
+// message and returns at once; one goroutine sends what is queued as
+// batch requests of at most MaxBatch messages on the Client's
+// ScheduleStream, up to MaxInflight of them at once; the server answers
+// each after the fsync that covers it. It is safe for concurrent use.
 type Producer struct {
-	c       *Client
-	o       ProducerOptions
-	ch      chan item // closed by Close, under mu
-	done    chan struct{}
-	batches atomic.Int64
+	c     *Client
+	o     ProducerOptions
+	ch    chan item // closed by Close, under mu
+	done  chan struct{}
+	slots chan struct{} // one per batch in flight
+	// sent holds the done channels of batches in flight, for Flush; only
+	// the loop goroutine uses it.
+	sent []chan struct{}
 
 	mu     sync.RWMutex
 	closed bool // guarded by mu
@@ -92,10 +99,10 @@ func NewProducer(c *Client, o ProducerOptions) *Producer {
 	if o.MaxPending <= 0 {
 		o.MaxPending = 10 * o.MaxBatch
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 30 * time.Second
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = 16
 	}
-	p := &Producer{c: c, o: o, ch: make(chan item, o.MaxPending), done: make(chan struct{})}
+	p := &Producer{c: c, o: o, ch: make(chan item, o.MaxPending), done: make(chan struct{}), slots: make(chan struct{}, o.MaxInflight)}
 	go p.loop()
 	return p
 }
@@ -159,9 +166,6 @@ func (p *Producer) Close() error {
 	return nil
 }
 
-// Batches is how many ScheduleBatch calls the producer has made.
-func (p *Producer) Batches() int64 { return p.batches.Load() }
-
 // loop is the producer's one goroutine: it gathers batches and sends them.
 func (p *Producer) loop() {
 	defer close(p.done)
@@ -184,13 +188,15 @@ func (p *Producer) loop() {
 		}
 		if !ok {
 			p.send(batch)
+			p.wait(p.sent)
 			return
 		}
 		if it.flush != nil {
 			timer.Stop()
 			p.send(batch)
 			batch = batch[:0]
-			close(it.flush)
+			sent := slices.Clone(p.sent)
+			go func() { p.wait(sent); close(it.flush) }()
 			continue
 		}
 		batch = append(batch, it)
@@ -205,41 +211,87 @@ func (p *Producer) loop() {
 	}
 }
 
-// send schedules batch and finishes each of its results. The server
-// stores a batch all or none, so when it refuses one for bad input each
-// message is sent alone to give every message its own ID or error.
+// wait waits for batches to be answered.
+func (p *Producer) wait(sent []chan struct{}) {
+	for _, d := range sent {
+		<-d
+	}
+}
+
+// send sends batch on the stream; its results are finished when the
+// answer comes. The server stores a batch all or none, so when it refuses
+// one for bad input each message is sent again alone, to give every
+// message its own ID or error.
 func (p *Producer) send(batch []item) {
 	if len(batch) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.o.Timeout)
-	defer cancel()
-	reqs := make([]*hourglassv1.ScheduleRequest, len(batch))
-	for i, it := range batch {
+	// Forget the batches answered since the last send.
+	p.sent = slices.DeleteFunc(p.sent, func(d chan struct{}) bool {
+		select {
+		case <-d:
+			return true
+		default:
+			return false
+		}
+	})
+	p.slots <- struct{}{}
+	done := make(chan struct{})
+	p.sent = append(p.sent, done)
+	items := slices.Clone(batch)
+	reqs := make([]*hourglassv1.ScheduleRequest, len(items))
+	for i, it := range items {
 		reqs[i] = it.req
 	}
-	p.batches.Add(1)
-	res, err := p.c.svc.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: reqs}))
-	switch {
-	case err == nil && len(res.Msg.Results) == len(batch):
-		for i, it := range batch {
-			it.res.finish(res.Msg.Results[i].Id, nil)
-		}
-	case err == nil:
-		err = fmt.Errorf("the server answered %d results for %d messages", len(res.Msg.Results), len(batch))
-		fallthrough
-	case connect.CodeOf(err) != connect.CodeInvalidArgument || len(batch) == 1:
-		for _, it := range batch {
-			it.res.finish("", wrap("ScheduleBatch", err))
-		}
-	default:
-		for _, it := range batch {
-			r, err := p.c.svc.Schedule(ctx, connect.NewRequest(it.req))
-			if err != nil {
-				it.res.finish("", wrap("Schedule", err))
-			} else {
-				it.res.finish(r.Msg.Id, nil)
+	release := func() { <-p.slots; close(done) }
+	p.c.ssm.do(&hourglassv1.ScheduleStreamRequest{Kind: &hourglassv1.ScheduleStreamRequest_Batch{Batch: &hourglassv1.ScheduleBatchRequest{Messages: reqs}}},
+		func(res *hourglassv1.ScheduleStreamResponse, err error) {
+			if err == nil {
+				err = streamResultErr(res)
 			}
-		}
+			var results []*hourglassv1.ScheduleResponse
+			if err == nil {
+				results = res.GetBatch().GetResults()
+				if len(results) != len(items) {
+					err = fmt.Errorf("the server answered %d results for %d messages", len(results), len(items))
+				}
+			}
+			switch {
+			case err == nil:
+				for i, it := range items {
+					it.res.finish(results[i].Id, nil)
+				}
+				release()
+			case status.Code(err) != codes.InvalidArgument || len(items) == 1:
+				for _, it := range items {
+					it.res.finish("", wrap("ScheduleStream", err))
+				}
+				release()
+			default:
+				// Nothing was stored: each message answers for itself.
+				go p.resend(items, release)
+			}
+		})
+}
+
+// resend sends each item alone on the stream, then calls release.
+func (p *Producer) resend(items []item, release func()) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Add(1)
+		p.c.ssm.do(&hourglassv1.ScheduleStreamRequest{Kind: &hourglassv1.ScheduleStreamRequest_Message{Message: it.req}},
+			func(res *hourglassv1.ScheduleStreamResponse, err error) {
+				defer wg.Done()
+				if err == nil {
+					err = streamResultErr(res)
+				}
+				if err != nil {
+					it.res.finish("", wrap("ScheduleStream", err))
+					return
+				}
+				it.res.finish(res.GetResult().GetId(), nil)
+			})
 	}
+	wg.Wait()
+	release()
 }

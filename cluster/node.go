@@ -11,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/engine"
@@ -513,11 +513,14 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 	if o.Node == n.opts.NodeID {
 		return engine.Unknown, unavailable("partition %d is being taken over by this node; retry", p)
 	}
-	res, err := n.forwarder(o.URL).Cancel(ctx, id.String())
+	fc, err := n.forwarder(o.URL)
 	if err != nil {
-		var ce *connect.Error
-		if errors.As(err, &ce) {
-			return engine.Unknown, ce
+		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
+	}
+	res, err := fc.Cancel(ctx, id.String())
+	if err != nil {
+		if st, ok := status.FromError(errors.Unwrap(err)); ok {
+			return engine.Unknown, st.Err()
 		}
 		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
 	}
@@ -531,22 +534,23 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 }
 
 // forwarder returns the client that forwards requests to url.
-func (n *Node) forwarder(url string) *client.Client {
+func (n *Node) forwarder(url string) (*client.Client, error) {
 	if c, ok := n.fwd.Load(url); ok {
-		return c.(*client.Client)
+		return c.(*client.Client), nil
 	}
-	mark := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set(ForwardedHeader, n.opts.NodeID)
-			return next(ctx, req)
-		}
-	})
-	opts := []client.Option{client.WithConnectOptions(connect.WithInterceptors(mark))}
+	opts := []client.Option{client.WithHeader(ForwardedHeader, n.opts.NodeID)}
 	if n.opts.AuthToken != "" {
 		opts = append(opts, client.WithToken(n.opts.AuthToken))
 	}
-	c, _ := n.fwd.LoadOrStore(url, client.New(url, opts...))
-	return c.(*client.Client)
+	c, err := client.New(url, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if old, loaded := n.fwd.LoadOrStore(url, c); loaded {
+		c.Close()
+		return old.(*client.Client), nil
+	}
+	return c, nil
 }
 
 // Stats adds up the local engines of this node's partitions; Scheduled and

@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -542,7 +543,7 @@ func (pt *partition) stats() (engine.Stats, bool) {
 }
 
 func unavailable(format string, args ...any) error {
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(format, args...))
+	return status.Errorf(codes.Unavailable, format, args...)
 }
 
 // publishDone stores done records of partition p, waiting for the PubAck.

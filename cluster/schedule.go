@@ -6,9 +6,10 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
@@ -133,9 +134,9 @@ func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, m
 }
 
 func (n *Node) intakeError(p, count int, err error) error {
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf(
+	return status.Errorf(codes.Unavailable,
 		"storing %d messages in the cluster's intake stream %s: %v; a batch is stored whole or not at all, and whether this one was is unknown: retry the same batch (if every message has an idempotency key, a retry of the same messages in the same order is not stored twice)",
-		count, inStream(p), err))
+		count, inStream(p), err)
 }
 
 // gather is the group commit of one partition's unkeyed single Schedules:

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
 // TestClient runs package client against the real binary, one topic per
@@ -30,7 +32,7 @@ func TestClient(t *testing.T) {
 }
 
 func testClientAckBatch(t *testing.T, p *proc) {
-	c := newClient(p)
+	c := newClient(t, p)
 	ctx := ctxT(t)
 	for i := range 5 {
 		if _, err := c.Schedule(ctx, client.Message{Topic: "c-ackb", Body: []byte(fmt.Sprint(i))}); err != nil {
@@ -64,12 +66,18 @@ func testClientAckBatch(t *testing.T, p *proc) {
 	}
 }
 
-func newClient(p *proc, opts ...client.Option) *client.Client {
-	return client.New(p.url, append([]client.Option{client.WithToken("sesame")}, opts...)...)
+func newClient(t testing.TB, p *proc, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(p.url, append([]client.Option{client.WithToken("sesame")}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 func testClientRoundTrip(t *testing.T, p *proc) {
-	c := newClient(p)
+	c := newClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sent := map[string]string{}
@@ -96,7 +104,7 @@ func testClientRoundTrip(t *testing.T, p *proc) {
 			stop()
 		}
 		return nil
-	}, client.ConsumeOptions{Concurrency: 2, Wait: 5 * time.Second})
+	}, client.ConsumeOptions{Concurrency: 2})
 	if err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
@@ -120,7 +128,7 @@ func testClientRoundTrip(t *testing.T, p *proc) {
 
 func testClientProducer(t *testing.T, p *proc) {
 	cc := &countCalls{n: map[string]int{}}
-	c := newClient(p, client.WithConnectOptions(connect.WithInterceptors(cc)))
+	c := newClient(t, p, cc.option())
 	ctx := ctxT(t)
 	const n = 1000
 	prod := client.NewProducer(c, client.ProducerOptions{MaxBatch: 100, MaxPending: 250})
@@ -147,15 +155,15 @@ func testClientProducer(t *testing.T, p *proc) {
 		}
 		ids[id] = true
 	}
-	if _, err := bad.Wait(ctx); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "topic") {
+	if _, err := bad.Wait(ctx); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "topic") {
 		t.Errorf("bad topic: %v, want InvalidArgument naming the topic", err)
 	}
 	cc.mu.Lock()
-	batches := int64(cc.n[hourglassv1connect.HourglassServiceScheduleBatchProcedure])
+	batches, streams := cc.n["batch"], cc.n[hourglassv1.HourglassService_ScheduleStream_FullMethodName]
 	cc.mu.Unlock()
-	t.Logf("%d messages in %d ScheduleBatch calls", n+2, batches)
-	if batches < n/100 || batches >= n/2 {
-		t.Errorf("%d ScheduleBatch calls for %d messages with MaxBatch 100; want between %d and %d", batches, n+2, n/100, n/2)
+	t.Logf("%d messages in %d batch requests on %d ScheduleStreams", n+2, batches, streams)
+	if batches < n/100 || batches >= n/2 || streams != 1 {
+		t.Errorf("%d batch requests on %d streams for %d messages with MaxBatch 100; want between %d and %d on 1 stream", batches, streams, n+2, n/100, n/2)
 	}
 	if err := prod.Close(); err != nil {
 		t.Fatal(err)
@@ -172,7 +180,7 @@ func testClientProducer(t *testing.T, p *proc) {
 }
 
 func testClientCancel(t *testing.T, p *proc) {
-	c := newClient(p)
+	c := newClient(t, p)
 	ctx := ctxT(t)
 	id, err := c.Schedule(ctx, client.Message{Topic: "c-cancel", Delay: time.Hour})
 	if err != nil {
@@ -205,7 +213,7 @@ func testClientCancel(t *testing.T, p *proc) {
 }
 
 func testClientNack(t *testing.T, p *proc) {
-	c := newClient(p)
+	c := newClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	id, err := c.Schedule(ctx, client.Message{Topic: "c-nack", Body: []byte("x")})
@@ -222,7 +230,7 @@ func testClientNack(t *testing.T, p *proc) {
 		}
 		stop()
 		return nil
-	}, client.ConsumeOptions{Wait: 5 * time.Second, RetryDelay: func(f int) time.Duration {
+	}, client.ConsumeOptions{RetryDelay: func(f int) time.Duration {
 		failures = append(failures, f)
 		return 200 * time.Millisecond
 	}})
@@ -250,51 +258,85 @@ func testClientNack(t *testing.T, p *proc) {
 
 func testClientErrors(t *testing.T, p *proc) {
 	ctx := ctxT(t)
-	_, err := client.New(p.url).Schedule(ctx, client.Message{Topic: "c-err"})
-	if connect.CodeOf(err) != connect.CodeUnauthenticated || !strings.Contains(err.Error(), "client: Schedule") {
+	anon, err := client.New(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	_, err = anon.Schedule(ctx, client.Message{Topic: "c-err"})
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "client: Schedule") {
 		t.Errorf("without token: %v, want Unauthenticated", err)
 	}
-	var ce *connect.Error
-	_, err = newClient(p).Schedule(ctx, client.Message{Topic: "c-err", Level: 99})
-	if !errors.As(err, &ce) || ce.Code() != connect.CodeInvalidArgument {
-		t.Errorf("level 99: %v, want a *connect.Error with InvalidArgument", err)
+	_, err = newClient(t, p).Schedule(ctx, client.Message{Topic: "c-err", Level: 99})
+	if st, ok := status.FromError(errors.Unwrap(err)); !ok || st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "delay_level 99") {
+		t.Errorf("level 99: %v, want a status error with InvalidArgument naming delay_level", err)
 	}
-	_, err = newClient(p).Schedule(ctx, client.Message{Topic: "c-err", Level: 1, Delay: time.Second})
+	_, err = newClient(t, p).Schedule(ctx, client.Message{Topic: "c-err", Level: 1, Delay: time.Second})
 	if !errors.Is(err, client.ErrInvalidMessage) {
 		t.Errorf("two times: %v, want ErrInvalidMessage", err)
 	}
-	err = newClient(p).Consume(ctx, "bad topic", func(context.Context, client.Delivery) error { return nil }, client.ConsumeOptions{})
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+	err = newClient(t, p).Consume(ctx, "bad topic", func(context.Context, client.Delivery) error { return nil }, client.ConsumeOptions{})
+	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("Consume(bad topic): %v, want InvalidArgument", err)
 	}
 }
 
-// countCalls counts unary calls by procedure as they leave the client.
+// countCalls counts calls by method as they leave the client, and the
+// requests sent on streams by kind ("batch", "message", "settle", "credit").
 type countCalls struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (cc *countCalls) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		cc.mu.Lock()
-		cc.n[req.Spec().Procedure]++
-		cc.mu.Unlock()
-		return next(ctx, req)
+func (cc *countCalls) add(k string) {
+	cc.mu.Lock()
+	cc.n[k]++
+	cc.mu.Unlock()
+}
+
+func (cc *countCalls) option() client.Option {
+	return client.WithDialOptions(
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, conn *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			cc.add(method)
+			return invoker(ctx, method, req, reply, conn, opts...)
+		}),
+		grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, conn *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			cc.add(method)
+			s, err := streamer(ctx, desc, conn, method, opts...)
+			return &countStream{ClientStream: s, cc: cc}, err
+		}))
+}
+
+type countStream struct {
+	grpc.ClientStream
+	cc *countCalls
+}
+
+func (s *countStream) SendMsg(m any) error {
+	switch r := m.(type) {
+	case *hourglassv1.ScheduleStreamRequest:
+		if r.GetBatch() != nil {
+			s.cc.add("batch")
+		} else {
+			s.cc.add("message")
+		}
+	case *hourglassv1.ConsumeRequest:
+		switch {
+		case r.GetSettle() != nil:
+			s.cc.add("settle")
+		case r.GetCredit() != nil:
+			s.cc.add("credit")
+		}
 	}
-}
-func (cc *countCalls) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-func (cc *countCalls) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+	return s.ClientStream.SendMsg(m)
 }
 
 // testClientConsumeBatchesAcks: Consume acks what its handlers finished
-// together, in AckBatch calls, and every message ends acked.
+// together, in settle requests of many acks on its stream, and every
+// message ends acked.
 func testClientConsumeBatchesAcks(t *testing.T, p *proc) {
 	cc := &countCalls{n: map[string]int{}}
-	c := newClient(p, client.WithConnectOptions(connect.WithInterceptors(cc)))
+	c := newClient(t, p, cc.option())
 	ctx := ctxT(t)
 	const n = 300
 	prod := client.NewProducer(c, client.ProducerOptions{})
@@ -312,16 +354,16 @@ func testClientConsumeBatchesAcks(t *testing.T, p *proc) {
 			stop()
 		}
 		return nil
-	}, client.ConsumeOptions{Concurrency: 8, MaxMessages: 100, Wait: 5 * time.Second,
+	}, client.ConsumeOptions{Concurrency: 8, Prefetch: 100,
 		OnError: func(err error) { t.Errorf("consume: %v", err) }})
 	if err != nil || got.Load() != n {
 		t.Fatalf("Consume: %v after %d of %d", err, got.Load(), n)
 	}
 	cc.mu.Lock()
-	acks, batches := cc.n[hourglassv1connect.HourglassServiceAckProcedure], cc.n[hourglassv1connect.HourglassServiceAckBatchProcedure]
+	settles, unary := cc.n["settle"], cc.n[hourglassv1.HourglassService_Ack_FullMethodName]+cc.n[hourglassv1.HourglassService_AckBatch_FullMethodName]
 	cc.mu.Unlock()
-	if batches == 0 || acks+batches >= n {
-		t.Errorf("%d Ack and %d AckBatch calls for %d messages: acks were not batched", acks, batches, n)
+	if settles == 0 || settles >= n/2 || unary != 0 {
+		t.Errorf("%d settle requests and %d unary acks for %d messages: acks were not batched on the stream", settles, unary, n)
 	}
 	if ds, err := c.Receive(ctx, "c-consume-acks", client.ReceiveOptions{MaxMessages: 10, Wait: 300 * time.Millisecond}); err != nil || len(ds) != 0 {
 		t.Errorf("after Consume: %d messages back, %v; want none (all acked)", len(ds), err)

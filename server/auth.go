@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
 )
 
 // checkToken reports whether header carries "Authorization: Bearer
@@ -65,43 +66,25 @@ func requireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
-// logInterceptor logs failed RPCs: the server's own failures at Error
-// (they need an operator), the callers' mistakes at Debug.
-type logInterceptor struct{ log *slog.Logger }
+// clock is the wall clock, for call durations in logs.
+func (s *Server) clock() time.Time { return time.Now() }
 
-func newLogInterceptor(log *slog.Logger) *logInterceptor { return &logInterceptor{log: log} }
-
-func (l *logInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		start := time.Now()
-		resp, err := next(ctx, req)
-		l.report(ctx, req.Spec().Procedure, req.Peer().Addr, start, err)
-		return resp, err
-	}
-}
-
-func (l *logInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (l *logInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		start := time.Now()
-		err := next(ctx, conn)
-		l.report(ctx, conn.Spec().Procedure, conn.Peer().Addr, start, err)
-		return err
-	}
-}
-
-func (l *logInterceptor) report(ctx context.Context, procedure, peer string, start time.Time, err error) {
+// report logs a failed call, on any protocol: the server's own failures at
+// Error (they need an operator), the callers' mistakes at Debug.
+func (s *Server) report(ctx context.Context, procedure, peer string, start time.Time, code uint32, err error) {
 	if err == nil {
 		return
 	}
 	level := slog.LevelDebug
-	switch connect.CodeOf(err) {
-	case connect.CodeInternal, connect.CodeUnknown, connect.CodeDataLoss, connect.CodeUnavailable:
+	switch codes.Code(code) {
+	case codes.Internal, codes.Unknown, codes.DataLoss:
 		level = slog.LevelError
+	case codes.Unavailable:
+		// Streams end so while shutting down: nothing for an operator.
+		if !s.shutting.Load() {
+			level = slog.LevelError
+		}
 	}
-	l.log.Log(ctx, level, "rpc failed", "procedure", procedure, "peer", peer,
-		"code", connect.CodeOf(err).String(), "err", err, "duration", time.Since(start))
+	s.log.Log(ctx, level, "rpc failed", "procedure", procedure, "peer", peer,
+		"code", codes.Code(code).String(), "err", err, "duration", time.Since(start))
 }

@@ -8,7 +8,8 @@ import (
 	"time"
 	"unsafe"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/engine"
@@ -17,37 +18,48 @@ import (
 	"github.com/hourglassmq/hourglass/queue"
 )
 
-// Schedule implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+// The methods below are the API, protocol-neutral: grpcAPI (grpc.go) and
+// connectAPI (connect.go) call them with the decoded request and turn
+// their answer or gRPC status error into their protocol's own. What a call
+// needs of its transport (the peer, the forwarded mark) is in its context
+// (callInfo).
+
+// scheduleOne serves Schedule.
+func (s *Server) scheduleOne(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
 	var r engine.Request
-	if cerr := s.request("", req.Msg, s.eng.Now(), false, &r); cerr != nil {
-		return nil, cerr
+	if err := s.request("", m, s.eng.Now(), false, &r); err != nil {
+		return nil, err
 	}
 	ids, err := s.schedule(ctx, []engine.Request{r})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(scheduleResponse(ids[0])), nil
+	return scheduleResponse(ids[0]), nil
 }
 
-// ScheduleBatch implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) ScheduleBatch(ctx context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
-	msgs := req.Msg.Messages
+// scheduleBatch serves ScheduleBatch.
+func (s *Server) scheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+	reqs, err := s.batchRequests(m, s.eng.Now())
+	if err != nil {
+		return nil, err
+	}
+	ids, err := s.schedule(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return scheduleBatchResponse(ids), nil
+}
+
+// batchRequests checks a ScheduleBatch and turns it into engine requests.
+func (s *Server) batchRequests(m *hourglassv1.ScheduleBatchRequest, now time.Time) ([]engine.Request, error) {
+	msgs := m.Messages
 	if len(msgs) == 0 {
 		return nil, invalid("messages is empty: send 1 to %d messages", MaxBatch)
 	}
 	if len(msgs) > MaxBatch {
 		return nil, invalid("batch of %d messages; at most %d per ScheduleBatch (split it)", len(msgs), MaxBatch)
 	}
-	reqs, cerr := s.requests(make([]engine.Request, 0, len(msgs)), msgs, s.eng.Now())
-	if cerr != nil {
-		return nil, cerr
-	}
-	ids, err := s.schedule(ctx, reqs)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(scheduleBatchResponse(ids)), nil
+	return s.requests(make([]engine.Request, 0, len(msgs)), msgs, now)
 }
 
 // scheduleBatchResponse answers a batch with a few allocations instead of
@@ -113,13 +125,13 @@ func scheduleResponse(id message.ID) *hourglassv1.ScheduleResponse {
 	return &hourglassv1.ScheduleResponse{Id: id.String(), DeliverAt: timestamppb.New(id.Time())}
 }
 
-// Cancel implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Cancel(ctx context.Context, req *connect.Request[hourglassv1.CancelRequest]) (*connect.Response[hourglassv1.CancelResponse], error) {
-	id, cerr := parseID("id", req.Msg.Id)
-	if cerr != nil {
-		return nil, cerr
+// cancel serves Cancel.
+func (s *Server) cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+	id, err := parseID("id", m.Id)
+	if err != nil {
+		return nil, err
 	}
-	res, err := s.eng.Cancel(ctx, id, req.Header().Get(ForwardedHeader) != "")
+	res, err := s.eng.Cancel(ctx, id, infoOf(ctx).forwarded)
 	if err != nil {
 		return nil, serverError(err)
 	}
@@ -133,11 +145,11 @@ func (s *Server) Cancel(ctx context.Context, req *connect.Request[hourglassv1.Ca
 	default:
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 // receiveArgs checks the common arguments of Receive and ReceiveStream.
-func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (int, time.Duration, *connect.Error) {
+func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (int, time.Duration, error) {
 	if err := checkTopic("", topic); err != nil {
 		return 0, 0, err
 	}
@@ -154,9 +166,8 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 	return n, time.Duration(leaseMs) * time.Millisecond, nil
 }
 
-// Receive implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
-	m := req.Msg
+// receive serves Receive.
+func (s *Server) receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -170,42 +181,51 @@ func (s *Server) Receive(ctx context.Context, req *connect.Request[hourglassv1.R
 	if m.WaitMs < 0 || m.WaitMs > MaxWait.Milliseconds() {
 		return nil, invalid("wait_ms %d: from 0 to %d (%s)", m.WaitMs, MaxWait.Milliseconds(), MaxWait)
 	}
+	wait := time.Duration(m.WaitMs) * time.Millisecond
+	if wait > 0 {
+		// Only a call that waits is a long poll, counted against the limits.
+		release, err := s.limits.acquire(infoOf(ctx).conn, "long polls and streams")
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
-	msgs, err := s.q.Receive(pctx, m.Topic, n, time.Duration(m.WaitMs)*time.Millisecond, lease)
+	msgs, err := s.q.Receive(pctx, m.Topic, n, wait, lease)
 	if err != nil {
 		if ctx.Err() == nil && s.polls.Err() != nil && len(msgs) == 0 {
 			// Shutting down: the poll ends empty, as if its wait had passed.
-			return connect.NewResponse(&hourglassv1.ReceiveResponse{}), nil
+			return &hourglassv1.ReceiveResponse{}, nil
 		}
 		return nil, serverError(err)
 	}
-	return connect.NewResponse(&hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}), nil
+	return &hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}, nil
 }
 
 // receivable refuses Receive of a topic the queue never gets messages of:
 // with an external sink only dead-letter topics.
-func (s *Server) receivable(topic string) *connect.Error {
+func (s *Server) receivable(topic string) error {
 	if s.opts.ExternalSink == "" || strings.HasSuffix(topic, queue.DLQSuffix) {
 		return nil
 	}
-	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(
+	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
 		"topic %q: this server delivers due messages to its %s sink (serve --sink %s), not to Receive; only dead-letter topics (%s%s) can be received",
 		topic, s.opts.ExternalSink, s.opts.ExternalSink, topic, queue.DLQSuffix))
 }
 
 // noQueue refuses the built-in queue's RPCs in cluster mode.
-func (s *Server) noQueue() *connect.Error {
+func (s *Server) noQueue() error {
 	if s.q != nil {
 		return nil
 	}
-	return connect.NewError(connect.CodeFailedPrecondition, errors.New(
-		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack"))
+	return status.Error(codes.FailedPrecondition,
+		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack")
 }
 
-// ReceiveStream implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourglassv1.ReceiveStreamRequest], stream *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
-	m := req.Msg
+// receiveStream serves ReceiveStream: send delivers one response, and
+// send(nil) the response headers alone.
+func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStreamRequest, send func(*hourglassv1.ReceiveStreamResponse) error) error {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -215,6 +235,17 @@ func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourgla
 	}
 	if cerr != nil {
 		return cerr
+	}
+	release, err := s.limits.acquire(infoOf(ctx).conn, "long polls and streams")
+	if err != nil {
+		return err
+	}
+	defer release()
+	// The stream is open: say so now, not with the first message, which
+	// may be far off (a Connect client waits in the call for the headers,
+	// and so does a proxy with a timeout on them).
+	if err := send(nil); err != nil {
+		return err
 	}
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
@@ -231,7 +262,7 @@ func (s *Server) ReceiveStream(ctx context.Context, req *connect.Request[hourgla
 		}
 		// A message leased here that fails to reach the caller is handed
 		// out again when its lease ends.
-		if err := stream.Send(&hourglassv1.ReceiveStreamResponse{Messages: toMessages(msgs)}); err != nil {
+		if err := send(&hourglassv1.ReceiveStreamResponse{Messages: toMessages(msgs)}); err != nil {
 			return err
 		}
 	}
@@ -279,7 +310,7 @@ func toMessages(msgs []queue.Message) []*hourglassv1.Message {
 }
 
 // settleTarget checks the topic and the id or receipt of Ack and Nack.
-func settleTarget(topic, id, receipt string) (message.ID, *connect.Error) {
+func settleTarget(topic, id, receipt string) (message.ID, error) {
 	if err := checkTopic("", topic); err != nil {
 		return message.ID{}, err
 	}
@@ -292,9 +323,8 @@ func settleTarget(topic, id, receipt string) (message.ID, *connect.Error) {
 	return parseID("id", id)
 }
 
-// Ack implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
-	m := req.Msg
+// ack serves Ack.
+func (s *Server) ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -311,39 +341,42 @@ func (s *Server) Ack(ctx context.Context, req *connect.Request[hourglassv1.AckRe
 	if err != nil {
 		return nil, serverError(err)
 	}
-	return connect.NewResponse(&hourglassv1.AckResponse{}), nil
+	return &hourglassv1.AckResponse{}, nil
 }
 
-// AckBatch implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) AckBatch(ctx context.Context, req *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
-	m := req.Msg
+// ackBatch serves AckBatch.
+func (s *Server) ackBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
 	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
 	}
 	if err := s.noQueue(); err != nil {
 		return nil, err
 	}
-	if len(m.Receipts) == 0 || len(m.Receipts) > queue.MaxAckBatch {
-		return nil, invalid("%d receipts: send 1 to %d per AckBatch", len(m.Receipts), queue.MaxAckBatch)
+	if len(m.Receipts) == 0 || len(m.Receipts) > MaxAckBatch {
+		return nil, invalid("%d receipts: send 1 to %d per AckBatch", len(m.Receipts), MaxAckBatch)
 	}
 	res, err := s.q.AckBatch(ctx, m.Topic, m.Receipts)
 	if err != nil {
 		return nil, serverError(err)
 	}
-	out := &hourglassv1.AckBatchResponse{Results: make([]*hourglassv1.AckResult, len(res))}
+	return &hourglassv1.AckBatchResponse{Results: ackResults(res)}, nil
+}
+
+// ackResults turns the queue's per-receipt errors into results.
+func ackResults(res []error) []*hourglassv1.AckResult {
+	out := make([]*hourglassv1.AckResult, len(res))
 	for i, e := range res {
 		r := &hourglassv1.AckResult{Acked: e == nil}
 		if e != nil {
-			r.Error = e.Error()
+			r.Error = trimPkg(e.Error())
 		}
-		out.Results[i] = r
+		out[i] = r
 	}
-	return connect.NewResponse(out), nil
+	return out
 }
 
-// Nack implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
-	m := req.Msg
+// nack serves Nack.
+func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -351,11 +384,10 @@ func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.Nack
 	if cerr != nil {
 		return nil, cerr
 	}
-	if m.DelayMs < 0 || m.DelayMs > s.opts.MaxDelay.Milliseconds() {
-		return nil, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", m.DelayMs, s.opts.MaxDelay.Milliseconds(), FormatDuration(s.opts.MaxDelay))
+	delay, err := s.nackDelay(m.DelayMs)
+	if err != nil {
+		return nil, err
 	}
-	delay := time.Duration(m.DelayMs) * time.Millisecond
-	var err error
 	if m.Receipt != "" {
 		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, delay)
 	} else {
@@ -364,16 +396,24 @@ func (s *Server) Nack(ctx context.Context, req *connect.Request[hourglassv1.Nack
 	if err != nil {
 		return nil, serverError(err)
 	}
-	return connect.NewResponse(&hourglassv1.NackResponse{}), nil
+	return &hourglassv1.NackResponse{}, nil
 }
 
-// Time implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Time(ctx context.Context, req *connect.Request[hourglassv1.TimeRequest]) (*connect.Response[hourglassv1.TimeResponse], error) {
-	return connect.NewResponse(&hourglassv1.TimeResponse{Now: timestamppb.New(s.eng.Now())}), nil
+// nackDelay checks a Nack's delay_ms.
+func (s *Server) nackDelay(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > s.opts.MaxDelay.Milliseconds() {
+		return 0, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), FormatDuration(s.opts.MaxDelay))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// Stats implements hourglassv1connect.HourglassServiceHandler.
-func (s *Server) Stats(ctx context.Context, req *connect.Request[hourglassv1.StatsRequest]) (*connect.Response[hourglassv1.StatsResponse], error) {
+// time serves Time.
+func (s *Server) time(context.Context, *hourglassv1.TimeRequest) (*hourglassv1.TimeResponse, error) {
+	return &hourglassv1.TimeResponse{Now: timestamppb.New(s.eng.Now())}, nil
+}
+
+// stats serves Stats.
+func (s *Server) stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourglassv1.StatsResponse, error) {
 	now := s.eng.Now()
 	es := s.eng.Stats()
 	out := &hourglassv1.StatsResponse{
@@ -387,7 +427,7 @@ func (s *Server) Stats(ctx context.Context, req *connect.Request[hourglassv1.Sta
 		Lateness: s.metrics.recent.summary(),
 	}
 	if s.q == nil {
-		return connect.NewResponse(out), nil
+		return out, nil
 	}
 	for _, t := range s.metrics.topics(s.q.Stats()) {
 		out.Topics = append(out.Topics, &hourglassv1.TopicStats{
@@ -406,5 +446,5 @@ func (s *Server) Stats(ctx context.Context, req *connect.Request[hourglassv1.Sta
 			Pending: b.count, Approximate: b.approx,
 		})
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }

@@ -1,25 +1,27 @@
-// Package server is Hourglass's network API: the connect-go handlers of
-// hourglass.v1.HourglassService over an engine and its built-in queue,
-// plus /healthz, /readyz and /metrics.
+// Package server is Hourglass's network API: hourglass.v1.HourglassService
+// over an engine and its built-in queue (or a cluster node), plus
+// /healthz, /readyz and /metrics.
 //
-// The same handler speaks gRPC, gRPC-Web and Connect (binary or JSON,
-// HTTP/1.1 or HTTP/2); Serve adds plain-text HTTP/2 (h2c) so that gRPC
-// clients reach it without TLS.
+// One protocol-neutral implementation (rpc.go, streams.go) answers every
+// call; grpc.go serves it as native gRPC on grpc-go, connect.go as
+// Connect, Connect-JSON and gRPC-Web on connect-go. Serve (listen.go) puts
+// both on one listener: HTTP/2 connections go to grpc-go, HTTP/1.1
+// connections to net/http.
 //
 // Guarantees:
 //   - A request the server cannot accept fails with InvalidArgument and a
-//     message naming the field, what was wrong, and what is allowed.
+//     message naming the field, what was wrong, and what is allowed; JSON
+//     with a field the schema does not name is refused the same way.
 //     Nothing of a rejected Schedule or ScheduleBatch is stored: every
 //     message of a batch is checked before the batch is handed, whole, to
 //     the engine's atomic ScheduleBatch.
 //   - With a token set, every RPC and /metrics need "Authorization: Bearer
-//     <token>"; /healthz and /readyz stay open.
-//   - BeginShutdown ends long polls and streams, so that an
-//     http.Server.Shutdown that follows finishes promptly.
-//   - Schedule and ScheduleBatch in Connect's binary protocol, what
-//     package client sends, are served on a path of their own (fast.go)
-//     with the same checks and byte for byte the same answers as
-//     connect-go's handler, at a fraction of its CPU.
+//     <token>"; /healthz, /readyz and grpc.health.v1 stay open.
+//   - Conditions a client should retry later answer Unavailable or
+//     ResourceExhausted, never Internal: shutting down, a full disk, too
+//     many open files, a limit on long polls, streams or request size.
+//   - BeginShutdown ends long polls and streams, so that a Shutdown that
+//     follows finishes promptly.
 package server
 
 import (
@@ -33,12 +35,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/health"
 
 	"github.com/hourglassmq/hourglass/engine"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
-	"github.com/hourglassmq/hourglass/internal/wirecodec"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -50,6 +50,9 @@ const (
 	// MaxReceive is the most messages one Receive (or one ReceiveStream
 	// response) may ask for.
 	MaxReceive = 1000
+	// MaxAckBatch is the most receipts one AckBatch may hold, and the
+	// most acks (and nacks) of one Consume settle.
+	MaxAckBatch = 1000
 	// MaxWait is the longest long poll one Receive may ask for.
 	MaxWait = 5 * time.Minute
 	// MaxHeaderBytes bounds the keys and values of one message's headers
@@ -109,15 +112,46 @@ type Options struct {
 	// Receive, Ack and Nack are refused (consumers read the delivery
 	// stream).
 	Cluster Cluster
+	// MaxRequestBytes bounds one request message after decompression, on
+	// every protocol; default the larger of DefaultMaxRequestBytes and
+	// one message of MaxBody with its headers. A larger request is
+	// refused with ResourceExhausted.
+	MaxRequestBytes int
+	// MaxStreams bounds the long polls (Receive with a wait), ReceiveStream
+	// and Consume streams and ScheduleStreams open at once on the whole
+	// server; default DefaultMaxStreams. One more is refused with
+	// ResourceExhausted naming the limit.
+	MaxStreams int
+	// MaxStreamsPerConn is MaxStreams for one client connection; default
+	// DefaultMaxStreamsPerConn.
+	MaxStreamsPerConn int
+	// CORSOrigins are the browser origins ("https://console.example.com",
+	// or "*") allowed to call the API from a page, for Connect and
+	// gRPC-Web; empty (the default) sends no CORS headers.
+	CORSOrigins []string
+	// IdleTimeout closes a client connection with no call in flight after
+	// this long; default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// HeaderTimeout bounds the reading of a request's head (and of an
+	// HTTP/2 connection's preface); default DefaultHeaderTimeout.
+	HeaderTimeout time.Duration
+	// BodyTimeout bounds the reading of an HTTP/1.1 request's body;
+	// default DefaultBodyTimeout.
+	BodyTimeout time.Duration
 }
+
+// Defaults of Options.
+const (
+	DefaultMaxRequestBytes   = 8 << 20
+	DefaultMaxStreams        = 10_000
+	DefaultMaxStreamsPerConn = 100
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultHeaderTimeout     = 10 * time.Second
+	DefaultBodyTimeout       = time.Minute
+)
 
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
-	// loopHTTP serves the connection loop's httpCalls (loophttp.go), made once.
-	loopHTTPOnce sync.Once
-	loopHTTP     http.Handler
-	hourglassv1connect.UnimplementedHourglassServiceHandler
-
 	opts    Options
 	eng     core
 	q       *queue.Queue
@@ -131,10 +165,14 @@ type Server struct {
 	// pollsActive counts Receive and ReceiveStream calls in progress.
 	pollsActive atomic.Int64
 	levelsText  string // "1=1s 2=5s ..." for error messages
-	// lastTopic is the topic string the fast path made last (topicString).
-	lastTopic atomic.Pointer[string]
-	// fastServed counts the calls the fast path answered (for tests).
-	fastServed atomic.Int64
+	limits      *limiter
+
+	// Set by Serve.
+	serving atomic.Pointer[serving]
+
+	healthMu sync.Mutex
+	health   []*health.Server // guarded by healthMu: those of GRPCServer
+
 }
 
 // New returns a Server over opts.Engine and opts.Queue.
@@ -175,7 +213,36 @@ func New(opts Options) (*Server, error) {
 	if opts.Metrics == nil {
 		opts.Metrics = NewMetrics()
 	}
-	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics}
+	if opts.MaxRequestBytes == 0 {
+		opts.MaxRequestBytes = max(DefaultMaxRequestBytes, opts.MaxBody+MaxHeaderBytes+(64<<10))
+	}
+	if opts.MaxRequestBytes < opts.MaxBody+MaxHeaderBytes {
+		return nil, fmt.Errorf("server: max request %s: at least one message of the max body %s with its headers (%s)",
+			FormatSize(int64(opts.MaxRequestBytes)), FormatSize(int64(opts.MaxBody)), FormatSize(int64(opts.MaxBody+MaxHeaderBytes)))
+	}
+	if opts.MaxStreams == 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
+	if opts.MaxStreamsPerConn == 0 {
+		opts.MaxStreamsPerConn = DefaultMaxStreamsPerConn
+	}
+	if opts.MaxStreams < 1 || opts.MaxStreamsPerConn < 1 {
+		return nil, fmt.Errorf("server: max streams %d, per connection %d: each at least 1", opts.MaxStreams, opts.MaxStreamsPerConn)
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.HeaderTimeout == 0 {
+		opts.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
+	if opts.IdleTimeout < 0 || opts.HeaderTimeout < 0 || opts.BodyTimeout < 0 {
+		return nil, errors.New("server: idle, header and body timeouts must be positive (0 means the default)")
+	}
+	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
+		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn)}
 	if opts.Cluster != nil {
 		s.eng = opts.Cluster
 	} else {
@@ -187,28 +254,15 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler of the whole API: the connect service
-// under /hourglass.v1.HourglassService/ (Schedule and ScheduleBatch in
-// Connect's binary protocol on a path of their own, fast.go), and
-// /healthz, /readyz, /metrics.
+// Handler returns the HTTP handler of the whole API on net/http: the
+// Connect, Connect-JSON and gRPC-Web service under
+// /hourglass.v1.HourglassService/, and /healthz, /readyz, /metrics (and
+// /debug/pprof/ with Options.Pprof), behind CORS when Options.CORSOrigins
+// is set. Serve serves it on HTTP/1.1 connections; native gRPC is
+// GRPCServer's.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	path, h := hourglassv1connect.NewHourglassServiceHandler(s,
-		authGate(s.opts.AuthToken),
-		connect.WithInterceptors(newLogInterceptor(s.log)),
-		connect.WithReadMaxBytes(s.readMaxBytes()),
-		// The standard protobuf codec, with a decoder of the common
-		// ScheduleBatchRequest that allocates per batch, not per message.
-		connect.WithCodec(wirecodec.Codec{}),
-		// Compressing small responses costs more CPU than it saves, above
-		// all on loopback: a profile under ScheduleBatch load showed a
-		// tenth of the server's CPU resetting gzip writers.
-		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
-			s.log.Error("server: panic in handler", "procedure", spec.Procedure, "panic", fmt.Sprint(p))
-			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-		}),
-	)
+	path, h := s.connectHandler()
 	mux.Handle(path, h)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -224,53 +278,61 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("GET /debug/pprof/symbol", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Symbol)))
 		mux.Handle("GET /debug/pprof/trace", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Trace)))
 	}
-	return &front{s: s, connect: h, mux: mux}
-}
-
-// readMaxBytes bounds one request message: room for a batch of bodies of
-// the largest allowed size, up to 64 MiB, and at least one whole message.
-func (s *Server) readMaxBytes() int {
-	return max(64<<20, s.opts.MaxBody+MaxHeaderBytes+(1<<20))
+	return s.withCORS(bodyDeadline(s.opts.BodyTimeout, s.opts.MaxRequestBytes+(64<<10), mux))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.shutting.Load() {
+	if why := s.notReady(); why != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, "shutting down")
+		fmt.Fprintln(w, why)
 		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// notReady says why the server is not ready, or "" when it is.
+func (s *Server) notReady() string {
+	if s.shutting.Load() {
+		return "shutting down"
 	}
 	select {
 	case <-s.eng.Ready():
-		fmt.Fprintln(w, "ready")
+		return ""
 	default:
-		w.WriteHeader(http.StatusServiceUnavailable)
 		if s.opts.Cluster != nil {
-			fmt.Fprintln(w, "joining the cluster: connecting and taking partitions")
-			return
+			return "joining the cluster: connecting and taking partitions"
 		}
-		fmt.Fprintln(w, "recovering: loading the due buckets")
+		return "recovering: loading the due buckets"
 	}
 }
 
-// BeginShutdown makes /readyz answer 503 and ends every long poll and
-// stream (a Receive then answers with what it has, possibly nothing).
-// Call it before http.Server.Shutdown, which waits for them otherwise.
+// BeginShutdown makes /readyz answer 503 and grpc.health.v1 NOT_SERVING,
+// and ends every long poll and stream (a Receive then answers with what
+// it has, possibly nothing). Call it before http.Server.Shutdown, which
+// waits for them otherwise.
 func (s *Server) BeginShutdown() {
 	s.shutting.Store(true)
+	s.healthMu.Lock()
+	for _, hs := range s.health {
+		hs.Shutdown() // NOT_SERVING from now on
+	}
+	s.healthMu.Unlock()
 	s.stopPolls()
 }
 
-// pollContext returns ctx, cancelled also by BeginShutdown.
+// pollContext returns ctx, cancelled also by BeginShutdown. Its cancel
+// may be called more than once (Consume's reader and its handler both do).
 func (s *Server) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(s.polls, cancel)
 	s.pollsActive.Add(1)
-	return ctx, func() { stop(); cancel(); s.pollsActive.Add(-1) }
+	var once sync.Once
+	return ctx, func() { once.Do(func() { stop(); cancel(); s.pollsActive.Add(-1) }) }
 }
 
 // compressMinBytes is the smallest response the server gzips when a client
-// accepts it.
+// accepts it: compressing small responses costs more CPU than it saves.
 const compressMinBytes = 64 << 10
 
 // Metrics returns the server's metrics.

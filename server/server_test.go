@@ -39,6 +39,25 @@ func newTestServer(t testing.TB, opts Options, clientOpts ...connect.ClientOptio
 // clock now (nil: the real one).
 func newTestServerClock(t testing.TB, opts Options, now func() time.Time, clientOpts ...connect.ClientOption) *testServer {
 	t.Helper()
+	eng := newBackend(t, &opts, now)
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.BeginShutdown()
+		hs.Close()
+	})
+	return &testServer{srv: srv, eng: eng, http: hs, client: hourglassv1connect.NewHourglassServiceClient(hs.Client(), hs.URL, clientOpts...)}
+}
+
+// newBackend opens a fresh engine and queue (fsync none, clock now or the
+// real one when nil, at most 2 attempts) and fills opts.Engine, Queue,
+// Metrics, DataDir and SegmentDuration. They are closed when the test
+// ends, after whatever cleanup is registered later.
+func newBackend(t testing.TB, opts *Options, now func() time.Time) *engine.Engine {
+	t.Helper()
 	dir := t.TempDir()
 	q, err := queue.Open(queue.Options{Dir: QueueDir(dir), Fsync: commitlog.SyncNone, MaxAttempts: 2, Now: now})
 	if err != nil {
@@ -51,15 +70,7 @@ func newTestServerClock(t testing.TB, opts Options, now func() time.Time, client
 		t.Fatal(err)
 	}
 	q.SetReschedule(eng.Schedule)
-	opts.Engine, opts.Queue, opts.Metrics, opts.DataDir, opts.SegmentDuration = eng, q, m, dir, 2*time.Second
-	srv, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
-		srv.BeginShutdown()
-		hs.Close()
 		if err := eng.Close(); err != nil && !errors.Is(err, engine.ErrClosed) {
 			t.Error(err)
 		}
@@ -67,7 +78,8 @@ func newTestServerClock(t testing.TB, opts Options, now func() time.Time, client
 			t.Error(err)
 		}
 	})
-	return &testServer{srv: srv, eng: eng, http: hs, client: hourglassv1connect.NewHourglassServiceClient(hs.Client(), hs.URL, clientOpts...)}
+	opts.Engine, opts.Queue, opts.Metrics, opts.DataDir, opts.SegmentDuration = eng, q, m, dir, 2*time.Second
+	return eng
 }
 
 func wantCode(t *testing.T, what string, err error, code connect.Code, msgs ...string) {

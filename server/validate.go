@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
@@ -16,8 +18,8 @@ import (
 )
 
 // invalid returns an InvalidArgument error with a formatted message.
-func invalid(format string, args ...any) *connect.Error {
-	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
 // field prefixes a message with the field it is about: "messages[3]: ".
@@ -38,7 +40,7 @@ func trimPkg(s string) string {
 }
 
 // checkTopic applies the queue's topic rule.
-func checkTopic(prefix, topic string) *connect.Error {
+func checkTopic(prefix, topic string) error {
 	if err := queue.ValidateTopic(topic); err != nil {
 		return invalid("%s", field(prefix, "topic: "+trimPkg(err.Error())))
 	}
@@ -46,7 +48,7 @@ func checkTopic(prefix, topic string) *connect.Error {
 }
 
 // parseID parses a message ID field.
-func parseID(name, s string) (message.ID, *connect.Error) {
+func parseID(name, s string) (message.ID, error) {
 	if s == "" {
 		return message.ID{}, invalid("%s is empty: want the 32 hex digits Schedule returned", name)
 	}
@@ -72,7 +74,7 @@ func levelsText(levels []time.Duration) string {
 // requests checks the messages of a ScheduleBatch and appends their
 // engine requests to dst. A topic is checked once for a run of messages
 // with the same one. The error names the message it is about.
-func (s *Server) requests(dst []engine.Request, msgs []*hourglassv1.ScheduleRequest, now time.Time) ([]engine.Request, *connect.Error) {
+func (s *Server) requests(dst []engine.Request, msgs []*hourglassv1.ScheduleRequest, now time.Time) ([]engine.Request, error) {
 	for i, m := range msgs {
 		topicOK := i > 0 && m != nil && msgs[i-1] != nil && m.Topic == msgs[i-1].Topic
 		dst = append(dst, engine.Request{})
@@ -90,7 +92,7 @@ func (s *Server) requests(dst []engine.Request, msgs []*hourglassv1.ScheduleRequ
 // now is the server's clock, for the max-delay check of absolute times
 // (the engine checks again against its own clock). topicOK says that
 // m.Topic passed checkTopic already. It fills req, which must be zero.
-func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time, topicOK bool, req *engine.Request) *connect.Error {
+func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time.Time, topicOK bool, req *engine.Request) error {
 	if m == nil {
 		return invalid("%s", field(prefix, "message is null"))
 	}
@@ -166,7 +168,7 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	return nil
 }
 
-// scheduleError turns an engine error into a connect error.
+// scheduleError turns an engine error into an API error.
 func scheduleError(err error) error {
 	switch {
 	case errors.Is(err, engine.ErrTooFar), errors.Is(err, engine.ErrInvalid):
@@ -175,23 +177,44 @@ func scheduleError(err error) error {
 	return serverError(err)
 }
 
-// serverError classifies an error the caller did not cause.
+// serverError classifies an error the caller did not cause, so that a
+// client can tell what to do: retry later (Unavailable,
+// ResourceExhausted), fix the request (InvalidArgument), or look at the
+// state (FailedPrecondition). Internal is left for what nobody can act on.
 func serverError(err error) error {
-	var ce *connect.Error
+	if _, ok := status.FromError(err); ok && err != nil {
+		return err
+	}
 	switch {
-	case errors.As(err, &ce):
-		return ce
 	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
+		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, queue.ErrClosed):
-		return connect.NewError(connect.CodeUnavailable, errors.New("the server is shutting down"))
+		return status.Error(codes.Unavailable, "the server is shutting down: retry on another node or after it restarts")
 	case errors.Is(err, engine.ErrTooFar), errors.Is(err, engine.ErrInvalid),
 		errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrInvalidTopic):
 		return invalid("%s", trimPkg(err.Error()))
 	case errors.Is(err, queue.ErrNotLeased):
-		return connect.NewError(connect.CodeFailedPrecondition, errors.New(trimPkg(err.Error())))
+		return status.Error(codes.FailedPrecondition, trimPkg(err.Error()))
 	}
-	return connect.NewError(connect.CodeInternal, err)
+	if code, why := resourceError(err); code != codes.OK {
+		return status.Error(code, why+": "+err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// resourceError classifies the operating system's errors that go away by
+// themselves or by an operator's hand (a full disk, a descriptor limit, a
+// failing device), which a client should retry later.
+func resourceError(err error) (codes.Code, string) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return codes.ResourceExhausted, "the server's disk is full; retry once space is freed"
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return codes.ResourceExhausted, "the server has too many open files; retry later"
+	case errors.Is(err, syscall.EIO), errors.Is(err, syscall.EROFS):
+		return codes.Unavailable, "the server's storage is failing; retry later or on another node"
+	}
+	return codes.OK, ""
 }

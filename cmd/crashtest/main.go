@@ -20,11 +20,19 @@ const description = `Builds ./cmd/hourglass, starts it on 127.0.0.1 in a tempora
 short schedule buckets, and runs cycles: producers schedule messages (relative
 delays, absolute times in the past, on bucket edges and far ahead, delay levels)
 and cancel some; consumers receive, ack most, nack some with a delay and let some
-leases run out; at a random moment (anywhere, on a bucket boundary, at a preload)
-the server is killed with SIGKILL, or one time in five stopped with SIGTERM; with
---corrupt-tail the active files' tails are then torn; the server is restarted on
-the same directory. At the end every message is drained and checked against what
-the RPCs answered:
+leases run out; at a random moment (anywhere, on a bucket boundary, at a preload,
+or in the middle of a ScheduleStream burst) the server is killed with SIGKILL, or
+one time in five stopped with SIGTERM; with --corrupt-tail the active files' tails
+are then torn; the server is restarted on the same directory. At the end every
+message is drained and checked against what the RPCs answered.
+
+Every call picks its protocol with the seed: unary Connect on HTTP/1.1 or unary
+gRPC on HTTP/2 (Schedule, ScheduleBatch, Cancel, Receive, Ack, Nack), or a
+stream of the producers' or consumers' shared HTTP/2 connection: bursts of 2-8
+messages and batches on one ScheduleStream, all sent before the first answer
+(a request not answered before the stream broke is in doubt, never OK), and
+Consume streams with credits and settles (an ack whose Settled result says acked
+is a durable ack; a settle whose answer was lost is in doubt). The checks:
 
   - every Schedule answered OK was delivered and acked, unless a Cancel answered
     "cancelled"; a message answered "cancelled" is never delivered;
@@ -54,9 +62,9 @@ CLUSTER MODE (--cluster): the same per-message checks against a cluster. It
 starts a 3-node nats-server cluster (built from go.mod's nats-server and cached;
 internal/natscluster) and 3 hourglass nodes (serve --cluster, each its own data
 directory and port, --lease-ttl and --partitions as given). Producers send
-Schedules with idempotency keys round-robin over the live nodes (a node that
-refuses the connection is skipped; a call in doubt is retried on another node)
-and Cancel some. Deliveries are read from the JetStream delivery stream
+Schedules with idempotency keys (unary Connect) round-robin over the live nodes
+(a node that refuses the connection is skipped; a call in doubt is retried on
+another node) and Cancel some. Deliveries are read from the JetStream delivery stream
 (HOURGLASS, subjects hourglass.<topic>) with a durable consumer instead of
 Receive/Ack. Each cycle SIGKILLs one hourglass node (6 times in 10) or one NATS
 node (never two NATS nodes down: what was killed restarts at the next cycle)
@@ -93,7 +101,7 @@ func main() {
 			&cli.BoolFlag{Name: "corrupt-tail", Usage: "after each SIGKILL tear the tails of the active files (under always: only torn appends; otherwise also cut the last record, and report the losses it explains)"},
 			&cli.IntFlag{Name: "producers", Value: crashtest.DefaultProducers, Usage: "concurrent producers"},
 			&cli.IntFlag{Name: "consumers", Value: crashtest.DefaultConsumers, Usage: "concurrent consumers"},
-			&cli.IntFlag{Name: "rate", Value: crashtest.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, or a Cancel)"},
+			&cli.IntFlag{Name: "rate", Value: crashtest.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, or a Cancel)"},
 			&cli.IntFlag{Name: "poison-percent", Value: crashtest.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
 			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume the delivery stream; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: crashtest.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},

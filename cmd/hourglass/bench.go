@@ -157,62 +157,74 @@ func runBenchEngine(c *cli.Context) error {
 	return err
 }
 
-const benchServerDescription = `Drives a running server over the network (Connect over HTTP/1.1, one
-connection per client kept alive, or --conns shared ones) and prints a table to stdout (with --json,
-also one JSON object as the last line, with the same keys as bench engine, 0
-where a key does not apply). Each run uses a fresh topic unless --topic is
-given, so runs do not interfere.
+const benchServerDescription = `Drives a running server over the network and prints a table to stdout
+(with --json, also one JSON object as the last line, with the same keys as
+bench engine, 0 where a key does not apply). Each run uses a fresh topic
+unless --topic is given, so runs do not interfere.
 
 The load generator runs with Go's GC percent at 400 (unless GOGC is set):
 it shares the machine with the server, and with the default its garbage
 collector took a quarter of the client's CPU (docs/BENCHMARKS.md). The
 server keeps its own settings.
 
+Protocols (--protocol; the server serves them all on its one port):
+  grpc      native gRPC (grpc-go's generated client): unary calls from all
+            the clients on one HTTP/2 connection per server (h2c for
+            http://). The default.
+  connect   Connect's protocol, binary protobuf (connect-go's generated
+            client) over HTTP/1.1 with Go's default transport: a connection
+            per call in flight, kept alive, as curl and browsers call.
+  stream    the streams: one ScheduleStream per server shared by all the
+            clients, each client waiting for the answer to its own request
+            (so up to --clients requests in flight on it); lateness consumes
+            with the Go client's Consume (a Consume stream per consumer, 100
+            credits, acks sent back on the stream).
+
 Scenarios (N is --messages):
-  batch     N messages (default 1,000,000) in ScheduleBatch calls of --batch
+  batch     N messages (default 1,000,000) in requests of --batch messages
+            (ScheduleBatch calls, or batch requests on the ScheduleStream)
             from --clients goroutines (default 8), due 1h ahead so nothing
-            fires during the run. Headline: schedule_per_sec (target 300,000/s
-            with batches of 100, 256-byte bodies, server at --fsync always).
-  single    N messages (default 100,000) in single Schedule calls from --clients
-            goroutines (default 64), due 1h ahead. Headline: schedule_per_sec
-            (target 20,000/s with 64 clients). Every Schedule is its own call,
-            unless --max-calls N: then the clients share one client.Client
-            with WithMaxCalls(N), which keeps N calls in flight and merges
-            the Schedules that arrive meanwhile into ScheduleBatch calls
-            (calls and merged in the JSON say how many went how).
-            With pipelining: --conns 4 (see below).
-  lateness  N messages (default 20,000) in ScheduleBatch calls, due evenly over
+            fires during the run. Headline: schedule_per_sec (target
+            300,000/s with batches of 100, 256-byte bodies, server at
+            --fsync always).
+  single    N messages (default 100,000) in requests of one message (Schedule
+            calls, or message requests on the ScheduleStream) from --clients
+            goroutines (default 64), each goroutine sending one at a time.
+            Headline: schedule_per_sec (target 20,000/s with 64 clients).
+            Every Schedule is its own call: --max-calls is 0 here, unlike the
+            Go client's default of 2. With --max-calls N (grpc only) the
+            clients share one client.Client per server with WithMaxCalls(N),
+            which keeps N calls in flight and merges the Schedules that
+            arrive meanwhile into ScheduleBatch calls (calls and merged in
+            the JSON say how many went how).
+  lateness  N messages (default 20,000) in requests of --batch, due evenly over
             --window (10s) starting once scheduling is over (1s + N/20,000 s
             after the start, on the server's clock), while --consumers (4)
-            long-poll Receive and Ack. Lateness is the client's receive time,
-            moved to the server's clock by the skew the Time call measured
-            (printed as clock_skew_ms), minus deliverAt. Headline:
-            lateness_p99_ms (target 10 ms); early, lost, duplicates must be 0.
+            receive and ack them: long polls of Receive and AckBatch calls
+            (grpc, connect), or Consume streams (stream); over HTTP/2, 64
+            consumers share a connection. Lateness is the
+            client's receive time, moved to the server's clock by the skew
+            the Time call measured (printed as clock_skew_ms), minus
+            deliverAt. Headline: lateness_p99_ms (target 10 ms); early,
+            lost, duplicates must be 0.
 
 batch and single leave their messages pending on the server (due 1h later,
 on their own topic).
 
-Connections (batch and single): by default every call in flight has an
-HTTP/1.1 connection of its own (64 clients, 64 connections), and each call
-costs a write and a read on each side. With --conns N the clients' calls
-are pipelined over at most N connections per server (client.WithPipelining):
-each call is still its own request with its own answer, but the requests
-queued on a connection while a write is under way leave together in one
-write. The server runs the calls pipelined on a connection concurrently
-and writes the answers that are ready together, so the Schedules of one
-burst share one fsync. --conns 4 suits 64 clients; each connection carries
-at most 64 calls at once. Compare with --conns 0 (docs/BENCHMARKS.md).
-
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and
 fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
-  addr, topic               where the run went
+  addr, protocol, topic     where the run went, and how
   clients, consumers        goroutines scheduling; goroutines receiving
   clock_skew_ms             server clock - client clock (Time with the shortest round trip)
   clock_rtt_ms              that call's round trip
   errors                    failed calls
-  max_calls, calls, merged  --max-calls; the RPCs sent; messages sent in merged ScheduleBatch calls
-  conns                     --conns: connections per server the calls were pipelined over (0: one per call)`
+  end                       as in bench engine, or error: a Schedule failed (the
+                            run stops), or a consumer failed for good
+  max_calls                 --max-calls
+  calls                     the requests the messages went in: Schedule and
+                            ScheduleBatch calls, or ScheduleStream requests
+  merged                    messages the Go client merged into ScheduleBatch calls (--max-calls)`
 
 // loadGenGCPercent is bench server's GC percent: a leaner load generator
 // leaves more of the shared machine to the server it measures.
@@ -223,7 +235,7 @@ func benchServerCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "server",
 		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
-		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness] [--messages N] [--json] [options]",
+		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
@@ -237,20 +249,19 @@ func benchServerCommand() *cli.Command {
 			&cli.IntFlag{Name: "body-size", Value: serverbench.DefaultBodySize,
 				Usage: fmt.Sprintf("`BYTES` per message body, 8 to %d (the first 8 carry the message index)", serverbench.MaxBodySize)},
 			&cli.IntFlag{Name: "batch", Value: serverbench.DefaultBatch,
-				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call (batch, lateness), 1 to %d", serverbench.MaxBatch)},
+				Usage: fmt.Sprintf("`N` messages per request (batch, lateness), 1 to %d", serverbench.MaxBatch)},
 			&cli.IntFlag{Name: "clients", DefaultText: "64 for single, 8 otherwise",
 				Usage: fmt.Sprintf("`N`umber of goroutines scheduling concurrently, 1 to %d", serverbench.MaxClients)},
 			&cli.IntFlag{Name: "max-calls",
-				Usage: "single only: send through the Go client with WithMaxCalls(`N`), merging concurrent Schedules into ScheduleBatch calls beyond N in flight; 0 sends each Schedule as its own call"},
-			&cli.IntFlag{Name: "conns",
-				Usage: fmt.Sprintf("batch and single: pipeline the clients' calls over at most `N` connections per server, 0 to %d; 0 gives each call in flight its own connection (see above)", serverbench.MaxClients)},
+				Usage: "single over grpc only: send through the Go client with WithMaxCalls(`N`), merging concurrent Schedules into ScheduleBatch calls beyond N in flight; 0 (the default here, unlike the Go client's 2) sends each Schedule as its own call"},
 			&cli.StringFlag{Name: "cpuprofile",
 				Usage: "write the load generator's CPU profile to `FILE` (go tool pprof FILE); the server's is at /debug/pprof/profile with serve --pprof"},
 			&cli.StringFlag{Name: "protocol", Value: serverbench.DefaultProtocol,
-				Usage: "`PROTOCOL` of the clients: connect (Connect's protocol over HTTP/1.1, a connection per call in flight, like curl) " +
-					"or grpc (gRPC over one HTTP/2 connection, h2c for http://, like gRPC clients)"},
+				Usage: "`PROTOCOL` of the clients: grpc (unary gRPC calls on one HTTP/2 connection per server, h2c for http://), " +
+					"connect (Connect over HTTP/1.1, a connection per call in flight, like curl) " +
+					"or stream (one ScheduleStream per server; Consume streams for lateness); see above"},
 			&cli.IntFlag{Name: "consumers", Value: serverbench.DefaultConsumers,
-				Usage: fmt.Sprintf("lateness only: `N`umber of goroutines long-polling Receive, 1 to %d", serverbench.MaxConsumers)},
+				Usage: fmt.Sprintf("lateness only: `N`umber of consumers (long polls of Receive, or Consume streams), 1 to %d", serverbench.MaxConsumers)},
 			&cli.DurationFlag{Name: "window", Value: serverbench.DefaultWindow,
 				Usage: "lateness only: the span the due times are spread over, a `DURATION` from 1ms to 24h"},
 			&cli.StringFlag{Name: "topic", DefaultText: "a fresh topic per run, bench-SCENARIO-TIME-RANDOM",
@@ -286,7 +297,6 @@ func runBenchServer(c *cli.Context) error {
 		Topic:     c.String("topic"),
 		Protocol:  c.String("protocol"),
 		MaxCalls:  c.Int("max-calls"),
-		Conns:     c.Int("conns"),
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{

@@ -32,7 +32,11 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	if !strings.HasPrefix(addr, "http://") && !strings.HasPrefix(addr, "https://") {
 		return nil, commandError(c, "--addr %q: want a URL starting with http:// or https://, such as %s", addr, client.DefaultAddr)
 	}
-	return client.New(addr, client.WithToken(c.String("token"))), nil
+	cl, err := client.New(addr, client.WithToken(c.String("token")))
+	if err != nil {
+		return nil, commandError(c, "--addr %q: %v", addr, err)
+	}
+	return cl, nil
 }
 
 const exitCodes = `
@@ -48,7 +52,7 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "schedule messages on a running server and print their IDs",
-		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N) [--body TEXT] [--count N]",
+		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT] [--count N]",
 		Description: `Schedules --count messages (default 1) with the same --topic, --body and time,
 and prints each message's ID (32 hex digits) on its own line, in order.
 
@@ -57,7 +61,9 @@ The time is exactly one of:
   --at TIME      an absolute RFC 3339 time: 2030-01-02T09:00:00Z (past = now)
   --level N      a RocketMQ-style delay level of the server's --delay-levels
                  (by default 1=1s 2=5s 3=10s 4=30s 5=1m ... 18=2h)
---delay 0 delivers at once.
+  --now          due at once (the same as --delay 0)
+A message that names no time is due at once, so send refuses one without
+any of these: a forgotten flag must not mean "deliver now".
 
 With --count above 1 the messages go through the client's batching producer
 (ScheduleBatch, up to 100 per call).
@@ -69,6 +75,7 @@ With --count above 1 the messages go through the client's batching producer
 			&cli.StringFlag{Name: "delay", Usage: "deliver after this `DURATION` (ms, s, m, h, d, y)"},
 			&cli.StringFlag{Name: "at", Usage: "deliver at this `TIME` (RFC 3339, such as 2030-01-02T09:00:00Z)"},
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
+			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
 			&cli.StringFlag{Name: "body", Usage: "message body `TEXT`"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
 		),
@@ -86,15 +93,19 @@ func runSend(c *cli.Context) error {
 		return commandError(c, "--topic is missing")
 	}
 	var set []string
-	for _, f := range []string{"delay", "at", "level"} {
+	for _, f := range []string{"delay", "at", "level", "now"} {
 		if c.IsSet(f) {
 			set = append(set, "--"+f)
 		}
 	}
 	if len(set) != 1 {
-		return commandError(c, "give exactly one of --delay, --at and --level, got %d (%s)", len(set), strings.Join(set, ", "))
+		return commandError(c, "give exactly one of --delay, --at, --level and --now (when to deliver), got %d (%s)", len(set), strings.Join(set, ", "))
 	}
 	switch {
+	case c.IsSet("now"):
+		if !c.Bool("now") {
+			return commandError(c, "--now=false: give --delay, --at or --level instead")
+		}
 	case c.IsSet("delay"):
 		d, err := server.ParseDuration(c.String("delay"))
 		if err != nil || d < 0 {
@@ -121,6 +132,7 @@ func runSend(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer cl.Close()
 	ctx := c.Context
 	if n == 1 {
 		id, err := cl.Schedule(ctx, m)
@@ -249,6 +261,7 @@ func runRecv(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer cl.Close()
 	enc := json.NewEncoder(c.App.Writer)
 	for got := 0; count == 0 || got < count; {
 		batch := 100
@@ -311,6 +324,7 @@ error, after the lines of the IDs before it.`,
 			if err != nil {
 				return err
 			}
+			defer cl.Close()
 			for _, id := range c.Args().Slice() {
 				r, err := cl.Cancel(c.Context, id)
 				if err != nil {
@@ -347,6 +361,7 @@ func runStats(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer cl.Close()
 	st, err := cl.Stats(c.Context)
 	if err != nil {
 		return err

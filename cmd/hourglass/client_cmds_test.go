@@ -126,7 +126,7 @@ func TestClientCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no_time", []string{"send", "--topic", "t"}, "exactly one of --delay, --at and --level, got 0"},
+		{"no_time", []string{"send", "--topic", "t"}, "exactly one of --delay, --at, --level and --now (when to deliver), got 0"},
 		{"two_times", []string{"send", "--topic", "t", "--delay", "1s", "--level", "2"}, "got 2 (--delay, --level)"},
 		{"no_topic", []string{"send", "--delay", "1s"}, "--topic is missing"},
 		{"bad_delay", []string{"send", "--topic", "t", "--delay", "soon"}, "with a unit"},

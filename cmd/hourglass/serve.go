@@ -2,33 +2,38 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hourglassmq/hourglass"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
-	"github.com/hourglassmq/hourglass/internal/h1srv"
-	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
-	"github.com/hourglassmq/hourglass/sink/natsjs"
 	"github.com/hourglassmq/hourglass/sink/webhook"
 )
 
 const serveDescription = `Runs the Hourglass server: messages are kept in --data-dir and delivered to the
 built-in queue when due; consumers Receive, then Ack or Nack them.
 
-The API (proto/hourglass/v1/hourglass.proto) answers gRPC (plain-text HTTP/2 on
-the listener, or TLS with --tls-cert/--tls-key), gRPC-Web and Connect, JSON over
-HTTP/1.1 included:
+The API (proto/hourglass/v1/hourglass.proto) is served on one address: native
+gRPC (grpc-go) on HTTP/2 connections, with server reflection and the standard
+grpc.health.v1 service, so grpcurl and Kubernetes gRPC probes work without
+the .proto; Connect, Connect-JSON and gRPC-Web (connect-go) on HTTP/1.1
+connections. Under TLS (--tls-cert/--tls-key) a client that offers only h2 in
+ALPN (every gRPC client) gets gRPC, and one that offers HTTP/1.1 (browsers,
+curl) gets HTTP/1.1. JSON with a field the schema does not name is refused.
 
   curl -H 'Content-Type: application/json' \
     -d '{"topic":"orders","delayMs":"30000","body":"aGVsbG8="}' \
@@ -37,6 +42,9 @@ HTTP/1.1 included:
   curl -H 'Content-Type: application/json' \
     -d '{"topic":"orders","maxMessages":10,"waitMs":"20000"}' \
     http://127.0.0.1:7420/hourglass.v1.HourglassService/Receive
+
+  grpcurl -plaintext -d '{"topic":"orders","delayMs":"30000"}' \
+    127.0.0.1:7420 hourglass.v1.HourglassService/Schedule
 
 Also served: GET /healthz (200 while the process runs), GET /readyz (200 once
 recovery has loaded the due buckets; 503 before and while shutting down) and
@@ -57,6 +65,9 @@ Sinks (--sink): where due messages go.
 Every flag can also be set by an environment variable: HOURGLASS_ and the flag's
 name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKEN
 (better than the flag for the token: it stays out of the process list).
+
+The server runs with Go's GC percent at 400 unless GOGC is set (its live heap
+is small; GOMEMLIMIT, if set, bounds it).
 
 Durations take Go's units (ms, s, m, h) and also d (24h) and y (365d): 90s, 10m,
 7d, 10y. Sizes take B, KiB, MiB: 65536, 512KiB, 1MiB.
@@ -87,29 +98,6 @@ The address it listens on is printed to stderr as "listening on HOST:PORT"
 func envVar(flag string) []string {
 	return []string{"HOURGLASS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
-
-// externalSink is server.Options.ExternalSink for --sink.
-func externalSink(sink string) string {
-	if sink == "queue" {
-		return ""
-	}
-	return sink
-}
-
-// DefaultIdempotencyWindow is serve's --idempotency-window.
-const DefaultIdempotencyWindow = 10 * time.Minute
-
-// QueueSinkBatch is the engine's SinkBatch when due messages go to the
-// built-in queue: in a burst (a hot second) each queue append and its
-// fsync carries up to this many messages instead of FireBatch (512).
-// A quarter of the in-flight cap (queue.DefaultDedupWindow), so that the
-// batch being appended, the one whose done-records are being written and
-// the next ones fit in flight together.
-const QueueSinkBatch = 4096
-
-// DefaultHandoffLead is serve's --handoff-lead: about ten times a
-// commitlog fsync under load on the machines we measured (docs/BENCHMARKS.md).
-const DefaultHandoffLead = 20 * time.Millisecond
 
 // serveCommand is `hourglass serve`; the work is in packages engine, queue
 // and server.
@@ -144,19 +132,25 @@ func serveCommand() *cli.Command {
 				Usage: "private key `FILE` (PEM) of --tls-cert"},
 			&cli.StringFlag{Name: "delay-levels", Value: server.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
 				Usage: "`DURATIONS` of the RocketMQ-style delay levels 1, 2, ..., separated by spaces or commas"},
-			&cli.DurationFlag{Name: "handoff-lead", Value: DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
+			&cli.DurationFlag{Name: "handoff-lead", Value: hourglass.DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
 				Usage: "hand due messages to the queue up to this `DURATION` (0 to 1s) before their time, so that the queue's fsync is done when they are due; " +
 					"consumers still never get a message early. A cancel within this time of the message's time answers already-delivered"},
-			&cli.DurationFlag{Name: "idempotency-window", Value: DefaultIdempotencyWindow, DefaultText: "10m", EnvVars: envVar("idempotency-window"),
+			&cli.DurationFlag{Name: "idempotency-window", Value: hourglass.DefaultIdempotencyWindow, DefaultText: "10m", EnvVars: envVar("idempotency-window"),
 				Usage: "remember a Schedule's idempotency_key per topic for this `DURATION`: a retry with the same key gets the first message's ID instead of a second message, also after a restart; 0 turns keys off"},
 			&cli.IntFlag{Name: "max-attempts", Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
 				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
 				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
-			&cli.BoolFlag{Name: "http-loop", Value: true, EnvVars: envVar("http-loop"),
-				Usage: "answer plain HTTP/1.1 Schedule and ScheduleBatch calls in Connect's binary protocol on the server's own connection loop " +
-					"(about a third less server CPU per single call); everything else goes to Go's net/http server as before. " +
-					"--http-loop=false serves every call with net/http (an escape hatch, and for comparing). Not used with --tls-cert or --cluster"},
+			&cli.StringSliceFlag{Name: "cors-origin", EnvVars: envVar("cors-origin"),
+				Usage: "let web pages from this `ORIGIN` (https://console.example.com, or * for any) call the API with Connect or gRPC-Web; repeatable; off by default"},
+			&cli.IntFlag{Name: "max-streams", Value: server.DefaultMaxStreams, EnvVars: envVar("max-streams"),
+				Usage: "at most `N` long polls (Receive with a wait) and streams open at once on the server; one more is refused with RESOURCE_EXHAUSTED"},
+			&cli.IntFlag{Name: "max-streams-per-conn", Value: server.DefaultMaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
+				Usage: "at most `N` long polls and streams open at once on one client connection"},
+			&cli.StringFlag{Name: "max-request-size", EnvVars: envVar("max-request-size"), DefaultText: "8MiB, or one message of --max-body with its headers if larger",
+				Usage: "refuse a request larger than this `SIZE` after decompression (a ScheduleBatch is one request) with RESOURCE_EXHAUSTED"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: server.DefaultIdleTimeout, DefaultText: "5m", EnvVars: envVar("idle-timeout"),
+				Usage: "close a client connection with no call in flight after this `DURATION`"},
 			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("shutdown-timeout"),
 				Usage: "on SIGTERM, wait at most this `DURATION` for in-flight requests before closing"},
 			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envVar("log-level"),
@@ -223,7 +217,11 @@ type serveConfig struct {
 	logger            *slog.Logger
 
 	cluster              string // NATS URLs; "" when not in cluster mode
-	httpLoop             bool   // --http-loop
+	corsOrigins          []string
+	maxStreams           int
+	maxStreamsPerConn    int
+	maxRequest           int
+	idleTimeout          time.Duration
 	nodeID, advertise    string
 	partitions, replicas int
 	leaseTTL             time.Duration
@@ -240,7 +238,14 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		segDur: c.Duration("segment-duration"), token: c.String("auth-token"),
 		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
 		pprof: c.Bool("pprof"), maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
-		httpLoop: c.Bool("http-loop"),
+		corsOrigins: c.StringSlice("cors-origin"), maxStreams: c.Int("max-streams"), maxStreamsPerConn: c.Int("max-streams-per-conn"),
+		idleTimeout: c.Duration("idle-timeout"),
+	}
+	if cfg.maxStreams < 1 || cfg.maxStreamsPerConn < 1 {
+		return nil, fmt.Errorf("--max-streams %d, --max-streams-per-conn %d: each at least 1", cfg.maxStreams, cfg.maxStreamsPerConn)
+	}
+	if cfg.idleTimeout <= 0 {
+		return nil, fmt.Errorf("--idle-timeout %v: must be positive", cfg.idleTimeout)
 	}
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir is empty: name a directory")
@@ -269,6 +274,17 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		return nil, fmt.Errorf("--max-body %s: at most %s", c.String("max-body"), server.FormatSize(server.MaxBodyLimit))
 	}
 	cfg.maxBody = int(body)
+	if c.IsSet("max-request-size") {
+		n, err := server.ParseSize(c.String("max-request-size"))
+		if err != nil {
+			return nil, fmt.Errorf("--max-request-size: %w", err)
+		}
+		if n < body+server.MaxHeaderBytes || n > 1<<30 {
+			return nil, fmt.Errorf("--max-request-size %s: from one message of --max-body with its headers (%s) to 1GiB",
+				c.String("max-request-size"), server.FormatSize(body+server.MaxHeaderBytes))
+		}
+		cfg.maxRequest = int(n)
+	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
 	}
@@ -345,175 +361,89 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	return cfg, nil
 }
 
+// serveGCPercent is the server's Go GC percent unless GOGC is set: its
+// live heap is small (the loaded window's index) and most of what it
+// allocates lives for one call, so the default 100 made it collect, and
+// shrink and regrow the stacks of its call goroutines, many times a second
+// (docs/BENCHMARKS.md, "The network layer"). GOMEMLIMIT, when set, still
+// bounds the heap.
+const serveGCPercent = 400
+
 func runServe(c *cli.Context) error {
 	cfg, err := parseServe(c)
 	if err != nil {
 		return fmt.Errorf("%w (see 'hourglass serve --help')", err)
 	}
-	log := cfg.logger
-	lock, err := server.LockDir(cfg.dataDir)
-	if err != nil {
-		return err
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGCPercent)
 	}
-	defer lock.Close()
-	if cfg.cluster != "" {
-		return runCluster(c, cfg)
-	}
-	if cfg.fsync == commitlog.SyncNone {
-		log.Warn("--fsync none: a machine crash can lose any acknowledged message; for tests only")
-	}
-
-	q, err := queue.Open(queue.Options{
-		Dir:          server.QueueDir(cfg.dataDir),
-		MaxAttempts:  cfg.maxAttempts,
-		DefaultLease: cfg.lease,
-		Logger:       log,
-		Fsync:        cfg.fsync,
-		// A message must fit in one queue-log segment.
-		SegmentSize: max(queue.DefaultSegmentSize, int64(cfg.maxBody)+server.MaxHeaderBytes+1<<20),
-	})
-	if err != nil {
-		return err
-	}
-	metrics := server.NewMetrics()
-	openStart := time.Now()
-	// The engine's sink: the queue, or a webhook or NATS sink beside it
-	// (the queue then holds only dead letters).
-	var sink engine.Sink = q
-	sinkBatch := QueueSinkBatch
-	handoff := cfg.handoff
-	var eng *engine.Engine
-	var closeSink func() error
-	switch cfg.sink {
-	case "webhook":
-		handoff, sinkBatch = 0, 0
-		sink, err = webhook.New(webhook.Options{
-			Routes: cfg.webhooks, Timeout: cfg.webhookTO, MaxAttempts: cfg.maxAttempts, Logger: log,
-			Reschedule: func(ctx context.Context, r engine.Request) (message.ID, error) { return eng.Schedule(ctx, r) },
-			DeadLetter: func(ctx context.Context, topic string, d engine.Delivery) error {
-				return q.Deliver(ctx, topic+queue.DLQSuffix, []engine.Delivery{d})
-			},
-		})
-	case "nats":
-		handoff, sinkBatch = 0, 0
-		var ns *natsjs.Sink
-		ns, err = natsjs.Open(c.Context, natsjs.Options{URL: cfg.natsURL, Prefix: cfg.natsPfx, Stream: cfg.natsStream, Logger: log})
-		if err == nil {
-			sink, closeSink = ns, ns.Close
-		}
-	}
-	if err != nil {
-		q.Close()
-		return fmt.Errorf("--sink %s: %w", cfg.sink, err)
-	}
-	eng, err = engine.Open(engine.Options{
-		Dir:               cfg.dataDir,
-		SegmentDuration:   cfg.segDur,
-		PreloadLead:       cfg.lead,
-		Fsync:             cfg.fsync,
-		MaxDelay:          cfg.maxDelay,
-		Sink:              sink,
-		HandoffLead:       handoff,
-		SinkBatch:         sinkBatch,
-		IdempotencyWindow: cfg.idemWindow,
-		// The queue remembers this many recent IDs per topic to drop what
-		// the engine delivers again after a crash: no more may be in flight.
-		MaxInflight: queue.DefaultDedupWindow,
-		Logger:      log,
-		Observer:    metrics,
-		OnFsync:     metrics.Fsynced,
-	})
-	if err != nil {
-		q.Close()
-		if closeSink != nil {
-			closeSink()
-		}
-		return err
-	}
-	q.SetReschedule(eng.Schedule)
-	closeAll := func() error {
-		err := eng.Close()
-		if qerr := q.Close(); err == nil {
-			err = qerr
-		}
-		if closeSink != nil {
-			if serr := closeSink(); err == nil {
-				err = serr
-			}
-		}
-		return err
-	}
-	srv, err := server.New(server.Options{
-		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.dataDir, SegmentDuration: cfg.segDur,
-		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log, Pprof: cfg.pprof,
-		ExternalSink: externalSink(cfg.sink),
-	})
-	if err != nil {
-		closeAll()
-		return err
-	}
+	// Listen first: in cluster mode the node's default ID and advertise
+	// URL name the port.
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		closeAll()
 		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
-	return serveAPI(c, cfg, ln, srv, closeAll, func() {
-		select {
-		case <-eng.Ready():
-			log.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
-		case <-c.Context.Done():
-		}
-	}, "sink", cfg.sink, "handoff_lead", handoff)
-}
-
-// serveAPI serves srv on ln until SIGTERM or SIGINT (c.Context), then shuts
-// down: no new connections, in-flight requests finish (up to
-// --shutdown-timeout), closeAll. waitReady runs in its own goroutine and
-// logs when the server is ready. attrs are added to the "serving" log line.
-func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Server, closeAll func() error, waitReady func(), attrs ...any) error {
-	log := cfg.logger
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	if cfg.tlsCert != "" {
-		protocols.SetHTTP2(true)
-	} else {
-		protocols.SetUnencryptedHTTP2(true) // h2c, for gRPC without TLS
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	var loop *h1srv.Server
-	if cfg.httpLoop && cfg.tlsCert == "" && cfg.cluster == "" {
-		var err error
-		if loop, err = h1srv.New(h1srv.Options{Handler: srv, Paths: server.LoopPaths, HTTP: hs, Logger: log}); err != nil {
+	hc := cfg.config()
+	attrs := []any{"sink", hc.Sink, "handoff_lead", hc.HandoffLead}
+	if cfg.cluster != "" {
+		if hc.Cluster, err = clusterConfig(cfg, ln); err != nil {
+			ln.Close()
 			return err
 		}
+		cl := hc.Cluster
+		attrs = []any{"cluster", cl.URL, "node_id", cl.NodeID, "advertise", cl.Advertise, "partitions", cl.Partitions,
+			"lease_ttl", cl.LeaseTTL, "replicas", cl.Replicas, "delivery_stream", cfg.natsStream,
+			"compact_margin", cl.CompactMargin, "compact_interval", cl.CompactInterval}
 	}
-	go func() {
-		switch {
-		case cfg.tlsCert != "":
-			served <- hs.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey)
-		case loop != nil:
-			served <- loop.Serve(ln)
-		default:
-			served <- hs.Serve(ln)
+	openStart := time.Now()
+	node, err := hourglass.Open(c.Context, hc)
+	if err != nil {
+		ln.Close()
+		if cfg.cluster != "" {
+			return fmt.Errorf("--cluster %s: %w", cfg.cluster, err)
 		}
-	}()
-	scheme := "h2c and HTTP/1.1"
-	switch {
-	case cfg.tlsCert != "":
-		scheme = "TLS"
-	case loop != nil:
-		scheme = "h2c and HTTP/1.1, Schedule calls on the server's own loop"
+		return err
+	}
+	return serveNode(c, cfg, ln, node, func() {
+		select {
+		case <-node.Ready():
+			if cfg.cluster != "" {
+				cfg.logger.Info("ready: joined the cluster", "after", time.Since(openStart).Round(time.Millisecond))
+			} else {
+				cfg.logger.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
+			}
+		case <-c.Context.Done():
+		}
+	}, attrs...)
+}
+
+// serveNode serves node on ln until SIGTERM or SIGINT (c.Context), then
+// shuts down: no new connections, in-flight requests finish (up to
+// --shutdown-timeout), the node closes. waitReady runs in its own
+// goroutine and logs when the node is ready. attrs are added to the
+// "serving" log line.
+func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglass.Node, waitReady func(), attrs ...any) error {
+	log := cfg.logger
+	scheme := "gRPC on HTTP/2, Connect and gRPC-Web on HTTP/1.1"
+	served := make(chan error, 1)
+	if cfg.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			ln.Close()
+			node.Close()
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
+		}
+		scheme += ", over TLS"
+		go func() {
+			served <- node.ServeTLS(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		}()
+	} else {
+		go func() { served <- node.Serve(ln) }()
 	}
 	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
 	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
 		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
-		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "http_loop", loop != nil}, attrs...)...)
+		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "cors", len(cfg.corsOrigins) > 0}, attrs...)...)
 	go waitReady()
 
 	var serveErr error
@@ -523,19 +453,12 @@ func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Ser
 	case serveErr = <-served:
 		log.Error("server stopped", "err", serveErr)
 	}
-	srv.BeginShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTO)
 	defer cancel()
-	if loop != nil {
-		if err := loop.Shutdown(ctx); err != nil {
-			log.Warn("in-flight requests did not finish in time; closing their connections", "err", err)
-			loop.Close()
-		}
-	} else if err := hs.Shutdown(ctx); err != nil {
-		log.Warn("in-flight requests did not finish in time; closing their connections", "err", err)
-		hs.Close()
+	if err := node.Shutdown(ctx); err != nil {
+		log.Warn("in-flight requests did not finish in time; closed their connections", "err", err)
 	}
-	if err := closeAll(); err != nil {
+	if err := node.Close(); err != nil {
 		log.Error("closing the engine and the queue", "err", err)
 		return err
 	}
@@ -544,4 +467,25 @@ func serveAPI(c *cli.Context, cfg *serveConfig, ln net.Listener, srv *server.Ser
 		return serveErr
 	}
 	return nil
+}
+
+// config is the hourglass.Config of the command line.
+func (cfg *serveConfig) config() hourglass.Config {
+	handoff := cfg.handoff
+	if handoff == 0 || cfg.sink != "queue" {
+		handoff = -1 // off
+	}
+	idem := cfg.idemWindow
+	if idem == 0 {
+		idem = -1 // off
+	}
+	return hourglass.Config{
+		DataDir: cfg.dataDir, SegmentDuration: cfg.segDur, PreloadLead: cfg.lead, Fsync: cfg.fsync,
+		MaxDelay: cfg.maxDelay, MaxBody: cfg.maxBody, DelayLevels: cfg.levels, HandoffLead: handoff,
+		IdempotencyWindow: idem, MaxAttempts: cfg.maxAttempts, DefaultLease: cfg.lease,
+		Sink: cfg.sink, Webhooks: cfg.webhooks, WebhookTimeout: cfg.webhookTO,
+		NATSURL: cfg.natsURL, NATSSubjectPrefix: cfg.natsPfx, NATSStream: cfg.natsStream,
+		AuthToken: cfg.token, CORSOrigins: cfg.corsOrigins, MaxStreams: cfg.maxStreams, MaxStreamsPerConn: cfg.maxStreamsPerConn,
+		MaxRequestBytes: cfg.maxRequest, IdleTimeout: cfg.idleTimeout, Pprof: cfg.pprof, Logger: cfg.logger,
+	}
 }

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hourglassmq/hourglass"
 	"github.com/hourglassmq/hourglass/cluster"
-	"github.com/hourglassmq/hourglass/server"
-	"github.com/hourglassmq/hourglass/sink/natsjs"
 )
 
 // clusterOnly are the flags that mean something only with --cluster.
@@ -61,14 +58,9 @@ func parseCluster(c *cli.Context, cfg *serveConfig) error {
 	return nil
 }
 
-// runCluster is serve --cluster: the API over a cluster node.
-func runCluster(c *cli.Context, cfg *serveConfig) error {
-	log := cfg.logger
-	// Listen first: the node's default ID and advertise URL name the port.
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
-	}
+// clusterConfig is the cluster part of the command line, with the node's
+// ID and advertise URL made from ln when not given.
+func clusterConfig(cfg *serveConfig, ln net.Listener) (*hourglass.ClusterConfig, error) {
 	addr := ln.Addr().(*net.TCPAddr)
 	if cfg.nodeID == "" {
 		host, err := os.Hostname()
@@ -80,58 +72,19 @@ func runCluster(c *cli.Context, cfg *serveConfig) error {
 	if cfg.advertise == "" {
 		host := addr.IP.String()
 		if addr.IP.IsUnspecified() {
+			var err error
 			if host, err = os.Hostname(); err != nil {
-				ln.Close()
-				return fmt.Errorf("--advertise: listening on every interface and the host name is unknown (%v): give --advertise http://HOST:PORT", err)
+				return nil, fmt.Errorf("--advertise: listening on every interface and the host name is unknown (%v): give --advertise http://HOST:PORT", err)
 			}
 		}
-		cfg.advertise = "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+		scheme := "http://"
 		if cfg.tlsCert != "" {
-			cfg.advertise = "https://" + net.JoinHostPort(host, fmt.Sprint(addr.Port))
+			scheme = "https://"
 		}
+		cfg.advertise = scheme + net.JoinHostPort(host, fmt.Sprint(addr.Port))
 	}
-	metrics := server.NewMetrics()
-	ns, err := natsjs.Open(c.Context, natsjs.Options{URL: cfg.natsURL, Prefix: cfg.natsPfx, Stream: cfg.natsStream, Replicas: cfg.replicas, Logger: log})
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("--cluster: the delivery stream: %w", err)
-	}
-	start := time.Now()
-	node, err := cluster.Open(c.Context, cluster.Options{
+	return &hourglass.ClusterConfig{
 		URL: cfg.cluster, NodeID: cfg.nodeID, Advertise: cfg.advertise, Partitions: cfg.partitions,
-		LeaseTTL: cfg.leaseTTL, Replicas: cfg.replicas, DataDir: filepath.Join(cfg.dataDir, "cluster"),
-		MaxDelay: cfg.maxDelay, SegmentDuration: cfg.segDur, Sink: ns, AuthToken: cfg.token,
-		Observer: metrics, Logger: log, CompactMargin: cfg.compactMargin, CompactInterval: cfg.compactInterval,
-	})
-	if err != nil {
-		ns.Close()
-		ln.Close()
-		return fmt.Errorf("--cluster %s: %w", cfg.cluster, err)
-	}
-	closeAll := func() error {
-		err := node.Close()
-		if serr := ns.Close(); err == nil {
-			err = serr
-		}
-		return err
-	}
-	srv, err := server.New(server.Options{
-		Cluster: node, Metrics: metrics, SegmentDuration: cfg.segDur,
-		MaxBody: cfg.maxBody, MaxDelay: cfg.maxDelay, DelayLevels: cfg.levels, AuthToken: cfg.token, Logger: log, Pprof: cfg.pprof,
-		ExternalSink: "nats",
-	})
-	if err != nil {
-		closeAll()
-		ln.Close()
-		return err
-	}
-	return serveAPI(c, cfg, ln, srv, closeAll, func() {
-		select {
-		case <-node.Ready():
-			log.Info("ready: joined the cluster", "after", time.Since(start).Round(time.Millisecond), "partitions_owned", node.Owned())
-		case <-c.Context.Done():
-		}
-	}, "cluster", cfg.cluster, "node_id", cfg.nodeID, "advertise", cfg.advertise, "partitions", node.Partitions(),
-		"lease_ttl", cfg.leaseTTL, "replicas", cfg.replicas, "delivery_stream", cfg.natsStream,
-		"compact_margin", cfg.compactMargin, "compact_interval", cfg.compactInterval)
+		LeaseTTL: cfg.leaseTTL, Replicas: cfg.replicas, CompactMargin: cfg.compactMargin, CompactInterval: cfg.compactInterval,
+	}, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 )
@@ -40,7 +41,7 @@ func TestServeHelp(t *testing.T) {
 		"--fsync", "always", "--max-delay", "10y", "--max-body", "1MiB", "--auth-token", "--tls-cert", "--tls-key",
 		"--delay-levels", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "--max-attempts", "16",
 		"HOURGLASS_DATA_DIR", "HOURGLASS_AUTH_TOKEN", "HOURGLASS_MAX_DELAY", "/healthz", "/readyz", "/metrics",
-		"SIGTERM", "curl", "listening on", "--http-loop", "--http-loop=false",
+		"SIGTERM", "curl", "grpcurl", "listening on", "--cors-origin", "--max-streams", "grpc.health.v1",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
@@ -181,8 +182,9 @@ func TestServeStartStop(t *testing.T) {
 	}
 }
 
-// TestServeTLS serves with a self-signed certificate and checks that
-// HTTP/2 is negotiated.
+// TestServeTLS serves with a self-signed certificate: a client that offers
+// both HTTP/1.1 and h2 in ALPN (a browser, curl) gets HTTP/1.1 and the
+// Connect side; the Go client (gRPC, h2 only) gets native gRPC.
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -190,13 +192,25 @@ func TestServeTLS(t *testing.T) {
 	addr, stop, _ := startServe(t, "--data-dir", filepath.Join(dir, "data"), "--tls-cert", certFile, "--tls-key", keyFile)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, ForceAttemptHTTP2: true}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Get("https://" + addr + "/healthz")
+	resp, err := (&http.Client{Transport: tr}).Post("https://"+addr+hourglassv1connect.HourglassServiceScheduleProcedure,
+		"application/json", strings.NewReader(`{"topic":"t","delayMs":"60000"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
-		t.Errorf("/healthz over TLS: %d over %s, want 200 over HTTP/2", resp.StatusCode, resp.Proto)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 1 || !strings.HasPrefix(string(body), `{"id":"`) {
+		t.Errorf("JSON Schedule over TLS: %d over %s: %s; want 200 over HTTP/1.1", resp.StatusCode, resp.Proto, body)
+	}
+	cl, err := client.New("https://"+addr, client.WithTLS(&tls.Config{InsecureSkipVerify: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || len(id) != 32 {
+		t.Errorf("gRPC Schedule over TLS: %q, %v", id, err)
 	}
 	if err := stop(); err != nil {
 		t.Error(err)
@@ -231,65 +245,77 @@ func writeSelfSigned(t *testing.T, certFile, keyFile string) {
 	}
 }
 
-// TestServeHTTPLoop serves with the connection loop (the default) and
-// without it: Schedule in Connect's binary protocol, JSON and /metrics
-// answer alike, the log says which, and a stop with a kept-alive idle
+// TestServeProtocols serves every protocol on one address: gRPC (the Go
+// client), Connect's binary protocol and JSON over HTTP/1.1, /metrics; JSON
+// with an unknown field is refused naming it; a stop with a kept-alive idle
 // connection open is clean and closes that connection.
-func TestServeHTTPLoop(t *testing.T) {
-	for _, loop := range []bool{true, false} {
-		t.Run(fmt.Sprintf("loop=%v", loop), func(t *testing.T) {
-			addr, stop, errOut := startServe(t, "--data-dir", t.TempDir(), fmt.Sprintf("--http-loop=%v", loop))
-			url := "http://" + addr
-			hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
-			defer hc.CloseIdleConnections()
-			c := hourglassv1connect.NewHourglassServiceClient(hc, url)
-			for i := range 3 {
-				res, err := c.Schedule(context.Background(), connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "t", Body: []byte{byte(i)}}))
-				if err != nil || len(res.Msg.Id) != 32 {
-					t.Fatalf("Schedule: %v", err)
-				}
-			}
-			resp, err := hc.Post(url+hourglassv1connect.HourglassServiceScheduleProcedure, "application/json", strings.NewReader(`{"topic":"t","delayMs":"5"}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || !strings.HasPrefix(string(body), `{"id":"`) {
-				t.Errorf("JSON Schedule: %d %s", resp.StatusCode, body)
-			}
-			resp, err = hc.Get(url + "/metrics")
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP") {
-				t.Errorf("/metrics: %d", resp.StatusCode)
-			}
-			idle, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer idle.Close()
-			idle.SetDeadline(time.Now().Add(15 * time.Second)) // a guard: stop closes it first
-			fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-			br := bufio.NewReader(idle)
-			resp, err = http.ReadResponse(br, nil)
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("/healthz: %v", err)
-			}
-			io.ReadAll(resp.Body)
-			if err := stop(); err != nil {
-				t.Errorf("serve after stop: %v", err)
-			}
-			if _, err := br.ReadByte(); err != io.EOF {
-				t.Errorf("idle connection after stop: %v, want EOF", err)
-			}
-			log := errOut.String()
-			if !strings.Contains(log, "stopped cleanly") || !strings.Contains(log, fmt.Sprintf("http_loop=%v", loop)) {
-				t.Errorf("log lacks a clean stop or http_loop=%v:\n%s", loop, log)
-			}
-		})
+func TestServeProtocols(t *testing.T) {
+	addr, stop, errOut := startServe(t, "--data-dir", t.TempDir())
+	url := "http://" + addr
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || len(id) != 32 {
+		t.Fatalf("gRPC Schedule: %q, %v", id, err)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer hc.CloseIdleConnections()
+	c := hourglassv1connect.NewHourglassServiceClient(hc, url)
+	for i := range 3 {
+		res, err := c.Schedule(ctx, connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "t", Body: []byte{byte(i)}}))
+		if err != nil || len(res.Msg.Id) != 32 {
+			t.Fatalf("Connect Schedule: %v", err)
+		}
+	}
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := hc.Post(url+hourglassv1connect.HourglassServiceScheduleProcedure, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(`{"topic":"t","delayMs":"5"}`); code != 200 || !strings.HasPrefix(body, `{"id":"`) {
+		t.Errorf("JSON Schedule: %d %s", code, body)
+	}
+	if code, body := post(`{"topic":"t","delayMS":"1800000"}`); code != 400 || !strings.Contains(body, `unknown field \"delayMS\"`) || !strings.Contains(body, "invalid_argument") {
+		t.Errorf("JSON Schedule with a misspelt field: %d %s; want 400 invalid_argument naming delayMS", code, body)
+	}
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "# HELP") {
+		t.Errorf("/metrics: %d", resp.StatusCode)
+	}
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetDeadline(time.Now().Add(15 * time.Second)) // a guard: stop closes it first
+	fmt.Fprintf(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(idle)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/healthz: %v", err)
+	}
+	io.ReadAll(resp.Body)
+	if err := stop(); err != nil {
+		t.Errorf("serve after stop: %v", err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("idle connection after stop: %v, want EOF", err)
+	}
+	if log := errOut.String(); !strings.Contains(log, "stopped cleanly") {
+		t.Errorf("log lacks a clean stop:\n%s", log)
 	}
 }

@@ -257,7 +257,7 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 	rr := &rrClient{w: cr.wl, up: cr.up}
 	for i := range cr.cfg.Producers {
 		rng := rand.New(rand.NewPCG(cr.cfg.Seed, uint64(cycle)<<16|uint64(i)))
-		wg.Go(func() { cr.wl.produce(wctx, rr, nil, cycle, i, rng) })
+		wg.Go(func() { cr.wl.produce(wctx, lanes{connect: connectUnary{rr}, w: cr.wl}, cycle, i, rng) })
 	}
 	t0 := time.Now()
 	sleep(ctx, time.Second+time.Duration(cr.rng.Int64N(int64(2*time.Second))))

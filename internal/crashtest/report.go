@@ -55,6 +55,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("Receives in doubt", c.ReceiveInDoubt)
 		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 	}
+	row("calls by operation/protocol", mapString(s.Ops))
 	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))
 	if s.CorruptTail {
 		row("corrupt-tail: files / bytes", fmt.Sprintf("%d / %d (%s)", s.Cuts, s.CutBytes, mapString(s.CutsByMode)))

@@ -1,6 +1,8 @@
 // Package crashtest is the crash-recovery harness behind `go run
 // ./cmd/crashtest`: it runs the real hourglass binary on 127.0.0.1, loads
-// it with producers and consumers, kills it (SIGKILL, sometimes SIGTERM)
+// it with producers and consumers that mix its protocols call by call
+// (unary Connect on HTTP/1.1, unary gRPC, ScheduleStream bursts and
+// Consume streams on HTTP/2), kills it (SIGKILL, sometimes SIGTERM)
 // at random moments, optionally tears the tails of its active files,
 // restarts it on the same data directory, and at the end drains every
 // message and checks each one against what the server's RPCs answered
@@ -21,10 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/hourglassmq/hourglass/client"
-	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"google.golang.org/grpc"
 )
 
 // Config is one harness run. Zero fields take the defaults below.
@@ -168,22 +167,27 @@ type Summary struct {
 	Terms           int            `json:"sigterms"`     // SIGTERM
 	KillMoments     map[string]int `json:"kill_moments"` // what the kill aimed at
 	Counts          Counts         `json:"counts"`
-	RecoveryMedian  float64        `json:"recovery_median_ms"` // start to /readyz 200, per restart
-	RecoveryMax     float64        `json:"recovery_max_ms"`
-	Restarts        int            `json:"restarts"`
-	SkewMs          float64        `json:"skew_ms"`       // largest |server - harness| measured
-	SkewBoundMs     float64        `json:"skew_bound_ms"` // skew plus half the round trip: the early check's allowance
-	Cuts            int            `json:"cuts"`
-	CutBytes        int64          `json:"cut_bytes"`
-	CutsByMode      map[string]int `json:"cuts_by_mode"`
-	DrainMs         float64        `json:"drain_ms"`
-	DrainComplete   bool           `json:"drain_complete"`
-	WallSeconds     float64        `json:"wall_seconds"`
-	Violations      []Violation    `json:"violations"` // the first 50
-	ViolationCount  int            `json:"violation_count"`
-	Failed          bool           `json:"failed"`
-	Allowed         []string       `json:"allowed_kinds,omitempty"`
-	WorkDir         string         `json:"work_dir,omitempty"` // kept: data directory and server.log
+	// Ops counts the workload's calls by operation and protocol
+	// ("schedule/grpc", "receive/connect", "ack/stream": an ack sent in a
+	// Consume settle, "stream-request/stream": a request of a
+	// ScheduleStream burst).
+	Ops            map[string]int `json:"ops"`
+	RecoveryMedian float64        `json:"recovery_median_ms"` // start to /readyz 200, per restart
+	RecoveryMax    float64        `json:"recovery_max_ms"`
+	Restarts       int            `json:"restarts"`
+	SkewMs         float64        `json:"skew_ms"`       // largest |server - harness| measured
+	SkewBoundMs    float64        `json:"skew_bound_ms"` // skew plus half the round trip: the early check's allowance
+	Cuts           int            `json:"cuts"`
+	CutBytes       int64          `json:"cut_bytes"`
+	CutsByMode     map[string]int `json:"cuts_by_mode"`
+	DrainMs        float64        `json:"drain_ms"`
+	DrainComplete  bool           `json:"drain_complete"`
+	WallSeconds    float64        `json:"wall_seconds"`
+	Violations     []Violation    `json:"violations"` // the first 50
+	ViolationCount int            `json:"violation_count"`
+	Failed         bool           `json:"failed"`
+	Allowed        []string       `json:"allowed_kinds,omitempty"`
+	WorkDir        string         `json:"work_dir,omitempty"` // kept: data directory and server.log
 	// Cluster is set by a --cluster run.
 	Cluster *ClusterSummary `json:"cluster,omitempty"`
 }
@@ -326,13 +330,13 @@ func reportsTorn(log, path string) bool {
 // with the shortest round trip: skew = server - midpoint, bound = |skew| +
 // half the round trip.
 func (r *runner) measureSkew(addr string) error {
-	c := r.wl.client(addr)
+	c := connectUnary{r.wl.client(addr)}
 	best := time.Duration(-1)
 	var skew time.Duration
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		t0 := time.Now()
-		res, err := c.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{}))
+		res, err := c.Time(ctx)
 		t1 := time.Now()
 		cancel()
 		if err != nil {
@@ -341,7 +345,7 @@ func (r *runner) measureSkew(addr string) error {
 		rtt := t1.Sub(t0)
 		if best < 0 || rtt < best {
 			best = rtt
-			skew = res.Msg.Now.AsTime().Sub(t0.Add(rtt / 2))
+			skew = res.Now.AsTime().Sub(t0.Add(rtt / 2))
 		}
 	}
 	r.skew = max(r.skew, skew.Abs())
@@ -366,7 +370,9 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		r.sum.Cycles = cycle
-		r.cycle(ctx, cycle)
+		if err := r.cycle(ctx, cycle); err != nil {
+			return err
+		}
 	}
 	if err := r.ensureServer(r.cfg.Cycles + 1); err != nil {
 		return err
@@ -383,30 +389,40 @@ func (r *runner) ensureServer(cycle int) error {
 }
 
 // cycle loads the server, stops it at a random moment and damages it if
-// asked; the next cycle (or the drain) restarts it.
-func (r *runner) cycle(ctx context.Context, cycle int) {
+// asked; the next cycle (or the drain) restarts it. Its error is the
+// harness's (no gRPC client).
+func (r *runner) cycle(ctx context.Context, cycle int) error {
 	seg := r.cfg.SegmentDuration
 	lead := seg / 6 // the server's default --preload-lead for short segments
+	// Producers share one HTTP/2 connection and consumers another: a kill
+	// lands with many gRPC calls and streams of one connection in flight,
+	// besides the Connect calls on their HTTP/1.1 connections.
+	var conns [2]*grpc.ClientConn
+	var prod, cons lanes
+	var err error
+	for i, l := range []*lanes{&prod, &cons} {
+		if *l, conns[i], err = r.wl.dialLanes(r.srv.addr); err != nil {
+			r.srv.kill()
+			return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
+		}
+		defer conns[i].Close()
+	}
 	wctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
-	c := r.wl.client(r.srv.addr)
-	// One connection, pipelined: the producers' bursts through it put
-	// several calls of one connection in flight at the kill.
-	pipeHTTP := client.NewPipelinedHTTPClient(0, 1)
-	defer pipeHTTP.CloseIdleConnections()
-	pipe := client.New(r.srv.addr, client.WithHTTPClient(pipeHTTP), client.WithMaxCalls(0))
 	for i := range r.cfg.Producers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|uint64(i)))
-		wg.Go(func() { r.wl.produce(wctx, c, pipe.Service(), cycle, i, rng) })
+		wg.Go(func() { r.wl.produce(wctx, prod, cycle, i, rng) })
 	}
 	for i := range r.cfg.Consumers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
-		wg.Go(func() { r.wl.consume(wctx, c, cycle, i, rng, false) })
+		wg.Go(func() { r.wl.consume(wctx, cons, cycle, i, rng, false) })
 	}
 
 	// When to stop: anywhere, or aimed at a bucket boundary (rotation,
 	// firing of everything scheduled on the edge, retention of the bucket
-	// before) or at a preload (lead before a boundary).
+	// before) or at a preload (lead before a boundary), or in the middle of
+	// a ScheduleStream burst (killBurst).
 	now := time.Now()
 	segMs := seg.Milliseconds()
 	min := now.Add(seg / 2)
@@ -417,29 +433,44 @@ func (r *runner) cycle(ctx context.Context, cycle int) {
 	moment := ""
 	jitter := time.Duration(r.rng.IntN(61)-30) * time.Millisecond
 	switch k := r.rng.IntN(10); {
-	case k < 4:
+	case k < 3:
 		moment = "anywhere"
 		when = min.Add(time.Duration(r.rng.Int64N(int64(2 * seg))))
-	case k < 7:
+	case k < 6:
 		moment = "bucket-boundary"
 		when = nextEdge(min.Add(time.Duration(r.rng.Int64N(int64(seg))))).Add(jitter)
-	default:
+	case k < 8:
 		moment = "preload"
 		when = nextEdge(min.Add(lead).Add(time.Duration(r.rng.Int64N(int64(seg))))).Add(-lead + jitter)
+	default:
+		moment = "in-stream"
+		when = min.Add(time.Duration(r.rng.Int64N(int64(2 * seg))))
 	}
 	term := r.rng.IntN(5) == 0
 	sleep(ctx, time.Until(when))
 	r.sum.KillMoments[moment]++
 	sig := "SIGKILL"
+	stopServer := func() {
+		if term {
+			r.sum.Terms++
+			if err := r.srv.terminate(20 * time.Second); err != nil {
+				r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: cycle, At: time.Now(), Detail: err.Error()})
+			}
+		} else {
+			r.sum.Kills++
+			r.srv.kill()
+		}
+	}
 	if term {
 		sig = "SIGTERM"
-		r.sum.Terms++
-		if err := r.srv.terminate(20 * time.Second); err != nil {
-			r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: cycle, At: time.Now(), Detail: err.Error()})
-		}
+	}
+	if moment == "in-stream" {
+		// Its own generator: the runner's draws stay the same whatever
+		// the stream answers.
+		brng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x4000))
+		r.wl.killBurst(wctx, prod, cycle, r.cfg.Producers, brng, stopServer)
 	} else {
-		r.sum.Kills++
-		r.srv.kill()
+		stopServer()
 	}
 	r.srv = nil
 	stop()
@@ -451,6 +482,7 @@ func (r *runner) cycle(ctx context.Context, cycle int) {
 	ev := r.hist.Snapshot()
 	r.progress("cycle %d/%d: %s at %s (%s)%s; %d scheduled, %d deliveries so far",
 		cycle, r.cfg.Cycles, sig, time.Since(now).Round(time.Millisecond), moment, cuts, len(ev.Schedules), len(ev.Deliveries))
+	return nil
 }
 
 // corrupt damages the active files after a SIGKILL.
@@ -508,10 +540,15 @@ func (r *runner) drain(ctx context.Context) error {
 	dctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	var wg sync.WaitGroup
-	c := r.wl.client(r.srv.addr)
+	cons, conn, err := r.wl.dialLanes(r.srv.addr)
+	if err != nil {
+		r.srv.kill()
+		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
+	}
+	defer conn.Close()
 	for i := range r.cfg.Consumers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd0000|uint64(i)))
-		wg.Go(func() { r.wl.consume(dctx, c, r.cfg.Cycles+1, i, rng, true) })
+		wg.Go(func() { r.wl.consume(dctx, cons, r.cfg.Cycles+1, i, rng, true) })
 	}
 	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	complete := false
@@ -572,6 +609,7 @@ func (r *runner) finish(start time.Time) {
 	}
 	s.Restarts = len(r.recoveries)
 	s.SkewMs, s.SkewBoundMs = ms(r.skew), ms(r.skewBound)
+	s.Ops = r.wl.ops.snapshot()
 	s.WallSeconds = time.Since(start).Seconds()
 }
 

@@ -13,7 +13,8 @@ import (
 // TestRunRealServer runs the harness for real: it builds hourglass, runs
 // three kill-restart cycles with torn tails on one-second buckets, drains,
 // and checks that the harness did its job (kills, restarts, deliveries, a
-// complete drain, poison messages dead-lettered, measured recovery and skew) and that the server broke no
+// complete drain, poison messages dead-lettered, measured recovery and
+// skew, every protocol and stream used) and that the server broke no
 // promise. Bounded by a 90 s context; about 20-30 s on 2 cores.
 func TestRunRealServer(t *testing.T) {
 	if testing.Short() {
@@ -51,6 +52,17 @@ func TestRunRealServer(t *testing.T) {
 	if c.Poison == 0 || c.DeadLetteredPoison == 0 || sum.MaxAttempts != MaxAttempts {
 		t.Errorf("poison %d, dead-lettered poison %d, max-attempts %d: the dead-letter path was not exercised",
 			c.Poison, c.DeadLetteredPoison, sum.MaxAttempts)
+	}
+	// Every protocol and stream was used: unary Connect and gRPC calls,
+	// ScheduleStream bursts, Consume streams and their settles.
+	for _, op := range []string{"schedule/connect", "schedule/grpc", "batch/connect", "batch/grpc", "stream-burst/stream",
+		"receive/connect", "receive/grpc", "consume-stream/stream", "ack/stream", "ack/connect", "ack/grpc"} {
+		if sum.Ops[op] == 0 {
+			t.Errorf("no %s call in %v", op, sum.Ops)
+		}
+	}
+	if n := sum.Ops["consume-over-credit/stream"]; n > 0 {
+		t.Errorf("Consume streams pushed %d messages beyond their credits", n)
 	}
 	if sum.Kills > 0 && sum.Cuts == 0 {
 		t.Errorf("%d SIGKILLs with --corrupt-tail, no file damaged", sum.Kills)

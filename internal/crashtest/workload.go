@@ -2,17 +2,14 @@ package crashtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
@@ -50,25 +47,6 @@ func dlqTopic(topic string) string { return topic + queue.DLQSuffix }
 // isDLQ reports whether topic is a dead-letter topic.
 func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix) }
 
-// classify turns an RPC error into an outcome: nil is OK; an error the
-// server answered (a connect code other than Unavailable/Unknown/Canceled/
-// DeadlineExceeded/Internal) or a refused connection is Rejected; anything
-// else (a broken connection, a timeout) is InDoubt.
-func classify(err error) Outcome {
-	if err == nil {
-		return OK
-	}
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		return Rejected
-	}
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeNotFound,
-		connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeResourceExhausted:
-		return Rejected
-	}
-	return InDoubt
-}
-
 // workload is the producers and consumers of one run; one server address
 // at a time (set per cycle).
 type workload struct {
@@ -76,6 +54,8 @@ type workload struct {
 	hist   *History
 	topics []string
 	hc     *http.Client
+
+	ops opCounts // calls by operation and protocol
 
 	mu       sync.Mutex
 	failures map[string]int // deliberate failures (nack, lease left to expire) per key; guarded by mu
@@ -90,9 +70,13 @@ func newWorkload(cfg *Config, hist *History) *workload {
 	return w
 }
 
+// client is a Connect client of addr over HTTP/1.1.
 func (w *workload) client(addr string) hourglassv1connect.HourglassServiceClient {
 	return hourglassv1connect.NewHourglassServiceClient(w.hc, addr)
 }
+
+// count adds one call of op over proto to Summary.Ops.
+func (w *workload) count(op, proto string) { w.ops.add(op+"/"+proto, 1) }
 
 // fail reports whether key may fail once more on purpose, and counts it.
 func (w *workload) fail(key string) bool {
@@ -105,22 +89,27 @@ func (w *workload) fail(key string) bool {
 	return true
 }
 
-// produce schedules and cancels until ctx ends. pc, if not nil, is a
-// client that pipelines its calls over one connection (shared by the
-// producers): some bursts go through it as concurrent single Schedules, so
-// that the server has several calls of one connection in flight when it
-// is killed.
-func (w *workload) produce(ctx context.Context, c, pc hourglassv1connect.HourglassServiceClient, cycle, id int, rng *rand.Rand) {
+// maxLoopOps bounds the operations of one producer or consumer loop in one
+// cycle (or the drain); the cycle's context bounds their time. It is a
+// backstop far above what a cycle does at the highest --rate.
+const maxLoopOps = 1_000_000
+
+// produce schedules and cancels until ctx ends, choosing per operation
+// (with rng) what to send and how: a Cancel, a ScheduleBatch of 2 to 8 or
+// a single Schedule, each unary over Connect or gRPC, or a burst on one
+// ScheduleStream (streamBurst; not in cluster mode, whose lanes have no
+// gRPC).
+func (w *workload) produce(ctx context.Context, l lanes, cycle, id int, rng *rand.Rand) {
 	seg := w.cfg.SegmentDuration
 	n := 0
 	pause := time.Second / time.Duration(max(1, w.cfg.OpsPerSecond))
-	for ctx.Err() == nil {
+	for op := 0; op < maxLoopOps && ctx.Err() == nil; op++ {
 		switch r := rng.IntN(100); {
 		case r < 8:
-			w.cancel(ctx, c, cycle, rng)
-		case r < 20 && pc != nil:
-			w.pipelinedBurst(ctx, pc, cycle, id, &n, seg, rng)
-		case r < 33:
+			w.cancel(ctx, l, cycle, rng)
+		case r < 22 && l.streams != nil:
+			w.streamBurst(ctx, l, cycle, id, &n, rng)
+		case r < 35:
 			size := 2 + rng.IntN(7)
 			var reqs []*hourglassv1.ScheduleRequest
 			var recs []Schedule
@@ -129,74 +118,82 @@ func (w *workload) produce(ctx context.Context, c, pc hourglassv1connect.Hourgla
 				req, s := w.message(cycle, id, &n, sent, seg, rng)
 				reqs, recs = append(reqs, req), append(recs, s)
 			}
-			var res *connect.Response[hourglassv1.ScheduleBatchResponse]
-			out := w.retryInDoubt(ctx, func() Outcome {
-				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				r, err := c.ScheduleBatch(cctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: reqs}))
-				cancel()
-				o := classify(err)
-				if o == OK && len(r.Msg.Results) != len(recs) {
-					o = InDoubt // not what the API promises; take nothing for granted
-				}
-				res = r
-				return o
-			})
-			answered := time.Now()
-			for i := range recs {
-				recs[i].Sent, recs[i].Answered, recs[i].Outcome = sent, answered, out
-				if out == OK {
-					recs[i].ID = res.Msg.Results[i].Id
-				}
-				w.hist.AddSchedule(recs[i])
-			}
+			w.scheduleBatch(ctx, l.choose(rng), &hourglassv1.ScheduleBatchRequest{Messages: reqs}, recs, sent, notTried)
 		default:
 			sent := time.Now()
 			req, s := w.message(cycle, id, &n, sent, seg, rng)
-			w.scheduleOne(ctx, c, req, s, sent)
+			w.scheduleOne(ctx, l.choose(rng), req, s, sent, notTried)
 		}
 		sleep(ctx, time.Duration(rng.Int64N(int64(2*pause))))
 	}
 }
 
-// scheduleOne sends req as a single Schedule through c, retrying while in
-// doubt, and records it as s, sent at sent.
-func (w *workload) scheduleOne(ctx context.Context, c hourglassv1connect.HourglassServiceClient, req *hourglassv1.ScheduleRequest, s Schedule, sent time.Time) {
-	var res *connect.Response[hourglassv1.ScheduleResponse]
-	s.Outcome = w.retryInDoubt(ctx, func() Outcome {
+// notTried is the first outcome of a call not tried yet.
+const notTried Outcome = -1
+
+// scheduleOne records s, sent at sent as req. With first notTried it sends req
+// as a unary Schedule through ln; otherwise first is the outcome of an
+// earlier attempt (a ScheduleStream request) and a unary Schedule is tried
+// only while that is in doubt. Either way it is retried while in doubt
+// (retryInDoubt).
+func (w *workload) scheduleOne(ctx context.Context, ln lane, req *hourglassv1.ScheduleRequest, s Schedule, sent time.Time, first Outcome) {
+	var res *hourglassv1.ScheduleResponse
+	try := func() Outcome {
+		w.count("schedule", ln.proto)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := c.Schedule(cctx, connect.NewRequest(req))
+		r, err := ln.Schedule(cctx, req)
 		cancel()
 		res = r
 		return classify(err)
-	})
+	}
+	if first == notTried {
+		first = try()
+	}
+	s.Outcome = w.retryInDoubt(ctx, first, try)
 	s.Sent, s.Answered = sent, time.Now()
 	if s.Outcome == OK {
-		s.ID = res.Msg.Id
+		s.ID = res.Id
 	}
 	w.hist.AddSchedule(s)
 }
 
-// pipelinedBurst schedules 2 to 8 messages as concurrent single Schedule
-// calls through pc, each recorded on its own.
-func (w *workload) pipelinedBurst(ctx context.Context, pc hourglassv1connect.HourglassServiceClient, cycle, id int, n *int, seg time.Duration, rng *rand.Rand) {
-	size := 2 + rng.IntN(7)
-	sent := time.Now()
-	var wg sync.WaitGroup
-	for range size {
-		req, s := w.message(cycle, id, n, sent, seg, rng)
-		wg.Go(func() { w.scheduleOne(ctx, pc, req, s, sent) })
+// scheduleBatch is scheduleOne for a ScheduleBatch of recs.
+func (w *workload) scheduleBatch(ctx context.Context, ln lane, req *hourglassv1.ScheduleBatchRequest, recs []Schedule, sent time.Time, first Outcome) {
+	var res *hourglassv1.ScheduleBatchResponse
+	try := func() Outcome {
+		w.count("batch", ln.proto)
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		r, err := ln.ScheduleBatch(cctx, req)
+		cancel()
+		o := classify(err)
+		if o == OK && len(r.Results) != len(recs) {
+			o = InDoubt // not what the API promises; take nothing for granted
+		}
+		res = r
+		return o
 	}
-	wg.Wait()
+	if first == notTried {
+		first = try()
+	}
+	out := w.retryInDoubt(ctx, first, try)
+	answered := time.Now()
+	for i := range recs {
+		recs[i].Sent, recs[i].Answered, recs[i].Outcome = sent, answered, out
+		if out == OK {
+			recs[i].ID = res.Results[i].Id
+		}
+		w.hist.AddSchedule(recs[i])
+	}
 }
 
-// retryInDoubt calls try until its outcome is not in doubt, or ctx ends,
-// and returns the outcome that stands: a call that failed with the server
-// may have been stored, and a retry with the same idempotency keys must
-// then be answered with the same IDs (the checker sees a second message
-// as a delivery under another ID). A retry refused while the server is
-// down leaves the first attempt in doubt. Attempts are 100 ms apart.
-func (w *workload) retryInDoubt(ctx context.Context, try func() Outcome) Outcome {
-	out := try()
+// retryInDoubt calls try while out, the outcome that stands, is in doubt,
+// until ctx ends, and returns the outcome that stands then: a call that
+// failed with the server may have been stored, and a retry with the same
+// idempotency keys must then be answered with the same IDs (the checker
+// sees a second message as a delivery under another ID). A retry refused
+// while the server is down leaves the first attempt in doubt. Attempts
+// are 100 ms apart.
+func (w *workload) retryInDoubt(ctx context.Context, out Outcome, try func() Outcome) Outcome {
 	for out == InDoubt && ctx.Err() == nil {
 		sleep(ctx, 100*time.Millisecond)
 		if ctx.Err() != nil {
@@ -255,19 +252,21 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 	return req, s
 }
 
-// cancel cancels a recently acknowledged message.
-func (w *workload) cancel(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle int, rng *rand.Rand) {
+// cancel cancels a recently acknowledged message, over Connect or gRPC.
+func (w *workload) cancel(ctx context.Context, l lanes, cycle int, rng *rand.Rand) {
+	u := l.choose(rng)
 	key, id, ok := w.hist.OKSchedule(rng.IntN)
 	if !ok {
 		return
 	}
+	w.count("cancel", u.proto)
 	x := Cancel{Key: key, ID: id, Cycle: cycle, Sent: time.Now()}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	res, err := c.Cancel(cctx, connect.NewRequest(&hourglassv1.CancelRequest{Id: id}))
+	res, err := u.Cancel(cctx, &hourglassv1.CancelRequest{Id: id})
 	cancel()
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	if x.Outcome == OK {
-		switch res.Msg.Result {
+		switch res.Result {
 		case hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED:
 			x.Answer = CancelCancelled
 		case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED:
@@ -279,78 +278,109 @@ func (w *workload) cancel(ctx context.Context, c hourglassv1connect.HourglassSer
 	w.hist.AddCancel(x)
 }
 
+// turn is one consumer's visit to one topic.
+type turn struct {
+	topic string
+	cycle int
+	dead  bool          // a dead-letter topic
+	drain bool          // the final drain: ack everything but poison
+	short bool          // a short lease, which the consumer may let run out
+	lease time.Duration // the lease asked for
+}
+
 // consume receives from every topic and every dead-letter topic in turn
-// until ctx ends. With drain set it acks everything it gets under a long
-// lease, except poison messages outside a dead-letter topic, which it
-// still nacks.
-func (w *workload) consume(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle, id int, rng *rand.Rand, drain bool) {
+// until ctx ends, choosing per turn (with rng) a unary Receive over
+// Connect or gRPC, or a Consume stream (consumeStream; not without gRPC
+// lanes), and per Ack or Nack of a unary turn Connect or gRPC. With drain
+// set it acks everything it gets under a long lease, except poison
+// messages outside a dead-letter topic, which it still nacks.
+func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *rand.Rand, drain bool) {
 	const longLease = 5 * time.Second
 	topics := slices.Clone(w.topics)
 	for _, t := range w.topics {
 		topics = append(topics, dlqTopic(t))
 	}
-	for i := id; ctx.Err() == nil; i++ {
-		topic := topics[i%len(topics)]
-		dead := isDLQ(topic)
-		short := !drain && !dead && rng.IntN(100) < 15
-		lease := longLease
-		if short {
-			lease = time.Duration(300+rng.IntN(500)) * time.Millisecond
+	for i := id; i < id+maxLoopOps && ctx.Err() == nil; i++ {
+		t := turn{topic: topics[i%len(topics)], cycle: cycle, drain: drain, lease: longLease}
+		t.dead = isDLQ(t.topic)
+		t.short = !drain && !t.dead && rng.IntN(100) < 15
+		if t.short {
+			t.lease = time.Duration(300+rng.IntN(500)) * time.Millisecond
+		}
+		if l.streams != nil && rng.IntN(100) < 35 {
+			w.consumeStream(ctx, l, t, rng)
+			continue
 		}
 		wait := int64(200)
-		if dead {
+		if t.dead {
 			wait = 0 // mostly empty: do not hold up the other topics
 		}
+		u := l.pick("receive", rng)
 		issued := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res, err := c.Receive(cctx, connect.NewRequest(&hourglassv1.ReceiveRequest{
-			Topic: topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: lease.Milliseconds(),
-		}))
+		res, err := u.Receive(cctx, &hourglassv1.ReceiveRequest{
+			Topic: t.topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: t.lease.Milliseconds(),
+		})
 		cancel()
 		received := time.Now()
 		if err != nil {
 			if classify(err) == InDoubt {
-				w.hist.AddReceiveFail(ReceiveFail{Topic: topic, Cycle: cycle, Issued: issued, Failed: received})
+				w.hist.AddReceiveFail(ReceiveFail{Topic: t.topic, Cycle: cycle, Issued: issued, Failed: received})
 			}
 			sleep(ctx, 20*time.Millisecond) // the server is down or restarting
 			continue
 		}
-		for _, m := range res.Msg.Messages {
-			d := Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
-				Receipt: m.Receipt, Cycle: cycle, Issued: issued, Received: received}
-			w.hist.AddDelivery(d)
+		for _, m := range res.Messages {
+			w.hist.AddDelivery(delivery(m, cycle, issued, received))
 		}
-		for _, m := range res.Msg.Messages {
-			key := string(m.Body)
-			r := rng.IntN(100)
-			switch {
-			case dead:
-				w.settle(ctx, c, cycle, m, Ack, 0)
-			case poisoned(m):
-				// Fail it, one of three ways: each failure raises its
-				// attempt count until it is dead-lettered.
-				switch {
-				case !drain && (short || r < 10) && r < 50:
-					// let the lease run out (a long one only outside the
-					// drain, whose deadline would not wait for it)
-				case r%2 == 0:
-					w.settle(ctx, c, cycle, m, Nack, time.Duration(50+rng.IntN(250))*time.Millisecond)
-				default:
-					w.settle(ctx, c, cycle, m, Nack, 0)
-				}
-			case drain:
-				w.settle(ctx, c, cycle, m, Ack, 0)
-			case short && r < 50 && w.fail(key):
-				// let the lease run out
-			case !short && r < 6 && w.fail(key):
-				w.settle(ctx, c, cycle, m, Nack, time.Duration(100+rng.Int64N(w.cfg.SegmentDuration.Milliseconds()))*time.Millisecond)
-			case !short && r < 9 && w.fail(key):
-				w.settle(ctx, c, cycle, m, Nack, 0)
-			default:
-				w.settle(ctx, c, cycle, m, Ack, 0)
+		for _, m := range res.Messages {
+			if kind, delay, ok := w.decide(t, m, rng); ok {
+				w.settle(ctx, l, cycle, m, kind, delay, rng)
 			}
 		}
 	}
+}
+
+// delivery is the record of m, handed out by a call issued at issued (or
+// on a stream, after the credit that allowed it was sent then) and
+// received at received.
+func delivery(m *hourglassv1.Message, cycle int, issued, received time.Time) Delivery {
+	return Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
+		Receipt: m.Receipt, Cycle: cycle, Issued: issued, Received: received}
+}
+
+// decide says what the consumer does with m, received in turn t: settle
+// it (ok) with an Ack, or with a Nack after delay, or not (ok false: its
+// lease is left to run out). Poison messages fail every time, one of three
+// ways, each raising the attempt count until they are dead-lettered;
+// others fail on purpose at most maxFailures times.
+func (w *workload) decide(t turn, m *hourglassv1.Message, rng *rand.Rand) (kind SettleKind, delay time.Duration, ok bool) {
+	key := string(m.Body)
+	r := rng.IntN(100)
+	switch {
+	case t.dead:
+		return Ack, 0, true
+	case poisoned(m):
+		switch {
+		case !t.drain && (t.short || r < 10) && r < 50:
+			// let the lease run out (a long one only outside the drain,
+			// whose deadline would not wait for it)
+			return Ack, 0, false
+		case r%2 == 0:
+			return Nack, time.Duration(50+rng.IntN(250)) * time.Millisecond, true
+		default:
+			return Nack, 0, true
+		}
+	case t.drain:
+		return Ack, 0, true
+	case t.short && r < 50 && w.fail(key):
+		return Ack, 0, false // let the lease run out
+	case !t.short && r < 6 && w.fail(key):
+		return Nack, time.Duration(100+rng.Int64N(w.cfg.SegmentDuration.Milliseconds())) * time.Millisecond, true
+	case !t.short && r < 9 && w.fail(key):
+		return Nack, 0, true
+	}
+	return Ack, 0, true
 }
 
 // poisoned reports whether m carries PoisonHeader.
@@ -363,16 +393,24 @@ func poisoned(m *hourglassv1.Message) bool {
 	return false
 }
 
-func (w *workload) settle(ctx context.Context, c hourglassv1connect.HourglassServiceClient, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration) {
-	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sent: time.Now()}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// settle acks or nacks m by its receipt with a unary call over Connect or
+// gRPC, and records it.
+func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration, rng *rand.Rand) {
+	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle}
 	var err error
 	if kind == Ack {
-		_, err = c.Ack(cctx, connect.NewRequest(&hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt}))
+		u := l.pick("ack", rng)
+		x.Sent = time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = u.Ack(cctx, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
+		cancel()
 	} else {
-		_, err = c.Nack(cctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()}))
+		u := l.pick("nack", rng)
+		x.Sent = time.Now()
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = u.Nack(cctx, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
+		cancel()
 	}
-	cancel()
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddSettle(x)
 }

@@ -8,22 +8,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/enginebench"
-	"github.com/hourglassmq/hourglass/internal/wirecodec"
 )
 
 // Report is enginebench.Report (the same JSON keys, 0 where one does not
@@ -31,22 +26,20 @@ import (
 type Report struct {
 	enginebench.Report
 	Addr        string  `json:"addr"`
-	Protocol    string  `json:"protocol"` // connect (HTTP/1.1) or grpc (HTTP/2)
+	Protocol    string  `json:"protocol"` // grpc, connect or stream (Config.Protocol)
 	Topic       string  `json:"topic"`
 	Clients     int     `json:"clients"`
 	Consumers   int     `json:"consumers"`
 	ClockSkewMs float64 `json:"clock_skew_ms"` // server clock - client clock, measured with Time
 	ClockRTTMs  float64 `json:"clock_rtt_ms"`  // round trip of the Time call the skew came from
 	Errors      int64   `json:"errors"`        // failed calls (the run stops at the first failed Schedule)
-	// MaxCalls is Config.MaxCalls; with it, Calls counts the Schedule and
-	// ScheduleBatch calls the messages went in, and Merged the messages
-	// that went in ScheduleBatch calls.
-	MaxCalls int   `json:"max_calls"`
-	Calls    int64 `json:"calls"`
-	Merged   int64 `json:"merged"`
-	// Conns is Config.Conns: the connections per server the calls were
-	// pipelined over, 0 for a connection per call in flight.
-	Conns int `json:"conns"`
+	MaxCalls    int     `json:"max_calls"`     // Config.MaxCalls
+	// Calls counts the requests the messages went in: unary calls
+	// (Schedule, ScheduleBatch) or ScheduleStream requests. Merged counts
+	// the messages the Go client merged into ScheduleBatch calls (with
+	// MaxCalls).
+	Calls  int64 `json:"calls"`
+	Merged int64 `json:"merged"`
 }
 
 // Run runs one scenario against the server at cfg.Addr. A non-nil report
@@ -61,47 +54,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rand.Read(b[:])
 		cfg.Topic = fmt.Sprintf("bench-%s-%s-%s", cfg.Scenario, time.Now().UTC().Format("20060102T150405"), hex.EncodeToString(b[:]))
 	}
-	// What the Go client (package client) uses: its HTTP/1.1 client, which
-	// sends a small request in one write (and with --conns pipelines
-	// Schedule and ScheduleBatch over that many connections), and (for
-	// gRPC, through connect-go) its codec, which decodes ScheduleBatch
-	// answers with a few allocations per batch.
-	hc := client.NewPipelinedHTTPClient(cfg.Clients+cfg.Consumers+8, cfg.Conns)
-	defer hc.CloseIdleConnections()
-	opts := []connect.ClientOption{connect.WithCodec(wirecodec.Codec{})}
-	if cfg.Protocol == ProtocolGRPC {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 0
-		tr.Protocols = new(http.Protocols)
-		if strings.HasPrefix(cfg.Addr, "http://") {
-			tr.Protocols.SetUnencryptedHTTP2(true)
-		} else {
-			tr.Protocols.SetHTTP2(true)
-		}
-		opts = append(opts, connect.WithGRPC())
-		hc = &http.Client{Transport: tr}
-		defer tr.CloseIdleConnections()
-	}
-	if cfg.Token != "" {
-		opts = append(opts, connect.WithInterceptors(bearer(cfg.Token)))
-	}
-	// The connect protocol goes through package client's service, as the
-	// Go client's users get it (Schedule and ScheduleBatch on its direct
-	// path); gRPC through connect-go.
-	var svcs []hourglassv1connect.HourglassServiceClient
-	for _, a := range cfg.Addrs() {
-		if cfg.Protocol == ProtocolGRPC {
-			svcs = append(svcs, hourglassv1connect.NewHourglassServiceClient(hc, a, opts...))
-		} else {
-			svcs = append(svcs, client.New(a, client.WithHTTPClient(hc), client.WithToken(cfg.Token), client.WithMaxCalls(0)).Service())
-		}
-	}
-	svc := svcs[0]
-
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
+	p, err := dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
 
-	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls, Conns: cfg.Conns}
+	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"
@@ -109,34 +70,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Batch = 1
 	}
 
-	skew, rtt, err := measureSkew(ctx, svc)
+	skew, rtt, err := measureSkew(ctx, p.polls[0])
 	if err != nil {
-		return nil, fmt.Errorf("asking the server at %s for its time: %w", cfg.Addr, err)
+		return nil, fmt.Errorf("asking the server at %s for its time: %w", cfg.Addrs()[0], err)
 	}
 	r.ClockSkewMs, r.ClockRTTMs = round3(ms(skew)), round3(ms(rtt))
+	if cfg.Protocol == ProtocolStream {
+		if err := p.openStreams(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
 
 	switch cfg.Scenario {
 	case Batch, Single:
-		var cls []*client.Client // one merging client per address, with --max-calls
-		if cfg.MaxCalls > 0 {
-			for _, a := range cfg.Addrs() {
-				copts := []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithToken(cfg.Token)}
-				if cfg.Protocol == ProtocolGRPC {
-					copts = []client.Option{client.WithHTTPClient(hc), client.WithMaxCalls(cfg.MaxCalls), client.WithConnectOptions(opts...)}
-				}
-				cls = append(cls, client.New(a, copts...))
-			}
-		}
-		err = runSchedule(ctx, svcs, cls, cfg, r)
-		for _, cl := range cls {
-			calls, merged := cl.ScheduleCalls()
-			r.Calls, r.Merged = r.Calls+calls, r.Merged+merged
-		}
+		err = runSchedule(ctx, p, cfg, r)
 		r.DueFromSeconds, r.DueToSeconds = FarAhead.Seconds(), FarAhead.Seconds()+r.ScheduleSeconds
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
 		r.Consumers = cfg.Consumers
-		err = runLateness(ctx, svc, cfg, r, skew)
+		err = runLateness(ctx, p, cfg, r, skew)
 	}
 	if r.End == "" {
 		r.End = "complete"
@@ -145,6 +97,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			r.End = "timeout"
 		case ctx.Err() != nil:
 			r.End = "interrupted"
+		case err != nil:
+			r.End = "error" // a Schedule failed, or a consumer for good
 		}
 	}
 	return r, err
@@ -152,11 +106,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // measureSkew calls Time a few times and keeps the call with the
 // shortest round trip: skew = server clock - client clock at its middle.
-func measureSkew(ctx context.Context, svc hourglassv1connect.HourglassServiceClient) (skew, rtt time.Duration, err error) {
+func measureSkew(ctx context.Context, p poller) (skew, rtt time.Duration, err error) {
 	rtt = -1
 	for range 5 {
 		t0 := time.Now()
-		res, err := svc.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{}))
+		now, err := p.time(ctx)
 		t1 := time.Now()
 		if err != nil {
 			return 0, 0, err
@@ -164,23 +118,22 @@ func measureSkew(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 		d := t1.Sub(t0)
 		if rtt < 0 || d < rtt {
 			rtt = d
-			skew = res.Msg.Now.AsTime().Sub(t0.Add(d / 2))
+			skew = now.Sub(t0.Add(d / 2))
 		}
 	}
 	return skew, rtt, nil
 }
 
-// schedule sends messages [0, N) in calls of cfg.Batch (ScheduleBatch) or
-// one at a time (Single) from cfg.Clients goroutines; at(i) sets each
-// message's time. It records scheduled count and rate in r.
-// With cls non-empty, single Schedules go through them (merged as the Go
-// client does), client c through cls[c % len(cls)].
-func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cls []*client.Client, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
+// schedule sends messages [0, N) from cfg.Clients goroutines, goroutine c
+// through scheds[c%len(scheds)]: one message a request with single, else
+// cfg.Batch a request; when sets each message's time. It records the
+// messages scheduled, their rate and the requests they went in in r.
+func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
 	step := cfg.Batch
 	if single {
 		step = 1
 	}
-	var next, scheduled, errs atomic.Int64
+	var next, scheduled, calls, errs atomic.Int64
 	var firstErr error
 	var once sync.Once
 	ctx, stop := context.WithCancel(ctx)
@@ -188,11 +141,7 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := range cfg.Clients {
-		svc := svcs[c%len(svcs)]
-		var cl *client.Client
-		if len(cls) > 0 {
-			cl = cls[c%len(cls)]
-		}
+		sched := scheds[c%len(scheds)]
 		wg.Go(func() {
 			// Each goroutine reuses its messages and bodies from call to
 			// call (a call is done with them when it returns), so that the
@@ -217,14 +166,10 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 					msgs = append(msgs, m)
 				}
 				var err error
-				switch {
-				case single && cl != nil:
-					m := msgs[0]
-					_, err = cl.Schedule(ctx, client.Message{Topic: m.Topic, Body: m.Body, Delay: time.Duration(m.GetDelayMs()) * time.Millisecond})
-				case single:
-					_, err = svc.Schedule(ctx, connect.NewRequest(msgs[0]))
-				default:
-					_, err = svc.ScheduleBatch(ctx, connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs}))
+				if single {
+					err = sched.schedule(ctx, msgs[0])
+				} else {
+					err = sched.scheduleBatch(ctx, msgs)
 				}
 				if err != nil {
 					if ctx.Err() == nil {
@@ -233,6 +178,7 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 					}
 					return
 				}
+				calls.Add(1)
 				scheduled.Add(int64(len(msgs)))
 			}
 		})
@@ -240,6 +186,7 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 	wg.Wait()
 	el := time.Since(start)
 	r.Scheduled = int(scheduled.Load())
+	r.Calls += calls.Load()
 	r.Errors += errs.Load()
 	r.ScheduleSeconds = round3(el.Seconds())
 	if el > 0 {
@@ -251,16 +198,80 @@ func schedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceCli
 	return nil
 }
 
-func runSchedule(ctx context.Context, svcs []hourglassv1connect.HourglassServiceClient, cls []*client.Client, cfg Config, r *Report) error {
+func runSchedule(ctx context.Context, p *peers, cfg Config, r *Report) error {
 	delay := &hourglassv1.ScheduleRequest_DelayMs{DelayMs: FarAhead.Milliseconds()}
-	return schedule(ctx, svcs, cls, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	err := schedule(ctx, p.scheds, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	if p.counter != nil {
+		// The Go client merged the Schedules: count what it sent.
+		r.Calls, r.Merged = p.counter.calls.Load(), p.counter.merged.Load()
+	}
+	return err
+}
+
+// Lateness consumers.
+const (
+	// receiveBatch is the most messages a consumer takes at once: a
+	// Receive's max_messages, a Consume stream's credits.
+	receiveBatch = 100
+	// lease is the lease of each message received: far longer than a run
+	// holds one.
+	lease = time.Minute
+	// ackers bounds the AckBatch calls in flight per unary consumer.
+	ackers = 16
+)
+
+// tally counts the deliveries of a lateness run. record may be called
+// from any goroutine.
+type tally struct {
+	seen                              []atomic.Uint32 // deliveries per message index
+	delivered, dups, early, anomalies atomic.Int64
+	errs                              atomic.Int64
+	lastProgress                      atomic.Int64 // unix nanos of the last new delivery
+}
+
+// sample is what one consumer saw; only that consumer's goroutine
+// touches it until the consumers are done.
+type sample struct {
+	late        []float64 // ms
+	first, last time.Time
+}
+
+// record counts one delivery of a message with this body and deliverAt,
+// received at now (client clock); skew moves now to the server's clock.
+func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte, deliverAt time.Time) {
+	if len(body) < 8 {
+		t.anomalies.Add(1)
+		return
+	}
+	i := binary.BigEndian.Uint64(body)
+	if i >= uint64(len(t.seen)) {
+		t.anomalies.Add(1)
+		return
+	}
+	late := now.Add(skew).Sub(deliverAt)
+	if late < 0 {
+		t.early.Add(1)
+	}
+	if t.seen[i].Add(1) > 1 {
+		t.dups.Add(1)
+		return
+	}
+	t.delivered.Add(1)
+	s.late = append(s.late, ms(late))
+	if s.first.IsZero() {
+		s.first = now
+	}
+	s.last = now
+	t.lastProgress.Store(now.UnixNano())
 }
 
 // runLateness schedules N messages due evenly over cfg.Window (on the
 // server's clock), starting once scheduling should be over, while
-// cfg.Consumers long-poll Receive and Ack. Lateness is the client's
-// receive time, moved to the server's clock with skew, minus deliverAt.
-func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceClient, cfg Config, r *Report, skew time.Duration) error {
+// cfg.Consumers receive and ack them: long polls of Receive and AckBatch
+// calls (grpc, connect) or Consume streams (stream). Lateness is the
+// client's receive time, moved to the server's clock with skew, minus
+// deliverAt.
+func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew time.Duration) error {
 	n := cfg.Messages
 	// Scheduling must end before the first message is due: 1s plus a
 	// conservative 20,000 messages/s.
@@ -274,108 +285,33 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 		return fmt.Errorf("--timeout %v ends before the last message is due (%.3fs after the start); give a longer --timeout or fewer --messages or a shorter --window", cfg.Timeout, r.DueToSeconds)
 	}
 
-	seen := make([]atomic.Uint32, n)
-	var delivered, dups, early, anomalies, errs atomic.Int64
-	var lastProgress atomic.Int64 // unix nanos of the last new delivery
-	lastProgress.Store(time.Now().UnixNano())
-	type sample struct {
-		late     []float64
-		first    time.Time
-		last     time.Time
-		received int64
-	}
+	t := &tally{seen: make([]atomic.Uint32, n)}
+	t.lastProgress.Store(time.Now().UnixNano())
 	samples := make([]sample, cfg.Consumers)
+	failed := make(chan struct{})
+	var failOnce sync.Once
+	var consumeErr error // set before failed is closed
 
 	cctx, stopConsumers := context.WithCancel(ctx)
 	defer stopConsumers()
 	var cwg sync.WaitGroup
 	for ci := range cfg.Consumers {
 		s := &samples[ci]
-		cwg.Go(func() {
-			var acks sync.WaitGroup
-			defer acks.Wait()
-			ackSem := make(chan struct{}, ackers)
-			for cctx.Err() == nil {
-				res, err := svc.Receive(cctx, connect.NewRequest(&hourglassv1.ReceiveRequest{
-					Topic: cfg.Topic, MaxMessages: 100, WaitMs: 1000, LeaseMs: 60_000,
-				}))
-				now := time.Now()
-				if err != nil {
-					if cctx.Err() != nil {
-						return
-					}
-					errs.Add(1)
-					select {
-					case <-cctx.Done():
-					case <-time.After(100 * time.Millisecond):
-					}
-					continue
+		if cfg.Protocol == ProtocolStream {
+			cl := p.consumers[ci/consumersPerConn]
+			cwg.Go(func() {
+				if err := streamConsumer(cctx, cl, cfg.Topic, t, s, skew); err != nil {
+					t.errs.Add(1)
+					failOnce.Do(func() { consumeErr = fmt.Errorf("consuming: %w", err); close(failed) })
 				}
-				msgs := res.Msg.Messages
-				if len(msgs) == 0 {
-					continue
-				}
-				serverNow := now.Add(skew)
-				for _, m := range msgs {
-					if len(m.Body) < 8 {
-						anomalies.Add(1)
-						continue
-					}
-					i := binary.BigEndian.Uint64(m.Body)
-					if i >= uint64(n) {
-						anomalies.Add(1)
-						continue
-					}
-					late := serverNow.Sub(m.DeliverAt.AsTime())
-					if late < 0 {
-						early.Add(1)
-					}
-					if seen[i].Add(1) > 1 {
-						dups.Add(1)
-						continue
-					}
-					delivered.Add(1)
-					s.late = append(s.late, ms(late))
-					if s.first.IsZero() {
-						s.first = now
-					}
-					s.last = now
-					s.received++
-				}
-				lastProgress.Store(now.UnixNano())
-				// Ack the whole batch in one AckBatch call, concurrently (at
-				// most ackers calls in flight per consumer), so that acking
-				// holds up the next Receive only when the server falls
-				// behind on acks.
-				receipts := make([]string, len(msgs))
-				for i, m := range msgs {
-					receipts[i] = m.Receipt
-				}
-				select {
-				case ackSem <- struct{}{}:
-				case <-cctx.Done():
-					return
-				}
-				acks.Go(func() {
-					defer func() { <-ackSem }()
-					res, err := svc.AckBatch(ctx, connect.NewRequest(&hourglassv1.AckBatchRequest{Topic: cfg.Topic, Receipts: receipts}))
-					if err != nil {
-						if ctx.Err() == nil {
-							errs.Add(1)
-						}
-						return
-					}
-					for _, a := range res.Msg.Results {
-						if !a.Acked {
-							errs.Add(1)
-						}
-					}
-				})
-			}
-		})
+			})
+			continue
+		}
+		pl := p.polls[ci/consumersPerConn%len(p.polls)]
+		cwg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, t, s, skew) })
 	}
 
-	serr := schedule(ctx, []hourglassv1connect.HourglassServiceClient{svc}, nil, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
+	serr := schedule(ctx, p.scheds, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
 		m.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}
 	})
@@ -388,14 +324,16 @@ func runLateness(ctx context.Context, svc hourglassv1connect.HourglassServiceCli
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 wait:
-	for delivered.Load() < int64(r.Scheduled) {
+	for t.delivered.Load() < int64(r.Scheduled) {
 		select {
 		case <-ctx.Done():
+			break wait
+		case <-failed:
 			break wait
 		case <-tick.C:
 		}
 		now := time.Now()
-		if now.After(lastDue) && now.Sub(time.Unix(0, lastProgress.Load())) > cfg.Grace && now.Sub(lastDue) > cfg.Grace {
+		if now.After(lastDue) && now.Sub(time.Unix(0, t.lastProgress.Load())) > cfg.Grace && now.Sub(lastDue) > cfg.Grace {
 			r.End = "no-progress"
 			break
 		}
@@ -414,11 +352,11 @@ wait:
 			last = s.last
 		}
 	}
-	r.Delivered = delivered.Load()
-	r.Duplicates = dups.Load()
-	r.Early = early.Load()
-	r.Anomalies = anomalies.Load()
-	r.Errors += errs.Load()
+	r.Delivered = t.delivered.Load()
+	r.Duplicates = t.dups.Load()
+	r.Early = t.early.Load()
+	r.Anomalies = t.anomalies.Load()
+	r.Errors += t.errs.Load()
 	r.Lost = int64(r.Scheduled) - r.Delivered
 	if d := last.Sub(first); d > 0 {
 		r.FirePerSec = round1(float64(r.Delivered) / d.Seconds())
@@ -434,13 +372,85 @@ wait:
 		r.LatenessMaxMs = round3(all[len(all)-1])
 		r.LatenessMeanMs = round3(sum / float64(len(all)))
 	}
-	return serr
+	select {
+	case <-failed:
+		return errors.Join(serr, consumeErr)
+	default:
+		return serr
+	}
+}
+
+// pollConsumer long-polls Receive until cctx ends and acks each batch
+// received with one AckBatch call, concurrently (at most ackers calls in
+// flight), so that acking holds up the next Receive only when the server
+// falls behind on acks. The acks run under ctx, to finish after cctx.
+func pollConsumer(ctx, cctx context.Context, pl poller, topic string, t *tally, s *sample, skew time.Duration) {
+	var acks sync.WaitGroup
+	defer acks.Wait()
+	ackSem := make(chan struct{}, ackers)
+	for cctx.Err() == nil {
+		msgs, err := pl.receive(cctx, &hourglassv1.ReceiveRequest{
+			Topic: topic, MaxMessages: receiveBatch, WaitMs: 1000, LeaseMs: lease.Milliseconds(),
+		})
+		now := time.Now()
+		if err != nil {
+			if cctx.Err() != nil {
+				return
+			}
+			t.errs.Add(1)
+			select {
+			case <-cctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		receipts := make([]string, len(msgs))
+		for i, m := range msgs {
+			t.record(s, now, skew, m.Body, m.DeliverAt.AsTime())
+			receipts[i] = m.Receipt
+		}
+		select {
+		case ackSem <- struct{}{}:
+		case <-cctx.Done():
+			return
+		}
+		acks.Go(func() {
+			defer func() { <-ackSem }()
+			res, err := pl.ackBatch(ctx, &hourglassv1.AckBatchRequest{Topic: topic, Receipts: receipts})
+			if err != nil {
+				if ctx.Err() == nil {
+					t.errs.Add(1)
+				}
+				return
+			}
+			for _, a := range res {
+				if !a.Acked {
+					t.errs.Add(1)
+				}
+			}
+		})
+	}
+}
+
+// streamConsumer consumes topic with the Go client's Consume (a Consume
+// stream holding receiveBatch credits, acks sent back on it in batches)
+// until ctx ends. The handler's call is the receive time. It returns the
+// error that ended Consume early, if any.
+func streamConsumer(ctx context.Context, cl *client.Client, topic string, t *tally, s *sample, skew time.Duration) error {
+	return cl.Consume(ctx, topic, func(_ context.Context, d client.Delivery) error {
+		t.record(s, time.Now(), skew, d.Body, d.DeliverAt)
+		return nil
+	}, client.ConsumeOptions{
+		Prefetch: receiveBatch, Lease: lease, Concurrency: 1,
+		// Failed acks and streams broken (and opened again).
+		OnError: func(error) { t.errs.Add(1) },
+	})
 }
 
 // pct is the nearest-rank percentile of sorted values.
-// ackers bounds the AckBatch calls in flight per consumer.
-const ackers = 16
-
 func pct(sorted []float64, p float64) float64 {
 	k := int(math.Ceil(p*float64(len(sorted)))) - 1
 	return sorted[max(0, min(k, len(sorted)-1))]
@@ -449,24 +459,3 @@ func pct(sorted []float64, p float64) float64 {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 func round1(v float64) float64   { return math.Round(v*10) / 10 }
 func round3(v float64) float64   { return math.Round(v*1000) / 1000 }
-
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(b))
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}

@@ -1,7 +1,10 @@
 // Package serverbench drives a running Hourglass server over the network
 // and reports what `hourglass bench server` prints: the same JSON keys as
 // `bench engine` (internal/enginebench), 0 where a key does not apply,
-// plus a few keys of its own (addr, topic, clients, consumers, clock_skew_ms).
+// plus a few keys of its own (addr, protocol, topic, clients, consumers,
+// clock_skew_ms, ...). It talks to the server the ways its users do: unary
+// gRPC calls (grpc-go), Connect over HTTP/1.1 (connect-go), or the
+// ScheduleStream and Consume streams (ProtocolStream).
 package serverbench
 
 import (
@@ -14,9 +17,9 @@ import (
 
 // Scenarios.
 const (
-	Batch    = "batch"    // ScheduleBatch from --clients goroutines; nothing fires during the run
-	Single   = "single"   // single Schedule calls from --clients goroutines; nothing fires
-	Lateness = "lateness" // schedule, then consumers long-poll Receive and Ack; lateness, loss, duplicates
+	Batch    = "batch"    // requests of --batch messages from --clients goroutines; nothing fires during the run
+	Single   = "single"   // requests of one message from --clients goroutines; nothing fires
+	Lateness = "lateness" // schedule, while consumers receive and ack (Receive and AckBatch, or Consume streams); lateness, loss, duplicates
 )
 
 // Scenarios lists the scenarios in the order the help shows them.
@@ -75,29 +78,30 @@ type Config struct {
 	Timeout   time.Duration
 	Grace     time.Duration
 	Topic     string // empty: a fresh unique topic
-	// MaxCalls, for the single scenario, sends the Schedules through
-	// client.Client with client.WithMaxCalls(MaxCalls): concurrent
-	// Schedules beyond MaxCalls in flight share ScheduleBatch calls. 0
-	// sends every Schedule as its own call (the generated client).
-	MaxCalls int
-	// Protocol is how the clients talk: ProtocolConnect (Connect's
-	// protocol over HTTP/1.1, one connection per call in flight, as curl
-	// and browsers do) or ProtocolGRPC (gRPC over one HTTP/2 connection,
-	// plain-text h2c for http:// addresses, as gRPC clients do).
+	// Protocol is how the clients talk: ProtocolGRPC (unary gRPC calls on
+	// one HTTP/2 connection per server, as gRPC clients make them),
+	// ProtocolConnect (Connect's protocol over HTTP/1.1, a connection per
+	// call in flight, as curl and browsers make them) or ProtocolStream
+	// (ScheduleStream and Consume streams over HTTP/2).
 	Protocol string
-	// Conns, for batch and single over ProtocolConnect, pipelines the
-	// clients' calls over at most Conns connections per server
-	// (client.WithPipelining); 0 gives each call in flight a connection
-	// of its own.
-	Conns int
+	// MaxCalls, for the single scenario over ProtocolGRPC, sends the
+	// Schedules through one client.Client per server with
+	// client.WithMaxCalls(MaxCalls): concurrent Schedules beyond MaxCalls
+	// in flight share ScheduleBatch calls. 0 (the default here, unlike
+	// the Go client's) sends every Schedule as its own call.
+	MaxCalls int
 }
 
 // Protocols.
 const (
-	ProtocolConnect = "connect"
 	ProtocolGRPC    = "grpc"
-	DefaultProtocol = ProtocolConnect
+	ProtocolConnect = "connect"
+	ProtocolStream  = "stream"
+	DefaultProtocol = ProtocolGRPC
 )
+
+// Protocols lists the protocols in the order the help shows them.
+var Protocols = []string{ProtocolGRPC, ProtocolConnect, ProtocolStream}
 
 // normalize fills defaults and checks the configuration; the errors say
 // what is allowed.
@@ -118,9 +122,9 @@ func (c *Config) normalize() error {
 	switch c.Protocol {
 	case "":
 		c.Protocol = DefaultProtocol
-	case ProtocolConnect, ProtocolGRPC:
+	case ProtocolGRPC, ProtocolConnect, ProtocolStream:
 	default:
-		return fmt.Errorf("--protocol %q is unknown; use %s (HTTP/1.1) or %s (HTTP/2)", c.Protocol, ProtocolConnect, ProtocolGRPC)
+		return fmt.Errorf("--protocol %q is unknown; use %s (unary gRPC calls over HTTP/2), %s (Connect over HTTP/1.1) or %s (ScheduleStream and Consume over HTTP/2)", c.Protocol, ProtocolGRPC, ProtocolConnect, ProtocolStream)
 	}
 	for _, a := range c.Addrs() {
 		if !strings.HasPrefix(a, "http://") && !strings.HasPrefix(a, "https://") {
@@ -154,14 +158,8 @@ func (c *Config) normalize() error {
 	if c.MaxCalls > 0 && c.Scenario != Single {
 		return fmt.Errorf("--max-calls applies to --scenario single only (batch and lateness send ScheduleBatch themselves)")
 	}
-	if c.Conns < 0 || c.Conns > MaxClients {
-		return fmt.Errorf("--conns %d is out of range; it must be from 0 (a connection per call in flight) to %d", c.Conns, MaxClients)
-	}
-	if c.Conns > 0 && c.Scenario == Lateness {
-		return fmt.Errorf("--conns applies to --scenario batch and single only (lateness keeps a connection per call, its consumers' long polls among them)")
-	}
-	if c.Conns > 0 && c.Protocol == ProtocolGRPC {
-		return fmt.Errorf("--conns applies to --protocol %s only (gRPC multiplexes every call on one HTTP/2 connection already)", ProtocolConnect)
+	if c.MaxCalls > 0 && c.Protocol != ProtocolGRPC {
+		return fmt.Errorf("--max-calls applies to --protocol %s only (the Go client's merging; %s and %s send every Schedule as its own request)", ProtocolGRPC, ProtocolConnect, ProtocolStream)
 	}
 	if c.Consumers == 0 {
 		c.Consumers = DefaultConsumers

@@ -16,7 +16,7 @@ import (
 // as `bench engine`), then this package's own.
 var Keys = append(append([]string(nil), enginebench.Keys...),
 	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors",
-	"max_calls", "calls", "merged", "conns")
+	"max_calls", "calls", "merged")
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -54,6 +54,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	row("protocol", r.Protocol, "")
+	if r.Calls > 0 {
+		unit := "requests the messages went in"
+		if r.MaxCalls > 0 {
+			unit = fmt.Sprintf("calls the Go client sent (--max-calls %d), %s messages in merged ScheduleBatch calls", r.MaxCalls, enginebench.Group(r.Merged))
+		}
+		row("calls", enginebench.Group(r.Calls), unit)
+	}
 	row("clock_skew_ms", f3(r.ClockSkewMs), fmt.Sprintf("server - client (Time round trip %.3f ms)", r.ClockRTTMs))
 	row("errors", enginebench.Group(r.Errors), "failed calls")
 	row("end", r.End, "")
@@ -61,17 +68,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(&buf, "server: %s, topic %s\n", r.Addr, r.Topic)
-	if r.Scenario == Lateness {
-		fmt.Fprintf(&buf, "load: %d clients x %d messages per ScheduleBatch, %d consumers, %d-byte bodies, GOMAXPROCS %d\n", r.Clients, r.Batch, r.Consumers, r.BodySize, r.GOMAXPROCS)
-	} else {
-		conns := "a connection per call in flight"
-		if r.Protocol == ProtocolGRPC {
-			conns = "one HTTP/2 connection"
-		} else if r.Conns > 0 {
-			conns = fmt.Sprintf("calls pipelined over %d connections per server", r.Conns)
-		}
-		fmt.Fprintf(&buf, "load: %d clients x %d messages per call, %d-byte bodies, %s, GOMAXPROCS %d\n", r.Clients, r.Batch, r.BodySize, conns, r.GOMAXPROCS)
-	}
+	fmt.Fprintf(&buf, "load: %s, GOMAXPROCS %d\n", r.load(), r.GOMAXPROCS)
 	if r.Note != "" {
 		fmt.Fprintf(&buf, "note: %s\n", r.Note)
 	}
@@ -81,4 +78,32 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// load says how the run talked to the server, for the table's last lines.
+func (r *Report) load() string {
+	var how string
+	switch {
+	case r.Protocol == ProtocolConnect:
+		how = "Connect over HTTP/1.1, a connection per call in flight"
+	case r.Protocol == ProtocolStream:
+		how = "one ScheduleStream per server, a request in flight per client"
+	case r.MaxCalls > 0:
+		how = fmt.Sprintf("the Go client with WithMaxCalls(%d), one HTTP/2 connection per server", r.MaxCalls)
+	default:
+		how = "unary gRPC calls on one HTTP/2 connection per server"
+	}
+	per := fmt.Sprintf("%d messages per request", r.Batch)
+	if r.Batch == 1 {
+		per = "1 message per request"
+	}
+	s := fmt.Sprintf("%d clients x %s (%s), %d-byte bodies", r.Clients, per, how, r.BodySize)
+	if r.Scenario == Lateness {
+		consume := "long-polling Receive, acking with AckBatch"
+		if r.Protocol == ProtocolStream {
+			consume = fmt.Sprintf("on Consume streams of %d credits", receiveBatch)
+		}
+		s += fmt.Sprintf("; %d consumers %s", r.Consumers, consume)
+	}
+	return s
 }

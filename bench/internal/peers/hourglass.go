@@ -8,11 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
 	"github.com/hourglassmq/hourglass/client"
-	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
 func hourglassSystem(cfg Config, fsync string) System {
@@ -23,8 +19,8 @@ func hourglassSystem(cfg Config, fsync string) System {
 	return System{
 		Name: "hourglass", Variant: "--fsync " + fsync, Durability: dur,
 		Delivery: "at least once (Receive with a lease, then Ack)",
-		Notes: fmt.Sprintf("producers send a batch as one ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers run client.Consume: Receive up to %d (1 s long poll", orDefault(cfg.ConsumeBatch, 100)) + ", lease = the redelivery timeout), " +
-			"one handler goroutine, and the acks that wait go in one AckBatch (one fsync), one AckBatch in flight per consumer; the Go client's own HTTP transport",
+		Notes: fmt.Sprintf("producers send a batch as one gRPC ScheduleBatch with absolute deliver_at and the message's ID as idempotency_key; consumers run client.Consume on the Consume stream with %d credits", orDefault(cfg.ConsumeBatch, 100)) +
+			" (lease = the redelivery timeout), one handler goroutine, and the acks that wait go back on the stream in one settle (one fsync); the Go client (gRPC over HTTP/2) as a user gets it",
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			s.command = func() *exec.Cmd {
@@ -45,7 +41,10 @@ func hourglassSystem(cfg Config, fsync string) System {
 			return s
 		},
 		newDriver: func(s *Server) (Driver, error) {
-			h := NewHourglass(s.Addr())
+			h, err := NewHourglass(s.Addr())
+			if err != nil {
+				return nil, err
+			}
 			h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
 			return h, nil
 		},
@@ -53,34 +52,30 @@ func hourglassSystem(cfg Config, fsync string) System {
 }
 
 // Hourglass drives an Hourglass server through its Go client, set up as
-// a user would: client.New's own HTTP transport, client.Consume.
+// a user would: client.New, client.Consume.
 type Hourglass struct {
 	c     *client.Client
-	hc    *http.Client
 	topic string
 	// Lease of each received message (0: the server's default).
 	Lease time.Duration
-	// ConsumeBatch is Receive's max_messages (0: 100).
+	// ConsumeBatch is the Consume stream's credits (0: 100).
 	ConsumeBatch int
 }
 
 // NewHourglass returns a driver on addr with a topic of its own.
-func NewHourglass(addr string) *Hourglass {
-	// What client.New uses when given none, made here only so that Close
-	// can close its idle connections.
-	hc := client.NewHTTPClient(64)
-	return &Hourglass{
-		c:     client.New("http://"+addr, client.WithHTTPClient(hc)),
-		hc:    hc,
-		topic: uniqueName("hg"),
+func NewHourglass(addr string) (*Hourglass, error) {
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		return nil, err
 	}
+	return &Hourglass{c: c, topic: uniqueName("hg")}, nil
 }
 
 // Setup does nothing: a topic exists once used.
 func (h *Hourglass) Setup(context.Context) error { return nil }
 
-// Close closes idle connections.
-func (h *Hourglass) Close() error { h.hc.CloseIdleConnections(); return nil }
+// Close closes the client.
+func (h *Hourglass) Close() error { return h.c.Close() }
 
 // NewProducer shares the client.
 func (h *Hourglass) NewProducer(context.Context) (Producer, error) { return hgProducer{h}, nil }
@@ -91,17 +86,16 @@ func (h *Hourglass) NewConsumer(context.Context) (Consumer, error) { return hgCo
 type hgProducer struct{ h *Hourglass }
 
 func (p hgProducer) Produce(ctx context.Context, msgs []Msg) error {
-	req := &hourglassv1.ScheduleBatchRequest{Messages: make([]*hourglassv1.ScheduleRequest, len(msgs))}
+	ms := make([]client.Message, len(msgs))
 	for i, m := range msgs {
-		req.Messages[i] = &hourglassv1.ScheduleRequest{
-			Topic: p.h.topic, Body: m.Body,
-			When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(m.DeliverAt)},
+		ms[i] = client.Message{
+			Topic: p.h.topic, Body: m.Body, At: m.DeliverAt,
 			// The message's ID as its key, as Redis and PostgreSQL use it:
 			// a retried batch is not stored twice.
 			IdempotencyKey: strconv.FormatUint(m.ID, 10),
 		}
 	}
-	_, err := p.h.c.Service().ScheduleBatch(ctx, connect.NewRequest(req))
+	_, err := p.h.c.ScheduleBatch(ctx, ms)
 	return err
 }
 
@@ -114,7 +108,7 @@ func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(err
 		handle(d.Body)
 		return nil
 	}, client.ConsumeOptions{
-		MaxMessages: orDefault(c.h.ConsumeBatch, 100), Wait: time.Second, Lease: c.h.Lease,
+		Prefetch: orDefault(c.h.ConsumeBatch, 100), Lease: c.h.Lease,
 		OnError: func(err error) {
 			if ctx.Err() == nil {
 				onErr(err)

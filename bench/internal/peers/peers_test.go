@@ -103,7 +103,11 @@ func roundTrip(t *testing.T, d Driver, maxLate time.Duration) {
 
 func TestHourglassDriver(t *testing.T) {
 	needPeer(t, "hourglass", hourglassAddr)
-	roundTrip(t, NewHourglass(hourglassAddr), time.Second)
+	h, err := NewHourglass(hourglassAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, h, time.Second)
 }
 
 func TestRedisDriver(t *testing.T) {

@@ -1,0 +1,229 @@
+package crashtest
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"syscall"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+)
+
+// Protocols of the workload's calls, as counted in Summary.Ops.
+const (
+	protoConnect = "connect" // connect-go (Connect protocol, protobuf) on HTTP/1.1
+	protoGRPC    = "grpc"    // grpc-go on HTTP/2: unary calls
+	protoStream  = "stream"  // grpc-go on HTTP/2: ScheduleStream or Consume
+)
+
+// unary is one protocol's unary calls, with the protocol's wrapping taken
+// off: what the workload needs of Connect over HTTP/1.1 and of native
+// gRPC alike. Both adapters may be called from any goroutine.
+type unary interface {
+	Schedule(context.Context, *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error)
+	ScheduleBatch(context.Context, *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error)
+	Cancel(context.Context, *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error)
+	Receive(context.Context, *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error)
+	Ack(context.Context, *hourglassv1.AckRequest) error
+	Nack(context.Context, *hourglassv1.NackRequest) error
+	Time(context.Context) (*hourglassv1.TimeResponse, error)
+}
+
+// connectUnary is unary over connect-go.
+type connectUnary struct {
+	c hourglassv1connect.HourglassServiceClient
+}
+
+func msgOf[T any](r *connect.Response[T], err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return r.Msg, nil
+}
+
+func (u connectUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+	return msgOf(u.c.Schedule(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+	return msgOf(u.c.ScheduleBatch(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+	return msgOf(u.c.Cancel(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+	return msgOf(u.c.Receive(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
+	_, err := u.c.Ack(ctx, connect.NewRequest(m))
+	return err
+}
+
+func (u connectUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
+	_, err := u.c.Nack(ctx, connect.NewRequest(m))
+	return err
+}
+
+func (u connectUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
+	return msgOf(u.c.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{})))
+}
+
+// grpcUnary is unary over grpc-go.
+type grpcUnary struct {
+	c hourglassv1.HourglassServiceClient
+}
+
+func (u grpcUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+	return u.c.Schedule(ctx, m)
+}
+
+func (u grpcUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+	return u.c.ScheduleBatch(ctx, m)
+}
+
+func (u grpcUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+	return u.c.Cancel(ctx, m)
+}
+
+func (u grpcUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+	return u.c.Receive(ctx, m)
+}
+
+func (u grpcUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
+	_, err := u.c.Ack(ctx, m)
+	return err
+}
+
+func (u grpcUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
+	_, err := u.c.Nack(ctx, m)
+	return err
+}
+
+func (u grpcUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
+	return u.c.Time(ctx, &hourglassv1.TimeRequest{})
+}
+
+// lanes are the ways the workload reaches one server during a cycle:
+// unary calls over Connect (HTTP/1.1) or gRPC (HTTP/2), and the gRPC
+// streams. grpc and streams are nil in cluster mode, whose producers go
+// round-robin over the nodes with Connect only. Workers pick a lane per
+// call with their seeded generator.
+type lanes struct {
+	connect unary
+	grpc    unary
+	streams hourglassv1.HourglassServiceClient
+	w       *workload // counts the calls by protocol
+}
+
+// lane is one protocol's unary calls.
+type lane struct {
+	unary
+	proto string
+}
+
+// choose chooses Connect or gRPC for a unary call (counted when sent).
+// It draws from rng whether or not there is a choice, so that the draws
+// of a worker do not depend on what the lanes are.
+func (l lanes) choose(rng *rand.Rand) lane {
+	if rng.IntN(2) == 0 || l.grpc == nil {
+		return lane{l.connect, protoConnect}
+	}
+	return lane{l.grpc, protoGRPC}
+}
+
+// pick chooses Connect or gRPC for one unary call of op, and counts it.
+func (l lanes) pick(op string, rng *rand.Rand) unary {
+	ln := l.choose(rng)
+	l.w.count(op, ln.proto)
+	return ln.unary
+}
+
+// dialLanes opens the gRPC connection of one group of workers (producers
+// or consumers) to addr, "http://host:port". All their gRPC calls and
+// streams share it, so that a kill lands with many streams and calls of
+// one HTTP/2 connection in flight.
+func (w *workload) dialLanes(addr string) (lanes, *grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(strings.TrimPrefix(addr, "http://"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return lanes{}, nil, err
+	}
+	g := hourglassv1.NewHourglassServiceClient(conn)
+	return lanes{connect: connectUnary{w.client(addr)}, grpc: grpcUnary{g}, streams: g, w: w}, conn, nil
+}
+
+// classify turns an RPC error into an outcome: nil is OK; an error the
+// server answered with a code that says the request had no effect
+// (classifyCode), or a refused connection, is Rejected; anything else (a
+// broken connection, a timeout, Unavailable, Internal) is InDoubt. It
+// reads connect-go and grpc-go errors alike.
+func classify(err error) Outcome {
+	if err == nil {
+		return OK
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return Rejected
+	}
+	if st, ok := status.FromError(err); ok {
+		// grpc-go fails a call on a connection it could not (re)dial with
+		// the dial's error: the call was never sent.
+		if st.Code() == codes.Unavailable && strings.Contains(st.Message(), "connection refused") {
+			return Rejected
+		}
+		return classifyCode(st.Code())
+	}
+	// connect-go's codes are gRPC's, number for number; an error that is
+	// not a connect error is CodeUnknown.
+	return classifyCode(codes.Code(connect.CodeOf(err)))
+}
+
+// classifyCode is classify for a status code the server answered with
+// (also the code of a ScheduleStream response's error).
+func classifyCode(c codes.Code) Outcome {
+	switch c {
+	case codes.OK:
+		return OK
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound,
+		codes.Unauthenticated, codes.PermissionDenied, codes.ResourceExhausted:
+		return Rejected
+	}
+	return InDoubt
+}
+
+// opCounts counts the workload's calls by operation and protocol
+// ("schedule/grpc"). Its methods may be called from any goroutine.
+type opCounts struct {
+	mu sync.Mutex
+	n  map[string]int // guarded by mu
+}
+
+func (o *opCounts) add(key string, n int) {
+	o.mu.Lock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[key] += n
+	o.mu.Unlock()
+}
+
+func (o *opCounts) snapshot() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := make(map[string]int, len(o.n))
+	for k, v := range o.n {
+		m[k] = v
+	}
+	return m
+}

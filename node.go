@@ -1,0 +1,237 @@
+package hourglass
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/hourglassmq/hourglass/cluster"
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/server"
+	"github.com/hourglassmq/hourglass/sink/natsjs"
+	"github.com/hourglassmq/hourglass/sink/webhook"
+)
+
+// Node is one running Hourglass node. Its methods may be called from any
+// goroutine.
+type Node struct {
+	cfg     Config
+	lock    *os.File
+	srv     *server.Server
+	ready   <-chan struct{}
+	closers []func() error // in the order Close runs them
+	log     *slog.Logger
+	opened  time.Time
+}
+
+// Open opens the data directory (recovering what a crash left: torn tails,
+// unrouted records, undelivered due messages) and starts the node. It
+// returns once the logs are open; Ready is closed once the due buckets are
+// loaded. Only one Node may hold a data directory at a time.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, lock: lock, log: cfg.Logger, opened: time.Now()}
+	if cfg.Cluster != nil {
+		err = n.openCluster(ctx)
+	} else {
+		err = n.openLocal(ctx)
+	}
+	if err != nil {
+		n.closeAll()
+		return nil, err
+	}
+	return n, nil
+}
+
+// QueueDir is where the built-in queue keeps its logs in a data directory.
+func QueueDir(dataDir string) string { return filepath.Join(dataDir, "queue") }
+
+// openLocal wires a local engine, the built-in queue and the sink.
+func (n *Node) openLocal(ctx context.Context) error {
+	cfg := &n.cfg
+	if cfg.Fsync == commitlog.SyncNone {
+		n.log.Warn("fsync none: a machine crash can lose any acknowledged message; for tests only")
+	}
+	q, err := queue.Open(queue.Options{
+		Dir:          QueueDir(cfg.DataDir),
+		MaxAttempts:  cfg.MaxAttempts,
+		DefaultLease: cfg.DefaultLease,
+		Logger:       n.log,
+		Fsync:        cfg.Fsync,
+		// A message must fit in one queue-log segment.
+		SegmentSize: max(queue.DefaultSegmentSize, int64(cfg.MaxBody)+server.MaxHeaderBytes+1<<20),
+	})
+	if err != nil {
+		return err
+	}
+	n.closers = append(n.closers, q.Close)
+	metrics := server.NewMetrics()
+	// The engine's sink: the queue, or a webhook or NATS sink beside it
+	// (the queue then holds only dead letters).
+	var sink engine.Sink = q
+	sinkBatch := QueueSinkBatch
+	var eng *engine.Engine
+	switch cfg.Sink {
+	case SinkWebhook:
+		sinkBatch = 0
+		sink, err = webhook.New(webhook.Options{
+			Routes: cfg.Webhooks, Timeout: cfg.WebhookTimeout, MaxAttempts: cfg.MaxAttempts, Logger: n.log,
+			Reschedule: func(ctx context.Context, r engine.Request) (message.ID, error) { return eng.Schedule(ctx, r) },
+			DeadLetter: func(ctx context.Context, topic string, d engine.Delivery) error {
+				return q.Deliver(ctx, topic+queue.DLQSuffix, []engine.Delivery{d})
+			},
+		})
+	case SinkNATS:
+		sinkBatch = 0
+		var ns *natsjs.Sink
+		ns, err = natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Logger: n.log})
+		if err == nil {
+			sink = ns
+			n.closers = append([]func() error{ns.Close}, n.closers...)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("hourglass: sink %s: %w", cfg.Sink, err)
+	}
+	eng, err = engine.Open(engine.Options{
+		Dir:               cfg.DataDir,
+		SegmentDuration:   cfg.SegmentDuration,
+		PreloadLead:       cfg.PreloadLead,
+		Fsync:             cfg.Fsync,
+		MaxDelay:          cfg.MaxDelay,
+		Sink:              sink,
+		HandoffLead:       cfg.HandoffLead,
+		SinkBatch:         sinkBatch,
+		IdempotencyWindow: cfg.IdempotencyWindow,
+		// The queue remembers this many recent IDs per topic to drop what
+		// the engine delivers again after a crash: no more may be in flight.
+		MaxInflight: queue.DefaultDedupWindow,
+		Logger:      n.log,
+		Observer:    metrics,
+		OnFsync:     metrics.Fsynced,
+	})
+	if err != nil {
+		return err
+	}
+	// The engine stops first: it hands nothing to a closed queue.
+	n.closers = append([]func() error{eng.Close}, n.closers...)
+	q.SetReschedule(eng.Schedule)
+	n.ready = eng.Ready()
+	external := ""
+	if cfg.Sink != SinkQueue {
+		external = cfg.Sink
+	}
+	n.srv, err = server.New(n.serverOptions(server.Options{
+		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.DataDir, ExternalSink: external,
+	}))
+	return err
+}
+
+// openCluster wires a cluster node and its delivery stream.
+func (n *Node) openCluster(ctx context.Context) error {
+	cfg, cl := &n.cfg, n.cfg.Cluster
+	metrics := server.NewMetrics()
+	ns, err := natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Replicas: cl.Replicas, Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("hourglass: cluster: the delivery stream: %w", err)
+	}
+	n.closers = append(n.closers, ns.Close)
+	node, err := cluster.Open(ctx, cluster.Options{
+		URL: cl.URL, NodeID: cl.NodeID, Advertise: cl.Advertise, Partitions: cl.Partitions,
+		LeaseTTL: cl.LeaseTTL, Replicas: cl.Replicas, DataDir: filepath.Join(cfg.DataDir, "cluster"),
+		MaxDelay: cfg.MaxDelay, SegmentDuration: cfg.SegmentDuration, Sink: ns, AuthToken: cfg.AuthToken,
+		Observer: metrics, Logger: n.log, CompactMargin: cl.CompactMargin, CompactInterval: cl.CompactInterval,
+	})
+	if err != nil {
+		return fmt.Errorf("hourglass: cluster %s: %w", cl.URL, err)
+	}
+	n.closers = append([]func() error{node.Close}, n.closers...)
+	n.ready = node.Ready()
+	n.srv, err = server.New(n.serverOptions(server.Options{Cluster: node, Metrics: metrics, ExternalSink: SinkNATS}))
+	return err
+}
+
+// serverOptions adds the Config's API settings to o.
+func (n *Node) serverOptions(o server.Options) server.Options {
+	c := &n.cfg
+	o.SegmentDuration, o.MaxBody, o.MaxDelay, o.DelayLevels = c.SegmentDuration, c.MaxBody, c.MaxDelay, c.DelayLevels
+	o.AuthToken, o.Logger, o.Pprof, o.CORSOrigins = c.AuthToken, n.log, c.Pprof, c.CORSOrigins
+	o.MaxStreams, o.MaxStreamsPerConn, o.MaxRequestBytes, o.IdleTimeout = c.MaxStreams, c.MaxStreamsPerConn, c.MaxRequestBytes, c.IdleTimeout
+	return o
+}
+
+// Ready is closed once recovery is done and the due buckets are loaded (in
+// cluster mode: once the node has joined and taken its partitions).
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Handler is the API on net/http (Connect, Connect-JSON, gRPC-Web,
+// /healthz, /readyz, /metrics), for a program that serves it with its own
+// http.Server on HTTP/1.1; Serve serves it and gRPC together.
+func (n *Node) Handler() http.Handler { return n.srv.Handler() }
+
+// GRPCServer is the API as a grpc-go server, for a program that serves it
+// on a listener of its own.
+func (n *Node) GRPCServer() *grpc.Server { return n.srv.GRPCServer() }
+
+// Serve serves the whole API on ln (every protocol on one address,
+// docs/API.md) until Shutdown or Close; it returns http.ErrServerClosed
+// then.
+func (n *Node) Serve(ln net.Listener) error { return n.srv.Serve(ln, nil) }
+
+// ServeTLS is Serve over TLS with config's certificates.
+func (n *Node) ServeTLS(ln net.Listener, config *tls.Config) error { return n.srv.Serve(ln, config) }
+
+// Shutdown stops Serve gracefully: readiness goes false, long polls and
+// streams end, calls in flight finish until ctx ends. The node keeps its
+// data open: Close it afterwards.
+func (n *Node) Shutdown(ctx context.Context) error { return n.srv.Shutdown(ctx) }
+
+// Close shuts the API down (if Serve runs, giving calls in flight a few
+// seconds), then closes the engine, the queue and the sinks cleanly and
+// releases the data directory.
+func (n *Node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := n.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n.log.Warn("hourglass: calls in flight did not finish in time; their connections were closed")
+		err = nil
+	}
+	if cerr := n.closeAll(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (n *Node) closeAll() error {
+	var err error
+	for _, c := range n.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
+	}
+	n.closers = nil
+	if n.lock != nil {
+		n.lock.Close()
+		n.lock = nil
+	}
+	return err
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+)
+
+// connectAPI serves the API on connect-go: Connect (binary and JSON) and
+// gRPC-Web over HTTP/1.1. Every method decodes nothing itself and decides
+// nothing: it hands the request to the Server's protocol-neutral method
+// and turns the answer back.
+type connectAPI struct{ s *Server }
+
+var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
+
+// connectHandler returns the path and handler of the connect-go service.
+func (s *Server) connectHandler() (string, http.Handler) {
+	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{s},
+		authGate(s.opts.AuthToken),
+		connect.WithInterceptors(connectLog{s}),
+		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
+		// JSON that names a field the schema does not have is refused:
+		// a misspelt time field ("delayMS") must not mean "deliver now".
+		connect.WithCodec(strictJSON{name: "json"}),
+		connect.WithCodec(strictJSON{name: "json; charset=utf-8"}),
+		connect.WithCompressMinBytes(compressMinBytes),
+		connect.WithRecover(func(ctx context.Context, spec connect.Spec, _ http.Header, p any) error {
+			s.log.Error("server: panic in handler", "procedure", spec.Procedure, "panic", fmt.Sprint(p))
+			return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+		}),
+	)
+}
+
+// strictJSON is connect-go's JSON codec with unknown fields refused.
+type strictJSON struct{ name string }
+
+func (c strictJSON) Name() string { return c.name }
+
+func (c strictJSON) Marshal(m any) ([]byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("%T is not a protobuf message", m)
+	}
+	return protojson.MarshalOptions{}.Marshal(pm)
+}
+
+func (c strictJSON) Unmarshal(b []byte, m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return fmt.Errorf("%T is not a protobuf message", m)
+	}
+	if len(b) == 0 {
+		// Connect sends an empty body for a message of all defaults.
+		return nil
+	}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(b, pm); err != nil {
+		return fmt.Errorf("%w; the fields are those of %s in proto/hourglass/v1/hourglass.proto, in lowerCamelCase or as written there",
+			err, pm.ProtoReflect().Descriptor().Name())
+	}
+	return nil
+}
+
+// toConnect turns the neutral methods' gRPC status errors into connect's.
+func toConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		return connect.NewError(connect.Code(st.Code()), errors.New(st.Message()))
+	}
+	return err
+}
+
+// connectCtx is ctx with what the neutral methods need of a connect call.
+func connectCtx(ctx context.Context, peer connect.Peer, h http.Header) context.Context {
+	return withInfo(ctx, callInfo{conn: peer.Addr, forwarded: h.Get(ForwardedHeader) != ""})
+}
+
+// unary serves one unary call through f.
+func unary[Req, Res any](ctx context.Context, req *connect.Request[Req], f func(context.Context, *Req) (*Res, error)) (*connect.Response[Res], error) {
+	res, err := f(connectCtx(ctx, req.Peer(), req.Header()), req.Msg)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(res), nil
+}
+
+func (a connectAPI) Schedule(ctx context.Context, r *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
+	return unary(ctx, r, a.s.scheduleOne)
+}
+
+func (a connectAPI) ScheduleBatch(ctx context.Context, r *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
+	return unary(ctx, r, a.s.scheduleBatch)
+}
+
+func (a connectAPI) Cancel(ctx context.Context, r *connect.Request[hourglassv1.CancelRequest]) (*connect.Response[hourglassv1.CancelResponse], error) {
+	return unary(ctx, r, a.s.cancel)
+}
+
+func (a connectAPI) Receive(ctx context.Context, r *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
+	return unary(ctx, r, a.s.receive)
+}
+
+func (a connectAPI) Ack(ctx context.Context, r *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
+	return unary(ctx, r, a.s.ack)
+}
+
+func (a connectAPI) AckBatch(ctx context.Context, r *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
+	return unary(ctx, r, a.s.ackBatch)
+}
+
+func (a connectAPI) Nack(ctx context.Context, r *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
+	return unary(ctx, r, a.s.nack)
+}
+
+func (a connectAPI) Stats(ctx context.Context, r *connect.Request[hourglassv1.StatsRequest]) (*connect.Response[hourglassv1.StatsResponse], error) {
+	return unary(ctx, r, a.s.stats)
+}
+
+func (a connectAPI) Time(ctx context.Context, r *connect.Request[hourglassv1.TimeRequest]) (*connect.Response[hourglassv1.TimeResponse], error) {
+	return unary(ctx, r, a.s.time)
+}
+
+func (a connectAPI) ReceiveStream(ctx context.Context, r *connect.Request[hourglassv1.ReceiveStreamRequest], st *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
+	return toConnect(a.s.receiveStream(connectCtx(ctx, r.Peer(), r.Header()), r.Msg, st.Send))
+}
+
+// connectBidi is a connect bidirectional stream as the neutral methods
+// take it.
+type connectBidi[Req, Res any] struct{ st *connect.BidiStream[Req, Res] }
+
+func (b connectBidi[Req, Res]) Recv() (*Req, error) { return b.st.Receive() }
+func (b connectBidi[Req, Res]) Send(m *Res) error   { return b.st.Send(m) }
+
+func (a connectAPI) ScheduleStream(ctx context.Context, st *connect.BidiStream[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
+	return toConnect(a.s.scheduleStream(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]{st}))
+}
+
+func (a connectAPI) Consume(ctx context.Context, st *connect.BidiStream[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
+	return toConnect(a.s.consume(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]{st}))
+}
+
+// connectLog logs failed calls as grpcAPI's interceptors do.
+type connectLog struct{ s *Server }
+
+func (l connectLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := l.s.clock()
+		resp, err := next(ctx, req)
+		l.s.report(ctx, req.Spec().Procedure, req.Peer().Addr, start, connectCode(err), err)
+		return resp, err
+	}
+}
+
+func (l connectLog) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (l connectLog) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := l.s.clock()
+		err := next(ctx, conn)
+		l.s.report(ctx, conn.Spec().Procedure, conn.Peer().Addr, start, connectCode(err), err)
+		return err
+	}
+}
+
+func connectCode(err error) uint32 {
+	if err == nil {
+		return 0
+	}
+	return uint32(connect.CodeOf(err))
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // gRPC clients may compress requests, as Connect clients may
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// grpcAPI serves the API on grpc-go. Like connectAPI it only adapts: the
+// work is in the Server's protocol-neutral methods.
+type grpcAPI struct {
+	hourglassv1.UnimplementedHourglassServiceServer
+	s *Server
+}
+
+// streamWorkers is how many goroutines serve gRPC calls: enough for the
+// unary calls of many producers waiting for one group commit together.
+const streamWorkers = 256
+
+// serviceName is the API's gRPC service, for health and logs.
+const serviceName = "hourglass.v1.HourglassService"
+
+// GRPCServer returns a grpc-go server of the API, with the standard
+// grpc.health.v1 service (SERVING once ready, NOT_SERVING before and while
+// shutting down) and server reflection (grpcurl and buf curl need no
+// .proto). Serve serves it on HTTP/2 connections; a program embedding the
+// server may serve it on a listener of its own.
+func (s *Server) GRPCServer() *grpc.Server {
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
+		grpc.MaxSendMsgSize(max(s.opts.MaxRequestBytes, 64<<20)),
+		grpc.ConnectionTimeout(s.opts.HeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
+		// Clients may ping to keep a connection with a long poll alive.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// Calls run on reused goroutines whose stacks have grown already:
+		// a new goroutine per call spent a seventh of the server's CPU
+		// growing its stack (docs/BENCHMARKS.md). Calls beyond the
+		// workers (long polls, streams) get goroutines of their own.
+		grpc.NumStreamWorkers(streamWorkers),
+		grpc.ChainUnaryInterceptor(s.grpcUnary),
+		grpc.ChainStreamInterceptor(s.grpcStream),
+	)
+	hourglassv1.RegisterHourglassServiceServer(gs, grpcAPI{s: s})
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(gs, healthService{Server: hs, s: s})
+	reflection.Register(gs)
+	s.healthMu.Lock()
+	s.health = append(s.health, hs)
+	if s.shutting.Load() {
+		hs.Shutdown()
+	}
+	s.healthMu.Unlock()
+	go s.watchHealth(hs)
+	return gs
+}
+
+// watchHealth makes the health service SERVING once the server is ready;
+// BeginShutdown makes it NOT_SERVING for good (health.Server's Shutdown
+// ignores every later change).
+func (s *Server) watchHealth(hs *health.Server) {
+	select {
+	case <-s.eng.Ready():
+		if !s.shutting.Load() {
+			hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_SERVING)
+		}
+	case <-s.polls.Done():
+	}
+}
+
+// healthService is grpc-go's health service whose Watch calls end once
+// BeginShutdown is called, after a last NOT_SERVING: gRPC clients that
+// check health keep a Watch open, and a graceful stop waits for every call.
+type healthService struct {
+	*health.Server
+	s *Server
+}
+
+func (h healthService) Watch(in *healthpb.HealthCheckRequest, st healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(st.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.s.polls, cancel)
+	defer stop()
+	err := h.Server.Watch(in, &watchStream{Health_WatchServer: st, ctx: ctx})
+	if h.s.polls.Err() == nil || st.Context().Err() != nil {
+		return err
+	}
+	if in.Service == "" || in.Service == serviceName {
+		if err := st.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_NOT_SERVING}); err != nil {
+			return err
+		}
+	}
+	return status.Error(codes.Unavailable, "the server is shutting down: watch the health of another node or reconnect after it restarts")
+}
+
+// watchStream is a Watch call's stream with a context of its own.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+
+// open reports whether a method needs no token: health and reflection.
+func open(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
+}
+
+// grpcCtx checks the token and puts the call's info into ctx.
+func (s *Server) grpcCtx(ctx context.Context, method string) (context.Context, string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
+	}
+	if s.opts.AuthToken != "" && !open(method) {
+		auth := ""
+		if v := md.Get("authorization"); len(v) > 0 {
+			auth = v[0]
+		}
+		if err := checkAuth(s.opts.AuthToken, auth); err != nil {
+			return ctx, addr, status.Error(codes.Unauthenticated, err.Error())
+		}
+	}
+	return withInfo(ctx, callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}), addr, nil
+}
+
+func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	start := time.Now()
+	ctx, addr, err := s.grpcCtx(ctx, info.FullMethod)
+	if err == nil {
+		defer s.recoverGRPC(info.FullMethod, &err)
+		resp, err = handler(ctx, req)
+	}
+	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
+	return resp, err
+}
+
+func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	start := time.Now()
+	ctx, addr, err := s.grpcCtx(ss.Context(), info.FullMethod)
+	if err == nil {
+		defer s.recoverGRPC(info.FullMethod, &err)
+		err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+	}
+	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
+	return err
+}
+
+// recoverGRPC turns a panic in a handler into Internal, as connect-go's
+// WithRecover does for the other protocols.
+func (s *Server) recoverGRPC(method string, err *error) {
+	if p := recover(); p != nil {
+		s.log.Error("server: panic in handler", "procedure", method, "panic", fmt.Sprint(p))
+		*err = status.Error(codes.Internal, "internal error")
+	}
+}
+
+// ctxStream is a grpc.ServerStream with the call's info in its context.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c *ctxStream) Context() context.Context { return c.ctx }
+
+func (a grpcAPI) Schedule(ctx context.Context, r *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+	return a.s.scheduleOne(ctx, r)
+}
+
+func (a grpcAPI) ScheduleBatch(ctx context.Context, r *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+	return a.s.scheduleBatch(ctx, r)
+}
+
+func (a grpcAPI) Cancel(ctx context.Context, r *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+	return a.s.cancel(ctx, r)
+}
+
+func (a grpcAPI) Receive(ctx context.Context, r *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+	return a.s.receive(ctx, r)
+}
+
+func (a grpcAPI) Ack(ctx context.Context, r *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
+	return a.s.ack(ctx, r)
+}
+
+func (a grpcAPI) AckBatch(ctx context.Context, r *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
+	return a.s.ackBatch(ctx, r)
+}
+
+func (a grpcAPI) Nack(ctx context.Context, r *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
+	return a.s.nack(ctx, r)
+}
+
+func (a grpcAPI) Stats(ctx context.Context, r *hourglassv1.StatsRequest) (*hourglassv1.StatsResponse, error) {
+	return a.s.stats(ctx, r)
+}
+
+func (a grpcAPI) Time(ctx context.Context, r *hourglassv1.TimeRequest) (*hourglassv1.TimeResponse, error) {
+	return a.s.time(ctx, r)
+}
+
+func (a grpcAPI) ReceiveStream(r *hourglassv1.ReceiveStreamRequest, st grpc.ServerStreamingServer[hourglassv1.ReceiveStreamResponse]) error {
+	return a.s.receiveStream(st.Context(), r, func(m *hourglassv1.ReceiveStreamResponse) error {
+		if m == nil {
+			return st.SendHeader(nil)
+		}
+		return st.Send(m)
+	})
+}
+
+func (a grpcAPI) ScheduleStream(st grpc.BidiStreamingServer[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
+	return a.s.scheduleStream(st.Context(), st)
+}
+
+func (a grpcAPI) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
+	return a.s.consume(st.Context(), st)
+}

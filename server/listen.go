@@ -1,0 +1,195 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+
+	connectcors "connectrpc.com/cors"
+	"github.com/rs/cors"
+	"github.com/soheilhy/cmux"
+	"google.golang.org/grpc"
+)
+
+// serving is what Serve runs.
+type serving struct {
+	ln   net.Listener
+	mux  cmux.CMux
+	grpc *grpc.Server
+	http *http.Server
+	done chan struct{} // closed when Serve returns
+
+	stopOnce sync.Once
+	stopping chan struct{} // closed by Shutdown before it closes ln
+	stopped  chan struct{} // closed by Shutdown once both servers stopped
+	stopErr  error         // Shutdown's result; set before stopped is closed
+}
+
+// Serve serves the whole API on ln until Shutdown: one address for every
+// protocol. Each connection is told apart by its first bytes (soheilhy/cmux):
+// an HTTP/2 client preface goes to grpc-go (native gRPC: the fast path for
+// gRPC clients and the streams), anything else to net/http on HTTP/1.1
+// (Connect, Connect-JSON, gRPC-Web, /healthz, /readyz, /metrics).
+//
+// With tlsConfig, connections are TLS first. ALPN then offers
+// "http/1.1" before "h2", so a client that speaks both (a browser, curl)
+// gets HTTP/1.1 and Connect or gRPC-Web, and a client that offers only h2
+// (every gRPC client) gets native gRPC. Connect over HTTP/2 is not served:
+// Connect clients use HTTP/1.1.
+func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
+	if tlsConfig != nil {
+		c := tlsConfig.Clone()
+		c.NextProtos = []string{"http/1.1", "h2"}
+		ln = tls.NewListener(ln, c)
+	}
+	m := cmux.New(ln)
+	// A connection that sends nothing recognizable within the header
+	// timeout is closed.
+	m.SetReadTimeout(s.opts.HeaderTimeout)
+	grpcL := m.Match(cmux.HTTP2())
+	httpL := m.Match(cmux.Any())
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	sv := &serving{
+		ln:   ln,
+		mux:  m,
+		grpc: s.GRPCServer(),
+		http: &http.Server{
+			Handler:           s.Handler(),
+			Protocols:         &protocols,
+			ReadHeaderTimeout: s.opts.HeaderTimeout,
+			IdleTimeout:       s.opts.IdleTimeout,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		},
+		done:     make(chan struct{}),
+		stopping: make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	if !s.serving.CompareAndSwap(nil, sv) {
+		return errors.New("server: Serve called twice")
+	}
+	defer close(sv.done)
+	errs := make(chan error, 3)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); errs <- sv.grpc.Serve(muxChild{grpcL}) }()
+	go func() { defer wg.Done(); errs <- sv.http.Serve(h1Listener{muxChild{httpL}}) }()
+	err := m.Serve()
+	select {
+	case <-sv.stopping:
+		// Shutdown closed the listener: it stops both servers gracefully,
+		// letting the calls in flight finish.
+		<-sv.stopped
+		err = nil
+	default:
+		// The listener failed: end everything.
+		if s.shutting.Load() {
+			err = nil
+		}
+		ln.Close()
+		sv.grpc.Stop()
+		sv.http.Close()
+	}
+	wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return http.ErrServerClosed
+}
+
+// muxChild is one of cmux's listeners, whose Close would close the
+// listener they share: Serve and Shutdown close that one.
+type muxChild struct{ net.Listener }
+
+func (muxChild) Close() error { return nil }
+
+// h1Listener is the HTTP/1.1 side's listener: its connections can be
+// half-closed like the TCP and TLS connections cmux wraps, so that
+// net/http, which refuses a request by writing its answer and closing the
+// sending side first, gets that answer to the client before the reset
+// that closing a connection with unread input sends.
+type h1Listener struct{ net.Listener }
+
+func (l h1Listener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if mc, ok := c.(*cmux.MuxConn); ok {
+		if cw, ok := mc.Conn.(closeWriter); ok {
+			return halfCloser{Conn: c, cw: cw}, nil
+		}
+	}
+	return c, nil
+}
+
+type closeWriter interface{ CloseWrite() error }
+
+// halfCloser is a connection with the CloseWrite of the one under it.
+type halfCloser struct {
+	net.Conn
+	cw closeWriter
+}
+
+func (c halfCloser) CloseWrite() error { return c.cw.CloseWrite() }
+
+// Shutdown stops Serve: it ends long polls and streams (BeginShutdown),
+// stops accepting connections, and waits for calls in flight to finish
+// until ctx ends, when it closes the connections left. Serve then returns
+// http.ErrServerClosed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.BeginShutdown()
+	sv := s.serving.Load()
+	if sv == nil {
+		return nil
+	}
+	sv.stopOnce.Do(func() {
+		defer close(sv.stopped)
+		close(sv.stopping)
+		sv.mux.Close()
+		sv.ln.Close() // cmux's Close leaves its listener open
+		done := make(chan struct{})
+		go func() {
+			sv.grpc.GracefulStop()
+			close(done)
+		}()
+		herr := sv.http.Shutdown(ctx)
+		select {
+		case <-done:
+		case <-ctx.Done():
+			sv.grpc.Stop()
+			<-done
+			sv.stopErr = ctx.Err()
+		}
+		if herr != nil {
+			sv.http.Close()
+			sv.stopErr = herr
+		}
+	})
+	<-sv.stopped
+	select {
+	case <-sv.done:
+	case <-ctx.Done():
+	}
+	return sv.stopErr
+}
+
+// withCORS answers browsers' preflight requests and adds the CORS headers
+// the Connect and gRPC-Web protocols need, for Options.CORSOrigins.
+func (s *Server) withCORS(h http.Handler) http.Handler {
+	if len(s.opts.CORSOrigins) == 0 {
+		return h
+	}
+	return cors.New(cors.Options{
+		AllowedOrigins: s.opts.CORSOrigins,
+		AllowedMethods: connectcors.AllowedMethods(),
+		AllowedHeaders: append(connectcors.AllowedHeaders(), "Authorization"),
+		ExposedHeaders: connectcors.ExposedHeaders(),
+		MaxAge:         7200,
+	}).Handler(h)
+}

@@ -1,0 +1,519 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// bidi is a bidirectional stream as the neutral stream methods take it:
+// grpc-go's streams are one as they are, connect-go's through connectBidi.
+// Recv is called from one goroutine, Send from one at a time.
+type bidi[Req, Res any] interface {
+	Recv() (*Req, error)
+	Send(*Res) error
+}
+
+// Limits of the streams (the schema's comments state them).
+const (
+	// MaxStreamInflight is how many requests of one ScheduleStream may be
+	// in progress (read, not yet answered) at once; the stream reads no
+	// more until the oldest is answered.
+	MaxStreamInflight = 1024
+	// MaxCredits is the most credits a Consume stream may hold.
+	MaxCredits = 10_000
+	// maxSettling is how many settle requests of one Consume stream are
+	// carried out at once.
+	maxSettling = 16
+)
+
+const streamsWhat = "long polls and streams"
+
+// scheduleStream serves ScheduleStream: requests are checked as they
+// arrive and scheduled by the stream's committer (streamCommit), and
+// answered in the order they came.
+func (s *Server) scheduleStream(ctx context.Context, st bidi[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
+	release, err := s.limits.acquire(infoOf(ctx).conn, streamsWhat)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	o := &ordered{}
+	o.cond.L = &o.mu
+	stop := context.AfterFunc(s.polls, o.close) // shutting down: answer what was read, then end
+	defer stop()
+	stopCtx := context.AfterFunc(ctx, o.close)
+	defer stopCtx()
+
+	c := &streamCommit{s: s, ctx: ctx}
+	go func() {
+		defer o.close()
+		for {
+			req, err := st.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					o.fail(err)
+				}
+				return
+			}
+			done, ok := o.push()
+			if !ok {
+				return
+			}
+			// The answer is always sent to done, so that every request
+			// read is answered (or the stream fails).
+			c.add(req, done)
+		}
+	}()
+	for {
+		done, ok := o.pop()
+		if !ok {
+			break
+		}
+		if err := st.Send(<-done); err != nil {
+			return err
+		}
+	}
+	if err := o.err(); err != nil {
+		return err
+	}
+	if s.polls.Err() != nil && ctx.Err() == nil {
+		return status.Error(codes.Unavailable, "the server is shutting down: every request read was answered; send the rest to another node or after it restarts")
+	}
+	return nil
+}
+
+// Limits of a stream's committer.
+const (
+	// streamCalls is how many engine calls one ScheduleStream keeps in
+	// flight: one can append while another waits for its fsync.
+	streamCalls = 4
+	// streamCallMessages bounds the messages of one engine call.
+	streamCallMessages = 4 * MaxBatch
+)
+
+// streamCommit schedules the requests of one ScheduleStream: the requests
+// that arrive while its engine calls are in flight go together in the
+// next call, so that a stream of single messages costs one engine call
+// per group commit, not one per message. Each request keeps its own
+// answer: if a call is refused (nothing of it stored), its requests are
+// scheduled again one by one, so that only a faulty request fails. Its
+// methods may be called from any goroutine.
+type streamCommit struct {
+	s   *Server
+	ctx context.Context
+
+	mu      sync.Mutex
+	pending []streamItem // guarded by mu: checked, not yet in a call
+	running int          // guarded by mu: engine calls in flight
+}
+
+// streamItem is one checked request and where its answer goes.
+type streamItem struct {
+	reqs  []engine.Request
+	batch bool
+	done  chan<- *hourglassv1.ScheduleStreamResponse
+}
+
+// add checks req and queues it for the next engine call, starting one if
+// fewer than streamCalls are in flight. A request that fails its check is
+// answered at once.
+func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *hourglassv1.ScheduleStreamResponse) {
+	it := streamItem{done: done}
+	var err error
+	switch k := req.Kind.(type) {
+	case *hourglassv1.ScheduleStreamRequest_Message:
+		it.reqs = make([]engine.Request, 1)
+		err = c.s.request("", k.Message, c.s.eng.Now(), false, &it.reqs[0])
+	case *hourglassv1.ScheduleStreamRequest_Batch:
+		it.batch = true
+		it.reqs, err = c.s.batchRequests(k.Batch, c.s.eng.Now())
+	default:
+		err = invalid("a ScheduleStream request holds neither message nor batch: set one")
+	}
+	if err != nil {
+		done <- streamError(err)
+		return
+	}
+	c.mu.Lock()
+	c.pending = append(c.pending, it)
+	if c.running >= streamCalls {
+		c.mu.Unlock()
+		return
+	}
+	c.running++
+	items := c.take()
+	c.mu.Unlock()
+	go c.run(items)
+}
+
+// take removes the next call's items from pending: at least one, then as
+// many as fit in streamCallMessages. c.mu is held.
+func (c *streamCommit) take() []streamItem {
+	n, msgs := 0, 0
+	for n < len(c.pending) && (n == 0 || msgs+len(c.pending[n].reqs) <= streamCallMessages) {
+		msgs += len(c.pending[n].reqs)
+		n++
+	}
+	items := slices.Clone(c.pending[:n])
+	rest := copy(c.pending, c.pending[n:])
+	clear(c.pending[rest:])
+	c.pending = c.pending[:rest]
+	return items
+}
+
+// run schedules items, then what has come meanwhile, until nothing waits.
+func (c *streamCommit) run(items []streamItem) {
+	for {
+		c.commit(items)
+		c.mu.Lock()
+		if len(c.pending) == 0 {
+			c.running--
+			c.mu.Unlock()
+			return
+		}
+		items = c.take()
+		c.mu.Unlock()
+	}
+}
+
+// commit schedules items in one engine call and answers each.
+func (c *streamCommit) commit(items []streamItem) {
+	reqs := items[0].reqs
+	if len(items) > 1 {
+		n := 0
+		for _, it := range items {
+			n += len(it.reqs)
+		}
+		reqs = make([]engine.Request, 0, n)
+		for _, it := range items {
+			reqs = append(reqs, it.reqs...)
+		}
+	}
+	ids, err := c.s.schedule(c.ctx, reqs)
+	if err != nil && len(items) > 1 && status.Code(err) == codes.InvalidArgument {
+		// Refused whole, nothing stored: let each request answer for
+		// itself (the engine checks times against its own clock, a moment
+		// after the server did).
+		for _, it := range items {
+			c.commit([]streamItem{it})
+		}
+		return
+	}
+	for _, it := range items {
+		if err != nil {
+			it.done <- streamError(err)
+			continue
+		}
+		mine := ids[:len(it.reqs):len(it.reqs)]
+		ids = ids[len(it.reqs):]
+		if it.batch {
+			it.done <- &hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Batch{Batch: scheduleBatchResponse(mine)}}
+		} else {
+			it.done <- &hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Result{Result: scheduleResponse(mine[0])}}
+		}
+	}
+}
+
+func streamError(err error) *hourglassv1.ScheduleStreamResponse {
+	st := status.Convert(err)
+	return &hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Error{
+		Error: &hourglassv1.Status{Code: int32(st.Code()), Message: st.Message()}}}
+}
+
+// ordered is the queue of a ScheduleStream's requests in progress, in the
+// order they were read. Its methods may be called from any goroutine.
+type ordered struct {
+	mu     sync.Mutex
+	cond   sync.Cond // on mu
+	q      []chan *hourglassv1.ScheduleStreamResponse
+	closed bool  // no more pushes
+	failed error // the reading side's error
+}
+
+// push adds a request in progress, waiting while MaxStreamInflight are;
+// false once closed.
+func (o *ordered) push() (chan *hourglassv1.ScheduleStreamResponse, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.q) >= MaxStreamInflight && !o.closed {
+		o.cond.Wait()
+	}
+	if o.closed {
+		return nil, false
+	}
+	done := make(chan *hourglassv1.ScheduleStreamResponse, 1)
+	o.q = append(o.q, done)
+	o.cond.Broadcast()
+	return done, true
+}
+
+// pop takes the oldest request in progress, waiting for one; false once
+// closed and empty.
+func (o *ordered) pop() (chan *hourglassv1.ScheduleStreamResponse, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.q) == 0 && !o.closed {
+		o.cond.Wait()
+	}
+	if len(o.q) == 0 {
+		return nil, false
+	}
+	done := o.q[0]
+	o.q[0] = nil
+	o.q = o.q[1:]
+	o.cond.Broadcast()
+	return done, true
+}
+
+func (o *ordered) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.cond.Broadcast()
+	o.mu.Unlock()
+}
+
+func (o *ordered) fail(err error) {
+	o.mu.Lock()
+	if o.failed == nil {
+		o.failed = err
+	}
+	o.mu.Unlock()
+}
+
+func (o *ordered) err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.failed
+}
+
+// consume serves Consume: it pushes due messages of the stream's topic
+// while the consumer has credits, and settles what the consumer sends.
+func (s *Server) consume(ctx context.Context, st bidi[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
+	first, err := st.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalid("Consume ended before its first request: send open first")
+		}
+		return err
+	}
+	op := first.GetOpen()
+	if op == nil {
+		return invalid("the first request of a Consume stream must be open (topic, credits, lease_ms)")
+	}
+	n, lease, err := receiveArgs(op.Topic, op.MaxBatch, DefaultStreamBatch, op.LeaseMs)
+	if err == nil {
+		err = s.noQueue()
+	}
+	if err == nil {
+		err = s.receivable(op.Topic)
+	}
+	if err == nil && (op.Credits < 1 || op.Credits > MaxCredits) {
+		err = invalid("open.credits %d: from 1 to %d", op.Credits, MaxCredits)
+	}
+	if err != nil {
+		return err
+	}
+	release, err := s.limits.acquire(infoOf(ctx).conn, streamsWhat)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	c := &consumer{s: s, st: st, topic: op.Topic, credits: int(op.Credits)}
+	c.cond.L = &c.mu
+	pctx, cancel := s.pollContext(ctx)
+	defer cancel()
+	stop := context.AfterFunc(pctx, c.end)
+	defer stop()
+	go c.read(ctx, cancel)
+	err = c.push(pctx, n, lease)
+	c.end()
+	c.settling.Wait()
+	if err == nil {
+		err = c.readErr()
+	}
+	if err == nil && s.polls.Err() != nil && ctx.Err() == nil {
+		err = status.Error(codes.Unavailable, "the server is shutting down: leases of unacked messages run out as usual; reconnect to another node or after it restarts")
+	}
+	return err
+}
+
+// consumer is the state of one Consume stream.
+type consumer struct {
+	s     *Server
+	st    bidi[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]
+	topic string
+
+	sendMu sync.Mutex // serializes st.Send
+
+	mu       sync.Mutex
+	cond     sync.Cond // on mu: credits or ended changed
+	credits  int       // guarded by mu
+	ended    bool      // guarded by mu: no more pushes or settles
+	failed   error     // guarded by mu: why the reading side ended the stream
+	settling sync.WaitGroup
+	slots    chan struct{}
+}
+
+func (c *consumer) send(r *hourglassv1.ConsumeResponse) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.st.Send(r)
+}
+
+func (c *consumer) end() {
+	c.mu.Lock()
+	c.ended = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+func (c *consumer) readErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// push sends due messages while there are credits, until the stream ends.
+func (c *consumer) push(ctx context.Context, maxBatch int, lease time.Duration) error {
+	for {
+		c.mu.Lock()
+		for c.credits == 0 && !c.ended {
+			c.cond.Wait()
+		}
+		if c.ended {
+			c.mu.Unlock()
+			return nil
+		}
+		n := min(c.credits, maxBatch)
+		c.mu.Unlock()
+		msgs, err := c.s.q.Receive(ctx, c.topic, n, streamPoll, lease)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return serverError(err)
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		c.mu.Lock()
+		c.credits -= len(msgs)
+		c.mu.Unlock()
+		// A message leased here that fails to reach the consumer is handed
+		// out again when its lease ends.
+		if err := c.send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{
+			Messages: &hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}}}); err != nil {
+			return err
+		}
+	}
+}
+
+// read handles the consumer's credits and settles until the stream ends;
+// a bad request ends it with the request's error (cancel).
+func (c *consumer) read(ctx context.Context, cancel func()) {
+	c.slots = make(chan struct{}, maxSettling)
+	fail := func(err error) {
+		c.mu.Lock()
+		if c.failed == nil {
+			c.failed = err
+		}
+		c.mu.Unlock()
+		c.end()
+		cancel()
+	}
+	for {
+		req, err := c.st.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				fail(err)
+				return
+			}
+			// The consumer is done: stop pushing; settles in progress finish.
+			c.end()
+			cancel()
+			return
+		}
+		switch k := req.Kind.(type) {
+		case *hourglassv1.ConsumeRequest_Credit:
+			n := int(k.Credit.GetCredits())
+			c.mu.Lock()
+			held := c.credits
+			if n < 1 || held+n > MaxCredits {
+				c.mu.Unlock()
+				fail(invalid("credit.credits %d with %d held: from 1 to %d in all", n, held, MaxCredits))
+				return
+			}
+			c.credits += n
+			c.cond.Broadcast()
+			c.mu.Unlock()
+		case *hourglassv1.ConsumeRequest_Settle:
+			set := k.Settle
+			if len(set.Acks) > MaxAckBatch || len(set.Nacks) > MaxAckBatch {
+				fail(invalid("settle of %d acks and %d nacks: at most %d of each", len(set.Acks), len(set.Nacks), MaxAckBatch))
+				return
+			}
+			c.mu.Lock()
+			if c.ended {
+				c.mu.Unlock()
+				return
+			}
+			c.settling.Add(1)
+			c.mu.Unlock()
+			c.slots <- struct{}{}
+			go func() {
+				defer func() { <-c.slots; c.settling.Done() }()
+				if err := c.send(c.settle(ctx, set)); err != nil {
+					fail(err)
+				}
+			}()
+		case *hourglassv1.ConsumeRequest_Open:
+			fail(invalid("open is the first request of a Consume stream only; open another stream for another topic"))
+			return
+		default:
+			fail(invalid("a Consume request holds none of open, credit and settle: set one"))
+			return
+		}
+	}
+}
+
+// settle acks and nacks what one settle request names.
+func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *hourglassv1.ConsumeResponse {
+	out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
+	if len(set.Acks) > 0 {
+		res, err := c.s.q.AckBatch(ctx, c.topic, set.Acks)
+		if err != nil {
+			res = make([]error, len(set.Acks))
+			for i := range res {
+				res[i] = errors.New(status.Convert(serverError(err)).Message())
+			}
+		}
+		out.Acks = ackResults(res)
+	}
+	for _, nk := range set.Nacks {
+		r := &hourglassv1.AckResult{Acked: true}
+		delay, err := c.s.nackDelay(nk.DelayMs)
+		if err == nil {
+			if err = c.s.q.NackReceipt(ctx, c.topic, nk.Receipt, delay); err != nil {
+				err = serverError(err)
+			}
+		}
+		if err != nil {
+			r.Acked, r.Error = false, status.Convert(err).Message()
+		}
+		out.Nacks = append(out.Nacks, r)
+	}
+	return &hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Settled{Settled: out}}
+}

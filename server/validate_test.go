@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// TestServerError: errors the caller did not cause get the code that
+// tells a client what to do, however deeply they are wrapped: retry later
+// (a full disk, too many open files, failing storage, shutting down), fix
+// the request, look at the state; Internal is left for the rest.
+func TestServerError(t *testing.T) {
+	pathErr := func(op string, err error) error {
+		return &fs.PathError{Op: op, Path: "/data/commitlog/00000000000000000000.log", Err: err}
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code codes.Code
+		msg  string // in the message
+	}{
+		{"enospc", fmt.Errorf("commitlog: append: %w", pathErr("write", syscall.ENOSPC)), codes.ResourceExhausted, "disk is full"},
+		{"edquot", pathErr("write", syscall.EDQUOT), codes.ResourceExhausted, "disk is full"},
+		{"emfile", fmt.Errorf("queue: topic t: %w", pathErr("open", syscall.EMFILE)), codes.ResourceExhausted, "too many open files"},
+		{"enfile", &os.SyscallError{Syscall: "accept", Err: syscall.ENFILE}, codes.ResourceExhausted, "too many open files"},
+		{"eio", fmt.Errorf("schedulelog: %w", pathErr("read", syscall.EIO)), codes.Unavailable, "storage is failing"},
+		{"erofs", pathErr("open", syscall.EROFS), codes.Unavailable, "storage is failing"},
+		{"engine_closed", fmt.Errorf("schedule: %w", engine.ErrClosed), codes.Unavailable, "shutting down"},
+		{"queue_closed", fmt.Errorf("ack: %w", queue.ErrClosed), codes.Unavailable, "shutting down"},
+		{"canceled", fmt.Errorf("wait: %w", context.Canceled), codes.Canceled, ""},
+		{"deadline", context.DeadlineExceeded, codes.DeadlineExceeded, ""},
+		{"queue_invalid", fmt.Errorf("%w: lease 13h", queue.ErrInvalid), codes.InvalidArgument, "lease 13h"},
+		{"not_leased", fmt.Errorf("ack x: %w", queue.ErrNotLeased), codes.FailedPrecondition, ""},
+		{"status_kept", status.Error(codes.NotFound, "no such thing"), codes.NotFound, "no such thing"},
+		{"other_errno", pathErr("write", syscall.EBADF), codes.Internal, "bad file descriptor"},
+		{"other", errors.New("boom"), codes.Internal, "boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := serverError(tc.err)
+			wantStatus(t, tc.err.Error(), err, tc.code, tc.msg)
+			// An operating system's error stays in the message, for the
+			// operator.
+			var errno syscall.Errno
+			if s := status.Convert(err).Message(); errors.As(tc.err, &errno) && !strings.Contains(s, tc.err.Error()) {
+				t.Errorf("message %q lacks the cause %q", s, tc.err)
+			}
+		})
+	}
+}
