@@ -13,6 +13,7 @@ import (
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/vtcodec"
 )
 
 // connectAPI serves the API on connect-go: Connect (binary and JSON) and
@@ -29,6 +30,8 @@ func (s *Server) connectHandler() (string, http.Handler) {
 		authGate(s.opts.AuthToken),
 		connect.WithInterceptors(connectLog{s}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
+		// Binary protobuf through vtprotobuf's reflection-free code.
+		connect.WithCodec(vtcodec.Connect{}),
 		// JSON that names a field the schema does not have is refused:
 		// a misspelt time field ("delayMS") must not mean "deliver now".
 		connect.WithCodec(strictJSON{name: "json"}),

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/vtcodec"
 )
 
 // grpcAPI serves the API on grpc-go. Like connectAPI it only adapts: the
@@ -41,6 +42,8 @@ const serviceName = "hourglass.v1.HourglassService"
 // server may serve it on a listener of its own.
 func (s *Server) GRPCServer() *grpc.Server {
 	gs := grpc.NewServer(
+		// The API's messages go through vtprotobuf's reflection-free code.
+		grpc.ForceServerCodecV2(vtcodec.GRPC{}),
 		grpc.MaxRecvMsgSize(s.opts.MaxRequestBytes),
 		grpc.MaxSendMsgSize(max(s.opts.MaxRequestBytes, 64<<20)),
 		grpc.ConnectionTimeout(s.opts.HeaderTimeout),

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -114,6 +115,9 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if m.IdempotencyKey != "" && len(m.Headers) >= message.MaxHeaders {
 		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as a header: at most %d in all", len(m.Headers), message.MaxHeaders)))
 	}
+	if !utf8.ValidString(m.IdempotencyKey) {
+		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
+	}
 	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
 	if len(m.Headers) > 0 {
 		req.Headers = make([]message.Header, len(m.Headers))
@@ -121,6 +125,9 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		for i, h := range m.Headers {
 			if h == nil || h.Key == "" {
 				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
+			}
+			if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
+				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
 			}
 			size += len(h.Key) + len(h.Value)
 			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}

@@ -9,11 +9,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -55,6 +57,31 @@ func TestServerError(t *testing.T) {
 			var errno syscall.Errno
 			if s := status.Convert(err).Message(); errors.As(tc.err, &errno) && !strings.Contains(s, tc.err.Error()) {
 				t.Errorf("message %q lacks the cause %q", s, tc.err)
+			}
+		})
+	}
+}
+
+// TestRequestRejectsNonUTF8: the strings a Schedule keeps are text. The
+// vtprotobuf decoder (internal/vtcodec) does not check UTF-8 as the
+// protobuf library does, so the server checks the strings it stores.
+func TestRequestRejectsNonUTF8(t *testing.T) {
+	ts := newTestServer(t, Options{})
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		m    *hourglassv1.ScheduleRequest
+		want string
+	}{
+		{"header_key", &hourglassv1.ScheduleRequest{Topic: "t", Headers: []*hourglassv1.Header{{Key: "k\xff", Value: "v"}}}, "headers[0] is not valid UTF-8"},
+		{"header_value", &hourglassv1.ScheduleRequest{Topic: "t", Headers: []*hourglassv1.Header{{Key: "k", Value: "\xc3"}}}, "headers[0] is not valid UTF-8"},
+		{"idempotency_key", &hourglassv1.ScheduleRequest{Topic: "t", IdempotencyKey: "a\x80"}, "idempotency_key is not valid UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r engine.Request
+			err := ts.srv.request("", tc.m, now, false, &r)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("request: %v; want InvalidArgument containing %q", err, tc.want)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/vtcodec"
 )
 
 // scheduler is what the scheduling goroutines call on one server. Its
@@ -180,7 +181,8 @@ func dialGRPC(addr, token string) (*grpc.ClientConn, error) {
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes)),
+		// The Go client's codec (package client uses the same).
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes), grpc.ForceCodecV2(vtcodec.GRPC{})),
 	}
 	if token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearerCreds(token)))

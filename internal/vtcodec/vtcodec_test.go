@@ -1,0 +1,119 @@
+package vtcodec
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+func samples() []proto.Message {
+	at := timestamppb.New(time.Date(2030, 1, 2, 9, 0, 0, 123_000_000, time.UTC))
+	big := bytes.Repeat([]byte("x"), 64<<10) // above grpc-go's pooling threshold
+	return []proto.Message{
+		&hourglassv1.ScheduleRequest{},
+		&hourglassv1.ScheduleRequest{Topic: "orders", Body: []byte("hello"), When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 1500},
+			Headers: []*hourglassv1.Header{{Key: "k", Value: "v"}}, IdempotencyKey: "order-42"},
+		&hourglassv1.ScheduleBatchRequest{Messages: []*hourglassv1.ScheduleRequest{
+			{Topic: "a", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: at}}, {Topic: "b", Body: big, When: &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: 3}}}},
+		&hourglassv1.ReceiveResponse{Messages: []*hourglassv1.Message{{Id: "0123", Topic: "t", Body: []byte{0, 1, 2}, DeliverAt: at, Attempt: 2, Receipt: "r"}}},
+		&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{Ref: 7, Acks: []string{"a"}, Nacks: []*hourglassv1.ConsumeNack{{Receipt: "b", DelayMs: 5}}}}},
+		&grpc_health_v1.HealthCheckResponse{Status: grpc_health_v1.HealthCheckResponse_SERVING}, // no vtproto methods: the library's path
+	}
+}
+
+// TestSameBytes: both codecs write what the protobuf library writes and
+// read it back to an equal message, for messages with and without
+// vtprotobuf's methods.
+func TestSameBytes(t *testing.T) {
+	for _, m := range samples() {
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := GRPC{}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := bs.Materialize()
+		bs.Free()
+		c, err := Connect{}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) || !bytes.Equal(c, want) {
+			t.Errorf("%T: gRPC %d bytes, Connect %d, the library %d; want the same bytes", m, len(got), len(c), len(want))
+		}
+		back := m.ProtoReflect().New().Interface()
+		if err := (GRPC{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(want)}, back); err != nil || !proto.Equal(back, m) {
+			t.Errorf("%T: gRPC read back %v, %v", m, back, err)
+		}
+		back = m.ProtoReflect().New().Interface()
+		if err := (Connect{}).Unmarshal(want, back); err != nil || !proto.Equal(back, m) {
+			t.Errorf("%T: Connect read back %v, %v", m, back, err)
+		}
+	}
+}
+
+// FuzzUnmarshal holds vtprotobuf's decoders of the requests the server
+// reads to the protobuf library's: no panic on any input, equal messages
+// when both accept it, and vtprotobuf refuses what the library accepts
+// only for a field with a wire type the schema does not give it (the
+// library keeps that as an unknown field). vtprotobuf is more lenient
+// the other way (strings that are not UTF-8, over-long varints, field
+// numbers out of range in unknown fields): the server checks every field
+// it uses (server/validate.go), so that leniency admits no value the
+// checks would not.
+func FuzzUnmarshal(f *testing.F) {
+	for _, m := range samples() {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range []proto.Message{&hourglassv1.ScheduleRequest{}, &hourglassv1.ScheduleBatchRequest{},
+			&hourglassv1.ScheduleStreamRequest{}, &hourglassv1.ConsumeRequest{}, &hourglassv1.ReceiveRequest{}, &hourglassv1.AckBatchRequest{}} {
+			lib := m.ProtoReflect().New().Interface()
+			libErr := proto.Unmarshal(b, lib)
+			vt := m.ProtoReflect().New().Interface()
+			vtErr := Connect{}.Unmarshal(b, vt)
+			switch {
+			case libErr == nil && vtErr != nil && !strings.Contains(vtErr.Error(), "wrong wireType"):
+				t.Fatalf("%T: the library accepts it, vtprotobuf says %v", m, vtErr)
+			}
+			// Unknown fields are left out: the server never reads them, and
+			// vtprotobuf drops those of the well-known Timestamp.
+			if libErr == nil && vtErr == nil && !proto.Equal(known(lib), known(vt)) {
+				t.Fatalf("%T: library %v, vtprotobuf %v", m, lib, vt)
+			}
+		}
+	})
+}
+
+// known drops m's unknown fields, in every message within it.
+func known(m proto.Message) proto.Message {
+	dropUnknown(m.ProtoReflect())
+	return m
+}
+
+func dropUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := range v.List().Len() {
+				dropUnknown(v.List().Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			dropUnknown(v.Message())
+		}
+		return true
+	})
+}
