@@ -114,6 +114,9 @@ func BenchmarkRawFsync(b *testing.B) {
 				if err := fillSegment(f, 0, size, mode != "fallocated"); err != nil {
 					b.Fatal(err)
 				}
+				if err := fdatasync(f); err != nil {
+					b.Fatal(err)
+				}
 			}
 			var m mmap.MMap
 			if mode == "mmap-overwrite" {

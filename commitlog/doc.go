@@ -52,7 +52,11 @@
 // (the last holding data), so opening does not grow with the number of
 // sealed segments. A record that fails to decode in the active segment is a
 // torn tail: the segment is zeroed from there and Open reports what it
-// dropped. A bad record in a sealed segment is a *CorruptionError naming the
-// file and offset, returned by readers and by Verify, and is never served as
+// dropped. A bad record in a sealed segment is a *segfile.CorruptionError naming
+// the file and offset, returned by readers and by Verify, and is never served as
 // data.
+//
+// It owns one log directory (the engine's commitlog/, and each queue topic's
+// log/ and acks/), and imports only packages record (framing) and segfile
+// (corruption errors, durable file creation).
 package commitlog

@@ -1,9 +1,6 @@
 package commitlog
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 var (
 	// ErrClosed is returned by operations on a closed Log.
@@ -24,22 +21,3 @@ var (
 	// sequence: a file between two others is missing.
 	ErrMissingSegment = errors.New("commitlog: missing segment")
 )
-
-// CorruptionError reports a record or header that failed its checksum or
-// could not be decoded in a place where a torn write is not possible. The
-// operator decides what to do; the log never serves the damaged data.
-type CorruptionError struct {
-	File   string // path of the segment file
-	Pos    int64  // byte position in the file
-	Offset int64  // logical offset of the damaged record, -1 for a header
-	Err    error  // the underlying decode error (record.ErrChecksum, ...)
-}
-
-func (e *CorruptionError) Error() string {
-	if e.Offset < 0 {
-		return fmt.Sprintf("commitlog: corrupt segment header in %s: %v", e.File, e.Err)
-	}
-	return fmt.Sprintf("commitlog: corruption in %s at file position %d (offset %d): %v", e.File, e.Pos, e.Offset, e.Err)
-}
-
-func (e *CorruptionError) Unwrap() error { return e.Err }

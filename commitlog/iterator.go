@@ -33,8 +33,8 @@ func (l *Log) NewIterator(from int64) (*Iterator, error) {
 	if from < l.FirstOffset() {
 		return nil, fmt.Errorf("%w: %d < %d", ErrOffsetTrimmed, from, l.FirstOffset())
 	}
-	if from > l.visible.Load() {
-		return nil, fmt.Errorf("%w: %d > %d", ErrOffsetRange, from, l.visible.Load())
+	if from > l.view.visible.Load() {
+		return nil, fmt.Errorf("%w: %d > %d", ErrOffsetRange, from, l.view.visible.Load())
 	}
 	return &Iterator{l: l, pos: from, off: -1}, nil
 }
@@ -47,7 +47,7 @@ func (it *Iterator) Next() bool {
 		return false
 	}
 	for {
-		if it.pos >= it.l.visible.Load() {
+		if it.pos >= it.l.view.visible.Load() {
 			return false
 		}
 		if it.seg == nil || it.pos >= it.seg.end() {
@@ -68,7 +68,7 @@ func (it *Iterator) Next() bool {
 			continue
 		}
 		if err != nil {
-			it.err = &CorruptionError{File: s.path, Pos: headerSize + p, Offset: it.pos, Err: err}
+			it.err = s.corruption(it.pos, err)
 			return false
 		}
 		it.off, it.rec = it.pos, rec
@@ -84,6 +84,14 @@ func (it *Iterator) Offset() int64 { return it.off }
 // segment and is valid until the next call to Next or Close.
 func (it *Iterator) Record() record.Record { return it.rec }
 
+// Corruption returns the error for the current record (Next returned
+// true) when the caller finds its content impossible though its checksum
+// holds: a *segfile.CorruptionError naming the record's file and position,
+// with err as its cause.
+func (it *Iterator) Corruption(err error) error {
+	return it.seg.corruption(it.off, err)
+}
+
 // Pos returns the offset the next record will be read from.
 func (it *Iterator) Pos() int64 { return it.pos }
 
@@ -93,27 +101,7 @@ func (it *Iterator) Err() error { return it.err }
 // Wait blocks until a record beyond the iterator's position is visible,
 // the context ends, or the log closes (ErrClosed). The writer wakes it;
 // it does not poll.
-func (it *Iterator) Wait(ctx context.Context) error {
-	it.l.waiters.Add(1)
-	defer it.l.waiters.Add(-1)
-	for {
-		ch := it.l.notifyChan()
-		if it.l.visible.Load() > it.pos {
-			return nil
-		}
-		if p := it.l.failed.Load(); p != nil {
-			return *p
-		}
-		if it.l.isClosed() {
-			return ErrClosed
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
+func (it *Iterator) Wait(ctx context.Context) error { return it.l.waitFor(ctx, it.pos+1) }
 
 // Close releases the segment the iterator holds.
 func (it *Iterator) Close() {

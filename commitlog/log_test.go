@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 const testSegSize = 8 << 10 // small segments so tests rotate often
@@ -235,15 +236,15 @@ func TestRecoveryCases(t *testing.T) {
 		{name: "extra_overlapping_segment", damage: func(t *testing.T, dir string, segs []string) {
 			b, _ := os.ReadFile(filepath.Join(dir, segs[0]))
 			os.WriteFile(filepath.Join(dir, segmentName(10)), b, 0o644)
-		}, openErr: &CorruptionError{}, verify: Corruption},
+		}, openErr: &segfile.CorruptionError{}, verify: Corruption},
 		{name: "unexpected_log_name", damage: func(t *testing.T, dir string, segs []string) {
 			os.WriteFile(filepath.Join(dir, "notes.log"), []byte("x"), 0o644)
 		}, openErr: errUnexpected, verify: UnexpectedFile},
 		{name: "bad_header", damage: func(t *testing.T, dir string, segs []string) {
 			flipByte(t, filepath.Join(dir, segs[1]), 9)
-		}, openErr: &CorruptionError{}, verify: Corruption},
+		}, openErr: &segfile.CorruptionError{}, verify: Corruption},
 		{name: "leftover_tmp_removed", damage: func(t *testing.T, dir string, segs []string) {
-			os.WriteFile(filepath.Join(dir, segmentName(1<<40)+tmpSuffix), []byte("partial"), 0o644)
+			os.WriteFile(filepath.Join(dir, segmentName(1<<40)+segfile.TempSuffix), []byte("partial"), 0o644)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -278,8 +279,8 @@ func TestRecoveryCases(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open: %v", err)
 				}
-			case *CorruptionError:
-				var ce *CorruptionError
+			case *segfile.CorruptionError:
+				var ce *segfile.CorruptionError
 				if !errors.As(err, &ce) {
 					t.Fatalf("open error = %v, want CorruptionError", err)
 				}
@@ -292,9 +293,9 @@ func TestRecoveryCases(t *testing.T) {
 			}
 			defer l.Close()
 			_, _, rerr := readAll(t, l, l.FirstOffset())
-			var ce *CorruptionError
+			var ce *segfile.CorruptionError
 			if tc.readErr {
-				if !errors.As(rerr, &ce) || ce.File == "" || ce.Offset < 0 {
+				if !errors.As(rerr, &ce) || ce.Path == "" || ce.Offset < 0 {
 					t.Fatalf("read error = %v, want CorruptionError with file and offset", rerr)
 				}
 				return
@@ -303,7 +304,7 @@ func TestRecoveryCases(t *testing.T) {
 				t.Fatal(rerr)
 			}
 			checkRecords(t, l, offs, 0)
-			if m, _ := filepath.Glob(filepath.Join(dir, "*"+tmpSuffix)); len(m) != 0 {
+			if m, _ := filepath.Glob(filepath.Join(dir, "*"+segfile.TempSuffix)); len(m) != 0 {
 				t.Fatalf("tmp files left: %v", m)
 			}
 		})
@@ -483,16 +484,16 @@ func TestDiskFull(t *testing.T) {
 	offs := appendN(t, l, 0, 10)
 	// Wait until the preallocator has produced the spare, then take it away
 	// and make creating segments fail as on a full disk.
-	l.preMu.Lock()
-	if l.spare != nil {
-		l.spare.removed.Store(true)
-		l.spare.release()
-		l.spare = nil
+	l.pre.mu.Lock()
+	if l.pre.spare != nil {
+		l.pre.spare.removed.Store(true)
+		l.pre.spare.release()
+		l.pre.spare = nil
 	}
-	l.create = func(string, int64, int64, bool) (string, error) {
+	l.pre.create = func(string, int64, int64, bool) (string, error) {
 		return "", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}
 	}
-	l.preMu.Unlock()
+	l.pre.mu.Unlock()
 	var err error
 	n := 10
 	for ; err == nil && n < 1000; n++ {
@@ -504,9 +505,9 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("append on a full disk: %v", err)
 	}
 	checkRecords(t, l, offs, 0)
-	l.preMu.Lock()
-	l.create = createSegment
-	l.preMu.Unlock()
+	l.pre.mu.Lock()
+	l.pre.create = createSegment
+	l.pre.mu.Unlock()
 	more, err := l.Append(nil, Record{Type: 1, Payload: payload(n - 1)})
 	if err != nil {
 		t.Fatalf("append after space returned: %v", err)
@@ -614,12 +615,12 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 	}
 	defer l.Close()
 	created := make(chan bool, 4)
-	l.preMu.Lock()
-	l.create = func(dir string, base, size int64, zeroFill bool) (string, error) {
+	l.pre.mu.Lock()
+	l.pre.create = func(dir string, base, size int64, zeroFill bool) (string, error) {
 		created <- zeroFill
 		return createSegment(dir, base, size, zeroFill)
 	}
-	l.preMu.Unlock()
+	l.pre.mu.Unlock()
 	// next waits for the preallocator's next segment, appending n bytes
 	// at a time with add until it comes: the request is made once the
 	// active segment is half full, so within two segments' worth.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // ProblemKind classifies what Verify found.
@@ -153,7 +154,7 @@ func listVerify(dir string) (segs []*segment, probs []Problem, total int64, racy
 	var names []string
 	for _, e := range ents {
 		name := e.Name()
-		if filepath.Ext(name) == tmpSuffix {
+		if filepath.Ext(name) == segfile.TempSuffix {
 			continue
 		}
 		if _, ok := parseSegmentName(name); !ok {

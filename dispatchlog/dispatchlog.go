@@ -12,7 +12,7 @@
 //	+----------------------------------------------------------------+
 //	| header: magic "HGDONE\0\0", version, bucket start ms,           |
 //	|   duration ms, xxh64; synced-length slots A and B               |
-//	|   (the same layout as schedule segments: internal/segfile)      |
+//	|   (the same layout as schedule segments: package segfile)       |
 //	+----------------------------------------------------------------+
 //	| done | done | done | ...                      (to end of file)  |
 //	+----------------------------------------------------------------+
@@ -36,6 +36,9 @@
 //
 // The layout above is part of the on-disk format (docs/FORMAT.md)
 // and must not change without a new version.
+//
+// It owns the dispatch logs (*.done) of one directory, and imports only
+// packages record and segfile.
 package dispatchlog
 
 import (
@@ -49,8 +52,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Format constants. They are part of the on-disk format and must not change.
@@ -115,34 +118,10 @@ var (
 	// ErrBadBucket is returned by Open for a bucket start or duration that
 	// no schedule segment can have.
 	ErrBadBucket = errors.New("dispatchlog: invalid bucket")
-	// ErrBadRecord is the cause inside a CorruptionError for a done-record
-	// whose checksum holds but whose content is impossible.
+	// ErrBadRecord is the cause inside a segfile.CorruptionError for a
+	// done-record whose checksum holds but whose content is impossible.
 	ErrBadRecord = errors.New("dispatchlog: malformed done-record")
 )
-
-// CorruptionError is the typed error for damaged data: it names the file
-// and the offset and wraps the cause. Match it with errors.As.
-type CorruptionError = segfile.CorruptionError
-
-// Problem is one finding of Verify: file, offset, kind and cause.
-type Problem = segfile.Problem
-
-// Kind classifies a Problem: TornTail or Corrupt.
-type Kind = segfile.Kind
-
-// Problem kinds reported by Verify.
-const (
-	// TornTail is undecodable data after the synced-length hint, what a
-	// crash leaves behind; Open truncates it.
-	TornTail = segfile.TornTail
-	// Corrupt is damage Open will not repair: a bad record before the
-	// hint, a bad header, or a whole record with impossible content.
-	Corrupt = segfile.Corrupt
-)
-
-// Recovery reports what Open found at the tail of a dispatch log and
-// whether it truncated a torn tail (where, how many bytes and records).
-type Recovery = segfile.Recovery
 
 // Name returns the file name of the dispatch log of the segment starting
 // at bucketStartMs, e.g. 20261130T050000Z.done.
@@ -184,11 +163,11 @@ type Writer struct {
 // is recovered as schedulelog.Open recovers segments: only the tail after
 // the last recorded sync is read, and a torn tail is truncated and
 // reported. A log whose header names another start or duration fails with
-// ErrMismatch; damage before the hint is a *CorruptionError.
-func Open(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Writer, Recovery, error) {
+// ErrMismatch; damage before the hint is a *segfile.CorruptionError.
+func Open(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Writer, segfile.Recovery, error) {
 	h := segfile.Header{Magic: Magic, Start: bucketStartMs, Duration: d.Milliseconds()}
 	if !segfile.ValidStart(h.Start) || !segfile.ValidDuration(h.Duration) || d%time.Second != 0 {
-		return nil, Recovery{}, fmt.Errorf("%w: start %d ms, duration %v; the start must be a whole second from 1970 to 9999 (UTC epoch ms) and the duration a whole number of seconds from 1s to 24h",
+		return nil, segfile.Recovery{}, fmt.Errorf("%w: start %d ms, duration %v; the start must be a whole second from 1970 to 9999 (UTC epoch ms) and the duration a whole number of seconds from 1s to 24h",
 			ErrBadBucket, bucketStartMs, d)
 	}
 	path := filepath.Join(dir, Name(bucketStartMs))
@@ -203,7 +182,7 @@ func Open(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Writ
 	sf, rec, err := segfile.Open(path, format, so)
 	if errors.Is(err, fs.ErrNotExist) {
 		sf, err = segfile.Create(path, h, so)
-		rec = Recovery{Path: path, From: segfile.HeaderSize, HintValid: true}
+		rec = segfile.Recovery{Path: path, From: segfile.HeaderSize, HintValid: true}
 	}
 	if err != nil {
 		return nil, rec, fmt.Errorf("dispatchlog: open: %w", err)
@@ -332,7 +311,7 @@ func decodeDone(rec record.Record) (Done, error) {
 	return d, nil
 }
 
-// format describes dispatch logs to internal/segfile.
+// format describes dispatch logs to package segfile.
 var format = segfile.Format{Magic: Magic, Type: TypeDone, Align: 1,
 	Check: func(_ *segfile.Header, rec record.Record, _ uint64, _ bool) (uint64, error) {
 		_, err := decodeDone(rec)
@@ -342,4 +321,4 @@ var format = segfile.Format{Magic: Magic, Type: TypeDone, Align: 1,
 // Verify walks every done-record of the log at path and reports each
 // problem with its file, offset and kind (torn tail or corruption). The
 // error is for I/O failures only.
-func Verify(path string) ([]Problem, error) { return segfile.Verify(path, format) }
+func Verify(path string) ([]segfile.Problem, error) { return segfile.Verify(path, format) }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // start is 2026-11-30T05:00:00Z, the bucket most tests use.
@@ -22,7 +22,7 @@ const hour = time.Hour
 // quiet keeps the expected torn-tail warnings out of the test output.
 var quiet = Options{Logger: slog.New(slog.DiscardHandler)}
 
-func openLog(t testing.TB, dir string, opts Options) (*Writer, Recovery) {
+func openLog(t testing.TB, dir string, opts Options) (*Writer, segfile.Recovery) {
 	t.Helper()
 	w, rec, err := Open(dir, start, time.Hour, opts)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestStickyError(t *testing.T) {
 	}
 }
 
-// Header fields are those of internal/segfile; check that a dispatch log is
+// Header fields are those of package segfile; check that a dispatch log is
 // not mistaken for a schedule segment and vice versa.
 func TestMagic(t *testing.T) {
 	dir := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // FuzzDecodeDone feeds arbitrary record flags and payloads to the
@@ -43,7 +44,7 @@ func FuzzDecodeDone(f *testing.F) {
 
 // FuzzLoad appends arbitrary bytes after the synced part of a dispatch log
 // and checks that Load and Verify never panic, that Load either fails with
-// a *CorruptionError or returns at least the synced records, and that
+// a *segfile.CorruptionError or returns at least the synced records, and that
 // after Open the log is whole.
 func FuzzLoad(f *testing.F) {
 	rec := make([]byte, RecordSize)
@@ -73,7 +74,7 @@ func FuzzLoad(f *testing.F) {
 		if _, err := Verify(path); err != nil {
 			t.Fatal(err)
 		}
-		var ce *CorruptionError
+		var ce *segfile.CorruptionError
 		set, _, err := Load(path)
 		if err != nil && !errors.As(err, &ce) {
 			t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Records reads the whole dispatch log at path and returns its done-records
 // in file order (completion order), so that a tool can say why each entry is
 // done. It applies Load's rules: a missing file has no records; damage
 // before the synced-length hint, or a whole record with impossible content
-// anywhere, is a *CorruptionError and no records are returned; after the
+// anywhere, is a *segfile.CorruptionError and no records are returned; after the
 // hint it stops quietly at the first incomplete or undecodable record.
 // Records only reads, so it is safe beside a running writer.
 func Records(path string) ([]Done, error) {
@@ -52,11 +52,11 @@ func Records(path string) ([]Done, error) {
 			if off >= hint {
 				return out, nil
 			}
-			return nil, &CorruptionError{Path: path, Offset: off, Err: err}
+			return nil, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
 		d, err := decodeDone(rec)
 		if err != nil {
-			return nil, &CorruptionError{Path: path, Offset: off, Err: err}
+			return nil, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
 		out = append(out, d)
 	}

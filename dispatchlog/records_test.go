@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // checkRecordsAgree asserts that Records fails exactly when Load does, and
@@ -20,7 +22,7 @@ func checkRecordsAgree(t *testing.T, path string) []Done {
 		t.Fatalf("Load error %v, Records error %v: they must agree", lerr, rerr)
 	}
 	if lerr != nil {
-		var a, b *CorruptionError
+		var a, b *segfile.CorruptionError
 		if errors.As(lerr, &a) != errors.As(rerr, &b) || a != nil && (a.Offset != b.Offset) {
 			t.Fatalf("Load error %v, Records error %v: not the same corruption", lerr, rerr)
 		}
@@ -67,9 +69,9 @@ func TestRecords(t *testing.T) {
 	if err := os.WriteFile(path, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var ce *CorruptionError
+	var ce *segfile.CorruptionError
 	if _, err := Records(path); !errors.As(err, &ce) || ce.Offset != int64(len(b)-RecordSize*2) {
-		t.Fatalf("Records on a flipped bit: %v; want a CorruptionError at %d", err, len(b)-RecordSize*2)
+		t.Fatalf("Records on a flipped bit: %v; want a segfile.CorruptionError at %d", err, len(b)-RecordSize*2)
 	}
 	checkRecordsAgree(t, path)
 

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // crashImage appends synced records, then unsynced ones (written to the OS
@@ -68,7 +68,7 @@ func TestTornTailEveryByte(t *testing.T) {
 				checkLoad(t, path, all[:len(all)-1]) // readers stop quietly after the hint
 				probs, err := Verify(path)
 				if err != nil || torn != (len(probs) == 1) || len(probs) > 1 ||
-					torn && (probs[0].Kind != TornTail || probs[0].Offset != last) {
+					torn && (probs[0].Kind != segfile.TornTail || probs[0].Offset != last) {
 					t.Fatalf("cut %d: Verify = %v, %v", cut, probs, err)
 				}
 				w, rec, err := Open(dir, start, hour, quiet)
@@ -126,7 +126,7 @@ func TestZeroedTail(t *testing.T) {
 }
 
 // TestCorruption damages a synced record: Verify reports it with file and
-// offset, and Load refuses the log with a *CorruptionError rather than
+// offset, and Load refuses the log with a *segfile.CorruptionError rather than
 // return a set that could be missing a done entry.
 func TestCorruption(t *testing.T) {
 	const bad = 10
@@ -165,14 +165,14 @@ func TestCorruption(t *testing.T) {
 			path := putImage(t, dir, img)
 
 			probs, err := Verify(path)
-			if err != nil || len(probs) != 1 || probs[0].Kind != Corrupt || probs[0].Offset != off ||
+			if err != nil || len(probs) != 1 || probs[0].Kind != segfile.Corrupt || probs[0].Offset != off ||
 				probs[0].Path != path || probs[0].Bytes != RecordSize {
 				t.Fatalf("Verify = %v, %v; want one corruption at %d", probs, err, off)
 			}
 			set, _, err := Load(path)
-			var ce *CorruptionError
+			var ce *segfile.CorruptionError
 			if set != nil || !errors.As(err, &ce) || ce.Offset != off || ce.Path != path {
-				t.Fatalf("Load = %v, %v; want a *CorruptionError at %s:%d", set, err, path, off)
+				t.Fatalf("Load = %v, %v; want a *segfile.CorruptionError at %s:%d", set, err, path, off)
 			}
 			if want := fmt.Sprintf("%s at offset %d", path, off); !bytes.Contains([]byte(err.Error()), []byte(want)) {
 				t.Fatalf("error %q does not name file and offset", err)

@@ -10,7 +10,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Counts are the number of done-records per reason in a dispatch log. A
@@ -110,13 +110,13 @@ func (s *Set) All() iter.Seq[uint64] {
 	}
 }
 
-// Load reads the whole dispatch log at path and returns the set of done
-// seqs and the number of records per reason. A missing file is an empty
-// set. Damage before the synced-length hint, or a whole record with
-// impossible content anywhere, is a *CorruptionError: a damaged log could
-// hide a done entry, so it is never read past. After the hint, Load stops
-// quietly at the first incomplete or undecodable record (a torn tail the
-// writer's Open will truncate, or a write in progress). Load only reads.
+// Load reads the whole dispatch log at path and returns the set of done seqs
+// and the number of records per reason. A missing file is an empty set.
+// Damage before the synced-length hint, or a whole record with impossible
+// content anywhere, is a *segfile.CorruptionError: a damaged log could hide a
+// done entry, so it is never read past. After the hint, Load stops quietly at
+// the first incomplete or undecodable record (a torn tail the writer's Open
+// will truncate, or a write in progress). Load only reads.
 func Load(path string) (*Set, Counts, error) {
 	var c Counts
 	f, err := os.Open(path)
@@ -153,11 +153,11 @@ func Load(path string) (*Set, Counts, error) {
 			if off >= hint {
 				break
 			}
-			return nil, c, &CorruptionError{Path: path, Offset: off, Err: err}
+			return nil, c, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
 		d, err := decodeDone(rec)
 		if err != nil {
-			return nil, c, &CorruptionError{Path: path, Offset: off, Err: err}
+			return nil, c, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
 		seqs = append(seqs, d.Seq)
 		c.add(d.Reason)

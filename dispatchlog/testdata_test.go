@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/internal/tdmanifest"
-
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 func readManifest(t *testing.T) tdmanifest.Manifest {
@@ -68,11 +68,11 @@ func TestTestdataHealthy(t *testing.T) {
 func TestTestdataBitflip(t *testing.T) {
 	d := readManifest(t).Damage["done-bitflip"]
 	src := filepath.Join("../testdata/done-bitflip", d.File)
-	var ce *CorruptionError
+	var ce *segfile.CorruptionError
 	if _, _, err := Load(src); !errors.As(err, &ce) || ce.Offset != d.Offset {
-		t.Fatalf("Load: %v; want a CorruptionError at %d", err, d.Offset)
+		t.Fatalf("Load: %v; want a segfile.CorruptionError at %d", err, d.Offset)
 	}
-	if probs, err := Verify(src); err != nil || len(probs) != 1 || probs[0].Kind != Corrupt || probs[0].Offset != d.Offset {
+	if probs, err := Verify(src); err != nil || len(probs) != 1 || probs[0].Kind != segfile.Corrupt || probs[0].Offset != d.Offset {
 		t.Fatalf("Verify = %v, %v; want one corruption at %d", probs, err, d.Offset)
 	}
 	dir := t.TempDir()
@@ -93,6 +93,6 @@ func TestTestdataBitflip(t *testing.T) {
 		t.Fatal("Open changed the records of the log")
 	}
 	if _, _, err := Load(path); !errors.As(err, &ce) || ce.Offset != d.Offset {
-		t.Fatalf("Load after Open: %v; want the CorruptionError at %d still", err, d.Offset)
+		t.Fatalf("Load after Open: %v; want the segfile.CorruptionError at %d still", err, d.Offset)
 	}
 }

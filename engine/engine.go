@@ -10,6 +10,11 @@
 // is durable is never delivered again (I3); nothing is handed to the sink
 // before its deliverAt on the engine's clock (I4); Cancel answers
 // Cancelled only if the message will never be delivered (I7).
+//
+// It owns a data directory (commitlog/ and schedule/) and the wheel; it
+// imports the logs (commitlog, schedulelog, dispatchlog), reput, message
+// and wheel. Sinks, the queue and the server import it, never the
+// reverse.
 package engine
 
 import (

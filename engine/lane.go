@@ -50,7 +50,8 @@ func (b *batch) add(it item, m *message.Message) {
 //
 // A lane is two goroutines: one calls the sink, the other records what was
 // delivered in the dispatch logs, many batches per fsync, so that the
-// sink is never kept waiting for a disk flush.
+// sink is never kept waiting for a disk flush. They run until the driver
+// closes queue: at Close, or once the lane has been idle for a while.
 type lane struct {
 	d      *driver
 	topic  string
@@ -60,9 +61,15 @@ type lane struct {
 	// sends the topic's due entries back to the wheel instead of queueing.
 	failing atomic.Bool
 
-	// Owned by the driver goroutine: batches waiting for room in queue.
-	overflow  []*batch
-	overflowN int // entries in overflow
+	// Owned by the driver goroutine.
+	overflow  []*batch // batches waiting for room in queue
+	overflowN int      // entries in overflow
+	// held counts the entries sent to the lane (in queue or overflow,
+	// being delivered or recorded) and not yet confirmed; idleSince is
+	// when it last fell to zero, on the engine's clock (UTC ms). A lane
+	// that held nothing for Options.laneIdle is retired (retireLanes).
+	held      int
+	idleSince int64
 }
 
 func newLane(d *driver, topic string) *lane {
@@ -160,7 +167,7 @@ func (l *lane) deliverer() {
 		for _, bt := range bts {
 			if err != nil {
 				// Stopping: not delivered, so not done; a restart delivers it.
-				l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+				l.d.post(ev{kind: evConfirm, lane: l, items: bt.items, err: err})
 				continue
 			}
 			l.commit <- bt
@@ -209,7 +216,7 @@ func (l *lane) committer() {
 			e.opts.Observer.Done(l.topic, n)
 		}
 		for _, bt := range bts {
-			l.d.post(ev{kind: evConfirm, items: bt.items, err: err})
+			l.d.post(ev{kind: evConfirm, lane: l, items: bt.items, err: err})
 		}
 	}
 }

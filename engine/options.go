@@ -124,6 +124,11 @@ type Options struct {
 	// Observer, if set, receives events for metrics. Its methods are
 	// called from the engine's goroutines and must not block.
 	Observer Observer
+
+	// laneIdle is how long a topic's lane (its two delivery goroutines)
+	// lives on with nothing to deliver; default defaultLaneIdle, negative
+	// until Close. Tests shorten it.
+	laneIdle time.Duration
 }
 
 // Observer receives engine events for metrics. Embed NopObserver to
@@ -199,6 +204,9 @@ func (o *Options) fill() error {
 	}
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
+	}
+	if o.laneIdle == 0 {
+		o.laneIdle = defaultLaneIdle
 	}
 	if o.MaxSinkBackoff == 0 {
 		o.MaxSinkBackoff = DefaultMaxSinkBackoff

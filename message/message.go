@@ -27,6 +27,9 @@
 //
 // These layouts are part of the on-disk format (docs/FORMAT.md) and must not
 // change without a new version byte.
+//
+// It owns the message model and its payload encodings only, and imports no
+// other Hourglass package.
 package message
 
 import (

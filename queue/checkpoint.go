@@ -8,6 +8,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // checkpoint writes t's state to its ack log, then deletes what that makes
@@ -105,8 +106,9 @@ func (t *topic) recover() error {
 	for it.Next() {
 		rec := it.Record()
 		if err := r.add(rec.Type, rec.Payload); err != nil {
+			err = it.Corruption(err)
 			it.Close()
-			return &CorruptionError{Topic: t.name, Log: "acks", Offset: it.Offset(), Err: err}
+			return err
 		}
 	}
 	err = it.Err()
@@ -115,7 +117,7 @@ func (t *topic) recover() error {
 		return fmt.Errorf("queue: topic %q: ack log: %w", t.name, err)
 	}
 	if err := r.finish(); err != nil {
-		return &CorruptionError{Topic: t.name, Log: "acks", Offset: -1, Err: err}
+		return &segfile.CorruptionError{Path: t.acks.Dir(), Offset: -1, Err: err}
 	}
 	if r.discarded > 0 {
 		t.q.opts.Logger.Warn("queue: dropped an incomplete checkpoint (cut short by a crash)", "topic", t.name, "count", r.discarded)
@@ -126,11 +128,11 @@ func (t *topic) recover() error {
 		ck = checkpoint{lwm: first, cursor: first, end: first}
 	}
 	if ck.lwm < first {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: -1, Err: fmt.Errorf(
+		return &segfile.CorruptionError{Path: t.log.Dir(), Offset: -1, Err: fmt.Errorf(
 			"the last checkpoint has unacked records from offset %d but the queue log starts at %d: segments are missing", ck.lwm, first)}
 	}
 	if ck.end > endOff {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: -1, Err: fmt.Errorf(
+		return &segfile.CorruptionError{Path: t.log.Dir(), Offset: -1, Err: fmt.Errorf(
 			"the last checkpoint covers the queue log up to offset %d but it ends at %d: durable data is gone", ck.end, endOff)}
 	}
 	acks := slices.Compact(slices.Sorted(slices.Values(r.acks)))
@@ -153,7 +155,7 @@ func (t *topic) recover() error {
 	// segment, since appending a segment's worth asks for a checkpoint.
 	cit, err := t.log.NewIterator(ck.end)
 	if err != nil {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: ck.end, Err: err}
+		return t.missing(ck.end, err)
 	}
 	n := int64(0)
 	for cit.Next() {
@@ -167,7 +169,7 @@ func (t *topic) recover() error {
 	}
 	t.unread = ck.unread + n
 	if t.reader, err = t.log.NewIterator(ck.cursor); err != nil {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: ck.cursor, Err: err}
+		return t.missing(ck.cursor, err)
 	}
 	t.lastCk = ck.key()
 	if err := t.loadRecent(); err != nil {
@@ -179,8 +181,7 @@ func (t *topic) recover() error {
 		}
 	}
 	if len(r.acks) > 0 || n > 0 || r.discarded > 0 {
-		t.ckptQueued = true
-		t.q.kick(t)
+		t.ckptQueued = true // asked for once the topic is open (Queue.opening)
 	}
 	return nil
 }
@@ -219,7 +220,7 @@ func (t *topic) loadRecent() error {
 		}
 		it, err := t.log.NewIterator(from)
 		if err != nil {
-			return &CorruptionError{Topic: t.name, Log: "log", Offset: from, Err: err}
+			return t.missing(from, err)
 		}
 		var seg []message.ID
 		for it.Next() {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 type rec struct {
@@ -84,7 +86,7 @@ func TestReplayer(t *testing.T) {
 }
 
 // TestCorruption writes records that pass their checksums but make no
-// sense, and checks that they are reported as *CorruptionError, never
+// sense, and checks that they are reported as *segfile.CorruptionError, never
 // served.
 func TestCorruption(t *testing.T) {
 	msg := func() []byte {
@@ -118,9 +120,9 @@ func TestCorruption(t *testing.T) {
 			}
 			q, err := Open(opts)
 			if tc.openErr {
-				var ce *CorruptionError
-				if !errors.As(err, &ce) || ce.Topic != "t" {
-					t.Fatalf("Open: %v, want a *CorruptionError for topic t", err)
+				var ce *segfile.CorruptionError
+				if !errors.As(err, &ce) || !strings.HasPrefix(ce.Path, filepath.Join(dir, "topics", "t")+string(filepath.Separator)) {
+					t.Fatalf("Open: %v, want a *segfile.CorruptionError in topic t's logs", err)
 				}
 				return
 			}
@@ -137,9 +139,11 @@ func TestCorruption(t *testing.T) {
 			bad := ms[0].Offset + int64(len(msg())) + 16
 			for range 2 {
 				ms, err := q.Receive(context.Background(), "t", 10, 0, 0)
-				var ce *CorruptionError
-				if !errors.As(err, &ce) || ce.Log != "log" || ce.Offset != bad || len(ms) != 0 {
-					t.Fatalf("Receive: %v %v, want a *CorruptionError at queue-log offset %d", ms, err, bad)
+				// The queue log's first segment starts at offset 0, after
+				// its 32-byte header.
+				var ce *segfile.CorruptionError
+				if !errors.As(err, &ce) || filepath.Dir(ce.Path) != filepath.Join(dir, "topics", "t", "log") || ce.Offset != 32+bad || len(ms) != 0 {
+					t.Fatalf("Receive: %v %v, want a *segfile.CorruptionError at queue-log offset %d", ms, err, bad)
 				}
 			}
 			tp := topicOf(t, q, "t")

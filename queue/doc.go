@@ -82,6 +82,15 @@
 // ack-log segments before it and the queue-log segments below its lwm are
 // deleted.
 //
+// # Idle topics
+//
+// A topic with nothing receivable, leased or being appended and no
+// Receive waiting is retired after a minute: it writes a final checkpoint
+// and closes its logs, so that an idle topic holds no files, mappings or
+// goroutines. The next Deliver, Receive, Ack or Nack naming it opens it
+// again as Open does (replaying nothing after that checkpoint); its
+// counters in Stats carry over.
+//
 // # Nack, retries and dead letters
 //
 // Nack with delay <= 0 makes the message receivable again at once (no
@@ -92,4 +101,8 @@
 // = the failed attempts) and then acked here. A crash between the two
 // steps of either leaves both copies (at least once). Dead-letter topics
 // keep their failures: their messages are redelivered, not moved on.
+//
+// It owns Dir/topics; it imports packages commitlog (its logs), engine
+// (the Sink contract it implements and the Request a retry is), message,
+// record and segfile.
 package queue

@@ -35,8 +35,8 @@ const (
 	maxOffset         = math.MaxInt64
 )
 
-// errMalformed is the cause of a *CorruptionError for a record that passed
-// its checksum but does not decode.
+// errMalformed is the cause of a *segfile.CorruptionError for a record that
+// passed its checksum but does not decode.
 var errMalformed = errors.New("malformed payload")
 
 // appendMessage appends the queue-log payload of message m with ID id.

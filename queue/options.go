@@ -50,28 +50,6 @@ var (
 	ErrTooLarge = errors.New("queue: message larger than a queue-log segment")
 )
 
-// CorruptionError reports a queue-log or ack-log record that passed its
-// checksum but does not make sense (an unknown type, a payload that does
-// not decode, a checkpoint that contradicts itself), or state the logs
-// contradict (a checkpoint naming queue-log data that is gone). Damaged
-// framing is reported by package commitlog as *commitlog.CorruptionError.
-// The queue never serves such a record; the operator decides.
-type CorruptionError struct {
-	Topic  string
-	Log    string // "log" (the queue log) or "acks" (the ack log)
-	Offset int64  // logical offset of the record in that log, -1 if none
-	Err    error
-}
-
-func (e *CorruptionError) Error() string {
-	if e.Offset < 0 {
-		return fmt.Sprintf("queue: topic %q: corrupt %s: %v", e.Topic, e.Log, e.Err)
-	}
-	return fmt.Sprintf("queue: topic %q: corrupt %s record at offset %d: %v", e.Topic, e.Log, e.Offset, e.Err)
-}
-
-func (e *CorruptionError) Unwrap() error { return e.Err }
-
 // RescheduleFunc schedules a retry of a nacked message; it is the engine's
 // Schedule. It returns the new message's ID once the retry is durable.
 type RescheduleFunc func(ctx context.Context, req engine.Request) (message.ID, error)
@@ -129,6 +107,16 @@ type Options struct {
 	// delivered again or the process ends.
 	DedupWindow int
 
+	// idleTopic is how long a topic stays open with nothing receivable,
+	// leased or being written and no Receive waiting; then its logs are
+	// closed, after a final checkpoint, until it is used again. Default
+	// defaultIdleTopic; negative: until Close. Tests shorten it.
+	idleTopic time.Duration
+	// beforeRetire, if set, is called by the sweeper for each topic it
+	// retires, after no caller can take it and before its logs close
+	// (tests race a new message with the retirement).
+	beforeRetire func(topic string)
+
 	// onAckSync, if set, is called by each ack log's syncer after every
 	// fsync and before the records it covers count as durable (tests hold
 	// an fsync in flight with it).
@@ -175,6 +163,9 @@ func (o *Options) fill() error {
 	const minSeg = 4096
 	if o.SegmentSize < minSeg || o.AckSegmentSize < minSeg {
 		return fmt.Errorf("queue: segment sizes %d and %d bytes: at least %d", o.SegmentSize, o.AckSegmentSize, minSeg)
+	}
+	if o.idleTopic == 0 {
+		o.idleTopic = defaultIdleTopic
 	}
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery

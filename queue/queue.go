@@ -14,8 +14,8 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Queue is the built-in queue. All methods may be called from any
@@ -32,24 +32,18 @@ type Queue struct {
 	closed  bool
 	done    chan struct{} // closed by Close
 
-	// mu guards topics and created.
+	// mu guards topics and created, and the slots' fields (topics.go).
 	mu      sync.Mutex
 	topics  map[string]*slot
 	created chan struct{} // closed (and replaced) when a topic is created
+	opened  chan struct{} // wakes the sweeper when a topic is opened; capacity 1
 
 	// ckptMu guards ckptQueue, the topics waiting for a checkpoint.
 	ckptMu    sync.Mutex
 	ckptQueue []*topic
 	ckptCh    chan struct{} // wakes the checkpointer; capacity 1
 
-	wg sync.WaitGroup // the checkpointer and dead-letter workers
-}
-
-// slot is a topic being opened or open.
-type slot struct {
-	ready chan struct{} // closed once t or err is set
-	t     *topic
-	err   error
+	wg sync.WaitGroup // the checkpointer, the sweeper and dead-letter workers
 }
 
 // Message is one received message. Its byte slices are its own: no other
@@ -99,6 +93,7 @@ func Open(opts Options) (*Queue, error) {
 		done:   make(chan struct{}),
 		topics: map[string]*slot{},
 		ckptCh: make(chan struct{}, 1),
+		opened: make(chan struct{}, 1),
 	}
 	if opts.Reschedule != nil {
 		q.SetReschedule(opts.Reschedule)
@@ -118,17 +113,24 @@ func Open(opts Options) (*Queue, error) {
 			q.closeTopics()
 			return nil, fmt.Errorf("queue: unexpected entry %q in %s: only topic directories belong there", name, q.dir)
 		}
-		t, err := q.openTopic(name, false)
+		s := &slot{}
+		t, err := q.openTopic(s, name, false)
 		if err != nil {
 			q.closeTopics()
 			return nil, err
 		}
-		s := &slot{ready: make(chan struct{}), t: t}
-		close(s.ready)
+		s.t, s.opened = t, true
 		q.topics[name] = s
+	}
+	for _, s := range q.topics {
+		q.opening(s.t)
 	}
 	q.wg.Add(1)
 	go q.checkpointer()
+	if q.opts.idleTopic > 0 {
+		q.wg.Add(1)
+		go q.sweeper()
+	}
 	return q, nil
 }
 
@@ -167,40 +169,6 @@ func (q *Queue) enter() error {
 
 func (q *Queue) leave() { q.closeMu.RUnlock() }
 
-// topic returns the open topic called name, opening it on disk first if
-// create is set. Without create it returns nil for a topic that does not
-// exist. The caller is inside enter/leave, or a worker Close waits for.
-func (q *Queue) topic(name string, create bool) (*topic, error) {
-	q.mu.Lock()
-	s := q.topics[name]
-	if s != nil {
-		q.mu.Unlock()
-		<-s.ready
-		if s.err != nil && !create {
-			return nil, nil
-		}
-		return s.t, s.err
-	}
-	if !create {
-		q.mu.Unlock()
-		return nil, nil
-	}
-	s = &slot{ready: make(chan struct{})}
-	q.topics[name] = s
-	q.mu.Unlock()
-	s.t, s.err = q.openTopic(name, true)
-	q.mu.Lock()
-	if s.err != nil {
-		delete(q.topics, name) // the next caller tries again
-	} else if q.created != nil {
-		close(q.created)
-		q.created = nil
-	}
-	q.mu.Unlock()
-	close(s.ready)
-	return s.t, s.err
-}
-
 // createdChan returns a channel closed when the next topic is created.
 func (q *Queue) createdChan() <-chan struct{} {
 	q.mu.Lock()
@@ -209,24 +177,6 @@ func (q *Queue) createdChan() <-chan struct{} {
 		q.created = make(chan struct{})
 	}
 	return q.created
-}
-
-// openTopics returns the open topics, sorted by name.
-func (q *Queue) openTopics() []*topic {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var ts []*topic
-	for _, s := range q.topics {
-		select {
-		case <-s.ready:
-			if s.t != nil {
-				ts = append(ts, s.t)
-			}
-		default:
-		}
-	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
-	return ts
 }
 
 // Deliver appends batch to topic, creating the topic on first use, and
@@ -251,6 +201,7 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 	if err != nil {
 		return err
 	}
+	defer q.release(t)
 	if batch = t.dropRedelivered(batch); len(batch) == 0 {
 		return nil
 	}
@@ -272,7 +223,7 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 	return t.append(recs)
 }
 
-// Receive returns up to max due messages of topic, each leased to the
+// Receive returns up to max due messages of topic name, each leased to the
 // caller for lease (Options.DefaultLease if 0): until then no other
 // Receive gets it. Messages whose lease ran out or that were nacked
 // without delay come first, then never-received ones in delivery order.
@@ -280,8 +231,8 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 // Deliver, lease expiry and Nack, not by polling) and returns an empty
 // slice if none came. A topic that does not exist yet is waited for, not
 // created.
-func (q *Queue) Receive(ctx context.Context, topic string, max int, wait, lease time.Duration) ([]Message, error) {
-	if err := ValidateTopic(topic); err != nil {
+func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease time.Duration) ([]Message, error) {
+	if err := ValidateTopic(name); err != nil {
 		return nil, err
 	}
 	if max < 1 || max > MaxReceive {
@@ -296,23 +247,27 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, wait, lease 
 	if lease < 0 || lease > q.opts.MaxLease {
 		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.MaxLease)
 	}
+	// t is held from when the topic is found until Receive returns: a
+	// topic with a Receive waiting is not retired.
+	var t *topic
+	defer func() { q.release(t) }()
 	var timeout <-chan time.Time
 	for {
 		if err := q.enter(); err != nil {
 			return nil, err
 		}
-		t, err := q.topic(topic, false)
 		var out []Message
 		var ch <-chan struct{}
-		switch {
-		case err != nil:
-		case t == nil:
-			ch = q.createdChan()
-			// The topic may have been created before the channel was taken.
-			if t, err = q.topic(topic, false); t != nil {
-				out, ch, err = t.receive(max, lease)
+		var err error
+		if t == nil {
+			t, err = q.topic(name, false)
+			if err == nil && t == nil {
+				ch = q.createdChan()
+				// The topic may have been created before the channel was taken.
+				t, err = q.topic(name, false)
 			}
-		default:
+		}
+		if t != nil {
 			out, ch, err = t.receive(max, lease)
 		}
 		q.leave()
@@ -382,6 +337,7 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 		}
 		return res, nil
 	}
+	defer q.release(t)
 	ls := make([]*lease, 0, len(receipts))
 	now := q.now().UnixNano()
 	t.mu.Lock()
@@ -436,11 +392,27 @@ func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, delay ti
 	return q.settle(ctx, topic, byReceipt(id, serial), true, delay)
 }
 
-// Stats returns every topic's statistics, by topic name.
+// Stats returns every topic's statistics, by topic name: those open and
+// those retired while idle, whose counters are kept.
 func (q *Queue) Stats() map[string]TopicStats {
+	type open struct {
+		t    *topic
+		past TopicStats
+	}
 	out := map[string]TopicStats{}
-	for _, t := range q.openTopics() {
-		out[t.name] = t.statsSnapshot()
+	var ts []open
+	q.mu.Lock()
+	for name, s := range q.topics {
+		switch {
+		case s.t != nil:
+			ts = append(ts, open{s.t, s.past})
+		case s.opened:
+			out[name] = s.past
+		}
+	}
+	q.mu.Unlock()
+	for _, o := range ts {
+		out[o.t.name] = o.past.plus(o.t.statsSnapshot())
 	}
 	return out
 }
@@ -462,10 +434,19 @@ func (q *Queue) Close() error {
 	return q.closeTopics()
 }
 
-// closeTopics checkpoints and closes every open topic.
+// closeTopics checkpoints and closes every open topic, in name order.
 func (q *Queue) closeTopics() error {
+	q.mu.Lock()
+	var ts []*topic
+	for _, s := range q.topics {
+		if s.t != nil {
+			ts = append(ts, s.t)
+		}
+	}
+	q.mu.Unlock()
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
 	var errs []error
-	for _, t := range q.openTopics() {
+	for _, t := range ts {
 		if err := t.close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -499,16 +480,20 @@ func (q *Queue) checkpointer() {
 		q.ckptQueue = nil
 		q.ckptMu.Unlock()
 		for _, t := range ts {
+			if !q.hold(t) {
+				continue // retired: it wrote a checkpoint as it closed
+			}
 			if err := t.checkpoint(); err != nil {
 				q.opts.Logger.Error("queue: checkpoint failed", "topic", t.name, "err", err)
 			}
+			q.release(t)
 		}
 	}
 }
 
-// openTopic opens the logs of topic name and recovers its state. With
-// create it makes the directories first, durably.
-func (q *Queue) openTopic(name string, create bool) (*topic, error) {
+// openTopic opens the logs of topic name, for slot s, and recovers its
+// state. With create it makes the directories first, durably.
+func (q *Queue) openTopic(s *slot, name string, create bool) (*topic, error) {
 	dir := filepath.Join(q.dir, name)
 	if create {
 		for _, d := range []string{dir, filepath.Join(dir, "log"), filepath.Join(dir, "acks")} {
@@ -531,7 +516,7 @@ func (q *Queue) openTopic(name string, create bool) (*topic, error) {
 		qlog.Close()
 		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
 	}
-	t := newTopic(q, name, qlog, alog)
+	t := newTopic(q, s, name, qlog, alog)
 	if err := t.recover(); err != nil {
 		t.closeLogs()
 		return nil, err

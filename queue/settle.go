@@ -40,6 +40,7 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 	if err != nil || t == nil {
 		return ErrNotLeased
 	}
+	defer q.release(t)
 	t.mu.Lock()
 	l := find(t)
 	if l == nil || l.state != leased || t.closed {
@@ -189,6 +190,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64) error {
 	if err == nil {
 		m.Attempt = max(m.Attempt, l.attempt+1)
 		err = d.append([][]byte{appendMessage(nil, id, &m)})
+		t.q.release(d)
 	}
 	if err != nil {
 		return fmt.Errorf("queue: dead-letter %s to %s: %w", id, t.name+DLQSuffix, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // lease states.
@@ -60,6 +61,7 @@ func (h *leaseHeap) Pop() any {
 // restart); the backlog stays in the queue log.
 type topic struct {
 	q     *Queue
+	slot  *slot // the queue's entry for the topic
 	name  string
 	dlq   bool // a dead-letter topic: failures stay here
 	log   *commitlog.Log
@@ -112,9 +114,9 @@ type topic struct {
 	lastCk     ckKey // the last checkpoint written or recovered
 }
 
-func newTopic(q *Queue, name string, qlog, alog *commitlog.Log) *topic {
+func newTopic(q *Queue, s *slot, name string, qlog, alog *commitlog.Log) *topic {
 	return &topic{
-		q: q, name: name, dlq: isDLQ(name), log: qlog, acks: alog,
+		q: q, slot: s, name: name, dlq: isDLQ(name), log: qlog, acks: alog,
 		leases: map[int64]*lease{}, byID: map[message.ID]*lease{},
 	}
 }
@@ -283,8 +285,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 				t.unread--
 				continue // acked before a restart
 			}
-			rec := t.reader.Record()
-			if err := t.decode(off, rec, &id, m); err != nil {
+			if err := t.decode(t.reader, &id, m); err != nil {
 				// Stay at the damaged record: every Receive reports it,
 				// and no checkpoint counts it as received.
 				it, ierr := t.log.NewIterator(off)
@@ -359,15 +360,22 @@ func (t *topic) failed(out []Message, err error) ([]Message, <-chan struct{}, er
 	return out, nil, nil
 }
 
-// decode decodes the queue-log record rec at off into id and m.
-func (t *topic) decode(off int64, rec record.Record, id *message.ID, m *message.Message) error {
+// decode decodes the queue-log record it is on into id and m.
+func (t *topic) decode(it *commitlog.Iterator, id *message.ID, m *message.Message) error {
+	rec := it.Record()
 	if rec.Type != typeMessage {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: fmt.Errorf("record type %#x, want %#x", rec.Type, typeMessage)}
+		return it.Corruption(fmt.Errorf("record type %#x, want %#x", rec.Type, typeMessage))
 	}
 	if err := decodeMessage(rec.Payload, id, m); err != nil {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+		return it.Corruption(err)
 	}
 	return nil
+}
+
+// missing reports that the queue's state names queue-log offset off, which
+// the log cannot serve (err says why): the logs contradict each other.
+func (t *topic) missing(off int64, err error) error {
+	return &segfile.CorruptionError{Path: t.log.Dir(), Offset: -1, Err: fmt.Errorf("offset %d: %w", off, err)}
 }
 
 // readAt decodes the queue-log record at off into id and m, whose slices
@@ -376,20 +384,23 @@ func (t *topic) decode(off int64, rec record.Record, id *message.ID, m *message.
 func (t *topic) readAt(off int64, id *message.ID, m *message.Message) error {
 	it, err := t.log.NewIterator(off)
 	if err != nil {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+		return t.missing(off, err)
 	}
 	defer it.Close()
 	if !it.Next() {
 		err := it.Err()
+		if _, ok := errors.AsType[*segfile.CorruptionError](err); ok {
+			return err
+		}
 		if err == nil {
 			err = errors.New("no record there")
 		}
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: err}
+		return t.missing(off, err)
 	}
 	if it.Offset() != off {
-		return &CorruptionError{Topic: t.name, Log: "log", Offset: off, Err: fmt.Errorf("not a record boundary (next record at %d)", it.Offset())}
+		return t.missing(off, fmt.Errorf("not a record boundary (next record at %d)", it.Offset()))
 	}
-	return t.decode(off, it.Record(), id, m)
+	return t.decode(it, id, m)
 }
 
 // message builds the Message a consumer gets for l, copying m's bytes
@@ -474,7 +485,15 @@ func (t *topic) expire() {
 	t.armLocked()
 	t.mu.Unlock()
 	for _, l := range dead {
-		q.wg.Go(func() { t.deadLetterExpired(l) })
+		// The worker holds t until its counters are updated. Holding
+		// cannot fail: t has settling leases, so it is not retired.
+		held := q.hold(t)
+		q.wg.Go(func() {
+			if held {
+				defer q.release(t)
+			}
+			t.deadLetterExpired(l)
+		})
 	}
 }
 

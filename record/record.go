@@ -18,6 +18,9 @@
 //
 // The layout above is part of the on-disk format (docs/FORMAT.md) and must
 // not change without a new format version in the files that contain it.
+//
+// It owns the record framing only, and imports no other Hourglass package:
+// every log imports it.
 package record
 
 import (

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/cespare/xxhash/v2"
-	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Checkpoint file constants. They are part of the on-disk format and must
@@ -78,24 +78,5 @@ func readCheckpoint(dir string) (pos int64, ok bool, err error) {
 // writeCheckpoint durably replaces the checkpoint: tmp, fsync, rename,
 // fsync the directory.
 func writeCheckpoint(dir string, pos int64) error {
-	path := filepath.Join(dir, checkpointName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(encodeCheckpoint(pos))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = segfile.SyncDir(dir)
-	}
-	return err
+	return segfile.WriteFileAtomic(filepath.Join(dir, checkpointName), encodeCheckpoint(pos))
 }

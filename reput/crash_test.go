@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 var (

@@ -24,6 +24,11 @@
 // may be called from any goroutine. MarkDone may be called from any
 // goroutine. The On* callbacks run on the routing goroutine and must not
 // call back into Reput or block for long.
+//
+// It owns the writers of the schedule segments and dispatch logs and its
+// checkpoint file in the schedule directory; it imports packages
+// commitlog, schedulelog, dispatchlog, message and segfile; the engine
+// runs it.
 package reput
 
 import (

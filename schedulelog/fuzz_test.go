@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // FuzzDecodeEntry feeds arbitrary record flags and payloads to the entry
@@ -111,7 +111,7 @@ func FuzzOpenTail(f *testing.F) {
 		readAll(t, path)
 
 		w, rec, err := Open(dir, start, noSync)
-		var ce *CorruptionError
+		var ce *segfile.CorruptionError
 		if errors.As(err, &ce) {
 			return // a whole record with impossible content: refused, not truncated
 		}

@@ -84,18 +84,7 @@ func (mr *MappedReader) Entry(off int64, m *message.Message) (uint64, error) {
 			return 0, err
 		}
 	}
-	rec, _, err := record.Decode(mr.m[off:mr.avail()])
-	if err != nil {
-		return 0, &CorruptionError{Path: mr.path, Offset: off, Err: err}
-	}
-	seq, p, err := decodeEntry(rec)
-	if err == nil {
-		err = checkMessage(&mr.hdr, p, m)
-	}
-	if err != nil {
-		return 0, &CorruptionError{Path: mr.path, Offset: off, Err: err}
-	}
-	return seq, nil
+	return entryAt(mr.path, &mr.hdr, mr.m[off:mr.avail()], off, m)
 }
 
 // avail is the end of what may be read: within both the file and the

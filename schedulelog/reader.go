@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // firstRead is how much ReadAt reads before it knows an entry's size.
@@ -26,7 +26,7 @@ type Reader struct {
 }
 
 // OpenReader opens the segment file at path read-only and checks its
-// header (a damaged header is a *CorruptionError).
+// header (a damaged header is a *segfile.CorruptionError).
 func OpenReader(path string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -58,7 +58,7 @@ func (r *Reader) Close() error { return r.f.Close() }
 // for a bigger entry ReadAt allocates a buffer of its size. An offset that
 // is unaligned, before the first entry or at or past the end of the file
 // is ErrBadOffset. A damaged entry (or an entry not yet wholly written) is
-// a *CorruptionError, and m must not be used.
+// a *segfile.CorruptionError, and m must not be used.
 func (r *Reader) ReadAt(off int64, buf []byte, m *message.Message) (uint64, error) {
 	if off < FirstOffset || off%Align != 0 {
 		return 0, fmt.Errorf("%w: %d in %s", ErrBadOffset, off, r.path)
@@ -90,18 +90,24 @@ func (r *Reader) ReadAt(off int64, buf []byte, m *message.Message) (uint64, erro
 			return 0, err
 		}
 	}
-	rec, _, err := record.Decode(buf[:n])
-	if err != nil {
-		return 0, &CorruptionError{Path: r.path, Offset: off, Err: err}
-	}
-	seq, p, err := decodeEntry(rec)
+	return entryAt(r.path, &r.hdr, buf[:n], off, m)
+}
+
+// entryAt decodes the entry framed at the start of b, found at off in the
+// segment at path with header h, into m and returns its seq. Damage is a
+// *segfile.CorruptionError.
+func entryAt(path string, h *segfile.Header, b []byte, off int64, m *message.Message) (uint64, error) {
+	rec, _, err := record.Decode(b)
 	if err == nil {
-		err = checkMessage(&r.hdr, p, m)
+		var seq uint64
+		var p []byte
+		if seq, p, err = decodeEntry(rec); err == nil {
+			if err = checkMessage(h, p, m); err == nil {
+				return seq, nil
+			}
+		}
 	}
-	if err != nil {
-		return 0, &CorruptionError{Path: r.path, Offset: off, Err: err}
-	}
-	return seq, nil
+	return 0, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 }
 
 // Iter returns an iterator over every entry, from the first.
@@ -112,7 +118,7 @@ func (r *Reader) Iter() *Iterator { return r.IterFrom(FirstOffset) }
 //
 // Entries before the segment's synced-length hint must all be whole: any
 // damage there, or a file shorter than the hint, stops the iterator with a
-// *CorruptionError. After the hint
+// *segfile.CorruptionError. After the hint
 // the iterator stops quietly at the first record that is incomplete or
 // does not decode (a write in progress, or a torn tail that the owner's
 // Open will truncate) and Torn reports where.
@@ -169,7 +175,7 @@ func (it *Iterator) Next() bool {
 		it.done = true
 		if it.hint > it.sc.End() {
 			// Data the header says was durable is gone.
-			it.err = &CorruptionError{Path: it.r.path, Offset: it.sc.End(),
+			it.err = &segfile.CorruptionError{Path: it.r.path, Offset: it.sc.End(),
 				Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, it.hint, it.sc.End())}
 		}
 		return false
@@ -180,7 +186,7 @@ func (it *Iterator) Next() bool {
 		} else if off >= it.hint {
 			it.torn = off
 		} else {
-			it.err = &CorruptionError{Path: it.r.path, Offset: off, Err: err}
+			it.err = &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
 		}
 		it.done = true
 		return false
@@ -193,7 +199,7 @@ func (it *Iterator) Next() bool {
 		err = checkMessage(&it.r.hdr, p, &it.m)
 	}
 	if err != nil {
-		it.err = &CorruptionError{Path: it.r.path, Offset: off, Err: err}
+		it.err = &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
 		it.done = true
 		return false
 	}
@@ -224,8 +230,8 @@ func (it *Iterator) End() int64 {
 	return it.sc.Offset()
 }
 
-// Err returns the error that stopped the iterator: a *CorruptionError for
-// damaged data, or an I/O error. It is nil at the end of the data.
+// Err returns the error that stopped the iterator: a *segfile.CorruptionError
+// for damaged data, or an I/O error. It is nil at the end of the data.
 func (it *Iterator) Err() error { return it.err }
 
 // Torn reports the offset of an incomplete or undecodable record after the
@@ -236,4 +242,4 @@ func (it *Iterator) Torn() (off int64, ok bool) { return it.torn, it.torn >= 0 }
 // problem with its file, offset and kind: a torn tail (after the synced
 // length hint, what Open would truncate) or corruption (anything else).
 // The error is for I/O failures only.
-func Verify(path string) ([]Problem, error) { return segfile.Verify(path, newFormat()) }
+func Verify(path string) ([]segfile.Problem, error) { return segfile.Verify(path, newFormat()) }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // quiet keeps the expected torn-tail warnings out of the test output.
@@ -98,7 +98,7 @@ func TestTornTailEveryByte(t *testing.T) {
 					t.Fatal(err)
 				}
 				if torn != (len(probs) == 1) || len(probs) > 1 ||
-					torn && (probs[0].Kind != TornTail || probs[0].Offset != last.off || probs[0].Bytes != cut-last.off) {
+					torn && (probs[0].Kind != segfile.TornTail || probs[0].Offset != last.off || probs[0].Bytes != cut-last.off) {
 					t.Fatalf("cut %d: Verify = %v", cut, probs)
 				}
 				w, rec, err := Open(dir, start, quiet)
@@ -153,7 +153,7 @@ func TestZeroedTail(t *testing.T) {
 			dir := t.TempDir()
 			path := putImage(t, dir, tt.img)
 			probs, err := Verify(path)
-			if err != nil || len(probs) != 1 || probs[0].Kind != TornTail || probs[0].Offset != tt.cut {
+			if err != nil || len(probs) != 1 || probs[0].Kind != segfile.TornTail || probs[0].Offset != tt.cut {
 				t.Fatalf("Verify = %v, %v", probs, err)
 			}
 			w, rec, err := Open(dir, start, quiet)
@@ -190,7 +190,7 @@ func flipBit(b []byte, off int64) { b[off] ^= 0x10 }
 
 // TestCorruptionBeforeHint damages one entry inside the synced region:
 // Verify reports it with file and offset as corruption, the iterator stops
-// there with a *CorruptionError and never yields it, ReadAt refuses it,
+// there with a *segfile.CorruptionError and never yields it, ReadAt refuses it,
 // and the entries after it can still be read one by one.
 func TestCorruptionBeforeHint(t *testing.T) {
 	const n, bad = 20, 10
@@ -231,15 +231,15 @@ func TestCorruptionBeforeHint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(probs) != 1 || probs[0].Kind != Corrupt || probs[0].Offset != badOff || probs[0].Path != path ||
+			if len(probs) != 1 || probs[0].Kind != segfile.Corrupt || probs[0].Offset != badOff || probs[0].Path != path ||
 				probs[0].Bytes != all[tt.entry+1].off-badOff {
 				t.Fatalf("Verify = %v; want one corruption at %d", probs, badOff)
 			}
 
 			got, it := readAll(t, path)
-			var ce *CorruptionError
+			var ce *segfile.CorruptionError
 			if !errors.As(it.Err(), &ce) || ce.Offset != badOff || ce.Path != path {
-				t.Fatalf("iterator error = %v, want a *CorruptionError at %s:%d", it.Err(), path, badOff)
+				t.Fatalf("iterator error = %v, want a *segfile.CorruptionError at %s:%d", it.Err(), path, badOff)
 			}
 			if !bytes.Contains([]byte(it.Err().Error()), []byte(fmt.Sprintf("%s at offset %d", path, badOff))) {
 				t.Fatalf("error %q does not name file and offset", it.Err())
@@ -253,7 +253,7 @@ func TestCorruptionBeforeHint(t *testing.T) {
 			defer r.Close()
 			var m message.Message
 			if _, err := r.ReadAt(badOff, make([]byte, 4096), &m); !errors.As(err, &ce) || ce.Offset != badOff {
-				t.Fatalf("ReadAt(damaged) = %v, want a *CorruptionError", err)
+				t.Fatalf("ReadAt(damaged) = %v, want a *segfile.CorruptionError", err)
 			}
 			for _, e := range all[tt.entry+1:] {
 				if seq, err := r.ReadAt(e.off, nil, &m); err != nil || seq != e.seq {
@@ -341,12 +341,12 @@ func TestImpossibleEntries(t *testing.T) {
 				w.Close() // closes the descriptor; nothing new to sync
 
 				probs, err := Verify(w.Path())
-				if err != nil || len(probs) != 1 || probs[0].Kind != Corrupt || probs[0].Offset != badOff ||
+				if err != nil || len(probs) != 1 || probs[0].Kind != segfile.Corrupt || probs[0].Offset != badOff ||
 					!errors.Is(probs[0].Err, ErrBadEntry) {
 					t.Fatalf("Verify = %v, %v; want one corruption at %d", probs, err, badOff)
 				}
 				got, it := readAll(t, w.Path())
-				var ce *CorruptionError
+				var ce *segfile.CorruptionError
 				if len(got) != 3 || !errors.As(it.Err(), &ce) || ce.Offset != badOff {
 					t.Fatalf("iterator: %d entries, err %v", len(got), it.Err())
 				}
@@ -359,7 +359,7 @@ func TestImpossibleEntries(t *testing.T) {
 					return
 				}
 				if !errors.As(err, &ce) || ce.Offset != badOff || !errors.Is(err, ErrBadEntry) {
-					t.Fatalf("Open = %v, want a *CorruptionError at %d", err, badOff)
+					t.Fatalf("Open = %v, want a *segfile.CorruptionError at %d", err, badOff)
 				}
 				if fi, _ := os.Stat(w.Path()); fi.Size() != badOff+int64(len(tt.raw)) {
 					t.Fatal("Open changed a file it refused")
@@ -459,13 +459,13 @@ func TestHeaderDamage(t *testing.T) {
 					_, it := readAll(t, path)
 					errs = []error{err, it.Err()}
 				}
-				var ce *CorruptionError
+				var ce *segfile.CorruptionError
 				for _, e := range errs {
 					if !errors.As(e, &ce) || !errors.Is(e, tt.wantErr) || ce.Path != path {
-						t.Fatalf("error = %v, want a *CorruptionError in %s for %v", e, path, tt.wantErr)
+						t.Fatalf("error = %v, want a *segfile.CorruptionError in %s for %v", e, path, tt.wantErr)
 					}
 				}
-				if verr != nil || len(probs) == 0 || probs[0].Kind != Corrupt || !errors.Is(probs[0].Err, tt.wantErr) {
+				if verr != nil || len(probs) == 0 || probs[0].Kind != segfile.Corrupt || !errors.Is(probs[0].Err, tt.wantErr) {
 					t.Fatalf("Verify = %v, %v", probs, verr)
 				}
 				return

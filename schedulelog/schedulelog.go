@@ -16,7 +16,7 @@
 //	0                                                              104
 //	+----------------------------------------------------------------+
 //	| header: magic "HGSCHED\0", version, start ms, duration ms,      |
-//	|         xxh64; synced-length slots A and B (internal/segfile)   |
+//	|         xxh64; synced-length slots A and B (package segfile)    |
 //	+----------------------------------------------------------------+
 //	| entry | entry | entry | ...                    (to end of file) |
 //	+----------------------------------------------------------------+
@@ -35,12 +35,15 @@
 // schedule payload is the commitlog record's payload byte for byte
 // (message.AppendSchedule). Within a segment, seqs strictly increase.
 //
-// Durability and recovery follow internal/segfile: Sync stores the synced
+// Durability and recovery follow package segfile: Sync stores the synced
 // length in alternating header slots, and Open scans only the bytes after
 // the larger valid slot, truncating a torn tail.
 //
 // The layout above is part of the on-disk format (docs/FORMAT.md)
 // and must not change without a new version.
+//
+// It owns the schedule segment files (*.sched) of one directory, and
+// imports only packages record, message and segfile.
 package schedulelog
 
 import (
@@ -55,7 +58,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Format constants. They are part of the on-disk format and must not change.
@@ -111,36 +114,11 @@ var (
 	ErrClosed = errors.New("schedulelog: writer closed")
 	// ErrBadOffset is returned by ReadAt for an offset that cannot start an entry.
 	ErrBadOffset = errors.New("schedulelog: offset is not an entry offset")
-	// ErrBadEntry is the cause inside a CorruptionError for an entry whose
-	// checksum holds but whose content is impossible (bad padding, seqs out
-	// of order, malformed message, deliverAt outside the bucket).
+	// ErrBadEntry is the cause inside a segfile.CorruptionError for an
+	// entry whose checksum holds but whose content is impossible (bad
+	// padding, seqs out of order, malformed message, deliverAt outside
+	// the bucket).
 	ErrBadEntry = errors.New("schedulelog: malformed entry")
-)
-
-// CorruptionError is the typed error for damaged data: it names the file
-// and the offset, wraps the cause, and the damaged bytes are never
-// returned as an entry. Match it with errors.As.
-type CorruptionError = segfile.CorruptionError
-
-// Problem is one finding of Verify: file, offset, kind (torn tail or
-// corruption) and cause.
-type Problem = segfile.Problem
-
-// Recovery reports what Open found at the tail of a segment and whether it
-// truncated a torn tail (where, how many bytes and whole entries).
-type Recovery = segfile.Recovery
-
-// Kind classifies a Problem: TornTail or Corrupt.
-type Kind = segfile.Kind
-
-// Problem kinds reported by Verify.
-const (
-	// TornTail is undecodable data after the synced-length hint, what a
-	// crash leaves behind; Open truncates it.
-	TornTail = segfile.TornTail
-	// Corrupt is damage Open will not repair: a bad record before the
-	// hint, a bad header, or a whole record with impossible content.
-	Corrupt = segfile.Corrupt
 )
 
 // ValidateDuration returns nil if d is an allowed segment duration, and
@@ -212,7 +190,7 @@ func (s SegmentInfo) Contains(deliverAtMs int64) bool {
 // List returns the segments in dir sorted by bucket start, reading only
 // each file's header and size. Temporary files and names that are not
 // segment names are skipped. A header that is damaged, or that disagrees
-// with its file name, is a *CorruptionError.
+// with its file name, is a *segfile.CorruptionError.
 func List(dir string) ([]SegmentInfo, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -229,7 +207,7 @@ func List(dir string) ([]SegmentInfo, error) {
 			return nil, err
 		}
 		if si.Start != start {
-			return nil, &CorruptionError{Path: filepath.Join(dir, e.Name()), Offset: headerStartOffset,
+			return nil, &segfile.CorruptionError{Path: filepath.Join(dir, e.Name()), Offset: headerStartOffset,
 				Err: fmt.Errorf("%w: header start %d does not match the file name", segfile.ErrHeaderValue, si.Start)}
 		}
 		segs = append(segs, si)

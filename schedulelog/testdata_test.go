@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hourglassmq/hourglass/internal/tdmanifest"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 func testdataDamage(t *testing.T, dir string) tdmanifest.Damage {
@@ -29,7 +30,7 @@ func TestTestdataBitflip(t *testing.T) {
 	d := testdataDamage(t, "sched-bitflip")
 	src := filepath.Join("../testdata/sched-bitflip", d.File)
 	probs, err := Verify(src)
-	if err != nil || len(probs) != 1 || probs[0].Kind != Corrupt || probs[0].Offset != d.Offset {
+	if err != nil || len(probs) != 1 || probs[0].Kind != segfile.Corrupt || probs[0].Offset != d.Offset {
 		t.Fatalf("Verify = %v, %v; want one corruption at %d", probs, err, d.Offset)
 	}
 	rd, err := OpenReader(src)
@@ -42,9 +43,9 @@ func TestTestdataBitflip(t *testing.T) {
 			t.Fatalf("the iterator yielded the entry at %d, at or after the damage", it.Offset())
 		}
 	}
-	var ce *CorruptionError
+	var ce *segfile.CorruptionError
 	if !errors.As(it.Err(), &ce) || ce.Offset != d.Offset {
-		t.Fatalf("iterator error %v; want a CorruptionError at %d", it.Err(), d.Offset)
+		t.Fatalf("iterator error %v; want a segfile.CorruptionError at %d", it.Err(), d.Offset)
 	}
 	rd.Close()
 
@@ -81,7 +82,7 @@ func TestTestdataTornTail(t *testing.T) {
 	}
 	src := filepath.Join("../testdata/torn-tail", d.File)
 	probs, err := Verify(src)
-	if err != nil || len(probs) != 1 || probs[0].Kind != TornTail || probs[0].Offset != d.Offset {
+	if err != nil || len(probs) != 1 || probs[0].Kind != segfile.TornTail || probs[0].Offset != d.Offset {
 		t.Fatalf("Verify = %v, %v; want one torn tail at %d", probs, err, d.Offset)
 	}
 	dir := t.TempDir()

@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/record"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Writer appends entries to one segment. One goroutine at a time may use
@@ -68,14 +68,14 @@ func Create(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Wr
 // (never the whole file, unless its hint slots are both damaged),
 // truncates a torn tail, and reports what it found in the Recovery. After
 // Open everything in the file is durable and LastSeq is the last entry's
-// seq. Damage before the hint is a *CorruptionError and the file is left
+// seq. Damage before the hint is a *segfile.CorruptionError and the file is left
 // as it is.
-func Open(dir string, bucketStartMs int64, opts Options) (*Writer, Recovery, error) {
+func Open(dir string, bucketStartMs int64, opts Options) (*Writer, segfile.Recovery, error) {
 	path := filepath.Join(dir, Name(bucketStartMs))
 	so := opts.seg()
 	so.CheckHeader = func(h segfile.Header) error {
 		if h.Start != bucketStartMs {
-			return &CorruptionError{Path: path, Offset: headerStartOffset,
+			return &segfile.CorruptionError{Path: path, Offset: headerStartOffset,
 				Err: fmt.Errorf("%w: header start %d does not match the file name", segfile.ErrHeaderValue, h.Start)}
 		}
 		return nil
@@ -198,7 +198,7 @@ func decodeEntry(rec record.Record) (seq uint64, p []byte, err error) {
 	return binary.LittleEndian.Uint64(q), q[entryMeta : len(q)-pad], nil
 }
 
-// newFormat describes schedule segments to internal/segfile. Its check
+// newFormat describes schedule segments to package segfile. Its check
 // holds scratch state, so each scan gets its own.
 func newFormat() segfile.Format {
 	var m message.Message

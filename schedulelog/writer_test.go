@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 func TestAppendReadBack(t *testing.T) {

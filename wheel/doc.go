@@ -104,4 +104,7 @@
 // holds. Entries more than 4.4 minutes apart, added in descending order with
 // a Next after each (so that every window gets opened as the earliest), cost
 // about 110 bytes each; dense loads cost 8.5.
+//
+// It owns the timing structure only, and imports no other Hourglass
+// package; the engine's driver goroutine owns the one Wheel.
 package wheel

@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/server"
@@ -269,12 +271,15 @@ func runRecv(c *cli.Context) error {
 			batch = min(count-got, 1000)
 		}
 		wait := 20 * time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(dl), 0))
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline {
+			// The server's wait ends a little before --timeout, so that
+			// its empty answer, not the call's deadline, ends the command.
+			wait = min(wait, max(time.Until(dl)-50*time.Millisecond, 0))
 		}
 		ds, err := cl.Receive(ctx, topic, client.ReceiveOptions{MaxMessages: batch, Wait: wait, Lease: c.Duration("lease")})
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || (hasDeadline && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < time.Second) {
 				return nil // --timeout or SIGINT
 			}
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // State says where a schedule segment stands at a given time.
@@ -115,7 +116,7 @@ func (o *Options) scanSegment(name string, fn entryFunc) (Segment, error) {
 	seg := Segment{Name: name}
 	rd, err := schedulelog.OpenReader(path)
 	if err != nil {
-		var ce *schedulelog.CorruptionError
+		var ce *segfile.CorruptionError
 		if errors.As(err, &ce) {
 			if start, ok := schedulelog.ParseName(name); ok {
 				seg.Start = time.UnixMilli(start).UTC()
@@ -137,7 +138,7 @@ func (o *Options) scanSegment(name string, fn entryFunc) (Segment, error) {
 	done, doneSize, derr := loadDone(filepath.Join(dir, dispatchlog.Name(rd.Start())))
 	seg.DoneSize = doneSize
 	if derr != nil {
-		var ce *dispatchlog.CorruptionError
+		var ce *segfile.CorruptionError
 		if !errors.As(derr, &ce) {
 			return seg, derr
 		}
@@ -171,7 +172,7 @@ func (o *Options) scanSegment(name string, fn entryFunc) (Segment, error) {
 		}
 	}
 	if err := it.Err(); err != nil {
-		var ce *schedulelog.CorruptionError
+		var ce *segfile.CorruptionError
 		if !errors.As(err, &ce) {
 			return seg, err
 		}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
-	"github.com/hourglassmq/hourglass/internal/segfile"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // Kind classifies a problem Verify found.

@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TempSuffix ends the name of a file being created; such files are
-// skipped when listing and removed by RemoveTemp.
+// TempSuffix ends the name of a file being created (CreateAtomic); such
+// files are skipped when listing and removed by RemoveTemp.
 const TempSuffix = ".tmp"
 
 // nameLayout is the UTC bucket start in a segment's base name.
@@ -52,6 +52,55 @@ func SyncDir(dir string) error {
 		err = cerr
 	}
 	return err
+}
+
+// CreateAtomic creates the file at path so that a crash leaves either all
+// of it under that name or nothing new there: fill writes the content into
+// path+TempSuffix, sync makes it durable (nil means (*os.File).Sync), it is
+// renamed to path, replacing any file there, and the directory is fsynced.
+// On an error before the rename the temporary file is removed. The
+// returned file is open for reading and writing under its final name; the
+// caller closes it.
+func CreateAtomic(path string, fill func(*os.File) error, sync func(*os.File) error) (*os.File, error) {
+	tmp := path + TempSuffix
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if sync == nil {
+		sync = (*os.File).Sync
+	}
+	err = fill(f)
+	if err == nil {
+		err = sync(f)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	if err := SyncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// WriteFileAtomic durably replaces the file at path with data, as
+// CreateAtomic does: what a crash leaves under path is the old content or
+// the new, never a mix. It is how metadata files are written.
+func WriteFileAtomic(path string, data []byte) error {
+	f, err := CreateAtomic(path, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}, nil)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // RemoveTemp deletes the files in dir whose names end in one of the given

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 )
 
@@ -69,8 +68,7 @@ type Writer struct {
 	err     error  // sticky write/fsync error
 }
 
-// Create creates the file at path with header h, durably: it writes
-// path+".tmp", fsyncs it, renames it into place and fsyncs the directory,
+// Create creates the file at path with header h, durably (CreateAtomic),
 // so a file under the final name always has a whole header.
 func Create(path string, h Header, opts Options) (*Writer, error) {
 	opts.fill()
@@ -79,27 +77,11 @@ func Create(path string, h Header, opts Options) (*Writer, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := CreateAtomic(path, func(f *os.File) error {
+		_, err := f.WriteAt(EncodeHeader(h), 0)
+		return err
+	}, opts.SyncFile)
 	if err != nil {
-		return nil, err
-	}
-	fail := func(err error) (*Writer, error) {
-		f.Close()
-		os.Remove(tmp)
-		return nil, err
-	}
-	if _, err := f.WriteAt(EncodeHeader(h), 0); err != nil {
-		return fail(err)
-	}
-	if err := opts.SyncFile(f); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err)
-	}
-	if err := SyncDir(filepath.Dir(path)); err != nil {
-		f.Close()
 		return nil, err
 	}
 	w := &Writer{f: f, path: path, hdr: h, opts: opts, flushed: HeaderSize,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -319,6 +320,10 @@ func TestReports(t *testing.T) {
 	if !errors.Is(ce, record.ErrChecksum) || ce.Error() != "corrupt data in /d/x.sched at offset 4096: record: checksum mismatch" {
 		t.Fatalf("CorruptionError: %q", ce.Error())
 	}
+	ce = &CorruptionError{Path: "/d/topics/t/log", Offset: -1, Err: record.ErrShort}
+	if ce.Error() != "corrupt data in /d/topics/t/log: record: truncated record" {
+		t.Fatalf("CorruptionError without an offset: %q", ce.Error())
+	}
 	p := Problem{Path: "/d/x.sched", Offset: 200, Kind: TornTail, Bytes: 57, Records: 2, Err: record.ErrShort}
 	if got, want := p.String(), "/d/x.sched: torn tail at offset 200 (57 bytes, 2 whole records): record: truncated record"; got != want {
 		t.Fatalf("Problem: %q, want %q", got, want)
@@ -358,5 +363,58 @@ func TestRemoveTemp(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 3 {
 		t.Fatalf("%d files left", len(ents))
+	}
+}
+
+// TestCreateAtomic checks that a file is either replaced whole or left as
+// it was, and that no temporary file is left behind either way.
+func TestCreateAtomic(t *testing.T) {
+	boom := errors.New("injected")
+	write := func(b string) func(*os.File) error {
+		return func(f *os.File) error { _, err := f.Write([]byte(b)); return err }
+	}
+	tests := []struct {
+		name    string
+		old     string // content before, "" for no file
+		fill    func(*os.File) error
+		sync    func(*os.File) error
+		want    string
+		wantErr error
+	}{
+		{"new_file", "", write("new"), nil, "new", nil},
+		{"replaces", "old", write("new"), nil, "new", nil},
+		{"fill_fails", "old", func(*os.File) error { return boom }, nil, "old", boom},
+		{"sync_fails", "old", write("new"), func(*os.File) error { return boom }, "old", boom},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "meta")
+			if tt.old != "" {
+				if err := os.WriteFile(path, []byte(tt.old), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f, err := CreateAtomic(path, tt.fill, tt.sync)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("CreateAtomic = %v, want %v", err, tt.wantErr)
+			}
+			if f != nil {
+				f.Close()
+			}
+			if b, _ := os.ReadFile(path); string(b) != tt.want {
+				t.Fatalf("file holds %q, want %q", b, tt.want)
+			}
+			if _, err := os.Stat(path + TempSuffix); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("temporary file left: %v", err)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "ckpt")
+	if err := WriteFileAtomic(path, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "x" {
+		t.Fatalf("WriteFileAtomic wrote %q", b)
 	}
 }

@@ -1,0 +1,123 @@
+package commitlog
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// preallocator makes the next segment file ahead of need, on its own
+// goroutine (runPreallocator), so that the append that fills the active
+// segment finds the next one ready: creating a segment writes or
+// allocates all of it, which no appender should wait for.
+type preallocator struct {
+	// mu guards spare, create and fill.
+	mu    sync.Mutex
+	spare *segment // the preallocated next segment, or nil
+	// create makes a segment file (tests make it fail).
+	create func(dir string, base, size int64, zeroFill bool) (string, error)
+	fill   fillPolicy // zeros or fallocate for the next one (zerofill.go)
+	ask    chan int64 // bases to preallocate; capacity 1
+	// nextBase is the base the next segment must have: the active
+	// segment's end, or further while a reservation is in progress.
+	// Written under mu.
+	nextBase atomic.Int64
+}
+
+// takeSpare returns the preallocated segment for base, creating it now if
+// the preallocator has not.
+func (l *Log) takeSpare(base int64) (*segment, error) {
+	l.pre.mu.Lock()
+	defer l.pre.mu.Unlock()
+	if s := l.pre.spare; s != nil && s.base == base {
+		l.pre.spare = nil
+		l.pre.nextBase.Store(s.end())
+		return s, nil
+	}
+	s, err := l.newSegment(base)
+	if err == nil {
+		l.pre.nextBase.Store(s.end())
+	}
+	return s, err
+}
+
+// newSegment creates the segment file at base and maps it. pre.mu is held.
+func (l *Log) newSegment(base int64) (*segment, error) {
+	if _, err := l.pre.create(l.dir, base, l.opts.SegmentSize, l.zeroFill()); err != nil {
+		return nil, fmt.Errorf("commitlog: create segment at offset %d: %w", base, wrapNoSpace(err))
+	}
+	return openSegment(filepath.Join(l.dir, segmentName(base)), false)
+}
+
+// maybeRequestSpare asks the preallocator for the segment after the
+// active one once the active one is half full. l.mu is held, or l is not
+// shared yet.
+func (l *Log) maybeRequestSpare() {
+	if end := l.active.end(); l.spareAsked != end && l.writePos >= l.active.capacity/2 {
+		l.spareAsked = end
+		l.requestSpare(end)
+	}
+}
+
+// requestSpare asks the preallocator for the segment at base, replacing
+// any request it has not picked up yet. It never blocks.
+func (l *Log) requestSpare(base int64) {
+	select {
+	case <-l.pre.ask:
+	default:
+	}
+	select {
+	case l.pre.ask <- base:
+	default:
+	}
+}
+
+// putBackSpare returns an unused new segment after a failed reservation.
+func (l *Log) putBackSpare(s *segment) {
+	l.pre.mu.Lock()
+	defer l.pre.mu.Unlock()
+	if l.pre.spare == nil && s.base == l.active.end() {
+		l.pre.spare = s
+		l.pre.nextBase.Store(s.base)
+		return
+	}
+	s.removed.Store(true)
+	s.release()
+}
+
+// runPreallocator is the preallocator goroutine: it creates the segment
+// asked for, unless it is no longer the next one or is there already.
+func (l *Log) runPreallocator() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case base := <-l.pre.ask:
+			l.pre.mu.Lock()
+			if base == l.pre.nextBase.Load() && (l.pre.spare == nil || l.pre.spare.base != base) {
+				if l.pre.spare != nil {
+					l.pre.spare.removed.Store(true)
+					l.pre.spare.release()
+					l.pre.spare = nil
+				}
+				s, err := l.newSegment(base)
+				l.pre.spare = s
+				if err != nil {
+					l.opts.Logger.Warn("commitlog: preallocating next segment failed; will retry when needed", "offset", base, "err", err)
+				}
+			}
+			l.pre.mu.Unlock()
+		}
+	}
+}
+
+func wrapNoSpace(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
+}

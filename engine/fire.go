@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/wheel"
+)
+
+// requeueDelayMs is how long entries wait in the wheel when their topic's
+// sink is failing.
+const requeueDelayMs = 200
+
+func (d *driver) add(b *bucket, deadline, off int64) {
+	idx := off / schedulelog.Align
+	if idx > int64(^uint32(0)) {
+		d.e.opts.Logger.Error("engine: entry beyond 32 GiB into its segment cannot be scheduled", "bucket", fmtMs(b.start), "offset", off)
+		return
+	}
+	if d.w.Add(deadline, wheel.NewRef(b.slot, uint32(idx))) {
+		b.pending++
+	}
+}
+
+// fire hands over what is due by horizon (now plus the handoff lead) to the
+// topics' lanes.
+func (d *driver) fire(now, horizon int64) {
+	if d.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
+		return
+	}
+	d.w.Expire(horizon, func(deadline int64, ref wheel.Ref) bool {
+		b := d.slots[ref.Bucket()]
+		if b == nil {
+			return true
+		}
+		b.pending--
+		off := int64(ref.Index()) * schedulelog.Align
+		seq, err := b.mr.Entry(off, &d.m)
+		if err != nil {
+			d.corrupt.Add(1)
+			b.corrupt = true
+			d.e.opts.Logger.Error("engine: damaged schedule entry not delivered", "bucket", fmtMs(b.start), "offset", off, "err", err)
+			return true
+		}
+		if b.done.Contains(seq) {
+			return true
+		}
+		if coff, ok := d.intents[seq]; ok {
+			if coff < 0 {
+				// A Cancel decided on it but its cancel record is not
+				// durable yet: hold it back a moment, so that it fires
+				// after all if that append fails.
+				d.later = append(d.later, laterEntry{b, horizon + 1, off})
+			}
+			return true // cancelled; reput writes its done-record
+		}
+		if d.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
+			d.later = append(d.later, laterEntry{b, d.m.DeliverAt, off})
+			return true
+		}
+		l := d.lane(d.m.Topic)
+		bt := d.building[l]
+		if bt == nil {
+			bt = newBatch()
+			d.building[l] = bt
+		}
+		bt.add(item{seq: seq, bucket: b.start, deliverAt: d.m.DeliverAt, off: off}, &d.m)
+		d.inflight[seq] = struct{}{}
+		b.inflight++
+		d.fired.Add(1)
+		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.m.DeliverAt)*time.Millisecond)
+		if len(bt.items) >= d.e.opts.FireBatch {
+			// Sent after Expire returns: sending may put entries back
+			// into the wheel, which Expire's callback must not do.
+			d.full = append(d.full, fullBatch{l, bt})
+			delete(d.building, l)
+		}
+		return d.inflightN.Add(1) < int64(d.e.opts.MaxInflight)
+	})
+	for _, fb := range d.full {
+		d.send(fb.l, fb.bt)
+	}
+	clear(d.full)
+	d.full = d.full[:0]
+	for l, bt := range d.building {
+		d.send(l, bt)
+		delete(d.building, l)
+	}
+	for _, le := range d.later {
+		d.add(le.b, le.deadline, le.off)
+	}
+	clear(d.later)
+	d.later = d.later[:0]
+}
+
+type fullBatch struct {
+	l  *lane
+	bt *batch
+}
+
+// laterEntry is an entry Expire handed over that goes back into the wheel
+// (the wheel may not be changed from inside Expire).
+type laterEntry struct {
+	b        *bucket
+	deadline int64
+	off      int64
+}
+
+// send hands a batch to its lane. When the lane is busy the batch waits in
+// the lane's overflow, in order (MaxInflight bounds the total). A lane
+// whose sink is failing sends its entries back to the wheel for a while
+// instead, so that it cannot take all of MaxInflight from other topics.
+func (d *driver) send(l *lane, bt *batch) {
+	if l.failing.Load() {
+		d.requeue(bt.items)
+		return
+	}
+	l.held += len(bt.items)
+	if len(l.overflow) == 0 {
+		select {
+		case l.queue <- bt:
+			return
+		default:
+		}
+	}
+	l.overflow = append(l.overflow, bt)
+	l.overflowN += len(bt.items)
+	d.overflowing++
+}
+
+// pushOverflow moves waiting batches into lanes that have room, and
+// reports whether any are still waiting.
+func (d *driver) pushOverflow() bool {
+	if d.overflowing == 0 {
+		return false
+	}
+	for _, l := range d.lanes {
+		for len(l.overflow) > 0 {
+			select {
+			case l.queue <- l.overflow[0]:
+				l.overflowN -= len(l.overflow[0].items)
+				l.overflow[0] = nil
+				l.overflow = l.overflow[1:]
+				d.overflowing--
+				continue
+			default:
+			}
+			break
+		}
+	}
+	return d.overflowing > 0
+}
+
+// lane returns the live lane of topic, starting one if there is none (the
+// first entry fired for the topic, or the first since its lane retired).
+func (d *driver) lane(topic []byte) *lane {
+	if l, ok := d.lanes[string(topic)]; ok {
+		return l
+	}
+	l := newLane(d, string(topic))
+	l.idleSince = d.now()
+	d.lanes[l.topic] = l
+	d.lanesWG.Add(1)
+	go l.run()
+	return l
+}
+
+// confirmed handles the end of items handed to lane l: delivered and
+// recorded done (err nil), or not delivered because the engine is
+// stopping.
+func (d *driver) confirmed(l *lane, items []item, err error) {
+	for _, it := range items {
+		delete(d.inflight, it.seq)
+		if b := d.buckets[it.bucket]; b != nil {
+			b.inflight--
+			if err == nil {
+				b.delivered.add(it.seq)
+			}
+		}
+	}
+	d.inflightN.Add(-int64(len(items)))
+	if err == nil {
+		d.delivered.Add(int64(len(items)))
+	}
+	if l.held -= len(items); l.held == 0 {
+		l.idleSince = d.now()
+	}
+}
+
+// requeue puts fired items back into the wheel, a moment later, because
+// their topic's sink is failing.
+func (d *driver) requeue(items []item) {
+	now := d.now()
+	for _, it := range items {
+		delete(d.inflight, it.seq)
+		if b := d.buckets[it.bucket]; b != nil {
+			b.inflight--
+			d.add(b, max(it.deliverAt, now+d.leadMs+requeueDelayMs), it.off)
+		}
+	}
+	d.inflightN.Add(-int64(len(items)))
+}
