@@ -28,10 +28,6 @@ type grpcAPI struct {
 	s *Server
 }
 
-// streamWorkers is how many goroutines serve gRPC calls: enough for the
-// unary calls of many producers waiting for one group commit together.
-const streamWorkers = 256
-
 // serviceName is the API's gRPC service, for health and logs.
 const serviceName = "hourglass.v1.HourglassService"
 
@@ -50,11 +46,6 @@ func (s *Server) GRPCServer() *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
 		// Clients may ping to keep a connection with a long poll alive.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		// Calls run on reused goroutines whose stacks have grown already:
-		// a new goroutine per call spent a seventh of the server's CPU
-		// growing its stack (docs/BENCHMARKS.md). Calls beyond the
-		// workers (long polls, streams) get goroutines of their own.
-		grpc.NumStreamWorkers(streamWorkers),
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	)

@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/hourglassmq/hourglass/internal/enginebench"
-	"github.com/hourglassmq/hourglass/internal/serverbench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/serverbench"
 )
 
 // benchCommand is the `bench` command group.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/internal/serverbench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/serverbench"
 )
 
 func TestBenchServerFlagErrors(t *testing.T) {

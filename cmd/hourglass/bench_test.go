@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
 
 func TestBenchEngineFlagErrors(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
 
 // runApp runs the command line with args (without the program name) and

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
 
 // Keys lists the JSON keys every report has: enginebench.Keys (the same
