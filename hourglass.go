@@ -31,6 +31,7 @@ import (
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
 	"github.com/hourglassmq/hourglass/sink/webhook"
@@ -89,7 +90,7 @@ type Config struct {
 	// server.MaxBodyLimit.
 	MaxBody int
 	// DelayLevels are the RocketMQ-style delay levels 1, 2, ...; default
-	// server.DefaultDelayLevels.
+	// units.DefaultDelayLevels.
 	DelayLevels []time.Duration
 	// HandoffLead hands due messages to the queue this long before their
 	// time, so that the queue's fsync is done when they are due (consumers
@@ -194,10 +195,10 @@ func (c *Config) normalize() error {
 		c.MaxBody = DefaultMaxBody
 	}
 	if c.MaxBody < 0 || c.MaxBody > server.MaxBodyLimit {
-		return fmt.Errorf("hourglass: MaxBody %d: from 1 to %d bytes (%s)", c.MaxBody, server.MaxBodyLimit, server.FormatSize(server.MaxBodyLimit))
+		return fmt.Errorf("hourglass: MaxBody %d: from 1 to %d bytes (%s)", c.MaxBody, server.MaxBodyLimit, units.FormatSize(server.MaxBodyLimit))
 	}
 	if c.DelayLevels == nil {
-		levels, err := server.ParseDelayLevels(server.DefaultDelayLevels)
+		levels, err := units.ParseDelayLevels(units.DefaultDelayLevels)
 		if err != nil {
 			return err
 		}
@@ -205,7 +206,7 @@ func (c *Config) normalize() error {
 	}
 	for i, d := range c.DelayLevels {
 		if d <= 0 || d > c.MaxDelay {
-			return fmt.Errorf("hourglass: delay level %d is %s: each level must be positive and at most MaxDelay %s", i+1, server.FormatDuration(d), server.FormatDuration(c.MaxDelay))
+			return fmt.Errorf("hourglass: delay level %d is %s: each level must be positive and at most MaxDelay %s", i+1, units.FormatDuration(d), units.FormatDuration(c.MaxDelay))
 		}
 	}
 	if c.Sink == "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -41,7 +42,7 @@ var _ engine.Observer = (*Metrics)(nil)
 // (and not within the one before) counts under horizonNames[i]; later ones
 // count under "beyond".
 var (
-	horizons     = []time.Duration{time.Minute, 5 * time.Minute, time.Hour, Day}
+	horizons     = []time.Duration{time.Minute, 5 * time.Minute, time.Hour, units.Day}
 	horizonNames = []string{"1m", "5m", "1h", "1d", "beyond"}
 )
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 )
@@ -161,7 +162,7 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 		return 0, 0, invalid("max_messages %d: from 1 to %d (0 means %d)", maxMessages, MaxReceive, defMax)
 	}
 	if leaseMs < 0 || leaseMs > queue.DefaultMaxLease.Milliseconds() {
-		return 0, 0, invalid("lease_ms %d: from 1 to %d (%s); 0 means the server's default", leaseMs, queue.DefaultMaxLease.Milliseconds(), FormatDuration(queue.DefaultMaxLease))
+		return 0, 0, invalid("lease_ms %d: from 1 to %d (%s); 0 means the server's default", leaseMs, queue.DefaultMaxLease.Milliseconds(), units.FormatDuration(queue.DefaultMaxLease))
 	}
 	return n, time.Duration(leaseMs) * time.Millisecond, nil
 }
@@ -402,7 +403,7 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 // nackDelay checks a Nack's delay_ms.
 func (s *Server) nackDelay(ms int64) (time.Duration, error) {
 	if ms < 0 || ms > s.opts.MaxDelay.Milliseconds() {
-		return 0, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), FormatDuration(s.opts.MaxDelay))
+		return 0, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -39,6 +39,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -93,7 +94,7 @@ type Options struct {
 	// message naming it.
 	MaxDelay time.Duration
 	// DelayLevels maps delay_level 1, 2, ... to delays; default
-	// DefaultDelayLevels.
+	// units.DefaultDelayLevels.
 	DelayLevels []time.Duration
 	// AuthToken, if set, is the bearer token every RPC and /metrics need.
 	AuthToken string
@@ -187,7 +188,7 @@ func New(opts Options) (*Server, error) {
 		opts.MaxBody = DefaultMaxBody
 	}
 	if opts.MaxBody < 0 || opts.MaxBody > MaxBodyLimit {
-		return nil, fmt.Errorf("server: max body %d bytes: from 0 to %s", opts.MaxBody, FormatSize(MaxBodyLimit))
+		return nil, fmt.Errorf("server: max body %d bytes: from 0 to %s", opts.MaxBody, units.FormatSize(MaxBodyLimit))
 	}
 	if opts.MaxDelay == 0 {
 		opts.MaxDelay = engine.DefaultMaxDelay
@@ -196,7 +197,7 @@ func New(opts Options) (*Server, error) {
 		opts.SegmentDuration = engine.DefaultSegmentDuration
 	}
 	if opts.DelayLevels == nil {
-		levels, err := ParseDelayLevels(DefaultDelayLevels)
+		levels, err := units.ParseDelayLevels(units.DefaultDelayLevels)
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +205,7 @@ func New(opts Options) (*Server, error) {
 	}
 	for i, d := range opts.DelayLevels {
 		if d <= 0 || d > opts.MaxDelay {
-			return nil, fmt.Errorf("server: delay level %d is %s: each level must be positive and at most the max delay %s", i+1, FormatDuration(d), FormatDuration(opts.MaxDelay))
+			return nil, fmt.Errorf("server: delay level %d is %s: each level must be positive and at most the max delay %s", i+1, units.FormatDuration(d), units.FormatDuration(opts.MaxDelay))
 		}
 	}
 	if opts.Logger == nil {
@@ -218,7 +219,7 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxRequestBytes < opts.MaxBody+MaxHeaderBytes {
 		return nil, fmt.Errorf("server: max request %s: at least one message of the max body %s with its headers (%s)",
-			FormatSize(int64(opts.MaxRequestBytes)), FormatSize(int64(opts.MaxBody)), FormatSize(int64(opts.MaxBody+MaxHeaderBytes)))
+			units.FormatSize(int64(opts.MaxRequestBytes)), units.FormatSize(int64(opts.MaxBody)), units.FormatSize(int64(opts.MaxBody+MaxHeaderBytes)))
 	}
 	if opts.MaxStreams == 0 {
 		opts.MaxStreams = DefaultMaxStreams

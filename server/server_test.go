@@ -17,6 +17,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -96,13 +97,13 @@ func wantCode(t *testing.T, what string, err error, code connect.Code, msgs ...s
 }
 
 func TestBadInput(t *testing.T) {
-	ts := newTestServer(t, Options{MaxBody: 1024, MaxDelay: 30 * Day})
+	ts := newTestServer(t, Options{MaxBody: 1024, MaxDelay: 30 * units.Day})
 	ctx := context.Background()
 	sched := func(m *hourglassv1.ScheduleRequest) error {
 		_, err := ts.client.Schedule(ctx, connect.NewRequest(m))
 		return err
 	}
-	far := timestamppb.New(time.Now().Add(31 * Day))
+	far := timestamppb.New(time.Now().Add(31 * units.Day))
 	for _, tc := range []struct {
 		name string
 		m    *hourglassv1.ScheduleRequest
@@ -114,7 +115,7 @@ func TestBadInput(t *testing.T) {
 		{"long_topic", &hourglassv1.ScheduleRequest{Topic: strings.Repeat("a", 201)}, []string{"at most 200"}},
 		{"body_over_max", &hourglassv1.ScheduleRequest{Topic: "t", Body: make([]byte, 1025)}, []string{"1025 bytes", "at most 1024", "--max-body"}},
 		{"negative_delay", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: -1}}, []string{"delay_ms -1", "negative"}},
-		{"delay_too_far", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 31 * Day.Milliseconds()}}, []string{"maximum delay 30d", "--max-delay"}},
+		{"delay_too_far", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DelayMs{DelayMs: 31 * units.Day.Milliseconds()}}, []string{"maximum delay 30d", "--max-delay"}},
 		{"time_too_far", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: far}}, []string{"deliver_at", "31d ahead", "maximum delay is 30d"}},
 		{"level_zero", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: 0}}, []string{"delay_level 0 is unknown", "1 to 18", "18=2h"}},
 		{"level_19", &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: 19}}, []string{"delay_level 19"}},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 )
@@ -67,7 +68,7 @@ func levelsText(levels []time.Duration) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%d=%s", i+1, FormatDuration(d))
+		fmt.Fprintf(&b, "%d=%s", i+1, units.FormatDuration(d))
 	}
 	return b.String()
 }
@@ -104,7 +105,7 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	}
 	if len(m.Body) > s.opts.MaxBody {
 		return invalid("%s", field(prefix, fmt.Sprintf("body is %d bytes; at most %d (%s, the server's --max-body)",
-			len(m.Body), s.opts.MaxBody, FormatSize(int64(s.opts.MaxBody)))))
+			len(m.Body), s.opts.MaxBody, units.FormatSize(int64(s.opts.MaxBody)))))
 	}
 	if len(m.Headers) > message.MaxHeaders {
 		return invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d", len(m.Headers), message.MaxHeaders)))
@@ -146,7 +147,7 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		}
 		if w.DelayMs > maxDelay.Milliseconds() {
 			return invalid("%s", field(prefix, fmt.Sprintf("delay_ms %d (%s) is beyond the maximum delay %s (%d ms, the server's --max-delay)",
-				w.DelayMs, FormatDuration(time.Duration(w.DelayMs)*time.Millisecond), FormatDuration(maxDelay), maxDelay.Milliseconds())))
+				w.DelayMs, units.FormatDuration(time.Duration(w.DelayMs)*time.Millisecond), units.FormatDuration(maxDelay), maxDelay.Milliseconds())))
 		}
 		req.Delay = time.Duration(w.DelayMs) * time.Millisecond
 	case *hourglassv1.ScheduleRequest_DeliverAt:
@@ -156,7 +157,7 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		at := w.DeliverAt.AsTime()
 		if at.After(now.Add(maxDelay)) {
 			return invalid("%s", field(prefix, fmt.Sprintf("deliver_at %s is %s ahead of the server's clock (%s); the maximum delay is %s (the server's --max-delay)",
-				at.UTC().Format(time.RFC3339Nano), FormatDuration(at.Sub(now).Round(time.Second)), now.UTC().Format(time.RFC3339), FormatDuration(maxDelay))))
+				at.UTC().Format(time.RFC3339Nano), units.FormatDuration(at.Sub(now).Round(time.Second)), now.UTC().Format(time.RFC3339), units.FormatDuration(maxDelay))))
 		}
 		if at.IsZero() {
 			at = time.UnixMilli(0) // the engine reads a zero At as "use Delay"

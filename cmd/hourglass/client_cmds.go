@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
-	"github.com/hourglassmq/hourglass/server"
+	"github.com/hourglassmq/hourglass/internal/units"
 )
 
 // clientFlags are the flags every client command takes.
@@ -109,7 +109,7 @@ func runSend(c *cli.Context) error {
 			return commandError(c, "--now=false: give --delay, --at or --level instead")
 		}
 	case c.IsSet("delay"):
-		d, err := server.ParseDuration(c.String("delay"))
+		d, err := units.ParseDuration(c.String("delay"))
 		if err != nil || d < 0 {
 			return commandError(c, "--delay %q: want a duration of 0 or more with a unit, such as 500ms, 30s, 10m, 2h or 7d", c.String("delay"))
 		}

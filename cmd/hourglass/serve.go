@@ -19,6 +19,7 @@ import (
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
 	"github.com/hourglassmq/hourglass/sink/webhook"
@@ -123,14 +124,14 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "max-delay", Value: "10y", EnvVars: envVar("max-delay"),
 				Usage: "refuse messages due further ahead than this `DURATION` (accepts d and y: 30d, 10y)"},
 			&cli.StringFlag{Name: "max-body", Value: "1MiB", EnvVars: envVar("max-body"),
-				Usage: fmt.Sprintf("refuse message bodies larger than this `SIZE`, at most %s", server.FormatSize(server.MaxBodyLimit))},
+				Usage: fmt.Sprintf("refuse message bodies larger than this `SIZE`, at most %s", units.FormatSize(server.MaxBodyLimit))},
 			&cli.StringFlag{Name: "auth-token", EnvVars: envVar("auth-token"),
 				Usage: "require 'Authorization: Bearer `TOKEN`' on every RPC and /metrics (not /healthz, /readyz); prefer HOURGLASS_AUTH_TOKEN"},
 			&cli.StringFlag{Name: "tls-cert", EnvVars: envVar("tls-cert"),
 				Usage: "serve TLS (HTTP/2 and HTTP/1.1) with this certificate `FILE` (PEM, chain included); needs --tls-key"},
 			&cli.StringFlag{Name: "tls-key", EnvVars: envVar("tls-key"),
 				Usage: "private key `FILE` (PEM) of --tls-cert"},
-			&cli.StringFlag{Name: "delay-levels", Value: server.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
+			&cli.StringFlag{Name: "delay-levels", Value: units.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
 				Usage: "`DURATIONS` of the RocketMQ-style delay levels 1, 2, ..., separated by spaces or commas"},
 			&cli.DurationFlag{Name: "handoff-lead", Value: hourglass.DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
 				Usage: "hand due messages to the queue up to this `DURATION` (0 to 1s) before their time, so that the queue's fsync is done when they are due; " +
@@ -260,40 +261,40 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if cfg.fsync, err = commitlog.ParseSyncPolicy(c.String("fsync")); err != nil {
 		return nil, fmt.Errorf("--fsync %q: want always, interval or none", c.String("fsync"))
 	}
-	if cfg.maxDelay, err = server.ParseDuration(c.String("max-delay")); err != nil {
+	if cfg.maxDelay, err = units.ParseDuration(c.String("max-delay")); err != nil {
 		return nil, fmt.Errorf("--max-delay: %w", err)
 	}
 	if cfg.maxDelay <= 0 {
 		return nil, fmt.Errorf("--max-delay %q: must be positive", c.String("max-delay"))
 	}
-	body, err := server.ParseSize(c.String("max-body"))
+	body, err := units.ParseSize(c.String("max-body"))
 	if err != nil {
 		return nil, fmt.Errorf("--max-body: %w", err)
 	}
 	if body > server.MaxBodyLimit {
-		return nil, fmt.Errorf("--max-body %s: at most %s", c.String("max-body"), server.FormatSize(server.MaxBodyLimit))
+		return nil, fmt.Errorf("--max-body %s: at most %s", c.String("max-body"), units.FormatSize(server.MaxBodyLimit))
 	}
 	cfg.maxBody = int(body)
 	if c.IsSet("max-request-size") {
-		n, err := server.ParseSize(c.String("max-request-size"))
+		n, err := units.ParseSize(c.String("max-request-size"))
 		if err != nil {
 			return nil, fmt.Errorf("--max-request-size: %w", err)
 		}
 		if n < body+server.MaxHeaderBytes || n > 1<<30 {
 			return nil, fmt.Errorf("--max-request-size %s: from one message of --max-body with its headers (%s) to 1GiB",
-				c.String("max-request-size"), server.FormatSize(body+server.MaxHeaderBytes))
+				c.String("max-request-size"), units.FormatSize(body+server.MaxHeaderBytes))
 		}
 		cfg.maxRequest = int(n)
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
 	}
-	if cfg.levels, err = server.ParseDelayLevels(c.String("delay-levels")); err != nil {
+	if cfg.levels, err = units.ParseDelayLevels(c.String("delay-levels")); err != nil {
 		return nil, fmt.Errorf("--delay-levels: %w", err)
 	}
 	for i, d := range cfg.levels {
 		if d > cfg.maxDelay {
-			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, server.FormatDuration(d), server.FormatDuration(cfg.maxDelay))
+			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, units.FormatDuration(d), units.FormatDuration(cfg.maxDelay))
 		}
 	}
 	if cfg.handoff = c.Duration("handoff-lead"); cfg.handoff < 0 || cfg.handoff > engine.MaxHandoffLead {
@@ -442,7 +443,7 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 	}
 	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
 	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
-		"segment_duration", cfg.segDur, "max_delay", server.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
+		"segment_duration", cfg.segDur, "max_delay", units.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
 		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "cors", len(cfg.corsOrigins) > 0}, attrs...)...)
 	go waitReady()
 

@@ -22,7 +22,7 @@ const (
 	CommitlogDir = "commitlog"
 	ScheduleDir  = "schedule"
 	QueueDir     = "queue"
-	// LockFile is the lock a running server holds (server.LockName).
+	// LockFile is the lock a running server holds (the root package's LockName).
 	LockFile = "LOCK"
 )
 

@@ -1,4 +1,8 @@
-package server
+// Package units parses and formats the durations and sizes of the command
+// line and of error messages: Go durations plus d and y, sizes in B, KiB,
+// MiB. Shared by the root package, server and cmd/hourglass; it imports
+// only the standard library.
+package units
 
 import (
 	"fmt"

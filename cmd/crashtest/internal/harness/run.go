@@ -1,4 +1,4 @@
-// Package crashtest is the crash-recovery harness behind `go run
+// Package harness is the crash-recovery harness behind `go run
 // ./cmd/crashtest`: it runs the real hourglass binary on 127.0.0.1, loads
 // it with producers and consumers that mix its protocols call by call
 // (unary Connect on HTTP/1.1, unary gRPC, ScheduleStream bursts and
@@ -8,13 +8,12 @@
 // message and checks each one against what the server's RPCs answered
 // (Check). It believes nothing the server says about itself except those
 // answers, plus the clock skew it measures with the Time RPC.
-package crashtest
+package harness
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -25,175 +24,6 @@ import (
 
 	"google.golang.org/grpc"
 )
-
-// Config is one harness run. Zero fields take the defaults below.
-type Config struct {
-	Cycles          int           // kill-restart cycles (default 12)
-	Duration        time.Duration // overall bound, drain included (default 10m)
-	Seed            uint64        // random choices derive from it (default 1)
-	SegmentDuration time.Duration // server --segment-duration (default 2s)
-	Fsync           string        // server --fsync: always, interval, none (default always)
-	CorruptTail     bool          // tear active files' tails after each SIGKILL
-	Producers       int           // default 2
-	Consumers       int           // default 2
-	Topics          int           // default 2
-	OpsPerSecond    int           // per producer (default 40)
-	// PoisonPercent is the share of messages, in percent, that consumers
-	// fail on every delivery so that each must end on "<topic>.dlq"
-	// (default 5; negative: none; from 0 to 50). Not used with Cluster,
-	// whose consumer reads the delivery stream and cannot fail a message.
-	PoisonPercent int
-	// Cluster runs against a cluster instead of one server: a 3-node NATS
-	// cluster (internal/natscluster) and 3 hourglass nodes (serve
-	// --cluster); cycles SIGKILL one hourglass or one NATS node, and the
-	// consumer reads the delivery stream instead of Receive/Ack.
-	Cluster bool
-	// LeaseTTL is serve --lease-ttl with Cluster (default 3s).
-	LeaseTTL time.Duration
-	// Partitions is serve --partitions with Cluster (default 8).
-	Partitions int
-	Keep       bool // keep the work directory even on success
-	// Bin is a built hourglass binary; empty: build ./cmd/hourglass of the
-	// module containing the working directory.
-	Bin string
-	// WorkDir holds the data directory and server.log; empty: a new
-	// temporary directory.
-	WorkDir string
-	// DrainGrace is how long the drain may go on after the last delivery
-	// time (default 20s); the overall Duration bounds it too.
-	DrainGrace time.Duration
-	// Allow lists violation kinds that are reported but do not fail the
-	// run (a known, open server bug), e.g. VAfterAck.
-	Allow []string
-	// Progress receives one line per cycle (nil: none).
-	Progress io.Writer
-}
-
-// Defaults.
-const (
-	DefaultCycles          = 12
-	DefaultDuration        = 10 * time.Minute
-	DefaultSeed            = 1
-	DefaultSegmentDuration = 2 * time.Second
-	DefaultFsync           = "always"
-	DefaultProducers       = 2
-	DefaultConsumers       = 2
-	DefaultTopics          = 2
-	DefaultOpsPerSecond    = 40
-	DefaultDrainGrace      = 20 * time.Second
-	DefaultPoisonPercent   = 5
-)
-
-func (c *Config) fill() error {
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.Cycles, DefaultCycles)
-	def(&c.Producers, DefaultProducers)
-	def(&c.Consumers, DefaultConsumers)
-	def(&c.Topics, DefaultTopics)
-	def(&c.OpsPerSecond, DefaultOpsPerSecond)
-	def(&c.PoisonPercent, DefaultPoisonPercent)
-	if c.Duration == 0 {
-		c.Duration = DefaultDuration
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
-	if c.SegmentDuration == 0 {
-		c.SegmentDuration = DefaultSegmentDuration
-	}
-	if c.Fsync == "" {
-		c.Fsync = DefaultFsync
-	}
-	if c.DrainGrace == 0 {
-		c.DrainGrace = DefaultDrainGrace
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	def(&c.Partitions, DefaultPartitions)
-	if c.Cluster {
-		c.PoisonPercent = -1 // the stream's consumer cannot fail a message
-		switch {
-		case c.CorruptTail:
-			return errors.New("--corrupt-tail cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not tear")
-		case c.LeaseTTL < time.Second || c.LeaseTTL > time.Minute:
-			return fmt.Errorf("--lease-ttl %v: from 1s (serve's minimum) to 1m (each cycle waits for a takeover)", c.LeaseTTL)
-		case c.Partitions < 1 || c.Partitions > 64:
-			return fmt.Errorf("--partitions %d: from 1 to 64", c.Partitions)
-		}
-	}
-	switch {
-	case c.Cycles < 1 || c.Cycles > 100_000:
-		return fmt.Errorf("--cycles %d: from 1 to 100000", c.Cycles)
-	case c.Duration < 10*time.Second:
-		return fmt.Errorf("--duration %v: at least 10s (it bounds the drain too)", c.Duration)
-	case c.SegmentDuration < time.Second || c.SegmentDuration > time.Hour || c.SegmentDuration%time.Second != 0:
-		return fmt.Errorf("--segment-duration %v: whole seconds from 1s to 1h (the server allows up to 24h; the harness waits for several)", c.SegmentDuration)
-	case c.Fsync != "always" && c.Fsync != "interval" && c.Fsync != "none":
-		return fmt.Errorf("--fsync %q: always, interval or none", c.Fsync)
-	case c.Producers < 1 || c.Producers > 64:
-		return fmt.Errorf("--producers %d: from 1 to 64", c.Producers)
-	case c.Consumers < 1 || c.Consumers > 64:
-		return fmt.Errorf("--consumers %d: from 1 to 64", c.Consumers)
-	case c.Topics < 1 || c.Topics > 16:
-		return fmt.Errorf("topics %d: from 1 to 16", c.Topics)
-	case c.OpsPerSecond < 1 || c.OpsPerSecond > 1000:
-		return fmt.Errorf("ops per second %d: from 1 to 1000", c.OpsPerSecond)
-	case c.PoisonPercent > 50:
-		return fmt.Errorf("--poison-percent %d: from 0 to 50 (each poison message costs %d deliveries)", c.PoisonPercent, MaxAttempts+1)
-	}
-	for _, k := range c.Allow {
-		if !slices.Contains(Kinds, k) {
-			return fmt.Errorf("--allow %q: not a violation kind; one of %s", k, strings.Join(Kinds, ", "))
-		}
-	}
-	return nil
-}
-
-// Summary is what a run reports (the table, or --json).
-type Summary struct {
-	Seed            uint64         `json:"seed"`
-	MaxAttempts     int            `json:"max_attempts"`   // the server's --max-attempts
-	PoisonPercent   int            `json:"poison_percent"` // share of poison messages (0: none)
-	Fsync           string         `json:"fsync"`
-	SegmentDuration string         `json:"segment_duration"`
-	CorruptTail     bool           `json:"corrupt_tail"`
-	Cycles          int            `json:"cycles"`
-	Kills           int            `json:"kills"`        // SIGKILL
-	Terms           int            `json:"sigterms"`     // SIGTERM
-	KillMoments     map[string]int `json:"kill_moments"` // what the kill aimed at
-	Counts          Counts         `json:"counts"`
-	// Ops counts the workload's calls by operation and protocol
-	// ("schedule/grpc", "receive/connect", "ack/stream": an ack sent in a
-	// Consume settle, "stream-request/stream": a request of a
-	// ScheduleStream burst).
-	Ops            map[string]int `json:"ops"`
-	RecoveryMedian float64        `json:"recovery_median_ms"` // start to /readyz 200, per restart
-	RecoveryMax    float64        `json:"recovery_max_ms"`
-	Restarts       int            `json:"restarts"`
-	SkewMs         float64        `json:"skew_ms"`       // largest |server - harness| measured
-	SkewBoundMs    float64        `json:"skew_bound_ms"` // skew plus half the round trip: the early check's allowance
-	Cuts           int            `json:"cuts"`
-	CutBytes       int64          `json:"cut_bytes"`
-	CutsByMode     map[string]int `json:"cuts_by_mode"`
-	DrainMs        float64        `json:"drain_ms"`
-	DrainComplete  bool           `json:"drain_complete"`
-	WallSeconds    float64        `json:"wall_seconds"`
-	Violations     []Violation    `json:"violations"` // the first 50
-	ViolationCount int            `json:"violation_count"`
-	Failed         bool           `json:"failed"`
-	Allowed        []string       `json:"allowed_kinds,omitempty"`
-	WorkDir        string         `json:"work_dir,omitempty"` // kept: data directory and server.log
-	// Cluster is set by a --cluster run.
-	Cluster *ClusterSummary `json:"cluster,omitempty"`
-}
-
-// errRestart ends a run whose server did not come back.
-var errRestart = errors.New("crashtest: the server did not restart")
 
 // Run runs the harness. It returns an error only when the harness itself
 // could not do its job (build, start); violations are in the Summary.

@@ -1,0 +1,138 @@
+package harness
+
+import (
+	"fmt"
+	"time"
+)
+
+// Violation is one broken promise, named by message and cycle.
+type Violation struct {
+	Kind   string    `json:"kind"`
+	Key    string    `json:"key,omitempty"`
+	ID     string    `json:"id,omitempty"`
+	Cycle  int       `json:"cycle"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail"`
+	// Cut is true when the message was named by bytes --corrupt-tail cut:
+	// allowed unless the fsync policy was "always".
+	Cut bool `json:"attributable_to_cut,omitempty"`
+	// Allowed is true for a kind the run was told to --allow.
+	Allowed bool `json:"allowed,omitempty"`
+}
+
+// counts reports whether v fails a run under policy fsync.
+func (v Violation) counts(fsync string) bool {
+	return !v.Allowed && (!v.Cut || fsync == "always")
+}
+
+func (v Violation) String() string {
+	s := fmt.Sprintf("%s: cycle %d", v.Kind, v.Cycle)
+	if v.Key != "" {
+		s += " message " + v.Key
+	}
+	if v.ID != "" {
+		s += " (id " + v.ID + ")"
+	}
+	return s + ": " + v.Detail
+}
+
+// CheckParams are what Check needs besides the events.
+type CheckParams struct {
+	// Fsync is the server's policy; losses attributable to a cut are
+	// allowed unless it is "always".
+	Fsync string
+	// SkewBound bounds |server clock - harness clock|, measured.
+	SkewBound time.Duration
+	// Precision is added to SkewBound for the server's millisecond
+	// timestamps (default 1ms).
+	Precision time.Duration
+	// Stream judges deliveries read from the JetStream delivery stream
+	// (--cluster): there is no Ack RPC, so one delivery settles a message,
+	// and a second copy of an ID in the stream (JetStream's duplicate
+	// window did not absorb a republish) is counted in DupStream, not a
+	// violation: the cluster promises at-least-once.
+	Stream bool
+	// MaxAttempts is the server's --max-attempts (0: the harness's
+	// MaxAttempts): the failed deliveries after which a message goes to
+	// "<topic>.dlq".
+	MaxAttempts int
+}
+
+// Counts are the summary numbers of a checked history.
+type Counts struct {
+	Scheduled        int `json:"scheduled"`          // Schedules answered OK
+	ScheduleInDoubt  int `json:"schedule_in_doubt"`  // Schedules whose outcome is unknown
+	ScheduleRejected int `json:"schedule_rejected"`  // refused or never sent
+	InDoubtDelivered int `json:"in_doubt_delivered"` // in-doubt Schedules that turned out durable
+	Delivered        int `json:"delivered"`          // messages (keys) delivered at least once
+	Deliveries       int `json:"deliveries"`         // Receive results in all
+	Cancelled        int `json:"cancelled"`          // Cancels answered "cancelled"
+	CancelOther      int `json:"cancel_other"`       // answered already-delivered or unknown
+	CancelInDoubt    int `json:"cancel_in_doubt"`
+	CancelledInDoubt int `json:"cancelled_in_doubt"` // never delivered after a Cancel in doubt: it took effect
+	Acked            int `json:"acked"`
+	AckInDoubt       int `json:"ack_in_doubt"`
+	AckRejected      int `json:"ack_rejected"` // not leased any more (lease ran out)
+	Nacked           int `json:"nacked"`
+	NackInDoubt      int `json:"nack_in_doubt"`
+	Lost             int `json:"lost"` // all three lost kinds
+	Early            int `json:"early"`
+	// Duplicates by cause.
+	DupUnacked    int `json:"dup_unacked"`      // redelivery of an ID never acked: allowed
+	DupAckInDoubt int `json:"dup_ack_in_doubt"` // redelivery after an Ack/Nack in doubt: allowed
+	DupAfterAck   int `json:"dup_after_ack"`    // after a durable ack: violation
+	DupStream     int `json:"dup_stream"`       // --cluster: the same ID stored twice in the delivery stream: allowed, counted
+	CutAttributed int `json:"cut_attributed"`   // violations named by cut bytes
+	Pending       int `json:"pending"`          // messages still owed (drain not finished)
+	// Dead letters.
+	ReceiveInDoubt     int `json:"receive_in_doubt"`     // Receives that failed in doubt (may have leased unseen messages)
+	Poison             int `json:"poison"`               // poison messages scheduled (answered OK)
+	PoisonCancelled    int `json:"poison_cancelled"`     // of them answered "cancelled": owed nothing
+	DeadLettered       int `json:"dead_lettered"`        // messages delivered on a .dlq topic, poison or not
+	DeadLetteredPoison int `json:"dead_lettered_poison"` // of them poison
+	DLQDeliveries      int `json:"dlq_deliveries"`       // Receive results on .dlq topics
+	NotDeadLettered    int `json:"not_dead_lettered"`    // poison messages that did not end acked on their .dlq topic
+	// DupDeadLetterAgain: a .dlq delivery after a durable ack of that ID
+	// there, when a restart let the message be dead-lettered twice (its
+	// topic handed it out again in a later server life): allowed.
+	DupDeadLetterAgain int `json:"dup_dead_letter_again"`
+	// AfterDeadLetterRestart: handed out on its topic after its dead
+	// letter's ack, in a later server life than its first lease: allowed.
+	AfterDeadLetterRestart int `json:"after_dead_letter_restart"`
+}
+
+// Result is the verdict on a history.
+type Result struct {
+	Counts     Counts      `json:"counts"`
+	Violations []Violation `json:"violations"`
+	// Pending lists keys still owed a delivery or an ack (for the drain).
+	Pending []string `json:"-"`
+}
+
+// Failed reports whether any violation counts against the server.
+func (r *Result) Failed(fsync string) bool {
+	for _, v := range r.Violations {
+		if !v.Cut || fsync == "always" {
+			return true
+		}
+	}
+	return false
+}
+
+// First returns the earliest violation that counts, if any.
+func (r *Result) First(fsync string) (Violation, bool) {
+	for _, v := range r.Violations {
+		if !v.Cut || fsync == "always" {
+			return v, true
+		}
+	}
+	return Violation{}, false
+}
+
+// keyState gathers one message's events.
+type keyState struct {
+	sched      *Schedule
+	cancels    []*Cancel
+	deliveries []*Delivery
+	settles    []*Settle
+}
