@@ -1,7 +1,8 @@
 // Package e2e tests the real hourglass binary over the network: TestMain
 // builds it once, each test starts it on 127.0.0.1 with a free port and
 // talks to it with the generated connect client (and plain HTTP for the
-// JSON and health endpoints).
+// JSON and health endpoints). TestClientInProcess runs the client's cases
+// against a node of the root package embedded in the test process.
 //
 // Nothing here sleeps to wait for time: tests wait on the server (a long
 // poll with a deadline) or poll a condition with a deadline.
