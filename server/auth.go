@@ -66,9 +66,6 @@ func requireToken(token string, next http.Handler) http.Handler {
 	})
 }
 
-// clock is the wall clock, for call durations in logs.
-func (s *Server) clock() time.Time { return time.Now() }
-
 // report logs a failed call, on any protocol: the server's own failures at
 // Error (they need an operator), the callers' mistakes at Debug.
 func (s *Server) report(ctx context.Context, procedure, peer string, start time.Time, code uint32, err error) {

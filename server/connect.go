@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc/status"
@@ -158,7 +159,7 @@ type connectLog struct{ s *Server }
 
 func (l connectLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		start := l.s.clock()
+		start := time.Now()
 		resp, err := next(ctx, req)
 		l.s.report(ctx, req.Spec().Procedure, req.Peer().Addr, start, connectCode(err), err)
 		return resp, err
@@ -171,7 +172,7 @@ func (l connectLog) WrapStreamingClient(next connect.StreamingClientFunc) connec
 
 func (l connectLog) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		start := l.s.clock()
+		start := time.Now()
 		err := next(ctx, conn)
 		l.s.report(ctx, conn.Spec().Procedure, conn.Peer().Addr, start, connectCode(err), err)
 		return err
