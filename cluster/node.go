@@ -513,6 +513,23 @@ func (n *Node) Stats() engine.Stats {
 	return s
 }
 
+// Health returns the first stalled local engine's StallError, naming its
+// partition, or nil.
+func (n *Node) Health() error {
+	n.mu.Lock()
+	parts := make([]*partition, 0, len(n.parts))
+	for _, pt := range n.parts {
+		parts = append(parts, pt)
+	}
+	n.mu.Unlock()
+	for _, pt := range parts {
+		if err := pt.health(); err != nil {
+			return fmt.Errorf("partition %d: %w", pt.p, err)
+		}
+	}
+	return nil
+}
+
 // Close stops the ownership loop and every partition, releases their
 // keys so that other nodes take them at once, and disconnects.
 func (n *Node) Close() error {

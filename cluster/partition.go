@@ -542,6 +542,17 @@ func (pt *partition) stats() (engine.Stats, bool) {
 	return eng.Stats(), true
 }
 
+// health is the partition's local engine's Health, nil without one.
+func (pt *partition) health() error {
+	pt.mu.Lock()
+	eng := pt.eng
+	pt.mu.Unlock()
+	if eng == nil {
+		return nil
+	}
+	return eng.Health()
+}
+
 func unavailable(format string, args ...any) error {
 	return status.Errorf(codes.Unavailable, format, args...)
 }

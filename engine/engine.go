@@ -106,6 +106,7 @@ type Engine struct {
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
 	keys      *keyIndex // nil when Options.IdempotencyWindow is 0
+	health    *health
 	ready     chan struct{}
 	scheduled atomic.Int64
 	cancelled atomic.Int64
@@ -131,7 +132,8 @@ func Open(opts Options) (*Engine, error) {
 	if rec.Truncated {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
-	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append}
+	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
+		health: newHealth(opts.Now, opts.StallAfter)}
 	if opts.IdempotencyWindow > 0 {
 		// Rebuilt in the background: only keyed Schedules wait for it.
 		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now)
@@ -288,6 +290,11 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 		defer e.closeMu.RUnlock()
 		if e.closed {
 			return nil, ErrClosed
+		}
+		if err := e.health.check(); err != nil {
+			// What is scheduled now could not be delivered: say why and
+			// let the producer retry.
+			return nil, err
 		}
 		offs, err := e.log.Append(sc.offs[:0], recs...)
 		if err != nil {

@@ -17,9 +17,11 @@ const (
 	DefaultSegmentDuration = time.Hour
 	DefaultPreloadLead     = 10 * time.Minute
 	// MaxHandoffLead bounds Options.HandoffLead.
-	MaxHandoffLead   = time.Second
-	DefaultMaxDelay  = 10 * 365 * 24 * time.Hour
-	DefaultFireBatch = 512
+	MaxHandoffLead  = time.Second
+	DefaultMaxDelay = 10 * 365 * 24 * time.Hour
+	// DefaultStallAfter is Options.StallAfter's default.
+	DefaultStallAfter = 2 * time.Second
+	DefaultFireBatch  = 512
 	// MaxSinkBatchBytes bounds the encoded messages the engine merges into
 	// one Sink call (Options.SinkBatch); a single fired batch may exceed it.
 	MaxSinkBatchBytes  = 8 << 20
@@ -87,6 +89,10 @@ type Options struct {
 	// header). After a restart the keys of the records the commitlog still
 	// holds (at least its newest full segment) are remembered again.
 	IdempotencyWindow time.Duration
+	// StallAfter is how long a stage of the data path (routing, loading,
+	// firing) may fail and retry before Health reports it and Schedule
+	// refuses new messages with its StallError; default 2 s.
+	StallAfter time.Duration
 	// HandoffLead hands each message to the Sink up to this long before
 	// its deliverAt instead of at it, so that the sink's own write (an
 	// fsync in the built-in queue) is done by the time the message is due.
@@ -183,6 +189,12 @@ func (o *Options) fill() error {
 	}
 	if o.MaxDelay < 0 {
 		return fmt.Errorf("engine: max delay %v is negative", o.MaxDelay)
+	}
+	if o.StallAfter == 0 {
+		o.StallAfter = DefaultStallAfter
+	}
+	if o.StallAfter < 0 {
+		return fmt.Errorf("engine: stall bound %v is negative", o.StallAfter)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -20,6 +20,9 @@ type Cluster interface {
 	Now() time.Time
 	Ready() <-chan struct{}
 	Stats() engine.Stats
+	// Health is nil while the data path works, else why not (an
+	// *engine.StallError for a local engine).
+	Health() error
 }
 
 // ForwardedHeader marks a request one cluster node forwarded to another.

@@ -227,6 +227,7 @@ func (f *fakeCluster) Cancel(context.Context, message.ID, bool) (engine.CancelRe
 func (f *fakeCluster) Now() time.Time         { return time.Now() }
 func (f *fakeCluster) Ready() <-chan struct{} { return f.ready }
 func (f *fakeCluster) Stats() engine.Stats    { return engine.Stats{} }
+func (f *fakeCluster) Health() error          { return nil }
 
 // takeCalls receives n ScheduleBatch calls of a fakeCluster.
 // takeMessages takes ScheduleBatch calls in progress until they hold n

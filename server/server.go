@@ -299,6 +299,9 @@ func (s *Server) notReady() string {
 	}
 	select {
 	case <-s.eng.Ready():
+		if err := s.eng.Health(); err != nil {
+			return "stalled: " + err.Error()
+		}
 		return ""
 	default:
 		if s.opts.Cluster != nil {

@@ -209,6 +209,9 @@ func serverError(err error) error {
 	if code, why := resourceError(err); code != codes.OK {
 		return status.Error(code, why+": "+err.Error())
 	}
+	if errors.Is(err, engine.ErrStalled) {
+		return status.Error(codes.Unavailable, "the server cannot deliver what it is given now, retry later: "+err.Error())
+	}
 	return status.Error(codes.Internal, err.Error())
 }
 
