@@ -85,6 +85,7 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 	l.written = seg.base + pos
 	l.syncer.appends.Add(1)
 	l.maybeRequestSpare()
+	l.maybeExtendAhead()
 	end = l.written
 	l.mu.Unlock()
 
@@ -131,6 +132,9 @@ func (l *Log) reserve(recs []Record) ([]*segment, error) {
 		if r.Type == 0 {
 			return nil, record.ErrInvalidType
 		}
+		if r.Type == TypeSkip {
+			return nil, errSkipReserved
+		}
 		if len(r.Payload) > record.MaxPayload {
 			return nil, record.ErrTooLarge
 		}
@@ -149,13 +153,41 @@ func (l *Log) reserve(recs []Record) ([]*segment, error) {
 	for range rotations {
 		s, err := l.takeSpare(base)
 		if err != nil {
-			for i := len(next) - 1; i >= 0; i-- {
-				l.putBackSpare(next[i])
-			}
+			l.putBack(next)
 			return nil, err
 		}
 		next = append(next, s)
 		base = s.end()
 	}
+	// Every byte the batch writes must have blocks first (createSegment):
+	// a full disk then fails this batch only, before anything is written.
+	if err := l.allocFor(recs, next); err != nil {
+		l.putBack(next)
+		return nil, err
+	}
 	return next, nil
+}
+
+// putBack returns the new segments of a failed reservation.
+func (l *Log) putBack(next []*segment) {
+	for i := len(next) - 1; i >= 0; i-- {
+		l.putBackSpare(next[i])
+	}
+}
+
+// allocFor allocates the space recs take in the active segment and in
+// next, the new segments they roll over into. l.mu is held.
+func (l *Log) allocFor(recs []Record, next []*segment) error {
+	seg, pos := l.active, l.writePos
+	for _, r := range recs {
+		size := int64(record.Size(len(r.Payload)))
+		if pos+size > seg.capacity {
+			if err := l.ensureAlloc(seg, pos); err != nil {
+				return err
+			}
+			seg, next, pos = next[0], next[1:], 0
+		}
+		pos += size
+	}
+	return l.ensureAlloc(seg, pos)
 }

@@ -20,4 +20,8 @@ var (
 	// ErrMissingSegment means the segment files do not form a contiguous
 	// sequence: a file between two others is missing.
 	ErrMissingSegment = errors.New("commitlog: missing segment")
+	// ErrDamaged is wrapped by the *segfile.CorruptionError Open returns
+	// when the active segment is damaged rather than torn: a valid record
+	// follows the bad one, or the data ends below Options.MinEnd.
+	ErrDamaged = errors.New("commitlog: damaged segment")
 )

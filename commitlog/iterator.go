@@ -40,7 +40,7 @@ func (l *Log) NewIterator(from int64) (*Iterator, error) {
 }
 
 // Next advances to the next visible record and reports whether there is
-// one. It returns false at the end of what is visible or on an error
+// one. Skip records (TypeSkip) and the spans they cover are stepped over. It returns false at the end of what is visible or on an error
 // (see Err).
 func (it *Iterator) Next() bool {
 	if it.err != nil {
@@ -62,7 +62,7 @@ func (it *Iterator) Next() bool {
 		}
 		s := it.seg
 		p := it.pos - s.base
-		rec, n, err := record.Decode(s.data[p:])
+		rec, n, skip, err := decodeSpan(s.data[p:])
 		if errors.Is(err, record.ErrEnd) {
 			it.pos = s.end() // the unused tail of a sealed segment
 			continue
@@ -70,6 +70,10 @@ func (it *Iterator) Next() bool {
 		if err != nil {
 			it.err = s.corruption(it.pos, err)
 			return false
+		}
+		if skip {
+			it.pos += int64(n) // a span repair skipped (TypeSkip)
+			continue
 		}
 		it.off, it.rec = it.pos, rec
 		it.pos += int64(n)

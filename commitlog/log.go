@@ -38,6 +38,9 @@ type Log struct {
 	freeBufs   [][]byte       // staging buffers to reuse
 	// syncFile flushes one segment file (tests make it fail).
 	syncFile func(*os.File) error
+	// allocRange allocates blocks of a segment file (allocRange; tests
+	// make it fail). Called with pre.mu held.
+	allocRange func(f *os.File, from, to int64, zeroFill bool) error
 
 	// segsMu guards segs (sorted by base; the last one is active).
 	segsMu sync.RWMutex
@@ -62,13 +65,14 @@ func Open(opts Options) (*Log, Recovery, error) {
 		return nil, Recovery{}, err
 	}
 	l := &Log{
-		opts:     opts,
-		dir:      opts.Dir,
-		view:     view{notify: make(chan struct{})},
-		syncer:   syncer{kick: make(chan struct{}, 1)},
-		pre:      preallocator{ask: make(chan int64, 1), create: createSegment},
-		stop:     make(chan struct{}),
-		syncFile: fdatasync,
+		opts:       opts,
+		dir:        opts.Dir,
+		view:       view{notify: make(chan struct{})},
+		syncer:     syncer{kick: make(chan struct{}, 1)},
+		pre:        preallocator{ask: make(chan int64, 1), extend: make(chan extendReq, 1), create: createSegment},
+		stop:       make(chan struct{}),
+		syncFile:   fdatasync,
+		allocRange: allocRange,
 	}
 	err := l.load()
 	// Beside a writer, a read-only open can list a segment that retention

@@ -490,7 +490,7 @@ func TestDiskFull(t *testing.T) {
 		l.pre.spare.release()
 		l.pre.spare = nil
 	}
-	l.pre.create = func(string, int64, int64, bool) (string, error) {
+	l.pre.create = func(string, int64, int64, int64, bool) (string, error) {
 		return "", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}
 	}
 	l.pre.mu.Unlock()
@@ -616,9 +616,9 @@ func TestPreallocationFollowsGroupCommitSize(t *testing.T) {
 	defer l.Close()
 	created := make(chan bool, 4)
 	l.pre.mu.Lock()
-	l.pre.create = func(dir string, base, size int64, zeroFill bool) (string, error) {
+	l.pre.create = func(dir string, base, size, first int64, zeroFill bool) (string, error) {
 		created <- zeroFill
-		return createSegment(dir, base, size, zeroFill)
+		return createSegment(dir, base, size, first, zeroFill)
 	}
 	l.pre.mu.Unlock()
 	// next waits for the preallocator's next segment, appending n bytes

@@ -45,6 +45,7 @@ func ParseSyncPolicy(s string) (SyncPolicy, error) {
 const (
 	DefaultSegmentSize  = 128 << 20
 	DefaultSyncInterval = 10 * time.Millisecond
+	DefaultAllocStep    = 4 << 20
 )
 
 // Options configure a Log. The zero value of every field but Dir is usable.
@@ -55,6 +56,14 @@ type Options struct {
 	// header; default 128 MiB, at least 4 KiB. Existing segments keep the
 	// size they were created with.
 	SegmentSize int64
+	// AllocStep is how much disk a segment claims at a time: a new
+	// segment file has its full size but blocks for only its first
+	// AllocStep bytes, and more are allocated AllocStep at a time ahead of
+	// the writes. Default 4 MiB, at least 4 KiB, at most SegmentSize. A
+	// full disk fails only the appends that need a new step (ErrDiskFull),
+	// and they work again as soon as that much space is free. Small logs
+	// (a queue topic's) use a small step so that they cost what they hold.
+	AllocStep int64
 	// Sync is the durability policy; default SyncAlways.
 	Sync SyncPolicy
 	// SyncInterval bounds the time between flushes under SyncInterval;
@@ -66,13 +75,28 @@ type Options struct {
 	ReadOnly bool
 	// Logger receives recovery reports; default slog.Default().
 	Logger *slog.Logger
-	// FallocateFirst creates the first segment of a new log with
-	// fallocate even under SyncAlways, where later segments are written
-	// with zeros ahead of need: Open of a new log returns in about a
-	// millisecond instead of after writing a segment of zeros, and the
-	// fsyncs in that first segment cost more (each converts extents).
+	// FallocateFirst allocates the first segment of a new log with
+	// fallocate even under SyncAlways, where space is otherwise written
+	// with zeros ahead of need: Open of a new log writes no zeros, and
+	// the fsyncs in that first step cost more (each converts extents).
 	// For logs created on the request path, such as queue topics.
 	FallocateFirst bool
+	// MinEnd is a position another file names (the reput checkpoint, a
+	// queue's acknowledged position): a log that recovers to an end below
+	// it is damaged, not torn, and Open returns a *segfile.CorruptionError
+	// instead of truncating. Zero means no such position is known.
+	MinEnd int64
+	// MinEndFrom names what named MinEnd in error messages, such as "the
+	// reput checkpoint schedule/reput.checkpoint"; default "another file".
+	MinEndFrom string
+	// PadToMinEnd makes Open write a skip record from a torn or clean end
+	// up to MinEnd (or a little past it) instead of refusing, when no
+	// valid record lies beyond the end. Set it for a log whose fsync
+	// policy lets a power loss take what another file already names
+	// (SyncInterval, SyncNone): those records are the policy's allowed
+	// loss, and the skip keeps their offsets from being used again. Under
+	// SyncAlways an end below MinEnd is damage, and Open refuses.
+	PadToMinEnd bool
 	// OnSync, if set, is called after each fsync with its duration (for
 	// metrics). It runs on the syncing goroutine and must not block.
 	OnSync func(time.Duration)
@@ -88,6 +112,13 @@ func (o *Options) fill() error {
 	if o.SegmentSize < minSegmentSize {
 		return fmt.Errorf("commitlog: segment size %d bytes is too small: at least %d", o.SegmentSize, minSegmentSize)
 	}
+	if o.AllocStep == 0 {
+		o.AllocStep = DefaultAllocStep
+	}
+	if o.AllocStep < minSegmentSize {
+		return fmt.Errorf("commitlog: allocation step %d bytes is too small: at least %d", o.AllocStep, minSegmentSize)
+	}
+	o.AllocStep = min(o.AllocStep, o.SegmentSize)
 	if o.Sync < SyncAlways || o.Sync > SyncNone {
 		return fmt.Errorf("commitlog: unknown fsync policy %d", o.Sync)
 	}
@@ -96,6 +127,9 @@ func (o *Options) fill() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MinEndFrom == "" {
+		o.MinEndFrom = "another file"
 	}
 	return nil
 }

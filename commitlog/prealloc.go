@@ -18,9 +18,11 @@ type preallocator struct {
 	mu    sync.Mutex
 	spare *segment // the preallocated next segment, or nil
 	// create makes a segment file (tests make it fail).
-	create func(dir string, base, size int64, zeroFill bool) (string, error)
+	create func(dir string, base, size, first int64, zeroFill bool) (string, error)
 	fill   fillPolicy // zeros or fallocate for the next one (zerofill.go)
 	ask    chan int64 // bases to preallocate; capacity 1
+	// extend asks for the next allocation step of a segment; capacity 1.
+	extend chan extendReq
 	// nextBase is the base the next segment must have: the active
 	// segment's end, or further while a reservation is in progress.
 	// Written under mu.
@@ -46,10 +48,70 @@ func (l *Log) takeSpare(base int64) (*segment, error) {
 
 // newSegment creates the segment file at base and maps it. pre.mu is held.
 func (l *Log) newSegment(base int64) (*segment, error) {
-	if _, err := l.pre.create(l.dir, base, l.opts.SegmentSize, l.zeroFill()); err != nil {
-		return nil, fmt.Errorf("commitlog: create segment at offset %d: %w", base, wrapNoSpace(err))
+	first := l.opts.AllocStep
+	if _, err := l.pre.create(l.dir, base, l.opts.SegmentSize, first, l.zeroFill()); err != nil {
+		return nil, fmt.Errorf("commitlog: create segment %s: %w", filepath.Join(l.dir, segmentName(base)), wrapNoSpace(err))
 	}
-	return openSegment(filepath.Join(l.dir, segmentName(base)), false)
+	s, err := openSegment(filepath.Join(l.dir, segmentName(base)), false)
+	if err == nil {
+		s.alloc.Store(min(s.capacity, first-headerSize))
+	}
+	return s, err
+}
+
+// ensureAlloc makes sure the data positions of s below need have blocks,
+// allocating up to a step beyond need when they do not. It fails with
+// ErrDiskFull when the disk is full; nothing is written then, and a later
+// call tries again. pre.mu must not be held.
+func (l *Log) ensureAlloc(s *segment, need int64) error {
+	if need <= s.alloc.Load() {
+		return nil
+	}
+	l.pre.mu.Lock()
+	defer l.pre.mu.Unlock()
+	return l.extend(s, need)
+}
+
+// extend allocates blocks for s from its alloc to a step beyond need (at
+// most its capacity). pre.mu is held.
+func (l *Log) extend(s *segment, need int64) error {
+	from := s.alloc.Load()
+	if need <= from {
+		return nil
+	}
+	to := min(s.capacity, (need+l.opts.AllocStep+pageSize-1)/pageSize*pageSize)
+	zero := l.zeroFill()
+	err := l.allocRange(s.f, headerSize+from, headerSize+to, zero)
+	if err == nil && zero {
+		// Flush the zeros now, off the appenders' fsyncs.
+		err = fdatasync(s.f)
+	}
+	if err != nil {
+		return fmt.Errorf("commitlog: allocate %d bytes of %s at file position %d: %w", to-from, s.path, headerSize+from, wrapNoSpace(err))
+	}
+	s.alloc.Store(to)
+	return nil
+}
+
+// extendReq asks the preallocator to allocate the segment at base to a
+// step beyond need.
+type extendReq struct{ base, need int64 }
+
+// pageSize rounds allocations.
+const pageSize = 4096
+
+// maybeExtendAhead asks the preallocator to allocate the next step of the
+// active segment once the writes are within half a step of the end of
+// what is allocated, so that appenders rarely allocate themselves. l.mu
+// is held.
+func (l *Log) maybeExtendAhead() {
+	s := l.active
+	if a := s.alloc.Load(); a < s.capacity && l.writePos+l.opts.AllocStep/2 >= a {
+		select {
+		case l.pre.extend <- extendReq{base: s.base, need: l.writePos + l.opts.AllocStep/2}:
+		default:
+		}
+	}
 }
 
 // maybeRequestSpare asks the preallocator for the segment after the
@@ -96,6 +158,17 @@ func (l *Log) runPreallocator() {
 		select {
 		case <-l.stop:
 			return
+		case req := <-l.pre.extend:
+			s := l.segmentFor(req.base)
+			if s == nil {
+				continue // deleted since
+			}
+			l.pre.mu.Lock()
+			if err := l.extend(s, req.need); err != nil {
+				l.opts.Logger.Warn("commitlog: allocating ahead failed; appends that need the space will try again", "err", err)
+			}
+			l.pre.mu.Unlock()
+			s.release()
 		case base := <-l.pre.ask:
 			l.pre.mu.Lock()
 			if base == l.pre.nextBase.Load() && (l.pre.spare == nil || l.pre.spare.base != base) {

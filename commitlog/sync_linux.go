@@ -21,10 +21,12 @@ func fdatasync(f *os.File) error {
 
 var errNoFallocate = errors.New("fallocate not supported")
 
-// fallocate allocates size bytes of blocks for f, reading back as zeros.
-func fallocate(f *os.File, size int64) error {
+// fallocate allocates blocks for the n bytes of f from off on, reading
+// back as zeros where nothing was written; it never changes data already
+// there, nor the file's size when the range lies inside it.
+func fallocate(f *os.File, off, n int64) error {
 	for {
-		err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
 		switch err {
 		case unix.EINTR:
 			continue
@@ -33,4 +35,31 @@ func fallocate(f *os.File, size int64) error {
 		}
 		return err
 	}
+}
+
+// dataEnd returns the file position one past the last byte of f that is
+// not in a hole (SEEK_DATA/SEEK_HOLE; holes read as zeros), at most size;
+// size when it cannot tell. Unwritten preallocated extents may count as
+// holes, which read as zeros too.
+func dataEnd(f *os.File, size int64) int64 {
+	fd := int(f.Fd())
+	end, from := int64(0), int64(0)
+	for range 1 << 16 { // bounded: a segment has few extents
+		off, err := unix.Seek(fd, from, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			return end // only holes from here on
+		}
+		if err != nil {
+			return size
+		}
+		hole, err := unix.Seek(fd, off, unix.SEEK_HOLE)
+		if err != nil {
+			return size
+		}
+		if hole >= size {
+			return size
+		}
+		end, from = hole, hole
+	}
+	return size
 }

@@ -17,11 +17,13 @@ type ProblemKind string
 
 // Problem kinds.
 const (
-	// TornTail is a damaged record at the end of the active segment: the
-	// usual trace of a crash during a write. Open truncates it.
+	// TornTail is a damaged record at the end of the active segment with
+	// no valid record after it: the usual trace of a crash during a
+	// write. Open truncates it.
 	TornTail ProblemKind = "torn-tail"
 	// Corruption is a damaged record or header where no write was in
-	// progress, or bytes after the end of a segment's data.
+	// progress: in a sealed segment, or with valid records after it.
+	// Open refuses it; hourglass repair covers it with a skip record.
 	Corruption ProblemKind = "corruption"
 	// MissingSegment is a gap between two segment files.
 	MissingSegment ProblemKind = "missing-segment"
@@ -35,7 +37,11 @@ type Problem struct {
 	File   string
 	Pos    int64 // byte position in File, -1 when not applicable
 	Offset int64 // logical offset, -1 when not applicable
-	Err    error
+	// Len is the length of the damaged span from Pos: to the next valid
+	// record when one follows, else to the last non-zero byte; 0 when not
+	// applicable.
+	Len int64
+	Err error
 }
 
 func (p Problem) String() string {
@@ -99,8 +105,8 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 		st.Segments++
 		var pos int64
 		retries := 0
-		for {
-			_, n, err := record.Decode(s.data[pos:])
+		for pos < int64(len(s.data)) {
+			_, n, _, err := decodeSpan(s.data[pos:])
 			if err == nil {
 				pos += int64(n)
 				st.Records++
@@ -109,7 +115,8 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 				retries = 0
 				continue
 			}
-			if errors.Is(err, record.ErrEnd) && nonZeroExtent(s.data[pos:]) == 0 {
+			junk := nonZeroExtent(s.data[pos:])
+			if errors.Is(err, record.ErrEnd) && junk == 0 {
 				break
 			}
 			if i >= active && retries < liveRetries {
@@ -119,21 +126,27 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 				time.Sleep(time.Millisecond)
 				continue
 			}
+			next := findRecord(s.data[pos:pos+junk], 1)
+			p := Problem{Kind: Corruption, File: s.path, Pos: headerSize + pos, Offset: s.base + pos, Len: junk, Err: err}
+			if next >= 0 {
+				p.Len = next
+				p.Err = fmt.Errorf("%w; valid records follow at offset %d", err, s.base+pos+next)
+			} else if i >= active {
+				// Nothing valid after it: the end of the last write.
+				p.Kind = TornTail
+			}
 			if errors.Is(err, record.ErrEnd) {
-				kind := Corruption
-				if i > active {
-					kind = TornTail // empty when listed: a writer is filling it now
+				p.Err = errors.New("non-zero bytes after the end of the data")
+				if next < 0 {
+					p.Pos += firstNonZero(s.data[pos:])
+					p.Offset, p.Len = -1, junk-firstNonZero(s.data[pos:])
 				}
-				probs = append(probs, Problem{Kind: kind, File: s.path, Pos: headerSize + pos + firstNonZero(s.data[pos:]), Offset: -1,
-					Err: errors.New("non-zero bytes after the end of the data")})
+			}
+			probs = append(probs, p)
+			if next < 0 {
 				break
 			}
-			kind := Corruption
-			if i > active || i == active && nonZeroExtent(s.data[pos:]) <= int64(max(record.PeekSize(s.data[pos:]), record.HeaderSize)) {
-				kind = TornTail
-			}
-			probs = append(probs, Problem{Kind: kind, File: s.path, Pos: headerSize + pos, Offset: s.base + pos, Err: err})
-			break
+			pos += next
 		}
 		done += headerSize + s.capacity
 		if progress != nil {

@@ -2,6 +2,7 @@ package segfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -58,14 +59,16 @@ func SyncDir(dir string) error {
 // of it under that name or nothing new there: fill writes the content into
 // path+TempSuffix, sync makes it durable (nil means (*os.File).Sync), it is
 // renamed to path, replacing any file there, and the directory is fsynced.
-// On an error before the rename the temporary file is removed. The
-// returned file is open for reading and writing under its final name; the
-// caller closes it.
+// On an error before the rename the temporary file is removed. Errors name
+// path (the temporary name only inside their cause) and keep the system's
+// error for errors.Is (syscall.ENOSPC). The returned file is open for
+// reading and writing under its final name, so that errors of later
+// writes to it name path too; the caller closes it.
 func CreateAtomic(path string, fill func(*os.File) error, sync func(*os.File) error) (*os.File, error) {
 	tmp := path + TempSuffix
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("segfile: create %s: %w", path, err)
 	}
 	if sync == nil {
 		sync = (*os.File).Sync
@@ -80,13 +83,20 @@ func CreateAtomic(path string, fill func(*os.File) error, sync func(*os.File) er
 	if err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return nil, err
+		return nil, fmt.Errorf("segfile: create %s: %w", path, err)
+	}
+	// The same file under its final name: an *os.File keeps the name it
+	// was opened with for its errors.
+	final, err := os.OpenFile(path, os.O_RDWR, 0)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("segfile: create %s: reopen after rename: %w", path, err)
 	}
 	if err := SyncDir(filepath.Dir(path)); err != nil {
-		f.Close()
-		return nil, err
+		final.Close()
+		return nil, fmt.Errorf("segfile: create %s: sync directory: %w", path, err)
 	}
-	return f, nil
+	return final, nil
 }
 
 // WriteFileAtomic durably replaces the file at path with data, as

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,5 +418,28 @@ func TestCreateAtomic(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "x" {
 		t.Fatalf("WriteFileAtomic wrote %q", b)
+	}
+}
+
+// TestCreateAtomicNamesFinalPath: the file CreateAtomic returns, and the
+// errors it returns, name the final path, not the temporary one.
+func TestCreateAtomicNamesFinalPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.sched")
+	f, err := CreateAtomic(path, func(f *os.File) error { _, err := f.Write([]byte("hi")); return err }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name() != path {
+		t.Fatalf("file is named %s, want %s", f.Name(), path)
+	}
+	f.Close()
+	_, err = f.WriteAt([]byte("x"), 0)
+	if err == nil || !strings.Contains(err.Error(), path+":") {
+		t.Fatalf("write error %v does not name %s", err, path)
+	}
+	full := &os.PathError{Op: "write", Path: path + TempSuffix, Err: syscall.ENOSPC}
+	_, err = CreateAtomic(filepath.Join(filepath.Dir(path), "y.sched"), func(*os.File) error { return full }, nil)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "create "+filepath.Join(filepath.Dir(path), "y.sched")+":") {
+		t.Fatalf("fill error = %v; want ENOSPC naming the final path", err)
 	}
 }
