@@ -46,6 +46,8 @@ const (
 	DefaultIdempotencyWindow = 10 * time.Minute
 	DefaultMaxAttempts       = queue.DefaultMaxAttempts
 	DefaultLease             = queue.DefaultLease
+	DefaultMaxTopics         = queue.DefaultMaxTopics
+	DefaultTopicIdleTimeout  = queue.DefaultIdleTopic
 	DefaultWebhookTimeout    = 10 * time.Second
 	DefaultNATSSubjectPrefix = "hourglass."
 	DefaultNATSStream        = "HOURGLASS"
@@ -108,6 +110,13 @@ type Config struct {
 	// DefaultLease is the lease of a received message when the consumer
 	// asks for none; default DefaultLease, at most queue.DefaultMaxLease.
 	DefaultLease time.Duration
+	// MaxTopics bounds the topics of the built-in queue: a Schedule that
+	// names a new topic beyond it is refused (ResourceExhausted). Dead-letter
+	// topics do not count. Default DefaultMaxTopics; -1 for no limit.
+	MaxTopics int
+	// TopicIdleTimeout is how long a queue topic with nothing leased keeps
+	// its files open after its last use; default DefaultTopicIdleTimeout.
+	TopicIdleTimeout time.Duration
 
 	// Sink is where due messages go: SinkQueue (default), SinkWebhook or
 	// SinkNATS. With another sink the queue holds only dead letters.
@@ -267,6 +276,18 @@ func (c *Config) normalize() error {
 	}
 	if c.DefaultLease < 0 || c.DefaultLease > queue.DefaultMaxLease {
 		return fmt.Errorf("hourglass: DefaultLease %v: from 1ms to %v", c.DefaultLease, queue.DefaultMaxLease)
+	}
+	if c.MaxTopics == 0 {
+		c.MaxTopics = DefaultMaxTopics
+	}
+	if c.MaxTopics < -1 {
+		return fmt.Errorf("hourglass: MaxTopics %d: at least 1, or -1 for no limit", c.MaxTopics)
+	}
+	if c.TopicIdleTimeout == 0 {
+		c.TopicIdleTimeout = DefaultTopicIdleTimeout
+	}
+	if c.TopicIdleTimeout < 0 {
+		return fmt.Errorf("hourglass: TopicIdleTimeout %v: must be positive", c.TopicIdleTimeout)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -33,6 +33,8 @@ func TestConfigErrors(t *testing.T) {
 		{"handoff_with_webhook", Config{DataDir: dir, Sink: SinkWebhook, Webhooks: []webhook.Route{route}, HandoffLead: time.Millisecond}, "HandoffLead works only with Sink queue"},
 		{"handoff_too_long", Config{DataDir: dir, HandoffLead: 2 * time.Second}, "HandoffLead 2s: from 0 to 1s"},
 		{"lease_too_long", Config{DataDir: dir, DefaultLease: 24 * time.Hour}, "DefaultLease 24h0m0s: from 1ms to"},
+		{"max_topics_negative", Config{DataDir: dir, MaxTopics: -5}, "MaxTopics -5: at least 1, or -1 for no limit"},
+		{"topic_idle_negative", Config{DataDir: dir, TopicIdleTimeout: -time.Second}, "TopicIdleTimeout -1s: must be positive"},
 		{"cluster_without_node_id", Config{DataDir: dir, Cluster: &ClusterConfig{URL: "nats://127.0.0.1:1"}}, "Cluster needs URL, NodeID and Advertise"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ type Node struct {
 	lock    *os.File
 	srv     *server.Server
 	ready   <-chan struct{}
+	eng     *engine.Engine // nil in cluster mode
 	closers []func() error // in the order Close runs them
 	log     *slog.Logger
 	opened  time.Time
@@ -74,6 +75,8 @@ func (n *Node) openLocal(ctx context.Context) error {
 		Dir:          QueueDir(cfg.DataDir),
 		MaxAttempts:  cfg.MaxAttempts,
 		DefaultLease: cfg.DefaultLease,
+		MaxTopics:    cfg.MaxTopics,
+		IdleTopic:    cfg.TopicIdleTimeout,
 		Logger:       n.log,
 		Fsync:        cfg.Fsync,
 		// A message must fit in one queue-log segment.
@@ -134,7 +137,7 @@ func (n *Node) openLocal(ctx context.Context) error {
 	// The engine stops first: it hands nothing to a closed queue.
 	n.closers = append([]func() error{eng.Close}, n.closers...)
 	q.SetReschedule(eng.Schedule)
-	n.ready = eng.Ready()
+	n.ready, n.eng = eng.Ready(), eng
 	external := ""
 	if cfg.Sink != SinkQueue {
 		external = cfg.Sink
@@ -181,6 +184,26 @@ func (n *Node) serverOptions(o server.Options) server.Options {
 // Ready is closed once recovery is done and the due buckets are loaded (in
 // cluster mode: once the node has joined and taken its partitions).
 func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Refused is closed when recovery finds what the node must not serve
+// past without an operator (a bucket due at start whose done log is
+// damaged or lost); RefusedErr says what and names the repair command.
+// hourglass serve then exits with that error. It is never closed in
+// cluster mode.
+func (n *Node) Refused() <-chan struct{} {
+	if n.eng == nil {
+		return nil
+	}
+	return n.eng.Refused()
+}
+
+// RefusedErr is why Refused was closed, or nil.
+func (n *Node) RefusedErr() error {
+	if n.eng == nil {
+		return nil
+	}
+	return n.eng.RefusedErr()
+}
 
 // Handler is the API on net/http (Connect, Connect-JSON, gRPC-Web,
 // /healthz, /readyz, /metrics), for a program that serves it with its own

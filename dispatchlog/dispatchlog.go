@@ -28,6 +28,12 @@
 // is a Reason. Records are in completion order, not seq order, and a seq
 // may appear more than once (a redelivery after a crash records it again).
 //
+// Load refuses a log damaged before its synced length, since a partial
+// set could hide a done entry; LoadSalvage reads every valid record past
+// damage and lists the damaged regions, for a caller that then holds back
+// what the damage may hide (the engine), and RecordsSalvage gives a repair
+// the records themselves.
+//
 // Appends are group-committed: AppendSync returns once an fsync that
 // started after its records were written has completed, and concurrent
 // callers share fsyncs. Recovery is that of the schedule segments: the

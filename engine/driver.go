@@ -2,10 +2,16 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
@@ -69,8 +75,9 @@ type driver struct {
 	// Owned by the driver goroutine.
 	w        *wheel.Wheel // untracked: cancels are lazy, refs are sparse offsets
 	buckets  map[int64]*bucket
-	slots    [256]*bucket
-	intents  map[uint64]int64 // cancelled seqs -> cancel record offset (-1 until appended)
+	slots    [256]slotRef           // what each wheel.Ref slot names (refs.go)
+	failed   map[int64]*loadFailure // segments whose opening failed, by bucket start
+	intents  map[uint64]int64       // cancelled seqs -> cancel record offset (-1 until appended)
 	inflight map[uint64]struct{}
 	lanes    map[string]*lane // live lanes by topic; an idle one is retired
 	building map[*lane]*batch
@@ -93,11 +100,31 @@ type driver struct {
 	pendingN                                        atomic.Int64
 	loadedN                                         atomic.Int64
 	loops                                           atomic.Int64 // iterations of run's loop, for tests
+	// heldN counts loaded buckets held back because their dispatch log is
+	// damaged or missing, heldEntries their entries not loaded; rebuiltN
+	// the entries rebuilt from the commitlog.
+	heldN, heldEntries, rebuiltN atomic.Int64
+	// startCkpt is reput's durable checkpoint before this run started
+	// routing (the largest int64 when it has none): a segment whose
+	// entries all lie at or above it may have been created just before a
+	// crash, before its dispatch log (missingDone).
+	startCkpt int64
+	// markDone is reput's MarkDone; tests inject failures.
+	markDone func(bucket int64, recs ...dispatchlog.Done) error
+	// noDone holds the buckets (int64 starts) whose dispatch log could not
+	// be created with their segment in this run: a missing one is not lost.
+	noDone sync.Map
 }
 
 func newDriver(e *Engine) *driver {
 	ctx, cancel := context.WithCancel(context.Background())
+	startCkpt := int64(math.MaxInt64)
+	if pos, ok, err := reput.ReadCheckpoint(e.schedDir); ok && err == nil {
+		startCkpt = pos
+	}
 	return &driver{
+		startCkpt:  startCkpt,
+		markDone:   func(bucket int64, recs ...dispatchlog.Done) error { return e.reput.MarkDone(bucket, recs...) },
 		e:          e,
 		now:        func() int64 { return e.opts.Now().UnixMilli() },
 		leadMs:     e.opts.HandoffLead.Milliseconds(),
@@ -110,6 +137,7 @@ func newDriver(e *Engine) *driver {
 		ctx:        ctx,
 		cancel:     cancel,
 		buckets:    make(map[int64]*bucket),
+		failed:     make(map[int64]*loadFailure),
 		intents:    make(map[uint64]int64),
 		inflight:   make(map[uint64]struct{}),
 		lanes:      make(map[string]*lane),
@@ -134,7 +162,26 @@ func (d *driver) onCancel(b int64, seq uint64) {
 	d.post(ev{kind: evCancel, bucket: b, seq: seq})
 }
 
-func (d *driver) onSegment(schedulelog.SegmentInfo) { d.post(ev{kind: evSegment}) }
+// onSegment is told of each segment reput creates, before any entry of
+// it is published or covered by a checkpoint. It creates the segment's
+// dispatch log at once, so that a segment whose dispatch log is missing
+// later has lost it (load.go, missingDone). Reput itself opens the log
+// only on its goroutine, which is running this, so the two never write it
+// at the same time.
+func (d *driver) onSegment(s schedulelog.SegmentInfo) {
+	path := filepath.Join(d.e.schedDir, dispatchlog.Name(s.Start))
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) && s.Duration > 0 {
+		w, _, err := dispatchlog.Open(d.e.schedDir, s.Start, s.Duration, dispatchlog.Options{Logger: d.e.opts.Logger})
+		if err == nil {
+			err = w.Close()
+		}
+		if err != nil {
+			d.e.opts.Logger.Warn("engine: creating the dispatch log of a new segment failed; it is created at the first delivery", "bucket", fmtMs(s.Start), "err", err)
+			d.noDone.Store(s.Start, true)
+		}
+	}
+	d.post(ev{kind: evSegment})
+}
 
 // call runs fn on the driver goroutine and waits for it.
 func (d *driver) call(ctx context.Context, fn func()) error {
@@ -160,6 +207,7 @@ func (d *driver) stats() Stats {
 		Fired: d.fired.Load(), Delivered: d.delivered.Load(), Retries: d.retries.Load(),
 		Pending: d.pendingN.Load(), Inflight: d.inflightN.Load(), Loaded: int(d.loadedN.Load()),
 		Corrupt: d.corrupt.Load(), Unconfirmed: d.unconfirmed.Load(),
+		Rebuilt: d.rebuiltN.Load(), Held: d.heldEntries.Load(),
 	}
 }
 
@@ -302,8 +350,12 @@ func (d *driver) handle(e *ev) {
 	}
 }
 
-// maxSleepMs bounds one sleep of the driver (nothing is lost by waking).
-const maxSleepMs = 3600_000
+// maxSleepMs bounds one sleep of the driver. Sleeping is on the monotonic
+// clock, the due check on the wall clock (Options.Now): waking at least
+// once a second makes a forward step of the wall clock fire what it made
+// due within a second, and costs one pass over the loaded buckets per
+// second when idle.
+const maxSleepMs = 1000
 
 // never is a deadline that does not come.
 const never = int64(1<<62 - 1)

@@ -11,6 +11,14 @@
 // before its deliverAt on the engine's clock (I4); Cancel answers
 // Cancelled only if the message will never be delivered (I7).
 //
+// Faults (docs/DESIGN.md): a damaged schedule entry costs that entry only
+// (the loader skips to the next valid one and rebuilds the damaged ones
+// from the commitlog while it holds them); a bucket whose dispatch log is
+// damaged or missing is held, neither delivered nor dropped, until
+// RepairDispatchLogs (`hourglass repair`) is told what to assume; loading
+// and recording deliveries retry transient failures and report them
+// through Health.
+//
 // It owns a data directory (commitlog/ and schedule/) and the wheel; it
 // imports the logs (commitlog, schedulelog, dispatchlog), reput, message
 // and wheel. Sinks, the queue and the server import it, never the
@@ -23,6 +31,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +42,7 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 var (
@@ -105,11 +115,15 @@ type Engine struct {
 	// failing one in tests.
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
-	keys      *keyIndex // nil when Options.IdempotencyWindow is 0
-	health    *health
-	ready     chan struct{}
-	scheduled atomic.Int64
-	cancelled atomic.Int64
+	keys   *keyIndex // nil when Options.IdempotencyWindow is 0
+	health *health
+	// refused is closed, with refuseErr set, by refuse.
+	refused    chan struct{}
+	refuseErr  error
+	refuseOnce sync.Once
+	ready      chan struct{}
+	scheduled  atomic.Int64
+	cancelled  atomic.Int64
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
@@ -119,7 +133,17 @@ func Open(opts Options) (*Engine, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
+	// The reput checkpoint names a commitlog position: a log that
+	// recovers to an end below it is damaged, not torn (reput.Start
+	// reports a damaged checkpoint itself).
+	minEnd, _, _ := reput.ReadCheckpoint(filepath.Join(opts.Dir, "schedule"))
 	l, rec, err := commitlog.Open(commitlog.Options{
+		MinEnd:     minEnd,
+		MinEndFrom: "the reput checkpoint " + filepath.Join(opts.Dir, "schedule", reput.CheckpointName),
+		// Without fsync per append a power loss may take records reput
+		// routed already: they are in the schedule segments, and the skip
+		// keeps their offsets (message IDs) from being used again.
+		PadToMinEnd: opts.Fsync != commitlog.SyncAlways,
 		Dir:         filepath.Join(opts.Dir, "commitlog"),
 		Sync:        opts.Fsync,
 		SegmentSize: opts.CommitlogSegmentSize,
@@ -127,13 +151,13 @@ func Open(opts Options) (*Engine, error) {
 		OnSync:      opts.OnFsync,
 	})
 	if err != nil {
-		return nil, err
+		return nil, repairHint(err, opts.Dir)
 	}
 	if rec.Truncated {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
 	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
-		health: newHealth(opts.Now, opts.StallAfter)}
+		health: newHealth(opts.Now, opts.StallAfter), refused: make(chan struct{})}
 	if opts.IdempotencyWindow > 0 {
 		// Rebuilt in the background: only keyed Schedules wait for it.
 		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now)
@@ -148,13 +172,27 @@ func Open(opts Options) (*Engine, error) {
 		OnEntries:       e.d.onEntries,
 		OnCancel:        e.d.onCancel,
 		OnSegment:       e.d.onSegment,
+		// Routing retries transient failures by itself; health makes a
+		// long stall visible (/readyz, Schedule's error).
+		OnStall:  func(err error) { e.health.fail(StageRoute, err) },
+		OnResume: func() { e.health.ok(StageRoute) },
 	})
 	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, repairHint(err, opts.Dir)
 	}
 	go e.d.run(l.EndOffset())
 	return e, nil
+}
+
+// repairHint adds to a corruption error the command that repairs dir.
+func repairHint(err error, dir string) error {
+	var ce *segfile.CorruptionError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	return fmt.Errorf("%w\nthe server cannot start on damaged data: with it stopped, run `hourglass repair --data-dir %s` (it keeps a copy of everything it changes under %s)",
+		err, dir, filepath.Join(dir, "quarantine"))
 }
 
 // Ready is closed once everything in the commitlog at Open is routed and
@@ -224,7 +262,8 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
 		if r.IdempotencyKey != "" {
 			keyed = true
-			msgs[i].Headers = append(slices.Clip(r.Headers), message.Header{Key: []byte(IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
+			msgs[i].Headers = append(slices.Clip(r.Headers), message.Header{Key: []byte(IdempotencyHeader), Value: []byte(r.IdempotencyKey)},
+				message.Header{Key: []byte(IdempotencyTimeHeader), Value: strconv.AppendInt(nil, now.UnixMilli(), 10)})
 		}
 	}
 	ids := make([]message.ID, len(reqs))
@@ -291,7 +330,7 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 		if e.closed {
 			return nil, ErrClosed
 		}
-		if err := e.health.check(); err != nil {
+		if err := e.health.check(true); err != nil {
 			// What is scheduled now could not be delivered: say why and
 			// let the producer retry.
 			return nil, err
@@ -390,8 +429,8 @@ func validate(r *Request) error {
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
 	}
-	if r.IdempotencyKey != "" && len(r.Headers) >= message.MaxHeaders {
-		return fmt.Errorf("%w: %d headers and an idempotency key (stored as a header); at most %d in all", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	if r.IdempotencyKey != "" && len(r.Headers) > message.MaxHeaders-2 {
+		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, len(r.Headers), message.MaxHeaders-2)
 	}
 	return nil
 }
@@ -470,8 +509,10 @@ type Stats struct {
 	Loaded      int   // buckets in memory
 	Segments    int   // schedule segments on disk
 	ReputLag    int64 // commitlog bytes appended and not yet routed
-	Corrupt     int64 // entries that failed their checksum when fired
+	Corrupt     int64 // damaged schedule entries or regions found when loading or firing, and unreadable segments
 	Unconfirmed int64 // done-records that failed to be written
+	Rebuilt     int64 // damaged entries rebuilt from the commitlog
+	Held        int64 // entries held back because their dispatch log is damaged or missing (`hourglass repair`)
 }
 
 // Stats returns a snapshot of the counters.

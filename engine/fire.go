@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/wheel"
 )
 
@@ -11,13 +10,17 @@ import (
 // sink is failing.
 const requeueDelayMs = 200
 
+// add puts the entry at off of b (see entryRef) into the wheel.
 func (d *driver) add(b *bucket, deadline, off int64) {
-	idx := off / schedulelog.Align
-	if idx > int64(^uint32(0)) {
-		d.e.opts.Logger.Error("engine: entry beyond 32 GiB into its segment cannot be scheduled", "bucket", fmtMs(b.start), "offset", off)
+	ref, err := d.entryRef(b, off)
+	if err != nil {
+		// It stays in its segment, which is then never retired: a
+		// restart loads it.
+		b.corrupt = true
+		d.e.opts.Logger.Error("engine: a loaded entry cannot be referenced; it is delivered after a restart", "bucket", fmtMs(b.start), "offset", off, "err", err)
 		return
 	}
-	if d.w.Add(deadline, wheel.NewRef(b.slot, uint32(idx))) {
+	if d.w.Add(deadline, ref) {
 		b.pending++
 	}
 }
@@ -29,13 +32,12 @@ func (d *driver) fire(now, horizon int64) {
 		return
 	}
 	d.w.Expire(horizon, func(deadline int64, ref wheel.Ref) bool {
-		b := d.slots[ref.Bucket()]
+		b, off := d.resolve(ref)
 		if b == nil {
 			return true
 		}
 		b.pending--
-		off := int64(ref.Index()) * schedulelog.Align
-		seq, err := b.mr.Entry(off, &d.m)
+		seq, err := b.entry(off, &d.m)
 		if err != nil {
 			d.corrupt.Add(1)
 			b.corrupt = true

@@ -28,6 +28,11 @@ type StallError struct {
 	Since    time.Time
 	Attempts int
 	Err      error
+	// Held is set when retrying cannot help: data is held back until an
+	// operator runs `hourglass repair` (a damaged or lost done log). A
+	// held stage makes Health fail but does not refuse Schedules, which
+	// go to other buckets.
+	Held bool
 }
 
 func (e *StallError) Error() string {
@@ -66,6 +71,14 @@ func (h *health) fail(stage string, err error) {
 	s.Err = err
 }
 
+// hold records that stage holds data back until an operator acts.
+func (h *health) hold(stage string, err error) {
+	h.fail(stage, err)
+	h.mu.Lock()
+	h.stalls[stage].Held = true
+	h.mu.Unlock()
+}
+
 // ok records that stage succeeded: it is no longer stalled.
 func (h *health) ok(stage string) {
 	h.mu.Lock()
@@ -73,8 +86,9 @@ func (h *health) ok(stage string) {
 	delete(h.stalls, stage)
 }
 
-// check returns the oldest stall older than the bound, or nil.
-func (h *health) check() error {
+// check returns the oldest stall older than the bound, or nil; with
+// transient set it ignores held stages.
+func (h *health) check(transient bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.stalls) == 0 {
@@ -83,7 +97,10 @@ func (h *health) check() error {
 	now := h.now()
 	var old []*StallError
 	for _, s := range h.stalls {
-		if now.Sub(s.Since) >= h.after {
+		if transient && s.Held {
+			continue
+		}
+		if now.Sub(s.Since) >= h.after || s.Held {
 			c := *s
 			old = append(old, &c)
 		}
@@ -109,10 +126,37 @@ func (h *health) stalled() []StallError {
 
 // Health returns nil while every stage of the data path works, and a
 // *StallError for the longest-stalled stage once one has failed for
-// Options.StallAfter or longer. The stage retries by itself; Health turns
+// Options.StallAfter or longer, or holds data back (at once). The stage retries by itself; Health turns
 // nil again when it succeeds.
-func (e *Engine) Health() error { return e.health.check() }
+func (e *Engine) Health() error { return e.health.check(false) }
 
 // Stalls returns every stage that is failing now, however briefly, for
 // metrics and the operator's view.
 func (e *Engine) Stalls() []StallError { return e.health.stalled() }
+
+// refuse records why the engine must not serve past its recovery without
+// an operator; the first reason wins.
+func (e *Engine) refuse(err error) {
+	e.refuseOnce.Do(func() {
+		e.refuseErr = err
+		close(e.refused)
+	})
+}
+
+// Refused is closed when recovery, before Ready, finds what the engine
+// must not serve past without an operator: a bucket due at start whose
+// done log is damaged or lost, so that which of its messages were
+// delivered is unknown. RefusedErr then says which file and which
+// command repairs it. A program should stop (hourglass serve exits 1);
+// the engine itself goes on serving every other bucket.
+func (e *Engine) Refused() <-chan struct{} { return e.refused }
+
+// RefusedErr is the reason Refused was closed, or nil.
+func (e *Engine) RefusedErr() error {
+	select {
+	case <-e.refused:
+		return e.refuseErr
+	default:
+		return nil
+	}
+}

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"context"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,14 +16,23 @@ import (
 // in the stored message (and so to consumers).
 const IdempotencyHeader = "hourglass-idempotency-key"
 
+// IdempotencyTimeHeader is the header stored beside IdempotencyHeader: the
+// engine's clock when the Schedule arrived, in UTC epoch milliseconds as
+// decimal digits. A key's window is measured from it, also for the keys a
+// restart reads back from the commitlog.
+const IdempotencyTimeHeader = "hourglass-idempotency-at"
+
 // MaxIdempotencyKey bounds Request.IdempotencyKey in bytes.
 const MaxIdempotencyKey = 200
 
 // keyIndex remembers, per topic and idempotency key, the ID of the message
-// scheduled with it, for Options.IdempotencyWindow. After a restart it is
-// rebuilt from the commitlog's retained records (loadKeys), so a producer
-// that retries a Schedule whose answer it lost in a crash gets the first
-// message's ID back instead of a second message.
+// scheduled with it, for Options.IdempotencyWindow from the time that
+// Schedule arrived. After a restart it is rebuilt from the commitlog's
+// retained records (loadKeys), each key with the time stored in its record
+// (IdempotencyTimeHeader), so a producer that retries a Schedule whose
+// answer it lost in a crash gets the first message's ID back instead of a
+// second message, and a key whose window ended before the restart stays
+// free.
 type keyIndex struct {
 	window time.Duration
 	now    func() time.Time
@@ -35,6 +46,7 @@ type keyIndex struct {
 type keyEntry struct {
 	id      message.ID
 	pending chan struct{} // non-nil while the first Schedule with the key appends
+	expires time.Time     // the end of its window
 }
 
 type keyExpiry struct {
@@ -52,7 +64,9 @@ func indexKey(topic, key string) string { return topic + "\x00" + key }
 func (k *keyIndex) expireLocked(now time.Time) {
 	i := 0
 	for ; i < len(k.order) && !now.Before(k.order[i].at); i++ {
-		if e, ok := k.ids[k.order[i].key]; ok && e.pending == nil {
+		// A key settled again since (a record read back after an older
+		// one with the same key) keeps its later window.
+		if e, ok := k.ids[k.order[i].key]; ok && e.pending == nil && !now.Before(e.expires) {
 			delete(k.ids, k.order[i].key)
 		}
 	}
@@ -70,8 +84,12 @@ func (k *keyIndex) claim(ctx context.Context, ik string) (id message.ID, found b
 	}
 	for {
 		k.mu.Lock()
-		k.expireLocked(k.now())
+		now := k.now()
+		k.expireLocked(now)
 		e, ok := k.ids[ik]
+		if ok && e.pending == nil && !now.Before(e.expires) {
+			ok = false // over; its expiry record is further on
+		}
 		if !ok {
 			k.ids[ik] = keyEntry{pending: make(chan struct{})}
 			k.mu.Unlock()
@@ -93,12 +111,18 @@ func (k *keyIndex) claim(ctx context.Context, ik string) (id message.ID, found b
 // settle completes a claim: with ok the key now names id; otherwise the
 // claim is dropped and a waiting Schedule with the key tries itself.
 func (k *keyIndex) settle(ik string, id message.ID, ok bool) {
+	k.settleAt(ik, id, ok, k.now())
+}
+
+// settleAt is settle for a Schedule that arrived at at.
+func (k *keyIndex) settleAt(ik string, id message.ID, ok bool, at time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e := k.ids[ik]
 	if ok {
-		k.ids[ik] = keyEntry{id: id}
-		k.order = append(k.order, keyExpiry{ik, k.now().Add(k.window)})
+		exp := at.Add(k.window)
+		k.ids[ik] = keyEntry{id: id, expires: exp}
+		k.order = append(k.order, keyExpiry{ik, exp})
 	} else {
 		delete(k.ids, ik)
 	}
@@ -108,10 +132,22 @@ func (k *keyIndex) settle(ik string, id message.ID, ok bool) {
 }
 
 // loadKeys rebuilds the index from the schedule records in the retained
-// commitlog below end, then opens it for Schedules. Keys found there count
-// as fresh: their window starts at the restart.
+// commitlog below end, then opens it for Schedules. A key's window starts
+// when its Schedule arrived (IdempotencyTimeHeader); a record written
+// before that header existed has no arrival time, and its window is taken
+// to start at the earlier of its deliverAt and the restart (a Schedule is
+// never due before it arrived).
 func (k *keyIndex) loadKeys(l *commitlog.Log, end int64, logf func(msg string, args ...any)) {
 	defer close(k.ready)
+	restart := k.now()
+	defer func() {
+		// Arrival order is commitlog order but for concurrent Schedules
+		// and old records: expiry wants the order sorted.
+		k.mu.Lock()
+		slices.SortStableFunc(k.order, func(a, b keyExpiry) int { return a.at.Compare(b.at) })
+		k.expireLocked(restart)
+		k.mu.Unlock()
+	}()
 	it, err := l.NewIterator(l.FirstOffset())
 	if err != nil {
 		logf("engine: idempotency keys not reloaded", "err", err)
@@ -119,7 +155,7 @@ func (k *keyIndex) loadKeys(l *commitlog.Log, end int64, logf func(msg string, a
 	}
 	defer it.Close()
 	var m message.Message
-	hdr := []byte(IdempotencyHeader)
+	hdr, thdr := []byte(IdempotencyHeader), []byte(IdempotencyTimeHeader)
 	n := 0
 	for it.Next() {
 		if it.Offset() >= end {
@@ -129,13 +165,23 @@ func (k *keyIndex) loadKeys(l *commitlog.Log, end int64, logf func(msg string, a
 		if rec.Type != message.TypeSchedule || message.DecodeSchedule(rec.Payload, &m) != nil {
 			continue
 		}
+		var key []byte
+		at := time.UnixMilli(min(m.DeliverAt, restart.UnixMilli()))
 		for _, h := range m.Headers {
-			if bytes.Equal(h.Key, hdr) {
-				k.settle(indexKey(string(m.Topic), string(h.Value)), message.ID{DeliverAt: m.DeliverAt, Seq: uint64(it.Offset())}, true)
-				n++
-				break
+			switch {
+			case bytes.Equal(h.Key, hdr):
+				key = h.Value
+			case bytes.Equal(h.Key, thdr):
+				if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+					at = time.UnixMilli(ms)
+				}
 			}
 		}
+		if key == nil || !restart.Before(at.Add(k.window)) {
+			continue // no key, or its window is over
+		}
+		k.settleAt(indexKey(string(m.Topic), string(key)), message.ID{DeliverAt: m.DeliverAt, Seq: uint64(it.Offset())}, true, at)
+		n++
 	}
 	if err := it.Err(); err != nil {
 		logf("engine: idempotency keys partly reloaded", "keys", n, "err", err)

@@ -96,3 +96,58 @@ func TestIdempotencyKeyLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestIdempotencyWindowAcrossRestart: a key's window is measured from its
+// Schedule's time, also after a restart reads it back: a reuse after the
+// window gets a new message, one within it the stored ID.
+func TestIdempotencyWindowAcrossRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		window := func(o *Options) { o.IdempotencyWindow = 3 * time.Second }
+		ctx := context.Background()
+		e := openEngine(t, dir, sink, window)
+		a, err := e.Schedule(ctx, keyed("orders", "k", "a", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b0, err := e.Schedule(ctx, keyed("orders", "k2", "b", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		e = openEngine(t, dir, sink, window) // 2 s after the Schedules: both keys within the window
+		if got, err := e.Schedule(ctx, keyed("orders", "k2", "b again", time.Minute)); err != nil || got != b0 {
+			t.Fatalf("reuse within the window after a restart: %v, %v; want %v", got, err, b0)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		e = openEngine(t, dir, sink, window) // 4 s after: the windows are over
+		c, err := e.Schedule(ctx, keyed("orders", "k", "c", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c == a {
+			t.Fatal("a key reused after its window, across a restart, answered with the old ID")
+		}
+		if again, err := e.Schedule(ctx, keyed("orders", "k", "c again", time.Minute)); err != nil || again != c {
+			t.Fatalf("reuse of the new message's key: %v, %v; want %v", again, err, c)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// And once more across a restart: the new message's window holds,
+		// the old record of the same key does not end it early.
+		time.Sleep(time.Second)
+		e = openEngine(t, dir, sink, window)
+		if got, err := e.Schedule(ctx, keyed("orders", "k", "c after restart", time.Minute)); err != nil || got != c {
+			t.Fatalf("reuse 1 s after the new message, across a restart: %v, %v; want %v", got, err, c)
+		}
+		e.Close()
+	})
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -205,7 +206,7 @@ func (l *lane) committer() {
 		}
 		var err error
 		for b, recs := range done {
-			if merr := e.reput.MarkDone(b, recs...); merr != nil {
+			if merr := l.markDone(b, recs); merr != nil {
 				// Delivered but not recorded: a restart delivers it again.
 				l.d.unconfirmed.Add(int64(len(recs)))
 				e.opts.Logger.Error("engine: recording deliveries failed", "topic", l.topic, "messages", len(recs), "err", merr)
@@ -218,5 +219,43 @@ func (l *lane) committer() {
 		for _, bt := range bts {
 			l.d.post(ev{kind: evConfirm, lane: l, items: bt.items, err: err})
 		}
+	}
+}
+
+// markDone records recs done in bucket's dispatch log. A failure (a full
+// disk, too many open files, a failing device) is retried with backoff,
+// 50 ms doubling to 5 s, and reported to the health registry (StageFire)
+// until it works: the messages were delivered, and a done-record that is
+// never written delivers them again after a restart. Meanwhile the lane's
+// queue fills and firing for the topic waits. It gives up only when the
+// engine stops.
+func (l *lane) markDone(bucket int64, recs []dispatchlog.Done) error {
+	e := l.d.e
+	backoff := minBackoff
+	for attempt := 1; ; attempt++ {
+		err := l.d.markDone(bucket, recs...)
+		if err == nil {
+			if attempt > 1 {
+				e.health.ok(StageFire)
+				e.opts.Logger.Info("engine: recording deliveries works again", "topic", l.topic, "attempts", attempt)
+			}
+			return nil
+		}
+		if l.d.ctx.Err() != nil {
+			return err
+		}
+		e.health.fail(StageFire, fmt.Errorf("recording %d deliveries of topic %s in bucket %s: %w", len(recs), l.topic, fmtMs(bucket), err))
+		if attempt == 1 || attempt%20 == 0 {
+			e.opts.Logger.Warn("engine: recording deliveries failed; retrying", "topic", l.topic, "messages", len(recs),
+				"attempts", attempt, "backoff", backoff, "err", err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-l.d.ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }

@@ -1,21 +1,25 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
 	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
-	"github.com/hourglassmq/hourglass/wheel"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // bucket is a schedule segment loaded into the wheel. Owned by the driver
 // goroutine.
 type bucket struct {
-	start, end int64 // UTC ms
-	slot       uint8 // wheel.Ref bucket number
+	start, end int64    // UTC ms
+	regions    []region // the wheel slots it holds (refs.go)
 	mr         *schedulelog.MappedReader
+	rebuilt    []rebuiltEntry  // entries of damaged regions, read back from the commitlog
 	done       dispatchlog.Set // done seqs in the dispatch log when loaded, plus cancels since
 	cancelled  dispatchlog.Set // seqs cancelled while loaded, so a repeated Cancel says so
 	delivered  seqRuns         // seqs delivered while loaded: only Cancel asks
@@ -23,40 +27,108 @@ type bucket struct {
 	entries    uint64          // entries known: loaded from the file plus routed since
 	pending    int64           // in the wheel
 	inflight   int64           // handed to the sink, not confirmed
-	corrupt    bool            // an entry failed to decode: never retire automatically
-	retiring   bool
-	retryAt    time.Time // earliest next retire attempt
+	corrupt    bool            // damaged or held: never retire automatically
+	// held is set when the dispatch log is damaged or missing: which
+	// entries are done is unknown, so none but the routed ones is loaded
+	// until `hourglass repair` decides (I3).
+	held bool
+	// retry is the load to try again at loadRetry after a transient
+	// failure; attempts counts the failures in a row.
+	retry     *loadJob
+	loadRetry int64 // engine clock, UTC ms
+	attempts  int
+	// routedFirst is the seq of the first entry routed to the bucket
+	// since the loader's Watch (hasRouted): a rebuilt entry at or above it
+	// came through routing and must not be added twice.
+	routedFirst uint64
+	hasRouted   bool
+	retiring    bool
+	retryAt     time.Time // earliest next retire attempt
 }
 
 type refAt struct {
 	deadline int64
-	ref      wheel.Ref
+	off      int64 // entry offset; negative: a rebuilt entry (entryRef)
+}
+
+// loadJob is one attempt to load a bucket; a transient failure part way
+// through is retried from where it stopped.
+type loadJob struct {
+	start   int64
+	watched bool  // Watch succeeded (end and pos are set)
+	end     int64 // the segment's readable end at Watch; -1: the file's size
+	pos     int64 // reput's position just after Watch
+	from    int64 // next entry offset to read
+	lastSeq uint64
+	hasLast bool
+	attempt int
 }
 
 type loadResult struct {
-	start   int64
+	job     loadJob
 	done    *dispatchlog.Set
 	entries uint64
-	err     error
+	rebuilt []rebuiltEntry // with their deadlines in rebuiltAt
+	at      []int64
+	held    int64 // entries held back (dispatch log damaged or missing)
+	damaged int   // damaged regions of the segment
+	corrupt bool  // the bucket holds damage: never retire it automatically
+	// err is a failure to retry (transient, or unknown); permanent means
+	// the segment cannot be read at all (a damaged header) and is skipped.
+	err       error
+	permanent bool
+}
+
+// loadFailure remembers a segment whose load failed, for backoff.
+type loadFailure struct {
+	attempts  int
+	retryAt   int64 // engine clock, UTC ms
+	permanent bool  // do not try again: reported, skipped
+}
+
+// openSegment opens a segment to load it; tests inject failures.
+var openSegment = schedulelog.OpenMapped
+
+// loadBackoff returns the wait before attempt n+1 of a failed load: 50 ms
+// doubling to 5 s.
+func loadBackoff(n int) time.Duration {
+	return min(50*time.Millisecond<<min(n, 10), 5*time.Second)
 }
 
 // loadNext starts loading the oldest segment in the preload window that
 // is not loaded, and returns when it next needs to run. Not before reput
 // has routed everything present at Open, and one bucket at a time: while
 // an overdue bucket is still draining, backlogs wait, so memory stays
-// bounded and delivery stays in order. It closes Ready once nothing due is
-// left to load.
+// bounded and delivery stays in order. A segment whose load fails for a
+// transient reason (a full disk, too many open files, an I/O error) is
+// retried with backoff, and later segments wait for it; one that cannot be
+// read at all (a damaged header) is reported and skipped. It closes Ready
+// once nothing due is left to load.
 func (d *driver) loadNext(now int64) int64 {
 	if !d.caught || d.loading {
 		return never
 	}
+	retry := never
+	for _, b := range d.buckets {
+		if b.retry == nil {
+			continue
+		}
+		if b.loadRetry <= now {
+			job := *b.retry
+			b.retry = nil
+			d.loading = true
+			go d.load(job)
+			return never
+		}
+		retry = min(retry, b.loadRetry)
+	}
 	for _, b := range d.buckets {
 		if b.end <= now && (b.pending > 0 || b.inflight > 0 || !b.ready) {
-			return never
+			return retry
 		}
 	}
 	if !d.segsDirty && now < d.nextLoad {
-		return d.nextLoad
+		return min(d.nextLoad, retry)
 	}
 	lead := d.e.opts.PreloadLead.Milliseconds()
 	d.segsDirty, d.nextLoad = false, 1<<62
@@ -70,6 +142,15 @@ func (d *driver) loadNext(now int64) int64 {
 			next = d.nextLoad
 			break
 		}
+		if f := d.failed[s.Start]; f != nil {
+			if f.permanent {
+				continue
+			}
+			if f.retryAt > now {
+				d.segsDirty = true
+				return min(f.retryAt, retry)
+			}
+		}
 		d.startLoad(s)
 		d.segsDirty = true
 		return never
@@ -77,104 +158,379 @@ func (d *driver) loadNext(now int64) int64 {
 	if !isClosed(d.e.ready) {
 		close(d.e.ready)
 	}
-	return next
+	return min(next, retry)
 }
 
 func (d *driver) startLoad(s schedulelog.SegmentInfo) {
-	var slot int = -1
-	for i, b := range d.slots {
-		if b == nil {
-			slot = i
-			break
-		}
-	}
-	if slot < 0 {
-		d.e.opts.Logger.Error("engine: 256 buckets loaded; not loading more", "bucket", fmtMs(s.Start))
-		return
-	}
-	mr, err := schedulelog.OpenMapped(filepath.Join(d.e.schedDir, s.Name))
+	// The header is read here, when the bucket is first opened: the
+	// segment list may know a future segment by its name alone.
+	mr, err := openSegment(filepath.Join(d.e.schedDir, s.Name))
 	if err != nil {
-		d.e.opts.Logger.Error("engine: cannot open a segment to load it", "bucket", fmtMs(s.Start), "err", err)
+		f := d.failed[s.Start]
+		if f == nil {
+			f = &loadFailure{}
+			d.failed[s.Start] = f
+		}
+		f.attempts++
+		f.permanent = isCorruption(err)
+		wait := d.reportLoadFailure(s.Start, f.attempts, err, f.permanent)
+		f.retryAt = d.now() + wait.Milliseconds()
 		return
 	}
-	b := &bucket{start: s.Start, end: s.End(), slot: uint8(slot), mr: mr}
+	delete(d.failed, s.Start)
+	b := &bucket{start: s.Start, end: mr.Start() + mr.Duration().Milliseconds(), mr: mr}
 	d.buckets[s.Start] = b
-	d.slots[slot] = b
 	d.loadedN.Add(1)
 	d.loading = true
-	go d.load(b.start, b.slot)
+	go d.load(loadJob{start: s.Start, end: -1, from: schedulelog.FirstOffset})
+}
+
+// reportLoadFailure reports failed attempt n to load the bucket at start
+// and returns the backoff before the next. A permanent failure (damage
+// that keeps the segment from being read at all) is reported once and the
+// segment skipped; a transient one goes to the health registry.
+func (d *driver) reportLoadFailure(start int64, n int, err error, permanent bool) time.Duration {
+	if permanent {
+		d.corrupt.Add(1)
+		d.e.opts.Logger.Error("engine: a schedule segment cannot be read; none of its messages is delivered, the other buckets go on. Stop the server and run `hourglass repair`",
+			"bucket", fmtMs(start), "err", err)
+		return 0
+	}
+	wait := loadBackoff(n - 1)
+	d.e.health.fail(StageLoad, fmt.Errorf("loading bucket %s: %w", fmtMs(start), err))
+	if n == 1 || n%20 == 0 {
+		d.e.opts.Logger.Warn("engine: loading a bucket failed; retrying", "bucket", fmtMs(start),
+			"attempts", n, "backoff", wait, "err", err)
+	}
+	return wait
+}
+
+func isCorruption(err error) bool {
+	var ce *segfile.CorruptionError
+	return errors.As(err, &ce)
 }
 
 // load runs on its own goroutine: it watches the bucket, reads its done set
-// and its entries below the watch point, and sends them to the driver.
-func (d *driver) load(start int64, slot uint8) {
-	res := &loadResult{start: start}
+// and its entries below the watch point, rebuilds damaged entries from the
+// commitlog, and sends them to the driver.
+func (d *driver) load(job loadJob) {
+	res := &loadResult{job: job}
 	defer func() { d.post(ev{kind: evLoaded, loaded: res}) }()
-	end, err := d.e.reput.Watch(start)
-	if err != nil {
-		res.err = err
-		return
-	}
 	dir := d.e.schedDir
-	res.done, _, err = dispatchlog.Load(filepath.Join(dir, dispatchlog.Name(start)))
-	if err != nil {
+	path := filepath.Join(dir, schedulelog.Name(job.start))
+	log := d.e.opts.Logger
+	if !job.watched {
+		end, err := d.e.reput.Watch(job.start)
+		switch {
+		case err == nil:
+			job.end = end
+		case isCorruption(err):
+			// Reput cannot open the segment for append; what the file
+			// holds can still be read.
+			log.Error("engine: schedule segment cannot be opened for append; loading what it holds", "bucket", fmtMs(job.start), "err", err)
+			res.corrupt = true
+			job.end = -1
+		default:
+			res.err = err
+			return
+		}
+		job.watched, job.pos = true, d.e.reput.Position()
+		res.job = job
+	}
+	donePath := filepath.Join(dir, dispatchlog.Name(job.start))
+	sal, err := dispatchlog.LoadSalvage(donePath)
+	holdWhy := ""
+	switch {
+	case isCorruption(err):
+		// A damaged header: nothing in the log can be trusted.
+		sal = dispatchlog.Salvage{Set: &dispatchlog.Set{}}
+		holdWhy = fmt.Sprintf("the dispatch log's header is damaged (%v)", err)
+	case err != nil:
 		res.err = err
 		return
 	}
-	rd, err := schedulelog.OpenReader(filepath.Join(dir, schedulelog.Name(start)))
+	res.done = sal.Set
+	switch {
+	case holdWhy != "":
+	case sal.Damaged():
+		holdWhy = fmt.Sprintf("the dispatch log %s is damaged (%d regions, up to %d done-records unknown, the first at offset %d)",
+			donePath, len(sal.Damage), sal.Unknown(), sal.Damage[0].Offset)
+	case sal.Missing:
+		holdWhy = d.missingDone(job, res)
+	}
+	rd, err := schedulelog.OpenReader(path)
 	if err != nil {
-		res.err = err
+		res.err, res.permanent = err, isCorruption(err)
+		if res.permanent {
+			d.reportLoadFailure(job.start, 1, err, true)
+		}
 		return
 	}
 	defer rd.Close()
+	hdrStart, hdrEnd := rd.Start(), rd.Start()+rd.Duration().Milliseconds()
 	const chunkSize = 1 << 15
 	chunk := make([]refAt, 0, chunkSize)
-	it := rd.Iter()
-	for it.Next() && it.Offset() < end {
+	it := rd.Scan(job.from, job.end)
+	gap := func(dmg schedulelog.Damage, hi uint64, hasHi bool) {
+		res.damaged++
+		res.corrupt = true
+		d.corrupt.Add(1)
+		if holdWhy != "" {
+			log.Error("engine: damaged schedule entries skipped", "bucket", fmtMs(job.start), "file", path,
+				"offset", dmg.Offset, "bytes", dmg.End-dmg.Offset, "err", dmg.Err)
+			return
+		}
+		d.rebuild(res, path, dmg, job, hi, hasHi, hdrStart, hdrEnd)
+	}
+	for it.Next() {
+		if dmg, ok := merged(it.Skipped()); ok {
+			gap(dmg, it.Seq(), true)
+		}
+		job.lastSeq, job.hasLast, job.from = it.Seq(), true, it.End()
 		res.entries++
 		if res.done.Contains(it.Seq()) {
 			continue
 		}
-		chunk = append(chunk, refAt{it.Message().DeliverAt, wheel.NewRef(slot, uint32(it.Offset()/schedulelog.Align))})
+		if holdWhy != "" {
+			res.held++
+			continue
+		}
+		chunk = append(chunk, refAt{it.Message().DeliverAt, it.Offset()})
 		if len(chunk) == chunkSize {
-			d.post(ev{kind: evChunk, bucket: start, chunk: chunk})
+			d.post(ev{kind: evChunk, bucket: job.start, chunk: chunk})
 			chunk = make([]refAt, 0, chunkSize)
 		}
 	}
+	if len(chunk) > 0 {
+		d.post(ev{kind: evChunk, bucket: job.start, chunk: chunk})
+	}
 	if err := it.Err(); err != nil {
-		res.err = err
+		// An I/O error: retried from where it stopped.
+		res.job, res.err = job, err
 		return
 	}
-	if len(chunk) > 0 {
-		d.post(ev{kind: evChunk, bucket: start, chunk: chunk})
+	if dmg, ok := merged(it.Skipped()); ok {
+		gap(dmg, 0, false)
 	}
+	res.job = job
+	if holdWhy != "" && res.held > 0 {
+		res.corrupt = true
+		d.corrupt.Add(1)
+		err := fmt.Errorf("bucket %s: %s: %d of its messages are held back, neither delivered nor dropped; stop the server and run `hourglass repair --data-dir %s` to choose (--assume-delivered or --assume-pending)",
+			fmtMs(job.start), holdWhy, res.held, d.e.opts.Dir)
+		log.Error("engine: "+err.Error(), "bucket", fmtMs(job.start), "held", res.held)
+		d.e.health.hold(StageLoad, err)
+		if !isClosed(d.e.ready) {
+			d.e.refuse(err) // found while recovering: refuse to start
+		}
+	}
+}
+
+// merged returns the damaged regions one Next skipped (between the same
+// two good entries: a cut record and the bytes of a file cut below its
+// synced length, say) as one region, with the first one's error.
+func merged(ds []schedulelog.Damage) (schedulelog.Damage, bool) {
+	if len(ds) == 0 {
+		return schedulelog.Damage{}, false
+	}
+	d := ds[0]
+	for _, o := range ds[1:] {
+		d.End = max(d.End, o.End)
+		d.Torn = d.Torn && o.Torn
+	}
+	return d, true
+}
+
+// missingDone decides what a missing dispatch log means, and returns why
+// the bucket must be held, or "" if nothing can be done (docs/DESIGN.md,
+// "Faults"). The engine creates a segment's dispatch log when reput
+// creates the segment (onSegment), before any of its entries can fire,
+// so a missing one was lost, unless the bucket has not started: then
+// nothing of it can have been delivered, and the cancels routed to it are
+// read back from the commitlog.
+//
+// One more case is provable: a segment whose entries all lie at or above
+// reput's checkpoint as this run started was created after that
+// checkpoint, so a crash may have come between the segment's creation and
+// its dispatch log's; nothing of it can have been delivered or cancelled
+// then without creating the log (deliveries and cancels create it too).
+func (d *driver) missingDone(job loadJob, res *loadResult) string {
+	why := "the bucket has not started: nothing of it can have been delivered"
+	if _, ok := d.noDone.Load(job.start); job.start <= d.now()+d.leadMs && !ok {
+		first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start)))
+		if !ok || int64(first) < d.startCkpt {
+			return fmt.Sprintf("its dispatch log %s is missing and the bucket has started, so which of its entries were delivered is unknown",
+				filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)))
+		}
+		why = "the segment was created after the last checkpoint before this start, and nothing of it was delivered or cancelled since"
+	}
+	log := d.e.opts.Logger
+	l := d.e.log
+	it, err := l.NewIterator(l.FirstOffset())
+	if err != nil {
+		log.Warn("engine: dispatch log missing and the commitlog cannot be read for cancels", "bucket", fmtMs(job.start), "err", err)
+	} else {
+		var recs []dispatchlog.Done
+		for it.Next() && it.Offset() < job.pos {
+			if r := it.Record(); r.Type == message.TypeCancel {
+				if id, err := message.DecodeCancel(r.Payload); err == nil {
+					if seg, ok := d.e.reput.FindSegment(id.DeliverAt); ok && seg.Start == job.start {
+						recs = append(recs, dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled})
+						res.done.Add(id.Seq)
+					}
+				}
+			}
+		}
+		it.Close()
+		if err := d.e.reput.MarkDone(job.start, recs...); err != nil {
+			log.Warn("engine: recreating a missing dispatch log failed", "bucket", fmtMs(job.start), "err", err)
+		}
+	}
+	log.Warn("engine: dispatch log missing; recreated, with the cancels read back from the commitlog: "+why,
+		"bucket", fmtMs(job.start), "first_commitlog_offset", l.FirstOffset())
+	return ""
+}
+
+// firstSeq returns the seq of the first valid entry of the segment at path.
+func firstSeq(path string) (uint64, bool) {
+	rd, err := schedulelog.OpenReader(path)
+	if err != nil {
+		return 0, false
+	}
+	defer rd.Close()
+	it := rd.Scan(schedulelog.FirstOffset, -1)
+	if !it.Next() {
+		return 0, false
+	}
+	return it.Seq(), true
+}
+
+// rebuild reads back from the commitlog the entries a damaged region of a
+// segment held: the schedule records due in the bucket whose seqs lie
+// between the good entries around the damage (entries are appended in seq
+// order). The region's upper bound is the next good entry's seq, or, at
+// the end of the data, reput's position at Watch (later records reach the
+// bucket through routing). A region before the first good entry has no
+// lower bound and is not rebuilt: the bucket's segment may have been
+// retired and created again, and older records of its time must not come
+// back.
+func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, job loadJob, hi uint64, hasHi bool, start, end int64) {
+	log := d.e.opts.Logger
+	if !hasHi {
+		hi = uint64(job.pos)
+	}
+	args := []any{"bucket", fmtMs(job.start), "file", path, "offset", dmg.Offset, "bytes", dmg.End - dmg.Offset, "err", dmg.Err}
+	if !job.hasLast {
+		log.Error("engine: damaged schedule entries before the first good one; not rebuilt from the commitlog (their seqs have no lower bound): run `hourglass repair`", args...)
+		return
+	}
+	lo := job.lastSeq
+	l := d.e.log
+	first := l.FirstOffset()
+	from := int64(lo)
+	if from < first {
+		from = first
+		log.Error("engine: part of a damaged schedule region is no longer in the commitlog; its messages that were not delivered before are lost",
+			append(args, "lost_seqs_from", lo+1, "lost_seqs_to", first)...)
+	}
+	if int64(hi) <= from {
+		return
+	}
+	it, err := l.NewIterator(from)
+	if err != nil {
+		log.Error("engine: damaged schedule entries not rebuilt: the commitlog cannot be read there", append(args, "read_err", err)...)
+		return
+	}
+	defer it.Close()
+	var m message.Message
+	n := 0
+	for it.Next() && it.Offset() < int64(hi) {
+		seq := uint64(it.Offset())
+		r := it.Record()
+		if seq <= lo || r.Type != message.TypeSchedule || message.DecodeSchedule(r.Payload, &m) != nil ||
+			m.DeliverAt < start || m.DeliverAt >= end {
+			continue
+		}
+		res.rebuilt = append(res.rebuilt, rebuiltEntry{seq: seq, payload: append([]byte(nil), r.Payload...)})
+		res.at = append(res.at, m.DeliverAt)
+		n++
+	}
+	if err := it.Err(); err != nil {
+		log.Error("engine: damaged schedule entries partly rebuilt: reading the commitlog failed", append(args, "rebuilt", n, "read_err", err)...)
+		return
+	}
+	log.Error("engine: damaged schedule entries skipped; rebuilt from the commitlog", append(args, "seqs_after", lo, "seqs_before", hi, "rebuilt", n)...)
 }
 
 // loaded finishes a load on the driver goroutine.
 func (d *driver) loaded(res *loadResult) {
 	d.loading = false
-	b := d.buckets[res.start]
+	start := res.job.start
+	b := d.buckets[start]
 	if b == nil {
 		return
 	}
-	if res.err != nil {
-		// Entries already in the wheel stay: they fire, and the bucket
-		// is never retired (its entry count is unknown). Reloading would
-		// add them twice.
-		d.e.opts.Logger.Error("engine: loading a bucket failed; its remaining messages are not delivered until a restart",
-			"bucket", fmtMs(res.start), "err", res.err)
+	if res.done != nil {
+		// Merge what arrived while loading (cancels, deliveries) into the
+		// file's done set.
+		for seq := range b.done.All() {
+			res.done.Add(seq)
+		}
+		b.done = *res.done
+	}
+	b.entries += res.entries
+	if res.corrupt {
 		b.corrupt = true
-		b.ready = true
+	}
+	if res.held > 0 && !b.held {
+		b.held = true
+		d.heldN.Add(1)
+		d.heldEntries.Add(res.held)
+	}
+	for i, re := range res.rebuilt {
+		if b.done.Contains(re.seq) || b.hasRouted && re.seq >= b.routedFirst {
+			continue
+		}
+		b.rebuilt = append(b.rebuilt, re)
+		d.rebuiltN.Add(1)
+		d.add(b, res.at[i], -int64(len(b.rebuilt)))
+	}
+	if res.err != nil {
+		if res.permanent {
+			// Reported by the loader; what was loaded stays, nothing more
+			// is read.
+			b.corrupt, b.ready = true, true
+			return
+		}
+		// A transient failure: what was loaded stays in the wheel, and
+		// the load is tried again, in place, from where it stopped.
+		b.attempts++
+		wait := d.reportLoadFailure(start, b.attempts, res.err, false)
+		job := res.job
+		b.retry, b.loadRetry = &job, d.now()+wait.Milliseconds()
 		return
 	}
-	// Merge what arrived while loading (cancels, deliveries) into the
-	// file's done set.
-	for seq := range b.done.All() {
-		res.done.Add(seq)
-	}
-	b.done = *res.done
-	b.entries += res.entries
+	b.attempts = 0
 	b.ready = true
+	if d.heldN.Load() == 0 && !d.loadRetrying() {
+		d.e.health.ok(StageLoad)
+	}
+}
+
+// loadRetrying reports whether a load waits to be tried again after a
+// transient failure.
+func (d *driver) loadRetrying() bool {
+	for _, f := range d.failed {
+		if !f.permanent {
+			return true
+		}
+	}
+	for _, b := range d.buckets {
+		if b.retry != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // routed adds entries reput routed to loaded buckets to the wheel.
@@ -185,6 +541,9 @@ func (d *driver) routed(entries []reput.Entry) {
 			if b = d.buckets[en.Bucket]; b == nil {
 				continue // unwatched meanwhile; it is in the file for the next load
 			}
+		}
+		if !b.hasRouted {
+			b.routedFirst, b.hasRouted = en.Seq, true
 		}
 		b.entries++
 		d.add(b, en.DeliverAt, en.Offset)
@@ -198,8 +557,6 @@ func (d *driver) chunkLoaded(start int64, chunk []refAt) {
 		return
 	}
 	for _, ra := range chunk {
-		if d.w.Add(ra.deadline, ra.ref) {
-			b.pending++
-		}
+		d.add(b, ra.deadline, ra.off)
 	}
 }

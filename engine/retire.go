@@ -71,7 +71,7 @@ func (d *driver) unload(b *bucket) {
 		b.mr.Close()
 	}
 	delete(d.buckets, b.start)
-	d.slots[b.slot] = nil
+	d.freeSlots(b)
 	d.loadedN.Add(-1)
 }
 

@@ -24,7 +24,7 @@ func (t *topic) checkpoint() error {
 	}
 	ck := t.snapshotLocked()
 	t.acksSince, t.bytesSince, t.ckptQueued = 0, 0, false
-	same := len(ck.entries) == 0 && t.lastCk == ck.key()
+	same := t.lastCk == ck.key() && slices.EqualFunc(ck.entries, t.lastEntries, func(a, b entry) bool { return a == b })
 	t.mu.Unlock()
 	if same {
 		t.ackMu.Unlock()
@@ -37,7 +37,7 @@ func (t *topic) checkpoint() error {
 	offs, end, err := t.acks.AppendNoWait(nil, encodeCheckpoint(&ck, t.q.opts.entriesPerRecord())...)
 	if err == nil {
 		t.mu.Lock()
-		t.lastCk = ck.key()
+		t.lastCk, t.lastEntries = ck.key(), ck.entries
 		t.mu.Unlock()
 	}
 	t.ackMu.Unlock()
@@ -91,37 +91,83 @@ func (t *topic) snapshotLocked() checkpoint {
 	return ck
 }
 
-// recover rebuilds t's state from its logs: the last complete checkpoint
-// in the ack log, the acks after it, and a count of the queue-log records
-// appended after it. Records the checkpoint lists below its cursor and not
-// acked since are receivable again first, with the attempt they had;
-// records past the cursor are read again as never received, except those
-// acked since.
-func (t *topic) recover() error {
+// replayAcks reads an ack log from its first retained
+// record: the last complete checkpoint and the acks after it.
+func replayAcks(acks *commitlog.Log) (replayer, error) {
 	var r replayer
-	it, err := t.acks.NewIterator(t.acks.FirstOffset())
+	it, err := acks.NewIterator(acks.FirstOffset())
 	if err != nil {
-		return fmt.Errorf("queue: topic %q: ack log: %w", t.name, err)
+		return r, err
 	}
+	r.at, r.head = -1, -1
+	bases := acks.SegmentBases()
+	prev := int64(-1)
 	for it.Next() {
 		rec := it.Record()
+		if off := it.Offset(); prev >= 0 && off != prev {
+			if _, atBase := slices.BinarySearch(bases, off); !atBase {
+				r.skipped() // a span repair covered, not a sealed segment's unused tail
+			}
+		}
+		prev = it.Pos()
+		if rec.Type == typeCheckpoint {
+			r.head = it.Offset()
+		}
 		if err := r.add(rec.Type, rec.Payload); err != nil {
 			err = it.Corruption(err)
 			it.Close()
-			return err
+			return r, err
+		}
+		if r.have && r.pend == nil && (rec.Type == typeCheckpoint || rec.Type == typeEntries) && r.head >= 0 {
+			r.at, r.head = r.head, -1 // the checkpoint headed there is complete
 		}
 	}
 	err = it.Err()
 	it.Close()
 	if err != nil {
-		return fmt.Errorf("queue: topic %q: ack log: %w", t.name, err)
+		return r, err
 	}
 	if err := r.finish(); err != nil {
-		return &segfile.CorruptionError{Path: t.acks.Dir(), Offset: -1, Err: err}
+		return r, &segfile.CorruptionError{Path: acks.Dir(), Offset: -1, Err: err}
 	}
-	if r.discarded > 0 {
-		t.q.opts.Logger.Warn("queue: dropped an incomplete checkpoint (cut short by a crash)", "topic", t.name, "count", r.discarded)
+	if first := acks.FirstOffset(); first > 0 && !r.have {
+		// Ack-log segments are deleted only behind a durable checkpoint,
+		// which stays: without one, what the deleted segments held is lost.
+		return r, &segfile.CorruptionError{Path: acks.Dir(), Offset: -1, Err: fmt.Errorf(
+			"the ack log starts at offset %d (older segments were deleted behind a checkpoint) but holds no complete checkpoint: the checkpoint is damaged or gone", first)}
 	}
+	return r, nil
+}
+
+// outstanding returns what the replayed state holds besides the cursor:
+// the records below the cursor to hand out again (not acked since the
+// checkpoint), and the acked records at or past it, sorted.
+func (r *replayer) outstanding() (fifo []entry, skip []int64) {
+	ck := &r.ck
+	acks := slices.Compact(slices.Sorted(slices.Values(r.acks)))
+	for _, e := range ck.entries {
+		if e.off >= ck.cursor {
+			skip = append(skip, e.off)
+		} else if _, acked := slices.BinarySearch(acks, e.off); !acked {
+			fifo = append(fifo, e)
+		}
+	}
+	for _, a := range acks {
+		if a >= ck.cursor {
+			skip = append(skip, a)
+		}
+	}
+	slices.Sort(skip)
+	return fifo, slices.Compact(skip)
+}
+
+// recover rebuilds t's state from its logs: the last complete checkpoint
+// in the ack log and the acks after it (r, from replayAcks), and a count of the queue-log records
+// appended after it. Records the checkpoint lists below its cursor and not
+// acked since are receivable again first, with the attempt they had;
+// records past the cursor are read again as never received, except those
+// acked since.
+func (t *topic) recover(r *replayer) error {
 	first, endOff := t.log.FirstOffset(), t.log.EndOffset()
 	ck := r.ck
 	if !r.have {
@@ -135,21 +181,8 @@ func (t *topic) recover() error {
 		return &segfile.CorruptionError{Path: t.log.Dir(), Offset: -1, Err: fmt.Errorf(
 			"the last checkpoint covers the queue log up to offset %d but it ends at %d: durable data is gone", ck.end, endOff)}
 	}
-	acks := slices.Compact(slices.Sorted(slices.Values(r.acks)))
-	for _, e := range ck.entries {
-		if e.off >= ck.cursor {
-			t.skip = append(t.skip, e.off)
-		} else if _, acked := slices.BinarySearch(acks, e.off); !acked {
-			t.fifo = append(t.fifo, e)
-		}
-	}
-	for _, a := range acks {
-		if a >= ck.cursor {
-			t.skip = append(t.skip, a)
-		}
-	}
-	slices.Sort(t.skip)
-	t.skip = slices.Compact(t.skip)
+	r.ck = ck
+	t.fifo, t.skip = r.outstanding()
 
 	// Count what was appended after the checkpoint: at most about one
 	// segment, since appending a segment's worth asks for a checkpoint.
@@ -165,13 +198,13 @@ func (t *topic) recover() error {
 	t.end = cit.Pos()
 	cit.Close()
 	if err != nil {
-		return fmt.Errorf("queue: topic %q: %w", t.name, err)
+		return err // openTopic names the topic and what is at stake
 	}
 	t.unread = ck.unread + n
 	if t.reader, err = t.log.NewIterator(ck.cursor); err != nil {
 		return t.missing(ck.cursor, err)
 	}
-	t.lastCk = ck.key()
+	t.lastCk, t.lastEntries = ck.key(), ck.entries
 	if err := t.loadRecent(); err != nil {
 		return err
 	}
@@ -235,7 +268,7 @@ func (t *topic) loadRecent() error {
 		err = it.Err()
 		it.Close()
 		if err != nil {
-			return fmt.Errorf("queue: topic %q: %w", t.name, err)
+			return err // openTopic names the topic and what is at stake
 		}
 		n += len(seg)
 		ids = append(seg, ids...)

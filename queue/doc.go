@@ -12,9 +12,11 @@
 //     topic share one fsync. Different topics fsync their own files, in
 //     parallel.
 //   - Ack returns nil only once its ack record is durable; an acked
-//     message is never handed out again, even after kill -9.
+//     message is never handed out again, even after kill -9. Damage to
+//     the files that would undo that makes Open refuse (see Damage).
 //   - Every delivered message that is not acked is handed out again: after
-//     its lease runs out, or after a restart (at least once).
+//     its lease runs out, after a restart, or after a log of its topic
+//     failed and the topic was opened again (at least once).
 //   - The backlog stays on disk: memory holds the leased messages, those
 //     waiting to be received again, and a few hundred bytes per topic, not
 //     the messages waiting to be received for the first time.
@@ -67,12 +69,16 @@
 // cut short by a crash (only possible at the end of what was durable) is
 // dropped; entry records at the very start of the log belong to a
 // checkpoint whose head was in a deleted segment, and are skipped (a newer
-// complete checkpoint must follow). Outstanding entries not acked since become receivable at once,
+// complete checkpoint must follow); so are entry records right after a
+// span repair covered with a skip record. Outstanding entries not acked since become receivable at once,
 // with the attempt count they had at that checkpoint (a restart does not
 // count as a failed attempt); records received after it and not acked are
 // read again from the log as never received. Start-up reads each ack log
 // (at most a few segments) and counts the queue-log records appended since
-// the last checkpoint (about one segment at most), not the backlog.
+// the last checkpoint (about one segment at most), not the backlog, one
+// topic at a time: each topic's files close once it is recovered (and a
+// checkpoint is written if replay found anything after the last one),
+// until the topic is used.
 //
 // # Retention
 //
@@ -82,14 +88,65 @@
 // ack-log segments before it and the queue-log segments below its lwm are
 // deleted.
 //
-// # Idle topics
+// # Topics cost what they hold
 //
-// A topic with nothing receivable, leased or being appended and no
-// Receive waiting is retired after a minute: it writes a final checkpoint
-// and closes its logs, so that an idle topic holds no files, mappings or
-// goroutines. The next Deliver, Receive, Ack or Nack naming it opens it
-// again as Open does (replaying nothing after that checkpoint); its
-// counters in Stats carry over.
+// A topic's logs claim disk as they fill (64 KiB steps for the queue log,
+// 16 KiB for the ack log; commitlog's AllocStep), so a topic holding one
+// message takes about 100 KiB. A topic with nothing leased or being
+// appended and no Receive waiting is retired after Options.IdleTopic (a
+// minute): it writes a final checkpoint and closes its logs, so that an
+// idle topic holds no files, mappings or goroutines, whatever its backlog
+// (which waits on disk). The next Deliver, Receive, Ack or Nack naming it
+// opens it again as Open does (replaying nothing after that checkpoint);
+// its counters in Stats carry over, and its gauges are those it had when
+// retired. Admit bounds the topics (Options.MaxTopics, not counting
+// dead-letter topics): the server admits each Schedule's topic before
+// accepting it, so that Deliver never has to refuse one.
+//
+// # Leases and clocks
+//
+// Leases run on the monotonic clock: a step of the wall clock neither
+// expires nor prolongs them. The wall clock (Options.Now) decides only
+// whether a message is due and what a Message shows (ReceivedAt,
+// LeaseUntil).
+//
+// # Damage
+//
+// Open opens each topic's ack log first and gives the queue log, as the
+// position it must reach (commitlog's MinEnd), the furthest queue-log
+// offset the ack log names (the last checkpoint's end and cursor, its
+// entries, the acks after it): a queue log that ends below it lost
+// durable records and is refused, never truncated to match. Damage in
+// either log (a bad record with valid records after it, a missing
+// segment, an ack log gone or without the checkpoint its retention relied
+// on) makes Open fail with a *segfile.CorruptionError naming the file and
+// offset and saying what is at stake (in the ack log: acked messages could
+// be handed out again; in the queue log: messages would be lost) and
+// naming hourglass repair. Repair (the queue's step of hourglass repair)
+// covers damaged spans with commitlog skip records, keeps a copy of every
+// file it changes, and appends a checkpoint stating the repaired state;
+// when acks cannot be recovered it says how many messages may be handed
+// out again, and goes on only with RepairOptions.AcceptRedelivery
+// (RepairStep, hourglass repair's queue step, sets it and prints ACKS
+// LOST with the count).
+// VerifyTopic checks the two logs against each other (inspect verify).
+// What no file names cannot be told from a write cut short by a crash:
+// the last record of an ack log, and queue-log records past the last one
+// the ack log names, are dropped as a torn tail when damaged after a
+// crash (the queue logs a warning for the ack log). After a clean Close
+// the final checkpoint names the whole queue log.
+//
+// # Faults
+//
+// A failed write or fsync leaves a log unusable (its error is sticky): the
+// topic is closed and opened again from what is on disk, by itself with a
+// backoff (50 ms doubling to 5 s) or at its next use, and its leases end
+// (their messages are handed out again: at least once). A full disk when
+// claiming space fails only the appends that need it. A failed checkpoint
+// is tried again a second later. Health reports every stage of a topic
+// (StageOpen, StageAppend, StageAck, StageCheckpoint, StageDeadLetter)
+// that has been failing for Options.StallAfter (2 s), naming the topic,
+// the stage and since when; the server's /readyz includes it.
 //
 // # Nack, retries and dead letters
 //

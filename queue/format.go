@@ -207,19 +207,28 @@ type replayer struct {
 	discarded int    // incomplete checkpoints dropped
 	started   bool   // a record other than leading orphan entries was seen
 	orphans   int    // leading orphan entry records skipped
+	afterSkip bool   // skipped was called and no record but entries came since
+	lost      int    // entry records skipped after a skipped span
+	// at is the ack-log offset of ck's head, head that of the head being
+	// read; -1 for none. Set by replayAcks, not by add.
+	at, head int64
 }
 
 // add applies one ack-log record. An error means the log contradicts
 // itself: the caller reports it as corruption at that record.
 func (r *replayer) add(typ uint8, p []byte) error {
-	if typ == typeEntries && !r.started {
+	if typ == typeEntries && (!r.started || r.afterSkip && r.pend == nil) {
 		if _, err := decodeEntries(nil, p); err != nil {
 			return err
 		}
-		r.orphans++
+		if r.started {
+			r.lost++
+		} else {
+			r.orphans++
+		}
 		return nil
 	}
-	r.started = true
+	r.started, r.afterSkip = true, false
 	switch typ {
 	case typeAck:
 		r.abandon()
@@ -266,6 +275,15 @@ func (r *replayer) add(typ uint8, p []byte) error {
 		r.acks = r.acks[:0]
 	}
 	return nil
+}
+
+// skipped tells r that the records before the next one were lost to
+// damage and covered by repair (a skip record): a checkpoint they cut is
+// incomplete, and entry records right after them belong to a checkpoint
+// whose head was lost, so they are skipped.
+func (r *replayer) skipped() {
+	r.abandon()
+	r.afterSkip = true
 }
 
 // abandon drops an incomplete checkpoint.

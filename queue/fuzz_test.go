@@ -119,6 +119,22 @@ func FuzzReplay(f *testing.F) {
 	add(recs[0].Type, recs[0].Payload) // torn checkpoint, then an ack
 	add(typeAck, appendAck(nil, 5))
 	f.Add(slices.Clone(log))
+	// A record of type skipMark stands for a span repair covered
+	// (replayAcks calls skipped): a head lost in it leaves its entries.
+	const skipMark = 0xFF
+	log = log[:0]
+	add(typeAck, appendAck(nil, 5))
+	add(skipMark, nil)
+	add(recs[1].Type, recs[1].Payload)
+	add(recs[2].Type, recs[2].Payload)
+	add(typeAck, appendAck(nil, 7))
+	f.Add(slices.Clone(log))
+	log = log[:0]
+	add(recs[0].Type, recs[0].Payload) // a skip inside a checkpoint
+	add(recs[1].Type, recs[1].Payload)
+	add(skipMark, nil)
+	add(recs[3].Type, recs[3].Payload)
+	f.Add(slices.Clone(log))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r replayer
 		for len(b) > 0 {
@@ -127,6 +143,10 @@ func FuzzReplay(f *testing.F) {
 				return
 			}
 			b = b[n:]
+			if rec.Type == skipMark {
+				r.skipped()
+				continue
+			}
 			if err := r.add(rec.Type, rec.Payload); err != nil {
 				return
 			}

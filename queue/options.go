@@ -21,6 +21,7 @@ const (
 	DefaultSegmentSize     = 16 << 20
 	DefaultAckSegmentSize  = 1 << 20
 	DefaultCheckpointEvery = 4096
+	DefaultMaxTopics       = 10000
 
 	// MaxReceive is the most messages one Receive may ask for.
 	MaxReceive = 10000
@@ -45,6 +46,9 @@ var (
 	// ErrNoReschedule is returned by Nack with a delay when no Reschedule
 	// function is set (Options.Reschedule or SetReschedule).
 	ErrNoReschedule = errors.New("queue: Nack with a delay needs a Reschedule function; none is set")
+	// ErrTooManyTopics is wrapped by Admit's error for a new topic beyond
+	// Options.MaxTopics.
+	ErrTooManyTopics = errors.New("queue: too many topics")
 	// ErrTooLarge is wrapped by Deliver's error for a message that cannot
 	// fit in one queue-log segment (Options.SegmentSize).
 	ErrTooLarge = errors.New("queue: message larger than a queue-log segment")
@@ -68,9 +72,11 @@ type Options struct {
 	DefaultLease time.Duration
 	// MaxLease bounds the lease a Receive may ask for; default 12 h.
 	MaxLease time.Duration
-	// Now is the clock leases are measured on; default time.Now. Lease
-	// expiry is driven by timers (monotonic); Now decides whether a lease
-	// is over, so a clock that lags only delays expiry.
+	// Now is the wall clock; default time.Now. It decides when a message
+	// is due (never received before its deliverAt) and the times a
+	// Message shows (ReceivedAt, LeaseUntil). Leases run on the monotonic
+	// clock instead, so a step of the wall clock neither expires them nor
+	// prolongs them.
 	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
@@ -85,8 +91,8 @@ type Options struct {
 	// SegmentSize is the size of a queue-log segment file; default 16 MiB.
 	// A message must fit in one segment (its body plus about 60 bytes and
 	// its headers): larger ones make Deliver fail with ErrTooLarge, so
-	// the server must bound message sizes below it. Each topic keeps two
-	// segments preallocated.
+	// the server must bound message sizes below it. Disk is claimed in
+	// 64 KiB steps as a segment fills, not a segment at a time.
 	SegmentSize int64
 	// AckSegmentSize is the size of an ack-log segment file; default 1 MiB,
 	// at least 4 KiB.
@@ -97,6 +103,14 @@ type Options struct {
 	// restart time and the memory restart needs, and let retention delete
 	// acked queue-log segments.
 	CheckpointEvery int
+	// StallAfter is how long a stage of a topic may fail before Health
+	// reports it; default DefaultStallAfter (2 s).
+	StallAfter time.Duration
+	// MaxTopics bounds the topics Admit lets in, not counting dead-letter
+	// topics (at most one per topic); default DefaultMaxTopics, -1 for no
+	// limit. Deliver never refuses a topic: what Admit let in before a
+	// restart is delivered after it even beyond the limit.
+	MaxTopics int
 	// DedupWindow is how many of a topic's last records Open remembers, so
 	// that Deliver drops the messages the engine delivers again after a
 	// crash that came before it recorded them done (a second copy would
@@ -107,11 +121,16 @@ type Options struct {
 	// delivered again or the process ends.
 	DedupWindow int
 
-	// idleTopic is how long a topic stays open with nothing receivable,
-	// leased or being written and no Receive waiting; then its logs are
-	// closed, after a final checkpoint, until it is used again. Default
-	// defaultIdleTopic; negative: until Close. Tests shorten it.
-	idleTopic time.Duration
+	// since is the lease clock: the monotonic time elapsed since t;
+	// default time.Since. Tests step it apart from Now.
+	since func(t time.Time) time.Duration
+
+	// IdleTopic is how long a topic stays open with nothing leased or
+	// being written and no Receive waiting; then it writes a checkpoint
+	// and closes its logs (files, mappings, goroutines) until it is used
+	// again, so that a topic costs memory and descriptors only while in
+	// use. Default DefaultIdleTopic (1 minute); negative: until Close.
+	IdleTopic time.Duration
 	// beforeRetire, if set, is called by the sweeper for each topic it
 	// retires, after no caller can take it and before its logs close
 	// (tests race a new message with the retirement).
@@ -133,6 +152,15 @@ func (o *Options) fill() error {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
 	}
+	if o.StallAfter <= 0 {
+		o.StallAfter = DefaultStallAfter
+	}
+	if o.MaxTopics == 0 {
+		o.MaxTopics = DefaultMaxTopics
+	}
+	if o.MaxTopics < -1 {
+		return fmt.Errorf("queue: max topics %d: at least 1, or -1 for no limit", o.MaxTopics)
+	}
 	if o.DedupWindow == 0 {
 		o.DedupWindow = DefaultDedupWindow
 	}
@@ -151,6 +179,9 @@ func (o *Options) fill() error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.since == nil {
+		o.since = time.Since
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -164,8 +195,8 @@ func (o *Options) fill() error {
 	if o.SegmentSize < minSeg || o.AckSegmentSize < minSeg {
 		return fmt.Errorf("queue: segment sizes %d and %d bytes: at least %d", o.SegmentSize, o.AckSegmentSize, minSeg)
 	}
-	if o.idleTopic == 0 {
-		o.idleTopic = defaultIdleTopic
+	if o.IdleTopic == 0 {
+		o.IdleTopic = DefaultIdleTopic
 	}
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery

@@ -22,7 +22,8 @@ import (
 // goroutine.
 type Queue struct {
 	opts       Options
-	dir        string // Dir/topics
+	dir        string    // Dir/topics
+	origin     time.Time // when Open began, with a monotonic reading: lease deadlines count from it
 	reschedule atomic.Pointer[RescheduleFunc]
 	serial     atomic.Uint64 // last lease serial handed out
 
@@ -35,6 +36,7 @@ type Queue struct {
 	// mu guards topics and created, and the slots' fields (topics.go).
 	mu      sync.Mutex
 	topics  map[string]*slot
+	counted int           // topics not ending in DLQSuffix: the ones Options.MaxTopics bounds
 	created chan struct{} // closed (and replaced) when a topic is created
 	opened  chan struct{} // wakes the sweeper when a topic is opened; capacity 1
 
@@ -44,6 +46,8 @@ type Queue struct {
 	ckptCh    chan struct{} // wakes the checkpointer; capacity 1
 
 	wg sync.WaitGroup // the checkpointer, the sweeper and dead-letter workers
+
+	health health // failing stages (health.go)
 }
 
 // Message is one received message. Its byte slices are its own: no other
@@ -80,15 +84,18 @@ type TopicStats struct {
 	DeadLettered uint64 // messages moved to <topic>.dlq
 }
 
-// Open opens (or creates) the queue in opts.Dir and recovers every topic
-// in it: acked messages stay acked, everything else delivered is
-// receivable again.
+// Open opens (or creates) the queue in opts.Dir and recovers and checks
+// every topic in it, one at a time: acked messages stay acked, everything
+// else delivered is receivable again. A damaged topic makes it fail (see
+// the package doc, Damage). Each topic's files are closed again once it
+// is recovered (unless Options.IdleTopic is negative), until it is used.
 func Open(opts Options) (*Queue, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
 	q := &Queue{
 		opts:   opts,
+		origin: time.Now(),
 		dir:    filepath.Join(opts.Dir, "topics"),
 		done:   make(chan struct{}),
 		topics: map[string]*slot{},
@@ -119,15 +126,29 @@ func Open(opts Options) (*Queue, error) {
 			q.closeTopics()
 			return nil, err
 		}
-		s.t, s.opened = t, true
-		q.topics[name] = s
+		s.opened = true
+		q.addSlot(name, s)
+		if q.opts.IdleTopic < 0 {
+			s.t = t
+			continue
+		}
+		// Recovered and checked: its files close until it is used, so
+		// that start-up holds one topic's files at a time, however many
+		// topics there are.
+		s.past = t.statsSnapshot()
+		if err := t.close(); err != nil {
+			q.closeTopics()
+			return nil, fmt.Errorf("queue: topic %q: %w", name, err)
+		}
 	}
 	for _, s := range q.topics {
-		q.opening(s.t)
+		if s.t != nil {
+			q.opening(s.t)
+		}
 	}
 	q.wg.Add(1)
 	go q.checkpointer()
-	if q.opts.idleTopic > 0 {
+	if q.opts.IdleTopic > 0 {
 		q.wg.Add(1)
 		go q.sweeper()
 	}
@@ -155,7 +176,14 @@ func (q *Queue) SetReschedule(fn RescheduleFunc) {
 	q.reschedule.Store(&fn)
 }
 
+// now is the wall clock: what a Message shows, and the due check (a
+// message is never received before its deliverAt on it).
 func (q *Queue) now() time.Time { return q.opts.Now() }
+
+// mono is the lease clock: nanoseconds on the monotonic clock since the
+// queue opened. A step of the wall clock does not move it, so it neither
+// expires leases early nor keeps them late.
+func (q *Queue) mono() int64 { return int64(q.opts.since(q.origin)) }
 
 // enter begins an operation; leave ends it.
 func (q *Queue) enter() error {
@@ -339,7 +367,7 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 	}
 	defer q.release(t)
 	ls := make([]*lease, 0, len(receipts))
-	now := q.now().UnixNano()
+	now := q.mono()
 	t.mu.Lock()
 	for i, r := range receipts {
 		id, serial, perr := parseReceipt(r)
@@ -484,12 +512,23 @@ func (q *Queue) checkpointer() {
 				continue // retired: it wrote a checkpoint as it closed
 			}
 			if err := t.checkpoint(); err != nil {
-				q.opts.Logger.Error("queue: checkpoint failed", "topic", t.name, "err", err)
+				q.opts.Logger.Error("queue: checkpoint failed; retrying", "topic", t.name, "err", err)
+				t.broke(StageCheckpoint, err)
+				q.checkpointLater(t)
+			} else {
+				q.ok(t.name, StageCheckpoint)
 			}
 			q.release(t)
 		}
 	}
 }
+
+// Allocation steps of a topic's logs: a topic claims disk as it fills, so
+// that one holding a message costs tens of KiB, not a segment.
+const (
+	queueAllocStep = 64 << 10
+	ackAllocStep   = 16 << 10
+)
 
 // openTopic opens the logs of topic name, for slot s, and recovers its
 // state. With create it makes the directories first, durably.
@@ -502,24 +541,64 @@ func (q *Queue) openTopic(s *slot, name string, create bool) (*topic, error) {
 			}
 		}
 	}
-	qlog, _, err := commitlog.Open(commitlog.Options{
-		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
-	})
+	// The ack log first: its checkpoints and acks name queue-log offsets,
+	// so they say how far the queue log must reach (MinEnd): a queue log
+	// that ends below that lost records, and is not truncated to match.
+	hadAcks, err := hasSegments(filepath.Join(dir, "acks"))
 	if err != nil {
-		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
+		return nil, damage(name, dir, err)
 	}
-	alog, _, err := commitlog.Open(commitlog.Options{
-		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
+	alog, arec, err := commitlog.Open(commitlog.Options{
+		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, AllocStep: ackAllocStep, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
 		OnSync: q.opts.onAckSync,
 	})
 	if err != nil {
+		return nil, damage(name, dir, err)
+	}
+	if arec.Truncated {
+		// A write cut short by a crash, whose caller was not answered; or
+		// damage to the last record, which nothing else can tell apart.
+		q.opts.Logger.Warn("queue: the ack log's last record was unreadable and dropped as a torn write; "+
+			"if the server did not crash while writing it, an ack it held is lost and its message is handed out again",
+			"topic", name, "segment", arec.Segment, "offset", arec.DroppedFrom, "bytes", arec.DroppedBytes)
+	}
+	r, err := replayAcks(alog)
+	if err != nil {
+		alog.Close()
+		return nil, damage(name, dir, err)
+	}
+	if min := r.minEnd(); min > 0 {
+		if has, err := hasSegments(filepath.Join(dir, "log")); err == nil && !has {
+			alog.Close()
+			return nil, damage(name, dir, &segfile.CorruptionError{Path: filepath.Join(dir, "log"), Offset: -1, Err: fmt.Errorf(
+				"the queue log has no segment files but the ack log names offset %d: the messages delivered to the topic are gone", min)})
+		}
+	}
+	qlog, _, err := commitlog.Open(commitlog.Options{
+		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, AllocStep: queueAllocStep, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
+		MinEnd: r.minEnd(),
+		// Without fsync per append a power loss may take messages the ack
+		// log names (the policy's allowed loss); the skip keeps their
+		// offsets from being used again, which acks would then cover.
+		PadToMinEnd: q.opts.Fsync != commitlog.SyncAlways,
+	})
+	if err != nil {
+		alog.Close()
+		return nil, damage(name, dir, err)
+	}
+	if !hadAcks && qlog.EndOffset() > 0 {
+		// The ack log is made before the queue log and never deleted
+		// whole: its acks and checkpoints are gone.
+		err := &segfile.CorruptionError{Path: alog.Dir(), Offset: -1, Err: fmt.Errorf(
+			"the ack log has no segment files but the queue log holds records up to offset %d: the ack log was deleted", qlog.EndOffset())}
 		qlog.Close()
-		return nil, fmt.Errorf("queue: topic %q: %w", name, err)
+		alog.Close()
+		return nil, damage(name, dir, err)
 	}
 	t := newTopic(q, s, name, qlog, alog)
-	if err := t.recover(); err != nil {
+	if err := t.recover(&r); err != nil {
 		t.closeLogs()
-		return nil, err
+		return nil, damage(name, dir, err)
 	}
 	return t, nil
 }

@@ -47,7 +47,7 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 		t.mu.Unlock()
 		return ErrNotLeased
 	}
-	if q.now().UnixNano() >= l.deadline {
+	if q.mono() >= l.deadline {
 		// Over, though the timer has not run yet: it will.
 		t.mu.Unlock()
 		return ErrNotLeased
@@ -140,6 +140,12 @@ func (t *topic) ack(l *lease, counter *uint64) error {
 	t.ackMu.RLock()
 	defer t.ackMu.RUnlock()
 	_, err := t.acks.Append(nil, commitlog.Record{Type: typeAck, Payload: appendAck(make([]byte, 0, 9), l.off)})
+	// Reported before t.mu is taken: broke takes Queue.mu.
+	if err != nil {
+		t.broke(StageAck, err)
+	} else {
+		t.q.ok(t.name, StageAck)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
@@ -162,6 +168,12 @@ func (t *topic) ackAll(ls []*lease) error {
 	t.ackMu.RLock()
 	defer t.ackMu.RUnlock()
 	_, err := t.acks.Append(nil, commitlog.Record{Type: typeAck, Payload: appendAck(make([]byte, 0, 1+8*len(offs)), offs...)})
+	// Reported before t.mu is taken: broke takes Queue.mu.
+	if err != nil {
+		t.broke(StageAck, err)
+	} else {
+		t.q.ok(t.name, StageAck)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err != nil {
@@ -193,8 +205,10 @@ func (t *topic) deadLetter(l *lease, counter *uint64) error {
 		t.q.release(d)
 	}
 	if err != nil {
+		t.q.fail(t.name, StageDeadLetter, err)
 		return fmt.Errorf("queue: dead-letter %s to %s: %w", id, t.name+DLQSuffix, err)
 	}
+	t.q.ok(t.name, StageDeadLetter)
 	if err := t.ack(l, counter); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
@@ -26,7 +27,8 @@ type lease struct {
 	off      int64
 	id       message.ID
 	attempt  uint32
-	deadline int64 // UnixNano on the queue's clock
+	deadline int64 // on Queue.mono, the monotonic clock
+	until    int64 // the deadline on the wall clock (UnixNano), as shown to the consumer
 	serial   uint64
 	state    uint8
 	hi       int // index in topic.heap, -1 when not in it
@@ -67,6 +69,9 @@ type topic struct {
 	log   *commitlog.Log
 	acks  *commitlog.Log
 	stats TopicStats // counters; guarded by mu
+	// broken: a log failed for good (a write or fsync error is sticky);
+	// the next Queue.topic with no one holding t closes and reopens it.
+	broken atomic.Bool
 
 	// recent holds the IDs of the last records of the queue log when the
 	// topic was opened (loadRecent); Deliver drops messages whose IDs are
@@ -112,6 +117,9 @@ type topic struct {
 	bytesSince int64 // bytes delivered since the last checkpoint
 	ckptQueued bool
 	lastCk     ckKey // the last checkpoint written or recovered
+	// lastEntries are its entries: a checkpoint that would say the same
+	// is not written again (a topic closing with nothing new).
+	lastEntries []entry
 }
 
 func newTopic(q *Queue, s *slot, name string, qlog, alog *commitlog.Log) *topic {
@@ -211,6 +219,11 @@ func (t *topic) append(recs [][]byte) error {
 			t.maybeCheckpointLocked()
 			t.mu.Unlock()
 		}
+		if err != nil {
+			t.broke(StageAppend, err)
+		} else {
+			t.q.ok(t.name, StageAppend)
+		}
 		for _, r := range reqs {
 			r.err = err
 			close(r.done)
@@ -248,7 +261,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		return nil, nil, ErrClosed
 	}
 	now := t.q.now()
-	deadline := now.Add(leaseDur).UnixNano()
+	deadline, until := t.q.mono()+int64(leaseDur), now.Add(leaseDur).UnixNano()
 	var out []Message
 	var id message.ID
 	var arena []byte // the received messages' bytes, a few allocations per call
@@ -316,7 +329,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		if redelivery {
 			t.stats.Redelivered++
 		}
-		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, serial: t.q.serial.Add(1)}
+		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1)}
 		t.leases[off] = l
 		t.byID[id] = l
 		heap.Push(&t.heap, l)
@@ -429,7 +442,7 @@ func (t *topic) message(l *lease, now time.Time, m *message.Message, arena *[]by
 	out := Message{
 		ID: l.id, Topic: t.name, Headers: hs, Body: take(m.Body),
 		DeliverAt: m.DeliverAt, Attempt: l.attempt, Origin: m.Origin,
-		ReceivedAt: now, LeaseUntil: time.Unix(0, l.deadline), Receipt: formatReceipt(l.id, l.serial), Offset: l.off,
+		ReceivedAt: now, LeaseUntil: time.Unix(0, l.until), Receipt: formatReceipt(l.id, l.serial), Offset: l.off,
 	}
 	*arena = (*arena)[:len(*arena)+len(buf)]
 	return out
@@ -450,7 +463,7 @@ func (t *topic) armLocked() {
 	if t.timerAt != 0 && t.timerAt <= at {
 		return
 	}
-	d := time.Duration(at - t.q.now().UnixNano())
+	d := time.Duration(at - t.q.mono())
 	if t.timer == nil {
 		t.timer = time.AfterFunc(d, t.expire)
 	} else {
@@ -473,7 +486,7 @@ func (t *topic) expire() {
 		return
 	}
 	t.timerAt = 0
-	now := q.now().UnixNano()
+	now := q.mono()
 	var dead []*lease
 	for len(t.heap) > 0 && t.heap[0].deadline <= now {
 		l := heap.Pop(&t.heap).(*lease)

@@ -1,13 +1,14 @@
 package queue
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 )
 
-// defaultIdleTopic is Options.idleTopic's default: how long an idle topic
+// DefaultIdleTopic is Options.IdleTopic's default: how long an idle topic
 // keeps its logs open.
-const defaultIdleTopic = time.Minute
+const DefaultIdleTopic = time.Minute
 
 // slot is a topic the queue knows: open, being opened or retired, or
 // retired (its logs closed after it sat idle; the next use opens them
@@ -27,6 +28,54 @@ type slot struct {
 	seen     uint64
 	idleFrom time.Time
 	past     TopicStats // counters of the topic's earlier openings since Open
+	// admitted: Admit let the topic in and it was not created yet; the
+	// first Deliver creates it, Receive and Stats do not see it.
+	admitted bool
+	// retrying and backoff are retryLater's: a reopening is scheduled,
+	// and its delay.
+	retrying bool
+	backoff  time.Duration
+}
+
+// Admit lets topic in as one the queue will hold: nil if it exists or
+// was admitted already, or if fewer than Options.MaxTopics topics (not
+// counting dead-letter topics) are held or admitted; otherwise an error
+// wrapping ErrTooManyTopics. It creates no file: the first Deliver does.
+// The server admits the topics of every Schedule, so that a message it
+// accepts is never refused when it comes due.
+func (q *Queue) Admit(topic string) error {
+	if err := ValidateTopic(topic); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.topics[topic] != nil {
+		return nil
+	}
+	if !isDLQ(topic) {
+		if max := q.opts.MaxTopics; max > 0 && q.counted >= max {
+			return fmt.Errorf("%w: topic %q would be a new topic, and %d are held already, the limit", ErrTooManyTopics, topic, q.counted)
+		}
+		q.counted++
+	}
+	q.topics[topic] = &slot{admitted: true}
+	return nil
+}
+
+// addSlot adds the slot of a topic the queue did not know. q.mu is held.
+func (q *Queue) addSlot(name string, s *slot) {
+	q.topics[name] = s
+	if !isDLQ(name) {
+		q.counted++
+	}
+}
+
+// dropSlot removes the slot of a topic whose creation failed. q.mu is held.
+func (q *Queue) dropSlot(name string) {
+	delete(q.topics, name)
+	if !isDLQ(name) {
+		q.counted--
+	}
 }
 
 // topic returns the topic called name with a reference the caller gives
@@ -39,12 +88,14 @@ func (q *Queue) topic(name string, create bool) (*topic, error) {
 	for {
 		s := q.topics[name]
 		switch {
-		case s == nil && !create:
+		case (s == nil || s.admitted && s.busy == nil) && !create:
 			q.mu.Unlock()
 			return nil, nil
 		case s == nil:
 			s = &slot{}
-			q.topics[name] = s
+			q.addSlot(name, s)
+			return q.open(s, name, true)
+		case s.admitted && s.busy == nil:
 			return q.open(s, name, true)
 		case s.busy != nil:
 			busy := s.busy
@@ -64,6 +115,16 @@ func (q *Queue) topic(name string, create bool) (*topic, error) {
 			return q.open(s, name, false)
 		default:
 			t := s.t
+			if t.broken.Load() && s.refs.Load() == 0 {
+				// A log of t failed for good: close it and open it again
+				// from what is on disk.
+				s.past = s.past.plus(t.statsSnapshot())
+				s.t, s.busy = nil, make(chan struct{})
+				q.mu.Unlock()
+				q.closeRetired(s, t)
+				q.mu.Lock()
+				continue
+			}
 			s.refs.Add(1)
 			s.uses++
 			q.mu.Unlock()
@@ -83,12 +144,17 @@ func (q *Queue) open(s *slot, name string, create bool) (*topic, error) {
 	q.mu.Lock()
 	s.busy = nil
 	if err != nil {
+		q.fail(name, StageOpen, err)
 		s.err = err
-		if create {
-			delete(q.topics, name) // the next caller tries again
+		if !create {
+			defer q.retryLater(name)
+		}
+		if create && !s.admitted {
+			q.dropSlot(name) // the next caller tries again
 		}
 	} else {
-		s.t, s.opened = t, true
+		defer q.reopened(name)
+		s.t, s.opened, s.admitted = t, true, false
 		s.refs.Add(1)
 		s.uses++
 		if create && q.created != nil {
@@ -144,7 +210,7 @@ func (q *Queue) release(t *topic) {
 // sleeps while no topic is open.
 func (q *Queue) sweeper() {
 	defer q.wg.Done()
-	idle := q.opts.idleTopic
+	idle := q.opts.IdleTopic
 	tm := time.NewTimer(idle)
 	defer tm.Stop()
 	armed := true
@@ -169,14 +235,14 @@ func (q *Queue) sweeper() {
 }
 
 // retireIdle closes the logs of the topics that have been idle for
-// Options.idleTopic: no reference held (no Deliver, Receive, Ack or Nack
+// Options.IdleTopic: no reference held (no Deliver, Receive, Ack or Nack
 // at work, no Receive waiting) and none taken since, and nothing
 // receivable, leased or being written (topic.idle). Each writes a final
 // checkpoint first, so that opening it again replays nothing; its
 // counters are kept for Stats. It returns when to look again, 0 if no
 // topic is open.
 func (q *Queue) retireIdle() time.Duration {
-	idle := q.opts.idleTopic
+	idle := q.opts.IdleTopic
 	now := time.Now()
 	var next time.Duration
 	type retiring struct {
@@ -214,21 +280,88 @@ func (q *Queue) retireIdle() time.Duration {
 		if q.opts.beforeRetire != nil {
 			q.opts.beforeRetire(r.t.name)
 		}
-		if err := r.t.close(); err != nil {
-			q.opts.Logger.Error("queue: closing an idle topic failed; it is opened again when next used", "topic", r.t.name, "err", err)
-		}
-		q.mu.Lock()
-		busy := r.s.busy
-		r.s.busy = nil
-		q.mu.Unlock()
-		close(busy)
+		q.closeRetired(r.s, r.t)
 	}
 	return next
 }
 
-// idle reports whether t has nothing for anyone: nothing receivable (now
-// or once due), leased or being appended, so that closing its logs loses
-// nothing and keeps no one waiting. Receives waiting for messages hold a
+// closeRetired closes t, which slot s no longer holds (s.busy is set),
+// and lets the callers waiting on s go on: the next use opens it again.
+func (q *Queue) closeRetired(s *slot, t *topic) {
+	if err := t.close(); err != nil {
+		q.opts.Logger.Error("queue: closing a topic failed; it is opened again when next used", "topic", t.name, "err", err)
+	}
+	q.mu.Lock()
+	busy := s.busy
+	s.busy = nil
+	q.mu.Unlock()
+	close(busy)
+}
+
+// retryLater opens the topic name again after a backoff (doubling from
+// 50 ms to 5 s), until it is open and its logs work: a topic whose log
+// failed, or whose opening failed, resumes by itself once the cause (a
+// full disk, too many open files) is gone.
+func (q *Queue) retryLater(name string) {
+	q.mu.Lock()
+	s := q.topics[name]
+	if s == nil || s.retrying {
+		q.mu.Unlock()
+		return
+	}
+	s.retrying = true
+	s.backoff = min(max(2*s.backoff, 50*time.Millisecond), 5*time.Second)
+	d := s.backoff
+	q.mu.Unlock()
+	time.AfterFunc(d, func() {
+		if q.enter() != nil {
+			return
+		}
+		defer q.leave()
+		q.mu.Lock()
+		s.retrying = false
+		q.mu.Unlock()
+		t, err := q.topic(name, false)
+		if t != nil {
+			q.release(t)
+		}
+		if err != nil || t != nil && t.broken.Load() {
+			q.retryLater(name)
+			return
+		}
+		q.mu.Lock()
+		s.backoff = 0
+		q.mu.Unlock()
+	})
+}
+
+// checkpointLater asks for t's checkpoint again after a backoff, if t is
+// still open then.
+func (q *Queue) checkpointLater(t *topic) {
+	time.AfterFunc(time.Second, func() {
+		if q.enter() != nil {
+			return
+		}
+		defer q.leave()
+		if !q.hold(t) {
+			return // closed: closing wrote one, or its reopening asks
+		}
+		defer q.release(t)
+		t.mu.Lock()
+		kick := !t.ckptQueued && !t.closed
+		t.ckptQueued = t.ckptQueued || kick
+		t.mu.Unlock()
+		if kick {
+			q.kick(t)
+		}
+	})
+}
+
+// idle reports whether closing t's logs loses nothing and keeps no one
+// waiting: nothing leased (a lease lives in memory only) or being
+// appended. Messages waiting to be received, for the first time or again,
+// are held by the checkpoint the topic writes as it closes, and received
+// when it is opened again. Receives waiting for messages hold a
 // reference, which the caller checks.
 func (t *topic) idle() bool {
 	t.amu.Lock()
@@ -239,7 +372,7 @@ func (t *topic) idle() bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return !t.closed && t.unread == 0 && !t.peeked && len(t.fifo) == 0 && len(t.skip) == 0 && len(t.leases) == 0
+	return !t.closed && len(t.leases) == 0
 }
 
 // plus returns the counters of s and o added, with o's gauges (the

@@ -37,7 +37,7 @@ func deliveries(topic string, ids []message.ID, bodies ...string) []engine.Deliv
 }
 
 // TestIdleTopics checks that a topic with nothing receivable, leased or
-// being written and no Receive waiting is retired after idleTopic (its
+// being written and no Receive waiting is retired after IdleTopic (its
 // logs closed, its counters kept), that it is opened again by the next
 // use without losing or repeating a message, and that a waiting Receive,
 // a lease or an unreceived message keeps it open.
@@ -97,23 +97,32 @@ func TestIdleTopics(t *testing.T) {
 				t.Fatalf("the waiting Receive got %q, want b", bodies(ms))
 			}
 		}},
-		{"lease_and_backlog_keep_the_topic", func(t *testing.T, q *Queue) {
-			deliver(t, q, "t", "a", "b")
+		{"lease_keeps_the_topic_backlog_does_not", func(t *testing.T, q *Queue) {
+			deliver(t, q, "t", "a", "b", "c")
 			ms := recv(t, q, "t", 1, 10*idle)
+			if err := q.Nack(ctx(), "t", recv(t, q, "t", 1, 10*idle)[0].ID, 0); err != nil {
+				t.Fatal(err)
+			}
 			time.Sleep(5 * idle)
 			synctest.Wait()
 			if retired(q, "t") {
-				t.Fatal("retired with a message leased and one unreceived")
+				t.Fatal("retired with a message leased")
 			}
 			ackAll(t, q, ms)
 			time.Sleep(5 * idle)
 			synctest.Wait()
-			if retired(q, "t") {
-				t.Fatal("retired with a message unreceived")
+			if !retired(q, "t") {
+				t.Fatal("not retired with nothing leased: a backlog waits on disk")
+			}
+			if st := q.Stats()["t"]; st.Backlog != 2 || st.Leased != 0 {
+				t.Fatalf("stats of the retired topic: %+v; want a backlog of 2 (b nacked, c never received)", st)
 			}
 			ms = recv(t, q, "t", 10, 0)
-			if !slices.Equal(bodies(ms), []string{"b"}) {
-				t.Fatalf("received %q, want b", bodies(ms))
+			if retired(q, "t") {
+				t.Fatal("Receive did not open the retired topic")
+			}
+			if !slices.Equal(bodies(ms), []string{"b", "c"}) || ms[0].Attempt != 1 || ms[1].Attempt != 0 {
+				t.Fatalf("received %q (attempts %d, %d), want b again with attempt 1, then c", bodies(ms), ms[0].Attempt, ms[1].Attempt)
 			}
 			ackAll(t, q, ms)
 			time.Sleep(3 * idle)
@@ -126,7 +135,7 @@ func TestIdleTopics(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				q := openQ(t, t.TempDir(), func(o *Options) { o.idleTopic = idle })
+				q := openQ(t, t.TempDir(), func(o *Options) { o.IdleTopic = idle })
 				tt.run(t, q)
 				if err := q.Close(); err != nil {
 					t.Fatal(err)
@@ -148,7 +157,7 @@ func TestRetirementRacesDeliver(t *testing.T) {
 		var ids []message.ID
 		raced := make(chan error, 1)
 		q = openQ(t, dir, func(o *Options) {
-			o.idleTopic = idle
+			o.IdleTopic = idle
 			o.beforeRetire = func(string) {
 				if ids != nil {
 					return
@@ -189,7 +198,7 @@ func TestIdleTopicsUnderLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var retirements atomic.Int64
 		q := openQ(t, t.TempDir(), func(o *Options) {
-			o.idleTopic = 5 * time.Millisecond
+			o.IdleTopic = 5 * time.Millisecond
 			o.beforeRetire = func(string) { retirements.Add(1) }
 		})
 		const topics, per = 4, 40

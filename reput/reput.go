@@ -13,10 +13,39 @@
 // recovers its torn tail) and skips the record if its offset is not above
 // the segment's last seq. So whatever a crash left in the segments, each
 // record ends up there exactly once. The checkpoint only shortens the
-// search: it is written after the segments it covers were synced, and a
-// missing or damaged one means starting from the oldest commitlog segment.
-// Start-up reads the checkpoint, the segment headers and the tails of the
-// segments that records after C touch; nothing else.
+// search: it is written after the segments it covers were synced.
+//
+// # Retirement is durable (I3)
+//
+// Retire deletes a bucket whose entries are all done and below the durable
+// checkpoint, after appending a record of it, fsynced, to the retired log
+// (retired.go): the bucket, the seq its entries were below, and the
+// checkpoint at that moment (its floor). Routing never creates a retired
+// bucket's entries again, and a lost or damaged checkpoint is recovered from
+// the retired log's floor (state.go) instead of replaying delivered
+// messages; when neither file can vouch for what was retired, Start refuses
+// with a segfile.CorruptionError naming the file, and Repair (the `hourglass
+// repair` step) rebuilds one from the other. A fresh directory gets both
+// files, so that a missing one is always noticed.
+//
+// # Faults
+//
+// A transient failure (Transient: a full disk, too many open files, EIO
+// opening a file) is retried with backoff: every writer is closed, routing
+// rewinds to the durable checkpoint and goes on from there, which the
+// last-seq skip makes idempotent; each failed attempt and the recovery are
+// reported through Options.OnStall and OnResume (the engine's health).
+// Anything else (damage, EIO from a write or fsync) stops routing, after
+// OnStall. Open segment writers never exceed MaxOpenWriters: the least
+// recently used are synced and closed first.
+//
+// # Start-up (I5)
+//
+// Start reads the checkpoint and the retired log and lists the segments by
+// name only (one read of the directory); a segment's header is read the
+// first time its duration is needed, so a damaged future segment is
+// reported when its bucket is needed and stops nothing else. Routing then
+// opens only the segments that the records after the checkpoint touch.
 //
 // # Who may call what
 //
@@ -26,9 +55,9 @@
 // call back into Reput or block for long.
 //
 // It owns the writers of the schedule segments and dispatch logs and its
-// checkpoint file in the schedule directory; it imports packages
-// commitlog, schedulelog, dispatchlog, message and segfile; the engine
-// runs it.
+// checkpoint and retired log in the schedule directory; it imports
+// packages commitlog, schedulelog, dispatchlog, message, record and
+// segfile; the engine runs it.
 package reput
 
 import (
@@ -38,7 +67,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +76,7 @@ import (
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 var (
@@ -82,9 +112,23 @@ type Options struct {
 	// means a shorter replay after a crash and earlier retention, at the
 	// cost of fsyncs on the routing goroutine.
 	CheckpointInterval time.Duration
-	// MaxOpenWriters bounds open schedule segment writers; idle ones are
-	// closed at a checkpoint. Default 64.
+	// MaxOpenWriters bounds the open schedule segment writers at all
+	// times, and separately the open dispatch log writers: before one past
+	// the bound is opened, the least recently used are synced and closed
+	// (so the checkpoint only advances over durable data). Default 64.
 	MaxOpenWriters int
+	// OnStall is called on the routing goroutine after each failed attempt
+	// to route, sync or checkpoint, with the failure. A transient failure
+	// (see Transient) is retried with backoff, from the durable checkpoint,
+	// until it succeeds, and OnResume is then called once; any other
+	// failure stops routing (Err returns it) after its OnStall call.
+	OnStall func(err error)
+	// OnResume is called once routing has got past what failed.
+	OnResume func()
+	// RetryMin and RetryMax bound the backoff between retries of a
+	// transient failure: the first waits RetryMin, each next one twice
+	// as long, up to RetryMax. Defaults 10 ms and 1 s.
+	RetryMin, RetryMax time.Duration
 	// OnEntries receives the entries routed to watched buckets, in routing
 	// order, once they are readable through a schedulelog.Reader. The
 	// slice is the callee's to keep.
@@ -99,6 +143,14 @@ type Options struct {
 	Dispatch dispatchlog.Options
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	hooks *testHooks // tests: inject failures
+}
+
+// testHooks let tests fail operations of the routing goroutine.
+type testHooks struct {
+	// open is called before a schedule segment is opened or created.
+	open func(bucket int64) error
 }
 
 // Stats are counters for metrics and tests.
@@ -108,6 +160,10 @@ type Stats struct {
 	Cancels   int64 // cancel done-records appended
 	Orphans   int64 // cancels whose target segment no longer exists
 	Malformed int64 // records that decoded but held an invalid payload
+	Retired   int64 // retirements recorded since Start
+	Stalls    int64 // failed attempts (see Options.OnStall)
+	Damaged   int64 // segments found damaged when opened (header or data before its synced length)
+	Evicted   int64 // writers closed to stay within MaxOpenWriters
 }
 
 // Reput is the routing task. See the package doc.
@@ -116,10 +172,17 @@ type Reput struct {
 	log  *slog.Logger
 
 	// Owned by the routing goroutine.
-	it       *commitlog.Iterator
-	writers  map[int64]*segWriter
-	watched  map[int64]bool
-	events   []event
+	it      *commitlog.Iterator
+	writers map[int64]*segWriter
+	watched map[int64]*watchState
+	events  []event
+	tick    uint64 // use counter for the writers' LRU order
+	// writerCap is the bound on open segment writers: MaxOpenWriters,
+	// lowered after EMFILE or ENFILE (stall.go).
+	writerCap int
+	retired   *retiredLog
+	// stall is the current stall, nil while routing works.
+	stall    *stallState
 	dirty    bool // routed since the last checkpoint
 	lastCkpt time.Time
 	// last is the writer the last schedule record went to, with its
@@ -129,22 +192,30 @@ type Reput struct {
 	lastStart, lastEnd int64
 	lastWatched        bool
 
+	// damagedMu guards damagedSeen, the buckets reported damaged.
+	damagedMu   sync.Mutex
+	damagedSeen map[int64]bool
+
 	// segsMu guards segs, the known segments sorted by start.
 	segsMu sync.RWMutex
 	segs   []schedulelog.SegmentInfo
 
-	// dmu guards dispatch, shared with MarkDone.
+	// dmu guards dispatch and dtick, shared with MarkDone.
 	dmu      sync.Mutex
 	dispatch map[int64]*dispWriter
+	dtick    uint64
 
 	// reqMu guards reqs and wakeWait.
 	reqMu    sync.Mutex
 	reqs     []request
 	wakeWait context.CancelFunc
 
+	// rewind, when set, makes the routing goroutine treat it as a failed
+	// attempt: something it wrote may not be durable.
+	rewind     atomic.Pointer[error]
 	position   atomic.Int64 // next commitlog offset to route
 	checkpoint atomic.Int64 // durable position
-	stats      struct{ routed, skipped, cancels, orphans, malformed atomic.Int64 }
+	stats      struct{ routed, skipped, cancels, orphans, malformed, retired, stalls, damaged, evicted atomic.Int64 }
 
 	done      chan struct{}
 	stopped   atomic.Bool
@@ -157,6 +228,7 @@ type Reput struct {
 
 type segWriter struct {
 	w       *schedulelog.Writer
+	lastUse uint64 // Reput.tick when last used
 	lastSeq uint64
 	hasLast bool
 	dirty   bool // appended since the last sync
@@ -169,6 +241,14 @@ type dispWriter struct {
 	dirty    bool // appended by reput since the last checkpoint
 	used     bool // touched since the last checkpoint
 	inflight int  // MarkDone calls using w
+	lastUse  uint64
+}
+
+// watchState is what a watched bucket's watcher has been given: entries
+// below published were handed to OnEntries (or were below Watch's end),
+// entries below queued are handed or in the pending events.
+type watchState struct {
+	published, queued int64
 }
 
 type event struct {
@@ -219,6 +299,12 @@ func Start(opts Options) (*Reput, error) {
 	if opts.MaxOpenWriters <= 0 {
 		opts.MaxOpenWriters = 64
 	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = 10 * time.Millisecond
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(time.Second, opts.RetryMin)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -231,38 +317,54 @@ func Start(opts Options) (*Reput, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	if _, err := schedulelog.RemoveTemp(opts.Dir); err != nil {
-		return nil, err
-	}
-	segs, err := schedulelog.List(opts.Dir)
+	// Names only, in one read of the directory (which also removes what
+	// a crashed Create left): a future segment's header is read when it
+	// is first needed (I5), so its damage is found then and stops
+	// nothing else.
+	segs, _, err := schedulelog.ListNamesRemoveTemp(opts.Dir)
 	if err != nil {
 		return nil, err
 	}
 	r := &Reput{
-		opts:     opts,
-		log:      opts.Logger,
-		writers:  make(map[int64]*segWriter),
-		watched:  make(map[int64]bool),
-		dispatch: make(map[int64]*dispWriter),
-		segs:     segs,
-		done:     make(chan struct{}),
-		routedCh: make(chan struct{}),
-		lastCkpt: time.Now(),
+		opts:      opts,
+		log:       opts.Logger,
+		writers:   make(map[int64]*segWriter),
+		watched:   make(map[int64]*watchState),
+		dispatch:  make(map[int64]*dispWriter),
+		segs:      segs,
+		done:      make(chan struct{}),
+		routedCh:  make(chan struct{}),
+		lastCkpt:  time.Now(),
+		writerCap: opts.MaxOpenWriters,
 	}
 	first, end := opts.Log.FirstOffset(), opts.Log.EndOffset()
-	pos, ok, err := readCheckpoint(opts.Dir)
+	pos, ok, rewrite, err := r.recoverState(len(segs) > 0, end)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case err != nil:
-		r.log.Warn("reput: ignoring checkpoint; resuming from the oldest commitlog segment", "err", err)
-		pos = first
 	case !ok || pos < first:
 		pos = first
 	case pos > end:
-		// Only possible if the commitlog lost acknowledged data (fsync
-		// policy none and a machine crash).
-		r.log.Error("reput: checkpoint is beyond the end of the commitlog; the commitlog lost records",
-			"checkpoint", pos, "commitlog_end", end)
-		pos = end
+		// The commitlog lost data that was routed (damage, a deleted
+		// segment; the engine's commitlog.Open already refuses that, as
+		// Options.MinEnd). Routing on from end would give new records
+		// offsets that the schedule segments already hold: refuse.
+		return nil, &segfile.CorruptionError{Path: opts.Log.Dir(), Offset: -1,
+			Err: fmt.Errorf("reput: the checkpoint (%s) is at offset %d, beyond the end of the commitlog at offset %d: offsets %d..%d (%d bytes) are lost from the commitlog; run `hourglass repair`",
+				filepath.Join(opts.Dir, checkpointName), pos, end, end, pos, pos-end)}
+	}
+	if n, err := r.retired.compact(first); err != nil {
+		return nil, err
+	} else if n > 0 {
+		r.log.Info("reput: retired log compacted", "dropped", n, "kept", len(r.retired.st.recs))
+	}
+	if rewrite {
+		// The checkpoint was missing or damaged: put a good one back, so
+		// that its loss stays detectable.
+		if err := writeCheckpoint(opts.Dir, pos, r.retired.st.count()); err != nil {
+			return nil, fmt.Errorf("reput: rewrite the checkpoint: %w", err)
+		}
 	}
 	r.it, err = opts.Log.NewIterator(pos)
 	if err != nil {
@@ -294,19 +396,29 @@ func (r *Reput) Stats() Stats {
 	return Stats{
 		Routed: r.stats.routed.Load(), Skipped: r.stats.skipped.Load(), Cancels: r.stats.cancels.Load(),
 		Orphans: r.stats.orphans.Load(), Malformed: r.stats.malformed.Load(),
+		Retired: r.stats.retired.Load(), Stalls: r.stats.stalls.Load(), Damaged: r.stats.damaged.Load(),
+		Evicted: r.stats.evicted.Load(),
 	}
 }
 
 // Segments returns a snapshot of the known schedule segments, sorted by
-// bucket start.
+// bucket start. Name and Start are always set; Duration is 0 for a
+// segment whose header has not been needed yet (start-up reads only the
+// names): a caller that needs the bucket's end reads it from the segment
+// (schedulelog.Reader.Duration).
 func (r *Reput) Segments() []schedulelog.SegmentInfo {
 	r.segsMu.RLock()
 	defer r.segsMu.RUnlock()
 	return append([]schedulelog.SegmentInfo(nil), r.segs...)
 }
 
-// FindSegment returns the segment whose bucket holds deliverAtMs.
+// FindSegment returns the segment whose bucket holds deliverAtMs. A
+// segment whose header cannot be read is reported (logged, counted in
+// Stats.Damaged) and not found.
 func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
+	if err := r.resolveAt(deliverAtMs); err != nil {
+		return schedulelog.SegmentInfo{}, false
+	}
 	r.segsMu.RLock()
 	defer r.segsMu.RUnlock()
 	i, ok := schedulelog.Find(r.segs, deliverAtMs)
@@ -435,31 +547,32 @@ func (r *Reput) MarkDone(bucket int64, recs ...dispatchlog.Done) error {
 	err = dw.w.AppendSync(recs...)
 	r.dmu.Lock()
 	dw.inflight--
+	if err != nil && dw.inflight == 0 && !dw.dirty && r.dispatch[bucket] == dw {
+		// A failed write or fsync is sticky: drop the writer, so the
+		// next call reopens (and recovers) the file instead of failing
+		// for good. One with reput's unsynced cancels is left to the
+		// routing goroutine, which rewinds to re-route them.
+		dw.w.Close()
+		delete(r.dispatch, bucket)
+	}
 	r.dmu.Unlock()
 	return err
 }
 
-// dispatchWriter returns the open dispatch log writer for bucket, opening
-// it if needed. The segment must exist.
-func (r *Reput) dispatchWriter(bucket int64) (*dispatchlog.Writer, error) {
-	r.dmu.Lock()
-	defer r.dmu.Unlock()
-	dw, err := r.dispatchWriterLocked(bucket)
+func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
+	r.dtick++
+	if dw, ok := r.dispatch[bucket]; ok {
+		dw.used, dw.lastUse = true, r.dtick
+		return dw, nil
+	}
+	seg, ok, err := r.segmentErr(bucket)
 	if err != nil {
 		return nil, err
 	}
-	return dw.w, nil
-}
-
-func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
-	if dw, ok := r.dispatch[bucket]; ok {
-		dw.used = true
-		return dw, nil
-	}
-	seg, ok := r.segment(bucket)
 	if !ok {
 		return nil, fmt.Errorf("reput: no schedule segment starts at %s", time.UnixMilli(bucket).UTC().Format(time.RFC3339))
 	}
+	r.evictDispatchLocked()
 	w, rec, err := dispatchlog.Open(r.opts.Dir, bucket, seg.Duration, r.opts.Dispatch)
 	if err != nil {
 		return nil, err
@@ -467,19 +580,39 @@ func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
 	if rec.Truncated {
 		r.log.Warn("reput: dispatch log torn tail truncated", "recovery", rec.String())
 	}
-	dw := &dispWriter{w: w, used: true}
+	dw := &dispWriter{w: w, used: true, lastUse: r.dtick}
 	r.dispatch[bucket] = dw
 	return dw, nil
 }
 
-func (r *Reput) segment(bucket int64) (schedulelog.SegmentInfo, bool) {
-	r.segsMu.RLock()
-	defer r.segsMu.RUnlock()
-	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= bucket })
-	if i < len(r.segs) && r.segs[i].Start == bucket {
-		return r.segs[i], true
+// evictDispatchLocked closes the least recently used idle dispatch log
+// writers (Close syncs them) while MaxOpenWriters are open. Writers in use
+// by MarkDone are never closed, so the bound can be passed by as many as
+// there are concurrent MarkDone calls. r.dmu must be held.
+func (r *Reput) evictDispatchLocked() {
+	for len(r.dispatch) >= r.opts.MaxOpenWriters {
+		var victim *dispWriter
+		var vb int64
+		for b, dw := range r.dispatch {
+			if dw.inflight == 0 && (victim == nil || dw.lastUse < victim.lastUse) {
+				victim, vb = dw, b
+			}
+		}
+		if victim == nil {
+			return
+		}
+		if err := victim.w.Close(); err != nil {
+			r.log.Warn("reput: closing a dispatch log", "err", err)
+			if victim.dirty {
+				// Cancels reput routed there may not be durable: the
+				// routing goroutine must route them again.
+				err = fmt.Errorf("reput: closing a dispatch log with unsynced cancels: %w", err)
+				r.rewind.CompareAndSwap(nil, &err)
+			}
+		}
+		delete(r.dispatch, vb)
+		r.stats.evicted.Add(1)
 	}
-	return schedulelog.SegmentInfo{}, false
 }
 
 func deliverAtOf(p []byte) (int64, bool) {

@@ -257,11 +257,12 @@ func TestRestartSkipsWhatSegmentsHold(t *testing.T) {
 	ids := e.schedule(300, 5, "r")
 	e.waitRouted()
 	// Crash after routing but before any checkpoint: abandon without Close,
-	// leaving the segments as routed and no checkpoint file.
+	// leaving the segments as routed and the checkpoint of the fresh
+	// directory (position 0).
 	e.r.abandon()
 	e.log.Close()
-	if _, err := os.Stat(filepath.Join(dir, "schedule", checkpointName)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("checkpoint exists: %v", err)
+	if pos, ok, err := readCheckpoint(filepath.Join(dir, "schedule")); pos != 0 || !ok || err != nil {
+		t.Fatalf("checkpoint %d, %v, %v; want the fresh directory's, at 0", pos, ok, err)
 	}
 	e = newEnv(t, dir, nil)
 	more := e.schedule(100, 5, "s")

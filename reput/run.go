@@ -11,6 +11,7 @@ import (
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 // batchRecords bounds how many records are routed between looks at
@@ -41,36 +42,67 @@ func (r *Reput) run() {
 
 func (r *Reput) loop() error {
 	for {
-		if err := r.serveRequests(); err != nil {
-			return err
-		}
-		n := 0
-		for n < batchRecords && r.it.Next() {
-			if err := r.route(r.it.Offset(), r.it.Record().Type, r.it.Record().Payload); err != nil {
-				return err
-			}
-			n++
-		}
-		if err := r.it.Err(); err != nil {
-			return fmt.Errorf("reput: reading the commitlog: %w", err)
-		}
-		if n > 0 {
-			if err := r.publish(); err != nil {
-				return err
-			}
-		}
-		if r.dirty && time.Since(r.lastCkpt) >= r.opts.CheckpointInterval {
-			if err := r.doCheckpoint(); err != nil {
-				return err
-			}
-		}
-		if n == batchRecords {
+		err := r.step()
+		if err == nil {
 			continue
 		}
-		if err := r.wait(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		if err := r.failed(err); err != nil {
 			return err
 		}
 	}
+}
+
+// step is one round of routing: requests, a batch of records, publishing,
+// the checkpoint when due (always while stalled: it proves that what
+// failed works again), and a wait when there is nothing to do.
+func (r *Reput) step() error {
+	if err := r.serveRequests(); err != nil {
+		return err
+	}
+	if p := r.rewind.Swap(nil); p != nil {
+		return *p
+	}
+	n := 0
+	for n < batchRecords && r.it.Next() {
+		if err := r.route(r.it.Offset(), r.it.Record().Type, r.it.Record().Payload); err != nil {
+			return err
+		}
+		n++
+	}
+	if err := r.it.Err(); err != nil {
+		return fmt.Errorf("reput: reading the commitlog: %w", err)
+	}
+	// The iterator also moves without records, over a span repair
+	// skipped (commitlog.TypeSkip): that is routed too.
+	if n > 0 || r.it.Pos() > r.position.Load() {
+		if err := r.publish(); err != nil {
+			return err
+		}
+	}
+	if r.stall != nil {
+		if err := r.doCheckpoint(); err != nil {
+			return err
+		}
+		if r.it.Pos() >= r.stall.at {
+			r.resumed()
+		}
+		return nil
+	}
+	if r.dirty && time.Since(r.lastCkpt) >= r.opts.CheckpointInterval {
+		if err := r.doCheckpoint(); err != nil {
+			return err
+		}
+	}
+	if n == batchRecords {
+		return nil
+	}
+	if err := r.wait(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
 }
 
 // wait blocks until the commitlog has more, a request arrives, or the
@@ -118,6 +150,13 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		r.log.Error("reput: malformed schedule record; skipped", "offset", off)
 		return nil
 	}
+	seq := uint64(off)
+	if r.retired.st.covers(deliverAt, seq) {
+		// Its bucket was delivered and deleted: routing it again would
+		// deliver it again (only after a lost checkpoint).
+		r.stats.skipped.Add(1)
+		return nil
+	}
 	// Consecutive records mostly go to one bucket: the last writer first,
 	// without the segment list's lock and search.
 	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
@@ -126,11 +165,11 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		if sw, bucket, err = r.writerFor(deliverAt); err != nil {
 			return err
 		}
-		watched = r.watched[bucket]
+		watched = r.watched[bucket] != nil
 		r.last, r.lastStart, r.lastEnd, r.lastWatched = sw, bucket, bucket+sw.w.Duration().Milliseconds(), watched
 	}
-	seq := uint64(off)
-	sw.used = true
+	r.tick++
+	sw.used, sw.lastUse = true, r.tick
 	if sw.hasLast && seq <= sw.lastSeq {
 		r.stats.skipped.Add(1) // routed before a restart
 		return nil
@@ -149,6 +188,7 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 	r.stats.routed.Add(1)
 	if watched {
 		r.events = append(r.events, event{entry: Entry{Bucket: bucket, Offset: eoff, Seq: seq, DeliverAt: deliverAt}})
+		r.watched[bucket].queued = sw.w.Size()
 	}
 	return nil
 }
@@ -160,6 +200,9 @@ func (r *Reput) routeCancel(p []byte) error {
 		r.log.Error("reput: malformed cancel record; skipped", "err", err)
 		return nil
 	}
+	if err := r.resolveAt(id.DeliverAt); err != nil {
+		return err
+	}
 	seg, ok := r.FindSegment(id.DeliverAt)
 	if !ok {
 		// Its segment was retired: every entry in it was done, so this
@@ -167,37 +210,61 @@ func (r *Reput) routeCancel(p []byte) error {
 		r.stats.orphans.Add(1)
 		return nil
 	}
-	w, err := r.dispatchWriter(seg.Start)
+	// In use (inflight), so that a MarkDone keeping the writers within
+	// their bound does not close it meanwhile.
+	r.dmu.Lock()
+	dw, err := r.dispatchWriterLocked(seg.Start)
+	if err != nil {
+		r.dmu.Unlock()
+		return err
+	}
+	dw.inflight++
+	r.dmu.Unlock()
+	err = dw.w.Append(dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled})
+	r.dmu.Lock()
+	dw.inflight--
+	dw.dirty = true
+	r.dmu.Unlock()
 	if err != nil {
 		return err
 	}
-	if err := w.Append(dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled}); err != nil {
-		return err
-	}
-	r.dmu.Lock()
-	r.dispatch[seg.Start].dirty = true
-	r.dmu.Unlock()
 	r.dirty = true
 	r.stats.cancels.Add(1)
-	if r.watched[seg.Start] {
+	if r.watched[seg.Start] != nil {
 		r.events = append(r.events, event{cancel: true, bucket: seg.Start, seq: id.Seq})
 	}
 	return nil
 }
 
 // writerFor returns the writer of the segment that deliverAt belongs to,
-// opening (and recovering) or creating it.
+// opening (and recovering) or creating it. Past MaxOpenWriters it first
+// closes the least recently used writers.
 func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
+	if err := r.resolveAt(deliverAt); err != nil {
+		return nil, 0, err
+	}
 	r.segsMu.RLock()
 	seg, exists := schedulelog.Place(r.segs, deliverAt, r.opts.SegmentDuration)
 	r.segsMu.RUnlock()
 	if sw, ok := r.writers[seg.Start]; ok {
 		return sw, seg.Start, nil
 	}
+	if err := r.evict(); err != nil {
+		return nil, 0, err
+	}
+	if h := r.opts.hooks; h != nil && h.open != nil {
+		if err := h.open(seg.Start); err != nil {
+			return nil, 0, err
+		}
+	}
 	sw := &segWriter{}
 	if exists {
 		w, rec, err := schedulelog.Open(r.opts.Dir, seg.Start, r.opts.Schedule)
 		if err != nil {
+			var ce *segfile.CorruptionError
+			if errors.As(err, &ce) {
+				r.reportDamaged(seg.Start, err)
+			}
 			return nil, 0, err
 		}
 		if rec.Truncated {
@@ -205,24 +272,103 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 		}
 		sw.w = w
 		sw.lastSeq, sw.hasLast = w.LastSeq()
+		if err := r.catchUp(seg.Start, w); err != nil {
+			w.Close()
+			return nil, 0, err
+		}
 	} else {
 		w, err := schedulelog.Create(r.opts.Dir, seg.Start, seg.Duration, r.opts.Schedule)
+		if errors.Is(err, schedulelog.ErrExist) {
+			// An earlier attempt created it and then failed (reopening
+			// it after the rename ran out of descriptors, say): list it
+			// and open it like any other.
+			si, serr := schedulelog.Stat(r.opts.Dir, seg.Start)
+			if serr != nil {
+				return nil, 0, serr
+			}
+			if !si.Contains(deliverAt) {
+				return nil, 0, fmt.Errorf("reput: %s exists but its bucket [%d, %d) does not hold %d", si.Name, si.Start, si.End(), deliverAt)
+			}
+			r.addSegment(si)
+			return r.writerFor(deliverAt)
+		}
 		if err != nil {
 			return nil, 0, err
 		}
 		sw.w = w
 		info := schedulelog.SegmentInfo{Name: schedulelog.Name(seg.Start), Start: seg.Start, Duration: seg.Duration}
-		r.segsMu.Lock()
-		i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start > seg.Start })
-		r.segs = append(r.segs, schedulelog.SegmentInfo{})
-		copy(r.segs[i+1:], r.segs[i:])
-		r.segs[i] = info
-		r.segsMu.Unlock()
-		r.events = append(r.events, event{segEvent: true, segment: &info})
+		r.addSegment(info)
 	}
 	sw.flushed = true
 	r.writers[seg.Start] = sw
 	return sw, seg.Start, nil
+}
+
+// addSegment adds a segment reput created to the list and tells
+// OnSegment.
+func (r *Reput) addSegment(info schedulelog.SegmentInfo) {
+	r.segsMu.Lock()
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= info.Start })
+	if i < len(r.segs) && r.segs[i].Start == info.Start {
+		r.segs[i] = info
+		r.segsMu.Unlock()
+		return
+	}
+	r.segs = append(r.segs, schedulelog.SegmentInfo{})
+	copy(r.segs[i+1:], r.segs[i:])
+	r.segs[i] = info
+	r.segsMu.Unlock()
+	r.events = append(r.events, event{segEvent: true, segment: &info})
+}
+
+// evict closes the least recently used writers, a quarter of the bound at
+// once (their fsyncs overlap), while the bound or more are open:
+// MaxOpenWriters, or fewer after the process ran out of descriptors.
+// Close syncs, so the next checkpoint covers their entries.
+func (r *Reput) evict() error {
+	limit := r.writerCap
+	if len(r.writers) < limit {
+		return nil
+	}
+	all := make([]int64, 0, len(r.writers))
+	for b := range r.writers {
+		all = append(all, b)
+	}
+	sort.Slice(all, func(i, j int) bool { return r.writers[all[i]].lastUse < r.writers[all[j]].lastUse })
+	n := max(1, limit/4, len(r.writers)-limit+1)
+	closes := make([]func() error, 0, n)
+	for _, b := range all[:min(n, len(all))] {
+		sw := r.writers[b]
+		delete(r.writers, b)
+		closes = append(closes, sw.w.Close)
+	}
+	r.last = nil
+	r.stats.evicted.Add(int64(len(closes)))
+	return parallel(closes, syncWorkers)
+}
+
+// catchUp queues the entries of watched bucket start that its file holds
+// beyond what the watcher has (written before a reset dropped their
+// events), so that a reopened writer's bucket misses nothing.
+func (r *Reput) catchUp(start int64, w *schedulelog.Writer) error {
+	ws := r.watched[start]
+	if ws == nil || ws.queued >= w.Size() {
+		return nil
+	}
+	rd, err := schedulelog.OpenReader(w.Path())
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	it := rd.IterFrom(max(ws.queued, schedulelog.FirstOffset))
+	for it.Next() && it.Offset() < w.Size() {
+		r.events = append(r.events, event{entry: Entry{Bucket: start, Offset: it.Offset(), Seq: it.Seq(), DeliverAt: it.Message().DeliverAt}})
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	ws.queued = w.Size()
+	return nil
 }
 
 // publish flushes what was appended so that it is readable, advances the
@@ -267,7 +413,11 @@ func (r *Reput) publish() error {
 	flush()
 	clear(r.events)
 	r.events = r.events[:0]
-	r.position.Store(r.it.Pos())
+	for _, ws := range r.watched {
+		ws.published = ws.queued
+	}
+	// After a rewind the iterator is behind what was published.
+	r.position.Store(max(r.position.Load(), r.it.Pos()))
 	r.wakeRouted()
 	return nil
 }
@@ -284,23 +434,37 @@ func (r *Reput) doCheckpoint() error {
 			sw.dirty, sw.flushed = false, true
 		}
 	}
+	// The dispatch logs are marked in use while they sync, so that a
+	// MarkDone keeping the writers within their bound does not close one.
+	var held []*dispWriter
 	r.dmu.Lock()
 	for _, dw := range r.dispatch {
 		if dw.dirty {
 			syncs = append(syncs, dw.w.Sync)
 			dw.dirty = false
+			dw.inflight++
+			held = append(held, dw)
 		}
 	}
 	r.dmu.Unlock()
-	if err := parallel(syncs, syncWorkers); err != nil {
+	err := parallel(syncs, syncWorkers)
+	r.dmu.Lock()
+	for _, dw := range held {
+		dw.inflight--
+	}
+	r.dmu.Unlock()
+	if err != nil {
 		return err
 	}
-	if err := writeCheckpoint(r.opts.Dir, pos); err != nil {
+	if err := writeCheckpoint(r.opts.Dir, pos, r.retired.st.count()); err != nil {
 		return fmt.Errorf("reput: write checkpoint: %w", err)
 	}
 	r.checkpoint.Store(pos)
 	r.dirty = false
 	r.lastCkpt = time.Now()
+	if r.writerCap < r.opts.MaxOpenWriters && r.stall == nil {
+		r.writerCap = min(r.opts.MaxOpenWriters, r.writerCap+max(1, r.writerCap/4))
+	}
 	// Keep the newest sealed segment too: the engine rereads the recent
 	// records at start-up (idempotency keys of retried Schedules).
 	cut := pos
@@ -319,7 +483,7 @@ func (r *Reput) doCheckpoint() error {
 func (r *Reput) closeIdle() {
 	if len(r.writers) > r.opts.MaxOpenWriters {
 		for b, sw := range r.writers {
-			if !sw.used && !sw.dirty && !r.watched[b] {
+			if !sw.used && !sw.dirty && r.watched[b] == nil {
 				if err := sw.w.Close(); err != nil {
 					r.log.Warn("reput: closing idle segment", "err", err)
 				}
@@ -378,7 +542,9 @@ func (r *Reput) serveRequests() error {
 func (r *Reput) watch(bucket int64) (int64, error) {
 	sw, ok, err := r.openWriter(bucket)
 	if err != nil || !ok {
-		r.watched[bucket] = err == nil
+		if err == nil {
+			r.watched[bucket] = &watchState{}
+		}
 		return 0, err
 	}
 	if !sw.flushed {
@@ -392,14 +558,25 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 	// file for the caller's load to see them.
 	r.dmu.Lock()
 	dw := r.dispatch[bucket]
+	if dw != nil {
+		dw.inflight++
+	}
 	r.dmu.Unlock()
-	if dw != nil && dw.dirty {
-		if err := dw.w.Sync(); err != nil {
+	if dw != nil {
+		var err error
+		if dw.dirty {
+			err = dw.w.Sync()
+		}
+		r.dmu.Lock()
+		dw.inflight--
+		r.dmu.Unlock()
+		if err != nil {
 			return 0, err
 		}
 	}
-	r.watched[bucket] = true
-	return sw.w.Size(), nil
+	end := sw.w.Size()
+	r.watched[bucket] = &watchState{published: end, queued: end}
+	return end, nil
 }
 
 // openWriter returns the writer of the existing segment starting at
@@ -409,9 +586,9 @@ func (r *Reput) openWriter(bucket int64) (*segWriter, bool, error) {
 	if sw, ok := r.writers[bucket]; ok {
 		return sw, true, nil
 	}
-	seg, ok := r.segment(bucket)
-	if !ok {
-		return nil, false, nil
+	seg, ok, err := r.segmentErr(bucket)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	sw, _, err := r.writerFor(seg.Start)
 	return sw, err == nil, err
@@ -425,8 +602,12 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 	if n := sw.w.Entries(); n != known {
 		return fmt.Errorf("%w: segment holds %d entries, caller accounted for %d", ErrBusy, n, known)
 	}
-	if last, ok := sw.w.LastSeq(); ok && int64(last) >= r.checkpoint.Load() {
-		return ErrNotDurable
+	var seqEnd uint64
+	if last, ok := sw.w.LastSeq(); ok {
+		if int64(last) >= r.checkpoint.Load() {
+			return ErrNotDurable
+		}
+		seqEnd = last + 1
 	}
 	r.dmu.Lock()
 	if dw, ok := r.dispatch[bucket]; ok {
@@ -443,6 +624,12 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 	}
 	delete(r.writers, bucket)
 	r.last = nil
+	// Durably recorded before anything is deleted: a restart that lost
+	// the checkpoint must not route the bucket's records again.
+	if err := r.retired.append(Retirement{Start: bucket, Duration: sw.w.Duration(), SeqEnd: seqEnd, Floor: r.checkpoint.Load()}); err != nil {
+		return err
+	}
+	r.stats.retired.Add(1)
 	if err := schedulelog.Remove(r.opts.Dir, bucket); err != nil {
 		return err
 	}
@@ -483,6 +670,7 @@ func (r *Reput) shutdown() error {
 		delete(r.dispatch, b)
 	}
 	r.dmu.Unlock()
+	r.retired.close()
 	r.it.Close()
 	return err
 }

@@ -122,15 +122,32 @@ func (r *Reader) Iter() *Iterator { return r.IterFrom(FirstOffset) }
 // the iterator stops quietly at the first record that is incomplete or
 // does not decode (a write in progress, or a torn tail that the owner's
 // Open will truncate) and Torn reports where.
-func (r *Reader) IterFrom(off int64) *Iterator {
-	it := &Iterator{r: r, hint: FirstOffset, off: off, torn: -1}
+func (r *Reader) IterFrom(off int64) *Iterator { return r.iter(off, -1, false) }
+
+// Scan returns an iterator over the entries in [from, to) that skips
+// damage instead of stopping at it: a region where no whole, valid entry
+// decodes (a flipped byte, a record cut short, a file shorter than its
+// synced-length hint) is reported through Skipped and the iterator goes on
+// at the next valid entry, found by trying every aligned offset after the
+// damage. An entry is valid when its checksum holds, it decodes, it is
+// due inside the bucket and its seq is above the last valid entry's. So
+// one damaged entry costs that entry only. to is clipped to the file's
+// size; a negative to means the file's size. Err is for I/O errors only.
+//
+// The caller should know that [from, to) is wholly written (reput's
+// Watch returns such an end): Scan cannot tell a write in progress from
+// damage, and reports both.
+func (r *Reader) Scan(from, to int64) *Iterator { return r.iter(from, to, true) }
+
+func (r *Reader) iter(off, to int64, skip bool) *Iterator {
+	it := &Iterator{r: r, hint: FirstOffset, off: off, torn: -1, skip: skip}
 	hdr := make([]byte, segfile.HeaderSize)
 	if _, err := r.f.ReadAt(hdr, 0); err != nil {
 		it.err = err
 		return it
 	}
 	if s, _, ok := segfile.BestSlot(hdr); ok {
-		it.hint = s.Len
+		it.hint, it.slot = s.Len, s
 	}
 	fi, err := r.f.Stat()
 	if err != nil {
@@ -141,7 +158,11 @@ func (r *Reader) IterFrom(off int64) *Iterator {
 		it.err = fmt.Errorf("%w: %d in %s", ErrBadOffset, off, r.path)
 		return it
 	}
-	it.sc = segfile.NewScanner(r.f, off, fi.Size(), 0)
+	end := fi.Size()
+	if to >= 0 && to < end {
+		end = to
+	}
+	it.sc = segfile.NewScanner(r.f, off, end, 0)
 	return it
 }
 
@@ -154,6 +175,9 @@ type Iterator struct {
 	r       *Reader
 	sc      *segfile.Scanner
 	hint    int64
+	slot    segfile.Slot // the synced-length slot the hint came from
+	skip    bool         // Scan: go on past damage
+	skipped []Damage     // damage the last Next skipped
 	m       message.Message
 	p       []byte
 	off     int64
@@ -167,45 +191,135 @@ type Iterator struct {
 // Next advances to the next entry and reports whether there is one. It
 // returns false at the end of the data and on error (see Err and Torn).
 func (it *Iterator) Next() bool {
+	it.skipped = it.skipped[:0]
 	if it.done || it.err != nil {
 		return false
 	}
-	off, rec, _, err := it.sc.Next()
-	if err == io.EOF {
-		it.done = true
-		if it.hint > it.sc.End() {
-			// Data the header says was durable is gone.
-			it.err = &segfile.CorruptionError{Path: it.r.path, Offset: it.sc.End(),
-				Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, it.hint, it.sc.End())}
+	for {
+		off, rec, _, err := it.sc.Next()
+		if err == io.EOF {
+			it.done = true
+			if it.hint > it.sc.End() && (!it.skip || it.sc.End() == it.fileSize()) {
+				// Data the header says was durable is gone.
+				cerr := &segfile.CorruptionError{Path: it.r.path, Offset: it.sc.End(),
+					Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, it.hint, it.sc.End())}
+				if !it.skip {
+					it.err = cerr
+				} else {
+					it.skipped = append(it.skipped, Damage{Offset: it.sc.End(), End: it.hint, Err: cerr})
+				}
+			}
+			return false
 		}
-		return false
-	}
-	if err != nil {
-		if !segfile.IsDecodeError(err) {
+		if err != nil && !segfile.IsDecodeError(err) {
 			it.err = fmt.Errorf("schedulelog: read %s: %w", it.r.path, err)
-		} else if off >= it.hint {
-			it.torn = off
-		} else {
-			it.err = &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
+			it.done = true
+			return false
 		}
-		it.done = true
-		return false
+		if err == nil {
+			var seq uint64
+			var p []byte
+			if seq, p, err = decodeEntry(rec); err == nil && it.started && seq <= it.seq {
+				err = fmt.Errorf("%w: seq %d after %d", ErrBadEntry, seq, it.seq)
+			}
+			if err == nil {
+				err = checkMessage(&it.r.hdr, p, &it.m)
+			}
+			if err == nil {
+				it.off, it.seq, it.p, it.started = off, seq, p, true
+				return true
+			}
+		} else if !it.skip {
+			if off >= it.hint {
+				it.torn = off
+			} else {
+				it.err = &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
+			}
+			it.done = true
+			return false
+		}
+		cerr := &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
+		if !it.skip {
+			it.err = cerr
+			it.done = true
+			return false
+		}
+		next, ok, rerr := it.resync(off + Align)
+		if rerr != nil {
+			it.err = fmt.Errorf("schedulelog: read %s: %w", it.r.path, rerr)
+			it.done = true
+			return false
+		}
+		it.skipped = append(it.skipped, Damage{Offset: off, End: next, Torn: !ok && off >= it.hint, Err: cerr})
+		if !ok {
+			it.done = true
+			if end := it.sc.End(); it.hint > end && end == it.fileSize() {
+				it.skipped = append(it.skipped, Damage{Offset: end, End: it.hint, Err: &segfile.CorruptionError{Path: it.r.path, Offset: end,
+					Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, it.hint, end)}})
+			}
+			return false
+		}
+		it.sc = segfile.NewScanner(it.r.f, next, it.sc.End(), 0)
 	}
-	seq, p, err := decodeEntry(rec)
-	if err == nil && it.started && seq <= it.seq {
-		err = fmt.Errorf("%w: seq %d after %d", ErrBadEntry, seq, it.seq)
-	}
-	if err == nil {
-		err = checkMessage(&it.r.hdr, p, &it.m)
-	}
-	if err != nil {
-		it.err = &segfile.CorruptionError{Path: it.r.path, Offset: off, Err: err}
-		it.done = true
-		return false
-	}
-	it.off, it.seq, it.p, it.started = off, seq, p, true
-	return true
 }
+
+// resync returns the first aligned offset from from on where a valid entry
+// (see Scan) starts, or the end of the scanned region and false.
+func (it *Iterator) resync(from int64) (int64, bool, error) {
+	var m message.Message
+	for from < it.sc.End() {
+		off, ok, err := it.sc.Hunt(from, Align, TypeEntry)
+		if err != nil || !ok {
+			return it.sc.End(), false, err
+		}
+		rec, _, err := it.sc.DecodeAt(off)
+		if err == nil {
+			seq, p, derr := decodeEntry(rec)
+			if derr == nil && (!it.started || seq > it.seq) && checkMessage(&it.r.hdr, p, &m) == nil {
+				return off, true, nil
+			}
+		}
+		from = off + Align
+	}
+	return it.sc.End(), false, nil
+}
+
+func (it *Iterator) fileSize() int64 {
+	fi, err := it.r.f.Stat()
+	if err != nil {
+		return -1
+	}
+	return fi.Size()
+}
+
+// Damage is a region of a segment that Scan skipped because no valid
+// entry starts in it.
+type Damage struct {
+	// Offset is where the region starts: the first byte that did not
+	// decode as a valid entry (for a file cut short, its end).
+	Offset int64
+	// End is where the next valid entry starts, or the end of the scanned
+	// range if none follows (for a file cut short, its synced-length
+	// hint: the bytes in between were durable and are gone).
+	End int64
+	// Torn is set when nothing valid follows and the region lies after
+	// the synced-length hint: what a crash during a write leaves (or a
+	// write in progress).
+	Torn bool
+	// Err is a *segfile.CorruptionError naming the file and Offset.
+	Err error
+}
+
+// Skipped returns the damaged regions the last call to Next skipped:
+// those before the entry it yielded, or before the end when it returned
+// false. Only iterators made by Scan skip damage. The slice is valid until
+// the next call to Next.
+func (it *Iterator) Skipped() []Damage { return it.skipped }
+
+// Hint returns the synced-length slot the iterator read when it was made:
+// the first Len bytes of the file, holding Records entries up to seq Aux,
+// were durable then. Its Len is 0 when neither slot is valid.
+func (it *Iterator) Hint() segfile.Slot { return it.slot }
 
 // Offset returns the current entry's offset (for ReadAt).
 func (it *Iterator) Offset() int64 { return it.off }

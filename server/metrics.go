@@ -32,6 +32,7 @@ type Metrics struct {
 	retried   counterMap // by topic: failed sink calls (engine Retried)
 	cancelled atomic.Int64
 	recent    latencyRing
+	series    topicSeries // which topics have series of their own
 
 	src atomic.Pointer[sources] // set by New
 }
@@ -68,10 +69,11 @@ var (
 	descLoaded        = prometheus.NewDesc("hourglass_engine_loaded_buckets", "Schedule buckets in memory.", nil, nil)
 	descSegments      = prometheus.NewDesc("hourglass_schedule_segments", "Schedule segments on disk.", nil, nil)
 	descReputLag      = prometheus.NewDesc("hourglass_reput_lag_bytes", "Commitlog bytes not yet routed into the schedule segments.", nil, nil)
-	descCorrupt       = prometheus.NewDesc("hourglass_corrupt_entries_total", "Schedule entries that failed their checksum when due (never delivered).", nil, nil)
+	descCorrupt       = prometheus.NewDesc("hourglass_corrupt_entries_total", "Damaged schedule entries or regions found when a bucket loads or an entry is due, unreadable segments, and buckets held for a damaged or missing dispatch log.", nil, nil)
 	descUnconfirmed   = prometheus.NewDesc("hourglass_unconfirmed_total", "Done-records that failed to be written (those messages are delivered again after a restart).", nil, nil)
 	descEngineSched   = prometheus.NewDesc("hourglass_engine_scheduled_total", "Messages the engine accepted (all producers, retries of Nacks included).", nil, nil)
 	descDiskBytes     = prometheus.NewDesc("hourglass_disk_bytes", "Bytes of files under the data directory, by log: commitlog, schedule (segments and dispatch logs), queue.", []string{"log"}, nil)
+	descStalled       = prometheus.NewDesc("hourglass_stage_stalled", "1 while a stage of the data path (route, load, fire) is failing and retrying, else 0; past the stall bound /readyz is 503.", []string{"stage"}, nil)
 	descDiskFiles     = prometheus.NewDesc("hourglass_disk_files", "Files under the data directory, by log: commitlog segments, schedule segments and dispatch logs, queue logs.", []string{"log"}, nil)
 )
 
@@ -126,7 +128,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScheduled, descDelivered, descSinkRetries, descCancelled, descAppended,
 		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descPending,
 		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed,
-		descEngineSched, descDiskBytes, descDiskFiles} {
+		descEngineSched, descDiskBytes, descDiskFiles, descStalled} {
 		ch <- d
 	}
 }
@@ -140,21 +142,40 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for topic, v := range m.scheduled.snapshot() {
-		counter(descScheduled, float64(v), topic)
+	// Per-topic series: at most MaxTopicSeries topics have their own
+	// label, the rest are summed under OtherTopics (series.label).
+	byLabel := func(d *prometheus.Desc, snap map[string]int64) {
+		sum := map[string]int64{}
+		for topic, v := range snap {
+			sum[m.series.label(topic)] += v
+		}
+		for l, v := range sum {
+			counter(d, float64(v), l)
+		}
 	}
-	for topic, v := range m.delivered.snapshot() {
-		counter(descDelivered, float64(v), topic)
-	}
-	for topic, v := range m.retried.snapshot() {
-		counter(descSinkRetries, float64(v), topic)
-	}
+	byLabel(descScheduled, m.scheduled.snapshot())
+	byLabel(descDelivered, m.delivered.snapshot())
+	byLabel(descSinkRetries, m.retried.snapshot())
 	counter(descCancelled, float64(m.cancelled.Load()))
 	src := m.src.Load()
 	if src == nil {
 		return
 	}
+	qs := map[string]queue.TopicStats{}
 	for topic, s := range src.q.Stats() {
+		l := m.series.label(topic)
+		a := qs[l]
+		a.Delivered += s.Delivered
+		a.Acked += s.Acked
+		a.Nacked += s.Nacked
+		a.Redelivered += s.Redelivered
+		a.Expired += s.Expired
+		a.DeadLettered += s.DeadLettered
+		a.Backlog += s.Backlog
+		a.Leased += s.Leased
+		qs[l] = a
+	}
+	for topic, s := range qs {
 		counter(descAppended, float64(s.Delivered), topic)
 		counter(descAcked, float64(s.Acked), topic)
 		counter(descNacked, float64(s.Nacked), topic)
@@ -173,6 +194,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descCorrupt, float64(es.Corrupt))
 	counter(descUnconfirmed, float64(es.Unconfirmed))
 	counter(descEngineSched, float64(es.Scheduled))
+	stalled := map[string]float64{engine.StageRoute: 0, engine.StageLoad: 0, engine.StageFire: 0}
+	for _, st := range src.eng.Stalls() {
+		stalled[st.Stage] = 1
+	}
+	for stage, v := range stalled {
+		gauge(descStalled, v, stage)
+	}
 	now := src.eng.Now()
 	if buckets, err := src.pending(now); err == nil {
 		h := byHorizon(buckets, now.UnixMilli())
@@ -217,6 +245,41 @@ func byHorizon(buckets []bucketCount, nowMs int64) []float64 {
 		}
 	}
 	return out
+}
+
+// MaxTopicSeries is how many topics have per-topic series of their own on
+// /metrics: the first this many topics seen since the server started
+// (a topic keeps its series once it has one, so that counters stay
+// monotonic). The others are summed under the label OtherTopics. Stats
+// reports every topic.
+const MaxTopicSeries = 100
+
+// OtherTopics is the topic label of the series that sum the topics beyond
+// MaxTopicSeries. It is not a valid topic name.
+const OtherTopics = "(other)"
+
+// topicSeries gives topics their label on /metrics.
+type topicSeries struct {
+	mu    sync.Mutex
+	named map[string]bool // guarded by mu; at most MaxTopicSeries
+}
+
+// label returns topic's label: the topic itself if it has a series of its
+// own or there is room for one, otherwise OtherTopics.
+func (t *topicSeries) label(topic string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.named[topic] {
+		return topic
+	}
+	if len(t.named) >= MaxTopicSeries {
+		return OtherTopics
+	}
+	if t.named == nil {
+		t.named = map[string]bool{}
+	}
+	t.named[topic] = true
+	return topic
 }
 
 // counterMap holds one counter per topic.

@@ -302,6 +302,11 @@ func (s *Server) notReady() string {
 		if err := s.eng.Health(); err != nil {
 			return "stalled: " + err.Error()
 		}
+		if s.q != nil {
+			if err := s.q.Health(); err != nil {
+				return "stalled: " + err.Error()
+			}
+		}
 		return ""
 	default:
 		if s.opts.Cluster != nil {

@@ -49,6 +49,22 @@ func checkTopic(prefix, topic string) error {
 	return nil
 }
 
+// admit lets a Schedule's topic into the built-in queue, which holds at
+// most --max-topics topics: a message accepted is never refused when due.
+func (s *Server) admit(prefix, topic string) error {
+	if s.q == nil || s.opts.ExternalSink != "" {
+		return nil
+	}
+	if err := s.q.Admit(topic); err != nil {
+		if errors.Is(err, queue.ErrTooManyTopics) {
+			return status.Errorf(codes.ResourceExhausted, "%s", field(prefix, trimPkg(err.Error())+
+				" set by the server's --max-topics: schedule to an existing topic, or restart the server with a higher --max-topics"))
+		}
+		return serverError(err)
+	}
+	return nil
+}
+
 // parseID parses a message ID field.
 func parseID(name, s string) (message.ID, error) {
 	if s == "" {
@@ -113,8 +129,8 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if len(m.IdempotencyKey) > engine.MaxIdempotencyKey {
 		return invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
 	}
-	if m.IdempotencyKey != "" && len(m.Headers) >= message.MaxHeaders {
-		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as a header: at most %d in all", len(m.Headers), message.MaxHeaders)))
+	if m.IdempotencyKey != "" && len(m.Headers) > message.MaxHeaders-2 {
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as two headers (the key and its time): at most %d headers with a key", len(m.Headers), message.MaxHeaders-2)))
 	}
 	if !utf8.ValidString(m.IdempotencyKey) {
 		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
@@ -172,6 +188,10 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		req.Delay = s.opts.DelayLevels[w.DelayLevel-1]
 	default:
 		return invalid("%s", field(prefix, "unknown kind of delivery time"))
+	}
+	if !topicOK {
+		// Last: a message refused for another reason admits no topic.
+		return s.admit(prefix, m.Topic)
 	}
 	return nil
 }

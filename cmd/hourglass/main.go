@@ -43,6 +43,7 @@ func newApp() *cli.App {
 			cancelCommand(),
 			statsCommand(),
 			inspectCommand(),
+			repairCommand(),
 		},
 	}
 }

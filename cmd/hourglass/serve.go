@@ -142,6 +142,10 @@ func serveCommand() *cli.Command {
 				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
 				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
+			&cli.IntFlag{Name: "max-topics", Value: hourglass.DefaultMaxTopics, EnvVars: envVar("max-topics"),
+				Usage: "the built-in queue holds at most `N` topics (dead-letter topics not counted); a Schedule naming a new one beyond is refused with RESOURCE_EXHAUSTED; -1 for no limit"},
+			&cli.DurationFlag{Name: "topic-idle-timeout", Value: hourglass.DefaultTopicIdleTimeout, DefaultText: "1m", EnvVars: envVar("topic-idle-timeout"),
+				Usage: "a queue topic with no message leased closes its files after this `DURATION` without use, and opens them again when next used"},
 			&cli.StringSliceFlag{Name: "cors-origin", EnvVars: envVar("cors-origin"),
 				Usage: "let web pages from this `ORIGIN` (https://console.example.com, or * for any) call the API with Connect or gRPC-Web; repeatable; off by default"},
 			&cli.IntFlag{Name: "max-streams", Value: server.DefaultMaxStreams, EnvVars: envVar("max-streams"),
@@ -206,6 +210,8 @@ type serveConfig struct {
 	tlsCert, tlsKey   string
 	levels            []time.Duration
 	maxAttempts       int
+	maxTopics         int
+	topicIdle         time.Duration
 	lease, shutdownTO time.Duration
 	pprof             bool
 	sink              string
@@ -240,7 +246,13 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
 		pprof: c.Bool("pprof"), maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
 		corsOrigins: c.StringSlice("cors-origin"), maxStreams: c.Int("max-streams"), maxStreamsPerConn: c.Int("max-streams-per-conn"),
-		idleTimeout: c.Duration("idle-timeout"),
+		idleTimeout: c.Duration("idle-timeout"), maxTopics: c.Int("max-topics"), topicIdle: c.Duration("topic-idle-timeout"),
+	}
+	if cfg.maxTopics < 1 && cfg.maxTopics != -1 {
+		return nil, fmt.Errorf("--max-topics %d: at least 1, or -1 for no limit", cfg.maxTopics)
+	}
+	if cfg.topicIdle <= 0 {
+		return nil, fmt.Errorf("--topic-idle-timeout %v: must be positive", cfg.topicIdle)
 	}
 	if cfg.maxStreams < 1 || cfg.maxStreamsPerConn < 1 {
 		return nil, fmt.Errorf("--max-streams %d, --max-streams-per-conn %d: each at least 1", cfg.maxStreams, cfg.maxStreamsPerConn)
@@ -453,6 +465,9 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 		log.Info("shutting down: no new connections; finishing in-flight requests", "timeout", cfg.shutdownTO)
 	case serveErr = <-served:
 		log.Error("server stopped", "err", serveErr)
+	case <-node.Refused():
+		serveErr = node.RefusedErr()
+		log.Error("refusing to serve: recovery found what an operator must decide", "err", serveErr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTO)
 	defer cancel()
@@ -484,6 +499,7 @@ func (cfg *serveConfig) config() hourglass.Config {
 		DataDir: cfg.dataDir, SegmentDuration: cfg.segDur, PreloadLead: cfg.lead, Fsync: cfg.fsync,
 		MaxDelay: cfg.maxDelay, MaxBody: cfg.maxBody, DelayLevels: cfg.levels, HandoffLead: handoff,
 		IdempotencyWindow: idem, MaxAttempts: cfg.maxAttempts, DefaultLease: cfg.lease,
+		MaxTopics: cfg.maxTopics, TopicIdleTimeout: cfg.topicIdle,
 		Sink: cfg.sink, Webhooks: cfg.webhooks, WebhookTimeout: cfg.webhookTO,
 		NATSURL: cfg.natsURL, NATSSubjectPrefix: cfg.natsPfx, NATSStream: cfg.natsStream,
 		AuthToken: cfg.token, CORSOrigins: cfg.corsOrigins, MaxStreams: cfg.maxStreams, MaxStreamsPerConn: cfg.maxStreamsPerConn,

@@ -72,6 +72,8 @@ func TestServeBadFlags(t *testing.T) {
 		{"level_beyond_max_delay", []string{"--max-delay", "1h", "--delay-levels", "1s 2h"}, "beyond --max-delay"},
 		{"preload_lead", []string{"--segment-duration", "2s", "--preload-lead", "5s"}, "shorter than --segment-duration"},
 		{"max_attempts", []string{"--max-attempts", "0"}, "at least 1"},
+		{"max_topics_zero", []string{"--max-topics", "0"}, "--max-topics 0: at least 1, or -1 for no limit"},
+		{"topic_idle_zero", []string{"--topic-idle-timeout", "0s"}, "--topic-idle-timeout 0s: must be positive"},
 		{"log_level", []string{"--log-level", "loud"}, "--log-level"},
 		{"argument", []string{"extra"}, "takes no arguments"},
 		{"segment_duration_unit", []string{"--segment-duration", "2"}, "takes a duration with a unit"},

@@ -116,6 +116,7 @@ type schedListing struct {
 	dones      map[int64]string // bucket start -> .done name
 	temps      []string         // *.tmp leftovers
 	checkpoint bool             // reput.checkpoint exists
+	retired    bool             // reput.retired exists
 	others     []string         // anything else
 }
 
@@ -139,6 +140,8 @@ func listSchedule(dir string) (schedListing, error) {
 			l.temps = append(l.temps, name)
 		} else if name == reput.CheckpointName {
 			l.checkpoint = true
+		} else if name == reput.RetiredName {
+			l.retired = true
 		} else {
 			l.others = append(l.others, name)
 		}

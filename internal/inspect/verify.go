@@ -10,7 +10,6 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
-	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
 )
@@ -104,7 +103,11 @@ func Verify(o Options) (Report, error) {
 	if err := v.commitlog(filepath.Join(o.Dir, CommitlogDir), true); err != nil {
 		return v.r, err
 	}
+	v.commitlogReachesCheckpoint()
 	if err := v.schedule(); err != nil {
+		return v.r, err
+	}
+	if err := v.engineFindings(); err != nil { // verify_engine.go
 		return v.r, err
 	}
 	if err := v.queue(); err != nil {
@@ -273,7 +276,7 @@ func (v *verifier) schedule() error {
 	for _, name := range l.others {
 		v.problem(filepath.Join(dir, name), -1, Unexpected, "not a schedule segment, dispatch log or checkpoint")
 	}
-	return v.checkpoint(dir, l.checkpoint)
+	return v.reputFiles(dir, l) // verify_reput.go
 }
 
 func sortedValues(m map[int64]string) []string {
@@ -325,24 +328,6 @@ func readHeader(path string, magic [8]byte) (segfile.Header, error) {
 	return h, err
 }
 
-func (v *verifier) checkpoint(dir string, exists bool) error {
-	path := filepath.Join(dir, reput.CheckpointName)
-	if !exists {
-		v.note(path, "no reput checkpoint: the next start routes from the oldest commitlog segment (slower, not wrong)")
-		return nil
-	}
-	v.counted(path)
-	pos, ok, err := reput.ReadCheckpoint(dir)
-	if err != nil {
-		v.problem(path, 0, Corruption, v.o.relErr(err)+"; the next start ignores it and routes from the oldest commitlog segment")
-		return nil
-	}
-	if ok && v.end >= 0 && pos > v.end {
-		v.problem(path, 8, Corruption, fmt.Sprintf("position %d is past the end of the commitlog (%d): commitlog data that was routed is gone", pos, v.end))
-	}
-	return nil
-}
-
 // queue verifies the built-in queue's logs: queue/topics/<topic>/{log,acks}.
 func (v *verifier) queue() error {
 	topics := filepath.Join(v.o.Dir, QueueDir, "topics")
@@ -368,6 +353,9 @@ func (v *verifier) queue() error {
 			if err := v.commitlog(d, false); err != nil {
 				return err
 			}
+		}
+		if err := v.queueTopic(tdir); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hourglassmq/hourglass"
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/reput"
+)
+
+// damagedDataDir makes a data directory whose engine routed n messages
+// (below the reput checkpoint) and then got m more commitlog records that
+// were not routed, and flips a byte inside the first routed record of the
+// newest commitlog segment. It returns the directory and the damaged file.
+func damagedDataDir(t *testing.T, n, m int) (dir, damaged string) {
+	t.Helper()
+	dir = t.TempDir()
+	open := func() *engine.Engine {
+		e, err := engine.Open(engine.Options{Dir: dir, Fsync: commitlog.SyncNone, CommitlogSegmentSize: 64 << 10,
+			Sink: engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := open()
+	for i := range n {
+		if _, err := e.Schedule(context.Background(), engine.Request{Topic: "t", Body: bytes.Repeat([]byte{byte(i)}, 100), Delay: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen and wait until everything is routed, so that the checkpoint
+	// Close writes covers all n.
+	e = open()
+	select {
+	case <-e.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("engine not ready in 30s")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ckpt, ok, err := reput.ReadCheckpoint(filepath.Join(dir, "schedule"))
+	if err != nil || !ok {
+		t.Fatalf("no checkpoint after Close: %v", err)
+	}
+	l, _, err := commitlog.Open(commitlog.Options{Dir: filepath.Join(dir, "commitlog"), Sync: commitlog.SyncNone, SegmentSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range m {
+		if _, err := l.Append(nil, commitlog.Record{Type: 200, Payload: []byte("not routed")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bases := l.SegmentBases()
+	l.Close()
+	active := bases[len(bases)-1]
+	if active >= ckpt {
+		t.Fatalf("the newest segment (base %d) holds no routed record (checkpoint %d): make n larger", active, ckpt)
+	}
+	damaged = filepath.Join(dir, "commitlog", commitlog.SegmentName(active))
+	b, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[commitlog.SegmentHeaderSize+20] ^= 0x40
+	if err := os.WriteFile(damaged, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, damaged
+}
+
+func TestRepairCommitlog(t *testing.T) {
+	dir, damaged := damagedDataDir(t, 800, 50)
+	before, _ := os.ReadFile(damaged)
+	_, err := engine.Open(engine.Options{Dir: dir, Sink: engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })})
+	if err == nil || !strings.Contains(err.Error(), damaged) || !strings.Contains(err.Error(), "hourglass repair --data-dir "+dir) {
+		t.Fatalf("engine.Open on damage = %v; want an error naming %s and the repair command", err, damaged)
+	}
+
+	out, _, err := runApp(t, "repair", "--data-dir", dir, "--dry-run")
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if after, _ := os.ReadFile(damaged); !bytes.Equal(before, after) {
+		t.Fatal("--dry-run changed the damaged file")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine")); err == nil {
+		t.Fatal("--dry-run made a quarantine directory")
+	}
+	for _, want := range []string{"damaged records", "would be skip record", "already routed", "run again without --dry-run"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, _, err = runApp(t, "repair", "--data-dir", dir)
+	if err != nil {
+		t.Fatalf("repair: %v\n%s", err, out)
+	}
+	copies, _ := filepath.Glob(filepath.Join(dir, "quarantine", "*", "commitlog", filepath.Base(damaged)))
+	if len(copies) != 1 {
+		t.Fatalf("quarantine copies %v; want one of %s\n%s", copies, damaged, out)
+	}
+	if kept, _ := os.ReadFile(copies[0]); !bytes.Equal(kept, before) {
+		t.Fatal("the quarantined copy differs from the damaged file")
+	}
+	if !strings.Contains(out, "nothing is lost") || !strings.Contains(out, "copies of the 1 files changed") {
+		t.Errorf("repair output:\n%s", out)
+	}
+	e, err := engine.Open(engine.Options{Dir: dir, Sink: engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })})
+	if err != nil {
+		t.Fatalf("engine.Open after repair: %v", err)
+	}
+	e.Close()
+
+	out, _, err = runApp(t, "repair", "--data-dir", dir)
+	if err != nil || !strings.Contains(out, "nothing to repair in") {
+		t.Fatalf("second repair: %v\n%s", err, out)
+	}
+}
+
+func TestRepairRefusesWhileLocked(t *testing.T) {
+	dir := t.TempDir()
+	lock, err := hourglass.LockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	_, _, err = runApp(t, "repair", "--data-dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "stop the server first") {
+		t.Fatalf("repair of a locked directory: %v", err)
+	}
+}
+
+func TestRepairHelp(t *testing.T) {
+	out, _, err := runApp(t, "repair", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--data-dir", "--dry-run", "quarantine", "skip record", "already routed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("repair --help lacks %q", want)
+		}
+	}
+}
