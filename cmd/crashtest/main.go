@@ -23,8 +23,9 @@ and cancel some; consumers receive, ack most, nack some with a delay and let som
 leases run out; at a random moment (anywhere, on a bucket boundary, at a preload,
 or in the middle of a ScheduleStream burst) the server is killed with SIGKILL, or
 one time in five stopped with SIGTERM; with --corrupt-tail the active files' tails
-are then torn; the server is restarted on the same directory. At the end every
-message is drained and checked against what the RPCs answered.
+are then torn, with --damage one file is damaged (DAMAGE MODE below); the server
+is restarted on the same directory. At the end every message is drained and
+checked against what the RPCs answered.
 
 Every call picks its protocol with the seed: unary Connect on HTTP/1.1 or unary
 gRPC on HTTP/2 (Schedule, ScheduleBatch, Cancel, Receive, Ack, Nack), or a
@@ -55,6 +56,63 @@ is a durable ack; a settle whose answer was lost is in doubt). The checks:
     Other messages fail on purpose at most twice, but a lease that runs out
     for other reasons can still take one to the .dlq: allowed and counted.
 
+DAMAGE MODE (--damage): after every stop (SIGKILL or SIGTERM) one damage,
+chosen with the seed (each kind once per round of 8 restarts that can take
+it), is made to the stopped server's data directory:
+
+  commitlog-flip     one byte XORed inside a record of the active commitlog
+                     segment; sched-flip, done-flip, queue-log-flip and
+                     queue-ack-flip the same in a schedule segment entry, a
+                     .done done-record, or a queue topic's message log or
+                     ack log (active segment). The record always has a valid
+                     record after it: damage, never a torn tail.
+  commitlog-delete   the active commitlog segment deleted
+  done-delete        a .done dispatch log with records deleted
+  checkpoint-delete  schedule/reput.checkpoint deleted
+
+Each restart must either:
+
+  (a) refuse: exit non-zero within 30s, with stderr naming the damaged file
+      (absolute or relative path; for a deleted commitlog segment its
+      directory will do) and the command "hourglass repair". The harness then
+      runs "hourglass repair --data-dir <dir>", which must exit 0 and keep a
+      byte-identical copy under <dir>/quarantine/ of every file it changed or
+      removed; the server must then start. Only what repair printed as lost
+      is allowed from then on: a span of offsets on a line saying LOST (a
+      commitlog span: the schedules answered with offsets in it; a queue-log
+      span, "topic T: ... the queue log ... lost": the message the damaged
+      record held), "topic T: ACKS LOST: up to N messages" (up to N messages
+      of T acked before the damage may come again), message IDs on a line
+      saying "lost" (lost) or "again" (may come again). When repair asks for
+      a decision about entries whose dispatch log is lost, the harness runs it
+      again with --assume-pending (delivered at least once rather than
+      dropped): up to the N entries of that bucket it says "stay pending" may
+      come again. Without a repair
+      command in the binary, or when repair fails or the server still does
+      not start after it, the harness puts the whole data directory back as
+      it was before the damage (a copy it took) and restarts.
+  (b) or start, and over the rest of the run lose nothing and hand out nothing
+      again: every kind allows nothing, except that a flipped schedule entry
+      whose commitlog record retention already deleted may cost that one
+      message (while the commitlog holds it, it must be rebuilt from there).
+      By the end of the run the server must have reported the damage (I6): a
+      log line naming the file and saying what is wrong ("corrupt", "damage",
+      "missing", "checksum", ...), unless the damage was a deleted
+      reput.checkpoint or the damaged schedule segment or dispatch log was
+      retired with its bucket.
+
+Violations of the mode: start-failed (neither ready nor exited within 30s, or
+exited 0), refusal-unclear, repair-failed, damage-unreported, and every loss
+and replay the checks above find that no allowance names; seq-reused (two
+messages answered with one commitlog offset) in every mode. The summary
+counts, per kind, the damages injected, the starts (and how many reported
+the damage), the refusals (and how many named the file and the command),
+repairs, damages put back, and the failing violations suspected to follow
+from each kind: the damage most closely tied to the message (its bucket's
+schedule segment or dispatch log, then its topic's queue logs, then the
+commitlog or checkpoint), for a loss the first such after its Schedule (or,
+for its bucket, the last before), for anything else the last before it.
+
 Exit status: 0 when nothing was violated, 1 on any violation (the first one is
 named with its message and cycle), 2 when the harness itself could not run.
 
@@ -80,7 +138,8 @@ the first delivery from them.
 CI-sized run (about 1 minute):    go run ./cmd/crashtest --cycles 12 --seed 1
 A cluster run (about 2 minutes):  go run ./cmd/crashtest --cluster --cycles 6 --seed 1
 A soak:                           go run ./cmd/crashtest --cycles 500 --duration 2h --seed 7
-Torn writes, relaxed fsync:       go run ./cmd/crashtest --corrupt-tail --fsync interval`
+Torn writes, relaxed fsync:       go run ./cmd/crashtest --corrupt-tail --fsync interval
+Damaged files (about 1 minute):   go run ./cmd/crashtest --damage --cycles 12 --seed 3`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,7 +147,7 @@ func main() {
 	app := &cli.App{
 		Name:            "crashtest",
 		Usage:           "kill, corrupt and restart the real hourglass server, then check every message",
-		UsageText:       "go run ./cmd/crashtest [--cycles N] [--seed N] [--corrupt-tail | --cluster] [options]",
+		UsageText:       "go run ./cmd/crashtest [--cycles N] [--seed N] [--corrupt-tail | --damage | --cluster] [options]",
 		Description:     description,
 		HideVersion:     true,
 		HideHelpCommand: true,
@@ -99,6 +158,7 @@ func main() {
 			&cli.DurationFlag{Name: "segment-duration", Value: harness.DefaultSegmentDuration, Usage: "server --segment-duration: short, so bucket boundaries, preloads and retention happen constantly"},
 			&cli.StringFlag{Name: "fsync", Value: harness.DefaultFsync, Usage: "server --fsync policy: always, interval or none"},
 			&cli.BoolFlag{Name: "corrupt-tail", Usage: "after each SIGKILL tear the tails of the active files (under always: only torn appends; otherwise also cut the last record, and report the losses it explains)"},
+			&cli.BoolFlag{Name: "damage", Usage: "after each stop damage the data directory (a flipped byte in a record a valid one follows, or a deleted file; see DAMAGE MODE) and judge the restart: a refusal naming the file, then hourglass repair, or a start that loses and replays nothing"},
 			&cli.IntFlag{Name: "producers", Value: harness.DefaultProducers, Usage: "concurrent producers"},
 			&cli.IntFlag{Name: "consumers", Value: harness.DefaultConsumers, Usage: "concurrent consumers"},
 			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, or a Cancel)"},
@@ -130,6 +190,7 @@ func run(c *cli.Context) error {
 		SegmentDuration: c.Duration("segment-duration"),
 		Fsync:           c.String("fsync"),
 		CorruptTail:     c.Bool("corrupt-tail"),
+		Damage:          c.Bool("damage"),
 		Producers:       c.Int("producers"),
 		Consumers:       c.Int("consumers"),
 		OpsPerSecond:    c.Int("rate"),
@@ -157,6 +218,7 @@ func run(c *cli.Context) error {
 			"fsync":          "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
 			"consumers":      "one durable consumer reads the delivery stream",
 			"poison-percent": "the delivery stream's consumer cannot fail a message; a cluster has no built-in queue and no dead-letter topics",
+			"damage":         "a cluster's durable state is in JetStream, whose files the harness does not damage",
 		} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s cannot run with --cluster: %s", f, why)

@@ -57,11 +57,19 @@ const (
 	VUncleanStop = "unclean-stop"   // SIGTERM did not end in "stopped cleanly" and exit 0
 	VStartFailed = "start-failed"   // the server did not become ready after a restart
 	VUnreported  = "unreported-cut" // a cut commitlog-format file was not reported as truncated
+	// VSeqReused: two messages answered OK with IDs of the same commitlog
+	// offset (an offset used twice: the log's end went back).
+	VSeqReused = "seq-reused"
+	// --damage (damagecheck.go).
+	VRefusalUnclear   = "refusal-unclear"   // refused to start without naming the damaged file or `hourglass repair`
+	VDamageUnreported = "damage-unreported" // started on damage and never named the file in its log
+	VRepairFailed     = "repair-failed"     // hourglass repair exited non-zero, or changed a file without a copy in quarantine/
 )
 
 // Kinds lists every violation kind.
 var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
-	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported}
+	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
+	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed}
 
 // Check judges a history. The rules, message by message (key = body):
 //
@@ -211,6 +219,27 @@ func Check(ev Events, p CheckParams) Result {
 		}
 		if k.AckTopic != "" {
 			cutAcks[k.AckTopic] = append(cutAcks[k.AckTopic], k.At)
+		}
+	}
+
+	// An offset is used once: two messages answered OK under IDs of one
+	// commitlog offset mean the log's end went back (a cut under a relaxed
+	// fsync policy reuses the cut offsets: marked Cut). A cluster's
+	// partitions each have their own commitlog: not checked there.
+	if !p.Stream {
+		bySeq := map[int64]*Schedule{}
+		for i := range ev.Schedules {
+			s := &ev.Schedules[i]
+			if s.Outcome != OK || seqOf(s.ID) < 0 {
+				continue
+			}
+			seq := seqOf(s.ID)
+			if o := bySeq[seq]; o != nil && o.Key != s.Key {
+				add(Violation{Kind: VSeqReused, Key: s.Key, ID: s.ID, Cycle: s.Cycle, At: s.Answered, Cut: cutFrom >= 0 && seq >= cutFrom,
+					Detail: fmt.Sprintf("answered with commitlog offset %d, which %s (id %s, cycle %d) was answered with", seq, o.Key, o.ID, o.Cycle)})
+			} else if o == nil {
+				bySeq[seq] = s
+			}
 		}
 	}
 

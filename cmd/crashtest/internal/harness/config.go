@@ -17,10 +17,16 @@ type Config struct {
 	SegmentDuration time.Duration // server --segment-duration (default 2s)
 	Fsync           string        // server --fsync: always, interval, none (default always)
 	CorruptTail     bool          // tear active files' tails after each SIGKILL
-	Producers       int           // default 2
-	Consumers       int           // default 2
-	Topics          int           // default 2
-	OpsPerSecond    int           // per producer (default 40)
+	// Damage damages the data directory after every stop (a flipped byte
+	// in a record a valid record follows, or a deleted file; one of
+	// DamageKinds per restart, seeded) and judges each restart: a refusal
+	// naming the file (then hourglass repair), or a start that loses and
+	// replays nothing the damage does not allow (damagecheck.go).
+	Damage       bool
+	Producers    int // default 2
+	Consumers    int // default 2
+	Topics       int // default 2
+	OpsPerSecond int // per producer (default 40)
 	// PoisonPercent is the share of messages, in percent, that consumers
 	// fail on every delivery so that each must end on "<topic>.dlq"
 	// (default 5; negative: none; from 0 to 50). Not used with Cluster,
@@ -98,6 +104,12 @@ func (c *Config) fill() error {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
 	def(&c.Partitions, DefaultPartitions)
+	if c.Damage && c.Cluster {
+		return errors.New("--damage cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not damage")
+	}
+	if c.Damage && c.CorruptTail {
+		return errors.New("--damage cannot run with --corrupt-tail: a loss must be attributable to one of them")
+	}
 	if c.Cluster {
 		c.PoisonPercent = -1 // the stream's consumer cannot fail a message
 		switch {
@@ -173,6 +185,8 @@ type Summary struct {
 	WorkDir        string         `json:"work_dir,omitempty"` // kept: data directory and server.log
 	// Cluster is set by a --cluster run.
 	Cluster *ClusterSummary `json:"cluster,omitempty"`
+	// Damage is set by a --damage run.
+	Damage *DamageSummary `json:"damage,omitempty"`
 }
 
 // errRestart ends a run whose server did not come back.

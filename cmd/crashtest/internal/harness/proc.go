@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,21 +60,83 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 // and waits (bounded by timeout) until it listens. It does not wait for
 // readiness; see waitReady.
 func startServer(bin, dataDir, logPath string, args []string, timeout time.Duration) (*server, error) {
+	s, addrc, err := spawn(bin, dataDir, logPath, args)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case a := <-addrc:
+		s.addr = "http://" + a
+		return s, nil
+	case <-s.exited:
+		return nil, fmt.Errorf("crashtest: server exited before listening: %v\n%s", s.err, s.logText())
+	case <-time.After(timeout):
+		s.kill()
+		return nil, fmt.Errorf("crashtest: server did not print its address within %v", timeout)
+	}
+}
+
+// launch starts bin serve on dataDir like startServer and waits, up to
+// bound in all, until it is ready (the server is returned) or has exited
+// (nil; the result says how). A server neither ready nor gone by then is
+// killed. Its error is the harness's: the process could not be started.
+func launch(bin, dataDir, logPath string, args []string, bound time.Duration) (*server, startResult, error) {
+	t0 := time.Now()
+	s, addrc, err := spawn(bin, dataDir, logPath, args)
+	if err != nil {
+		return nil, startResult{}, err
+	}
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case a := <-addrc:
+		s.addr = "http://" + a
+		if err := s.waitReady(bound - time.Since(t0)); err == nil {
+			return s, startResult{Ready: true, After: time.Since(t0)}, nil
+		}
+	case <-s.exited:
+	case <-timer.C:
+	}
+	select {
+	case <-s.exited:
+		return nil, startResult{Exited: true, ExitCode: exitCode(s.err), After: time.Since(t0), Stderr: s.logText()}, nil
+	default:
+		after := time.Since(t0)
+		s.kill()
+		return nil, startResult{After: after, Stderr: s.logText()}, nil
+	}
+}
+
+// exitCode is the exit status in err (from exec.Cmd.Wait): 0 for nil, -1
+// for a signal or another error.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// spawn starts bin serve on dataDir, appending its stderr to logPath; the
+// channel gets the listen address once the server prints it.
+func spawn(bin, dataDir, logPath string, args []string) (*server, <-chan string, error) {
 	all := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(os.Environ(), "HOURGLASS_AUTH_TOKEN=") // never inherit a token
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		logf.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return nil, fmt.Errorf("crashtest: starting %s: %w", bin, err)
+		return nil, nil, fmt.Errorf("crashtest: starting %s: %w", bin, err)
 	}
 	fmt.Fprintf(logf, "=== crashtest: started pid %d: %s\n", cmd.Process.Pid, strings.Join(all, " "))
 	s := &server{cmd: cmd, exited: make(chan struct{})}
@@ -100,16 +163,7 @@ func startServer(bin, dataDir, logPath string, args []string, timeout time.Durat
 		logf.Close()
 		close(s.exited)
 	}()
-	select {
-	case a := <-addrc:
-		s.addr = "http://" + a
-		return s, nil
-	case <-s.exited:
-		return nil, fmt.Errorf("crashtest: server exited before listening: %v\n%s", s.err, s.logText())
-	case <-time.After(timeout):
-		s.kill()
-		return nil, fmt.Errorf("crashtest: server did not print its address within %v", timeout)
-	}
+	return s, addrc, nil
 }
 
 func (s *server) logText() string {

@@ -67,6 +67,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if s.Damage != nil {
+		s.Damage.writeTable(w)
+	}
 	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
 		fmt.Fprintln(w, "\ntakeover per kill (re-owned: until the last of the partitions it owned had another owner in")
 		fmt.Fprintln(w, "HG_OWNERS; first delivery: until the first message of any of them, of any partition for a NATS")
@@ -113,6 +116,18 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if len(allowed) > 0 {
 		fmt.Fprintf(w, "\n%d violations of kinds allowed by --allow %s (reported, not failing):\n", len(allowed), strings.Join(s.Allowed, ","))
 		for _, v := range allowed[:min(len(allowed), 10)] {
+			fmt.Fprintf(w, "  %s\n", v)
+		}
+	}
+	var byDamage []Violation
+	for _, v := range s.Violations {
+		if v.Damage != "" {
+			byDamage = append(byDamage, v)
+		}
+	}
+	if len(byDamage) > 0 {
+		fmt.Fprintf(w, "\n%d violations are losses or replays hourglass repair reported (allowed):\n", len(byDamage))
+		for _, v := range byDamage[:min(len(byDamage), 10)] {
 			fmt.Fprintf(w, "  %s\n", v)
 		}
 	}

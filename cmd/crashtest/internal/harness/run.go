@@ -3,9 +3,11 @@
 // it with producers and consumers that mix its protocols call by call
 // (unary Connect on HTTP/1.1, unary gRPC, ScheduleStream bursts and
 // Consume streams on HTTP/2), kills it (SIGKILL, sometimes SIGTERM)
-// at random moments, optionally tears the tails of its active files,
-// restarts it on the same data directory, and at the end drains every
-// message and checks each one against what the server's RPCs answered
+// at random moments, optionally tears the tails of its active files or
+// damages one file (Config.Damage: damage.go, and damagecheck.go for
+// what each restart must then do), restarts it on the same data
+// directory, and at the end drains every message and checks each one
+// against what the server's RPCs answered
 // (Check). It believes nothing the server says about itself except those
 // answers, plus the clock skew it measures with the Time RPC.
 package harness
@@ -59,6 +61,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 	r.wl = newWorkload(&r.cfg, r.hist)
+	if cfg.Damage {
+		cwd, _ := os.Getwd()
+		r.dmg = &damager{rng: rand.New(rand.NewPCG(cfg.Seed, 0x64616d616765)), cwd: cwd}
+		r.sum.Damage = &DamageSummary{}
+	}
 	var err error
 	if cfg.Cluster {
 		err = r.runCluster(ctx)
@@ -94,6 +101,7 @@ type runner struct {
 	extra                  []Violation
 	stream                 *streamReader   // --cluster: the delivery stream's reader
 	natsRest               []time.Duration // --cluster: NATS node restarts, until healthy
+	dmg                    *damager        // --damage
 }
 
 // checkParams are Check's parameters for this run.
@@ -114,8 +122,18 @@ func (r *runner) serverArgs() []string {
 }
 
 // startServer starts the server on the data directory and measures its
-// recovery and clock skew. cycle is the cycle about to run.
+// recovery and clock skew. cycle is the cycle about to run. A start that
+// meets a --damage is judged by startAfterDamage.
 func (r *runner) startServer(cycle int) error {
+	if r.dmg != nil && r.dmg.pending != nil {
+		return r.startAfterDamage(cycle)
+	}
+	return r.startPlain(cycle)
+}
+
+// startPlain starts the server, which must get ready: a restart that does
+// not is a violation (start-failed) that ends the run.
+func (r *runner) startPlain(cycle int) error {
 	t0 := time.Now()
 	s, err := startServer(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), time.Minute)
 	if err == nil {
@@ -306,8 +324,11 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 	stop()
 	wg.Wait()
 	cuts := ""
-	if r.cfg.CorruptTail && !term {
+	switch {
+	case r.cfg.CorruptTail && !term:
 		cuts = r.corrupt(cycle)
+	case r.dmg != nil:
+		cuts = r.damage(cycle)
 	}
 	ev := r.hist.Snapshot()
 	r.progress("cycle %d/%d: %s at %s (%s)%s; %d scheduled, %d deliveries so far",
@@ -387,8 +408,9 @@ func (r *runner) drain(ctx context.Context) error {
 		if time.Now().Before(last) {
 			continue
 		}
-		res := Check(r.hist.Snapshot(), r.checkParams())
-		if len(res.Pending) == 0 {
+		ev := r.hist.Snapshot()
+		res := Check(ev, r.checkParams())
+		if r.owed(ev, res) == 0 {
 			complete = true
 			// A short quiet period lets late duplicates show themselves.
 			sleep(dctx, time.Second)
@@ -411,6 +433,9 @@ func (r *runner) finish(start time.Time) {
 	if r.sum.Cluster != nil {
 		r.finishCluster(ev, res)
 	}
+	if r.dmg != nil {
+		r.extra = append(r.extra, r.finishDamage(ev, res.Violations)...)
+	}
 	s := r.sum
 	s.Counts = res.Counts
 	all := append(res.Violations, r.extra...)
@@ -425,9 +450,18 @@ func (r *runner) finish(start time.Time) {
 	for i, v := range all {
 		if slices.Contains(r.cfg.Allow, v.Kind) {
 			all[i].Allowed = true
-		} else if !v.Cut || r.cfg.Fsync == "always" {
+		} else if v.counts(r.cfg.Fsync) {
 			counting++
 		}
+	}
+	if r.dmg != nil {
+		noTarget := s.Damage.NoTarget
+		scheds := map[string]*Schedule{}
+		for i := range ev.Schedules {
+			scheds[ev.Schedules[i].Key] = &ev.Schedules[i]
+		}
+		s.Damage = summarizeDamage(r.dmg.events, all, r.cfg.Fsync, r.dmg.repair == 1, scheds, r.cfg.SegmentDuration)
+		s.Damage.NoTarget = noTarget
 	}
 	s.ViolationCount = len(all)
 	s.Failed = counting > 0

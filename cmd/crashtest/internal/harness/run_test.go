@@ -123,3 +123,80 @@ func TestRunCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestRunDamage runs --damage for real: four kill-restart cycles on
+// one-second buckets, each followed by a damage of the data directory,
+// and checks that the harness did its job: every restart met a damage (or
+// found no file to damage), each was judged (started, refused, hung), a
+// refusal was followed by hourglass repair or by putting the damage back,
+// the first round covered distinct kinds, and the summary names every
+// kind; and that the server lost and replayed nothing beyond what
+// hourglass repair reported.
+func TestRunDamage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and SIGKILLs the real server and damages its files for ~40 s; run without -short")
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const cycles = 4
+	sum, err := Run(ctx, Config{
+		Cycles: cycles, Seed: 5, SegmentDuration: time.Second, Damage: true,
+		Producers: 1, Consumers: 2, OpsPerSecond: 20, DrainGrace: 15 * time.Second,
+		Duration: 2 * time.Minute, WorkDir: work,
+	})
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	var out strings.Builder
+	sum.WriteTable(&out)
+	t.Logf("summary:\n%s", out.String())
+	d := sum.Damage
+	if d == nil {
+		t.Fatal("no damage summary")
+	}
+	if sum.Cycles != cycles || len(d.Events)+d.NoTarget != cycles {
+		t.Errorf("cycles %d, damages %d + %d restarts without a target; want %d damages in all", sum.Cycles, len(d.Events), d.NoTarget, cycles)
+	}
+	kinds := map[string]bool{}
+	injected := 0
+	for _, e := range d.Events {
+		kinds[e.Kind] = true
+		switch e.Outcome {
+		case RestartStarted, RestartRefused, RestartHung, RestartExit0:
+		default:
+			t.Errorf("cycle %d: %s of %s: outcome %q not judged", e.Cycle, e.Kind, e.Rel, e.Outcome)
+		}
+		if e.Outcome == RestartRefused && e.Repair == nil && !e.Undone {
+			t.Errorf("cycle %d: %s: refused, and neither repaired nor put back", e.Cycle, e.Kind)
+		}
+		if e.Outcome == RestartStarted && e.Undone {
+			t.Errorf("cycle %d: %s: started and still put back", e.Cycle, e.Kind)
+		}
+		if !isDelete(e.Kind) && (e.Offset < 0 || e.Held.What == "") {
+			t.Errorf("cycle %d: %s flipped byte %d of a record holding %+v: not decoded first", e.Cycle, e.Kind, e.Offset, e.Held)
+		}
+	}
+	for _, k := range DamageKinds {
+		injected += d.ByKind[k].Injected
+		if !strings.Contains(out.String(), "  "+k+" ") {
+			t.Errorf("the table has no row for %s", k)
+		}
+	}
+	if injected != len(d.Events) || len(kinds) < min(len(d.Events), 3) {
+		t.Errorf("%d injected by kind, %d events, %d distinct kinds (%v): the rounds do not cycle through the kinds", injected, len(d.Events), len(kinds), kinds)
+	}
+	if c := sum.Counts; c.Scheduled < 30 {
+		t.Errorf("scheduled %d: the load did not happen", c.Scheduled)
+	}
+	for _, v := range sum.Violations {
+		if v.counts("always") {
+			t.Errorf("violation: %s", v)
+		} else {
+			t.Logf("allowed: %s", v)
+		}
+	}
+	if sum.Failed {
+		t.Errorf("the run failed (see the summary)")
+	}
+}

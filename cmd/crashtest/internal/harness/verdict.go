@@ -18,11 +18,14 @@ type Violation struct {
 	Cut bool `json:"attributable_to_cut,omitempty"`
 	// Allowed is true for a kind the run was told to --allow.
 	Allowed bool `json:"allowed,omitempty"`
+	// Damage names the --damage that allows it (a loss or replay
+	// hourglass repair reported; see damagecheck.go), "" if none does.
+	Damage string `json:"allowed_by_damage,omitempty"`
 }
 
 // counts reports whether v fails a run under policy fsync.
 func (v Violation) counts(fsync string) bool {
-	return !v.Allowed && (!v.Cut || fsync == "always")
+	return !v.Allowed && v.Damage == "" && (!v.Cut || fsync == "always")
 }
 
 func (v Violation) String() string {
@@ -33,7 +36,11 @@ func (v Violation) String() string {
 	if v.ID != "" {
 		s += " (id " + v.ID + ")"
 	}
-	return s + ": " + v.Detail
+	s += ": " + v.Detail
+	if v.Damage != "" {
+		s += " [allowed: " + v.Damage + "]"
+	}
+	return s
 }
 
 // CheckParams are what Check needs besides the events.
