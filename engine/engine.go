@@ -136,10 +136,21 @@ func Open(opts Options) (*Engine, error) {
 	// The reput checkpoint names a commitlog position: a log that
 	// recovers to an end below it is damaged, not torn (reput.Start
 	// reports a damaged checkpoint itself).
-	minEnd, _, _ := reput.ReadCheckpoint(filepath.Join(opts.Dir, "schedule"))
+	schedDir := filepath.Join(opts.Dir, "schedule")
+	minEnd, _, _ := reput.ReadCheckpoint(schedDir)
+	minEndFrom := "the reput checkpoint " + filepath.Join(schedDir, reput.CheckpointName)
+	// Every retirement records the checkpoint it was made under: with the
+	// checkpoint lost, the highest of those still names a position.
+	if ret, ok, err := reput.ReadRetired(schedDir); err == nil && ok {
+		for _, r := range ret.Records {
+			if r.Floor > minEnd {
+				minEnd, minEndFrom = r.Floor, "the retired log "+filepath.Join(schedDir, "reput.retired")
+			}
+		}
+	}
 	l, rec, err := commitlog.Open(commitlog.Options{
 		MinEnd:     minEnd,
-		MinEndFrom: "the reput checkpoint " + filepath.Join(opts.Dir, "schedule", reput.CheckpointName),
+		MinEndFrom: minEndFrom,
 		// Without fsync per append a power loss may take records reput
 		// routed already: they are in the schedule segments, and the skip
 		// keeps their offsets (message IDs) from being used again.
