@@ -57,7 +57,9 @@ func (d *driver) retired(start int64, err error) {
 	b.retiring = false
 	if err != nil {
 		b.retryAt = time.Now().Add(time.Second)
-		if !errors.Is(err, reput.ErrNotDurable) && !errors.Is(err, reput.ErrBusy) {
+		// After routing stopped (reput closed) every retry fails alike;
+		// the stall on /readyz already says why.
+		if !errors.Is(err, reput.ErrNotDurable) && !errors.Is(err, reput.ErrBusy) && !errors.Is(err, reput.ErrClosed) {
 			d.e.opts.Logger.Warn("engine: retiring a segment failed", "bucket", fmtMs(b.start), "err", err)
 		}
 		return
