@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
@@ -120,9 +121,19 @@ func (v *verifier) reappeared(path string, h segfile.Header, recs []reput.Retire
 		return nil // reported by the segment's own check
 	}
 	defer rd.Close()
+	// Entries its dispatch log marks done are not delivered again: beside a
+	// running server they are those of a bucket being retired (the
+	// retirement is recorded before the files are deleted).
+	done, _, err := dispatchlog.Load(filepath.Join(filepath.Dir(path), dispatchlog.Name(h.Start)))
+	if err != nil {
+		done = nil // a damaged dispatch log is reported by its own check
+	}
 	n, first := 0, int64(-1)
 	it := rd.Iter()
 	for it.Next() {
+		if done != nil && done.Contains(it.Seq()) {
+			continue
+		}
 		at := it.Message().DeliverAt
 		for _, r := range spans {
 			if at >= r.Start && at < r.Start+r.Duration.Milliseconds() && it.Seq() < r.SeqEnd {
