@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -45,11 +46,19 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.normalize(); err != nil {
 		return nil, err
 	}
+	fresh := newDataDir(cfg.DataDir)
 	lock, err := lockDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, lock: lock, log: cfg.Logger, opened: time.Now()}
+	if fresh {
+		abs, aerr := filepath.Abs(cfg.DataDir)
+		if aerr != nil {
+			abs = cfg.DataDir
+		}
+		n.log.Info("hourglass: new, empty data directory: nothing to recover", "data_dir", abs)
+	}
 	if cfg.Cluster != nil {
 		err = n.openCluster(ctx)
 	} else {
@@ -60,6 +69,24 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// newDataDir reports whether dir is missing or holds nothing but the lock
+// file: a new data directory, with nothing to recover.
+func newDataDir(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if e.Name() != LockName {
+			return false
+		}
+	}
+	return true
 }
 
 // QueueDir is where the built-in queue keeps its logs in a data directory.

@@ -1,5 +1,6 @@
 // Package client is the Go client of an Hourglass server: Schedule,
-// Cancel and the other calls of the API, a batching asynchronous Producer
+// Cancel and the other calls of the API (Get and List look up and list
+// what is scheduled without changing it), a batching asynchronous Producer
 // on the ScheduleStream, and Consume, a loop on the Consume stream that
 // calls a handler with each due message and acks or nacks it.
 //
@@ -329,9 +330,12 @@ type CancelResult string
 const (
 	// Cancelled: the message will never be delivered.
 	Cancelled CancelResult = "cancelled"
-	// AlreadyDelivered: the message was delivered (or is being delivered),
-	// or was cancelled before.
+	// AlreadyDelivered: the message was delivered (or is being delivered,
+	// or was dead-lettered).
 	AlreadyDelivered CancelResult = "already-delivered"
+	// AlreadyCancelled: an earlier Cancel cancelled the message; it will
+	// never be delivered.
+	AlreadyCancelled CancelResult = "already-cancelled"
 	// Unknown: no such message is pending on this server.
 	Unknown CancelResult = "unknown"
 )
@@ -348,6 +352,8 @@ func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
 		return Cancelled, nil
 	case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED:
 		return AlreadyDelivered, nil
+	case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_CANCELLED:
+		return AlreadyCancelled, nil
 	case hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN:
 		return Unknown, nil
 	}

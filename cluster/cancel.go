@@ -56,6 +56,8 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 		return engine.Cancelled, nil
 	case client.AlreadyDelivered:
 		return engine.AlreadyDone, nil
+	case client.AlreadyCancelled:
+		return engine.AlreadyCancelled, nil
 	}
 	return engine.Unknown, nil
 }

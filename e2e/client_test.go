@@ -189,8 +189,8 @@ func testClientCancel(t *testing.T, p *proc) {
 	if r, err := c.Cancel(ctx, id); err != nil || r != client.Cancelled {
 		t.Errorf("Cancel(pending) = %q, %v; want cancelled", r, err)
 	}
-	if r, err := c.Cancel(ctx, id); err != nil || r == client.Unknown {
-		t.Errorf("Cancel(cancelled) = %q, %v; want cancelled or already-delivered", r, err)
+	if r, err := c.Cancel(ctx, id); err != nil || r != client.AlreadyCancelled {
+		t.Errorf("Cancel(cancelled) = %q, %v; want already-cancelled", r, err)
 	}
 	never := fmt.Sprintf("%016x%016x", time.Now().Add(24*time.Hour).UnixMilli(), uint64(1)<<62)
 	if r, err := c.Cancel(ctx, never); err != nil || r != client.Unknown {

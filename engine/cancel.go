@@ -1,6 +1,12 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+)
 
 // cancel states answered by tryCancel.
 type cancelState int
@@ -8,33 +14,49 @@ type cancelState int
 const (
 	cancelUnknown cancelState = iota
 	cancelInflight
-	cancelDone
+	cancelDelivered // delivered (or dead-lettered) while its bucket was loaded
+	// cancelDoneBefore: the dispatch log recorded it done before its
+	// bucket was loaded; the log's record says why (doneReason).
+	cancelDoneBefore
 	cancelRegistered
 	cancelRegisteredUnloaded
-	cancelAgain // an earlier cancel of the same message is pending
+	cancelAgain // an earlier Cancel of the same message cancelled it
+	// cancelWait: an earlier Cancel decided on it and its cancel record is
+	// not durable yet; ask again once that Cancel is answered.
+	cancelWait
 )
 
 func (s cancelState) result() CancelResult {
 	switch s {
-	case cancelInflight, cancelDone:
+	case cancelInflight, cancelDelivered:
 		return AlreadyDone
-	case cancelRegistered, cancelRegisteredUnloaded, cancelAgain:
+	case cancelRegistered, cancelRegisteredUnloaded:
 		return Cancelled
+	case cancelAgain:
+		return AlreadyCancelled
 	}
 	return Unknown
 }
 
 // tryCancel decides, atomically with firing, whether seq can still be
-// cancelled; if so it registers an intent that keeps it from firing.
-func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancelState, error) {
+// cancelled; if so it registers an intent that keeps it from firing. For
+// cancelWait it also returns a channel closed once the pending intent is
+// armed or dropped.
+func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancelState, <-chan struct{}, error) {
 	var st cancelState
+	var wait <-chan struct{}
 	err := d.call(ctx, func() {
 		if _, ok := d.inflight[seq]; ok {
 			st = cancelInflight
 			return
 		}
-		if _, ok := d.intents[seq]; ok {
+		if off, ok := d.intents[seq]; ok {
 			st = cancelAgain
+			if off < 0 {
+				// The first Cancel's record may still fail to append, and
+				// then the message is delivered after all (I7).
+				st, wait = cancelWait, d.intentChange(seq)
+			}
 			return
 		}
 		b := d.buckets[start]
@@ -42,8 +64,12 @@ func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancel
 			st = cancelAgain
 			return
 		}
-		if b != nil && b.ready && (b.done.Contains(seq) || b.delivered.contains(seq)) {
-			st = cancelDone
+		if b != nil && b.ready && b.delivered.contains(seq) {
+			st = cancelDelivered
+			return
+		}
+		if b != nil && b.ready && b.done.Contains(seq) {
+			st = cancelDoneBefore
 			return
 		}
 		d.intents[seq] = -1
@@ -52,14 +78,37 @@ func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancel
 			st = cancelRegisteredUnloaded
 		}
 	})
-	if err == nil && st == cancelAgain {
-		return cancelAgain, nil
+	return st, wait, err
+}
+
+// intentChange returns a channel closed when the intent of seq is armed
+// or dropped. Driver goroutine only.
+func (d *driver) intentChange(seq uint64) <-chan struct{} {
+	ch := d.intentWait[seq]
+	if ch == nil {
+		if d.intentWait == nil {
+			d.intentWait = map[uint64]chan struct{}{}
+		}
+		ch = make(chan struct{})
+		d.intentWait[seq] = ch
 	}
-	return st, err
+	return ch
+}
+
+// intentChanged wakes the Cancels waiting on intentChange(seq). Driver
+// goroutine only.
+func (d *driver) intentChanged(seq uint64) {
+	if ch := d.intentWait[seq]; ch != nil {
+		close(ch)
+		delete(d.intentWait, seq)
+	}
 }
 
 func (d *driver) dropIntent(seq uint64) {
-	d.call(context.Background(), func() { delete(d.intents, seq) })
+	d.call(context.Background(), func() {
+		delete(d.intents, seq)
+		d.intentChanged(seq)
+	})
 }
 
 func (d *driver) armIntent(seq uint64, off int64) {
@@ -67,7 +116,36 @@ func (d *driver) armIntent(seq uint64, off int64) {
 		if _, ok := d.intents[seq]; ok {
 			d.intents[seq] = off
 		}
+		d.intentChanged(seq)
 	})
+}
+
+// doneReason returns why the dispatch log at path says seq is done, and
+// whether it says so at all.
+func doneReason(path string, seq uint64) (dispatchlog.Reason, bool, error) {
+	recs, err := dispatchlog.Records(path)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, r := range recs {
+		if r.Seq == seq {
+			return r.Reason, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// doneResult is Cancel's answer for a message whose done-record has
+// reason r.
+func doneResult(r dispatchlog.Reason) CancelResult {
+	if r == dispatchlog.Cancelled {
+		return AlreadyCancelled
+	}
+	return AlreadyDone
+}
+
+func (e *Engine) donePath(start int64) string {
+	return filepath.Join(e.schedDir, dispatchlog.Name(start))
 }
 
 // pruneIntents forgets cancel intents whose cancel record reput has
@@ -93,4 +171,37 @@ func (d *driver) unarmedIntent() bool {
 		}
 	}
 	return false
+}
+
+// DeliveryChecker is implemented by a Sink that can tell whether it holds
+// a message: one an earlier run of the engine handed to it without
+// recording it done (a crash or a Close between the sink's answer and the
+// done-record), which the engine delivers again and a sink like the
+// built-in queue drops by ID. It should answer for at least the engine's
+// MaxInflight most recent IDs, the most that can be handed over and not
+// recorded.
+type DeliveryChecker interface {
+	// Delivered reports whether the sink was handed the message id.
+	Delivered(ctx context.Context, id message.ID) (bool, error)
+}
+
+// sinkMayHold reports whether an earlier run may have handed id to the
+// sink without recording it done: Cancel must not answer Cancelled for
+// such a message (I7). Only a message due by the time this run opened
+// (plus the handoff lead) can be one. For those it asks the sink if it is
+// a DeliveryChecker; otherwise it assumes the sink holds it, so that a
+// Cancel of a message already overdue when the engine started answers
+// AlreadyDone, and the message is delivered, until its bucket has loaded
+// (the entries an earlier run handed over are then in flight or done
+// again). A clock that stepped back across the restart by more than the
+// handoff lead escapes this check.
+func (e *Engine) sinkMayHold(ctx context.Context, id message.ID) (bool, error) {
+	if id.DeliverAt > e.opened.UnixMilli()+e.opts.HandoffLead.Milliseconds() {
+		return false, nil
+	}
+	c, ok := e.opts.Sink.(DeliveryChecker)
+	if !ok {
+		return true, nil
+	}
+	return c.Delivered(ctx, id)
 }

@@ -79,13 +79,19 @@ type driver struct {
 	failed   map[int64]*loadFailure // segments whose opening failed, by bucket start
 	intents  map[uint64]int64       // cancelled seqs -> cancel record offset (-1 until appended)
 	inflight map[uint64]struct{}
-	lanes    map[string]*lane // live lanes by topic; an idle one is retired
-	building map[*lane]*batch
+	// intentWait holds, per seq, a channel closed when its intent is
+	// armed or dropped, for the Cancels that wait for it (cancel.go).
+	intentWait map[uint64]chan struct{}
+	lanes      map[string]*lane // live lanes by topic; an idle one is retired
+	building   map[*lane]*batch
 	// overflowing counts batches waiting in lanes' overflow lists.
 	overflowing int
-	later       []laterEntry
-	full        []fullBatch
-	loading     bool
+	// lazyN is the number of cancelled entries still in the wheel: the
+	// sum of the loaded buckets' lazy sets.
+	lazyN   int64
+	later   []laterEntry
+	full    []fullBatch
+	loading bool
 	// segsDirty says the segment list may hold a bucket to load before
 	// nextLoad (a segment was created, a load finished, a bucket left).
 	segsDirty bool
@@ -215,7 +221,7 @@ func (d *driver) pendingByBucket() map[int64]int64 {
 	out := map[int64]int64{}
 	d.call(context.Background(), func() {
 		for s, b := range d.buckets {
-			out[s] = b.pending + b.inflight
+			out[s] = max(b.pending-int64(len(b.lazy)), 0) + b.inflight
 		}
 	})
 	return out
@@ -261,7 +267,7 @@ func (d *driver) run(startEnd int64) {
 		if waiting {
 			next = min(next, now+1) // a lane is busy: look again in a millisecond
 		}
-		d.pendingN.Store(int64(d.w.Len()))
+		d.pendingN.Store(max(int64(d.w.Len())-d.lazyN, 0))
 		if d.hasQueued() {
 			continue
 		}
@@ -332,7 +338,9 @@ func (d *driver) handle(e *ev) {
 		d.routed(e.entries)
 	case evCancel:
 		if b := d.buckets[e.bucket]; b != nil {
-			b.done.Add(e.seq)
+			if b.done.Add(e.seq) {
+				d.cancelledInWheel(b, e.seq)
+			}
 			b.cancelled.Add(e.seq)
 		}
 	case evSegment:

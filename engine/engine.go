@@ -9,7 +9,12 @@
 // a crash (I1, under the always fsync policy); a message whose done-record
 // is durable is never delivered again (I3); nothing is handed to the sink
 // before its deliverAt on the engine's clock (I4); Cancel answers
-// Cancelled only if the message will never be delivered (I7).
+// Cancelled (or AlreadyCancelled, for a message an earlier Cancel
+// cancelled, also across restarts) only if the message will never be
+// delivered (I7).
+//
+// Get and List (inspect.go) read what is scheduled from the schedule
+// segments and dispatch logs, loaded or not, and change nothing.
 //
 // Faults (docs/DESIGN.md): a damaged schedule entry costs that entry only
 // (the loader skips to the next valid one and rebuilds the damaged ones
@@ -29,6 +34,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -84,9 +91,12 @@ const (
 	Unknown CancelResult = iota
 	// Cancelled: the message will never be delivered.
 	Cancelled
-	// AlreadyDone: the message was delivered (or is being delivered), or
-	// was cancelled before.
+	// AlreadyDone: the message was delivered (or is being delivered, or
+	// was dead-lettered).
 	AlreadyDone
+	// AlreadyCancelled: an earlier Cancel cancelled the message; it will
+	// never be delivered. Answered before and after a restart.
+	AlreadyCancelled
 )
 
 func (r CancelResult) String() string {
@@ -95,6 +105,8 @@ func (r CancelResult) String() string {
 		return "cancelled"
 	case AlreadyDone:
 		return "already-delivered"
+	case AlreadyCancelled:
+		return "already-cancelled"
 	}
 	return "unknown"
 }
@@ -122,8 +134,13 @@ type Engine struct {
 	refuseErr  error
 	refuseOnce sync.Once
 	ready      chan struct{}
-	scheduled  atomic.Int64
-	cancelled  atomic.Int64
+	// openEnd is the commitlog's end at Open; opened is when Open began
+	// (engine clock), fresh whether the commitlog directory was new.
+	openEnd   int64
+	opened    time.Time
+	fresh     bool
+	scheduled atomic.Int64
+	cancelled atomic.Int64
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
@@ -136,6 +153,9 @@ func Open(opts Options) (*Engine, error) {
 	// The reput checkpoint names a commitlog position: a log that
 	// recovers to an end below it is damaged, not torn (reput.Start
 	// reports a damaged checkpoint itself).
+	opened := opts.Now()
+	_, statErr := os.Stat(filepath.Join(opts.Dir, "commitlog"))
+	fresh := errors.Is(statErr, fs.ErrNotExist)
 	schedDir := filepath.Join(opts.Dir, "schedule")
 	minEnd, _, _ := reput.ReadCheckpoint(schedDir)
 	minEndFrom := "the reput checkpoint " + filepath.Join(schedDir, reput.CheckpointName)
@@ -167,7 +187,7 @@ func Open(opts Options) (*Engine, error) {
 	if rec.Truncated {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
-	e := &Engine{opts: opts, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
+	e := &Engine{opts: opts, opened: opened, fresh: fresh, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
 		health: newHealth(opts.Now, opts.StallAfter), refused: make(chan struct{})}
 	if opts.IdempotencyWindow > 0 {
 		// Rebuilt in the background: only keyed Schedules wait for it.
@@ -192,7 +212,8 @@ func Open(opts Options) (*Engine, error) {
 		l.Close()
 		return nil, repairHint(err, opts.Dir)
 	}
-	go e.d.run(l.EndOffset())
+	e.openEnd = l.EndOffset()
+	go e.d.run(e.openEnd)
 	return e, nil
 }
 
@@ -461,8 +482,9 @@ func fmtDur(d time.Duration) string {
 
 // Cancel cancels the message id. Its answer is truthful (I7): Cancelled
 // only if the message will never be delivered, including when the cancel
-// races with firing; AlreadyDone if it was delivered or is being delivered
-// (or was cancelled before); Unknown if no such message is pending.
+// races with firing; AlreadyCancelled if an earlier Cancel cancelled it
+// (also across restarts); AlreadyDone if it was delivered, is being
+// delivered or was dead-lettered; Unknown if no such message is pending.
 func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
@@ -472,31 +494,76 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
 		return Unknown, nil
 	}
-	// Its schedule record must be routed before its segment can be found.
-	if err := e.reput.WaitRouted(ctx, int64(id.Seq)+1); err != nil {
+	// Its schedule record must be routed before its segment can be found,
+	// and the cancels in the commitlog at Open before a dispatch log can
+	// say whether it was cancelled before.
+	if err := e.reput.WaitRouted(ctx, max(int64(id.Seq)+1, e.openEnd)); err != nil {
 		return Unknown, err
 	}
 	seg, ok := e.reput.FindSegment(id.DeliverAt)
 	if !ok {
 		return Unknown, nil
 	}
-	st, err := e.d.tryCancel(ctx, id.Seq, seg.Start)
-	if err != nil || st != cancelRegistered && st != cancelRegisteredUnloaded {
-		return st.result(), err
+	var st cancelState
+	for range maxCancelWaits {
+		var wait <-chan struct{}
+		var err error
+		st, wait, err = e.d.tryCancel(ctx, id.Seq, seg.Start)
+		if err != nil {
+			return Unknown, err
+		}
+		if st != cancelWait {
+			break
+		}
+		// Another Cancel of it is appending its record: its outcome is ours.
+		select {
+		case <-wait:
+		case <-e.d.stopped:
+			return Unknown, ErrClosed
+		case <-ctx.Done():
+			return Unknown, ctx.Err()
+		}
+	}
+	switch st {
+	case cancelWait:
+		return Unknown, fmt.Errorf("engine: cancel of %s: other Cancels of it kept deciding; try again", id)
+	case cancelDoneBefore:
+		// Done before its bucket was loaded: the dispatch log says why.
+		r, ok, err := doneReason(e.donePath(seg.Start), id.Seq)
+		if err != nil || !ok {
+			// In the done set loaded from that file, so done either way;
+			// delivered is the safe answer.
+			return AlreadyDone, err
+		}
+		return doneResult(r), nil
+	case cancelRegistered, cancelRegisteredUnloaded:
+	default:
+		return st.result(), nil
 	}
 	if st == cancelRegisteredUnloaded {
 		// The bucket is not in memory: its dispatch log is the record of
-		// what was delivered. Deliveries are synced there before they are
-		// confirmed, and nothing of an unloaded bucket is in flight.
-		set, _, err := dispatchlog.Load(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+		// what was delivered or cancelled. Deliveries are synced there
+		// before they are confirmed, nothing of an unloaded bucket is in
+		// flight, and the cancels reput routed there are synced first.
+		r, done, err := e.unloadedDone(seg.Start, id.Seq)
 		if err != nil {
 			e.d.dropIntent(id.Seq)
 			return Unknown, err
 		}
-		if set.Contains(id.Seq) {
+		if done {
 			e.d.dropIntent(id.Seq)
-			return AlreadyDone, nil
+			return doneResult(r), nil
 		}
+	}
+	if held, err := e.sinkMayHold(ctx, id); err != nil || held {
+		// An earlier run may have handed it to the sink without recording
+		// it done (a crash, or a Close, between the sink's answer and the
+		// done-record): it is delivered again, so it is not cancelled.
+		e.d.dropIntent(id.Seq)
+		if err != nil {
+			return Unknown, err
+		}
+		return AlreadyDone, nil
 	}
 	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
 	if err != nil {
@@ -508,6 +575,20 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 	return Cancelled, nil
 }
 
+// maxCancelWaits bounds how often Cancel waits for other Cancels of the
+// same message to append their records: each wait ends with one of them
+// answered, and a new one can take its place only while this one waits.
+const maxCancelWaits = 64
+
+// unloadedDone reads from the dispatch log of the bucket at start whether
+// seq is done and why.
+func (e *Engine) unloadedDone(start int64, seq uint64) (dispatchlog.Reason, bool, error) {
+	if err := e.reput.SyncDispatch(start); err != nil {
+		return 0, false, err
+	}
+	return doneReason(e.donePath(start), seq)
+}
+
 // Stats are the engine's counters.
 type Stats struct {
 	Scheduled   int64 // messages accepted by Schedule since Open
@@ -515,7 +596,7 @@ type Stats struct {
 	Fired       int64 // messages handed to the sink
 	Delivered   int64 // messages whose done-record is durable
 	Retries     int64 // failed sink calls retried
-	Pending     int64 // messages in the wheel (loaded buckets)
+	Pending     int64 // messages in the wheel (loaded buckets) that will fire: cancelled ones are left out at once
 	Inflight    int64 // handed to the sink, not yet confirmed
 	Loaded      int   // buckets in memory
 	Segments    int   // schedule segments on disk
@@ -537,7 +618,8 @@ func (e *Engine) Stats() Stats {
 }
 
 // PendingByBucket returns how many messages each segment on disk holds
-// that are not done, for loaded buckets, keyed by bucket start (UTC ms).
+// that are not done (cancelled ones left out at once, as in Stats.Pending),
+// for loaded buckets, keyed by bucket start (UTC ms).
 func (e *Engine) PendingByBucket() map[int64]int64 { return e.d.pendingByBucket() }
 
 // Close stops accepting requests, stops firing (messages handed to the

@@ -142,7 +142,7 @@ func TestCancel(t *testing.T) {
 		}{
 			{"loaded_pending", near, Cancelled},
 			{"unloaded_future", far, Cancelled},
-			{"again", near, Cancelled},
+			{"again", near, AlreadyCancelled},
 			{"already_delivered", fired, AlreadyDone},
 			{"never_issued", message.ID{DeliverAt: near.DeliverAt, Seq: 1 << 40}, Unknown},
 			{"no_segment", message.ID{DeliverAt: near.DeliverAt + 7*24*3600_000, Seq: near.Seq}, Unknown},

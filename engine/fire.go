@@ -45,6 +45,7 @@ func (d *driver) fire(now, horizon int64) {
 			return true
 		}
 		if b.done.Contains(seq) {
+			d.cancelLeftWheel(b, seq, false)
 			return true
 		}
 		if coff, ok := d.intents[seq]; ok {
@@ -53,7 +54,9 @@ func (d *driver) fire(now, horizon int64) {
 				// durable yet: hold it back a moment, so that it fires
 				// after all if that append fails.
 				d.later = append(d.later, laterEntry{b, horizon + 1, off})
+				return true
 			}
+			d.cancelLeftWheel(b, seq, true)
 			return true // cancelled; reput writes its done-record
 		}
 		if d.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
@@ -201,4 +204,35 @@ func (d *driver) requeue(items []item) {
 		}
 	}
 	d.inflightN.Add(-int64(len(items)))
+}
+
+// cancelledInWheel counts a cancel routed to loaded bucket b: its entry is
+// in the wheel until its deadline (cancels are lazy), unless the wheel gave
+// it up already for the Cancel's intent.
+func (d *driver) cancelledInWheel(b *bucket, seq uint64) {
+	if _, ok := b.skipped[seq]; ok {
+		delete(b.skipped, seq)
+		return
+	}
+	if b.lazy == nil {
+		b.lazy = map[uint64]struct{}{}
+	}
+	b.lazy[seq] = struct{}{}
+	d.lazyN++
+}
+
+// cancelLeftWheel is told of a cancelled entry the wheel gave up; intent
+// says it was for a Cancel's intent, whose cancel may not be routed yet.
+func (d *driver) cancelLeftWheel(b *bucket, seq uint64, intent bool) {
+	if _, ok := b.lazy[seq]; ok {
+		delete(b.lazy, seq)
+		d.lazyN--
+		return
+	}
+	if intent {
+		if b.skipped == nil {
+			b.skipped = map[uint64]struct{}{}
+		}
+		b.skipped[seq] = struct{}{}
+	}
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"time"
 
@@ -26,8 +27,13 @@ type bucket struct {
 	ready      bool            // the loader has finished
 	entries    uint64          // entries known: loaded from the file plus routed since
 	pending    int64           // in the wheel
-	inflight   int64           // handed to the sink, not confirmed
-	corrupt    bool            // damaged or held: never retire automatically
+	// lazy holds the seqs cancelled since the load whose entries are still
+	// in the wheel (cancels are lazy) or still to come from the loader;
+	// skipped those the wheel gave up for a cancel intent before the cancel
+	// was routed. Stats.Pending and PendingByBucket leave lazy out.
+	lazy, skipped map[uint64]struct{}
+	inflight      int64 // handed to the sink, not confirmed
+	corrupt       bool  // damaged or held: never retire automatically
 	// held is set when the dispatch log is damaged or missing: which
 	// entries are done is unknown, so none but the routed ones is loaded
 	// until `hourglass repair` decides (I3).
@@ -156,6 +162,7 @@ func (d *driver) loadNext(now int64) int64 {
 		return never
 	}
 	if !isClosed(d.e.ready) {
+		d.logRecovered()
 		close(d.e.ready)
 	}
 	return min(next, retry)
@@ -471,6 +478,14 @@ func (d *driver) loaded(res *loadResult) {
 		return
 	}
 	if res.done != nil {
+		// A cancel routed while loading that the file has too kept its
+		// entry out of the loader's chunks: it is not in the wheel.
+		for seq := range b.lazy {
+			if res.done.Contains(seq) && !(b.hasRouted && seq >= b.routedFirst) {
+				delete(b.lazy, seq)
+				d.lazyN--
+			}
+		}
 		// Merge what arrived while loading (cancels, deliveries) into the
 		// file's done set.
 		for seq := range b.done.All() {
@@ -559,4 +574,26 @@ func (d *driver) chunkLoaded(start int64, chunk []refAt) {
 	for _, ra := range chunk {
 		d.add(b, ra.deadline, ra.off)
 	}
+}
+
+// logRecovered logs what the start recovered, once, when Ready closes:
+// the commitlog span reput routed again (from its checkpoint to the end at
+// Open), what that routing appended, the buckets loaded, and how long it
+// took.
+func (d *driver) logRecovered() {
+	e := d.e
+	from := d.startCkpt
+	if from == math.MaxInt64 {
+		from = 0 // no checkpoint: routed from the start of what the commitlog holds
+	}
+	rs := e.reput.Stats()
+	abs, err := filepath.Abs(e.opts.Dir)
+	if err != nil {
+		abs = e.opts.Dir
+	}
+	e.opts.Logger.Info("engine: recovered", "data_dir", abs, "new", e.fresh,
+		"commitlog_replayed_bytes", max(e.openEnd-from, 0), "commitlog_from", from, "commitlog_end", e.openEnd,
+		"entries_routed", rs.Routed, "entries_already_routed", rs.Skipped, "cancels_routed", rs.Cancels,
+		"buckets_loaded", d.loadedN.Load(), "pending_loaded", d.w.Len(), "segments", len(e.reput.Segments()),
+		"held", d.heldEntries.Load(), "took", e.opts.Now().Sub(e.opened).Round(time.Millisecond))
 }

@@ -73,6 +73,7 @@ func (d *driver) unload(b *bucket) {
 		b.mr.Close()
 	}
 	delete(d.buckets, b.start)
+	d.lazyN -= int64(len(b.lazy))
 	d.freeSlots(b)
 	d.loadedN.Add(-1)
 }

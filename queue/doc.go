@@ -130,6 +130,8 @@
 // (RepairStep, hourglass repair's queue step, sets it and prints ACKS
 // LOST with the count).
 // VerifyTopic checks the two logs against each other (inspect verify).
+// Lookup says whether a topic holds a message, waiting, leased or acked,
+// without receiving or changing it.
 // What no file names cannot be told from a write cut short by a crash:
 // the last record of an ack log, and queue-log records past the last one
 // the ack log names, are dropped as a torn tail when damaged after a

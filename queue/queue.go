@@ -82,6 +82,10 @@ type TopicStats struct {
 	Expired      uint64 // leases that ran out
 	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
 	DeadLettered uint64 // messages moved to <topic>.dlq
+	// OldestReady is the delivery time (UTC epoch ms) of the oldest due
+	// message waiting to be received: the older of the next one never
+	// received and the first waiting to be received again; 0 if none.
+	OldestReady int64
 }
 
 // Open opens (or creates) the queue in opts.Dir and recovers and checks

@@ -65,11 +65,11 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 			return nil
 		}
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked)
+		err = t.deadLetter(l, &t.stats.Nacked, "nacked")
 	case t.exhausted(l):
 		l.state = settling
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked)
+		err = t.deadLetter(l, &t.stats.Nacked, "nacked")
 	default:
 		l.state = settling
 		t.mu.Unlock()
@@ -189,9 +189,10 @@ func (t *topic) ackAll(ls []*lease) error {
 }
 
 // deadLetter moves the message of settling lease l to the dead-letter
-// topic, then acks it here, counting it in counter too. A crash in between
-// leaves it in both (at least once). On error l is left settling.
-func (t *topic) deadLetter(l *lease, counter *uint64) error {
+// topic, then acks it here, counting it in counter too, and logs it with
+// reason (why its last attempt failed). A crash in between leaves it in
+// both (at least once). On error l is left settling.
+func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 	var id message.ID
 	var m message.Message
 	err := t.copyAt(l.off, &id, &m)
@@ -215,6 +216,8 @@ func (t *topic) deadLetter(l *lease, counter *uint64) error {
 	t.mu.Lock()
 	t.stats.DeadLettered++
 	t.mu.Unlock()
+	t.q.opts.Logger.Warn("queue: message dead-lettered", "topic", t.name, "to", t.name+DLQSuffix, "id", id,
+		"attempts", m.Attempt, "reason", reason)
 	return nil
 }
 
@@ -223,7 +226,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64) error {
 // attempt, so that its next failure tries again; nothing waits for it.
 func (t *topic) deadLetterExpired(l *lease) {
 	var n uint64
-	if err := t.deadLetter(l, &n); err != nil {
+	if err := t.deadLetter(l, &n, "lease expired"); err != nil {
 		t.q.opts.Logger.Error("queue: dead-lettering failed; the message stays receivable", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
 		t.forgetLocked(l)

@@ -472,8 +472,13 @@ func (t *topic) armLocked() {
 	t.timerAt = at
 }
 
+// maxExpiryLines bounds the lease expiries expire logs one by one; the
+// rest of a pass is one line with their number.
+const maxExpiryLines = 16
+
 // expire runs on the timer: leases past their deadline become receivable
-// again with their attempt raised, or are dead-lettered.
+// again with their attempt raised, or are dead-lettered. Each is logged
+// with its topic, ID and attempt (the attempt that failed, counting from 1).
 func (t *topic) expire() {
 	q := t.q
 	if q.enter() != nil {
@@ -488,15 +493,27 @@ func (t *topic) expire() {
 	t.timerAt = 0
 	now := q.mono()
 	var dead []*lease
+	var logged [maxExpiryLines]lease
+	n := 0
 	for len(t.heap) > 0 && t.heap[0].deadline <= now {
 		l := heap.Pop(&t.heap).(*lease)
 		t.stats.Expired++
+		if n < maxExpiryLines {
+			logged[n] = *l
+		}
+		n++
 		if t.failLocked(l) {
 			dead = append(dead, l)
 		}
 	}
 	t.armLocked()
 	t.mu.Unlock()
+	for _, l := range logged[:min(n, maxExpiryLines)] {
+		q.opts.Logger.Info("queue: lease expired", "topic", t.name, "id", l.id, "attempt", l.attempt+1)
+	}
+	if n > maxExpiryLines {
+		q.opts.Logger.Info("queue: more leases expired", "topic", t.name, "more", n-maxExpiryLines)
+	}
 	for _, l := range dead {
 		// The worker holds t until its counters are updated. Holding
 		// cannot fail: t has settling leases, so it is not retired.
@@ -564,7 +581,40 @@ func (t *topic) statsSnapshot() TopicStats {
 	s := t.stats
 	s.Leased = len(t.heap)
 	s.Backlog = max(0, t.unread-int64(len(t.skip))) + int64(len(t.fifo))
+	s.OldestReady = t.oldestReadyLocked()
 	return s
+}
+
+// oldestReadyLocked returns TopicStats.OldestReady. It may move the reader
+// onto the next record to receive, as a Receive that finds it not yet due
+// does. t.mu is held.
+func (t *topic) oldestReadyLocked() int64 {
+	now := t.q.now().UnixMilli()
+	oldest := int64(0)
+	consider := func(at int64) {
+		if at <= now && (oldest == 0 || at < oldest) {
+			oldest = at
+		}
+	}
+	var id message.ID
+	if len(t.fifo) > 0 {
+		var m message.Message
+		if t.readAt(t.fifo[0].off, &id, &m) == nil {
+			consider(id.DeliverAt)
+		}
+	}
+	if t.closed || t.reader == nil {
+		return oldest
+	}
+	if !t.peeked && t.unread > int64(len(t.skip)) && t.reader.Next() {
+		t.peeked = true
+	}
+	if t.peeked && (len(t.skip) == 0 || t.skip[0] != t.reader.Offset()) {
+		if decodeID(t.reader.Record().Payload, &id) == nil {
+			consider(id.DeliverAt)
+		}
+	}
+	return oldest
 }
 
 // close stops t's timer, writes a final checkpoint and closes its logs.

@@ -135,6 +135,14 @@ func (a connectAPI) Time(ctx context.Context, r *connect.Request[hourglassv1.Tim
 	return unary(ctx, r, a.s.time)
 }
 
+func (a connectAPI) Get(ctx context.Context, r *connect.Request[hourglassv1.GetRequest]) (*connect.Response[hourglassv1.GetResponse], error) {
+	return unary(ctx, r, a.s.get)
+}
+
+func (a connectAPI) List(ctx context.Context, r *connect.Request[hourglassv1.ListRequest]) (*connect.Response[hourglassv1.ListResponse], error) {
+	return unary(ctx, r, a.s.list)
+}
+
 func (a connectAPI) ReceiveStream(ctx context.Context, r *connect.Request[hourglassv1.ReceiveStreamRequest], st *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
 	return toConnect(a.s.receiveStream(connectCtx(ctx, r.Peer(), r.Header()), r.Msg, st.Send))
 }

@@ -211,6 +211,14 @@ func (a grpcAPI) Time(ctx context.Context, r *hourglassv1.TimeRequest) (*hourgla
 	return a.s.time(ctx, r)
 }
 
+func (a grpcAPI) Get(ctx context.Context, r *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
+	return a.s.get(ctx, r)
+}
+
+func (a grpcAPI) List(ctx context.Context, r *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
+	return a.s.list(ctx, r)
+}
+
 func (a grpcAPI) ReceiveStream(r *hourglassv1.ReceiveStreamRequest, st grpc.ServerStreamingServer[hourglassv1.ReceiveStreamResponse]) error {
 	return a.s.receiveStream(st.Context(), r, func(m *hourglassv1.ReceiveStreamResponse) error {
 		if m == nil {

@@ -2,8 +2,10 @@ package server
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +62,11 @@ var (
 	descDeadLettered = prometheus.NewDesc("hourglass_dead_lettered_total", "Messages moved to <topic>.dlq after the maximum attempts.", []string{"topic"}, nil)
 	descReady        = prometheus.NewDesc("hourglass_queue_ready", "Due messages waiting to be received.", []string{"topic"}, nil)
 	descLeased       = prometheus.NewDesc("hourglass_queue_leased", "Received messages not yet acked, nacked or expired.", []string{"topic"}, nil)
-	descPending      = prometheus.NewDesc("hourglass_pending",
+	descLag          = prometheus.NewDesc("hourglass_queue_lag", "Consumer lag: due messages in the topic not yet acked (waiting to be received, or leased).", []string{"topic"}, nil)
+	descOldestReady  = prometheus.NewDesc("hourglass_queue_oldest_ready_age_seconds",
+		"Age of the oldest due message waiting to be received (now minus its delivery time; 0 if none). Under topic=\"(other)\" the oldest of those topics.", []string{"topic"}, nil)
+	descDeadLetters = prometheus.NewDesc("hourglass_dead_letters", "Dead letters held in <topic>.dlq (waiting or leased), by the topic they came from.", []string{"topic"}, nil)
+	descPending     = prometheus.NewDesc("hourglass_pending",
 		"Scheduled messages not yet due, by how far ahead they are due: 1m = within a minute (overdue included), 5m = 1 to 5 min, 1h = 5 min to 1 h, 1d = 1 h to 1 day, beyond = later. "+
 			"Approximate: counted per schedule bucket and spread evenly over the bucket's remaining time; a bucket not in memory counts the entries written to it, cancelled ones included.",
 		[]string{"horizon"}, nil)
@@ -126,7 +132,8 @@ func (m *Metrics) attach(s *sources) { m.src.Store(s) }
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScheduled, descDelivered, descSinkRetries, descCancelled, descAppended,
-		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descPending,
+		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descLag,
+		descOldestReady, descDeadLetters, descPending,
 		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed,
 		descEngineSched, descDiskBytes, descDiskFiles, descStalled} {
 		ch <- d
@@ -161,9 +168,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if src == nil {
 		return
 	}
+	nowMs := src.eng.Now().UnixMilli()
 	qs := map[string]queue.TopicStats{}
+	oldest := map[string]int64{} // by label: the oldest OldestReady
+	dead := map[string]int64{}   // by the origin topic's label
 	for topic, s := range src.q.Stats() {
+		if origin, ok := strings.CutSuffix(topic, queue.DLQSuffix); ok && origin != "" {
+			dead[m.series.label(origin)] += s.Backlog + int64(s.Leased)
+		} else {
+			dead[m.series.label(topic)] += 0 // a series, 0 until something dies
+		}
 		l := m.series.label(topic)
+		if o, ok := oldest[l]; !ok || s.OldestReady != 0 && (o == 0 || s.OldestReady < o) {
+			oldest[l] = s.OldestReady
+		}
 		a := qs[l]
 		a.Delivered += s.Delivered
 		a.Acked += s.Acked
@@ -184,6 +202,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descDeadLettered, float64(s.DeadLettered), topic)
 		gauge(descReady, float64(s.Backlog), topic)
 		gauge(descLeased, float64(s.Leased), topic)
+		gauge(descLag, float64(s.Backlog+int64(s.Leased)), topic)
+		age := 0.0
+		if o := oldest[topic]; o != 0 {
+			age = float64(max(nowMs-o, 0)) / 1000
+		}
+		gauge(descOldestReady, age, topic)
+	}
+	for topic, n := range dead {
+		gauge(descDeadLetters, float64(n), topic)
 	}
 	es := src.eng.Stats()
 	gauge(descPendingLoaded, float64(es.Pending))
@@ -217,7 +244,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 }
 
 // byHorizon spreads each bucket's count evenly over what is left of it
-// and adds it up by horizon.
+// and adds it up by horizon, in whole messages: each bucket's share of a
+// horizon is rounded so that the shares add up to its count (largest
+// remainder).
 func byHorizon(buckets []bucketCount, nowMs int64) []float64 {
 	out := make([]float64, len(horizonNames))
 	edges := make([]int64, len(horizons))
@@ -232,6 +261,9 @@ func byHorizon(buckets []bucketCount, nowMs int64) []float64 {
 		}
 		span := float64(hi - lo)
 		prev := nowMs
+		share := make([]float64, len(out))
+		whole := make([]float64, len(out))
+		left := b.count
 		for i := 0; i <= len(edges); i++ {
 			end := int64(1<<63 - 1)
 			if i < len(edges) {
@@ -239,9 +271,28 @@ func byHorizon(buckets []bucketCount, nowMs int64) []float64 {
 			}
 			a, z := max(lo, prev), min(hi, end)
 			if z > a {
-				out[i] += float64(b.count) * float64(z-a) / span
+				share[i] = float64(b.count) * float64(z-a) / span
+				whole[i] = math.Floor(share[i])
+				left -= int64(whole[i])
 			}
 			prev = end
+		}
+		// The messages the floors left out go to the largest remainders.
+		for ; left > 0; left-- {
+			best := -1
+			for i := range share {
+				if r := share[i] - whole[i]; r > 0 && (best < 0 || r > share[best]-whole[best]) {
+					best = i
+				}
+			}
+			if best < 0 {
+				break
+			}
+			whole[best]++
+			share[best] = whole[best] // its remainder is used
+		}
+		for i := range out {
+			out[i] += whole[i]
 		}
 	}
 	return out

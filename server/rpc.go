@@ -143,6 +143,8 @@ func (s *Server) cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hou
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED
 	case engine.AlreadyDone:
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED
+	case engine.AlreadyCancelled:
+		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_CANCELLED
 	default:
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN
 	}

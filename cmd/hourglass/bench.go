@@ -121,7 +121,7 @@ func benchEngineCommand() *cli.Command {
 
 func runBenchEngine(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("bench engine takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+		return fmt.Errorf("bench engine takes no arguments, got %q", c.Args().Slice())
 	}
 	cfg := enginebench.Config{
 		Scenario:        c.String("scenario"),
@@ -280,7 +280,7 @@ func benchServerCommand() *cli.Command {
 
 func runBenchServer(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("bench server takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+		return fmt.Errorf("bench server takes no arguments, got %q", c.Args().Slice())
 	}
 	cfg := serverbench.Config{
 		Addr:      c.String("addr"),

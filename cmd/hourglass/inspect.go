@@ -203,7 +203,7 @@ func inspectSetup(c *cli.Context) (inspect.Options, inspect.Output, error) {
 
 func noArgs(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("%s takes no arguments, got %q; flags go before any argument (see '%s --help')", c.Command.Name, c.Args().Slice(), c.Command.HelpName)
+		return fmt.Errorf("%s takes no arguments, got %q (see '%s --help')", c.Command.Name, c.Args().Slice(), c.Command.HelpName)
 	}
 	return nil
 }

@@ -238,7 +238,7 @@ type serveConfig struct {
 
 func parseServe(c *cli.Context) (*serveConfig, error) {
 	if c.NArg() > 0 {
-		return nil, fmt.Errorf("serve takes no arguments, got %q; flags go before any argument", c.Args().Slice())
+		return nil, fmt.Errorf("serve takes no arguments, got %q", c.Args().Slice())
 	}
 	cfg := &serveConfig{
 		dataDir: c.String("data-dir"), listen: c.String("listen"),

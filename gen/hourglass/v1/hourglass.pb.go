@@ -57,11 +57,12 @@ const (
 	CancelResult_CANCEL_RESULT_UNSPECIFIED CancelResult = 0
 	// The message will never be delivered.
 	CancelResult_CANCEL_RESULT_CANCELLED CancelResult = 1
-	// The message was delivered (or is being delivered), or was cancelled
-	// before.
+	// The message was delivered (or is being delivered).
 	CancelResult_CANCEL_RESULT_ALREADY_DELIVERED CancelResult = 2
 	// No such message is pending here.
 	CancelResult_CANCEL_RESULT_UNKNOWN CancelResult = 3
+	// The message was cancelled before; it will never be delivered.
+	CancelResult_CANCEL_RESULT_ALREADY_CANCELLED CancelResult = 4
 )
 
 // Enum value maps for CancelResult.
@@ -71,12 +72,14 @@ var (
 		1: "CANCEL_RESULT_CANCELLED",
 		2: "CANCEL_RESULT_ALREADY_DELIVERED",
 		3: "CANCEL_RESULT_UNKNOWN",
+		4: "CANCEL_RESULT_ALREADY_CANCELLED",
 	}
 	CancelResult_value = map[string]int32{
 		"CANCEL_RESULT_UNSPECIFIED":       0,
 		"CANCEL_RESULT_CANCELLED":         1,
 		"CANCEL_RESULT_ALREADY_DELIVERED": 2,
 		"CANCEL_RESULT_UNKNOWN":           3,
+		"CANCEL_RESULT_ALREADY_CANCELLED": 4,
 	}
 )
 
@@ -105,6 +108,91 @@ func (x CancelResult) Number() protoreflect.EnumNumber {
 // Deprecated: Use CancelResult.Descriptor instead.
 func (CancelResult) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{0}
+}
+
+// MessageState is what became of a scheduled message.
+type MessageState int32
+
+const (
+	MessageState_MESSAGE_STATE_UNSPECIFIED MessageState = 0
+	// In its schedule segment, not done: it will be delivered at deliver_at.
+	MessageState_MESSAGE_STATE_PENDING MessageState = 1
+	// Handed to the sink, which has not confirmed it yet.
+	MessageState_MESSAGE_STATE_DELIVERING MessageState = 2
+	// The sink confirmed it. With the built-in queue as the sink the queue's
+	// state is told instead (due, leased, acked) while the queue knows it.
+	MessageState_MESSAGE_STATE_DELIVERED MessageState = 3
+	// In the built-in queue, waiting to be received.
+	MessageState_MESSAGE_STATE_DUE MessageState = 4
+	// In the built-in queue, received and leased to a consumer.
+	MessageState_MESSAGE_STATE_LEASED MessageState = 5
+	// The built-in queue had it and it was acked (or retried under a new ID
+	// after a nack: the retry names this one as its origin), or the queue no
+	// longer holds it.
+	MessageState_MESSAGE_STATE_ACKED MessageState = 6
+	// Cancelled: it will never be delivered.
+	MessageState_MESSAGE_STATE_CANCELLED MessageState = 7
+	// Dead-lettered: by the engine (the sink refused it for good), or by the
+	// queue after its maximum attempts (dead_letter_topic then names where).
+	MessageState_MESSAGE_STATE_DEAD_LETTERED MessageState = 8
+	// No such message here: never scheduled, or its schedule segment was
+	// deleted once every entry in it was done.
+	MessageState_MESSAGE_STATE_NOT_FOUND MessageState = 9
+)
+
+// Enum value maps for MessageState.
+var (
+	MessageState_name = map[int32]string{
+		0: "MESSAGE_STATE_UNSPECIFIED",
+		1: "MESSAGE_STATE_PENDING",
+		2: "MESSAGE_STATE_DELIVERING",
+		3: "MESSAGE_STATE_DELIVERED",
+		4: "MESSAGE_STATE_DUE",
+		5: "MESSAGE_STATE_LEASED",
+		6: "MESSAGE_STATE_ACKED",
+		7: "MESSAGE_STATE_CANCELLED",
+		8: "MESSAGE_STATE_DEAD_LETTERED",
+		9: "MESSAGE_STATE_NOT_FOUND",
+	}
+	MessageState_value = map[string]int32{
+		"MESSAGE_STATE_UNSPECIFIED":   0,
+		"MESSAGE_STATE_PENDING":       1,
+		"MESSAGE_STATE_DELIVERING":    2,
+		"MESSAGE_STATE_DELIVERED":     3,
+		"MESSAGE_STATE_DUE":           4,
+		"MESSAGE_STATE_LEASED":        5,
+		"MESSAGE_STATE_ACKED":         6,
+		"MESSAGE_STATE_CANCELLED":     7,
+		"MESSAGE_STATE_DEAD_LETTERED": 8,
+		"MESSAGE_STATE_NOT_FOUND":     9,
+	}
+)
+
+func (x MessageState) Enum() *MessageState {
+	p := new(MessageState)
+	*p = x
+	return p
+}
+
+func (x MessageState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MessageState) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[1].Descriptor()
+}
+
+func (MessageState) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[1]
+}
+
+func (x MessageState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MessageState.Descriptor instead.
+func (MessageState) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{1}
 }
 
 // Header is one message header.
@@ -2590,6 +2678,279 @@ func (x *ConsumeSettled) GetNacks() []*AckResult {
 	return nil
 }
 
+type GetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's ID, as Schedule returned it.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRequest) Reset() {
+	*x = GetRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRequest) ProtoMessage() {}
+
+func (x *GetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
+func (*GetRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *GetRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	State MessageState           `protobuf:"varint,1,opt,name=state,proto3,enum=hourglass.v1.MessageState" json:"state,omitempty"`
+	// The message as scheduled; unset when state is NOT_FOUND. Its receipt,
+	// received_at and lease_expires_at are unset; its attempt is the
+	// attempt it was scheduled with.
+	Message *Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// LEASED: the queue's attempt count and when the lease ends.
+	QueueAttempt   uint32                 `protobuf:"varint,3,opt,name=queue_attempt,json=queueAttempt,proto3" json:"queue_attempt,omitempty"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	// DEAD_LETTERED by the queue: the dead-letter topic that holds it.
+	DeadLetterTopic string `protobuf:"bytes,5,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetResponse) Reset() {
+	*x = GetResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResponse) ProtoMessage() {}
+
+func (x *GetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
+func (*GetResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GetResponse) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *GetResponse) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *GetResponse) GetQueueAttempt() uint32 {
+	if x != nil {
+		return x.QueueAttempt
+	}
+	return 0
+}
+
+func (x *GetResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *GetResponse) GetDeadLetterTopic() string {
+	if x != nil {
+		return x.DeadLetterTopic
+	}
+	return ""
+}
+
+type ListRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic whose messages to list (same rule as ScheduleRequest.topic).
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Which messages: only PENDING (or UNSPECIFIED, meaning PENDING) is
+	// supported now; any other state is INVALID_ARGUMENT.
+	State MessageState `protobuf:"varint,2,opt,name=state,proto3,enum=hourglass.v1.MessageState" json:"state,omitempty"`
+	// Delivery times from (inclusive) to (exclusive); unset from means the
+	// beginning, unset to means no end. from must not be after to.
+	From *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// The next_page_token of the previous page; empty for the first page.
+	PageToken string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// At most this many messages, 1 to 1000; 0 means 100.
+	PageSize      int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequest) Reset() {
+	*x = ListRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequest) ProtoMessage() {}
+
+func (x *ListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
+func (*ListRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ListRequest) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+func (x *ListRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *ListRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pending messages ordered by (deliver_at, id).
+	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Pass as page_token for the next page; empty when there is no more.
+	// It names the last message returned, so messages scheduled before it
+	// never shift later pages.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResponse) Reset() {
+	*x = ListResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResponse) ProtoMessage() {}
+
+func (x *ListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
+func (*ListResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_hourglass_v1_hourglass_proto protoreflect.FileDescriptor
 
 const file_hourglass_v1_hourglass_proto_rawDesc = "" +
@@ -2755,12 +3116,44 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eConsumeSettled\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12+\n" +
 	"\x04acks\x18\x02 \x03(\v2\x17.hourglass.v1.AckResultR\x04acks\x12-\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x17.hourglass.v1.AckResultR\x05nacks*\x8a\x01\n" +
+	"\x05nacks\x18\x03 \x03(\v2\x17.hourglass.v1.AckResultR\x05nacks\"\x1c\n" +
+	"\n" +
+	"GetRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x87\x02\n" +
+	"\vGetResponse\x120\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12/\n" +
+	"\amessage\x18\x02 \x01(\v2\x15.hourglass.v1.MessageR\amessage\x12#\n" +
+	"\rqueue_attempt\x18\x03 \x01(\rR\fqueueAttempt\x12D\n" +
+	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
+	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\"\xed\x01\n" +
+	"\vListRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12.\n" +
+	"\x04from\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\"i\n" +
+	"\fListResponse\x121\n" +
+	"\bmessages\x18\x01 \x03(\v2\x15.hourglass.v1.MessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
 	"\x1fCANCEL_RESULT_ALREADY_DELIVERED\x10\x02\x12\x19\n" +
-	"\x15CANCEL_RESULT_UNKNOWN\x10\x032\x94\a\n" +
+	"\x15CANCEL_RESULT_UNKNOWN\x10\x03\x12#\n" +
+	"\x1fCANCEL_RESULT_ALREADY_CANCELLED\x10\x04*\xa8\x02\n" +
+	"\fMessageState\x12\x1d\n" +
+	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x1c\n" +
+	"\x18MESSAGE_STATE_DELIVERING\x10\x02\x12\x1b\n" +
+	"\x17MESSAGE_STATE_DELIVERED\x10\x03\x12\x15\n" +
+	"\x11MESSAGE_STATE_DUE\x10\x04\x12\x18\n" +
+	"\x14MESSAGE_STATE_LEASED\x10\x05\x12\x17\n" +
+	"\x13MESSAGE_STATE_ACKED\x10\x06\x12\x1b\n" +
+	"\x17MESSAGE_STATE_CANCELLED\x10\a\x12\x1f\n" +
+	"\x1bMESSAGE_STATE_DEAD_LETTERED\x10\b\x12\x1b\n" +
+	"\x17MESSAGE_STATE_NOT_FOUND\x10\t2\x8f\b\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -2773,7 +3166,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\bAckBatch\x12\x1d.hourglass.v1.AckBatchRequest\x1a\x1e.hourglass.v1.AckBatchResponse\x12=\n" +
 	"\x04Nack\x12\x19.hourglass.v1.NackRequest\x1a\x1a.hourglass.v1.NackResponse\x12@\n" +
 	"\x05Stats\x12\x1a.hourglass.v1.StatsRequest\x1a\x1b.hourglass.v1.StatsResponse\x12=\n" +
-	"\x04Time\x12\x19.hourglass.v1.TimeRequest\x1a\x1a.hourglass.v1.TimeResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\x04Time\x12\x19.hourglass.v1.TimeRequest\x1a\x1a.hourglass.v1.TimeResponse\x12:\n" +
+	"\x03Get\x12\x18.hourglass.v1.GetRequest\x1a\x19.hourglass.v1.GetResponse\x12=\n" +
+	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -2787,113 +3182,129 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
-	(*Header)(nil),                 // 1: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 2: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 3: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 4: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 5: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 6: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 7: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 8: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 9: hourglass.v1.Message
-	(*ReceiveResponse)(nil),        // 10: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 11: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 12: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 13: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 14: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 15: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 16: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 17: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 18: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 19: hourglass.v1.NackResponse
-	(*StatsRequest)(nil),           // 20: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 21: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 22: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 23: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 24: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 25: hourglass.v1.StatsResponse
-	(*TimeRequest)(nil),            // 26: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 27: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 28: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 29: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 30: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 31: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 32: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 33: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 34: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 35: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 36: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 37: hourglass.v1.ConsumeSettled
-	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
+	(MessageState)(0),              // 1: hourglass.v1.MessageState
+	(*Header)(nil),                 // 2: hourglass.v1.Header
+	(*ScheduleRequest)(nil),        // 3: hourglass.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),       // 4: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),   // 5: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),  // 6: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),          // 7: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),         // 8: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),         // 9: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                // 10: hourglass.v1.Message
+	(*ReceiveResponse)(nil),        // 11: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),   // 12: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),  // 13: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),             // 14: hourglass.v1.AckRequest
+	(*AckResponse)(nil),            // 15: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),        // 16: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),       // 17: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),              // 18: hourglass.v1.AckResult
+	(*NackRequest)(nil),            // 19: hourglass.v1.NackRequest
+	(*NackResponse)(nil),           // 20: hourglass.v1.NackResponse
+	(*StatsRequest)(nil),           // 21: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),            // 22: hourglass.v1.EngineStats
+	(*TopicStats)(nil),             // 23: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),          // 24: hourglass.v1.PendingBucket
+	(*Lateness)(nil),               // 25: hourglass.v1.Lateness
+	(*StatsResponse)(nil),          // 26: hourglass.v1.StatsResponse
+	(*TimeRequest)(nil),            // 27: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),           // 28: hourglass.v1.TimeResponse
+	(*Status)(nil),                 // 29: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),  // 30: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil), // 31: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),         // 32: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),            // 33: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),          // 34: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),          // 35: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),            // 36: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),        // 37: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),         // 38: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),             // 39: hourglass.v1.GetRequest
+	(*GetResponse)(nil),            // 40: hourglass.v1.GetResponse
+	(*ListRequest)(nil),            // 41: hourglass.v1.ListRequest
+	(*ListResponse)(nil),           // 42: hourglass.v1.ListResponse
+	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	1,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	38, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	38, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	2,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	3,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	2,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	43, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	43, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	4,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	1,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	38, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	38, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	38, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 10: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	9,  // 11: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	17, // 12: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	38, // 13: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	38, // 14: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	38, // 15: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	21, // 16: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	22, // 17: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	23, // 18: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	24, // 19: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	38, // 20: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	2,  // 21: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	4,  // 22: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	3,  // 23: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	5,  // 24: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	28, // 25: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	32, // 26: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	33, // 27: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	34, // 28: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	35, // 29: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	10, // 30: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	37, // 31: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	17, // 32: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	17, // 33: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	2,  // 34: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	4,  // 35: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	29, // 36: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	6,  // 37: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	8,  // 38: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	11, // 39: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	31, // 40: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	13, // 41: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	15, // 42: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	18, // 43: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	20, // 44: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	26, // 45: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	3,  // 46: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	5,  // 47: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	30, // 48: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	7,  // 49: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	10, // 50: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	12, // 51: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	36, // 52: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	14, // 53: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	16, // 54: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	19, // 55: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 56: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	27, // 57: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	2,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	43, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	43, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	43, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 10: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	10, // 11: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	18, // 12: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	43, // 13: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	43, // 14: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	43, // 15: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	22, // 16: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	23, // 17: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	24, // 18: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	25, // 19: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	43, // 20: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	3,  // 21: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	5,  // 22: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	4,  // 23: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	6,  // 24: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	29, // 25: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	33, // 26: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	34, // 27: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	35, // 28: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	36, // 29: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	11, // 30: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	38, // 31: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	18, // 32: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	18, // 33: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,  // 34: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	10, // 35: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	43, // 36: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 37: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	43, // 38: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	43, // 39: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	10, // 40: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	3,  // 41: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	5,  // 42: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	30, // 43: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	7,  // 44: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	9,  // 45: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	12, // 46: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	32, // 47: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	14, // 48: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	16, // 49: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	19, // 50: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	21, // 51: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	27, // 52: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	39, // 53: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	41, // 54: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	4,  // 55: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	6,  // 56: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	31, // 57: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	8,  // 58: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	11, // 59: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	13, // 60: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	37, // 61: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	15, // 62: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	17, // 63: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	20, // 64: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26, // 65: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	28, // 66: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	40, // 67: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	42, // 68: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	55, // [55:69] is the sub-list for method output_type
+	41, // [41:55] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -2929,8 +3340,8 @@ func file_hourglass_v1_hourglass_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   37,
+			NumEnums:      2,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

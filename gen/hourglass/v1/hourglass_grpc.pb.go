@@ -59,6 +59,8 @@ const (
 	HourglassService_Nack_FullMethodName           = "/hourglass.v1.HourglassService/Nack"
 	HourglassService_Stats_FullMethodName          = "/hourglass.v1.HourglassService/Stats"
 	HourglassService_Time_FullMethodName           = "/hourglass.v1.HourglassService/Time"
+	HourglassService_Get_FullMethodName            = "/hourglass.v1.HourglassService/Get"
+	HourglassService_List_FullMethodName           = "/hourglass.v1.HourglassService/List"
 )
 
 // HourglassServiceClient is the client API for HourglassService service.
@@ -115,6 +117,12 @@ type HourglassServiceClient interface {
 	// Time returns the server's clock, so that a client can measure its skew
 	// before it schedules by absolute time.
 	Time(ctx context.Context, in *TimeRequest, opts ...grpc.CallOption) (*TimeResponse, error)
+	// Get looks a message up by ID and says what became of it. It reads
+	// only: nothing is leased, received or changed.
+	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
+	// List returns the pending messages of a topic in delivery order, read
+	// from the schedule segments on disk, a page at a time.
+	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 }
 
 type hourglassServiceClient struct {
@@ -260,6 +268,26 @@ func (c *hourglassServiceClient) Time(ctx context.Context, in *TimeRequest, opts
 	return out, nil
 }
 
+func (c *hourglassServiceClient) Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResponse)
+	err := c.cc.Invoke(ctx, HourglassService_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListResponse)
+	err := c.cc.Invoke(ctx, HourglassService_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HourglassServiceServer is the server API for HourglassService service.
 // All implementations must embed UnimplementedHourglassServiceServer
 // for forward compatibility.
@@ -314,6 +342,12 @@ type HourglassServiceServer interface {
 	// Time returns the server's clock, so that a client can measure its skew
 	// before it schedules by absolute time.
 	Time(context.Context, *TimeRequest) (*TimeResponse, error)
+	// Get looks a message up by ID and says what became of it. It reads
+	// only: nothing is leased, received or changed.
+	Get(context.Context, *GetRequest) (*GetResponse, error)
+	// List returns the pending messages of a topic in delivery order, read
+	// from the schedule segments on disk, a page at a time.
+	List(context.Context, *ListRequest) (*ListResponse, error)
 	mustEmbedUnimplementedHourglassServiceServer()
 }
 
@@ -359,6 +393,12 @@ func (UnimplementedHourglassServiceServer) Stats(context.Context, *StatsRequest)
 }
 func (UnimplementedHourglassServiceServer) Time(context.Context, *TimeRequest) (*TimeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Time not implemented")
+}
+func (UnimplementedHourglassServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedHourglassServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
 }
 func (UnimplementedHourglassServiceServer) mustEmbedUnimplementedHourglassServiceServer() {}
 func (UnimplementedHourglassServiceServer) testEmbeddedByValue()                          {}
@@ -568,6 +608,42 @@ func _HourglassService_Time_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).Get(ctx, req.(*GetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).List(ctx, req.(*ListRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HourglassService_ServiceDesc is the grpc.ServiceDesc for HourglassService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -610,6 +686,14 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Time",
 			Handler:    _HourglassService_Time_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _HourglassService_Get_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _HourglassService_List_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

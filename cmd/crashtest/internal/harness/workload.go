@@ -267,7 +267,8 @@ func (w *workload) cancel(ctx context.Context, l lanes, cycle int, rng *rand.Ran
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	if x.Outcome == OK {
 		switch res.Result {
-		case hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED:
+		case hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED, hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_CANCELLED:
+			// Either way it must never be delivered (I7).
 			x.Answer = CancelCancelled
 		case hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED:
 			x.Answer = CancelAlreadyDelivered

@@ -92,6 +92,10 @@ const (
 	HourglassServiceStatsProcedure = "/hourglass.v1.HourglassService/Stats"
 	// HourglassServiceTimeProcedure is the fully-qualified name of the HourglassService's Time RPC.
 	HourglassServiceTimeProcedure = "/hourglass.v1.HourglassService/Time"
+	// HourglassServiceGetProcedure is the fully-qualified name of the HourglassService's Get RPC.
+	HourglassServiceGetProcedure = "/hourglass.v1.HourglassService/Get"
+	// HourglassServiceListProcedure is the fully-qualified name of the HourglassService's List RPC.
+	HourglassServiceListProcedure = "/hourglass.v1.HourglassService/List"
 )
 
 // HourglassServiceClient is a client for the hourglass.v1.HourglassService service.
@@ -144,6 +148,12 @@ type HourglassServiceClient interface {
 	// Time returns the server's clock, so that a client can measure its skew
 	// before it schedules by absolute time.
 	Time(context.Context, *connect.Request[v1.TimeRequest]) (*connect.Response[v1.TimeResponse], error)
+	// Get looks a message up by ID and says what became of it. It reads
+	// only: nothing is leased, received or changed.
+	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
+	// List returns the pending messages of a topic in delivery order, read
+	// from the schedule segments on disk, a page at a time.
+	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 }
 
 // NewHourglassServiceClient constructs a client for the hourglass.v1.HourglassService service. By
@@ -229,6 +239,18 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Time")),
 			connect.WithClientOptions(opts...),
 		),
+		get: connect.NewClient[v1.GetRequest, v1.GetResponse](
+			httpClient,
+			baseURL+HourglassServiceGetProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Get")),
+			connect.WithClientOptions(opts...),
+		),
+		list: connect.NewClient[v1.ListRequest, v1.ListResponse](
+			httpClient,
+			baseURL+HourglassServiceListProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("List")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -246,6 +268,8 @@ type hourglassServiceClient struct {
 	nack           *connect.Client[v1.NackRequest, v1.NackResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	time           *connect.Client[v1.TimeRequest, v1.TimeResponse]
+	get            *connect.Client[v1.GetRequest, v1.GetResponse]
+	list           *connect.Client[v1.ListRequest, v1.ListResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -308,6 +332,16 @@ func (c *hourglassServiceClient) Time(ctx context.Context, req *connect.Request[
 	return c.time.CallUnary(ctx, req)
 }
 
+// Get calls hourglass.v1.HourglassService.Get.
+func (c *hourglassServiceClient) Get(ctx context.Context, req *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+	return c.get.CallUnary(ctx, req)
+}
+
+// List calls hourglass.v1.HourglassService.List.
+func (c *hourglassServiceClient) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
+	return c.list.CallUnary(ctx, req)
+}
+
 // HourglassServiceHandler is an implementation of the hourglass.v1.HourglassService service.
 type HourglassServiceHandler interface {
 	// Schedule stores one message and answers with its ID once it is durable
@@ -358,6 +392,12 @@ type HourglassServiceHandler interface {
 	// Time returns the server's clock, so that a client can measure its skew
 	// before it schedules by absolute time.
 	Time(context.Context, *connect.Request[v1.TimeRequest]) (*connect.Response[v1.TimeResponse], error)
+	// Get looks a message up by ID and says what became of it. It reads
+	// only: nothing is leased, received or changed.
+	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
+	// List returns the pending messages of a topic in delivery order, read
+	// from the schedule segments on disk, a page at a time.
+	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 }
 
 // NewHourglassServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -439,6 +479,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("Time")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceGetHandler := connect.NewUnaryHandler(
+		HourglassServiceGetProcedure,
+		svc.Get,
+		connect.WithSchema(hourglassServiceMethods.ByName("Get")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListHandler := connect.NewUnaryHandler(
+		HourglassServiceListProcedure,
+		svc.List,
+		connect.WithSchema(hourglassServiceMethods.ByName("List")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hourglass.v1.HourglassService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HourglassServiceScheduleProcedure:
@@ -465,6 +517,10 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceStatsHandler.ServeHTTP(w, r)
 		case HourglassServiceTimeProcedure:
 			hourglassServiceTimeHandler.ServeHTTP(w, r)
+		case HourglassServiceGetProcedure:
+			hourglassServiceGetHandler.ServeHTTP(w, r)
+		case HourglassServiceListProcedure:
+			hourglassServiceListHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -520,4 +576,12 @@ func (UnimplementedHourglassServiceHandler) Stats(context.Context, *connect.Requ
 
 func (UnimplementedHourglassServiceHandler) Time(context.Context, *connect.Request[v1.TimeRequest]) (*connect.Response[v1.TimeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Time is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Get is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.List is not implemented"))
 }

@@ -1,0 +1,164 @@
+package client
+
+import (
+	"context"
+	"iter"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// State is what became of a scheduled message, as Get tells it.
+type State string
+
+// States Get answers.
+const (
+	StatePending      State = "pending"       // in its schedule segment: it will be delivered at its time
+	StateDelivering   State = "delivering"    // handed to the sink, not confirmed yet
+	StateDelivered    State = "delivered"     // the sink (not the built-in queue) confirmed it
+	StateDue          State = "due"           // in the built-in queue, waiting to be received
+	StateLeased       State = "leased"        // received from the built-in queue, lease running
+	StateAcked        State = "acked"         // acked in the built-in queue (or no longer held there)
+	StateCancelled    State = "cancelled"     // it will never be delivered
+	StateDeadLettered State = "dead-lettered" // refused for good; see Found.DeadLetterTopic
+	StateNotFound     State = "not-found"     // no such message (or its segment was deleted once all done)
+)
+
+func stateOf(s hourglassv1.MessageState) State {
+	switch s {
+	case hourglassv1.MessageState_MESSAGE_STATE_PENDING:
+		return StatePending
+	case hourglassv1.MessageState_MESSAGE_STATE_DELIVERING:
+		return StateDelivering
+	case hourglassv1.MessageState_MESSAGE_STATE_DELIVERED:
+		return StateDelivered
+	case hourglassv1.MessageState_MESSAGE_STATE_DUE:
+		return StateDue
+	case hourglassv1.MessageState_MESSAGE_STATE_LEASED:
+		return StateLeased
+	case hourglassv1.MessageState_MESSAGE_STATE_ACKED:
+		return StateAcked
+	case hourglassv1.MessageState_MESSAGE_STATE_CANCELLED:
+		return StateCancelled
+	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
+		return StateDeadLettered
+	}
+	return StateNotFound
+}
+
+// Scheduled is a message as the server stores it.
+type Scheduled struct {
+	ID        string
+	Topic     string
+	Headers   map[string]string
+	Body      []byte
+	DeliverAt time.Time
+	// Attempt is the attempt it was scheduled with (0 for a first one).
+	Attempt uint32
+	// OriginID names the first attempt of a retry; empty otherwise.
+	OriginID string
+}
+
+func scheduledOf(m *hourglassv1.Message) Scheduled {
+	s := Scheduled{ID: m.Id, Topic: m.Topic, Body: m.Body, Attempt: m.Attempt, OriginID: m.OriginId}
+	if m.DeliverAt != nil {
+		s.DeliverAt = m.DeliverAt.AsTime()
+	}
+	if len(m.Headers) > 0 {
+		s.Headers = make(map[string]string, len(m.Headers))
+		for _, h := range m.Headers {
+			s.Headers[h.Key] = h.Value
+		}
+	}
+	return s
+}
+
+// Found is what Get answers.
+type Found struct {
+	State State
+	// Message is the message; zero when State is StateNotFound.
+	Message Scheduled
+	// QueueAttempt and LeaseUntil: the built-in queue's failed attempts
+	// (StateDue, StateLeased) and when the lease ends (StateLeased).
+	QueueAttempt uint32
+	LeaseUntil   time.Time
+	// DeadLetterTopic holds a message the queue dead-lettered.
+	DeadLetterTopic string
+}
+
+// Get looks the message id up and says what became of it. It only
+// reads: nothing is received, leased or changed.
+func (c *Client) Get(ctx context.Context, id string) (Found, error) {
+	res, err := c.svc.Get(ctx, &hourglassv1.GetRequest{Id: id})
+	if err != nil {
+		return Found{}, wrap("Get", err)
+	}
+	f := Found{State: stateOf(res.State), QueueAttempt: res.QueueAttempt, DeadLetterTopic: res.DeadLetterTopic}
+	if res.Message != nil {
+		f.Message = scheduledOf(res.Message)
+	}
+	if res.LeaseExpiresAt != nil {
+		f.LeaseUntil = res.LeaseExpiresAt.AsTime()
+	}
+	return f, nil
+}
+
+// ListOptions select what List returns.
+type ListOptions struct {
+	// From (inclusive) and To (exclusive) bound the delivery time; zero
+	// means no bound.
+	From, To time.Time
+	// PageSize is how many messages one call fetches, 1 to 1000; 0 means
+	// the server's default (100).
+	PageSize int
+}
+
+// ListPage returns one page of the pending messages of topic in delivery
+// order, starting after the page token (empty for the first page), and
+// the token of the next page (empty when there is no more).
+func (c *Client) ListPage(ctx context.Context, topic string, o ListOptions, token string) ([]Scheduled, string, error) {
+	req := &hourglassv1.ListRequest{Topic: topic, PageToken: token, PageSize: int32(o.PageSize)}
+	if !o.From.IsZero() {
+		req.From = timestamppb.New(o.From)
+	}
+	if !o.To.IsZero() {
+		req.To = timestamppb.New(o.To)
+	}
+	res, err := c.svc.List(ctx, req)
+	if err != nil {
+		return nil, "", wrap("List", err)
+	}
+	out := make([]Scheduled, len(res.Messages))
+	for i, m := range res.Messages {
+		out[i] = scheduledOf(m)
+	}
+	return out, res.NextPageToken, nil
+}
+
+// List yields every pending message of topic in delivery order, fetching
+// a page at a time; it stops at the first error, which it yields.
+// Messages scheduled during the listing appear if they sort after the
+// last page fetched.
+func (c *Client) List(ctx context.Context, topic string, o ListOptions) iter.Seq2[Scheduled, error] {
+	return func(yield func(Scheduled, error) bool) {
+		token := ""
+		for {
+			page, next, err := c.ListPage(ctx, topic, o, token)
+			if err != nil {
+				yield(Scheduled{}, err)
+				return
+			}
+			for _, m := range page {
+				if !yield(m, nil) {
+					return
+				}
+			}
+			if next == "" {
+				return
+			}
+			token = next
+		}
+	}
+}

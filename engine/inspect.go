@@ -1,0 +1,457 @@
+package engine
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// State is what became of a scheduled message, as the engine knows it.
+type State int
+
+// States answered by Get.
+const (
+	// StateNotFound: no such message here (never scheduled, or its
+	// segment was deleted once every entry in it was done).
+	StateNotFound State = iota
+	// StatePending: in its schedule segment and not done.
+	StatePending
+	// StateDelivering: handed to the sink, not confirmed yet.
+	StateDelivering
+	// StateDelivered: the sink confirmed it.
+	StateDelivered
+	// StateCancelled: it will never be delivered.
+	StateCancelled
+	// StateDeadLettered: the sink refused it for good.
+	StateDeadLettered
+)
+
+// String returns the state's name ("pending", "not-found", ...).
+func (s State) String() string {
+	switch s {
+	case StatePending:
+		return "pending"
+	case StateDelivering:
+		return "delivering"
+	case StateDelivered:
+		return "delivered"
+	case StateCancelled:
+		return "cancelled"
+	case StateDeadLettered:
+		return "dead-lettered"
+	}
+	return "not-found"
+}
+
+// Found is a message Get or List read from its schedule segment. Its
+// Message owns its bytes.
+type Found struct {
+	ID      message.ID
+	State   State
+	Message message.Message
+}
+
+// Get looks id up: it reads the message from its schedule segment (found
+// from the ID's deliverAt, loaded or not) and its state from the
+// engine's memory and the segment's dispatch log. It changes nothing.
+// It reads the segment up to the entry, so its cost grows with the
+// entry's position in its segment; its memory is the entry and the
+// segment's done set.
+func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return Found{}, ErrClosed
+	}
+	if id.DeliverAt < 0 || id.Seq > math.MaxInt64 || int64(id.Seq) >= e.log.EndOffset() {
+		return Found{ID: id}, nil
+	}
+	if err := e.reput.WaitRouted(ctx, int64(id.Seq)+1); err != nil {
+		return Found{}, err
+	}
+	seg, ok := e.reput.FindSegment(id.DeliverAt)
+	if !ok {
+		return Found{ID: id}, nil
+	}
+	// Cancels below reput's checkpoint are synced in the dispatch logs;
+	// those after it may still be buffered there, so they are read from
+	// the commitlog.
+	recent, err := e.recentCancels(ctx)
+	if err != nil {
+		return Found{}, err
+	}
+	f := Found{ID: id}
+	ok, err = readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &f.Message)
+	if err != nil || !ok {
+		return Found{ID: id}, err
+	}
+	if f.Message.DeliverAt != id.DeliverAt {
+		return Found{ID: id}, nil // the seq names another message
+	}
+	mem := StatePending
+	if err := e.d.call(ctx, func() { mem = e.d.memState(id.Seq, seg.Start) }); err != nil {
+		return Found{}, err
+	}
+	if mem != StatePending && mem != StateDelivered {
+		f.State = mem
+		return f, nil
+	}
+	if _, ok := recent[id]; ok {
+		f.State = StateCancelled
+		return f, nil
+	}
+	// The dispatch log says why it is done.
+	recs, err := dispatchlog.Records(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+	if err != nil {
+		return Found{}, err
+	}
+	f.State = mem
+	for _, r := range recs {
+		if r.Seq != id.Seq {
+			continue
+		}
+		switch r.Reason {
+		case dispatchlog.Cancelled:
+			f.State = StateCancelled
+		case dispatchlog.DeadLettered:
+			f.State = StateDeadLettered
+		default:
+			f.State = StateDelivered
+		}
+	}
+	return f, nil
+}
+
+// memState is what the driver's memory says of seq in the bucket at
+// start: cancelled (an armed cancel intent, or cancelled while loaded),
+// delivering (in flight), delivered (while loaded; the dispatch log says
+// whether dead-lettered), or pending (nothing known: the dispatch log
+// decides). It runs on the driver goroutine.
+func (d *driver) memState(seq uint64, start int64) State {
+	if _, ok := d.inflight[seq]; ok {
+		return StateDelivering
+	}
+	if off, ok := d.intents[seq]; ok && off >= 0 {
+		return StateCancelled
+	}
+	b := d.buckets[start]
+	if b != nil && b.cancelled.Contains(seq) {
+		return StateCancelled
+	}
+	if b != nil && b.ready && b.delivered.contains(seq) {
+		return StateDelivered
+	}
+	return StatePending
+}
+
+// readEntry reads the entry seq of the segment at path into m (which then
+// owns its bytes). A missing segment (deleted since it was found) or seq
+// not in it is false.
+func readEntry(path string, seq uint64, m *message.Message) (bool, error) {
+	r, err := schedulelog.OpenReader(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	it := r.Iter()
+	for it.Next() {
+		if it.Seq() < seq {
+			continue
+		}
+		if it.Seq() > seq {
+			return false, nil
+		}
+		copyMessage(m, it.Message())
+		return true, nil
+	}
+	return false, it.Err()
+}
+
+// copyMessage sets dst to a copy of src that owns its bytes.
+func copyMessage(dst, src *message.Message) {
+	*dst = message.Message{DeliverAt: src.DeliverAt, Attempt: src.Attempt, Origin: src.Origin,
+		Topic: slices.Clone(src.Topic), Body: slices.Clone(src.Body)}
+	if src.Body != nil && dst.Body == nil {
+		dst.Body = []byte{}
+	}
+	if len(src.Headers) > 0 {
+		dst.Headers = make([]message.Header, len(src.Headers))
+		for i, h := range src.Headers {
+			dst.Headers[i] = message.Header{Key: slices.Clone(h.Key), Value: slices.Clone(h.Value)}
+		}
+	}
+}
+
+// Limits of ListRequest.Limit.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListRequest selects pending messages of one topic.
+type ListRequest struct {
+	Topic string
+	// From (inclusive) and To (exclusive) bound the delivery time, UTC
+	// epoch ms; To <= 0 means no end.
+	From, To int64
+	// After is the last message of the previous page: only messages
+	// ordered after it (by deliverAt, then seq) are listed. Zero for the
+	// first page.
+	After message.ID
+	// Limit is the page size, 1 to MaxListLimit; 0 means DefaultListLimit.
+	Limit int
+}
+
+// ErrBadList is returned by List for a request it cannot serve; the
+// message says what is allowed.
+var ErrBadList = errors.New("engine: invalid list request")
+
+// List returns at most req.Limit pending messages of req.Topic, ordered
+// by (deliverAt, seq), read from the schedule segments on disk: entries
+// whose done-record is in their dispatch log, or that the engine is
+// delivering or has cancelled, are left out. It changes nothing. Pages
+// are stable under concurrent writes: a page starts after req.After, so
+// a message scheduled before it never shifts later pages; a message
+// pending through the whole listing is on exactly one page.
+//
+// Its memory is the page plus the done set of one segment at a time; its
+// time is a read of each segment it passes (a page inside one bucket
+// reads that bucket's segment once).
+func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
+	if req.Limit == 0 {
+		req.Limit = DefaultListLimit
+	}
+	if req.Limit < 1 || req.Limit > MaxListLimit {
+		return nil, fmt.Errorf("%w: page size %d: from 1 to %d", ErrBadList, req.Limit, MaxListLimit)
+	}
+	to := req.To
+	if to <= 0 {
+		to = math.MaxInt64
+	}
+	if req.From > to {
+		return nil, fmt.Errorf("%w: from (%d ms) is after to (%d ms)", ErrBadList, req.From, to)
+	}
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	recent, err := e.recentCancels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var skip map[uint64]struct{}
+	if err := e.d.call(ctx, func() { skip = e.d.notPending() }); err != nil {
+		return nil, err
+	}
+	for id := range recent {
+		skip[id.Seq] = struct{}{}
+	}
+	lo := listKey{at: req.From}
+	if !req.After.IsZero() {
+		next := listKey{at: req.After.DeliverAt, seq: req.After.Seq + 1}
+		if req.After.Seq == math.MaxUint64 {
+			next = listKey{at: req.After.DeliverAt + 1}
+		}
+		lo = laterKey(lo, next)
+	}
+	var out []Found
+	for _, seg := range e.reput.Segments() {
+		if len(out) == req.Limit {
+			break
+		}
+		if seg.Start >= to {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		sel := listSelect{topic: []byte(req.Topic), lo: lo, to: to, limit: req.Limit - len(out), skip: skip}
+		got, err := sel.segment(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)),
+			filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// recentCancels returns the targets of the cancel records from reput's
+// checkpoint to the commitlog's end: reput syncs the dispatch logs only at
+// a checkpoint, so a cancel after it may be routed and not yet readable
+// from its dispatch log. It reads about CheckpointInterval's worth of
+// commitlog.
+func (e *Engine) recentCancels(ctx context.Context) (map[message.ID]struct{}, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := e.cancelsFrom(ctx, e.reput.Checkpoint())
+		if errors.Is(err, commitlog.ErrOffsetTrimmed) && attempt < 3 {
+			continue // the checkpoint moved on and trimmed what we read
+		}
+		return out, err
+	}
+}
+
+func (e *Engine) cancelsFrom(ctx context.Context, from int64) (map[message.ID]struct{}, error) {
+	out := map[message.ID]struct{}{}
+	it, err := e.log.NewIterator(from)
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for n := 0; it.Next(); n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		rec := it.Record()
+		if rec.Type != message.TypeCancel {
+			continue
+		}
+		if id, err := message.DecodeCancel(rec.Payload); err == nil {
+			out[id] = struct{}{}
+		}
+	}
+	return out, it.Err()
+}
+
+// notPending returns the seqs the driver holds that List must leave out:
+// in flight, and cancelled by an armed intent (its dispatch-log record
+// may not be written yet). It runs on the driver goroutine.
+func (d *driver) notPending() map[uint64]struct{} {
+	skip := make(map[uint64]struct{}, len(d.inflight)+len(d.intents))
+	for seq := range d.inflight {
+		skip[seq] = struct{}{}
+	}
+	for seq, off := range d.intents {
+		if off >= 0 {
+			skip[seq] = struct{}{}
+		}
+	}
+	return skip
+}
+
+// listKey orders List's results.
+type listKey struct {
+	at  int64
+	seq uint64
+}
+
+func (a listKey) compare(b listKey) int {
+	if c := cmp.Compare(a.at, b.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.seq, b.seq)
+}
+
+func laterKey(a, b listKey) listKey {
+	if a.compare(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+// listSelect picks, from one segment, the limit smallest entries of topic
+// with key >= lo and deliverAt < to that are not done and not in skip.
+type listSelect struct {
+	topic []byte
+	lo    listKey
+	to    int64
+	limit int
+	skip  map[uint64]struct{}
+}
+
+type listCand struct {
+	key listKey
+	off int64
+}
+
+// candHeap is a max-heap: its top is the largest candidate kept.
+type candHeap []listCand
+
+func (h candHeap) Len() int           { return len(h) }
+func (h candHeap) Less(i, j int) bool { return h[i].key.compare(h[j].key) > 0 }
+func (h candHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *candHeap) Push(x any)        { *h = append(*h, x.(listCand)) }
+func (h *candHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// segment reads the segment at path (and its dispatch log at donePath)
+// and returns the selected entries in order. A segment deleted since it
+// was listed holds nothing.
+func (s *listSelect) segment(path, donePath string) ([]Found, error) {
+	r, err := schedulelog.OpenReader(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	end := r.Start() + r.Duration().Milliseconds()
+	if end <= s.lo.at || r.Start() >= s.to {
+		return nil, nil
+	}
+	done, _, err := dispatchlog.Load(donePath)
+	if err != nil {
+		return nil, err
+	}
+	h := make(candHeap, 0, s.limit)
+	it := r.Iter()
+	for it.Next() {
+		m := it.Message()
+		k := listKey{at: m.DeliverAt, seq: it.Seq()}
+		if k.compare(s.lo) < 0 || m.DeliverAt >= s.to || string(m.Topic) != string(s.topic) {
+			continue
+		}
+		if len(h) == s.limit && k.compare(h[0].key) >= 0 {
+			continue
+		}
+		if _, ok := s.skip[k.seq]; ok || done.Contains(k.seq) {
+			continue
+		}
+		if len(h) == s.limit {
+			h[0] = listCand{key: k, off: it.Offset()}
+			heap.Fix(&h, 0)
+		} else {
+			heap.Push(&h, listCand{key: k, off: it.Offset()})
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(h, func(a, b listCand) int { return a.key.compare(b.key) })
+	out := make([]Found, len(h))
+	var buf []byte
+	for i, c := range h {
+		var m message.Message
+		if buf == nil {
+			buf = make([]byte, 4096)
+		}
+		if _, err := r.ReadAt(c.off, buf, &m); err != nil {
+			return nil, err
+		}
+		out[i] = Found{ID: message.ID{DeliverAt: c.key.at, Seq: c.key.seq}, State: StatePending}
+		copyMessage(&out[i].Message, &m)
+	}
+	return out, nil
+}

@@ -1,0 +1,119 @@
+package queue
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// Held says whether and how a topic holds a message.
+type Held int
+
+// What Lookup answers.
+const (
+	// NotHeld: the topic's retained queue log does not hold the message:
+	// it was never delivered to the topic, or it was acked and the
+	// segment holding it deleted (the queue keeps no record of acks
+	// below its low-water mark).
+	NotHeld Held = iota
+	// Waiting: in the queue log, waiting to be received (first time or
+	// again).
+	Waiting
+	// Leased: received, its lease running (or its ack being written).
+	Leased
+	// Acked: in the retained queue log and acked (or moved on: retried
+	// under a new ID by a Nack with a delay, or dead-lettered).
+	Acked
+)
+
+// Lookup is what a topic holds of one message.
+type Lookup struct {
+	Held Held
+	// Attempt is the failed attempts so far (Waiting, Leased).
+	Attempt uint32
+	// LeaseUntil is when the lease ends on the wall clock (Leased).
+	LeaseUntil time.Time
+}
+
+// Lookup says what topic holds of the message id, without receiving,
+// leasing or changing it (a topic retired while idle is opened again, as
+// any use does). A leased message is found in memory; otherwise Lookup
+// reads the topic's retained queue log for the ID, so its cost grows with
+// that log (the backlog and what is not yet deleted), its memory does
+// not. A topic that does not exist holds nothing.
+func (q *Queue) Lookup(ctx context.Context, topic string, id message.ID) (Lookup, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return Lookup{}, err
+	}
+	if err := q.enter(); err != nil {
+		return Lookup{}, err
+	}
+	defer q.leave()
+	t, err := q.topic(topic, false)
+	if err != nil || t == nil {
+		return Lookup{}, err
+	}
+	defer q.release(t)
+	if l, ok := t.leasedLookup(id); ok {
+		return l, nil
+	}
+	it, err := t.log.NewIterator(t.log.FirstOffset())
+	if err != nil {
+		return Lookup{}, err
+	}
+	defer it.Close()
+	var got message.ID
+	for n := 0; it.Next(); n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return Lookup{}, err
+			}
+		}
+		rec := it.Record()
+		if rec.Type != typeMessage || decodeID(rec.Payload, &got) != nil || got != id {
+			continue
+		}
+		return t.stateAt(it.Offset(), id), nil
+	}
+	return Lookup{}, it.Err()
+}
+
+// leasedLookup returns the lease of id, if it has one.
+func (t *topic) leasedLookup(id message.ID) (Lookup, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.byID[id]
+	if l == nil {
+		return Lookup{}, false
+	}
+	return Lookup{Held: Leased, Attempt: l.attempt, LeaseUntil: time.Unix(0, l.until).UTC()}, true
+}
+
+// stateAt says what the queue-log record at off (the message id) is now.
+func (t *topic) stateAt(off int64, id message.ID) Lookup {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.byID[id]; l != nil {
+		return Lookup{Held: Leased, Attempt: l.attempt, LeaseUntil: time.Unix(0, l.until).UTC()}
+	}
+	for _, e := range t.fifo {
+		if e.off == off {
+			return Lookup{Held: Waiting, Attempt: e.attempt}
+		}
+	}
+	var cursor int64 // no reader (a topic closing): nothing is known received
+	if t.reader != nil {
+		cursor = t.reader.Pos()
+		if t.peeked {
+			cursor = t.reader.Offset() // on it, not received yet
+		}
+	}
+	if off >= cursor {
+		if _, acked := slices.BinarySearch(t.skip, off); !acked {
+			return Lookup{Held: Waiting}
+		}
+	}
+	return Lookup{Held: Acked}
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// localEngine returns the local engine, or Unimplemented naming the RPC
+// in cluster mode.
+func (s *Server) localEngine(rpc string) (*engine.Engine, error) {
+	if ec, ok := s.eng.(engineCore); ok {
+		return ec.Engine, nil
+	}
+	return nil, status.Errorf(codes.Unimplemented, "%s is not yet available in cluster mode: ask a node's data directory with `hourglass inspect`", rpc)
+}
+
+// get serves Get: the engine says what it knows from the schedule
+// segment and its dispatch log; for a message delivered to the built-in
+// queue, the queue says whether it waits, is leased or was acked.
+func (s *Server) get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
+	id, err := parseID("id", m.Id)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := s.localEngine("Get")
+	if err != nil {
+		return nil, err
+	}
+	f, err := eng.Get(ctx, id)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.GetResponse{State: engineState(f.State)}
+	if f.State == engine.StateNotFound {
+		return out, nil
+	}
+	out.Message = protoMessage(f.ID, &f.Message)
+	if f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
+		return out, nil
+	}
+	topic := string(f.Message.Topic)
+	l, err := s.q.Lookup(ctx, topic, id)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	if l.Held == queue.NotHeld || l.Held == queue.Acked {
+		// Dead-lettered by the queue: the dead-letter topic holds it
+		// under the same ID.
+		dlq := topic + queue.DLQSuffix
+		if !strings.HasSuffix(topic, queue.DLQSuffix) && queue.ValidateTopic(dlq) == nil {
+			d, err := s.q.Lookup(ctx, dlq, id)
+			if err != nil {
+				return nil, serverError(err)
+			}
+			if d.Held != queue.NotHeld {
+				out.State = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
+				out.DeadLetterTopic = dlq
+				return out, nil
+			}
+		}
+	}
+	switch l.Held {
+	case queue.Waiting:
+		out.State = hourglassv1.MessageState_MESSAGE_STATE_DUE
+		out.QueueAttempt = l.Attempt
+	case queue.Leased:
+		out.State = hourglassv1.MessageState_MESSAGE_STATE_LEASED
+		out.QueueAttempt = l.Attempt
+		out.LeaseExpiresAt = timestamppb.New(l.LeaseUntil)
+	default:
+		// Acked, or no longer in the queue's retained log: the engine's
+		// done-record says the queue took it, and the queue deletes only
+		// what is acked.
+		out.State = hourglassv1.MessageState_MESSAGE_STATE_ACKED
+	}
+	return out, nil
+}
+
+// engineState maps the engine's state to the API's.
+func engineState(st engine.State) hourglassv1.MessageState {
+	switch st {
+	case engine.StatePending:
+		return hourglassv1.MessageState_MESSAGE_STATE_PENDING
+	case engine.StateDelivering:
+		return hourglassv1.MessageState_MESSAGE_STATE_DELIVERING
+	case engine.StateDelivered:
+		return hourglassv1.MessageState_MESSAGE_STATE_DELIVERED
+	case engine.StateCancelled:
+		return hourglassv1.MessageState_MESSAGE_STATE_CANCELLED
+	case engine.StateDeadLettered:
+		return hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
+	}
+	return hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND
+}
+
+// protoMessage is a stored message as the API shows it.
+func protoMessage(id message.ID, m *message.Message) *hourglassv1.Message {
+	pm := &hourglassv1.Message{
+		Id: id.String(), Topic: string(m.Topic), Body: m.Body,
+		DeliverAt: timestamppb.New(time.UnixMilli(m.DeliverAt)), Attempt: m.Attempt,
+	}
+	if !m.Origin.IsZero() {
+		pm.OriginId = m.Origin.String()
+	}
+	for _, h := range m.Headers {
+		pm.Headers = append(pm.Headers, &hourglassv1.Header{Key: strings.ToValidUTF8(string(h.Key), "\uFFFD"), Value: strings.ToValidUTF8(string(h.Value), "\uFFFD")})
+	}
+	return pm
+}
+
+// list serves List: pending messages of a topic from the schedule
+// segments, a page at a time.
+func (s *Server) list(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
+	req, err := listRequest(m)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := s.localEngine("List")
+	if err != nil {
+		return nil, err
+	}
+	found, err := eng.List(ctx, req)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.ListResponse{Messages: make([]*hourglassv1.Message, len(found))}
+	for i := range found {
+		out.Messages[i] = protoMessage(found[i].ID, &found[i].Message)
+	}
+	if len(found) == req.Limit {
+		out.NextPageToken = found[len(found)-1].ID.String()
+	}
+	return out, nil
+}
+
+// listRequest checks a ListRequest and turns it into the engine's.
+func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
+	var req engine.ListRequest
+	if err := checkTopic("", m.Topic); err != nil {
+		return req, err
+	}
+	switch m.State {
+	case hourglassv1.MessageState_MESSAGE_STATE_UNSPECIFIED, hourglassv1.MessageState_MESSAGE_STATE_PENDING:
+	default:
+		return req, invalid("state %s: List supports only MESSAGE_STATE_PENDING (the default) for now; due, leased and dead-lettered messages are not listed yet", m.State)
+	}
+	if m.PageSize < 0 || m.PageSize > engine.MaxListLimit {
+		return req, invalid("page_size %d: from 1 to %d; 0 means %d", m.PageSize, engine.MaxListLimit, engine.DefaultListLimit)
+	}
+	req.Topic, req.Limit = m.Topic, int(m.PageSize)
+	if req.Limit == 0 {
+		req.Limit = engine.DefaultListLimit
+	}
+	if m.From != nil {
+		if err := m.From.CheckValid(); err != nil {
+			return req, invalid("from: %v", err)
+		}
+		req.From = max(0, m.From.AsTime().UnixMilli())
+	}
+	if m.To != nil {
+		if err := m.To.CheckValid(); err != nil {
+			return req, invalid("to: %v", err)
+		}
+		req.To = m.To.AsTime().UnixMilli()
+		if req.To <= 0 {
+			return req, invalid("to %s: must be after 1970-01-01T00:00:00Z (leave it unset for no end)", m.To.AsTime().Format(time.RFC3339Nano))
+		}
+		if m.From != nil && m.From.AsTime().After(m.To.AsTime()) {
+			return req, invalid("from %s is after to %s: from must not be after to",
+				m.From.AsTime().UTC().Format(time.RFC3339Nano), m.To.AsTime().UTC().Format(time.RFC3339Nano))
+		}
+	}
+	if m.PageToken != "" {
+		id, err := message.ParseID(m.PageToken)
+		if err != nil {
+			return req, invalid("page_token %q: not a token List returned (want the next_page_token of the previous page, or empty for the first page)", m.PageToken)
+		}
+		req.After = id
+	}
+	return req, nil
+}
