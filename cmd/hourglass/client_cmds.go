@@ -1,21 +1,19 @@
 package main
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/internal/units"
 )
 
@@ -54,7 +52,7 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "schedule messages on a running server and print their IDs",
-		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT] [--count N]",
+		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--count N]",
 		Description: `Schedules --count messages (default 1) with the same --topic, --body and time,
 and prints each message's ID (32 hex digits) on its own line, in order.
 
@@ -67,10 +65,24 @@ The time is exactly one of:
 A message that names no time is due at once, so send refuses one without
 any of these: a forgotten flag must not mean "deliver now".
 
+The body is --body TEXT, or the bytes of --body-file F as they are (any
+bytes; "-" reads standard input to its end), or empty; not both. Each
+--header KEY=VALUE adds a header (repeat it for more; the value may hold
+'=' and ','; a key once).
+
+--key K is the idempotency key: within the server's --idempotency-window
+(10m by default) a second send of the same --topic and --key stores nothing
+and prints the first message's ID, so a send that failed or timed out can be
+run again safely.
+
 With --count above 1 the messages go through the client's batching producer
-(ScheduleBatch, up to 100 per call).
+(ScheduleBatch, up to 100 per call); --key names one message, so it takes
+--count 1.
 
   hourglass send --topic orders --delay 30s --body '{"order":42}'
+  hourglass send --topic orders --at 2030-01-02T09:00:00Z --key order-42 \
+      --header content-type=application/json --body-file order.json
+  gzip -c report.csv | hourglass send --topic reports --now --body-file -
 ` + exitCodes,
 		Flags: clientFlags(
 			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"},
@@ -79,6 +91,9 @@ With --count above 1 the messages go through the client's batching producer
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
 			&cli.StringFlag{Name: "body", Usage: "message body `TEXT`"},
+			&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
+			&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE` (repeatable)"},
+			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
 		),
 		OnUsageError: usageError,
@@ -90,9 +105,15 @@ func runSend(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q; the body goes in --body", c.Args().Slice())
 	}
-	m := client.Message{Topic: c.String("topic"), Body: []byte(c.String("body"))}
+	m := client.Message{Topic: c.String("topic"), Body: []byte(c.String("body")), IdempotencyKey: c.String("key")}
 	if m.Topic == "" {
 		return commandError(c, "--topic is missing")
+	}
+	if h, ok := c.Generic("header").(*headerFlag); ok && len(h.m) > 0 {
+		m.Headers = h.m
+	}
+	if c.IsSet("key") && m.IdempotencyKey == "" {
+		return commandError(c, "--key is empty: give a key, or leave --key out")
 	}
 	var set []string
 	for _, f := range []string{"delay", "at", "level", "now"} {
@@ -129,6 +150,19 @@ func runSend(c *cli.Context) error {
 	n := c.Int("count")
 	if n < 1 {
 		return commandError(c, "--count %d: at least 1", n)
+	}
+	if n > 1 && m.IdempotencyKey != "" {
+		return commandError(c, "--key with --count %d: a key names one message, and the %d would all get the first one's ID; send them one at a time, each with its own --key", n, n)
+	}
+	if c.IsSet("body-file") {
+		if c.IsSet("body") {
+			return commandError(c, "--body and --body-file: give one of them")
+		}
+		body, err := readBodyFile(c)
+		if err != nil {
+			return err
+		}
+		m.Body = body
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -170,140 +204,55 @@ func runSend(c *cli.Context) error {
 	return ctx.Err()
 }
 
-func recvCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "recv",
-		Usage:     "receive due messages from a topic and print them as JSON lines",
-		UsageText: "hourglass recv --topic T [--count N] [--timeout D] [--no-ack]",
-		Description: `Long-polls --topic and prints each message as one JSON object per line:
-
-  {"id":"...","topic":"orders","body":"hello","deliver_at":"2030-01-02T09:00:00.000000000Z",
-   "received_at":"2030-01-02T09:00:00.001234567Z","attempt":0}
-
-Times are RFC 3339 in UTC with nanoseconds (server clock). "body" holds the
-body as text when it is valid UTF-8; otherwise "body" is left out and
-"body_base64" holds it in standard base64. "attempt" is 0 for a first
-delivery. "origin_id" (the producer's ID, for a retry) and "headers" are
-added when they differ from id or are present.
-
-Each message is acked after it is printed, unless --no-ack: then it is
-delivered again when its --lease ends.
-
-Stops after --count messages, or once --timeout has passed, or on SIGINT;
-with neither --count nor --timeout it runs until interrupted.
-` + exitCodes + `
-Running out of --timeout before --count messages arrive is not an error.`,
-		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to receive from (\"<topic>.dlq\" holds <topic>'s dead letters)"},
-			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages; 0 means no limit"},
-			&cli.DurationFlag{Name: "timeout", Usage: "stop after this `DURATION` (such as 10s); 0 means no limit"},
-			&cli.BoolFlag{Name: "no-ack", Usage: "print messages without acking them"},
-			&cli.DurationFlag{Name: "lease", Usage: "lease (`DURATION`) of each message, 1ms to 12h; default the server's --default-lease"},
-		),
-		OnUsageError: usageError,
-		Action:       runRecv,
-	}
-}
-
-// recvLine is one line `hourglass recv` prints.
-type recvLine struct {
-	ID         string            `json:"id"`
-	Topic      string            `json:"topic"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
-	DeliverAt  string            `json:"deliver_at"`
-	ReceivedAt string            `json:"received_at"`
-	Attempt    int               `json:"attempt"`
-	OriginID   string            `json:"origin_id,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-}
-
-// rfc3339Nano is RFC 3339 with all nine digits, so lines sort and align.
-const rfc3339Nano = "2006-01-02T15:04:05.000000000Z07:00"
-
-func newRecvLine(d client.Delivery) recvLine {
-	l := recvLine{
-		ID: d.ID, Topic: d.Topic, Attempt: d.Attempt, Headers: d.Headers,
-		DeliverAt: d.DeliverAt.UTC().Format(rfc3339Nano), ReceivedAt: d.ReceivedAt.UTC().Format(rfc3339Nano),
-	}
-	if d.OriginID != d.ID {
-		l.OriginID = d.OriginID
-	}
-	if utf8.Valid(d.Body) {
-		s := string(d.Body)
-		l.Body = &s
-	} else {
-		l.BodyBase64 = base64.StdEncoding.EncodeToString(d.Body)
-	}
-	return l
-}
-
-func runRecv(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
-	}
-	topic := c.String("topic")
-	if topic == "" {
-		return commandError(c, "--topic is missing")
-	}
-	count, timeout := c.Int("count"), c.Duration("timeout")
-	if count < 0 {
-		return commandError(c, "--count %d: 0 (no limit) or more", count)
-	}
-	if timeout < 0 {
-		return commandError(c, "--timeout %v: 0 (no limit) or more", timeout)
-	}
-	ctx := c.Context
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	enc := json.NewEncoder(c.App.Writer)
-	for got := 0; count == 0 || got < count; {
-		batch := 100
-		if count > 0 {
-			batch = min(count-got, 1000)
-		}
-		wait := 20 * time.Second
-		dl, hasDeadline := ctx.Deadline()
-		if hasDeadline {
-			// The server's wait ends a little before --timeout, so that
-			// its empty answer, not the call's deadline, ends the command.
-			wait = min(wait, max(time.Until(dl)-50*time.Millisecond, 0))
-		}
-		ds, err := cl.Receive(ctx, topic, client.ReceiveOptions{MaxMessages: batch, Wait: wait, Lease: c.Duration("lease")})
+// readBodyFile reads --body-file: a file, or "-" for the app's stdin.
+func readBodyFile(c *cli.Context) ([]byte, error) {
+	name := c.String("body-file")
+	if name == "-" {
+		b, err := io.ReadAll(c.App.Reader)
 		if err != nil {
-			if ctx.Err() != nil || (hasDeadline && status.Code(err) == codes.DeadlineExceeded && time.Until(dl) < time.Second) {
-				return nil // --timeout or SIGINT
-			}
-			return err
+			return nil, fmt.Errorf("send: --body-file -: reading standard input: %w", err)
 		}
-		for _, d := range ds {
-			if err := enc.Encode(newRecvLine(d)); err != nil {
-				return err
-			}
-			got++
-			if !c.Bool("no-ack") {
-				// Ack even if the timeout has just passed: it was printed.
-				actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				err := cl.Ack(actx, d)
-				cancel()
-				if err != nil {
-					return fmt.Errorf("acking %s: %w", d.ID, err)
-				}
-			}
-		}
-		if len(ds) == 0 && ctx.Err() != nil {
-			return nil
-		}
+		return b, nil
 	}
+	if name == "" {
+		return nil, commandError(c, "--body-file is empty: give a file, or - for standard input")
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("send: --body-file: %w", err) // names the file and why
+	}
+	return b, nil
+}
+
+// headerFlag is the value of send's repeatable --header KEY=VALUE. Unlike
+// cli.StringSliceFlag it does not split values at commas.
+type headerFlag struct{ m map[string]string }
+
+func (h *headerFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q has no '=': want KEY=VALUE, such as content-type=application/json", s)
+	case k == "":
+		return fmt.Errorf("%q has an empty key: want KEY=VALUE, such as content-type=application/json", s)
+	}
+	if _, dup := h.m[k]; dup {
+		return fmt.Errorf("%q: header %q is given twice; a key takes one value", s, k)
+	}
+	if h.m == nil {
+		h.m = map[string]string{}
+	}
+	h.m[k] = v
 	return nil
+}
+
+func (h *headerFlag) String() string {
+	keys := make([]string, 0, len(h.m))
+	for k := range h.m {
+		keys = append(keys, k+"="+h.m[k])
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }
 
 func cancelCommand() *cli.Command {
@@ -314,7 +263,8 @@ func cancelCommand() *cli.Command {
 		Description: `Cancels each message and prints "ID answer" per ID, one line each, where the
 answer is one of:
   cancelled          it will never be delivered
-  already-delivered  it was delivered (or is being delivered), or cancelled before
+  already-delivered  it was delivered (or is being delivered, or dead-lettered)
+  already-cancelled  an earlier cancel cancelled it; it will never be delivered
   unknown            no such message is pending on this server
 ` + exitCodes + `
 Every answer above is a success; a malformed ID (not 32 hex digits) is an
@@ -346,16 +296,122 @@ func statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stats",
 		Usage:     "print what a server holds: pending messages by hour ahead, totals, lateness",
-		UsageText: "hourglass stats [--addr URL]",
+		UsageText: "hourglass stats [--addr URL] [--json]",
 		Description: `Prints the server's Stats: messages pending per hour ahead of the server's clock
 (from its delivery buckets; "~" marks counts of buckets not in memory, which
 include cancelled entries), the engine's and each topic's totals since the
 server started, and the lateness percentiles of recent deliveries.
+
+With --json it prints the same as one JSON object on one line instead. Its
+field names are stable (new ones may be added); times are RFC 3339 UTC with
+nanoseconds, counts whole numbers:
+
+  server_time
+  pending          {hours: [{from_hour, to_hour, messages, approximate}], total}
+                   hours ahead of server_time, as in the table; approximate
+                   is the "~" (a bucket not in memory)
+  engine           {scheduled, cancelled, fired, delivered, retries, inflight,
+                   segments, reput_lag_bytes}
+  topics           [{topic, scheduled, delivered, acked, nacked, redelivered,
+                   expired, dead_lettered, ready, leased}]   (empty in cluster
+                   mode, which has no built-in queue)
+  lateness         {p50_ms, p90_ms, p99_ms, max_ms, count}   (count 0 before
+                   the first delivery)
 ` + exitCodes,
-		Flags:        clientFlags(),
+		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object (fields in --help) instead of the table"}),
 		OnUsageError: usageError,
 		Action:       runStats,
 	}
+}
+
+// statsJSON is what `hourglass stats --json` prints; its field names are
+// part of the command line's interface and must not change.
+type statsJSON struct {
+	ServerTime string        `json:"server_time"`
+	Pending    pendingJSON   `json:"pending"`
+	Engine     *engineJSON   `json:"engine,omitempty"`
+	Topics     []topicJSON   `json:"topics"`
+	Lateness   *latenessJSON `json:"lateness,omitempty"`
+}
+
+type pendingJSON struct {
+	Hours []hourJSON `json:"hours"`
+	Total int64      `json:"total"`
+}
+
+type hourJSON struct {
+	FromHour    int64 `json:"from_hour"`
+	ToHour      int64 `json:"to_hour"`
+	Messages    int64 `json:"messages"`
+	Approximate bool  `json:"approximate"`
+}
+
+type engineJSON struct {
+	Scheduled     int64 `json:"scheduled"`
+	Cancelled     int64 `json:"cancelled"`
+	Fired         int64 `json:"fired"`
+	Delivered     int64 `json:"delivered"`
+	Retries       int64 `json:"retries"`
+	Inflight      int64 `json:"inflight"`
+	Segments      int32 `json:"segments"`
+	ReputLagBytes int64 `json:"reput_lag_bytes"`
+}
+
+type topicJSON struct {
+	Topic        string `json:"topic"`
+	Scheduled    int64  `json:"scheduled"`
+	Delivered    int64  `json:"delivered"`
+	Acked        int64  `json:"acked"`
+	Nacked       int64  `json:"nacked"`
+	Redelivered  int64  `json:"redelivered"`
+	Expired      int64  `json:"expired"`
+	DeadLettered int64  `json:"dead_lettered"`
+	Ready        int64  `json:"ready"`
+	Leased       int64  `json:"leased"`
+}
+
+type latenessJSON struct {
+	P50Ms float64 `json:"p50_ms"`
+	P90Ms float64 `json:"p90_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+	Count int64   `json:"count"`
+}
+
+// newStatsJSON sums the server's buckets into whole hours ahead of its
+// clock, the rows of the table and of --json alike.
+func newStatsJSON(st *hourglassv1.StatsResponse) statsJSON {
+	now := st.ServerTime.AsTime()
+	out := statsJSON{ServerTime: now.UTC().Format(rfc3339Nano), Pending: pendingJSON{Hours: []hourJSON{}}, Topics: []topicJSON{}}
+	hours := map[int64]*hourJSON{}
+	for _, b := range st.Pending {
+		h := int64(0)
+		if d := b.Start.AsTime().Sub(now); d > 0 {
+			h = int64(d / time.Hour)
+		}
+		if hours[h] == nil {
+			hours[h] = &hourJSON{FromHour: h, ToHour: h + 1}
+		}
+		hours[h].Messages += b.Pending
+		hours[h].Approximate = hours[h].Approximate || b.Approximate
+		out.Pending.Total += b.Pending
+	}
+	for _, h := range hours {
+		out.Pending.Hours = append(out.Pending.Hours, *h)
+	}
+	sort.Slice(out.Pending.Hours, func(i, j int) bool { return out.Pending.Hours[i].FromHour < out.Pending.Hours[j].FromHour })
+	if e := st.Engine; e != nil {
+		out.Engine = &engineJSON{Scheduled: e.Scheduled, Cancelled: e.Cancelled, Fired: e.Fired, Delivered: e.Delivered,
+			Retries: e.Retries, Inflight: e.Inflight, Segments: e.Segments, ReputLagBytes: e.ReputLagBytes}
+	}
+	for _, t := range st.Topics {
+		out.Topics = append(out.Topics, topicJSON{Topic: t.Topic, Scheduled: t.Scheduled, Delivered: t.Delivered, Acked: t.Acked,
+			Nacked: t.Nacked, Redelivered: t.Redelivered, Expired: t.Expired, DeadLettered: t.DeadLettered, Ready: t.Ready, Leased: t.Leased})
+	}
+	if l := st.Lateness; l != nil {
+		out.Lateness = &latenessJSON{P50Ms: l.P50Ms, P90Ms: l.P90Ms, P99Ms: l.P99Ms, MaxMs: l.MaxMs, Count: l.Count}
+	}
+	return out
 }
 
 func runStats(c *cli.Context) error {
@@ -371,55 +427,33 @@ func runStats(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	v := newStatsJSON(st)
+	if c.Bool("json") {
+		return json.NewEncoder(c.App.Writer).Encode(v)
+	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	now := st.ServerTime.AsTime()
-	fmt.Fprintf(w, "server time\t%s\n\n", now.UTC().Format(rfc3339Nano))
-
-	type hour struct {
-		pending int64
-		approx  bool
-	}
-	hours := map[int64]*hour{}
-	var total int64
-	for _, b := range st.Pending {
-		h := int64(0)
-		if d := b.Start.AsTime().Sub(now); d > 0 {
-			h = int64(d / time.Hour)
-		}
-		if hours[h] == nil {
-			hours[h] = &hour{}
-		}
-		hours[h].pending += b.Pending
-		hours[h].approx = hours[h].approx || b.Approximate
-		total += b.Pending
-	}
-	keys := make([]int64, 0, len(hours))
-	for h := range hours {
-		keys = append(keys, h)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	fmt.Fprintf(w, "server time\t%s\n\n", v.ServerTime)
 	fmt.Fprintln(w, "pending\thours ahead\tmessages")
-	for _, h := range keys {
+	for _, h := range v.Pending.Hours {
 		approx := ""
-		if hours[h].approx {
+		if h.Approximate {
 			approx = "~"
 		}
-		fmt.Fprintf(w, "\t%d-%d\t%s%d\n", h, h+1, approx, hours[h].pending)
+		fmt.Fprintf(w, "\t%d-%d\t%s%d\n", h.FromHour, h.ToHour, approx, h.Messages)
 	}
-	fmt.Fprintf(w, "\ttotal\t%d\n\n", total)
-
-	if e := st.Engine; e != nil {
+	fmt.Fprintf(w, "\ttotal\t%d\n\n", v.Pending.Total)
+	if e := v.Engine; e != nil {
 		fmt.Fprintln(w, "engine\tscheduled\tcancelled\tfired\tdelivered\tretries\tinflight\tsegments\treput lag")
 		fmt.Fprintf(w, "\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%dB\n\n", e.Scheduled, e.Cancelled, e.Fired, e.Delivered, e.Retries, e.Inflight, e.Segments, e.ReputLagBytes)
 	}
-	if len(st.Topics) > 0 {
+	if len(v.Topics) > 0 {
 		fmt.Fprintln(w, "topic\tscheduled\tdelivered\tacked\tnacked\tredelivered\texpired\tdead-lettered\tready\tleased")
-		for _, t := range st.Topics {
+		for _, t := range v.Topics {
 			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", t.Topic, t.Scheduled, t.Delivered, t.Acked, t.Nacked, t.Redelivered, t.Expired, t.DeadLettered, t.Ready, t.Leased)
 		}
 		fmt.Fprintln(w)
 	}
-	if l := st.Lateness; l != nil {
+	if l := v.Lateness; l != nil {
 		fmt.Fprintf(w, "lateness\tp50 %.3fms\tp90 %.3fms\tp99 %.3fms\tmax %.3fms\t(last %d deliveries)\n", l.P50Ms, l.P90Ms, l.P99Ms, l.MaxMs, l.Count)
 	}
 	return w.Flush()

@@ -2,6 +2,10 @@
 // server and the tools around it. Each command group lives in its own
 // file (bench.go, ...) and only wires flags to the package that does the
 // work.
+//
+// Flags may come before or after a command's arguments
+// (`hourglass cancel ID --addr URL`): urfave/cli v2 stops parsing flags at
+// the first argument, so flagsFirst moves them ahead before parsing.
 package main
 
 import (
@@ -17,7 +21,8 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp().RunContext(ctx, os.Args)
+	app := newApp()
+	err := app.RunContext(ctx, flagsFirst(app, os.Args))
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hourglass:", err)
@@ -41,6 +46,10 @@ func newApp() *cli.App {
 			sendCommand(),
 			recvCommand(),
 			cancelCommand(),
+			getCommand(),
+			listCommand(),
+			ackCommand(),
+			nackCommand(),
 			statsCommand(),
 			inspectCommand(),
 			repairCommand(),
@@ -65,4 +74,107 @@ func usageError(c *cli.Context, err error, _ bool) error {
 		}
 	}
 	return fmt.Errorf("%w%s (see '%s --help')", err, hint, c.Command.HelpName)
+}
+
+// flagsFirst returns args (os.Args: the program name first) with the
+// flags of the command they name moved ahead of its positional arguments,
+// so that `hourglass cancel ID --addr URL` means `hourglass cancel --addr
+// URL ID`. urfave/cli v2 has no switch for this: like the standard flag
+// package it stops at the first argument and would take `--addr` as an
+// ID (urfave/cli#976; v3 parses flags anywhere).
+//
+// It finds the command (and subcommand) by name, then moves every token
+// that starts with '-' (and, for a flag that takes a value and is given
+// without '=', the token after it) ahead of the others, in order. A flag
+// the command does not define is moved too, so that parsing reports it.
+// "--" ends the flags: what follows it stays an argument, and "--" is put
+// between the flags and the arguments whenever an argument starts with
+// '-'. A lone "-" is an argument. Args that already have their flags first
+// come back unchanged.
+func flagsFirst(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	rest := args[1:]
+	flags, subs := app.Flags, app.Commands
+	var cmd *cli.Command
+	// Walk down to the command: flags of the levels above it stay where
+	// they are (before the command name), as urfave/cli wants them.
+	for {
+		i := 0
+		for i < len(rest) && isFlagToken(rest[i]) {
+			i += flagTokens(flags, rest[i:])
+		}
+		if i >= len(rest) || rest[i] == "--" {
+			return args // no command named: nothing to reorder
+		}
+		var next *cli.Command
+		for _, c := range subs {
+			if c.HasName(rest[i]) {
+				next = c
+			}
+		}
+		if next == nil {
+			if cmd == nil {
+				return args // an unknown command: let urfave/cli say so
+			}
+			break // rest[i] is the command's first argument
+		}
+		out = append(out, rest[:i+1]...)
+		rest = rest[i+1:]
+		cmd, flags, subs = next, next.Flags, next.Subcommands
+		if len(subs) == 0 {
+			break
+		}
+	}
+	var fl, pos []string
+	for i := 0; i < len(rest); {
+		switch tok := rest[i]; {
+		case tok == "--":
+			pos = append(pos, rest[i+1:]...)
+			i = len(rest)
+		case isFlagToken(tok):
+			n := min(flagTokens(flags, rest[i:]), len(rest)-i)
+			fl = append(fl, rest[i:i+n]...)
+			i += n
+		default:
+			pos = append(pos, tok)
+			i++
+		}
+	}
+	out = append(out, fl...)
+	for _, p := range pos {
+		if isFlagToken(p) || p == "--" {
+			return append(append(out, "--"), pos...)
+		}
+	}
+	return append(out, pos...)
+}
+
+// isFlagToken reports whether tok is a flag (-x, --name, --name=v); "-"
+// and "--" are not.
+func isFlagToken(tok string) bool {
+	return len(tok) > 1 && tok[0] == '-' && tok != "--"
+}
+
+// flagTokens is how many tokens the flag at toks[0] spans: 2 for a flag
+// that takes a value given as the next token, else 1.
+func flagTokens(flags []cli.Flag, toks []string) int {
+	name := strings.TrimLeft(toks[0], "-")
+	if strings.Contains(name, "=") {
+		return 1
+	}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			if v, ok := f.(cli.DocGenerationFlag); ok && v.TakesValue() {
+				return 2
+			}
+			return 1
+		}
+	}
+	return 1 // a bool flag, --help, or one the command lacks
 }

@@ -10,13 +10,14 @@ import (
 )
 
 // runApp runs the command line with args (without the program name) and
-// returns what it wrote to stdout and stderr.
+// returns what it wrote to stdout and stderr; like main, it moves flags
+// ahead of arguments first.
 func runApp(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	app := newApp()
 	var out, errOut bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &errOut
-	err = app.RunContext(context.Background(), append([]string{"hourglass"}, args...))
+	err = app.RunContext(context.Background(), flagsFirst(app, append([]string{"hourglass"}, args...)))
 	return out.String(), errOut.String(), err
 }
 
