@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
+)
+
+// ceilMs converts t to epoch milliseconds, rounding up so that a message
+// is never due before the instant it asked for.
+func ceilMs(t time.Time) int64 {
+	ns := t.UnixNano()
+	ms := ns / 1e6
+	if ns%1e6 > 0 {
+		ms++
+	}
+	return ms
+}
+
+// Schedule schedules one message and returns its ID once it is durable
+// under the fsync policy.
+func (e *Engine) Schedule(ctx context.Context, req Request) (message.ID, error) {
+	ids, err := e.ScheduleBatch(ctx, []Request{req})
+	if err != nil {
+		return message.ID{}, err
+	}
+	return ids[0], nil
+}
+
+// ScheduleBatch schedules reqs atomically: either all are accepted (and
+// durable under the fsync policy) or none is. A request whose
+// IdempotencyKey was used on its topic within Options.IdempotencyWindow
+// is not scheduled again: its ID is the first message's.
+func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message.ID, err error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	now := e.opts.Now()
+	nowNs, nowMs := now.UnixNano(), ceilMs(now)
+	sc := getScratch(len(reqs))
+	defer putScratch(sc)
+	msgs := sc.msgs
+	keyed := false
+	for i := range reqs {
+		r := &reqs[i]
+		if err := validate(r); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		var ms int64
+		if r.At.IsZero() {
+			// now.Add(r.Delay), compared with now.Add(MaxDelay) and
+			// rounded up to the millisecond, in integers.
+			if r.Delay > e.opts.MaxDelay {
+				return nil, e.tooFar(i, now, now.Add(r.Delay))
+			}
+			ms = addCeilMs(nowNs, r.Delay)
+		} else {
+			if r.At.After(now.Add(e.opts.MaxDelay)) {
+				return nil, e.tooFar(i, now, r.At)
+			}
+			ms = ceilMs(r.At)
+		}
+		ms = max(ms, nowMs) // a past time is due at once
+		// The topic's bytes are only copied by AppendSchedule below.
+		msgs[i] = message.Message{DeliverAt: ms, Attempt: r.Attempt, Topic: unsafe.Slice(unsafe.StringData(r.Topic), len(r.Topic)),
+			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
+		if r.IdempotencyKey != "" {
+			keyed = true
+			msgs[i].Headers = append(slices.Clip(r.Headers), message.Header{Key: []byte(IdempotencyHeader), Value: []byte(r.IdempotencyKey)},
+				message.Header{Key: []byte(IdempotencyTimeHeader), Value: strconv.AppendInt(nil, now.UnixMilli(), 10)})
+		}
+	}
+	ids := make([]message.ID, len(reqs))
+	// skip[i]: not appended; its ID is a stored one, or that of an
+	// earlier request of the batch with the same key (sameAs).
+	var skip []bool
+	var sameAs map[int]int
+	var claims []keyClaim
+	if keyed && e.keys != nil {
+		skip = make([]bool, len(reqs))
+		sameAs = map[int]int{}
+		first := map[string]int{}
+		defer func() {
+			for _, c := range claims {
+				e.keys.settle(c.ik, ids[c.i], err == nil)
+			}
+		}()
+		for i := range reqs {
+			if reqs[i].IdempotencyKey == "" {
+				continue
+			}
+			ik := indexKey(reqs[i].Topic, reqs[i].IdempotencyKey)
+			if j, ok := first[ik]; ok {
+				skip[i], sameAs[i] = true, j
+				continue
+			}
+			first[ik] = i
+			id, found, cerr := e.keys.claim(ctx, ik)
+			if cerr != nil {
+				return nil, cerr
+			}
+			if found {
+				skip[i], ids[i] = true, id
+				continue
+			}
+			claims = append(claims, keyClaim{ik, i})
+		}
+	}
+	size, n := 0, 0
+	for i := range msgs {
+		if skip == nil || !skip[i] {
+			size += message.ScheduleSize(&msgs[i])
+			n++
+		}
+	}
+	if n > 0 {
+		// One buffer for every payload of the batch: Append copies the
+		// records before it returns.
+		if cap(sc.buf) < size {
+			sc.buf = make([]byte, 0, size)
+		}
+		buf := sc.buf[:0]
+		recs := sc.recs[:0]
+		for i := range msgs {
+			if skip != nil && skip[i] {
+				continue
+			}
+			start := len(buf)
+			buf = message.AppendSchedule(buf, &msgs[i])
+			recs = append(recs, commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]})
+		}
+		e.closeMu.RLock()
+		defer e.closeMu.RUnlock()
+		if e.closed {
+			return nil, ErrClosed
+		}
+		if err := e.health.check(true); err != nil {
+			// What is scheduled now could not be delivered: say why and
+			// let the producer retry.
+			return nil, err
+		}
+		offs, err := e.log.Append(sc.offs[:0], recs...)
+		if err != nil {
+			return nil, err
+		}
+		k := 0
+		for i := range reqs {
+			if skip != nil && skip[i] {
+				continue
+			}
+			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
+			k++
+		}
+		e.scheduled.Add(int64(len(offs)))
+	}
+	for i, j := range sameAs {
+		ids[i] = ids[j]
+	}
+	return ids, nil
+}
+
+// tooFar is ScheduleBatch's error for message i, due at at.
+func (e *Engine) tooFar(i int, now, at time.Time) error {
+	return fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
+		i, ErrTooFar, at.UTC().Format(time.RFC3339Nano), fmtDur(at.Sub(now)), fmtDur(e.opts.MaxDelay))
+}
+
+// addCeilMs is ceilMs(time.Unix(0, nowNs).Add(d)) without the time
+// arithmetic, and without overflowing where nowNs+d would.
+func addCeilMs(nowNs int64, d time.Duration) int64 {
+	ms := nowNs/1e6 + int64(d)/1e6
+	// The remainders: nowNs%1e6 in [0, 1e6) for a time after 1970, d's
+	// in (-1e6, 1e6); their sum rounds up to 0, 1 or 2 ms.
+	if rem := nowNs%1e6 + int64(d)%1e6; rem > 0 {
+		ms += (rem + 1e6 - 1) / 1e6
+	} else if rem <= -1e6 {
+		ms-- // before 1970 only
+	}
+	return ms
+}
+
+func getScratch(n int) *scratch {
+	sc := scratchPool.Get().(*scratch)
+	if cap(sc.msgs) < n {
+		sc.msgs = make([]message.Message, n)
+		sc.recs = make([]commitlog.Record, 0, n)
+		sc.offs = make([]int64, 0, n)
+	}
+	sc.msgs = sc.msgs[:n]
+	return sc
+}
+
+func putScratch(sc *scratch) {
+	if cap(sc.buf) > maxPooledBuf {
+		return
+	}
+	// Drop the references to the callers' bodies and topics.
+	clear(sc.msgs)
+	clear(sc.recs[:cap(sc.recs)])
+	scratchPool.Put(sc)
+}
+
+func validate(r *Request) error {
+	if r.Topic == "" {
+		return fmt.Errorf("%w: empty topic", ErrInvalid)
+	}
+	if len(r.Topic) > message.MaxTopicLen {
+		return fmt.Errorf("%w: topic is %d bytes; at most %d", ErrInvalid, len(r.Topic), message.MaxTopicLen)
+	}
+	if len(r.Headers) > message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	}
+	if len(r.IdempotencyKey) > MaxIdempotencyKey {
+		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
+	}
+	if r.IdempotencyKey != "" && len(r.Headers) > message.MaxHeaders-2 {
+		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, len(r.Headers), message.MaxHeaders-2)
+	}
+	return nil
+}
+
+// fmtDur prints a duration the way people say it: 12y, 3d4h, 90ms.
+func fmtDur(d time.Duration) string {
+	const day = 24 * time.Hour
+	const year = 365 * day
+	switch {
+	case d >= year:
+		return fmt.Sprintf("%.4gy", float64(d)/float64(year))
+	case d >= day:
+		return fmt.Sprintf("%.4gd", float64(d)/float64(day))
+	}
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"container/heap"
+	"time"
+)
+
+// armLocked makes sure the expiry timer fires by the earliest deadline.
+// A timer that fires for a lease that is gone finds nothing to do and is
+// set again. t.mu is held.
+func (t *topic) armLocked() {
+	if len(t.heap) == 0 || t.closed {
+		return
+	}
+	at := t.heap[0].deadline
+	if t.timerAt != 0 && t.timerAt <= at {
+		return
+	}
+	d := time.Duration(at - t.q.mono())
+	if t.timer == nil {
+		t.timer = time.AfterFunc(d, t.expire)
+	} else {
+		t.timer.Reset(d)
+	}
+	t.timerAt = at
+}
+
+// expire runs on the timer: leases past their deadline become receivable
+// again with their attempt raised, or are dead-lettered. Each is logged
+// with its topic, ID and attempt (the attempt that failed, counting from 1).
+func (t *topic) expire() {
+	q := t.q
+	if q.enter() != nil {
+		return
+	}
+	defer q.leave()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.timerAt = 0
+	now := q.mono()
+	var dead []*lease
+	var logged [maxExpiryLines]lease
+	n := 0
+	for len(t.heap) > 0 && t.heap[0].deadline <= now {
+		l := heap.Pop(&t.heap).(*lease)
+		t.stats.Expired++
+		if n < maxExpiryLines {
+			logged[n] = *l
+		}
+		n++
+		if t.failLocked(l) {
+			dead = append(dead, l)
+		}
+	}
+	t.armLocked()
+	t.mu.Unlock()
+	for _, l := range logged[:min(n, maxExpiryLines)] {
+		q.opts.Logger.Info("queue: lease expired", "topic", t.name, "id", l.id, "attempt", l.attempt+1)
+	}
+	if n > maxExpiryLines {
+		q.opts.Logger.Info("queue: more leases expired", "topic", t.name, "more", n-maxExpiryLines)
+	}
+	for _, l := range dead {
+		// The worker holds t until its counters are updated. Holding
+		// cannot fail: t has settling leases, so it is not retired.
+		held := q.hold(t)
+		q.wg.Go(func() {
+			if held {
+				defer q.release(t)
+			}
+			t.deadLetterExpired(l)
+		})
+	}
+}
+
+// failLocked ends lease l, out of the heap, after a failed attempt. It
+// returns true if the message must be dead-lettered (l is then settling);
+// otherwise the message waits to be received again. t.mu is held.
+func (t *topic) failLocked(l *lease) bool {
+	if t.exhausted(l) {
+		l.state = settling
+		return true
+	}
+	next := l.attempt + 1
+	if next == 0 {
+		next = l.attempt // saturate
+	}
+	t.forgetLocked(l)
+	t.fifo = append(t.fifo, entry{off: l.off, attempt: next})
+	t.wake()
+	return false
+}
+
+// forgetLocked removes l from the lease tables. t.mu is held.
+func (t *topic) forgetLocked(l *lease) {
+	delete(t.leases, l.off)
+	if t.byID[l.id] == l {
+		delete(t.byID, l.id)
+	}
+}
+
+// restoreLocked puts a settling lease back as it was after its outcome
+// could not be written. t.mu is held.
+func (t *topic) restoreLocked(l *lease) {
+	l.state = leased
+	heap.Push(&t.heap, l)
+	t.armLocked()
+}
