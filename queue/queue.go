@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -323,106 +322,8 @@ func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease t
 	}
 }
 
-// Ack completes the leased message id of topic: once Ack returns nil the
-// message is never handed out again, even after a crash (under the always
-// fsync policy; concurrent Acks share fsyncs). It returns ErrNotLeased
-// for a message that is not leased now. Any holder of the ID may ack it,
-// including one whose lease ran out after another Receive got it; use
-// AckReceipt to act only on one's own lease.
-func (q *Queue) Ack(ctx context.Context, topic string, id message.ID) error {
-	return q.settle(ctx, topic, byID(id), false, 0)
-}
-
-// AckReceipt is Ack for the lease named by a Message's Receipt: it fails
-// with ErrNotLeased once the message was handed out again.
-func (q *Queue) AckReceipt(ctx context.Context, topic, receipt string) error {
-	id, serial, err := parseReceipt(receipt)
-	if err != nil {
-		return err
-	}
-	return q.settle(ctx, topic, byReceipt(id, serial), false, 0)
-}
-
 // MaxAckBatch bounds the receipts of one AckBatch.
 const MaxAckBatch = MaxReceive
-
-// AckBatch acks the leases the receipts name (as AckReceipt does each)
-// with one ack record, so one fsync. It returns one error per receipt:
-// nil once acked durably, ErrNotLeased, or the receipt's parse error. A
-// non-nil err means the ack record failed to append and none was acked.
-func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (res []error, err error) {
-	if err := ValidateTopic(topic); err != nil {
-		return nil, err
-	}
-	if len(receipts) > MaxAckBatch {
-		return nil, fmt.Errorf("%w: %d receipts; at most %d per AckBatch", ErrInvalid, len(receipts), MaxAckBatch)
-	}
-	if err := q.enter(); err != nil {
-		return nil, err
-	}
-	defer q.leave()
-	res = make([]error, len(receipts))
-	t, err := q.topic(topic, false)
-	if err != nil || t == nil {
-		for i := range res {
-			res[i] = ErrNotLeased
-		}
-		return res, nil
-	}
-	defer q.release(t)
-	ls := make([]*lease, 0, len(receipts))
-	now := q.mono()
-	t.mu.Lock()
-	for i, r := range receipts {
-		id, serial, perr := parseReceipt(r)
-		if perr != nil {
-			res[i] = perr
-			continue
-		}
-		l := byReceipt(id, serial)(t)
-		if l == nil || l.state != leased || t.closed || now >= l.deadline {
-			res[i] = ErrNotLeased
-			continue
-		}
-		heap.Remove(&t.heap, l.hi)
-		l.state = settling
-		ls = append(ls, l)
-	}
-	t.mu.Unlock()
-	if len(ls) == 0 {
-		return res, nil
-	}
-	if err := t.ackAll(ls); err != nil {
-		t.mu.Lock()
-		for _, l := range ls {
-			t.restoreLocked(l)
-		}
-		t.mu.Unlock()
-		return nil, err
-	}
-	return res, nil
-}
-
-// Nack gives up the lease on message id of topic with a failed attempt.
-// With delay <= 0 the message is receivable again at once, its attempt
-// raised. With a delay it is rescheduled through the engine (the retry is
-// a new message with Attempt+1 and Origin the first attempt's ID) and the
-// original acked. When the raised attempt reaches MaxAttempts the message
-// goes to <topic>.dlq instead (a topic ending in .dlq keeps it). It returns
-// ErrNotLeased for a message not leased now; on any error the lease is
-// kept as it was.
-func (q *Queue) Nack(ctx context.Context, topic string, id message.ID, delay time.Duration) error {
-	return q.settle(ctx, topic, byID(id), true, delay)
-}
-
-// NackReceipt is Nack for the lease named by a Message's Receipt.
-func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, delay time.Duration) error {
-	id, serial, err := parseReceipt(receipt)
-	if err != nil {
-		return err
-	}
-	return q.settle(ctx, topic, byReceipt(id, serial), true, delay)
-}
 
 // Stats returns every topic's statistics, by topic name: those open and
 // those retired while idle, whose counters are kept.
