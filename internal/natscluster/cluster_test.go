@@ -198,7 +198,9 @@ func TestClusterSurvivesKillAndRejoins(t *testing.T) {
 		t.Fatalf("URLs() = %q, want 3 client URLs", c.URLs())
 	}
 	js := connect(t, c.URLs())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A loaded machine (CI's two cores running other packages' tests) has
+	// taken over 30 s to elect the meta leader that creating a stream needs.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "T", Subjects: []string{"t.>"}, Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
