@@ -373,6 +373,12 @@ func (d *driver) missingDone(job loadJob, res *loadResult) string {
 	}
 	log := d.e.opts.Logger
 	l := d.e.log
+	// The cancels of its entries follow their schedule records: only a
+	// commitlog that still holds the segment's first entry holds them all.
+	if first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start))); ok && int64(first) < l.FirstOffset() {
+		return fmt.Sprintf("its dispatch log %s is missing and the commitlog no longer holds every cancel of its entries (it starts at offset %d, the segment's first entry is at %d), so which were cancelled is unknown",
+			filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), l.FirstOffset(), first)
+	}
 	it, err := l.NewIterator(l.FirstOffset())
 	if err != nil {
 		log.Warn("engine: dispatch log missing and the commitlog cannot be read for cancels", "bucket", fmtMs(job.start), "err", err)
