@@ -50,6 +50,14 @@ func TestFaultEngineEntryFlip(t *testing.T) {
 	bucket := (time.Now().Add(4*time.Second).UnixMilli()/2000 + 1) * 2000
 	at := time.UnixMilli(bucket + 500)
 	ids := clScheduleAt(t, p, topic, "m", n, at)
+	// Wait until reput has routed every record into the segment (a stop
+	// leaves the rest to route at the next start).
+	for deadline := time.Now().Add(10 * time.Second); metricValue(t, p, "hourglass_reput_lag_bytes") != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("reput did not route the messages within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
 	p.stop(syscall.SIGTERM)
 
 	sched := filepath.Join(dir, "schedule", schedulelog.Name(bucket))
