@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// missingDone decides what a missing dispatch log means, and returns why
+// the bucket must be held, or "" if nothing can be done (docs/DESIGN.md,
+// "Faults"). The engine creates a segment's dispatch log when reput
+// creates the segment (onSegment), before any of its entries can fire,
+// so a missing one was lost, unless the bucket has not started: then
+// nothing of it can have been delivered, and the cancels routed to it are
+// read back from the commitlog.
+//
+// One more case is provable: a segment whose entries all lie at or above
+// reput's checkpoint as this run started was created after that
+// checkpoint, so a crash may have come between the segment's creation and
+// its dispatch log's; nothing of it can have been delivered or cancelled
+// then without creating the log (deliveries and cancels create it too).
+func (d *driver) missingDone(job loadJob, res *loadResult) string {
+	why := "the bucket has not started: nothing of it can have been delivered"
+	if _, ok := d.noDone.Load(job.start); job.start <= d.now()+d.leadMs && !ok {
+		first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start)))
+		if !ok || int64(first) < d.startCkpt {
+			return fmt.Sprintf("its dispatch log %s is missing and the bucket has started, so which of its entries were delivered is unknown",
+				filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)))
+		}
+		why = "the segment was created after the last checkpoint before this start, and nothing of it was delivered or cancelled since"
+	}
+	log := d.e.opts.Logger
+	l := d.e.log
+	// The cancels of its entries follow their schedule records: only a
+	// commitlog that still holds the segment's first entry holds them all.
+	if first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start))); ok && int64(first) < l.FirstOffset() {
+		return fmt.Sprintf("its dispatch log %s is missing and the commitlog no longer holds every cancel of its entries (it starts at offset %d, the segment's first entry is at %d), so which were cancelled is unknown",
+			filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), l.FirstOffset(), first)
+	}
+	it, err := l.NewIterator(l.FirstOffset())
+	if err != nil {
+		log.Warn("engine: dispatch log missing and the commitlog cannot be read for cancels", "bucket", fmtMs(job.start), "err", err)
+	} else {
+		var recs []dispatchlog.Done
+		for it.Next() && it.Offset() < job.pos {
+			if r := it.Record(); r.Type == message.TypeCancel {
+				if id, err := message.DecodeCancel(r.Payload); err == nil {
+					if seg, ok := d.e.reput.FindSegment(id.DeliverAt); ok && seg.Start == job.start {
+						recs = append(recs, dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled})
+						res.done.Add(id.Seq)
+					}
+				}
+			}
+		}
+		it.Close()
+		if err := d.e.reput.MarkDone(job.start, recs...); err != nil {
+			log.Warn("engine: recreating a missing dispatch log failed", "bucket", fmtMs(job.start), "err", err)
+		}
+	}
+	log.Warn("engine: dispatch log missing; recreated, with the cancels read back from the commitlog: "+why,
+		"bucket", fmtMs(job.start), "first_commitlog_offset", l.FirstOffset())
+	return ""
+}
+
+// firstSeq returns the seq of the first valid entry of the segment at path.
+func firstSeq(path string) (uint64, bool) {
+	rd, err := schedulelog.OpenReader(path)
+	if err != nil {
+		return 0, false
+	}
+	defer rd.Close()
+	it := rd.Scan(schedulelog.FirstOffset, -1)
+	if !it.Next() {
+		return 0, false
+	}
+	return it.Seq(), true
+}
