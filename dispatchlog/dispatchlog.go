@@ -89,6 +89,16 @@ const (
 	// DeadLettered means the entry ran out of attempts and went to the
 	// dead-letter topic.
 	DeadLettered Reason = 3
+	// Lost is a marker, not a done-record of an entry (its seq is 0): the
+	// log was created in place of one that was lost (Options.CreateLost),
+	// so entries with no record before it may have been done. Readers
+	// report a log whose last marker is Lost (Salvage.Lost, Counts.Lost).
+	Lost Reason = 4
+	// Recovered is a marker (seq 0) appended once what the lost log held
+	// has been recovered (the engine read the cancels back from the
+	// commitlog, and nothing of the bucket can have been delivered): the
+	// log is whole again.
+	Recovered Reason = 5
 )
 
 // String returns "delivered", "cancelled" or "dead-lettered".
@@ -100,12 +110,20 @@ func (r Reason) String() string {
 		return "cancelled"
 	case DeadLettered:
 		return "dead-lettered"
+	case Lost:
+		return "lost-marker"
+	case Recovered:
+		return "recovered-marker"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
 
-// Valid reports whether r is one of the defined reasons.
-func (r Reason) Valid() bool { return r >= Delivered && r <= DeadLettered }
+// Valid reports whether r is one of the defined reasons or markers.
+func (r Reason) Valid() bool { return r >= Delivered && r <= Recovered }
+
+// Marker reports whether r is a marker (Lost, Recovered) rather than the
+// reason an entry is done.
+func (r Reason) Marker() bool { return r == Lost || r == Recovered }
 
 // Done is one done-record: the entry with this seq is done for this reason.
 type Done struct {
@@ -149,6 +167,12 @@ type Options struct {
 	// Logger receives a warning for every torn tail Open truncates.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// CreateLost makes Open create a missing log with a Lost marker as its
+	// first record. It is for callers that open the log of a segment that
+	// must already have one (the engine creates a segment's dispatch log
+	// with the segment), so that a log created in place of a lost one
+	// says so instead of passing for a whole, empty one.
+	CreateLost bool
 }
 
 // Writer appends done-records to one dispatch log. All its methods are
@@ -187,7 +211,15 @@ func Open(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Writ
 		}}
 	sf, rec, err := segfile.Open(path, format, so)
 	if errors.Is(err, fs.ErrNotExist) {
-		sf, err = segfile.Create(path, h, so)
+		var init []byte
+		var n uint64
+		if opts.CreateLost {
+			// Written before the file gets its name: a log created in
+			// place of a lost one never passes for a whole, empty one.
+			init, n = make([]byte, RecordSize), 1
+			encodeDone(init, Done{Reason: Lost})
+		}
+		sf, err = segfile.CreateWith(path, h, init, n, so)
 		rec = segfile.Recovery{Path: path, From: segfile.HeaderSize, HintValid: true}
 	}
 	if err != nil {
@@ -213,8 +245,8 @@ func (w *Writer) appendLocked(recs []Done) error {
 		return ErrClosed
 	}
 	for _, r := range recs {
-		if !r.Reason.Valid() {
-			return fmt.Errorf("%w: %d for seq %d (want 1 delivered, 2 cancelled or 3 dead-lettered)", ErrBadReason, r.Reason, r.Seq)
+		if !r.Reason.Valid() || (r.Reason.Marker() && r.Seq != 0) {
+			return fmt.Errorf("%w: %d for seq %d (want 1 delivered, 2 cancelled, 3 dead-lettered, or the markers 4 lost and 5 recovered, with seq 0)", ErrBadReason, r.Reason, r.Seq)
 		}
 	}
 	if len(recs) == 0 {
@@ -311,8 +343,8 @@ func decodeDone(rec record.Record) (Done, error) {
 		return Done{}, fmt.Errorf("%w: type %#x, flags %#x, %d payload bytes", ErrBadRecord, rec.Type, rec.Flags, len(rec.Payload))
 	}
 	d := Done{Seq: binary.LittleEndian.Uint64(rec.Payload), Reason: Reason(rec.Payload[8])}
-	if !d.Reason.Valid() {
-		return Done{}, fmt.Errorf("%w: reason %d", ErrBadRecord, d.Reason)
+	if !d.Reason.Valid() || (d.Reason.Marker() && d.Seq != 0) {
+		return Done{}, fmt.Errorf("%w: reason %d, seq %d", ErrBadRecord, d.Reason, d.Seq)
 	}
 	return d, nil
 }

@@ -150,7 +150,8 @@ func TestAppendRejects(t *testing.T) {
 		want error
 	}{
 		{"reason_zero", []Done{{1, 0}}, ErrBadReason},
-		{"reason_4", []Done{{1, 4}}, ErrBadReason},
+		{"reason_6", []Done{{1, 6}}, ErrBadReason},
+		{"marker_with_seq", []Done{{1, Lost}}, ErrBadReason},
 		{"bad_reason_in_batch", []Done{{1, Delivered}, {2, 200}}, ErrBadReason},
 	}
 	for _, tt := range tests {

@@ -11,8 +11,8 @@ import (
 )
 
 // Records reads the whole dispatch log at path and returns its done-records
-// in file order (completion order), so that a tool can say why each entry is
-// done. It applies Load's rules: a missing file has no records; damage
+// in file order (completion order; markers left out), so that a tool can
+// say why each entry is done. It applies Load's rules: a missing file has no records; damage
 // before the synced-length hint, or a whole record with impossible content
 // anywhere, is a *segfile.CorruptionError and no records are returned; after the
 // hint it stops quietly at the first incomplete or undecodable record.
@@ -58,6 +58,8 @@ func Records(path string) ([]Done, error) {
 		if err != nil {
 			return nil, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
-		out = append(out, d)
+		if !d.Reason.Marker() {
+			out = append(out, d)
+		}
 	}
 }

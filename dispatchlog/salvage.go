@@ -19,6 +19,10 @@ type Salvage struct {
 	Counts Counts
 	// Missing is set when there is no dispatch log at the path.
 	Missing bool
+	// Lost is set when the log's last marker is Lost: it was created in
+	// place of a lost log (Options.CreateLost), so Set may lack done
+	// entries as if the log were damaged.
+	Lost bool
 	// Damage lists the regions where no valid done-record starts and
 	// data was durable: a bad record before the synced-length hint, or a
 	// bad record with valid records after it, or bytes below the hint cut
@@ -58,7 +62,8 @@ func LoadSalvage(path string) (Salvage, error) {
 }
 
 // RecordsSalvage is LoadSalvage that also returns the valid done-records
-// in file order, for a repair that writes them to a new log.
+// in file order (markers left out), for a repair that writes them to a new
+// log.
 func RecordsSalvage(path string) (Salvage, []Done, error) { return salvage(path, true) }
 
 func salvage(path string, keep bool) (Salvage, []Done, error) {
@@ -92,10 +97,12 @@ func salvage(path string, keep bool) (Salvage, []Done, error) {
 		var d Done
 		if err == nil {
 			if d, err = decodeDone(rec); err == nil {
-				seqs = append(seqs, d.Seq)
 				s.Counts.add(d.Reason)
-				if keep {
-					recs = append(recs, d)
+				if !d.Reason.Marker() {
+					seqs = append(seqs, d.Seq)
+					if keep {
+						recs = append(recs, d)
+					}
 				}
 				off += int64(n)
 				continue
@@ -122,6 +129,7 @@ func salvage(path string, keep bool) (Salvage, []Done, error) {
 	}
 	slices.Sort(seqs)
 	s.Set = &Set{sorted: slices.Compact(seqs)}
+	s.Lost = s.Counts.Lost
 	return s, recs, nil
 }
 

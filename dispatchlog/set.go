@@ -19,6 +19,9 @@ type Counts struct {
 	Delivered    int // records with reason Delivered
 	Cancelled    int // records with reason Cancelled
 	DeadLettered int // records with reason DeadLettered
+	// Lost is set when the log's last marker is Lost: it was created in
+	// place of a lost log, and entries not in the set may be done.
+	Lost bool
 }
 
 // Total returns the number of done-records counted.
@@ -32,6 +35,10 @@ func (c *Counts) add(r Reason) {
 		c.Cancelled++
 	case DeadLettered:
 		c.DeadLettered++
+	case Lost:
+		c.Lost = true
+	case Recovered:
+		c.Lost = false
 	}
 }
 
@@ -111,7 +118,8 @@ func (s *Set) All() iter.Seq[uint64] {
 }
 
 // Load reads the whole dispatch log at path and returns the set of done seqs
-// and the number of records per reason. A missing file is an empty set.
+// and the number of records per reason (and whether the log says it was
+// recreated after a loss: Counts.Lost). A missing file is an empty set.
 // Damage before the synced-length hint, or a whole record with impossible
 // content anywhere, is a *segfile.CorruptionError: a damaged log could hide a
 // done entry, so it is never read past. After the hint, Load stops quietly at
@@ -159,8 +167,10 @@ func Load(path string) (*Set, Counts, error) {
 		if err != nil {
 			return nil, c, &segfile.CorruptionError{Path: path, Offset: off, Err: err}
 		}
-		seqs = append(seqs, d.Seq)
 		c.add(d.Reason)
+		if !d.Reason.Marker() {
+			seqs = append(seqs, d.Seq)
+		}
 	}
 	slices.Sort(seqs)
 	return &Set{sorted: slices.Compact(seqs)}, c, nil

@@ -541,3 +541,74 @@ func TestDamagedHeaderSkipsOneBucket(t *testing.T) {
 		e.Close()
 	})
 }
+
+// TestLostDoneLogRecreatedByCancel: the dispatch log of a bucket that has
+// not started is deleted, and a Cancel routed there afterwards recreates
+// it. The recreated log says it replaces a lost one, so when the bucket
+// loads (after a restart) the cancels of the lost log are read back from
+// the commitlog: no message cancelled before the loss is delivered.
+func TestLostDoneLogRecreatedByCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		start := time.Now()
+		var ids []message.ID
+		for i := range 10 {
+			id, err := e.Schedule(t.Context(), Request{Topic: "t", At: start.Add(60*time.Second + time.Duration(i)*100*time.Millisecond)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids[:3] {
+			if r, err := e.Cancel(t.Context(), id); err != nil || r != Cancelled {
+				t.Fatalf("Cancel(%v) = %v, %v", id, r, err)
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		bucket := schedulelog.BucketStart(ids[0].DeliverAt, 10*time.Second)
+		done := filepath.Join(dir, "schedule", dispatchlog.Name(bucket))
+		if err := os.Remove(done); err != nil {
+			t.Fatal(err)
+		}
+		e = openEngine(t, dir, sink, nil)
+		if r, err := e.Cancel(t.Context(), ids[3]); err != nil || r != Cancelled {
+			t.Fatalf("Cancel(%v) after the loss = %v, %v", ids[3], r, err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, c, err := dispatchlog.Load(done); err != nil || !c.Lost {
+			t.Fatalf("the recreated dispatch log: %+v, %v; want it marked lost", c, err)
+		}
+		var logs syncBuffer
+		e = openEngine(t, dir, sink, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+		time.Sleep(75 * time.Second)
+		synctest.Wait()
+		got := map[message.ID]int{}
+		for _, g := range sink.snapshot() {
+			got[g.id]++
+		}
+		for i, id := range ids {
+			if want := map[bool]int{true: 0, false: 1}[i < 4]; got[id] != want {
+				t.Errorf("message %d delivered %d times, want %d", i, got[id], want)
+			}
+		}
+		if err := e.Health(); err != nil {
+			t.Errorf("Health() = %v", err)
+		}
+		if !strings.Contains(logs.String(), "was lost and recreated after it; recreated, with the cancels read back") {
+			t.Errorf("the log does not report the recreated dispatch log:\n%s", logs.String())
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// Every entry is done: the bucket is retired with its logs.
+		if _, err := os.Stat(done); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the dispatch log of the finished bucket is still there (%v)", err)
+		}
+	})
+}

@@ -262,8 +262,8 @@ func (d *driver) load(job loadJob) {
 	case sal.Damaged():
 		holdWhy = fmt.Sprintf("the dispatch log %s is damaged (%d regions, up to %d done-records unknown, the first at offset %d)",
 			donePath, len(sal.Damage), sal.Unknown(), sal.Damage[0].Offset)
-	case sal.Missing:
-		holdWhy = d.missingDone(job, res)
+	case sal.Missing, sal.Lost:
+		holdWhy = d.missingDone(job, res, sal.Lost)
 	}
 	rd, err := schedulelog.OpenReader(path)
 	if err != nil {

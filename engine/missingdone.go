@@ -15,20 +15,27 @@ import (
 // creates the segment (onSegment), before any of its entries can fire,
 // so a missing one was lost, unless the bucket has not started: then
 // nothing of it can have been delivered, and the cancels routed to it are
-// read back from the commitlog.
+// read back from the commitlog. recreated says the log exists but was
+// created in place of a lost one (a cancel routed there after the loss:
+// dispatchlog.Salvage.Lost); it is decided the same way, and a log made
+// whole again gets a Recovered marker, so no later load decides again.
 //
 // One more case is provable: a segment whose entries all lie at or above
 // reput's checkpoint as this run started was created after that
 // checkpoint, so a crash may have come between the segment's creation and
 // its dispatch log's; nothing of it can have been delivered or cancelled
 // then without creating the log (deliveries and cancels create it too).
-func (d *driver) missingDone(job loadJob, res *loadResult) string {
+func (d *driver) missingDone(job loadJob, res *loadResult, recreated bool) string {
 	why := "the bucket has not started: nothing of it can have been delivered"
+	missing := "is missing"
+	if recreated {
+		missing = "was lost and recreated after it"
+	}
 	if _, ok := d.noDone.Load(job.start); job.start <= d.now()+d.leadMs && !ok {
 		first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start)))
 		if !ok || int64(first) < d.startCkpt {
-			return fmt.Sprintf("its dispatch log %s is missing and the bucket has started, so which of its entries were delivered is unknown",
-				filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)))
+			return fmt.Sprintf("its dispatch log %s %s and the bucket has started, so which of its entries were delivered is unknown",
+				filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), missing)
 		}
 		why = "the segment was created after the last checkpoint before this start, and nothing of it was delivered or cancelled since"
 	}
@@ -37,8 +44,8 @@ func (d *driver) missingDone(job loadJob, res *loadResult) string {
 	// The cancels of its entries follow their schedule records: only a
 	// commitlog that still holds the segment's first entry holds them all.
 	if first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start))); ok && int64(first) < l.FirstOffset() {
-		return fmt.Sprintf("its dispatch log %s is missing and the commitlog no longer holds every cancel of its entries (it starts at offset %d, the segment's first entry is at %d), so which were cancelled is unknown",
-			filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), l.FirstOffset(), first)
+		return fmt.Sprintf("its dispatch log %s %s and the commitlog no longer holds every cancel of its entries (it starts at offset %d, the segment's first entry is at %d), so which were cancelled is unknown",
+			filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), missing, l.FirstOffset(), first)
 	}
 	it, err := l.NewIterator(l.FirstOffset())
 	if err != nil {
@@ -56,11 +63,15 @@ func (d *driver) missingDone(job loadJob, res *loadResult) string {
 			}
 		}
 		it.Close()
+		// The marker goes with the cancels: a crash before they are
+		// durable leaves the log marked lost, and the next load decides
+		// again.
+		recs = append(recs, dispatchlog.Done{Reason: dispatchlog.Recovered})
 		if err := d.e.reput.MarkDone(job.start, recs...); err != nil {
 			log.Warn("engine: recreating a missing dispatch log failed", "bucket", fmtMs(job.start), "err", err)
 		}
 	}
-	log.Warn("engine: dispatch log missing; recreated, with the cancels read back from the commitlog: "+why,
+	log.Warn("engine: dispatch log "+missing+"; recreated, with the cancels read back from the commitlog: "+why,
 		"bucket", fmtMs(job.start), "first_commitlog_offset", l.FirstOffset())
 	return ""
 }

@@ -121,6 +121,8 @@ func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer) (in
 			len(sal.Damage), sal.Damage[0].Offset, sal.Damage[0].Err, sal.Unknown())
 	case sal.Missing && start <= o.Now().UnixMilli():
 		why = "it is missing and the bucket has started"
+	case sal.Lost:
+		why = "it was lost and recreated after it (only the done-records written since are known)"
 	default:
 		return 0, 0, nil
 	}

@@ -48,7 +48,17 @@ func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
 		return nil, fmt.Errorf("reput: no schedule segment starts at %s", time.UnixMilli(bucket).UTC().Format(time.RFC3339))
 	}
 	r.evictDispatchLocked()
-	w, rec, err := dispatchlog.Open(r.opts.Dir, bucket, seg.Duration, r.opts.Dispatch)
+	// A segment's dispatch log is created with it (Options.OnSegment);
+	// one missing now was lost, unless the segment was created in this
+	// run (a cancel routed in the batch that created it comes before
+	// OnSegment), and the one created in its place says so, so that
+	// whoever loads the bucket does not take it for a whole log.
+	r.segsMu.RLock()
+	fresh := r.fresh[bucket]
+	r.segsMu.RUnlock()
+	do := r.opts.Dispatch
+	do.CreateLost = !fresh
+	w, rec, err := dispatchlog.Open(r.opts.Dir, bucket, seg.Duration, do)
 	if err != nil {
 		return nil, err
 	}

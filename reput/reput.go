@@ -196,9 +196,12 @@ type Reput struct {
 	damagedMu   sync.Mutex
 	damagedSeen map[int64]bool
 
-	// segsMu guards segs, the known segments sorted by start.
+	// segsMu guards segs, the known segments sorted by start, and fresh,
+	// the starts of those created in this run (their dispatch logs, if
+	// missing, are not lost yet: OnSegment has not run for them).
 	segsMu sync.RWMutex
 	segs   []schedulelog.SegmentInfo
+	fresh  map[int64]bool
 
 	// dmu guards dispatch and dtick, shared with MarkDone.
 	dmu      sync.Mutex

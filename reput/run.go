@@ -455,6 +455,7 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 	if i < len(r.segs) && r.segs[i].Start == bucket {
 		r.segs = append(r.segs[:i], r.segs[i+1:]...)
 	}
+	delete(r.fresh, bucket)
 	r.segsMu.Unlock()
 	return nil
 }

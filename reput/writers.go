@@ -82,6 +82,10 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 // OnSegment.
 func (r *Reput) addSegment(info schedulelog.SegmentInfo) {
 	r.segsMu.Lock()
+	if r.fresh == nil {
+		r.fresh = map[int64]bool{}
+	}
+	r.fresh[info.Start] = true
 	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= info.Start })
 	if i < len(r.segs) && r.segs[i].Start == info.Start {
 		r.segs[i] = info

@@ -71,21 +71,34 @@ type Writer struct {
 // Create creates the file at path with header h, durably (CreateAtomic),
 // so a file under the final name always has a whole header.
 func Create(path string, h Header, opts Options) (*Writer, error) {
+	return CreateWith(path, h, nil, 0, opts)
+}
+
+// CreateWith is Create with first records: init holds records framed
+// whole records, written and synced (slot A records them) before the file
+// gets its final name, so a file under that name never lacks them.
+func CreateWith(path string, h Header, init []byte, records uint64, opts Options) (*Writer, error) {
 	opts.fill()
 	if _, err := os.Lstat(path); err == nil {
 		return nil, fmt.Errorf("%w: %s", ErrExist, path)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	synced, next := Slot{Len: HeaderSize}, 1
+	hdr := EncodeHeader(h)
+	if len(init) > 0 {
+		synced = Slot{Len: HeaderSize + int64(len(init)), Records: records}
+		PutSlot(hdr[SlotOffset(0):SlotOffset(0)+slotSize], 0, synced)
+	}
 	f, err := CreateAtomic(path, func(f *os.File) error {
-		_, err := f.WriteAt(EncodeHeader(h), 0)
+		_, err := f.WriteAt(append(hdr, init...), 0)
 		return err
 	}, opts.SyncFile)
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, path: path, hdr: h, opts: opts, flushed: HeaderSize,
-		synced: Slot{Len: HeaderSize}, next: 1}
+	w := &Writer{f: f, path: path, hdr: h, opts: opts, flushed: synced.Len,
+		records: records, synced: synced, next: next}
 	return w, nil
 }
 

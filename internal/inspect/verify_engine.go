@@ -75,6 +75,8 @@ func (v *verifier) engineFindings() error {
 			continue
 		case sal.Damaged():
 			why = fmt.Sprintf("its dispatch log is damaged (up to %d done-records unknown)", sal.Unknown())
+		case sal.Lost && n > 0 && start <= v.o.Now.UnixMilli():
+			why = "its dispatch log was lost and recreated after it (only the done-records written since are known), and the bucket has started"
 		case sal.Missing && n > 0 && start <= v.o.Now.UnixMilli() && (!ckOK || int64(seqs[0]) < ckpt):
 			// A note, not a problem: a directory written before the engine
 			// created every segment's dispatch log with it lacks the log
