@@ -683,3 +683,47 @@ func TestSummarizeDamage(t *testing.T) {
 		}
 	}
 }
+
+// TestDamageAllowanceLostCancels: a commitlog span repair reported lost
+// allows the cancels whose records may lie in it (bounded by the
+// schedules answered before each was sent and sent after it was
+// answered) to be delivered anyway, and no other cancel.
+func TestDamageAllowanceLostCancels(t *testing.T) {
+	data := "/d"
+	clPath := data + "/commitlog/00000000000000000000.log"
+	id := func(seq int) string { return message.ID{DeliverAt: 1, Seq: uint64(seq)}.String() }
+	ev := Events{
+		Schedules: []Schedule{
+			{Key: "k100", ID: id(100), Outcome: OK, Sent: at(0), Answered: at(1)},
+			{Key: "k200", ID: id(200), Outcome: OK, Sent: at(10), Answered: at(11)},
+			{Key: "k300", ID: id(300), Outcome: OK, Sent: at(20), Answered: at(21)},
+		},
+		Cancels: []Cancel{
+			{Key: "kA", Outcome: OK, Answer: CancelCancelled, Sent: at(5), Answered: at(6)},   // in [101, 200)
+			{Key: "kB", Outcome: OK, Answer: CancelCancelled, Sent: at(25), Answered: at(26)}, // in [301, ∞)
+			{Key: "kC", Outcome: OK, Answer: CancelAlreadyDelivered, Sent: at(5), Answered: at(6)},
+		},
+	}
+	after := func(k string) Violation { return Violation{Kind: VAfterCancel, Key: k, At: at(50)} }
+	for _, tc := range []struct {
+		name     string
+		from, to int64
+		allowed  []bool // kA, kB, kC
+	}{
+		{"span_between_the_schedules_around_cancel_A", 150, 180, []bool{true, false, false}},
+		{"span_after_the_last_schedule", 400, 500, []bool{false, true, false}},
+		{"span_below_every_cancel", 0, 101, []bool{false, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := []DamageEvent{{Cycle: 1, At: at(30), Outcome: RestartRefused, DamagePlan: DamagePlan{Kind: DCommitlogDelete, Path: clPath, Offset: -1},
+				Repair: &RepairResult{Lost: []LostSpan{{File: clPath, From: tc.from, To: tc.to}}}}}
+			vs := []Violation{after("kA"), after("kB"), after("kC")}
+			markDamage(vs, damageAllowance(evs, ev, data, time.Second), ev)
+			for i, v := range vs {
+				if (v.Damage != "") != tc.allowed[i] {
+					t.Errorf("%s of %s: allowed by %q, want allowed %v", v.Kind, v.Key, v.Damage, tc.allowed[i])
+				}
+			}
+		})
+	}
+}

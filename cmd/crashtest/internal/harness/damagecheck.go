@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"math"
 
 	"path/filepath"
 	"regexp"
@@ -24,7 +25,9 @@ import (
 //     must exit 0 and leave under <dir>/quarantine/ a byte-identical copy
 //     of every file it changed or removed; the next start must succeed.
 //     What repair reports as lost is allowed from then on, and only that
-//     (parseRepair, damageAllowance); when it asks for a decision about
+//     (parseRepair, damageAllowance): a lost commitlog span loses the
+//     schedules whose IDs lie in it and the cancels whose records may
+//     (cancelBounds); when it asks for a decision about
 //     entries whose dispatch log is lost, the harness takes
 //     --assume-pending (runRepair). Without a repair command in the
 //     binary, or when repair fails or the server still does not start
@@ -434,6 +437,19 @@ func damageAllowance(evs []DamageEvent, ev Events, dataDir string, seg time.Dura
 						}
 					}
 				}
+				// A cancel's record is not named by any answer, but its
+				// place in the log is bounded by the schedules around it:
+				// those answered before it was sent lie below it, those
+				// sent after it was answered above. A cancel that may lie
+				// in the lost span may be lost with it.
+				for _, c := range ev.Cancels {
+					if c.Outcome != OK || c.Answer != CancelCancelled || !c.Answered.Before(d.At) {
+						continue
+					}
+					if lo, hi := cancelBounds(ev, c); lo < sp.To && hi > sp.From {
+						al.replay[c.Key] = label + " (a cancel the lost span may have held)"
+					}
+				}
 			case "queue-log":
 				if hit {
 					for _, k := range d.Held.Keys {
@@ -472,6 +488,27 @@ func damageAllowance(evs []DamageEvent, ev Events, dataDir string, seg time.Dura
 		}
 	}
 	return al
+}
+
+// cancelBounds returns offsets [lo, hi) of the commitlog that must hold
+// the record of cancel c: above every schedule answered OK before c was
+// sent, below every schedule sent after c was answered (hi is the largest
+// int64 when there is none).
+func cancelBounds(ev Events, c Cancel) (lo, hi int64) {
+	hi = math.MaxInt64
+	for _, s := range ev.Schedules {
+		if s.Outcome != OK || s.ID == "" {
+			continue
+		}
+		seq := seqOf(s.ID)
+		if s.Answered.Before(c.Sent) && seq+1 > lo {
+			lo = seq + 1
+		}
+		if s.Sent.After(c.Answered) && seq < hi {
+			hi = seq
+		}
+	}
+	return lo, hi
 }
 
 // sameFile reports whether a (as repair printed it) and b name one file.
