@@ -612,3 +612,69 @@ func TestLostDoneLogRecreatedByCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestRepairReadsCancelsBack: a dispatch log lost after its bucket
+// started is repaired with --assume-pending; the cancels the commitlog
+// still holds are recorded, so the cancelled messages stay cancelled and
+// only the undecided ones are delivered.
+func TestRepairReadsCancelsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		start := time.Now()
+		var ids []message.ID
+		for i := range 10 {
+			id, err := e.Schedule(t.Context(), Request{Topic: "t", At: start.Add(20*time.Second + time.Duration(i)*500*time.Millisecond)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids[6:] {
+			if r, err := e.Cancel(t.Context(), id); err != nil || r != Cancelled {
+				t.Fatalf("Cancel(%v) = %v, %v", id, r, err)
+			}
+		}
+		// The bucket starts and its first two messages are delivered.
+		time.Sleep(20*time.Second + 600*time.Millisecond)
+		synctest.Wait()
+		e.Close()
+		if got := len(sink.snapshot()); got != 2 {
+			t.Fatalf("%d delivered before the loss, want 2", got)
+		}
+		sdir := filepath.Join(dir, "schedule")
+		if err := os.Remove(filepath.Join(sdir, dispatchlog.Name(schedulelog.BucketStart(ids[0].DeliverAt, 10*time.Second)))); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		keep := func(string) error { return nil }
+		if _, err := RepairDispatchLogs(sdir, DoneRepairOptions{Keep: keep, Assume: AssumePending, Out: &out,
+			Commitlog: filepath.Join(dir, "commitlog")}); err != nil {
+			t.Fatalf("repair: %v\n%s", err, out.String())
+		}
+		if !strings.Contains(out.String(), "4 cancels read back from the commitlog; 6 entries") {
+			t.Errorf("repair output does not report the 4 cancels read back and 6 undecided:\n%s", out.String())
+		}
+		e = openEngine(t, dir, sink, nil)
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		e.Close()
+		got := map[message.ID]int{}
+		for _, g := range sink.snapshot() {
+			got[g.id]++
+		}
+		for i, id := range ids {
+			want := 1 // the undecided are delivered; the first two again
+			switch {
+			case i < 2:
+				want = 2
+			case i >= 6:
+				want = 0
+			}
+			if got[id] != want {
+				t.Errorf("message %d delivered %d times, want %d", i, got[id], want)
+			}
+		}
+	})
+}

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"log/slog"
 	"path/filepath"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
 )
@@ -52,6 +55,11 @@ type DoneRepairOptions struct {
 	// dispatch log of a bucket that has not started holds nothing);
 	// default time.Now.
 	Now func() time.Time
+	// Commitlog is the engine's commitlog directory. The cancels it still
+	// holds are read back and recorded in the repaired logs, so that no
+	// Assumption makes a cancelled message deliverable again; "" reads
+	// none.
+	Commitlog string
 }
 
 // RepairDispatchLogs is the `hourglass repair` step for the dispatch logs
@@ -84,12 +92,22 @@ func RepairDispatchLogs(dir string, o DoneRepairOptions) (int, error) {
 		return 0, err
 	}
 	changes, undecided := 0, 0
+	var cancels map[uint64]int64 // read once, when a log needs repair
 	for _, e := range ents {
 		start, ok := schedulelog.ParseName(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		n, held, err := repairDone(dir, start, o, out)
+		n, held, err := repairDone(dir, start, o, out, func() map[uint64]int64 {
+			if cancels == nil {
+				var err error
+				if cancels, err = readCancels(o.Commitlog); err != nil {
+					fmt.Fprintf(out, "  no cancels read back: %v\n", err)
+					cancels = map[uint64]int64{}
+				}
+			}
+			return cancels
+		})
 		if err != nil {
 			return changes, err
 		}
@@ -102,9 +120,40 @@ func RepairDispatchLogs(dir string, o DoneRepairOptions) (int, error) {
 	return changes, nil
 }
 
+// readCancels returns the targets of the cancel records the commitlog in
+// dir holds (seq → deliverAt); none if dir is "" or holds no log.
+func readCancels(dir string) (map[uint64]int64, error) {
+	out := map[uint64]int64{}
+	if dir == "" {
+		return out, nil
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
+	l, _, err := commitlog.Open(commitlog.Options{Dir: dir, ReadOnly: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the cancels of %s: %w", dir, err)
+	}
+	defer l.Close()
+	it, err := l.NewIterator(l.FirstOffset())
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for it.Next() {
+		if r := it.Record(); r.Type == message.TypeCancel {
+			if id, err := message.DecodeCancel(r.Payload); err == nil {
+				out[id.Seq] = id.DeliverAt
+			}
+		}
+	}
+	return out, it.Err()
+}
+
 // repairDone repairs the dispatch log of the segment at start; it returns
-// the logs it rewrote and the entries still held (no decision).
-func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer) (int, int, error) {
+// the logs it rewrote and the entries still held (no decision). cancels
+// gives the commitlog's cancel records.
+func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer, cancels func() map[uint64]int64) (int, int, error) {
 	donePath := filepath.Join(dir, dispatchlog.Name(start))
 	schedPath := filepath.Join(dir, schedulelog.Name(start))
 	sal, recs, err := dispatchlog.RecordsSalvage(donePath)
@@ -131,10 +180,19 @@ func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer) (in
 		return 0, 0, fmt.Errorf("reading %s to repair its dispatch log: %w", schedPath, err)
 	}
 	defer rd.Close()
+	cl := cancels()
 	var undecided []uint64
+	readBack := 0
 	it := rd.Scan(schedulelog.FirstOffset, -1)
 	for it.Next() {
-		if !sal.Set.Contains(it.Seq()) {
+		switch at, ok := cl[it.Seq()]; {
+		case sal.Set.Contains(it.Seq()):
+		case ok && at == it.Message().DeliverAt:
+			// Its cancel is durable in the commitlog: it is never
+			// delivered, whatever is assumed of the rest.
+			recs = append(recs, dispatchlog.Done{Seq: it.Seq(), Reason: dispatchlog.Cancelled})
+			readBack++
+		default:
 			undecided = append(undecided, it.Seq())
 		}
 	}
@@ -142,8 +200,8 @@ func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer) (in
 		return 0, 0, err
 	}
 	rel := filepath.Join(filepath.Base(dir), dispatchlog.Name(start))
-	fmt.Fprintf(out, "  %s: %s: %d valid done-records; %d entries of %s are undecided (delivered or not is unknown)\n",
-		rel, why, len(recs), len(undecided), schedulelog.Name(start))
+	fmt.Fprintf(out, "  %s: %s: %d valid done-records, %d cancels read back from the commitlog; %d entries of %s are undecided (delivered or not is unknown)\n",
+		rel, why, len(recs)-readBack, readBack, len(undecided), schedulelog.Name(start))
 	switch o.Assume {
 	case AssumeNothing:
 		if len(undecided) == 0 {
@@ -159,11 +217,11 @@ func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer) (in
 	default:
 		return 0, 0, fmt.Errorf("engine: unknown assumption %q: want %q or %q", o.Assume, AssumeDelivered, AssumePending)
 	}
-	valid := len(recs)
+	valid := len(recs) - readBack
 	if o.Assume == AssumeDelivered {
 		valid -= len(undecided)
 	}
-	act := fmt.Sprintf("rewritten with the %d valid done-records", valid)
+	act := fmt.Sprintf("rewritten with the %d valid done-records and %d cancels read back", valid, readBack)
 	switch {
 	case len(undecided) == 0:
 	case o.Assume == AssumeDelivered:

@@ -61,7 +61,8 @@ What it does, step by step (each step prints what it found and did):
               A bucket whose done log (schedule/*.done) is damaged, or missing
               after the bucket started, is held by the server: which of its
               entries were delivered is unknown, and the server delivers none
-              of them until an operator decides. This step says how many
+              of them until an operator decides. Entries whose cancel the
+              commitlog still holds are recorded cancelled. This step says how many
               entries are undecided and needs the decision as a flag:
               --assume-delivered marks them done (none is delivered; those
               not delivered before are lost), --assume-pending releases them
@@ -191,7 +192,8 @@ var repairSteps = []repairStep{
 		return queue.RepairStep(hourglass.QueueDir(env.Dir), env.DryRun, env.Keep, env.Out)
 	}},
 	{name: "dispatch logs", run: func(env *repairEnv) (int, error) {
-		return engine.RepairDispatchLogs(filepath.Join(env.Dir, "schedule"), engine.DoneRepairOptions{DryRun: env.DryRun, Keep: env.Keep, Out: env.Out, Assume: env.Decisions.assume})
+		return engine.RepairDispatchLogs(filepath.Join(env.Dir, "schedule"), engine.DoneRepairOptions{DryRun: env.DryRun, Keep: env.Keep, Out: env.Out, Assume: env.Decisions.assume,
+			Commitlog: filepath.Join(env.Dir, "commitlog")})
 	}},
 }
 
