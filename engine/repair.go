@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
