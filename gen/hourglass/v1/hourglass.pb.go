@@ -138,21 +138,25 @@ const (
 	// No such message here: never scheduled, or its schedule segment was
 	// deleted once every entry in it was done.
 	MessageState_MESSAGE_STATE_NOT_FOUND MessageState = 9
+	// Rescheduled: it will never be delivered at this time; the message
+	// rescheduled_to names is its replacement.
+	MessageState_MESSAGE_STATE_RESCHEDULED MessageState = 10
 )
 
 // Enum value maps for MessageState.
 var (
 	MessageState_name = map[int32]string{
-		0: "MESSAGE_STATE_UNSPECIFIED",
-		1: "MESSAGE_STATE_PENDING",
-		2: "MESSAGE_STATE_DELIVERING",
-		3: "MESSAGE_STATE_DELIVERED",
-		4: "MESSAGE_STATE_DUE",
-		5: "MESSAGE_STATE_LEASED",
-		6: "MESSAGE_STATE_ACKED",
-		7: "MESSAGE_STATE_CANCELLED",
-		8: "MESSAGE_STATE_DEAD_LETTERED",
-		9: "MESSAGE_STATE_NOT_FOUND",
+		0:  "MESSAGE_STATE_UNSPECIFIED",
+		1:  "MESSAGE_STATE_PENDING",
+		2:  "MESSAGE_STATE_DELIVERING",
+		3:  "MESSAGE_STATE_DELIVERED",
+		4:  "MESSAGE_STATE_DUE",
+		5:  "MESSAGE_STATE_LEASED",
+		6:  "MESSAGE_STATE_ACKED",
+		7:  "MESSAGE_STATE_CANCELLED",
+		8:  "MESSAGE_STATE_DEAD_LETTERED",
+		9:  "MESSAGE_STATE_NOT_FOUND",
+		10: "MESSAGE_STATE_RESCHEDULED",
 	}
 	MessageState_value = map[string]int32{
 		"MESSAGE_STATE_UNSPECIFIED":   0,
@@ -165,6 +169,7 @@ var (
 		"MESSAGE_STATE_CANCELLED":     7,
 		"MESSAGE_STATE_DEAD_LETTERED": 8,
 		"MESSAGE_STATE_NOT_FOUND":     9,
+		"MESSAGE_STATE_RESCHEDULED":   10,
 	}
 )
 
@@ -193,6 +198,126 @@ func (x MessageState) Number() protoreflect.EnumNumber {
 // Deprecated: Use MessageState.Descriptor instead.
 func (MessageState) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{1}
+}
+
+// RescheduleResult is what Reschedule did.
+type RescheduleResult int32
+
+const (
+	RescheduleResult_RESCHEDULE_RESULT_UNSPECIFIED RescheduleResult = 0
+	// The old time will never fire; the message is delivered at the new
+	// time under the new id.
+	RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED RescheduleResult = 1
+	// Too late: it was delivered (or is being delivered). Nothing changed.
+	RescheduleResult_RESCHEDULE_RESULT_ALREADY_DELIVERED RescheduleResult = 2
+	// No such message is pending here. Nothing changed.
+	RescheduleResult_RESCHEDULE_RESULT_UNKNOWN RescheduleResult = 3
+	// It was cancelled (or rescheduled: use the id that replaced it).
+	// Nothing changed.
+	RescheduleResult_RESCHEDULE_RESULT_ALREADY_CANCELLED RescheduleResult = 4
+)
+
+// Enum value maps for RescheduleResult.
+var (
+	RescheduleResult_name = map[int32]string{
+		0: "RESCHEDULE_RESULT_UNSPECIFIED",
+		1: "RESCHEDULE_RESULT_RESCHEDULED",
+		2: "RESCHEDULE_RESULT_ALREADY_DELIVERED",
+		3: "RESCHEDULE_RESULT_UNKNOWN",
+		4: "RESCHEDULE_RESULT_ALREADY_CANCELLED",
+	}
+	RescheduleResult_value = map[string]int32{
+		"RESCHEDULE_RESULT_UNSPECIFIED":       0,
+		"RESCHEDULE_RESULT_RESCHEDULED":       1,
+		"RESCHEDULE_RESULT_ALREADY_DELIVERED": 2,
+		"RESCHEDULE_RESULT_UNKNOWN":           3,
+		"RESCHEDULE_RESULT_ALREADY_CANCELLED": 4,
+	}
+)
+
+func (x RescheduleResult) Enum() *RescheduleResult {
+	p := new(RescheduleResult)
+	*p = x
+	return p
+}
+
+func (x RescheduleResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RescheduleResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[2].Descriptor()
+}
+
+func (RescheduleResult) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[2]
+}
+
+func (x RescheduleResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RescheduleResult.Descriptor instead.
+func (RescheduleResult) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+}
+
+// MisfirePolicy says what a recurring schedule does with the occurrences
+// that fell while the server was down.
+type MisfirePolicy int32
+
+const (
+	// The default: FIRE_LATEST.
+	MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED MisfirePolicy = 0
+	// Deliver each missed occurrence once, up to 100, oldest first.
+	MisfirePolicy_MISFIRE_POLICY_FIRE_ALL MisfirePolicy = 1
+	// Deliver only the latest missed occurrence, once.
+	MisfirePolicy_MISFIRE_POLICY_FIRE_LATEST MisfirePolicy = 2
+	// Deliver none of them; go on with the next future occurrence.
+	MisfirePolicy_MISFIRE_POLICY_SKIP MisfirePolicy = 3
+)
+
+// Enum value maps for MisfirePolicy.
+var (
+	MisfirePolicy_name = map[int32]string{
+		0: "MISFIRE_POLICY_UNSPECIFIED",
+		1: "MISFIRE_POLICY_FIRE_ALL",
+		2: "MISFIRE_POLICY_FIRE_LATEST",
+		3: "MISFIRE_POLICY_SKIP",
+	}
+	MisfirePolicy_value = map[string]int32{
+		"MISFIRE_POLICY_UNSPECIFIED": 0,
+		"MISFIRE_POLICY_FIRE_ALL":    1,
+		"MISFIRE_POLICY_FIRE_LATEST": 2,
+		"MISFIRE_POLICY_SKIP":        3,
+	}
+)
+
+func (x MisfirePolicy) Enum() *MisfirePolicy {
+	p := new(MisfirePolicy)
+	*p = x
+	return p
+}
+
+func (x MisfirePolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+}
+
+func (MisfirePolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+}
+
+func (x MisfirePolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MisfirePolicy.Descriptor instead.
+func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
 // Header is one message header.
@@ -542,10 +667,17 @@ func (x *ScheduleBatchResponse) GetResults() []*ScheduleResponse {
 	return nil
 }
 
+// CancelRequest names the message by its id, or by its topic and the
+// idempotency key it was scheduled with (for the message's whole life, not
+// only the idempotency window).
 type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The ID Schedule returned, 32 hex digits.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// With key instead of id: the message's topic.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// With topic instead of id: the idempotency_key it was scheduled with.
+	Key           string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -583,6 +715,20 @@ func (*CancelRequest) Descriptor() ([]byte, []int) {
 func (x *CancelRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -727,7 +873,9 @@ type Message struct {
 	OriginId string `protobuf:"bytes,9,opt,name=origin_id,json=originId,proto3" json:"origin_id,omitempty"`
 	// Names this lease: Ack or Nack with it instead of id to act only while
 	// this lease holds (not on a later delivery of the same message).
-	Receipt       string `protobuf:"bytes,10,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt string `protobuf:"bytes,10,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Set on a message in a dead-letter topic: why it died and where.
+	DeadLetter    *DeadLetter `protobuf:"bytes,11,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -832,6 +980,97 @@ func (x *Message) GetReceipt() string {
 	return ""
 }
 
+func (x *Message) GetDeadLetter() *DeadLetter {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return nil
+}
+
+// DeadLetter says why a message was dead-lettered.
+type DeadLetter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic it died on.
+	OriginTopic string `protobuf:"bytes,1,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
+	// "max-attempts" (nacked or expired past the topic's max attempts),
+	// "nacked" (a consumer asked for it), or "sink" (the sink refused it for
+	// good).
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The last error a consumer gave with a Nack, or "lease expired".
+	LastError string `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Attempts made on the origin topic.
+	Attempts uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// When it was dead-lettered.
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetter) Reset() {
+	*x = DeadLetter{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetter) ProtoMessage() {}
+
+func (x *DeadLetter) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
+func (*DeadLetter) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *DeadLetter) GetOriginTopic() string {
+	if x != nil {
+		return x.OriginTopic
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *DeadLetter) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DeadLetter) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type ReceiveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty when the wait passed with nothing due.
@@ -842,7 +1081,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1093,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1106,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReceiveResponse) GetMessages() []*Message {
@@ -891,7 +1130,7 @@ type ReceiveStreamRequest struct {
 
 func (x *ReceiveStreamRequest) Reset() {
 	*x = ReceiveStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1142,7 @@ func (x *ReceiveStreamRequest) String() string {
 func (*ReceiveStreamRequest) ProtoMessage() {}
 
 func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1155,7 @@ func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReceiveStreamRequest) GetTopic() string {
@@ -950,7 +1189,7 @@ type ReceiveStreamResponse struct {
 
 func (x *ReceiveStreamResponse) Reset() {
 	*x = ReceiveStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1201,7 @@ func (x *ReceiveStreamResponse) String() string {
 func (*ReceiveStreamResponse) ProtoMessage() {}
 
 func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1214,7 @@ func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveStreamResponse) GetMessages() []*Message {
@@ -999,7 +1238,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1250,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1263,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AckRequest) GetTopic() string {
@@ -1056,7 +1295,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1307,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1320,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
 }
 
 type AckBatchRequest struct {
@@ -1095,7 +1334,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1346,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1359,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckBatchRequest) GetTopic() string {
@@ -1147,7 +1386,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1398,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1411,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1196,7 +1435,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1208,7 +1447,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1221,7 +1460,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckResult) GetAcked() bool {
@@ -1249,14 +1488,20 @@ type NackRequest struct {
 	// rescheduled as a new message (a new id, the same origin_id).
 	DelayMs int64 `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	// The received message's receipt.
-	Receipt       string `protobuf:"bytes,4,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	Receipt string `protobuf:"bytes,4,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// Why the consumer gave it back (the error it met), at most 1000 bytes:
+	// kept with the message and shown with it if it is dead-lettered.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Dead-letter it now, whatever attempts remain (a message the consumer
+	// knows it can never handle); delay_ms is then ignored.
+	DeadLetter    bool `protobuf:"varint,6,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1513,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1526,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NackRequest) GetTopic() string {
@@ -1312,6 +1557,20 @@ func (x *NackRequest) GetReceipt() string {
 	return ""
 }
 
+func (x *NackRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NackRequest) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
+}
+
 type NackResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1320,7 +1579,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1591,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1604,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
 }
 
 type StatsRequest struct {
@@ -1356,7 +1615,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1627,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1640,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
 }
 
 // EngineStats are the engine's counters since the server started.
@@ -1407,7 +1666,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1678,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1691,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EngineStats) GetScheduled() int64 {
@@ -1548,7 +1807,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1819,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1832,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -1662,7 +1921,7 @@ type PendingBucket struct {
 
 func (x *PendingBucket) Reset() {
 	*x = PendingBucket{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1933,7 @@ func (x *PendingBucket) String() string {
 func (*PendingBucket) ProtoMessage() {}
 
 func (x *PendingBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1946,7 @@ func (x *PendingBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingBucket.ProtoReflect.Descriptor instead.
 func (*PendingBucket) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PendingBucket) GetStart() *timestamppb.Timestamp {
@@ -1734,7 +1993,7 @@ type Lateness struct {
 
 func (x *Lateness) Reset() {
 	*x = Lateness{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2005,7 @@ func (x *Lateness) String() string {
 func (*Lateness) ProtoMessage() {}
 
 func (x *Lateness) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2018,7 @@ func (x *Lateness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lateness.ProtoReflect.Descriptor instead.
 func (*Lateness) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Lateness) GetCount() int64 {
@@ -1811,7 +2070,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2082,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2095,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatsResponse) GetServerTime() *timestamppb.Timestamp {
@@ -1882,7 +2141,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2153,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2166,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
 }
 
 type TimeResponse struct {
@@ -1920,7 +2179,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2191,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2204,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -1968,7 +2227,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2239,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2252,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Status) GetCode() int32 {
@@ -2023,7 +2282,7 @@ type ScheduleStreamRequest struct {
 
 func (x *ScheduleStreamRequest) Reset() {
 	*x = ScheduleStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2294,7 @@ func (x *ScheduleStreamRequest) String() string {
 func (*ScheduleStreamRequest) ProtoMessage() {}
 
 func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2307,7 @@ func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScheduleStreamRequest) GetKind() isScheduleStreamRequest_Kind {
@@ -2108,7 +2367,7 @@ type ScheduleStreamResponse struct {
 
 func (x *ScheduleStreamResponse) Reset() {
 	*x = ScheduleStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2379,7 @@ func (x *ScheduleStreamResponse) String() string {
 func (*ScheduleStreamResponse) ProtoMessage() {}
 
 func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2392,7 @@ func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScheduleStreamResponse) GetKind() isScheduleStreamResponse_Kind {
@@ -2209,7 +2468,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2480,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2493,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -2314,7 +2573,7 @@ type ConsumeOpen struct {
 
 func (x *ConsumeOpen) Reset() {
 	*x = ConsumeOpen{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2585,7 @@ func (x *ConsumeOpen) String() string {
 func (*ConsumeOpen) ProtoMessage() {}
 
 func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2598,7 @@ func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeOpen.ProtoReflect.Descriptor instead.
 func (*ConsumeOpen) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumeOpen) GetTopic() string {
@@ -2380,7 +2639,7 @@ type ConsumeCredit struct {
 
 func (x *ConsumeCredit) Reset() {
 	*x = ConsumeCredit{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2651,7 @@ func (x *ConsumeCredit) String() string {
 func (*ConsumeCredit) ProtoMessage() {}
 
 func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2664,7 @@ func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeCredit.ProtoReflect.Descriptor instead.
 func (*ConsumeCredit) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConsumeCredit) GetCredits() int32 {
@@ -2429,7 +2688,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2700,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2713,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -2483,14 +2742,18 @@ type ConsumeNack struct {
 	// The received message's receipt.
 	Receipt string `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	// As in NackRequest.delay_ms.
-	DelayMs       int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	DelayMs int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// As in NackRequest.reason.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// As in NackRequest.dead_letter.
+	DeadLetter    bool `protobuf:"varint,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2502,7 +2765,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2515,7 +2778,7 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumeNack) GetReceipt() string {
@@ -2532,6 +2795,20 @@ func (x *ConsumeNack) GetDelayMs() int64 {
 	return 0
 }
 
+func (x *ConsumeNack) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ConsumeNack) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
+}
+
 type ConsumeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -2545,7 +2822,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2834,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2847,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -2629,7 +2906,7 @@ type ConsumeSettled struct {
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2918,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2931,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -2678,17 +2955,23 @@ func (x *ConsumeSettled) GetNacks() []*AckResult {
 	return nil
 }
 
+// GetRequest names the message by its id, or by its topic and idempotency
+// key.
 type GetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The message's ID, as Schedule returned it.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// With key instead of id: the message's topic.
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// With topic instead of id: the idempotency_key it was scheduled with.
+	Key           string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2983,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,12 +2996,26 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetRequest) GetId() string {
 	if x != nil {
 		return x.Id
+	}
+	return ""
+}
+
+func (x *GetRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *GetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
 	}
 	return ""
 }
@@ -2735,13 +3032,15 @@ type GetResponse struct {
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// DEAD_LETTERED by the queue: the dead-letter topic that holds it.
 	DeadLetterTopic string `protobuf:"bytes,5,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// RESCHEDULED: the ID of the message that replaced it.
+	RescheduledTo string `protobuf:"bytes,6,opt,name=rescheduled_to,json=rescheduledTo,proto3" json:"rescheduled_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2753,7 +3052,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2766,7 +3065,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -2804,15 +3103,25 @@ func (x *GetResponse) GetDeadLetterTopic() string {
 	return ""
 }
 
+func (x *GetResponse) GetRescheduledTo() string {
+	if x != nil {
+		return x.RescheduledTo
+	}
+	return ""
+}
+
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topic whose messages to list (same rule as ScheduleRequest.topic).
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Which messages: only PENDING (or UNSPECIFIED, meaning PENDING) is
-	// supported now; any other state is INVALID_ARGUMENT.
+	// Which messages: PENDING (or UNSPECIFIED, meaning PENDING), DUE,
+	// LEASED or DEAD_LETTERED (the topic's dead letters: list "<topic>"
+	// with DEAD_LETTERED, or "<topic>.dlq" with DUE); any other state is
+	// INVALID_ARGUMENT.
 	State MessageState `protobuf:"varint,2,opt,name=state,proto3,enum=hourglass.v1.MessageState" json:"state,omitempty"`
 	// Delivery times from (inclusive) to (exclusive); unset from means the
-	// beginning, unset to means no end. from must not be after to.
+	// beginning, unset to means no end. from must not be after to. Only
+	// PENDING lists use them.
 	From *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
 	To   *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
 	// The next_page_token of the previous page; empty for the first page.
@@ -2825,7 +3134,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2837,7 +3146,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2850,7 +3159,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -2909,7 +3218,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3230,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3243,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -2945,6 +3254,1889 @@ func (x *ListResponse) GetMessages() []*Message {
 }
 
 func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// RescheduleRequest names the message by id, or by topic and key, and the
+// new time by exactly one of delay_ms, deliver_at and now.
+type RescheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key   string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to When:
+	//
+	//	*RescheduleRequest_DelayMs
+	//	*RescheduleRequest_DeliverAt
+	//	*RescheduleRequest_Now
+	When          isRescheduleRequest_When `protobuf_oneof:"when"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescheduleRequest) Reset() {
+	*x = RescheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleRequest) ProtoMessage() {}
+
+func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
+func (*RescheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RescheduleRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RescheduleRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RescheduleRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RescheduleRequest) GetWhen() isRescheduleRequest_When {
+	if x != nil {
+		return x.When
+	}
+	return nil
+}
+
+func (x *RescheduleRequest) GetDelayMs() int64 {
+	if x != nil {
+		if x, ok := x.When.(*RescheduleRequest_DelayMs); ok {
+			return x.DelayMs
+		}
+	}
+	return 0
+}
+
+func (x *RescheduleRequest) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.When.(*RescheduleRequest_DeliverAt); ok {
+			return x.DeliverAt
+		}
+	}
+	return nil
+}
+
+func (x *RescheduleRequest) GetNow() bool {
+	if x != nil {
+		if x, ok := x.When.(*RescheduleRequest_Now); ok {
+			return x.Now
+		}
+	}
+	return false
+}
+
+type isRescheduleRequest_When interface {
+	isRescheduleRequest_When()
+}
+
+type RescheduleRequest_DelayMs struct {
+	// Milliseconds from the server's clock; 0 or more.
+	DelayMs int64 `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3,oneof"`
+}
+
+type RescheduleRequest_DeliverAt struct {
+	// An absolute time; a time in the past is due at once.
+	DeliverAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deliver_at,json=deliverAt,proto3,oneof"`
+}
+
+type RescheduleRequest_Now struct {
+	// Deliver at once ("promote"); must be true when set.
+	Now bool `protobuf:"varint,6,opt,name=now,proto3,oneof"`
+}
+
+func (*RescheduleRequest_DelayMs) isRescheduleRequest_When() {}
+
+func (*RescheduleRequest_DeliverAt) isRescheduleRequest_When() {}
+
+func (*RescheduleRequest_Now) isRescheduleRequest_When() {}
+
+type RescheduleResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result RescheduleResult       `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.RescheduleResult" json:"result,omitempty"`
+	// RESCHEDULED: the message's new id and delivery time.
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RescheduleResponse) Reset() {
+	*x = RescheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RescheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RescheduleResponse) ProtoMessage() {}
+
+func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
+func (*RescheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RescheduleResponse) GetResult() RescheduleResult {
+	if x != nil {
+		return x.Result
+	}
+	return RescheduleResult_RESCHEDULE_RESULT_UNSPECIFIED
+}
+
+func (x *RescheduleResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RescheduleResponse) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
+type RedriveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The dead-letter topic to drain, "<topic>.dlq".
+	DeadLetterTopic string `protobuf:"bytes,1,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
+	// Where to send them; empty means each message's origin topic.
+	ToTopic string `protobuf:"bytes,2,opt,name=to_topic,json=toTopic,proto3" json:"to_topic,omitempty"`
+	// Only messages whose dead-letter reason is this ("max-attempts",
+	// "nacked", "sink"); empty means all.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Only these message ids; empty means all.
+	Ids []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
+	// At most this many messages per second, 1 to 100000; 0 means 1000.
+	RatePerSecond int32 `protobuf:"varint,5,opt,name=rate_per_second,json=ratePerSecond,proto3" json:"rate_per_second,omitempty"`
+	// At most this many messages in this call, 0 to 1000000; 0 means all
+	// that are ready now.
+	MaxMessages   int32 `protobuf:"varint,6,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveRequest) Reset() {
+	*x = RedriveRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveRequest) ProtoMessage() {}
+
+func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
+func (*RedriveRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RedriveRequest) GetDeadLetterTopic() string {
+	if x != nil {
+		return x.DeadLetterTopic
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetToTopic() string {
+	if x != nil {
+		return x.ToTopic
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *RedriveRequest) GetRatePerSecond() int32 {
+	if x != nil {
+		return x.RatePerSecond
+	}
+	return 0
+}
+
+func (x *RedriveRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+type RedriveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Moved back by this call.
+	Redriven int64 `protobuf:"varint,1,opt,name=redriven,proto3" json:"redriven,omitempty"`
+	// Left in the dead-letter topic by the filter.
+	Skipped int64 `protobuf:"varint,2,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// True when the dead-letter topic had more than max_messages to move.
+	More          bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveResponse) Reset() {
+	*x = RedriveResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveResponse) ProtoMessage() {}
+
+func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
+func (*RedriveResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RedriveResponse) GetRedriven() int64 {
+	if x != nil {
+		return x.Redriven
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+type PurgeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// PENDING, DUE or DEAD_LETTERED (the dead letters of topic).
+	State         MessageState `protobuf:"varint,2,opt,name=state,proto3,enum=hourglass.v1.MessageState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeRequest) Reset() {
+	*x = PurgeRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeRequest) ProtoMessage() {}
+
+func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
+func (*PurgeRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PurgeRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PurgeRequest) GetState() MessageState {
+	if x != nil {
+		return x.State
+	}
+	return MessageState_MESSAGE_STATE_UNSPECIFIED
+}
+
+type PurgeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Messages removed.
+	Purged        int64 `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeResponse) Reset() {
+	*x = PurgeResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeResponse) ProtoMessage() {}
+
+func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
+func (*PurgeResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PurgeResponse) GetPurged() int64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+type DeleteTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicRequest) Reset() {
+	*x = DeleteTopicRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicRequest) ProtoMessage() {}
+
+func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DeleteTopicRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type DeleteTopicResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pending messages cancelled, and queue messages removed.
+	Cancelled     int64 `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	Removed       int64 `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTopicResponse) Reset() {
+	*x = DeleteTopicResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTopicResponse) ProtoMessage() {}
+
+func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DeleteTopicResponse) GetCancelled() int64 {
+	if x != nil {
+		return x.Cancelled
+	}
+	return 0
+}
+
+func (x *DeleteTopicResponse) GetRemoved() int64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+type TopicsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicsRequest) Reset() {
+	*x = TopicsRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicsRequest) ProtoMessage() {}
+
+func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
+func (*TopicsRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+}
+
+// TopicInfo is one topic's counts and policy.
+type TopicInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Pending in the schedule segments (from the engine's counts; exact for
+	// loaded buckets, approximate for others).
+	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	// In the queue: due and waiting, leased, and dead letters in
+	// "<topic>.dlq".
+	Due          int64   `protobuf:"varint,3,opt,name=due,proto3" json:"due,omitempty"`
+	Leased       int64   `protobuf:"varint,4,opt,name=leased,proto3" json:"leased,omitempty"`
+	DeadLettered int64   `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Policy       *Policy `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Seconds since the oldest due message became receivable; 0 if none.
+	OldestDueAgeSeconds float64 `protobuf:"fixed64,7,opt,name=oldest_due_age_seconds,json=oldestDueAgeSeconds,proto3" json:"oldest_due_age_seconds,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *TopicInfo) Reset() {
+	*x = TopicInfo{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicInfo) ProtoMessage() {}
+
+func (x *TopicInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
+func (*TopicInfo) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *TopicInfo) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicInfo) GetPending() int64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *TopicInfo) GetOldestDueAgeSeconds() float64 {
+	if x != nil {
+		return x.OldestDueAgeSeconds
+	}
+	return 0
+}
+
+type TopicsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by name.
+	Topics        []*TopicInfo `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicsResponse) Reset() {
+	*x = TopicsResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicsResponse) ProtoMessage() {}
+
+func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
+func (*TopicsResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *TopicsResponse) GetTopics() []*TopicInfo {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// Backoff is the delay before a retry after a Nack without a delay or an
+// expired lease: initial * multiplier^(attempt-1), capped at max, with up
+// to jitter of it taken off at random.
+type Backoff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 ms to the server's --max-delay.
+	InitialMs int64 `protobuf:"varint,1,opt,name=initial_ms,json=initialMs,proto3" json:"initial_ms,omitempty"`
+	MaxMs     int64 `protobuf:"varint,2,opt,name=max_ms,json=maxMs,proto3" json:"max_ms,omitempty"`
+	// 1 (fixed) to 10.
+	Multiplier float64 `protobuf:"fixed64,3,opt,name=multiplier,proto3" json:"multiplier,omitempty"`
+	// 0 to 1.
+	Jitter        float64 `protobuf:"fixed64,4,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Backoff) Reset() {
+	*x = Backoff{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Backoff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Backoff) ProtoMessage() {}
+
+func (x *Backoff) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
+func (*Backoff) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *Backoff) GetInitialMs() int64 {
+	if x != nil {
+		return x.InitialMs
+	}
+	return 0
+}
+
+func (x *Backoff) GetMaxMs() int64 {
+	if x != nil {
+		return x.MaxMs
+	}
+	return 0
+}
+
+func (x *Backoff) GetMultiplier() float64 {
+	if x != nil {
+		return x.Multiplier
+	}
+	return 0
+}
+
+func (x *Backoff) GetJitter() float64 {
+	if x != nil {
+		return x.Jitter
+	}
+	return 0
+}
+
+// Policy is how a topic's messages are delivered. Each field is optional:
+// unset means the server's default (its flag).
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deliveries before a message goes to "<topic>.dlq", 1 to 1000.
+	MaxAttempts *int32   `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3,oneof" json:"max_attempts,omitempty"`
+	Backoff     *Backoff `protobuf:"bytes,2,opt,name=backoff,proto3" json:"backoff,omitempty"`
+	// Paused: pending messages keep their times, due ones wait; nothing is
+	// handed to consumers until resumed.
+	Paused *bool `protobuf:"varint,3,opt,name=paused,proto3,oneof" json:"paused,omitempty"`
+	// At most this many messages handed out per second (a token bucket with
+	// a burst of one second); 0 means no limit.
+	MaxDispatchRate *float64 `protobuf:"fixed64,4,opt,name=max_dispatch_rate,json=maxDispatchRate,proto3,oneof" json:"max_dispatch_rate,omitempty"`
+	// Lease of a Receive that gives none, 1 ms to 12 h.
+	LeaseMs       *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *Policy) GetMaxAttempts() int32 {
+	if x != nil && x.MaxAttempts != nil {
+		return *x.MaxAttempts
+	}
+	return 0
+}
+
+func (x *Policy) GetBackoff() *Backoff {
+	if x != nil {
+		return x.Backoff
+	}
+	return nil
+}
+
+func (x *Policy) GetPaused() bool {
+	if x != nil && x.Paused != nil {
+		return *x.Paused
+	}
+	return false
+}
+
+func (x *Policy) GetMaxDispatchRate() float64 {
+	if x != nil && x.MaxDispatchRate != nil {
+		return *x.MaxDispatchRate
+	}
+	return 0
+}
+
+func (x *Policy) GetLeaseMs() int64 {
+	if x != nil && x.LeaseMs != nil {
+		return *x.LeaseMs
+	}
+	return 0
+}
+
+type GetPolicyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyRequest) Reset() {
+	*x = GetPolicyRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyRequest) ProtoMessage() {}
+
+func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetPolicyRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type GetPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the topic set.
+	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	// What applies: the topic's settings over the server's defaults.
+	Effective     *Policy `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyResponse) Reset() {
+	*x = GetPolicyResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyResponse) ProtoMessage() {}
+
+func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetPolicyResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetEffective() *Policy {
+	if x != nil {
+		return x.Effective
+	}
+	return nil
+}
+
+type SetPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The fields to change; unset fields keep their value. To go back to a
+	// default, name the field in reset.
+	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Fields to set back to the server's default: "max_attempts",
+	// "backoff", "paused", "max_dispatch_rate", "lease_ms".
+	Reset_        []string `protobuf:"bytes,3,rep,name=reset,proto3" json:"reset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyRequest) Reset() {
+	*x = SetPolicyRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyRequest) ProtoMessage() {}
+
+func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SetPolicyRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetPolicyRequest) GetReset_() []string {
+	if x != nil {
+		return x.Reset_
+	}
+	return nil
+}
+
+type SetPolicyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Effective     *Policy                `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPolicyResponse) Reset() {
+	*x = SetPolicyResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPolicyResponse) ProtoMessage() {}
+
+func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SetPolicyResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *SetPolicyResponse) GetEffective() *Policy {
+	if x != nil {
+		return x.Effective
+	}
+	return nil
+}
+
+// RecurringSchedule is a named schedule: a message delivered to topic at
+// every occurrence of spec.
+type RecurringSchedule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 200 bytes, the same characters as a topic.
+	Name  string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Topic string `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	// A 5-field cron spec ("0 9 * * MON-FRI"), a 6-field one with seconds
+	// first ("*/30 * * * * *"), "@every 90s" (a Go duration, at least 1s),
+	// or a macro: @yearly, @monthly, @weekly, @daily, @hourly.
+	Spec    string    `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	Body    []byte    `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	Headers []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	// Occurrences before start or after end are not delivered; unset means
+	// no bound.
+	Start *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start,proto3" json:"start,omitempty"`
+	End   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=end,proto3" json:"end,omitempty"`
+	// An IANA time zone ("Europe/Berlin") the spec is read in; empty means
+	// UTC. A local time the clocks skip fires once at the next valid
+	// instant; one they repeat fires once.
+	TimeZone      string        `protobuf:"bytes,8,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	MisfirePolicy MisfirePolicy `protobuf:"varint,9,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=hourglass.v1.MisfirePolicy" json:"misfire_policy,omitempty"`
+	// Set by PauseSchedule, cleared by ResumeSchedule.
+	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecurringSchedule) Reset() {
+	*x = RecurringSchedule{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecurringSchedule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecurringSchedule) ProtoMessage() {}
+
+func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
+func (*RecurringSchedule) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *RecurringSchedule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetSpec() string {
+	if x != nil {
+		return x.Spec
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *RecurringSchedule) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *RecurringSchedule) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *RecurringSchedule) GetEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *RecurringSchedule) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetMisfirePolicy() MisfirePolicy {
+	if x != nil {
+		return x.MisfirePolicy
+	}
+	return MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED
+}
+
+func (x *RecurringSchedule) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+type CreateScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *RecurringSchedule     `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type CreateScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next occurrence, armed as an ordinary message.
+	Next          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleResponse) Reset() {
+	*x = CreateScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleResponse) ProtoMessage() {}
+
+func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+type UpdateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replaces the definition of the schedule with the same name; paused is
+	// kept.
+	Schedule      *RecurringSchedule `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type UpdateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Next          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+type PauseScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type PauseScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleResponse) Reset() {
+	*x = PauseScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleResponse) ProtoMessage() {}
+
+func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+}
+
+type ResumeScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResumeScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Next          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleResponse) Reset() {
+	*x = ResumeScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleResponse) ProtoMessage() {}
+
+func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+}
+
+type GetScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How many next fire times to return, 0 to 100; 0 means 5.
+	NextCount     int32 `protobuf:"varint,2,opt,name=next_count,json=nextCount,proto3" json:"next_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetScheduleRequest) GetNextCount() int32 {
+	if x != nil {
+		return x.NextCount
+	}
+	return 0
+}
+
+type GetScheduleResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Schedule *RecurringSchedule     `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// The next fire times, from now on (none while paused or past end).
+	Next []*timestamppb.Timestamp `protobuf:"bytes,2,rep,name=next,proto3" json:"next,omitempty"`
+	// The armed occurrence's message id, if one is pending.
+	ArmedId string `protobuf:"bytes,3,opt,name=armed_id,json=armedId,proto3" json:"armed_id,omitempty"`
+	// Occurrences delivered since the schedule was created.
+	Fired         int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+func (x *GetScheduleResponse) GetNext() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+func (x *GetScheduleResponse) GetArmedId() string {
+	if x != nil {
+		return x.ArmedId
+	}
+	return ""
+}
+
+func (x *GetScheduleResponse) GetFired() int64 {
+	if x != nil {
+		return x.Fired
+	}
+	return 0
+}
+
+type ListSchedulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// 1 to 1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Only schedules of this topic; empty means all.
+	Topic         string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListSchedulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListSchedulesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSchedulesRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*GetScheduleResponse `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+func (x *ListSchedulesResponse) GetNextPageToken() string {
 	if x != nil {
 		return x.NextPageToken
 	}
@@ -2977,16 +5169,18 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x14ScheduleBatchRequest\x129\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1d.hourglass.v1.ScheduleRequestR\bmessages\"Q\n" +
 	"\x15ScheduleBatchResponse\x128\n" +
-	"\aresults\x18\x01 \x03(\v2\x1e.hourglass.v1.ScheduleResponseR\aresults\"\x1f\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.hourglass.v1.ScheduleResponseR\aresults\"G\n" +
 	"\rCancelRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"D\n" +
 	"\x0eCancelResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x1a.hourglass.v1.CancelResultR\x06result\"}\n" +
 	"\x0eReceiveRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\x82\x03\n" +
+	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\xbd\x03\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12.\n" +
@@ -3000,7 +5194,17 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
 	"\torigin_id\x18\t \x01(\tR\boriginId\x12\x18\n" +
 	"\areceipt\x18\n" +
-	" \x01(\tR\areceipt\"D\n" +
+	" \x01(\tR\areceipt\x129\n" +
+	"\vdead_letter\x18\v \x01(\v2\x18.hourglass.v1.DeadLetterR\n" +
+	"deadLetter\"\xae\x01\n" +
+	"\n" +
+	"DeadLetter\x12!\n" +
+	"\forigin_topic\x18\x01 \x01(\tR\voriginTopic\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x03 \x01(\tR\tlastError\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"D\n" +
 	"\x0fReceiveResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.hourglass.v1.MessageR\bmessages\"j\n" +
 	"\x14ReceiveStreamRequest\x12\x14\n" +
@@ -3022,12 +5226,15 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.hourglass.v1.AckResultR\aresults\"7\n" +
 	"\tAckResult\x12\x14\n" +
 	"\x05acked\x18\x01 \x01(\bR\x05acked\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"h\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xa1\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x19\n" +
 	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x18\n" +
-	"\areceipt\x18\x04 \x01(\tR\areceipt\"\x0e\n" +
+	"\areceipt\x18\x04 \x01(\tR\areceipt\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x06 \x01(\bR\n" +
+	"deadLetter\"\x0e\n" +
 	"\fNackResponse\"\x0e\n" +
 	"\fStatsRequest\"\x81\x03\n" +
 	"\vEngineStats\x12\x1c\n" +
@@ -3105,10 +5312,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\rConsumeSettle\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x12\n" +
 	"\x04acks\x18\x02 \x03(\tR\x04acks\x12/\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"B\n" +
+	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"{\n" +
 	"\vConsumeNack\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\tR\areceipt\x12\x19\n" +
-	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\"\x90\x01\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x04 \x01(\bR\n" +
+	"deadLetter\"\x90\x01\n" +
 	"\x0fConsumeResponse\x12;\n" +
 	"\bmessages\x18\x01 \x01(\v2\x1d.hourglass.v1.ReceiveResponseH\x00R\bmessages\x128\n" +
 	"\asettled\x18\x02 \x01(\v2\x1c.hourglass.v1.ConsumeSettledH\x00R\asettledB\x06\n" +
@@ -3116,16 +5326,19 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eConsumeSettled\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12+\n" +
 	"\x04acks\x18\x02 \x03(\v2\x17.hourglass.v1.AckResultR\x04acks\x12-\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x17.hourglass.v1.AckResultR\x05nacks\"\x1c\n" +
+	"\x05nacks\x18\x03 \x03(\v2\x17.hourglass.v1.AckResultR\x05nacks\"D\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x87\x02\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\xae\x02\n" +
 	"\vGetResponse\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.hourglass.v1.MessageR\amessage\x12#\n" +
 	"\rqueue_attempt\x18\x03 \x01(\rR\fqueueAttempt\x12D\n" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
-	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\"\xed\x01\n" +
+	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\x12%\n" +
+	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\"\xed\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12.\n" +
@@ -3136,13 +5349,136 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\"i\n" +
 	"\fListResponse\x121\n" +
 	"\bmessages\x18\x01 \x03(\v2\x15.hourglass.v1.MessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc1\x01\n" +
+	"\x11RescheduleRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x1b\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03H\x00R\adelayMs\x12;\n" +
+	"\n" +
+	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12\x12\n" +
+	"\x03now\x18\x06 \x01(\bH\x00R\x03nowB\x06\n" +
+	"\x04when\"\x97\x01\n" +
+	"\x12RescheduleResponse\x126\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x1e.hourglass.v1.RescheduleResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
+	"\n" +
+	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xcc\x01\n" +
+	"\x0eRedriveRequest\x12*\n" +
+	"\x11dead_letter_topic\x18\x01 \x01(\tR\x0fdeadLetterTopic\x12\x19\n" +
+	"\bto_topic\x18\x02 \x01(\tR\atoTopic\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x10\n" +
+	"\x03ids\x18\x04 \x03(\tR\x03ids\x12&\n" +
+	"\x0frate_per_second\x18\x05 \x01(\x05R\rratePerSecond\x12!\n" +
+	"\fmax_messages\x18\x06 \x01(\x05R\vmaxMessages\"[\n" +
+	"\x0fRedriveResponse\x12\x1a\n" +
+	"\bredriven\x18\x01 \x01(\x03R\bredriven\x12\x18\n" +
+	"\askipped\x18\x02 \x01(\x03R\askipped\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"V\n" +
+	"\fPurgeRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\"'\n" +
+	"\rPurgeResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\"*\n" +
+	"\x12DeleteTopicRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"M\n" +
+	"\x13DeleteTopicResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x18\n" +
+	"\aremoved\x18\x02 \x01(\x03R\aremoved\"\x0f\n" +
+	"\rTopicsRequest\"\xed\x01\n" +
+	"\tTopicInfo\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
+	"\apending\x18\x02 \x01(\x03R\apending\x12\x10\n" +
+	"\x03due\x18\x03 \x01(\x03R\x03due\x12\x16\n" +
+	"\x06leased\x18\x04 \x01(\x03R\x06leased\x12#\n" +
+	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12,\n" +
+	"\x06policy\x18\x06 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x123\n" +
+	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSeconds\"A\n" +
+	"\x0eTopicsResponse\x12/\n" +
+	"\x06topics\x18\x01 \x03(\v2\x17.hourglass.v1.TopicInfoR\x06topics\"w\n" +
+	"\aBackoff\x12\x1d\n" +
+	"\n" +
+	"initial_ms\x18\x01 \x01(\x03R\tinitialMs\x12\x15\n" +
+	"\x06max_ms\x18\x02 \x01(\x03R\x05maxMs\x12\x1e\n" +
+	"\n" +
+	"multiplier\x18\x03 \x01(\x01R\n" +
+	"multiplier\x12\x16\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x8e\x02\n" +
+	"\x06Policy\x12&\n" +
+	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
+	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
+	"\x06paused\x18\x03 \x01(\bH\x01R\x06paused\x88\x01\x01\x12/\n" +
+	"\x11max_dispatch_rate\x18\x04 \x01(\x01H\x02R\x0fmaxDispatchRate\x88\x01\x01\x12\x1e\n" +
+	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01B\x0f\n" +
+	"\r_max_attemptsB\t\n" +
+	"\a_pausedB\x14\n" +
+	"\x12_max_dispatch_rateB\v\n" +
+	"\t_lease_ms\"(\n" +
+	"\x10GetPolicyRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
+	"\x11GetPolicyResponse\x12,\n" +
+	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"l\n" +
+	"\x10SetPolicyRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
+	"\x06policy\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x12\x14\n" +
+	"\x05reset\x18\x03 \x03(\tR\x05reset\"u\n" +
+	"\x11SetPolicyResponse\x12,\n" +
+	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xee\x02\n" +
+	"\x11RecurringSchedule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
+	"\x04spec\x18\x03 \x01(\tR\x04spec\x12\x12\n" +
+	"\x04body\x18\x04 \x01(\fR\x04body\x12.\n" +
+	"\aheaders\x18\x05 \x03(\v2\x14.hourglass.v1.HeaderR\aheaders\x120\n" +
+	"\x05start\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
+	"\x03end\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x12\x1b\n" +
+	"\ttime_zone\x18\b \x01(\tR\btimeZone\x12B\n" +
+	"\x0emisfire_policy\x18\t \x01(\x0e2\x1b.hourglass.v1.MisfirePolicyR\rmisfirePolicy\x12\x16\n" +
+	"\x06paused\x18\n" +
+	" \x01(\bR\x06paused\"T\n" +
+	"\x15CreateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\"H\n" +
+	"\x16CreateScheduleResponse\x12.\n" +
+	"\x04next\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04next\"T\n" +
+	"\x15UpdateScheduleRequest\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\"H\n" +
+	"\x16UpdateScheduleResponse\x12.\n" +
+	"\x04next\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04next\"*\n" +
+	"\x14PauseScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15PauseScheduleResponse\"+\n" +
+	"\x15ResumeScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"H\n" +
+	"\x16ResumeScheduleResponse\x12.\n" +
+	"\x04next\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04next\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\"G\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"next_count\x18\x02 \x01(\x05R\tnextCount\"\xb3\x01\n" +
+	"\x13GetScheduleResponse\x12;\n" +
+	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\x12.\n" +
+	"\x04next\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\x04next\x12\x19\n" +
+	"\barmed_id\x18\x03 \x01(\tR\aarmedId\x12\x14\n" +
+	"\x05fired\x18\x04 \x01(\x03R\x05fired\"h\n" +
+	"\x14ListSchedulesRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x14\n" +
+	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
+	"\x15ListSchedulesResponse\x12?\n" +
+	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
 	"\x1fCANCEL_RESULT_ALREADY_DELIVERED\x10\x02\x12\x19\n" +
 	"\x15CANCEL_RESULT_UNKNOWN\x10\x03\x12#\n" +
-	"\x1fCANCEL_RESULT_ALREADY_CANCELLED\x10\x04*\xa8\x02\n" +
+	"\x1fCANCEL_RESULT_ALREADY_CANCELLED\x10\x04*\xc7\x02\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15MESSAGE_STATE_PENDING\x10\x01\x12\x1c\n" +
@@ -3153,7 +5489,20 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x13MESSAGE_STATE_ACKED\x10\x06\x12\x1b\n" +
 	"\x17MESSAGE_STATE_CANCELLED\x10\a\x12\x1f\n" +
 	"\x1bMESSAGE_STATE_DEAD_LETTERED\x10\b\x12\x1b\n" +
-	"\x17MESSAGE_STATE_NOT_FOUND\x10\t2\x8f\b\n" +
+	"\x17MESSAGE_STATE_NOT_FOUND\x10\t\x12\x1d\n" +
+	"\x19MESSAGE_STATE_RESCHEDULED\x10\n" +
+	"*\xc9\x01\n" +
+	"\x10RescheduleResult\x12!\n" +
+	"\x1dRESCHEDULE_RESULT_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dRESCHEDULE_RESULT_RESCHEDULED\x10\x01\x12'\n" +
+	"#RESCHEDULE_RESULT_ALREADY_DELIVERED\x10\x02\x12\x1d\n" +
+	"\x19RESCHEDULE_RESULT_UNKNOWN\x10\x03\x12'\n" +
+	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
+	"\rMisfirePolicy\x12\x1e\n" +
+	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
+	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x032\x9b\x11\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -3168,7 +5517,22 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05Stats\x12\x1a.hourglass.v1.StatsRequest\x1a\x1b.hourglass.v1.StatsResponse\x12=\n" +
 	"\x04Time\x12\x19.hourglass.v1.TimeRequest\x1a\x1a.hourglass.v1.TimeResponse\x12:\n" +
 	"\x03Get\x12\x18.hourglass.v1.GetRequest\x1a\x19.hourglass.v1.GetResponse\x12=\n" +
-	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponse\x12O\n" +
+	"\n" +
+	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12F\n" +
+	"\aRedrive\x12\x1c.hourglass.v1.RedriveRequest\x1a\x1d.hourglass.v1.RedriveResponse\x12@\n" +
+	"\x05Purge\x12\x1a.hourglass.v1.PurgeRequest\x1a\x1b.hourglass.v1.PurgeResponse\x12R\n" +
+	"\vDeleteTopic\x12 .hourglass.v1.DeleteTopicRequest\x1a!.hourglass.v1.DeleteTopicResponse\x12C\n" +
+	"\x06Topics\x12\x1b.hourglass.v1.TopicsRequest\x1a\x1c.hourglass.v1.TopicsResponse\x12L\n" +
+	"\tGetPolicy\x12\x1e.hourglass.v1.GetPolicyRequest\x1a\x1f.hourglass.v1.GetPolicyResponse\x12L\n" +
+	"\tSetPolicy\x12\x1e.hourglass.v1.SetPolicyRequest\x1a\x1f.hourglass.v1.SetPolicyResponse\x12[\n" +
+	"\x0eCreateSchedule\x12#.hourglass.v1.CreateScheduleRequest\x1a$.hourglass.v1.CreateScheduleResponse\x12[\n" +
+	"\x0eUpdateSchedule\x12#.hourglass.v1.UpdateScheduleRequest\x1a$.hourglass.v1.UpdateScheduleResponse\x12X\n" +
+	"\rPauseSchedule\x12\".hourglass.v1.PauseScheduleRequest\x1a#.hourglass.v1.PauseScheduleResponse\x12[\n" +
+	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
+	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
+	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -3182,129 +5546,218 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
-	(*Header)(nil),                 // 2: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 3: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 4: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 5: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 6: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 7: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 8: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 9: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 10: hourglass.v1.Message
-	(*ReceiveResponse)(nil),        // 11: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 12: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 13: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 14: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 15: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 16: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 17: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 18: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 19: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 20: hourglass.v1.NackResponse
-	(*StatsRequest)(nil),           // 21: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 22: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 23: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 24: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 25: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 26: hourglass.v1.StatsResponse
-	(*TimeRequest)(nil),            // 27: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 28: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 29: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 30: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 31: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 32: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 33: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 34: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 35: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 36: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 37: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 38: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 39: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 40: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 41: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 42: hourglass.v1.ListResponse
-	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
+	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
+	(MisfirePolicy)(0),             // 3: hourglass.v1.MisfirePolicy
+	(*Header)(nil),                 // 4: hourglass.v1.Header
+	(*ScheduleRequest)(nil),        // 5: hourglass.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),       // 6: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),   // 7: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),  // 8: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),          // 9: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),         // 10: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),         // 11: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                // 12: hourglass.v1.Message
+	(*DeadLetter)(nil),             // 13: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),        // 14: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),   // 15: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),  // 16: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),             // 17: hourglass.v1.AckRequest
+	(*AckResponse)(nil),            // 18: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),        // 19: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),       // 20: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),              // 21: hourglass.v1.AckResult
+	(*NackRequest)(nil),            // 22: hourglass.v1.NackRequest
+	(*NackResponse)(nil),           // 23: hourglass.v1.NackResponse
+	(*StatsRequest)(nil),           // 24: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),            // 25: hourglass.v1.EngineStats
+	(*TopicStats)(nil),             // 26: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),          // 27: hourglass.v1.PendingBucket
+	(*Lateness)(nil),               // 28: hourglass.v1.Lateness
+	(*StatsResponse)(nil),          // 29: hourglass.v1.StatsResponse
+	(*TimeRequest)(nil),            // 30: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),           // 31: hourglass.v1.TimeResponse
+	(*Status)(nil),                 // 32: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),  // 33: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil), // 34: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),         // 35: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),            // 36: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),          // 37: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),          // 38: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),            // 39: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),        // 40: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),         // 41: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),             // 42: hourglass.v1.GetRequest
+	(*GetResponse)(nil),            // 43: hourglass.v1.GetResponse
+	(*ListRequest)(nil),            // 44: hourglass.v1.ListRequest
+	(*ListResponse)(nil),           // 45: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),      // 46: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),     // 47: hourglass.v1.RescheduleResponse
+	(*RedriveRequest)(nil),         // 48: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 49: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),           // 50: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 51: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),     // 52: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 53: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),          // 54: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),              // 55: hourglass.v1.TopicInfo
+	(*TopicsResponse)(nil),         // 56: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 57: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 58: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 59: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 60: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 61: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 62: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 63: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 64: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 65: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 66: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 67: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 68: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 69: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 70: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 71: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 72: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 73: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 74: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 75: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 76: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 77: hourglass.v1.ListSchedulesResponse
+	(*timestamppb.Timestamp)(nil),  // 78: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	2,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	43, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	43, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	3,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	4,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	78, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	78, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	2,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	43, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	43, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	43, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 10: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	10, // 11: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	18, // 12: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	43, // 13: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	43, // 14: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	43, // 15: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	22, // 16: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	23, // 17: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	24, // 18: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	25, // 19: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	43, // 20: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	3,  // 21: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	5,  // 22: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	4,  // 23: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	6,  // 24: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	29, // 25: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	33, // 26: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	34, // 27: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	35, // 28: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	36, // 29: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	11, // 30: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	38, // 31: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	18, // 32: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	18, // 33: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,  // 34: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	10, // 35: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	43, // 36: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 37: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	43, // 38: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	43, // 39: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	10, // 40: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	3,  // 41: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	5,  // 42: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	30, // 43: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	7,  // 44: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	9,  // 45: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	12, // 46: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	32, // 47: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	14, // 48: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	16, // 49: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	19, // 50: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	21, // 51: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	27, // 52: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	39, // 53: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	41, // 54: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	4,  // 55: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	6,  // 56: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	31, // 57: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	8,  // 58: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	11, // 59: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	13, // 60: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	37, // 61: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	15, // 62: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	17, // 63: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	20, // 64: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26, // 65: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	28, // 66: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	40, // 67: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	42, // 68: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	55, // [55:69] is the sub-list for method output_type
-	41, // [41:55] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	78, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	78, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	78, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	78, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	78, // 15: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	78, // 16: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	78, // 17: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	25, // 18: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	26, // 19: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	27, // 20: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	28, // 21: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	78, // 22: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	5,  // 23: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	7,  // 24: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	6,  // 25: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	8,  // 26: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	32, // 27: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	36, // 28: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	37, // 29: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	38, // 30: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	39, // 31: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	14, // 32: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	41, // 33: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	21, // 34: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	21, // 35: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,  // 36: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	12, // 37: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	78, // 38: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 39: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	78, // 40: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	78, // 41: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	12, // 42: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	78, // 43: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,  // 44: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	78, // 45: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,  // 46: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	58, // 47: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	55, // 48: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	57, // 49: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	58, // 50: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	58, // 51: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	58, // 52: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	58, // 53: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	58, // 54: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	4,  // 55: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	78, // 56: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	78, // 57: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	3,  // 58: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	63, // 59: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	78, // 60: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	63, // 61: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	78, // 62: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	78, // 63: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	63, // 64: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	78, // 65: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	75, // 66: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	5,  // 67: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	7,  // 68: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	33, // 69: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	9,  // 70: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	11, // 71: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	15, // 72: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	35, // 73: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	17, // 74: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	19, // 75: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	22, // 76: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	24, // 77: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	30, // 78: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	42, // 79: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	44, // 80: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	46, // 81: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	48, // 82: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	50, // 83: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	52, // 84: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	54, // 85: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	59, // 86: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	61, // 87: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	64, // 88: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	66, // 89: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	68, // 90: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	70, // 91: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	72, // 92: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	74, // 93: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	76, // 94: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	6,  // 95: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	8,  // 96: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	34, // 97: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	10, // 98: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	14, // 99: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	16, // 100: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	40, // 101: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	18, // 102: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	20, // 103: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	23, // 104: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	29, // 105: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	31, // 106: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	43, // 107: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	45, // 108: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	47, // 109: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	49, // 110: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	51, // 111: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	53, // 112: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	56, // 113: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	60, // 114: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	62, // 115: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	65, // 116: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	67, // 117: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	69, // 118: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	71, // 119: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	73, // 120: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	75, // 121: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	77, // 122: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	95, // [95:123] is the sub-list for method output_type
+	67, // [67:95] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -3317,31 +5770,37 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[28].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[29].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[29].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[30].OneofWrappers = []any{
 		(*ScheduleStreamResponse_Result)(nil),
 		(*ScheduleStreamResponse_Batch)(nil),
 		(*ScheduleStreamResponse_Error)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[30].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[31].OneofWrappers = []any{
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[35].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[36].OneofWrappers = []any{
 		(*ConsumeResponse_Messages)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
+	file_hourglass_v1_hourglass_proto_msgTypes[42].OneofWrappers = []any{
+		(*RescheduleRequest_DelayMs)(nil),
+		(*RescheduleRequest_DeliverAt)(nil),
+		(*RescheduleRequest_Now)(nil),
+	}
+	file_hourglass_v1_hourglass_proto_msgTypes[54].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   41,
+			NumEnums:      4,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -96,6 +96,46 @@ const (
 	HourglassServiceGetProcedure = "/hourglass.v1.HourglassService/Get"
 	// HourglassServiceListProcedure is the fully-qualified name of the HourglassService's List RPC.
 	HourglassServiceListProcedure = "/hourglass.v1.HourglassService/List"
+	// HourglassServiceRescheduleProcedure is the fully-qualified name of the HourglassService's
+	// Reschedule RPC.
+	HourglassServiceRescheduleProcedure = "/hourglass.v1.HourglassService/Reschedule"
+	// HourglassServiceRedriveProcedure is the fully-qualified name of the HourglassService's Redrive
+	// RPC.
+	HourglassServiceRedriveProcedure = "/hourglass.v1.HourglassService/Redrive"
+	// HourglassServicePurgeProcedure is the fully-qualified name of the HourglassService's Purge RPC.
+	HourglassServicePurgeProcedure = "/hourglass.v1.HourglassService/Purge"
+	// HourglassServiceDeleteTopicProcedure is the fully-qualified name of the HourglassService's
+	// DeleteTopic RPC.
+	HourglassServiceDeleteTopicProcedure = "/hourglass.v1.HourglassService/DeleteTopic"
+	// HourglassServiceTopicsProcedure is the fully-qualified name of the HourglassService's Topics RPC.
+	HourglassServiceTopicsProcedure = "/hourglass.v1.HourglassService/Topics"
+	// HourglassServiceGetPolicyProcedure is the fully-qualified name of the HourglassService's
+	// GetPolicy RPC.
+	HourglassServiceGetPolicyProcedure = "/hourglass.v1.HourglassService/GetPolicy"
+	// HourglassServiceSetPolicyProcedure is the fully-qualified name of the HourglassService's
+	// SetPolicy RPC.
+	HourglassServiceSetPolicyProcedure = "/hourglass.v1.HourglassService/SetPolicy"
+	// HourglassServiceCreateScheduleProcedure is the fully-qualified name of the HourglassService's
+	// CreateSchedule RPC.
+	HourglassServiceCreateScheduleProcedure = "/hourglass.v1.HourglassService/CreateSchedule"
+	// HourglassServiceUpdateScheduleProcedure is the fully-qualified name of the HourglassService's
+	// UpdateSchedule RPC.
+	HourglassServiceUpdateScheduleProcedure = "/hourglass.v1.HourglassService/UpdateSchedule"
+	// HourglassServicePauseScheduleProcedure is the fully-qualified name of the HourglassService's
+	// PauseSchedule RPC.
+	HourglassServicePauseScheduleProcedure = "/hourglass.v1.HourglassService/PauseSchedule"
+	// HourglassServiceResumeScheduleProcedure is the fully-qualified name of the HourglassService's
+	// ResumeSchedule RPC.
+	HourglassServiceResumeScheduleProcedure = "/hourglass.v1.HourglassService/ResumeSchedule"
+	// HourglassServiceDeleteScheduleProcedure is the fully-qualified name of the HourglassService's
+	// DeleteSchedule RPC.
+	HourglassServiceDeleteScheduleProcedure = "/hourglass.v1.HourglassService/DeleteSchedule"
+	// HourglassServiceGetScheduleProcedure is the fully-qualified name of the HourglassService's
+	// GetSchedule RPC.
+	HourglassServiceGetScheduleProcedure = "/hourglass.v1.HourglassService/GetSchedule"
+	// HourglassServiceListSchedulesProcedure is the fully-qualified name of the HourglassService's
+	// ListSchedules RPC.
+	HourglassServiceListSchedulesProcedure = "/hourglass.v1.HourglassService/ListSchedules"
 )
 
 // HourglassServiceClient is a client for the hourglass.v1.HourglassService service.
@@ -151,9 +191,57 @@ type HourglassServiceClient interface {
 	// Get looks a message up by ID and says what became of it. It reads
 	// only: nothing is leased, received or changed.
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
-	// List returns the pending messages of a topic in delivery order, read
-	// from the schedule segments on disk, a page at a time.
+	// List returns a topic's messages in one state, a page at a time:
+	// PENDING ones in delivery order, read from the schedule segments on
+	// disk; DUE, LEASED and DEAD_LETTERED ones from the built-in queue, in
+	// the order the queue holds them. It reads only.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Reschedule moves a pending message to a new delivery time, atomically:
+	// one commitlog record cancels the old entry and schedules the new one
+	// (a new id, the same origin_id). Its answer is truthful like Cancel's:
+	// RESCHEDULED only if the old time will never fire. A reschedule to now
+	// delivers at once ("promote").
+	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Redrive moves dead letters back to a topic (by default the one they
+	// died on) as new first attempts that keep their origin_id, at most
+	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
+	// short (a crash, a deadline) is resumed by calling it again: a message
+	// it moved before is not moved twice.
+	Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error)
+	// Purge removes a topic's messages in one state: PENDING ones are
+	// cancelled, DUE and DEAD_LETTERED ones in the queue are acked. Leased
+	// messages are left to their consumers.
+	Purge(context.Context, *connect.Request[v1.PurgeRequest]) (*connect.Response[v1.PurgeResponse], error)
+	// DeleteTopic purges every state of a topic and removes its queue files
+	// and its policy.
+	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
+	// Topics lists the topics the server knows (queue topics, topics with a
+	// policy), with their counts and policy.
+	Topics(context.Context, *connect.Request[v1.TopicsRequest]) (*connect.Response[v1.TopicsResponse], error)
+	// GetPolicy returns a topic's delivery policy: what it set, and the
+	// server's defaults for the rest.
+	GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error)
+	// SetPolicy changes a topic's delivery policy at run time, durably (one
+	// commitlog record). Fields left unset keep their current value.
+	SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error)
+	// CreateSchedule creates a named recurring schedule: a message to
+	// deliver at every occurrence of a cron spec or interval.
+	CreateSchedule(context.Context, *connect.Request[v1.CreateScheduleRequest]) (*connect.Response[v1.CreateScheduleResponse], error)
+	// UpdateSchedule replaces a recurring schedule's definition; the next
+	// occurrence follows the new one.
+	UpdateSchedule(context.Context, *connect.Request[v1.UpdateScheduleRequest]) (*connect.Response[v1.UpdateScheduleResponse], error)
+	// PauseSchedule stops a recurring schedule's occurrences until resumed;
+	// its armed occurrence is cancelled.
+	PauseSchedule(context.Context, *connect.Request[v1.PauseScheduleRequest]) (*connect.Response[v1.PauseScheduleResponse], error)
+	// ResumeSchedule arms a paused schedule's next occurrence from now on.
+	ResumeSchedule(context.Context, *connect.Request[v1.ResumeScheduleRequest]) (*connect.Response[v1.ResumeScheduleResponse], error)
+	// DeleteSchedule removes a recurring schedule. Once it answers, no
+	// further occurrence is delivered.
+	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
+	// GetSchedule returns a recurring schedule and its next fire times.
+	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
+	// ListSchedules lists recurring schedules by name, a page at a time.
+	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
 }
 
 // NewHourglassServiceClient constructs a client for the hourglass.v1.HourglassService service. By
@@ -251,6 +339,90 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("List")),
 			connect.WithClientOptions(opts...),
 		),
+		reschedule: connect.NewClient[v1.RescheduleRequest, v1.RescheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceRescheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
+			connect.WithClientOptions(opts...),
+		),
+		redrive: connect.NewClient[v1.RedriveRequest, v1.RedriveResponse](
+			httpClient,
+			baseURL+HourglassServiceRedriveProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Redrive")),
+			connect.WithClientOptions(opts...),
+		),
+		purge: connect.NewClient[v1.PurgeRequest, v1.PurgeResponse](
+			httpClient,
+			baseURL+HourglassServicePurgeProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Purge")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteTopic: connect.NewClient[v1.DeleteTopicRequest, v1.DeleteTopicResponse](
+			httpClient,
+			baseURL+HourglassServiceDeleteTopicProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("DeleteTopic")),
+			connect.WithClientOptions(opts...),
+		),
+		topics: connect.NewClient[v1.TopicsRequest, v1.TopicsResponse](
+			httpClient,
+			baseURL+HourglassServiceTopicsProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Topics")),
+			connect.WithClientOptions(opts...),
+		),
+		getPolicy: connect.NewClient[v1.GetPolicyRequest, v1.GetPolicyResponse](
+			httpClient,
+			baseURL+HourglassServiceGetPolicyProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("GetPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		setPolicy: connect.NewClient[v1.SetPolicyRequest, v1.SetPolicyResponse](
+			httpClient,
+			baseURL+HourglassServiceSetPolicyProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("SetPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		createSchedule: connect.NewClient[v1.CreateScheduleRequest, v1.CreateScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceCreateScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("CreateSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		updateSchedule: connect.NewClient[v1.UpdateScheduleRequest, v1.UpdateScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceUpdateScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("UpdateSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		pauseSchedule: connect.NewClient[v1.PauseScheduleRequest, v1.PauseScheduleResponse](
+			httpClient,
+			baseURL+HourglassServicePauseScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("PauseSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeSchedule: connect.NewClient[v1.ResumeScheduleRequest, v1.ResumeScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceResumeScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ResumeSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteSchedule: connect.NewClient[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceDeleteScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("DeleteSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		getSchedule: connect.NewClient[v1.GetScheduleRequest, v1.GetScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceGetScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("GetSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		listSchedules: connect.NewClient[v1.ListSchedulesRequest, v1.ListSchedulesResponse](
+			httpClient,
+			baseURL+HourglassServiceListSchedulesProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -270,6 +442,20 @@ type hourglassServiceClient struct {
 	time           *connect.Client[v1.TimeRequest, v1.TimeResponse]
 	get            *connect.Client[v1.GetRequest, v1.GetResponse]
 	list           *connect.Client[v1.ListRequest, v1.ListResponse]
+	reschedule     *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
+	redrive        *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
+	purge          *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
+	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	topics         *connect.Client[v1.TopicsRequest, v1.TopicsResponse]
+	getPolicy      *connect.Client[v1.GetPolicyRequest, v1.GetPolicyResponse]
+	setPolicy      *connect.Client[v1.SetPolicyRequest, v1.SetPolicyResponse]
+	createSchedule *connect.Client[v1.CreateScheduleRequest, v1.CreateScheduleResponse]
+	updateSchedule *connect.Client[v1.UpdateScheduleRequest, v1.UpdateScheduleResponse]
+	pauseSchedule  *connect.Client[v1.PauseScheduleRequest, v1.PauseScheduleResponse]
+	resumeSchedule *connect.Client[v1.ResumeScheduleRequest, v1.ResumeScheduleResponse]
+	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
+	getSchedule    *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
+	listSchedules  *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -342,6 +528,76 @@ func (c *hourglassServiceClient) List(ctx context.Context, req *connect.Request[
 	return c.list.CallUnary(ctx, req)
 }
 
+// Reschedule calls hourglass.v1.HourglassService.Reschedule.
+func (c *hourglassServiceClient) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
+	return c.reschedule.CallUnary(ctx, req)
+}
+
+// Redrive calls hourglass.v1.HourglassService.Redrive.
+func (c *hourglassServiceClient) Redrive(ctx context.Context, req *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
+	return c.redrive.CallUnary(ctx, req)
+}
+
+// Purge calls hourglass.v1.HourglassService.Purge.
+func (c *hourglassServiceClient) Purge(ctx context.Context, req *connect.Request[v1.PurgeRequest]) (*connect.Response[v1.PurgeResponse], error) {
+	return c.purge.CallUnary(ctx, req)
+}
+
+// DeleteTopic calls hourglass.v1.HourglassService.DeleteTopic.
+func (c *hourglassServiceClient) DeleteTopic(ctx context.Context, req *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error) {
+	return c.deleteTopic.CallUnary(ctx, req)
+}
+
+// Topics calls hourglass.v1.HourglassService.Topics.
+func (c *hourglassServiceClient) Topics(ctx context.Context, req *connect.Request[v1.TopicsRequest]) (*connect.Response[v1.TopicsResponse], error) {
+	return c.topics.CallUnary(ctx, req)
+}
+
+// GetPolicy calls hourglass.v1.HourglassService.GetPolicy.
+func (c *hourglassServiceClient) GetPolicy(ctx context.Context, req *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error) {
+	return c.getPolicy.CallUnary(ctx, req)
+}
+
+// SetPolicy calls hourglass.v1.HourglassService.SetPolicy.
+func (c *hourglassServiceClient) SetPolicy(ctx context.Context, req *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error) {
+	return c.setPolicy.CallUnary(ctx, req)
+}
+
+// CreateSchedule calls hourglass.v1.HourglassService.CreateSchedule.
+func (c *hourglassServiceClient) CreateSchedule(ctx context.Context, req *connect.Request[v1.CreateScheduleRequest]) (*connect.Response[v1.CreateScheduleResponse], error) {
+	return c.createSchedule.CallUnary(ctx, req)
+}
+
+// UpdateSchedule calls hourglass.v1.HourglassService.UpdateSchedule.
+func (c *hourglassServiceClient) UpdateSchedule(ctx context.Context, req *connect.Request[v1.UpdateScheduleRequest]) (*connect.Response[v1.UpdateScheduleResponse], error) {
+	return c.updateSchedule.CallUnary(ctx, req)
+}
+
+// PauseSchedule calls hourglass.v1.HourglassService.PauseSchedule.
+func (c *hourglassServiceClient) PauseSchedule(ctx context.Context, req *connect.Request[v1.PauseScheduleRequest]) (*connect.Response[v1.PauseScheduleResponse], error) {
+	return c.pauseSchedule.CallUnary(ctx, req)
+}
+
+// ResumeSchedule calls hourglass.v1.HourglassService.ResumeSchedule.
+func (c *hourglassServiceClient) ResumeSchedule(ctx context.Context, req *connect.Request[v1.ResumeScheduleRequest]) (*connect.Response[v1.ResumeScheduleResponse], error) {
+	return c.resumeSchedule.CallUnary(ctx, req)
+}
+
+// DeleteSchedule calls hourglass.v1.HourglassService.DeleteSchedule.
+func (c *hourglassServiceClient) DeleteSchedule(ctx context.Context, req *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error) {
+	return c.deleteSchedule.CallUnary(ctx, req)
+}
+
+// GetSchedule calls hourglass.v1.HourglassService.GetSchedule.
+func (c *hourglassServiceClient) GetSchedule(ctx context.Context, req *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error) {
+	return c.getSchedule.CallUnary(ctx, req)
+}
+
+// ListSchedules calls hourglass.v1.HourglassService.ListSchedules.
+func (c *hourglassServiceClient) ListSchedules(ctx context.Context, req *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
+	return c.listSchedules.CallUnary(ctx, req)
+}
+
 // HourglassServiceHandler is an implementation of the hourglass.v1.HourglassService service.
 type HourglassServiceHandler interface {
 	// Schedule stores one message and answers with its ID once it is durable
@@ -395,9 +651,57 @@ type HourglassServiceHandler interface {
 	// Get looks a message up by ID and says what became of it. It reads
 	// only: nothing is leased, received or changed.
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
-	// List returns the pending messages of a topic in delivery order, read
-	// from the schedule segments on disk, a page at a time.
+	// List returns a topic's messages in one state, a page at a time:
+	// PENDING ones in delivery order, read from the schedule segments on
+	// disk; DUE, LEASED and DEAD_LETTERED ones from the built-in queue, in
+	// the order the queue holds them. It reads only.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Reschedule moves a pending message to a new delivery time, atomically:
+	// one commitlog record cancels the old entry and schedules the new one
+	// (a new id, the same origin_id). Its answer is truthful like Cancel's:
+	// RESCHEDULED only if the old time will never fire. A reschedule to now
+	// delivers at once ("promote").
+	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Redrive moves dead letters back to a topic (by default the one they
+	// died on) as new first attempts that keep their origin_id, at most
+	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
+	// short (a crash, a deadline) is resumed by calling it again: a message
+	// it moved before is not moved twice.
+	Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error)
+	// Purge removes a topic's messages in one state: PENDING ones are
+	// cancelled, DUE and DEAD_LETTERED ones in the queue are acked. Leased
+	// messages are left to their consumers.
+	Purge(context.Context, *connect.Request[v1.PurgeRequest]) (*connect.Response[v1.PurgeResponse], error)
+	// DeleteTopic purges every state of a topic and removes its queue files
+	// and its policy.
+	DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error)
+	// Topics lists the topics the server knows (queue topics, topics with a
+	// policy), with their counts and policy.
+	Topics(context.Context, *connect.Request[v1.TopicsRequest]) (*connect.Response[v1.TopicsResponse], error)
+	// GetPolicy returns a topic's delivery policy: what it set, and the
+	// server's defaults for the rest.
+	GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error)
+	// SetPolicy changes a topic's delivery policy at run time, durably (one
+	// commitlog record). Fields left unset keep their current value.
+	SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error)
+	// CreateSchedule creates a named recurring schedule: a message to
+	// deliver at every occurrence of a cron spec or interval.
+	CreateSchedule(context.Context, *connect.Request[v1.CreateScheduleRequest]) (*connect.Response[v1.CreateScheduleResponse], error)
+	// UpdateSchedule replaces a recurring schedule's definition; the next
+	// occurrence follows the new one.
+	UpdateSchedule(context.Context, *connect.Request[v1.UpdateScheduleRequest]) (*connect.Response[v1.UpdateScheduleResponse], error)
+	// PauseSchedule stops a recurring schedule's occurrences until resumed;
+	// its armed occurrence is cancelled.
+	PauseSchedule(context.Context, *connect.Request[v1.PauseScheduleRequest]) (*connect.Response[v1.PauseScheduleResponse], error)
+	// ResumeSchedule arms a paused schedule's next occurrence from now on.
+	ResumeSchedule(context.Context, *connect.Request[v1.ResumeScheduleRequest]) (*connect.Response[v1.ResumeScheduleResponse], error)
+	// DeleteSchedule removes a recurring schedule. Once it answers, no
+	// further occurrence is delivered.
+	DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error)
+	// GetSchedule returns a recurring schedule and its next fire times.
+	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
+	// ListSchedules lists recurring schedules by name, a page at a time.
+	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
 }
 
 // NewHourglassServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -491,6 +795,90 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("List")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceRescheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceRescheduleProcedure,
+		svc.Reschedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceRedriveHandler := connect.NewUnaryHandler(
+		HourglassServiceRedriveProcedure,
+		svc.Redrive,
+		connect.WithSchema(hourglassServiceMethods.ByName("Redrive")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServicePurgeHandler := connect.NewUnaryHandler(
+		HourglassServicePurgeProcedure,
+		svc.Purge,
+		connect.WithSchema(hourglassServiceMethods.ByName("Purge")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceDeleteTopicHandler := connect.NewUnaryHandler(
+		HourglassServiceDeleteTopicProcedure,
+		svc.DeleteTopic,
+		connect.WithSchema(hourglassServiceMethods.ByName("DeleteTopic")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceTopicsHandler := connect.NewUnaryHandler(
+		HourglassServiceTopicsProcedure,
+		svc.Topics,
+		connect.WithSchema(hourglassServiceMethods.ByName("Topics")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceGetPolicyHandler := connect.NewUnaryHandler(
+		HourglassServiceGetPolicyProcedure,
+		svc.GetPolicy,
+		connect.WithSchema(hourglassServiceMethods.ByName("GetPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceSetPolicyHandler := connect.NewUnaryHandler(
+		HourglassServiceSetPolicyProcedure,
+		svc.SetPolicy,
+		connect.WithSchema(hourglassServiceMethods.ByName("SetPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceCreateScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceCreateScheduleProcedure,
+		svc.CreateSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("CreateSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceUpdateScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceUpdateScheduleProcedure,
+		svc.UpdateSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("UpdateSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServicePauseScheduleHandler := connect.NewUnaryHandler(
+		HourglassServicePauseScheduleProcedure,
+		svc.PauseSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("PauseSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceResumeScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceResumeScheduleProcedure,
+		svc.ResumeSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("ResumeSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceDeleteScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceDeleteScheduleProcedure,
+		svc.DeleteSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("DeleteSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceGetScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceGetScheduleProcedure,
+		svc.GetSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("GetSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListSchedulesHandler := connect.NewUnaryHandler(
+		HourglassServiceListSchedulesProcedure,
+		svc.ListSchedules,
+		connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hourglass.v1.HourglassService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HourglassServiceScheduleProcedure:
@@ -521,6 +909,34 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceGetHandler.ServeHTTP(w, r)
 		case HourglassServiceListProcedure:
 			hourglassServiceListHandler.ServeHTTP(w, r)
+		case HourglassServiceRescheduleProcedure:
+			hourglassServiceRescheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceRedriveProcedure:
+			hourglassServiceRedriveHandler.ServeHTTP(w, r)
+		case HourglassServicePurgeProcedure:
+			hourglassServicePurgeHandler.ServeHTTP(w, r)
+		case HourglassServiceDeleteTopicProcedure:
+			hourglassServiceDeleteTopicHandler.ServeHTTP(w, r)
+		case HourglassServiceTopicsProcedure:
+			hourglassServiceTopicsHandler.ServeHTTP(w, r)
+		case HourglassServiceGetPolicyProcedure:
+			hourglassServiceGetPolicyHandler.ServeHTTP(w, r)
+		case HourglassServiceSetPolicyProcedure:
+			hourglassServiceSetPolicyHandler.ServeHTTP(w, r)
+		case HourglassServiceCreateScheduleProcedure:
+			hourglassServiceCreateScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceUpdateScheduleProcedure:
+			hourglassServiceUpdateScheduleHandler.ServeHTTP(w, r)
+		case HourglassServicePauseScheduleProcedure:
+			hourglassServicePauseScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceResumeScheduleProcedure:
+			hourglassServiceResumeScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceDeleteScheduleProcedure:
+			hourglassServiceDeleteScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceGetScheduleProcedure:
+			hourglassServiceGetScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceListSchedulesProcedure:
+			hourglassServiceListSchedulesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -584,4 +1000,60 @@ func (UnimplementedHourglassServiceHandler) Get(context.Context, *connect.Reques
 
 func (UnimplementedHourglassServiceHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.List is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Reschedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Redrive is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Purge(context.Context, *connect.Request[v1.PurgeRequest]) (*connect.Response[v1.PurgeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Purge is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) DeleteTopic(context.Context, *connect.Request[v1.DeleteTopicRequest]) (*connect.Response[v1.DeleteTopicResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.DeleteTopic is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Topics(context.Context, *connect.Request[v1.TopicsRequest]) (*connect.Response[v1.TopicsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Topics is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) GetPolicy(context.Context, *connect.Request[v1.GetPolicyRequest]) (*connect.Response[v1.GetPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.GetPolicy is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) SetPolicy(context.Context, *connect.Request[v1.SetPolicyRequest]) (*connect.Response[v1.SetPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.SetPolicy is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) CreateSchedule(context.Context, *connect.Request[v1.CreateScheduleRequest]) (*connect.Response[v1.CreateScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.CreateSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) UpdateSchedule(context.Context, *connect.Request[v1.UpdateScheduleRequest]) (*connect.Response[v1.UpdateScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.UpdateSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) PauseSchedule(context.Context, *connect.Request[v1.PauseScheduleRequest]) (*connect.Response[v1.PauseScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.PauseSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ResumeSchedule(context.Context, *connect.Request[v1.ResumeScheduleRequest]) (*connect.Response[v1.ResumeScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ResumeSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) DeleteSchedule(context.Context, *connect.Request[v1.DeleteScheduleRequest]) (*connect.Response[v1.DeleteScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.DeleteSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.GetSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListSchedules is not implemented"))
 }
