@@ -123,3 +123,11 @@ func (a connectAPI) ListSchedules(ctx context.Context, r *connect.Request[hourgl
 func (a grpcAPI) ListSchedules(ctx context.Context, r *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
 	return a.s.listSchedules(ctx, r)
 }
+
+func (a connectAPI) Extend(ctx context.Context, r *connect.Request[hourglassv1.ExtendRequest]) (*connect.Response[hourglassv1.ExtendResponse], error) {
+	return unary(ctx, r, a.s.extend)
+}
+
+func (a grpcAPI) Extend(ctx context.Context, r *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
+	return a.s.extend(ctx, r)
+}

@@ -64,3 +64,7 @@ func (s *Server) getSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequ
 func (s *Server) listSchedules(ctx context.Context, m *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "ListSchedules is not implemented yet")
 }
+
+func (s *Server) extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "Extend is not implemented yet")
+}

@@ -57,6 +57,7 @@ const (
 	HourglassService_Ack_FullMethodName            = "/hourglass.v1.HourglassService/Ack"
 	HourglassService_AckBatch_FullMethodName       = "/hourglass.v1.HourglassService/AckBatch"
 	HourglassService_Nack_FullMethodName           = "/hourglass.v1.HourglassService/Nack"
+	HourglassService_Extend_FullMethodName         = "/hourglass.v1.HourglassService/Extend"
 	HourglassService_Stats_FullMethodName          = "/hourglass.v1.HourglassService/Stats"
 	HourglassService_Time_FullMethodName           = "/hourglass.v1.HourglassService/Time"
 	HourglassService_Get_FullMethodName            = "/hourglass.v1.HourglassService/Get"
@@ -125,6 +126,9 @@ type HourglassServiceClient interface {
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
 	Nack(ctx context.Context, in *NackRequest, opts ...grpc.CallOption) (*NackResponse, error)
+	// Extend gives a received message more time: its lease ends lease_ms
+	// from now instead (a handler that runs long keeps its message).
+	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
 	// Stats reports the engine's counters, the queue's topics, what is
 	// pending by delivery bucket, and recent lateness.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
@@ -304,6 +308,16 @@ func (c *hourglassServiceClient) Nack(ctx context.Context, in *NackRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NackResponse)
 	err := c.cc.Invoke(ctx, HourglassService_Nack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExtendResponse)
+	err := c.cc.Invoke(ctx, HourglassService_Extend_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -538,6 +552,9 @@ type HourglassServiceServer interface {
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
 	Nack(context.Context, *NackRequest) (*NackResponse, error)
+	// Extend gives a received message more time: its lease ends lease_ms
+	// from now instead (a handler that runs long keeps its message).
+	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
 	// Stats reports the engine's counters, the queue's topics, what is
 	// pending by delivery bucket, and recent lateness.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
@@ -637,6 +654,9 @@ func (UnimplementedHourglassServiceServer) AckBatch(context.Context, *AckBatchRe
 }
 func (UnimplementedHourglassServiceServer) Nack(context.Context, *NackRequest) (*NackResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Nack not implemented")
+}
+func (UnimplementedHourglassServiceServer) Extend(context.Context, *ExtendRequest) (*ExtendResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Extend not implemented")
 }
 func (UnimplementedHourglassServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
@@ -860,6 +880,24 @@ func _HourglassService_Nack_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HourglassServiceServer).Nack(ctx, req.(*NackRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_Extend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).Extend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_Extend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).Extend(ctx, req.(*ExtendRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1222,6 +1260,10 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Nack",
 			Handler:    _HourglassService_Nack_Handler,
+		},
+		{
+			MethodName: "Extend",
+			Handler:    _HourglassService_Extend_Handler,
 		},
 		{
 			MethodName: "Stats",

@@ -88,6 +88,8 @@ const (
 	HourglassServiceAckBatchProcedure = "/hourglass.v1.HourglassService/AckBatch"
 	// HourglassServiceNackProcedure is the fully-qualified name of the HourglassService's Nack RPC.
 	HourglassServiceNackProcedure = "/hourglass.v1.HourglassService/Nack"
+	// HourglassServiceExtendProcedure is the fully-qualified name of the HourglassService's Extend RPC.
+	HourglassServiceExtendProcedure = "/hourglass.v1.HourglassService/Extend"
 	// HourglassServiceStatsProcedure is the fully-qualified name of the HourglassService's Stats RPC.
 	HourglassServiceStatsProcedure = "/hourglass.v1.HourglassService/Stats"
 	// HourglassServiceTimeProcedure is the fully-qualified name of the HourglassService's Time RPC.
@@ -182,6 +184,9 @@ type HourglassServiceClient interface {
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// Extend gives a received message more time: its lease ends lease_ms
+	// from now instead (a handler that runs long keeps its message).
+	Extend(context.Context, *connect.Request[v1.ExtendRequest]) (*connect.Response[v1.ExtendResponse], error)
 	// Stats reports the engine's counters, the queue's topics, what is
 	// pending by delivery bucket, and recent lateness.
 	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
@@ -315,6 +320,12 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Nack")),
 			connect.WithClientOptions(opts...),
 		),
+		extend: connect.NewClient[v1.ExtendRequest, v1.ExtendResponse](
+			httpClient,
+			baseURL+HourglassServiceExtendProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Extend")),
+			connect.WithClientOptions(opts...),
+		),
 		stats: connect.NewClient[v1.StatsRequest, v1.StatsResponse](
 			httpClient,
 			baseURL+HourglassServiceStatsProcedure,
@@ -438,6 +449,7 @@ type hourglassServiceClient struct {
 	ack            *connect.Client[v1.AckRequest, v1.AckResponse]
 	ackBatch       *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
 	nack           *connect.Client[v1.NackRequest, v1.NackResponse]
+	extend         *connect.Client[v1.ExtendRequest, v1.ExtendResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	time           *connect.Client[v1.TimeRequest, v1.TimeResponse]
 	get            *connect.Client[v1.GetRequest, v1.GetResponse]
@@ -506,6 +518,11 @@ func (c *hourglassServiceClient) AckBatch(ctx context.Context, req *connect.Requ
 // Nack calls hourglass.v1.HourglassService.Nack.
 func (c *hourglassServiceClient) Nack(ctx context.Context, req *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error) {
 	return c.nack.CallUnary(ctx, req)
+}
+
+// Extend calls hourglass.v1.HourglassService.Extend.
+func (c *hourglassServiceClient) Extend(ctx context.Context, req *connect.Request[v1.ExtendRequest]) (*connect.Response[v1.ExtendResponse], error) {
+	return c.extend.CallUnary(ctx, req)
 }
 
 // Stats calls hourglass.v1.HourglassService.Stats.
@@ -642,6 +659,9 @@ type HourglassServiceHandler interface {
 	// delay_ms; after the server's max attempts it goes to the dead-letter
 	// topic "<topic>.dlq" instead.
 	Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error)
+	// Extend gives a received message more time: its lease ends lease_ms
+	// from now instead (a handler that runs long keeps its message).
+	Extend(context.Context, *connect.Request[v1.ExtendRequest]) (*connect.Response[v1.ExtendResponse], error)
 	// Stats reports the engine's counters, the queue's topics, what is
 	// pending by delivery bucket, and recent lateness.
 	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error)
@@ -769,6 +789,12 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		HourglassServiceNackProcedure,
 		svc.Nack,
 		connect.WithSchema(hourglassServiceMethods.ByName("Nack")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceExtendHandler := connect.NewUnaryHandler(
+		HourglassServiceExtendProcedure,
+		svc.Extend,
+		connect.WithSchema(hourglassServiceMethods.ByName("Extend")),
 		connect.WithHandlerOptions(opts...),
 	)
 	hourglassServiceStatsHandler := connect.NewUnaryHandler(
@@ -901,6 +927,8 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceAckBatchHandler.ServeHTTP(w, r)
 		case HourglassServiceNackProcedure:
 			hourglassServiceNackHandler.ServeHTTP(w, r)
+		case HourglassServiceExtendProcedure:
+			hourglassServiceExtendHandler.ServeHTTP(w, r)
 		case HourglassServiceStatsProcedure:
 			hourglassServiceStatsHandler.ServeHTTP(w, r)
 		case HourglassServiceTimeProcedure:
@@ -984,6 +1012,10 @@ func (UnimplementedHourglassServiceHandler) AckBatch(context.Context, *connect.R
 
 func (UnimplementedHourglassServiceHandler) Nack(context.Context, *connect.Request[v1.NackRequest]) (*connect.Response[v1.NackResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Nack is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Extend(context.Context, *connect.Request[v1.ExtendRequest]) (*connect.Response[v1.ExtendResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Extend is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.Response[v1.StatsResponse], error) {
