@@ -253,7 +253,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			mu.Unlock()
 			if m.Topic != "" {
-				if err := q.Nack(ctx, m.Topic, m.ID, 0); err != nil && !errors.Is(err, ErrNotLeased) {
+				if err := q.Nack(ctx, m.Topic, m.ID, NackOptions{}); err != nil && !errors.Is(err, ErrNotLeased) {
 					fmt.Println("nack:", err)
 					os.Exit(2)
 				}

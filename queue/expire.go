@@ -2,6 +2,7 @@ package queue
 
 import (
 	"container/heap"
+	"context"
 	"time"
 )
 
@@ -41,9 +42,10 @@ func (t *topic) expire() {
 	}
 	t.timerAt = 0
 	now := q.mono()
-	var dead []*lease
+	var dead, retry []*lease
 	var logged [maxExpiryLines]lease
 	n := 0
+	backoff := !q.Policy(t.name).Backoff.IsZero()
 	for len(t.heap) > 0 && t.heap[0].deadline <= now {
 		l := heap.Pop(&t.heap).(*lease)
 		t.stats.Expired++
@@ -51,7 +53,14 @@ func (t *topic) expire() {
 			logged[n] = *l
 		}
 		n++
-		if t.failLocked(l) {
+		t.noteErrLocked(l.off, errExpired)
+		switch {
+		case backoff && !t.exhausted(l):
+			// The topic's backoff: a retry after a delay, as a Nack
+			// without one gets.
+			l.state = settling
+			retry = append(retry, l)
+		case t.failLocked(l):
 			dead = append(dead, l)
 		}
 	}
@@ -73,6 +82,34 @@ func (t *topic) expire() {
 			}
 			t.deadLetterExpired(l)
 		})
+	}
+	for _, l := range retry {
+		held := q.hold(t)
+		q.wg.Go(func() {
+			if held {
+				defer q.release(t)
+			}
+			t.retryExpired(l)
+		})
+	}
+}
+
+// retryExpired reschedules the message of an expired lease after the
+// topic's backoff. On failure it is receivable again at once, its attempt
+// raised, as without a backoff.
+func (t *topic) retryExpired(l *lease) {
+	var n uint64
+	err := t.reschedule(context.Background(), l, t.q.backoffDelay(t.name, l.attempt+1))
+	if err == nil {
+		err = t.ack(l, &n)
+	}
+	if err != nil {
+		t.q.opts.Logger.Error("queue: retrying an expired message after its backoff failed; it is receivable again at once", "topic", t.name, "id", l.id, "err", err)
+		t.mu.Lock()
+		t.forgetLocked(l)
+		t.fifo = append(t.fifo, entry{off: l.off, attempt: l.attempt + 1})
+		t.wake()
+		t.mu.Unlock()
 	}
 }
 

@@ -41,7 +41,7 @@ func TestLookup(t *testing.T) {
 	if err := q.Ack(ctx, "lk", ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Nack(ctx, "lk", ids[1], 0); err != nil {
+	if err := q.Nack(ctx, "lk", ids[1], NackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

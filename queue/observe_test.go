@@ -75,13 +75,13 @@ func TestExpiryAndDeadLetterLogged(t *testing.T) {
 	if len(ms) != 1 {
 		t.Fatalf("received %d after the expiry, want 1", len(ms))
 	}
-	if err := q.NackReceipt(context.Background(), "t", ms[0].Receipt, time.Second); err != nil {
+	if err := q.NackReceipt(context.Background(), "t", ms[0].Receipt, NackOptions{Delay: time.Second, Reason: "db down"}); err != nil {
 		t.Fatal(err)
 	}
 	log := buf.String()
 	for _, want := range []string{
 		`msg="queue: lease expired" topic=t id=` + ids[0].String() + ` attempt=1`,
-		`msg="queue: message dead-lettered" topic=t to=t.dlq id=` + ids[0].String() + ` attempts=2 reason=nacked`,
+		`msg="queue: message dead-lettered" topic=t to=t.dlq id=` + ids[0].String() + ` attempts=2 reason=max-attempts last_error="db down"`,
 	} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)

@@ -47,6 +47,8 @@ type Queue struct {
 	wg sync.WaitGroup // the checkpointer, the sweeper and dead-letter workers
 
 	health health // failing stages (health.go)
+
+	pol policies // per-topic policies (policy.go)
 }
 
 // Message is one received message. Its byte slices are its own: no other
@@ -273,7 +275,7 @@ func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease t
 		return nil, fmt.Errorf("%w: wait %v is negative", ErrInvalid, wait)
 	}
 	if lease == 0 {
-		lease = q.opts.DefaultLease
+		lease = q.Effective(name).Lease
 	}
 	if lease < 0 || lease > q.opts.MaxLease {
 		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.MaxLease)

@@ -386,16 +386,16 @@ func TestNack(t *testing.T) {
 	ctx := context.Background()
 	ids := deliver(t, q, "t", "a", "b")
 	ms := recv(t, q, "t", 2, 0)
-	if err := q.Nack(ctx, "t", ids[0], time.Second); !errors.Is(err, ErrNoReschedule) {
+	if err := q.Nack(ctx, "t", ids[0], NackOptions{Delay: time.Second}); !errors.Is(err, ErrNoReschedule) {
 		t.Fatalf("nack without reschedule: %v", err)
 	}
 	fe := &fakeEngine{fail: errors.New("engine down")}
 	q.SetReschedule(fe.schedule)
-	if err := q.Nack(ctx, "t", ids[0], time.Second); err == nil || !strings.Contains(err.Error(), "engine down") {
+	if err := q.Nack(ctx, "t", ids[0], NackOptions{Delay: time.Second}); err == nil || !strings.Contains(err.Error(), "engine down") {
 		t.Fatalf("nack with failing engine: %v", err)
 	}
 	fe.fail = nil
-	if err := q.NackReceipt(ctx, "t", ms[0].Receipt, 5*time.Second); err != nil {
+	if err := q.NackReceipt(ctx, "t", ms[0].Receipt, NackOptions{Delay: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if len(fe.reqs) != 1 {
@@ -420,14 +420,14 @@ func TestNack(t *testing.T) {
 	if len(got) != 1 || got[0].ID != retry || got[0].Attempt != 1 || got[0].Origin != orig {
 		t.Fatalf("retry: %+v", got)
 	}
-	if err := q.Nack(ctx, "t", retry, time.Second); err != nil {
+	if err := q.Nack(ctx, "t", retry, NackOptions{Delay: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if r := fe.reqs[1]; r.Attempt != 2 || r.Origin != orig {
 		t.Fatalf("second retry: %+v", r)
 	}
 	// Without delay: receivable again at once, attempt raised, no reschedule.
-	if err := q.Nack(ctx, "t", ids[1], 0); err != nil {
+	if err := q.Nack(ctx, "t", ids[1], NackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	again := recv(t, q, "t", 10, 0)
@@ -450,12 +450,12 @@ func TestDeadLetter(t *testing.T) {
 			synctest.Wait()
 		}},
 		{"nack_now", func(t *testing.T, q *Queue, m Message) {
-			if err := q.Nack(ctx, m.Topic, m.ID, 0); err != nil {
+			if err := q.Nack(ctx, m.Topic, m.ID, NackOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"nack_delay", func(t *testing.T, q *Queue, m Message) {
-			if err := q.Nack(ctx, m.Topic, m.ID, time.Minute); err != nil {
+			if err := q.Nack(ctx, m.Topic, m.ID, NackOptions{Delay: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 			if m.Attempt < 2 { // the fake engine delivers the retry at once
@@ -538,7 +538,7 @@ func TestIntegrationWithEngine(t *testing.T) {
 		if d := time.Since(start); d < 3*time.Second || d > 3*time.Second+50*time.Millisecond {
 			t.Fatalf("delivered after %v, want 3s", d)
 		}
-		if err := q.Nack(ctx, "jobs", id, 5*time.Second); err != nil {
+		if err := q.Nack(ctx, "jobs", id, NackOptions{Delay: 5 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		nacked := time.Now()

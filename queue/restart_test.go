@@ -101,7 +101,7 @@ func TestRestart(t *testing.T) {
 				}
 				acked[fmt.Sprint(i)] = true
 			}
-			if err := q.Nack(ctx, "t", ids[1], 0); err != nil {
+			if err := q.Nack(ctx, "t", ids[1], NackOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if tc.checkpoint {
@@ -251,7 +251,7 @@ func TestRestartManyTopics(t *testing.T) {
 	for _, name := range []string{"a", "B", "c.dlq", "d-e_f.g"} {
 		deliver(t, q, name, name)
 	}
-	if err := q.Nack(context.Background(), "a", recv(t, q, "a", 1, 0)[0].ID, 0); err != nil {
+	if err := q.Nack(context.Background(), "a", recv(t, q, "a", 1, 0)[0].ID, NackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Close(); err != nil {

@@ -4,6 +4,8 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
@@ -27,8 +29,44 @@ func byReceipt(id message.ID, serial uint64) finder {
 	}
 }
 
-// settle acks (nack false) or nacks the lease find picks.
-func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool, delay time.Duration) error {
+// NackOptions say what a Nack does with the message it gives back.
+type NackOptions struct {
+	// Delay before it is receivable again. With 0 the topic's Backoff
+	// applies (Policy); with no backoff it is receivable again at once.
+	Delay time.Duration
+	// Reason is the error the consumer met, kept with the message while
+	// it is outstanding (and across a delayed retry) and shown if it is
+	// dead-lettered. At most MaxReason bytes (longer ones are cut).
+	Reason string
+	// DeadLetter sends it to the dead-letter topic now, whatever attempts
+	// remain; Delay is then ignored.
+	DeadLetter bool
+}
+
+// MaxReason bounds NackOptions.Reason in bytes.
+const MaxReason = 1000
+
+// Dead-letter reasons (DeadLetterReasonHeader).
+const (
+	ReasonMaxAttempts = "max-attempts" // nacked or expired past the topic's max attempts
+	ReasonNacked      = "nacked"       // a consumer dead-lettered it (NackOptions.DeadLetter)
+)
+
+// Headers a dead-lettered message carries in the dead-letter topic, and
+// the header a delayed retry carries its last error in.
+const (
+	DeadLetterOriginHeader = "hourglass-dead-letter-origin" // the topic it died on
+	DeadLetterReasonHeader = "hourglass-dead-letter-reason" // ReasonMaxAttempts, ReasonNacked, ...
+	DeadLetterErrorHeader  = "hourglass-dead-letter-error"  // the last error a consumer gave, or "lease expired"
+	DeadLetterAtHeader     = "hourglass-dead-lettered-at"   // UTC epoch milliseconds, decimal
+	LastErrorHeader        = "hourglass-last-error"         // on a retry: the error of the attempt before
+)
+
+// errExpired is the last error of a message whose lease ran out.
+const errExpired = "lease expired"
+
+// settle acks (nack nil) or nacks the lease find picks.
+func (q *Queue) settle(ctx context.Context, name string, find finder, nack *NackOptions) error {
 	if err := ValidateTopic(name); err != nil {
 		return err
 	}
@@ -53,11 +91,23 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 		return ErrNotLeased
 	}
 	heap.Remove(&t.heap, l.hi)
+	var delay time.Duration
+	if nack != nil {
+		t.noteErrLocked(l.off, nack.Reason)
+		delay = nack.Delay
+		if delay <= 0 && !nack.DeadLetter && !t.exhausted(l) {
+			delay = q.backoffDelay(t.name, l.attempt+1)
+		}
+	}
 	switch {
-	case !nack:
+	case nack == nil:
 		l.state = settling
 		t.mu.Unlock()
 		err = t.ack(l, &t.stats.Acked)
+	case nack.DeadLetter && !t.dlq:
+		l.state = settling
+		t.mu.Unlock()
+		err = t.deadLetter(l, &t.stats.Nacked, ReasonNacked)
 	case delay <= 0:
 		if !t.failLocked(l) {
 			t.stats.Nacked++
@@ -65,11 +115,11 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 			return nil
 		}
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked, "nacked")
+		err = t.deadLetter(l, &t.stats.Nacked, ReasonMaxAttempts)
 	case t.exhausted(l):
 		l.state = settling
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked, "nacked")
+		err = t.deadLetter(l, &t.stats.Nacked, ReasonMaxAttempts)
 	default:
 		l.state = settling
 		t.mu.Unlock()
@@ -87,10 +137,25 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack bool,
 	return err
 }
 
+// noteErrLocked keeps reason as the last error of the message at off (a
+// reason "" keeps the one before). t.mu is held.
+func (t *topic) noteErrLocked(off int64, reason string) {
+	if reason == "" {
+		return
+	}
+	if len(reason) > MaxReason {
+		reason = strings.ToValidUTF8(reason[:MaxReason], "")
+	}
+	if t.lastErr == nil {
+		t.lastErr = map[int64]string{}
+	}
+	t.lastErr[off] = reason
+}
+
 // exhausted reports whether a failure of lease l sends its message to
 // the dead-letter topic. t.mu is held.
 func (t *topic) exhausted(l *lease) bool {
-	return int64(l.attempt)+1 >= int64(t.q.opts.MaxAttempts) && !t.dlq
+	return int64(l.attempt)+1 >= int64(t.q.maxAttempts(t.name)) && !t.dlq
 }
 
 // reschedule schedules the retry of settling lease l through the engine.
@@ -108,8 +173,11 @@ func (t *topic) reschedule(ctx context.Context, l *lease, delay time.Duration) e
 	if origin.IsZero() {
 		origin = id
 	}
+	t.mu.Lock()
+	last := t.lastErr[l.off]
+	t.mu.Unlock()
 	_, err := (*fn)(ctx, engine.Request{
-		Topic: t.name, Headers: m.Headers, Body: m.Body, Delay: delay, Attempt: l.attempt + 1, Origin: origin,
+		Topic: t.name, Headers: withHeader(m.Headers, LastErrorHeader, last), Body: m.Body, Delay: delay, Attempt: l.attempt + 1, Origin: origin,
 	})
 	if err != nil {
 		return fmt.Errorf("queue: reschedule %s: %w", id, err)
@@ -152,6 +220,7 @@ func (t *topic) ack(l *lease, counter *uint64) error {
 		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
 	}
 	t.forgetLocked(l)
+	delete(t.lastErr, l.off)
 	*counter++
 	t.acksSince++
 	t.maybeCheckpointLocked()
@@ -181,6 +250,7 @@ func (t *topic) ackAll(ls []*lease) error {
 	}
 	for _, l := range ls {
 		t.forgetLocked(l)
+		delete(t.lastErr, l.off)
 	}
 	t.stats.Acked += uint64(len(ls))
 	t.acksSince += len(ls)
@@ -202,6 +272,16 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 	}
 	if err == nil {
 		m.Attempt = max(m.Attempt, l.attempt+1)
+		t.mu.Lock()
+		last := t.lastErr[l.off]
+		t.mu.Unlock()
+		if last == "" {
+			last = headerValue(m.Headers, LastErrorHeader)
+		}
+		hs := withHeader(m.Headers, DeadLetterOriginHeader, t.name)
+		hs = withHeader(hs, DeadLetterReasonHeader, reason)
+		hs = withHeader(hs, DeadLetterErrorHeader, last)
+		m.Headers = withHeader(hs, DeadLetterAtHeader, strconv.FormatInt(t.q.now().UnixMilli(), 10))
 		err = d.append([][]byte{appendMessage(nil, id, &m)})
 		t.q.release(d)
 	}
@@ -217,7 +297,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 	t.stats.DeadLettered++
 	t.mu.Unlock()
 	t.q.opts.Logger.Warn("queue: message dead-lettered", "topic", t.name, "to", t.name+DLQSuffix, "id", id,
-		"attempts", m.Attempt, "reason", reason)
+		"attempts", m.Attempt, "reason", reason, "last_error", headerValue(m.Headers, DeadLetterErrorHeader))
 	return nil
 }
 
@@ -226,7 +306,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 // attempt, so that its next failure tries again; nothing waits for it.
 func (t *topic) deadLetterExpired(l *lease) {
 	var n uint64
-	if err := t.deadLetter(l, &n, "lease expired"); err != nil {
+	if err := t.deadLetter(l, &n, ReasonMaxAttempts); err != nil {
 		t.q.opts.Logger.Error("queue: dead-lettering failed; the message stays receivable", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
 		t.forgetLocked(l)
@@ -243,7 +323,7 @@ func (t *topic) deadLetterExpired(l *lease) {
 // including one whose lease ran out after another Receive got it; use
 // AckReceipt to act only on one's own lease.
 func (q *Queue) Ack(ctx context.Context, topic string, id message.ID) error {
-	return q.settle(ctx, topic, byID(id), false, 0)
+	return q.settle(ctx, topic, byID(id), nil)
 }
 
 // AckReceipt is Ack for the lease named by a Message's Receipt: it fails
@@ -253,7 +333,7 @@ func (q *Queue) AckReceipt(ctx context.Context, topic, receipt string) error {
 	if err != nil {
 		return err
 	}
-	return q.settle(ctx, topic, byReceipt(id, serial), false, 0)
+	return q.settle(ctx, topic, byReceipt(id, serial), nil)
 }
 
 // AckBatch acks the leases the receipts name (as AckReceipt does each)
@@ -314,22 +394,96 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 }
 
 // Nack gives up the lease on message id of topic with a failed attempt.
-// With delay <= 0 the message is receivable again at once, its attempt
-// raised. With a delay it is rescheduled through the engine (the retry is
-// a new message with Attempt+1 and Origin the first attempt's ID) and the
-// original acked. When the raised attempt reaches MaxAttempts the message
-// goes to <topic>.dlq instead (a topic ending in .dlq keeps it). It returns
-// ErrNotLeased for a message not leased now; on any error the lease is
-// kept as it was.
-func (q *Queue) Nack(ctx context.Context, topic string, id message.ID, delay time.Duration) error {
-	return q.settle(ctx, topic, byID(id), true, delay)
+// Without a delay (o.Delay 0 and no Backoff in the topic's Policy) the
+// message is receivable again at once, its attempt raised. With a delay
+// it is rescheduled through the engine (the retry is a new message with
+// Attempt+1 and Origin the first attempt's ID) and the original acked.
+// When the raised attempt reaches the topic's max attempts, or with
+// o.DeadLetter, the message goes to <topic>.dlq instead (a topic ending
+// in .dlq keeps it), with headers that say why (DeadLetterReasonHeader and
+// the others). It returns ErrNotLeased for a message not leased now; on
+// any error the lease is kept as it was.
+func (q *Queue) Nack(ctx context.Context, topic string, id message.ID, o NackOptions) error {
+	return q.settle(ctx, topic, byID(id), &o)
 }
 
 // NackReceipt is Nack for the lease named by a Message's Receipt.
-func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, delay time.Duration) error {
+func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, o NackOptions) error {
 	id, serial, err := parseReceipt(receipt)
 	if err != nil {
 		return err
 	}
-	return q.settle(ctx, topic, byReceipt(id, serial), true, delay)
+	return q.settle(ctx, topic, byReceipt(id, serial), &o)
+}
+
+// Extend makes the lease on message id of topic end lease from now,
+// and returns when that is on the wall clock. It returns ErrNotLeased for
+// a message not leased now.
+func (q *Queue) Extend(ctx context.Context, topic string, id message.ID, lease time.Duration) (time.Time, error) {
+	return q.extend(topic, byID(id), lease)
+}
+
+// ExtendReceipt is Extend for the lease named by a Message's Receipt.
+func (q *Queue) ExtendReceipt(ctx context.Context, topic, receipt string, lease time.Duration) (time.Time, error) {
+	id, serial, err := parseReceipt(receipt)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return q.extend(topic, byReceipt(id, serial), lease)
+}
+
+func (q *Queue) extend(name string, find finder, d time.Duration) (time.Time, error) {
+	if err := ValidateTopic(name); err != nil {
+		return time.Time{}, err
+	}
+	if d <= 0 || d > q.opts.MaxLease {
+		return time.Time{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, d, q.opts.MaxLease)
+	}
+	if err := q.enter(); err != nil {
+		return time.Time{}, err
+	}
+	defer q.leave()
+	t, err := q.topic(name, false)
+	if err != nil || t == nil {
+		return time.Time{}, ErrNotLeased
+	}
+	defer q.release(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := find(t)
+	now := q.mono()
+	if l == nil || l.state != leased || t.closed || now >= l.deadline {
+		return time.Time{}, ErrNotLeased
+	}
+	until := q.now().Add(d)
+	l.deadline, l.until = now+int64(d), until.UnixNano()
+	heap.Fix(&t.heap, l.hi)
+	t.timerAt = 0 // the earliest deadline may be later now: set again
+	t.armLocked()
+	return until, nil
+}
+
+// withHeader returns hs with key set to value (replacing an earlier one);
+// a value "" removes the key.
+func withHeader(hs []message.Header, key, value string) []message.Header {
+	out := make([]message.Header, 0, len(hs)+1)
+	for _, h := range hs {
+		if string(h.Key) != key {
+			out = append(out, h)
+		}
+	}
+	if value != "" {
+		out = append(out, message.Header{Key: []byte(key), Value: []byte(value)})
+	}
+	return out
+}
+
+// headerValue returns the value of key in hs, or "".
+func headerValue(hs []message.Header, key string) string {
+	for _, h := range hs {
+		if string(h.Key) == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

@@ -120,6 +120,13 @@ type topic struct {
 	// lastEntries are its entries: a checkpoint that would say the same
 	// is not written again (a topic closing with nothing new).
 	lastEntries []entry
+	// lastErr holds, by queue-log offset, the error a consumer gave with
+	// its last Nack of an outstanding message (or "lease expired"), shown
+	// if the message is dead-lettered. In memory only: a restart forgets
+	// it (a retry scheduled with a delay carries it in LastErrorHeader).
+	lastErr map[int64]string
+	// rateTimer wakes Receives when the topic's rate allows more.
+	rateTimer *time.Timer
 }
 
 func newTopic(q *Queue, s *slot, name string, qlog, alog *commitlog.Log) *topic {
@@ -261,6 +268,13 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		return nil, nil, ErrClosed
 	}
 	now := t.q.now()
+	max, wait := t.q.allow(t.name, max, now)
+	if max == 0 {
+		if wait > 0 {
+			t.armRateLocked(wait)
+		}
+		return nil, t.waitChan(), nil
+	}
 	deadline, until := t.q.mono()+int64(leaseDur), now.Add(leaseDur).UnixNano()
 	var out []Message
 	var id message.ID
@@ -338,8 +352,23 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	if len(out) == 0 {
 		return nil, t.waitChan(), nil
 	}
+	t.q.took(t.name, len(out), now)
 	t.armLocked()
 	return out, nil, nil
+}
+
+// armRateLocked wakes waiting Receives after d, when the topic's rate
+// allows another message. t.mu is held.
+func (t *topic) armRateLocked(d time.Duration) {
+	if t.rateTimer == nil {
+		t.rateTimer = time.AfterFunc(d, func() {
+			t.mu.Lock()
+			t.wake()
+			t.mu.Unlock()
+		})
+		return
+	}
+	t.rateTimer.Reset(d)
 }
 
 // armDueLocked makes sure waiting Receives are woken at due (unix ns), when
@@ -520,6 +549,9 @@ func (t *topic) close() error {
 	}
 	if t.dueTimer != nil {
 		t.dueTimer.Stop()
+	}
+	if t.rateTimer != nil {
+		t.rateTimer.Stop()
 	}
 	t.mu.Unlock()
 	err := t.checkpoint()

@@ -100,7 +100,7 @@ func TestIdleTopics(t *testing.T) {
 		{"lease_keeps_the_topic_backlog_does_not", func(t *testing.T, q *Queue) {
 			deliver(t, q, "t", "a", "b", "c")
 			ms := recv(t, q, "t", 1, 10*idle)
-			if err := q.Nack(ctx(), "t", recv(t, q, "t", 1, 10*idle)[0].ID, 0); err != nil {
+			if err := q.Nack(ctx(), "t", recv(t, q, "t", 1, 10*idle)[0].ID, NackOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(5 * idle)

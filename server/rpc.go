@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"google.golang.org/grpc/codes"
@@ -387,14 +388,14 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 	if cerr != nil {
 		return nil, cerr
 	}
-	delay, err := s.nackDelay(m.DelayMs)
+	o, err := s.nackOptions(m.DelayMs, m.Reason, m.DeadLetter)
 	if err != nil {
 		return nil, err
 	}
 	if m.Receipt != "" {
-		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, delay)
+		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, o)
 	} else {
-		err = s.q.Nack(ctx, m.Topic, id, delay)
+		err = s.q.Nack(ctx, m.Topic, id, o)
 	}
 	if err != nil {
 		return nil, serverError(err)
@@ -402,12 +403,18 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 	return &hourglassv1.NackResponse{}, nil
 }
 
-// nackDelay checks a Nack's delay_ms.
-func (s *Server) nackDelay(ms int64) (time.Duration, error) {
+// nackOptions checks a Nack's delay_ms and reason.
+func (s *Server) nackOptions(ms int64, reason string, dead bool) (queue.NackOptions, error) {
 	if ms < 0 || ms > s.opts.MaxDelay.Milliseconds() {
-		return 0, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
+		return queue.NackOptions{}, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	if len(reason) > queue.MaxReason {
+		return queue.NackOptions{}, invalid("reason is %d bytes: at most %d", len(reason), queue.MaxReason)
+	}
+	if !utf8.ValidString(reason) {
+		return queue.NackOptions{}, invalid("reason is not valid UTF-8")
+	}
+	return queue.NackOptions{Delay: time.Duration(ms) * time.Millisecond, Reason: reason, DeadLetter: dead}, nil
 }
 
 // time serves Time.

@@ -504,9 +504,9 @@ func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *
 	}
 	for _, nk := range set.Nacks {
 		r := &hourglassv1.AckResult{Acked: true}
-		delay, err := c.s.nackDelay(nk.DelayMs)
+		o, err := c.s.nackOptions(nk.DelayMs, nk.Reason, nk.DeadLetter)
 		if err == nil {
-			if err = c.s.q.NackReceipt(ctx, c.topic, nk.Receipt, delay); err != nil {
+			if err = c.s.q.NackReceipt(ctx, c.topic, nk.Receipt, o); err != nil {
 				err = serverError(err)
 			}
 		}
