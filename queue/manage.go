@@ -1,0 +1,266 @@
+package queue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
+)
+
+// ListState says which of a topic's messages List returns.
+type ListState int
+
+const (
+	// ListDue are the messages waiting to be received: never received,
+	// or given back (a Nack, an expired lease).
+	ListDue ListState = iota + 1
+	// ListLeased are the messages received and not yet settled.
+	ListLeased
+)
+
+// MaxListPage bounds the messages of one List page.
+const MaxListPage = 1000
+
+// List returns up to n of topic's messages in state, in queue-log order,
+// from the page token after on ("" for the first page), and the token of
+// the next page ("" when there is none). It changes nothing: no lease is
+// taken and no attempt raised. Due messages include those handed over a
+// little before their time (the engine's handoff lead). Message.Receipt
+// is empty; Message.LeaseUntil is set for leased ones only.
+func (q *Queue) List(ctx context.Context, name string, state ListState, after string, n int) ([]Message, string, error) {
+	if err := ValidateTopic(name); err != nil {
+		return nil, "", err
+	}
+	if n < 1 || n > MaxListPage {
+		return nil, "", fmt.Errorf("%w: page size %d; from 1 to %d", ErrInvalid, n, MaxListPage)
+	}
+	from := int64(0)
+	if after != "" {
+		v, err := strconv.ParseInt(after, 10, 64)
+		if err != nil || v < 0 {
+			return nil, "", fmt.Errorf("%w: page token %q is not one List returned", ErrInvalid, after)
+		}
+		from = v
+	}
+	if err := q.enter(); err != nil {
+		return nil, "", err
+	}
+	defer q.leave()
+	t, err := q.topic(name, false)
+	if err != nil || t == nil {
+		return nil, "", err
+	}
+	defer q.release(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, "", ErrClosed
+	}
+	switch state {
+	case ListLeased:
+		return t.listLeasedLocked(from, n)
+	case ListDue:
+		return t.listDueLocked(from, n)
+	}
+	return nil, "", fmt.Errorf("%w: list state %d", ErrInvalid, state)
+}
+
+// listLeasedLocked lists the leases at offsets from on. t.mu is held.
+func (t *topic) listLeasedLocked(from int64, n int) ([]Message, string, error) {
+	ls := make([]*lease, 0, len(t.leases))
+	for _, l := range t.leases {
+		if l.off >= from {
+			ls = append(ls, l)
+		}
+	}
+	slices.SortFunc(ls, func(a, b *lease) int { return cmp.Compare(a.off, b.off) })
+	var out []Message
+	var id message.ID
+	var m message.Message
+	var arena []byte
+	now := t.q.now()
+	for _, l := range ls {
+		if len(out) == n {
+			return out, strconv.FormatInt(l.off, 10), nil
+		}
+		if err := t.readAt(l.off, &id, &m); err != nil {
+			return nil, "", err
+		}
+		msg := t.message(l, now, &m, &arena)
+		msg.Receipt, msg.ReceivedAt = "", now
+		out = append(out, msg)
+	}
+	return out, "", nil
+}
+
+// listDueLocked lists the messages waiting to be received at offsets from
+// on: those given back (below the cursor), then the never-received ones
+// from the cursor. The token is the offset of the next message to look
+// at, a record boundary from the cursor on. t.mu is held.
+func (t *topic) listDueLocked(from int64, n int) ([]Message, string, error) {
+	var out []Message
+	var id message.ID
+	var m message.Message
+	var arena []byte
+	now := t.q.now()
+	add := func(off int64, attempt uint32) {
+		l := &lease{off: off, id: id, attempt: attempt}
+		msg := t.message(l, now, &m, &arena)
+		msg.Receipt, msg.ReceivedAt, msg.LeaseUntil = "", now, now
+		out = append(out, msg)
+	}
+	fifo := slices.Clone(t.fifo)
+	slices.SortFunc(fifo, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
+	for _, e := range fifo {
+		if e.off < from {
+			continue
+		}
+		if len(out) == n {
+			return out, strconv.FormatInt(e.off, 10), nil
+		}
+		if err := t.readAt(e.off, &id, &m); err != nil {
+			return nil, "", err
+		}
+		add(e.off, e.attempt)
+	}
+	cursor := t.reader.Pos()
+	if t.peeked {
+		cursor = t.reader.Offset()
+	}
+	it, err := t.log.NewIterator(max(from, cursor))
+	if err != nil {
+		return nil, "", t.missing(max(from, cursor), err)
+	}
+	defer it.Close()
+	for it.Next() {
+		if _, acked := slices.BinarySearch(t.skip, it.Offset()); acked {
+			continue
+		}
+		if len(out) == n {
+			return out, strconv.FormatInt(it.Offset(), 10), nil
+		}
+		if err := t.decode(it, &id, &m); err != nil {
+			return nil, "", err
+		}
+		add(it.Offset(), m.Attempt)
+	}
+	return out, "", it.Err()
+}
+
+// PurgeDue removes every message of topic that waits to be received (as
+// if each were received and acked; leased ones are left to their
+// consumers) and returns how many. The purge is durable when it returns
+// (a checkpoint records it).
+func (q *Queue) PurgeDue(ctx context.Context, name string) (int64, error) {
+	if err := ValidateTopic(name); err != nil {
+		return 0, err
+	}
+	if err := q.enter(); err != nil {
+		return 0, err
+	}
+	defer q.leave()
+	t, err := q.topic(name, false)
+	if err != nil || t == nil {
+		return 0, err
+	}
+	defer q.release(t)
+	t.ackMu.Lock()
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.ackMu.Unlock()
+		return 0, ErrClosed
+	}
+	it, err := t.log.NewIterator(t.end)
+	if err != nil {
+		t.mu.Unlock()
+		t.ackMu.Unlock()
+		return 0, t.missing(t.end, err)
+	}
+	purged := int64(len(t.fifo)) + max(0, t.unread-int64(len(t.skip)))
+	for _, e := range t.fifo {
+		delete(t.lastErr, e.off)
+	}
+	t.fifo, t.skip = nil, nil
+	t.reader.Close()
+	t.reader, t.peeked, t.unread = it, false, 0
+	t.stats.Acked += uint64(purged)
+	t.mu.Unlock()
+	t.ackMu.Unlock()
+	if err := t.checkpoint(); err != nil {
+		return 0, err
+	}
+	q.opts.Logger.Info("queue: topic purged", "topic", name, "messages", purged)
+	return purged, nil
+}
+
+// DeleteTopic removes topic: its logs, its messages in every state
+// (leased ones included: their Acks then fail) and its policy. The
+// dead-letter topic "<topic>.dlq" is a topic of its own. It returns how
+// many messages the topic held (waiting and leased), and reports whether
+// the topic existed.
+func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, error) {
+	if err := ValidateTopic(name); err != nil {
+		return 0, false, err
+	}
+	if err := q.enter(); err != nil {
+		return 0, false, err
+	}
+	defer q.leave()
+	q.mu.Lock()
+	s := q.topics[name]
+	for s != nil && s.busy != nil {
+		busy := s.busy
+		q.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+		q.mu.Lock()
+		s = q.topics[name]
+	}
+	dir := filepath.Join(q.dir, name)
+	if s == nil {
+		q.mu.Unlock()
+		return 0, false, nil
+	}
+	t := s.t
+	busy := make(chan struct{})
+	s.t, s.busy = nil, busy
+	q.mu.Unlock()
+	held := int64(0)
+	var cerr error
+	if t != nil {
+		st := t.statsSnapshot()
+		held = st.Backlog + int64(st.Leased)
+		cerr = t.close()
+	}
+	err := os.RemoveAll(dir)
+	if err == nil {
+		err = segfile.SyncDir(q.dir)
+	}
+	q.mu.Lock()
+	if q.topics[name] == s {
+		q.dropSlot(name)
+	}
+	s.busy = nil
+	q.mu.Unlock()
+	close(busy)
+	q.pol.mu.Lock()
+	delete(q.pol.set, name)
+	delete(q.pol.lim, name)
+	q.pol.mu.Unlock()
+	if err != nil {
+		return held, true, fmt.Errorf("queue: delete topic %q: %w", name, errors.Join(err, cerr))
+	}
+	q.opts.Logger.Info("queue: topic deleted", "topic", name, "messages", held)
+	return held, true, nil
+}

@@ -1,0 +1,130 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func listAll(t *testing.T, q *Queue, topic string, st ListState, page int) []Message {
+	t.Helper()
+	var out []Message
+	tok := ""
+	for range 1000 {
+		ms, next, err := q.List(context.Background(), topic, st, tok, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ms...)
+		if next == "" {
+			return out
+		}
+		tok = next
+	}
+	t.Fatal("List never ended")
+	return nil
+}
+
+// List shows due and leased messages page by page, in queue order, and
+// changes nothing: what it showed is then received as before.
+func TestList(t *testing.T) {
+	ctx := context.Background()
+	q := openQ(t, t.TempDir(), nil)
+	defer q.Close()
+	ids := deliver(t, q, "t", "a", "b", "c", "d", "e")
+	leased := recv(t, q, "t", 2, time.Minute) // a, b
+	if err := q.Nack(ctx, "t", ids[1], NackOptions{Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	due := listAll(t, q, "t", ListDue, 2)
+	if got := bodies(due); len(got) != 4 || got[0] != "b" || got[1] != "c" || got[3] != "e" {
+		t.Fatalf("due = %v, want b (given back) then c, d, e", got)
+	}
+	if due[0].Attempt != 1 || due[0].Receipt != "" {
+		t.Fatalf("the given-back message listed as %+v", due[0])
+	}
+	ls := listAll(t, q, "t", ListLeased, 1)
+	if len(ls) != 1 || ls[0].ID != leased[0].ID || !ls[0].LeaseUntil.Equal(leased[0].LeaseUntil) {
+		t.Fatalf("leased = %+v", ls)
+	}
+	// Listing changed nothing.
+	if got := bodies(recv(t, q, "t", 10, time.Minute)); len(got) != 4 {
+		t.Fatalf("received after listing: %v", got)
+	}
+	if _, _, err := q.List(ctx, "t", ListDue, "zz", 10); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad token: %v", err)
+	}
+	if ms, next, err := q.List(ctx, "nosuch", ListDue, "", 10); err != nil || len(ms) != 0 || next != "" {
+		t.Fatalf("unknown topic: %v %q %v", ms, next, err)
+	}
+}
+
+// PurgeDue removes what waits to be received, durably (a restart brings
+// none of it back), and leaves leased messages and later deliveries.
+func TestPurgeDue(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := openQ(t, dir, nil)
+	ids := deliver(t, q, "t", "a", "b", "c", "d")
+	recv(t, q, "t", 2, time.Minute) // a, b leased
+	if err := q.Nack(ctx, "t", ids[1], NackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.PurgeDue(ctx, "t")
+	if err != nil || n != 3 {
+		t.Fatalf("PurgeDue = %d, %v; want 3 (b given back, c, d)", n, err)
+	}
+	if ms := recv(t, q, "t", 10, time.Minute); len(ms) != 0 {
+		t.Fatalf("received %v after the purge", bodies(ms))
+	}
+	deliver(t, q, "t", "e")
+	if got := bodies(recv(t, q, "t", 10, time.Minute)); len(got) != 1 || got[0] != "e" {
+		t.Fatalf("after the purge a new delivery is received: %v", got)
+	}
+	if err := q.Ack(ctx, "t", ids[0]); err != nil {
+		t.Fatalf("the leased message survives the purge: %v", err)
+	}
+	q.Close()
+	q = openQ(t, dir, nil)
+	defer q.Close()
+	if got := bodies(recv(t, q, "t", 10, time.Minute)); len(got) != 1 || got[0] != "e" {
+		t.Fatalf("after a restart: %v, want only e (leased, not acked)", got)
+	}
+}
+
+// DeleteTopic removes the topic's files and policy; the topic can be used
+// again from nothing.
+func TestDeleteTopic(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := openQ(t, dir, nil)
+	defer q.Close()
+	if err := q.SetPolicy("t", Policy{MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, q, "t", "a", "b", "c")
+	recv(t, q, "t", 1, time.Minute)
+	n, ok, err := q.DeleteTopic(ctx, "t")
+	if err != nil || !ok || n != 3 {
+		t.Fatalf("DeleteTopic = %d, %v, %v; want 3 held", n, ok, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "topics", "t")); !os.IsNotExist(err) {
+		t.Fatalf("the topic's directory is still there: %v", err)
+	}
+	if p := q.Policy("t"); p != (Policy{}) {
+		t.Fatalf("policy kept: %+v", p)
+	}
+	if _, ok := q.Stats()["t"]; ok {
+		t.Fatal("Stats still lists the deleted topic")
+	}
+	if _, ok, err := q.DeleteTopic(ctx, "t"); ok || err != nil {
+		t.Fatalf("deleting it again: %v %v", ok, err)
+	}
+	deliver(t, q, "t", "z")
+	if got := bodies(recv(t, q, "t", 10, time.Minute)); len(got) != 1 || got[0] != "z" {
+		t.Fatalf("the topic used again: %v", got)
+	}
+}
