@@ -25,6 +25,25 @@
 //	| ver u8  | target deliverAt i64 | seq u64  |
 //	+---------+----------------------+----------+
 //
+// Reschedule payload (record type TypeReschedule): a cancel payload of the
+// old message, then the schedule payload of its replacement, whose ID is
+// its own deliverAt and the record's offset, like a schedule's:
+//
+//	+-----------------------+--------------------------------------+
+//	| cancel payload (17 B) | schedule payload (its own ver first) |
+//	+-----------------------+--------------------------------------+
+//
+// Control payload (record type TypeControl): a change to the server's
+// durable settings, routed to the catalog (policies, recurring schedules):
+//
+//	+---------+---------+--------------------+---------------------+
+//	| ver u8  | kind u8 | name uvarint+bytes | value uvarint+bytes |
+//	+---------+---------+--------------------+---------------------+
+//
+// kind is a ControlKind; name is what it is about (a topic, a schedule's
+// name); value is the new setting, JSON-encoded by its owner (empty for a
+// deletion).
+//
 // These layouts are part of the on-disk format (docs/FORMAT.md) and must not
 // change without a new version byte.
 //
@@ -46,12 +65,34 @@ const (
 	TypeSchedule uint8 = 1
 	// TypeCancel asks that the message with the given ID never be delivered.
 	TypeCancel uint8 = 2
+	// TypeReschedule cancels one message and schedules its replacement,
+	// atomically.
+	TypeReschedule uint8 = 3
+	// TypeControl changes a durable setting (ControlKind).
+	TypeControl uint8 = 4
+)
+
+// ControlKind says what a control record changes. Part of the on-disk
+// format.
+type ControlKind uint8
+
+// Control kinds. Part of the on-disk format.
+const (
+	// ControlPolicy sets a topic's policy (value: its JSON; empty: the
+	// defaults).
+	ControlPolicy ControlKind = 1
+	// ControlSchedule creates or replaces a recurring schedule (value: its
+	// JSON definition and state).
+	ControlSchedule ControlKind = 2
+	// ControlScheduleDelete deletes a recurring schedule (value empty).
+	ControlScheduleDelete ControlKind = 3
 )
 
 // Payload versions. Part of the on-disk format.
 const (
 	scheduleVersion = 1
 	cancelVersion   = 1
+	controlVersion  = 1
 )
 
 // Limits on what a message may hold. They bound what a decoder trusts.
@@ -231,6 +272,57 @@ func DecodeCancel(src []byte) (ID, error) {
 		DeliverAt: int64(binary.LittleEndian.Uint64(src[1:9])),
 		Seq:       binary.LittleEndian.Uint64(src[9:17]),
 	}, nil
+}
+
+// AppendReschedule appends the reschedule payload of target's replacement
+// m to dst.
+func AppendReschedule(dst []byte, target ID, m *Message) []byte {
+	return AppendSchedule(AppendCancel(dst, target), m)
+}
+
+// SplitReschedule splits a reschedule payload into the old message's ID
+// and the replacement's schedule payload (which aliases src). It checks
+// the cancel part only; DecodeSchedule checks the rest.
+func SplitReschedule(src []byte) (ID, []byte, error) {
+	if len(src) < CancelSize {
+		return ID{}, nil, ErrMalformed
+	}
+	id, err := DecodeCancel(src[:CancelSize])
+	if err != nil {
+		return ID{}, nil, err
+	}
+	return id, src[CancelSize:], nil
+}
+
+// Control is a decoded control payload; Name and Value alias the input.
+type Control struct {
+	Kind  ControlKind
+	Name  []byte
+	Value []byte
+}
+
+// AppendControl appends c's control payload to dst.
+func AppendControl(dst []byte, c Control) []byte {
+	dst = append(dst, controlVersion, byte(c.Kind))
+	return appendBytes(appendBytes(dst, c.Name), c.Value)
+}
+
+// DecodeControl decodes a control payload. Unknown kinds decode (a reader
+// skips what it does not know); the layout must hold exactly.
+func DecodeControl(src []byte) (Control, error) {
+	if len(src) < 2 || src[0] != controlVersion {
+		return Control{}, ErrMalformed
+	}
+	c := Control{Kind: ControlKind(src[1])}
+	var ok bool
+	rest := src[2:]
+	if c.Name, rest, ok = readBytes(rest); !ok {
+		return Control{}, ErrMalformed
+	}
+	if c.Value, rest, ok = readBytes(rest); !ok || len(rest) != 0 {
+		return Control{}, ErrMalformed
+	}
+	return c, nil
 }
 
 func appendBytes(dst, b []byte) []byte {

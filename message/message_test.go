@@ -149,3 +149,61 @@ func TestIDAppendText(t *testing.T) {
 		}
 	}
 }
+
+func TestRescheduleAndControl(t *testing.T) {
+	old := ID{DeliverAt: 5, Seq: 7}
+	m := Message{DeliverAt: 99, Topic: []byte("t"), Body: []byte("b"), Origin: old}
+	p := AppendReschedule(nil, old, &m)
+	id, sched, err := SplitReschedule(p)
+	if err != nil || id != old {
+		t.Fatalf("SplitReschedule = %v, %v", id, err)
+	}
+	var got Message
+	if err := DecodeSchedule(sched, &got); err != nil || got.DeliverAt != 99 || string(got.Body) != "b" || got.Origin != old {
+		t.Fatalf("the replacement: %+v, %v", got, err)
+	}
+	if _, _, err := SplitReschedule(p[:10]); err == nil {
+		t.Fatal("a cut reschedule payload decoded")
+	}
+	c := Control{Kind: ControlPolicy, Name: []byte("orders"), Value: []byte(`{"paused":true}`)}
+	dc, err := DecodeControl(AppendControl(nil, c))
+	if err != nil || dc.Kind != c.Kind || string(dc.Name) != "orders" || string(dc.Value) != string(c.Value) {
+		t.Fatalf("DecodeControl = %+v, %v", dc, err)
+	}
+	for _, bad := range [][]byte{nil, {1}, {2, 1, 0, 0}, append(AppendControl(nil, c), 0)} {
+		if _, err := DecodeControl(bad); err == nil {
+			t.Errorf("DecodeControl(%x) succeeded", bad)
+		}
+	}
+}
+
+func FuzzDecodeControl(f *testing.F) {
+	f.Add(AppendControl(nil, Control{Kind: ControlSchedule, Name: []byte("n"), Value: []byte("{}")}))
+	f.Add([]byte{1, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c, err := DecodeControl(src)
+		if err != nil {
+			return
+		}
+		var again Control
+		if again, err = DecodeControl(AppendControl(nil, c)); err != nil || again.Kind != c.Kind ||
+			!bytes.Equal(again.Name, c.Name) || !bytes.Equal(again.Value, c.Value) {
+			t.Fatalf("control does not round-trip: %+v %v", again, err)
+		}
+	})
+}
+
+func FuzzSplitReschedule(f *testing.F) {
+	f.Add(AppendReschedule(nil, ID{DeliverAt: 1, Seq: 2}, &Message{DeliverAt: 3, Topic: []byte("t")}))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		id, rest, err := SplitReschedule(src)
+		if err != nil {
+			return
+		}
+		if !bytes.Equal(append(AppendCancel(nil, id), rest...), src) {
+			t.Fatal("reschedule does not round-trip")
+		}
+		var m Message
+		_ = DecodeSchedule(rest, &m)
+	})
+}
