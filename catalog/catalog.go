@@ -1,0 +1,355 @@
+// Package catalog keeps the tables the engine derives from the commitlog
+// besides the schedule segments and dispatch logs:
+//
+//   - Keys: (topic, idempotency key) → the ID of the message scheduled with
+//     that key, for the message's whole life (a reschedule moves the key
+//     to the replacement), so that Cancel, Reschedule and Get work by key;
+//   - Moved: the ID of a rescheduled message → its replacement's ID;
+//   - Policies and Schedules: the durable settings control records carry
+//     (a topic's delivery policy, a recurring schedule), by name.
+//
+// The tables live in one B+tree file (go.etcd.io/bbolt), so their memory
+// is the operating system's page cache, not the heap, whatever their size.
+// Reput is the only writer: it stages what it routes (Put, Delete), and
+// Commit writes everything staged in one fsynced transaction before reput
+// advances its checkpoint. Readers see staged entries at once. A crash
+// loses what was staged and not committed; reput routes it again from the
+// checkpoint (the same records in the same order give the same tables).
+// Entries of messages whose segment is gone are swept (Sweep).
+//
+// It imports package message and segfile only (and bbolt).
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
+)
+
+// Table names a table of the catalog. The names are part of the on-disk
+// format.
+type Table string
+
+// Tables.
+const (
+	Keys      Table = "keys"      // topic "\x00" key → message.ID (16 bytes)
+	Moved     Table = "moved"     // message.ID (16 bytes) → message.ID (16 bytes)
+	Policies  Table = "policies"  // topic → JSON (the owner's encoding)
+	Schedules Table = "schedules" // name → JSON (the owner's encoding)
+)
+
+var tables = []Table{Keys, Moved, Policies, Schedules}
+
+// FileName is the catalog's file in reput's directory.
+const FileName = "catalog.db"
+
+// Catalog is one catalog file. Its methods are safe for concurrent use;
+// Put, Delete, Commit and Sweep are for one writer (reput's goroutine).
+type Catalog struct {
+	db   *bolt.DB
+	path string
+
+	mu sync.RWMutex
+	// staged holds what was put or deleted (nil value) since the last
+	// Commit began; committing what that Commit is writing. Readers look
+	// in staged, then committing, then the file.
+	staged, committing map[Table]map[string][]byte
+}
+
+// Open opens (creating if needed) the catalog file at path. A damaged file
+// is a *segfile.CorruptionError.
+func Open(path string) (*Catalog, error) {
+	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
+			return nil, &segfile.CorruptionError{Path: path, Offset: -1, Err: err}
+		}
+		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, t := range tables {
+			if _, err := tx.CreateBucketIfNotExists([]byte(t)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
+	}
+	return &Catalog{db: db, path: path, staged: map[Table]map[string][]byte{}}, nil
+}
+
+// Path returns the catalog's file path.
+func (c *Catalog) Path() string { return c.path }
+
+// Close closes the file; what is staged and not committed is dropped.
+func (c *Catalog) Close() error { return c.db.Close() }
+
+// Put stages key → value in t; readers see it at once.
+func (c *Catalog) Put(t Table, key, value []byte) {
+	c.stage(t, key, bytes.Clone(value))
+}
+
+// Delete stages the removal of key from t.
+func (c *Catalog) Delete(t Table, key []byte) { c.stage(t, key, nil) }
+
+func (c *Catalog) stage(t Table, key, value []byte) {
+	c.mu.Lock()
+	m := c.staged[t]
+	if m == nil {
+		m = map[string][]byte{}
+		c.staged[t] = m
+	}
+	m[string(key)] = value
+	c.mu.Unlock()
+}
+
+// Staged returns how many entries wait for Commit.
+func (c *Catalog) Staged() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for _, m := range c.staged {
+		n += len(m)
+	}
+	return n
+}
+
+// Commit writes everything staged in one transaction and fsyncs it.
+func (c *Catalog) Commit() error {
+	c.mu.Lock()
+	if len(c.staged) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	c.committing, c.staged = c.staged, map[Table]map[string][]byte{}
+	batch := c.committing
+	c.mu.Unlock()
+	err := c.db.Update(func(tx *bolt.Tx) error {
+		for t, m := range batch {
+			b := tx.Bucket([]byte(t))
+			for k, v := range m {
+				var err error
+				if v == nil {
+					err = b.Delete([]byte(k))
+				} else {
+					err = b.Put([]byte(k), v)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		// Put the batch back under what was staged since: a retry writes
+		// both, the newer winning.
+		for t, m := range batch {
+			s := c.staged[t]
+			if s == nil {
+				c.staged[t] = m
+				continue
+			}
+			for k, v := range m {
+				if _, newer := s[k]; !newer {
+					s[k] = v
+				}
+			}
+		}
+		c.committing = nil
+		return fmt.Errorf("catalog: commit %s: %w", c.path, err)
+	}
+	c.committing = nil
+	return nil
+}
+
+// Get returns key's value in t (a copy) and whether it is there.
+func (c *Catalog) Get(t Table, key []byte) ([]byte, bool, error) {
+	c.mu.RLock()
+	for _, layer := range []map[Table]map[string][]byte{c.staged, c.committing} {
+		if v, ok := layer[t][string(key)]; ok {
+			c.mu.RUnlock()
+			return bytes.Clone(v), v != nil, nil
+		}
+	}
+	c.mu.RUnlock()
+	var out []byte
+	err := c.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket([]byte(t)).Get(key); v != nil {
+			out = bytes.Clone(v)
+		}
+		return nil
+	})
+	return out, out != nil, err
+}
+
+// Scan calls fn with up to n entries of t whose keys are after after (all
+// from the start if after is nil), in key order, staged ones included;
+// fn's slices are its own. It returns the last key it passed to fn when
+// it stopped at n (nil when t has no more).
+func (c *Catalog) Scan(t Table, after []byte, n int, fn func(key, value []byte)) ([]byte, error) {
+	// The overlay's entries of t, merged with the file's in key order.
+	c.mu.RLock()
+	over := map[string][]byte{}
+	for _, layer := range []map[Table]map[string][]byte{c.committing, c.staged} {
+		for k, v := range layer[t] {
+			over[k] = v
+		}
+	}
+	c.mu.RUnlock()
+	var okeys []string
+	for k := range over {
+		if after == nil || k > string(after) {
+			okeys = append(okeys, k)
+		}
+	}
+	sortStrings(okeys)
+	count := 0
+	var last []byte
+	emit := func(k, v []byte) bool {
+		if count == n {
+			return false
+		}
+		fn(bytes.Clone(k), bytes.Clone(v))
+		last = bytes.Clone(k)
+		count++
+		return true
+	}
+	more := false
+	err := c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket([]byte(t)).Cursor()
+		var k, v []byte
+		if after == nil {
+			k, v = cur.First()
+		} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, v = cur.Next()
+		}
+		oi := 0
+		for k != nil || oi < len(okeys) {
+			var key, val []byte
+			switch {
+			case oi < len(okeys) && (k == nil || okeys[oi] <= string(k)):
+				key, val = []byte(okeys[oi]), over[okeys[oi]]
+				if k != nil && okeys[oi] == string(k) {
+					k, v = cur.Next()
+				}
+				oi++
+			default:
+				if _, shadowed := over[string(k)]; shadowed {
+					k, v = cur.Next()
+					continue
+				}
+				key, val = k, v
+				k, v = cur.Next()
+			}
+			if val == nil {
+				continue // deleted
+			}
+			if !emit(key, val) {
+				more = true
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil || !more {
+		return nil, err
+	}
+	return last, nil
+}
+
+// Sweep looks at up to n committed entries of t after after and stages
+// the removal of those dead says are dead (and that nothing staged
+// changed since). It returns where to go on (nil: from the start, the
+// table was swept to its end) and how many it removed.
+func (c *Catalog) Sweep(t Table, after []byte, n int, dead func(key, value []byte) bool) ([]byte, int, error) {
+	var gone [][]byte
+	var next []byte
+	err := c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket([]byte(t)).Cursor()
+		var k, v []byte
+		if after == nil {
+			k, v = cur.First()
+		} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, v = cur.Next()
+		}
+		var last []byte
+		for i := 0; k != nil; i++ {
+			if i == n {
+				next = last // go on after the last one looked at
+				return nil
+			}
+			if dead(k, v) {
+				gone = append(gone, bytes.Clone(k))
+			}
+			last = bytes.Clone(k)
+			k, v = cur.Next()
+		}
+		return nil
+	})
+	if err != nil {
+		return after, 0, err
+	}
+	c.mu.Lock()
+	removed := 0
+	for _, k := range gone {
+		if _, touched := c.staged[t][string(k)]; touched {
+			continue
+		}
+		if c.staged[t] == nil {
+			c.staged[t] = map[string][]byte{}
+		}
+		c.staged[t][string(k)] = nil
+		removed++
+	}
+	c.mu.Unlock()
+	return next, removed, nil
+}
+
+// KeyOf is the Keys table's key of (topic, key).
+func KeyOf(topic, key string) []byte {
+	b := make([]byte, 0, len(topic)+1+len(key))
+	return append(append(append(b, topic...), 0), key...)
+}
+
+// EncodeID is an ID as the Keys and Moved tables store it.
+func EncodeID(id message.ID) []byte {
+	var b [16]byte
+	putID(b[:], id)
+	return b[:]
+}
+
+// DecodeID decodes an ID EncodeID encoded.
+func DecodeID(b []byte) (message.ID, bool) {
+	if len(b) != 16 {
+		return message.ID{}, false
+	}
+	return getID(b), true
+}
+
+// LookupID returns the ID stored under key in t (Keys or Moved).
+func (c *Catalog) LookupID(t Table, key []byte) (message.ID, bool, error) {
+	v, ok, err := c.Get(t, key)
+	if err != nil || !ok {
+		return message.ID{}, false, err
+	}
+	id, ok := DecodeID(v)
+	if !ok {
+		return message.ID{}, false, &segfile.CorruptionError{Path: c.path, Offset: -1,
+			Err: fmt.Errorf("catalog: table %s holds a %d-byte ID", t, len(v))}
+	}
+	return id, true, nil
+}

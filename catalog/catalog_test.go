@@ -1,0 +1,154 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/segfile"
+)
+
+func open(t *testing.T, path string) *Catalog {
+	t.Helper()
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func get(t *testing.T, c *Catalog, tb Table, k string) string {
+	t.Helper()
+	v, ok, err := c.Get(tb, []byte(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		return "<none>"
+	}
+	return string(v)
+}
+
+// Staged entries are visible at once and durable only after Commit; a
+// reopened catalog has what was committed and nothing else.
+func TestStageCommitReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := open(t, path)
+	c.Put(Policies, []byte("a"), []byte("1"))
+	c.Put(Policies, []byte("b"), []byte("2"))
+	if got := get(t, c, Policies, "a"); got != "1" {
+		t.Fatalf("staged a = %s", got)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Delete(Policies, []byte("a"))
+	c.Put(Policies, []byte("c"), []byte("3"))
+	if got := get(t, c, Policies, "a"); got != "<none>" {
+		t.Fatalf("a after a staged delete = %s", got)
+	}
+	if c.Staged() != 2 {
+		t.Fatalf("Staged = %d", c.Staged())
+	}
+	c.Close() // the second batch is never committed: a crash
+	c = open(t, path)
+	defer c.Close()
+	for k, want := range map[string]string{"a": "1", "b": "2", "c": "<none>"} {
+		if got := get(t, c, Policies, k); got != want {
+			t.Errorf("after reopen %s = %s, want %s", k, got, want)
+		}
+	}
+}
+
+// Scan merges staged and committed entries in key order, hides deleted
+// ones, and pages.
+func TestScan(t *testing.T) {
+	c := open(t, filepath.Join(t.TempDir(), FileName))
+	defer c.Close()
+	for _, k := range []string{"b", "d", "f"} {
+		c.Put(Schedules, []byte(k), []byte("old-"+k))
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Put(Schedules, []byte("a"), []byte("a"))
+	c.Put(Schedules, []byte("d"), []byte("new-d"))
+	c.Delete(Schedules, []byte("f"))
+	c.Put(Schedules, []byte("e"), []byte("e"))
+	var got []string
+	var after []byte
+	for range 10 {
+		next, err := c.Scan(Schedules, after, 2, func(k, v []byte) { got = append(got, string(k)+"="+string(v)) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next == nil {
+			break
+		}
+		after = next
+	}
+	want := []string{"a=a", "b=old-b", "d=new-d", "e=e"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Scan = %v, want %v", got, want)
+	}
+}
+
+// Sweep stages the removal of committed entries its function calls dead,
+// a page at a time, and leaves entries staged since.
+func TestSweep(t *testing.T) {
+	c := open(t, filepath.Join(t.TempDir(), FileName))
+	defer c.Close()
+	for i := range 10 {
+		c.Put(Keys, KeyOf("t", fmt.Sprint(i)), EncodeID(message.ID{DeliverAt: int64(i), Seq: uint64(i)}))
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Put(Keys, KeyOf("t", "2"), EncodeID(message.ID{DeliverAt: 100, Seq: 100})) // moved since
+	dead := func(_, v []byte) bool { id, _ := DecodeID(v); return id.DeliverAt < 5 }
+	var after []byte
+	total := 0
+	for range 10 {
+		next, n, err := c.Sweep(Keys, after, 3, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		if after = next; after == nil {
+			break
+		}
+	}
+	if total != 4 {
+		t.Fatalf("swept %d, want 4 (0, 1, 3, 4; 2 was put again)", total)
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	id, ok, err := c.LookupID(Keys, KeyOf("t", "2"))
+	if err != nil || !ok || id.DeliverAt != 100 {
+		t.Fatalf("the re-put key: %v %v %v", id, ok, err)
+	}
+	if _, ok, _ := c.LookupID(Keys, KeyOf("t", "1")); ok {
+		t.Fatal("a dead key survived the sweep")
+	}
+	if _, ok, _ := c.LookupID(Keys, KeyOf("t", "7")); !ok {
+		t.Fatal("a live key was swept")
+	}
+}
+
+// A file that is not a catalog is a CorruptionError naming it.
+func TestDamagedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	if err := os.WriteFile(path, make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path)
+	var ce *segfile.CorruptionError
+	if !errors.As(err, &ce) || ce.Path != path {
+		t.Fatalf("Open of a zeroed file = %v, want a CorruptionError naming it", err)
+	}
+}
