@@ -99,6 +99,9 @@ const (
 	// commitlog, and nothing of the bucket can have been delivered): the
 	// log is whole again.
 	Recovered Reason = 5
+	// Rescheduled means a Reschedule replaced the entry by another (a
+	// cancel whose record also scheduled the replacement).
+	Rescheduled Reason = 6
 )
 
 // String returns "delivered", "cancelled" or "dead-lettered".
@@ -114,12 +117,14 @@ func (r Reason) String() string {
 		return "lost-marker"
 	case Recovered:
 		return "recovered-marker"
+	case Rescheduled:
+		return "rescheduled"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
 
 // Valid reports whether r is one of the defined reasons or markers.
-func (r Reason) Valid() bool { return r >= Delivered && r <= Recovered }
+func (r Reason) Valid() bool { return r >= Delivered && r <= Rescheduled }
 
 // Marker reports whether r is a marker (Lost, Recovered) rather than the
 // reason an entry is done.
@@ -246,7 +251,7 @@ func (w *Writer) appendLocked(recs []Done) error {
 	}
 	for _, r := range recs {
 		if !r.Reason.Valid() || (r.Reason.Marker() && r.Seq != 0) {
-			return fmt.Errorf("%w: %d for seq %d (want 1 delivered, 2 cancelled, 3 dead-lettered, or the markers 4 lost and 5 recovered, with seq 0)", ErrBadReason, r.Reason, r.Seq)
+			return fmt.Errorf("%w: %d for seq %d (want 1 delivered, 2 cancelled, 3 dead-lettered, 6 rescheduled, or the markers 4 lost and 5 recovered, with seq 0)", ErrBadReason, r.Reason, r.Seq)
 		}
 	}
 	if len(recs) == 0 {

@@ -150,7 +150,7 @@ func TestAppendRejects(t *testing.T) {
 		want error
 	}{
 		{"reason_zero", []Done{{1, 0}}, ErrBadReason},
-		{"reason_6", []Done{{1, 6}}, ErrBadReason},
+		{"reason_7", []Done{{1, 7}}, ErrBadReason},
 		{"marker_with_seq", []Done{{1, Lost}}, ErrBadReason},
 		{"bad_reason_in_batch", []Done{{1, Delivered}, {2, 200}}, ErrBadReason},
 	}

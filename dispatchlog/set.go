@@ -19,13 +19,14 @@ type Counts struct {
 	Delivered    int // records with reason Delivered
 	Cancelled    int // records with reason Cancelled
 	DeadLettered int // records with reason DeadLettered
+	Rescheduled  int // records with reason Rescheduled
 	// Lost is set when the log's last marker is Lost: it was created in
 	// place of a lost log, and entries not in the set may be done.
 	Lost bool
 }
 
 // Total returns the number of done-records counted.
-func (c Counts) Total() int { return c.Delivered + c.Cancelled + c.DeadLettered }
+func (c Counts) Total() int { return c.Delivered + c.Cancelled + c.DeadLettered + c.Rescheduled }
 
 func (c *Counts) add(r Reason) {
 	switch r {
@@ -35,6 +36,8 @@ func (c *Counts) add(r Reason) {
 		c.Cancelled++
 	case DeadLettered:
 		c.DeadLettered++
+	case Rescheduled:
+		c.Rescheduled++
 	case Lost:
 		c.Lost = true
 	case Recovered:

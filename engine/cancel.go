@@ -140,7 +140,7 @@ func doneReason(path string, seq uint64) (dispatchlog.Reason, bool, error) {
 // doneResult is Cancel's answer for a message whose done-record has
 // reason r.
 func doneResult(r dispatchlog.Reason) CancelResult {
-	if r == dispatchlog.Cancelled {
+	if r == dispatchlog.Cancelled || r == dispatchlog.Rescheduled {
 		return AlreadyCancelled
 	}
 	return AlreadyDone
@@ -210,88 +210,19 @@ func (e *Engine) sinkMayHold(ctx context.Context, id message.ID) (bool, error) {
 
 // Cancel cancels the message id. Its answer is truthful (I7): Cancelled
 // only if the message will never be delivered, including when the cancel
-// races with firing; AlreadyCancelled if an earlier Cancel cancelled it
-// (also across restarts); AlreadyDone if it was delivered, is being
-// delivered or was dead-lettered; Unknown if no such message is pending.
+// races with firing; AlreadyCancelled if an earlier Cancel (or a
+// Reschedule) made it so (also across restarts); AlreadyDone if it was
+// delivered, is being delivered or was dead-lettered; Unknown if no such
+// message is pending.
 func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {
 		return Unknown, ErrClosed
 	}
-	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
-		return Unknown, nil
-	}
-	// Its schedule record must be routed before its segment can be found,
-	// and the cancels in the commitlog at Open before a dispatch log can
-	// say whether it was cancelled before.
-	if err := e.reput.WaitRouted(ctx, max(int64(id.Seq)+1, e.openEnd)); err != nil {
-		return Unknown, err
-	}
-	seg, ok := e.reput.FindSegment(id.DeliverAt)
-	if !ok {
-		return Unknown, nil
-	}
-	var st cancelState
-	for range maxCancelWaits {
-		var wait <-chan struct{}
-		var err error
-		st, wait, err = e.d.tryCancel(ctx, id.Seq, seg.Start)
-		if err != nil {
-			return Unknown, err
-		}
-		if st != cancelWait {
-			break
-		}
-		// Another Cancel of it is appending its record: its outcome is ours.
-		select {
-		case <-wait:
-		case <-e.d.stopped:
-			return Unknown, ErrClosed
-		case <-ctx.Done():
-			return Unknown, ctx.Err()
-		}
-	}
-	switch st {
-	case cancelWait:
-		return Unknown, fmt.Errorf("engine: cancel of %s: other Cancels of it kept deciding; try again", id)
-	case cancelDoneBefore:
-		// Done before its bucket was loaded: the dispatch log says why.
-		r, ok, err := doneReason(e.donePath(seg.Start), id.Seq)
-		if err != nil || !ok {
-			// In the done set loaded from that file, so done either way;
-			// delivered is the safe answer.
-			return AlreadyDone, err
-		}
-		return doneResult(r), nil
-	case cancelRegistered, cancelRegisteredUnloaded:
-	default:
-		return st.result(), nil
-	}
-	if st == cancelRegisteredUnloaded {
-		// The bucket is not in memory: its dispatch log is the record of
-		// what was delivered or cancelled. Deliveries are synced there
-		// before they are confirmed, nothing of an unloaded bucket is in
-		// flight, and the cancels reput routed there are synced first.
-		r, done, err := e.unloadedDone(seg.Start, id.Seq)
-		if err != nil {
-			e.d.dropIntent(id.Seq)
-			return Unknown, err
-		}
-		if done {
-			e.d.dropIntent(id.Seq)
-			return doneResult(r), nil
-		}
-	}
-	if held, err := e.sinkMayHold(ctx, id); err != nil || held {
-		// An earlier run may have handed it to the sink without recording
-		// it done (a crash, or a Close, between the sink's answer and the
-		// done-record): it is delivered again, so it is not cancelled.
-		e.d.dropIntent(id.Seq)
-		if err != nil {
-			return Unknown, err
-		}
-		return AlreadyDone, nil
+	res, claimed, err := e.claim(ctx, id)
+	if err != nil || !claimed {
+		return res, err
 	}
 	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
 	if err != nil {
@@ -301,6 +232,89 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 	e.d.armIntent(id.Seq, offs[0])
 	e.cancelled.Add(1)
 	return Cancelled, nil
+}
+
+// claim decides whether message id can still be kept from firing. If it
+// can, it registers an intent that keeps it from firing and reports
+// claimed: the caller appends its record (a cancel, a reschedule) and arms
+// the intent with the record's offset, or drops it if the append fails.
+// Otherwise res is the answer (AlreadyDone, AlreadyCancelled, Unknown).
+// e.closeMu is held shared.
+func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, claimed bool, err error) {
+	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
+		return Unknown, false, nil
+	}
+	// Its schedule record must be routed before its segment can be found,
+	// and the cancels in the commitlog at Open before a dispatch log can
+	// say whether it was cancelled before.
+	if err := e.reput.WaitRouted(ctx, max(int64(id.Seq)+1, e.openEnd)); err != nil {
+		return Unknown, false, err
+	}
+	seg, ok := e.reput.FindSegment(id.DeliverAt)
+	if !ok {
+		return Unknown, false, nil
+	}
+	var st cancelState
+	for range maxCancelWaits {
+		var wait <-chan struct{}
+		st, wait, err = e.d.tryCancel(ctx, id.Seq, seg.Start)
+		if err != nil {
+			return Unknown, false, err
+		}
+		if st != cancelWait {
+			break
+		}
+		// Another Cancel of it is appending its record: its outcome is ours.
+		select {
+		case <-wait:
+		case <-e.d.stopped:
+			return Unknown, false, ErrClosed
+		case <-ctx.Done():
+			return Unknown, false, ctx.Err()
+		}
+	}
+	switch st {
+	case cancelWait:
+		return Unknown, false, fmt.Errorf("engine: cancel of %s: other Cancels of it kept deciding; try again", id)
+	case cancelDoneBefore:
+		// Done before its bucket was loaded: the dispatch log says why.
+		r, ok, err := doneReason(e.donePath(seg.Start), id.Seq)
+		if err != nil || !ok {
+			// In the done set loaded from that file, so done either way;
+			// delivered is the safe answer.
+			return AlreadyDone, false, err
+		}
+		return doneResult(r), false, nil
+	case cancelRegistered, cancelRegisteredUnloaded:
+	default:
+		return st.result(), false, nil
+	}
+	if st == cancelRegisteredUnloaded {
+		// The bucket is not in memory: its dispatch log is the record of
+		// what was delivered or cancelled. Deliveries are synced there
+		// before they are confirmed, nothing of an unloaded bucket is in
+		// flight, and the cancels reput routed there are synced first.
+		r, done, err := e.unloadedDone(seg.Start, id.Seq)
+		if err != nil {
+			e.d.dropIntent(id.Seq)
+			return Unknown, false, err
+		}
+		if done {
+			e.d.dropIntent(id.Seq)
+			return doneResult(r), false, nil
+		}
+	}
+	if held, err := e.sinkMayHold(ctx, id); err != nil || held {
+		// An earlier run may have handed it to the sink without recording
+		// it done (a crash, or a Close, between the sink's answer and the
+		// done-record): it is delivered again, so it is not cancelled.
+		e.d.dropIntent(id.Seq)
+		if err != nil {
+			return Unknown, false, err
+		}
+		return AlreadyDone, false, nil
+	}
+	return Cancelled, true, nil
 }
 
 // unloadedDone reads from the dispatch log of the bucket at start whether

@@ -40,6 +40,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/reput"
@@ -123,6 +124,10 @@ type Engine struct {
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
 	keys   *keyIndex // nil when Options.IdempotencyWindow is 0
+	// cat holds the key index, reschedules and durable settings that
+	// reput routes (package catalog).
+	cat         *catalog.Catalog
+	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
 	health *health
 	// refused is closed, with refuseErr set, by refuse.
 	refused    chan struct{}
@@ -190,7 +195,17 @@ func Open(opts Options) (*Engine, error) {
 		go e.keys.loadKeys(l, l.EndOffset(), opts.Logger.Warn)
 	}
 	e.d = newDriver(e)
+	if err := os.MkdirAll(e.schedDir, 0o755); err != nil {
+		l.Close()
+		return nil, err
+	}
+	if e.cat, err = catalog.Open(filepath.Join(e.schedDir, catalog.FileName)); err != nil {
+		l.Close()
+		return nil, repairHint(err, opts.Dir)
+	}
 	e.reput, err = reput.Start(reput.Options{
+		Catalog:         e.cat,
+		OnControl:       opts.OnControl,
 		Log:             l,
 		Dir:             e.schedDir,
 		SegmentDuration: opts.SegmentDuration,
@@ -204,6 +219,7 @@ func Open(opts Options) (*Engine, error) {
 		OnResume: func() { e.health.ok(StageRoute) },
 	})
 	if err != nil {
+		e.cat.Close()
 		l.Close()
 		return nil, repairHint(err, opts.Dir)
 	}
@@ -300,6 +316,9 @@ func (e *Engine) Close() error {
 	e.closeMu.Unlock()
 	e.d.stop()
 	err := e.reput.Close()
+	if cerr := e.cat.Close(); err == nil {
+		err = cerr
+	}
 	if cerr := e.log.Close(); err == nil {
 		err = cerr
 	}

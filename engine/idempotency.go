@@ -131,6 +131,25 @@ func (k *keyIndex) settleAt(ik string, id message.ID, ok bool, at time.Time) {
 	}
 }
 
+// moved makes the key of a rescheduled message (hs: its headers) name its
+// replacement, while its window lasts: a Schedule retried with the key
+// gets the message that will be delivered.
+func (k *keyIndex) moved(topic string, hs []message.Header, old, nid message.ID) {
+	for _, h := range hs {
+		if string(h.Key) != IdempotencyHeader {
+			continue
+		}
+		ik := indexKey(topic, string(h.Value))
+		k.mu.Lock()
+		if e, ok := k.ids[ik]; ok && e.pending == nil && e.id == old {
+			e.id = nid
+			k.ids[ik] = e
+		}
+		k.mu.Unlock()
+		return
+	}
+}
+
 // loadKeys rebuilds the index from the schedule records in the retained
 // commitlog below end, then opens it for Schedules. A key's window starts
 // when its Schedule arrived (IdempotencyTimeHeader); a record written

@@ -35,6 +35,9 @@ const (
 	StateCancelled
 	// StateDeadLettered: the sink refused it for good.
 	StateDeadLettered
+	// StateRescheduled: a Reschedule replaced it (Engine.Moved names the
+	// replacement); it will never be delivered under this ID.
+	StateRescheduled
 )
 
 // String returns the state's name ("pending", "not-found", ...).
@@ -50,6 +53,8 @@ func (s State) String() string {
 		return "cancelled"
 	case StateDeadLettered:
 		return "dead-lettered"
+	case StateRescheduled:
+		return "rescheduled"
 	}
 	return "not-found"
 }
@@ -103,13 +108,15 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if err := e.d.call(ctx, func() { mem = e.d.memState(id.Seq, seg.Start) }); err != nil {
 		return Found{}, err
 	}
+	if mem == StateCancelled {
+		return e.cancelledOrMoved(ctx, f)
+	}
 	if mem != StatePending && mem != StateDelivered {
 		f.State = mem
 		return f, nil
 	}
 	if _, ok := recent[id]; ok {
-		f.State = StateCancelled
-		return f, nil
+		return e.cancelledOrMoved(ctx, f)
 	}
 	// The dispatch log says why it is done.
 	recs, err := dispatchlog.Records(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
@@ -124,11 +131,25 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 		switch r.Reason {
 		case dispatchlog.Cancelled:
 			f.State = StateCancelled
+		case dispatchlog.Rescheduled:
+			f.State = StateRescheduled
 		case dispatchlog.DeadLettered:
 			f.State = StateDeadLettered
 		default:
 			f.State = StateDelivered
 		}
+	}
+	return f, nil
+}
+
+// cancelledOrMoved returns f as cancelled, or as rescheduled if the
+// catalog names a replacement.
+func (e *Engine) cancelledOrMoved(ctx context.Context, f Found) (Found, error) {
+	f.State = StateCancelled
+	if _, ok, err := e.Moved(ctx, f.ID); err != nil {
+		return Found{}, err
+	} else if ok {
+		f.State = StateRescheduled
 	}
 	return f, nil
 }
@@ -320,10 +341,7 @@ func (e *Engine) cancelsFrom(ctx context.Context, from int64) (map[message.ID]st
 			}
 		}
 		rec := it.Record()
-		if rec.Type != message.TypeCancel {
-			continue
-		}
-		if id, err := message.DecodeCancel(rec.Payload); err == nil {
+		if id, ok := message.CancelTarget(rec.Type, rec.Payload); ok {
 			out[id] = struct{}{}
 		}
 	}

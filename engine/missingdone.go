@@ -53,12 +53,15 @@ func (d *driver) missingDone(job loadJob, res *loadResult, recreated bool) strin
 	} else {
 		var recs []dispatchlog.Done
 		for it.Next() && it.Offset() < job.pos {
-			if r := it.Record(); r.Type == message.TypeCancel {
-				if id, err := message.DecodeCancel(r.Payload); err == nil {
-					if seg, ok := d.e.reput.FindSegment(id.DeliverAt); ok && seg.Start == job.start {
-						recs = append(recs, dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled})
-						res.done.Add(id.Seq)
+			r := it.Record()
+			if id, ok := message.CancelTarget(r.Type, r.Payload); ok {
+				if seg, ok := d.e.reput.FindSegment(id.DeliverAt); ok && seg.Start == job.start {
+					reason := dispatchlog.Cancelled
+					if r.Type == message.TypeReschedule {
+						reason = dispatchlog.Rescheduled
 					}
+					recs = append(recs, dispatchlog.Done{Seq: id.Seq, Reason: reason})
+					res.done.Add(id.Seq)
 				}
 			}
 		}

@@ -118,6 +118,11 @@ type Options struct {
 	// MaxInflight bounds the messages handed to the sink and not yet
 	// confirmed; beyond it due messages wait in the wheel. Default 65536.
 	MaxInflight int
+	// OnControl, if set, receives every control record reput routes (a
+	// topic's policy, a recurring schedule), in commitlog order, also
+	// those after the checkpoint again at each start: it must be
+	// idempotent. It runs on reput's goroutine and must not block long.
+	OnControl func(message.Control)
 	// OnFsync, if set, is called after each commitlog fsync with how long
 	// it took (for metrics). It must not block.
 	OnFsync func(time.Duration)

@@ -141,10 +141,9 @@ func readCancels(dir string) (map[uint64]int64, error) {
 	}
 	defer it.Close()
 	for it.Next() {
-		if r := it.Record(); r.Type == message.TypeCancel {
-			if id, err := message.DecodeCancel(r.Payload); err == nil {
-				out[id.Seq] = id.DeliverAt
-			}
+		r := it.Record()
+		if id, ok := message.CancelTarget(r.Type, r.Payload); ok {
+			out[id.Seq] = id.DeliverAt
 		}
 	}
 	return out, it.Err()

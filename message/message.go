@@ -294,6 +294,21 @@ func SplitReschedule(src []byte) (ID, []byte, error) {
 	return id, src[CancelSize:], nil
 }
 
+// CancelTarget returns the message a commitlog record of type typ and
+// payload p makes done without delivering it: the target of a cancel, or
+// the old message of a reschedule.
+func CancelTarget(typ uint8, p []byte) (ID, bool) {
+	switch typ {
+	case TypeCancel:
+		id, err := DecodeCancel(p)
+		return id, err == nil
+	case TypeReschedule:
+		id, _, err := SplitReschedule(p)
+		return id, err == nil
+	}
+	return ID{}, false
+}
+
 // Control is a decoded control payload; Name and Value alias the input.
 type Control struct {
 	Kind  ControlKind

@@ -72,6 +72,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
@@ -137,6 +138,16 @@ type Options struct {
 	OnCancel func(bucket int64, seq uint64)
 	// OnSegment is told about each segment reput creates.
 	OnSegment func(schedulelog.SegmentInfo)
+	// Catalog, if set, receives the key index (the idempotency key of each
+	// routed message), the reschedule map and the settings of control
+	// records; it is committed before each checkpoint, and swept of the
+	// entries of retired segments.
+	Catalog *catalog.Catalog
+	// OnControl receives every control record routed, in commitlog order,
+	// once the catalog holds it (its slices are its own). A restart routes
+	// again the records after the checkpoint: OnControl must be
+	// idempotent.
+	OnControl func(message.Control)
 	// Schedule and Dispatch configure the segment writers (tests inject
 	// fsync counters or failures there).
 	Schedule schedulelog.Options
@@ -172,6 +183,9 @@ type Reput struct {
 	log  *slog.Logger
 
 	// Owned by the routing goroutine.
+	scratch message.Message // indexKey's decoding
+	sweepAt []byte          // sweepCatalog's place in the Keys table
+	movedAt []byte          // and in the Moved table
 	it      *commitlog.Iterator
 	writers map[int64]*segWriter
 	watched map[int64]*watchState
@@ -261,6 +275,7 @@ type event struct {
 	seq      uint64
 	segment  *schedulelog.SegmentInfo
 	segEvent bool
+	control  *message.Control
 }
 
 type reqKind int

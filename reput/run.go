@@ -1,12 +1,14 @@
 package reput
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
@@ -134,6 +136,10 @@ func (r *Reput) route(off int64, typ uint8, p []byte) error {
 		return r.routeSchedule(off, p)
 	case message.TypeCancel:
 		return r.routeCancel(p)
+	case message.TypeReschedule:
+		return r.routeReschedule(off, p)
+	case message.TypeControl:
+		return r.routeControl(off, p)
 	default:
 		r.stats.malformed.Add(1)
 		r.log.Error("reput: unknown commitlog record type; skipped", "offset", off, "type", typ)
@@ -155,6 +161,7 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		r.stats.skipped.Add(1)
 		return nil
 	}
+	r.indexKey(message.ID{DeliverAt: deliverAt, Seq: seq}, p)
 	// Consecutive records mostly go to one bucket: the last writer first,
 	// without the segment list's lock and search.
 	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
@@ -198,6 +205,88 @@ func (r *Reput) routeCancel(p []byte) error {
 		r.log.Error("reput: malformed cancel record; skipped", "err", err)
 		return nil
 	}
+	return r.routeDone(id, dispatchlog.Cancelled)
+}
+
+// routeReschedule routes a reschedule record: its replacement like a
+// schedule record (an entry whose seq is the record's offset), then the
+// old message's done-record, and the replacement in the catalog's Moved
+// table.
+func (r *Reput) routeReschedule(off int64, p []byte) error {
+	old, sched, err := message.SplitReschedule(p)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed reschedule record; skipped", "offset", off, "err", err)
+		return nil
+	}
+	if err := r.routeSchedule(off, sched); err != nil {
+		return err
+	}
+	if at, ok := deliverAtOf(sched); ok && r.opts.Catalog != nil {
+		r.opts.Catalog.Put(catalog.Moved, catalog.EncodeID(old), catalog.EncodeID(message.ID{DeliverAt: at, Seq: uint64(off)}))
+		r.dirty = true
+	}
+	return r.routeDone(old, dispatchlog.Rescheduled)
+}
+
+// routeControl stages a control record's setting in the catalog and
+// queues it for OnControl.
+func (r *Reput) routeControl(off int64, p []byte) error {
+	c, err := message.DecodeControl(p)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed control record; skipped", "offset", off, "err", err)
+		return nil
+	}
+	var t catalog.Table
+	switch c.Kind {
+	case message.ControlPolicy:
+		t = catalog.Policies
+	case message.ControlSchedule, message.ControlScheduleDelete:
+		t = catalog.Schedules
+	default:
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: control record of an unknown kind; skipped", "offset", off, "kind", c.Kind)
+		return nil
+	}
+	if r.opts.Catalog != nil {
+		if len(c.Value) == 0 || c.Kind == message.ControlScheduleDelete {
+			r.opts.Catalog.Delete(t, c.Name)
+		} else {
+			r.opts.Catalog.Put(t, c.Name, c.Value)
+		}
+		r.dirty = true
+	}
+	c.Name, c.Value = bytes.Clone(c.Name), bytes.Clone(c.Value)
+	r.events = append(r.events, event{control: &c})
+	return nil
+}
+
+// indexKey stages the idempotency key of the message id (its schedule
+// payload p), if it has one, in the catalog's Keys table.
+func (r *Reput) indexKey(id message.ID, p []byte) {
+	if r.opts.Catalog == nil || !bytes.Contains(p, keyHeader) {
+		return
+	}
+	if err := message.DecodeSchedule(p, &r.scratch); err != nil {
+		return
+	}
+	for _, h := range r.scratch.Headers {
+		if bytes.Equal(h.Key, keyHeader) {
+			r.opts.Catalog.Put(catalog.Keys, catalog.KeyOf(string(r.scratch.Topic), string(h.Value)), catalog.EncodeID(id))
+			r.dirty = true
+			return
+		}
+	}
+}
+
+// keyHeader is the header an idempotency key travels in (the engine's
+// IdempotencyHeader).
+var keyHeader = []byte("hourglass-idempotency-key")
+
+// routeDone appends the done-record of id, for reason, to its segment's
+// dispatch log.
+func (r *Reput) routeDone(id message.ID, reason dispatchlog.Reason) error {
 	if err := r.resolveAt(id.DeliverAt); err != nil {
 		return err
 	}
@@ -218,7 +307,7 @@ func (r *Reput) routeCancel(p []byte) error {
 	}
 	dw.inflight++
 	r.dmu.Unlock()
-	err = dw.w.Append(dispatchlog.Done{Seq: id.Seq, Reason: dispatchlog.Cancelled})
+	err = dw.w.Append(dispatchlog.Done{Seq: id.Seq, Reason: reason})
 	r.dmu.Lock()
 	dw.inflight--
 	dw.dirty = true
@@ -263,6 +352,11 @@ func (r *Reput) publish() error {
 			flush()
 			if r.opts.OnCancel != nil {
 				r.opts.OnCancel(ev.bucket, ev.seq)
+			}
+		case ev.control != nil:
+			flush()
+			if r.opts.OnControl != nil {
+				r.opts.OnControl(*ev.control)
 			}
 		default:
 			if entries == nil {
@@ -318,6 +412,13 @@ func (r *Reput) doCheckpoint() error {
 	r.dmu.Unlock()
 	if err != nil {
 		return err
+	}
+	if c := r.opts.Catalog; c != nil {
+		// What the checkpoint covers must be in the catalog for good.
+		r.sweepCatalog()
+		if err := c.Commit(); err != nil {
+			return err
+		}
 	}
 	if err := writeCheckpoint(r.opts.Dir, pos, r.retired.st.count()); err != nil {
 		return fmt.Errorf("reput: write checkpoint: %w", err)

@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/hourglassmq/hourglass/catalog"
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// ErrNoKey is returned for a key no message of the topic was scheduled
+// with (or whose message is gone: its bucket was delivered and deleted).
+var ErrNoKey = errors.New("engine: no message has this key")
+
+// Lookup returns the ID of the message scheduled on topic with the
+// idempotency key, for the message's whole life: after a Reschedule, the
+// replacement's. Keys are kept in the catalog (package catalog), not in
+// memory, so their number does not cost memory.
+func (e *Engine) Lookup(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return message.ID{}, false, ErrClosed
+	}
+	// Everything appended so far must be routed: a Schedule answered
+	// before this call is in the catalog then.
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return message.ID{}, false, err
+	}
+	id, ok, err := e.cat.LookupID(catalog.Keys, catalog.KeyOf(topic, key))
+	if err != nil || !ok {
+		return message.ID{}, false, err
+	}
+	if _, live := e.reput.FindSegment(id.DeliverAt); !live {
+		// Its bucket was delivered and deleted; the sweep removes the
+		// key at a later checkpoint.
+		return message.ID{}, false, nil
+	}
+	return id, true, nil
+}
+
+// Moved returns the replacement of a rescheduled message, while the
+// rescheduled one's bucket exists.
+func (e *Engine) Moved(ctx context.Context, id message.ID) (message.ID, bool, error) {
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return message.ID{}, false, err
+	}
+	return e.cat.LookupID(catalog.Moved, catalog.EncodeID(id))
+}
+
+// RescheduleResult is what Reschedule did.
+type RescheduleResult int
+
+// Reschedule results.
+const (
+	// RescheduleUnknown: no such message is pending here; nothing changed.
+	RescheduleUnknown RescheduleResult = iota
+	// Rescheduled: the old time will never fire; the replacement will.
+	Rescheduled
+	// RescheduleTooLate: it was delivered or is being delivered.
+	RescheduleTooLate
+	// RescheduleCancelled: it was cancelled or rescheduled before.
+	RescheduleCancelled
+)
+
+// String returns the result's name.
+func (r RescheduleResult) String() string {
+	return [...]string{"unknown", "rescheduled", "already-delivered", "already-cancelled"}[r]
+}
+
+// Reschedule moves the pending message id to at (a time in the past is
+// due at once: "promote"), atomically: one commitlog record cancels it and
+// schedules its replacement, which has its own ID (at, the record's
+// offset) and the first attempt's ID as its origin, the same topic,
+// headers, body and attempt. Its answer is truthful like Cancel's (I7):
+// Rescheduled only if the old time will never fire.
+func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (RescheduleResult, message.ID, error) {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return RescheduleUnknown, message.ID{}, ErrClosed
+	}
+	now := e.opts.Now()
+	if at.After(now.Add(e.opts.MaxDelay)) {
+		return RescheduleUnknown, message.ID{}, e.tooFar(0, now, at)
+	}
+	ms := max(ceilMs(at), ceilMs(now))
+	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
+		return RescheduleUnknown, message.ID{}, nil
+	}
+	if err := e.reput.WaitRouted(ctx, max(int64(id.Seq)+1, e.openEnd)); err != nil {
+		return RescheduleUnknown, message.ID{}, err
+	}
+	seg, ok := e.reput.FindSegment(id.DeliverAt)
+	if !ok {
+		return RescheduleUnknown, message.ID{}, nil
+	}
+	var m message.Message
+	ok, err := readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &m)
+	if err != nil || !ok || m.DeliverAt != id.DeliverAt {
+		return RescheduleUnknown, message.ID{}, err
+	}
+	res, claimed, err := e.claim(ctx, id)
+	if err != nil || !claimed {
+		switch res {
+		case AlreadyDone:
+			return RescheduleTooLate, message.ID{}, err
+		case AlreadyCancelled:
+			return RescheduleCancelled, message.ID{}, err
+		}
+		return RescheduleUnknown, message.ID{}, err
+	}
+	if m.Origin.IsZero() {
+		m.Origin = id
+	}
+	m.DeliverAt = ms
+	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeReschedule, Payload: message.AppendReschedule(nil, id, &m)})
+	if err != nil {
+		e.d.dropIntent(id.Seq)
+		return RescheduleUnknown, message.ID{}, err
+	}
+	e.d.armIntent(id.Seq, offs[0])
+	nid := message.ID{DeliverAt: ms, Seq: uint64(offs[0])}
+	if e.keys != nil {
+		e.keys.moved(string(m.Topic), m.Headers, id, nid)
+	}
+	e.rescheduled.Add(1)
+	return Rescheduled, nid, nil
+}
+
+// Control appends a control record (a durable setting: a topic's policy,
+// a recurring schedule) and returns once it is durable and routed: the
+// catalog holds it and Options.OnControl has been told.
+func (e *Engine) Control(ctx context.Context, c message.Control) error {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closed {
+		return ErrClosed
+	}
+	if err := e.health.check(true); err != nil {
+		return err
+	}
+	offs, err := e.log.Append(nil, commitlog.Record{Type: message.TypeControl, Payload: message.AppendControl(nil, c)})
+	if err != nil {
+		return fmt.Errorf("engine: control record: %w", err)
+	}
+	return e.reput.WaitRouted(ctx, offs[0]+1)
+}
+
+// Settings returns the entries of a settings table of the catalog
+// (catalog.Policies, catalog.Schedules) by name, as control records set
+// them.
+func (e *Engine) Settings(t catalog.Table) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var after []byte
+	for {
+		next, err := e.cat.Scan(t, after, 1024, func(k, v []byte) { out[string(k)] = v })
+		if err != nil || next == nil {
+			return out, err
+		}
+		after = next
+	}
+}
+
+// Setting returns one entry of a settings table.
+func (e *Engine) Setting(t catalog.Table, name string) ([]byte, bool, error) {
+	return e.cat.Get(t, []byte(name))
+}
+
+// ScanSettings pages through a settings table in name order (see
+// catalog.Catalog.Scan).
+func (e *Engine) ScanSettings(t catalog.Table, after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
+	return e.cat.Scan(t, after, n, fn)
+}
