@@ -76,6 +76,11 @@ func (t *topic) snapshotLocked() checkpoint {
 	}
 	ents := make([]entry, 0, len(t.leases)+len(t.fifo)+len(t.skip))
 	for _, l := range t.leases {
+		if l.off >= ck.cursor {
+			// Taken out of turn (Take) and not reached by the reader: an
+			// entry there would say acked; left out, it is unread.
+			continue
+		}
 		ents = append(ents, entry{off: l.off, attempt: l.attempt})
 	}
 	ents = append(ents, t.fifo...)

@@ -126,6 +126,11 @@ func (t *topic) failLocked(l *lease) bool {
 		next = l.attempt // saturate
 	}
 	t.forgetLocked(l)
+	if l.ahead && l.off >= t.cursorLocked() {
+		// Taken out of turn: the reader hands it out when it gets there.
+		t.wake()
+		return false
+	}
 	t.fifo = append(t.fifo, entry{off: l.off, attempt: next})
 	t.wake()
 	return false

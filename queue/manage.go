@@ -2,6 +2,7 @@ package queue
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/segfile"
@@ -263,4 +265,67 @@ func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, erro
 	}
 	q.opts.Logger.Info("queue: topic deleted", "topic", name, "messages", held)
 	return held, true, nil
+}
+
+// Take leases the waiting message at queue-log offset off of topic (as
+// List shows it), out of turn, as Receive would lease it: Ack or Nack it
+// with its Receipt. It returns ErrNotWaiting if no message waits there.
+func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Duration) (Message, error) {
+	if err := ValidateTopic(name); err != nil {
+		return Message{}, err
+	}
+	if dur <= 0 || dur > q.opts.MaxLease {
+		return Message{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, dur, q.opts.MaxLease)
+	}
+	if err := q.enter(); err != nil {
+		return Message{}, err
+	}
+	defer q.leave()
+	t, err := q.topic(name, false)
+	if err != nil || t == nil {
+		return Message{}, errors.Join(ErrNotWaiting, err)
+	}
+	defer q.release(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return Message{}, ErrClosed
+	}
+	if _, leased := t.leases[off]; leased {
+		return Message{}, ErrNotWaiting
+	}
+	attempt, waiting := uint32(0), false
+	for i, e := range t.fifo {
+		if e.off == off {
+			attempt, waiting = e.attempt, true
+			t.fifo = slices.Delete(t.fifo, i, i+1)
+			break
+		}
+	}
+	if _, acked := slices.BinarySearch(t.skip, off); !waiting && (off < t.cursorLocked() || acked) {
+		return Message{}, ErrNotWaiting
+	}
+	var id message.ID
+	var m message.Message
+	if err := t.readAt(off, &id, &m); err != nil {
+		if waiting {
+			t.fifo = append(t.fifo, entry{off: off, attempt: attempt})
+		}
+		return Message{}, errors.Join(ErrNotWaiting, err)
+	}
+	if !waiting {
+		attempt = m.Attempt
+	}
+	if _, dup := t.byID[id]; dup {
+		return Message{}, ErrNotWaiting
+	}
+	now := t.q.now()
+	l := &lease{off: off, id: id, attempt: attempt, deadline: t.q.mono() + int64(dur), until: now.Add(dur).UnixNano(),
+		serial: t.q.serial.Add(1), ahead: !waiting}
+	t.leases[off] = l
+	t.byID[id] = l
+	heap.Push(&t.heap, l)
+	t.armLocked()
+	var arena []byte
+	return t.message(l, now, &m, &arena), nil
 }

@@ -39,6 +39,9 @@ var (
 	// leased: never received, already acked or nacked, or its lease ran out
 	// (it is then receivable again, or dead-lettered).
 	ErrNotLeased = errors.New("queue: message not leased (unknown, already settled, or its lease expired)")
+	// ErrNotWaiting is returned by Take for a message that does not wait
+	// to be received (leased, acked, or not there).
+	ErrNotWaiting = errors.New("queue: message not waiting to be received")
 	// ErrInvalidTopic is wrapped by the error for a topic name ValidateTopic rejects.
 	ErrInvalidTopic = errors.New("queue: invalid topic")
 	// ErrInvalid is wrapped by the error for an argument out of range.

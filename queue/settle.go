@@ -219,6 +219,7 @@ func (t *topic) ack(l *lease, counter *uint64) error {
 	if err != nil {
 		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
 	}
+	t.settledAheadLocked(l)
 	t.forgetLocked(l)
 	delete(t.lastErr, l.off)
 	*counter++
@@ -249,6 +250,7 @@ func (t *topic) ackAll(ls []*lease) error {
 		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
 	}
 	for _, l := range ls {
+		t.settledAheadLocked(l)
 		t.forgetLocked(l)
 		delete(t.lastErr, l.off)
 	}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type lease struct {
 	serial   uint64
 	state    uint8
 	hi       int // index in topic.heap, -1 when not in it
+	// ahead: taken out of turn (Take) at or after the cursor, never
+	// received: once acked, the reader must skip its record.
+	ahead bool
 }
 
 // leaseHeap orders leases in the leased state by deadline.
@@ -355,6 +359,27 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	t.q.took(t.name, len(out), now)
 	t.armLocked()
 	return out, nil, nil
+}
+
+// cursorLocked is the offset of the next record the reader hands out for
+// the first time. t.mu is held.
+func (t *topic) cursorLocked() int64 {
+	if t.peeked {
+		return t.reader.Offset()
+	}
+	return t.reader.Pos()
+}
+
+// settledAheadLocked records that the lease l, taken out of turn ahead
+// of the reader, is acked: the reader skips its record. t.mu is held.
+func (t *topic) settledAheadLocked(l *lease) {
+	if !l.ahead || l.off < t.cursorLocked() {
+		return
+	}
+	i, found := slices.BinarySearch(t.skip, l.off)
+	if !found {
+		t.skip = slices.Insert(t.skip, i, l.off)
+	}
 }
 
 // armRateLocked wakes waiting Receives after d, when the topic's rate

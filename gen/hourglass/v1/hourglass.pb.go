@@ -3950,13 +3950,12 @@ func (*TopicsRequest) Descriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
-// TopicInfo is one topic's counts and policy.
+// TopicInfo is one topic's counts and policy. Pending messages are
+// counted per delivery bucket, not per topic (StatsResponse.pending); List
+// pages through a topic's.
 type TopicInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Pending in the schedule segments (from the engine's counts; exact for
-	// loaded buckets, approximate for others).
-	Pending int64 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
 	// In the queue: due and waiting, leased, and dead letters in
 	// "<topic>.dlq".
 	Due          int64   `protobuf:"varint,3,opt,name=due,proto3" json:"due,omitempty"`
@@ -4004,13 +4003,6 @@ func (x *TopicInfo) GetTopic() string {
 		return x.Topic
 	}
 	return ""
-}
-
-func (x *TopicInfo) GetPending() int64 {
-	if x != nil {
-		return x.Pending
-	}
-	return 0
 }
 
 func (x *TopicInfo) GetDue() int64 {
@@ -5508,15 +5500,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x13DeleteTopicResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\x03R\aremoved\"\x0f\n" +
-	"\rTopicsRequest\"\xed\x01\n" +
+	"\rTopicsRequest\"\xd9\x01\n" +
 	"\tTopicInfo\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
-	"\apending\x18\x02 \x01(\x03R\apending\x12\x10\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03due\x18\x03 \x01(\x03R\x03due\x12\x16\n" +
 	"\x06leased\x18\x04 \x01(\x03R\x06leased\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12,\n" +
 	"\x06policy\x18\x06 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x123\n" +
-	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSeconds\"A\n" +
+	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSecondsJ\x04\b\x02\x10\x03\"A\n" +
 	"\x0eTopicsResponse\x12/\n" +
 	"\x06topics\x18\x01 \x03(\v2\x17.hourglass.v1.TopicInfoR\x06topics\"w\n" +
 	"\aBackoff\x12\x1d\n" +

@@ -3293,11 +3293,6 @@ func (m *TopicInfo) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x18
 	}
-	if m.Pending != 0 {
-		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Pending))
-		i--
-		dAtA[i] = 0x10
-	}
 	if len(m.Topic) > 0 {
 		i -= len(m.Topic)
 		copy(dAtA[i:], m.Topic)
@@ -5744,9 +5739,6 @@ func (m *TopicInfo) SizeVT() (n int) {
 	l = len(m.Topic)
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
-	}
-	if m.Pending != 0 {
-		n += 1 + protohelpers.SizeOfVarint(uint64(m.Pending))
 	}
 	if m.Due != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.Due))
@@ -13566,25 +13558,6 @@ func (m *TopicInfo) UnmarshalVT(dAtA []byte) error {
 			}
 			m.Topic = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
-		case 2:
-			if wireType != 0 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Pending", wireType)
-			}
-			m.Pending = 0
-			for shift := uint(0); ; shift += 7 {
-				if shift >= 64 {
-					return protohelpers.ErrIntOverflow
-				}
-				if iNdEx >= l {
-					return io.ErrUnexpectedEOF
-				}
-				b := dAtA[iNdEx]
-				iNdEx++
-				m.Pending |= int64(b&0x7F) << shift
-				if b < 0x80 {
-					break
-				}
-			}
 		case 3:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field Due", wireType)

@@ -1,0 +1,50 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// policyJSON is how a Policy is stored (the value of a policy control
+// record, docs/FORMAT.md): durations in milliseconds, zero fields left
+// out. The field names are part of the on-disk format.
+type policyJSON struct {
+	MaxAttempts       int     `json:"max_attempts,omitempty"`
+	BackoffInitialMs  int64   `json:"backoff_initial_ms,omitempty"`
+	BackoffMaxMs      int64   `json:"backoff_max_ms,omitempty"`
+	BackoffMultiplier float64 `json:"backoff_multiplier,omitempty"`
+	BackoffJitter     float64 `json:"backoff_jitter,omitempty"`
+	Paused            bool    `json:"paused,omitempty"`
+	Rate              float64 `json:"max_dispatch_rate,omitempty"`
+	LeaseMs           int64   `json:"lease_ms,omitempty"`
+}
+
+// EncodePolicy returns p as it is stored; the zero Policy is empty.
+func EncodePolicy(p Policy) []byte {
+	if p == (Policy{}) {
+		return nil
+	}
+	b, _ := json.Marshal(policyJSON{
+		MaxAttempts: p.MaxAttempts, Paused: p.Paused, Rate: p.Rate, LeaseMs: p.Lease.Milliseconds(),
+		BackoffInitialMs: p.Backoff.Initial.Milliseconds(), BackoffMaxMs: p.Backoff.Max.Milliseconds(),
+		BackoffMultiplier: p.Backoff.Multiplier, BackoffJitter: p.Backoff.Jitter,
+	})
+	return b
+}
+
+// DecodePolicy decodes what EncodePolicy returned (empty: the zero Policy).
+func DecodePolicy(b []byte) (Policy, error) {
+	if len(b) == 0 {
+		return Policy{}, nil
+	}
+	var j policyJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return Policy{}, fmt.Errorf("queue: stored policy %q: %w", b, err)
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return Policy{
+		MaxAttempts: j.MaxAttempts, Paused: j.Paused, Rate: j.Rate, Lease: ms(j.LeaseMs),
+		Backoff: Backoff{Initial: ms(j.BackoffInitialMs), Max: ms(j.BackoffMaxMs), Multiplier: j.BackoffMultiplier, Jitter: j.BackoffJitter},
+	}, nil
+}
