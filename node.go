@@ -106,6 +106,8 @@ func (n *Node) openLocal(ctx context.Context) error {
 		IdleTopic:    cfg.TopicIdleTimeout,
 		Logger:       n.log,
 		Fsync:        cfg.Fsync,
+		// Nothing is handed out before the topics' policies are set.
+		HoldReceives: true,
 		// A message must fit in one queue-log segment.
 		SegmentSize: max(queue.DefaultSegmentSize, int64(cfg.MaxBody)+server.MaxHeaderBytes+1<<20),
 	})
@@ -119,6 +121,7 @@ func (n *Node) openLocal(ctx context.Context) error {
 	var sink engine.Sink = q
 	sinkBatch := QueueSinkBatch
 	var eng *engine.Engine
+	pol := &policies{q: q, log: n.log.Error}
 	switch cfg.Sink {
 	case SinkWebhook:
 		sinkBatch = 0
@@ -157,6 +160,7 @@ func (n *Node) openLocal(ctx context.Context) error {
 		Logger:      n.log,
 		Observer:    metrics,
 		OnFsync:     metrics.Fsynced,
+		OnControl:   pol.onControl,
 	})
 	if err != nil {
 		return err
@@ -164,7 +168,9 @@ func (n *Node) openLocal(ctx context.Context) error {
 	// The engine stops first: it hands nothing to a closed queue.
 	n.closers = append([]func() error{eng.Close}, n.closers...)
 	q.SetReschedule(eng.Schedule)
-	n.ready, n.eng = eng.Ready(), eng
+	ready := make(chan struct{})
+	go pol.start(eng, ready)
+	n.ready, n.eng = ready, eng
 	external := ""
 	if cfg.Sink != SinkQueue {
 		external = cfg.Sink

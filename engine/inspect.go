@@ -271,6 +271,11 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
+	// Every Schedule answered before the call is listed: its record is
+	// routed first.
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return nil, err
+	}
 	recent, err := e.recentCancels(ctx)
 	if err != nil {
 		return nil, err

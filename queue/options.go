@@ -143,6 +143,10 @@ type Options struct {
 	// fsync and before the records it covers count as durable (tests hold
 	// an fsync in flight with it).
 	onAckSync func(time.Duration)
+	// HoldReceives keeps Receives from handing anything out until
+	// ReleaseReceives: the owner of the topics' policies sets them first
+	// (a paused topic must not hand out messages at start-up).
+	HoldReceives bool
 }
 
 // DefaultDedupWindow is Options.DedupWindow's default.

@@ -49,6 +49,8 @@ type Queue struct {
 	health health // failing stages (health.go)
 
 	pol policies // per-topic policies (policy.go)
+	// held is closed by ReleaseReceives; nil without Options.HoldReceives.
+	held chan struct{}
 }
 
 // Message is one received message. Its byte slices are its own: no other
@@ -109,6 +111,9 @@ func Open(opts Options) (*Queue, error) {
 	}
 	if opts.Reschedule != nil {
 		q.SetReschedule(opts.Reschedule)
+	}
+	if opts.HoldReceives {
+		q.held = make(chan struct{})
 	}
 	for _, d := range []string{opts.Dir, q.dir} {
 		if err := mkdirSynced(d); err != nil {
@@ -280,6 +285,26 @@ func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease t
 	if lease < 0 || lease > q.opts.MaxLease {
 		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.MaxLease)
 	}
+	if q.held != nil {
+		select {
+		case <-q.held:
+		default:
+			if wait == 0 {
+				return nil, nil
+			}
+			tm := time.NewTimer(wait)
+			defer tm.Stop()
+			select {
+			case <-q.held:
+			case <-tm.C:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-q.done:
+				return nil, ErrClosed
+			}
+		}
+	}
 	// t is held from when the topic is found until Receive returns: a
 	// topic with a Receive waiting is not retired.
 	var t *topic
@@ -326,6 +351,17 @@ func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease t
 
 // MaxAckBatch bounds the receipts of one AckBatch.
 const MaxAckBatch = MaxReceive
+
+// ReleaseReceives lets Receives hand out messages (Options.HoldReceives).
+func (q *Queue) ReleaseReceives() {
+	if q.held != nil {
+		select {
+		case <-q.held:
+		default:
+			close(q.held)
+		}
+	}
+}
 
 // Stats returns every topic's statistics, by topic name: those open and
 // those retired while idle, whose counters are kept.

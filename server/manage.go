@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -28,13 +29,16 @@ func (s *Server) localEngine(rpc string) (*engine.Engine, error) {
 // segment and its dispatch log; for a message delivered to the built-in
 // queue, the queue says whether it waits, is leased or was acked.
 func (s *Server) get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
-	id, err := parseID("id", m.Id)
-	if err != nil {
-		return nil, err
-	}
 	eng, err := s.localEngine("Get")
 	if err != nil {
 		return nil, err
+	}
+	id, found, err := s.target(ctx, "Get", m.Id, m.Topic, m.Key)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return &hourglassv1.GetResponse{State: hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND}, nil
 	}
 	f, err := eng.Get(ctx, id)
 	if err != nil {
@@ -45,6 +49,14 @@ func (s *Server) get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglass
 		return out, nil
 	}
 	out.Message = protoMessage(f.ID, &f.Message)
+	if f.State == engine.StateRescheduled {
+		if nid, ok, err := eng.Moved(ctx, id); err != nil {
+			return nil, serverError(err)
+		} else if ok {
+			out.RescheduledTo = nid.String()
+		}
+		return out, nil
+	}
 	if f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
 		return out, nil
 	}
@@ -99,6 +111,8 @@ func engineState(st engine.State) hourglassv1.MessageState {
 		return hourglassv1.MessageState_MESSAGE_STATE_CANCELLED
 	case engine.StateDeadLettered:
 		return hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
+	case engine.StateRescheduled:
+		return hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED
 	}
 	return hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND
 }
@@ -112,6 +126,7 @@ func protoMessage(id message.ID, m *message.Message) *hourglassv1.Message {
 	if !m.Origin.IsZero() {
 		pm.OriginId = m.Origin.String()
 	}
+	pm.DeadLetter = deadLetterInfo(m.Headers, m.Attempt)
 	for _, h := range m.Headers {
 		pm.Headers = append(pm.Headers, &hourglassv1.Header{Key: strings.ToValidUTF8(string(h.Key), "\uFFFD"), Value: strings.ToValidUTF8(string(h.Value), "\uFFFD")})
 	}
@@ -121,6 +136,10 @@ func protoMessage(id message.ID, m *message.Message) *hourglassv1.Message {
 // list serves List: pending messages of a topic from the schedule
 // segments, a page at a time.
 func (s *Server) list(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
+	switch m.State {
+	case hourglassv1.MessageState_MESSAGE_STATE_DUE, hourglassv1.MessageState_MESSAGE_STATE_LEASED, hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
+		return s.listQueue(ctx, m)
+	}
 	req, err := listRequest(m)
 	if err != nil {
 		return nil, err
@@ -152,7 +171,7 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 	switch m.State {
 	case hourglassv1.MessageState_MESSAGE_STATE_UNSPECIFIED, hourglassv1.MessageState_MESSAGE_STATE_PENDING:
 	default:
-		return req, invalid("state %s: List supports only MESSAGE_STATE_PENDING (the default) for now; due, leased and dead-lettered messages are not listed yet", m.State)
+		return req, invalid("state %s: List lists PENDING (the default), DUE, LEASED or DEAD_LETTERED messages", m.State)
 	}
 	if m.PageSize < 0 || m.PageSize > engine.MaxListLimit {
 		return req, invalid("page_size %d: from 1 to %d; 0 means %d", m.PageSize, engine.MaxListLimit, engine.DefaultListLimit)
@@ -188,4 +207,47 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 		req.After = id
 	}
 	return req, nil
+}
+
+// listQueue serves List of the built-in queue's states: DUE and LEASED
+// messages of the topic, DEAD_LETTERED ones of its dead-letter topic.
+func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	if m.PageSize < 0 || m.PageSize > queue.MaxListPage {
+		return nil, invalid("page_size %d: from 1 to %d; 0 means %d", m.PageSize, queue.MaxListPage, engine.DefaultListLimit)
+	}
+	if m.From != nil || m.To != nil {
+		return nil, invalid("from and to select delivery times of PENDING messages; the queue lists %s messages in the order it holds them", m.State)
+	}
+	n := int(m.PageSize)
+	if n == 0 {
+		n = engine.DefaultListLimit
+	}
+	topic, st := m.Topic, queue.ListDue
+	switch m.State {
+	case hourglassv1.MessageState_MESSAGE_STATE_LEASED:
+		st = queue.ListLeased
+	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
+		topic = dlqOf(m.Topic)
+	}
+	msgs, next, err := s.q.List(ctx, topic, st, m.PageToken, n)
+	if errors.Is(err, queue.ErrInvalid) {
+		return nil, invalid("%v", err)
+	}
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.ListResponse{Messages: toMessages(msgs), NextPageToken: next}
+	for _, pm := range out.Messages {
+		pm.Receipt = ""
+		if st != queue.ListLeased {
+			pm.LeaseExpiresAt = nil
+		}
+	}
+	return out, nil
 }

@@ -110,9 +110,9 @@ func TestGetListEveryProtocol(t *testing.T) {
 					return err
 				}, "from 1 to 1000"},
 				{"list_state", func() error {
-					_, err := a.list(ctx, &hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_DUE})
+					_, err := a.list(ctx, &hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_CANCELLED})
 					return err
-				}, "only MESSAGE_STATE_PENDING"},
+				}, "List lists PENDING (the default), DUE, LEASED or DEAD_LETTERED"},
 				{"list_token", func() error {
 					_, err := a.list(ctx, &hourglassv1.ListRequest{Topic: topic, PageToken: "x"})
 					return err

@@ -129,9 +129,12 @@ func scheduleResponse(id message.ID) *hourglassv1.ScheduleResponse {
 
 // cancel serves Cancel.
 func (s *Server) cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
-	id, err := parseID("id", m.Id)
+	id, found, err := s.target(ctx, "Cancel", m.Id, m.Topic, m.Key)
 	if err != nil {
 		return nil, err
+	}
+	if !found {
+		return &hourglassv1.CancelResponse{Result: hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN}, nil
 	}
 	res, err := s.eng.Cancel(ctx, id, infoOf(ctx).forwarded)
 	if err != nil {
@@ -300,6 +303,7 @@ func toMessages(msgs []queue.Message) []*hourglassv1.Message {
 		pm.DeliverAt = stamp(&times[3*i], time.UnixMilli(q.DeliverAt))
 		pm.ReceivedAt = stamp(&times[3*i+1], q.ReceivedAt)
 		pm.LeaseExpiresAt = stamp(&times[3*i+2], q.LeaseUntil)
+		pm.DeadLetter = deadLetterInfo(q.Headers, q.Attempt)
 		if len(q.Headers) > 0 {
 			pm.Headers = make([]*hourglassv1.Header, len(q.Headers))
 			for j, h := range q.Headers {

@@ -146,7 +146,7 @@ func TestBadInput(t *testing.T) {
 	_, err = ts.client.Cancel(ctx, connect.NewRequest(&hourglassv1.CancelRequest{Id: strings.Repeat("g", 32)}))
 	wantCode(t, "cancel_bad_hex", err, connect.CodeInvalidArgument, "0-9, a-f")
 	_, err = ts.client.Cancel(ctx, connect.NewRequest(&hourglassv1.CancelRequest{}))
-	wantCode(t, "cancel_empty_id", err, connect.CodeInvalidArgument, "id is empty")
+	wantCode(t, "cancel_empty_id", err, connect.CodeInvalidArgument, "name the message by id, or by topic and key")
 	_, err = ts.client.Ack(ctx, connect.NewRequest(&hourglassv1.AckRequest{Topic: "t", Id: "12"}))
 	wantCode(t, "ack_bad_id", err, connect.CodeInvalidArgument, "32 hex digits")
 	_, err = ts.client.Ack(ctx, connect.NewRequest(&hourglassv1.AckRequest{Topic: "t", Receipt: "nope"}))

@@ -4345,11 +4345,11 @@ type SetPolicyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// The fields to change; unset fields keep their value. To go back to a
-	// default, name the field in reset.
+	// default, name the field in defaults.
 	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Fields to set back to the server's default: "max_attempts",
 	// "backoff", "paused", "max_dispatch_rate", "lease_ms".
-	Reset_        []string `protobuf:"bytes,3,rep,name=reset,proto3" json:"reset,omitempty"`
+	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4398,9 +4398,9 @@ func (x *SetPolicyRequest) GetPolicy() *Policy {
 	return nil
 }
 
-func (x *SetPolicyRequest) GetReset_() []string {
+func (x *SetPolicyRequest) GetDefaults() []string {
 	if x != nil {
-		return x.Reset_
+		return x.Defaults
 	}
 	return nil
 }
@@ -5532,11 +5532,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
 	"\x11GetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"l\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"r\n" +
 	"\x10SetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
-	"\x06policy\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x12\x14\n" +
-	"\x05reset\x18\x03 \x03(\tR\x05reset\"u\n" +
+	"\x06policy\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x12\x1a\n" +
+	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"u\n" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
 	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xee\x02\n" +

@@ -3595,11 +3595,11 @@ func (m *SetPolicyRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
-	if len(m.Reset_) > 0 {
-		for iNdEx := len(m.Reset_) - 1; iNdEx >= 0; iNdEx-- {
-			i -= len(m.Reset_[iNdEx])
-			copy(dAtA[i:], m.Reset_[iNdEx])
-			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Reset_[iNdEx])))
+	if len(m.Defaults) > 0 {
+		for iNdEx := len(m.Defaults) - 1; iNdEx >= 0; iNdEx-- {
+			i -= len(m.Defaults[iNdEx])
+			copy(dAtA[i:], m.Defaults[iNdEx])
+			i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Defaults[iNdEx])))
 			i--
 			dAtA[i] = 0x1a
 		}
@@ -5870,8 +5870,8 @@ func (m *SetPolicyRequest) SizeVT() (n int) {
 		l = m.Policy.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if len(m.Reset_) > 0 {
-		for _, s := range m.Reset_ {
+	if len(m.Defaults) > 0 {
+		for _, s := range m.Defaults {
 			l = len(s)
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
@@ -14345,7 +14345,7 @@ func (m *SetPolicyRequest) UnmarshalVT(dAtA []byte) error {
 			iNdEx = postIndex
 		case 3:
 			if wireType != 2 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Reset_", wireType)
+				return fmt.Errorf("proto: wrong wireType = %d for field Defaults", wireType)
 			}
 			var stringLen uint64
 			for shift := uint(0); ; shift += 7 {
@@ -14373,7 +14373,7 @@ func (m *SetPolicyRequest) UnmarshalVT(dAtA []byte) error {
 			if postIndex > l {
 				return io.ErrUnexpectedEOF
 			}
-			m.Reset_ = append(m.Reset_, string(dAtA[iNdEx:postIndex]))
+			m.Defaults = append(m.Defaults, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
 		default:
 			iNdEx = preIndex

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestReschedule through the binary: by ID and by key, earlier and later,
+// promote; the old time never fires, the new one once; Get tells the old
+// ID rescheduled and names the new; all of it across kill -9.
+func TestReschedule(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, nil)
+	c := p.client
+	ctx := ctxT(t)
+	a := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "rs", Body: []byte("a"), When: delayMs(60_000), IdempotencyKey: "order-a"})
+	b := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "rs", Body: []byte("b"), When: delayMs(1_500)})
+	z := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "rs", Body: []byte("z"), When: delayMs(3_600_000)})
+	// a: by key, to 2 s from now.
+	ra, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Topic: "rs", Key: "order-a",
+		When: &hourglassv1.RescheduleRequest_DelayMs{DelayMs: 2_000}}))
+	if err != nil || ra.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED {
+		t.Fatalf("Reschedule by key: %v, %v", ra, err)
+	}
+	// b: later, by ID.
+	rb, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: b,
+		When: &hourglassv1.RescheduleRequest_DeliverAt{DeliverAt: timestamppb.New(time.Now().Add(4 * time.Second))}}))
+	if err != nil || rb.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED {
+		t.Fatalf("Reschedule later: %v, %v", rb, err)
+	}
+	// z: promoted.
+	rz, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: z, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
+	if err != nil || rz.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED {
+		t.Fatalf("promote: %v, %v", rz, err)
+	}
+	if g := getState(t, p, a); g.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED || g.RescheduledTo != ra.Msg.Id {
+		t.Fatalf("Get(old a) = %v -> %q, want rescheduled to %s", g.State, g.RescheduledTo, ra.Msg.Id)
+	}
+	if g, err := c.Get(ctx, connect.NewRequest(&hourglassv1.GetRequest{Topic: "rs", Key: "order-a"})); err != nil || g.Msg.Message.Id != ra.Msg.Id {
+		t.Fatalf("Get by key = %v, %v; want the replacement", g, err)
+	}
+	again, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: b, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
+	if err != nil || again.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_CANCELLED {
+		t.Fatalf("Reschedule of the replaced ID: %v, %v", again, err)
+	}
+	if _, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: ra.Msg.Id})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("Reschedule without a time: %v", err)
+	}
+	p.stop(syscall.SIGKILL)
+	p = start(t, dir, nil)
+	got := receive(t, p.client, "rs", 3, 15*time.Second)
+	want := map[string]string{"z": rz.Msg.Id, "a": ra.Msg.Id, "b": rb.Msg.Id}
+	for i, r := range got {
+		if want[string(r.m.Body)] != r.m.Id {
+			t.Errorf("received %s as %s, want its replacement %s", r.m.Body, r.m.Id, want[string(r.m.Body)])
+		}
+		if r.at.Before(r.m.DeliverAt.AsTime()) {
+			t.Errorf("%s early", r.m.Body)
+		}
+		if i == 0 && string(r.m.Body) != "z" {
+			t.Errorf("first received %s, want the promoted z", r.m.Body)
+		}
+		ack(t, p.client, "rs", r.m.Id)
+	}
+	receiveNone(t, p.client, "rs", 2*time.Second) // b's old time (1.5 s) and a's (60 s) never fire
+}
+
+// TestDeadLettersAndRedrive: a Nack with a reason, then one that
+// dead-letters at once; the dead letter is listed with why; Redrive moves
+// it back with its origin kept; Purge and Topics.
+func TestDeadLettersAndRedrive(t *testing.T) {
+	p := start(t, t.TempDir(), nil, "--max-attempts", "2")
+	c := p.client
+	ctx := ctxT(t)
+	id := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "dl", Body: []byte("x"), When: delayMs(0)})
+	schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "dl", Body: []byte("y"), When: delayMs(0)})
+	ms := receive(t, c, "dl", 2, 10*time.Second)
+	for _, r := range ms {
+		if string(r.m.Body) == "x" {
+			if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "dl", Receipt: r.m.Receipt, Reason: "db timeout"})); err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "dl", Receipt: r.m.Receipt, DeadLetter: true, Reason: "poison"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := receive(t, c, "dl", 1, 10*time.Second)[0]
+	if r.m.Id != id || r.m.Attempt != 1 {
+		t.Fatalf("redelivered %s attempt %d", r.m.Id, r.m.Attempt)
+	}
+	if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "dl", Receipt: r.m.Receipt, Reason: "db timeout again"})); err != nil {
+		t.Fatal(err)
+	}
+	lst, err := c.List(ctx, connect.NewRequest(&hourglassv1.ListRequest{Topic: "dl", State: hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED}))
+	if err != nil || len(lst.Msg.Messages) != 2 {
+		t.Fatalf("List dead-lettered: %v, %v", lst, err)
+	}
+	why := map[string]*hourglassv1.DeadLetter{}
+	for _, m := range lst.Msg.Messages {
+		why[string(m.Body)] = m.DeadLetter
+	}
+	if d := why["x"]; d == nil || d.Reason != "max-attempts" || d.LastError != "db timeout again" || d.OriginTopic != "dl" || d.Attempts != 2 {
+		t.Errorf("dead letter x: %+v", d)
+	}
+	if d := why["y"]; d == nil || d.Reason != "nacked" || d.LastError != "poison" {
+		t.Errorf("dead letter y: %+v", d)
+	}
+	tp, err := c.Topics(ctx, connect.NewRequest(&hourglassv1.TopicsRequest{}))
+	if err != nil || len(tp.Msg.Topics) != 1 || tp.Msg.Topics[0].Topic != "dl" || tp.Msg.Topics[0].DeadLettered != 2 {
+		t.Fatalf("Topics = %v, %v", tp, err)
+	}
+	rd, err := c.Redrive(ctx, connect.NewRequest(&hourglassv1.RedriveRequest{DeadLetterTopic: "dl.dlq", Reason: "max-attempts"}))
+	if err != nil || rd.Msg.Redriven != 1 || rd.Msg.Skipped != 1 {
+		t.Fatalf("Redrive = %v, %v", rd, err)
+	}
+	back := receive(t, c, "dl", 1, 10*time.Second)[0]
+	if string(back.m.Body) != "x" || back.m.Attempt != 0 || back.m.OriginId != id || back.m.DeadLetter != nil {
+		t.Fatalf("redriven message: %+v", back.m)
+	}
+	ack(t, c, "dl", back.m.Id)
+	// Run again: nothing more matches.
+	if rd, err := c.Redrive(ctx, connect.NewRequest(&hourglassv1.RedriveRequest{DeadLetterTopic: "dl.dlq", Reason: "max-attempts"})); err != nil || rd.Msg.Redriven != 0 {
+		t.Fatalf("second Redrive = %v, %v", rd, err)
+	}
+	pg, err := c.Purge(ctx, connect.NewRequest(&hourglassv1.PurgeRequest{Topic: "dl", State: hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED}))
+	if err != nil || pg.Msg.Purged != 1 {
+		t.Fatalf("Purge dead letters = %v, %v", pg, err)
+	}
+	for range 3 {
+		schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "dl", When: delayMs(3_600_000)})
+	}
+	pg, err = c.Purge(ctx, connect.NewRequest(&hourglassv1.PurgeRequest{Topic: "dl", State: hourglassv1.MessageState_MESSAGE_STATE_PENDING}))
+	if err != nil || pg.Msg.Purged != 3 {
+		t.Fatalf("Purge pending = %v, %v", pg, err)
+	}
+	if _, err := c.Redrive(ctx, connect.NewRequest(&hourglassv1.RedriveRequest{DeadLetterTopic: "dl"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("Redrive of a topic that is not a dead-letter topic: %v", err)
+	}
+}
+
+// TestPolicy: a paused topic hands nothing out, also after kill -9, and
+// resumes; max attempts per topic; Extend keeps a lease.
+func TestPolicy(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, nil)
+	c := p.client
+	ctx := ctxT(t)
+	sp, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "pz", Policy: &hourglassv1.Policy{Paused: ptr(true), MaxAttempts: ptr(int32(7))}}))
+	if err != nil || !sp.Msg.Effective.GetPaused() || sp.Msg.Effective.GetMaxAttempts() != 7 || sp.Msg.Effective.GetLeaseMs() == 0 {
+		t.Fatalf("SetPolicy = %v, %v", sp, err)
+	}
+	schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "pz", Body: []byte("p"), When: delayMs(0)})
+	receiveNone(t, c, "pz", time.Second)
+	p.stop(syscall.SIGKILL)
+	p = start(t, dir, nil)
+	c = p.client
+	receiveNone(t, c, "pz", time.Second)
+	gp, err := c.GetPolicy(ctx, connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"}))
+	if err != nil || !gp.Msg.Policy.GetPaused() || gp.Msg.Policy.GetMaxAttempts() != 7 {
+		t.Fatalf("GetPolicy after kill -9 = %v, %v", gp, err)
+	}
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "pz", Defaults: []string{"paused"}})); err != nil {
+		t.Fatal(err)
+	}
+	r := receive(t, c, "pz", 1, 10*time.Second)[0]
+	ex, err := c.Extend(ctx, connect.NewRequest(&hourglassv1.ExtendRequest{Topic: "pz", Receipt: r.m.Receipt, LeaseMs: 120_000}))
+	if err != nil || !ex.Msg.LeaseExpiresAt.AsTime().After(r.m.LeaseExpiresAt.AsTime()) {
+		t.Fatalf("Extend = %v, %v", ex, err)
+	}
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "pz", Defaults: []string{"nope"}})); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "max_attempts") {
+		t.Fatalf("SetPolicy with an unknown field: %v", err)
+	}
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "pz", Policy: &hourglassv1.Policy{MaxAttempts: ptr(int32(0))}})); err != nil {
+		t.Fatalf("max_attempts 0 (the default): %v", err)
+	}
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "pz", Policy: &hourglassv1.Policy{MaxAttempts: ptr(int32(5000))}})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("max_attempts 5000: %v", err)
+	}
+	dt, err := c.DeleteTopic(ctx, connect.NewRequest(&hourglassv1.DeleteTopicRequest{Topic: "pz"}))
+	if err != nil || dt.Msg.Removed != 1 {
+		t.Fatalf("DeleteTopic = %v, %v", dt, err)
+	}
+	if gp, err := c.GetPolicy(ctx, connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"})); err != nil || gp.Msg.Policy.MaxAttempts != nil {
+		t.Fatalf("policy after DeleteTopic = %v, %v", gp, err)
+	}
+}

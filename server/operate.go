@@ -1,0 +1,538 @@
+package server
+
+// The RPCs that operate what is scheduled: Reschedule, Extend, Redrive,
+// Purge, DeleteTopic, Topics, GetPolicy and SetPolicy.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/time/rate"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hourglassmq/hourglass/catalog"
+	"github.com/hourglassmq/hourglass/engine"
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/units"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// policyTable holds the topics' policies (control records).
+const policyTable = catalog.Policies
+
+// target resolves the message an RPC names by id, or by topic and key
+// (exactly one of the two); found is false for a key no pending message
+// has.
+func (s *Server) target(ctx context.Context, rpc, id, topic, key string) (message.ID, bool, error) {
+	switch {
+	case id != "" && (topic != "" || key != ""):
+		return message.ID{}, false, invalid("%s: both id and topic/key are set: name the message by one of them", rpc)
+	case id != "":
+		mid, err := parseID("id", id)
+		return mid, err == nil, err
+	case topic == "" || key == "":
+		return message.ID{}, false, invalid("%s: name the message by id, or by topic and key (both)", rpc)
+	}
+	if err := checkTopic("", topic); err != nil {
+		return message.ID{}, false, err
+	}
+	if len(key) > engine.MaxIdempotencyKey {
+		return message.ID{}, false, invalid("key is %d bytes: at most %d", len(key), engine.MaxIdempotencyKey)
+	}
+	eng, err := s.localEngine(rpc + " by key")
+	if err != nil {
+		return message.ID{}, false, err
+	}
+	mid, ok, err := eng.Lookup(ctx, topic, key)
+	if err != nil {
+		return message.ID{}, false, serverError(err)
+	}
+	return mid, ok, nil
+}
+
+// reschedule serves Reschedule.
+func (s *Server) reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (*hourglassv1.RescheduleResponse, error) {
+	eng, err := s.localEngine("Reschedule")
+	if err != nil {
+		return nil, err
+	}
+	now := eng.Now()
+	var at time.Time
+	switch w := m.When.(type) {
+	case *hourglassv1.RescheduleRequest_DelayMs:
+		if w.DelayMs < 0 || w.DelayMs > s.opts.MaxDelay.Milliseconds() {
+			return nil, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", w.DelayMs, s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
+		}
+		at = now.Add(time.Duration(w.DelayMs) * time.Millisecond)
+	case *hourglassv1.RescheduleRequest_DeliverAt:
+		if err := w.DeliverAt.CheckValid(); err != nil {
+			return nil, invalid("deliver_at: %v", err)
+		}
+		at = w.DeliverAt.AsTime()
+	case *hourglassv1.RescheduleRequest_Now:
+		if !w.Now {
+			return nil, invalid("now is false: set now to true to deliver at once, or give delay_ms or deliver_at")
+		}
+		at = now
+	default:
+		return nil, invalid("no new time: give one of delay_ms, deliver_at and now")
+	}
+	id, found, err := s.target(ctx, "Reschedule", m.Id, m.Topic, m.Key)
+	if err != nil {
+		return nil, err
+	}
+	out := &hourglassv1.RescheduleResponse{Result: hourglassv1.RescheduleResult_RESCHEDULE_RESULT_UNKNOWN}
+	if !found {
+		return out, nil
+	}
+	res, nid, err := eng.Reschedule(ctx, id, at)
+	if err != nil {
+		if errors.Is(err, engine.ErrTooFar) {
+			return nil, invalid("%v", err)
+		}
+		return nil, serverError(err)
+	}
+	switch res {
+	case engine.Rescheduled:
+		out.Result, out.Id, out.DeliverAt = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED, nid.String(), timestamppb.New(nid.Time())
+	case engine.RescheduleTooLate:
+		out.Result = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_DELIVERED
+	case engine.RescheduleCancelled:
+		out.Result = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_CANCELLED
+	}
+	return out, nil
+}
+
+// extend serves Extend.
+func (s *Server) extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
+	id, err := settleTarget(m.Topic, m.Id, m.Receipt)
+	if err == nil {
+		err = s.noQueue()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.LeaseMs < 1 || m.LeaseMs > queue.DefaultMaxLease.Milliseconds() {
+		return nil, invalid("lease_ms %d: from 1 to %d (%s)", m.LeaseMs, queue.DefaultMaxLease.Milliseconds(), units.FormatDuration(queue.DefaultMaxLease))
+	}
+	d := time.Duration(m.LeaseMs) * time.Millisecond
+	var until time.Time
+	if m.Receipt != "" {
+		until, err = s.q.ExtendReceipt(ctx, m.Topic, m.Receipt, d)
+	} else {
+		until, err = s.q.Extend(ctx, m.Topic, id, d)
+	}
+	if err != nil {
+		return nil, serverError(err)
+	}
+	return &hourglassv1.ExtendResponse{LeaseExpiresAt: timestamppb.New(until)}, nil
+}
+
+// Redrive limits.
+const (
+	DefaultRedriveRate = 1000
+	MaxRedriveRate     = 100000
+	MaxRedrive         = 1000000
+	// RedriveKeyPrefix starts the idempotency key of a redriven message:
+	// "redrive:<its ID in the dead-letter topic>". A redrive cut short and
+	// run again finds the key and does not schedule the message twice.
+	RedriveKeyPrefix = "redrive:"
+)
+
+// redrive serves Redrive: page through the dead-letter topic's waiting
+// messages, and move each that matches: schedule it for now on its
+// topic (attempt 0, its origin kept, keyed by its dead-letter ID), then
+// take and ack it in the dead-letter topic.
+func (s *Server) redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourglassv1.RedriveResponse, error) {
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	eng, err := s.localEngine("Redrive")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTopic("dead_letter_topic ", m.DeadLetterTopic); err != nil {
+		return nil, err
+	}
+	origin, isDLQ := cutSuffix(m.DeadLetterTopic, queue.DLQSuffix)
+	if !isDLQ {
+		return nil, invalid("dead_letter_topic %q does not end in %q: redrive drains a dead-letter topic", m.DeadLetterTopic, queue.DLQSuffix)
+	}
+	if m.ToTopic != "" {
+		if err := checkTopic("to_topic ", m.ToTopic); err != nil {
+			return nil, err
+		}
+	}
+	ratePerSec := int(m.RatePerSecond)
+	if ratePerSec == 0 {
+		ratePerSec = DefaultRedriveRate
+	}
+	if ratePerSec < 1 || ratePerSec > MaxRedriveRate {
+		return nil, invalid("rate_per_second %d: from 1 to %d; 0 means %d", m.RatePerSecond, MaxRedriveRate, DefaultRedriveRate)
+	}
+	if m.MaxMessages < 0 || m.MaxMessages > MaxRedrive {
+		return nil, invalid("max_messages %d: from 0 to %d; 0 means all that wait now", m.MaxMessages, MaxRedrive)
+	}
+	ids := map[message.ID]bool{}
+	for _, t := range m.Ids {
+		id, err := parseID("ids", t)
+		if err != nil {
+			return nil, err
+		}
+		ids[id] = true
+	}
+	lim := rate.NewLimiter(rate.Limit(ratePerSec), max(1, ratePerSec/10))
+	out := &hourglassv1.RedriveResponse{}
+	tok := ""
+	for {
+		page, next, err := s.q.List(ctx, m.DeadLetterTopic, queue.ListDue, tok, 100)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		for _, d := range page {
+			reason := headerOf(d.Headers, queue.DeadLetterReasonHeader)
+			if (len(ids) > 0 && !ids[d.ID]) || (m.Reason != "" && reason != m.Reason) {
+				out.Skipped++
+				continue
+			}
+			if m.MaxMessages > 0 && out.Redriven >= int64(m.MaxMessages) {
+				out.More = true
+				return out, nil
+			}
+			if err := lim.Wait(ctx); err != nil {
+				return out, serverError(err)
+			}
+			to := m.ToTopic
+			if to == "" {
+				to = headerOf(d.Headers, queue.DeadLetterOriginHeader)
+			}
+			if to == "" {
+				to = origin
+			}
+			moved, err := s.redriveOne(ctx, eng, d, to)
+			if err != nil {
+				return out, serverError(err)
+			}
+			if moved {
+				out.Redriven++
+			}
+		}
+		if next == "" {
+			return out, nil
+		}
+		tok = next
+	}
+}
+
+// redriveOne moves the dead letter d back to topic to; moved is false if
+// another caller took it meanwhile.
+func (s *Server) redriveOne(ctx context.Context, eng *engine.Engine, d queue.Message, to string) (bool, error) {
+	key := RedriveKeyPrefix + d.ID.String()
+	if _, done, err := eng.Lookup(ctx, to, key); err != nil {
+		return false, err
+	} else if !done {
+		origin := d.Origin
+		if origin.IsZero() {
+			origin = d.ID
+		}
+		hs := slices.DeleteFunc(slices.Clone(d.Headers), func(h message.Header) bool {
+			switch string(h.Key) {
+			case queue.DeadLetterOriginHeader, queue.DeadLetterReasonHeader, queue.DeadLetterErrorHeader, queue.DeadLetterAtHeader,
+				queue.LastErrorHeader, engine.IdempotencyHeader, engine.IdempotencyTimeHeader:
+				return true
+			}
+			return false
+		})
+		if _, err := eng.Schedule(ctx, engine.Request{Topic: to, Headers: hs, Body: d.Body, Origin: origin, IdempotencyKey: key}); err != nil {
+			return false, err
+		}
+	}
+	taken, err := s.q.Take(ctx, d.Topic, d.Offset, time.Minute)
+	if errors.Is(err, queue.ErrNotWaiting) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, s.q.AckReceipt(ctx, d.Topic, taken.Receipt)
+}
+
+// purge serves Purge.
+func (s *Server) purge(ctx context.Context, m *hourglassv1.PurgeRequest) (*hourglassv1.PurgeResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	var n int64
+	var err error
+	switch m.State {
+	case hourglassv1.MessageState_MESSAGE_STATE_PENDING:
+		n, err = s.purgePending(ctx, m.Topic)
+	case hourglassv1.MessageState_MESSAGE_STATE_DUE:
+		if err = s.noQueue(); err == nil {
+			n, err = s.q.PurgeDue(ctx, m.Topic)
+		}
+	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
+		if err = s.noQueue(); err == nil {
+			n, err = s.q.PurgeDue(ctx, dlqOf(m.Topic))
+		}
+	default:
+		return nil, invalid("state %s: Purge removes PENDING, DUE or DEAD_LETTERED messages", m.State)
+	}
+	if err != nil {
+		return nil, serverError(err)
+	}
+	return &hourglassv1.PurgeResponse{Purged: n}, nil
+}
+
+// purgePending cancels every pending message of topic, a page of List at
+// a time, and returns how many it cancelled.
+func (s *Server) purgePending(ctx context.Context, topic string) (int64, error) {
+	eng, err := s.localEngine("Purge of pending messages")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	req := engine.ListRequest{Topic: topic, Limit: engine.MaxListLimit}
+	for {
+		found, err := eng.List(ctx, req)
+		if err != nil {
+			return n, err
+		}
+		for _, f := range found {
+			res, err := eng.Cancel(ctx, f.ID)
+			if err != nil {
+				return n, err
+			}
+			if res == engine.Cancelled {
+				n++
+			}
+		}
+		if len(found) < req.Limit {
+			return n, nil
+		}
+		req.After = found[len(found)-1].ID
+	}
+}
+
+// dlqOf is topic's dead-letter topic (a dead-letter topic is its own).
+func dlqOf(topic string) string {
+	if _, ok := cutSuffix(topic, queue.DLQSuffix); ok {
+		return topic
+	}
+	return topic + queue.DLQSuffix
+}
+
+func cutSuffix(s, suffix string) (string, bool) {
+	if len(s) > len(suffix) && s[len(s)-len(suffix):] == suffix {
+		return s[:len(s)-len(suffix)], true
+	}
+	return s, false
+}
+
+// deleteTopic serves DeleteTopic.
+func (s *Server) deleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest) (*hourglassv1.DeleteTopicResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	eng, err := s.localEngine("DeleteTopic")
+	if err != nil {
+		return nil, err
+	}
+	cancelled, err := s.purgePending(ctx, m.Topic)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	removed, _, err := s.q.DeleteTopic(ctx, m.Topic)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	if _, set, err := eng.Setting(policyTable, m.Topic); err == nil && set {
+		if err := eng.Control(ctx, message.Control{Kind: message.ControlPolicy, Name: []byte(m.Topic)}); err != nil {
+			return nil, serverError(err)
+		}
+	}
+	return &hourglassv1.DeleteTopicResponse{Cancelled: cancelled, Removed: removed}, nil
+}
+
+// topics serves Topics: the queue's topics and those with a policy.
+func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourglassv1.TopicsResponse, error) {
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	stats := s.q.Stats()
+	names := map[string]bool{}
+	for t := range stats {
+		if _, dlq := cutSuffix(t, queue.DLQSuffix); !dlq {
+			names[t] = true
+		}
+	}
+	if eng, err := s.localEngine("Topics"); err == nil {
+		set, err := eng.Settings(policyTable)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		for t := range set {
+			names[t] = true
+		}
+	}
+	out := &hourglassv1.TopicsResponse{}
+	now := time.Now()
+	for _, t := range slices.Sorted(mapKeys(names)) {
+		st, dl := stats[t], stats[t+queue.DLQSuffix]
+		ti := &hourglassv1.TopicInfo{Topic: t, Due: st.Backlog, Leased: int64(st.Leased), DeadLettered: dl.Backlog + int64(dl.Leased),
+			Policy: toProtoPolicy(s.q.Policy(t))}
+		if st.OldestReady > 0 {
+			ti.OldestDueAgeSeconds = max(0, now.Sub(time.UnixMilli(st.OldestReady)).Seconds())
+		}
+		out.Topics = append(out.Topics, ti)
+	}
+	return out, nil
+}
+
+func mapKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// getPolicy serves GetPolicy.
+func (s *Server) getPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+}
+
+// effective is topic's policy over the server's defaults, every field set.
+func (s *Server) effective(topic string) *hourglassv1.Policy {
+	e := s.q.Effective(topic)
+	p := toProtoPolicy(e)
+	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
+	if p.Backoff == nil {
+		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// setPolicy serves SetPolicy: the topic's policy with the request's
+// fields changed, durable as a control record before it answers.
+func (s *Server) setPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if err := s.noQueue(); err != nil {
+		return nil, err
+	}
+	eng, err := s.localEngine("SetPolicy")
+	if err != nil {
+		return nil, err
+	}
+	p := s.q.Policy(m.Topic)
+	if np := m.Policy; np != nil {
+		if np.MaxAttempts != nil {
+			p.MaxAttempts = int(*np.MaxAttempts)
+		}
+		if np.Paused != nil {
+			p.Paused = *np.Paused
+		}
+		if np.MaxDispatchRate != nil {
+			p.Rate = *np.MaxDispatchRate
+		}
+		if np.LeaseMs != nil {
+			p.Lease = time.Duration(*np.LeaseMs) * time.Millisecond
+		}
+		if b := np.Backoff; b != nil {
+			if b.InitialMs > s.opts.MaxDelay.Milliseconds() || b.MaxMs > s.opts.MaxDelay.Milliseconds() {
+				return nil, invalid("backoff: delays up to %d ms (%s, the server's --max-delay)", s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
+			}
+			p.Backoff = queue.Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
+				Multiplier: b.Multiplier, Jitter: b.Jitter}
+		}
+	}
+	for _, f := range m.Defaults {
+		switch f {
+		case "max_attempts":
+			p.MaxAttempts = 0
+		case "backoff":
+			p.Backoff = queue.Backoff{}
+		case "paused":
+			p.Paused = false
+		case "max_dispatch_rate":
+			p.Rate = 0
+		case "lease_ms":
+			p.Lease = 0
+		default:
+			return nil, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate and lease_ms", f)
+		}
+	}
+	if err := p.Validate(queue.DefaultMaxLease); err != nil {
+		return nil, invalid("policy: %v", err)
+	}
+	if err := eng.Control(ctx, message.Control{Kind: message.ControlPolicy, Name: []byte(m.Topic), Value: queue.EncodePolicy(p)}); err != nil {
+		return nil, serverError(err)
+	}
+	return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+}
+
+// toProtoPolicy shows a queue policy: fields left at their default unset.
+func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
+	out := &hourglassv1.Policy{}
+	if p.MaxAttempts != 0 {
+		out.MaxAttempts = ptr(int32(p.MaxAttempts))
+	}
+	if p.Paused {
+		out.Paused = ptr(true)
+	}
+	if p.Rate != 0 {
+		out.MaxDispatchRate = ptr(p.Rate)
+	}
+	if p.Lease != 0 {
+		out.LeaseMs = ptr(p.Lease.Milliseconds())
+	}
+	if !p.Backoff.IsZero() {
+		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
+			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
+	}
+	return out
+}
+
+// headerOf returns the value of the header key, or "".
+func headerOf(hs []message.Header, key string) string {
+	for _, h := range hs {
+		if string(h.Key) == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// deadLetterInfo is what a dead letter's headers say of why it died, or
+// nil for a message that is not one.
+func deadLetterInfo(hs []message.Header, attempts uint32) *hourglassv1.DeadLetter {
+	reason := headerOf(hs, queue.DeadLetterReasonHeader)
+	if reason == "" {
+		return nil
+	}
+	dl := &hourglassv1.DeadLetter{OriginTopic: headerOf(hs, queue.DeadLetterOriginHeader), Reason: reason, Attempts: attempts,
+		LastError: headerOf(hs, queue.DeadLetterErrorHeader)}
+	if ms, err := strconv.ParseInt(headerOf(hs, queue.DeadLetterAtHeader), 10, 64); err == nil {
+		dl.At = timestamppb.New(time.UnixMilli(ms))
+	}
+	return dl
+}
