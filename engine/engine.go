@@ -123,12 +123,12 @@ type Engine struct {
 	// failing one in tests.
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
-	keys   *keyIndex // nil when Options.IdempotencyWindow is 0
+	keys *keyIndex // nil when Options.IdempotencyWindow is 0
 	// cat holds the key index, reschedules and durable settings that
 	// reput routes (package catalog).
 	cat         *catalog.Catalog
 	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
-	health *health
+	health      *health
 	// refused is closed, with refuseErr set, by refuse.
 	refused    chan struct{}
 	refuseErr  error

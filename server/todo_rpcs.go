@@ -9,13 +9,6 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
-
-
-
-
-
-
-
 func (s *Server) createSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest) (*hourglassv1.CreateScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "CreateSchedule is not implemented yet")
 }
@@ -43,4 +36,3 @@ func (s *Server) getSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequ
 func (s *Server) listSchedules(ctx context.Context, m *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "ListSchedules is not implemented yet")
 }
-
