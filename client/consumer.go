@@ -17,9 +17,9 @@ import (
 // Delivery is a due message handed to this consumer under a lease.
 type Delivery struct {
 	// ID to Ack or Nack with; for a retry it is the retry's own ID.
-	ID string
+	ID ID
 	// OriginID is the ID the producer was given (equal to ID on attempt 0).
-	OriginID string
+	OriginID ID
 	Topic    string
 	Headers  map[string]string
 	Body     []byte
@@ -36,8 +36,12 @@ type Delivery struct {
 }
 
 func delivery(m *hourglassv1.Message) Delivery {
+	// The server's IDs always parse; a receipt settles the message
+	// whatever its ID.
+	id, _ := ParseID(m.Id)
+	origin, _ := ParseID(m.OriginId)
 	d := Delivery{
-		ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Body: m.Body, Attempt: int(m.Attempt), Receipt: m.Receipt,
+		ID: id, OriginID: origin, Topic: m.Topic, Body: m.Body, Attempt: int(m.Attempt), Receipt: m.Receipt,
 		DeliverAt: m.DeliverAt.AsTime(), ReceivedAt: m.ReceivedAt.AsTime(), LeaseExpiresAt: m.LeaseExpiresAt.AsTime(),
 	}
 	if len(m.Headers) > 0 {
@@ -82,7 +86,7 @@ func (c *Client) Receive(ctx context.Context, topic string, o ReceiveOptions) ([
 func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	req := &hourglassv1.AckRequest{Topic: d.Topic, Receipt: d.Receipt}
 	if d.Receipt == "" {
-		req.Id = d.ID
+		req.Id = d.ID.String()
 	}
 	_, err := c.svc.Ack(ctx, req)
 	return wrap("Ack", err)
@@ -134,7 +138,7 @@ func ackErrors(op string, ds []Delivery, results []*hourglassv1.AckResult) ([]er
 func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration) error {
 	req := &hourglassv1.NackRequest{Topic: d.Topic, Receipt: d.Receipt, DelayMs: delay.Milliseconds()}
 	if d.Receipt == "" {
-		req.Id = d.ID
+		req.Id = d.ID.String()
 	}
 	_, err := c.svc.Nack(ctx, req)
 	return wrap("Nack", err)
