@@ -50,8 +50,16 @@ type realServer struct {
 // DataDir and SegmentDuration are filled in.
 func startServer(t *testing.T, opts server.Options) *realServer {
 	t.Helper()
+	return startServerQueue(t, opts, queue.Options{})
+}
+
+// startServerQueue is startServer with a queue of qo (Dir and Fsync
+// filled in).
+func startServerQueue(t *testing.T, opts server.Options, qo queue.Options) *realServer {
+	t.Helper()
 	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Dir: server.QueueDir(dir), Fsync: commitlog.SyncNone})
+	qo.Dir, qo.Fsync = server.QueueDir(dir), commitlog.SyncNone
+	q, err := queue.Open(qo)
 	if err != nil {
 		t.Fatal(err)
 	}
