@@ -1,8 +1,19 @@
-// Package client is the Go client of an Hourglass server: Schedule,
-// Cancel and the other calls of the API (Get and List look up and list
-// what is scheduled without changing it), a batching asynchronous Producer
-// on the ScheduleStream, and Consume, a loop on the Consume stream that
-// calls a handler with each due message and acks or nacks it.
+// Package client is the Go client of an Hourglass server.
+//
+// Producers: Schedule a Message (Delay, At or Level; Headers; an
+// IdempotencyKey), ScheduleBatch, or Send through a batching asynchronous
+// Producer on the ScheduleStream; Cancel, Reschedule and Get a message by
+// its ID (a typed ID that carries its delivery time) or by its Key (topic
+// and idempotency key); List what is pending.
+//
+// Consumers: a Worker consumes topics with Handlers (HandlerFunc) wrapped
+// in Middleware (Recover, Logging, Hooks for metrics and tracing), with
+// bounded concurrency per topic, leases extended while a handler runs,
+// and a shutdown that lets running handlers finish within a deadline.
+// A handler's result settles its message: nil acks it, Retry(after) and
+// DeadLetter(reason) say what else to do, any other error nacks it.
+// Consume is the short form for one topic; Receive, Ack, Nack, Settle and
+// Extend are the single calls underneath.
 //
 // It speaks native gRPC (grpc-go) over one HTTP/2 connection per Client,
 // which carries every call and stream of all the goroutines that use it.
