@@ -1,8 +1,19 @@
-// Package client is the Go client of an Hourglass server: Schedule,
-// Cancel and the other calls of the API (Get and List look up and list
-// what is scheduled without changing it), a batching asynchronous Producer
-// on the ScheduleStream, and Consume, a loop on the Consume stream that
-// calls a handler with each due message and acks or nacks it.
+// Package client is the Go client of an Hourglass server.
+//
+// Producers: Schedule a Message (Delay, At or Level; Headers; an
+// IdempotencyKey), ScheduleBatch, or Send through a batching asynchronous
+// Producer on the ScheduleStream; Cancel, Reschedule and Get a message by
+// its ID (a typed ID that carries its delivery time) or by its Key (topic
+// and idempotency key); List what is pending.
+//
+// Consumers: a Worker consumes topics with Handlers (HandlerFunc) wrapped
+// in Middleware (Recover, Logging, Hooks for metrics and tracing), with
+// bounded concurrency per topic, leases extended while a handler runs,
+// and a shutdown that lets running handlers finish within a deadline.
+// A handler's result settles its message: nil acks it, Retry(after) and
+// DeadLetter(reason) say what else to do, any other error nacks it.
+// Consume is the short form for one topic; Receive, Ack, Nack, Settle and
+// Extend are the single calls underneath.
 //
 // It speaks native gRPC (grpc-go) over one HTTP/2 connection per Client,
 // which carries every call and stream of all the goroutines that use it.
@@ -235,7 +246,8 @@ type Message struct {
 	// IdempotencyKey, if set (at most 200 bytes), lets Schedule be retried
 	// safely: within the server's --idempotency-window a second Schedule
 	// of the same topic and key returns the first message's ID and stores
-	// nothing, even if the server crashed in between.
+	// nothing, even if the server crashed in between. Key{Topic, key}
+	// names the message for Cancel, Get and Reschedule.
 	IdempotencyKey string
 }
 
@@ -276,31 +288,36 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("client: %s: %w", op, err)
 }
 
-// Schedule stores one message and returns its ID (32 hex digits) once the
-// server has made it durable under its fsync policy. Concurrent Schedules
-// beyond WithMaxCalls share ScheduleBatch calls (see there).
-func (c *Client) Schedule(ctx context.Context, m Message) (string, error) {
+// Schedule stores one message and returns its ID once the server has made
+// it durable under its fsync policy (ID.Time is when it will be
+// delivered). Concurrent Schedules beyond WithMaxCalls share
+// ScheduleBatch calls (see there).
+func (c *Client) Schedule(ctx context.Context, m Message) (ID, error) {
 	req, err := m.request()
 	if err != nil {
-		return "", err
+		return ID{}, err
 	}
 	// A message with an idempotency key goes in its own call: in cluster
 	// mode a key is deduplicated only against a resend of the same
 	// request, so a retry of this Schedule must be the same request.
+	var id string
 	if c.merge != nil && m.IdempotencyKey == "" {
-		id, err := c.merge.schedule(ctx, req)
-		return id, wrap("Schedule", err)
+		id, err = c.merge.schedule(ctx, req)
+	} else {
+		var res *hourglassv1.ScheduleResponse
+		if res, err = c.svc.Schedule(ctx, req); err == nil {
+			id = res.Id
+		}
 	}
-	res, err := c.svc.Schedule(ctx, req)
 	if err != nil {
-		return "", wrap("Schedule", err)
+		return ID{}, wrap("Schedule", err)
 	}
-	return res.Id, nil
+	return idOf("Schedule", id)
 }
 
 // ScheduleBatch stores up to 1000 messages atomically, all or none, and
 // returns their IDs in order.
-func (c *Client) ScheduleBatch(ctx context.Context, ms []Message) ([]string, error) {
+func (c *Client) ScheduleBatch(ctx context.Context, ms []Message) ([]ID, error) {
 	req := &hourglassv1.ScheduleBatchRequest{Messages: make([]*hourglassv1.ScheduleRequest, len(ms))}
 	for i := range ms {
 		r, err := ms[i].request()
@@ -316,9 +333,11 @@ func (c *Client) ScheduleBatch(ctx context.Context, ms []Message) ([]string, err
 	if len(res.Results) != len(ms) {
 		return nil, fmt.Errorf("client: ScheduleBatch: the server answered %d results for %d messages", len(res.Results), len(ms))
 	}
-	ids := make([]string, len(ms))
+	ids := make([]ID, len(ms))
 	for i, r := range res.Results {
-		ids[i] = r.Id
+		if ids[i], err = idOf("ScheduleBatch", r.Id); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }
@@ -340,10 +359,11 @@ const (
 	Unknown CancelResult = "unknown"
 )
 
-// Cancel makes sure the message with this ID is never delivered, if it is
-// not too late; the answer says which.
-func (c *Client) Cancel(ctx context.Context, id string) (CancelResult, error) {
-	res, err := c.svc.Cancel(ctx, &hourglassv1.CancelRequest{Id: id})
+// Cancel makes sure the message ref names (its ID, or its Key) is never
+// delivered, if it is not too late; the answer says which.
+func (c *Client) Cancel(ctx context.Context, ref Ref) (CancelResult, error) {
+	id, topic, key := ref.ref()
+	res, err := c.svc.Cancel(ctx, &hourglassv1.CancelRequest{Id: id, Topic: topic, Key: key})
 	if err != nil {
 		return "", wrap("Cancel", err)
 	}

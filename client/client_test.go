@@ -144,18 +144,18 @@ func TestUnaryCalls(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		id   string
+		ref  Ref
 		want CancelResult
 	}{
 		{"pending", later, Cancelled},
-		{"never_scheduled", strings.Repeat("0", 31) + "1", Unknown},
+		{"never_scheduled", mustParseID(t, strings.Repeat("0", 31)+"1"), Unknown},
 	} {
-		if got, err := c.Cancel(ctx, tc.id); err != nil || got != tc.want {
+		if got, err := c.Cancel(ctx, tc.ref); err != nil || got != tc.want {
 			t.Errorf("Cancel %s = %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
-	_, err = c.Cancel(ctx, "xyz")
-	wantCode(t, "Cancel of a malformed ID", err, codes.InvalidArgument)
+	_, err = c.Cancel(ctx, ID{})
+	wantCode(t, "Cancel of the zero ID", err, codes.InvalidArgument)
 
 	var got []Delivery
 	for len(got) < 3 {
@@ -255,7 +255,7 @@ func (s *headerService) record(ctx context.Context, method string) {
 
 func (s *headerService) Schedule(ctx context.Context, _ *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
 	s.record(ctx, "Schedule")
-	return &hourglassv1.ScheduleResponse{Id: "x"}, nil
+	return &hourglassv1.ScheduleResponse{Id: fakeID("x")}, nil
 }
 
 func (s *headerService) ScheduleStream(st grpc.BidiStreamingServer[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
@@ -267,7 +267,7 @@ func (s *headerService) ScheduleStream(st grpc.BidiStreamingServer[hourglassv1.S
 		}
 		res := &hourglassv1.ScheduleBatchResponse{}
 		for range req.GetBatch().GetMessages() {
-			res.Results = append(res.Results, &hourglassv1.ScheduleResponse{Id: "x"})
+			res.Results = append(res.Results, &hourglassv1.ScheduleResponse{Id: fakeID("x")})
 		}
 		if err := st.Send(&hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Batch{Batch: res}}); err != nil {
 			return err

@@ -16,7 +16,7 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
-// fakeServer answers Schedule and ScheduleBatch with the ID "id:" + body,
+// fakeServer answers Schedule and ScheduleBatch with the ID fakeID(body),
 // refuses the topic "bad" (a whole batch holding it, as the real server
 // does), and can hold its first Schedule until released.
 type fakeServer struct {
@@ -81,7 +81,7 @@ func (f *fakeServer) Schedule(_ context.Context, req *hourglassv1.ScheduleReques
 	f.mu.Lock()
 	f.stored[string(req.Body)]++
 	f.mu.Unlock()
-	return &hourglassv1.ScheduleResponse{Id: "id:" + string(req.Body)}, nil
+	return &hourglassv1.ScheduleResponse{Id: fakeID(string(req.Body))}, nil
 }
 
 func (f *fakeServer) ScheduleBatch(_ context.Context, req *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
@@ -104,7 +104,7 @@ func (f *fakeServer) ScheduleBatch(_ context.Context, req *hourglassv1.ScheduleB
 	f.mu.Lock()
 	for _, m := range req.Messages {
 		f.stored[string(m.Body)]++
-		out.Results = append(out.Results, &hourglassv1.ScheduleResponse{Id: "id:" + string(m.Body)})
+		out.Results = append(out.Results, &hourglassv1.ScheduleResponse{Id: fakeID(string(m.Body))})
 	}
 	f.mu.Unlock()
 	return out, nil
@@ -117,8 +117,9 @@ func (c *Client) waitingCount() int {
 }
 
 type answer struct {
-	body, id string
-	err      error
+	body string
+	id   ID
+	err  error
 }
 
 // scheduleWhileHeld sends a first Schedule that the fake server holds, then
@@ -152,7 +153,7 @@ func TestScheduleAloneIsItsOwnCall(t *testing.T) {
 	c := newClient(t, startFake(t, f), WithMaxCalls(1))
 	for i := range 3 {
 		id, err := c.Schedule(context.Background(), Message{Topic: "t", Body: []byte(fmt.Sprint(i))})
-		if err != nil || id != fmt.Sprintf("id:%d", i) {
+		if err != nil || id.String() != fakeID(fmt.Sprint(i)) {
 			t.Fatalf("Schedule %d = %q, %v", i, id, err)
 		}
 	}
@@ -170,7 +171,7 @@ func TestConcurrentSchedulesShareOneBatch(t *testing.T) {
 		topics[i] = "t"
 	}
 	for _, a := range scheduleWhileHeld(t, f, c, topics) {
-		if a.err != nil || a.id != "id:"+a.body {
+		if a.err != nil || a.id.String() != fakeID(a.body) {
 			t.Errorf("message %s: got %q, %v; want its own ID id:%s", a.body, a.id, a.err, a.body)
 		}
 	}
@@ -203,7 +204,7 @@ func TestKeyedSchedulesAreNotMerged(t *testing.T) {
 	cancel()
 	close(f.hold)
 	wg.Wait()
-	if err != nil || id != "id:keyed" {
+	if err != nil || id.String() != fakeID("keyed") {
 		t.Fatalf("keyed Schedule while another call is in flight = %q, %v; want its own call's answer", id, err)
 	}
 	s := f.seen()
@@ -223,7 +224,7 @@ func TestMergedCallRefusedAnswersEachCaller(t *testing.T) {
 			}
 			continue
 		}
-		if a.err != nil || a.id != "id:"+a.body {
+		if a.err != nil || a.id.String() != fakeID(a.body) {
 			t.Errorf("message %s: got %q, %v; want its own ID (only the bad message fails)", a.body, a.id, a.err)
 		}
 	}
@@ -321,7 +322,7 @@ func TestMergedCallOutlivesOneCaller(t *testing.T) {
 		_, err := c.Schedule(ctx, Message{Topic: "t", Body: []byte("quitter")})
 		errc <- err
 	}()
-	var id string
+	var id ID
 	var err error
 	wg.Go(func() {
 		id, err = c.Schedule(context.Background(), Message{Topic: "t", Body: []byte("stayer")})
@@ -335,7 +336,7 @@ func TestMergedCallOutlivesOneCaller(t *testing.T) {
 	}
 	close(f.holdBatch)
 	wg.Wait()
-	if err != nil || id != "id:stayer" {
+	if err != nil || id.String() != fakeID("stayer") {
 		t.Fatalf("the caller that stayed got %q, %v; want its ID (the call must go on for it)", id, err)
 	}
 	s := f.seen()

@@ -95,7 +95,7 @@ func (s *settleService) Consume(st consumeServer) error {
 			}
 			res := &hourglassv1.ReceiveResponse{}
 			for i := s.pushed; i < s.pushed+k; i++ {
-				res.Messages = append(res.Messages, &hourglassv1.Message{Id: fmt.Sprint("m", i), Topic: "t", Receipt: fmt.Sprint("r", i)})
+				res.Messages = append(res.Messages, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", i)), Topic: "t", Receipt: fmt.Sprint("r", i)})
 			}
 			s.pushed += k
 			s.credits -= k
@@ -397,7 +397,7 @@ func (s *breakService) Consume(st consumeServer) error {
 	for i := 0; i < s.n; i += 1000 {
 		res := &hourglassv1.ReceiveResponse{}
 		for j := i; j < min(i+1000, s.n); j++ {
-			res.Messages = append(res.Messages, &hourglassv1.Message{Id: fmt.Sprint("m", j), Topic: "t", Receipt: fmt.Sprint("r", j)})
+			res.Messages = append(res.Messages, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", j)), Topic: "t", Receipt: fmt.Sprint("r", j)})
 		}
 		if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: res}}); err != nil {
 			return err
@@ -520,7 +520,7 @@ func TestConsumeAcksEachMessageOnce(t *testing.T) {
 	scheduleN(t, c, "orders", n)
 
 	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := map[ID]int{}
 	all := make(chan struct{})
 	var running, most atomic.Int32
 	done := make(chan error, 1)

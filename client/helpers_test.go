@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"testing"
@@ -48,8 +50,16 @@ type realServer struct {
 // DataDir and SegmentDuration are filled in.
 func startServer(t *testing.T, opts server.Options) *realServer {
 	t.Helper()
+	return startServerQueue(t, opts, queue.Options{})
+}
+
+// startServerQueue is startServer with a queue of qo (Dir and Fsync
+// filled in).
+func startServerQueue(t *testing.T, opts server.Options, qo queue.Options) *realServer {
+	t.Helper()
 	dir := t.TempDir()
-	q, err := queue.Open(queue.Options{Dir: server.QueueDir(dir), Fsync: commitlog.SyncNone})
+	qo.Dir, qo.Fsync = server.QueueDir(dir), commitlog.SyncNone
+	q, err := queue.Open(qo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +144,24 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 	if status.Code(err) != code {
 		t.Errorf("%s: got %v, want code %v", what, err, code)
 	}
+}
+
+// fakeID returns a well-formed ID text made from s, for fake servers:
+// the same s always gives the same ID, different ones different IDs.
+func fakeID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	sum[0] &= 0x7f // a delivery time that is not negative
+	return hex.EncodeToString(sum[:16])
+}
+
+// mustParseID parses s or fails the test.
+func mustParseID(t *testing.T, s string) ID {
+	t.Helper()
+	id, err := ParseID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // topicStats returns the server's statistics of topic (zero if none).

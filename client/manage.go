@@ -24,6 +24,7 @@ const (
 	StateCancelled    State = "cancelled"     // it will never be delivered
 	StateDeadLettered State = "dead-lettered" // refused for good; see Found.DeadLetterTopic
 	StateNotFound     State = "not-found"     // no such message (or its segment was deleted once all done)
+	StateRescheduled  State = "rescheduled"   // it will never be delivered at this time; see Found.RescheduledTo
 )
 
 func stateOf(s hourglassv1.MessageState) State {
@@ -44,25 +45,33 @@ func stateOf(s hourglassv1.MessageState) State {
 		return StateCancelled
 	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
 		return StateDeadLettered
+	case hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED:
+		return StateRescheduled
 	}
 	return StateNotFound
 }
 
 // Scheduled is a message as the server stores it.
 type Scheduled struct {
-	ID        string
+	ID        ID
 	Topic     string
 	Headers   map[string]string
 	Body      []byte
 	DeliverAt time.Time
 	// Attempt is the attempt it was scheduled with (0 for a first one).
 	Attempt uint32
-	// OriginID names the first attempt of a retry; empty otherwise.
-	OriginID string
+	// OriginID names the first attempt of a retry or reschedule; the
+	// zero ID otherwise.
+	OriginID ID
 }
 
 func scheduledOf(m *hourglassv1.Message) Scheduled {
-	s := Scheduled{ID: m.Id, Topic: m.Topic, Body: m.Body, Attempt: m.Attempt, OriginID: m.OriginId}
+	s := Scheduled{Topic: m.Topic, Body: m.Body, Attempt: m.Attempt}
+	// The server's IDs always parse.
+	s.ID, _ = ParseID(m.Id)
+	if m.OriginId != "" {
+		s.OriginID, _ = ParseID(m.OriginId)
+	}
 	if m.DeliverAt != nil {
 		s.DeliverAt = m.DeliverAt.AsTime()
 	}
@@ -86,16 +95,25 @@ type Found struct {
 	LeaseUntil   time.Time
 	// DeadLetterTopic holds a message the queue dead-lettered.
 	DeadLetterTopic string
+	// RescheduledTo is the message that replaced a rescheduled one
+	// (StateRescheduled).
+	RescheduledTo ID
 }
 
-// Get looks the message id up and says what became of it. It only
-// reads: nothing is received, leased or changed.
-func (c *Client) Get(ctx context.Context, id string) (Found, error) {
-	res, err := c.svc.Get(ctx, &hourglassv1.GetRequest{Id: id})
+// Get looks up the message ref names (its ID, or its Key) and says what
+// became of it. It only reads: nothing is received, leased or changed.
+func (c *Client) Get(ctx context.Context, ref Ref) (Found, error) {
+	id, topic, key := ref.ref()
+	res, err := c.svc.Get(ctx, &hourglassv1.GetRequest{Id: id, Topic: topic, Key: key})
 	if err != nil {
 		return Found{}, wrap("Get", err)
 	}
 	f := Found{State: stateOf(res.State), QueueAttempt: res.QueueAttempt, DeadLetterTopic: res.DeadLetterTopic}
+	if res.RescheduledTo != "" {
+		if f.RescheduledTo, err = idOf("Get", res.RescheduledTo); err != nil {
+			return Found{}, err
+		}
+	}
 	if res.Message != nil {
 		f.Message = scheduledOf(res.Message)
 	}

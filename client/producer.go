@@ -37,7 +37,7 @@ type ProducerOptions struct {
 // stored. It is safe to read from any goroutine.
 type Result struct {
 	done chan struct{}
-	id   string
+	id   ID
 	err  error
 }
 
@@ -46,17 +46,21 @@ func (r *Result) Done() <-chan struct{} { return r.done }
 
 // Wait blocks until the result is known or ctx ends, and returns the ID or
 // the error. A ctx ending does not withdraw the message.
-func (r *Result) Wait(ctx context.Context) (string, error) {
+func (r *Result) Wait(ctx context.Context) (ID, error) {
 	select {
 	case <-r.done:
 		return r.id, r.err
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return ID{}, ctx.Err()
 	}
 }
 
+// finish sets the result: the ID the server answered, or err.
 func (r *Result) finish(id string, err error) {
-	r.id, r.err = id, err
+	if err == nil {
+		r.id, err = idOf("ScheduleStream", id)
+	}
+	r.err = err
 	close(r.done)
 }
 

@@ -26,7 +26,7 @@ func TestProducerConcurrentSends(t *testing.T) {
 	p := NewProducer(c, ProducerOptions{MaxBatch: 50, MaxInflight: 4, MaxPending: 100})
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	ids := make([][]string, senders)
+	ids := make([][]ID, senders)
 	var wg sync.WaitGroup
 	for g := range senders {
 		wg.Go(func() {
@@ -58,10 +58,10 @@ func TestProducerConcurrentSends(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	distinct := map[string]bool{}
+	distinct := map[ID]bool{}
 	for _, s := range ids {
 		for _, id := range s {
-			if len(id) != 32 || distinct[id] {
+			if id.IsZero() || distinct[id] {
 				t.Fatalf("ID %q: malformed or given twice", id)
 			}
 			distinct[id] = true
@@ -108,7 +108,7 @@ func TestProducerRefusedBatch(t *testing.T) {
 					wantCode(t, "the bad message", err, codes.InvalidArgument)
 					continue
 				}
-				if err != nil || len(id) != 32 {
+				if err != nil || id.IsZero() {
 					t.Errorf("message %d: %q, %v; want an ID (only the bad message fails)", i, id, err)
 				}
 			}
@@ -141,7 +141,7 @@ func (s *breakingStream) ScheduleStream(st scheduleServer) error {
 	answer := func(req *hourglassv1.ScheduleStreamRequest) error {
 		res := &hourglassv1.ScheduleBatchResponse{}
 		for _, m := range req.GetBatch().GetMessages() {
-			res.Results = append(res.Results, &hourglassv1.ScheduleResponse{Id: fmt.Sprintf("s%d-%s", n, m.Body)})
+			res.Results = append(res.Results, &hourglassv1.ScheduleResponse{Id: fakeID(fmt.Sprintf("s%d-%s", n, m.Body))})
 		}
 		return st.Send(&hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Batch{Batch: res}})
 	}
@@ -199,7 +199,7 @@ func TestProducerStreamBreaks(t *testing.T) {
 			for i, r := range rs {
 				id, err := r.Wait(ctx)
 				if i < svc.answer {
-					if want := fmt.Sprintf("s1-%d", i); err != nil || id != want {
+					if want := fakeID(fmt.Sprintf("s1-%d", i)); err != nil || id.String() != want {
 						t.Errorf("answered message %d: %q, %v; want %s", i, id, err, want)
 					}
 					continue
@@ -207,7 +207,7 @@ func TestProducerStreamBreaks(t *testing.T) {
 				wantCode(t, fmt.Sprintf("unanswered message %d", i), err, tc.want)
 			}
 			id, err := p.Send(ctx, Message{Topic: "t", Body: []byte("next")}).Wait(ctx)
-			if err != nil || id != "s2-next" {
+			if err != nil || id.String() != fakeID("s2-next") {
 				t.Fatalf("Send after the break: %q, %v; want s2-next from a new stream", id, err)
 			}
 		})

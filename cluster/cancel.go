@@ -44,7 +44,11 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 	if err != nil {
 		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
 	}
-	res, err := fc.Cancel(ctx, id.String())
+	cid, err := client.ParseID(id.String())
+	if err != nil {
+		return engine.Unknown, err // a message.ID always parses
+	}
+	res, err := fc.Cancel(ctx, cid)
 	if err != nil {
 		if st, ok := status.FromError(errors.Unwrap(err)); ok {
 			return engine.Unknown, st.Err()

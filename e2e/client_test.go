@@ -80,7 +80,7 @@ func testClientRoundTrip(t *testing.T, p *proc) {
 	c := newClient(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sent := map[string]string{}
+	sent := map[client.ID]string{}
 	for i, m := range []client.Message{
 		{Topic: "c-round", Body: []byte("delay"), Delay: 300 * time.Millisecond, Headers: map[string]string{"k": "v"}},
 		{Topic: "c-round", Body: []byte("at"), At: time.Now().Add(200 * time.Millisecond)},
@@ -94,7 +94,7 @@ func testClientRoundTrip(t *testing.T, p *proc) {
 		sent[id] = string(m.Body)
 	}
 	var mu sync.Mutex
-	got := map[string]client.Delivery{}
+	got := map[client.ID]client.Delivery{}
 	cctx, stop := context.WithCancel(ctx)
 	err := c.Consume(cctx, "c-round", func(_ context.Context, d client.Delivery) error {
 		mu.Lock()
@@ -142,7 +142,7 @@ func testClientProducer(t *testing.T, p *proc) {
 	if err := prod.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]bool{}
+	ids := map[client.ID]bool{}
 	for i, r := range append(results, good) {
 		select {
 		case <-r.Done():
@@ -150,7 +150,7 @@ func testClientProducer(t *testing.T, p *proc) {
 			t.Fatalf("result %d not done after Flush", i)
 		}
 		id, err := r.Wait(ctx)
-		if err != nil || len(id) != 32 || ids[id] {
+		if err != nil || id.IsZero() || ids[id] {
 			t.Fatalf("message %d: id %q err %v (distinct IDs expected)", i, id, err)
 		}
 		ids[id] = true
@@ -192,7 +192,10 @@ func testClientCancel(t *testing.T, p *proc) {
 	if r, err := c.Cancel(ctx, id); err != nil || r != client.AlreadyCancelled {
 		t.Errorf("Cancel(cancelled) = %q, %v; want already-cancelled", r, err)
 	}
-	never := fmt.Sprintf("%016x%016x", time.Now().Add(24*time.Hour).UnixMilli(), uint64(1)<<62)
+	never, err := client.ParseID(fmt.Sprintf("%016x%016x", time.Now().Add(24*time.Hour).UnixMilli(), uint64(1)<<62))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if r, err := c.Cancel(ctx, never); err != nil || r != client.Unknown {
 		t.Errorf("Cancel(never issued) = %q, %v; want unknown", r, err)
 	}

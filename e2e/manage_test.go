@@ -231,7 +231,11 @@ func TestManage(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer cl.Close()
-		f, err := cl.Get(ctxT(t), ids[3])
+		id3, err := client.ParseID(ids[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := cl.Get(ctxT(t), id3)
 		if err != nil || f.State != client.StatePending || string(f.Message.Body) != "m03" || f.Message.Headers["k"] != "3" {
 			t.Errorf("client Get = %+v, %v; want pending m03", f, err)
 		}

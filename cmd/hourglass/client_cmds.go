@@ -280,12 +280,16 @@ error, after the lines of the IDs before it.`,
 				return err
 			}
 			defer cl.Close()
-			for _, id := range c.Args().Slice() {
+			for _, arg := range c.Args().Slice() {
+				id, err := client.ParseID(arg)
+				if err != nil {
+					return fmt.Errorf("cancel %s: %w", arg, err)
+				}
 				r, err := cl.Cancel(c.Context, id)
 				if err != nil {
-					return fmt.Errorf("cancel %s: %w", id, err)
+					return fmt.Errorf("cancel %s: %w", arg, err)
 				}
-				fmt.Fprintln(c.App.Writer, id, r)
+				fmt.Fprintln(c.App.Writer, arg, r)
 			}
 			return nil
 		},

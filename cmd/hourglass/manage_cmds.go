@@ -28,8 +28,8 @@ type messageJSON struct {
 }
 
 func newMessageJSON(m client.Scheduled) messageJSON {
-	j := messageJSON{ID: m.ID, Topic: m.Topic, DeliverAt: m.DeliverAt.UTC().Format(rfc3339Nano),
-		Attempt: m.Attempt, OriginID: m.OriginID, Headers: m.Headers}
+	j := messageJSON{ID: m.ID.String(), Topic: m.Topic, DeliverAt: m.DeliverAt.UTC().Format(rfc3339Nano),
+		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers}
 	if utf8.Valid(m.Body) {
 		s := string(m.Body)
 		j.Body = &s
@@ -89,12 +89,16 @@ func runGet(c *cli.Context) error {
 		return err
 	}
 	defer cl.Close()
-	id := c.Args().First()
+	arg := c.Args().First()
+	id, err := client.ParseID(arg)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", arg, err)
+	}
 	f, err := cl.Get(c.Context, id)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", id, err)
+		return fmt.Errorf("get %s: %w", arg, err)
 	}
-	j := getJSON{ID: id, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic}
+	j := getJSON{ID: arg, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic}
 	if f.State != client.StateNotFound {
 		m := newMessageJSON(f.Message)
 		j.Message = &m

@@ -96,7 +96,11 @@ func runSettle(c *cli.Context, op string, delay time.Duration) error {
 		return err
 	}
 	defer cl.Close()
-	for _, id := range c.Args().Slice() {
+	for _, arg := range c.Args().Slice() {
+		id, err := client.ParseID(arg)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", op, arg, err)
+		}
 		d := client.Delivery{ID: id, Topic: topic}
 		if op == "ack" {
 			err = cl.Ack(c.Context, d)
@@ -178,11 +182,11 @@ const rfc3339Nano = "2006-01-02T15:04:05.000000000Z07:00"
 
 func newRecvLine(d client.Delivery) recvLine {
 	l := recvLine{
-		ID: d.ID, Topic: d.Topic, Attempt: d.Attempt, Headers: d.Headers,
+		ID: d.ID.String(), Topic: d.Topic, Attempt: d.Attempt, Headers: d.Headers,
 		DeliverAt: d.DeliverAt.UTC().Format(rfc3339Nano), ReceivedAt: d.ReceivedAt.UTC().Format(rfc3339Nano),
 	}
 	if d.OriginID != d.ID {
-		l.OriginID = d.OriginID
+		l.OriginID = d.OriginID.String()
 	}
 	if utf8.Valid(d.Body) {
 		s := string(d.Body)
@@ -222,7 +226,7 @@ func runRecv(c *cli.Context) error {
 	r := &receiver{
 		cl: cl, topic: topic, lease: c.Duration("lease"), ack: !c.Bool("no-ack"),
 		enc: json.NewEncoder(c.App.Writer), outage: outage{w: c.App.ErrWriter, addr: c.String("addr")},
-		unacked: map[string]bool{},
+		unacked: map[client.ID]bool{},
 	}
 	return r.run(ctx, count)
 }
@@ -238,7 +242,7 @@ type receiver struct {
 	outage
 	// unacked holds the origin IDs of messages printed whose ack failed:
 	// they come again, and are then acked without being printed.
-	unacked map[string]bool
+	unacked map[client.ID]bool
 }
 
 // maxUnacked bounds receiver.unacked; past it a redelivery may be printed

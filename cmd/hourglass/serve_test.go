@@ -211,7 +211,7 @@ func TestServeTLS(t *testing.T) {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || len(id) != 32 {
+	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || id.IsZero() {
 		t.Errorf("gRPC Schedule over TLS: %q, %v", id, err)
 	}
 	if err := stop(); err != nil {
@@ -261,7 +261,7 @@ func TestServeProtocols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || len(id) != 32 {
+	if id, err := cl.Schedule(ctx, client.Message{Topic: "t", Delay: time.Minute}); err != nil || id.IsZero() {
 		t.Fatalf("gRPC Schedule: %q, %v", id, err)
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
