@@ -1,0 +1,198 @@
+// Package recur holds Hourglass's recurring schedules: a named message
+// delivered at every occurrence of a cron spec or an interval, in a time
+// zone. Specs are parsed by github.com/robfig/cron/v3; the next
+// occurrence is computed here, on the zone's wall clock, with defined
+// behaviour where the clocks change:
+//
+//   - a local time the clocks skip (spring forward) fires once, at the
+//     first instant after the gap;
+//   - a local time the clocks repeat (fall back) fires once, at its first
+//     instant.
+//
+// A schedule keeps one occurrence armed in the engine as an ordinary
+// message (Scheduler); when it is delivered the next one is armed in the
+// same commitlog append that records it fired, so no occurrence is lost
+// or doubled across a crash.
+//
+// It imports the engine and the packages the engine's API uses.
+package recur
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// ErrSpec wraps every error about a spec or time zone.
+var ErrSpec = errors.New("recur: invalid schedule spec")
+
+// parser reads 5-field specs (minute first), 6-field ones (seconds
+// first), and descriptors (@every 90s, @daily, ...).
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Spec is a parsed schedule spec in a time zone.
+type Spec struct {
+	text  string
+	loc   *time.Location
+	every time.Duration      // @every: a fixed interval
+	cron  *cron.SpecSchedule // otherwise
+}
+
+// MinEvery is the shortest @every interval.
+const MinEvery = time.Second
+
+// Parse parses spec in the IANA time zone tz ("" means UTC). A spec may
+// not name its own zone (CRON_TZ=, TZ=): tz does.
+func Parse(spec, tz string) (*Spec, error) {
+	loc := time.UTC
+	if tz != "" {
+		l, err := time.LoadLocation(tz)
+		if err != nil {
+			return nil, fmt.Errorf("%w: time zone %q: %v (want an IANA name such as Europe/Berlin, or empty for UTC)", ErrSpec, tz, err)
+		}
+		loc = l
+	}
+	s := strings.TrimSpace(spec)
+	if s == "" {
+		return nil, fmt.Errorf("%w: empty; want a cron spec (\"0 9 * * MON-FRI\"), \"@every 90s\" or a macro (@daily)", ErrSpec)
+	}
+	if strings.HasPrefix(s, "CRON_TZ=") || strings.HasPrefix(s, "TZ=") {
+		return nil, fmt.Errorf("%w: %q names a time zone; give it as the schedule's time zone instead", ErrSpec, spec)
+	}
+	if rest, ok := strings.CutPrefix(s, "@every "); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d < MinEvery || d%time.Second != 0 {
+			return nil, fmt.Errorf("%w: %q: want \"@every <Go duration>\" of whole seconds, at least %v", ErrSpec, spec, MinEvery)
+		}
+	}
+	sch, err := parser.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v (want 5 fields, minute first, or 6 with seconds first; \"@every <Go duration>\"; or @yearly, @monthly, @weekly, @daily, @hourly)", ErrSpec, spec, err)
+	}
+	out := &Spec{text: s, loc: loc}
+	switch c := sch.(type) {
+	case cron.ConstantDelaySchedule:
+		if c.Delay < MinEvery {
+			return nil, fmt.Errorf("%w: %q: the interval must be at least %v", ErrSpec, spec, MinEvery)
+		}
+		out.every = c.Delay
+	case *cron.SpecSchedule:
+		out.cron = c
+	default:
+		return nil, fmt.Errorf("%w: %q: unsupported kind of spec", ErrSpec, spec)
+	}
+	return out, nil
+}
+
+// String returns the spec as given (trimmed).
+func (s *Spec) String() string { return s.text }
+
+// Location returns the spec's time zone.
+func (s *Spec) Location() *time.Location { return s.loc }
+
+// Every returns the interval of an @every spec, 0 otherwise.
+func (s *Spec) Every() time.Duration { return s.every }
+
+// Next returns the first occurrence strictly after after, or the zero
+// time if there is none within five years. For @every it is after plus
+// the interval (whole seconds).
+func (s *Spec) Next(after time.Time) time.Time {
+	if s.every > 0 {
+		return after.Add(s.every).Truncate(time.Second)
+	}
+	limit := after.Add(5 * 366 * 24 * time.Hour)
+	// Walk the wall clock: c is a civil time (a time.Time in UTC used as
+	// a calendar), resolved to an instant in the zone.
+	c := civil(after, s.loc)
+	for {
+		c = s.nextCivil(c)
+		if c.IsZero() {
+			return time.Time{}
+		}
+		t := resolve(c, s.loc)
+		if t.After(after) {
+			return t
+		}
+		if t.After(limit) {
+			return time.Time{}
+		}
+	}
+}
+
+// civil returns t's wall-clock reading in loc, as a time in UTC.
+func civil(t time.Time, loc *time.Location) time.Time {
+	l := t.In(loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), 0, time.UTC)
+}
+
+// resolve returns the instant of civil time c in loc: for a time the
+// clocks repeat, the first of its two instants; for one they skip, the
+// first instant after the gap.
+func resolve(c time.Time, loc *time.Location) time.Time {
+	// Candidates: c read with each offset in force a day around it.
+	var best time.Time
+	for _, probe := range []time.Time{c.Add(-26 * time.Hour), c.Add(26 * time.Hour), c} {
+		_, off := probe.In(loc).Zone()
+		t := c.Add(-time.Duration(off) * time.Second)
+		if civil(t, loc).Equal(c) && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	if !best.IsZero() {
+		return best
+	}
+	// In a gap: the transition that opened it is the first instant after.
+	_, offBefore := c.Add(-26 * time.Hour).In(loc).Zone()
+	t := c.Add(-time.Duration(offBefore) * time.Second) // an instant after the transition
+	start, _ := t.In(loc).ZoneBounds()
+	return start
+}
+
+// nextCivil returns the first civil time after c that the cron fields
+// match, or the zero time within five years.
+func (s *Spec) nextCivil(c time.Time) time.Time {
+	cs := s.cron
+	t := c.Add(time.Second).Truncate(time.Second)
+	yearLimit := t.Year() + 5
+	for t.Year() <= yearLimit {
+		if 1<<uint(t.Month())&cs.Month == 0 {
+			t = time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
+		if !dayMatches(cs, t) {
+			t = time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
+		if 1<<uint(t.Hour())&cs.Hour == 0 {
+			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour()+1, 0, 0, 0, time.UTC)
+			continue
+		}
+		if 1<<uint(t.Minute())&cs.Minute == 0 {
+			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute()+1, 0, 0, time.UTC)
+			continue
+		}
+		if 1<<uint(t.Second())&cs.Second == 0 {
+			t = t.Add(time.Second)
+			continue
+		}
+		return t
+	}
+	return time.Time{}
+}
+
+// starBit marks a field written as * (cron's own convention).
+const starBit = 1 << 63
+
+// dayMatches applies cron's rule for day of month and day of week: both
+// must match when either is *, otherwise either may.
+func dayMatches(s *cron.SpecSchedule, t time.Time) bool {
+	dom := 1<<uint(t.Day())&s.Dom > 0
+	dow := 1<<uint(t.Weekday())&s.Dow > 0
+	if s.Dom&starBit > 0 || s.Dow&starBit > 0 {
+		return dom && dow
+	}
+	return dom || dow
+}
