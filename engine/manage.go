@@ -177,3 +177,10 @@ func (e *Engine) Setting(t catalog.Table, name string) ([]byte, bool, error) {
 func (e *Engine) ScanSettings(t catalog.Table, after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
 	return e.cat.Scan(t, after, n, fn)
 }
+
+// WaitRouted returns once everything appended to the commitlog before the
+// call is routed: the schedule segments, dispatch logs and catalog hold
+// it.
+func (e *Engine) WaitRouted(ctx context.Context) error {
+	return e.reput.WaitRouted(ctx, e.log.EndOffset())
+}

@@ -38,7 +38,15 @@ func (e *Engine) Schedule(ctx context.Context, req Request) (message.ID, error) 
 // IdempotencyKey was used on its topic within Options.IdempotencyWindow
 // is not scheduled again: its ID is the first message's.
 func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message.ID, err error) {
-	if len(reqs) == 0 {
+	return e.ScheduleWith(ctx, reqs, nil)
+}
+
+// ScheduleWith is ScheduleBatch with control records (durable settings,
+// Control) appended after the messages in the same commitlog append: all
+// of them are durable, or none is. Recurring schedules arm an occurrence
+// and record it in one such call.
+func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []message.Control) (_ []message.ID, err error) {
+	if len(reqs) == 0 && len(ctls) == 0 {
 		return nil, nil
 	}
 	now := e.opts.Now()
@@ -119,7 +127,7 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 			n++
 		}
 	}
-	if n > 0 {
+	if n > 0 || len(ctls) > 0 {
 		// One buffer for every payload of the batch: Append copies the
 		// records before it returns.
 		if cap(sc.buf) < size {
@@ -134,6 +142,9 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 			start := len(buf)
 			buf = message.AppendSchedule(buf, &msgs[i])
 			recs = append(recs, commitlog.Record{Type: message.TypeSchedule, Payload: buf[start:len(buf):len(buf)]})
+		}
+		for _, c := range ctls {
+			recs = append(recs, commitlog.Record{Type: message.TypeControl, Payload: message.AppendControl(nil, c)})
 		}
 		e.closeMu.RLock()
 		defer e.closeMu.RUnlock()
@@ -157,7 +168,7 @@ func (e *Engine) ScheduleBatch(ctx context.Context, reqs []Request) (_ []message
 			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
 			k++
 		}
-		e.scheduled.Add(int64(len(offs)))
+		e.scheduled.Add(int64(k))
 	}
 	for i, j := range sameAs {
 		ids[i] = ids[j]
