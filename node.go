@@ -20,6 +20,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/recur"
 	"github.com/hourglassmq/hourglass/server"
 	"github.com/hourglassmq/hourglass/sink/natsjs"
 	"github.com/hourglassmq/hourglass/sink/webhook"
@@ -144,6 +145,10 @@ func (n *Node) openLocal(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hourglass: sink %s: %w", cfg.Sink, err)
 	}
+	// Recurring schedules arm their next occurrence as the engine hands
+	// one over, before it reaches the sink.
+	sched := recur.New(sink, n.log, n.opened)
+	sink = sched
 	eng, err = engine.Open(engine.Options{
 		Dir:               cfg.DataDir,
 		SegmentDuration:   cfg.SegmentDuration,
@@ -168,6 +173,10 @@ func (n *Node) openLocal(ctx context.Context) error {
 	// The engine stops first: it hands nothing to a closed queue.
 	n.closers = append([]func() error{eng.Close}, n.closers...)
 	q.SetReschedule(eng.Schedule)
+	sched.Attach(eng)
+	repairCtx, stopRepair := context.WithCancel(context.Background())
+	go sched.Run(repairCtx)
+	n.closers = append([]func() error{func() error { stopRepair(); return nil }}, n.closers...)
 	ready := make(chan struct{})
 	go pol.start(eng, ready)
 	n.ready, n.eng = ready, eng
@@ -176,7 +185,7 @@ func (n *Node) openLocal(ctx context.Context) error {
 		external = cfg.Sink
 	}
 	n.srv, err = server.New(n.serverOptions(server.Options{
-		Engine: eng, Queue: q, Metrics: metrics, DataDir: cfg.DataDir, ExternalSink: external,
+		Engine: eng, Queue: q, Schedules: sched, Metrics: metrics, DataDir: cfg.DataDir, ExternalSink: external,
 	}))
 	return err
 }

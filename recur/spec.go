@@ -22,6 +22,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	// The IANA zones are embedded: a binary with schedules needs no zone
+	// files on the machine.
+	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
 )

@@ -42,6 +42,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // Limits of the API. They are part of its contract (the schema's
@@ -77,6 +78,9 @@ const (
 type Options struct {
 	Engine *engine.Engine
 	Queue  *queue.Queue
+	// Schedules keeps the recurring schedules (CreateSchedule and the
+	// others); nil answers them Unimplemented.
+	Schedules *recur.Scheduler
 	// Metrics collects what /metrics serves. Pass the same one as the
 	// engine's Options.Observer to get lateness and per-topic delivery
 	// counts; default a new one that sees no engine events.
