@@ -353,3 +353,33 @@ func (c *Catalog) LookupID(t Table, key []byte) (message.ID, bool, error) {
 	}
 	return id, true, nil
 }
+
+// ErrInUse is returned by Verify for a catalog a running server holds.
+var ErrInUse = errors.New("catalog: in use by a running server")
+
+// Verify checks the catalog file at path page by page (bbolt's own
+// consistency check) and returns what it found wrong; nil when sound. It
+// only reads. A file a running server holds is ErrInUse (not checked).
+func Verify(path string) ([]error, error) {
+	db, err := bolt.Open(path, 0o644, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, ErrInUse
+	}
+	if err != nil {
+		return []error{err}, nil
+	}
+	defer db.Close()
+	var found []error
+	err = db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			found = append(found, e)
+		}
+		for _, t := range tables {
+			if tx.Bucket([]byte(t)) == nil {
+				found = append(found, fmt.Errorf("table %s is missing", t))
+			}
+		}
+		return nil
+	})
+	return found, err
+}

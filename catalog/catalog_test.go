@@ -152,3 +152,27 @@ func TestDamagedFile(t *testing.T) {
 		t.Fatalf("Open of a zeroed file = %v, want a CorruptionError naming it", err)
 	}
 }
+
+// Verify finds a sound catalog sound, says so when a server holds it, and
+// reports a file that is not a catalog.
+func TestVerify(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := open(t, path)
+	c.Put(Keys, KeyOf("t", "k"), EncodeID(message.ID{DeliverAt: 1, Seq: 2}))
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(path); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Verify of a held catalog: %v, want ErrInUse", err)
+	}
+	c.Close()
+	if found, err := Verify(path); err != nil || len(found) != 0 {
+		t.Fatalf("Verify of a sound catalog: %v, %v", found, err)
+	}
+	if err := os.WriteFile(path, []byte("not a catalog, not at all, long enough to read a header from it"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := Verify(path); err != nil || len(found) == 0 {
+		t.Fatalf("Verify of a file that is not a catalog: %v, %v", found, err)
+	}
+}

@@ -288,7 +288,7 @@ func TestManage(t *testing.T) {
 			{"empty_id", func() error {
 				_, err := c.Get(ctxT(t), connect.NewRequest(&hourglassv1.GetRequest{}))
 				return err
-			}, "32 hex digits"},
+			}, "name the message by id, or by topic and key"},
 			{"from_after_to", func() error {
 				_, err := c.List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, From: timestamppb.New(to), To: timestamppb.New(from)}))
 				return err
@@ -298,9 +298,9 @@ func TestManage(t *testing.T) {
 				return err
 			}, "from 1 to 1000"},
 			{"state_not_supported", func() error {
-				_, err := c.List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_LEASED}))
+				_, err := c.List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_CANCELLED}))
 				return err
-			}, "only MESSAGE_STATE_PENDING"},
+			}, "List lists PENDING (the default), DUE, LEASED or DEAD_LETTERED"},
 			{"bad_token", func() error {
 				_, err := c.List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, PageToken: "nope"}))
 				return err

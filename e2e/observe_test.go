@@ -129,7 +129,7 @@ func TestObserveAlertMetrics(t *testing.T) {
 		return dead == 1 && lag == 0 && age == 0, "dead " + strconv.FormatFloat(dead, 'g', -1, 64) + ", lag " + strconv.FormatFloat(lag, 'g', -1, 64) +
 			", age " + strconv.FormatFloat(age, 'g', -1, 64)
 	})
-	if !strings.Contains(p.log(), "queue: message dead-lettered") || !strings.Contains(p.log(), "reason=nacked") {
+	if !strings.Contains(p.log(), "queue: message dead-lettered") || !strings.Contains(p.log(), "reason=max-attempts") {
 		t.Errorf("no dead-letter log line with its reason")
 	}
 	p.stop(syscall.SIGTERM)

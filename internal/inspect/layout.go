@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/reput"
@@ -117,6 +118,7 @@ type schedListing struct {
 	temps      []string         // *.tmp leftovers
 	checkpoint bool             // reput.checkpoint exists
 	retired    bool             // reput.retired exists
+	catalog    bool             // catalog.db exists
 	others     []string         // anything else
 }
 
@@ -142,6 +144,8 @@ func listSchedule(dir string) (schedListing, error) {
 			l.checkpoint = true
 		} else if name == reput.RetiredName {
 			l.retired = true
+		} else if name == catalog.FileName {
+			l.catalog = true
 		} else {
 			l.others = append(l.others, name)
 		}

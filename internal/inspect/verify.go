@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/schedulelog"
@@ -274,7 +275,21 @@ func (v *verifier) schedule() error {
 		v.note(filepath.Join(dir, name), "temporary file left by a crash during a create; removed at the next start")
 	}
 	for _, name := range l.others {
-		v.problem(filepath.Join(dir, name), -1, Unexpected, "not a schedule segment, dispatch log or checkpoint")
+		v.problem(filepath.Join(dir, name), -1, Unexpected, "not a schedule segment, dispatch log, checkpoint or catalog")
+	}
+	if l.catalog {
+		path := filepath.Join(dir, catalog.FileName)
+		v.counted(path)
+		found, err := catalog.Verify(path)
+		switch {
+		case errors.Is(err, catalog.ErrInUse):
+			v.note(path, "held by a running server: not checked")
+		case err != nil:
+			return err
+		}
+		for _, e := range found {
+			v.problem(path, -1, Corruption, e.Error())
+		}
 	}
 	return v.reputFiles(dir, l) // verify_reput.go
 }
