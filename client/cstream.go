@@ -69,9 +69,9 @@ func (cs *consumeState) receive(ctx context.Context, work chan<- held) error {
 			backoff = firstBackoff
 		}
 		if !transient(err) {
-			return wrap("Consume", err)
+			return cs.wrap(err)
 		}
-		cs.report(wrap("Consume", err))
+		cs.report(cs.wrap(err))
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -79,6 +79,11 @@ func (cs *consumeState) receive(ctx context.Context, work chan<- held) error {
 		backoff = min(2*backoff, 5*time.Second)
 	}
 	return nil
+}
+
+// wrap names the call and the topic in an error of the stream.
+func (cs *consumeState) wrap(err error) error {
+	return fmt.Errorf("client: Consume of topic %q: %w", cs.topic, err)
 }
 
 // stream runs one Consume stream until it breaks or ctx ends. When ctx
@@ -174,7 +179,7 @@ func (cs *consumeState) answered(s *cstream, set *hourglassv1.ConsumeSettled) {
 	}
 	for _, r := range append(set.Acks, set.Nacks...) {
 		if !r.Acked {
-			cs.report(fmt.Errorf("client: Consume: settle: %s", r.Error))
+			cs.report(fmt.Errorf("client: Consume of topic %q: settle: %s", cs.topic, r.Error))
 		}
 	}
 }

@@ -29,6 +29,88 @@ func TestClient(t *testing.T) {
 	t.Run("errors_keep_codes", func(t *testing.T) { t.Parallel(); testClientErrors(t, p) })
 	t.Run("ack_batch", func(t *testing.T) { t.Parallel(); testClientAckBatch(t, p) })
 	t.Run("consume_acks_in_batches", func(t *testing.T) { t.Parallel(); testClientConsumeBatchesAcks(t, p) })
+	t.Run("worker_results", func(t *testing.T) { t.Parallel(); testClientWorker(t, p) })
+}
+
+// testClientWorker runs a Worker of two topics with middleware against
+// the binary: a Retry comes back no sooner than asked, a plain error
+// comes back as the next attempt, a panic under Recover is nacked too, and
+// every message ends acked.
+func testClientWorker(t *testing.T, p *proc) {
+	c := newClient(t, p)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	seen := map[string][]client.Delivery{}
+	var outcomes []client.Outcome
+	all, total := make(chan struct{}), 0 // closed at the sixth delivery
+	w := client.NewWorker(c, client.WorkerOptions{Concurrency: 2, OnError: func(err error) { t.Errorf("OnError: %v", err) }})
+	w.Use(client.Recover(), client.Hooks{End: func(_ context.Context, _ client.Delivery, err error, _ time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		outcomes = append(outcomes, client.OutcomeOf(err))
+	}}.Middleware())
+	handler := func(_ context.Context, d client.Delivery) error {
+		mu.Lock()
+		seen[string(d.Body)] = append(seen[string(d.Body)], d)
+		if total++; total == 6 {
+			close(all)
+		}
+		mu.Unlock()
+		switch {
+		case d.Attempt > 0:
+			return nil
+		case string(d.Body) == "retry":
+			return client.Retry(300 * time.Millisecond)
+		case string(d.Body) == "panic":
+			panic("handler bug")
+		}
+		return errors.New("fail once")
+	}
+	w.HandleFunc("c-worker-a", handler)
+	w.HandleFunc("c-worker-b", handler)
+	for topic, body := range map[string]string{"c-worker-a": "retry", "c-worker-b": "fail"} {
+		if _, err := c.Schedule(ctx, client.Message{Topic: topic, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Schedule(ctx, client.Message{Topic: "c-worker-b", Body: []byte("panic")}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	select {
+	case <-all:
+	case <-ctx.Done():
+		t.Fatal("not every message came twice before the deadline")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if r := seen["retry"]; r[1].Attempt != 1 || r[1].DeliverAt.Sub(r[0].ReceivedAt) < 300*time.Millisecond {
+		t.Errorf("retry came back as attempt %d due %v after the first; want attempt 1, 300ms or more", r[1].Attempt, r[1].DeliverAt.Sub(r[0].ReceivedAt))
+	}
+	for _, b := range []string{"fail", "panic"} {
+		if r := seen[b]; r[1].Attempt != 1 || r[1].OriginID != r[0].ID {
+			t.Errorf("%s came back as attempt %d of %s; want attempt 1 of %s", b, r[1].Attempt, r[1].OriginID, r[0].ID)
+		}
+	}
+	count := map[client.Outcome]int{}
+	for _, o := range outcomes {
+		count[o]++
+	}
+	// The hooks run inside Recover: a panic passes them by.
+	if count[client.OutcomeAck] != 3 || count[client.OutcomeRetry] != 1 || count[client.OutcomeNack] != 1 || len(outcomes) != 5 {
+		t.Errorf("outcomes %v; want 3 acks, 1 retry, 1 nack", count)
+	}
+	for _, topic := range []string{"c-worker-a", "c-worker-b"} {
+		if ds, err := c.Receive(ctx, topic, client.ReceiveOptions{Wait: 300 * time.Millisecond}); err != nil || len(ds) != 0 {
+			t.Errorf("%s after the worker: %d messages, %v; want none (all acked)", topic, len(ds), err)
+		}
+	}
 }
 
 func testClientAckBatch(t *testing.T, p *proc) {

@@ -1,0 +1,355 @@
+// The client of one Hourglass server: calls of the API in the shapes a
+// TypeScript program uses (Dates, milliseconds as numbers, strings), over
+// any Connect transport (see ./node.ts and ./web.ts).
+
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  CancelResult as PbCancelResult,
+  HourglassService,
+  MessageState,
+  RescheduleResult as PbRescheduleResult,
+  type Message as PbMessage,
+  type ScheduleRequest,
+} from "./gen/hourglass/v1/hourglass_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { ScheduleRequestSchema } from "./gen/hourglass/v1/hourglass_pb.js";
+import { consume, type ConsumeOptions, type Handler } from "./consume.js";
+
+/** A message to schedule. At most one of delayMs, at and level; none means now. */
+export interface ScheduleInput {
+  /** The topic to deliver to (letters, digits, '.', '_', '-'; up to 200 bytes). */
+  topic: string;
+  /** The body: bytes, or a string sent as UTF-8. */
+  body?: Uint8Array | string;
+  headers?: Record<string, string>;
+  /** Milliseconds from the server's clock when the request arrives (rounded up, never early). */
+  delayMs?: number;
+  /** An absolute delivery time; a time in the past is due at once. */
+  at?: Date;
+  /** A delay level of the server's --delay-levels, 1-based (level 3 is 10 s by default). */
+  level?: number;
+  /**
+   * An idempotency key: a second schedule of the same topic and key within the server's
+   * --idempotency-window answers the first message's id and stores nothing. The message can be
+   * cancelled, looked up and rescheduled by { topic, key } for its whole life.
+   */
+  key?: string;
+}
+
+/** What the server stored: the message's id and when it will be delivered. */
+export interface Scheduled {
+  id: string;
+  deliverAt: Date;
+}
+
+/** Names one message: its id, or its topic and the key it was scheduled with. */
+export type Ref = string | { topic: string; key: string };
+
+/** What cancel did. */
+export type CancelResult = "cancelled" | "already-cancelled" | "already-delivered" | "unknown";
+
+/** A new delivery time: milliseconds from the server's clock, an absolute time, or now. */
+export type When = { delayMs: number } | { at: Date } | { now: true };
+
+/** What reschedule did: moved under a new id, or why nothing changed. */
+export type RescheduleResult =
+  | { result: "rescheduled"; id: string; deliverAt: Date }
+  | { result: "already-delivered" | "already-cancelled" | "unknown" };
+
+/** What became of a message, as get tells it. */
+export type State =
+  | "pending"
+  | "delivering"
+  | "delivered"
+  | "due"
+  | "leased"
+  | "acked"
+  | "cancelled"
+  | "dead-lettered"
+  | "rescheduled"
+  | "not-found";
+
+/** What get answers. */
+export interface Found {
+  state: State;
+  /** The message as scheduled; undefined when not found. */
+  message?: StoredMessage;
+  /** Leased: when the lease ends. */
+  leaseExpiresAt?: Date;
+  /** Dead-lettered by the queue: the topic that holds it. */
+  deadLetterTopic?: string;
+  /** Rescheduled: the id of the message that replaced it. */
+  rescheduledTo?: string;
+}
+
+/** A message as the server stores it. */
+export interface StoredMessage {
+  id: string;
+  topic: string;
+  headers: Record<string, string>;
+  body: Uint8Array;
+  deliverAt?: Date;
+  attempt: number;
+  /** The first attempt's id of a retry or reschedule; the id itself otherwise. */
+  originId: string;
+}
+
+/** A due message handed to a consumer under a lease. */
+export interface Delivery extends StoredMessage {
+  deliverAt: Date;
+  receivedAt: Date;
+  leaseExpiresAt: Date;
+  /** Names this lease: acks and nacks act only while it holds. */
+  receipt: string;
+  /** Set on a message of a dead-letter topic ("<topic>.dlq"). */
+  deadLetter?: {
+    originTopic: string;
+    /** "max-attempts", "nacked" or "sink". */
+    reason: string;
+    lastError: string;
+    attempts: number;
+    at?: Date;
+  };
+}
+
+/** Options of every client. */
+export interface ClientOptions {
+  /** Sent as "Authorization: Bearer <token>", for a server started with --auth-token. */
+  token?: string;
+  /** More Connect interceptors (tracing, logging). */
+  interceptors?: Interceptor[];
+}
+
+/** The interceptors options ask for. */
+export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
+  const out: Interceptor[] = [];
+  const token = options.token;
+  if (token) {
+    out.push((next) => (req) => {
+      req.header.set("Authorization", `Bearer ${token}`);
+      return next(req);
+    });
+  }
+  return out.concat(options.interceptors ?? []);
+}
+
+const encoder = new TextEncoder();
+
+function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequestSchema> {
+  const set = [m.delayMs !== undefined, m.at !== undefined, m.level !== undefined].filter(Boolean).length;
+  if (set > 1) {
+    throw new TypeError(`hourglass: delayMs, at and level of one message: give at most one of them`);
+  }
+  let when: ScheduleRequest["when"] = { case: undefined };
+  if (m.delayMs !== undefined) {
+    if (!(m.delayMs >= 0) || !Number.isFinite(m.delayMs)) {
+      throw new TypeError(`hourglass: delayMs ${m.delayMs}: want a finite number of 0 or more`);
+    }
+    when = { case: "delayMs", value: BigInt(Math.ceil(m.delayMs)) };
+  } else if (m.at !== undefined) {
+    when = { case: "deliverAt", value: timestampFromDate(m.at) };
+  } else if (m.level !== undefined) {
+    when = { case: "delayLevel", value: m.level };
+  }
+  return {
+    topic: m.topic,
+    body: typeof m.body === "string" ? encoder.encode(m.body) : (m.body ?? new Uint8Array()),
+    headers: Object.entries(m.headers ?? {}).map(([key, value]) => ({ key, value })),
+    when,
+    idempotencyKey: m.key ?? "",
+  };
+}
+
+function refOf(ref: Ref): { id: string; topic: string; key: string } {
+  return typeof ref === "string" ? { id: ref, topic: "", key: "" } : { id: "", topic: ref.topic, key: ref.key };
+}
+
+function dateOf(ts: Timestamp | undefined): Date | undefined {
+  return ts ? timestampDate(ts) : undefined;
+}
+
+function headersOf(m: PbMessage): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (const { key, value } of m.headers) h[key] = value;
+  return h;
+}
+
+function storedOf(m: PbMessage): StoredMessage {
+  return {
+    id: m.id,
+    topic: m.topic,
+    headers: headersOf(m),
+    body: m.body,
+    deliverAt: dateOf(m.deliverAt),
+    attempt: m.attempt,
+    originId: m.originId || m.id,
+  };
+}
+
+/** deliveryOf turns a received message into a Delivery. */
+export function deliveryOf(m: PbMessage): Delivery {
+  const epoch = new Date(0);
+  const d: Delivery = {
+    ...storedOf(m),
+    deliverAt: dateOf(m.deliverAt) ?? epoch,
+    receivedAt: dateOf(m.receivedAt) ?? epoch,
+    leaseExpiresAt: dateOf(m.leaseExpiresAt) ?? epoch,
+    receipt: m.receipt,
+  };
+  if (m.deadLetter) {
+    const dl = m.deadLetter;
+    d.deadLetter = {
+      originTopic: dl.originTopic,
+      reason: dl.reason,
+      lastError: dl.lastError,
+      attempts: dl.attempts,
+      at: dateOf(dl.at),
+    };
+  }
+  return d;
+}
+
+const cancelResults: Record<PbCancelResult, CancelResult | undefined> = {
+  [PbCancelResult.UNSPECIFIED]: undefined,
+  [PbCancelResult.CANCELLED]: "cancelled",
+  [PbCancelResult.ALREADY_CANCELLED]: "already-cancelled",
+  [PbCancelResult.ALREADY_DELIVERED]: "already-delivered",
+  [PbCancelResult.UNKNOWN]: "unknown",
+};
+
+const states: Record<MessageState, State> = {
+  [MessageState.UNSPECIFIED]: "not-found",
+  [MessageState.PENDING]: "pending",
+  [MessageState.DELIVERING]: "delivering",
+  [MessageState.DELIVERED]: "delivered",
+  [MessageState.DUE]: "due",
+  [MessageState.LEASED]: "leased",
+  [MessageState.ACKED]: "acked",
+  [MessageState.CANCELLED]: "cancelled",
+  [MessageState.DEAD_LETTERED]: "dead-lettered",
+  [MessageState.NOT_FOUND]: "not-found",
+  [MessageState.RESCHEDULED]: "rescheduled",
+};
+
+/**
+ * HourglassClient calls one Hourglass server. Errors the server answers are ConnectErrors
+ * whose code says what to do: InvalidArgument (fix the request; the message says what is
+ * allowed), Unauthenticated, Unavailable or ResourceExhausted (retry later).
+ */
+export class HourglassClient {
+  /** The generated client of the whole API, for the calls this class does not wrap. */
+  readonly rpc: Client<typeof HourglassService>;
+
+  constructor(
+    transport: Transport,
+    private readonly onClose: () => void = () => {},
+  ) {
+    this.rpc = createClient(HourglassService, transport);
+  }
+
+  /** Stores one message and answers its id once it is durable under the server's fsync policy. */
+  async schedule(m: ScheduleInput): Promise<Scheduled> {
+    const res = await this.rpc.schedule(scheduleRequest(m));
+    return { id: res.id, deliverAt: dateOf(res.deliverAt) ?? new Date(0) };
+  }
+
+  /** Stores up to 1000 messages atomically (all or none) and answers their ids in order. */
+  async scheduleBatch(ms: ScheduleInput[]): Promise<Scheduled[]> {
+    const res = await this.rpc.scheduleBatch({ messages: ms.map(scheduleRequest) });
+    if (res.results.length !== ms.length) {
+      throw new Error(`hourglass: scheduleBatch: ${res.results.length} results for ${ms.length} messages`);
+    }
+    return res.results.map((r) => ({ id: r.id, deliverAt: dateOf(r.deliverAt) ?? new Date(0) }));
+  }
+
+  /** Makes sure the message is never delivered, if it is not too late; the answer says which. */
+  async cancel(ref: Ref): Promise<CancelResult> {
+    const res = await this.rpc.cancel(refOf(ref));
+    const r = cancelResults[res.result];
+    if (!r) throw new Error(`hourglass: cancel: the server answered result ${res.result}, which this client does not know`);
+    return r;
+  }
+
+  /**
+   * Moves a pending message to a new time, atomically: the old time never fires, and the
+   * message is delivered at the new time under a new id (its originId stays).
+   */
+  async reschedule(ref: Ref, when: When): Promise<RescheduleResult> {
+    let w: { case: "delayMs"; value: bigint } | { case: "deliverAt"; value: Timestamp } | { case: "now"; value: boolean };
+    if ("now" in when) {
+      w = { case: "now", value: true };
+    } else if ("at" in when) {
+      w = { case: "deliverAt", value: timestampFromDate(when.at) };
+    } else {
+      if (!(when.delayMs >= 0) || !Number.isFinite(when.delayMs)) {
+        throw new TypeError(`hourglass: reschedule: delayMs ${when.delayMs}: want a finite number of 0 or more`);
+      }
+      w = { case: "delayMs", value: BigInt(Math.ceil(when.delayMs)) };
+    }
+    const res = await this.rpc.reschedule({ ...refOf(ref), when: w });
+    switch (res.result) {
+      case PbRescheduleResult.RESCHEDULED:
+        return { result: "rescheduled", id: res.id, deliverAt: dateOf(res.deliverAt) ?? new Date(0) };
+      case PbRescheduleResult.ALREADY_DELIVERED:
+        return { result: "already-delivered" };
+      case PbRescheduleResult.ALREADY_CANCELLED:
+        return { result: "already-cancelled" };
+      case PbRescheduleResult.UNKNOWN:
+        return { result: "unknown" };
+    }
+    throw new Error(`hourglass: reschedule: the server answered result ${res.result}, which this client does not know`);
+  }
+
+  /** Looks a message up and says what became of it. It only reads. */
+  async get(ref: Ref): Promise<Found> {
+    const res = await this.rpc.get(refOf(ref));
+    const f: Found = { state: states[res.state] ?? "not-found" };
+    if (res.message) f.message = storedOf(res.message);
+    if (res.leaseExpiresAt) f.leaseExpiresAt = timestampDate(res.leaseExpiresAt);
+    if (res.deadLetterTopic) f.deadLetterTopic = res.deadLetterTopic;
+    if (res.rescheduledTo) f.rescheduledTo = res.rescheduledTo;
+    return f;
+  }
+
+  /** Long-polls a topic once: answers as soon as a message is due, or none after waitMs. */
+  async receive(topic: string, o: { maxMessages?: number; waitMs?: number; leaseMs?: number; signal?: AbortSignal } = {}): Promise<Delivery[]> {
+    const res = await this.rpc.receive(
+      { topic, maxMessages: o.maxMessages ?? 1, waitMs: BigInt(o.waitMs ?? 0), leaseMs: BigInt(o.leaseMs ?? 0) },
+      { signal: o.signal },
+    );
+    return res.messages.map(deliveryOf);
+  }
+
+  /** Completes a received message: it is never delivered again. */
+  async ack(d: Delivery): Promise<void> {
+    await this.rpc.ack({ topic: d.topic, receipt: d.receipt });
+  }
+
+  /**
+   * Gives a received message back: delivered again after delayMs (0: the topic's retry backoff
+   * on the server), or dead-lettered at once; reason is kept with it.
+   */
+  async nack(d: Delivery, o: { delayMs?: number; reason?: string; deadLetter?: boolean } = {}): Promise<void> {
+    await this.rpc.nack({
+      topic: d.topic,
+      receipt: d.receipt,
+      delayMs: BigInt(Math.ceil(o.delayMs ?? 0)),
+      reason: o.reason ?? "",
+      deadLetter: o.deadLetter ?? false,
+    });
+  }
+
+  /**
+   * Consumes a topic until options.signal aborts, calling handler with each due message,
+   * up to options.concurrency at once. See ConsumeOptions and Handler.
+   */
+  consume(topic: string, handler: Handler, options: ConsumeOptions = {}): Promise<void> {
+    return consume(this, topic, handler, options);
+  }
+
+  /** Closes what the transport keeps open (an HTTP/2 session); calls in flight fail. */
+  close(): void {
+    this.onClose();
+  }
+}

@@ -1,0 +1,285 @@
+// The seed scenarios against the real server, over every protocol: gRPC (HTTP/2) from Node,
+// Connect and gRPC-Web over HTTP/1.1 from Node's transports and from the browser transports
+// (fetch). Short delays (hundreds of ms); every wait has a deadline.
+
+import { after, before, describe, test, type TestContext } from "node:test";
+import assert from "node:assert/strict";
+import { Code, ConnectError, deadLetter, retry, type Delivery, type Handler, type HourglassClient } from "../src/index.js";
+import { createNodeClient } from "../src/node.js";
+import { createWebClient } from "../src/web.js";
+import { startServer, waitFor, type Server } from "./server.js";
+
+const token = "sesame";
+let server: Server;
+
+before(async () => {
+  server = await startServer(["--auth-token", token, "--max-attempts", "3", "--segment-duration", "2s"]);
+});
+after(async () => {
+  await server?.stop();
+});
+
+const clients: Record<string, () => HourglassClient> = {
+  "node-grpc": () => createNodeClient(server.url, { protocol: "grpc", token }),
+  "node-connect": () => createNodeClient(server.url, { protocol: "connect", token }),
+  "node-grpc-web": () => createNodeClient(server.url, { protocol: "grpc-web", token }),
+  "web-connect": () => createWebClient(server.url, { protocol: "connect", token }),
+  "web-grpc-web": () => createWebClient(server.url, { protocol: "grpc-web", token }),
+};
+
+const text = (d: { body: Uint8Array }) => new TextDecoder().decode(d.body);
+
+/**
+ * Consumes topic with handler until done() holds (checked after each handler call), then stops
+ * and waits for consume to settle everything; fails after a deadline.
+ */
+async function consumeUntil(c: HourglassClient, topic: string, handler: Handler, done: () => boolean, concurrency = 1): Promise<void> {
+  const stop = new AbortController();
+  const deadline = setTimeout(() => stop.abort(new Error("deadline")), 20000);
+  const errors: unknown[] = [];
+  try {
+    await c.consume(
+      topic,
+      async (d, ctx) => {
+        const r = await handler(d, ctx);
+        if (done()) stop.abort();
+        return r;
+      },
+      { signal: stop.signal, concurrency, waitMs: 1000, onError: (e) => errors.push(e) },
+    );
+  } finally {
+    clearTimeout(deadline);
+  }
+  assert.deepEqual(errors, [], "consume reported errors");
+  assert.ok(done(), `consume of ${topic} stopped at its deadline before it was done`);
+}
+
+/** Skips the test when the server does not serve the call yet. */
+function skipUnserved(t: TestContext, what: string, err: unknown): boolean {
+  const e = ConnectError.from(err);
+  if (e.code === Code.Unimplemented) {
+    t.skip(`the server answers UNIMPLEMENTED for ${what}`);
+    return true;
+  }
+  if (e.code === Code.InvalidArgument && e.message.includes("id is empty")) {
+    t.skip(`the server reads only ids, not topic and key, in ${what} (it refuses the empty id)`);
+    return true;
+  }
+  return false;
+}
+
+for (const [name, make] of Object.entries(clients)) {
+  describe(name, () => {
+    let c: HourglassClient;
+    const topic = (t: string) => `${name}.${t}`;
+    before(() => {
+      c = make();
+    });
+    after(() => c.close());
+
+    test("an order timeout that is cancelled is never delivered", async () => {
+      const order = await c.schedule({ topic: topic("orders"), body: "order 1 timed out", delayMs: 300, key: "order-1" });
+      assert.equal(await c.cancel(order.id), "cancelled");
+      assert.equal(await c.cancel(order.id), "already-cancelled");
+      assert.equal((await c.get(order.id)).state, "cancelled");
+      // A message due after it: once that one arrives, the cancelled one would have come first.
+      const later = await c.schedule({ topic: topic("orders"), body: "marker", delayMs: 400 });
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("orders"), (d) => void got.push(d), () => got.some((d) => d.id === later.id));
+      assert.deepEqual(got.map(text), ["marker"]);
+    });
+
+    test("an order timeout that is not cancelled is delivered when due, not before", async () => {
+      const order = await c.schedule({ topic: topic("timeouts"), body: "order 2 timed out", delayMs: 300, headers: { order: "2" } });
+      assert.ok(order.deliverAt.getTime() > Date.now(), "due in the future");
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("timeouts"), (d) => void got.push(d), () => got.length > 0);
+      const [d] = got;
+      assert.equal(d.id, order.id);
+      assert.equal(text(d), "order 2 timed out");
+      assert.equal(d.headers.order, "2");
+      assert.equal(d.attempt, 0);
+      assert.equal(d.deliverAt.getTime(), order.deliverAt.getTime());
+      assert.ok(d.receivedAt >= d.deliverAt, `received ${d.receivedAt.toISOString()} before due ${d.deliverAt.toISOString()}`);
+      assert.equal(await c.cancel(order.id), "already-delivered");
+      // Acked in the queue; Get tells "delivering" until the engine has recorded the hand-off.
+      await waitFor("Get to tell acked", async () => (await c.get(order.id)).state === "acked");
+    });
+
+    test("a retry with backoff ends in the dead-letter topic", async () => {
+      const m = await c.schedule({ topic: topic("payments"), body: "charge card" });
+      const tries: Delivery[] = [];
+      // Backoff doubles: 100 ms, then 200 ms. The server's --max-attempts is 3.
+      const consuming = consumeUntil(c, topic("payments"), (d) => {
+        tries.push(d);
+        return retry(100 * 2 ** d.attempt, "card declined");
+      }, () => tries.length === 3);
+      const dead: Delivery[] = [];
+      await consumeUntil(c, `${topic("payments")}.dlq`, (d) => void dead.push(d), () => dead.length > 0);
+      await consuming;
+      assert.deepEqual(tries.map((d) => d.attempt), [0, 1, 2]);
+      for (const d of tries) assert.equal(d.originId, m.id);
+      for (let i = 1; i < tries.length; i++) {
+        const waited = tries[i].deliverAt.getTime() - tries[i - 1].receivedAt.getTime();
+        assert.ok(waited >= 100 * 2 ** (i - 1), `attempt ${i} due ${waited}ms after the one before; its retry asked ${100 * 2 ** (i - 1)}ms`);
+      }
+      assert.equal(dead.length, 1);
+      assert.equal(text(dead[0]), "charge card");
+      assert.equal(dead[0].topic, `${topic("payments")}.dlq`);
+    });
+
+    test("a dead letter tells why it died", async (t) => {
+      await c.schedule({ topic: topic("dl-info"), body: "x" });
+      let tries = 0;
+      await consumeUntil(c, topic("dl-info"), (d) => {
+        tries++;
+        return retry(1, d.attempt === 2 ? "still nope" : "nope");
+      }, () => tries === 3);
+      const dead: Delivery[] = [];
+      await consumeUntil(c, `${topic("dl-info")}.dlq`, (d) => void dead.push(d), () => dead.length > 0);
+      const info = dead[0].deadLetter;
+      if (!info) {
+        t.skip("the server does not fill Message.dead_letter yet (proto: DeadLetter)");
+        return;
+      }
+      assert.equal(info.originTopic, topic("dl-info"));
+      assert.equal(info.reason, "max-attempts");
+      assert.equal(info.lastError, "still nope");
+      assert.equal(info.attempts, 3);
+    });
+
+    test("a push at an absolute time", async () => {
+      const at = new Date(Date.now() + 500);
+      const push = await c.schedule({ topic: topic("push"), body: "reminder", at });
+      assert.equal(push.deliverAt.getTime(), at.getTime());
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("push"), (d) => void got.push(d), () => got.length > 0);
+      assert.equal(got[0].id, push.id);
+      assert.ok(got[0].receivedAt >= at, `received ${got[0].receivedAt.toISOString()}, before ${at.toISOString()}`);
+    });
+
+    test("a handler that throws has its message back as the next attempt", async () => {
+      await c.schedule({ topic: topic("flaky"), body: "x" });
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("flaky"), (d) => {
+        got.push(d);
+        if (d.attempt === 0) throw new Error("flaky");
+      }, () => got.length === 2);
+      assert.deepEqual(got.map((d) => d.attempt), [0, 1]);
+      assert.equal(got[1].originId, got[0].id);
+    });
+
+    test("deadLetter sends the message to <topic>.dlq at once", async (t) => {
+      const m = await c.schedule({ topic: topic("poison"), body: "not json" });
+      let handled = 0;
+      await consumeUntil(c, topic("poison"), () => {
+        handled++;
+        return deadLetter("unparsable");
+      }, () => handled === 1);
+      // The nack is answered before consume returns: the message is dead-lettered by now, or,
+      // on a server that ignores dead_letter, due again at once in its topic.
+      const again = await c.receive(topic("poison"), { waitMs: 300 });
+      if (again.length > 0 && again[0].id === m.id) {
+        t.skip("the server ignores NackRequest.dead_letter (the nacked message is due again in its topic): not implemented on this server yet");
+        return;
+      }
+      assert.deepEqual(again, []);
+      assert.equal(handled, 1);
+      const dead = await c.receive(`${topic("poison")}.dlq`, { waitMs: 5000 });
+      assert.equal(dead.length, 1);
+      assert.equal(text(dead[0]), "not json");
+    });
+
+    test("concurrency bounds the handlers running at once", async () => {
+      const n = 8;
+      const limit = 3;
+      await c.scheduleBatch(Array.from({ length: n }, (_, i) => ({ topic: topic("bounded"), body: `m${i}` })));
+      let running = 0;
+      let most = 0;
+      let handled = 0;
+      let open!: () => void;
+      const gate = new Promise<void>((r) => (open = r));
+      const consuming = consumeUntil(c, topic("bounded"), async () => {
+        running++;
+        most = Math.max(most, running);
+        if (running === limit) open();
+        await gate;
+        running--;
+        handled++;
+      }, () => handled === n, limit);
+      await consuming;
+      assert.equal(most, limit);
+    });
+
+    test("scheduleBatch and get", async () => {
+      const [a, b] = await c.scheduleBatch([
+        { topic: topic("batch"), body: "a", delayMs: 60_000 },
+        { topic: topic("batch"), body: new Uint8Array([0xff]), level: 1, headers: { k: "v" } },
+      ]);
+      assert.notEqual(a.id, b.id);
+      const f = await c.get(b.id);
+      assert.equal(f.state, "pending");
+      assert.deepEqual(f.message?.body, new Uint8Array([0xff]));
+      assert.equal(f.message?.headers.k, "v");
+      assert.equal((await c.get("0000ffffffffffff0000000000000001")).state, "not-found");
+      for (const s of [a, b]) assert.equal(await c.cancel(s.id), "cancelled");
+    });
+
+    test("reschedule moves a pending message", async (t) => {
+      const m = await c.schedule({ topic: topic("moved"), body: "moved", delayMs: 3_600_000 });
+      let r;
+      try {
+        r = await c.reschedule(m.id, { delayMs: 300 });
+      } catch (err) {
+        if (skipUnserved(t, "Reschedule", err)) return;
+        throw err;
+      }
+      assert.equal(r.result, "rescheduled");
+      if (r.result !== "rescheduled") return;
+      assert.notEqual(r.id, m.id);
+      assert.deepEqual(await c.reschedule(m.id, { now: true }), { result: "already-cancelled" });
+      const f = await c.get(m.id);
+      assert.equal(f.state, "rescheduled");
+      assert.equal(f.rescheduledTo, r.id);
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("moved"), (d) => void got.push(d), () => got.length > 0);
+      assert.equal(got[0].id, r.id);
+      assert.equal(got[0].originId, m.id);
+      assert.deepEqual(await c.reschedule(r.id, { at: new Date(Date.now() + 60_000) }), { result: "already-delivered" });
+      assert.deepEqual(await c.reschedule("0000ffffffffffff0000000000000001", { now: true }), { result: "unknown" });
+    });
+
+    test("cancel and get by topic and key", async (t) => {
+      const m = await c.schedule({ topic: topic("keyed"), delayMs: 3_600_000, key: "order-42" });
+      const ref = { topic: topic("keyed"), key: "order-42" };
+      let f;
+      try {
+        f = await c.get(ref);
+      } catch (err) {
+        if (skipUnserved(t, "Get by topic and key", err)) return;
+        throw err;
+      }
+      assert.equal(f.state, "pending");
+      assert.equal(f.message?.id, m.id);
+      assert.equal(await c.cancel(ref), "cancelled");
+      assert.equal(await c.cancel(m.id), "already-cancelled");
+    });
+
+    test("errors keep their codes", async () => {
+      await assert.rejects(c.schedule({ topic: "no spaces" }), (e: unknown) => ConnectError.from(e).code === Code.InvalidArgument && /topic/.test(String(e)));
+      await assert.rejects(c.schedule({ topic: topic("x"), delayMs: 1, level: 1 }), TypeError);
+      const anon = name.startsWith("web-")
+        ? createWebClient(server.url, { protocol: name.slice(4) as "connect" | "grpc-web" })
+        : createNodeClient(server.url, { protocol: name.slice(5) as "grpc" | "connect" | "grpc-web" });
+      try {
+        await assert.rejects(anon.schedule({ topic: topic("x") }), (e: unknown) => ConnectError.from(e).code === Code.Unauthenticated);
+      } finally {
+        anon.close();
+      }
+      await assert.rejects(
+        c.consume("bad topic", () => undefined, { waitMs: 100 }),
+        (e: unknown) => ConnectError.from(e).code === Code.InvalidArgument,
+      );
+    });
+  });
+}
