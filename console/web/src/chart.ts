@@ -23,17 +23,18 @@ function follow(u: uPlot, el: HTMLElement, height: number): () => void {
 const colors = ["#2563eb", "#16a34a", "#dc2626", "#9333ea"];
 
 /**
- * bars is a bar chart of counts per time bin: x is each bin's start.
- * onZoom is called with the range a user selects by dragging.
+ * bars is a bar chart of counts per time bin: x is each bin's start; with
+ * log, its y axis is logarithmic (a bin of 1 still shows beside one of a
+ * million). onZoom is called with the range a user selects by dragging.
  */
-export function bars(el: HTMLElement, label: string, height: number, onZoom?: (fromSec: number, toSec: number) => void): Chart {
+export function bars(el: HTMLElement, label: string, height: number, log: boolean, onZoom?: (fromSec: number, toSec: number) => void): Chart {
   const opts: uPlot.Options = {
     width: Math.max(200, el.clientWidth),
     height,
     legend: { live: true },
     cursor: { drag: { x: true, y: false, setScale: false } },
-    scales: { x: { time: true } },
-    axes: [{}, { size: 70, values: (_u, vals) => vals.map((v) => compact(v)) }],
+    scales: { x: { time: true }, y: log ? { distr: 3, log: 10 } : {} },
+    axes: [{}, { size: 70, values: (_u, vals) => vals.map((v) => (v === null ? "" : compact(v))) }],
     series: [
       {},
       {
@@ -60,7 +61,8 @@ export function bars(el: HTMLElement, label: string, height: number, onZoom?: (f
   const u = new uPlot(opts, [[], []], el);
   const stop = follow(u, el, height);
   return {
-    set: (x, ...ys) => u.setData([x, ...ys] as uPlot.AlignedData),
+    // A log axis has no 0: empty bins are gaps.
+    set: (x, ...ys) => u.setData([x, ...(log ? ys.map((y) => y.map((v) => (v ? v : null))) : ys)] as uPlot.AlignedData),
     destroy: () => {
       stop();
       u.destroy();

@@ -51,6 +51,7 @@ function show(): void {
   document.title = `${pages[name].title} · Hourglass`;
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.page === name);
   fill(main, current.el);
+  status.textContent = "loading…";
   tick(current);
 }
 

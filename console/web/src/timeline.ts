@@ -35,6 +35,7 @@ export function timelinePage(params: URLSearchParams): Page {
   const from = Number(params.get("from"));
   const to = Number(params.get("to"));
   if (from > 0 && to > from) custom = { from, to };
+  const log = params.get("scale") === "log";
 
   const select = h("select", { id: "timeline-topic", onchange: () => nav({ topic: select.value }) });
   const rangeBtns = h("div", { class: "segmented", id: "timeline-ranges" },
@@ -51,13 +52,14 @@ export function timelinePage(params: URLSearchParams): Page {
       h("div", { class: "toolbar" },
         h("label", null, h("span", null, "Topic"), select),
         h("label", null, h("span", null, "Ahead"), rangeBtns),
+        h("label", { class: "check" }, h("input", { type: "checkbox", id: "timeline-log", checked: log, onchange: () => nav({ scale: log ? "" : "log" }) }), h("span", null, "Log scale")),
         custom ? h("button", { type: "button", class: "small", onclick: () => nav({ from: "", to: "" }) }, "Reset zoom") : null),
       h("p", { class: "muted" }, "Drag across the chart to zoom in."),
       chartEl, summary, note),
     h("section", { class: "card wide" }, h("h2", null, "Hot spots"), hot));
 
   function nav(change: Record<string, string>): void {
-    const p: Record<string, string> = { topic, range: ranges.find(([, ms]) => ms === span)?.[0] ?? "1d" };
+    const p: Record<string, string> = { topic, range: ranges.find(([, ms]) => ms === span)?.[0] ?? "1d", scale: log ? "log" : "" };
     if (custom) Object.assign(p, { from: String(Math.round(custom.from)), to: String(Math.round(custom.to)) });
     Object.assign(p, change);
     for (const k of Object.keys(p)) if (p[k] === "") delete p[k];
@@ -86,7 +88,7 @@ export function timelinePage(params: URLSearchParams): Page {
       fill(summary, unavailable(e, "The pending messages of this topic"));
       return;
     }
-    chart ??= bars(chartEl, "pending", 260, (f, t) => nav({ from: String(f * 1000), to: String(t * 1000) }));
+    chart ??= bars(chartEl, "pending", 260, log, (f, t) => nav({ from: String(f * 1000), to: String(t * 1000) }));
     chart.set(b.counts.map((_, i) => (b.start + i * b.width) / 1000), b.counts);
 
     const total = b.counts.reduce((a, c) => a + c, 0);
@@ -95,13 +97,15 @@ export function timelinePage(params: URLSearchParams): Page {
       ` from ${time(new Date(lo))} to ${time(new Date(hi))} (${duration(hi - lo)}), ${topic || "all topics"}; one bar is ${duration(b.width)}.`);
     fill(note, h("small", { class: "muted" }, b.source, b.capped ? ` The first ${num(listCap)} were read: bars after the last one read are incomplete.` : ""));
 
-    const nonEmpty = b.counts.filter((c) => c > 0);
-    const mean = nonEmpty.length ? total / nonEmpty.length : 0;
+    // A hot spot: a bar of at least 10 that holds 5 times the mean of the
+    // other bars that hold any.
+    const nonEmpty = b.counts.filter((c) => c > 0).length;
+    const hotSpot = (c: number) => c >= 10 && nonEmpty > 1 && c >= (5 * (total - c)) / (nonEmpty - 1);
     const top = b.counts.map((c, i) => ({ c, i })).filter((x) => x.c > 0).sort((x, y) => y.c - x.c).slice(0, 5);
     fill(hot, top.length
       ? top.map(({ c, i }) => {
         const s = b.start + i * b.width;
-        const isHot = nonEmpty.length > 1 && c >= 5 * mean;
+        const isHot = hotSpot(c);
         return h("li", { class: isHot ? "hot" : "", "data-count": c },
           h("a", { href: "#", onclick: (ev: Event) => { ev.preventDefault(); nav({ from: String(s), to: String(s + b.width) }); } },
             `${num(c)} due ${time(new Date(s))} – ${time(new Date(s + b.width)).slice(11)}`),
