@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,19 @@ func TestConsoleOverview(t *testing.T) {
 	}
 	// A second sample gives the rates.
 	pg.wait("a rate per topic", `/\/s/.test(document.querySelector('#topics tr[data-topic="orders"]')?.cells[6].innerText || "")`)
+	if os.Getenv("HOURGLASS_CONSOLE_SCREENSHOTS") != "" {
+		// Some traffic for the rate charts: a burst per sample the page takes.
+		for i := 1; i <= 8; i++ {
+			var batch []*hourglassv1.ScheduleRequest
+			for range 20 * i {
+				batch = append(batch, &hourglassv1.ScheduleRequest{Topic: "orders", Body: []byte("burst")})
+			}
+			if _, err := p.client.ScheduleBatch(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: batch})); err != nil {
+				t.Fatal(err)
+			}
+			pg.wait("the next sample", fmt.Sprintf(`Number(document.querySelector("#rates-chart")?.dataset.samples) > %d`, i))
+		}
+	}
 	pg.screenshot("overview")
 
 	phone := openConsole(t, p, 390, 844)

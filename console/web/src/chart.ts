@@ -70,14 +70,27 @@ export function bars(el: HTMLElement, label: string, height: number, log: boolea
   };
 }
 
-/** lines is a line chart of a few series over time, sharing one y axis. */
-export function lines(el: HTMLElement, labels: string[], height: number, unit: string): Chart {
+/**
+ * lines is a line chart of a few series over time up to the latest
+ * sample, at most `windowSec` seconds of it, sharing one y axis.
+ */
+export function lines(el: HTMLElement, labels: string[], height: number, unit: string, windowSec: number): Chart {
   const opts: uPlot.Options = {
     width: Math.max(200, el.clientWidth),
     height,
-    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
+    scales: {
+      // From the first sample (at least a minute back) to the latest, at most windowSec.
+      x: {
+        time: true,
+        range: (_u, min, max) => {
+          if (max === null || !Number.isFinite(max)) max = Date.now() / 1000; // no samples yet
+          return [Math.min(max - 60, Math.max(min ?? max, max - windowSec)), max];
+        },
+      },
+      y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
+    },
     axes: [{}, { size: 60, values: (_u, vals) => vals.map((v) => compact(v) + unit) }],
-    series: [{}, ...labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 2, points: { show: false } }))],
+    series: [{}, ...labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 2 }))],
   };
   const u = new uPlot(opts, [[], ...labels.map(() => [])], el);
   const stop = follow(u, el, height);

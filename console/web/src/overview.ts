@@ -18,7 +18,7 @@ const historyLength = 300; // samples kept for the charts: 10 minutes at one eve
 
 export function overviewPage(): Page {
   const health = h("section", { id: "health", class: "card" }, h("h2", null, "Server"), h("p", null, "Loading…"));
-  const ratesEl = h("div", { class: "chart" });
+  const ratesEl = h("div", { class: "chart", id: "rates-chart" });
   const latEl = h("div", { class: "chart" });
   const topicsEl = h("section", { id: "topics", class: "card wide" }, h("h2", null, "Topics"), h("p", null, "Loading…"));
   const el = h("div", { class: "page overview" },
@@ -58,10 +58,11 @@ export function overviewPage(): Page {
       hist.p99.push(st.lateness?.p99Ms ?? 0);
       for (const k of Object.keys(hist) as (keyof typeof hist)[]) hist[k].splice(0, hist[k].length - historyLength);
     }
-    ratesChart ??= lines(ratesEl, ["scheduled/s", "delivered/s"], 180, "");
-    latChart ??= lines(latEl, ["p50", "p99"], 180, " ms");
+    ratesChart ??= lines(ratesEl, ["scheduled/s", "delivered/s"], 180, "", 600);
+    latChart ??= lines(latEl, ["p50", "p99"], 180, " ms", 600);
     ratesChart.set(hist.x, hist.sched, hist.deliv);
     latChart.set(hist.x, hist.p50, hist.p99);
+    ratesEl.dataset.samples = String(hist.x.length);
 
     renderHealth(st, ready);
 
