@@ -228,4 +228,27 @@ func TestConsoleMessages(t *testing.T) {
 	if got := getState(t, p, ids[4]).State; got != hourglassv1.MessageState_MESSAGE_STATE_PENDING {
 		t.Errorf("Get(%s), not selected: %v", ids[4], got)
 	}
+
+	// Bulk on everything a filter matches: the last five by time.
+	from, to := base.Add(100*time.Second).UnixMilli(), base.Add(105*time.Second).UnixMilli()
+	pg.wait("the time filter set", fmt.Sprintf(`(() => {
+		const f = (ms) => { const d = new Date(ms), p = (n) => String(n).padStart(2, "0");
+			return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + "T" + p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds()); };
+		document.querySelector("#msg-from").value = f(%d); document.querySelector("#msg-to").value = f(%d); return true; })()`, from, to))
+	pg.click("#msg-show")
+	pg.wait("the five messages in the range", `location.hash.includes("from=") && document.querySelectorAll("#msg-table tbody tr").length === 5`)
+	pg.setValue("#bulk-scope", "all")
+	pg.click("#bulk-cancel")
+	pg.waitText("dialog[open]", "all 5 pending messages of shop in the chosen time range")
+	pg.confirm()
+	pg.waitText("#bulk-progress", "5 done, 0 not")
+	for i := 95; i < len(ids); i++ {
+		want := hourglassv1.MessageState_MESSAGE_STATE_PENDING
+		if i >= 100 {
+			want = hourglassv1.MessageState_MESSAGE_STATE_CANCELLED
+		}
+		if got := getState(t, p, ids[i]).State; got != want {
+			t.Errorf("Get(%s), message %d, after the bulk cancel of 100 to 104: %v, want %v", ids[i], i, got, want)
+		}
+	}
 }

@@ -144,8 +144,12 @@ export function messagesPage(params: URLSearchParams): Page {
     selInfo.textContent = `${num(selected.size)} selected`;
   }
 
-  /** targets are the messages a bulk action applies to, a page at a time. */
-  async function* targets(): AsyncGenerator<Message[]> {
+  /**
+   * targets are the messages a bulk action applies to: the selected ones,
+   * or every one the filter matches, all read before the action starts (a
+   * message it shifts later must not be listed, and shifted, again).
+   */
+  async function targets(): Promise<Message[]> {
     if (scope.value === "selected") {
       const byId = new Map(shown.map((m) => [m.id, m]));
       const ms: Message[] = [];
@@ -153,20 +157,21 @@ export function messagesPage(params: URLSearchParams): Page {
         const m = byId.get(id) ?? (await call("Get", () => api.get({ id }))).message;
         if (m) ms.push(m);
       }
-      yield ms;
-      return;
+      return ms;
     }
+    const ms: Message[] = [];
     let t = "";
     do {
       const res = await listPage(t, 1000);
-      yield res.messages;
+      ms.push(...res.messages);
+      progress.textContent = `reading the messages the filter matches: ${num(ms.length)}`;
       t = res.messages.length ? res.nextPageToken : "";
     } while (t);
+    return ms;
   }
 
   async function runBulk(kind: "cancel" | "shift" | "promote", btn: HTMLButtonElement): Promise<void> {
     if (scope.value === "selected" && selected.size === 0) return void notify("err", "Select messages first, or apply to every message the filter matches.");
-    const what = scope.value === "selected" ? `the ${num(selected.size)} selected messages` : `every pending message of ${topic}${fromP || toP ? " in the chosen time range" : ""}`;
     let shiftMs = 0;
     let at: ReturnType<typeof timestampFromMs> | null = null;
     if (kind === "shift") {
@@ -175,38 +180,45 @@ export function messagesPage(params: URLSearchParams): Page {
       if (typeof w === "number") shiftMs = w;
       else at = w;
     }
-    const verb = kind === "cancel" ? "Cancel" : kind === "promote" ? "Deliver now" : at ? "Reschedule" : "Shift";
-    const detailText = kind === "cancel" ? "They will never be delivered."
-      : kind === "promote" ? "They are delivered at once instead of at their times."
-      : at ? `They are all delivered at ${timestampDate(at).toISOString()}.` : `Each moves by ${shiftMs >= 0 ? "+" : ""}${shiftMs / 1000}s from its own time.`;
-    if (!(await confirm(`${verb} ${what}?`, detailText, verb))) return;
     running = true;
-    let done = 0;
-    let failedN = 0;
-    let firstErr: unknown = null;
-    await busy(btn, async () => {
+    try {
+      let ms: Message[];
       try {
-        for await (const page of targets()) {
-          for (const m of page) {
-            try {
-              const ok = await actOn(kind, m, shiftMs, at);
-              ok ? done++ : failedN++;
-            } catch (e) {
-              failedN++;
-              firstErr ??= e;
-              if (isUnimplemented(e)) throw e;
-            }
-            progress.textContent = `${verb}: ${num(done)} done, ${num(failedN)} not`;
-          }
-        }
+        ms = await busy(btn, targets);
       } catch (e) {
         failed(e);
+        return;
       }
-    });
-    running = false;
-    progress.textContent = `${verb}: ${num(done)} done, ${num(failedN)} not${firstErr ? ` (first error: ${(firstErr as Error).message})` : ""}`;
-    notify(failedN ? "err" : "ok", progress.textContent);
-    selected.clear();
+      const what = scope.value === "selected" ? `the ${num(ms.length)} selected messages`
+        : `all ${num(ms.length)} pending messages of ${topic}${fromP || toP ? " in the chosen time range" : ""}`;
+      const verb = kind === "cancel" ? "Cancel" : kind === "promote" ? "Deliver now" : at ? "Reschedule" : "Shift";
+      const detailText = kind === "cancel" ? "They will never be delivered."
+        : kind === "promote" ? "They are delivered at once instead of at their times."
+        : at ? `They are all delivered at ${timestampDate(at).toISOString()}.` : `Each moves by ${shiftMs >= 0 ? "+" : ""}${shiftMs / 1000}s from its own time.`;
+      progress.textContent = "";
+      if (ms.length === 0) return void notify("err", "No messages to act on.");
+      if (!(await confirm(`${verb} ${what}?`, detailText, verb))) return;
+      let done = 0;
+      let failedN = 0;
+      let firstErr: unknown = null;
+      await busy(btn, async () => {
+        for (const m of ms) {
+          try {
+            (await actOn(kind, m, shiftMs, at)) ? done++ : failedN++;
+          } catch (e) {
+            failedN++;
+            firstErr ??= e;
+            if (isUnimplemented(e)) break;
+          }
+          progress.textContent = `${verb}: ${num(done)} done, ${num(failedN)} not, of ${num(ms.length)}`;
+        }
+      });
+      progress.textContent = `${verb}: ${num(done)} done, ${num(failedN)} not${firstErr ? ` (first error: ${(firstErr as Error).message})` : ""}`;
+      notify(failedN ? "err" : "ok", progress.textContent);
+      selected.clear();
+    } finally {
+      running = false;
+    }
     await refresh();
   }
 
