@@ -154,6 +154,9 @@ func TestConsolePauseTopic(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
 	_, err := p.client.SetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.SetPolicyRequest{}))
 	needRPC(t, "SetPolicy", err)
+	// The overview learns that a topic is paused from Topics.
+	_, err = p.client.Topics(ctxT(t), connect.NewRequest(&hourglassv1.TopicsRequest{}))
+	needRPC(t, "Topics", err)
 	schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "pz", Body: []byte("x"), When: delayMs(0)})
 	paused := func() bool {
 		res, err := p.client.GetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"}))
@@ -193,7 +196,16 @@ func TestConsoleSchedules(t *testing.T) {
 		pg.screenshot("schedules")
 	}
 	needRPC(t, "ListSchedules", lerr)
-	_, err := p.client.DeleteSchedule(ctxT(t), connect.NewRequest(&hourglassv1.DeleteScheduleRequest{Name: "no-such-schedule"}))
+	// Harmless calls (nothing to create, pause, get or delete) tell
+	// whether the server implements the rest.
+	ctx := ctxT(t)
+	_, err := p.client.CreateSchedule(ctx, connect.NewRequest(&hourglassv1.CreateScheduleRequest{}))
+	needRPC(t, "CreateSchedule", err)
+	_, err = p.client.PauseSchedule(ctx, connect.NewRequest(&hourglassv1.PauseScheduleRequest{Name: "no-such-schedule"}))
+	needRPC(t, "PauseSchedule", err)
+	_, err = p.client.GetSchedule(ctx, connect.NewRequest(&hourglassv1.GetScheduleRequest{Name: "no-such-schedule"}))
+	needRPC(t, "GetSchedule", err)
+	_, err = p.client.DeleteSchedule(ctx, connect.NewRequest(&hourglassv1.DeleteScheduleRequest{Name: "no-such-schedule"}))
 	needRPC(t, "DeleteSchedule", err)
 
 	pg.setValue(`#sch-form input[name="name"]`, "nightly")
