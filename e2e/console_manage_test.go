@@ -111,6 +111,49 @@ func TestConsoleReschedule(t *testing.T) {
 	}
 }
 
+// TestConsoleBulkReschedule: every pending message of a topic shifted by
+// an hour from the page, each from its own time; then the selected ones
+// delivered now.
+func TestConsoleBulkReschedule(t *testing.T) {
+	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
+	_, err := p.client.Reschedule(ctxT(t), connect.NewRequest(&hourglassv1.RescheduleRequest{Id: unknownID, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
+	needRPC(t, "Reschedule", err)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "bs", Body: []byte("x"), When: delayMs(int64(i+1) * 600_000)}))
+	}
+	pg := openConsole(t, p, 1280, 900)
+	pg.show("#/messages?topic=bs")
+	pg.wait("the three messages", `document.querySelectorAll("#msg-table tbody tr").length === 3`)
+	pg.setValue("#bulk-scope", "all")
+	pg.click("#bulk-reschedule")
+	pg.setValue(`dialog[open] input[name="shift"]`, "+1h")
+	pg.click("dialog[open] .dialog-ok")
+	pg.waitText("dialog[open]", "Shift all 3 pending messages of bs?")
+	pg.confirm()
+	pg.waitText("#bulk-progress", "3 done, 0 not")
+	var rows []string
+	for _, id := range ids {
+		old := getState(t, p, id)
+		if old.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED {
+			t.Fatalf("Get(%s) after the shift: %v", id, old.State)
+		}
+		moved := getState(t, p, old.RescheduledTo).Message.DeliverAt.AsTime()
+		if d := moved.Sub(old.Message.DeliverAt.AsTime()); d != time.Hour {
+			t.Errorf("%s shifted by %v to %s, want 1h", id, d, old.RescheduledTo)
+		}
+		rows = append(rows, fmt.Sprintf(`#msg-table tr[data-id="%s"]`, old.RescheduledTo))
+	}
+	pg.wait("the three moved messages listed", fmt.Sprintf(`document.querySelectorAll("#msg-table tbody tr").length === 3 && document.querySelectorAll(%q).length === 3`, strings.Join(rows, ", ")))
+	pg.click("#sel-all")
+	pg.setValue("#bulk-scope", "selected")
+	pg.click("#bulk-promote")
+	pg.waitText("dialog[open]", "the 3 selected messages")
+	pg.confirm()
+	pg.waitText("#bulk-progress", "3 done, 0 not")
+	receive(t, p.client, "bs", 3, 10*time.Second)
+}
+
 // TestConsoleDeadLetters: a message dead-lettered after its attempts shows
 // in the overview's count, with its reason on the dead-letters page, and a
 // redrive from the page brings it back to its topic.
