@@ -39,6 +39,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/health"
 
+	"github.com/hourglassmq/hourglass/console"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
@@ -262,10 +263,10 @@ func New(opts Options) (*Server, error) {
 
 // Handler returns the HTTP handler of the whole API on net/http: the
 // Connect, Connect-JSON and gRPC-Web service under
-// /hourglass.v1.HourglassService/, and /healthz, /readyz, /metrics (and
-// /debug/pprof/ with Options.Pprof), behind CORS when Options.CORSOrigins
-// is set. Serve serves it on HTTP/1.1 connections; native gRPC is
-// GRPCServer's.
+// /hourglass.v1.HourglassService/, and /healthz, /readyz, /metrics, the
+// web console at /ui/ (and /debug/pprof/ with Options.Pprof), behind CORS
+// when Options.CORSOrigins is set. Serve serves it on HTTP/1.1
+// connections; native gRPC is GRPCServer's.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	path, h := s.connectHandler()
@@ -277,6 +278,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", requireToken(s.opts.AuthToken,
 		promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
+	// The web console: static files; its data comes from the API above.
+	mux.Handle("GET "+console.Prefix, console.Handler())
 	if s.opts.Pprof {
 		mux.Handle("GET /debug/pprof/", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Index)))
 		mux.Handle("GET /debug/pprof/cmdline", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Cmdline)))

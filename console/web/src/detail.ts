@@ -1,0 +1,164 @@
+// One message: its state, fields, headers and body (text, JSON or hex),
+// and what can be done to it (cancel, reschedule, promote).
+
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import {
+  api, call, CancelResult, MessageState, RescheduleResult,
+  type GetRequest, type GetResponse, type Message, type RescheduleRequest,
+} from "./api.js";
+import { busy, confirm, failed, fill, form, h, notify, unavailable, type Child } from "./dom.js";
+import {
+  bodyHex, bodyJSON, bodyText, bytes, duration, parseDuration, shortId, toDate, toLocalInput, truncatedNote, when,
+} from "./format.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { GetRequestSchema, RescheduleRequestSchema } from "./api.js";
+
+/** enumName is an enum value's name without its prefix: CANCELLED. */
+export function enumName(e: Record<number, string>, v: number, prefix: string): string {
+  const n = e[v] ?? String(v);
+  return n.startsWith(prefix) ? n.slice(prefix.length) : n;
+}
+
+export function stateName(s: MessageState): string {
+  return MessageState[s] ?? String(s);
+}
+
+/** openDetail looks a message up (by id, or topic and key) and shows it in el. */
+export async function openDetail(el: HTMLElement, req: MessageInitShape<typeof GetRequestSchema>, onChange?: () => void): Promise<void> {
+  fill(el, h("p", null, "Loading…"));
+  el.hidden = false;
+  let res: GetResponse;
+  try {
+    res = await call("Get", () => api.get(req));
+  } catch (e) {
+    fill(el, unavailable(e, "Looking the message up"));
+    return;
+  }
+  renderDetail(el, res, req as GetRequest, onChange);
+  el.scrollIntoView({ block: "nearest" });
+}
+
+function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChange?: () => void): void {
+  const m = res.message;
+  const state = stateName(res.state);
+  const close = h("button", { type: "button", class: "small", onclick: () => { el.hidden = true; fill(el); } }, "Close");
+  if (!m || res.state === MessageState.NOT_FOUND) {
+    fill(el, h("div", { class: "detail-head" }, h("h2", null, "Message"), close),
+      h("p", { id: "detail-state", "data-state": state }, `Not found: ${req.id || `topic ${req.topic}, key ${req.key}`} is not held by this server (never scheduled here, or its bucket was deleted once done).`));
+    return;
+  }
+  const kv = (k: string, v: Child) => h("div", { class: "kv" }, h("dt", null, k), h("dd", null, v));
+  const dl = m.deadLetter;
+  const reload = () => openDetail(el, { id: m.id }, onChange);
+  const pending = res.state === MessageState.PENDING;
+  const actionBar = h("div", { class: "actions" },
+    pending ? h("button", { id: "act-cancel", type: "button", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel") : null,
+    pending ? h("button", { id: "act-reschedule", type: "button", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
+    pending ? h("button", { id: "act-promote", type: "button", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
+    h("button", { type: "button", class: "small", onclick: reload }, "Reload"));
+  const body = h("pre", { id: "detail-body", class: "body" });
+  const views: [string, () => string | null][] = [
+    ["text", () => bodyText(m.body)],
+    ["json", () => bodyJSON(m.body)],
+    ["hex", () => bodyHex(m.body)],
+  ];
+  const tabs = h("div", { class: "segmented", id: "body-views" });
+  const showView = (name: string) => {
+    const v = views.find(([n]) => n === name)!;
+    const text = v[1]();
+    body.textContent = text ?? (name === "json" ? "(not JSON)" : "(not UTF-8 text: see hex)");
+    body.dataset.view = name;
+    for (const b of tabs.querySelectorAll("button")) b.classList.toggle("active", b.dataset.view === name);
+  };
+  fill(tabs, views.map(([n]) => h("button", { type: "button", "data-view": n, onclick: () => showView(n) }, n.toUpperCase())));
+  fill(el,
+    h("div", { class: "detail-head" }, h("h2", null, "Message ", shortId(m.id)), close),
+    h("p", null, h("span", { id: "detail-state", class: `badge state-${state.toLowerCase()}`, "data-state": state }, state)),
+    actionBar,
+    h("dl", null,
+      kv("Topic", m.topic),
+      kv("Deliver at", when(m.deliverAt)),
+      kv("Attempt", String(m.attempt)),
+      m.originId && m.originId !== m.id ? kv("Origin", shortId(m.originId)) : null,
+      res.state === MessageState.LEASED ? kv("Lease ends", when(res.leaseExpiresAt)) : null,
+      res.queueAttempt ? kv("Queue attempts", String(res.queueAttempt)) : null,
+      res.deadLetterTopic ? kv("Dead-letter topic", res.deadLetterTopic) : null,
+      res.rescheduledTo ? kv("Rescheduled to", h("a", { href: "#", onclick: (ev: Event) => { ev.preventDefault(); openDetail(el, { id: res.rescheduledTo }, onChange); } }, res.rescheduledTo)) : null,
+      dl ? kv("Dead letter", `${dl.reason} on ${dl.originTopic} after ${dl.attempts} attempts${dl.lastError ? `: ${dl.lastError}` : ""}`) : null,
+      kv("Body", bytes(m.body.length))),
+    h("h3", null, "Headers"),
+    m.headers.length
+      ? h("table", { class: "headers" }, h("tbody", null, m.headers.map((x) => h("tr", null, h("th", null, x.key), h("td", null, x.value)))))
+      : h("p", { class: "muted" }, "none"),
+    h("h3", null, "Body"),
+    tabs,
+    truncatedNote(m.body) ? h("small", { class: "muted" }, truncatedNote(m.body)) : null,
+    body);
+  showView(bodyJSON(m.body) !== null ? "json" : bodyText(m.body) !== null ? "text" : "hex");
+}
+
+async function cancelOne(m: Message, btn: HTMLButtonElement, reload: () => void, onChange?: () => void): Promise<void> {
+  if (!(await confirm("Cancel this message?", `${m.id} on ${m.topic} will never be delivered.`, "Cancel message"))) return;
+  await busy(btn, async () => {
+    try {
+      const res = await call("Cancel", () => api.cancel({ id: m.id }));
+      const r = enumName(CancelResult, res.result, "");
+      notify(res.result === CancelResult.CANCELLED ? "ok" : "err", `Cancel ${m.id}: ${r}`);
+      reload();
+      onChange?.();
+    } catch (e) {
+      failed(e);
+    }
+  });
+}
+
+/** newTime asks for a new delivery time: an absolute one, or a delay from now. */
+export async function askNewTime(title: string, current: Date | null): Promise<RescheduleRequest["when"] | null> {
+  const v = await form(title, [
+    { name: "at", label: "New time (local)", type: "datetime-local", value: current ? toLocalInput(current) : "" },
+    { name: "delay", label: "Or a delay from now", placeholder: "10m, 2h, 3d", hint: "A delay, when given, wins over the time." },
+  ], "Reschedule");
+  if (!v) return null;
+  if (v.delay.trim()) {
+    const ms = parseDuration(v.delay);
+    if (Number.isNaN(ms)) {
+      notify("err", `delay ${v.delay}: write it as 90s, 10m, 2h or 3d`);
+      return null;
+    }
+    return { case: "delayMs", value: BigInt(Math.round(ms)) };
+  }
+  const d = new Date(v.at);
+  if (Number.isNaN(d.getTime())) {
+    notify("err", "Give a new time or a delay.");
+    return null;
+  }
+  return { case: "deliverAt", value: timestampFromDate(d) };
+}
+
+async function rescheduleOne(el: HTMLElement, m: Message, btn: HTMLButtonElement, onChange?: () => void): Promise<void> {
+  const w = await askNewTime(`Reschedule ${m.id}`, toDate(m.deliverAt));
+  if (w) await reschedule(el, m, { id: m.id, when: w }, btn, onChange);
+}
+
+async function promoteOne(el: HTMLElement, m: Message, btn: HTMLButtonElement, onChange?: () => void): Promise<void> {
+  if (!(await confirm("Deliver this message now?", `${m.id} on ${m.topic} is delivered at once instead of at its time.`, "Deliver now"))) return;
+  await reschedule(el, m, { id: m.id, when: { case: "now", value: true } }, btn, onChange);
+}
+
+async function reschedule(el: HTMLElement, m: Message, req: MessageInitShape<typeof RescheduleRequestSchema>, btn: HTMLButtonElement, onChange?: () => void): Promise<void> {
+  await busy(btn, async () => {
+    try {
+      const res = await call("Reschedule", () => api.reschedule(req));
+      if (res.result === RescheduleResult.RESCHEDULED) {
+        const at = toDate(res.deliverAt);
+        notify("ok", `Rescheduled: now ${res.id}${at ? `, due in ${duration(at.getTime() - Date.now())}` : ""}`);
+        await openDetail(el, { id: res.id }, onChange);
+      } else {
+        notify("err", `Reschedule ${m.id}: ${enumName(RescheduleResult, res.result, "")}`);
+      }
+      onChange?.();
+    } catch (e) {
+      failed(e);
+    }
+  });
+}

@@ -1,0 +1,121 @@
+// Schedules: the recurring schedules with their next fire times; create,
+// pause, resume and delete.
+
+import { api, call, MisfirePolicy, type GetScheduleResponse, type ListSchedulesResponse } from "./api.js";
+import { enumName } from "./detail.js";
+import { busy, confirm, failed, field, fill, h, notify, row, table, unavailable } from "./dom.js";
+import { num, shortId, time, when } from "./format.js";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
+import { go, type Page } from "./page.js";
+
+export function schedulesPage(params: URLSearchParams): Page {
+  const topic = params.get("topic") ?? "";
+  const topicIn = h("input", { id: "sch-filter", value: topic, placeholder: "all topics" });
+  const filter = h("form", { class: "toolbar" }, h("label", null, h("span", null, "Topic"), topicIn), h("button", { type: "submit" }, "Show"));
+  filter.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    go("schedules", topicIn.value.trim() ? { topic: topicIn.value.trim() } : {});
+  });
+
+  const create = h("form", { id: "sch-form", class: "grid-form" },
+    h("label", null, h("span", null, "Name"), field({ name: "name", required: true, placeholder: "daily-report" })),
+    h("label", null, h("span", null, "Topic"), field({ name: "topic", required: true, placeholder: "reports", value: topic })),
+    h("label", null, h("span", null, "When"), field({ name: "spec", required: true, placeholder: "0 9 * * MON-FRI, @every 90s, @daily" })),
+    h("label", null, h("span", null, "Time zone"), field({ name: "tz", placeholder: "UTC, Europe/Berlin" })),
+    h("label", null, h("span", null, "Missed while down"), field({
+      name: "misfire", value: String(MisfirePolicy.FIRE_LATEST),
+      options: [MisfirePolicy.FIRE_LATEST, MisfirePolicy.FIRE_ALL, MisfirePolicy.SKIP].map((p): [string, string] => [String(p), enumName(MisfirePolicy, p, "").toLowerCase().replace(/_/g, " ")]),
+    })),
+    h("label", { class: "wide" }, h("span", null, "Body"), field({ name: "body", type: "textarea", placeholder: "{\"report\": \"daily\"}" })),
+    h("div", null, h("button", { type: "submit", id: "sch-create" }, "Create schedule")));
+  create.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const v = (n: string) => (create.elements.namedItem(n) as HTMLInputElement).value;
+    await busy(create.querySelector("button[type=submit]"), async () => {
+      try {
+        const res = await call("CreateSchedule", () => api.createSchedule({
+          schedule: {
+            name: v("name").trim(), topic: v("topic").trim(), spec: v("spec").trim(), timeZone: v("tz").trim(),
+            body: new TextEncoder().encode(v("body")), misfirePolicy: Number(v("misfire")) as MisfirePolicy,
+          },
+        }));
+        notify("ok", `Created ${v("name").trim()}${res.next ? `; next at ${time(timestampDate(res.next))}` : ""}`);
+        create.reset();
+        await refresh();
+      } catch (e) {
+        failed(e);
+      }
+    });
+  });
+
+  const listEl = h("div", { id: "sch-list" }, "Loading…");
+  let token = "";
+  let next = "";
+  const pager = h("div", { class: "toolbar pager" },
+    h("button", { type: "button", class: "small", onclick: () => { token = ""; void refresh(); } }, "First page"),
+    h("button", { type: "button", class: "small", id: "sch-next", disabled: true, onclick: () => { token = next; void refresh(); } }, "Next page"));
+  const el = h("div", { class: "page schedules" },
+    h("section", { class: "card wide" }, h("h2", null, "New recurring schedule"), create),
+    h("section", { class: "card wide" }, h("h2", null, "Recurring schedules"), filter, listEl, pager));
+
+  async function refresh(): Promise<void> {
+    let res: ListSchedulesResponse;
+    try {
+      res = await call("ListSchedules", () => api.listSchedules({ topic, pageToken: token, pageSize: 100 }));
+    } catch (e) {
+      fill(listEl, unavailable(e, "Listing recurring schedules"));
+      return;
+    }
+    next = res.schedules.length ? res.nextPageToken : "";
+    (pager.querySelector("#sch-next") as HTMLButtonElement).disabled = !next;
+    const now = Date.now();
+    fill(listEl, res.schedules.length
+      ? table(["Name", "Topic", "When", "State", "Next", "Fired", "Armed", ""], res.schedules.map((s) => scheduleRow(s, now)), { id: "sch-table" })
+      : h("p", { class: "empty" }, `No recurring schedules${topic ? ` of ${topic}` : ""}.`));
+  }
+
+  function scheduleRow(g: GetScheduleResponse, now: number): HTMLTableRowElement {
+    const s = g.schedule!;
+    const toggle = h("button", {
+      type: "button", class: s.paused ? "small resume" : "small pause",
+      onclick: () => setPaused(s.name, !s.paused, toggle),
+    }, s.paused ? "Resume" : "Pause");
+    const del = h("button", { type: "button", class: "small danger delete", onclick: () => remove(s.name, del) }, "Delete");
+    return row({ "data-name": s.name }, [
+      h("strong", null, s.name), s.topic,
+      h("code", null, s.spec), s.paused ? h("span", { class: "badge paused" }, "paused") : h("span", { class: "badge ok" }, "active"),
+      g.next.length ? h("div", { class: "next" }, g.next.slice(0, 3).map((t) => h("div", null, when(t, now)))) : "—",
+      num(g.fired), g.armedId ? shortId(g.armedId) : "—",
+      h("span", { class: "actions" }, toggle, del),
+    ]);
+  }
+
+  async function setPaused(name: string, paused: boolean, btn: HTMLButtonElement): Promise<void> {
+    if (paused && !(await confirm(`Pause ${name}?`, "Its armed occurrence is cancelled, and none is delivered until it is resumed.", "Pause"))) return;
+    await busy(btn, async () => {
+      try {
+        if (paused) await call("PauseSchedule", () => api.pauseSchedule({ name }));
+        else await call("ResumeSchedule", () => api.resumeSchedule({ name }));
+        notify("ok", `${name} ${paused ? "paused" : "resumed"}`);
+        await refresh();
+      } catch (e) {
+        failed(e);
+      }
+    });
+  }
+
+  async function remove(name: string, btn: HTMLButtonElement): Promise<void> {
+    if (!(await confirm(`Delete ${name}?`, "The schedule is removed; no further occurrence is delivered.", "Delete"))) return;
+    await busy(btn, async () => {
+      try {
+        await call("DeleteSchedule", () => api.deleteSchedule({ name }));
+        notify("ok", `${name} deleted`);
+        await refresh();
+      } catch (e) {
+        failed(e);
+      }
+    });
+  }
+
+  return { el, refresh, every: 5000 };
+}
