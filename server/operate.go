@@ -361,16 +361,18 @@ func (s *Server) deleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequ
 	return &hourglassv1.DeleteTopicResponse{Cancelled: cancelled, Removed: removed}, nil
 }
 
-// topics serves Topics: the queue's topics and those with a policy.
+// topics serves Topics: the queue's topics, those scheduled to since the
+// server started, and those with a policy.
 func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourglassv1.TopicsResponse, error) {
 	if err := s.noQueue(); err != nil {
 		return nil, err
 	}
 	stats := s.q.Stats()
 	names := map[string]bool{}
-	for t := range stats {
-		if _, dlq := cutSuffix(t, queue.DLQSuffix); !dlq {
-			names[t] = true
+	// The queue's topics and those scheduled to since the server started.
+	for _, t := range s.metrics.topics(stats) {
+		if _, dlq := cutSuffix(t.name, queue.DLQSuffix); !dlq {
+			names[t.name] = true
 		}
 	}
 	if eng, err := s.localEngine("Topics"); err == nil {

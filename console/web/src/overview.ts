@@ -76,13 +76,13 @@ export function overviewPage(): Page {
       };
     };
     const rateCell = (v: number) => (Number.isNaN(v) ? "…" : rate(v));
-    const head = ["Topic", "Pending", "Due", "Leased", "Dead letters", "Oldest due", "Scheduled", "Delivered", "Policy", ""];
+    const head = ["Topic", "Due", "Leased", "Dead letters", "Oldest due", "Scheduled", "Delivered", "Policy", ""];
     let rows: HTMLTableRowElement[];
     if (tp.infos) {
       rows = tp.infos.map((t) => {
         const c = counters(t.topic);
         return row({ "data-topic": t.topic }, [
-          topicLinks(t.topic), num(t.pending), num(t.due), num(t.leased), num(t.deadLettered),
+          topicLinks(t.topic), num(t.due), num(t.leased), num(t.deadLettered),
           t.oldestDueAgeSeconds > 0 ? duration(t.oldestDueAgeSeconds * 1000) : "—",
           rateCell(c.sched), rateCell(c.deliv), policyText(t.policy), actions(t.topic, t.policy),
         ]);
@@ -92,14 +92,14 @@ export function overviewPage(): Page {
         const c = counters(name);
         const dlq = st.topics.find((t) => t.topic === `${name}.dlq`);
         return row({ "data-topic": name }, [
-          topicLinks(name), "?", c.ready ? num(c.ready.ready) : "0", c.ready ? num(c.ready.leased) : "0",
+          topicLinks(name), c.ready ? num(c.ready.ready) : "0", c.ready ? num(c.ready.leased) : "0",
           dlq ? num(dlq.ready) : "0", "?", rateCell(c.sched), rateCell(c.deliv), "?", actions(name, undefined),
         ]);
       });
     }
     fill(topicsEl,
       h("h2", null, "Topics"),
-      tp.infos ? null : unavailable(tp.topicsErr, "Pending counts, the oldest due message and the policy per topic (“?” below)"),
+      tp.infos ? null : unavailable(tp.topicsErr, "The oldest due message and the policy per topic (“?” below)"),
       rows.length ? table(head, rows) : h("p", { class: "empty" }, "No topics yet: schedule a message to create one."));
     prev = cur;
   }
@@ -192,7 +192,7 @@ async function setRate(topic: string, p: Policy | undefined, btn: HTMLButtonElem
   if (!Number.isFinite(r) || r < 0) return void notify("err", `rate ${v.rate}: a number, 0 or more`);
   await busy(btn, async () => {
     try {
-      await call("SetPolicy", () => api.setPolicy(r === 0 ? { topic, reset: ["max_dispatch_rate"] } : { topic, policy: { maxDispatchRate: r } }));
+      await call("SetPolicy", () => api.setPolicy(r === 0 ? { topic, defaults: ["max_dispatch_rate"] } : { topic, policy: { maxDispatchRate: r } }));
       notify("ok", r === 0 ? `${topic}: no rate limit` : `${topic}: at most ${rate(r)}`);
     } catch (e) {
       failed(e);
