@@ -147,8 +147,10 @@ type Deleted struct {
 	Cancelled, Removed int64
 }
 
-// DeleteTopic purges every state of topic (its leased messages too) and
-// removes its queue files and its policy.
+// DeleteTopic cancels topic's pending messages, removes its messages
+// from the queue (leased ones too: their acks then fail), its queue files
+// and its policy. Its dead letters are a topic of their own,
+// "<topic>.dlq", which DeleteTopic leaves.
 func (c *Client) DeleteTopic(ctx context.Context, topic string) (Deleted, error) {
 	res, err := c.svc.DeleteTopic(ctx, &hourglassv1.DeleteTopicRequest{Topic: topic})
 	if err != nil {
