@@ -1,9 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass/client"
 )
@@ -157,4 +162,37 @@ func TestPolicySummary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCLIDoc checks that docs/CLI.md names every client command and
+// every flag of each.
+func TestCLIDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "CLI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notClient := map[string]bool{"bench": true, "serve": true, "inspect": true, "repair": true}
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if notClient[name] {
+				continue
+			}
+			if len(c.Subcommands) > 0 {
+				walk(name, c.Subcommands)
+				continue
+			}
+			if !strings.Contains(string(doc), "`"+name+" ") {
+				t.Errorf("docs/CLI.md does not name the command %q", name)
+			}
+			for _, f := range c.Flags {
+				flag := "--" + f.Names()[0]
+				if !regexp.MustCompile(regexp.QuoteMeta(flag) + `([^a-z0-9-]|$)`).Match(doc) {
+					t.Errorf("docs/CLI.md does not name %s of %s", flag, name)
+				}
+			}
+		}
+	}
+	walk("", newApp().Commands)
 }
