@@ -4,7 +4,13 @@
 // IdempotencyKey), ScheduleBatch, or Send through a batching asynchronous
 // Producer on the ScheduleStream; Cancel, Reschedule and Get a message by
 // its ID (a typed ID that carries its delivery time) or by its Key (topic
-// and idempotency key); List what is pending.
+// and idempotency key); List what is pending, due, leased or
+// dead-lettered.
+//
+// Operators: Topics lists the topics with their counts and policies;
+// GetPolicy and SetPolicy (Pause, Resume) change how a topic delivers at
+// run time; Redrive moves dead letters back; Purge and DeleteTopic
+// remove what a topic holds.
 //
 // Consumers: a Worker consumes topics with Handlers (HandlerFunc) wrapped
 // in Middleware (Recover, Logging, Hooks for metrics and tracing), with
@@ -12,8 +18,8 @@
 // and a shutdown that lets running handlers finish within a deadline.
 // A handler's result settles its message: nil acks it, Retry(after) and
 // DeadLetter(reason) say what else to do, any other error nacks it.
-// Consume is the short form for one topic; Receive, Ack, Nack, Settle and
-// Extend are the single calls underneath.
+// Consume is the short form for one topic; Receive, Ack, Nack (NackWith),
+// Settle and Extend are the single calls underneath.
 //
 // It speaks native gRPC (grpc-go) over one HTTP/2 connection per Client,
 // which carries every call and stream of all the goroutines that use it.

@@ -56,12 +56,7 @@ func delivery(m *hourglassv1.Message) Delivery {
 	d := Delivery{
 		ID: id, OriginID: origin, Topic: m.Topic, Body: m.Body, Attempt: int(m.Attempt), Receipt: m.Receipt,
 		DeliverAt: m.DeliverAt.AsTime(), ReceivedAt: m.ReceivedAt.AsTime(), LeaseExpiresAt: m.LeaseExpiresAt.AsTime(),
-	}
-	if dl := m.DeadLetter; dl != nil {
-		d.DeadLetter = &DeadLetterInfo{OriginTopic: dl.OriginTopic, Reason: dl.Reason, LastError: dl.LastError, Attempts: int(dl.Attempts)}
-		if dl.At != nil {
-			d.DeadLetter.At = dl.At.AsTime()
-		}
+		DeadLetter: deadLetterOf(m.DeadLetter),
 	}
 	if len(m.Headers) > 0 {
 		d.Headers = make(map[string]string, len(m.Headers))

@@ -58,15 +58,22 @@ type Scheduled struct {
 	Headers   map[string]string
 	Body      []byte
 	DeliverAt time.Time
-	// Attempt is the attempt it was scheduled with (0 for a first one).
+	// Attempt is the attempt it was scheduled with (0 for a first one);
+	// in a List of the queue's states, the queue's failed attempts.
 	Attempt uint32
 	// OriginID names the first attempt of a retry or reschedule; the
 	// zero ID otherwise.
 	OriginID ID
+	// LeaseUntil is when the lease of a message listed as StateLeased
+	// ends; zero otherwise.
+	LeaseUntil time.Time
+	// DeadLetter says why a message of a dead-letter topic died; nil for
+	// any other message.
+	DeadLetter *DeadLetterInfo
 }
 
 func scheduledOf(m *hourglassv1.Message) Scheduled {
-	s := Scheduled{Topic: m.Topic, Body: m.Body, Attempt: m.Attempt}
+	s := Scheduled{Topic: m.Topic, Body: m.Body, Attempt: m.Attempt, DeadLetter: deadLetterOf(m.DeadLetter)}
 	// The server's IDs always parse.
 	s.ID, _ = ParseID(m.Id)
 	if m.OriginId != "" {
@@ -74,6 +81,9 @@ func scheduledOf(m *hourglassv1.Message) Scheduled {
 	}
 	if m.DeliverAt != nil {
 		s.DeliverAt = m.DeliverAt.AsTime()
+	}
+	if m.LeaseExpiresAt != nil {
+		s.LeaseUntil = m.LeaseExpiresAt.AsTime()
 	}
 	if len(m.Headers) > 0 {
 		s.Headers = make(map[string]string, len(m.Headers))
@@ -125,19 +135,30 @@ func (c *Client) Get(ctx context.Context, ref Ref) (Found, error) {
 
 // ListOptions select what List returns.
 type ListOptions struct {
-	// From (inclusive) and To (exclusive) bound the delivery time; zero
-	// means no bound.
+	// State is which messages: StatePending (or empty) for those not yet
+	// due, in delivery order; StateDue, StateLeased or StateDeadLettered
+	// (the topic's dead letters, in "<topic>.dlq") for those of the
+	// built-in queue, in the order it holds them.
+	State State
+	// From (inclusive) and To (exclusive) bound the delivery time of
+	// pending messages; zero means no bound. The queue's states take
+	// neither.
 	From, To time.Time
 	// PageSize is how many messages one call fetches, 1 to 1000; 0 means
 	// the server's default (100).
 	PageSize int
 }
 
-// ListPage returns one page of the pending messages of topic in delivery
-// order, starting after the page token (empty for the first page), and
-// the token of the next page (empty when there is no more).
+// ListPage returns one page of the messages of topic in o.State (by
+// default the pending ones, in delivery order), starting after the page
+// token (empty for the first page), and the token of the next page (empty
+// when there is no more).
 func (c *Client) ListPage(ctx context.Context, topic string, o ListOptions, token string) ([]Scheduled, string, error) {
-	req := &hourglassv1.ListRequest{Topic: topic, PageToken: token, PageSize: int32(o.PageSize)}
+	st, err := protoState("List", o.State, StatePending, StateDue, StateLeased, StateDeadLettered)
+	if err != nil {
+		return nil, "", err
+	}
+	req := &hourglassv1.ListRequest{Topic: topic, State: st, PageToken: token, PageSize: int32(o.PageSize)}
 	if !o.From.IsZero() {
 		req.From = timestamppb.New(o.From)
 	}
@@ -155,10 +176,10 @@ func (c *Client) ListPage(ctx context.Context, topic string, o ListOptions, toke
 	return out, res.NextPageToken, nil
 }
 
-// List yields every pending message of topic in delivery order, fetching
-// a page at a time; it stops at the first error, which it yields.
-// Messages scheduled during the listing appear if they sort after the
-// last page fetched.
+// List yields every message of topic in o.State (by default every
+// pending one, in delivery order), fetching a page at a time; it stops at
+// the first error, which it yields. Pending messages scheduled during the
+// listing appear if they sort after the last page fetched.
 func (c *Client) List(ctx context.Context, topic string, o ListOptions) iter.Seq2[Scheduled, error] {
 	return func(yield func(Scheduled, error) bool) {
 		token := ""

@@ -43,9 +43,11 @@ const exitCodes = `
 Exit status: 0 on success; 1 on any error (bad flags, server unreachable, a
 request the server refused), with a message on stderr that says what was wrong.`
 
-// commandError adds the help hint to a mistake on the command line.
+// commandError adds the command's name ("policy set") and the help hint
+// to a mistake on the command line.
 func commandError(c *cli.Context, format string, args ...any) error {
-	return fmt.Errorf("%s: %s (see '%s --help')", c.Command.Name, fmt.Sprintf(format, args...), c.Command.HelpName)
+	name := strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
+	return fmt.Errorf("%s: %s (see '%s --help')", name, fmt.Sprintf(format, args...), c.Command.HelpName)
 }
 
 func sendCommand() *cli.Command {
@@ -258,38 +260,44 @@ func (h *headerFlag) String() string {
 func cancelCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "cancel",
-		Usage:     "cancel scheduled messages by ID",
-		UsageText: "hourglass cancel ID...",
-		Description: `Cancels each message and prints "ID answer" per ID, one line each, where the
-answer is one of:
+		Usage:     "cancel scheduled messages by ID, or by topic and key",
+		UsageText: "hourglass cancel (ID... | --topic T --key K)",
+		Description: `Cancels each message and prints "REF answer" per message, one line each, where
+REF is the ID or TOPIC/KEY given and the answer is one of:
   cancelled          it will never be delivered
   already-delivered  it was delivered (or is being delivered, or dead-lettered)
   already-cancelled  an earlier cancel cancelled it; it will never be delivered
   unknown            no such message is pending on this server
+
+A message sent with 'send --key K' can be named by --topic and --key instead
+of its ID, for as long as it lives (not only within the idempotency window):
+
+  hourglass cancel 0000019bd6a1f2c00000000000001f40
+  hourglass cancel --topic orders --key order-42      # "orders/order-42 cancelled"
 ` + exitCodes + `
 Every answer above is a success; a malformed ID (not 32 hex digits) is an
 error, after the lines of the IDs before it.`,
-		Flags:        clientFlags(),
+		Flags:        clientFlags(keyFlags()...),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return commandError(c, "give one or more message IDs (32 hex digits each, as send printed them)")
+			ts, err := targets(c, true)
+			if err != nil {
+				return err
 			}
 			cl, err := newClient(c)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			for _, arg := range c.Args().Slice() {
-				id, err := client.ParseID(arg)
-				if err != nil {
-					return fmt.Errorf("cancel %s: %w", arg, err)
+			for _, t := range ts {
+				if t.err != nil {
+					return fmt.Errorf("cancel %s: %w", t.name, t.err)
 				}
-				r, err := cl.Cancel(c.Context, id)
+				r, err := cl.Cancel(c.Context, t.ref)
 				if err != nil {
-					return fmt.Errorf("cancel %s: %w", arg, err)
+					return fmt.Errorf("cancel %s: %w", t.name, err)
 				}
-				fmt.Fprintln(c.App.Writer, arg, r)
+				fmt.Fprintln(c.App.Writer, t.name, r)
 			}
 			return nil
 		},

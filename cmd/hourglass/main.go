@@ -46,10 +46,19 @@ func newApp() *cli.App {
 			sendCommand(),
 			recvCommand(),
 			cancelCommand(),
+			rescheduleCommand(),
 			getCommand(),
 			listCommand(),
 			ackCommand(),
 			nackCommand(),
+			extendCommand(),
+			redriveCommand(),
+			purgeCommand(),
+			deleteTopicCommand(),
+			topicsCommand(),
+			policyCommand(),
+			pauseCommand(),
+			resumeCommand(),
 			statsCommand(),
 			inspectCommand(),
 			repairCommand(),
@@ -71,6 +80,8 @@ func usageError(c *cli.Context, err error, _ bool) error {
 			hint = "; --" + name + " takes a duration with a unit, such as 500ms, 10s, 2m or 1h"
 		case *cli.IntFlag:
 			hint = "; --" + name + " takes a whole number"
+		case *cli.Float64Flag:
+			hint = "; --" + name + " takes a number, such as 50 or 0.5"
 		}
 	}
 	return fmt.Errorf("%w%s (see '%s --help')", err, hint, c.Command.HelpName)

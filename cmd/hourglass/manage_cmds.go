@@ -25,11 +25,32 @@ type messageJSON struct {
 	Headers    map[string]string `json:"headers,omitempty"`
 	Body       *string           `json:"body,omitempty"`
 	BodyBase64 string            `json:"body_base64,omitempty"`
+	// LeaseUntil: a leased message's in list --state leased.
+	LeaseUntil string          `json:"lease_until,omitempty"`
+	DeadLetter *deadLetterJSON `json:"dead_letter,omitempty"`
+}
+
+// deadLetterJSON says why a message of a dead-letter topic died.
+type deadLetterJSON struct {
+	OriginTopic string `json:"origin_topic"`
+	Reason      string `json:"reason"`
+	LastError   string `json:"last_error,omitempty"`
+	Attempts    int    `json:"attempts"`
+	At          string `json:"at,omitempty"`
 }
 
 func newMessageJSON(m client.Scheduled) messageJSON {
 	j := messageJSON{ID: m.ID.String(), Topic: m.Topic, DeliverAt: m.DeliverAt.UTC().Format(rfc3339Nano),
 		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers}
+	if !m.LeaseUntil.IsZero() {
+		j.LeaseUntil = m.LeaseUntil.UTC().Format(rfc3339Nano)
+	}
+	if dl := m.DeadLetter; dl != nil {
+		j.DeadLetter = &deadLetterJSON{OriginTopic: dl.OriginTopic, Reason: dl.Reason, LastError: dl.LastError, Attempts: dl.Attempts}
+		if !dl.At.IsZero() {
+			j.DeadLetter.At = dl.At.UTC().Format(rfc3339Nano)
+		}
+	}
 	if utf8.Valid(m.Body) {
 		s := string(m.Body)
 		j.Body = &s
@@ -47,13 +68,14 @@ type getJSON struct {
 	QueueAttempt    uint32       `json:"queue_attempt,omitempty"`
 	LeaseUntil      string       `json:"lease_until,omitempty"`
 	DeadLetterTopic string       `json:"dead_letter_topic,omitempty"`
+	RescheduledTo   string       `json:"rescheduled_to,omitempty"`
 }
 
 func getCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "get",
-		Usage:     "look a message up by ID and print what became of it (reads only)",
-		UsageText: "hourglass get ID [--addr URL] [--json]",
+		Usage:     "look a message up by ID, or by topic and key, and print what became of it (reads only)",
+		UsageText: "hourglass get (ID | --topic T --key K) [--addr URL] [--json]",
 		Description: `Prints the message (topic, delivery time, attempt, origin, headers, body) and
 its state, one of:
   pending        in its schedule segment: it will be delivered at its time
@@ -65,43 +87,50 @@ its state, one of:
                  a nack with a delay, or no longer held by the queue)
   cancelled      it will never be delivered
   dead-lettered  refused for good; "dead_letter_topic" names where it went
+  rescheduled    it will never be delivered at this time; "rescheduled_to"
+                 names the message that replaced it
   not-found      no such message, or its schedule segment was deleted once
                  every message in it was done
 Nothing is received, leased or changed: unlike 'recv --no-ack', get does not
-raise the attempt count.
+raise the attempt count. A message sent with 'send --key K' can be named by
+--topic and --key instead of its ID, for as long as it lives; "id" is then
+the ID the key names now (after a reschedule, the replacement's).
 
-Example:
+Examples:
   hourglass get 0000019bd6a1f2c00000000000001f40 --json
+  hourglass get --topic orders --key order-42
 ` + exitCodes + `
 A not-found message is a success (state not-found); a malformed ID is an error.`,
-		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"}),
+		Flags:        clientFlags(append(keyFlags(), &cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"})...),
 		OnUsageError: usageError,
 		Action:       runGet,
 	}
 }
 
 func runGet(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return commandError(c, "give one message ID (32 hex digits, as send printed it), got %d arguments", c.NArg())
+	ts, err := targets(c, false)
+	if err != nil {
+		return err
+	}
+	t := ts[0]
+	if t.err != nil {
+		return fmt.Errorf("get %s: %w", t.name, t.err)
 	}
 	cl, err := newClient(c)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	arg := c.Args().First()
-	id, err := client.ParseID(arg)
+	f, err := cl.Get(c.Context, t.ref)
 	if err != nil {
-		return fmt.Errorf("get %s: %w", arg, err)
+		return fmt.Errorf("get %s: %w", t.name, err)
 	}
-	f, err := cl.Get(c.Context, id)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", arg, err)
-	}
-	j := getJSON{ID: arg, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic}
+	j := getJSON{ID: t.name, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic,
+		RescheduledTo: f.RescheduledTo.String()}
 	if f.State != client.StateNotFound {
 		m := newMessageJSON(f.Message)
 		j.Message = &m
+		j.ID = m.ID
 	}
 	if !f.LeaseUntil.IsZero() {
 		j.LeaseUntil = f.LeaseUntil.UTC().Format(rfc3339Nano)
@@ -113,6 +142,9 @@ func runGet(c *cli.Context) error {
 	fmt.Fprintf(w, "id:          %s\nstate:       %s\n", j.ID, j.State)
 	if j.DeadLetterTopic != "" {
 		fmt.Fprintf(w, "dead letter: %s\n", j.DeadLetterTopic)
+	}
+	if j.RescheduledTo != "" {
+		fmt.Fprintf(w, "now:         %s\n", j.RescheduledTo)
 	}
 	if j.LeaseUntil != "" {
 		fmt.Fprintf(w, "lease until: %s (queue attempt %d)\n", j.LeaseUntil, j.QueueAttempt)
@@ -128,6 +160,12 @@ func printMessage(w io.Writer, m *messageJSON) {
 	if m.OriginID != "" {
 		fmt.Fprintf(w, "origin:      %s\n", m.OriginID)
 	}
+	if dl := m.DeadLetter; dl != nil {
+		fmt.Fprintf(w, "died:        %s on %s after %d attempts at %s\n", dl.Reason, dl.OriginTopic, dl.Attempts, dl.At)
+		if dl.LastError != "" {
+			fmt.Fprintf(w, "last error:  %q\n", dl.LastError)
+		}
+	}
 	for k, v := range m.Headers {
 		fmt.Fprintf(w, "header:      %s=%s\n", k, v)
 	}
@@ -141,28 +179,37 @@ func printMessage(w io.Writer, m *messageJSON) {
 func listCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "list",
-		Usage:     "list the pending messages of a topic by delivery time (reads only)",
-		UsageText: "hourglass list --topic T [--from TIME] [--to TIME] [--limit N] [--page-size N] [--json]",
-		Description: `Prints the messages of the topic that are pending (scheduled, not yet delivered
-or cancelled), in delivery order, read from the schedule segments on disk: one
-line each, "ID DELIVER_AT ATTEMPT BODY", or with --json one JSON object per line.
-Nothing is received or changed.
+		Usage:     "list a topic's messages: pending by delivery time, or due, leased or dead-lettered (reads only)",
+		UsageText: "hourglass list --topic T [--state pending|due|leased|dead-lettered] [--from TIME] [--to TIME] [--limit N] [--page-size N] [--json]",
+		Description: `Prints the messages of the topic in one --state, one line each,
+"ID DELIVER_AT ATTEMPT BODY", or with --json one JSON object per line.
+Nothing is received, leased or changed.
+  pending         (the default) scheduled, not yet delivered or cancelled, in
+                  delivery order, read from the schedule segments on disk
+  due             in the built-in queue, waiting to be received
+  leased          received and not yet settled; the line adds
+                  "lease-until=TIME" (--json: "lease_until")
+  dead-lettered   the topic's dead letters (in "<topic>.dlq"); the line adds
+                  why: "reason=R origin=TOPIC attempts=N error=TEXT" (--json:
+                  "dead_letter": {reason, origin_topic, attempts, last_error, at})
+ATTEMPT is the attempt a pending message was scheduled with, and the queue's
+failed attempts of the others. The queue's states are listed in the order the
+queue holds them.
 
---from (inclusive) and --to (exclusive) bound the delivery time; each is an
-RFC 3339 time (2030-01-02T09:00:00Z) or a duration from now (90s, 2h, 3d).
-The server is asked a page at a time (--page-size, 1 to 1000, default 100);
-pages are stable while others schedule: a message scheduled during the listing
-shows up only if it sorts after what was already printed.
-
-Only pending messages are listed for now; due, leased and dead-lettered ones
-are not (receive dead letters from "<topic>.dlq" with 'recv --no-ack').
+--from (inclusive) and --to (exclusive) bound the delivery time of pending
+messages; each is an RFC 3339 time (2030-01-02T09:00:00Z) or a duration from
+now (90s, 2h, 3d). The server is asked a page at a time (--page-size, 1 to
+1000, default 100); pages are stable while others schedule: a message scheduled
+during the listing shows up only if it sorts after what was already printed.
 
 Examples:
   hourglass list --topic orders --to 1h
   hourglass list --topic orders --from 2030-01-02T09:00:00Z --limit 20 --json
+  hourglass list --topic orders --state dead-lettered     # then: hourglass redrive orders.dlq
 ` + exitCodes,
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` whose pending messages to list"},
+			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` whose messages to list"},
+			&cli.StringFlag{Name: "state", Value: "pending", Usage: "list the messages in `STATE`: pending, due, leased or dead-lettered"},
 			&cli.StringFlag{Name: "from", Usage: "list messages due at or after `TIME` (RFC 3339, or a duration from now such as 10m)"},
 			&cli.StringFlag{Name: "to", Usage: "list messages due before `TIME` (RFC 3339, or a duration from now such as 2h)"},
 			&cli.IntFlag{Name: "limit", Usage: "print at most `N` messages; 0 means all"},
@@ -172,6 +219,11 @@ Examples:
 		OnUsageError: usageError,
 		Action:       runList,
 	}
+}
+
+// listStates are the states list --state takes.
+var listStates = map[string]client.State{
+	"pending": client.StatePending, "due": client.StateDue, "leased": client.StateLeased, "dead-lettered": client.StateDeadLettered,
 }
 
 // listTime parses --from or --to: RFC 3339, or a duration from now.
@@ -201,6 +253,13 @@ func runList(c *cli.Context) error {
 	if c.Int("limit") < 0 {
 		return commandError(c, "--limit %d: 0 (all) or more", c.Int("limit"))
 	}
+	state, ok := listStates[c.String("state")]
+	if !ok {
+		return commandError(c, "--state %q: want pending, due, leased or dead-lettered", c.String("state"))
+	}
+	if state != client.StatePending && (c.IsSet("from") || c.IsSet("to")) {
+		return commandError(c, "--from and --to bound the delivery time of pending messages; --state %s lists the queue's in the order it holds them", state)
+	}
 	now := time.Now()
 	from, err := listTime(c, "from", now)
 	if err != nil {
@@ -217,7 +276,7 @@ func runList(c *cli.Context) error {
 	defer cl.Close()
 	enc := json.NewEncoder(c.App.Writer)
 	n, limit := 0, c.Int("limit")
-	for m, err := range cl.List(c.Context, topic, client.ListOptions{From: from, To: to, PageSize: c.Int("page-size")}) {
+	for m, err := range cl.List(c.Context, topic, client.ListOptions{State: state, From: from, To: to, PageSize: c.Int("page-size")}) {
 		if err != nil {
 			return fmt.Errorf("list %s: %w", topic, err)
 		}
@@ -231,7 +290,14 @@ func runList(c *cli.Context) error {
 			if j.Body != nil {
 				body = fmt.Sprintf("%q", *j.Body)
 			}
-			fmt.Fprintln(c.App.Writer, j.ID, j.DeliverAt, j.Attempt, body)
+			line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", body)
+			if j.LeaseUntil != "" {
+				line += " lease-until=" + j.LeaseUntil
+			}
+			if dl := j.DeadLetter; dl != nil {
+				line += fmt.Sprintf(" reason=%s origin=%s attempts=%d error=%q", dl.Reason, dl.OriginTopic, dl.Attempts, dl.LastError)
+			}
+			fmt.Fprintln(c.App.Writer, line)
 		}
 		if n++; limit > 0 && n >= limit {
 			break

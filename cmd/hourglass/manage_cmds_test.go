@@ -8,7 +8,7 @@ import (
 func TestManageCommandsHelp(t *testing.T) {
 	for cmd, wants := range map[string][]string{
 		"get":  {"pending", "leased", "acked", "cancelled", "dead-lettered", "not-found", "--json", "recv --no-ack", "Exit status"},
-		"list": {"--topic", "--from", "--to", "--limit", "--page-size", "RFC 3339", "1 to 1000", "Only pending", "Exit status"},
+		"list": {"--topic", "--from", "--to", "--limit", "--page-size", "RFC 3339", "1 to 1000", "dead-lettered", "lease-until", "Exit status"},
 	} {
 		out, _, err := runApp(t, cmd, "--help")
 		if err != nil {

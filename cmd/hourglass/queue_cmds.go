@@ -50,18 +50,26 @@ ended and it is due again) is an error, after the lines of the IDs before it.
 func nackCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "nack",
-		Usage:     "give received messages back by ID, to be delivered again (after --delay)",
-		UsageText: "hourglass nack --topic T [--delay D] ID...",
+		Usage:     "give received messages back by ID, to be delivered again (after --delay), or dead-letter them",
+		UsageText: "hourglass nack --topic T [--delay D] [--reason TEXT] [--dead-letter] ID...",
 		Description: `Gives back each message of --topic that is leased now (received and not yet
 settled) and prints "ID nacked" per ID. Its attempt count rises by one; after
-the server's --max-attempts it goes to the dead-letter topic "<topic>.dlq"
-instead.
+the topic's max attempts ('hourglass policy show') it goes to the dead-letter
+topic "<topic>.dlq" instead.
 
-  --delay 0 (the default)  receivable again at once, with the same ID
+  --delay 0 (the default)  when the topic's retry backoff says (by default at
+                           once), with the same ID
   --delay D                due again after D (500ms, 30s, 10m, 2h, 7d), as a
                            new message: a new ID, with origin_id the old one
+  --reason TEXT            why (the error met), at most 1000 bytes: kept with
+                           the message, and shown with it once dead-lettered
+                           ('hourglass list --state dead-lettered')
+  --dead-letter            to "<topic>.dlq" now, whatever attempts remain (a
+                           message that can never be handled); prints
+                           "ID dead-lettered"
 
   hourglass nack <ID> --topic orders --delay 1m       # "<ID> nacked"
+  hourglass nack <ID> --topic orders --dead-letter --reason 'bad JSON'
 
 An ID that is not leased now (never received, already settled, or its lease
 ended and it is due again) is an error, after the lines of the IDs before it.
@@ -69,12 +77,20 @@ ended and it is due again) is an error, after the lines of the IDs before it.
 		Flags: clientFlags(
 			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` the messages were received from"},
 			&cli.StringFlag{Name: "delay", Value: "0", Usage: "deliver again after this `DURATION` (ms, s, m, h, d, y), up to the server's --max-delay"},
+			&cli.StringFlag{Name: "reason", Usage: "why it is given back: `TEXT` kept with the message (at most 1000 bytes)"},
+			&cli.BoolFlag{Name: "dead-letter", Usage: "send it to \"<topic>.dlq\" now, whatever attempts remain"},
 		),
 		OnUsageError: usageError,
 		Action: func(c *cli.Context) error {
 			d, err := units.ParseDuration(c.String("delay"))
 			if err != nil || d < 0 {
 				return commandError(c, "--delay %q: want a duration of 0 or more with a unit, such as 500ms, 30s, 10m, 2h or 7d", c.String("delay"))
+			}
+			if c.Bool("dead-letter") && c.IsSet("delay") {
+				return commandError(c, "--delay with --dead-letter: a dead letter is not delivered again; give one of them")
+			}
+			if n := len(c.String("reason")); n > 1000 {
+				return commandError(c, "--reason is %d bytes: at most 1000", n)
 			}
 			return runSettle(c, "nack", d)
 		},
@@ -102,10 +118,14 @@ func runSettle(c *cli.Context, op string, delay time.Duration) error {
 			return fmt.Errorf("%s %s: %w", op, arg, err)
 		}
 		d := client.Delivery{ID: id, Topic: topic}
-		if op == "ack" {
+		done := op + "ed"
+		switch {
+		case op == "ack":
 			err = cl.Ack(c.Context, d)
-		} else {
-			err = cl.Nack(c.Context, d, delay)
+		case c.Bool("dead-letter"):
+			err, done = cl.NackWith(c.Context, d, client.NackOptions{Reason: c.String("reason"), DeadLetter: true}), "dead-lettered"
+		default:
+			err = cl.NackWith(c.Context, d, client.NackOptions{Delay: delay, Reason: c.String("reason")})
 		}
 		if status.Code(err) == codes.FailedPrecondition {
 			return fmt.Errorf("%s %s: not leased on topic %q now (never received, already acked or nacked, or its lease ended): %w", op, id, topic, err)
@@ -113,7 +133,7 @@ func runSettle(c *cli.Context, op string, delay time.Duration) error {
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", op, id, err)
 		}
-		fmt.Fprintln(c.App.Writer, id, op+"ed")
+		fmt.Fprintln(c.App.Writer, id, done)
 	}
 	return nil
 }
@@ -135,7 +155,9 @@ delivery. "origin_id" (the producer's ID, for a retry) and "headers" are
 added when they differ from id or are present.
 
 Each message is acked after it is printed, unless --no-ack: then it is
-delivered again when its --lease ends.
+delivered again when its --lease ends, and each line adds "receipt" (the
+name of this lease: 'hourglass extend' takes it) and "lease_expires_at".
+Settle such a message with 'hourglass ack', 'nack' or 'extend'.
 
 When the server is unreachable or restarting (UNAVAILABLE, a refused or
 broken connection; at start or later), recv says so on stderr once, retries
@@ -175,6 +197,9 @@ type recvLine struct {
 	Attempt    int               `json:"attempt"`
 	OriginID   string            `json:"origin_id,omitempty"`
 	Headers    map[string]string `json:"headers,omitempty"`
+	// Receipt and LeaseExpiresAt: with --no-ack, the lease.
+	Receipt        string `json:"receipt,omitempty"`
+	LeaseExpiresAt string `json:"lease_expires_at,omitempty"`
 }
 
 // rfc3339Nano is RFC 3339 with all nine digits, so lines sort and align.
@@ -291,7 +316,11 @@ func (r *receiver) run(ctx context.Context, count int) error {
 				}
 				continue
 			}
-			if err := r.enc.Encode(newRecvLine(d)); err != nil {
+			line := newRecvLine(d)
+			if !r.ack {
+				line.Receipt, line.LeaseExpiresAt = d.Receipt, d.LeaseExpiresAt.UTC().Format(rfc3339Nano)
+			}
+			if err := r.enc.Encode(line); err != nil {
 				return err
 			}
 			got++

@@ -1,0 +1,498 @@
+package main
+
+// The commands of topics and their delivery policies: topics, policy
+// show, policy set, pause and resume.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hourglassmq/hourglass/client"
+	"github.com/hourglassmq/hourglass/internal/units"
+)
+
+// policyJSON is a policy as --json prints it: the API's field names;
+// an unset field is left out.
+type policyJSON struct {
+	MaxAttempts     *int         `json:"max_attempts,omitempty"`
+	Backoff         *backoffJSON `json:"backoff,omitempty"`
+	Paused          *bool        `json:"paused,omitempty"`
+	MaxDispatchRate *float64     `json:"max_dispatch_rate,omitempty"`
+	LeaseMs         *int64       `json:"lease_ms,omitempty"`
+}
+
+type backoffJSON struct {
+	InitialMs  int64   `json:"initial_ms"`
+	MaxMs      int64   `json:"max_ms"`
+	Multiplier float64 `json:"multiplier"`
+	Jitter     float64 `json:"jitter"`
+}
+
+func newPolicyJSON(p client.Policy) policyJSON {
+	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate}
+	if p.Lease != nil {
+		j.LeaseMs = new(p.Lease.Milliseconds())
+	}
+	if b := p.Backoff; b != nil {
+		j.Backoff = &backoffJSON{InitialMs: b.Initial.Milliseconds(), MaxMs: b.Max.Milliseconds(), Multiplier: b.Multiplier, Jitter: b.Jitter}
+	}
+	return j
+}
+
+// policiesJSON is what policy show, policy set, pause and resume print
+// with --json.
+type policiesJSON struct {
+	Topic     string     `json:"topic"`
+	Policy    policyJSON `json:"policy"`
+	Effective policyJSON `json:"effective"`
+}
+
+// policyField is a field of a policy as the command line names it (and
+// --default takes it).
+type policyField struct {
+	name  string
+	field client.PolicyField
+	show  func(client.Policy) string // "" when unset
+}
+
+// policyFields are the fields of a policy in the order they are printed.
+var policyFields = []policyField{
+	{"max-attempts", client.FieldMaxAttempts, func(p client.Policy) string {
+		if p.MaxAttempts == nil {
+			return ""
+		}
+		return strconv.Itoa(*p.MaxAttempts)
+	}},
+	{"backoff", client.FieldBackoff, func(p client.Policy) string {
+		if p.Backoff == nil {
+			return ""
+		}
+		return formatBackoff(*p.Backoff)
+	}},
+	{"paused", client.FieldPaused, func(p client.Policy) string {
+		switch {
+		case p.Paused == nil:
+			return ""
+		case *p.Paused:
+			return "yes"
+		}
+		return "no"
+	}},
+	{"rate", client.FieldMaxDispatchRate, func(p client.Policy) string {
+		switch {
+		case p.MaxDispatchRate == nil:
+			return ""
+		case *p.MaxDispatchRate == 0:
+			return "unlimited"
+		}
+		return strconv.FormatFloat(*p.MaxDispatchRate, 'g', -1, 64) + "/s"
+	}},
+	{"lease", client.FieldLease, func(p client.Policy) string {
+		if p.Lease == nil {
+			return ""
+		}
+		return units.FormatDuration(*p.Lease)
+	}},
+}
+
+// formatBackoff prints b as --backoff reads it, or "none".
+func formatBackoff(b client.Backoff) string {
+	if b.Initial <= 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%s:%s:%g:%g", units.FormatDuration(b.Initial), units.FormatDuration(b.Max), max(b.Multiplier, 1), b.Jitter)
+}
+
+// parseBackoff reads INITIAL[:MAX[:MULTIPLIER[:JITTER]]].
+func parseBackoff(s string) (client.Backoff, error) {
+	bad := func(why string) (client.Backoff, error) {
+		return client.Backoff{}, fmt.Errorf("--backoff %q: %s; want INITIAL[:MAX[:MULTIPLIER[:JITTER]]], such as 1s, 1s:5m:2 or 1s:5m:2:0.1", s, why)
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) > 4 {
+		return bad(fmt.Sprintf("%d parts", len(parts)))
+	}
+	b := client.Backoff{Multiplier: 1}
+	var err error
+	if b.Initial, err = units.ParseDuration(parts[0]); err != nil || b.Initial < time.Millisecond {
+		return bad("INITIAL is a duration of 1ms or more (to retry at once, give --default backoff)")
+	}
+	if len(parts) > 1 {
+		if b.Max, err = units.ParseDuration(parts[1]); err != nil || (b.Max != 0 && b.Max < b.Initial) {
+			return bad("MAX is a duration not below INITIAL, or 0 for no cap")
+		}
+	}
+	if len(parts) > 2 {
+		if b.Multiplier, err = strconv.ParseFloat(parts[2], 64); err != nil || b.Multiplier < 1 || b.Multiplier > 10 {
+			return bad("MULTIPLIER is a number from 1 (a fixed delay) to 10")
+		}
+	}
+	if len(parts) > 3 {
+		if b.Jitter, err = strconv.ParseFloat(parts[3], 64); err != nil || b.Jitter < 0 || b.Jitter > 1 {
+			return bad("JITTER is a number from 0 to 1 (the share of each delay taken off at random)")
+		}
+	}
+	return b, nil
+}
+
+// summary is a policy's set fields on one line, or "defaults".
+func summary(p client.Policy) string {
+	var parts []string
+	for _, f := range policyFields {
+		if v := f.show(p); v != "" {
+			parts = append(parts, f.name+" "+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printPolicies prints what the topic set and what applies, field by
+// field, or with --json one object.
+func printPolicies(c *cli.Context, topic string, p client.Policies) error {
+	if c.Bool("json") {
+		return json.NewEncoder(c.App.Writer).Encode(policiesJSON{Topic: topic, Policy: newPolicyJSON(p.Set), Effective: newPolicyJSON(p.Effective)})
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 3, ' ', 0)
+	fmt.Fprintf(w, "%s\tset\teffective\n", topic)
+	for _, f := range policyFields {
+		set := f.show(p.Set)
+		if set == "" {
+			set = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", f.name, set, f.show(p.Effective))
+	}
+	return w.Flush()
+}
+
+// topicArg returns the one topic a command takes.
+func topicArg(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", commandError(c, "give one topic, got %d arguments", c.NArg())
+	}
+	return c.Args().First(), nil
+}
+
+// jsonFlag is --json of the policy commands.
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print one JSON object (the policy set and the effective one) instead of the table"}
+}
+
+const policyHelp = `The fields of a policy, as --default names them:
+  max-attempts   deliveries before a message goes to "<topic>.dlq", 1 to 1000
+                 (default: the server's --max-attempts)
+  backoff        the delay before a retry after a nack without a delay or an
+                 expired lease: INITIAL:MAX:MULTIPLIER:JITTER, that is INITIAL
+                 times MULTIPLIER^(retry-1), at most MAX (0: no cap), less up
+                 to JITTER of it at random (default: none, at once)
+  paused         a paused topic hands out nothing: pending messages keep their
+                 times, due ones wait, leases run on, acks work (default: no)
+  rate           at most this many messages handed out per second, with a
+                 burst of one second's worth (default: unlimited)
+  lease          the lease of a receive that asks for none, 1ms to 12h
+                 (default: the server's --default-lease)
+A field the topic did not set takes the server's default; "effective" is what
+applies. Policies are durable: they hold across restarts and crashes.`
+
+func topicsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "topics",
+		Usage:     "list the topics with their due, leased and dead-lettered counts and policies",
+		UsageText: "hourglass topics [--json]",
+		Description: `Prints one row per topic the server knows (topics of the queue, and topics with
+a policy), sorted by name:
+  topic          the topic
+  due            messages due and waiting to be received
+  leased         messages received and not yet settled
+  dead letters   messages waiting in "<topic>.dlq"
+  oldest due     how long the oldest due message has waited ("-": none)
+  policy         the policy fields the topic set ('hourglass policy show TOPIC'
+                 has them all), or "defaults"
+Pending messages (not yet due) are not counted per topic: 'hourglass list
+--topic T' pages through them, and 'hourglass stats' counts them by hour.
+
+With --json it prints one JSON object per topic and line instead:
+  {"topic":"orders","due":3,"leased":1,"dead_lettered":2,"oldest_due_age_seconds":1.5,
+   "policy":{"max_attempts":5,"paused":true}}
+` + exitCodes,
+		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object per topic instead of the table"}),
+		OnUsageError: usageError,
+		Action:       runTopics,
+	}
+}
+
+// topicsJSON is one line of topics --json.
+type topicsJSON struct {
+	Topic               string     `json:"topic"`
+	Due                 int64      `json:"due"`
+	Leased              int64      `json:"leased"`
+	DeadLettered        int64      `json:"dead_lettered"`
+	OldestDueAgeSeconds float64    `json:"oldest_due_age_seconds"`
+	Policy              policyJSON `json:"policy"`
+}
+
+func runTopics(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topics, err := cl.Topics(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		for _, t := range topics {
+			if err := enc.Encode(topicsJSON{Topic: t.Topic, Due: t.Due, Leased: t.Leased, DeadLettered: t.DeadLettered,
+				OldestDueAgeSeconds: t.OldestDueAge.Seconds(), Policy: newPolicyJSON(t.Policy)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "topic\tdue\tleased\tdead letters\toldest due\tpolicy")
+	for _, t := range topics {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\n", t.Topic, t.Due, t.Leased, t.DeadLettered, age(t.OldestDueAge), summary(t.Policy))
+	}
+	return w.Flush()
+}
+
+// age prints how long something waited, to the second past a second.
+func age(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return units.FormatDuration(d.Round(time.Second))
+}
+
+func policyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "policy",
+		Usage:     "show or change how a topic delivers: max attempts, backoff, pause, rate, lease",
+		UsageText: "hourglass policy show TOPIC [--json]\nhourglass policy set TOPIC [--max-attempts N] [--backoff SPEC] [--rate N] [--lease D] [--default FIELD]...",
+		Description: policyHelp + `
+
+  hourglass policy show orders
+  hourglass policy set orders --max-attempts 5 --backoff 1s:5m:2:0.1
+  hourglass policy set orders --default backoff --default max-attempts`,
+		Subcommands: []*cli.Command{policyShowCommand(), policySetCommand()},
+	}
+}
+
+func policyShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "print a topic's policy: what it set, and what applies",
+		UsageText: "hourglass policy show TOPIC [--json]",
+		Description: `Prints each field of TOPIC's policy: what the topic set ("-": nothing, the
+server's default applies) and what applies ("effective").
+
+` + policyHelp + `
+
+With --json it prints one object instead, with the API's field names:
+  {"topic":"orders","policy":{"max_attempts":5},
+   "effective":{"max_attempts":5,"backoff":{"initial_ms":0,"max_ms":0,"multiplier":1,"jitter":0},
+                "paused":false,"max_dispatch_rate":0,"lease_ms":30000}}
+` + exitCodes,
+		Flags:        clientFlags(jsonFlag()),
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			topic, err := topicArg(c)
+			if err != nil {
+				return err
+			}
+			cl, err := newClient(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			p, err := cl.GetPolicy(c.Context, topic)
+			if err != nil {
+				return fmt.Errorf("policy show %s: %w", topic, err)
+			}
+			return printPolicies(c, topic, p)
+		},
+	}
+}
+
+func policySetCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "set",
+		Usage:     "change fields of a topic's policy; the others keep their values",
+		UsageText: "hourglass policy set TOPIC [--max-attempts N] [--backoff INITIAL[:MAX[:MULTIPLIER[:JITTER]]]] [--rate N] [--lease D] [--default FIELD]... [--json]",
+		Description: `Changes the fields of TOPIC's policy that the flags name, durably, at once
+(consumers need not restart); the other fields keep their values. --default
+FIELD sets a field back to the server's default (repeat it for more fields).
+Prints the policy that now holds, as 'policy show' does.
+
+` + policyHelp + `
+
+--backoff is INITIAL[:MAX[:MULTIPLIER[:JITTER]]]: 1s is a fixed 1s; 1s:5m:2 is
+1s, 2s, 4s ... at most 5m; 1s:5m:2:0.1 takes up to a tenth off each at random.
+MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
+'hourglass pause' and 'hourglass resume'.
+
+  hourglass policy set orders --max-attempts 5 --backoff 1s:5m:2:0.1
+  hourglass policy set orders --rate 50 --lease 2m
+  hourglass policy set orders --default rate --default lease
+` + exitCodes,
+		Flags: clientFlags(
+			&cli.IntFlag{Name: "max-attempts", Usage: "deliveries before a message is dead-lettered, `N` from 1 to 1000"},
+			&cli.StringFlag{Name: "backoff", Usage: "retry delay `SPEC` INITIAL[:MAX[:MULTIPLIER[:JITTER]]], such as 1s:5m:2:0.1"},
+			&cli.Float64Flag{Name: "rate", Usage: "hand out at most `N` messages per second; 0 means no limit"},
+			&cli.StringFlag{Name: "lease", Usage: "lease (`DURATION`, 1ms to 12h) of a receive that asks for none"},
+			&cli.StringSliceFlag{Name: "default", Usage: "set `FIELD` back to the server's default: max-attempts, backoff, paused, rate or lease (repeatable)"},
+			jsonFlag(),
+		),
+		OnUsageError: usageError,
+		Action:       runPolicySet,
+	}
+}
+
+// policyOfFlags reads the fields policy set changes, and the ones it sets
+// back to their defaults.
+func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) {
+	var p client.Policy
+	var set []string
+	if c.IsSet("max-attempts") {
+		n := c.Int("max-attempts")
+		if n < 1 || n > 1000 {
+			return p, nil, commandError(c, "--max-attempts %d: from 1 to 1000 (--default max-attempts goes back to the server's)", n)
+		}
+		p.MaxAttempts, set = &n, append(set, "max-attempts")
+	}
+	if c.IsSet("backoff") {
+		b, err := parseBackoff(c.String("backoff"))
+		if err != nil {
+			return p, nil, commandError(c, "%v", err)
+		}
+		p.Backoff, set = &b, append(set, "backoff")
+	}
+	if c.IsSet("rate") {
+		r := c.Float64("rate")
+		if r < 0 {
+			return p, nil, commandError(c, "--rate %g: 0 (no limit) or more messages per second", r)
+		}
+		p.MaxDispatchRate, set = &r, append(set, "rate")
+	}
+	if c.IsSet("lease") {
+		d, err := units.ParseDuration(c.String("lease"))
+		if err != nil || d < time.Millisecond || d > 12*time.Hour {
+			return p, nil, commandError(c, "--lease %q: want a duration from 1ms to 12h, such as 30s or 10m", c.String("lease"))
+		}
+		p.Lease, set = &d, append(set, "lease")
+	}
+	var defaults []client.PolicyField
+	for _, name := range c.StringSlice("default") {
+		i := slices.IndexFunc(policyFields, func(f policyField) bool { return f.name == name || string(f.field) == name })
+		if i < 0 {
+			return p, nil, commandError(c, "--default %q: not a policy field; give max-attempts, backoff, paused, rate or lease", name)
+		}
+		if slices.Contains(set, policyFields[i].name) {
+			return p, nil, commandError(c, "--%s and --default %s: set the field or set it back to its default, not both", policyFields[i].name, name)
+		}
+		defaults = append(defaults, policyFields[i].field)
+	}
+	if len(set) == 0 && len(defaults) == 0 {
+		return p, nil, commandError(c, "nothing to change: give --max-attempts, --backoff, --rate, --lease or --default FIELD")
+	}
+	return p, defaults, nil
+}
+
+func runPolicySet(c *cli.Context) error {
+	topic, err := topicArg(c)
+	if err != nil {
+		return err
+	}
+	p, defaults, err := policyOfFlags(c)
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	res, err := cl.SetPolicy(c.Context, topic, p, defaults...)
+	if err != nil {
+		return fmt.Errorf("policy set %s: %w", topic, err)
+	}
+	return printPolicies(c, topic, res)
+}
+
+func pauseCommand() *cli.Command {
+	return pauseResume("pause", "stop a topic from handing out messages, until resumed",
+		`Pauses TOPIC, durably (across restarts): it hands out nothing until
+'hourglass resume TOPIC'. Pending messages keep their times and become due as
+usual; due ones wait; leases already given run on, and acks and nacks work.
+Sends go on. Prints "TOPIC paused", or with --json the policy as 'policy show
+--json' does.
+
+  hourglass pause orders      # while the payment service is down
+  hourglass resume orders
+`)
+}
+
+func resumeCommand() *cli.Command {
+	return pauseResume("resume", "let a paused topic hand out messages again",
+		`Resumes TOPIC: it hands out its due messages again, at once (its other policy
+fields are kept). Prints "TOPIC resumed", or with --json the policy as
+'policy show --json' does. Resuming a topic that is not paused changes nothing.
+
+  hourglass resume orders
+`)
+}
+
+// pauseResume builds the pause or resume command.
+func pauseResume(name, usage, help string) *cli.Command {
+	return &cli.Command{
+		Name:         name,
+		Usage:        usage,
+		UsageText:    "hourglass " + name + " TOPIC [--json]",
+		Description:  help + exitCodes,
+		Flags:        clientFlags(jsonFlag()),
+		OnUsageError: usageError,
+		Action: func(c *cli.Context) error {
+			topic, err := topicArg(c)
+			if err != nil {
+				return err
+			}
+			cl, err := newClient(c)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			op := cl.Pause
+			if name == "resume" {
+				op = cl.Resume
+			}
+			p, err := op(c.Context, topic)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", name, topic, err)
+			}
+			if c.Bool("json") {
+				return printPolicies(c, topic, p)
+			}
+			_, err = io.WriteString(c.App.Writer, topic+" "+name+"d\n")
+			return err
+		},
+	}
+}
