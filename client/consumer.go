@@ -152,11 +152,11 @@ func ackErrors(op string, ds []Delivery, results []*hourglassv1.AckResult) ([]er
 // when (by default at once). After the server's --max-attempts it goes to
 // "<topic>.dlq" instead.
 func (c *Client) Nack(ctx context.Context, d Delivery, delay time.Duration) error {
-	return c.nack(ctx, d, delay, "", false)
+	return c.nack(ctx, d, delay, "", false, false)
 }
 
-func (c *Client) nack(ctx context.Context, d Delivery, delay time.Duration, reason string, deadLetter bool) error {
-	req := &hourglassv1.NackRequest{Topic: d.Topic, Receipt: d.Receipt, DelayMs: delay.Milliseconds(), Reason: reason, DeadLetter: deadLetter}
+func (c *Client) nack(ctx context.Context, d Delivery, delay time.Duration, reason string, deadLetter, release bool) error {
+	req := &hourglassv1.NackRequest{Topic: d.Topic, Receipt: d.Receipt, DelayMs: delay.Milliseconds(), Reason: reason, DeadLetter: deadLetter, Release: release}
 	if d.Receipt == "" {
 		req.Id = d.ID.String()
 	}
@@ -175,7 +175,7 @@ func (c *Client) Settle(ctx context.Context, d Delivery, result error) error {
 	if !a.nack {
 		return c.Ack(ctx, d)
 	}
-	return c.nack(ctx, d, a.delay, a.reason, a.deadLetter)
+	return c.nack(ctx, d, a.delay, a.reason, a.deadLetter, false)
 }
 
 // Extend gives d more time: its lease ends lease from now (1ms to 12h)

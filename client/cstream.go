@@ -264,7 +264,7 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 		set := &hourglassv1.ConsumeSettle{Ref: ref}
 		for _, o := range batch[:n] {
 			if o.nack {
-				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: o.d.Receipt, DelayMs: o.delay.Milliseconds(), Reason: o.reason, DeadLetter: o.deadLetter})
+				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: o.d.Receipt, DelayMs: o.delay.Milliseconds(), Reason: o.reason, DeadLetter: o.deadLetter, Release: o.release})
 			} else {
 				set.Acks = append(set.Acks, o.d.Receipt)
 			}
@@ -295,7 +295,7 @@ func (cs *consumeState) settleUnary(batch []outcome) {
 	var acks []Delivery
 	for _, o := range batch {
 		if o.nack {
-			cs.report(cs.c.nack(ctx, o.d, o.delay, o.reason, o.deadLetter))
+			cs.report(cs.c.nack(ctx, o.d, o.delay, o.reason, o.deadLetter, o.release))
 		} else {
 			acks = append(acks, o.d)
 		}

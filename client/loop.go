@@ -29,8 +29,6 @@ type loopConfig struct {
 	grace    time.Duration
 }
 
-// releaseReason is the nack reason of a message given back unhandled.
-const releaseReason = "released: the consumer is stopping"
 
 // consumeState is one running loop. Its methods are called from the
 // loop's goroutines: run's, the handlers', the settler, and the stream
@@ -74,9 +72,10 @@ type outcome struct {
 	delay      time.Duration
 	reason     string
 	deadLetter bool
+	release    bool // given back unhandled: its attempt not counted
 }
 
-func release(h held) outcome { return outcome{held: h, nack: true, reason: releaseReason} }
+func release(h held) outcome { return outcome{held: h, nack: true, release: true} }
 
 func newConsumeState(c *Client, cfg loopConfig) *consumeState {
 	return &consumeState{c: c, loopConfig: cfg, running: map[*running]struct{}{}}

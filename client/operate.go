@@ -25,6 +25,10 @@ type NackOptions struct {
 	// DeadLetter sends it to "<topic>.dlq" now, whatever attempts remain;
 	// Delay is then ignored.
 	DeadLetter bool
+	// Release gives it back unhandled: receivable again at once, its
+	// attempt not counted, no backoff (a consumer that stops). The other
+	// fields must be unset with it.
+	Release bool
 }
 
 // NackWith gives d back as o says: after a delay, with a reason, or to
@@ -34,7 +38,7 @@ func (c *Client) NackWith(ctx context.Context, d Delivery, o NackOptions) error 
 	if o.Delay < 0 {
 		return fmt.Errorf("%w: Nack delay %v is negative; use 0 for the topic's backoff", ErrInvalidMessage, o.Delay)
 	}
-	return c.nack(ctx, d, o.Delay, o.Reason, o.DeadLetter)
+	return c.nack(ctx, d, o.Delay, o.Reason, o.DeadLetter, o.Release)
 }
 
 // deadLetterOf is what a message says of why it was dead-lettered, or

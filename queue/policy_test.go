@@ -253,3 +253,32 @@ func TestExtend(t *testing.T) {
 		t.Fatalf("Extend by 0: %v", err)
 	}
 }
+
+// A released message comes back at once with its attempt unchanged: no
+// backoff, no dead-lettering, even at the last attempt.
+func TestRelease(t *testing.T) {
+	ctx := context.Background()
+	q := openQ(t, t.TempDir(), func(o *Options) { o.MaxAttempts = 1 })
+	defer q.Close()
+	fe := &fakeEngine{}
+	q.SetReschedule(fe.schedule)
+	if err := q.SetPolicy("t", Policy{Backoff: Backoff{Initial: time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, q, "t", "a")
+	for range 3 {
+		ms := recv(t, q, "t", 1, time.Minute)
+		if len(ms) != 1 || ms[0].Attempt != 0 {
+			t.Fatalf("received %+v, want a at attempt 0", ms)
+		}
+		if err := q.NackReceipt(ctx, "t", ms[0].Receipt, NackOptions{Release: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(fe.reqs); n != 0 {
+		t.Fatalf("%d reschedules after releases", n)
+	}
+	if st := q.Stats()["t"]; st.DeadLettered != 0 {
+		t.Fatalf("dead-lettered after releases: %+v", st)
+	}
+}

@@ -41,6 +41,10 @@ type NackOptions struct {
 	// DeadLetter sends it to the dead-letter topic now, whatever attempts
 	// remain; Delay is then ignored.
 	DeadLetter bool
+	// Release gives it back unhandled: receivable again at once, its
+	// attempt not raised, no backoff (a consumer that stops). The other
+	// fields are ignored.
+	Release bool
 }
 
 // MaxReason bounds NackOptions.Reason in bytes.
@@ -91,6 +95,15 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 		return ErrNotLeased
 	}
 	heap.Remove(&t.heap, l.hi)
+	if nack != nil && nack.Release {
+		t.forgetLocked(l)
+		if !l.ahead || l.off < t.cursorLocked() {
+			t.fifo = append(t.fifo, entry{off: l.off, attempt: l.attempt})
+		}
+		t.wake()
+		t.mu.Unlock()
+		return nil
+	}
 	var delay time.Duration
 	if nack != nil {
 		t.noteErrLocked(l.off, nack.Reason)

@@ -392,7 +392,7 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 	if cerr != nil {
 		return nil, cerr
 	}
-	o, err := s.nackOptions(m.DelayMs, m.Reason, m.DeadLetter)
+	o, err := s.nackOptions(m.DelayMs, m.Reason, m.DeadLetter, m.Release)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +408,10 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 }
 
 // nackOptions checks a Nack's delay_ms and reason.
-func (s *Server) nackOptions(ms int64, reason string, dead bool) (queue.NackOptions, error) {
+func (s *Server) nackOptions(ms int64, reason string, dead, release bool) (queue.NackOptions, error) {
+	if release && (ms != 0 || reason != "" || dead) {
+		return queue.NackOptions{}, invalid("release gives a message back unhandled: delay_ms, reason and dead_letter must be unset with it")
+	}
 	if ms < 0 || ms > s.opts.MaxDelay.Milliseconds() {
 		return queue.NackOptions{}, invalid("delay_ms %d: from 0 to %d (%s, the server's --max-delay)", ms, s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
 	}
@@ -418,7 +421,7 @@ func (s *Server) nackOptions(ms int64, reason string, dead bool) (queue.NackOpti
 	if !utf8.ValidString(reason) {
 		return queue.NackOptions{}, invalid("reason is not valid UTF-8")
 	}
-	return queue.NackOptions{Delay: time.Duration(ms) * time.Millisecond, Reason: reason, DeadLetter: dead}, nil
+	return queue.NackOptions{Delay: time.Duration(ms) * time.Millisecond, Reason: reason, DeadLetter: dead, Release: release}, nil
 }
 
 // time serves Time.

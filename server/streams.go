@@ -504,7 +504,7 @@ func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *
 	}
 	for _, nk := range set.Nacks {
 		r := &hourglassv1.AckResult{Acked: true}
-		o, err := c.s.nackOptions(nk.DelayMs, nk.Reason, nk.DeadLetter)
+		o, err := c.s.nackOptions(nk.DelayMs, nk.Reason, nk.DeadLetter, nk.Release)
 		if err == nil {
 			if err = c.s.q.NackReceipt(ctx, c.topic, nk.Receipt, o); err != nil {
 				err = serverError(err)

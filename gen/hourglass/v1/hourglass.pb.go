@@ -1495,7 +1495,11 @@ type NackRequest struct {
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Dead-letter it now, whatever attempts remain (a message the consumer
 	// knows it can never handle); delay_ms is then ignored.
-	DeadLetter    bool `protobuf:"varint,6,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	DeadLetter bool `protobuf:"varint,6,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	// Give it back unhandled (a consumer that stops): receivable again at
+	// once, its attempt not counted, no backoff; delay_ms, reason and
+	// dead_letter must be unset.
+	Release       bool `protobuf:"varint,7,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1568,6 +1572,13 @@ func (x *NackRequest) GetReason() string {
 func (x *NackRequest) GetDeadLetter() bool {
 	if x != nil {
 		return x.DeadLetter
+	}
+	return false
+}
+
+func (x *NackRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
 	}
 	return false
 }
@@ -2862,7 +2873,9 @@ type ConsumeNack struct {
 	// As in NackRequest.reason.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// As in NackRequest.dead_letter.
-	DeadLetter    bool `protobuf:"varint,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	DeadLetter bool `protobuf:"varint,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	// As in NackRequest.release.
+	Release       bool `protobuf:"varint,5,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2921,6 +2934,13 @@ func (x *ConsumeNack) GetReason() string {
 func (x *ConsumeNack) GetDeadLetter() bool {
 	if x != nil {
 		return x.DeadLetter
+	}
+	return false
+}
+
+func (x *ConsumeNack) GetRelease() bool {
+	if x != nil {
+		return x.Release
 	}
 	return false
 }
@@ -5334,7 +5354,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.hourglass.v1.AckResultR\aresults\"7\n" +
 	"\tAckResult\x12\x14\n" +
 	"\x05acked\x18\x01 \x01(\bR\x05acked\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error\"\xa1\x01\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"\xbb\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x19\n" +
@@ -5342,7 +5362,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\areceipt\x18\x04 \x01(\tR\areceipt\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vdead_letter\x18\x06 \x01(\bR\n" +
-	"deadLetter\"\x0e\n" +
+	"deadLetter\x12\x18\n" +
+	"\arelease\x18\a \x01(\bR\arelease\"\x0e\n" +
 	"\fNackResponse\"j\n" +
 	"\rExtendRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
@@ -5427,13 +5448,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\rConsumeSettle\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x12\n" +
 	"\x04acks\x18\x02 \x03(\tR\x04acks\x12/\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"{\n" +
+	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"\x95\x01\n" +
 	"\vConsumeNack\x12\x18\n" +
 	"\areceipt\x18\x01 \x01(\tR\areceipt\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vdead_letter\x18\x04 \x01(\bR\n" +
-	"deadLetter\"\x90\x01\n" +
+	"deadLetter\x12\x18\n" +
+	"\arelease\x18\x05 \x01(\bR\arelease\"\x90\x01\n" +
 	"\x0fConsumeResponse\x12;\n" +
 	"\bmessages\x18\x01 \x01(\v2\x1d.hourglass.v1.ReceiveResponseH\x00R\bmessages\x128\n" +
 	"\asettled\x18\x02 \x01(\v2\x1c.hourglass.v1.ConsumeSettledH\x00R\asettledB\x06\n" +

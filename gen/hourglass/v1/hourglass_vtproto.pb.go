@@ -1073,6 +1073,16 @@ func (m *NackRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Release {
+		i--
+		if m.Release {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x38
+	}
 	if m.DeadLetter {
 		i--
 		if m.DeadLetter {
@@ -2294,6 +2304,16 @@ func (m *ConsumeNack) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if m.Release {
+		i--
+		if m.Release {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x28
 	}
 	if m.DeadLetter {
 		i--
@@ -4847,6 +4867,9 @@ func (m *NackRequest) SizeVT() (n int) {
 	if m.DeadLetter {
 		n += 2
 	}
+	if m.Release {
+		n += 2
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -5351,6 +5374,9 @@ func (m *ConsumeNack) SizeVT() (n int) {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	if m.DeadLetter {
+		n += 2
+	}
+	if m.Release {
 		n += 2
 	}
 	n += len(m.unknownFields)
@@ -8790,6 +8816,26 @@ func (m *NackRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.DeadLetter = bool(v != 0)
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Release", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Release = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -11402,6 +11448,26 @@ func (m *ConsumeNack) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.DeadLetter = bool(v != 0)
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Release", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Release = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
