@@ -35,6 +35,8 @@ fi
 (cd proto && $BUF lint && $BUF generate)
 if have_ts; then
   (cd proto && $BUF generate --template buf.gen.ts.yaml)
+  # The console's bundle holds the generated code: rebuild it.
+  bash scripts/build-console.sh
 else
   echo "TypeScript code not regenerated: run npm ci in $ts first"
 fi
