@@ -33,6 +33,8 @@ func TestConsoleOverview(t *testing.T) {
 		return !!r && r.cells[1].innerText === "2" && r.cells[2].innerText === "1"; })()`)
 	pg.wait("a row for emails", `!!document.querySelector('#topics tr[data-topic="emails"]')`)
 	pg.waitText("#health", "7 scheduled")
+	pg.waitText("#disk", "free of")
+	pg.waitText("#fsync", "p99")
 	if n := pg.count(".overview .chart canvas"); n < 2 {
 		t.Errorf("%d chart canvases on the overview, want the rates and the lateness charts", n)
 	}

@@ -56,7 +56,7 @@ func (s *Server) GRPCServer() *grpc.Server {
 	healthpb.RegisterHealthServer(gs, healthService{Server: hs, s: s})
 	reflection.Register(gs)
 	s.healthMu.Lock()
-	s.health = append(s.health, hs)
+	s.healths = append(s.healths, hs)
 	if s.shutting.Load() {
 		hs.Shutdown()
 	}

@@ -34,6 +34,7 @@ type Metrics struct {
 	retried   counterMap // by topic: failed sink calls (engine Retried)
 	cancelled atomic.Int64
 	recent    latencyRing
+	fsyncs    latencyRing // recent commitlog fsyncs, ms
 	series    topicSeries // which topics have series of their own
 
 	src atomic.Pointer[sources] // set by New
@@ -110,7 +111,10 @@ func NewMetrics() *Metrics {
 }
 
 // Fsynced records one commitlog fsync; pass it as engine.Options.OnFsync.
-func (m *Metrics) Fsynced(d time.Duration) { m.fsync.Observe(d.Seconds()) }
+func (m *Metrics) Fsynced(d time.Duration) {
+	m.fsync.Observe(d.Seconds())
+	m.fsyncs.add(float64(d) / float64(time.Millisecond))
+}
 
 // Fired implements engine.Observer.
 func (m *Metrics) Fired(topic string, lateness time.Duration) {

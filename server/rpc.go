@@ -442,6 +442,7 @@ func (s *Server) stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourg
 			Corrupt: es.Corrupt, Unconfirmed: es.Unconfirmed,
 		},
 		Lateness: s.metrics.recent.summary(),
+		Health:   s.health(),
 	}
 	if s.q == nil {
 		return out, nil

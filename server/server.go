@@ -178,7 +178,9 @@ type Server struct {
 	serving atomic.Pointer[serving]
 
 	healthMu sync.Mutex
-	health   []*health.Server // guarded by healthMu: those of GRPCServer
+	healths  []*health.Server // guarded by healthMu: those of GRPCServer
+
+	disk diskSample // Stats' measure of the data directory
 
 }
 
@@ -331,7 +333,7 @@ func (s *Server) notReady() string {
 func (s *Server) BeginShutdown() {
 	s.shutting.Store(true)
 	s.healthMu.Lock()
-	for _, hs := range s.health {
+	for _, hs := range s.healths {
 		hs.Shutdown() // NOT_SERVING from now on
 	}
 	s.healthMu.Unlock()

@@ -122,7 +122,12 @@ export function overviewPage(): Page {
         kv("Messages", e ? `${num(e.scheduled)} scheduled · ${num(e.delivered)} delivered · ${num(e.cancelled)} cancelled · ${num(e.inflight)} in flight` : "—"),
         kv("Wheel", e ? `${num(e.pendingLoaded)} pending in ${e.loadedBuckets} loaded buckets · ${e.segments} segments` : "—"),
         kv("Damage", e && (e.corrupt > 0n || e.unconfirmed > 0n) ? h("span", { class: "badge bad" }, `${num(e.corrupt)} corrupt, ${num(e.unconfirmed)} unconfirmed`) : "none seen"),
-        kv("Fsync latency, disk use and free space", h("span", { class: "muted" }, "not in the API (Stats has no such fields)"))));
+        kv("Fsync", st.health && st.health.fsyncCount > 0n
+          ? `p50 ${st.health.fsyncP50Ms.toFixed(2)} ms · p99 ${st.health.fsyncP99Ms.toFixed(2)} ms (${num(st.health.fsyncCount)} recent)`
+          : "no recent fsyncs", { id: "fsync" }),
+        kv("Disk", st.health && st.health.diskTotalBytes > 0n
+          ? `${bytes(st.health.dataBytes)} of data · ${bytes(st.health.diskFreeBytes)} free of ${bytes(st.health.diskTotalBytes)}`
+          : "—", { id: "disk" })));
   }
 
   return {

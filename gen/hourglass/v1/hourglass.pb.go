@@ -2191,6 +2191,7 @@ type StatsResponse struct {
 	// Sorted by start.
 	Pending       []*PendingBucket `protobuf:"bytes,4,rep,name=pending,proto3" json:"pending,omitempty"`
 	Lateness      *Lateness        `protobuf:"bytes,5,opt,name=lateness,proto3" json:"lateness,omitempty"`
+	Health        *ServerHealth    `protobuf:"bytes,6,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2260,6 +2261,118 @@ func (x *StatsResponse) GetLateness() *Lateness {
 	return nil
 }
 
+func (x *StatsResponse) GetHealth() *ServerHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+// ServerHealth is what an operator watches besides the counters.
+type ServerHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ready to serve (/readyz 200); otherwise not_ready says why.
+	Ready    bool   `protobuf:"varint,1,opt,name=ready,proto3" json:"ready,omitempty"`
+	NotReady string `protobuf:"bytes,2,opt,name=not_ready,json=notReady,proto3" json:"not_ready,omitempty"`
+	// Recent commitlog fsyncs (at most the last 4096), in milliseconds.
+	FsyncCount int64   `protobuf:"varint,3,opt,name=fsync_count,json=fsyncCount,proto3" json:"fsync_count,omitempty"`
+	FsyncP50Ms float64 `protobuf:"fixed64,4,opt,name=fsync_p50_ms,json=fsyncP50Ms,proto3" json:"fsync_p50_ms,omitempty"`
+	FsyncP99Ms float64 `protobuf:"fixed64,5,opt,name=fsync_p99_ms,json=fsyncP99Ms,proto3" json:"fsync_p99_ms,omitempty"`
+	// The data directory's size, and the free and total space of its file
+	// system (refreshed at most every 10 s).
+	DataBytes      int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	DiskFreeBytes  int64 `protobuf:"varint,7,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
+	DiskTotalBytes int64 `protobuf:"varint,8,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServerHealth) Reset() {
+	*x = ServerHealth{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerHealth) ProtoMessage() {}
+
+func (x *ServerHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
+func (*ServerHealth) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ServerHealth) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *ServerHealth) GetNotReady() string {
+	if x != nil {
+		return x.NotReady
+	}
+	return ""
+}
+
+func (x *ServerHealth) GetFsyncCount() int64 {
+	if x != nil {
+		return x.FsyncCount
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetFsyncP50Ms() float64 {
+	if x != nil {
+		return x.FsyncP50Ms
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetFsyncP99Ms() float64 {
+	if x != nil {
+		return x.FsyncP99Ms
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDiskFreeBytes() int64 {
+	if x != nil {
+		return x.DiskFreeBytes
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDiskTotalBytes() int64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
 type TimeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2268,7 +2381,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2393,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2406,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
 }
 
 type TimeResponse struct {
@@ -2306,7 +2419,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2431,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2444,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -2354,7 +2467,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2366,7 +2479,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2379,7 +2492,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Status) GetCode() int32 {
@@ -2409,7 +2522,7 @@ type ScheduleStreamRequest struct {
 
 func (x *ScheduleStreamRequest) Reset() {
 	*x = ScheduleStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2534,7 @@ func (x *ScheduleStreamRequest) String() string {
 func (*ScheduleStreamRequest) ProtoMessage() {}
 
 func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2547,7 @@ func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ScheduleStreamRequest) GetKind() isScheduleStreamRequest_Kind {
@@ -2494,7 +2607,7 @@ type ScheduleStreamResponse struct {
 
 func (x *ScheduleStreamResponse) Reset() {
 	*x = ScheduleStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2619,7 @@ func (x *ScheduleStreamResponse) String() string {
 func (*ScheduleStreamResponse) ProtoMessage() {}
 
 func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2632,7 @@ func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleStreamResponse) GetKind() isScheduleStreamResponse_Kind {
@@ -2595,7 +2708,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2720,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2733,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -2700,7 +2813,7 @@ type ConsumeOpen struct {
 
 func (x *ConsumeOpen) Reset() {
 	*x = ConsumeOpen{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2825,7 @@ func (x *ConsumeOpen) String() string {
 func (*ConsumeOpen) ProtoMessage() {}
 
 func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2838,7 @@ func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeOpen.ProtoReflect.Descriptor instead.
 func (*ConsumeOpen) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumeOpen) GetTopic() string {
@@ -2766,7 +2879,7 @@ type ConsumeCredit struct {
 
 func (x *ConsumeCredit) Reset() {
 	*x = ConsumeCredit{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2891,7 @@ func (x *ConsumeCredit) String() string {
 func (*ConsumeCredit) ProtoMessage() {}
 
 func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2904,7 @@ func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeCredit.ProtoReflect.Descriptor instead.
 func (*ConsumeCredit) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsumeCredit) GetCredits() int32 {
@@ -2815,7 +2928,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2827,7 +2940,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2840,7 +2953,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -2882,7 +2995,7 @@ type ConsumeNack struct {
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3007,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3020,7 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConsumeNack) GetReceipt() string {
@@ -2958,7 +3071,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3083,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3096,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -3042,7 +3155,7 @@ type ConsumeSettled struct {
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3167,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3180,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -3107,7 +3220,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3119,7 +3232,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3132,7 +3245,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetRequest) GetId() string {
@@ -3176,7 +3289,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3301,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3314,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -3270,7 +3383,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3395,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3408,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -3354,7 +3467,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3479,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3492,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -3415,7 +3528,7 @@ type RescheduleRequest struct {
 
 func (x *RescheduleRequest) Reset() {
 	*x = RescheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3427,7 +3540,7 @@ func (x *RescheduleRequest) String() string {
 func (*RescheduleRequest) ProtoMessage() {}
 
 func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3440,7 +3553,7 @@ func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RescheduleRequest) GetId() string {
@@ -3535,7 +3648,7 @@ type RescheduleResponse struct {
 
 func (x *RescheduleResponse) Reset() {
 	*x = RescheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3660,7 @@ func (x *RescheduleResponse) String() string {
 func (*RescheduleResponse) ProtoMessage() {}
 
 func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3673,7 @@ func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RescheduleResponse) GetResult() RescheduleResult {
@@ -3606,7 +3719,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3618,7 +3731,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3631,7 +3744,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -3690,7 +3803,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +3815,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +3828,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -3750,7 +3863,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3762,7 +3875,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3775,7 +3888,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -3802,7 +3915,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3927,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3940,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -3846,7 +3959,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3858,7 +3971,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3871,7 +3984,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -3892,7 +4005,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3904,7 +4017,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3917,7 +4030,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -3942,7 +4055,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3954,7 +4067,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3967,7 +4080,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -3990,7 +4103,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4115,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4128,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4070,7 +4183,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4082,7 +4195,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4095,7 +4208,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4123,7 +4236,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4135,7 +4248,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4148,7 +4261,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4200,7 +4313,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4325,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4338,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4272,7 +4385,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4397,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4410,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4319,7 +4432,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4331,7 +4444,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4344,7 +4457,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4376,7 +4489,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4388,7 +4501,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4401,7 +4514,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4435,7 +4548,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4447,7 +4560,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4460,7 +4573,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4507,7 +4620,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4519,7 +4632,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4532,7 +4645,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -4614,7 +4727,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4626,7 +4739,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4639,7 +4752,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4659,7 +4772,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4671,7 +4784,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4684,7 +4797,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4705,7 +4818,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4717,7 +4830,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4730,7 +4843,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4749,7 +4862,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4761,7 +4874,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4774,7 +4887,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4793,7 +4906,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4805,7 +4918,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4818,7 +4931,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4836,7 +4949,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4848,7 +4961,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4861,7 +4974,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 type ResumeScheduleRequest struct {
@@ -4873,7 +4986,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +4998,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +5011,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -4917,7 +5030,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5042,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5055,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4961,7 +5074,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4973,7 +5086,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4986,7 +5099,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5004,7 +5117,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5016,7 +5129,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5029,7 +5142,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 type GetScheduleRequest struct {
@@ -5043,7 +5156,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5055,7 +5168,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5068,7 +5181,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5100,7 +5213,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5112,7 +5225,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5125,7 +5238,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5170,7 +5283,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5182,7 +5295,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5195,7 +5308,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5229,7 +5342,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5241,7 +5354,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5254,7 +5367,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5410,14 +5523,28 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06p50_ms\x18\x02 \x01(\x01R\x05p50Ms\x12\x15\n" +
 	"\x06p90_ms\x18\x03 \x01(\x01R\x05p90Ms\x12\x15\n" +
 	"\x06p99_ms\x18\x04 \x01(\x01R\x05p99Ms\x12\x15\n" +
-	"\x06max_ms\x18\x05 \x01(\x01R\x05maxMs\"\x9c\x02\n" +
+	"\x06max_ms\x18\x05 \x01(\x01R\x05maxMs\"\xd0\x02\n" +
 	"\rStatsResponse\x12;\n" +
 	"\vserver_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x121\n" +
 	"\x06engine\x18\x02 \x01(\v2\x19.hourglass.v1.EngineStatsR\x06engine\x120\n" +
 	"\x06topics\x18\x03 \x03(\v2\x18.hourglass.v1.TopicStatsR\x06topics\x125\n" +
 	"\apending\x18\x04 \x03(\v2\x1b.hourglass.v1.PendingBucketR\apending\x122\n" +
-	"\blateness\x18\x05 \x01(\v2\x16.hourglass.v1.LatenessR\blateness\"\r\n" +
+	"\blateness\x18\x05 \x01(\v2\x16.hourglass.v1.LatenessR\blateness\x122\n" +
+	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\x97\x02\n" +
+	"\fServerHealth\x12\x14\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1b\n" +
+	"\tnot_ready\x18\x02 \x01(\tR\bnotReady\x12\x1f\n" +
+	"\vfsync_count\x18\x03 \x01(\x03R\n" +
+	"fsyncCount\x12 \n" +
+	"\ffsync_p50_ms\x18\x04 \x01(\x01R\n" +
+	"fsyncP50Ms\x12 \n" +
+	"\ffsync_p99_ms\x18\x05 \x01(\x01R\n" +
+	"fsyncP99Ms\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12&\n" +
+	"\x0fdisk_free_bytes\x18\a \x01(\x03R\rdiskFreeBytes\x12(\n" +
+	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\"\r\n" +
 	"\vTimeRequest\"<\n" +
 	"\fTimeResponse\x12,\n" +
 	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"6\n" +
@@ -5684,7 +5811,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
@@ -5718,188 +5845,190 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*PendingBucket)(nil),          // 29: hourglass.v1.PendingBucket
 	(*Lateness)(nil),               // 30: hourglass.v1.Lateness
 	(*StatsResponse)(nil),          // 31: hourglass.v1.StatsResponse
-	(*TimeRequest)(nil),            // 32: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 33: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 34: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 35: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 36: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 37: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 38: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 39: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 40: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 41: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 42: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 43: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 44: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 45: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 46: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 47: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 48: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 49: hourglass.v1.RescheduleResponse
-	(*RedriveRequest)(nil),         // 50: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 51: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 52: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 53: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 54: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 55: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 56: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 57: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),         // 58: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 59: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 60: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 61: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 62: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 63: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 64: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 65: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 66: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 67: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 68: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 69: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 70: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 71: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 72: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 73: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 74: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 75: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 76: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 77: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 78: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 79: hourglass.v1.ListSchedulesResponse
-	(*timestamppb.Timestamp)(nil),  // 80: google.protobuf.Timestamp
+	(*ServerHealth)(nil),           // 32: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),            // 33: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),           // 34: hourglass.v1.TimeResponse
+	(*Status)(nil),                 // 35: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),  // 36: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil), // 37: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),         // 38: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),            // 39: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),          // 40: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),          // 41: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),            // 42: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),        // 43: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),         // 44: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),             // 45: hourglass.v1.GetRequest
+	(*GetResponse)(nil),            // 46: hourglass.v1.GetResponse
+	(*ListRequest)(nil),            // 47: hourglass.v1.ListRequest
+	(*ListResponse)(nil),           // 48: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),      // 49: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),     // 50: hourglass.v1.RescheduleResponse
+	(*RedriveRequest)(nil),         // 51: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 52: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),           // 53: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 54: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),     // 55: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 56: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),          // 57: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),              // 58: hourglass.v1.TopicInfo
+	(*TopicsResponse)(nil),         // 59: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 60: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 61: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 62: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 63: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 64: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 65: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 66: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 67: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 68: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 69: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 70: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 71: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 72: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 73: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 74: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 75: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 76: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 77: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 78: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 79: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 80: hourglass.v1.ListSchedulesResponse
+	(*timestamppb.Timestamp)(nil),  // 81: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	80, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	80, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	81, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	81, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	80, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	80, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	80, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	81, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	81, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	81, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	80, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	81, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
 	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
 	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
 	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	80, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	80, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	80, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	80, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	81, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	81, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	81, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	81, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
 	27, // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
 	28, // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
 	29, // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
 	30, // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	80, // 23: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	5,  // 24: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	7,  // 25: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	6,  // 26: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	8,  // 27: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	34, // 28: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	38, // 29: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	39, // 30: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	40, // 31: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	41, // 32: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	14, // 33: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	43, // 34: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	21, // 35: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	21, // 36: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,  // 37: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	12, // 38: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	80, // 39: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 40: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	80, // 41: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	80, // 42: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	12, // 43: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	80, // 44: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,  // 45: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	80, // 46: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,  // 47: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	60, // 48: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	57, // 49: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	59, // 50: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	60, // 51: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	60, // 52: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	60, // 53: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	60, // 54: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	60, // 55: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,  // 56: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	80, // 57: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	80, // 58: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,  // 59: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	65, // 60: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	80, // 61: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	65, // 62: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	80, // 63: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	80, // 64: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	65, // 65: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	80, // 66: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	77, // 67: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	5,  // 68: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,  // 69: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	35, // 70: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,  // 71: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11, // 72: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15, // 73: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	37, // 74: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17, // 75: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19, // 76: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22, // 77: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24, // 78: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26, // 79: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	32, // 80: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	44, // 81: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	46, // 82: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	48, // 83: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	50, // 84: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	52, // 85: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	54, // 86: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	56, // 87: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	61, // 88: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	63, // 89: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	66, // 90: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	68, // 91: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	70, // 92: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	72, // 93: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	74, // 94: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	76, // 95: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	78, // 96: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	6,  // 97: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,  // 98: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	36, // 99: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10, // 100: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14, // 101: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16, // 102: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	42, // 103: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18, // 104: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20, // 105: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23, // 106: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 107: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31, // 108: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	33, // 109: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	45, // 110: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	47, // 111: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	49, // 112: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	51, // 113: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	53, // 114: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	55, // 115: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	58, // 116: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	62, // 117: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	64, // 118: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	67, // 119: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	69, // 120: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	71, // 121: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	73, // 122: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	75, // 123: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	77, // 124: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	79, // 125: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	97, // [97:126] is the sub-list for method output_type
-	68, // [68:97] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	32, // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	81, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	5,  // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	7,  // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	6,  // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	8,  // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	35, // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	39, // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	40, // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	41, // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	42, // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	14, // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	44, // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	21, // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	21, // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,  // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	12, // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	81, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	81, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	81, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	12, // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	81, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,  // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	81, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,  // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	61, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	58, // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	60, // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	61, // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	61, // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	61, // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	61, // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	61, // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	4,  // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	81, // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	81, // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	3,  // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	66, // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	81, // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	66, // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	81, // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	81, // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	66, // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	81, // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	78, // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	5,  // 69: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	7,  // 70: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	36, // 71: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	9,  // 72: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	11, // 73: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	15, // 74: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	38, // 75: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	17, // 76: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	19, // 77: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	22, // 78: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	24, // 79: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	26, // 80: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	33, // 81: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	45, // 82: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	47, // 83: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	49, // 84: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	51, // 85: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	53, // 86: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	55, // 87: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	57, // 88: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	62, // 89: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	64, // 90: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	67, // 91: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	69, // 92: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	71, // 93: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	73, // 94: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	75, // 95: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	77, // 96: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	79, // 97: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	6,  // 98: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	8,  // 99: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	37, // 100: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	10, // 101: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	14, // 102: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	16, // 103: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	43, // 104: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	18, // 105: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	20, // 106: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	23, // 107: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	25, // 108: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	31, // 109: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	34, // 110: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	46, // 111: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	48, // 112: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	50, // 113: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	52, // 114: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	54, // 115: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	56, // 116: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	59, // 117: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	63, // 118: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	65, // 119: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	68, // 120: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	70, // 121: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	72, // 122: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	74, // 123: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	76, // 124: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	78, // 125: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	80, // 126: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	98, // [98:127] is the sub-list for method output_type
+	69, // [69:98] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -5912,37 +6041,37 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[31].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
 		(*ScheduleStreamResponse_Result)(nil),
 		(*ScheduleStreamResponse_Batch)(nil),
 		(*ScheduleStreamResponse_Error)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[38].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[39].OneofWrappers = []any{
 		(*ConsumeResponse_Messages)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[44].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[45].OneofWrappers = []any{
 		(*RescheduleRequest_DelayMs)(nil),
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[56].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   76,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
