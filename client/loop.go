@@ -29,7 +29,6 @@ type loopConfig struct {
 	grace    time.Duration
 }
 
-
 // consumeState is one running loop. Its methods are called from the
 // loop's goroutines: run's, the handlers', the settler, and the stream
 // readers.
