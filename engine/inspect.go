@@ -70,9 +70,10 @@ type Found struct {
 // Get looks id up: it reads the message from its schedule segment (found
 // from the ID's deliverAt, loaded or not) and its state from the
 // engine's memory and the segment's dispatch log. It changes nothing.
-// It reads the segment up to the entry, so its cost grows with the
-// entry's position in its segment; its memory is the entry and the
-// segment's done set.
+// It finds the entry by bisecting its segment (schedulelog's IterNear),
+// reading O(log size) entries and at most about 64 KiB near it; it also
+// reads the segment's dispatch log, and its memory is the entry and that
+// log's done-records.
 func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
@@ -188,7 +189,7 @@ func readEntry(path string, seq uint64, m *message.Message) (bool, error) {
 		return false, err
 	}
 	defer r.Close()
-	it := r.Iter()
+	it := r.IterNear(seq)
 	for it.Next() {
 		if it.Seq() < seq {
 			continue

@@ -357,3 +357,50 @@ func (it *Iterator) Torn() (off int64, ok bool) { return it.torn, it.torn >= 0 }
 // length hint, what Open would truncate) or corruption (anything else).
 // The error is for I/O failures only.
 func Verify(path string) ([]segfile.Problem, error) { return segfile.Verify(path, newFormat()) }
+
+// nearScan is the span IterNear leaves to a plain scan.
+const nearScan = 64 << 10
+
+// IterNear returns an iterator that starts at an entry boundary at or
+// before the entry whose seq is seq (if the segment has one), close to it:
+// entries are in seq order, so it bisects the file, finding an entry near
+// each midpoint as Scan resynchronizes after damage, and leaves at most
+// about 64 KiB to read. It is how one entry is looked up without reading
+// the segment up to it. Damage makes it start earlier, never later, and
+// the iterator steps over damage as Scan's does.
+func (r *Reader) IterNear(seq uint64) *Iterator {
+	fi, err := r.f.Stat()
+	if err != nil {
+		return r.Iter()
+	}
+	sc := segfile.NewScanner(r.f, FirstOffset, fi.Size(), 0)
+	lo, hi := int64(FirstOffset), fi.Size()
+	var m message.Message
+	for hi-lo > nearScan {
+		mid := (lo + (hi-lo)/2) &^ (Align - 1)
+		off, ok, err := sc.Hunt(mid, Align, TypeEntry)
+		if err != nil {
+			break
+		}
+		if !ok || off >= hi {
+			hi = mid
+			continue
+		}
+		rec, _, err := sc.DecodeAt(off)
+		if err != nil {
+			break
+		}
+		s, p, derr := decodeEntry(rec)
+		if derr != nil || checkMessage(&r.hdr, p, &m) != nil {
+			// Not an entry after all (a payload that looks like one):
+			// the plain scan from lo decides.
+			break
+		}
+		if s <= seq {
+			lo = off
+		} else {
+			hi = off
+		}
+	}
+	return r.Scan(lo, -1)
+}
