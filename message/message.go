@@ -309,6 +309,17 @@ func CancelTarget(typ uint8, p []byte) (ID, bool) {
 	return ID{}, false
 }
 
+// HeaderValue returns the value of the first header named key in hs, or
+// "" if there is none.
+func HeaderValue(hs []Header, key string) string {
+	for _, h := range hs {
+		if string(h.Key) == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
 // Control is a decoded control payload; Name and Value alias the input.
 type Control struct {
 	Kind  ControlKind

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/hourglassmq/hourglass/message"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -160,10 +162,10 @@ func TestPolicyBackoff(t *testing.T) {
 	fe.mu.Lock()
 	defer fe.mu.Unlock()
 	r0, r1 := fe.reqs[0], fe.reqs[1]
-	if r0.Delay != 2*time.Second || r0.Attempt != 1 || headerValue(r0.Headers, LastErrorHeader) != "timeout" {
+	if r0.Delay != 2*time.Second || r0.Attempt != 1 || message.HeaderValue(r0.Headers, LastErrorHeader) != "timeout" {
 		t.Errorf("retry of the nack: delay %v attempt %d headers %v", r0.Delay, r0.Attempt, r0.Headers)
 	}
-	if r1.Delay != 2*time.Second || r1.Attempt != 1 || headerValue(r1.Headers, LastErrorHeader) != errExpired {
+	if r1.Delay != 2*time.Second || r1.Attempt != 1 || message.HeaderValue(r1.Headers, LastErrorHeader) != errExpired {
 		t.Errorf("retry of the expired lease: delay %v attempt %d headers %v", r1.Delay, r1.Attempt, r1.Headers)
 	}
 	if n := len(drain(t, q, "t")); n != 0 {

@@ -291,7 +291,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 		last := t.lastErr[l.off]
 		t.mu.Unlock()
 		if last == "" {
-			last = headerValue(m.Headers, LastErrorHeader)
+			last = message.HeaderValue(m.Headers, LastErrorHeader)
 		}
 		hs := withHeader(m.Headers, DeadLetterOriginHeader, t.name)
 		hs = withHeader(hs, DeadLetterReasonHeader, reason)
@@ -312,7 +312,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 	t.stats.DeadLettered++
 	t.mu.Unlock()
 	t.q.opts.Logger.Warn("queue: message dead-lettered", "topic", t.name, "to", t.name+DLQSuffix, "id", id,
-		"attempts", m.Attempt, "reason", reason, "last_error", headerValue(m.Headers, DeadLetterErrorHeader))
+		"attempts", m.Attempt, "reason", reason, "last_error", message.HeaderValue(m.Headers, DeadLetterErrorHeader))
 	return nil
 }
 
@@ -491,14 +491,4 @@ func withHeader(hs []message.Header, key, value string) []message.Header {
 		out = append(out, message.Header{Key: []byte(key), Value: []byte(value)})
 	}
 	return out
-}
-
-// headerValue returns the value of key in hs, or "".
-func headerValue(hs []message.Header, key string) string {
-	for _, h := range hs {
-		if string(h.Key) == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 var (
@@ -32,7 +33,7 @@ func (s *latencySink) Deliver(_ context.Context, _ string, batch []engine.Delive
 	now := time.Now()
 	s.mu.Lock()
 	for _, d := range batch {
-		at, err := time.Parse(time.RFC3339Nano, headerValue(d.Message.Headers, OccurrenceHeader))
+		at, err := time.Parse(time.RFC3339Nano, message.HeaderValue(d.Message.Headers, OccurrenceHeader))
 		if err == nil {
 			s.late = append(s.late, now.Sub(at))
 		}

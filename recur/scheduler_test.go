@@ -28,7 +28,7 @@ func (s *sink) Deliver(_ context.Context, _ string, batch []engine.Delivery) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range batch {
-		s.got = append(s.got, got{d.ID, headerValue(d.Message.Headers, OccurrenceHeader), time.Now()})
+		s.got = append(s.got, got{d.ID, message.HeaderValue(d.Message.Headers, OccurrenceHeader), time.Now()})
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ func (s *Scheduler) Deliver(ctx context.Context, topic string, batch []engine.De
 	}
 	var occ []int
 	for i := range batch {
-		if headerValue(batch[i].Message.Headers, ScheduleHeader) != "" {
+		if message.HeaderValue(batch[i].Message.Headers, ScheduleHeader) != "" {
 			occ = append(occ, i)
 		}
 	}
@@ -62,7 +62,7 @@ func (s *Scheduler) Deliver(ctx context.Context, topic string, batch []engine.De
 func (s *Scheduler) lockAll(batch []engine.Delivery, occ []int) func() {
 	idx := make([]uint64, 0, len(occ))
 	for _, i := range occ {
-		name := headerValue(batch[i].Message.Headers, ScheduleHeader)
+		name := message.HeaderValue(batch[i].Message.Headers, ScheduleHeader)
 		idx = append(idx, s.lockIndex(name))
 	}
 	slices.Sort(idx)
@@ -93,8 +93,8 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 	defs := map[string]*Def{} // several occurrences of one schedule in a batch
 	for _, i := range occ {
 		m := batch[i].Message
-		name := headerValue(m.Headers, ScheduleHeader)
-		at, err := time.Parse(time.RFC3339Nano, headerValue(m.Headers, OccurrenceHeader))
+		name := message.HeaderValue(m.Headers, ScheduleHeader)
+		at, err := time.Parse(time.RFC3339Nano, message.HeaderValue(m.Headers, OccurrenceHeader))
 		if err != nil {
 			continue // not one of ours: deliver it as it is
 		}
@@ -151,15 +151,6 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 		}
 	}
 	return drop, nil
-}
-
-func headerValue(hs []message.Header, key string) string {
-	for _, h := range hs {
-		if string(h.Key) == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // Delivered forwards to the next sink's engine.DeliveryChecker; a sink

@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -194,7 +195,7 @@ func (s *Server) redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*h
 			return nil, serverError(err)
 		}
 		for _, d := range page {
-			reason := headerOf(d.Headers, queue.DeadLetterReasonHeader)
+			reason := message.HeaderValue(d.Headers, queue.DeadLetterReasonHeader)
 			if (len(ids) > 0 && !ids[d.ID]) || (m.Reason != "" && reason != m.Reason) {
 				out.Skipped++
 				continue
@@ -208,7 +209,7 @@ func (s *Server) redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*h
 			}
 			to := m.ToTopic
 			if to == "" {
-				to = headerOf(d.Headers, queue.DeadLetterOriginHeader)
+				to = message.HeaderValue(d.Headers, queue.DeadLetterOriginHeader)
 			}
 			if to == "" {
 				to = origin
@@ -386,7 +387,7 @@ func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hou
 	}
 	out := &hourglassv1.TopicsResponse{}
 	now := time.Now()
-	for _, t := range slices.Sorted(mapKeys(names)) {
+	for _, t := range slices.Sorted(maps.Keys(names)) {
 		st, dl := stats[t], stats[t+queue.DLQSuffix]
 		ti := &hourglassv1.TopicInfo{Topic: t, Due: st.Backlog, Leased: int64(st.Leased), DeadLettered: dl.Backlog + int64(dl.Leased),
 			Policy: toProtoPolicy(s.q.Policy(t))}
@@ -396,16 +397,6 @@ func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hou
 		out.Topics = append(out.Topics, ti)
 	}
 	return out, nil
-}
-
-func mapKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // getPolicy serves GetPolicy.
@@ -514,26 +505,16 @@ func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
 	return out
 }
 
-// headerOf returns the value of the header key, or "".
-func headerOf(hs []message.Header, key string) string {
-	for _, h := range hs {
-		if string(h.Key) == key {
-			return string(h.Value)
-		}
-	}
-	return ""
-}
-
 // deadLetterInfo is what a dead letter's headers say of why it died, or
 // nil for a message that is not one.
 func deadLetterInfo(hs []message.Header, attempts uint32) *hourglassv1.DeadLetter {
-	reason := headerOf(hs, queue.DeadLetterReasonHeader)
+	reason := message.HeaderValue(hs, queue.DeadLetterReasonHeader)
 	if reason == "" {
 		return nil
 	}
-	dl := &hourglassv1.DeadLetter{OriginTopic: headerOf(hs, queue.DeadLetterOriginHeader), Reason: reason, Attempts: attempts,
-		LastError: headerOf(hs, queue.DeadLetterErrorHeader)}
-	if ms, err := strconv.ParseInt(headerOf(hs, queue.DeadLetterAtHeader), 10, 64); err == nil {
+	dl := &hourglassv1.DeadLetter{OriginTopic: message.HeaderValue(hs, queue.DeadLetterOriginHeader), Reason: reason, Attempts: attempts,
+		LastError: message.HeaderValue(hs, queue.DeadLetterErrorHeader)}
+	if ms, err := strconv.ParseInt(message.HeaderValue(hs, queue.DeadLetterAtHeader), 10, 64); err == nil {
 		dl.At = timestamppb.New(time.UnixMilli(ms))
 	}
 	return dl
