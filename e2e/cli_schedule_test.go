@@ -99,18 +99,11 @@ func TestCLISchedule(t *testing.T) {
 		t.Fatalf("received %+v; want two occurrences with their own IDs", ls)
 	}
 	for _, l := range ls {
-		at := occurrenceAt(t, l)
 		if l.Body == nil || *l.Body != "tick" || l.Headers["k"] != "v" || l.Headers["hourglass-schedule"] != "tick" {
 			t.Errorf("occurrence %+v; want body tick, header k=v and hourglass-schedule tick", l)
 		}
-		// Its key names it: "<name>@<time>".
-		var g struct {
-			ID    string `json:"id"`
-			State string `json:"state"`
-		}
-		key := "tick@" + at.UTC().Format("2006-01-02T15:04:05.000Z")
-		if err := json.Unmarshal([]byte(run(t, "get", "--topic", "ticks", "--key", key, "--json")), &g); err != nil || g.ID != l.ID {
-			t.Errorf("get --topic ticks --key %s = %+v, %v; want %s", key, g, err, l.ID)
+		if key := l.Headers["hourglass-idempotency-key"]; key != "tick@"+occurrenceAt(t, l).UTC().Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("occurrence of %v has the key %q; want tick@<its time>", occurrenceAt(t, l), key)
 		}
 	}
 
@@ -229,6 +222,20 @@ func TestCLISchedule(t *testing.T) {
 			if at, err := time.Parse(time.RFC3339Nano, n); err != nil || at.In(berlin).Hour() != 3 || at.In(berlin).Minute() != 0 {
 				t.Errorf("next %s: want 03:00 in Berlin", n)
 			}
+		}
+		// The armed occurrence is a pending message keyed NAME@TIME, as
+		// --help says: get and cancel take it.
+		at, _ := time.Parse(time.RFC3339Nano, s.Next[0])
+		key := "nightly@" + at.UTC().Format("2006-01-02T15:04:05.000Z")
+		var g struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(run(t, "get", "--topic", "backups", "--key", key, "--json")), &g); err != nil || g.ID != s.ArmedID || g.State != "pending" {
+			t.Errorf("get --topic backups --key %s = %+v, %v; want %s pending", key, g, err, s.ArmedID)
+		}
+		if out := run(t, "cancel", "--topic", "backups", "--key", key); out != "backups/"+key+" cancelled\n" {
+			t.Errorf("cancel of the armed occurrence by key printed %q", out)
 		}
 		run(t, "schedule", "delete", "nightly", "--yes")
 	})
