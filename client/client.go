@@ -12,6 +12,11 @@
 // run time; Redrive moves dead letters back; Purge and DeleteTopic
 // remove what a topic holds.
 //
+// Recurring schedules: CreateSchedule a RecurringSchedule (a cron spec or
+// interval in a time zone), UpdateSchedule, PauseSchedule, ResumeSchedule
+// and DeleteSchedule it; GetSchedule and ListSchedules tell its next fire
+// times. Each occurrence is an ordinary message of its topic.
+//
 // Consumers: a Worker consumes topics with Handlers (HandlerFunc) wrapped
 // in Middleware (Recover, Logging, Hooks for metrics and tracing), with
 // bounded concurrency per topic, leases extended while a handler runs,
@@ -34,7 +39,9 @@
 // codes.FailedPrecondition for an Ack or Nack of a message not leased,
 // codes.Unavailable and codes.ResourceExhausted for conditions worth
 // retrying later. Mistakes this package catches before sending (two
-// delivery times in one Message, say) wrap ErrInvalidMessage.
+// delivery times in one Message, say) wrap ErrInvalidMessage. The
+// recurring-schedule calls' codes.NotFound and codes.AlreadyExists are
+// also ErrScheduleNotFound and ErrScheduleExists (errors.Is).
 package client
 
 import (

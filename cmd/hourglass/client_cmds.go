@@ -43,11 +43,15 @@ const exitCodes = `
 Exit status: 0 on success; 1 on any error (bad flags, server unreachable, a
 request the server refused), with a message on stderr that says what was wrong.`
 
+// commandName is the command's name without the program's ("policy set").
+func commandName(c *cli.Context) string {
+	return strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
+}
+
 // commandError adds the command's name ("policy set") and the help hint
 // to a mistake on the command line.
 func commandError(c *cli.Context, format string, args ...any) error {
-	name := strings.TrimPrefix(c.Command.HelpName, c.App.Name+" ")
-	return fmt.Errorf("%s: %s (see '%s --help')", name, fmt.Sprintf(format, args...), c.Command.HelpName)
+	return fmt.Errorf("%s: %s (see '%s --help')", commandName(c), fmt.Sprintf(format, args...), c.Command.HelpName)
 }
 
 func sendCommand() *cli.Command {
@@ -212,7 +216,7 @@ func readBodyFile(c *cli.Context) ([]byte, error) {
 	if name == "-" {
 		b, err := io.ReadAll(c.App.Reader)
 		if err != nil {
-			return nil, fmt.Errorf("send: --body-file -: reading standard input: %w", err)
+			return nil, fmt.Errorf("%s: --body-file -: reading standard input: %w", commandName(c), err)
 		}
 		return b, nil
 	}
@@ -221,7 +225,7 @@ func readBodyFile(c *cli.Context) ([]byte, error) {
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("send: --body-file: %w", err) // names the file and why
+		return nil, fmt.Errorf("%s: --body-file: %w", commandName(c), err) // names the file and why
 	}
 	return b, nil
 }

@@ -59,6 +59,7 @@ func newApp() *cli.App {
 			policyCommand(),
 			pauseCommand(),
 			resumeCommand(),
+			scheduleCommand(),
 			statsCommand(),
 			inspectCommand(),
 			repairCommand(),

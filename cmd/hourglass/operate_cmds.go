@@ -491,9 +491,9 @@ func confirm(c *cli.Context, what string) error {
 		return nil
 	}
 	if err != nil && answer == "" {
-		return fmt.Errorf("%s: no answer on standard input: nothing was changed (give --yes to run it without asking)", c.Command.Name)
+		return fmt.Errorf("%s: no answer on standard input: nothing was changed (give --yes to run it without asking)", commandName(c))
 	}
-	return fmt.Errorf("%s: not confirmed (answered %q, not y): nothing was changed", c.Command.Name, answer)
+	return fmt.Errorf("%s: not confirmed (answered %q, not y): nothing was changed", commandName(c), answer)
 }
 
 func deleteTopicCommand() *cli.Command {

@@ -15,6 +15,29 @@ import {
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ScheduleRequestSchema } from "./gen/hourglass/v1/hourglass_pb.js";
 import { consume, type ConsumeOptions, type Handler } from "./consume.js";
+import {
+  defaultsOf,
+  policyInit,
+  policyOf,
+  purgeStateOf,
+  topicInfoOf,
+  type DeletedTopic,
+  type Policies,
+  type Policy,
+  type PolicyField,
+  type PurgeState,
+  type RedriveOptions,
+  type RedriveResult,
+  type TopicInfo,
+} from "./operate.js";
+import {
+  scheduleInfoOf,
+  scheduleInit,
+  type ListSchedulesOptions,
+  type RecurringScheduleInput,
+  type ScheduleInfo,
+  type SchedulePage,
+} from "./schedules.js";
 
 /** A message to schedule. At most one of delayMs, at and level; none means now. */
 export interface ScheduleInput {
@@ -346,6 +369,125 @@ export class HourglassClient {
    */
   consume(topic: string, handler: Handler, options: ConsumeOptions = {}): Promise<void> {
     return consume(this, topic, handler, options);
+  }
+
+  /**
+   * Moves the dead letters of deadLetterTopic ("<topic>.dlq") back as new first attempts that keep
+   * their originId, and removes them from it. A redrive cut short may be called again: a message
+   * moved before is not moved twice.
+   */
+  async redrive(deadLetterTopic: string, o: RedriveOptions = {}): Promise<RedriveResult> {
+    const res = await this.rpc.redrive({
+      deadLetterTopic,
+      toTopic: o.to ?? "",
+      reason: o.reason ?? "",
+      ids: o.ids ?? [],
+      ratePerSecond: o.ratePerSecond ?? 0,
+      maxMessages: o.max ?? 0,
+    });
+    return { redriven: Number(res.redriven), skipped: Number(res.skipped), more: res.more };
+  }
+
+  /**
+   * Removes topic's messages in one state and answers how many: pending ones are cancelled, due
+   * ones and dead-lettered ones (those of "<topic>.dlq") are removed. Leased ones stay.
+   */
+  async purge(topic: string, state: PurgeState): Promise<number> {
+    const res = await this.rpc.purge({ topic, state: purgeStateOf(state) });
+    return Number(res.purged);
+  }
+
+  /** Cancels topic's pending messages, removes its queued ones, its files and its policy. */
+  async deleteTopic(topic: string): Promise<DeletedTopic> {
+    const res = await this.rpc.deleteTopic({ topic });
+    return { cancelled: Number(res.cancelled), removed: Number(res.removed) };
+  }
+
+  /** The topics the server knows, by name, with their counts and the policy each set. */
+  async topics(): Promise<TopicInfo[]> {
+    const res = await this.rpc.topics({});
+    return res.topics.map(topicInfoOf);
+  }
+
+  /** A topic's delivery policy: what it set, and what applies. */
+  async getPolicy(topic: string): Promise<Policies> {
+    const res = await this.rpc.getPolicy({ topic });
+    return { policy: policyOf(res.policy), effective: policyOf(res.effective) };
+  }
+
+  /**
+   * Changes topic's policy at run time, durably: the fields policy sets take their values, the
+   * fields in defaults go back to the server's defaults, the others keep theirs.
+   */
+  async setPolicy(topic: string, policy: Policy, defaults: PolicyField[] = []): Promise<Policies> {
+    const res = await this.rpc.setPolicy({ topic, policy: policyInit(policy), defaults: defaultsOf(defaults) });
+    return { policy: policyOf(res.policy), effective: policyOf(res.effective) };
+  }
+
+  /** Stops topic from handing out messages, durably, until resume. */
+  pause(topic: string): Promise<Policies> {
+    return this.setPolicy(topic, { paused: true });
+  }
+
+  /** Lets a paused topic hand out its messages again. */
+  resume(topic: string): Promise<Policies> {
+    return this.setPolicy(topic, {}, ["paused"]);
+  }
+
+  /**
+   * Creates a recurring schedule and arms its first occurrence; answers its time, or undefined
+   * when none is armed (paused, or none before its end). A name taken fails with
+   * Code.AlreadyExists; a bad spec, zone or name with Code.InvalidArgument.
+   */
+  async createSchedule(s: RecurringScheduleInput): Promise<Date | undefined> {
+    const res = await this.rpc.createSchedule({ schedule: scheduleInit(s) });
+    return dateOf(res.next);
+  }
+
+  /**
+   * Replaces the definition of the schedule s.name names (its paused state and fired count stay)
+   * and arms its next occurrence; answers its time. An unknown name fails with Code.NotFound.
+   */
+  async updateSchedule(s: RecurringScheduleInput): Promise<Date | undefined> {
+    const res = await this.rpc.updateSchedule({ schedule: scheduleInit(s) });
+    return dateOf(res.next);
+  }
+
+  /** Stops a schedule's occurrences, durably: once it answers none is delivered until resumed. */
+  async pauseSchedule(name: string): Promise<void> {
+    await this.rpc.pauseSchedule({ name });
+  }
+
+  /** Arms a paused schedule's next occurrence from now on, and answers its time. */
+  async resumeSchedule(name: string): Promise<Date | undefined> {
+    const res = await this.rpc.resumeSchedule({ name });
+    return dateOf(res.next);
+  }
+
+  /** Deletes a schedule: once it answers, no further occurrence is delivered. */
+  async deleteSchedule(name: string): Promise<void> {
+    await this.rpc.deleteSchedule({ name });
+  }
+
+  /** A schedule with its next o.next fire times (default 5, at most 100). It only reads. */
+  async getSchedule(name: string, o: { next?: number } = {}): Promise<ScheduleInfo> {
+    return scheduleInfoOf(await this.rpc.getSchedule({ name, nextCount: o.next ?? 0 }));
+  }
+
+  /** One page of the schedules, by name, each with its next 3 fire times. */
+  async listSchedulesPage(o: ListSchedulesOptions = {}, pageToken = ""): Promise<SchedulePage> {
+    const res = await this.rpc.listSchedules({ topic: o.topic ?? "", pageSize: o.pageSize ?? 0, pageToken });
+    return { schedules: res.schedules.map(scheduleInfoOf), nextPageToken: res.nextPageToken };
+  }
+
+  /** Every schedule (of o.topic, if given), by name, fetched a page at a time. */
+  async *listSchedules(o: ListSchedulesOptions = {}): AsyncGenerator<ScheduleInfo> {
+    let token = "";
+    do {
+      const page = await this.listSchedulesPage(o, token);
+      yield* page.schedules;
+      token = page.nextPageToken;
+    } while (token);
   }
 
   /** Closes what the transport keeps open (an HTTP/2 session); calls in flight fail. */

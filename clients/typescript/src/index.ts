@@ -15,6 +15,25 @@ export {
   type StoredMessage,
   type When,
 } from "./client.js";
+export type {
+  Backoff,
+  DeletedTopic,
+  Policies,
+  Policy,
+  PolicyField,
+  PurgeState,
+  RedriveOptions,
+  RedriveResult,
+  TopicInfo,
+} from "./operate.js";
+export type {
+  ListSchedulesOptions,
+  MisfirePolicy,
+  RecurringSchedule,
+  RecurringScheduleInput,
+  ScheduleInfo,
+  SchedulePage,
+} from "./schedules.js";
 export { deadLetter, retry, type ConsumeOptions, type DeadLetterResult, type Handler, type HandlerResult, type Retry } from "./consume.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 export * as pb from "./gen/hourglass/v1/hourglass_pb.js";
