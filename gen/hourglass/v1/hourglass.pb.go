@@ -271,7 +271,9 @@ const (
 	MisfirePolicy_MISFIRE_POLICY_UNSPECIFIED MisfirePolicy = 0
 	// Deliver each missed occurrence once, up to 100, oldest first.
 	MisfirePolicy_MISFIRE_POLICY_FIRE_ALL MisfirePolicy = 1
-	// Deliver only the latest missed occurrence, once.
+	// Deliver one message for all the missed occurrences (the one that was
+	// armed when the server went down, late), then go on with the next
+	// future occurrence.
 	MisfirePolicy_MISFIRE_POLICY_FIRE_LATEST MisfirePolicy = 2
 	// Deliver none of them; go on with the next future occurrence.
 	MisfirePolicy_MISFIRE_POLICY_SKIP MisfirePolicy = 3

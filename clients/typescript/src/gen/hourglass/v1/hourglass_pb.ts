@@ -2788,7 +2788,9 @@ export enum MisfirePolicy {
   FIRE_ALL = 1,
 
   /**
-   * Deliver only the latest missed occurrence, once.
+   * Deliver one message for all the missed occurrences (the one that was
+   * armed when the server went down, late), then go on with the next
+   * future occurrence.
    *
    * @generated from enum value: MISFIRE_POLICY_FIRE_LATEST = 2;
    */
