@@ -139,7 +139,10 @@ func (r *Reader) IterFrom(off int64) *Iterator { return r.iter(off, -1, false) }
 // damage, and reports both.
 func (r *Reader) Scan(from, to int64) *Iterator { return r.iter(from, to, true) }
 
-func (r *Reader) iter(off, to int64, skip bool) *Iterator {
+func (r *Reader) iter(off, to int64, skip bool) *Iterator { return r.iterChunk(off, to, skip, 0) }
+
+// iterChunk is iter reading chunk bytes at a time (0: segfile's default).
+func (r *Reader) iterChunk(off, to int64, skip bool, chunk int) *Iterator {
 	it := &Iterator{r: r, hint: FirstOffset, off: off, torn: -1, skip: skip}
 	hdr := make([]byte, segfile.HeaderSize)
 	if _, err := r.f.ReadAt(hdr, 0); err != nil {
@@ -162,7 +165,7 @@ func (r *Reader) iter(off, to int64, skip bool) *Iterator {
 	if to >= 0 && to < end {
 		end = to
 	}
-	it.sc = segfile.NewScanner(r.f, off, end, 0)
+	it.sc = segfile.NewScanner(r.f, off, end, chunk)
 	return it
 }
 
@@ -373,7 +376,8 @@ func (r *Reader) IterNear(seq uint64) *Iterator {
 	if err != nil {
 		return r.Iter()
 	}
-	sc := segfile.NewScanner(r.f, FirstOffset, fi.Size(), 0)
+	// Small reads: each probe needs one entry near its midpoint.
+	sc := segfile.NewScanner(r.f, FirstOffset, fi.Size(), 4<<10)
 	lo, hi := int64(FirstOffset), fi.Size()
 	var m message.Message
 	for hi-lo > nearScan {
@@ -402,5 +406,5 @@ func (r *Reader) IterNear(seq uint64) *Iterator {
 			hi = off
 		}
 	}
-	return r.Scan(lo, -1)
+	return r.iterChunk(lo, -1, true, nearScan)
 }
