@@ -75,16 +75,24 @@ func (s *Scheduler) load(name string) (*Def, error) {
 	return DecodeDef(name, b)
 }
 
-// occurrence is the message of d's occurrence at t.
+// occurrence is the message of d's occurrence at t. Its key,
+// OccurrenceKey, is a header (engine.IdempotencyHeader), which reput
+// indexes for Get, Cancel and Reschedule by key (the latest message routed
+// with it), not an idempotency key: an occurrence armed again at the time
+// of one an Update or Pause cancelled must be a new message, and the
+// engine's idempotency window would answer with the cancelled one's ID and
+// store nothing. Arming needs no deduplication: it happens under the
+// schedule's lock, in the append that records the armed time.
 func (d *Def) occurrence(t time.Time) engine.Request {
-	hs := make([]message.Header, 0, len(d.Headers)+2)
+	hs := make([]message.Header, 0, len(d.Headers)+3)
 	for _, h := range d.Headers {
 		hs = append(hs, message.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 	}
 	hs = append(hs,
 		message.Header{Key: []byte(ScheduleHeader), Value: []byte(d.Name)},
-		message.Header{Key: []byte(OccurrenceHeader), Value: []byte(time.UnixMilli(t.UnixMilli()).UTC().Format(time.RFC3339Nano))})
-	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: t, IdempotencyKey: OccurrenceKey(d.Name, t.UnixMilli())}
+		message.Header{Key: []byte(OccurrenceHeader), Value: []byte(time.UnixMilli(t.UnixMilli()).UTC().Format(time.RFC3339Nano))},
+		message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(OccurrenceKey(d.Name, t.UnixMilli()))})
+	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: t}
 }
 
 func (d *Def) control() message.Control {
