@@ -196,21 +196,36 @@ func (s *Scheduler) Update(ctx context.Context, d *Def) (time.Time, error) {
 	if !d.Paused {
 		reqs = d.armNext(sp, s.eng.Now())
 	}
+	// The armed occurrence is found before the new one is stored: armed
+	// for the same time, the new one has its key, and a lookup by key
+	// answers the latest message routed with it.
+	id, ok, err := s.armed(ctx, old)
 	if err := s.store(ctx, d, reqs); err != nil {
 		return time.Time{}, err
 	}
-	s.cancelArmed(ctx, old)
+	s.cancelOccurrence(ctx, old, id, ok, err)
 	return armedTime(d), nil
+}
+
+// armed returns the message of d's armed occurrence, if one is pending.
+func (s *Scheduler) armed(ctx context.Context, d *Def) (message.ID, bool, error) {
+	if d.ArmedMs == 0 {
+		return message.ID{}, false, nil
+	}
+	return s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, d.ArmedMs))
 }
 
 // cancelArmed cancels d's armed occurrence, if any. One being delivered
 // is past cancelling: the firing path, waiting on d's lock, finds its
 // schedule changed and arms nothing.
 func (s *Scheduler) cancelArmed(ctx context.Context, d *Def) {
-	if d.ArmedMs == 0 {
-		return
-	}
-	id, ok, err := s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, d.ArmedMs))
+	id, ok, err := s.armed(ctx, d)
+	s.cancelOccurrence(ctx, d, id, ok, err)
+}
+
+// cancelOccurrence cancels id, d's armed occurrence (if ok), as armed
+// found it (with err).
+func (s *Scheduler) cancelOccurrence(ctx context.Context, d *Def, id message.ID, ok bool, err error) {
 	if err == nil && ok {
 		_, err = s.eng.Cancel(ctx, id)
 	}

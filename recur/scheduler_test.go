@@ -21,16 +21,17 @@ type sink struct {
 }
 
 type got struct {
-	id  message.ID
-	occ string
-	at  time.Time
+	id   message.ID
+	occ  string
+	at   time.Time
+	body string
 }
 
 func (s *sink) Deliver(_ context.Context, _ string, batch []engine.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range batch {
-		s.got = append(s.got, got{d.ID, headerValue(d.Message.Headers, OccurrenceHeader), time.Now()})
+		s.got = append(s.got, got{d.ID, headerValue(d.Message.Headers, OccurrenceHeader), time.Now(), string(d.Message.Body)})
 	}
 	return nil
 }
@@ -220,17 +221,24 @@ func TestMisfire(t *testing.T) {
 // stand for it (crashtest seed 1 found an @every 2s schedule updated to
 // @every 1s stop at the old armed time).
 func TestRearmAtCancelledTime(t *testing.T) {
+	update := func(ctx context.Context, s *Scheduler) error {
+		_, err := s.Update(ctx, &Def{Name: "u", Topic: "t", Spec: "@every 1s", Body: []byte("v2")})
+		return err
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(ctx context.Context, s *Scheduler) error
-		want   []string // occurrences after the change, by second, until 6.5 s
+		want   []string // occurrences after the change: second and body, until 6.5 s
 	}{
 		// At 2.5 s the @every 2s schedule has 4 s armed; the @every 1s
 		// that replaces it arms 3 s, whose firing arms 4 s again.
-		{"update_reaches_the_cancelled_time", func(ctx context.Context, s *Scheduler) error {
-			_, err := s.Update(ctx, &Def{Name: "u", Topic: "t", Spec: "@every 1s", Body: []byte("v2")})
-			return err
-		}, []string{"3", "4", "5", "6"}},
+		{"update_reaches_the_cancelled_time", update, []string{"3v2", "4v2", "5v2", "6v2"}},
+		// At 3.5 s the @every 1s that replaces it arms 4 s at once: the
+		// old 4 s is cancelled, not the new one.
+		{"update_arms_the_cancelled_time", func(ctx context.Context, s *Scheduler) error {
+			time.Sleep(time.Second)
+			return update(ctx, s)
+		}, []string{"4v2", "5v2", "6v2"}},
 		// Paused at 2.5 s (4 s cancelled), resumed at 2.9 s: the next
 		// occurrence from then, 4 s, is armed again.
 		{"resume_before_the_cancelled_time", func(ctx context.Context, s *Scheduler) error {
@@ -240,7 +248,7 @@ func TestRearmAtCancelledTime(t *testing.T) {
 			time.Sleep(400 * time.Millisecond)
 			_, err := s.Resume(ctx, "u")
 			return err
-		}, []string{"4", "6"}},
+		}, []string{"4v1", "6v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -266,7 +274,7 @@ func TestRearmAtCancelledTime(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					got = append(got, fmt.Sprint(int64(occ.Sub(start)/time.Second)))
+					got = append(got, fmt.Sprint(int64(occ.Sub(start)/time.Second), g.body))
 				}
 				if !slices.Equal(got, tc.want) {
 					t.Errorf("occurrences (s) after the change: %v; want %v", got, tc.want)
