@@ -78,11 +78,11 @@ when no retry and no Reschedule in doubt may be it.
     no answer named) may arrive, never both (reschedule-in-doubt-both);
     neither is lost.
   - Cancels by topic and key (two in five Cancels) are held to I7 like Cancels
-    by ID: the incarnation named, when the history names it, and then every
-    delivery of the message, is never delivered (delivered-after-cancel,
-    cancel-untruthful); one whose incarnation it cannot name is counted. A
-    Cancel by ID of an incarnation a Reschedule moved answers "cancelled" for
-    that ID only: the replacement is still owed.
+    by ID: when the history names the incarnation, nothing of the message is
+    delivered after all (delivered-after-cancel, cancel-untruthful); one whose
+    incarnation it cannot name is counted, not judged. A Cancel by ID of an
+    incarnation a Reschedule moved answers "cancelled" for that ID only: the
+    replacement is still owed.
   - Redrives (every 0.5-2 s, up to 4 dead letters of a producers' .dlq topic;
     consumers visit those half as often, so dead letters wait): each dead
     letter comes back at most once as a first attempt (redriven-twice), only
