@@ -28,8 +28,8 @@ const (
 // MaxMissed bounds the missed occurrences FireAll delivers in a row.
 const MaxMissed = 100
 
-// MaxName bounds a schedule's name in bytes (its occurrences' idempotency
-// keys are "<name>@<time>", at most 200 bytes).
+// MaxName bounds a schedule's name in bytes (its occurrences' keys are
+// "<name>@<time>", at most 200 bytes like an idempotency key).
 const MaxName = 160
 
 // Def is a recurring schedule as it is stored (the value of its control

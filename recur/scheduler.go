@@ -75,16 +75,24 @@ func (s *Scheduler) load(name string) (*Def, error) {
 	return DecodeDef(name, b)
 }
 
-// occurrence is the message of d's occurrence at t.
+// occurrence is the message of d's occurrence at t. Its key,
+// OccurrenceKey, is a header (engine.IdempotencyHeader), which reput
+// indexes for Get, Cancel and Reschedule by key (the latest message routed
+// with it), not an idempotency key: an occurrence armed again at the time
+// of one an Update or Pause cancelled must be a new message, and the
+// engine's idempotency window would answer with the cancelled one's ID and
+// store nothing. Arming needs no deduplication: it happens under the
+// schedule's lock, in the append that records the armed time.
 func (d *Def) occurrence(t time.Time) engine.Request {
-	hs := make([]message.Header, 0, len(d.Headers)+2)
+	hs := make([]message.Header, 0, len(d.Headers)+3)
 	for _, h := range d.Headers {
 		hs = append(hs, message.Header{Key: []byte(h[0]), Value: []byte(h[1])})
 	}
 	hs = append(hs,
 		message.Header{Key: []byte(ScheduleHeader), Value: []byte(d.Name)},
-		message.Header{Key: []byte(OccurrenceHeader), Value: []byte(time.UnixMilli(t.UnixMilli()).UTC().Format(time.RFC3339Nano))})
-	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: t, IdempotencyKey: OccurrenceKey(d.Name, t.UnixMilli())}
+		message.Header{Key: []byte(OccurrenceHeader), Value: []byte(time.UnixMilli(t.UnixMilli()).UTC().Format(time.RFC3339Nano))},
+		message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(OccurrenceKey(d.Name, t.UnixMilli()))})
+	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: t}
 }
 
 func (d *Def) control() message.Control {
@@ -188,21 +196,36 @@ func (s *Scheduler) Update(ctx context.Context, d *Def) (time.Time, error) {
 	if !d.Paused {
 		reqs = d.armNext(sp, s.eng.Now())
 	}
+	// The armed occurrence is found before the new one is stored: armed
+	// for the same time, the new one has its key, and a lookup by key
+	// answers the latest message routed with it.
+	id, ok, err := s.armed(ctx, old)
 	if err := s.store(ctx, d, reqs); err != nil {
 		return time.Time{}, err
 	}
-	s.cancelArmed(ctx, old)
+	s.cancelOccurrence(ctx, old, id, ok, err)
 	return armedTime(d), nil
+}
+
+// armed returns the message of d's armed occurrence, if one is pending.
+func (s *Scheduler) armed(ctx context.Context, d *Def) (message.ID, bool, error) {
+	if d.ArmedMs == 0 {
+		return message.ID{}, false, nil
+	}
+	return s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, d.ArmedMs))
 }
 
 // cancelArmed cancels d's armed occurrence, if any. One being delivered
 // is past cancelling: the firing path, waiting on d's lock, finds its
 // schedule changed and arms nothing.
 func (s *Scheduler) cancelArmed(ctx context.Context, d *Def) {
-	if d.ArmedMs == 0 {
-		return
-	}
-	id, ok, err := s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, d.ArmedMs))
+	id, ok, err := s.armed(ctx, d)
+	s.cancelOccurrence(ctx, d, id, ok, err)
+}
+
+// cancelOccurrence cancels id, d's armed occurrence (if ok), as armed
+// found it (with err).
+func (s *Scheduler) cancelOccurrence(ctx context.Context, d *Def, id message.ID, ok bool, err error) {
 	if err == nil && ok {
 		_, err = s.eng.Cancel(ctx, id)
 	}

@@ -2,7 +2,9 @@ package recur
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -19,16 +21,17 @@ type sink struct {
 }
 
 type got struct {
-	id  message.ID
-	occ string
-	at  time.Time
+	id   message.ID
+	occ  string
+	at   time.Time
+	body string
 }
 
 func (s *sink) Deliver(_ context.Context, _ string, batch []engine.Delivery) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, d := range batch {
-		s.got = append(s.got, got{d.ID, message.HeaderValue(d.Message.Headers, OccurrenceHeader), time.Now()})
+		s.got = append(s.got, got{d.ID, message.HeaderValue(d.Message.Headers, OccurrenceHeader), time.Now(), string(d.Message.Body)})
 	}
 	return nil
 }
@@ -47,8 +50,9 @@ type node struct {
 func open(t *testing.T, dir string, out *sink) node {
 	t.Helper()
 	sch := New(out, slog.New(slog.DiscardHandler), time.Now())
+	// The idempotency window as the node sets it: occurrences are keyed.
 	eng, err := engine.Open(engine.Options{Dir: dir, Sink: sch, SegmentDuration: 10 * time.Second, PreloadLead: 2 * time.Second,
-		CommitlogSegmentSize: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+		CommitlogSegmentSize: 1 << 20, IdempotencyWindow: 10 * time.Minute, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +210,74 @@ func TestMisfire(t *testing.T) {
 				}
 				if late != tc.late || onTime != tc.onTime {
 					t.Errorf("after the restart: %d missed occurrences delivered (want %d), %d on time (want %d)", late, tc.late, onTime, tc.onTime)
+				}
+			})
+		})
+	}
+}
+
+// An occurrence re-armed at the time of one an Update or a Pause
+// cancelled is a new message, delivered: the cancelled one's key must not
+// stand for it (crashtest seed 1 found an @every 2s schedule updated to
+// @every 1s stop at the old armed time).
+func TestRearmAtCancelledTime(t *testing.T) {
+	update := func(ctx context.Context, s *Scheduler) error {
+		_, err := s.Update(ctx, &Def{Name: "u", Topic: "t", Spec: "@every 1s", Body: []byte("v2")})
+		return err
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(ctx context.Context, s *Scheduler) error
+		want   []string // occurrences after the change: second and body, until 6.5 s
+	}{
+		// At 2.5 s the @every 2s schedule has 4 s armed; the @every 1s
+		// that replaces it arms 3 s, whose firing arms 4 s again.
+		{"update_reaches_the_cancelled_time", update, []string{"3v2", "4v2", "5v2", "6v2"}},
+		// At 3.5 s the @every 1s that replaces it arms 4 s at once: the
+		// old 4 s is cancelled, not the new one.
+		{"update_arms_the_cancelled_time", func(ctx context.Context, s *Scheduler) error {
+			time.Sleep(time.Second)
+			return update(ctx, s)
+		}, []string{"4v2", "5v2", "6v2"}},
+		// Paused at 2.5 s (4 s cancelled), resumed at 2.9 s: the next
+		// occurrence from then, 4 s, is armed again.
+		{"resume_before_the_cancelled_time", func(ctx context.Context, s *Scheduler) error {
+			if err := s.Pause(ctx, "u"); err != nil {
+				return err
+			}
+			time.Sleep(400 * time.Millisecond)
+			_, err := s.Resume(ctx, "u")
+			return err
+		}, []string{"4v1", "6v1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				out := &sink{}
+				n := open(t, t.TempDir(), out)
+				defer n.eng.Close()
+				ctx := context.Background()
+				start := time.Now() // a whole second in a synctest bubble
+				if _, err := n.sch.Create(ctx, &Def{Name: "u", Topic: "t", Spec: "@every 2s", Body: []byte("v1")}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(2500 * time.Millisecond)
+				synctest.Wait()
+				before := len(out.snapshot())
+				if err := tc.change(ctx, n.sch); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(start.Add(6500 * time.Millisecond).Sub(time.Now()))
+				synctest.Wait()
+				var got []string
+				for _, g := range out.snapshot()[before:] {
+					occ, err := time.Parse(time.RFC3339Nano, g.occ)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, fmt.Sprint(int64(occ.Sub(start)/time.Second), g.body))
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("occurrences (s) after the change: %v; want %v", got, tc.want)
 				}
 			})
 		})

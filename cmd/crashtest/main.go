@@ -18,11 +18,14 @@ import (
 
 const description = `Builds ./cmd/hourglass, starts it on 127.0.0.1 in a temporary data directory with
 short schedule buckets, and runs cycles: producers schedule messages (relative
-delays, absolute times in the past, on bucket edges and far ahead, delay levels)
-and cancel some; consumers receive, ack most, nack some with a delay and let some
-leases run out; at a random moment (anywhere, on a bucket boundary, at a preload,
-or in the middle of a ScheduleStream burst) the server is killed with SIGKILL, or
-one time in five stopped with SIGTERM; with --corrupt-tail the active files' tails
+delays, absolute times in the past, on bucket edges and far ahead, delay levels),
+cancel some (by ID or by topic and key) and reschedule some; consumers receive,
+ack most, nack some with a delay and let some leases run out; a redriver moves
+dead letters back, a pauser pauses and resumes topics, and recurring schedules
+fire (OPERATING WHAT IS HELD below); at a random moment (anywhere, on a bucket
+boundary, at a preload, as the recurring schedules fire, or in the middle of a
+ScheduleStream burst) the server is killed with SIGKILL, or one time in five
+stopped with SIGTERM; with --corrupt-tail the active files' tails
 are then torn, with --damage one file is damaged (DAMAGE MODE below); the server
 is restarted on the same directory. At the end every message is drained and
 checked against what the RPCs answered.
@@ -55,6 +58,66 @@ is a durable ack; a settle whose answer was lost is in doubt). The checks:
     .dlq, then acks the topic: a crash in between leaves both copies).
     Other messages fail on purpose at most twice, but a lease that runs out
     for other reasons can still take one to the .dlq: allowed and counted.
+
+OPERATING WHAT IS HELD (not with --cluster). A message lives as incarnations: the
+ID Schedule answered, replacements (Reschedule: a new ID, the same origin and
+attempt), retries (a Nack with a delay) and redriven copies (a new ID, attempt 0,
+keyed "redrive:<dead letter's ID>", a key their retries keep). A call by topic
+and key names the latest incarnation routed with the key; the history names it
+when no retry and no Reschedule in doubt may be it.
+
+  - Reschedules (4% of a producer's operations): a message no consumer has
+    received yet, by its current ID or by topic and key, to now, earlier or
+    later (a delay or an absolute time). RESCHEDULED: the incarnation moved is
+    never delivered (delivered-after-reschedule if received after the answer,
+    reschedule-untruthful if before); the new ID is delivered
+    (rescheduled-lost, unless a Cancel or Reschedule sent after may have
+    removed it) and never before its new time (early, with the skew); its
+    redeliveries are judged like any ID's. Other answers change nothing. In
+    doubt: the old incarnation or a replacement (a first attempt under an ID
+    no answer named) may arrive, never both (reschedule-in-doubt-both);
+    neither is lost.
+  - Cancels by topic and key (two in five Cancels) are held to I7 like Cancels
+    by ID: when the history names the incarnation, nothing of the message is
+    delivered after all (delivered-after-cancel, cancel-untruthful); one whose
+    incarnation it cannot name is counted, not judged. A Cancel by ID of an
+    incarnation a Reschedule moved answers "cancelled" for that ID only: the
+    replacement is still owed.
+  - Redrives (every 0.5-2 s, up to 4 dead letters of a producers' .dlq topic;
+    consumers visit those half as often, so dead letters wait): each dead
+    letter comes back at most once as a first attempt (redriven-twice), only
+    after a Redrive of its .dlq was sent and its message could have failed 4
+    times (redriven-unfounded); a poison copy fails again and its lineage
+    ends acked on the .dlq or redriven again (not-dead-lettered). How many
+    copies a Redrive's count promises is not judged: a message dead-lettered
+    twice across a crash is counted twice and moved once.
+  - Pauses (every 1.5-4 s a producers' topic for 0.3-1.2 s, then resumed until
+    OK; the next cycle and the drain resume what a kill left paused): nothing
+    of the topic is handed out by a Receive sent after the pause was answered
+    OK and returned before the next resume was sent (delivered-while-paused),
+    across restarts. A pause in doubt judges nothing.
+  - Recurring schedules on topic ctr, FIRE_ALL: cr-a @every 1s, cr-b @every 2s,
+    cr-c @every 1s from cycle 1; cr-b updated to @every 1s a third of the way
+    through, cr-c deleted and cr-d (@every 2s) created half way; each call
+    tried until answered. Occurrences (headers hourglass-schedule and
+    hourglass-occurrence; a definition's body names it) are judged apart
+    from the messages: each once, under one ID (occurrence-twice), acked
+    (lost-redelivery), never early; every time of the spec's grid from the
+    first occurrence answered to the latest delivered (the server arms each
+    when the one before fires), and for one in force when the drain began
+    the first after it, is delivered (occurrence-skipped); none due after
+    DeleteSchedule (UpdateSchedule, for the old definition) answered plus
+    the 20 ms handoff lead and the skew (occurrence-after-delete, -update: one
+    already handed over when the call took the schedule's lock still
+    arrives, allowed and counted); each explained by a definition, on its
+    grid, not before it was sent (occurrence-unexpected).
+
+--damage allows these what hourglass repair reported lost: a lost commitlog span
+may hold reschedule and cancel records (bounded by the answers around them; the
+replacement lost, the old one back) and the records that armed a schedule's
+next occurrence (its run broken from there on); a lost queue message an
+occurrence; a flipped schedule entry whose commitlog record is gone an armed
+occurrence (its run broken).
 
 DAMAGE MODE (--damage): after every stop (SIGKILL or SIGTERM) one damage,
 chosen with the seed (each kind once per round of 8 restarts that can take
@@ -161,7 +224,7 @@ func main() {
 			&cli.BoolFlag{Name: "damage", Usage: "after each stop damage the data directory (a flipped byte in a record a valid one follows, or a deleted file; see DAMAGE MODE) and judge the restart: a refusal naming the file, then hourglass repair, or a start that loses and replays nothing"},
 			&cli.IntFlag{Name: "producers", Value: harness.DefaultProducers, Usage: "concurrent producers"},
 			&cli.IntFlag{Name: "consumers", Value: harness.DefaultConsumers, Usage: "concurrent consumers"},
-			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, or a Cancel)"},
+			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, a Cancel, or a Reschedule)"},
 			&cli.IntFlag{Name: "poison-percent", Value: harness.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
 			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume the delivery stream; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: harness.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},

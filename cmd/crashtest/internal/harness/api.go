@@ -36,6 +36,7 @@ type unary interface {
 	Ack(context.Context, *hourglassv1.AckRequest) error
 	Nack(context.Context, *hourglassv1.NackRequest) error
 	Time(context.Context) (*hourglassv1.TimeResponse, error)
+	operateUnary // api_operate.go
 }
 
 // connectUnary is unary over connect-go.

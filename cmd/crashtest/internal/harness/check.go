@@ -69,7 +69,9 @@ const (
 // Kinds lists every violation kind.
 var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
 	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
-	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed}
+	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed,
+	VAfterReschedule, VRescheduleUntruthful, VRescheduleBoth, VRescheduledLost, VRedrivenTwice, VRedriveUnfounded,
+	VDeliveredWhilePaused, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected}
 
 // Check judges a history. The rules, message by message (key = body):
 //
@@ -119,6 +121,44 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //     followed a lease of that ID: "a restart in between" is judged by
 //     server lives (cycles) against the first lease of the ID, recorded
 //     or in doubt.
+//
+// Operating what is held (keyrules.go, reschedcheck.go, redrivecheck.go,
+// pausecheck.go). A message lives as incarnations: the ID Schedule
+// answered, replacements (a Reschedule: new ID, same origin and attempt),
+// retries (a Nack with a delay: attempt raised), redriven copies (a new
+// ID, attempt 0, keyed "redrive:<dead letter's ID>", which its retries
+// keep). A call by (topic, key) names the latest incarnation routed with
+// the key; the history names it only when no retry or Reschedule in doubt
+// may be it and the Reschedules answered RESCHEDULED form a chain.
+//
+//   - A Cancel answered cancelled: the incarnation it named is never
+//     delivered (VAfterCancel, VCancelUntruthful as above); when that is
+//     the first (by ID, not moved by a Reschedule sent before the answer)
+//     or a key's named one, no delivery of the message at all. A Cancel by
+//     key whose incarnation the history cannot name is counted, not judged.
+//   - A Reschedule answered RESCHEDULED: the incarnation it moved is never
+//     delivered (VAfterReschedule if returned after the answer, else
+//     VRescheduleUntruthful); the replacement is delivered (VRescheduledLost
+//     unless a Cancel or Reschedule answered after it was sent may have
+//     removed it), never before its new time (VEarly; "now" and past times
+//     mean the send time); its redeliveries are judged as any ID's. Other
+//     answers change nothing. A Reschedule in doubt allows the old
+//     incarnation or a replacement (a first attempt under an ID no answer
+//     named), never both (VRescheduleBoth, judged when it is the message's
+//     only one in doubt and its incarnation is named); neither is a loss.
+//   - Redrive: each dead letter comes back at most once as a first attempt
+//     (VRedrivenTwice, within the server's idempotency window), only after
+//     a Redrive of its dead-letter topic was sent and its message could
+//     have failed MaxAttempts times (VRedriveUnfounded); a poison copy's
+//     lineage ends acked on the .dlq or redriven again (VNotDeadLettered).
+//     How many copies a Redrive's redriven count promises is not judged: a
+//     message dead-lettered twice across a crash is counted twice and
+//     moved once.
+//   - Pause: nothing of a topic is handed out by a Receive sent after its
+//     pause was answered OK and returned before the next resume was sent
+//     (VDeliveredWhilePaused).
+//   - Recurring schedules: checkSchedules (recurcheck.go); their
+//     occurrences are routed there by the hourglass-schedule header.
 //
 // Violations of a message named by cut bytes are marked Cut.
 //
@@ -174,10 +214,23 @@ func Check(ev Events, p CheckParams) Result {
 			c.CancelOther++
 		}
 	}
+	// A recurring schedule's occurrences (and their acks) are judged by
+	// checkSchedules: their body is the schedule's, not a harness key.
+	var occ []*Delivery
+	var occSettles []*Settle
 	for i := range ev.Deliveries {
 		d := &ev.Deliveries[i]
+		if d.Schedule != "" {
+			occ = append(occ, d)
+			continue
+		}
 		st(d.Key).deliveries = append(st(d.Key).deliveries, d)
 	}
+	for i := range ev.Reschedules {
+		x := &ev.Reschedules[i]
+		st(x.Key).rescheds = append(st(x.Key).rescheds, x)
+	}
+	redrives := countRedrives(ev, c)
 	c.Deliveries = len(ev.Deliveries)
 	rfails := map[string][]*ReceiveFail{} // by topic
 	for i := range ev.ReceiveFails {
@@ -187,7 +240,11 @@ func Check(ev Events, p CheckParams) Result {
 	c.ReceiveInDoubt = len(ev.ReceiveFails)
 	for i := range ev.Settles {
 		x := &ev.Settles[i]
-		st(x.Key).settles = append(st(x.Key).settles, x)
+		if x.Sched != "" {
+			occSettles = append(occSettles, x)
+		} else {
+			st(x.Key).settles = append(st(x.Key).settles, x)
+		}
 		switch {
 		case x.Kind == Ack && x.Outcome == OK:
 			c.Acked++
@@ -306,56 +363,26 @@ func Check(ev Events, p CheckParams) Result {
 			add(v)
 		}
 
-		// Cancel truthfulness.
-		for _, x := range s.cancels {
-			if x.Outcome != OK || x.Answer != CancelCancelled {
-				continue
+		// Cancels and Reschedules truthful, IDs, early deliveries,
+		// redriven copies (keyrules.go, reschedcheck.go, redrivecheck.go).
+		vs := s.judgeCancels(key, c)
+		vs = append(vs, s.judgeReschedules(key, c)...)
+		vs = append(vs, s.judgeIDs(key, slack, p, c)...)
+		rv, owedCopy := s.judgeRedriven(key, &dl, redrives, c)
+		vs = append(vs, rv...)
+		for _, v := range vs {
+			if v.Kind != VEarly && v.Kind != VIDMismatch {
+				v.Cut = cutNamed // a cut explains losses and replays, not these
 			}
-			for _, d := range s.deliveries {
-				v := Violation{Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cutNamed}
-				if d.Received.After(x.Answered) {
-					v.Kind = VAfterCancel
-					v.Detail = fmt.Sprintf("received %v after Cancel (cycle %d) answered cancelled", d.Received.Sub(x.Answered).Round(time.Millisecond), x.Cycle)
-				} else {
-					v.Kind = VCancelUntruthful
-					v.At = x.Answered
-					v.Detail = fmt.Sprintf("Cancel (cycle %d) answered cancelled %v after a Receive had returned it", x.Cycle, x.Answered.Sub(d.Received).Round(time.Millisecond))
-				}
-				add(v)
+			add(v)
+			if v.Kind == VRescheduledLost {
+				c.Lost++
+				owedCopy = true
 			}
 		}
-
-		// IDs, early deliveries.
-		for _, d := range s.deliveries {
-			first := d.ID == d.OriginID
-			if sc.Outcome == OK && ((first && d.ID != sc.ID) || (!first && d.OriginID != sc.ID)) {
-				add(Violation{Kind: VIDMismatch, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
-					Detail: fmt.Sprintf("delivered as id %s origin %s; Schedule answered %s", d.ID, d.OriginID, sc.ID)})
-			}
-			notBefore := sc.NotBefore
-			if d.Stream && d.DeliverAt.After(notBefore) {
-				// The server's own delivery time (its clock at arrival plus
-				// the delay) is a promise too.
-				notBefore = d.DeliverAt
-			}
-			if !first {
-				var nb time.Time
-				for _, x := range s.settles {
-					if x.Kind == Nack && x.NackDelay > 0 && x.Outcome != Rejected && x.Sent.Before(d.Received) {
-						if t := x.Sent.Add(x.NackDelay); nb.IsZero() || t.Before(nb) {
-							nb = t
-						}
-					}
-				}
-				if !nb.IsZero() && nb.After(notBefore) {
-					notBefore = nb
-				}
-			}
-			if d.Received.Before(notBefore.Add(-slack)) {
-				c.Early++
-				add(Violation{Kind: VEarly, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
-					Detail: fmt.Sprintf("received %v before it was due (skew bound %v, %s %s)", notBefore.Sub(d.Received).Round(time.Microsecond), p.SkewBound, sc.Kind, attemptWord(d.Attempt))})
-			}
+		if owedCopy {
+			c.Pending++
+			res.Pending = append(res.Pending, key)
 		}
 
 		// Duplicates of an ID.
@@ -403,7 +430,8 @@ func Check(ev Events, p CheckParams) Result {
 		}
 
 		// Loss: walk the message's life in harness time.
-		if sc.Outcome != OK || cancelledOK(s.cancels) {
+		ended, endedMaybe := s.ended()
+		if sc.Outcome != OK || ended {
 			if sc.Outcome == OK && sc.Poison {
 				c.PoisonCancelled++
 			}
@@ -447,7 +475,7 @@ func Check(ev Events, p CheckParams) Result {
 		var v *Violation
 		switch last {
 		case -1:
-			if cancelInDoubt(s.cancels) {
+			if cancelInDoubt(s.cancels) || endedMaybe {
 				// The Cancel may have taken effect before the server died
 				// (its record durable, the answer lost): never delivered is
 				// one of its two allowed outcomes.
@@ -469,13 +497,16 @@ func Check(ev Events, p CheckParams) Result {
 		if sc.Poison && !p.Stream && last != -1 && !dl.ackedDead(s.settles) && (v == nil || len(dl.dead) == 0) {
 			v = &Violation{Kind: VNotDeadLettered, At: steps[len(steps)-1].at, Detail: dl.notDeadDetail(s.settles)}
 		}
-		if v != nil && v.Kind == VNotDeadLettered {
+		switch {
+		case v != nil && owedCopy:
+			// Its replacement or a redriven copy owes: reported above.
+		case v != nil && v.Kind == VNotDeadLettered:
 			c.NotDeadLettered++
 			c.Pending++
 			res.Pending = append(res.Pending, key)
 			v.Key, v.ID, v.Cycle, v.Cut = key, sc.ID, sc.Cycle, cutNamed
 			add(*v)
-		} else if v != nil {
+		case v != nil:
 			c.Lost++
 			c.Pending++
 			res.Pending = append(res.Pending, key)
@@ -483,24 +514,27 @@ func Check(ev Events, p CheckParams) Result {
 			add(*v)
 		}
 	}
+	res.Violations = append(res.Violations, checkPauses(ev, c)...)
+	cutOcc := false
+	for _, k := range ev.Cuts {
+		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic
+	}
+	vs, owed := checkSchedules(ev, occ, occSettles, p, cutOcc, c)
+	res.Violations = append(res.Violations, vs...)
+	res.Pending = append(res.Pending, owed...)
+	c.Pending += len(owed)
 	for _, v := range res.Violations {
 		if v.Cut {
 			c.CutAttributed++
 		}
 	}
+	slices.Sort(res.Pending)
+	res.Pending = slices.Compact(res.Pending)
+	c.Pending = len(res.Pending)
 	slices.SortStableFunc(res.Violations, func(a, b Violation) int {
 		return cmp.Or(a.At.Compare(b.At), cmp.Compare(a.Key, b.Key))
 	})
 	return res
-}
-
-func cancelledOK(cs []*Cancel) bool {
-	for _, x := range cs {
-		if x.Outcome == OK && x.Answer == CancelCancelled {
-			return true
-		}
-	}
-	return false
 }
 
 // ackCutBetween reports whether the topic's ack log was cut after from and

@@ -180,9 +180,11 @@ type Summary struct {
 	WallSeconds    float64        `json:"wall_seconds"`
 	Violations     []Violation    `json:"violations"` // the first 50
 	ViolationCount int            `json:"violation_count"`
-	Failed         bool           `json:"failed"`
-	Allowed        []string       `json:"allowed_kinds,omitempty"`
-	WorkDir        string         `json:"work_dir,omitempty"` // kept: data directory and server.log
+	// ViolationsByKind counts every violation by kind (allowed ones too).
+	ViolationsByKind map[string]int `json:"violations_by_kind,omitempty"`
+	Failed           bool           `json:"failed"`
+	Allowed          []string       `json:"allowed_kinds,omitempty"`
+	WorkDir          string         `json:"work_dir,omitempty"` // kept: data directory and server.log
 	// Cluster is set by a --cluster run.
 	Cluster *ClusterSummary `json:"cluster,omitempty"`
 	// Damage is set by a --damage run.

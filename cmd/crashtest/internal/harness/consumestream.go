@@ -189,10 +189,10 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 				}
 			case kind == Ack:
 				set.Acks = append(set.Acks, m.Receipt)
-				p.acks = append(p.acks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Ack, Cycle: t.cycle})
+				p.acks = append(p.acks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Ack, Cycle: t.cycle, Sched: header(m, scheduleHeader)})
 			default:
 				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
-				p.nacks = append(p.nacks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Nack, NackDelay: delay, Cycle: t.cycle})
+				p.nacks = append(p.nacks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Nack, NackDelay: delay, Cycle: t.cycle, Sched: header(m, scheduleHeader)})
 			}
 		}
 		if closing {

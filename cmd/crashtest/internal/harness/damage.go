@@ -253,7 +253,10 @@ type Held struct {
 	Seqs []int64 `json:"seqs,omitempty"`
 	// CancelIDs are targets of a damaged cancel record.
 	CancelIDs []string `json:"cancel_ids,omitempty"`
-	// IDs are message IDs a damaged queue message carried.
+	// IDs are the message IDs of a damaged queue message, schedule record
+	// or schedule entry, one per key of Keys (for a schedule record,
+	// whose ID is its delivery time and its own offset, the ID it was
+	// answered with).
 	IDs []string `json:"ids,omitempty"`
 	// QueueOffsets are queue-log offsets a damaged ack record acked.
 	QueueOffsets []int64 `json:"queue_offsets,omitempty"`
@@ -292,10 +295,12 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 		switch r.Type {
 		case message.TypeSchedule:
 			h.What = "schedule"
+			seq := base + recOff - commitlogHeader
 			if message.DecodeSchedule(r.Payload, &m) == nil {
 				h.Keys = append(h.Keys, string(m.Body))
+				h.IDs = append(h.IDs, message.ID{DeliverAt: m.DeliverAt, Seq: uint64(seq)}.String())
 			}
-			h.Seqs = append(h.Seqs, base+recOff-commitlogHeader)
+			h.Seqs = append(h.Seqs, seq)
 		case message.TypeCancel:
 			h.What = "cancel"
 			if id, err := message.DecodeCancel(r.Payload); err == nil {
@@ -311,6 +316,7 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 			pad := int(r.Flags)
 			if body := r.Payload[8:]; pad < len(body) && message.DecodeSchedule(body[:len(body)-pad], &m) == nil {
 				h.Keys = append(h.Keys, string(m.Body))
+				h.IDs = append(h.IDs, message.ID{DeliverAt: m.DeliverAt, Seq: uint64(h.Seqs[0])}.String())
 			}
 		}
 	case DDoneFlip:

@@ -174,9 +174,9 @@ func TestApplyAndUndo(t *testing.T) {
 		rec  int // which record to flip
 		want Held
 	}{
-		{"commitlog_schedule", DCommitlogFlip, 0, Held{What: "schedule", Keys: []string{"k1"}, Seqs: []int64{1000}}},
+		{"commitlog_schedule", DCommitlogFlip, 0, Held{What: "schedule", Keys: []string{"k1"}, Seqs: []int64{1000}, IDs: []string{message.ID{DeliverAt: 1, Seq: 1000}.String()}}},
 		{"commitlog_cancel", DCommitlogFlip, 1, Held{What: "cancel", CancelIDs: []string{message.ID{DeliverAt: 5, Seq: 1000}.String()}}},
-		{"sched_entry", DSchedFlip, 1, Held{What: "schedule entry", Keys: []string{"k4"}, Seqs: []int64{1100}}},
+		{"sched_entry", DSchedFlip, 1, Held{What: "schedule entry", Keys: []string{"k4"}, Seqs: []int64{1100}, IDs: []string{message.ID{DeliverAt: 1, Seq: 1100}.String()}}},
 		{"done_record", DDoneFlip, 0, Held{What: "done-record", Seqs: []int64{1000}}},
 		{"queue_message", DQueueLogFlip, 1, Held{What: "queue message", Keys: []string{"k4"}, IDs: []string{message.ID{DeliverAt: 7, Seq: 1100}.String()}}},
 		{"ack_names_the_acked_message", DQueueAckFlip, 1, Held{What: "ack", QueueOffsets: []int64{0}, Keys: []string{"k1"}}},

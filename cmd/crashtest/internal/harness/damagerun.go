@@ -325,7 +325,7 @@ func (r *runner) owed(ev Events, res Result) int {
 	al := damageAllowance(r.dmg.events, ev, r.dataDir, r.cfg.SegmentDuration)
 	n := 0
 	for _, k := range res.Pending {
-		if al.lose[k] == "" {
+		if al.owes(k) {
 			n++
 		}
 	}

@@ -68,14 +68,17 @@ type Schedule struct {
 	Poison bool `json:",omitempty"`
 }
 
-// Cancel is one Cancel call.
+// Cancel is one Cancel call, by ID or (ByKey) by the message's topic and
+// idempotency key (the harness's key: every message is scheduled with it).
 type Cancel struct {
-	Key, ID  string
+	Key, ID  string // ID: the ID named; "" when by key
 	Cycle    int
 	Sent     time.Time
 	Answered time.Time
 	Outcome  Outcome
 	Answer   CancelAnswer
+	ByKey    bool   `json:",omitempty"`
+	Topic    string `json:",omitempty"` // with ByKey
 }
 
 // Delivery is one message a consumer received.
@@ -96,6 +99,16 @@ type Delivery struct {
 	StreamSeq uint64    `json:",omitempty"` // stream sequence
 	DeliverAt time.Time `json:",omitempty"` // the Hourglass-Deliver-At header
 	Consumed  time.Time `json:",omitempty"` // when the harness's consumer got it
+	// RedriveOf is the dead letter a redriven copy was moved back from:
+	// the ID in its idempotency key "redrive:<ID>" (Redrive keys each copy
+	// so). "" for any other message.
+	RedriveOf string `json:",omitempty"`
+	// Schedule and Occurrence are the headers hourglass-schedule and
+	// hourglass-occurrence of a recurring schedule's occurrence ("" for
+	// the workload's own messages, whose Key is then not a harness key
+	// but the schedule's body).
+	Schedule   string `json:",omitempty"`
+	Occurrence string `json:",omitempty"`
 }
 
 // SettleKind is Ack or Nack.
@@ -116,6 +129,9 @@ type Settle struct {
 	Sent      time.Time
 	Answered  time.Time
 	Outcome   Outcome
+	// Sched names the recurring schedule of a settled occurrence ("" for
+	// the workload's own messages).
+	Sched string `json:",omitempty"`
 }
 
 // ReceiveFail is a Receive that failed in doubt (not refused): the server
@@ -164,6 +180,7 @@ type History struct {
 	settles    []Settle
 	rfails     []ReceiveFail
 	cuts       []Cut
+	operated   // reschedules, redrives, policies, recurring schedules (history_ops.go)
 }
 
 func (h *History) AddSchedule(s Schedule) {
@@ -175,6 +192,10 @@ func (h *History) AddCancel(c Cancel) { h.mu.Lock(); h.cancels = append(h.cancel
 func (h *History) AddDelivery(d Delivery) {
 	h.mu.Lock()
 	h.deliveries = append(h.deliveries, d)
+	if h.delivered == nil {
+		h.delivered = map[string]bool{}
+	}
+	h.delivered[d.Key] = true
 	h.mu.Unlock()
 }
 func (h *History) AddSettle(s Settle) { h.mu.Lock(); h.settles = append(h.settles, s); h.mu.Unlock() }
@@ -194,6 +215,13 @@ type Events struct {
 	// ReceiveFails are the Receives that failed in doubt.
 	ReceiveFails []ReceiveFail
 	Cuts         []Cut
+	Reschedules  []Reschedule   `json:",omitempty"`
+	Redrives     []Redrive      `json:",omitempty"`
+	Policies     []PolicyChange `json:",omitempty"`
+	ScheduleOps  []ScheduleOp   `json:",omitempty"`
+	// DrainFrom is when the final drain began (zero before): a recurring
+	// schedule alive then owes an occurrence at or after it.
+	DrainFrom time.Time `json:",omitempty"`
 }
 
 // Snapshot copies the events recorded so far.
@@ -207,27 +235,38 @@ func (h *History) Snapshot() Events {
 		Settles:      append([]Settle(nil), h.settles...),
 		ReceiveFails: append([]ReceiveFail(nil), h.rfails...),
 		Cuts:         append([]Cut(nil), h.cuts...),
+		Reschedules:  append([]Reschedule(nil), h.rescheds...),
+		Redrives:     append([]Redrive(nil), h.redrives...),
+		Policies:     append([]PolicyChange(nil), h.policies...),
+		ScheduleOps:  append([]ScheduleOp(nil), h.schedOps...),
+		DrainFrom:    h.drainFrom,
 	}
 }
 
-// OKSchedule returns a random acknowledged schedule's key and ID, for a
-// producer to cancel; pick gets the number of candidates and returns an
-// index. ok is false when there is none.
-func (h *History) OKSchedule(pick func(n int) int) (key, id string, ok bool) {
+// OKSchedule returns a random acknowledged schedule's key, topic and
+// current ID (the replacement of its last Reschedule answered
+// RESCHEDULED, else the ID Schedule answered), for a producer to cancel;
+// pick gets the number of candidates and returns an index. ok is false
+// when there is none.
+func (h *History) OKSchedule(pick func(n int) int) (key, topic, id string, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(h.schedules)
 	if n == 0 {
-		return "", "", false
+		return "", "", "", false
 	}
 	// Prefer recent ones: their delivery time is near, so the cancel races
 	// the firing. Look at most at the last 200.
 	lo := max(0, n-200)
 	s := h.schedules[lo+pick(n-lo)]
 	if s.Outcome != OK {
-		return "", "", false
+		return "", "", "", false
 	}
-	return s.Key, s.ID, true
+	id = s.ID
+	if m, ok := h.moved[s.Key]; ok {
+		id = m.id
+	}
+	return s.Key, s.Topic, id, true
 }
 
 // writeEvents saves every event as JSON, kept with the data directory so a

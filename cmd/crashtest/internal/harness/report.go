@@ -53,6 +53,18 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
 		row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
 		row("Receives in doubt", c.ReceiveInDoubt)
+		row("reschedules: rescheduled / other answers / in doubt / refused (by key; unjudged)", fmt.Sprintf("%d / %d / %d / %d (%d; %d)",
+			c.Rescheduled, c.RescheduleOther, c.RescheduleInDoubt, c.RescheduleRejected, c.RescheduleByKey, c.RescheduleUnjudged))
+		row("  violations: after / untruthful / in doubt, both / replacement lost", fmt.Sprintf("%d / %d / %d / %d",
+			s.kind(VAfterReschedule), s.kind(VRescheduleUntruthful), s.kind(VRescheduleBoth), s.kind(VRescheduledLost)))
+		row("cancels by key (of the cancels above; unjudged)", fmt.Sprintf("%d (%d)", c.CancelByKey, c.CancelByKeyUnjudged))
+		row("redrives: answered / in doubt; moved (answers) / copies delivered", fmt.Sprintf("%d / %d; %d / %d", c.RedriveCalls, c.RedriveInDoubt, c.Redriven, c.RedrivenCopies))
+		row("  also acked on the .dlq (allowed) / violations: twice / unfounded", fmt.Sprintf("%d / %d / %d", c.RedriveConsumed, s.kind(VRedrivenTwice), s.kind(VRedriveUnfounded)))
+		row("pauses / resumes / in doubt; delivered while paused (violation)", fmt.Sprintf("%d / %d / %d; %d", c.Paused, c.Resumed, c.PolicyInDoubt, c.DeliveredWhilePaused))
+		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))
+		row("  due before a delete or update answered, delivered after (allowed)", c.OccurrenceAfterEnd)
+		row("  violations: twice / skipped / after delete / after update / unexpected", fmt.Sprintf("%d / %d / %d / %d / %d",
+			c.OccurrenceTwice, c.OccurrenceSkipped, c.OccurrenceAfterDelete, c.OccurrenceAfterUpdate, c.OccurrenceUnexpected))
 		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 	}
 	row("calls by operation/protocol", mapString(s.Ops))
@@ -183,3 +195,7 @@ func msOrNone(v float64) string {
 	}
 	return fmt.Sprintf("%.0f ms", v)
 }
+
+// kind counts the violations of kind k the summary holds (all of them:
+// ViolationsByKind, not only the first 50 it lists).
+func (s *Summary) kind(k string) int { return s.ViolationsByKind[k] }

@@ -118,7 +118,7 @@ func (r *runner) progress(format string, a ...any) {
 func (r *runner) serverArgs() []string {
 	return []string{"--segment-duration", r.cfg.SegmentDuration.String(), "--fsync", r.cfg.Fsync,
 		"--delay-levels", delayLevelsFlag, "--max-attempts", fmt.Sprint(MaxAttempts), "--max-delay", "1d",
-		"--shutdown-timeout", "5s"}
+		"--shutdown-timeout", "5s", "--handoff-lead", HandoffLead.String()}
 }
 
 // startServer starts the server on the data directory and measures its
@@ -266,11 +266,21 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
 		wg.Go(func() { r.wl.consume(wctx, cons, cycle, i, rng, false) })
 	}
+	if r.wl.operate {
+		// A redriver, a pauser and the recurring schedules' manager, each
+		// with a generator of its own.
+		for i, fn := range []func(context.Context, lanes, int, *rand.Rand){r.wl.redriver, r.wl.pauser, r.wl.manageSchedules} {
+			rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x2000|uint64(i)))
+			wg.Go(func() { fn(wctx, prod, cycle, rng) })
+		}
+	}
 
 	// When to stop: anywhere, or aimed at a bucket boundary (rotation,
 	// firing of everything scheduled on the edge, retention of the bucket
-	// before) or at a preload (lead before a boundary), or in the middle of
-	// a ScheduleStream burst (killBurst).
+	// before) or at a preload (lead before a boundary), at the firing of
+	// the recurring schedules' occurrences (whole seconds: handed over up
+	// to HandoffLead early, their next occurrence armed a few ms later),
+	// or in the middle of a ScheduleStream burst (killBurst).
 	now := time.Now()
 	segMs := seg.Milliseconds()
 	min := now.Add(seg / 2)
@@ -290,6 +300,10 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 	case k < 8:
 		moment = "preload"
 		when = nextEdge(min.Add(lead).Add(time.Duration(r.rng.Int64N(int64(seg))))).Add(-lead + jitter)
+	case k < 9:
+		moment = "occurrence"
+		when = min.Add(time.Duration(r.rng.Int64N(int64(2 * seg)))).Truncate(time.Second).Add(time.Second)
+		when = when.Add(time.Duration(r.rng.IntN(31)-25) * time.Millisecond)
 	default:
 		moment = "in-stream"
 		when = min.Add(time.Duration(r.rng.Int64N(int64(2 * seg))))
@@ -380,6 +394,21 @@ func (r *runner) drain(ctx context.Context) error {
 		return errors.New("crashtest: no server to drain")
 	}
 	t0 := time.Now()
+	cons, conn, err := r.wl.dialLanes(r.srv.addr)
+	if err != nil {
+		r.srv.kill()
+		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
+	}
+	defer conn.Close()
+	if r.wl.operate {
+		// Nothing stays paused, and no recurring-schedule call in doubt.
+		octx, ostop := context.WithTimeout(ctx, r.cfg.DrainGrace)
+		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd8000))
+		r.wl.resumeAll(octx, cons, r.cfg.Cycles+1, rng)
+		r.wl.finishSchedules(octx, cons, r.cfg.Cycles+1, rng)
+		ostop()
+	}
+	r.hist.SetDrainFrom(time.Now())
 	ev := r.hist.Snapshot()
 	var last time.Time
 	for _, s := range ev.Schedules {
@@ -387,16 +416,15 @@ func (r *runner) drain(ctx context.Context) error {
 			last = s.NotBefore
 		}
 	}
+	for _, x := range ev.Reschedules {
+		if x.Outcome != Rejected && x.NotBefore.After(last) {
+			last = x.NotBefore
+		}
+	}
 	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
 	dctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	var wg sync.WaitGroup
-	cons, conn, err := r.wl.dialLanes(r.srv.addr)
-	if err != nil {
-		r.srv.kill()
-		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
-	}
-	defer conn.Close()
 	for i := range r.cfg.Consumers {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd0000|uint64(i)))
 		wg.Go(func() { r.wl.consume(dctx, cons, r.cfg.Cycles+1, i, rng, true) })
@@ -464,6 +492,10 @@ func (r *runner) finish(start time.Time) {
 		s.Damage.NoTarget = noTarget
 	}
 	s.ViolationCount = len(all)
+	s.ViolationsByKind = map[string]int{}
+	for _, v := range all {
+		s.ViolationsByKind[v.Kind]++
+	}
 	s.Failed = counting > 0
 	s.Violations = all[:min(len(all), 50)]
 	if len(r.recoveries) > 0 {

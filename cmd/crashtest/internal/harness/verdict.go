@@ -21,6 +21,12 @@ type Violation struct {
 	// Damage names the --damage that allows it (a loss or replay
 	// hourglass repair reported; see damagecheck.go), "" if none does.
 	Damage string `json:"allowed_by_damage,omitempty"`
+	// Occ is the time of the occurrence a violation of a recurring
+	// schedule concerns (its Key is then the definition's body).
+	Occ time.Time `json:"occurrence,omitempty"`
+	// Run is how many occurrences in a row a VOccurrenceSkipped spans,
+	// from Occ on.
+	Run int `json:"run,omitempty"`
 }
 
 // counts reports whether v fails a run under policy fsync.
@@ -106,6 +112,36 @@ type Counts struct {
 	// AfterDeadLetterRestart: handed out on its topic after its dead
 	// letter's ack, in a later server life than its first lease: allowed.
 	AfterDeadLetterRestart int `json:"after_dead_letter_restart"`
+	// Operating what is held (issue 21).
+	CancelByKey          int `json:"cancel_by_key"`          // Cancels by topic and key (of all answers)
+	CancelByKeyUnjudged  int `json:"cancel_by_key_unjudged"` // answered cancelled when a retry or a Reschedule in doubt may have been what the key named
+	Rescheduled          int `json:"rescheduled"`            // Reschedules answered RESCHEDULED
+	RescheduleOther      int `json:"reschedule_other"`       // answered already delivered, unknown or already cancelled
+	RescheduleInDoubt    int `json:"reschedule_in_doubt"`    // no answer: moved or not
+	RescheduleRejected   int `json:"reschedule_rejected"`    // refused (server down)
+	RescheduleByKey      int `json:"reschedule_by_key"`      // of all, by topic and key
+	RescheduleUnjudged   int `json:"reschedule_unjudged"`    // by key, moving an incarnation the history cannot name
+	RedriveCalls         int `json:"redrive_calls"`          // Redrives answered OK
+	RedriveInDoubt       int `json:"redrive_in_doubt"`       // Redrives cut short
+	Redriven             int `json:"redriven"`               // dead letters the answers said were moved
+	RedrivenCopies       int `json:"redriven_copies"`        // distinct copies delivered back on their topics
+	RedriveConsumed      int `json:"redrive_consumed"`       // copies whose dead letter a consumer also acked on the .dlq: allowed
+	Paused               int `json:"paused"`                 // pauses answered OK
+	Resumed              int `json:"resumed"`                // resumes answered OK
+	PolicyInDoubt        int `json:"policy_in_doubt"`        // pauses and resumes in doubt
+	DeliveredWhilePaused int `json:"delivered_while_paused"` // violation
+	// Recurring schedules (issue 22).
+	Schedules             int `json:"schedules"`               // created
+	ScheduleCalls         int `json:"schedule_calls"`          // create, update and delete attempts
+	ScheduleCallsInDoubt  int `json:"schedule_calls_in_doubt"` // attempts in doubt (tried again)
+	Occurrences           int `json:"occurrences"`             // distinct occurrences delivered
+	OccurrenceDeliveries  int `json:"occurrence_deliveries"`   // Receive results of occurrences
+	OccurrenceAfterEnd    int `json:"occurrence_after_end"`    // due before a delete or update answered, delivered after: allowed
+	OccurrenceTwice       int `json:"occurrence_twice"`        // violation
+	OccurrenceSkipped     int `json:"occurrence_skipped"`      // violation (or still owed)
+	OccurrenceAfterDelete int `json:"occurrence_after_delete"` // violation
+	OccurrenceAfterUpdate int `json:"occurrence_after_update"` // violation
+	OccurrenceUnexpected  int `json:"occurrence_unexpected"`   // violation
 }
 
 // Result is the verdict on a history.
@@ -142,4 +178,5 @@ type keyState struct {
 	cancels    []*Cancel
 	deliveries []*Delivery
 	settles    []*Settle
+	rescheds   []*Reschedule
 }

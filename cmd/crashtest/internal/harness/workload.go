@@ -52,20 +52,37 @@ func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix)
 type workload struct {
 	cfg    *Config
 	hist   *History
-	topics []string
+	topics []string // the producers' topics
 	hc     *http.Client
+	// operate: the workload reschedules, cancels by key, redrives, pauses
+	// topics and runs recurring schedules (not in cluster mode, whose
+	// nodes have no local engine or queue to operate).
+	operate bool
+	// consumed are the topics consumers receive from: the producers',
+	// the recurring schedules' (SchedTopic), and their dead-letter topics.
+	consumed []string
 
 	ops opCounts // calls by operation and protocol
 
 	mu       sync.Mutex
-	failures map[string]int // deliberate failures (nack, lease left to expire) per key; guarded by mu
+	failures map[string]int  // deliberate failures (nack, lease left to expire) per key; guarded by mu
+	paused   map[string]bool // topics a pause may hold (not yet resumed OK); guarded by mu
+	recur    *recurPlan      // the recurring schedules' calls (recurwork.go)
 }
 
 func newWorkload(cfg *Config, hist *History) *workload {
-	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{},
+	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{}, paused: map[string]bool{}, operate: !cfg.Cluster,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	for i := range cfg.Topics {
 		w.topics = append(w.topics, fmt.Sprintf("ct%d", i))
+	}
+	w.consumed = slices.Clone(w.topics)
+	if w.operate {
+		w.consumed = append(w.consumed, SchedTopic)
+		w.recur = newRecurPlan(cfg.Cycles)
+	}
+	for _, t := range slices.Clone(w.consumed) {
+		w.consumed = append(w.consumed, dlqTopic(t))
 	}
 	return w
 }
@@ -94,9 +111,10 @@ func (w *workload) fail(key string) bool {
 // backstop far above what a cycle does at the highest --rate.
 const maxLoopOps = 1_000_000
 
-// produce schedules and cancels until ctx ends, choosing per operation
-// (with rng) what to send and how: a Cancel, a ScheduleBatch of 2 to 8 or
-// a single Schedule, each unary over Connect or gRPC, or a burst on one
+// produce schedules, reschedules and cancels until ctx ends, choosing per
+// operation (with rng) what to send and how: a Reschedule (not in cluster
+// mode), a Cancel (by ID, or by topic and key), a ScheduleBatch of 2 to 8
+// or a single Schedule, each unary over Connect or gRPC, or a burst on one
 // ScheduleStream (streamBurst; not in cluster mode, whose lanes have no
 // gRPC).
 func (w *workload) produce(ctx context.Context, l lanes, cycle, id int, rng *rand.Rand) {
@@ -105,11 +123,13 @@ func (w *workload) produce(ctx context.Context, l lanes, cycle, id int, rng *ran
 	pause := time.Second / time.Duration(max(1, w.cfg.OpsPerSecond))
 	for op := 0; op < maxLoopOps && ctx.Err() == nil; op++ {
 		switch r := rng.IntN(100); {
-		case r < 8:
+		case r < 4 && w.operate:
+			w.reschedule(ctx, l, cycle, rng)
+		case r < 12:
 			w.cancel(ctx, l, cycle, rng)
-		case r < 22 && l.streams != nil:
+		case r < 26 && l.streams != nil:
 			w.streamBurst(ctx, l, cycle, id, &n, rng)
-		case r < 35:
+		case r < 39:
 			size := 2 + rng.IntN(7)
 			var reqs []*hourglassv1.ScheduleRequest
 			var recs []Schedule
@@ -252,17 +272,26 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 	return req, s
 }
 
-// cancel cancels a recently acknowledged message, over Connect or gRPC.
+// cancel cancels a recently acknowledged message, over Connect or gRPC,
+// by its current ID or (not in cluster mode) by its topic and key.
 func (w *workload) cancel(ctx context.Context, l lanes, cycle int, rng *rand.Rand) {
 	u := l.choose(rng)
-	key, id, ok := w.hist.OKSchedule(rng.IntN)
+	byKey := rng.IntN(5) < 2 && w.operate
+	key, topic, id, ok := w.hist.OKSchedule(rng.IntN)
 	if !ok {
 		return
 	}
-	w.count("cancel", u.proto)
 	x := Cancel{Key: key, ID: id, Cycle: cycle, Sent: time.Now()}
+	req := &hourglassv1.CancelRequest{Id: id}
+	if byKey {
+		w.count("cancel-key", u.proto)
+		x.ID, x.ByKey, x.Topic = "", true, topic
+		req = &hourglassv1.CancelRequest{Topic: topic, Key: key}
+	} else {
+		w.count("cancel", u.proto)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	res, err := u.Cancel(cctx, &hourglassv1.CancelRequest{Id: id})
+	res, err := u.Cancel(cctx, req)
 	cancel()
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	if x.Outcome == OK {
@@ -297,14 +326,16 @@ type turn struct {
 // messages outside a dead-letter topic, which it still nacks.
 func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *rand.Rand, drain bool) {
 	const longLease = 5 * time.Second
-	topics := slices.Clone(w.topics)
-	for _, t := range w.topics {
-		topics = append(topics, dlqTopic(t))
-	}
+	topics := w.consumed
 	for i := id; i < id+maxLoopOps && ctx.Err() == nil; i++ {
 		t := turn{topic: topics[i%len(topics)], cycle: cycle, drain: drain, lease: longLease}
 		t.dead = isDLQ(t.topic)
 		t.short = !drain && !t.dead && rng.IntN(100) < 15
+		if t.dead && !drain && w.operate && rng.IntN(2) == 0 {
+			// Dead letters wait longer between consumers' visits, so
+			// that the redriver finds some.
+			continue
+		}
 		if t.short {
 			t.lease = time.Duration(300+rng.IntN(500)) * time.Millisecond
 		}
@@ -346,8 +377,33 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 // on a stream, after the credit that allowed it was sent then) and
 // received at received.
 func delivery(m *hourglassv1.Message, cycle int, issued, received time.Time) Delivery {
-	return Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
+	d := Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
 		Receipt: m.Receipt, Cycle: cycle, Issued: issued, Received: received}
+	if k, ok := strings.CutPrefix(header(m, idempotencyHeader), redriveKeyPrefix); ok {
+		d.RedriveOf = k
+	}
+	d.Schedule, d.Occurrence = header(m, scheduleHeader), header(m, occurrenceHeader)
+	return d
+}
+
+// Headers the server sets that the harness reads (engine.IdempotencyHeader,
+// server.RedriveKeyPrefix, recur.ScheduleHeader and recur.OccurrenceHeader;
+// spelt out here: the harness believes the wire, not the server's code).
+const (
+	idempotencyHeader = "hourglass-idempotency-key"
+	redriveKeyPrefix  = "redrive:"
+	scheduleHeader    = "hourglass-schedule"
+	occurrenceHeader  = "hourglass-occurrence"
+)
+
+// header returns the value of m's header key, "" if none.
+func header(m *hourglassv1.Message, key string) string {
+	for _, h := range m.Headers {
+		if h.Key == key {
+			return h.Value
+		}
+	}
+	return ""
 }
 
 // decide says what the consumer does with m, received in turn t: settle
@@ -359,7 +415,9 @@ func (w *workload) decide(t turn, m *hourglassv1.Message, rng *rand.Rand) (kind 
 	key := string(m.Body)
 	r := rng.IntN(100)
 	switch {
-	case t.dead:
+	case t.dead, header(m, scheduleHeader) != "":
+		// Dead letters, and a recurring schedule's occurrences (each is
+		// to be delivered once, and acked at once), are acked.
 		return Ack, 0, true
 	case poisoned(m):
 		switch {
@@ -397,7 +455,7 @@ func poisoned(m *hourglassv1.Message) bool {
 // settle acks or nacks m by its receipt with a unary call over Connect or
 // gRPC, and records it.
 func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration, rng *rand.Rand) {
-	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle}
+	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
 	var err error
 	if kind == Ack {
 		u := l.pick("ack", rng)
