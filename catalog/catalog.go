@@ -217,17 +217,11 @@ func (c *Catalog) Scan(t Table, after []byte, n int, fn func(key, value []byte))
 		}
 	}
 	sortStrings(okeys)
-	count := 0
-	var last []byte
-	emit := func(k, v []byte) bool {
-		if count == n {
-			return false
-		}
-		fn(bytes.Clone(k), bytes.Clone(v))
-		last = bytes.Clone(k)
-		count++
-		return true
-	}
+	// The entries are collected in the read transaction and handed to fn
+	// after it: fn may take its time, and a long read transaction would
+	// hold up the writer's (bbolt remaps the file only without readers).
+	type kv struct{ k, v []byte }
+	var page []kv
 	more := false
 	err := c.db.View(func(tx *bolt.Tx) error {
 		cur := tx.Bucket([]byte(t)).Cursor()
@@ -258,17 +252,24 @@ func (c *Catalog) Scan(t Table, after []byte, n int, fn func(key, value []byte))
 			if val == nil {
 				continue // deleted
 			}
-			if !emit(key, val) {
+			if len(page) == n {
 				more = true
 				return nil
 			}
+			page = append(page, kv{bytes.Clone(key), bytes.Clone(val)})
 		}
 		return nil
 	})
-	if err != nil || !more {
+	if err != nil {
 		return nil, err
 	}
-	return last, nil
+	for _, e := range page {
+		fn(e.k, e.v)
+	}
+	if !more || len(page) == 0 {
+		return nil, nil
+	}
+	return page[len(page)-1].k, nil
 }
 
 // Sweep looks at up to n committed entries of t after after and stages

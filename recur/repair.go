@@ -9,34 +9,44 @@ import (
 )
 
 // RepairEvery is how often Run looks for schedules whose armed
-// occurrence is gone (a user cancelled it), and RepairAfter how far past
-// its time an armed occurrence must be before Run looks at it.
+// occurrence is gone, and RepairAfter how far past its time an armed
+// occurrence must be before Run looks at it (before that, it may just
+// be firing).
 const (
 	RepairEvery = time.Minute
-	RepairAfter = time.Minute
+	RepairAfter = 10 * time.Second
 )
 
-// Run arms the next occurrence of every schedule that has none armed:
-// one whose armed occurrence was cancelled by a user (the firing path
-// arms the next only of occurrences it delivers). It looks every
-// RepairEvery until ctx ends.
+// Run arms the next occurrence of every schedule that has none armed
+// that will fire: one whose armed occurrence a user cancelled (the firing
+// path arms the next only of occurrences it delivers), or one whose
+// arming record `hourglass repair` reported lost (its armed occurrence
+// was delivered, and what it armed next is gone). It looks once the
+// engine is ready, RepairAfter later, then every RepairEvery, until ctx
+// ends.
 func (s *Scheduler) Run(ctx context.Context) {
 	select {
 	case <-s.attached:
 	case <-ctx.Done():
 		return
 	}
-	t := time.NewTicker(RepairEvery)
-	defer t.Stop()
+	select {
+	case <-s.eng.Ready():
+	case <-ctx.Done():
+		return
+	}
+	wait := time.NewTimer(RepairAfter)
+	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-wait.C:
 		}
 		if err := s.Repair(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("recur: looking for schedules without an armed occurrence failed", "err", err)
 		}
+		wait.Reset(RepairEvery)
 	}
 }
 
@@ -44,18 +54,20 @@ func (s *Scheduler) Run(ctx context.Context) {
 func (s *Scheduler) Repair(ctx context.Context) error {
 	var after []byte
 	for {
-		var names []string
+		var defs []*Def
 		next, err := s.eng.ScanSettings(catalog.Schedules, after, 512, func(k, v []byte) {
-			d, err := DecodeDef(string(k), v)
-			if err == nil && s.orphaned(ctx, d) {
-				names = append(names, d.Name)
+			if d, err := DecodeDef(string(k), v); err == nil {
+				defs = append(defs, d)
 			}
 		})
 		if err != nil {
 			return err
 		}
-		for _, name := range names {
-			if err := s.rearm(ctx, name); err != nil {
+		for _, d := range defs {
+			if !s.orphaned(ctx, d) {
+				continue
+			}
+			if err := s.rearm(ctx, d.Name); err != nil {
 				return err
 			}
 		}
@@ -85,8 +97,11 @@ func (s *Scheduler) orphaned(ctx context.Context, d *Def) bool {
 	if !ok {
 		return true
 	}
+	// Pending or being handed over: it will fire and arm the next.
+	// Anything else (cancelled, delivered without arming the next: its
+	// arming record was lost) leaves the schedule without one.
 	f, err := s.eng.Get(ctx, id)
-	return err == nil && (f.State == engine.StateCancelled || f.State == engine.StateNotFound)
+	return err == nil && f.State != engine.StatePending && f.State != engine.StateDelivering
 }
 
 // rearm arms the next occurrence from now of the schedule name, if it

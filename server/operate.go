@@ -230,12 +230,21 @@ func (s *Server) redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*h
 }
 
 // redriveOne moves the dead letter d back to topic to; moved is false if
-// another caller took it meanwhile.
+// another caller (a consumer of the dead-letter topic, another Redrive)
+// took it meanwhile. It leases d first, so that no one else has it while
+// its copy is scheduled, then acks it; a copy scheduled before a crash is
+// found by its key and not scheduled twice.
 func (s *Server) redriveOne(ctx context.Context, eng *engine.Engine, d queue.Message, to string) (bool, error) {
-	key := RedriveKeyPrefix + d.ID.String()
-	if _, done, err := eng.Lookup(ctx, to, key); err != nil {
+	taken, err := s.q.Take(ctx, d.Topic, d.Offset, time.Minute)
+	if errors.Is(err, queue.ErrNotWaiting) {
+		return false, nil
+	}
+	if err != nil {
 		return false, err
-	} else if !done {
+	}
+	key := RedriveKeyPrefix + d.ID.String()
+	_, done, err := eng.Lookup(ctx, to, key)
+	if err == nil && !done {
 		origin := d.Origin
 		if origin.IsZero() {
 			origin = d.ID
@@ -248,15 +257,13 @@ func (s *Server) redriveOne(ctx context.Context, eng *engine.Engine, d queue.Mes
 			}
 			return false
 		})
-		if _, err := eng.Schedule(ctx, engine.Request{Topic: to, Headers: hs, Body: d.Body, Origin: origin, IdempotencyKey: key}); err != nil {
-			return false, err
-		}
-	}
-	taken, err := s.q.Take(ctx, d.Topic, d.Offset, time.Minute)
-	if errors.Is(err, queue.ErrNotWaiting) {
-		return false, nil
+		_, err = eng.Schedule(ctx, engine.Request{Topic: to, Headers: hs, Body: d.Body, Origin: origin, IdempotencyKey: key})
 	}
 	if err != nil {
+		// Given back as it was: another Redrive may move it.
+		if rerr := s.q.NackReceipt(ctx, d.Topic, taken.Receipt, queue.NackOptions{Release: true}); rerr != nil {
+			s.log.Warn("server: redrive: giving a dead letter back failed; its lease runs out", "topic", d.Topic, "id", d.ID, "err", rerr)
+		}
 		return false, err
 	}
 	return true, s.q.AckReceipt(ctx, d.Topic, taken.Receipt)
