@@ -1,13 +1,11 @@
 package main
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,14 +15,13 @@ import (
 
 // messageJSON is a stored message as get and list print it.
 type messageJSON struct {
-	ID         string            `json:"id"`
-	Topic      string            `json:"topic"`
-	DeliverAt  string            `json:"deliver_at"`
-	Attempt    uint32            `json:"attempt"`
-	OriginID   string            `json:"origin_id,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	ID        string            `json:"id"`
+	Topic     string            `json:"topic"`
+	DeliverAt string            `json:"deliver_at"`
+	Attempt   uint32            `json:"attempt"`
+	OriginID  string            `json:"origin_id,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	bodyJSON
 	// LeaseUntil: a leased message's in list --state leased.
 	LeaseUntil string          `json:"lease_until,omitempty"`
 	DeadLetter *deadLetterJSON `json:"dead_letter,omitempty"`
@@ -41,7 +38,7 @@ type deadLetterJSON struct {
 
 func newMessageJSON(m client.Scheduled) messageJSON {
 	j := messageJSON{ID: m.ID.String(), Topic: m.Topic, DeliverAt: m.DeliverAt.UTC().Format(rfc3339Nano),
-		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers}
+		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers, bodyJSON: newBodyJSON(m.Body)}
 	if !m.LeaseUntil.IsZero() {
 		j.LeaseUntil = m.LeaseUntil.UTC().Format(rfc3339Nano)
 	}
@@ -50,12 +47,6 @@ func newMessageJSON(m client.Scheduled) messageJSON {
 		if !dl.At.IsZero() {
 			j.DeadLetter.At = dl.At.UTC().Format(rfc3339Nano)
 		}
-	}
-	if utf8.Valid(m.Body) {
-		s := string(m.Body)
-		j.Body = &s
-	} else {
-		j.BodyBase64 = base64.StdEncoding.EncodeToString(m.Body)
 	}
 	return j
 }
@@ -169,11 +160,7 @@ func printMessage(w io.Writer, m *messageJSON) {
 	for k, v := range m.Headers {
 		fmt.Fprintf(w, "header:      %s=%s\n", k, v)
 	}
-	if m.Body != nil {
-		fmt.Fprintf(w, "body:        %q\n", *m.Body)
-	} else {
-		fmt.Fprintf(w, "body base64: %s\n", m.BodyBase64)
-	}
+	m.print(w)
 }
 
 func listCommand() *cli.Command {
@@ -286,11 +273,7 @@ func runList(c *cli.Context) error {
 				return err
 			}
 		} else {
-			body := j.BodyBase64
-			if j.Body != nil {
-				body = fmt.Sprintf("%q", *j.Body)
-			}
-			line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", body)
+			line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", j.text())
 			if j.LeaseUntil != "" {
 				line += " lease-until=" + j.LeaseUntil
 			}

@@ -3,13 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
@@ -188,10 +186,9 @@ an unreachable server is waited for, not an error.`,
 
 // recvLine is one line `hourglass recv` prints.
 type recvLine struct {
-	ID         string            `json:"id"`
-	Topic      string            `json:"topic"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	ID    string `json:"id"`
+	Topic string `json:"topic"`
+	bodyJSON
 	DeliverAt  string            `json:"deliver_at"`
 	ReceivedAt string            `json:"received_at"`
 	Attempt    int               `json:"attempt"`
@@ -207,17 +204,11 @@ const rfc3339Nano = "2006-01-02T15:04:05.000000000Z07:00"
 
 func newRecvLine(d client.Delivery) recvLine {
 	l := recvLine{
-		ID: d.ID.String(), Topic: d.Topic, Attempt: d.Attempt, Headers: d.Headers,
+		ID: d.ID.String(), Topic: d.Topic, bodyJSON: newBodyJSON(d.Body), Attempt: d.Attempt, Headers: d.Headers,
 		DeliverAt: d.DeliverAt.UTC().Format(rfc3339Nano), ReceivedAt: d.ReceivedAt.UTC().Format(rfc3339Nano),
 	}
 	if d.OriginID != d.ID {
 		l.OriginID = d.OriginID.String()
-	}
-	if utf8.Valid(d.Body) {
-		s := string(d.Body)
-		l.Body = &s
-	} else {
-		l.BodyBase64 = base64.StdEncoding.EncodeToString(d.Body)
 	}
 	return l
 }

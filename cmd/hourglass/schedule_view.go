@@ -3,7 +3,6 @@ package main
 // What schedule get and schedule list print.
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,26 +18,25 @@ import (
 
 // scheduleJSON is a schedule as get and list print it with --json.
 type scheduleJSON struct {
-	Name       string            `json:"name"`
-	Topic      string            `json:"topic"`
-	Spec       string            `json:"spec"`
-	TimeZone   string            `json:"time_zone"`
-	Misfire    string            `json:"misfire"`
-	Paused     bool              `json:"paused"`
-	Start      string            `json:"start,omitempty"`
-	End        string            `json:"end,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
-	Next       []string          `json:"next"`
-	ArmedID    string            `json:"armed_id,omitempty"`
-	Fired      int64             `json:"fired"`
+	Name     string            `json:"name"`
+	Topic    string            `json:"topic"`
+	Spec     string            `json:"spec"`
+	TimeZone string            `json:"time_zone"`
+	Misfire  string            `json:"misfire"`
+	Paused   bool              `json:"paused"`
+	Start    string            `json:"start,omitempty"`
+	End      string            `json:"end,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	bodyJSON
+	Next    []string `json:"next"`
+	ArmedID string   `json:"armed_id,omitempty"`
+	Fired   int64    `json:"fired"`
 }
 
 func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
 	s := in.Schedule
 	j := scheduleJSON{Name: s.Name, Topic: s.Topic, Spec: s.Spec, TimeZone: s.TimeZone, Misfire: string(s.Misfire), Paused: s.Paused,
-		Headers: s.Headers, Next: []string{}, ArmedID: in.Armed.String(), Fired: in.Fired}
+		Headers: s.Headers, bodyJSON: newBodyJSON(s.Body), Next: []string{}, ArmedID: in.Armed.String(), Fired: in.Fired}
 	if j.TimeZone == "" {
 		j.TimeZone = "UTC"
 	}
@@ -54,12 +51,6 @@ func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
 	}
 	for _, t := range in.Next {
 		j.Next = append(j.Next, t.UTC().Format(rfc3339Nano))
-	}
-	if utf8.Valid(s.Body) {
-		b := string(s.Body)
-		j.Body = &b
-	} else {
-		j.BodyBase64 = base64.StdEncoding.EncodeToString(s.Body)
 	}
 	return j
 }
@@ -213,10 +204,5 @@ func printSchedule(w io.Writer, j scheduleJSON, in client.ScheduleInfo) error {
 	for _, k := range slices.Sorted(maps.Keys(j.Headers)) {
 		fmt.Fprintf(w, "header:      %s=%s\n", k, j.Headers[k])
 	}
-	if j.Body == nil {
-		_, err = fmt.Fprintf(w, "body base64: %s\n", j.BodyBase64)
-		return err
-	}
-	_, err = fmt.Fprintf(w, "body:        %q\n", *j.Body)
-	return err
+	return j.print(w)
 }
