@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,6 +38,68 @@ func newClient(c *cli.Context) (*client.Client, error) {
 		return nil, commandError(c, "--addr %q: %v", addr, err)
 	}
 	return cl, nil
+}
+
+// withClient opens a client to the server of --addr, runs f with it and
+// closes it.
+func withClient(c *cli.Context, f func(*client.Client) error) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return f(cl)
+}
+
+// call makes the one call op of a command with a client to the server of
+// --addr. An error of op is prefixed with the command's name and ref,
+// what the command names ("schedule pause daily-report: ..."); with ref ""
+// it is returned as it is.
+func call[T any](c *cli.Context, ref string, op func(*client.Client, context.Context) (T, error)) (T, error) {
+	var v T
+	err := withClient(c, func(cl *client.Client) error {
+		var err error
+		v, err = op(cl, c.Context)
+		if err != nil && ref != "" {
+			return fmt.Errorf("%s %s: %w", commandName(c), ref, err)
+		}
+		return err
+	})
+	return v, err
+}
+
+// refAction is the Action of a command about one thing (a topic, a
+// schedule): arg reads its name from the command line (and may ask for
+// confirmation), op is the call about it, and print prints the answer.
+func refAction[T any](arg func(*cli.Context) (string, error), op func(*client.Client, context.Context, string) (T, error),
+	print func(c *cli.Context, ref string, answer T) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		ref, err := arg(c)
+		if err != nil {
+			return err
+		}
+		v, err := call(c, ref, func(cl *client.Client, ctx context.Context) (T, error) { return op(cl, ctx, ref) })
+		if err != nil {
+			return err
+		}
+		return print(c, ref, v)
+	}
+}
+
+// noAnswer is op of refAction for a call that answers only an error.
+func noAnswer(op func(*client.Client, context.Context, string) error) func(*client.Client, context.Context, string) (struct{}, error) {
+	return func(cl *client.Client, ctx context.Context, ref string) (struct{}, error) {
+		return struct{}{}, op(cl, ctx, ref)
+	}
+}
+
+// printDone is print of refAction for a call that answers nothing: it
+// prints "REF done".
+func printDone(done string) func(*cli.Context, string, struct{}) error {
+	return func(c *cli.Context, ref string, _ struct{}) error {
+		_, err := fmt.Fprintln(c.App.Writer, ref, done)
+		return err
+	}
 }
 
 const exitCodes = `
@@ -170,11 +233,11 @@ func runSend(c *cli.Context) error {
 		}
 		m.Body = body
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+	return withClient(c, func(cl *client.Client) error { return send(c, cl, m, n) })
+}
+
+// send schedules n copies of m and prints their IDs, in order.
+func send(c *cli.Context, cl *client.Client, m client.Message, n int) error {
 	ctx := c.Context
 	if n == 1 {
 		id, err := cl.Schedule(ctx, m)
@@ -288,22 +351,19 @@ error, after the lines of the IDs before it.`,
 			if err != nil {
 				return err
 			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			for _, t := range ts {
-				if t.err != nil {
-					return fmt.Errorf("cancel %s: %w", t.name, t.err)
+			return withClient(c, func(cl *client.Client) error {
+				for _, t := range ts {
+					if t.err != nil {
+						return fmt.Errorf("cancel %s: %w", t.name, t.err)
+					}
+					r, err := cl.Cancel(c.Context, t.ref)
+					if err != nil {
+						return fmt.Errorf("cancel %s: %w", t.name, err)
+					}
+					fmt.Fprintln(c.App.Writer, t.name, r)
 				}
-				r, err := cl.Cancel(c.Context, t.ref)
-				if err != nil {
-					return fmt.Errorf("cancel %s: %w", t.name, err)
-				}
-				fmt.Fprintln(c.App.Writer, t.name, r)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 }
@@ -434,12 +494,7 @@ func runStats(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	st, err := cl.Stats(c.Context)
+	st, err := call(c, "", (*client.Client).Stats)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,14 +108,9 @@ func runGet(c *cli.Context) error {
 	if t.err != nil {
 		return fmt.Errorf("get %s: %w", t.name, t.err)
 	}
-	cl, err := newClient(c)
+	f, err := call(c, t.name, func(cl *client.Client, ctx context.Context) (client.Found, error) { return cl.Get(ctx, t.ref) })
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	f, err := cl.Get(c.Context, t.ref)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", t.name, err)
 	}
 	j := getJSON{ID: t.name, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic,
 		RescheduledTo: f.RescheduledTo.String()}
@@ -256,35 +252,32 @@ func runList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	enc := json.NewEncoder(c.App.Writer)
-	n, limit := 0, c.Int("limit")
-	for m, err := range cl.List(c.Context, topic, client.ListOptions{State: state, From: from, To: to, PageSize: c.Int("page-size")}) {
-		if err != nil {
-			return fmt.Errorf("list %s: %w", topic, err)
-		}
-		j := newMessageJSON(m)
-		if c.Bool("json") {
-			if err := enc.Encode(j); err != nil {
-				return err
+	return withClient(c, func(cl *client.Client) error {
+		enc := json.NewEncoder(c.App.Writer)
+		n, limit := 0, c.Int("limit")
+		for m, err := range cl.List(c.Context, topic, client.ListOptions{State: state, From: from, To: to, PageSize: c.Int("page-size")}) {
+			if err != nil {
+				return fmt.Errorf("list %s: %w", topic, err)
 			}
-		} else {
-			line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", j.text())
-			if j.LeaseUntil != "" {
-				line += " lease-until=" + j.LeaseUntil
+			j := newMessageJSON(m)
+			if c.Bool("json") {
+				if err := enc.Encode(j); err != nil {
+					return err
+				}
+			} else {
+				line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", j.text())
+				if j.LeaseUntil != "" {
+					line += " lease-until=" + j.LeaseUntil
+				}
+				if dl := j.DeadLetter; dl != nil {
+					line += fmt.Sprintf(" reason=%s origin=%s attempts=%d error=%q", dl.Reason, dl.OriginTopic, dl.Attempts, dl.LastError)
+				}
+				fmt.Fprintln(c.App.Writer, line)
 			}
-			if dl := j.DeadLetter; dl != nil {
-				line += fmt.Sprintf(" reason=%s origin=%s attempts=%d error=%q", dl.Reason, dl.OriginTopic, dl.Attempts, dl.LastError)
+			if n++; limit > 0 && n >= limit {
+				break
 			}
-			fmt.Fprintln(c.App.Writer, line)
 		}
-		if n++; limit > 0 && n >= limit {
-			break
-		}
-	}
-	return nil
+		return nil
+	})
 }

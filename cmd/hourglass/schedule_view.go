@@ -3,6 +3,7 @@ package main
 // What schedule get and schedule list print.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -90,34 +91,31 @@ With --json it prints one JSON object per schedule and line instead, as
 			if c.NArg() > 0 {
 				return commandError(c, "takes no arguments, got %q", c.Args().Slice())
 			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			enc := json.NewEncoder(c.App.Writer)
-			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			if !c.Bool("json") {
-				fmt.Fprintln(w, "name\ttopic\tspec\tzone\tnext\tpaused\tfired")
-			}
-			for in, err := range cl.ListSchedules(c.Context, client.ListSchedulesOptions{Topic: c.String("topic")}) {
-				if err != nil {
-					return fmt.Errorf("schedule list: %w", err)
+			return withClient(c, func(cl *client.Client) error {
+				enc := json.NewEncoder(c.App.Writer)
+				w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				if !c.Bool("json") {
+					fmt.Fprintln(w, "name\ttopic\tspec\tzone\tnext\tpaused\tfired")
 				}
-				j := newScheduleJSON(in)
-				if c.Bool("json") {
-					if err := enc.Encode(j); err != nil {
-						return err
+				for in, err := range cl.ListSchedules(c.Context, client.ListSchedulesOptions{Topic: c.String("topic")}) {
+					if err != nil {
+						return fmt.Errorf("schedule list: %w", err)
 					}
-					continue
+					j := newScheduleJSON(in)
+					if c.Bool("json") {
+						if err := enc.Encode(j); err != nil {
+							return err
+						}
+						continue
+					}
+					next := "-"
+					if len(j.Next) > 0 {
+						next = j.Next[0]
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Topic, j.Spec, j.TimeZone, next, yesNo(j.Paused), j.Fired)
 				}
-				next := "-"
-				if len(j.Next) > 0 {
-					next = j.Next[0]
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Topic, j.Spec, j.TimeZone, next, yesNo(j.Paused), j.Fired)
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -159,14 +157,11 @@ func runScheduleGet(c *cli.Context) error {
 	if n < 1 || n > client.MaxNextTimes {
 		return commandError(c, "--next %d: from 1 to %d", n, client.MaxNextTimes)
 	}
-	cl, err := newClient(c)
+	in, err := call(c, name, func(cl *client.Client, ctx context.Context) (client.ScheduleInfo, error) {
+		return cl.GetSchedule(ctx, name, n)
+	})
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	in, err := cl.GetSchedule(c.Context, name, n)
-	if err != nil {
-		return fmt.Errorf("schedule get %s: %w", name, err)
 	}
 	j := newScheduleJSON(in)
 	if c.Bool("json") {
