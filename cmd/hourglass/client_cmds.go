@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -153,18 +154,16 @@ With --count above 1 the messages go through the client's batching producer
       --header content-type=application/json --body-file order.json
   gzip -c report.csv | hourglass send --topic reports --now --body-file -
 ` + exitCodes,
-		Flags: clientFlags(
+		Flags: clientFlags(slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"},
 			&cli.StringFlag{Name: "delay", Usage: "deliver after this `DURATION` (ms, s, m, h, d, y)"},
 			&cli.StringFlag{Name: "at", Usage: "deliver at this `TIME` (RFC 3339, such as 2030-01-02T09:00:00Z)"},
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
-			&cli.StringFlag{Name: "body", Usage: "message body `TEXT`"},
-			&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
-			&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE` (repeatable)"},
+		}, bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
-		),
+		})...),
 		OnUsageError: usageError,
 		Action:       runSend,
 	}
@@ -174,7 +173,7 @@ func runSend(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q; the body goes in --body", c.Args().Slice())
 	}
-	m := client.Message{Topic: c.String("topic"), Body: []byte(c.String("body")), IdempotencyKey: c.String("key")}
+	m := client.Message{Topic: c.String("topic"), IdempotencyKey: c.String("key")}
 	if m.Topic == "" {
 		return commandError(c, "--topic is missing")
 	}
@@ -223,16 +222,11 @@ func runSend(c *cli.Context) error {
 	if n > 1 && m.IdempotencyKey != "" {
 		return commandError(c, "--key with --count %d: a key names one message, and the %d would all get the first one's ID; send them one at a time, each with its own --key", n, n)
 	}
-	if c.IsSet("body-file") {
-		if c.IsSet("body") {
-			return commandError(c, "--body and --body-file: give one of them")
-		}
-		body, err := readBodyFile(c)
-		if err != nil {
-			return err
-		}
-		m.Body = body
+	body, _, err := bodyOfFlags(c)
+	if err != nil {
+		return err
 	}
+	m.Body = body
 	return withClient(c, func(cl *client.Client) error { return send(c, cl, m, n) })
 }
 
@@ -271,6 +265,33 @@ func send(c *cli.Context, cl *client.Client, m client.Message, n int) error {
 		fmt.Fprintln(c.App.Writer, id)
 	}
 	return ctx.Err()
+}
+
+// bodyFlags are the flags of a message's body and headers: send's, and
+// those of schedule create and update for each occurrence (whose).
+func bodyFlags(whose string) []cli.Flag {
+	of, to := "", ""
+	if whose != "" {
+		of, to = " of "+whose, " to "+whose
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "body", Usage: "message body `TEXT`" + of},
+		&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
+		&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE`" + to + " (repeatable)"},
+	}
+}
+
+// bodyOfFlags returns the body --body or --body-file gives, and whether
+// one of them is given.
+func bodyOfFlags(c *cli.Context) ([]byte, bool, error) {
+	switch {
+	case c.IsSet("body") && c.IsSet("body-file"):
+		return nil, false, commandError(c, "--body and --body-file: give one of them")
+	case c.IsSet("body-file"):
+		b, err := readBodyFile(c)
+		return b, err == nil, err
+	}
+	return []byte(c.String("body")), c.IsSet("body"), nil
 }
 
 // readBodyFile reads --body-file: a file, or "-" for the app's stdin.

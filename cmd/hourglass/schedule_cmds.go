@@ -51,19 +51,17 @@ time. A NAME is 1 to 160 ASCII letters, digits, '.', '_' and '-'.`
 // scheduleFlags are the flags of schedule create and update: the fields
 // of a schedule.
 func scheduleFlags() []cli.Flag {
-	return clientFlags(
+	return clientFlags(slices.Concat([]cli.Flag{
 		&cli.StringFlag{Name: "topic", Usage: "deliver each occurrence to `TOPIC`"},
 		&cli.StringFlag{Name: "spec", Usage: "when: a cron `SPEC` of 5 or 6 fields, \"@every 90s\", or @hourly, @daily, @weekly, @monthly, @yearly"},
 		&cli.StringFlag{Name: "tz", Usage: "read the spec in the IANA time `ZONE` (such as Europe/Berlin); UTC when not given"},
-		&cli.StringFlag{Name: "body", Usage: "message body `TEXT` of each occurrence"},
-		&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
-		&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE` to each occurrence (repeatable)"},
+	}, bodyFlags("each occurrence"), []cli.Flag{
 		&cli.StringFlag{Name: "start", Usage: "deliver no occurrence before `TIME` (RFC 3339, or a duration from now such as 1h)"},
 		&cli.StringFlag{Name: "end", Usage: "deliver no occurrence after `TIME` (RFC 3339, or a duration from now such as 30d)"},
 		&cli.StringFlag{Name: "misfire", Usage: "what to do with occurrences missed while the server was down: `POLICY` fire-latest (the default), fire-all or skip"},
 		&cli.BoolFlag{Name: "paused", Usage: "create it paused (update: --paused pauses it, --paused=false resumes it)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
-	)
+	})...)
 }
 
 // schedulePatch is what the flags of create and update set, to apply to a
@@ -86,17 +84,11 @@ func patchOfFlags(c *cli.Context) (schedulePatch, error) {
 			p = append(p, func(s *client.RecurringSchedule) { set(s, v) })
 		}
 	}
-	switch {
-	case c.IsSet("body") && c.IsSet("body-file"):
-		return nil, commandError(c, "--body and --body-file: give one of them")
-	case c.IsSet("body"):
-		b := []byte(c.String("body"))
-		p = append(p, func(s *client.RecurringSchedule) { s.Body = b })
-	case c.IsSet("body-file"):
-		b, err := readBodyFile(c)
-		if err != nil {
-			return nil, err
-		}
+	b, set, err := bodyOfFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	if set {
 		p = append(p, func(s *client.RecurringSchedule) { s.Body = b })
 	}
 	if c.IsSet("header") {
