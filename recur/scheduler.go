@@ -114,6 +114,14 @@ func (s *Scheduler) store(ctx context.Context, d *Def, reqs []engine.Request) er
 
 // Create stores d and arms its first occurrence; it returns when that is.
 func (s *Scheduler) Create(ctx context.Context, d *Def) (time.Time, error) {
+	return s.put(ctx, d, false)
+}
+
+// put stores d, a new schedule or (update) in place of the stored one of
+// its name, and arms its next occurrence unless it is paused; it returns
+// when that is. An update keeps the stored one's paused state and
+// counters, and cancels its armed occurrence.
+func (s *Scheduler) put(ctx context.Context, d *Def, update bool) (time.Time, error) {
 	sp, err := s.check(d)
 	if err != nil {
 		return time.Time{}, err
@@ -121,19 +129,31 @@ func (s *Scheduler) Create(ctx context.Context, d *Def) (time.Time, error) {
 	mu := s.lock(d.Name)
 	mu.Lock()
 	defer mu.Unlock()
-	if _, err := s.load(d.Name); err == nil {
+	old, err := s.load(d.Name)
+	switch {
+	case update && err != nil:
+		return time.Time{}, err
+	case update:
+		d.CreatedMs, d.Paused, d.FiredMs, d.Fired = old.CreatedMs, old.Paused, old.FiredMs, old.Fired
+	case err == nil:
 		return time.Time{}, fmt.Errorf("%w: %q (update it, or delete it first)", ErrExists, d.Name)
-	} else if !errors.Is(err, ErrNotFound) {
+	case !errors.Is(err, ErrNotFound):
 		return time.Time{}, err
 	}
 	now := s.eng.Now()
-	d.CreatedMs, d.ArmedMs, d.FiredMs, d.Fired, d.Missed, d.Ended = now.UnixMilli(), 0, 0, 0, 0, false
+	if !update {
+		d.CreatedMs, d.FiredMs, d.Fired = now.UnixMilli(), 0, 0
+	}
+	d.ArmedMs, d.Missed, d.Ended = 0, 0, false
 	var reqs []engine.Request
 	if !d.Paused {
 		reqs = d.armNext(sp, now)
 	}
 	if err := s.store(ctx, d, reqs); err != nil {
 		return time.Time{}, err
+	}
+	if update {
+		s.cancelArmed(ctx, old)
 	}
 	return armedTime(d), nil
 }
@@ -171,28 +191,7 @@ func (s *Scheduler) check(d *Def) (*Spec, error) {
 // paused state and counters: its armed occurrence is cancelled and the
 // next one of the new definition armed.
 func (s *Scheduler) Update(ctx context.Context, d *Def) (time.Time, error) {
-	sp, err := s.check(d)
-	if err != nil {
-		return time.Time{}, err
-	}
-	mu := s.lock(d.Name)
-	mu.Lock()
-	defer mu.Unlock()
-	old, err := s.load(d.Name)
-	if err != nil {
-		return time.Time{}, err
-	}
-	d.CreatedMs, d.Paused, d.FiredMs, d.Fired, d.Missed = old.CreatedMs, old.Paused, old.FiredMs, old.Fired, 0
-	d.ArmedMs, d.Ended = 0, false
-	var reqs []engine.Request
-	if !d.Paused {
-		reqs = d.armNext(sp, s.eng.Now())
-	}
-	if err := s.store(ctx, d, reqs); err != nil {
-		return time.Time{}, err
-	}
-	s.cancelArmed(ctx, old)
-	return armedTime(d), nil
+	return s.put(ctx, d, true)
 }
 
 // cancelArmed cancels d's armed occurrence, if any. One being delivered
