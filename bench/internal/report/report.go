@@ -201,15 +201,15 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, x := range g {
 			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.System.Label(), short(x.System),
-				fmtInt(x.median(func(r workload.Result) float64 { return r.ProducePerSec })),
-				ratio(g, x, func(r workload.Result) float64 { return r.ProducePerSec }),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessP50) })),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessP99) })),
-				ratio(g, x, func(r workload.Result) float64 { return ms(r.LatenessP99) }),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessMax) })),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Early) }),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Lost) }),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Duplicates) }),
+				fmtInt(x.median(producePerSec)),
+				ratio(g, x, producePerSec),
+				fmtMs(x.median(latenessP50)),
+				fmtMs(x.median(latenessP99)),
+				ratio(g, x, latenessP99),
+				fmtMs(x.median(latenessMax)),
+				x.each(early),
+				x.each(lost),
+				x.each(duplicates),
 				x.complete())
 		}
 		p("\n(early, lost and duplicates list every repetition.)\n\n")
@@ -228,12 +228,12 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 			p("| %s | %s | %.2f s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.System.Label(), short(x.System),
 				x.median(func(r workload.Result) float64 { return r.DrainSeconds }),
 				ratio(g, x, func(r workload.Result) float64 { return r.DrainSeconds }),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessP50) })),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessP99) })),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessMax) })),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Early) }),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Lost) }),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Duplicates) }),
+				fmtMs(x.median(latenessP50)),
+				fmtMs(x.median(latenessP99)),
+				fmtMs(x.median(latenessMax)),
+				x.each(early),
+				x.each(lost),
+				x.each(duplicates),
 				x.each(func(r workload.Result) string { return yesNo(r.LateProduction) }),
 				x.complete())
 		}
@@ -257,7 +257,7 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		diskPer := per(func(r workload.Result) int64 { return r.DiskAfter }, func(r workload.Result) int64 { return r.DiskBefore })
 		for _, x := range g {
 			p("| %s | %s | %s | %s | %.0f | %.0f | %s | %.0f | %s | %s | %s | %.0f | %s | %s |\n", x.System.Label(), short(x.System),
-				fmtInt(x.median(func(r workload.Result) float64 { return r.ProducePerSec })),
+				fmtInt(x.median(producePerSec)),
 				mib(x.median(func(r workload.Result) float64 { return float64(r.RSSAfter) })),
 				x.median(rssPer), x.median(anonPer),
 				mib(x.median(func(r workload.Result) float64 { return float64(r.PSSAfter) })),
@@ -284,16 +284,25 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		p("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, x := range g {
 			p("| %s | %s | %s | %s | %s | %s | %.2f s | %s | %s |\n", x.System.Label(), short(x.System), x.System.Delivery,
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Lost) }),
-				x.each(func(r workload.Result) string { return fmt.Sprint(r.Duplicates) }),
+				x.each(lost),
+				x.each(duplicates),
 				x.each(func(r workload.Result) string { return fmt.Sprint(r.UnackedDelivered) }),
 				x.median(func(r workload.Result) float64 { return r.DowntimeSeconds }),
-				fmtMs(x.median(func(r workload.Result) float64 { return ms(r.LatenessP99) })),
+				fmtMs(x.median(latenessP99)),
 				x.complete())
 		}
 		p("\n(lost, duplicates and delivered-unacknowledged list every repetition.)\n\n")
 	}
 }
+
+// The columns the tables share, as functions of one run's result.
+func producePerSec(r workload.Result) float64 { return r.ProducePerSec }
+func latenessP50(r workload.Result) float64   { return ms(r.LatenessP50) }
+func latenessP99(r workload.Result) float64   { return ms(r.LatenessP99) }
+func latenessMax(r workload.Result) float64   { return ms(r.LatenessMax) }
+func early(r workload.Result) string          { return fmt.Sprint(r.Early) }
+func lost(r workload.Result) string           { return fmt.Sprint(r.Lost) }
+func duplicates(r workload.Result) string     { return fmt.Sprint(r.Duplicates) }
 
 func yesNo(b bool) string {
 	if b {
