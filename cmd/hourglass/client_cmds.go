@@ -71,9 +71,9 @@ func call[T any](c *cli.Context, ref string, op func(*client.Client, context.Con
 
 // refAction is the Action of a command about one thing (a topic, a
 // schedule): arg reads its name from the command line (and may ask for
-// confirmation), op is the call about it, and print prints the answer.
+// confirmation), op is the call about it, and show prints the answer.
 func refAction[T any](arg func(*cli.Context) (string, error), op func(*client.Client, context.Context, string) (T, error),
-	print func(c *cli.Context, ref string, answer T) error) cli.ActionFunc {
+	show func(c *cli.Context, ref string, answer T) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
 		ref, err := arg(c)
 		if err != nil {
@@ -83,7 +83,7 @@ func refAction[T any](arg func(*cli.Context) (string, error), op func(*client.Cl
 		if err != nil {
 			return err
 		}
-		return print(c, ref, v)
+		return show(c, ref, v)
 	}
 }
 
@@ -94,7 +94,7 @@ func noAnswer(op func(*client.Client, context.Context, string) error) func(*clie
 	}
 }
 
-// printDone is print of refAction for a call that answers nothing: it
+// printDone is show of refAction for a call that answers nothing: it
 // prints "REF done".
 func printDone(done string) func(*cli.Context, string, struct{}) error {
 	return func(c *cli.Context, ref string, _ struct{}) error {
