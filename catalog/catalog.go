@@ -225,12 +225,7 @@ func (c *Catalog) Scan(t Table, after []byte, n int, fn func(key, value []byte))
 	more := false
 	err := c.db.View(func(tx *bolt.Tx) error {
 		cur := tx.Bucket([]byte(t)).Cursor()
-		var k, v []byte
-		if after == nil {
-			k, v = cur.First()
-		} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
-			k, v = cur.Next()
-		}
+		k, v := seekAfter(cur, after)
 		oi := 0
 		for k != nil || oi < len(okeys) {
 			var key, val []byte
@@ -272,6 +267,18 @@ func (c *Catalog) Scan(t Table, after []byte, n int, fn func(key, value []byte))
 	return page[len(page)-1].k, nil
 }
 
+// seekAfter moves cur to the first key after after, or to the first key
+// when after is nil, and returns it (nil at the end).
+func seekAfter(cur *bolt.Cursor, after []byte) (k, v []byte) {
+	if after == nil {
+		return cur.First()
+	}
+	if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+		return cur.Next()
+	}
+	return k, v
+}
+
 // Sweep looks at up to n committed entries of t after after and stages
 // the removal of those dead says are dead (and that nothing staged
 // changed since). It returns where to go on (nil: from the start, the
@@ -281,12 +288,7 @@ func (c *Catalog) Sweep(t Table, after []byte, n int, dead func(key, value []byt
 	var next []byte
 	err := c.db.View(func(tx *bolt.Tx) error {
 		cur := tx.Bucket([]byte(t)).Cursor()
-		var k, v []byte
-		if after == nil {
-			k, v = cur.First()
-		} else if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
-			k, v = cur.Next()
-		}
+		k, v := seekAfter(cur, after)
 		var last []byte
 		for i := 0; k != nil; i++ {
 			if i == n {

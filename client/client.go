@@ -275,10 +275,7 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	if set > 1 {
 		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
-	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey}
-	for k, v := range m.Headers {
-		r.Headers = append(r.Headers, &hourglassv1.Header{Key: k, Value: v})
-	}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, Headers: headersProto(m.Headers)}
 	switch {
 	case m.Delay < 0:
 		return nil, fmt.Errorf("%w: Delay %v is negative; use 0 (or nothing) for now", ErrInvalidMessage, m.Delay)
@@ -406,4 +403,25 @@ func (c *Client) Time(ctx context.Context) (time.Time, error) {
 		return time.Time{}, wrap("Time", err)
 	}
 	return res.Now.AsTime(), nil
+}
+
+// headersProto is headers in the API's form.
+func headersProto(headers map[string]string) []*hourglassv1.Header {
+	var out []*hourglassv1.Header
+	for k, v := range headers {
+		out = append(out, &hourglassv1.Header{Key: k, Value: v})
+	}
+	return out
+}
+
+// headersOf is the map of the API's headers; nil for none.
+func headersOf(hs []*hourglassv1.Header) map[string]string {
+	if len(hs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		m[h.Key] = h.Value
+	}
+	return m
 }

@@ -53,18 +53,11 @@ func delivery(m *hourglassv1.Message) Delivery {
 	// whatever its ID.
 	id, _ := ParseID(m.Id)
 	origin, _ := ParseID(m.OriginId)
-	d := Delivery{
+	return Delivery{
 		ID: id, OriginID: origin, Topic: m.Topic, Body: m.Body, Attempt: int(m.Attempt), Receipt: m.Receipt,
 		DeliverAt: m.DeliverAt.AsTime(), ReceivedAt: m.ReceivedAt.AsTime(), LeaseExpiresAt: m.LeaseExpiresAt.AsTime(),
-		DeadLetter: deadLetterOf(m.DeadLetter),
+		DeadLetter: deadLetterOf(m.DeadLetter), Headers: headersOf(m.Headers),
 	}
-	if len(m.Headers) > 0 {
-		d.Headers = make(map[string]string, len(m.Headers))
-		for _, h := range m.Headers {
-			d.Headers[h.Key] = h.Value
-		}
-	}
-	return d
 }
 
 // ReceiveOptions shape one Receive call.

@@ -104,11 +104,7 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 		cancel()
 		return err
 	}
-	cs.mu.Lock()
-	old := cs.cur
-	cs.cur = s
-	cs.mu.Unlock()
-	if old != nil {
+	if old := cs.swapCur(s); old != nil {
 		old.cancel()
 	}
 	// The reader; in is read to its end, by this loop or by drain.

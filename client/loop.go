@@ -48,6 +48,15 @@ type consumeState struct {
 	noExtend atomic.Bool // the server answered Extend with Unimplemented
 }
 
+// swapCur makes s the open stream and returns the one before it.
+func (cs *consumeState) swapCur(s *cstream) *cstream {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	old := cs.cur
+	cs.cur = s
+	return old
+}
+
 // held is a delivery, the stream it came on and when it came (this
 // machine's clock).
 type held struct {
@@ -138,11 +147,7 @@ func (cs *consumeState) run(ctx context.Context) error {
 	close(outcomes)
 	cs.runMu.Unlock()
 	<-settled
-	cs.mu.Lock()
-	cur := cs.cur
-	cs.cur = nil
-	cs.mu.Unlock()
-	if cur != nil {
+	if cur := cs.swapCur(nil); cur != nil {
 		// The server answers every settle it has read before it ends the
 		// stream; cancelling it sooner could drop the last settles.
 		cur.closeSend()

@@ -85,12 +85,7 @@ func scheduledOf(m *hourglassv1.Message) Scheduled {
 	if m.LeaseExpiresAt != nil {
 		s.LeaseUntil = m.LeaseExpiresAt.AsTime()
 	}
-	if len(m.Headers) > 0 {
-		s.Headers = make(map[string]string, len(m.Headers))
-		for _, h := range m.Headers {
-			s.Headers[h.Key] = h.Value
-		}
-	}
+	s.Headers = headersOf(m.Headers)
 	return s
 }
 

@@ -101,10 +101,8 @@ type ScheduleInfo struct {
 
 // proto checks s and builds its protobuf form.
 func (s *RecurringSchedule) proto() (*hourglassv1.RecurringSchedule, error) {
-	out := &hourglassv1.RecurringSchedule{Name: s.Name, Topic: s.Topic, Spec: s.Spec, Body: s.Body, TimeZone: s.TimeZone, Paused: s.Paused}
-	for k, v := range s.Headers {
-		out.Headers = append(out.Headers, &hourglassv1.Header{Key: k, Value: v})
-	}
+	out := &hourglassv1.RecurringSchedule{Name: s.Name, Topic: s.Topic, Spec: s.Spec, Body: s.Body, TimeZone: s.TimeZone, Paused: s.Paused,
+		Headers: headersProto(s.Headers)}
 	if !s.Start.IsZero() {
 		out.Start = timestamppb.New(s.Start)
 	}
@@ -130,13 +128,8 @@ func recurringOf(m *hourglassv1.RecurringSchedule) RecurringSchedule {
 	if m == nil {
 		return RecurringSchedule{}
 	}
-	s := RecurringSchedule{Name: m.Name, Topic: m.Topic, Spec: m.Spec, TimeZone: m.TimeZone, Body: m.Body, Paused: m.Paused, Misfire: MisfireLatest}
-	if len(m.Headers) > 0 {
-		s.Headers = make(map[string]string, len(m.Headers))
-		for _, h := range m.Headers {
-			s.Headers[h.Key] = h.Value
-		}
-	}
+	s := RecurringSchedule{Name: m.Name, Topic: m.Topic, Spec: m.Spec, TimeZone: m.TimeZone, Body: m.Body, Paused: m.Paused, Misfire: MisfireLatest,
+		Headers: headersOf(m.Headers)}
 	if m.Start != nil {
 		s.Start = m.Start.AsTime()
 	}

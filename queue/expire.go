@@ -72,25 +72,22 @@ func (t *topic) expire() {
 	if n > maxExpiryLines {
 		q.opts.Logger.Info("queue: more leases expired", "topic", t.name, "more", n-maxExpiryLines)
 	}
-	for _, l := range dead {
-		// The worker holds t until its counters are updated. Holding
-		// cannot fail: t has settling leases, so it is not retired.
+	// A worker holds t until its counters are updated. Holding cannot
+	// fail: t has settling leases, so it is not retired.
+	work := func(f func()) {
 		held := q.hold(t)
 		q.wg.Go(func() {
 			if held {
 				defer q.release(t)
 			}
-			t.deadLetterExpired(l)
+			f()
 		})
 	}
+	for _, l := range dead {
+		work(func() { t.deadLetterExpired(l) })
+	}
 	for _, l := range retry {
-		held := q.hold(t)
-		q.wg.Go(func() {
-			if held {
-				defer q.release(t)
-			}
-			t.retryExpired(l)
-		})
+		work(func() { t.retryExpired(l) })
 	}
 }
 

@@ -218,32 +218,13 @@ func (t *topic) copyAt(off int64, id *message.ID, m *message.Message) error {
 // forgets l and counts it in counter (a field of t.stats). On error l is
 // left settling for the caller to restore or requeue.
 func (t *topic) ack(l *lease, counter *uint64) error {
-	t.ackMu.RLock()
-	defer t.ackMu.RUnlock()
-	_, err := t.acks.Append(nil, commitlog.Record{Type: typeAck, Payload: appendAck(make([]byte, 0, 9), l.off)})
-	// Reported before t.mu is taken: broke takes Queue.mu.
-	if err != nil {
-		t.broke(StageAck, err)
-	} else {
-		t.q.ok(t.name, StageAck)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
-	}
-	t.settledAheadLocked(l)
-	t.forgetLocked(l)
-	delete(t.lastErr, l.off)
-	*counter++
-	t.acksSince++
-	t.maybeCheckpointLocked()
-	return nil
+	return t.ackAll([]*lease{l}, counter)
 }
 
 // ackAll is ack for several settling leases: one ack record naming them
-// all. On error they are left settling for the caller to restore.
-func (t *topic) ackAll(ls []*lease) error {
+// all, counted in counter. On error they are left settling for the caller
+// to restore.
+func (t *topic) ackAll(ls []*lease, counter *uint64) error {
 	offs := make([]int64, len(ls))
 	for i, l := range ls {
 		offs[i] = l.off
@@ -267,7 +248,7 @@ func (t *topic) ackAll(ls []*lease) error {
 		t.forgetLocked(l)
 		delete(t.lastErr, l.off)
 	}
-	t.stats.Acked += uint64(len(ls))
+	*counter += uint64(len(ls))
 	t.acksSince += len(ls)
 	t.maybeCheckpointLocked()
 	return nil
@@ -397,7 +378,7 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 	if len(ls) == 0 {
 		return res, nil
 	}
-	if err := t.ackAll(ls); err != nil {
+	if err := t.ackAll(ls, &t.stats.Acked); err != nil {
 		t.mu.Lock()
 		for _, l := range ls {
 			t.restoreLocked(l)

@@ -122,6 +122,14 @@ func (s *Scheduler) store(ctx context.Context, d *Def, reqs []engine.Request) er
 
 // Create stores d and arms its first occurrence; it returns when that is.
 func (s *Scheduler) Create(ctx context.Context, d *Def) (time.Time, error) {
+	return s.put(ctx, d, false)
+}
+
+// put stores d, a new schedule or (update) in place of the stored one of
+// its name, and arms its next occurrence unless it is paused; it returns
+// when that is. An update keeps the stored one's paused state and
+// counters, and cancels its armed occurrence.
+func (s *Scheduler) put(ctx context.Context, d *Def, update bool) (time.Time, error) {
 	sp, err := s.check(d)
 	if err != nil {
 		return time.Time{}, err
@@ -129,19 +137,40 @@ func (s *Scheduler) Create(ctx context.Context, d *Def) (time.Time, error) {
 	mu := s.lock(d.Name)
 	mu.Lock()
 	defer mu.Unlock()
-	if _, err := s.load(d.Name); err == nil {
+	old, err := s.load(d.Name)
+	switch {
+	case update && err != nil:
+		return time.Time{}, err
+	case update:
+		d.CreatedMs, d.Paused, d.FiredMs, d.Fired = old.CreatedMs, old.Paused, old.FiredMs, old.Fired
+	case err == nil:
 		return time.Time{}, fmt.Errorf("%w: %q (update it, or delete it first)", ErrExists, d.Name)
-	} else if !errors.Is(err, ErrNotFound) {
+	case !errors.Is(err, ErrNotFound):
 		return time.Time{}, err
 	}
 	now := s.eng.Now()
-	d.CreatedMs, d.ArmedMs, d.FiredMs, d.Fired, d.Missed, d.Ended = now.UnixMilli(), 0, 0, 0, 0, false
+	if !update {
+		d.CreatedMs, d.FiredMs, d.Fired = now.UnixMilli(), 0, 0
+	}
+	d.ArmedMs, d.Missed, d.Ended = 0, 0, false
 	var reqs []engine.Request
 	if !d.Paused {
 		reqs = d.armNext(sp, now)
 	}
+	// The armed occurrence is found before the new one is stored: armed
+	// for the same time, the new one has its key, and a lookup by key
+	// answers the latest message routed with it.
+	var id message.ID
+	var found bool
+	var lerr error
+	if update {
+		id, found, lerr = s.armed(ctx, old)
+	}
 	if err := s.store(ctx, d, reqs); err != nil {
 		return time.Time{}, err
+	}
+	if update {
+		s.cancelOccurrence(ctx, old, id, found, lerr)
 	}
 	return armedTime(d), nil
 }
@@ -179,32 +208,7 @@ func (s *Scheduler) check(d *Def) (*Spec, error) {
 // paused state and counters: its armed occurrence is cancelled and the
 // next one of the new definition armed.
 func (s *Scheduler) Update(ctx context.Context, d *Def) (time.Time, error) {
-	sp, err := s.check(d)
-	if err != nil {
-		return time.Time{}, err
-	}
-	mu := s.lock(d.Name)
-	mu.Lock()
-	defer mu.Unlock()
-	old, err := s.load(d.Name)
-	if err != nil {
-		return time.Time{}, err
-	}
-	d.CreatedMs, d.Paused, d.FiredMs, d.Fired, d.Missed = old.CreatedMs, old.Paused, old.FiredMs, old.Fired, 0
-	d.ArmedMs, d.Ended = 0, false
-	var reqs []engine.Request
-	if !d.Paused {
-		reqs = d.armNext(sp, s.eng.Now())
-	}
-	// The armed occurrence is found before the new one is stored: armed
-	// for the same time, the new one has its key, and a lookup by key
-	// answers the latest message routed with it.
-	id, ok, err := s.armed(ctx, old)
-	if err := s.store(ctx, d, reqs); err != nil {
-		return time.Time{}, err
-	}
-	s.cancelOccurrence(ctx, old, id, ok, err)
-	return armedTime(d), nil
+	return s.put(ctx, d, true)
 }
 
 // armed returns the message of d's armed occurrence, if one is pending.

@@ -11,16 +11,11 @@
 # Run it on an otherwise idle machine: client and server share its cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 : "${OLD:?set OLD to the hourglass binary to compare against}"
 echo "== $(date -u +%FT%TZ) $(uname -sr), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== old: $OLD"
-tmp=$(mktemp -d -p "$PWD" .bench.XXXXXX)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+server_tmp .bench
 NEW=${NEW:-}
 if [ -z "$NEW" ]; then go build -o "$tmp/hourglass" ./cmd/hourglass; NEW="$tmp/hourglass"; fi
 echo "== new: $NEW ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
@@ -28,26 +23,13 @@ port=${PORT:-7432}
 runs=${RUNS:-3}
 read -r -a extra <<<"${BENCH_ARGS:-}"
 
-serve() {
-  local bin=$1
-  rm -rf "$tmp/data"
-  "$bin" serve --data-dir "$tmp/data" --listen "127.0.0.1:$port" --fsync always 2>"$tmp/serve.log" &
-  pid=$!
-  for _ in $(seq 300); do
-    if curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "server did not become ready:"; cat "$tmp/serve.log"; exit 1
-}
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
-
 # case: NAME BINARY bench-server-args...
 one() {
   local name=$1 bin=$2; shift 2
-  serve "$bin"
+  server_start "$bin" --fsync always
   echo "== $name run $i"
   "$bin" bench server --addr "http://127.0.0.1:$port" --timeout 3m "$@" "${extra[@]}" --json | tail -1
-  stop
+  server_stop
 }
 
 for i in $(seq "$runs"); do

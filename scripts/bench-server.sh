@@ -9,31 +9,13 @@
 # quick check of the script itself (BENCH_ARGS go to every bench server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 echo "== $(date -u +%FT%TZ) $(uname -sr), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-tmp=$(mktemp -d -p "$PWD" .bench.XXXXXX)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+server_tmp .bench
 go build -o "$tmp/hourglass" ./cmd/hourglass
 port=${PORT:-7431}
 runs=${RUNS:-3}
 read -r -a extra <<<"${BENCH_ARGS:-}"
-
-# serve starts a fresh server and waits until it answers /readyz (at most 30 s).
-serve() {
-  rm -rf "$tmp/data"
-  "$tmp/hourglass" serve --data-dir "$tmp/data" --listen "127.0.0.1:$port" --fsync always "$@" 2>"$tmp/serve.log" &
-  pid=$!
-  for _ in $(seq 300); do
-    if curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  echo "server did not become ready:"; cat "$tmp/serve.log"; exit 1
-}
-stop() { kill "$pid"; wait "$pid" || true; pid=; }
 
 # Each case is SCENARIO/PROTOCOL: grpc makes unary calls on one HTTP/2
 # connection; stream sends on one ScheduleStream (single: a message per
@@ -43,12 +25,12 @@ stop() { kill "$pid"; wait "$pid" || true; pid=; }
 # request (--max-calls 0).
 for i in $(seq "$runs"); do
   for c in batch/grpc single/grpc single/stream batch/stream single/connect lateness/grpc lateness/stream; do
-    serve
+    server_start "$tmp/hourglass" --fsync always
     echo "== $c run $i"
     "$tmp/hourglass" bench server --addr "http://127.0.0.1:$port" --scenario "${c%/*}" --protocol "${c#*/}" \
       --timeout 3m "${extra[@]}" --json | tail -1
     curl -fs "http://127.0.0.1:$port/metrics" | grep -E '^hourglass_commitlog_fsync_seconds_(sum|count)|^process_cpu_seconds_total' || true
-    stop
+    server_stop
   done
 done
 echo "== load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

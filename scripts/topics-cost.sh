@@ -12,26 +12,14 @@
 #        TOPICS=100 bash scripts/topics-cost.sh (a quick check of the script)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib.sh
 topics=${TOPICS:-1000}
 idle=${IDLE:-5s}
 port=${PORT:-7432}
 echo "== $(date -u +%FT%TZ) $(uname -sr), $(nproc) cores; $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $topics topics"
-tmp=$(mktemp -d -p "$PWD" .topics.XXXXXX)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+server_tmp .topics
 go build -o "$tmp/hourglass" ./cmd/hourglass
-"$tmp/hourglass" serve --data-dir "$tmp/data" --listen "127.0.0.1:$port" --topic-idle-timeout "$idle" \
-  --max-topics $((topics + 10)) 2>"$tmp/serve.log" &
-pid=$!
-for _ in $(seq 300); do
-  if curl -fs "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then break; fi
-  sleep 0.1
-done
-curl -fs "http://127.0.0.1:$port/readyz" >/dev/null || { echo "server did not become ready:"; cat "$tmp/serve.log"; exit 1; }
+server_start "$tmp/hourglass" --topic-idle-timeout "$idle" --max-topics $((topics + 10))
 
 metric() { # the sum of the samples of metric $1
   curl -fs "http://127.0.0.1:$port/metrics" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 { s += $NF } END { printf "%d\n", s }'

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
@@ -144,8 +145,20 @@ func runBenchEngine(c *cli.Context) error {
 	if rep == nil {
 		return err
 	}
-	// A report with an error: the run is over, but the engine did not
-	// close cleanly. Print what was measured, then fail.
+	return printBenchReport(c, rep, err)
+}
+
+// benchReport is the report of bench engine or bench server.
+type benchReport interface {
+	WriteTable(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+// printBenchReport prints rep, and with --json also as JSON, then returns
+// err, the run's: a report with an error is of a run that is over but did
+// not end cleanly (the engine did not close cleanly), so what was
+// measured is printed, then the command fails.
+func printBenchReport(c *cli.Context, rep benchReport, err error) error {
 	if werr := rep.WriteTable(c.App.Writer); werr != nil {
 		return werr
 	}
@@ -333,13 +346,5 @@ func runBenchServer(c *cli.Context) error {
 	if rep == nil {
 		return err
 	}
-	if werr := rep.WriteTable(c.App.Writer); werr != nil {
-		return werr
-	}
-	if c.Bool("json") {
-		if werr := rep.WriteJSON(c.App.Writer); werr != nil {
-			return werr
-		}
-	}
-	return err
+	return printBenchReport(c, rep, err)
 }

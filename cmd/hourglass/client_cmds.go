@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -37,6 +39,68 @@ func newClient(c *cli.Context) (*client.Client, error) {
 		return nil, commandError(c, "--addr %q: %v", addr, err)
 	}
 	return cl, nil
+}
+
+// withClient opens a client to the server of --addr, runs f with it and
+// closes it.
+func withClient(c *cli.Context, f func(*client.Client) error) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return f(cl)
+}
+
+// call makes the one call op of a command with a client to the server of
+// --addr. An error of op is prefixed with the command's name and ref,
+// what the command names ("schedule pause daily-report: ..."); with ref ""
+// it is returned as it is.
+func call[T any](c *cli.Context, ref string, op func(*client.Client, context.Context) (T, error)) (T, error) {
+	var v T
+	err := withClient(c, func(cl *client.Client) error {
+		var err error
+		v, err = op(cl, c.Context)
+		if err != nil && ref != "" {
+			return fmt.Errorf("%s %s: %w", commandName(c), ref, err)
+		}
+		return err
+	})
+	return v, err
+}
+
+// refAction is the Action of a command about one thing (a topic, a
+// schedule): arg reads its name from the command line (and may ask for
+// confirmation), op is the call about it, and show prints the answer.
+func refAction[T any](arg func(*cli.Context) (string, error), op func(*client.Client, context.Context, string) (T, error),
+	show func(c *cli.Context, ref string, answer T) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		ref, err := arg(c)
+		if err != nil {
+			return err
+		}
+		v, err := call(c, ref, func(cl *client.Client, ctx context.Context) (T, error) { return op(cl, ctx, ref) })
+		if err != nil {
+			return err
+		}
+		return show(c, ref, v)
+	}
+}
+
+// noAnswer is op of refAction for a call that answers only an error.
+func noAnswer(op func(*client.Client, context.Context, string) error) func(*client.Client, context.Context, string) (struct{}, error) {
+	return func(cl *client.Client, ctx context.Context, ref string) (struct{}, error) {
+		return struct{}{}, op(cl, ctx, ref)
+	}
+}
+
+// printDone is show of refAction for a call that answers nothing: it
+// prints "REF done".
+func printDone(done string) func(*cli.Context, string, struct{}) error {
+	return func(c *cli.Context, ref string, _ struct{}) error {
+		_, err := fmt.Fprintln(c.App.Writer, ref, done)
+		return err
+	}
 }
 
 const exitCodes = `
@@ -90,18 +154,16 @@ With --count above 1 the messages go through the client's batching producer
       --header content-type=application/json --body-file order.json
   gzip -c report.csv | hourglass send --topic reports --now --body-file -
 ` + exitCodes,
-		Flags: clientFlags(
+		Flags: clientFlags(slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"},
 			&cli.StringFlag{Name: "delay", Usage: "deliver after this `DURATION` (ms, s, m, h, d, y)"},
 			&cli.StringFlag{Name: "at", Usage: "deliver at this `TIME` (RFC 3339, such as 2030-01-02T09:00:00Z)"},
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
-			&cli.StringFlag{Name: "body", Usage: "message body `TEXT`"},
-			&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
-			&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE` (repeatable)"},
+		}, bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
-		),
+		})...),
 		OnUsageError: usageError,
 		Action:       runSend,
 	}
@@ -111,7 +173,7 @@ func runSend(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q; the body goes in --body", c.Args().Slice())
 	}
-	m := client.Message{Topic: c.String("topic"), Body: []byte(c.String("body")), IdempotencyKey: c.String("key")}
+	m := client.Message{Topic: c.String("topic"), IdempotencyKey: c.String("key")}
 	if m.Topic == "" {
 		return commandError(c, "--topic is missing")
 	}
@@ -160,21 +222,16 @@ func runSend(c *cli.Context) error {
 	if n > 1 && m.IdempotencyKey != "" {
 		return commandError(c, "--key with --count %d: a key names one message, and the %d would all get the first one's ID; send them one at a time, each with its own --key", n, n)
 	}
-	if c.IsSet("body-file") {
-		if c.IsSet("body") {
-			return commandError(c, "--body and --body-file: give one of them")
-		}
-		body, err := readBodyFile(c)
-		if err != nil {
-			return err
-		}
-		m.Body = body
-	}
-	cl, err := newClient(c)
+	body, _, err := bodyOfFlags(c)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	m.Body = body
+	return withClient(c, func(cl *client.Client) error { return send(c, cl, m, n) })
+}
+
+// send schedules n copies of m and prints their IDs, in order.
+func send(c *cli.Context, cl *client.Client, m client.Message, n int) error {
 	ctx := c.Context
 	if n == 1 {
 		id, err := cl.Schedule(ctx, m)
@@ -208,6 +265,33 @@ func runSend(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, id)
 	}
 	return ctx.Err()
+}
+
+// bodyFlags are the flags of a message's body and headers: send's, and
+// those of schedule create and update for each occurrence (whose).
+func bodyFlags(whose string) []cli.Flag {
+	of, to := "", ""
+	if whose != "" {
+		of, to = " of "+whose, " to "+whose
+	}
+	return []cli.Flag{
+		&cli.StringFlag{Name: "body", Usage: "message body `TEXT`" + of},
+		&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
+		&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE`" + to + " (repeatable)"},
+	}
+}
+
+// bodyOfFlags returns the body --body or --body-file gives, and whether
+// one of them is given.
+func bodyOfFlags(c *cli.Context) ([]byte, bool, error) {
+	switch {
+	case c.IsSet("body") && c.IsSet("body-file"):
+		return nil, false, commandError(c, "--body and --body-file: give one of them")
+	case c.IsSet("body-file"):
+		b, err := readBodyFile(c)
+		return b, err == nil, err
+	}
+	return []byte(c.String("body")), c.IsSet("body"), nil
 }
 
 // readBodyFile reads --body-file: a file, or "-" for the app's stdin.
@@ -288,22 +372,19 @@ error, after the lines of the IDs before it.`,
 			if err != nil {
 				return err
 			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			for _, t := range ts {
-				if t.err != nil {
-					return fmt.Errorf("cancel %s: %w", t.name, t.err)
+			return withClient(c, func(cl *client.Client) error {
+				for _, t := range ts {
+					if t.err != nil {
+						return fmt.Errorf("cancel %s: %w", t.name, t.err)
+					}
+					r, err := cl.Cancel(c.Context, t.ref)
+					if err != nil {
+						return fmt.Errorf("cancel %s: %w", t.name, err)
+					}
+					fmt.Fprintln(c.App.Writer, t.name, r)
 				}
-				r, err := cl.Cancel(c.Context, t.ref)
-				if err != nil {
-					return fmt.Errorf("cancel %s: %w", t.name, err)
-				}
-				fmt.Fprintln(c.App.Writer, t.name, r)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 }
@@ -434,12 +515,7 @@ func runStats(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	st, err := cl.Stats(c.Context)
+	st, err := call(c, "", (*client.Client).Stats)
 	if err != nil {
 		return err
 	}

@@ -107,8 +107,7 @@ Exit status: 0, or 1 on an error.`
 // inspectFlags are the flags every inspect command takes.
 func inspectFlags(extra ...cli.Flag) []cli.Flag {
 	return append([]cli.Flag{
-		&cli.StringFlag{Name: "data-dir", Value: "hourglass-data", DefaultText: "./hourglass-data", EnvVars: envVar("data-dir"),
-			Usage: "the data directory (`PATH`) to read; nothing in it is changed"},
+		dataDirFlag("the data directory (`PATH`) to read; nothing in it is changed"),
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object per line instead of a table"},
 		&cli.StringFlag{Name: "now", Usage: "compare with this `TIME` (RFC 3339, e.g. 2026-11-30T05:00:00Z) instead of the clock"},
 	}, extra...)

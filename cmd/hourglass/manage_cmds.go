@@ -1,13 +1,12 @@
 package main
 
 import (
-	"encoding/base64"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -17,14 +16,13 @@ import (
 
 // messageJSON is a stored message as get and list print it.
 type messageJSON struct {
-	ID         string            `json:"id"`
-	Topic      string            `json:"topic"`
-	DeliverAt  string            `json:"deliver_at"`
-	Attempt    uint32            `json:"attempt"`
-	OriginID   string            `json:"origin_id,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	ID        string            `json:"id"`
+	Topic     string            `json:"topic"`
+	DeliverAt string            `json:"deliver_at"`
+	Attempt   uint32            `json:"attempt"`
+	OriginID  string            `json:"origin_id,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	bodyJSON
 	// LeaseUntil: a leased message's in list --state leased.
 	LeaseUntil string          `json:"lease_until,omitempty"`
 	DeadLetter *deadLetterJSON `json:"dead_letter,omitempty"`
@@ -41,7 +39,7 @@ type deadLetterJSON struct {
 
 func newMessageJSON(m client.Scheduled) messageJSON {
 	j := messageJSON{ID: m.ID.String(), Topic: m.Topic, DeliverAt: m.DeliverAt.UTC().Format(rfc3339Nano),
-		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers}
+		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers, bodyJSON: newBodyJSON(m.Body)}
 	if !m.LeaseUntil.IsZero() {
 		j.LeaseUntil = m.LeaseUntil.UTC().Format(rfc3339Nano)
 	}
@@ -50,12 +48,6 @@ func newMessageJSON(m client.Scheduled) messageJSON {
 		if !dl.At.IsZero() {
 			j.DeadLetter.At = dl.At.UTC().Format(rfc3339Nano)
 		}
-	}
-	if utf8.Valid(m.Body) {
-		s := string(m.Body)
-		j.Body = &s
-	} else {
-		j.BodyBase64 = base64.StdEncoding.EncodeToString(m.Body)
 	}
 	return j
 }
@@ -116,14 +108,9 @@ func runGet(c *cli.Context) error {
 	if t.err != nil {
 		return fmt.Errorf("get %s: %w", t.name, t.err)
 	}
-	cl, err := newClient(c)
+	f, err := call(c, t.name, func(cl *client.Client, ctx context.Context) (client.Found, error) { return cl.Get(ctx, t.ref) })
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	f, err := cl.Get(c.Context, t.ref)
-	if err != nil {
-		return fmt.Errorf("get %s: %w", t.name, err)
 	}
 	j := getJSON{ID: t.name, State: string(f.State), QueueAttempt: f.QueueAttempt, DeadLetterTopic: f.DeadLetterTopic,
 		RescheduledTo: f.RescheduledTo.String()}
@@ -169,11 +156,7 @@ func printMessage(w io.Writer, m *messageJSON) {
 	for k, v := range m.Headers {
 		fmt.Fprintf(w, "header:      %s=%s\n", k, v)
 	}
-	if m.Body != nil {
-		fmt.Fprintf(w, "body:        %q\n", *m.Body)
-	} else {
-		fmt.Fprintf(w, "body base64: %s\n", m.BodyBase64)
-	}
+	m.print(w)
 }
 
 func listCommand() *cli.Command {
@@ -269,39 +252,32 @@ func runList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	enc := json.NewEncoder(c.App.Writer)
-	n, limit := 0, c.Int("limit")
-	for m, err := range cl.List(c.Context, topic, client.ListOptions{State: state, From: from, To: to, PageSize: c.Int("page-size")}) {
-		if err != nil {
-			return fmt.Errorf("list %s: %w", topic, err)
+	return withClient(c, func(cl *client.Client) error {
+		enc := json.NewEncoder(c.App.Writer)
+		n, limit := 0, c.Int("limit")
+		for m, err := range cl.List(c.Context, topic, client.ListOptions{State: state, From: from, To: to, PageSize: c.Int("page-size")}) {
+			if err != nil {
+				return fmt.Errorf("list %s: %w", topic, err)
+			}
+			j := newMessageJSON(m)
+			if c.Bool("json") {
+				if err := enc.Encode(j); err != nil {
+					return err
+				}
+			} else {
+				line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", j.text())
+				if j.LeaseUntil != "" {
+					line += " lease-until=" + j.LeaseUntil
+				}
+				if dl := j.DeadLetter; dl != nil {
+					line += fmt.Sprintf(" reason=%s origin=%s attempts=%d error=%q", dl.Reason, dl.OriginTopic, dl.Attempts, dl.LastError)
+				}
+				fmt.Fprintln(c.App.Writer, line)
+			}
+			if n++; limit > 0 && n >= limit {
+				break
+			}
 		}
-		j := newMessageJSON(m)
-		if c.Bool("json") {
-			if err := enc.Encode(j); err != nil {
-				return err
-			}
-		} else {
-			body := j.BodyBase64
-			if j.Body != nil {
-				body = fmt.Sprintf("%q", *j.Body)
-			}
-			line := fmt.Sprint(j.ID, " ", j.DeliverAt, " ", j.Attempt, " ", body)
-			if j.LeaseUntil != "" {
-				line += " lease-until=" + j.LeaseUntil
-			}
-			if dl := j.DeadLetter; dl != nil {
-				line += fmt.Sprintf(" reason=%s origin=%s attempts=%d error=%q", dl.Reason, dl.OriginTopic, dl.Attempts, dl.LastError)
-			}
-			fmt.Fprintln(c.App.Writer, line)
-		}
-		if n++; limit > 0 && n >= limit {
-			break
-		}
-	}
-	return nil
+		return nil
+	})
 }

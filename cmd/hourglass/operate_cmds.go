@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,39 +165,36 @@ func runReschedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	enc := json.NewEncoder(c.App.Writer)
-	for _, t := range ts {
-		if t.err != nil {
-			return fmt.Errorf("reschedule %s: %w", t.name, t.err)
-		}
-		id, err := cl.Reschedule(c.Context, t.ref, when)
-		j := rescheduleJSON{Ref: t.name, Result: "rescheduled"}
-		switch {
-		case errors.Is(err, client.ErrAlreadyDelivered):
-			j.Result = "already-delivered"
-		case errors.Is(err, client.ErrAlreadyCancelled):
-			j.Result = "already-cancelled"
-		case errors.Is(err, client.ErrNotPending):
-			j.Result = "unknown"
-		case err != nil:
-			return fmt.Errorf("reschedule %s: %w", t.name, err)
-		default:
-			j.NewID, j.DeliverAt = id.String(), id.Time().UTC().Format(rfc3339Nano)
-		}
-		if c.Bool("json") {
-			if err := enc.Encode(j); err != nil {
-				return err
+	return withClient(c, func(cl *client.Client) error {
+		enc := json.NewEncoder(c.App.Writer)
+		for _, t := range ts {
+			if t.err != nil {
+				return fmt.Errorf("reschedule %s: %w", t.name, t.err)
 			}
-			continue
+			id, err := cl.Reschedule(c.Context, t.ref, when)
+			j := rescheduleJSON{Ref: t.name, Result: "rescheduled"}
+			switch {
+			case errors.Is(err, client.ErrAlreadyDelivered):
+				j.Result = "already-delivered"
+			case errors.Is(err, client.ErrAlreadyCancelled):
+				j.Result = "already-cancelled"
+			case errors.Is(err, client.ErrNotPending):
+				j.Result = "unknown"
+			case err != nil:
+				return fmt.Errorf("reschedule %s: %w", t.name, err)
+			default:
+				j.NewID, j.DeliverAt = id.String(), id.Time().UTC().Format(rfc3339Nano)
+			}
+			if c.Bool("json") {
+				if err := enc.Encode(j); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(c.App.Writer, strings.TrimSpace(strings.Join([]string{j.Ref, j.Result, j.NewID, j.DeliverAt}, " ")))
 		}
-		fmt.Fprintln(c.App.Writer, strings.TrimSpace(strings.Join([]string{j.Ref, j.Result, j.NewID, j.DeliverAt}, " ")))
-	}
-	return nil
+		return nil
+	})
 }
 
 func extendCommand() *cli.Command {
@@ -245,39 +243,36 @@ func runExtend(c *cli.Context) error {
 	if err != nil || lease < time.Millisecond || lease > 12*time.Hour {
 		return commandError(c, "--lease %q: want a duration from 1ms to 12h, such as 30s or 10m", c.String("lease"))
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	enc := json.NewEncoder(c.App.Writer)
-	for _, arg := range c.Args().Slice() {
-		d := client.Delivery{Topic: topic}
-		if strings.Contains(arg, ".") {
-			d.Receipt = arg
-		} else if d.ID, err = client.ParseID(arg); err != nil {
-			return fmt.Errorf("extend %s: %w (or give a receipt, ID.SERIAL)", arg, err)
-		}
-		until, err := cl.Extend(c.Context, d, lease)
-		if status.Code(err) == codes.FailedPrecondition {
-			return fmt.Errorf("extend %s: not leased on topic %q now (never received, already settled, or its lease ended): %w", arg, topic, err)
-		}
-		if err != nil {
-			return fmt.Errorf("extend %s: %w", arg, err)
-		}
-		u := until.UTC().Format(rfc3339Nano)
-		if c.Bool("json") {
-			if err := enc.Encode(struct {
-				Ref        string `json:"ref"`
-				LeaseUntil string `json:"lease_until"`
-			}{arg, u}); err != nil {
-				return err
+	return withClient(c, func(cl *client.Client) error {
+		enc := json.NewEncoder(c.App.Writer)
+		for _, arg := range c.Args().Slice() {
+			d := client.Delivery{Topic: topic}
+			if strings.Contains(arg, ".") {
+				d.Receipt = arg
+			} else if d.ID, err = client.ParseID(arg); err != nil {
+				return fmt.Errorf("extend %s: %w (or give a receipt, ID.SERIAL)", arg, err)
 			}
-			continue
+			until, err := cl.Extend(c.Context, d, lease)
+			if status.Code(err) == codes.FailedPrecondition {
+				return fmt.Errorf("extend %s: not leased on topic %q now (never received, already settled, or its lease ended): %w", arg, topic, err)
+			}
+			if err != nil {
+				return fmt.Errorf("extend %s: %w", arg, err)
+			}
+			u := until.UTC().Format(rfc3339Nano)
+			if c.Bool("json") {
+				if err := enc.Encode(struct {
+					Ref        string `json:"ref"`
+					LeaseUntil string `json:"lease_until"`
+				}{arg, u}); err != nil {
+					return err
+				}
+				continue
+			}
+			fmt.Fprintln(c.App.Writer, arg, "lease-until", u)
 		}
-		fmt.Fprintln(c.App.Writer, arg, "lease-until", u)
-	}
-	return nil
+		return nil
+	})
 }
 
 // defaultRedriveRate is the server's rate of a Redrive that names none.
@@ -361,46 +356,43 @@ func runRedrive(c *cli.Context) error {
 		}
 		o.IDs = append(o.IDs, id)
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	// About a second's worth per call: progress shows that often, and a
-	// call cut short loses little.
-	chunk := min(max(o.Rate, 10), 10000)
-	if o.Rate == 0 {
-		chunk = defaultRedriveRate
-	}
-	out := redriveJSON{DeadLetterTopic: dlq}
-	for {
-		o.Max = chunk
-		if limit > 0 {
-			o.Max = min(chunk, limit-int(out.Redriven))
+	return withClient(c, func(cl *client.Client) error {
+		// About a second's worth per call: progress shows that often, and a
+		// call cut short loses little.
+		chunk := min(max(o.Rate, 10), 10000)
+		if o.Rate == 0 {
+			chunk = defaultRedriveRate
 		}
-		res, err := cl.Redrive(c.Context, dlq, o)
-		if err != nil {
-			if out.Redriven > 0 {
-				return fmt.Errorf("redrive %s: %w (after %d redriven; run it again to go on: no message is moved twice)", dlq, err, out.Redriven)
+		out := redriveJSON{DeadLetterTopic: dlq}
+		for {
+			o.Max = chunk
+			if limit > 0 {
+				o.Max = min(chunk, limit-int(out.Redriven))
 			}
-			return fmt.Errorf("redrive %s: %w", dlq, err)
+			res, err := cl.Redrive(c.Context, dlq, o)
+			if err != nil {
+				if out.Redriven > 0 {
+					return fmt.Errorf("redrive %s: %w (after %d redriven; run it again to go on: no message is moved twice)", dlq, err, out.Redriven)
+				}
+				return fmt.Errorf("redrive %s: %w", dlq, err)
+			}
+			out.Redriven += res.Redriven
+			out.Skipped, out.More = res.Skipped, res.More
+			if !res.More || (limit > 0 && out.Redriven >= int64(limit)) {
+				break
+			}
+			fmt.Fprintf(c.App.ErrWriter, "hourglass redrive: %s: %d redriven so far, going on\n", dlq, out.Redriven)
 		}
-		out.Redriven += res.Redriven
-		out.Skipped, out.More = res.Skipped, res.More
-		if !res.More || (limit > 0 && out.Redriven >= int64(limit)) {
-			break
+		if c.Bool("json") {
+			return json.NewEncoder(c.App.Writer).Encode(out)
 		}
-		fmt.Fprintf(c.App.ErrWriter, "hourglass redrive: %s: %d redriven so far, going on\n", dlq, out.Redriven)
-	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(out)
-	}
-	more := ""
-	if out.More {
-		more = fmt.Sprintf(", more remain (--max %d reached; run it again for more)", limit)
-	}
-	fmt.Fprintf(c.App.Writer, "%s: %d redriven, %d skipped%s\n", dlq, out.Redriven, out.Skipped, more)
-	return nil
+		more := ""
+		if out.More {
+			more = fmt.Sprintf(", more remain (--max %d reached; run it again for more)", limit)
+		}
+		fmt.Fprintf(c.App.Writer, "%s: %d redriven, %d skipped%s\n", dlq, out.Redriven, out.Skipped, more)
+		return nil
+	})
 }
 
 // purgeStates are the states purge --state takes.
@@ -438,10 +430,11 @@ question, for scripts.
 }
 
 func runPurge(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return commandError(c, "give one topic, got %d arguments", c.NArg())
+	topic, err := topicArg(c)
+	if err != nil {
+		return err
 	}
-	topic, name := c.Args().First(), c.String("state")
+	name := c.String("state")
 	state, ok := purgeStates[name]
 	if !ok {
 		return commandError(c, "--state %q: want pending, due or dead-lettered", name)
@@ -454,14 +447,9 @@ func runPurge(c *cli.Context) error {
 	if err := confirm(c, what); err != nil {
 		return err
 	}
-	cl, err := newClient(c)
+	n, err := call(c, topic, func(cl *client.Client, ctx context.Context) (int64, error) { return cl.Purge(ctx, topic, state) })
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	n, err := cl.Purge(c.Context, topic, state)
-	if err != nil {
-		return fmt.Errorf("purge %s: %w", topic, err)
 	}
 	if c.Bool("json") {
 		return json.NewEncoder(c.App.Writer).Encode(struct {
@@ -519,23 +507,13 @@ question, for scripts.
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
 		),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return commandError(c, "give one topic, got %d arguments", c.NArg())
+		Action: refAction(func(c *cli.Context) (string, error) {
+			topic, err := topicArg(c)
+			if err == nil {
+				err = confirm(c, fmt.Sprintf("delete topic %q: cancel its pending messages and remove its queued ones, its files and its policy", topic))
 			}
-			topic := c.Args().First()
-			if err := confirm(c, fmt.Sprintf("delete topic %q: cancel its pending messages and remove its queued ones, its files and its policy", topic)); err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			d, err := cl.DeleteTopic(c.Context, topic)
-			if err != nil {
-				return fmt.Errorf("delete-topic %s: %w", topic, err)
-			}
+			return topic, err
+		}, (*client.Client).DeleteTopic, func(c *cli.Context, topic string, d client.Deleted) error {
 			if c.Bool("json") {
 				return json.NewEncoder(c.App.Writer).Encode(struct {
 					Topic     string `json:"topic"`
@@ -545,6 +523,6 @@ question, for scripts.
 			}
 			fmt.Fprintf(c.App.Writer, "deleted %s: %d pending cancelled, %d removed from the queue\n", topic, d.Cancelled, d.Removed)
 			return nil
-		},
+		}),
 	}
 }

@@ -4,6 +4,7 @@ package main
 // show, policy set, pause and resume.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -245,12 +246,7 @@ func runTopics(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	topics, err := cl.Topics(c.Context)
+	topics, err := call(c, "", (*client.Client).Topics)
 	if err != nil {
 		return err
 	}
@@ -314,22 +310,7 @@ With --json it prints one object instead, with the API's field names:
 ` + exitCodes,
 		Flags:        clientFlags(jsonFlag()),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			topic, err := topicArg(c)
-			if err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			p, err := cl.GetPolicy(c.Context, topic)
-			if err != nil {
-				return fmt.Errorf("policy show %s: %w", topic, err)
-			}
-			return printPolicies(c, topic, p)
-		},
+		Action:       refAction(topicArg, (*client.Client).GetPolicy, printPolicies),
 	}
 }
 
@@ -426,14 +407,11 @@ func runPolicySet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := newClient(c)
+	res, err := call(c, topic, func(cl *client.Client, ctx context.Context) (client.Policies, error) {
+		return cl.SetPolicy(ctx, topic, p, defaults...)
+	})
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	res, err := cl.SetPolicy(c.Context, topic, p, defaults...)
-	if err != nil {
-		return fmt.Errorf("policy set %s: %w", topic, err)
 	}
 	return printPolicies(c, topic, res)
 }
@@ -463,6 +441,10 @@ fields are kept). Prints "TOPIC resumed", or with --json the policy as
 
 // pauseResume builds the pause or resume command.
 func pauseResume(name, usage, help string) *cli.Command {
+	op := (*client.Client).Pause
+	if name == "resume" {
+		op = (*client.Client).Resume
+	}
 	return &cli.Command{
 		Name:         name,
 		Usage:        usage,
@@ -470,29 +452,12 @@ func pauseResume(name, usage, help string) *cli.Command {
 		Description:  help + exitCodes,
 		Flags:        clientFlags(jsonFlag()),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			topic, err := topicArg(c)
-			if err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			op := cl.Pause
-			if name == "resume" {
-				op = cl.Resume
-			}
-			p, err := op(c.Context, topic)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", name, topic, err)
-			}
+		Action: refAction(topicArg, op, func(c *cli.Context, topic string, p client.Policies) error {
 			if c.Bool("json") {
 				return printPolicies(c, topic, p)
 			}
-			_, err = io.WriteString(c.App.Writer, topic+" "+name+"d\n")
+			_, err := io.WriteString(c.App.Writer, topic+" "+name+"d\n")
 			return err
-		},
+		}),
 	}
 }

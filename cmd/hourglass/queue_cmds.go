@@ -3,13 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/codes"
@@ -107,35 +105,32 @@ func runSettle(c *cli.Context, op string, delay time.Duration) error {
 	if c.NArg() == 0 {
 		return commandError(c, "give one or more message IDs (32 hex digits each, as recv printed them in \"id\")")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for _, arg := range c.Args().Slice() {
-		id, err := client.ParseID(arg)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", op, arg, err)
+	return withClient(c, func(cl *client.Client) error {
+		for _, arg := range c.Args().Slice() {
+			id, err := client.ParseID(arg)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", op, arg, err)
+			}
+			d := client.Delivery{ID: id, Topic: topic}
+			done := op + "ed"
+			switch {
+			case op == "ack":
+				err = cl.Ack(c.Context, d)
+			case c.Bool("dead-letter"):
+				err, done = cl.NackWith(c.Context, d, client.NackOptions{Reason: c.String("reason"), DeadLetter: true}), "dead-lettered"
+			default:
+				err = cl.NackWith(c.Context, d, client.NackOptions{Delay: delay, Reason: c.String("reason")})
+			}
+			if status.Code(err) == codes.FailedPrecondition {
+				return fmt.Errorf("%s %s: not leased on topic %q now (never received, already acked or nacked, or its lease ended): %w", op, id, topic, err)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", op, id, err)
+			}
+			fmt.Fprintln(c.App.Writer, id, done)
 		}
-		d := client.Delivery{ID: id, Topic: topic}
-		done := op + "ed"
-		switch {
-		case op == "ack":
-			err = cl.Ack(c.Context, d)
-		case c.Bool("dead-letter"):
-			err, done = cl.NackWith(c.Context, d, client.NackOptions{Reason: c.String("reason"), DeadLetter: true}), "dead-lettered"
-		default:
-			err = cl.NackWith(c.Context, d, client.NackOptions{Delay: delay, Reason: c.String("reason")})
-		}
-		if status.Code(err) == codes.FailedPrecondition {
-			return fmt.Errorf("%s %s: not leased on topic %q now (never received, already acked or nacked, or its lease ended): %w", op, id, topic, err)
-		}
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", op, id, err)
-		}
-		fmt.Fprintln(c.App.Writer, id, done)
-	}
-	return nil
+		return nil
+	})
 }
 
 func recvCommand() *cli.Command {
@@ -188,10 +183,9 @@ an unreachable server is waited for, not an error.`,
 
 // recvLine is one line `hourglass recv` prints.
 type recvLine struct {
-	ID         string            `json:"id"`
-	Topic      string            `json:"topic"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
+	ID    string `json:"id"`
+	Topic string `json:"topic"`
+	bodyJSON
 	DeliverAt  string            `json:"deliver_at"`
 	ReceivedAt string            `json:"received_at"`
 	Attempt    int               `json:"attempt"`
@@ -207,17 +201,11 @@ const rfc3339Nano = "2006-01-02T15:04:05.000000000Z07:00"
 
 func newRecvLine(d client.Delivery) recvLine {
 	l := recvLine{
-		ID: d.ID.String(), Topic: d.Topic, Attempt: d.Attempt, Headers: d.Headers,
+		ID: d.ID.String(), Topic: d.Topic, bodyJSON: newBodyJSON(d.Body), Attempt: d.Attempt, Headers: d.Headers,
 		DeliverAt: d.DeliverAt.UTC().Format(rfc3339Nano), ReceivedAt: d.ReceivedAt.UTC().Format(rfc3339Nano),
 	}
 	if d.OriginID != d.ID {
 		l.OriginID = d.OriginID.String()
-	}
-	if utf8.Valid(d.Body) {
-		s := string(d.Body)
-		l.Body = &s
-	} else {
-		l.BodyBase64 = base64.StdEncoding.EncodeToString(d.Body)
 	}
 	return l
 }
@@ -243,17 +231,14 @@ func runRecv(c *cli.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r := &receiver{
-		cl: cl, topic: topic, lease: c.Duration("lease"), ack: !c.Bool("no-ack"),
-		enc: json.NewEncoder(c.App.Writer), outage: outage{w: c.App.ErrWriter, addr: c.String("addr")},
-		unacked: map[client.ID]bool{},
-	}
-	return r.run(ctx, count)
+	return withClient(c, func(cl *client.Client) error {
+		r := &receiver{
+			cl: cl, topic: topic, lease: c.Duration("lease"), ack: !c.Bool("no-ack"),
+			enc: json.NewEncoder(c.App.Writer), outage: outage{w: c.App.ErrWriter, addr: c.String("addr")},
+			unacked: map[client.ID]bool{},
+		}
+		return r.run(ctx, count)
+	})
 }
 
 // receiver is one `hourglass recv`: it long-polls, prints and acks, and

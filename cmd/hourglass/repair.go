@@ -89,8 +89,7 @@ func repairCommand() *cli.Command {
 		UsageText:   "hourglass repair [--data-dir PATH] [--dry-run] [--assume-delivered | --assume-pending] [--accept-replays]",
 		Description: repairDescription,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data-dir", Value: "hourglass-data", DefaultText: "./hourglass-data", EnvVars: envVar("data-dir"),
-				Usage: "the data directory (`PATH`) of a stopped server"},
+			dataDirFlag("the data directory (`PATH`) of a stopped server"),
 			&cli.BoolFlag{Name: "dry-run", Usage: "print what would be repaired; change nothing"},
 			&cli.BoolFlag{Name: "assume-delivered", Usage: "release held buckets by marking their undecided entries done (never delivered again; lost if they never were)"},
 			&cli.BoolFlag{Name: "assume-pending", Usage: "release held buckets by delivering their undecided entries (at least once: some may come twice)"},

@@ -4,6 +4,7 @@ package main
 // resume and delete; get and list are in schedule_view.go.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,19 +51,17 @@ time. A NAME is 1 to 160 ASCII letters, digits, '.', '_' and '-'.`
 // scheduleFlags are the flags of schedule create and update: the fields
 // of a schedule.
 func scheduleFlags() []cli.Flag {
-	return clientFlags(
+	return clientFlags(slices.Concat([]cli.Flag{
 		&cli.StringFlag{Name: "topic", Usage: "deliver each occurrence to `TOPIC`"},
 		&cli.StringFlag{Name: "spec", Usage: "when: a cron `SPEC` of 5 or 6 fields, \"@every 90s\", or @hourly, @daily, @weekly, @monthly, @yearly"},
 		&cli.StringFlag{Name: "tz", Usage: "read the spec in the IANA time `ZONE` (such as Europe/Berlin); UTC when not given"},
-		&cli.StringFlag{Name: "body", Usage: "message body `TEXT` of each occurrence"},
-		&cli.StringFlag{Name: "body-file", Usage: "read the body from `FILE` (\"-\": standard input)"},
-		&cli.GenericFlag{Name: "header", Value: &headerFlag{}, Usage: "add the header `KEY=VALUE` to each occurrence (repeatable)"},
+	}, bodyFlags("each occurrence"), []cli.Flag{
 		&cli.StringFlag{Name: "start", Usage: "deliver no occurrence before `TIME` (RFC 3339, or a duration from now such as 1h)"},
 		&cli.StringFlag{Name: "end", Usage: "deliver no occurrence after `TIME` (RFC 3339, or a duration from now such as 30d)"},
 		&cli.StringFlag{Name: "misfire", Usage: "what to do with occurrences missed while the server was down: `POLICY` fire-latest (the default), fire-all or skip"},
 		&cli.BoolFlag{Name: "paused", Usage: "create it paused (update: --paused pauses it, --paused=false resumes it)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
-	)
+	})...)
 }
 
 // schedulePatch is what the flags of create and update set, to apply to a
@@ -85,17 +84,11 @@ func patchOfFlags(c *cli.Context) (schedulePatch, error) {
 			p = append(p, func(s *client.RecurringSchedule) { set(s, v) })
 		}
 	}
-	switch {
-	case c.IsSet("body") && c.IsSet("body-file"):
-		return nil, commandError(c, "--body and --body-file: give one of them")
-	case c.IsSet("body"):
-		b := []byte(c.String("body"))
-		p = append(p, func(s *client.RecurringSchedule) { s.Body = b })
-	case c.IsSet("body-file"):
-		b, err := readBodyFile(c)
-		if err != nil {
-			return nil, err
-		}
+	b, set, err := bodyOfFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	if set {
 		p = append(p, func(s *client.RecurringSchedule) { s.Body = b })
 	}
 	if c.IsSet("header") {
@@ -234,17 +227,15 @@ an RFC 3339 time (2030-01-02T09:00:00Z) or a duration from now (1h, 30d).
 			for _, f := range p {
 				f(&s)
 			}
-			cl, err := newClient(c)
+			next, err := call(c, name, func(cl *client.Client, ctx context.Context) (time.Time, error) {
+				next, err := cl.CreateSchedule(ctx, s)
+				if errors.Is(err, client.ErrScheduleExists) {
+					err = fmt.Errorf("a schedule of this name exists: change it with 'hourglass schedule update %s', or delete it first (%w)", name, err)
+				}
+				return next, err
+			})
 			if err != nil {
 				return err
-			}
-			defer cl.Close()
-			next, err := cl.CreateSchedule(c.Context, s)
-			if errors.Is(err, client.ErrScheduleExists) {
-				return fmt.Errorf("schedule create %s: a schedule of this name exists: change it with 'hourglass schedule update %s', or delete it first (%w)", name, name, err)
-			}
-			if err != nil {
-				return fmt.Errorf("schedule create %s: %w", name, err)
 			}
 			return printScheduleResult(c, scheduleResultJSON{Name: name, Result: "created", Paused: s.Paused}, next)
 		},
@@ -289,40 +280,37 @@ func runScheduleUpdate(c *cli.Context) error {
 	if len(p) == 0 && !c.IsSet("paused") {
 		return commandError(c, "nothing to change: give --topic, --spec, --tz, --body, --body-file, --header, --start, --end, --misfire or --paused")
 	}
-	cl, err := newClient(c)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	in, err := cl.GetSchedule(c.Context, name, 1)
-	if err != nil {
-		return fmt.Errorf("schedule update %s: %w", name, err)
-	}
-	s := in.Schedule
-	var next time.Time
-	if len(p) > 0 {
-		for _, f := range p {
-			f(&s)
-		}
-		if next, err = cl.UpdateSchedule(c.Context, s); err != nil {
+	return withClient(c, func(cl *client.Client) error {
+		in, err := cl.GetSchedule(c.Context, name, 1)
+		if err != nil {
 			return fmt.Errorf("schedule update %s: %w", name, err)
 		}
-	} else if len(in.Next) > 0 {
-		next = in.Next[0]
-	}
-	switch {
-	case c.IsSet("paused") && c.Bool("paused"):
-		if err := cl.PauseSchedule(c.Context, name); err != nil {
-			return fmt.Errorf("schedule update %s: pausing it: %w", name, err)
+		s := in.Schedule
+		var next time.Time
+		if len(p) > 0 {
+			for _, f := range p {
+				f(&s)
+			}
+			if next, err = cl.UpdateSchedule(c.Context, s); err != nil {
+				return fmt.Errorf("schedule update %s: %w", name, err)
+			}
+		} else if len(in.Next) > 0 {
+			next = in.Next[0]
 		}
-		s.Paused = true
-	case c.IsSet("paused"):
-		if next, err = cl.ResumeSchedule(c.Context, name); err != nil {
-			return fmt.Errorf("schedule update %s: resuming it: %w", name, err)
+		switch {
+		case c.IsSet("paused") && c.Bool("paused"):
+			if err := cl.PauseSchedule(c.Context, name); err != nil {
+				return fmt.Errorf("schedule update %s: pausing it: %w", name, err)
+			}
+			s.Paused = true
+		case c.IsSet("paused"):
+			if next, err = cl.ResumeSchedule(c.Context, name); err != nil {
+				return fmt.Errorf("schedule update %s: resuming it: %w", name, err)
+			}
+			s.Paused = false
 		}
-		s.Paused = false
-	}
-	return printScheduleResult(c, scheduleResultJSON{Name: name, Result: "updated", Paused: s.Paused}, next)
+		return printScheduleResult(c, scheduleResultJSON{Name: name, Result: "updated", Paused: s.Paused}, next)
+	})
 }
 
 func schedulePauseCommand() *cli.Command {
@@ -339,22 +327,7 @@ queue. Prints "NAME paused"; pausing a paused schedule changes nothing.
 ` + exitCodes,
 		Flags:        clientFlags(),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			name, err := scheduleName(c)
-			if err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if err := cl.PauseSchedule(c.Context, name); err != nil {
-				return fmt.Errorf("schedule pause %s: %w", name, err)
-			}
-			_, err = fmt.Fprintln(c.App.Writer, name, "paused")
-			return err
-		},
+		Action:       refAction(scheduleName, noAnswer((*client.Client).PauseSchedule), printDone("paused")),
 	}
 }
 
@@ -373,22 +346,9 @@ schedule that is not paused changes nothing.
 ` + exitCodes,
 		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"}),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
-			name, err := scheduleName(c)
-			if err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			next, err := cl.ResumeSchedule(c.Context, name)
-			if err != nil {
-				return fmt.Errorf("schedule resume %s: %w", name, err)
-			}
+		Action: refAction(scheduleName, (*client.Client).ResumeSchedule, func(c *cli.Context, name string, next time.Time) error {
 			return printScheduleResult(c, scheduleResultJSON{Name: name, Result: "resumed"}, next)
-		},
+		}),
 	}
 }
 
@@ -409,24 +369,12 @@ question, for scripts.
 ` + exitCodes,
 		Flags:        clientFlags(&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation"}),
 		OnUsageError: usageError,
-		Action: func(c *cli.Context) error {
+		Action: refAction(func(c *cli.Context) (string, error) {
 			name, err := scheduleName(c)
-			if err != nil {
-				return err
+			if err == nil {
+				err = confirm(c, fmt.Sprintf("delete the recurring schedule %q: none of its occurrences will be delivered any more", name))
 			}
-			if err := confirm(c, fmt.Sprintf("delete the recurring schedule %q: none of its occurrences will be delivered any more", name)); err != nil {
-				return err
-			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			if err := cl.DeleteSchedule(c.Context, name); err != nil {
-				return fmt.Errorf("schedule delete %s: %w", name, err)
-			}
-			_, err = fmt.Fprintln(c.App.Writer, name, "deleted")
-			return err
-		},
+			return name, err
+		}, noAnswer((*client.Client).DeleteSchedule), printDone("deleted")),
 	}
 }

@@ -85,13 +85,13 @@ func TestScheduleJSON(t *testing.T) {
 		want scheduleJSON
 	}{
 		{"defaults", client.ScheduleInfo{Schedule: client.RecurringSchedule{Name: "n", Topic: "t", Spec: "@daily", Body: []byte("b")}},
-			scheduleJSON{Name: "n", Topic: "t", Spec: "@daily", TimeZone: "UTC", Misfire: "fire-latest", Body: new("b"), Next: []string{}}},
+			scheduleJSON{Name: "n", Topic: "t", Spec: "@daily", TimeZone: "UTC", Misfire: "fire-latest", bodyJSON: bodyJSON{Body: new("b")}, Next: []string{}}},
 		{"all", client.ScheduleInfo{
 			Schedule: client.RecurringSchedule{Name: "n", Topic: "t", Spec: "30 2 * * *", TimeZone: "Europe/Berlin", Body: []byte{0xff},
 				Start: at, End: at.Add(time.Hour), Misfire: client.MisfireSkip, Paused: true},
 			Next: []time.Time{at}, Armed: id, Fired: 3},
 			scheduleJSON{Name: "n", Topic: "t", Spec: "30 2 * * *", TimeZone: "Europe/Berlin", Misfire: "skip", Paused: true,
-				Start: "2030-03-31T01:00:00.000000000Z", End: "2030-03-31T02:00:00.000000000Z", BodyBase64: "/w==",
+				Start: "2030-03-31T01:00:00.000000000Z", End: "2030-03-31T02:00:00.000000000Z", bodyJSON: bodyJSON{BodyBase64: "/w=="},
 				Next: []string{"2030-03-31T01:00:00.000000000Z"}, ArmedID: id.String(), Fired: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,7 +3,7 @@ package main
 // What schedule get and schedule list print.
 
 import (
-	"encoding/base64"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +11,6 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,26 +19,25 @@ import (
 
 // scheduleJSON is a schedule as get and list print it with --json.
 type scheduleJSON struct {
-	Name       string            `json:"name"`
-	Topic      string            `json:"topic"`
-	Spec       string            `json:"spec"`
-	TimeZone   string            `json:"time_zone"`
-	Misfire    string            `json:"misfire"`
-	Paused     bool              `json:"paused"`
-	Start      string            `json:"start,omitempty"`
-	End        string            `json:"end,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Body       *string           `json:"body,omitempty"`
-	BodyBase64 string            `json:"body_base64,omitempty"`
-	Next       []string          `json:"next"`
-	ArmedID    string            `json:"armed_id,omitempty"`
-	Fired      int64             `json:"fired"`
+	Name     string            `json:"name"`
+	Topic    string            `json:"topic"`
+	Spec     string            `json:"spec"`
+	TimeZone string            `json:"time_zone"`
+	Misfire  string            `json:"misfire"`
+	Paused   bool              `json:"paused"`
+	Start    string            `json:"start,omitempty"`
+	End      string            `json:"end,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	bodyJSON
+	Next    []string `json:"next"`
+	ArmedID string   `json:"armed_id,omitempty"`
+	Fired   int64    `json:"fired"`
 }
 
 func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
 	s := in.Schedule
 	j := scheduleJSON{Name: s.Name, Topic: s.Topic, Spec: s.Spec, TimeZone: s.TimeZone, Misfire: string(s.Misfire), Paused: s.Paused,
-		Headers: s.Headers, Next: []string{}, ArmedID: in.Armed.String(), Fired: in.Fired}
+		Headers: s.Headers, bodyJSON: newBodyJSON(s.Body), Next: []string{}, ArmedID: in.Armed.String(), Fired: in.Fired}
 	if j.TimeZone == "" {
 		j.TimeZone = "UTC"
 	}
@@ -54,12 +52,6 @@ func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
 	}
 	for _, t := range in.Next {
 		j.Next = append(j.Next, t.UTC().Format(rfc3339Nano))
-	}
-	if utf8.Valid(s.Body) {
-		b := string(s.Body)
-		j.Body = &b
-	} else {
-		j.BodyBase64 = base64.StdEncoding.EncodeToString(s.Body)
 	}
 	return j
 }
@@ -99,34 +91,31 @@ With --json it prints one JSON object per schedule and line instead, as
 			if c.NArg() > 0 {
 				return commandError(c, "takes no arguments, got %q", c.Args().Slice())
 			}
-			cl, err := newClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			enc := json.NewEncoder(c.App.Writer)
-			w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-			if !c.Bool("json") {
-				fmt.Fprintln(w, "name\ttopic\tspec\tzone\tnext\tpaused\tfired")
-			}
-			for in, err := range cl.ListSchedules(c.Context, client.ListSchedulesOptions{Topic: c.String("topic")}) {
-				if err != nil {
-					return fmt.Errorf("schedule list: %w", err)
+			return withClient(c, func(cl *client.Client) error {
+				enc := json.NewEncoder(c.App.Writer)
+				w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+				if !c.Bool("json") {
+					fmt.Fprintln(w, "name\ttopic\tspec\tzone\tnext\tpaused\tfired")
 				}
-				j := newScheduleJSON(in)
-				if c.Bool("json") {
-					if err := enc.Encode(j); err != nil {
-						return err
+				for in, err := range cl.ListSchedules(c.Context, client.ListSchedulesOptions{Topic: c.String("topic")}) {
+					if err != nil {
+						return fmt.Errorf("schedule list: %w", err)
 					}
-					continue
+					j := newScheduleJSON(in)
+					if c.Bool("json") {
+						if err := enc.Encode(j); err != nil {
+							return err
+						}
+						continue
+					}
+					next := "-"
+					if len(j.Next) > 0 {
+						next = j.Next[0]
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Topic, j.Spec, j.TimeZone, next, yesNo(j.Paused), j.Fired)
 				}
-				next := "-"
-				if len(j.Next) > 0 {
-					next = j.Next[0]
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.Name, j.Topic, j.Spec, j.TimeZone, next, yesNo(j.Paused), j.Fired)
-			}
-			return w.Flush()
+				return w.Flush()
+			})
 		},
 	}
 }
@@ -168,14 +157,11 @@ func runScheduleGet(c *cli.Context) error {
 	if n < 1 || n > client.MaxNextTimes {
 		return commandError(c, "--next %d: from 1 to %d", n, client.MaxNextTimes)
 	}
-	cl, err := newClient(c)
+	in, err := call(c, name, func(cl *client.Client, ctx context.Context) (client.ScheduleInfo, error) {
+		return cl.GetSchedule(ctx, name, n)
+	})
 	if err != nil {
 		return err
-	}
-	defer cl.Close()
-	in, err := cl.GetSchedule(c.Context, name, n)
-	if err != nil {
-		return fmt.Errorf("schedule get %s: %w", name, err)
 	}
 	j := newScheduleJSON(in)
 	if c.Bool("json") {
@@ -213,10 +199,5 @@ func printSchedule(w io.Writer, j scheduleJSON, in client.ScheduleInfo) error {
 	for _, k := range slices.Sorted(maps.Keys(j.Headers)) {
 		fmt.Fprintf(w, "header:      %s=%s\n", k, j.Headers[k])
 	}
-	if j.Body == nil {
-		_, err = fmt.Fprintf(w, "body base64: %s\n", j.BodyBase64)
-		return err
-	}
-	_, err = fmt.Fprintf(w, "body:        %q\n", *j.Body)
-	return err
+	return j.print(w)
 }

@@ -100,6 +100,13 @@ func envVar(flag string) []string {
 	return []string{"HOURGLASS_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
 }
 
+// dataDirFlag is --data-dir of serve, repair and inspect: the same
+// directory by default and from HOURGLASS_DATA_DIR; usage says what the
+// command does with it.
+func dataDirFlag(usage string) cli.Flag {
+	return &cli.StringFlag{Name: "data-dir", Value: "hourglass-data", DefaultText: "./hourglass-data", EnvVars: envVar("data-dir"), Usage: usage}
+}
+
 // serveCommand is `hourglass serve`; the work is in packages engine, queue
 // and server.
 func serveCommand() *cli.Command {
@@ -109,8 +116,7 @@ func serveCommand() *cli.Command {
 		UsageText:   "hourglass serve [--data-dir PATH] [--listen HOST:PORT] [options]",
 		Description: serveDescription,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "data-dir", Value: "hourglass-data", DefaultText: "./hourglass-data", EnvVars: envVar("data-dir"),
-				Usage: "directory (`PATH`) holding the messages; created if missing, locked while the server runs"},
+			dataDirFlag("directory (`PATH`) holding the messages; created if missing, locked while the server runs"),
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7420", EnvVars: envVar("listen"),
 				Usage: "address (`HOST:PORT`) to listen on; port 0 picks a free port; 0.0.0.0:7420 listens on every interface"},
 			&cli.DurationFlag{Name: "segment-duration", Value: time.Hour, DefaultText: "1h", EnvVars: envVar("segment-duration"),

@@ -110,10 +110,10 @@ func Throughput(file string, systems []peers.System, results []workload.Result) 
 		names = append(names, ShortName(s))
 		v1, v2 := 0.0, 0.0
 		if g1 != nil {
-			v1 = g1.median(func(r workload.Result) float64 { return r.ProducePerSec })
+			v1 = g1.median(producePerSec)
 		}
 		if g2 != nil {
-			v2 = g2.median(func(r workload.Result) float64 { return r.ProducePerSec })
+			v2 = g2.median(producePerSec)
 		}
 		w1, w2 = append(w1, v1), append(w2, v2)
 	}

@@ -248,16 +248,60 @@ func waitAll(ctx context.Context, tr *measure.Tracker, deadline time.Time, grace
 	return "complete"
 }
 
-// runDelayed is W1, and W4 when crash is set.
-func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.Server, d peers.Driver, o Options, crash bool) {
-	n := o.n(W1Messages)
-	tr := measure.NewTracker(n)
-	var perr, cerr atomic.Int64
-	stop, err := consumers(ctx, d, o, tr, &cerr)
+// producing is a run's n messages, the tracker of what became of them,
+// and the producers' errors.
+type producing struct {
+	n    int
+	tr   *measure.Tracker
+	perr atomic.Int64
+}
+
+func newProducing(n int) *producing { return &producing{n: n, tr: measure.NewTracker(n)} }
+
+// produce produces the messages, due at due, and puts in res how long
+// that took since start.
+func (r *producing) produce(ctx context.Context, res *Result, d peers.Driver, o Options, start time.Time, due plan, afterAck func()) error {
+	err := produce(ctx, d, o, r.n, r.tr, due, &r.perr, afterAck)
+	res.ProduceSeconds = time.Since(start).Seconds()
+	res.ProducePerSec = float64(r.n) / res.ProduceSeconds
+	return err
+}
+
+// delivering is a run of W1, W2 or W4 under way: producing, with
+// consumers filling the tracker.
+type delivering struct {
+	*producing
+	cerr atomic.Int64
+	stop func() // stops the consumers
+}
+
+// startDelivering starts o's consumers for n messages; on error it says
+// why in res.End and returns nil.
+func startDelivering(ctx context.Context, res *Result, d peers.Driver, o Options, n int) *delivering {
+	r := &delivering{producing: newProducing(n)}
+	stop, err := consumers(ctx, d, o, r.tr, &r.cerr)
 	if err != nil {
 		res.End = err.Error()
+		return nil
+	}
+	r.stop = stop
+	return r
+}
+
+// finish stops the consumers and puts what the run saw in res.
+func (r *delivering) finish(res *Result) {
+	r.stop()
+	res.Result = r.tr.Result()
+	res.ProduceErrors, res.ConsumeErrors = r.perr.Load(), r.cerr.Load()
+}
+
+// runDelayed is W1, and W4 when crash is set.
+func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.Server, d peers.Driver, o Options, crash bool) {
+	run := startDelivering(ctx, res, d, o, o.n(W1Messages))
+	if run == nil {
 		return
 	}
+	n := run.n
 	start := time.Now()
 	deadline := start.Add(o.RunTimeout)
 	rctx, cancel := context.WithDeadline(ctx, deadline)
@@ -297,9 +341,7 @@ func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.S
 			})
 		}
 	}
-	err = produce(rctx, d, o, n, tr, due, &perr, afterAck)
-	res.ProduceSeconds = time.Since(start).Seconds()
-	res.ProducePerSec = float64(n) / res.ProduceSeconds
+	err := run.produce(rctx, res, d, o, start, due, afterAck)
 	if crashDone != nil {
 		<-crashDone
 	}
@@ -310,28 +352,23 @@ func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.S
 		if crash {
 			grace = o.CrashGrace
 		}
-		res.End = waitAll(ctx, tr, deadline, grace)
+		res.End = waitAll(ctx, run.tr, deadline, grace)
 		if crash && res.End == "timeout" {
 			res.End = "complete" // a lost message never arrives; the count says so
 		}
 	}
-	stop()
-	res.Result = tr.Result()
-	res.ProduceErrors, res.ConsumeErrors = perr.Load(), cerr.Load()
+	run.finish(res)
 }
 
 // runHot is W2: every message due within one whole second that starts
 // after producing is expected to be done.
 func runHot(ctx context.Context, res *Result, d peers.Driver, o Options, rate float64) {
-	n := o.n(W2Messages)
-	tr := measure.NewTracker(n)
-	var perr, cerr atomic.Int64
-	stop, err := consumers(ctx, d, o, tr, &cerr)
-	if err != nil {
-		res.End = err.Error()
+	run := startDelivering(ctx, res, d, o, o.n(W2Messages))
+	if run == nil {
 		return
 	}
-	defer stop()
+	defer run.stop()
+	n := run.n
 	if rate <= 0 {
 		rate = 2000
 	}
@@ -347,29 +384,23 @@ func runHot(ctx context.Context, res *Result, d peers.Driver, o Options, rate fl
 		r := rand.New(rand.NewPCG(seed, uint64(i)))
 		return second.Add(time.Duration(r.Int64N(int64(time.Second))))
 	}
-	err = produce(rctx, d, o, n, tr, due, &perr, nil)
-	res.ProduceSeconds = time.Since(start).Seconds()
-	res.ProducePerSec = float64(n) / res.ProduceSeconds
+	err := run.produce(rctx, res, d, o, start, due, nil)
 	res.LateProduction = time.Now().After(second)
 	if err != nil {
 		res.End = "producing: " + err.Error()
 	} else {
-		res.End = waitAll(ctx, tr, deadline, o.Grace)
+		res.End = waitAll(ctx, run.tr, deadline, o.Grace)
 	}
-	stop()
-	res.Result = tr.Result()
+	run.finish(res)
 	if !res.LastDelivery.IsZero() {
 		res.DrainSeconds = res.LastDelivery.Sub(second).Seconds()
 	}
-	res.ProduceErrors, res.ConsumeErrors = perr.Load(), cerr.Load()
 }
 
 // runBacklog is W3: messages due 1 to 30 days ahead, no consumers; memory
 // and disk before and after.
 func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Driver, o Options) {
-	n := Count(W3Messages, o.W3Scale)
-	tr := measure.NewTracker(n)
-	var perr atomic.Int64
+	run := newProducing(Count(W3Messages, o.W3Scale))
 	if m, err := srv.Memory(); err == nil {
 		res.RSSBefore, res.PSSBefore, res.AnonBefore = m.RSS, m.PSS, m.Anon
 	}
@@ -382,9 +413,7 @@ func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Dri
 		r := rand.New(rand.NewPCG(seed, uint64(i)))
 		return now.Add(24*time.Hour + time.Duration(r.Int64N(int64(29*24*time.Hour))))
 	}
-	err := produce(rctx, d, o, n, tr, due, &perr, nil)
-	res.ProduceSeconds = time.Since(start).Seconds()
-	res.ProducePerSec = float64(n) / res.ProduceSeconds
+	err := run.produce(rctx, res, d, o, start, due, nil)
 	if err != nil {
 		res.End = "producing: " + err.Error()
 	}
@@ -398,6 +427,6 @@ func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Dri
 	}
 	res.RSSAfter, res.PSSAfter, res.AnonAfter = m.RSS, m.PSS, m.Anon
 	res.DiskAfter, _ = peers.DiskUsage(srv.Dir)
-	res.Result = tr.Result()
-	res.ProduceErrors = perr.Load()
+	res.Result = run.tr.Result()
+	res.ProduceErrors = run.perr.Load()
 }

@@ -226,22 +226,37 @@ func (r *run) awaitDeliveries(ctx context.Context, lastDue time.Time) string {
 	return end
 }
 
-// firing runs uniform and hot-second: schedule, wait for every delivery.
-func (r *run) firing(ctx context.Context) error {
-	r.tr = newTracker(r.cfg.Messages, true)
+// openAndSchedule opens an engine and schedules the scenario's messages
+// on it (scheduleAll). On error the engine is closed.
+func (r *run) openAndSchedule(ctx context.Context) (*engine.Engine, time.Time, error) {
 	e, err := r.openReady(ctx)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	lastDue, err := r.scheduleAll(ctx, e)
 	if err != nil {
 		closeEngine(e)
-		return err
+		return nil, time.Time{}, err
 	}
-	end := r.awaitDeliveries(ctx, lastDue)
+	return e, lastDue, nil
+}
+
+// closeAndFinish closes e and fills the report (finish) with its last
+// counters and end, why the run ended.
+func (r *run) closeAndFinish(e *engine.Engine, end string) {
 	st := e.Stats()
 	r.closeErr = closeEngine(e)
 	r.finish(end, st)
+}
+
+// firing runs uniform and hot-second: schedule, wait for every delivery.
+func (r *run) firing(ctx context.Context) error {
+	r.tr = newTracker(r.cfg.Messages, true)
+	e, lastDue, err := r.openAndSchedule(ctx)
+	if err != nil {
+		return err
+	}
+	r.closeAndFinish(e, r.awaitDeliveries(ctx, lastDue))
 	return nil
 }
 
@@ -250,12 +265,8 @@ func (r *run) firing(ctx context.Context) error {
 func (r *run) farFuture(ctx context.Context) error {
 	r.tr = newTracker(r.cfg.Messages, false)
 	base := liveHeap()
-	e, err := r.openReady(ctx)
+	e, _, err := r.openAndSchedule(ctx)
 	if err != nil {
-		return err
-	}
-	if _, err := r.scheduleAll(ctx, e); err != nil {
-		closeEngine(e)
 		return err
 	}
 	end := endComplete
@@ -270,9 +281,7 @@ func (r *run) farFuture(ctx context.Context) error {
 	} else {
 		r.heapPerPending(base, liveHeap(), int64(r.rep.Scheduled))
 	}
-	st := e.Stats()
-	r.closeErr = closeEngine(e)
-	r.finish(end, st)
+	r.closeAndFinish(e, end)
 	return nil
 }
 
@@ -281,13 +290,8 @@ func (r *run) farFuture(ctx context.Context) error {
 // cost; then it waits for every delivery.
 func (r *run) recovery(ctx context.Context) error {
 	r.tr = newTracker(r.cfg.Messages, true)
-	e, err := r.openReady(ctx)
+	e, lastDue, err := r.openAndSchedule(ctx)
 	if err != nil {
-		return err
-	}
-	lastDue, err := r.scheduleAll(ctx, e)
-	if err != nil {
-		closeEngine(e)
 		return err
 	}
 	if err := r.waitRouted(ctx, e); err != nil && ctx.Err() == nil {
@@ -295,9 +299,7 @@ func (r *run) recovery(ctx context.Context) error {
 		return err
 	}
 	if ctx.Err() != nil {
-		st := e.Stats()
-		r.closeErr = closeEngine(e)
-		r.finish(ctxEnd(ctx), st)
+		r.closeAndFinish(e, ctxEnd(ctx))
 		return nil
 	}
 	if err := closeEngine(e); err != nil {
@@ -315,11 +317,7 @@ func (r *run) recovery(ctx context.Context) error {
 	r.rep.ReadySeconds = round3(time.Since(start).Seconds())
 	r.rep.PendingAtReady = e.Stats().Pending
 	r.heapPerPending(base, liveHeap(), int64(r.rep.Scheduled)-before)
-
-	end := r.awaitDeliveries(ctx, lastDue)
-	st := e.Stats()
-	r.closeErr = closeEngine(e)
-	r.finish(end, st)
+	r.closeAndFinish(e, r.awaitDeliveries(ctx, lastDue))
 	return nil
 }
 
@@ -355,16 +353,7 @@ func (r *run) finish(end string, st engine.Stats) {
 	if d := t.last.Sub(t.first); t.deliveries >= 2 && d > 0 {
 		rep.FirePerSec = round1(float64(t.deliveries) / d.Seconds())
 	}
-	if lat := r.tr.latencies(); len(lat) > 0 {
-		var sum float64
-		for _, v := range lat {
-			sum += v
-		}
-		rep.LatenessP50Ms = round3(percentile(lat, 0.50))
-		rep.LatenessP99Ms = round3(percentile(lat, 0.99))
-		rep.LatenessMaxMs = round3(lat[len(lat)-1])
-		rep.LatenessMeanMs = round3(sum / float64(len(lat)))
-	}
+	rep.SetLateness(r.tr.latencies())
 	what := "what was scheduled and not delivered counts as lost"
 	if r.cfg.Scenario == FarFuture {
 		what = "the heap was not measured"

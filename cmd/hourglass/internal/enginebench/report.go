@@ -71,20 +71,65 @@ var Keys = []string{
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
+	return json.NewEncoder(w).Encode(r)
+}
+
+// SetLateness fills the lateness keys from the lateness of every delivery,
+// in milliseconds, sorted.
+func (r *Report) SetLateness(sorted []float64) {
+	if len(sorted) == 0 {
+		return
 	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	var sum float64
+	for _, v := range sorted {
+		sum += v
+	}
+	r.LatenessP50Ms = round3(percentile(sorted, 0.50))
+	r.LatenessP99Ms = round3(percentile(sorted, 0.99))
+	r.LatenessMaxMs = round3(sorted[len(sorted)-1])
+	r.LatenessMeanMs = round3(sum / float64(len(sorted)))
+}
+
+// Table is a report as text: aligned rows of key, value and unit, then
+// lines. The server benchmark's report is one too.
+type Table struct {
+	buf  bytes.Buffer
+	rows *tabwriter.Writer
+}
+
+// NewTable returns an empty table.
+func NewTable() *Table {
+	t := &Table{}
+	t.rows = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
+	return t
+}
+
+// Row adds a row; rows come before the lines.
+func (t *Table) Row(key, value, unit string) { fmt.Fprintf(t.rows, "%s\t%s\t%s\n", key, value, unit) }
+
+// Line adds a line below the rows.
+func (t *Table) Line(format string, args ...any) {
+	t.rows.Flush()
+	fmt.Fprintf(&t.buf, format+"\n", args...)
+}
+
+// Print writes the table to w.
+func (t *Table) Print(w io.Writer) error {
+	t.rows.Flush()
+	// tabwriter pads the last column too: trim it.
+	for line := range bytes.Lines(t.buf.Bytes()) {
+		if _, err := w.Write(append(bytes.TrimRight(line, " \n"), '\n')); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteTable writes the report as an aligned table, one JSON key a row,
 // then the settings.
 func (r *Report) WriteTable(w io.Writer) error {
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	row := func(key, value, unit string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", key, value, unit) }
+	t := NewTable()
+	row := t.Row
 	row("scenario", r.Scenario, "")
 	row("messages", Group(int64(r.Messages)), "asked for")
 	row("scheduled", Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
@@ -115,21 +160,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Anomalies != 0 {
 		row("anomalies", Group(r.Anomalies), "foreign or corrupt deliveries, unrecorded done-records (must be 0)")
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(&buf, "engine: fsync %s, segments %gs, preload lead %gs\n", r.Fsync, r.SegmentSeconds, r.PreloadLeadSeconds)
-	fmt.Fprintf(&buf, "load: %d producers x %d messages per call, %d-byte bodies, GOMAXPROCS %d\n", r.Producers, r.Batch, r.BodySize, r.GOMAXPROCS)
+	t.Line("engine: fsync %s, segments %gs, preload lead %gs", r.Fsync, r.SegmentSeconds, r.PreloadLeadSeconds)
+	t.Line("load: %d producers x %d messages per call, %d-byte bodies, GOMAXPROCS %d", r.Producers, r.Batch, r.BodySize, r.GOMAXPROCS)
 	if r.Note != "" {
-		fmt.Fprintf(&buf, "note: %s\n", r.Note)
+		t.Line("note: %s", r.Note)
 	}
-	// tabwriter pads the last column too: trim it.
-	for line := range bytes.Lines(buf.Bytes()) {
-		if _, err := w.Write(append(bytes.TrimRight(line, " \n"), '\n')); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.Print(w)
 }
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }

@@ -361,17 +361,8 @@ wait:
 	if d := last.Sub(first); d > 0 {
 		r.FirePerSec = round1(float64(r.Delivered) / d.Seconds())
 	}
-	if len(all) > 0 {
-		slices.Sort(all)
-		sum := 0.0
-		for _, v := range all {
-			sum += v
-		}
-		r.LatenessP50Ms = round3(pct(all, 0.50))
-		r.LatenessP99Ms = round3(pct(all, 0.99))
-		r.LatenessMaxMs = round3(all[len(all)-1])
-		r.LatenessMeanMs = round3(sum / float64(len(all)))
-	}
+	slices.Sort(all)
+	r.SetLateness(all)
 	select {
 	case <-failed:
 		return errors.Join(serr, consumeErr)
@@ -448,12 +439,6 @@ func streamConsumer(ctx context.Context, cl *client.Client, topic string, t *tal
 		// Failed acks and streams broken (and opened again).
 		OnError: func(error) { t.errs.Add(1) },
 	})
-}
-
-// pct is the nearest-rank percentile of sorted values.
-func pct(sorted []float64, p float64) float64 {
-	k := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[max(0, min(k, len(sorted)-1))]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,13 +1,11 @@
 package serverbench
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
@@ -20,19 +18,13 @@ var Keys = append(append([]string(nil), enginebench.Keys...),
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return json.NewEncoder(w).Encode(r)
 }
 
 // WriteTable writes the report as an aligned table, one JSON key a row.
 func (r *Report) WriteTable(w io.Writer) error {
-	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	row := func(key, value, unit string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", key, value, unit) }
+	t := enginebench.NewTable()
+	row := t.Row
 	f3 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	row("scenario", r.Scenario, "")
 	row("messages", enginebench.Group(int64(r.Messages)), "asked for")
@@ -64,20 +56,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("clock_skew_ms", f3(r.ClockSkewMs), fmt.Sprintf("server - client (Time round trip %.3f ms)", r.ClockRTTMs))
 	row("errors", enginebench.Group(r.Errors), "failed calls")
 	row("end", r.End, "")
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(&buf, "server: %s, topic %s\n", r.Addr, r.Topic)
-	fmt.Fprintf(&buf, "load: %s, GOMAXPROCS %d\n", r.load(), r.GOMAXPROCS)
+	t.Line("server: %s, topic %s", r.Addr, r.Topic)
+	t.Line("load: %s, GOMAXPROCS %d", r.load(), r.GOMAXPROCS)
 	if r.Note != "" {
-		fmt.Fprintf(&buf, "note: %s\n", r.Note)
+		t.Line("note: %s", r.Note)
 	}
-	for line := range bytes.Lines(buf.Bytes()) {
-		if _, err := w.Write(append(bytes.TrimRight(line, " \n"), '\n')); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.Print(w)
 }
 
 // load says how the run talked to the server, for the table's last lines.
