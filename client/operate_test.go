@@ -319,24 +319,25 @@ func TestPurgeDeleteTopic(t *testing.T) {
 		}
 		return id
 	}
-	for range 3 {
-		sched(client.Message{Topic: "p", Delay: time.Hour})
-	}
-	keep := sched(client.Message{Topic: "other", Delay: time.Hour})
+	// The due message first: wait until the queue holds it, so that the
+	// purge of pending messages cannot find it still pending.
 	sched(client.Message{Topic: "p", Body: []byte("due")})
-	if n, err := c.Purge(ctx, "p", client.StatePending); err != nil || n != 3 {
-		t.Errorf("Purge pending = %d, %v; want 3", n, err)
-	}
-	if f, err := c.Get(ctx, keep); err != nil || f.State != client.StatePending {
-		t.Errorf("another topic's message after the purge: %+v, %v; want pending", f, err)
-	}
-	// The due message: wait until the queue holds it.
 	deadline := time.Now().Add(opTimeout)
 	for len(listAll(t, c, "p", client.ListOptions{State: client.StateDue})) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the due message never reached the queue")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+	for range 3 {
+		sched(client.Message{Topic: "p", Delay: time.Hour})
+	}
+	keep := sched(client.Message{Topic: "other", Delay: time.Hour})
+	if n, err := c.Purge(ctx, "p", client.StatePending); err != nil || n != 3 {
+		t.Errorf("Purge pending = %d, %v; want 3", n, err)
+	}
+	if f, err := c.Get(ctx, keep); err != nil || f.State != client.StatePending {
+		t.Errorf("another topic's message after the purge: %+v, %v; want pending", f, err)
 	}
 	if n, err := c.Purge(ctx, "p", client.StateDue); err != nil || n != 1 {
 		t.Errorf("Purge due = %d, %v; want 1", n, err)
