@@ -127,23 +127,48 @@ func (c *Catalog) Staged() int {
 
 // Commit writes everything staged in one transaction and fsyncs it.
 func (c *Catalog) Commit() error {
+	b := c.Begin()
+	if b == nil {
+		return nil
+	}
+	return b.Write()
+}
+
+// Batch is what Begin took of the staged entries, for Write.
+type Batch struct {
+	c *Catalog
+	m map[Table]map[string][]byte
+}
+
+// Begin takes everything staged so far into a batch that Write commits,
+// and returns nil if nothing is staged. Readers see the batch until Write
+// has written it; entries staged after Begin go into the next batch. One
+// batch at a time: Write (or drop) the last one before the next Begin.
+func (c *Catalog) Begin() *Batch {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if len(c.staged) == 0 {
-		c.mu.Unlock()
 		return nil
 	}
 	c.committing, c.staged = c.staged, map[Table]map[string][]byte{}
-	batch := c.committing
-	c.mu.Unlock()
+	return &Batch{c: c, m: c.committing}
+}
+
+// Write commits the batch in one transaction and fsyncs it. It may run on
+// a goroutine of its own while entries are staged. On failure the batch
+// goes back under what was staged since (a retry writes both, the newer
+// winning).
+func (b *Batch) Write() error {
+	c := b.c
 	err := c.db.Update(func(tx *bolt.Tx) error {
-		for t, m := range batch {
-			b := tx.Bucket([]byte(t))
+		for t, m := range b.m {
+			bk := tx.Bucket([]byte(t))
 			for k, v := range m {
 				var err error
 				if v == nil {
-					err = b.Delete([]byte(k))
+					err = bk.Delete([]byte(k))
 				} else {
-					err = b.Put([]byte(k), v)
+					err = bk.Put([]byte(k), v)
 				}
 				if err != nil {
 					return err
@@ -154,10 +179,9 @@ func (c *Catalog) Commit() error {
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.committing = nil
 	if err != nil {
-		// Put the batch back under what was staged since: a retry writes
-		// both, the newer winning.
-		for t, m := range batch {
+		for t, m := range b.m {
 			s := c.staged[t]
 			if s == nil {
 				c.staged[t] = m
@@ -169,10 +193,8 @@ func (c *Catalog) Commit() error {
 				}
 			}
 		}
-		c.committing = nil
 		return fmt.Errorf("catalog: commit %s: %w", c.path, err)
 	}
-	c.committing = nil
 	return nil
 }
 

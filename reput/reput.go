@@ -185,6 +185,10 @@ type Reput struct {
 	// Owned by the routing goroutine.
 	scratch message.Message // indexKey's decoding
 	sweepAt []byte          // sweepCatalog's place in the Keys table
+	// catBusy receives the outcome of the catalog commit in flight, which
+	// covers what was routed below catPos; nil when none is.
+	catBusy chan error
+	catPos  int64
 	movedAt []byte          // and in the Moved table
 	it      *commitlog.Iterator
 	writers map[int64]*segWriter

@@ -381,8 +381,35 @@ func (r *Reput) publish() error {
 
 // doCheckpoint syncs every segment and dispatch log routed to since the
 // last checkpoint, then durably records the position and trims the
-// commitlog below it.
-func (r *Reput) doCheckpoint() error {
+// commitlog below it. With a catalog the position is recorded once the
+// catalog holds everything routed before it: its commit runs on a
+// goroutine of its own (a second of keyed Schedules can take hundreds of
+// milliseconds to write) while routing goes on, and the checkpoint is
+// written when it is done, at a later call. While stalled, or at
+// shutdown, everything is done at once (wait).
+func (r *Reput) doCheckpoint() error { return r.checkpointAt(r.stall != nil) }
+
+func (r *Reput) checkpointAt(wait bool) error {
+	if r.catBusy != nil {
+		// The catalog commit of an earlier checkpoint.
+		var err error
+		if wait {
+			err = <-r.catBusy
+		} else {
+			select {
+			case err = <-r.catBusy:
+			default:
+				return nil // not done: routing goes on, and a later call looks again
+			}
+		}
+		r.catBusy = nil
+		if err != nil {
+			return err
+		}
+		if err := r.writeCheckpoint(r.catPos); err != nil {
+			return err
+		}
+	}
 	pos := r.it.Pos()
 	var syncs []func() error
 	for _, sw := range r.writers {
@@ -413,18 +440,36 @@ func (r *Reput) doCheckpoint() error {
 	if err != nil {
 		return err
 	}
+	r.dirty = false // everything routed up to pos is synced or in the catalog batch below
 	if c := r.opts.Catalog; c != nil {
 		// What the checkpoint covers must be in the catalog for good.
 		r.sweepCatalog()
-		if err := c.Commit(); err != nil {
-			return err
+		if b := c.Begin(); b != nil {
+			if wait {
+				if err := b.Write(); err != nil {
+					return err
+				}
+			} else {
+				r.catPos, r.catBusy = pos, make(chan error, 1)
+				done := r.catBusy
+				go func() { done <- b.Write() }()
+				// Dirty until the checkpoint is written: the loop comes
+				// back after an interval, also when idle.
+				r.dirty, r.lastCkpt = true, time.Now()
+				return nil
+			}
 		}
 	}
+	return r.writeCheckpoint(pos)
+}
+
+// writeCheckpoint durably records pos, up to which everything routed is
+// synced and in the catalog, and trims the commitlog below it.
+func (r *Reput) writeCheckpoint(pos int64) error {
 	if err := writeCheckpoint(r.opts.Dir, pos, r.retired.st.count()); err != nil {
 		return fmt.Errorf("reput: write checkpoint: %w", err)
 	}
 	r.checkpoint.Store(pos)
-	r.dirty = false
 	r.lastCkpt = time.Now()
 	if r.writerCap < r.opts.MaxOpenWriters && r.stall == nil {
 		r.writerCap = min(r.opts.MaxOpenWriters, r.writerCap+max(1, r.writerCap/4))
@@ -569,9 +614,11 @@ func (r *Reput) shutdown() error {
 	}
 	var err error
 	if r.Err() == nil {
-		if r.dirty {
-			err = r.doCheckpoint()
+		if r.dirty || r.catBusy != nil {
+			err = r.checkpointAt(true)
 		}
+	} else if r.catBusy != nil {
+		<-r.catBusy // the catalog is closed after reput
 	}
 	for b, sw := range r.writers {
 		if cerr := sw.w.Close(); cerr != nil && err == nil {
