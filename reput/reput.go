@@ -189,7 +189,7 @@ type Reput struct {
 	// covers what was routed below catPos; nil when none is.
 	catBusy chan error
 	catPos  int64
-	movedAt []byte          // and in the Moved table
+	movedAt []byte // and in the Moved table
 	it      *commitlog.Iterator
 	writers map[int64]*segWriter
 	watched map[int64]*watchState
