@@ -278,7 +278,7 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 		return Unknown, false, fmt.Errorf("engine: cancel of %s: other Cancels of it kept deciding; try again", id)
 	case cancelDoneBefore:
 		// Done before its bucket was loaded: the dispatch log says why.
-		r, ok, err := doneReason(e.donePath(seg.Start), id.Seq)
+		r, ok, err := e.doneCache.reason(e.donePath(seg.Start), id.Seq)
 		if err != nil || !ok {
 			// In the done set loaded from that file, so done either way;
 			// delivered is the safe answer.
@@ -323,5 +323,5 @@ func (e *Engine) unloadedDone(start int64, seq uint64) (dispatchlog.Reason, bool
 	if err := e.reput.SyncDispatch(start); err != nil {
 		return 0, false, err
 	}
-	return doneReason(e.donePath(start), seq)
+	return e.doneCache.reason(e.donePath(start), seq)
 }

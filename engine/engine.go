@@ -128,7 +128,9 @@ type Engine struct {
 	// reput routes (package catalog).
 	cat         *catalog.Catalog
 	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
-	health      *health
+	// doneCache answers Cancel and Reschedule of buckets not in memory.
+	doneCache doneCache
+	health    *health
 	// refused is closed, with refuseErr set, by refuse.
 	refused    chan struct{}
 	refuseErr  error
