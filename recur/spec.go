@@ -20,6 +20,7 @@ package recur
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strings"
 	"time"
 	// The IANA zones are embedded: a binary with schedules needs no zone
@@ -125,65 +126,116 @@ func (s *Spec) Next(after time.Time) time.Time {
 	}
 }
 
-// civil returns t's wall-clock reading in loc, as a time in UTC.
+// civil returns t's wall-clock reading in loc, as a time in UTC. It looks
+// the zone up once (a zone's rules for years past its table are parsed at
+// each lookup).
 func civil(t time.Time, loc *time.Location) time.Time {
-	l := t.In(loc)
-	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), 0, time.UTC)
+	_, off := t.In(loc).Zone()
+	return t.UTC().Add(time.Duration(off) * time.Second).Truncate(time.Second)
 }
 
 // resolve returns the instant of civil time c in loc: for a time the
 // clocks repeat, the first of its two instants; for one they skip, the
 // first instant after the gap.
 func resolve(c time.Time, loc *time.Location) time.Time {
-	// Candidates: c read with each offset in force a day around it.
-	var best time.Time
-	for _, probe := range []time.Time{c.Add(-26 * time.Hour), c.Add(26 * time.Hour), c} {
-		_, off := probe.In(loc).Zone()
-		t := c.Add(-time.Duration(off) * time.Second)
-		if civil(t, loc).Equal(c) && (best.IsZero() || t.Before(best)) {
-			best = t
+	// Candidates: c read with the offsets in force a day before and a day
+	// after it (zones change their offset at most once within two days).
+	_, before := c.Add(-26 * time.Hour).In(loc).Zone()
+	_, after := c.Add(26 * time.Hour).In(loc).Zone()
+	tb := c.Add(-time.Duration(before) * time.Second)
+	okb := civil(tb, loc).Equal(c)
+	if before == after {
+		if okb {
+			return tb
+		}
+	} else {
+		ta := c.Add(-time.Duration(after) * time.Second)
+		oka := civil(ta, loc).Equal(c)
+		switch {
+		case okb && oka: // repeated: the first instant
+			if ta.Before(tb) {
+				return ta
+			}
+			return tb
+		case okb:
+			return tb
+		case oka:
+			return ta
 		}
 	}
-	if !best.IsZero() {
-		return best
-	}
-	// In a gap: the transition that opened it is the first instant after.
-	_, offBefore := c.Add(-26 * time.Hour).In(loc).Zone()
-	t := c.Add(-time.Duration(offBefore) * time.Second) // an instant after the transition
-	start, _ := t.In(loc).ZoneBounds()
+	// In a gap: the transition that opened it is the first instant after;
+	// tb, read with the earlier offset, lies after it.
+	start, _ := tb.In(loc).ZoneBounds()
 	return start
 }
 
 // nextCivil returns the first civil time after c that the cron fields
-// match, or the zero time within five years.
+// match, or the zero time within five years. Each field jumps to its next
+// allowed value (the lowest set bit at or above it), so a call does a few
+// steps, not one per second.
 func (s *Spec) nextCivil(c time.Time) time.Time {
 	cs := s.cron
 	t := c.Add(time.Second).Truncate(time.Second)
 	yearLimit := t.Year() + 5
+	date := func(y int, mo time.Month, d, h, mi, sec int) time.Time {
+		return time.Date(y, mo, d, h, mi, sec, 0, time.UTC)
+	}
 	for t.Year() <= yearLimit {
-		if 1<<uint(t.Month())&cs.Month == 0 {
-			t = time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		y, mo, d := t.Date()
+		h, mi, sec := t.Clock()
+		if 1<<uint(mo)&cs.Month == 0 {
+			if m, ok := nextBit(cs.Month, int(mo)+1, 12); ok {
+				t = date(y, time.Month(m), 1, 0, 0, 0)
+			} else {
+				t = date(y+1, time.January, 1, 0, 0, 0)
+			}
 			continue
 		}
 		if !dayMatches(cs, t) {
-			t = time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC)
+			t = date(y, mo, d+1, 0, 0, 0)
 			continue
 		}
-		if 1<<uint(t.Hour())&cs.Hour == 0 {
-			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour()+1, 0, 0, 0, time.UTC)
+		if 1<<uint(h)&cs.Hour == 0 {
+			if n, ok := nextBit(cs.Hour, h+1, 23); ok {
+				t = date(y, mo, d, n, 0, 0)
+			} else {
+				t = date(y, mo, d+1, 0, 0, 0)
+			}
 			continue
 		}
-		if 1<<uint(t.Minute())&cs.Minute == 0 {
-			t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute()+1, 0, 0, time.UTC)
+		if 1<<uint(mi)&cs.Minute == 0 {
+			if n, ok := nextBit(cs.Minute, mi+1, 59); ok {
+				t = date(y, mo, d, h, n, 0)
+			} else {
+				t = date(y, mo, d, h+1, 0, 0)
+			}
 			continue
 		}
-		if 1<<uint(t.Second())&cs.Second == 0 {
-			t = t.Add(time.Second)
+		if 1<<uint(sec)&cs.Second == 0 {
+			if n, ok := nextBit(cs.Second, sec+1, 59); ok {
+				t = date(y, mo, d, h, mi, n)
+			} else {
+				t = date(y, mo, d, h, mi+1, 0)
+			}
 			continue
 		}
 		return t
 	}
 	return time.Time{}
+}
+
+// nextBit returns the lowest value from from to max whose bit is set in
+// a cron field's mask.
+func nextBit(mask uint64, from, max int) (int, bool) {
+	if from > max {
+		return 0, false
+	}
+	m := mask &^ starBit >> uint(from) << uint(from)
+	m &= 1<<uint(max+1) - 1
+	if m == 0 {
+		return 0, false
+	}
+	return bits.TrailingZeros64(m), true
 }
 
 // starBit marks a field written as * (cron's own convention).

@@ -185,3 +185,16 @@ func reference(s *Spec, after time.Time, secs bool, within time.Duration) time.T
 	}
 	return time.Time{}
 }
+
+// BenchmarkNext measures the next occurrence of an hourly spec with a
+// minute and a second, the one a hot second of schedules re-arms with.
+func BenchmarkNext(b *testing.B) {
+	s, err := Parse("17 42 * * * *", "Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	for b.Loop() {
+		t = s.Next(t)
+	}
+}
