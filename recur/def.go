@@ -3,6 +3,7 @@ package recur
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -82,8 +83,42 @@ func DecodeDef(name string, b []byte) (*Def, error) {
 	return d, nil
 }
 
-// spec parses d's spec in its zone.
-func (d *Def) spec() (*Spec, error) { return Parse(d.Spec, d.TZ) }
+// spec parses d's spec in its zone, once per spec and zone (specCache).
+func (d *Def) spec() (*Spec, error) { return specs.parse(d.Spec, d.TZ) }
+
+// specCache remembers parsed specs: a hot second of occurrences re-arms
+// many schedules of few specs, and parsing one (and loading its zone)
+// costs more than the rest of re-arming it.
+type specCache struct {
+	mu sync.Mutex
+	m  map[[2]string]*Spec
+}
+
+// maxSpecs bounds specCache; past it, it starts over.
+const maxSpecs = 4096
+
+var specs specCache
+
+func (c *specCache) parse(spec, tz string) (*Spec, error) {
+	k := [2]string{spec, tz}
+	c.mu.Lock()
+	s := c.m[k]
+	c.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := Parse(spec, tz)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSpecs {
+		c.m = map[[2]string]*Spec{}
+	}
+	c.m[k] = s
+	c.mu.Unlock()
+	return s, nil
+}
 
 // misfire is d's policy, FireOnce by default.
 func (d *Def) misfire() Misfire {
