@@ -578,6 +578,11 @@ func TestLostDoneLogRecreatedByCancel(t *testing.T) {
 		if r, err := e.Cancel(t.Context(), ids[3]); err != nil || r != Cancelled {
 			t.Fatalf("Cancel(%v) after the loss = %v, %v", ids[3], r, err)
 		}
+		// Routed before the Close (a Close routes nothing more: the next
+		// start would).
+		if err := e.WaitRouted(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}
