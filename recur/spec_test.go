@@ -198,3 +198,29 @@ func BenchmarkNext(b *testing.B) {
 		t = s.Next(t)
 	}
 }
+
+// A definition's start and end bound its occurrences: the first is at or
+// after start, none is after end.
+func TestStartAndEnd(t *testing.T) {
+	sp := mustParse(t, "0 12 * * *", "UTC")
+	day := func(d int) time.Time { return time.Date(2026, 12, d, 12, 0, 0, 0, time.UTC) }
+	d := &Def{StartMs: day(10).Add(-time.Hour).UnixMilli(), EndMs: day(12).UnixMilli()}
+	var got []time.Time
+	at := day(1)
+	for {
+		n, ok := d.next(sp, at)
+		if !ok {
+			break
+		}
+		got = append(got, n)
+		at = n
+	}
+	if len(got) != 3 || !got[0].Equal(day(10)) || !got[2].Equal(day(12)) {
+		t.Fatalf("occurrences %v, want the 10th, 11th and 12th at noon", got)
+	}
+	// An occurrence exactly at start counts.
+	d.StartMs = day(10).UnixMilli()
+	if n, ok := d.next(sp, day(1)); !ok || !n.Equal(day(10)) {
+		t.Fatalf("with start at an occurrence: %v, %v", n, ok)
+	}
+}
