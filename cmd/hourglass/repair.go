@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/reput"
+	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
 )
 
@@ -260,6 +262,8 @@ func repairCommitlog(env *repairEnv) (int, error) {
 		return 0, err
 	}
 	changes := 0
+	var gaps []seqGap // read when a routed span is lost
+	gapsRead := false
 	for _, f := range fixes {
 		rel, _ := filepath.Rel(env.Dir, f.File)
 		if f.Kind == commitlog.FixTornTail {
@@ -285,8 +289,26 @@ func repairCommitlog(env *repairEnv) (int, error) {
 			fmt.Fprintf(env.Out, "    the span held %d records (their headers still chain)\n", f.Records)
 		}
 		if routed := min(f.To, ckpt) - f.From; routed > 0 {
-			fmt.Fprintf(env.Out, "    offsets %d..%d (%d bytes) were already routed (below the reput checkpoint %d): the schedule segments hold them, nothing is lost\n",
-				f.From, f.From+routed, routed, ckpt)
+			if !gapsRead {
+				gaps, gapsRead = damagedSeqGaps(filepath.Join(env.Dir, "schedule")), true
+			}
+			// Routed records are in the schedule segments, except where a
+			// segment's entries are damaged: the server rebuilds those from
+			// the commitlog, which no longer holds them.
+			lostHere := false
+			for _, g := range gaps {
+				from, to := max(f.From, int64(g.lo)+1), min(f.From+routed, int64(g.hi))
+				if from >= to {
+					continue
+				}
+				lostHere = true
+				fmt.Fprintf(env.Out, "    offsets %d..%d: damaged entries of the schedule segment of bucket %s were rebuilt from these records, now gone: those records are LOST\n",
+					from, to, g.bucket)
+			}
+			if !lostHere {
+				fmt.Fprintf(env.Out, "    offsets %d..%d (%d bytes) were already routed (below the reput checkpoint %d): the schedule segments hold them, nothing is lost\n",
+					f.From, f.From+routed, routed, ckpt)
+			}
 		}
 		if lost := f.To - max(f.From, ckpt); lost > 0 {
 			if f.Kind == commitlog.FixRecreateSegment {
@@ -303,6 +325,47 @@ func repairCommitlog(env *repairEnv) (int, error) {
 		}
 	}
 	return changes, nil
+}
+
+// seqGap is a damaged region of a schedule segment: the seqs of its
+// entries lie strictly between lo and hi (the good entries around it).
+type seqGap struct {
+	bucket string // the segment's bucket start, RFC 3339
+	lo, hi uint64
+}
+
+// damagedSeqGaps lists the damaged regions of the schedule segments in
+// dir (what the server rebuilds from the commitlog while it holds them).
+func damagedSeqGaps(dir string) []seqGap {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []seqGap
+	for _, e := range ents {
+		start, ok := schedulelog.ParseName(e.Name())
+		if !ok {
+			continue
+		}
+		bucket := time.UnixMilli(start).UTC().Format(time.RFC3339)
+		r, err := schedulelog.OpenReader(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		it := r.Scan(schedulelog.FirstOffset, -1)
+		var lo uint64
+		for it.Next() {
+			if len(it.Skipped()) > 0 {
+				out = append(out, seqGap{bucket: bucket, lo: lo, hi: it.Seq()})
+			}
+			lo = it.Seq()
+		}
+		if ds := it.Skipped(); len(ds) > 0 && !ds[len(ds)-1].Torn {
+			out = append(out, seqGap{bucket: bucket, lo: lo, hi: math.MaxInt64})
+		}
+		r.Close()
+	}
+	return out
 }
 
 // cause returns the innermost useful text of a fix's cause.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/reput"
+	"github.com/hourglassmq/hourglass/schedulelog"
 )
 
 // damagedDataDir makes a data directory whose engine routed n messages
@@ -153,5 +155,49 @@ func TestRepairHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("repair --help lacks %q", want)
 		}
+	}
+}
+
+// TestRepairReportsRebuiltEntriesLost: a routed commitlog record is
+// damaged, and so is the schedule entry it was routed to. The server
+// rebuilds a damaged entry from the commitlog; repair, skipping the
+// damaged record, says that this record, routed or not, is lost.
+func TestRepairReportsRebuiltEntriesLost(t *testing.T) {
+	dir, damaged := damagedDataDir(t, 800, 50)
+	base, err := strconv.ParseInt(strings.TrimSuffix(filepath.Base(damaged), ".log"), 10, 64)
+	if err != nil {
+		t.Fatalf("not a segment name: %s", damaged)
+	}
+	// The schedule entry of the damaged record: its seq is the offset.
+	sdir := filepath.Join(dir, "schedule")
+	segs, _ := filepath.Glob(filepath.Join(sdir, "*.sched"))
+	flipped := false
+	for _, p := range segs {
+		r, err := schedulelog.OpenReader(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		it := r.Iter()
+		for it.Next() {
+			if it.Seq() == uint64(base) {
+				b, _ := os.ReadFile(p)
+				b[it.Offset()+30] ^= 0x40
+				if err := os.WriteFile(p, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				flipped = true
+			}
+		}
+		r.Close()
+	}
+	if !flipped {
+		t.Fatalf("no schedule entry of seq %d", base)
+	}
+	out, _, err := runApp(t, "repair", "--data-dir", dir)
+	if err != nil {
+		t.Fatalf("repair: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "damaged entries of the schedule segment of bucket") || !strings.Contains(out, "those records are LOST") {
+		t.Errorf("repair does not report the rebuilt entry lost:\n%s", out)
 	}
 }
