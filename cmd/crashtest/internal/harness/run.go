@@ -334,9 +334,13 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 	} else {
 		stopServer()
 	}
+	ranLog := r.srv.logText()
 	r.srv = nil
 	stop()
 	wg.Wait()
+	if err := r.answerHolds(cycle+1, ranLog); err != nil {
+		return err
+	}
 	cuts := ""
 	switch {
 	case r.cfg.CorruptTail && !term:
@@ -399,7 +403,7 @@ func (r *runner) drain(ctx context.Context) error {
 		r.srv.kill()
 		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
 	}
-	defer conn.Close()
+	defer func() { conn.Close() }()
 	if r.wl.operate {
 		// Nothing stays paused, and no recurring-schedule call in doubt.
 		octx, ostop := context.WithTimeout(ctx, r.cfg.DrainGrace)
@@ -422,6 +426,46 @@ func (r *runner) drain(ctx context.Context) error {
 		}
 	}
 	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
+	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
+	complete := false
+	for {
+		if !r.drainRun(ctx, cons, last, deadline, &complete) {
+			break
+		}
+		// The server held messages back and asked for hourglass repair:
+		// stop it, answer as an operator does, start it again and go on
+		// draining; the deadline moves by the time that took.
+		t1 := time.Now()
+		ranLog := r.srv.logText()
+		if err := r.srv.terminate(20 * time.Second); err != nil {
+			r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "stop for a repair: " + err.Error()})
+		}
+		r.srv = nil
+		conn.Close()
+		if err := r.answerHolds(r.cfg.Cycles+1, ranLog); err != nil {
+			return err
+		}
+		if err := r.startPlain(r.cfg.Cycles + 1); err != nil {
+			return err
+		}
+		if cons, conn, err = r.wl.dialLanes(r.srv.addr); err != nil {
+			r.srv.kill()
+			return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
+		}
+		deadline = deadline.Add(time.Since(t1))
+	}
+	r.sum.DrainComplete = complete
+	r.sum.DrainMs = ms(time.Since(t0))
+	if err := r.srv.terminate(20 * time.Second); err != nil {
+		r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "final stop: " + err.Error()})
+	}
+	return nil
+}
+
+// drainRun runs the drain's consumers on one server until every
+// acknowledged message is delivered and acked (it sets *complete), the
+// deadline, or (held) the server holds messages back for an operator.
+func (r *runner) drainRun(ctx context.Context, cons lanes, last, deadline time.Time, complete *bool) (held bool) {
 	dctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
 	var wg sync.WaitGroup
@@ -429,30 +473,26 @@ func (r *runner) drain(ctx context.Context) error {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd0000|uint64(i)))
 		wg.Go(func() { r.wl.consume(dctx, cons, r.cfg.Cycles+1, i, rng, true) })
 	}
-	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
-	complete := false
+	defer wg.Wait()
+	defer stop()
 	for dctx.Err() == nil {
 		sleep(dctx, 250*time.Millisecond)
+		if r.dmg != nil && len(holdRequests(r.srv.logText())) > 0 {
+			return true
+		}
 		if time.Now().Before(last) {
 			continue
 		}
 		ev := r.hist.Snapshot()
 		res := Check(ev, r.checkParams())
 		if r.owed(ev, res) == 0 {
-			complete = true
+			*complete = true
 			// A short quiet period lets late duplicates show themselves.
 			sleep(dctx, time.Second)
-			break
+			return false
 		}
 	}
-	stop()
-	wg.Wait()
-	r.sum.DrainComplete = complete
-	r.sum.DrainMs = ms(time.Since(t0))
-	if err := r.srv.terminate(20 * time.Second); err != nil {
-		r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "final stop: " + err.Error()})
-	}
-	return nil
+	return false
 }
 
 func (r *runner) finish(start time.Time) {
