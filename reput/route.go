@@ -1,0 +1,208 @@
+package reput
+
+// Routing: each commitlog record becomes schedule entries, done-records
+// and catalog rows.
+
+import (
+	"bytes"
+	"errors"
+
+	"github.com/hourglassmq/hourglass/catalog"
+	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
+)
+
+// route handles one commitlog record.
+func (r *Reput) route(off int64, typ uint8, p []byte) error {
+	switch typ {
+	case message.TypeSchedule:
+		return r.routeSchedule(off, p)
+	case message.TypeCancel:
+		return r.routeCancel(p)
+	case message.TypeReschedule:
+		return r.routeReschedule(off, p)
+	case message.TypeControl:
+		return r.routeControl(off, p)
+	default:
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: unknown commitlog record type; skipped", "offset", off, "type", typ)
+		return nil
+	}
+}
+
+func (r *Reput) routeSchedule(off int64, p []byte) error {
+	deliverAt, ok := deliverAtOf(p)
+	if !ok {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed schedule record; skipped", "offset", off)
+		return nil
+	}
+	seq := uint64(off)
+	if r.retired.st.covers(deliverAt, seq) {
+		// Its bucket was delivered and deleted: routing it again would
+		// deliver it again (only after a lost checkpoint).
+		r.stats.skipped.Add(1)
+		return nil
+	}
+	r.indexKey(message.ID{DeliverAt: deliverAt, Seq: seq}, p)
+	// Consecutive records mostly go to one bucket: the last writer first,
+	// without the segment list's lock and search.
+	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
+	if sw == nil || deliverAt < r.lastStart || deliverAt >= r.lastEnd {
+		var err error
+		if sw, bucket, err = r.writerFor(deliverAt); err != nil {
+			return err
+		}
+		watched = r.watched[bucket] != nil
+		r.last, r.lastStart, r.lastEnd, r.lastWatched = sw, bucket, bucket+sw.w.Duration().Milliseconds(), watched
+	}
+	r.tick++
+	sw.used, sw.lastUse = true, r.tick
+	if sw.hasLast && seq <= sw.lastSeq {
+		r.stats.skipped.Add(1) // routed before a restart
+		return nil
+	}
+	eoff, err := sw.w.Append(seq, p)
+	if errors.Is(err, schedulelog.ErrBadPayload) {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed schedule record; skipped", "offset", off, "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	sw.lastSeq, sw.hasLast, sw.dirty, sw.flushed = seq, true, true, false
+	r.dirty = true
+	r.stats.routed.Add(1)
+	if watched {
+		r.events = append(r.events, event{entry: Entry{Bucket: bucket, Offset: eoff, Seq: seq, DeliverAt: deliverAt}})
+		r.watched[bucket].queued = sw.w.Size()
+	}
+	return nil
+}
+
+func (r *Reput) routeCancel(p []byte) error {
+	id, err := message.DecodeCancel(p)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed cancel record; skipped", "err", err)
+		return nil
+	}
+	return r.routeDone(id, dispatchlog.Cancelled)
+}
+
+// routeReschedule routes a reschedule record: its replacement like a
+// schedule record (an entry whose seq is the record's offset), then the
+// old message's done-record, and the replacement in the catalog's Moved
+// table.
+func (r *Reput) routeReschedule(off int64, p []byte) error {
+	old, sched, err := message.SplitReschedule(p)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed reschedule record; skipped", "offset", off, "err", err)
+		return nil
+	}
+	if err := r.routeSchedule(off, sched); err != nil {
+		return err
+	}
+	if at, ok := deliverAtOf(sched); ok && r.opts.Catalog != nil {
+		r.opts.Catalog.Put(catalog.Moved, catalog.EncodeID(old), catalog.EncodeID(message.ID{DeliverAt: at, Seq: uint64(off)}))
+		r.dirty = true
+	}
+	return r.routeDone(old, dispatchlog.Rescheduled)
+}
+
+// routeControl stages a control record's setting in the catalog and
+// queues it for OnControl.
+func (r *Reput) routeControl(off int64, p []byte) error {
+	c, err := message.DecodeControl(p)
+	if err != nil {
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: malformed control record; skipped", "offset", off, "err", err)
+		return nil
+	}
+	var t catalog.Table
+	switch c.Kind {
+	case message.ControlPolicy:
+		t = catalog.Policies
+	case message.ControlSchedule, message.ControlScheduleDelete:
+		t = catalog.Schedules
+	default:
+		r.stats.malformed.Add(1)
+		r.log.Error("reput: control record of an unknown kind; skipped", "offset", off, "kind", c.Kind)
+		return nil
+	}
+	if r.opts.Catalog != nil {
+		if len(c.Value) == 0 || c.Kind == message.ControlScheduleDelete {
+			r.opts.Catalog.Delete(t, c.Name)
+		} else {
+			r.opts.Catalog.Put(t, c.Name, c.Value)
+		}
+		r.dirty = true
+	}
+	c.Name, c.Value = bytes.Clone(c.Name), bytes.Clone(c.Value)
+	r.events = append(r.events, event{control: &c})
+	return nil
+}
+
+// indexKey stages the idempotency key of the message id (its schedule
+// payload p), if it has one, in the catalog's Keys table.
+func (r *Reput) indexKey(id message.ID, p []byte) {
+	if r.opts.Catalog == nil || !bytes.Contains(p, keyHeader) {
+		return
+	}
+	if err := message.DecodeSchedule(p, &r.scratch); err != nil {
+		return
+	}
+	for _, h := range r.scratch.Headers {
+		if bytes.Equal(h.Key, keyHeader) {
+			r.opts.Catalog.Put(catalog.Keys, catalog.KeyOf(string(r.scratch.Topic), string(h.Value)), catalog.EncodeID(id))
+			r.dirty = true
+			return
+		}
+	}
+}
+
+// keyHeader is the header an idempotency key travels in (the engine's
+// IdempotencyHeader).
+var keyHeader = []byte("hourglass-idempotency-key")
+
+// routeDone appends the done-record of id, for reason, to its segment's
+// dispatch log.
+func (r *Reput) routeDone(id message.ID, reason dispatchlog.Reason) error {
+	if err := r.resolveAt(id.DeliverAt); err != nil {
+		return err
+	}
+	seg, ok := r.FindSegment(id.DeliverAt)
+	if !ok {
+		// Its segment was retired: every entry in it was done, so this
+		// one was delivered or cancelled already.
+		r.stats.orphans.Add(1)
+		return nil
+	}
+	// In use (inflight), so that a MarkDone keeping the writers within
+	// their bound does not close it meanwhile.
+	r.dmu.Lock()
+	dw, err := r.dispatchWriterLocked(seg.Start)
+	if err != nil {
+		r.dmu.Unlock()
+		return err
+	}
+	dw.inflight++
+	r.dmu.Unlock()
+	err = dw.w.Append(dispatchlog.Done{Seq: id.Seq, Reason: reason})
+	r.dmu.Lock()
+	dw.inflight--
+	dw.dirty = true
+	r.dmu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.dirty = true
+	r.stats.cancels.Add(1)
+	if r.watched[seg.Start] != nil {
+		r.events = append(r.events, event{cancel: true, bucket: seg.Start, seq: id.Seq})
+	}
+	return nil
+}
