@@ -413,10 +413,13 @@ func (al *allowance) owes(key string) bool {
 	return al.lose[key] == "" && len(al.breaks[key]) == 0
 }
 
-// ackedBefore reports whether key had an Ack answered OK on topic before at.
+// ackedBefore reports whether key had an Ack, or a Nack with a delay
+// (which acks the queue's copy; the retry is scheduled anew), answered OK
+// on topic before at.
 func ackedBefore(ev Events, key, topic string, at time.Time) bool {
 	for _, x := range ev.Settles {
-		if x.Key == key && x.Topic == topic && x.Kind == Ack && x.Outcome == OK && x.Answered.Before(at) {
+		acks := x.Kind == Ack || x.Kind == Nack && x.NackDelay > 0
+		if x.Key == key && x.Topic == topic && acks && x.Outcome == OK && x.Answered.Before(at) {
 			return true
 		}
 	}

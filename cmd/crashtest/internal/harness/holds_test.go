@@ -3,6 +3,7 @@ package harness
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestHoldRequests(t *testing.T) {
@@ -31,5 +32,30 @@ func TestMergeRepair(t *testing.T) {
 	}
 	if len(a.BucketsAgain) != 0 {
 		t.Fatal("mergeRepair changed its first argument")
+	}
+}
+
+// A Nack with a delay acks the queue's copy: a lost ack log may hand it
+// out again like an acked one; a Nack without a delay acks nothing.
+func TestAckedBeforeCountsNackWithDelay(t *testing.T) {
+	at := time.Unix(100, 0)
+	settle := func(kind SettleKind, delay time.Duration) Events {
+		return Events{Settles: []Settle{{Key: "k", Topic: "t", Kind: kind, NackDelay: delay, Outcome: OK, Answered: at.Add(-time.Second)}}}
+	}
+	for _, tc := range []struct {
+		name string
+		ev   Events
+		want bool
+	}{
+		{"ack", settle(Ack, 0), true},
+		{"nack_with_delay", settle(Nack, time.Second), true},
+		{"nack_at_once", settle(Nack, 0), false},
+	} {
+		if got := ackedBefore(tc.ev, "k", "t", at); got != tc.want {
+			t.Errorf("%s: ackedBefore = %v, want %v", tc.name, got, tc.want)
+		}
+		if ackedBefore(tc.ev, "k", "t", at.Add(-2*time.Second)) {
+			t.Errorf("%s: a settle answered after at counts", tc.name)
+		}
 	}
 }
