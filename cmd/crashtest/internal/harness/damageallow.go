@@ -252,8 +252,11 @@ func appendWindow(ev Events, sp LostSpan) (from, to time.Time) {
 // fired), after which no occurrence is armed until the server's repair
 // pass, a minute later, arms one from then on; or a create, update or
 // delete. The break comes no later than the last append it may have held
-// plus HandoffLead and the definition's period (an occurrence armed then
-// is due at most a period after the one that fired).
+// plus HandoffLead and two of the definition's periods: the lost record
+// may have armed an occurrence (due at most a period after that append)
+// whose schedule entry survived, so it still fires after the restart,
+// but the definition as restored does not name it as armed, so its firing
+// arms nothing; the first occurrence missing is one period later again.
 func (al *allowance) recurAllowance(ev Events, sp LostSpan, label string) {
 	from, to := appendWindow(ev, sp)
 	var cnt Counts
@@ -263,7 +266,7 @@ func (al *allowance) recurAllowance(ev Events, sp LostSpan, label string) {
 		}
 		b := chainBreak{label: label + " (a recurring schedule's record the lost span may have held)"}
 		if !to.IsZero() {
-			b.until = to.Add(HandoffLead + e.period + time.Second)
+			b.until = to.Add(HandoffLead + 2*e.period + time.Second)
 		}
 		al.breaks[body] = append(al.breaks[body], b)
 	}
