@@ -105,7 +105,8 @@ func (s *Scheduler) orphaned(ctx context.Context, d *Def) bool {
 }
 
 // rearm arms the next occurrence from now of the schedule name, if it
-// still has none.
+// still has none; for an @every spec, the next on the grid of its armed
+// occurrence.
 func (s *Scheduler) rearm(ctx context.Context, name string) error {
 	mu := s.lock(name)
 	mu.Lock()
@@ -121,6 +122,10 @@ func (s *Scheduler) rearm(ctx context.Context, name string) error {
 	after := s.eng.Now()
 	if a := time.UnixMilli(d.ArmedMs); a.After(after) {
 		after = a
+	} else if e := sp.Every(); e > 0 && d.ArmedMs != 0 {
+		// An @every schedule stays on its grid: the next is the first of
+		// the armed time plus a whole number of intervals after now.
+		after = a.Add(after.Sub(a) / e * e)
 	}
 	reqs := d.armNext(sp, after)
 	s.log.Info("recur: the armed occurrence is gone (cancelled); the next one is armed", "schedule", name, "next", armedTime(d))

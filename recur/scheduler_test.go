@@ -284,7 +284,8 @@ func TestRearmAtCancelledTime(t *testing.T) {
 	}
 }
 
-// A cancelled occurrence is not delivered, and Repair arms the next.
+// A cancelled occurrence is not delivered, and Repair arms the next, on
+// the schedule's grid.
 func TestCancelledOccurrenceRearmed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		out := &sink{}
@@ -311,6 +312,12 @@ func TestCancelledOccurrenceRearmed(t *testing.T) {
 		gs := out.snapshot()
 		if len(gs) != 1 || gs[0].occ == first.UTC().Format(time.RFC3339Nano) {
 			t.Fatalf("delivered %v; want one occurrence after the repair, not the cancelled one", gs)
+		}
+		// Repaired 25 s after the first was due: the next is on the
+		// schedule's 10 s grid, not 10 s after the repair.
+		occ, err := time.Parse(time.RFC3339Nano, gs[0].occ)
+		if err != nil || occ.Sub(first)%(10*time.Second) != 0 {
+			t.Errorf("occurrence %s after the repair is off the grid of @every 10s from %s", gs[0].occ, first.UTC().Format(time.RFC3339Nano))
 		}
 	})
 }
