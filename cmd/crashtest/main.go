@@ -198,7 +198,12 @@ counted as a stream duplicate (allowed: at least once). Per kill it prints the
 takeover: when the killed node's partitions had new owners in HG_OWNERS, and
 the first delivery from them.
 
+EMBEDDED (--node embedded): the node runs inside another Go program, as a user
+embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),
+killed and restarted like the binary, under the same checks.
+
 CI-sized run (about 1 minute):    go run ./cmd/crashtest --cycles 12 --seed 1
+The node embedded in a program:   go run ./cmd/crashtest --node embedded --cycles 8 --seed 4
 A cluster run (about 2 minutes):  go run ./cmd/crashtest --cluster --cycles 6 --seed 1
 A soak:                           go run ./cmd/crashtest --cycles 500 --duration 2h --seed 7
 Torn writes, relaxed fsync:       go run ./cmd/crashtest --corrupt-tail --fsync interval
@@ -229,6 +234,7 @@ func main() {
 			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume the delivery stream; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: harness.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
 			&cli.IntFlag{Name: "partitions", Value: harness.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
+			&cli.StringFlag{Name: "node", Value: "binary", Usage: "what runs the node: binary (hourglass serve, built from ./cmd/hourglass) or embedded (a Go program embedding it with hourglass.Open, built from ./cmd/crashtest/internal/embednode; not with --damage or --cluster)"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the data directory and server log even on success (always kept on failure; the path is printed)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON instead of a table"},
 			&cli.StringSliceFlag{Name: "allow", Usage: "violation KIND to report without failing (a known open bug; repeat or comma-separate): " + strings.Join(harness.Kinds, ", ")},
@@ -263,6 +269,13 @@ func run(c *cli.Context) error {
 		LeaseTTL:        c.Duration("lease-ttl"),
 		Partitions:      c.Int("partitions"),
 		PoisonPercent:   c.Int("poison-percent"),
+	}
+	switch c.String("node") {
+	case "binary":
+	case "embedded":
+		cfg.Embedded = true
+	default:
+		return fmt.Errorf("--node %q: want binary or embedded", c.String("node"))
 	}
 	switch p := cfg.PoisonPercent; {
 	case p < 0 || p > 50:

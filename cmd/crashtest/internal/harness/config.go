@@ -42,8 +42,14 @@ type Config struct {
 	// Partitions is serve --partitions with Cluster (default 8).
 	Partitions int
 	Keep       bool // keep the work directory even on success
-	// Bin is a built hourglass binary; empty: build ./cmd/hourglass of the
-	// module containing the working directory.
+	// Embedded runs, in place of the hourglass binary, a program that
+	// embeds the node as a library (cmd/crashtest/internal/embednode:
+	// hourglass.Open, Serve, Shutdown, Close), killed and restarted the
+	// same way. Not with Damage (repair is the binary's command) or
+	// Cluster.
+	Embedded bool
+	// Bin is a built hourglass binary (with Embedded, an embednode);
+	// empty: build it from the module containing the working directory.
 	Bin string
 	// WorkDir holds the data directory and server.log; empty: a new
 	// temporary directory.
@@ -106,6 +112,9 @@ func (c *Config) fill() error {
 	def(&c.Partitions, DefaultPartitions)
 	if c.Damage && c.Cluster {
 		return errors.New("--damage cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not damage")
+	}
+	if c.Embedded && (c.Damage || c.Cluster) {
+		return errors.New("--node embedded cannot run with --damage or --cluster: repair and cluster mode are the hourglass binary's")
 	}
 	if c.Damage && c.CorruptTail {
 		return errors.New("--damage cannot run with --corrupt-tail: a loss must be attributable to one of them")

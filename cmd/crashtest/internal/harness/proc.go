@@ -17,15 +17,19 @@ import (
 	"time"
 )
 
-// Build compiles the hourglass binary from the module at moduleDir into
-// dir and returns its path.
-func Build(ctx context.Context, moduleDir, dir string) (string, error) {
-	bin := filepath.Join(dir, "hourglass")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hourglass")
+// Build compiles the hourglass binary (embedded: the program embedding
+// the node, cmd/crashtest/internal/embednode) from the module at
+// moduleDir into dir and returns its path.
+func Build(ctx context.Context, moduleDir, dir string, embedded bool) (string, error) {
+	pkg, bin := "./cmd/hourglass", filepath.Join(dir, "hourglass")
+	if embedded {
+		pkg, bin = "./cmd/crashtest/internal/embednode", filepath.Join(dir, "embednode")
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = moduleDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("crashtest: go build ./cmd/hourglass in %s: %w\n%s", moduleDir, err, out)
+		return "", fmt.Errorf("crashtest: go build %s in %s: %w\n%s", pkg, moduleDir, err, out)
 	}
 	return bin, nil
 }

@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.cfg.Bin, err = Build(ctx, root, work); err != nil {
+		if r.cfg.Bin, err = Build(ctx, root, work, r.cfg.Embedded); err != nil {
 			return nil, err
 		}
 	}

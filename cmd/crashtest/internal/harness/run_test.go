@@ -83,6 +83,39 @@ func TestRunRealServer(t *testing.T) {
 	}
 }
 
+// TestRunEmbedded runs the harness against a program that embeds the node
+// as a library (--node embedded): built, SIGKILLed and restarted like the
+// binary, it keeps every promise, and the embedding program's own
+// executable is what ran.
+func TestRunEmbedded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and SIGKILLs a program embedding the node for ~20 s; run without -short")
+	}
+	work := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sum, err := Run(ctx, Config{
+		Embedded: true, Cycles: 2, Seed: 12, SegmentDuration: time.Second,
+		Producers: 1, Consumers: 2, OpsPerSecond: 20, DrainGrace: 15 * time.Second,
+		Duration: 90 * time.Second, WorkDir: work,
+	})
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if sum.Failed {
+		v, _ := sum.FirstViolation()
+		t.Errorf("the embedded node broke a promise: %s (data kept in %s)", v, sum.WorkDir)
+	}
+	if c := sum.Counts; sum.Restarts != 2 || c.Scheduled < 30 || c.Delivered < c.Scheduled-c.Cancelled-c.CancelInDoubt || !sum.DrainComplete {
+		t.Errorf("restarts %d, scheduled %d, delivered %d, drain complete %v: the load, the kills or the drain did not happen",
+			sum.Restarts, c.Scheduled, c.Delivered, sum.DrainComplete)
+	}
+	log, err := os.ReadFile(filepath.Join(work, "server.log"))
+	if err != nil || !strings.Contains(string(log), "embednode: listening on") {
+		t.Errorf("server.log does not show the embedding program serving (err %v)", err)
+	}
+}
+
 // TestRunCluster runs --cluster for real: 3 NATS nodes and 3 hourglass
 // nodes, two cycles each killing one of them, a drain, and checks that the
 // harness did its job (kills, takeover measured for an hourglass kill,
