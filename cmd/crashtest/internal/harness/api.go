@@ -27,19 +27,21 @@ const (
 
 // unary is one protocol's unary calls, with the protocol's wrapping taken
 // off: what the workload needs of Connect over HTTP/1.1 and of native
-// gRPC alike. Both adapters may be called from any goroutine.
+// gRPC alike. Its methods are those of grpc-go's client, so that
+// hourglassv1.HourglassServiceClient is one as it is; connectUnary adapts
+// connect-go's. Both may be called from any goroutine.
 type unary interface {
-	Schedule(context.Context, *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error)
-	ScheduleBatch(context.Context, *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error)
-	Cancel(context.Context, *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error)
-	Receive(context.Context, *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error)
-	Ack(context.Context, *hourglassv1.AckRequest) error
-	Nack(context.Context, *hourglassv1.NackRequest) error
-	Time(context.Context) (*hourglassv1.TimeResponse, error)
+	Schedule(context.Context, *hourglassv1.ScheduleRequest, ...grpc.CallOption) (*hourglassv1.ScheduleResponse, error)
+	ScheduleBatch(context.Context, *hourglassv1.ScheduleBatchRequest, ...grpc.CallOption) (*hourglassv1.ScheduleBatchResponse, error)
+	Cancel(context.Context, *hourglassv1.CancelRequest, ...grpc.CallOption) (*hourglassv1.CancelResponse, error)
+	Receive(context.Context, *hourglassv1.ReceiveRequest, ...grpc.CallOption) (*hourglassv1.ReceiveResponse, error)
+	Ack(context.Context, *hourglassv1.AckRequest, ...grpc.CallOption) (*hourglassv1.AckResponse, error)
+	Nack(context.Context, *hourglassv1.NackRequest, ...grpc.CallOption) (*hourglassv1.NackResponse, error)
+	Time(context.Context, *hourglassv1.TimeRequest, ...grpc.CallOption) (*hourglassv1.TimeResponse, error)
 	operateUnary // api_operate.go
 }
 
-// connectUnary is unary over connect-go.
+// connectUnary is unary over connect-go. It takes no call options.
 type connectUnary struct {
 	c hourglassv1connect.HourglassServiceClient
 }
@@ -51,69 +53,32 @@ func msgOf[T any](r *connect.Response[T], err error) (*T, error) {
 	return r.Msg, nil
 }
 
-func (u connectUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+func (u connectUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.ScheduleResponse, error) {
 	return msgOf(u.c.Schedule(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+func (u connectUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest, _ ...grpc.CallOption) (*hourglassv1.ScheduleBatchResponse, error) {
 	return msgOf(u.c.ScheduleBatch(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+func (u connectUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest, _ ...grpc.CallOption) (*hourglassv1.CancelResponse, error) {
 	return msgOf(u.c.Cancel(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+func (u connectUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest, _ ...grpc.CallOption) (*hourglassv1.ReceiveResponse, error) {
 	return msgOf(u.c.Receive(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
-	_, err := u.c.Ack(ctx, connect.NewRequest(m))
-	return err
+func (u connectUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest, _ ...grpc.CallOption) (*hourglassv1.AckResponse, error) {
+	return msgOf(u.c.Ack(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
-	_, err := u.c.Nack(ctx, connect.NewRequest(m))
-	return err
+func (u connectUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest, _ ...grpc.CallOption) (*hourglassv1.NackResponse, error) {
+	return msgOf(u.c.Nack(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
-	return msgOf(u.c.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{})))
-}
-
-// grpcUnary is unary over grpc-go.
-type grpcUnary struct {
-	c hourglassv1.HourglassServiceClient
-}
-
-func (u grpcUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
-	return u.c.Schedule(ctx, m)
-}
-
-func (u grpcUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
-	return u.c.ScheduleBatch(ctx, m)
-}
-
-func (u grpcUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
-	return u.c.Cancel(ctx, m)
-}
-
-func (u grpcUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
-	return u.c.Receive(ctx, m)
-}
-
-func (u grpcUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
-	_, err := u.c.Ack(ctx, m)
-	return err
-}
-
-func (u grpcUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
-	_, err := u.c.Nack(ctx, m)
-	return err
-}
-
-func (u grpcUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
-	return u.c.Time(ctx, &hourglassv1.TimeRequest{})
+func (u connectUnary) Time(ctx context.Context, m *hourglassv1.TimeRequest, _ ...grpc.CallOption) (*hourglassv1.TimeResponse, error) {
+	return msgOf(u.c.Time(ctx, connect.NewRequest(m)))
 }
 
 // lanes are the ways the workload reaches one server during a cycle:
@@ -162,7 +127,7 @@ func (w *workload) dialLanes(addr string) (lanes, *grpc.ClientConn, error) {
 		return lanes{}, nil, err
 	}
 	g := hourglassv1.NewHourglassServiceClient(conn)
-	return lanes{connect: connectUnary{w.client(addr)}, grpc: grpcUnary{g}, streams: g, w: w}, conn, nil
+	return lanes{connect: connectUnary{w.client(addr)}, grpc: g, streams: g, w: w}, conn, nil
 }
 
 // classify turns an RPC error into an outcome: nil is OK; an error the

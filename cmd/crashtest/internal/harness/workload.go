@@ -461,13 +461,13 @@ func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv
 		u := l.pick("ack", rng)
 		x.Sent = time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = u.Ack(cctx, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
+		_, err = u.Ack(cctx, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
 		cancel()
 	} else {
 		u := l.pick("nack", rng)
 		x.Sent = time.Now()
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = u.Nack(cctx, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
+		_, err = u.Nack(cctx, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
 		cancel()
 	}
 	x.Answered, x.Outcome = time.Now(), classify(err)
