@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -110,6 +111,17 @@ func (u connectUnary) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateS
 
 func (u connectUnary) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error) {
 	return msgOf(u.c.DeleteSchedule(ctx, connect.NewRequest(m)))
+}
+
+// callTimeout bounds each unary call of the workload.
+const callTimeout = 10 * time.Second
+
+// call makes the unary call f(req) (a method of a unary), bounded by
+// callTimeout.
+func call[Req, Res any](ctx context.Context, f func(context.Context, *Req, ...grpc.CallOption) (*Res, error), req *Req) (*Res, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return f(cctx, req)
 }
 
 // lanes are the ways the workload reaches one server during a cycle:
