@@ -212,10 +212,7 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 // listQueue serves List of the built-in queue's states: DUE and LEASED
 // messages of the topic, DEAD_LETTERED ones of its dead-letter topic.
 func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	if m.PageSize < 0 || m.PageSize > queue.MaxListPage {

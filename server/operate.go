@@ -343,10 +343,7 @@ func cutSuffix(s, suffix string) (string, bool) {
 
 // DeleteTopic serves the DeleteTopic RPC.
 func (s api) DeleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest) (*hourglassv1.DeleteTopicResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	eng, err := s.localEngine("DeleteTopic")
@@ -408,10 +405,7 @@ func (s api) Topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourgla
 
 // GetPolicy serves the GetPolicy RPC.
 func (s api) GetPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
@@ -433,10 +427,7 @@ func ptr[T any](v T) *T { return &v }
 // SetPolicy serves the SetPolicy RPC: the topic's policy with the request's
 // fields changed, durable as a control record before it answers.
 func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	eng, err := s.localEngine("SetPolicy")

@@ -236,6 +236,15 @@ func (s *Server) noQueue() error {
 		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack")
 }
 
+// queueTopic checks a request's topic on the built-in queue: a valid name
+// (checkTopic), on a server that has the queue (noQueue).
+func (s *Server) queueTopic(topic string) error {
+	if err := checkTopic("", topic); err != nil {
+		return err
+	}
+	return s.noQueue()
+}
+
 // receiveStream serves ReceiveStream: send delivers one response, and
 // send(nil) the response headers alone.
 func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStreamRequest, send func(*hourglassv1.ReceiveStreamResponse) error) error {
@@ -360,10 +369,7 @@ func (s api) Ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.A
 
 // AckBatch serves the AckBatch RPC.
 func (s api) AckBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	if len(m.Receipts) == 0 || len(m.Receipts) > MaxAckBatch {
