@@ -176,16 +176,24 @@ func (c *Client) ListPage(ctx context.Context, topic string, o ListOptions, toke
 // the first error, which it yields. Pending messages scheduled during the
 // listing appear if they sort after the last page fetched.
 func (c *Client) List(ctx context.Context, topic string, o ListOptions) iter.Seq2[Scheduled, error] {
-	return func(yield func(Scheduled, error) bool) {
+	return pages(func(token string) ([]Scheduled, string, error) { return c.ListPage(ctx, topic, o, token) })
+}
+
+// pages yields what page returns for each page token, starting with "" and
+// following the next token it returns until that is "". It stops at the
+// first error, which it yields.
+func pages[T any](page func(token string) ([]T, string, error)) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
 		token := ""
 		for {
-			page, next, err := c.ListPage(ctx, topic, o, token)
+			items, next, err := page(token)
 			if err != nil {
-				yield(Scheduled{}, err)
+				var zero T
+				yield(zero, err)
 				return
 			}
-			for _, m := range page {
-				if !yield(m, nil) {
+			for _, it := range items {
+				if !yield(it, nil) {
 					return
 				}
 			}

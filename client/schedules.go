@@ -307,23 +307,5 @@ func (c *Client) ListSchedulesPage(ctx context.Context, o ListSchedulesOptions, 
 // name, fetching a page at a time; it stops at the first error, which it
 // yields.
 func (c *Client) ListSchedules(ctx context.Context, o ListSchedulesOptions) iter.Seq2[ScheduleInfo, error] {
-	return func(yield func(ScheduleInfo, error) bool) {
-		token := ""
-		for {
-			page, next, err := c.ListSchedulesPage(ctx, o, token)
-			if err != nil {
-				yield(ScheduleInfo{}, err)
-				return
-			}
-			for _, s := range page {
-				if !yield(s, nil) {
-					return
-				}
-			}
-			if next == "" {
-				return
-			}
-			token = next
-		}
-	}
+	return pages(func(token string) ([]ScheduleInfo, string, error) { return c.ListSchedulesPage(ctx, o, token) })
 }

@@ -19,15 +19,15 @@ import (
 
 // connectAPI serves the API on connect-go: Connect (binary and JSON) and
 // gRPC-Web over HTTP/1.1. Every method decodes nothing itself and decides
-// nothing: it hands the request to the Server's protocol-neutral method
-// and turns the answer back.
-type connectAPI struct{ s *Server }
+// nothing: it hands the request to api's method of the same name (or its
+// stream method) and turns the answer back.
+type connectAPI struct{ api api }
 
 var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
 
 // connectHandler returns the path and handler of the connect-go service.
 func (s *Server) connectHandler() (string, http.Handler) {
-	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{s},
+	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{api{Server: s}},
 		authGate(s.opts.AuthToken),
 		connect.WithInterceptors(connectLog{s}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
@@ -100,51 +100,111 @@ func unary[Req, Res any](ctx context.Context, req *connect.Request[Req], f func(
 }
 
 func (a connectAPI) Schedule(ctx context.Context, r *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-	return unary(ctx, r, a.s.scheduleOne)
+	return unary(ctx, r, a.api.Schedule)
 }
 
 func (a connectAPI) ScheduleBatch(ctx context.Context, r *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
-	return unary(ctx, r, a.s.scheduleBatch)
+	return unary(ctx, r, a.api.ScheduleBatch)
 }
 
 func (a connectAPI) Cancel(ctx context.Context, r *connect.Request[hourglassv1.CancelRequest]) (*connect.Response[hourglassv1.CancelResponse], error) {
-	return unary(ctx, r, a.s.cancel)
+	return unary(ctx, r, a.api.Cancel)
 }
 
 func (a connectAPI) Receive(ctx context.Context, r *connect.Request[hourglassv1.ReceiveRequest]) (*connect.Response[hourglassv1.ReceiveResponse], error) {
-	return unary(ctx, r, a.s.receive)
+	return unary(ctx, r, a.api.Receive)
 }
 
 func (a connectAPI) Ack(ctx context.Context, r *connect.Request[hourglassv1.AckRequest]) (*connect.Response[hourglassv1.AckResponse], error) {
-	return unary(ctx, r, a.s.ack)
+	return unary(ctx, r, a.api.Ack)
 }
 
 func (a connectAPI) AckBatch(ctx context.Context, r *connect.Request[hourglassv1.AckBatchRequest]) (*connect.Response[hourglassv1.AckBatchResponse], error) {
-	return unary(ctx, r, a.s.ackBatch)
+	return unary(ctx, r, a.api.AckBatch)
 }
 
 func (a connectAPI) Nack(ctx context.Context, r *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
-	return unary(ctx, r, a.s.nack)
+	return unary(ctx, r, a.api.Nack)
 }
 
 func (a connectAPI) Stats(ctx context.Context, r *connect.Request[hourglassv1.StatsRequest]) (*connect.Response[hourglassv1.StatsResponse], error) {
-	return unary(ctx, r, a.s.stats)
+	return unary(ctx, r, a.api.Stats)
 }
 
 func (a connectAPI) Time(ctx context.Context, r *connect.Request[hourglassv1.TimeRequest]) (*connect.Response[hourglassv1.TimeResponse], error) {
-	return unary(ctx, r, a.s.time)
+	return unary(ctx, r, a.api.Time)
 }
 
 func (a connectAPI) Get(ctx context.Context, r *connect.Request[hourglassv1.GetRequest]) (*connect.Response[hourglassv1.GetResponse], error) {
-	return unary(ctx, r, a.s.get)
+	return unary(ctx, r, a.api.Get)
 }
 
 func (a connectAPI) List(ctx context.Context, r *connect.Request[hourglassv1.ListRequest]) (*connect.Response[hourglassv1.ListResponse], error) {
-	return unary(ctx, r, a.s.list)
+	return unary(ctx, r, a.api.List)
+}
+
+func (a connectAPI) Reschedule(ctx context.Context, r *connect.Request[hourglassv1.RescheduleRequest]) (*connect.Response[hourglassv1.RescheduleResponse], error) {
+	return unary(ctx, r, a.api.Reschedule)
+}
+
+func (a connectAPI) Redrive(ctx context.Context, r *connect.Request[hourglassv1.RedriveRequest]) (*connect.Response[hourglassv1.RedriveResponse], error) {
+	return unary(ctx, r, a.api.Redrive)
+}
+
+func (a connectAPI) Purge(ctx context.Context, r *connect.Request[hourglassv1.PurgeRequest]) (*connect.Response[hourglassv1.PurgeResponse], error) {
+	return unary(ctx, r, a.api.Purge)
+}
+
+func (a connectAPI) DeleteTopic(ctx context.Context, r *connect.Request[hourglassv1.DeleteTopicRequest]) (*connect.Response[hourglassv1.DeleteTopicResponse], error) {
+	return unary(ctx, r, a.api.DeleteTopic)
+}
+
+func (a connectAPI) Topics(ctx context.Context, r *connect.Request[hourglassv1.TopicsRequest]) (*connect.Response[hourglassv1.TopicsResponse], error) {
+	return unary(ctx, r, a.api.Topics)
+}
+
+func (a connectAPI) GetPolicy(ctx context.Context, r *connect.Request[hourglassv1.GetPolicyRequest]) (*connect.Response[hourglassv1.GetPolicyResponse], error) {
+	return unary(ctx, r, a.api.GetPolicy)
+}
+
+func (a connectAPI) SetPolicy(ctx context.Context, r *connect.Request[hourglassv1.SetPolicyRequest]) (*connect.Response[hourglassv1.SetPolicyResponse], error) {
+	return unary(ctx, r, a.api.SetPolicy)
+}
+
+func (a connectAPI) CreateSchedule(ctx context.Context, r *connect.Request[hourglassv1.CreateScheduleRequest]) (*connect.Response[hourglassv1.CreateScheduleResponse], error) {
+	return unary(ctx, r, a.api.CreateSchedule)
+}
+
+func (a connectAPI) UpdateSchedule(ctx context.Context, r *connect.Request[hourglassv1.UpdateScheduleRequest]) (*connect.Response[hourglassv1.UpdateScheduleResponse], error) {
+	return unary(ctx, r, a.api.UpdateSchedule)
+}
+
+func (a connectAPI) PauseSchedule(ctx context.Context, r *connect.Request[hourglassv1.PauseScheduleRequest]) (*connect.Response[hourglassv1.PauseScheduleResponse], error) {
+	return unary(ctx, r, a.api.PauseSchedule)
+}
+
+func (a connectAPI) ResumeSchedule(ctx context.Context, r *connect.Request[hourglassv1.ResumeScheduleRequest]) (*connect.Response[hourglassv1.ResumeScheduleResponse], error) {
+	return unary(ctx, r, a.api.ResumeSchedule)
+}
+
+func (a connectAPI) DeleteSchedule(ctx context.Context, r *connect.Request[hourglassv1.DeleteScheduleRequest]) (*connect.Response[hourglassv1.DeleteScheduleResponse], error) {
+	return unary(ctx, r, a.api.DeleteSchedule)
+}
+
+func (a connectAPI) GetSchedule(ctx context.Context, r *connect.Request[hourglassv1.GetScheduleRequest]) (*connect.Response[hourglassv1.GetScheduleResponse], error) {
+	return unary(ctx, r, a.api.GetSchedule)
+}
+
+func (a connectAPI) ListSchedules(ctx context.Context, r *connect.Request[hourglassv1.ListSchedulesRequest]) (*connect.Response[hourglassv1.ListSchedulesResponse], error) {
+	return unary(ctx, r, a.api.ListSchedules)
+}
+
+func (a connectAPI) Extend(ctx context.Context, r *connect.Request[hourglassv1.ExtendRequest]) (*connect.Response[hourglassv1.ExtendResponse], error) {
+	return unary(ctx, r, a.api.Extend)
 }
 
 func (a connectAPI) ReceiveStream(ctx context.Context, r *connect.Request[hourglassv1.ReceiveStreamRequest], st *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {
-	return toConnect(a.s.receiveStream(connectCtx(ctx, r.Peer(), r.Header()), r.Msg, st.Send))
+	return toConnect(a.api.receiveStream(connectCtx(ctx, r.Peer(), r.Header()), r.Msg, st.Send))
 }
 
 // connectBidi is a connect bidirectional stream as the neutral methods
@@ -155,14 +215,14 @@ func (b connectBidi[Req, Res]) Recv() (*Req, error) { return b.st.Receive() }
 func (b connectBidi[Req, Res]) Send(m *Res) error   { return b.st.Send(m) }
 
 func (a connectAPI) ScheduleStream(ctx context.Context, st *connect.BidiStream[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
-	return toConnect(a.s.scheduleStream(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]{st}))
+	return toConnect(a.api.scheduleStream(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]{st}))
 }
 
 func (a connectAPI) Consume(ctx context.Context, st *connect.BidiStream[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
-	return toConnect(a.s.consume(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]{st}))
+	return toConnect(a.api.consume(connectCtx(ctx, st.Peer(), st.RequestHeader()), connectBidi[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]{st}))
 }
 
-// connectLog logs failed calls as grpcAPI's interceptors do.
+// connectLog logs failed calls as GRPCServer's interceptors do.
 type connectLog struct{ s *Server }
 
 func (l connectLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {

@@ -21,13 +21,6 @@ import (
 	"github.com/hourglassmq/hourglass/internal/vtcodec"
 )
 
-// grpcAPI serves the API on grpc-go. Like connectAPI it only adapts: the
-// work is in the Server's protocol-neutral methods.
-type grpcAPI struct {
-	hourglassv1.UnimplementedHourglassServiceServer
-	s *Server
-}
-
 // serviceName is the API's gRPC service, for health and logs.
 const serviceName = "hourglass.v1.HourglassService"
 
@@ -49,7 +42,7 @@ func (s *Server) GRPCServer() *grpc.Server {
 		grpc.ChainUnaryInterceptor(s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.grpcStream),
 	)
-	hourglassv1.RegisterHourglassServiceServer(gs, grpcAPI{s: s})
+	hourglassv1.RegisterHourglassServiceServer(gs, api{Server: s})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_NOT_SERVING)
@@ -175,52 +168,12 @@ type ctxStream struct {
 
 func (c *ctxStream) Context() context.Context { return c.ctx }
 
-func (a grpcAPI) Schedule(ctx context.Context, r *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
-	return a.s.scheduleOne(ctx, r)
-}
+// api's streams on grpc-go, which hands each its own stream type. Its
+// unary methods (rpc.go, manage.go, operate.go, schedules.go) take what
+// grpc-go decodes as it is.
 
-func (a grpcAPI) ScheduleBatch(ctx context.Context, r *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
-	return a.s.scheduleBatch(ctx, r)
-}
-
-func (a grpcAPI) Cancel(ctx context.Context, r *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
-	return a.s.cancel(ctx, r)
-}
-
-func (a grpcAPI) Receive(ctx context.Context, r *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
-	return a.s.receive(ctx, r)
-}
-
-func (a grpcAPI) Ack(ctx context.Context, r *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
-	return a.s.ack(ctx, r)
-}
-
-func (a grpcAPI) AckBatch(ctx context.Context, r *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
-	return a.s.ackBatch(ctx, r)
-}
-
-func (a grpcAPI) Nack(ctx context.Context, r *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
-	return a.s.nack(ctx, r)
-}
-
-func (a grpcAPI) Stats(ctx context.Context, r *hourglassv1.StatsRequest) (*hourglassv1.StatsResponse, error) {
-	return a.s.stats(ctx, r)
-}
-
-func (a grpcAPI) Time(ctx context.Context, r *hourglassv1.TimeRequest) (*hourglassv1.TimeResponse, error) {
-	return a.s.time(ctx, r)
-}
-
-func (a grpcAPI) Get(ctx context.Context, r *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
-	return a.s.get(ctx, r)
-}
-
-func (a grpcAPI) List(ctx context.Context, r *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
-	return a.s.list(ctx, r)
-}
-
-func (a grpcAPI) ReceiveStream(r *hourglassv1.ReceiveStreamRequest, st grpc.ServerStreamingServer[hourglassv1.ReceiveStreamResponse]) error {
-	return a.s.receiveStream(st.Context(), r, func(m *hourglassv1.ReceiveStreamResponse) error {
+func (a api) ReceiveStream(r *hourglassv1.ReceiveStreamRequest, st grpc.ServerStreamingServer[hourglassv1.ReceiveStreamResponse]) error {
+	return a.receiveStream(st.Context(), r, func(m *hourglassv1.ReceiveStreamResponse) error {
 		if m == nil {
 			return st.SendHeader(nil)
 		}
@@ -228,10 +181,10 @@ func (a grpcAPI) ReceiveStream(r *hourglassv1.ReceiveStreamRequest, st grpc.Serv
 	})
 }
 
-func (a grpcAPI) ScheduleStream(st grpc.BidiStreamingServer[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
-	return a.s.scheduleStream(st.Context(), st)
+func (a api) ScheduleStream(st grpc.BidiStreamingServer[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse]) error {
+	return a.scheduleStream(st.Context(), st)
 }
 
-func (a grpcAPI) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
-	return a.s.consume(st.Context(), st)
+func (a api) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]) error {
+	return a.consume(st.Context(), st)
 }

@@ -25,10 +25,10 @@ func (s *Server) localEngine(rpc string) (*engine.Engine, error) {
 	return nil, status.Errorf(codes.Unimplemented, "%s is not yet available in cluster mode: ask a node's data directory with `hourglass inspect`", rpc)
 }
 
-// get serves Get: the engine says what it knows from the schedule
+// Get serves the Get RPC: the engine says what it knows from the schedule
 // segment and its dispatch log; for a message delivered to the built-in
 // queue, the queue says whether it waits, is leased or was acked.
-func (s *Server) get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
+func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
 	eng, err := s.localEngine("Get")
 	if err != nil {
 		return nil, err
@@ -133,9 +133,9 @@ func protoMessage(id message.ID, m *message.Message) *hourglassv1.Message {
 	return pm
 }
 
-// list serves List: pending messages of a topic from the schedule
+// List serves the List RPC: pending messages of a topic from the schedule
 // segments, a page at a time.
-func (s *Server) list(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
+func (s api) List(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
 	switch m.State {
 	case hourglassv1.MessageState_MESSAGE_STATE_DUE, hourglassv1.MessageState_MESSAGE_STATE_LEASED, hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
 		return s.listQueue(ctx, m)
@@ -212,10 +212,7 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 // listQueue serves List of the built-in queue's states: DUE and LEASED
 // messages of the topic, DEAD_LETTERED ones of its dead-letter topic.
 func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	if m.PageSize < 0 || m.PageSize > queue.MaxListPage {

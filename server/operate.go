@@ -55,8 +55,8 @@ func (s *Server) target(ctx context.Context, rpc, id, topic, key string) (messag
 	return mid, ok, nil
 }
 
-// reschedule serves Reschedule.
-func (s *Server) reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (*hourglassv1.RescheduleResponse, error) {
+// Reschedule serves the Reschedule RPC.
+func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (*hourglassv1.RescheduleResponse, error) {
 	eng, err := s.localEngine("Reschedule")
 	if err != nil {
 		return nil, err
@@ -108,8 +108,8 @@ func (s *Server) reschedule(ctx context.Context, m *hourglassv1.RescheduleReques
 	return out, nil
 }
 
-// extend serves Extend.
-func (s *Server) extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
+// Extend serves the Extend RPC.
+func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
 	id, err := settleTarget(m.Topic, m.Id, m.Receipt)
 	if err == nil {
 		err = s.noQueue()
@@ -144,11 +144,11 @@ const (
 	RedriveKeyPrefix = "redrive:"
 )
 
-// redrive serves Redrive: page through the dead-letter topic's waiting
+// Redrive serves the Redrive RPC: page through the dead-letter topic's waiting
 // messages, and move each that matches: schedule it for now on its
 // topic (attempt 0, its origin kept, keyed by its dead-letter ID), then
 // take and ack it in the dead-letter topic.
-func (s *Server) redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourglassv1.RedriveResponse, error) {
+func (s api) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourglassv1.RedriveResponse, error) {
 	if err := s.noQueue(); err != nil {
 		return nil, err
 	}
@@ -269,8 +269,8 @@ func (s *Server) redriveOne(ctx context.Context, eng *engine.Engine, d queue.Mes
 	return true, s.q.AckReceipt(ctx, d.Topic, taken.Receipt)
 }
 
-// purge serves Purge.
-func (s *Server) purge(ctx context.Context, m *hourglassv1.PurgeRequest) (*hourglassv1.PurgeResponse, error) {
+// Purge serves the Purge RPC.
+func (s api) Purge(ctx context.Context, m *hourglassv1.PurgeRequest) (*hourglassv1.PurgeResponse, error) {
 	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
 	}
@@ -341,12 +341,9 @@ func cutSuffix(s, suffix string) (string, bool) {
 	return s, false
 }
 
-// deleteTopic serves DeleteTopic.
-func (s *Server) deleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest) (*hourglassv1.DeleteTopicResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+// DeleteTopic serves the DeleteTopic RPC.
+func (s api) DeleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest) (*hourglassv1.DeleteTopicResponse, error) {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	eng, err := s.localEngine("DeleteTopic")
@@ -369,9 +366,9 @@ func (s *Server) deleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequ
 	return &hourglassv1.DeleteTopicResponse{Cancelled: cancelled, Removed: removed}, nil
 }
 
-// topics serves Topics: the queue's topics, those scheduled to since the
+// Topics serves the Topics RPC: the queue's topics, those scheduled to since the
 // server started, and those with a policy.
-func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourglassv1.TopicsResponse, error) {
+func (s api) Topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourglassv1.TopicsResponse, error) {
 	if err := s.noQueue(); err != nil {
 		return nil, err
 	}
@@ -406,12 +403,9 @@ func (s *Server) topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hou
 	return out, nil
 }
 
-// getPolicy serves GetPolicy.
-func (s *Server) getPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+// GetPolicy serves the GetPolicy RPC.
+func (s api) GetPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
@@ -430,13 +424,10 @@ func (s *Server) effective(topic string) *hourglassv1.Policy {
 
 func ptr[T any](v T) *T { return &v }
 
-// setPolicy serves SetPolicy: the topic's policy with the request's
+// SetPolicy serves the SetPolicy RPC: the topic's policy with the request's
 // fields changed, durable as a control record before it answers.
-func (s *Server) setPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	eng, err := s.localEngine("SetPolicy")

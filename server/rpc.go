@@ -20,14 +20,20 @@ import (
 	"github.com/hourglassmq/hourglass/queue"
 )
 
-// The methods below are the API, protocol-neutral: grpcAPI (grpc.go) and
-// connectAPI (connect.go) call them with the decoded request and turn
-// their answer or gRPC status error into their protocol's own. What a call
-// needs of its transport (the peer, the forwarded mark) is in its context
-// (callInfo).
+// api is the API's unary methods, protocol-neutral: each takes the
+// decoded request and answers with the response or a gRPC status error.
+// grpc-go serves api as it is (GRPCServer, which adds the streams);
+// connectAPI (connect.go) hands each call to the method of the same name
+// and turns its answer into connect-go's. What a call needs of its
+// transport (the peer, the forwarded mark) is in its context (callInfo).
+// Its methods may be called from any goroutine.
+type api struct {
+	hourglassv1.UnimplementedHourglassServiceServer
+	*Server
+}
 
-// scheduleOne serves Schedule.
-func (s *Server) scheduleOne(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+// Schedule serves the Schedule RPC.
+func (s api) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
 	var r engine.Request
 	if err := s.request("", m, s.eng.Now(), false, &r); err != nil {
 		return nil, err
@@ -39,8 +45,8 @@ func (s *Server) scheduleOne(ctx context.Context, m *hourglassv1.ScheduleRequest
 	return scheduleResponse(ids[0]), nil
 }
 
-// scheduleBatch serves ScheduleBatch.
-func (s *Server) scheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+// ScheduleBatch serves the ScheduleBatch RPC.
+func (s api) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
 	reqs, err := s.batchRequests(m, s.eng.Now())
 	if err != nil {
 		return nil, err
@@ -127,8 +133,8 @@ func scheduleResponse(id message.ID) *hourglassv1.ScheduleResponse {
 	return &hourglassv1.ScheduleResponse{Id: id.String(), DeliverAt: timestamppb.New(id.Time())}
 }
 
-// cancel serves Cancel.
-func (s *Server) cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+// Cancel serves the Cancel RPC.
+func (s api) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
 	id, found, err := s.target(ctx, "Cancel", m.Id, m.Topic, m.Key)
 	if err != nil {
 		return nil, err
@@ -173,8 +179,8 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 	return n, time.Duration(leaseMs) * time.Millisecond, nil
 }
 
-// receive serves Receive.
-func (s *Server) receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+// Receive serves the Receive RPC.
+func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -228,6 +234,15 @@ func (s *Server) noQueue() error {
 	}
 	return status.Error(codes.FailedPrecondition,
 		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack")
+}
+
+// queueTopic checks a request's topic on the built-in queue: a valid name
+// (checkTopic), on a server that has the queue (noQueue).
+func (s *Server) queueTopic(topic string) error {
+	if err := checkTopic("", topic); err != nil {
+		return err
+	}
+	return s.noQueue()
 }
 
 // receiveStream serves ReceiveStream: send delivers one response, and
@@ -331,8 +346,8 @@ func settleTarget(topic, id, receipt string) (message.ID, error) {
 	return parseID("id", id)
 }
 
-// ack serves Ack.
-func (s *Server) ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
+// Ack serves the Ack RPC.
+func (s api) Ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -352,12 +367,9 @@ func (s *Server) ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglass
 	return &hourglassv1.AckResponse{}, nil
 }
 
-// ackBatch serves AckBatch.
-func (s *Server) ackBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
-	if err := checkTopic("", m.Topic); err != nil {
-		return nil, err
-	}
-	if err := s.noQueue(); err != nil {
+// AckBatch serves the AckBatch RPC.
+func (s api) AckBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
+	if err := s.queueTopic(m.Topic); err != nil {
 		return nil, err
 	}
 	if len(m.Receipts) == 0 || len(m.Receipts) > MaxAckBatch {
@@ -383,8 +395,8 @@ func ackResults(res []error) []*hourglassv1.AckResult {
 	return out
 }
 
-// nack serves Nack.
-func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
+// Nack serves the Nack RPC.
+func (s api) Nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
 		cerr = s.noQueue()
@@ -424,13 +436,13 @@ func (s *Server) nackOptions(ms int64, reason string, dead, release bool) (queue
 	return queue.NackOptions{Delay: time.Duration(ms) * time.Millisecond, Reason: reason, DeadLetter: dead, Release: release}, nil
 }
 
-// time serves Time.
-func (s *Server) time(context.Context, *hourglassv1.TimeRequest) (*hourglassv1.TimeResponse, error) {
+// Time serves the Time RPC.
+func (s api) Time(context.Context, *hourglassv1.TimeRequest) (*hourglassv1.TimeResponse, error) {
 	return &hourglassv1.TimeResponse{Now: timestamppb.New(s.eng.Now())}, nil
 }
 
-// stats serves Stats.
-func (s *Server) stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourglassv1.StatsResponse, error) {
+// Stats serves the Stats RPC.
+func (s api) Stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourglassv1.StatsResponse, error) {
 	now := s.eng.Now()
 	es := s.eng.Stats()
 	out := &hourglassv1.StatsResponse{

@@ -94,7 +94,7 @@ func nextTime(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-func (s *Server) createSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest) (*hourglassv1.CreateScheduleResponse, error) {
+func (s api) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest) (*hourglassv1.CreateScheduleResponse, error) {
 	sch, err := s.schedules("CreateSchedule")
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (s *Server) createSchedule(ctx context.Context, m *hourglassv1.CreateSchedu
 	return &hourglassv1.CreateScheduleResponse{Next: nextTime(next)}, nil
 }
 
-func (s *Server) updateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRequest) (*hourglassv1.UpdateScheduleResponse, error) {
+func (s api) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRequest) (*hourglassv1.UpdateScheduleResponse, error) {
 	sch, err := s.schedules("UpdateSchedule")
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (s *Server) updateSchedule(ctx context.Context, m *hourglassv1.UpdateSchedu
 	return &hourglassv1.UpdateScheduleResponse{Next: nextTime(next)}, nil
 }
 
-func (s *Server) pauseSchedule(ctx context.Context, m *hourglassv1.PauseScheduleRequest) (*hourglassv1.PauseScheduleResponse, error) {
+func (s api) PauseSchedule(ctx context.Context, m *hourglassv1.PauseScheduleRequest) (*hourglassv1.PauseScheduleResponse, error) {
 	sch, err := s.schedules("PauseSchedule")
 	if err != nil {
 		return nil, err
@@ -137,7 +137,7 @@ func (s *Server) pauseSchedule(ctx context.Context, m *hourglassv1.PauseSchedule
 	return &hourglassv1.PauseScheduleResponse{}, nil
 }
 
-func (s *Server) resumeSchedule(ctx context.Context, m *hourglassv1.ResumeScheduleRequest) (*hourglassv1.ResumeScheduleResponse, error) {
+func (s api) ResumeSchedule(ctx context.Context, m *hourglassv1.ResumeScheduleRequest) (*hourglassv1.ResumeScheduleResponse, error) {
 	sch, err := s.schedules("ResumeSchedule")
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (s *Server) resumeSchedule(ctx context.Context, m *hourglassv1.ResumeSchedu
 	return &hourglassv1.ResumeScheduleResponse{Next: nextTime(next)}, nil
 }
 
-func (s *Server) deleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest) (*hourglassv1.DeleteScheduleResponse, error) {
+func (s api) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest) (*hourglassv1.DeleteScheduleResponse, error) {
 	sch, err := s.schedules("DeleteSchedule")
 	if err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (s *Server) deleteSchedule(ctx context.Context, m *hourglassv1.DeleteSchedu
 // maxNextTimes bounds GetScheduleRequest.next_count.
 const maxNextTimes = 100
 
-func (s *Server) getSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequest) (*hourglassv1.GetScheduleResponse, error) {
+func (s api) GetSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequest) (*hourglassv1.GetScheduleResponse, error) {
 	sch, err := s.schedules("GetSchedule")
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ func (s *Server) getSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequ
 	return scheduleInfo(in), nil
 }
 
-func (s *Server) listSchedules(ctx context.Context, m *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
+func (s api) ListSchedules(ctx context.Context, m *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
 	sch, err := s.schedules("ListSchedules")
 	if err != nil {
 		return nil, err

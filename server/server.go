@@ -2,10 +2,11 @@
 // over an engine and its built-in queue (or a cluster node), plus
 // /healthz, /readyz and /metrics.
 //
-// One protocol-neutral implementation (rpc.go, streams.go, manage.go for
-// the read-only Get and List) answers every
-// call; grpc.go serves it as native gRPC on grpc-go, connect.go as
-// Connect, Connect-JSON and gRPC-Web on connect-go. Serve (listen.go) puts
+// One protocol-neutral implementation (type api: rpc.go, manage.go for
+// the read-only Get and List, operate.go, schedules.go; the streams in
+// streams.go) answers every call; grpc.go serves it as it is as native
+// gRPC on grpc-go, connect.go adapts it to Connect, Connect-JSON and
+// gRPC-Web on connect-go. Serve (listen.go) puts
 // both on one listener: HTTP/2 connections go to grpc-go, HTTP/1.1
 // connections to net/http.
 //

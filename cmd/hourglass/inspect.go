@@ -200,18 +200,17 @@ func inspectSetup(c *cli.Context) (inspect.Options, inspect.Output, error) {
 	return o, inspect.Output{W: c.App.Writer, JSON: c.Bool("json"), Now: o.Now}, nil
 }
 
-func noArgs(c *cli.Context) error {
+// inspectSetupNoArgs is inspectSetup for a command that takes no
+// arguments.
+func inspectSetupNoArgs(c *cli.Context) (inspect.Options, inspect.Output, error) {
 	if c.NArg() > 0 {
-		return fmt.Errorf("%s takes no arguments, got %q (see '%s --help')", c.Command.Name, c.Args().Slice(), c.Command.HelpName)
+		return inspect.Options{}, inspect.Output{}, fmt.Errorf("%s takes no arguments, got %q (see '%s --help')", c.Command.Name, c.Args().Slice(), c.Command.HelpName)
 	}
-	return nil
+	return inspectSetup(c)
 }
 
 func runSegments(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	o, out, err := inspectSetup(c)
+	o, out, err := inspectSetupNoArgs(c)
 	if err != nil {
 		return err
 	}
@@ -257,10 +256,7 @@ func runDump(c *cli.Context) error {
 }
 
 func runCommitlog(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	o, out, err := inspectSetup(c)
+	o, out, err := inspectSetupNoArgs(c)
 	if err != nil {
 		return err
 	}
@@ -285,10 +281,7 @@ func runCommitlog(c *cli.Context) error {
 // runVerify exits 1 when it finds damage and 2 when it cannot check.
 func runVerify(c *cli.Context) error {
 	couldNot := func(err error) error { return cli.Exit("hourglass: inspect verify: "+err.Error(), 2) }
-	if err := noArgs(c); err != nil {
-		return couldNot(err)
-	}
-	o, out, err := inspectSetup(c)
+	o, out, err := inspectSetupNoArgs(c)
 	if err != nil {
 		return couldNot(err)
 	}
@@ -306,10 +299,7 @@ func runVerify(c *cli.Context) error {
 }
 
 func runTimeline(c *cli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	o, out, err := inspectSetup(c)
+	o, out, err := inspectSetupNoArgs(c)
 	if err != nil {
 		return err
 	}

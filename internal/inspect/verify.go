@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -264,7 +265,7 @@ func (v *verifier) schedule() error {
 			return err
 		}
 	}
-	for _, name := range sortedValues(l.dones) {
+	for _, name := range slices.Sorted(maps.Values(l.dones)) {
 		path := filepath.Join(dir, name)
 		if _, err := os.Stat(path); err == nil {
 			v.counted(path)
@@ -292,15 +293,6 @@ func (v *verifier) schedule() error {
 		}
 	}
 	return v.reputFiles(dir, l) // verify_reput.go
-}
-
-func sortedValues(m map[int64]string) []string {
-	out := make([]string, 0, len(m))
-	for _, s := range m {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func (v *verifier) counted(path string) {

@@ -7,6 +7,8 @@
 // JetStream file store (jetstream/) and its log (nats-server.log, appended
 // to by every run of the node, with a line marking each start). Errors of
 // Start and Restart include the tail of the failing node's log.
+// JetStreamReady probes one server, also for the benchmarks, which run
+// nats-server themselves.
 package natscluster
 
 import (
@@ -265,6 +267,14 @@ func check(ctx context.Context, hc *http.Client, healthz, url string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("/healthz answered %d: %s", resp.StatusCode, strings.TrimSpace(string(body[:k])))
 	}
+	return JetStreamReady(ctx, url)
+}
+
+// JetStreamReady returns nil once the nats-server at url (nats://host:port)
+// answers JetStream's account info ($JS.API.INFO) on a connection to it
+// alone, opened for the probe and closed after it; each step waits 2 s at
+// most.
+func JetStreamReady(ctx context.Context, url string) error {
 	nc, err := nats.Connect(url, nats.NoReconnect(), nats.Timeout(2*time.Second))
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hourglassmq/hourglass/internal/natscluster"
 )
 
 func natsSystem(cfg Config, syncAlways bool) System {
@@ -31,19 +33,7 @@ func natsSystem(cfg Config, syncAlways bool) System {
 				return os.WriteFile(conf, []byte(c), 0o644)
 			}
 			s.command = func() *exec.Cmd { return exec.Command(cfg.NatsBin, "-c", conf) }
-			s.ready = func(ctx context.Context) error {
-				nc, err := nats.Connect("nats://"+s.Addr(), nats.Timeout(time.Second))
-				if err != nil {
-					return err
-				}
-				defer nc.Close()
-				js, err := jetstream.New(nc)
-				if err != nil {
-					return err
-				}
-				_, err = js.AccountInfo(ctx)
-				return err
-			}
+			s.ready = func(ctx context.Context) error { return natscluster.JetStreamReady(ctx, "nats://"+s.Addr()) }
 			return s
 		},
 		newDriver: func(s *Server) (Driver, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc"
@@ -27,19 +28,28 @@ const (
 
 // unary is one protocol's unary calls, with the protocol's wrapping taken
 // off: what the workload needs of Connect over HTTP/1.1 and of native
-// gRPC alike. Both adapters may be called from any goroutine.
+// gRPC alike. Its methods are those of grpc-go's client, so that
+// hourglassv1.HourglassServiceClient is one as it is; connectUnary adapts
+// connect-go's. Both may be called from any goroutine.
 type unary interface {
-	Schedule(context.Context, *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error)
-	ScheduleBatch(context.Context, *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error)
-	Cancel(context.Context, *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error)
-	Receive(context.Context, *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error)
-	Ack(context.Context, *hourglassv1.AckRequest) error
-	Nack(context.Context, *hourglassv1.NackRequest) error
-	Time(context.Context) (*hourglassv1.TimeResponse, error)
-	operateUnary // api_operate.go
+	Schedule(context.Context, *hourglassv1.ScheduleRequest, ...grpc.CallOption) (*hourglassv1.ScheduleResponse, error)
+	ScheduleBatch(context.Context, *hourglassv1.ScheduleBatchRequest, ...grpc.CallOption) (*hourglassv1.ScheduleBatchResponse, error)
+	Cancel(context.Context, *hourglassv1.CancelRequest, ...grpc.CallOption) (*hourglassv1.CancelResponse, error)
+	Receive(context.Context, *hourglassv1.ReceiveRequest, ...grpc.CallOption) (*hourglassv1.ReceiveResponse, error)
+	Ack(context.Context, *hourglassv1.AckRequest, ...grpc.CallOption) (*hourglassv1.AckResponse, error)
+	Nack(context.Context, *hourglassv1.NackRequest, ...grpc.CallOption) (*hourglassv1.NackResponse, error)
+	Time(context.Context, *hourglassv1.TimeRequest, ...grpc.CallOption) (*hourglassv1.TimeResponse, error)
+	// Operating what the server holds: reschedule, redrive, pause and
+	// resume, recurring schedules.
+	Reschedule(context.Context, *hourglassv1.RescheduleRequest, ...grpc.CallOption) (*hourglassv1.RescheduleResponse, error)
+	Redrive(context.Context, *hourglassv1.RedriveRequest, ...grpc.CallOption) (*hourglassv1.RedriveResponse, error)
+	SetPolicy(context.Context, *hourglassv1.SetPolicyRequest, ...grpc.CallOption) (*hourglassv1.SetPolicyResponse, error)
+	CreateSchedule(context.Context, *hourglassv1.CreateScheduleRequest, ...grpc.CallOption) (*hourglassv1.CreateScheduleResponse, error)
+	UpdateSchedule(context.Context, *hourglassv1.UpdateScheduleRequest, ...grpc.CallOption) (*hourglassv1.UpdateScheduleResponse, error)
+	DeleteSchedule(context.Context, *hourglassv1.DeleteScheduleRequest, ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error)
 }
 
-// connectUnary is unary over connect-go.
+// connectUnary is unary over connect-go. It takes no call options.
 type connectUnary struct {
 	c hourglassv1connect.HourglassServiceClient
 }
@@ -51,69 +61,67 @@ func msgOf[T any](r *connect.Response[T], err error) (*T, error) {
 	return r.Msg, nil
 }
 
-func (u connectUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
+func (u connectUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.ScheduleResponse, error) {
 	return msgOf(u.c.Schedule(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
+func (u connectUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest, _ ...grpc.CallOption) (*hourglassv1.ScheduleBatchResponse, error) {
 	return msgOf(u.c.ScheduleBatch(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
+func (u connectUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest, _ ...grpc.CallOption) (*hourglassv1.CancelResponse, error) {
 	return msgOf(u.c.Cancel(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
+func (u connectUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest, _ ...grpc.CallOption) (*hourglassv1.ReceiveResponse, error) {
 	return msgOf(u.c.Receive(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
-	_, err := u.c.Ack(ctx, connect.NewRequest(m))
-	return err
+func (u connectUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest, _ ...grpc.CallOption) (*hourglassv1.AckResponse, error) {
+	return msgOf(u.c.Ack(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
-	_, err := u.c.Nack(ctx, connect.NewRequest(m))
-	return err
+func (u connectUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest, _ ...grpc.CallOption) (*hourglassv1.NackResponse, error) {
+	return msgOf(u.c.Nack(ctx, connect.NewRequest(m)))
 }
 
-func (u connectUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
-	return msgOf(u.c.Time(ctx, connect.NewRequest(&hourglassv1.TimeRequest{})))
+func (u connectUnary) Time(ctx context.Context, m *hourglassv1.TimeRequest, _ ...grpc.CallOption) (*hourglassv1.TimeResponse, error) {
+	return msgOf(u.c.Time(ctx, connect.NewRequest(m)))
 }
 
-// grpcUnary is unary over grpc-go.
-type grpcUnary struct {
-	c hourglassv1.HourglassServiceClient
+func (u connectUnary) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest, _ ...grpc.CallOption) (*hourglassv1.RescheduleResponse, error) {
+	return msgOf(u.c.Reschedule(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hourglassv1.ScheduleResponse, error) {
-	return u.c.Schedule(ctx, m)
+func (u connectUnary) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest, _ ...grpc.CallOption) (*hourglassv1.RedriveResponse, error) {
+	return msgOf(u.c.Redrive(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequest) (*hourglassv1.ScheduleBatchResponse, error) {
-	return u.c.ScheduleBatch(ctx, m)
+func (u connectUnary) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest, _ ...grpc.CallOption) (*hourglassv1.SetPolicyResponse, error) {
+	return msgOf(u.c.SetPolicy(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourglassv1.CancelResponse, error) {
-	return u.c.Cancel(ctx, m)
+func (u connectUnary) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.CreateScheduleResponse, error) {
+	return msgOf(u.c.CreateSchedule(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
-	return u.c.Receive(ctx, m)
+func (u connectUnary) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.UpdateScheduleResponse, error) {
+	return msgOf(u.c.UpdateSchedule(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) Ack(ctx context.Context, m *hourglassv1.AckRequest) error {
-	_, err := u.c.Ack(ctx, m)
-	return err
+func (u connectUnary) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error) {
+	return msgOf(u.c.DeleteSchedule(ctx, connect.NewRequest(m)))
 }
 
-func (u grpcUnary) Nack(ctx context.Context, m *hourglassv1.NackRequest) error {
-	_, err := u.c.Nack(ctx, m)
-	return err
-}
+// callTimeout bounds each unary call of the workload.
+const callTimeout = 10 * time.Second
 
-func (u grpcUnary) Time(ctx context.Context) (*hourglassv1.TimeResponse, error) {
-	return u.c.Time(ctx, &hourglassv1.TimeRequest{})
+// call makes the unary call f(req) (a method of a unary), bounded by
+// callTimeout.
+func call[Req, Res any](ctx context.Context, f func(context.Context, *Req, ...grpc.CallOption) (*Res, error), req *Req) (*Res, error) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return f(cctx, req)
 }
 
 // lanes are the ways the workload reaches one server during a cycle:
@@ -162,7 +170,7 @@ func (w *workload) dialLanes(addr string) (lanes, *grpc.ClientConn, error) {
 		return lanes{}, nil, err
 	}
 	g := hourglassv1.NewHourglassServiceClient(conn)
-	return lanes{connect: connectUnary{w.client(addr)}, grpc: grpcUnary{g}, streams: g, w: w}, conn, nil
+	return lanes{connect: connectUnary{w.client(addr)}, grpc: g, streams: g, w: w}, conn, nil
 }
 
 // classify turns an RPC error into an outcome: nil is OK; an error the
@@ -201,6 +209,18 @@ func classifyCode(c codes.Code) Outcome {
 		return Rejected
 	}
 	return InDoubt
+}
+
+// codeOf is the status code of an error a server answered with
+// (codes.Unknown for one that is not a status, codes.OK for nil).
+func codeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code()
+	}
+	return codes.Code(connect.CodeOf(err))
 }
 
 // opCounts counts the workload's calls by operation and protocol

@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -301,12 +302,7 @@ func Check(ev Events, p CheckParams) Result {
 	}
 
 	slack := p.SkewBound + p.Precision
-	names := make([]string, 0, len(keys))
-	for k := range keys {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, key := range names {
+	for _, key := range slices.Sorted(maps.Keys(keys)) {
 		s := keys[key]
 		slices.SortFunc(s.deliveries, func(a, b *Delivery) int { return a.Received.Compare(b.Received) })
 		if len(s.deliveries) > 0 {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -80,36 +81,19 @@ const (
 )
 
 func (c *Config) fill() error {
-	def := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	def(&c.Cycles, DefaultCycles)
-	def(&c.Producers, DefaultProducers)
-	def(&c.Consumers, DefaultConsumers)
-	def(&c.Topics, DefaultTopics)
-	def(&c.OpsPerSecond, DefaultOpsPerSecond)
-	def(&c.PoisonPercent, DefaultPoisonPercent)
-	if c.Duration == 0 {
-		c.Duration = DefaultDuration
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
-	if c.SegmentDuration == 0 {
-		c.SegmentDuration = DefaultSegmentDuration
-	}
-	if c.Fsync == "" {
-		c.Fsync = DefaultFsync
-	}
-	if c.DrainGrace == 0 {
-		c.DrainGrace = DefaultDrainGrace
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	def(&c.Partitions, DefaultPartitions)
+	c.Cycles = cmp.Or(c.Cycles, DefaultCycles)
+	c.Duration = cmp.Or(c.Duration, DefaultDuration)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
+	c.SegmentDuration = cmp.Or(c.SegmentDuration, DefaultSegmentDuration)
+	c.Fsync = cmp.Or(c.Fsync, DefaultFsync)
+	c.Producers = cmp.Or(c.Producers, DefaultProducers)
+	c.Consumers = cmp.Or(c.Consumers, DefaultConsumers)
+	c.Topics = cmp.Or(c.Topics, DefaultTopics)
+	c.OpsPerSecond = cmp.Or(c.OpsPerSecond, DefaultOpsPerSecond)
+	c.DrainGrace = cmp.Or(c.DrainGrace, DefaultDrainGrace)
+	c.PoisonPercent = cmp.Or(c.PoisonPercent, DefaultPoisonPercent)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
 	if c.Damage && c.Cluster {
 		return errors.New("--damage cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not damage")
 	}

@@ -61,9 +61,7 @@ func (w *workload) reschedule(ctx context.Context, l lanes, cycle int, rng *rand
 			req.When = &hourglassv1.RescheduleRequest_DelayMs{DelayMs: d.Milliseconds()}
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	res, err := u.Reschedule(cctx, req)
-	cancel()
+	res, err := call(ctx, u.Reschedule, req)
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	if x.Outcome == OK {
 		switch res.Result {
@@ -97,9 +95,7 @@ func (w *workload) redriver(ctx context.Context, l lanes, cycle int, rng *rand.R
 		}
 		w.count("redrive", u.proto)
 		x := Redrive{DLQ: dlq, Max: n, Cycle: cycle, Sent: time.Now()}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res, err := u.Redrive(cctx, &hourglassv1.RedriveRequest{DeadLetterTopic: dlq, MaxMessages: n})
-		cancel()
+		res, err := call(ctx, u.Redrive, &hourglassv1.RedriveRequest{DeadLetterTopic: dlq, MaxMessages: n})
 		x.Answered, x.Outcome = time.Now(), classify(err)
 		if x.Outcome == OK {
 			x.Redriven, x.Skipped, x.More = res.Redriven, res.Skipped, res.More
@@ -171,9 +167,7 @@ func (w *workload) setPaused(ctx context.Context, ln lane, cycle int, topic stri
 	}
 	w.count(op, ln.proto)
 	x := PolicyChange{Topic: topic, Paused: paused, Cycle: cycle, Sent: time.Now()}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := ln.SetPolicy(cctx, req)
-	cancel()
+	_, err := call(ctx, ln.SetPolicy, req)
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddPolicy(x)
 	if !paused && x.Outcome == OK {

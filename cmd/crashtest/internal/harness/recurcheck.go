@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,12 +183,7 @@ func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams
 			e.settles = append(e.settles, x)
 		}
 	}
-	bodies := make([]string, 0, len(eps))
-	for b := range eps {
-		bodies = append(bodies, b)
-	}
-	slices.Sort(bodies)
-	for _, b := range bodies {
+	for _, b := range slices.Sorted(maps.Keys(eps)) {
 		e := eps[b]
 		vs, owed := e.judge(ev.DrainFrom, slack, c)
 		for _, v := range vs {
@@ -221,11 +217,7 @@ func routeOccurrence(eps map[string]*schedEpoch, d *Delivery) (*schedEpoch, time
 // judge applies the rules of checkSchedules to one definition; owed is
 // true while an occurrence is owed.
 func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) (out []Violation, owed bool) {
-	times := make([]int64, 0, len(e.occ))
-	for ms := range e.occ {
-		times = append(times, ms)
-	}
-	slices.Sort(times)
+	times := slices.Sorted(maps.Keys(e.occ))
 	strict := func(t time.Time) bool { return e.lenientTo.IsZero() || t.After(e.lenientTo) }
 	anchor := e.anchor
 	if anchor.IsZero() {
@@ -273,11 +265,7 @@ func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) 
 		}
 		if len(ids) > 1 {
 			c.OccurrenceTwice++
-			keys := make([]string, 0, len(ids))
-			for id := range ids {
-				keys = append(keys, id)
-			}
-			slices.Sort(keys)
+			keys := slices.Sorted(maps.Keys(ids))
 			v.Kind, v.Detail = VOccurrenceTwice, fmt.Sprintf("occurrence %s of %s delivered under %d IDs: %s", t.UTC().Format("15:04:05.000"), e.body, len(ids), strings.Join(keys, ", "))
 			out = append(out, v)
 		}
@@ -397,12 +385,7 @@ func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle,
 			byID[d.ID] = d.Issued
 		}
 	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		if slices.ContainsFunc(settles, func(x *Settle) bool {
 			return x.ID == id && x.Kind == Ack && x.Outcome != Rejected && x.Answered.After(byID[id])
 		}) {

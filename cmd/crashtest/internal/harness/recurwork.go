@@ -97,7 +97,7 @@ func (w *workload) scheduleStep(ctx context.Context, l lanes, cycle int, st *rec
 		w.count(x.Op+"-schedule", ln.proto)
 		def := &hourglassv1.RecurringSchedule{Name: x.Name, Topic: x.Topic, Spec: x.Spec, Body: []byte(EpochBody(x.Name, x.Epoch)),
 			MisfirePolicy: hourglassv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		var next time.Time
 		var err error
 		switch x.Op {

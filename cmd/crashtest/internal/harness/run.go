@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
 // Run runs the harness. It returns an error only when the harness itself
@@ -184,7 +186,7 @@ func (r *runner) measureSkew(addr string) error {
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		t0 := time.Now()
-		res, err := c.Time(ctx)
+		res, err := c.Time(ctx, &hourglassv1.TimeRequest{})
 		t1 := time.Now()
 		cancel()
 		if err != nil {

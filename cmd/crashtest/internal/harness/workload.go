@@ -160,9 +160,7 @@ func (w *workload) scheduleOne(ctx context.Context, ln lane, req *hourglassv1.Sc
 	var res *hourglassv1.ScheduleResponse
 	try := func() Outcome {
 		w.count("schedule", ln.proto)
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := ln.Schedule(cctx, req)
-		cancel()
+		r, err := call(ctx, ln.Schedule, req)
 		res = r
 		return classify(err)
 	}
@@ -182,9 +180,7 @@ func (w *workload) scheduleBatch(ctx context.Context, ln lane, req *hourglassv1.
 	var res *hourglassv1.ScheduleBatchResponse
 	try := func() Outcome {
 		w.count("batch", ln.proto)
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		r, err := ln.ScheduleBatch(cctx, req)
-		cancel()
+		r, err := call(ctx, ln.ScheduleBatch, req)
 		o := classify(err)
 		if o == OK && len(r.Results) != len(recs) {
 			o = InDoubt // not what the API promises; take nothing for granted
@@ -290,9 +286,7 @@ func (w *workload) cancel(ctx context.Context, l lanes, cycle int, rng *rand.Ran
 	} else {
 		w.count("cancel", u.proto)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	res, err := u.Cancel(cctx, req)
-	cancel()
+	res, err := call(ctx, u.Cancel, req)
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	if x.Outcome == OK {
 		switch res.Result {
@@ -349,11 +343,9 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 		}
 		u := l.pick("receive", rng)
 		issued := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res, err := u.Receive(cctx, &hourglassv1.ReceiveRequest{
+		res, err := call(ctx, u.Receive, &hourglassv1.ReceiveRequest{
 			Topic: t.topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: t.lease.Milliseconds(),
 		})
-		cancel()
 		received := time.Now()
 		if err != nil {
 			if classify(err) == InDoubt {
@@ -460,15 +452,11 @@ func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv
 	if kind == Ack {
 		u := l.pick("ack", rng)
 		x.Sent = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = u.Ack(cctx, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
-		cancel()
+		_, err = call(ctx, u.Ack, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
 	} else {
 		u := l.pick("nack", rng)
 		x.Sent = time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = u.Nack(cctx, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
-		cancel()
+		_, err = call(ctx, u.Nack, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
 	}
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddSettle(x)
