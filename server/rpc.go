@@ -177,9 +177,6 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 func (s *Server) receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
 	if cerr == nil {
-		cerr = s.noQueue()
-	}
-	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
 	if cerr != nil {
@@ -199,7 +196,7 @@ func (s *Server) receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*h
 	}
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
-	msgs, err := s.q.Receive(pctx, m.Topic, n, wait, lease)
+	msgs, err := s.recv.Receive(pctx, m.Topic, n, wait, lease)
 	if err != nil {
 		if ctx.Err() == nil && s.polls.Err() != nil && len(msgs) == 0 {
 			// Shutting down: the poll ends empty, as if its wait had passed.
@@ -211,9 +208,10 @@ func (s *Server) receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*h
 }
 
 // receivable refuses Receive of a topic the queue never gets messages of:
-// with an external sink only dead-letter topics.
+// with an external sink only dead-letter topics (in cluster mode every
+// topic: its consumer reads the delivery stream).
 func (s *Server) receivable(topic string) error {
-	if s.opts.ExternalSink == "" || strings.HasSuffix(topic, queue.DLQSuffix) {
+	if s.opts.ExternalSink == "" || s.opts.Cluster != nil || strings.HasSuffix(topic, queue.DLQSuffix) {
 		return nil
 	}
 	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
@@ -221,22 +219,31 @@ func (s *Server) receivable(topic string) error {
 		topic, s.opts.ExternalSink, s.opts.ExternalSink, topic, queue.DLQSuffix))
 }
 
-// noQueue refuses the built-in queue's RPCs in cluster mode.
+// noQueue refuses, in cluster mode, the built-in queue's RPCs that
+// JetStream's consumers do not serve.
 func (s *Server) noQueue() error {
 	if s.q != nil {
 		return nil
 	}
 	return status.Error(codes.FailedPrecondition,
-		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack")
+		"this server runs in cluster mode (serve --cluster): there is no built-in queue; Receive, ReceiveStream, Consume, and Ack, AckBatch and Nack by receipt are served from JetStream consumers of the delivery stream, but not this call (docs/CLUSTER.md)")
+}
+
+// byReceipt refuses, in cluster mode, an Ack or Nack that names an id
+// rather than a receipt: a JetStream consumer settles a delivery by its
+// ack subject, which the receipt holds and the id does not.
+func (s *Server) byReceipt(receipt string) error {
+	if s.q != nil || receipt != "" {
+		return nil
+	}
+	return status.Error(codes.FailedPrecondition,
+		"this server runs in cluster mode (serve --cluster): Ack and Nack take the receipt Receive handed out, not the id")
 }
 
 // receiveStream serves ReceiveStream: send delivers one response, and
 // send(nil) the response headers alone.
 func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStreamRequest, send func(*hourglassv1.ReceiveStreamResponse) error) error {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
-	if cerr == nil {
-		cerr = s.noQueue()
-	}
 	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
@@ -257,7 +264,7 @@ func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStream
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
 	for {
-		msgs, err := s.q.Receive(pctx, m.Topic, n, streamPoll, lease)
+		msgs, err := s.recv.Receive(pctx, m.Topic, n, streamPoll, lease)
 		if err != nil {
 			if ctx.Err() == nil && s.polls.Err() != nil {
 				return nil // shutting down: end the stream cleanly
@@ -335,14 +342,14 @@ func settleTarget(topic, id, receipt string) (message.ID, error) {
 func (s *Server) ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
-		cerr = s.noQueue()
+		cerr = s.byReceipt(m.Receipt)
 	}
 	if cerr != nil {
 		return nil, cerr
 	}
 	var err error
 	if m.Receipt != "" {
-		err = s.q.AckReceipt(ctx, m.Topic, m.Receipt)
+		err = s.recv.AckReceipt(ctx, m.Topic, m.Receipt)
 	} else {
 		err = s.q.Ack(ctx, m.Topic, id)
 	}
@@ -357,13 +364,10 @@ func (s *Server) ackBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (
 	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
 	}
-	if err := s.noQueue(); err != nil {
-		return nil, err
-	}
 	if len(m.Receipts) == 0 || len(m.Receipts) > MaxAckBatch {
 		return nil, invalid("%d receipts: send 1 to %d per AckBatch", len(m.Receipts), MaxAckBatch)
 	}
-	res, err := s.q.AckBatch(ctx, m.Topic, m.Receipts)
+	res, err := s.recv.AckBatch(ctx, m.Topic, m.Receipts)
 	if err != nil {
 		return nil, serverError(err)
 	}
@@ -387,7 +391,7 @@ func ackResults(res []error) []*hourglassv1.AckResult {
 func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
-		cerr = s.noQueue()
+		cerr = s.byReceipt(m.Receipt)
 	}
 	if cerr != nil {
 		return nil, cerr
@@ -397,7 +401,7 @@ func (s *Server) nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourgla
 		return nil, err
 	}
 	if m.Receipt != "" {
-		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, o)
+		err = s.recv.NackReceipt(ctx, m.Topic, m.Receipt, o)
 	} else {
 		err = s.q.Nack(ctx, m.Topic, id, o)
 	}
