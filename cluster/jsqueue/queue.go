@@ -35,7 +35,7 @@ const (
 
 // metaMaxAttempts is the consumer metadata key holding the topic's max
 // attempts, so that every node applies the same number.
-const metaMaxAttempts = "hourglass_max_attempts"
+const metaMaxAttempts = "hourglass-max-attempts"
 
 // Options configure a Queue. JS, Stream and Prefix are required.
 type Options struct {
