@@ -72,6 +72,7 @@ type Options struct {
 type Queue struct {
 	opts Options
 	nc   *nats.Conn
+	hb   time.Duration // pullHeartbeat; tests shorten it
 
 	mu     sync.Mutex
 	topics map[string]*consumer // guarded by mu
@@ -118,7 +119,7 @@ func New(opts Options) (*Queue, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Queue{opts: opts, nc: opts.JS.Conn(), topics: map[string]*consumer{}}, nil
+	return &Queue{opts: opts, nc: opts.JS.Conn(), hb: pullHeartbeat, topics: map[string]*consumer{}}, nil
 }
 
 // Lease returns the lease of topic's messages: its consumer's AckWait.
@@ -235,7 +236,21 @@ func (q *Queue) Receive(ctx context.Context, topic string, n int, wait, lease ti
 			lease.Milliseconds(), topic, c.ackWait, q.opts.Stream, c.name, c.ackWait.Milliseconds())
 	}
 	end := time.Now().Add(wait)
+	pause := false
 	for {
+		if pause {
+			// The last pull ended early with nothing (a leader moved, the
+			// consumer was deleted): look the consumer up again after a
+			// pause.
+			select {
+			case <-time.After(min(repull, max(time.Until(end), 0))):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if c, err = q.consumer(ctx, topic); err != nil {
+				return nil, err
+			}
+		}
 		left := max(time.Until(end), 0)
 		if wait > 0 && left == 0 {
 			return nil, nil
@@ -251,16 +266,37 @@ func (q *Queue) Receive(ctx context.Context, topic string, n int, wait, lease ti
 		if len(out) > 0 {
 			return out, nil // a failed fetch still hands out what it got
 		}
+		var rp repullError
+		if errors.As(err, &rp) {
+			if wait > 0 && time.Until(end) > 0 {
+				pause = true
+				continue
+			}
+			return nil, rp.err
+		}
 		if err != nil {
 			return nil, err
 		}
 		if len(msgs) == 0 && (wait == 0 || time.Until(end) <= 0) {
 			return nil, nil
 		}
-		// Everything fetched was dead-lettered, or a pull ended early
-		// (a leader moved): pull again for the time left.
+		// Everything fetched was dead-lettered (pull again at once), or a
+		// pull ended early with nothing (pause first).
+		pause = len(msgs) == 0
 	}
 }
+
+// repullError is a pull that JetStream ended or did not take for a
+// reason that may pass (a leader moved, the consumer is gone): a Receive
+// with time left looks the consumer up again and pulls again.
+type repullError struct{ err error }
+
+func (e repullError) Error() string { return e.err.Error() }
+func (e repullError) Unwrap() error { return e.err }
+
+// repull is the pause before a pull that follows one that ended early
+// with nothing.
+const repull = 100 * time.Millisecond
 
 // pullRequest is JetStream's request for messages of a pull consumer.
 type pullRequest struct {
@@ -296,8 +332,8 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 	var hb time.Duration
 	if wait > 0 {
 		req.Expires = wait
-		if wait >= 4*pullHeartbeat {
-			hb = pullHeartbeat
+		if wait >= 4*q.hb {
+			hb = q.hb
 			req.Heartbeat = hb
 		}
 	}
@@ -310,7 +346,7 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 	// ends it: wait plus a margin, or two missed heartbeats.
 	watch := wait + q.opts.Timeout
 	if hb > 0 {
-		watch = 2*hb + time.Second
+		watch = 2*hb + hb/2
 	}
 	dog := time.NewTimer(watch)
 	defer dog.Stop()
@@ -333,10 +369,10 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 					if strings.Contains(m.Header.Get("Description"), "Exceeded MaxWaiting") {
 						return nil, status.Errorf(codes.ResourceExhausted, "too many Receives wait on topic %q at once (its consumer's MaxWaiting); retry later", c.topic)
 					}
-					return nil, nil
-				case "503":
+					return nil, repullError{unavailable("the consumer of topic %q: %s; retry", c.topic, m.Header.Get("Description"))}
+				case "503": // no responders: the consumer is gone, or its leader is being elected
 					q.forget(c.topic)
-					return out, unavailable("no JetStream server answers for the consumer of topic %q (a leader election?); retry", c.topic)
+					return out, repullError{unavailable("no JetStream server answers for the consumer of topic %q (a leader election?); retry", c.topic)}
 				default:
 					return out, unavailable("pull from the consumer of topic %q: status %s %s", c.topic, code, m.Header.Get("Description"))
 				}

@@ -315,3 +315,69 @@ func TestRefusals(t *testing.T) {
 		t.Errorf("ack within the lease: %v", err)
 	}
 }
+
+// TestLongPoll: a Receive waiting with idle heartbeats (shortened here to
+// 50 ms, so that the watchdog would end a pull without them after 125 ms)
+// gets a message delivered while it waits, long after the watchdog's
+// time; a Receive whose consumer was deleted meanwhile makes it again.
+func TestLongPoll(t *testing.T) {
+	e := newEnv(t)
+	q := e.node(Options{Lease: 5 * time.Second})
+	q.hb = 50 * time.Millisecond
+	none(t, q, "later", 0)
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	waiting := func() int {
+		c, err := js.Consumer(ctxT(t), natsjs.DefaultStream, ConsumerName("later"))
+		if err != nil {
+			return -1
+		}
+		info, err := c.Info(ctxT(t))
+		if err != nil {
+			return -1
+		}
+		return info.NumWaiting
+	}
+	type result struct {
+		msgs []queue.Message
+		err  error
+		took time.Duration
+	}
+	got := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		m, err := q.Receive(ctxT(t), "later", 10, 20*time.Second, 0)
+		got <- result{m, err, time.Since(start)}
+	}()
+	// Wait (bounded polling of the consumer) until the pull is waiting and
+	// several heartbeat periods have passed by the server's count: the
+	// same pull is still there, so heartbeats kept it.
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting() != 1 || time.Since(start) < 500*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pull waiting on the consumer (%d waiting)", waiting())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the consumer's state
+	}
+	ids := e.deliver("later", "l")
+	r := <-got
+	if r.err != nil || len(r.msgs) != 1 || r.msgs[0].ID != ids[0] {
+		t.Fatalf("long poll: %v, %v; want the message delivered while it waited", r.msgs, r.err)
+	}
+	ack(t, q, "later", r.msgs[0])
+
+	// The consumer deleted behind the node's back: made again.
+	if err := js.DeleteConsumer(ctxT(t), natsjs.DefaultStream, ConsumerName("later")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Receive(ctxT(t), "later", 1, time.Second, 0); err != nil {
+		t.Errorf("Receive after the consumer was deleted: %v", err)
+	}
+	if waiting() < 0 {
+		t.Errorf("the consumer was not made again")
+	}
+}
