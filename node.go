@@ -204,6 +204,7 @@ func (n *Node) openCluster(ctx context.Context) error {
 		LeaseTTL: cl.LeaseTTL, Replicas: cl.Replicas, DataDir: filepath.Join(cfg.DataDir, "cluster"),
 		MaxDelay: cfg.MaxDelay, SegmentDuration: cfg.SegmentDuration, Sink: ns, AuthToken: cfg.AuthToken,
 		Observer: metrics, Logger: n.log, CompactMargin: cl.CompactMargin, CompactInterval: cl.CompactInterval,
+		DeliveryStream: ns.Stream(), DeliveryPrefix: ns.Prefix(), Lease: cfg.DefaultLease, MaxAttempts: cfg.MaxAttempts, MaxTopics: cfg.MaxTopics,
 	})
 	if err != nil {
 		return fmt.Errorf("hourglass: cluster %s: %w", cl.URL, err)

@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
+	"github.com/hourglassmq/hourglass/cluster/jsqueue"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/sink/natsjs"
 )
 
 // Defaults for zero Options fields.
@@ -93,6 +95,20 @@ type Options struct {
 	// CompactInterval is the least time between two compactions of a
 	// partition; default DefaultCompactInterval.
 	CompactInterval time.Duration
+	// DeliveryStream and DeliveryPrefix are where Sink publishes: the
+	// delivery stream, and the prefix of its subjects (a topic's messages
+	// are on prefix+topic). Receive, Ack and Nack serve topics from
+	// durable consumers of that stream (package jsqueue). Defaults
+	// natsjs.DefaultStream and natsjs.DefaultPrefix.
+	DeliveryStream, DeliveryPrefix string
+	// Lease and MaxAttempts are those of the topic consumers this node
+	// creates (jsqueue.Options); defaults queue.DefaultLease and
+	// queue.DefaultMaxAttempts.
+	Lease       time.Duration
+	MaxAttempts int
+	// MaxTopics bounds the topics this node serves consumers of;
+	// default jsqueue.DefaultMaxTopics, -1 for no limit.
+	MaxTopics int
 	// StallChecksPerSecond bounds how often this node's partitions ask
 	// their intake stream whether their reader has stalled (see feed):
 	// each partition asks after 2 s without a message, and a node owning
@@ -143,6 +159,7 @@ type Node struct {
 	inStreams []jetstream.Stream
 	leases    *leases
 	fwd       sync.Map // advertise URL -> *client.Client
+	queue     *jsqueue.Queue
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -195,6 +212,12 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.DeliveryStream == "" {
+		opts.DeliveryStream = natsjs.DefaultStream
+	}
+	if opts.DeliveryPrefix == "" {
+		opts.DeliveryPrefix = natsjs.DefaultPrefix
+	}
 	if opts.CompactMargin == 0 {
 		opts.CompactMargin = DefaultCompactMargin
 	}
@@ -229,6 +252,12 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.setup(ctx); err != nil {
 		nc.Close()
 		return nil, err
+	}
+	n.queue, err = jsqueue.New(jsqueue.Options{JS: n.js, Stream: opts.DeliveryStream, Prefix: opts.DeliveryPrefix,
+		Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, MaxTopics: opts.MaxTopics, Now: opts.Now, Logger: log})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	n.gathers = make([]gather, n.opts.Partitions)
 	n.ctx, n.cancel = context.WithCancel(context.Background())

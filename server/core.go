@@ -6,6 +6,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
 )
 
 // Cluster is a node of a cluster (package cluster) that a Server serves
@@ -23,14 +24,34 @@ type Cluster interface {
 	// Health is nil while the data path works, else why not (an
 	// *engine.StallError for a local engine).
 	Health() error
+	// Receiver serves Receive, Ack and Nack by receipt (a cluster node:
+	// from JetStream's consumers).
+	Receiver
+}
+
+// Receiver is what Receive, ReceiveStream, Consume, Ack, AckBatch and
+// Nack by receipt need: the built-in queue, or a cluster node. Its errors
+// are those of package queue (queue.ErrNotLeased, ...) or gRPC status
+// errors.
+type Receiver interface {
+	Receive(ctx context.Context, topic string, n int, wait, lease time.Duration) ([]queue.Message, error)
+	AckReceipt(ctx context.Context, topic, receipt string) error
+	AckBatch(ctx context.Context, topic string, receipts []string) ([]error, error)
+	NackReceipt(ctx context.Context, topic, receipt string, o queue.NackOptions) error
 }
 
 // ForwardedHeader marks a request one cluster node forwarded to another.
 const ForwardedHeader = "Hourglass-Forwarded"
 
-// core is what the RPCs need of a local engine or a cluster node.
+// core is what the RPCs need of a local engine or a cluster node: a
+// Cluster's methods but its Receiver's.
 type core interface {
-	Cluster
+	ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error)
+	Cancel(ctx context.Context, id message.ID, forwarded bool) (engine.CancelResult, error)
+	Now() time.Time
+	Ready() <-chan struct{}
+	Stats() engine.Stats
+	Health() error
 }
 
 // engineCore is a local engine as a core.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -111,8 +113,11 @@ func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (
 // Extend serves the Extend RPC.
 func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
 	id, err := settleTarget(m.Topic, m.Id, m.Receipt)
-	if err == nil {
-		err = s.noQueue()
+	if err == nil && s.q == nil {
+		// Unimplemented, not FailedPrecondition: a Worker then stops
+		// extending and lets its handlers' leases run as they are.
+		err = status.Error(codes.Unimplemented,
+			"Extend is not available in cluster mode (serve --cluster): a lease is the topic's JetStream consumer's AckWait, from the delivery on")
 	}
 	if err != nil {
 		return nil, err

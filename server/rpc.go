@@ -183,9 +183,6 @@ func receiveArgs(topic string, maxMessages int32, defMax int, leaseMs int64) (in
 func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourglassv1.ReceiveResponse, error) {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, 1, m.LeaseMs)
 	if cerr == nil {
-		cerr = s.noQueue()
-	}
-	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
 	if cerr != nil {
@@ -205,7 +202,7 @@ func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourg
 	}
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
-	msgs, err := s.q.Receive(pctx, m.Topic, n, wait, lease)
+	msgs, err := s.recv.Receive(pctx, m.Topic, n, wait, lease)
 	if err != nil {
 		if ctx.Err() == nil && s.polls.Err() != nil && len(msgs) == 0 {
 			// Shutting down: the poll ends empty, as if its wait had passed.
@@ -217,9 +214,10 @@ func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourg
 }
 
 // receivable refuses Receive of a topic the queue never gets messages of:
-// with an external sink only dead-letter topics.
+// with an external sink only dead-letter topics (in cluster mode every
+// topic: its consumer reads the delivery stream).
 func (s *Server) receivable(topic string) error {
-	if s.opts.ExternalSink == "" || strings.HasSuffix(topic, queue.DLQSuffix) {
+	if s.opts.ExternalSink == "" || s.opts.Cluster != nil || strings.HasSuffix(topic, queue.DLQSuffix) {
 		return nil
 	}
 	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
@@ -227,13 +225,25 @@ func (s *Server) receivable(topic string) error {
 		topic, s.opts.ExternalSink, s.opts.ExternalSink, topic, queue.DLQSuffix))
 }
 
-// noQueue refuses the built-in queue's RPCs in cluster mode.
+// noQueue refuses, in cluster mode, the built-in queue's RPCs that
+// JetStream's consumers do not serve.
 func (s *Server) noQueue() error {
 	if s.q != nil {
 		return nil
 	}
 	return status.Error(codes.FailedPrecondition,
-		"this server runs in cluster mode (serve --cluster): due messages go to the JetStream delivery stream, and consumers read that stream; there is no built-in queue to Receive, Ack or Nack")
+		"this server runs in cluster mode (serve --cluster): there is no built-in queue; Receive, ReceiveStream, Consume, and Ack, AckBatch and Nack by receipt are served from JetStream consumers of the delivery stream, but not this call (docs/CLUSTER.md)")
+}
+
+// byReceipt refuses, in cluster mode, an Ack or Nack that names an id
+// rather than a receipt: a JetStream consumer settles a delivery by its
+// ack subject, which the receipt holds and the id does not.
+func (s *Server) byReceipt(receipt string) error {
+	if s.q != nil || receipt != "" {
+		return nil
+	}
+	return status.Error(codes.FailedPrecondition,
+		"this server runs in cluster mode (serve --cluster): Ack and Nack take the receipt Receive handed out, not the id")
 }
 
 // queueTopic checks a request's topic on the built-in queue: a valid name
@@ -249,9 +259,6 @@ func (s *Server) queueTopic(topic string) error {
 // send(nil) the response headers alone.
 func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStreamRequest, send func(*hourglassv1.ReceiveStreamResponse) error) error {
 	n, lease, cerr := receiveArgs(m.Topic, m.MaxMessages, DefaultStreamBatch, m.LeaseMs)
-	if cerr == nil {
-		cerr = s.noQueue()
-	}
 	if cerr == nil {
 		cerr = s.receivable(m.Topic)
 	}
@@ -272,7 +279,7 @@ func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStream
 	pctx, cancel := s.pollContext(ctx)
 	defer cancel()
 	for {
-		msgs, err := s.q.Receive(pctx, m.Topic, n, streamPoll, lease)
+		msgs, err := s.recv.Receive(pctx, m.Topic, n, streamPoll, lease)
 		if err != nil {
 			if ctx.Err() == nil && s.polls.Err() != nil {
 				return nil // shutting down: end the stream cleanly
@@ -350,14 +357,14 @@ func settleTarget(topic, id, receipt string) (message.ID, error) {
 func (s api) Ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
-		cerr = s.noQueue()
+		cerr = s.byReceipt(m.Receipt)
 	}
 	if cerr != nil {
 		return nil, cerr
 	}
 	var err error
 	if m.Receipt != "" {
-		err = s.q.AckReceipt(ctx, m.Topic, m.Receipt)
+		err = s.recv.AckReceipt(ctx, m.Topic, m.Receipt)
 	} else {
 		err = s.q.Ack(ctx, m.Topic, id)
 	}
@@ -369,13 +376,13 @@ func (s api) Ack(ctx context.Context, m *hourglassv1.AckRequest) (*hourglassv1.A
 
 // AckBatch serves the AckBatch RPC.
 func (s api) AckBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
-	if err := s.queueTopic(m.Topic); err != nil {
+	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
 	}
 	if len(m.Receipts) == 0 || len(m.Receipts) > MaxAckBatch {
 		return nil, invalid("%d receipts: send 1 to %d per AckBatch", len(m.Receipts), MaxAckBatch)
 	}
-	res, err := s.q.AckBatch(ctx, m.Topic, m.Receipts)
+	res, err := s.recv.AckBatch(ctx, m.Topic, m.Receipts)
 	if err != nil {
 		return nil, serverError(err)
 	}
@@ -399,7 +406,7 @@ func ackResults(res []error) []*hourglassv1.AckResult {
 func (s api) Nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
 	id, cerr := settleTarget(m.Topic, m.Id, m.Receipt)
 	if cerr == nil {
-		cerr = s.noQueue()
+		cerr = s.byReceipt(m.Receipt)
 	}
 	if cerr != nil {
 		return nil, cerr
@@ -409,7 +416,7 @@ func (s api) Nack(ctx context.Context, m *hourglassv1.NackRequest) (*hourglassv1
 		return nil, err
 	}
 	if m.Receipt != "" {
-		err = s.q.NackReceipt(ctx, m.Topic, m.Receipt, o)
+		err = s.recv.NackReceipt(ctx, m.Topic, m.Receipt, o)
 	} else {
 		err = s.q.Nack(ctx, m.Topic, id, o)
 	}

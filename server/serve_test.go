@@ -173,6 +173,7 @@ func wantStatus(t testing.TB, what string, err error, code codes.Code, msgs ...s
 // controls. With calls set, each ScheduleBatch waits until the test
 // answers it on calls; otherwise it is answered at once.
 type fakeCluster struct {
+	*fakeReceiver
 	ready chan struct{}
 	calls chan *fakeCall
 	seq   atomic.Uint64
@@ -185,7 +186,7 @@ type fakeCall struct {
 }
 
 func newFakeCluster(ready bool, calls chan *fakeCall) *fakeCluster {
-	f := &fakeCluster{ready: make(chan struct{}), calls: calls}
+	f := &fakeCluster{ready: make(chan struct{}), calls: calls, fakeReceiver: newFakeReceiver()}
 	if ready {
 		close(f.ready)
 	}

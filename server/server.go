@@ -116,9 +116,9 @@ type Options struct {
 	// /debug/pprof/, behind AuthToken like /metrics.
 	Pprof bool
 	// Cluster, if set, is served instead of Engine and Queue (which must
-	// then be nil): Schedule, ScheduleBatch and Cancel go to it, and
-	// Receive, Ack and Nack are refused (consumers read the delivery
-	// stream).
+	// then be nil): Schedule, ScheduleBatch, Cancel, Receive and the
+	// Consume stream, and Ack and Nack by receipt go to it; the queue's
+	// other RPCs (Ack or Nack by id, Extend, ...) are refused.
 	Cluster Cluster
 	// MaxRequestBytes bounds one request message after decompression, on
 	// every protocol; default the larger of DefaultMaxRequestBytes and
@@ -162,7 +162,8 @@ const (
 type Server struct {
 	opts    Options
 	eng     core
-	q       *queue.Queue
+	q       *queue.Queue // nil in cluster mode
+	recv    Receiver     // q, or the cluster node
 	log     *slog.Logger
 	metrics *Metrics
 
@@ -254,9 +255,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
 		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn)}
 	if opts.Cluster != nil {
-		s.eng = opts.Cluster
+		s.eng, s.recv = opts.Cluster, opts.Cluster
 	} else {
-		s.eng = engineCore{opts.Engine}
+		s.eng, s.recv = engineCore{opts.Engine}, opts.Queue
 		s.metrics.attach(&sources{eng: opts.Engine, q: opts.Queue, dataDir: opts.DataDir, segDur: opts.SegmentDuration})
 	}
 	s.polls, s.stopPolls = context.WithCancel(context.Background())

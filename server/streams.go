@@ -314,9 +314,6 @@ func (s *Server) consume(ctx context.Context, st bidi[hourglassv1.ConsumeRequest
 	}
 	n, lease, err := receiveArgs(op.Topic, op.MaxBatch, DefaultStreamBatch, op.LeaseMs)
 	if err == nil {
-		err = s.noQueue()
-	}
-	if err == nil {
 		err = s.receivable(op.Topic)
 	}
 	if err == nil && (op.Credits < 1 || op.Credits > MaxCredits) {
@@ -399,7 +396,7 @@ func (c *consumer) push(ctx context.Context, maxBatch int, lease time.Duration) 
 		}
 		n := min(c.credits, maxBatch)
 		c.mu.Unlock()
-		msgs, err := c.s.q.Receive(ctx, c.topic, n, streamPoll, lease)
+		msgs, err := c.s.recv.Receive(ctx, c.topic, n, streamPoll, lease)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -493,7 +490,7 @@ func (c *consumer) read(ctx context.Context, cancel func()) {
 func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *hourglassv1.ConsumeResponse {
 	out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
 	if len(set.Acks) > 0 {
-		res, err := c.s.q.AckBatch(ctx, c.topic, set.Acks)
+		res, err := c.s.recv.AckBatch(ctx, c.topic, set.Acks)
 		if err != nil {
 			res = make([]error, len(set.Acks))
 			for i := range res {
@@ -506,7 +503,7 @@ func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *
 		r := &hourglassv1.AckResult{Acked: true}
 		o, err := c.s.nackOptions(nk.DelayMs, nk.Reason, nk.DeadLetter, nk.Release)
 		if err == nil {
-			if err = c.s.q.NackReceipt(ctx, c.topic, nk.Receipt, o); err != nil {
+			if err = c.s.recv.NackReceipt(ctx, c.topic, nk.Receipt, o); err != nil {
 				err = serverError(err)
 			}
 		}

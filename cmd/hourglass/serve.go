@@ -84,8 +84,11 @@ A message is stored in the JetStream stream of its partition and answered once
 JetStream acknowledged it; each partition is owned by one live node (a lease
 in the key-value bucket HG_OWNERS), which delivers its due messages to the
 delivery stream --nats-stream (subjects --nats-subject-prefix + topic, with
-the message ID as Nats-Msg-Id). Consumers read that stream: Receive, Ack and
-Nack are refused. When a node dies, its partitions move within --lease-ttl.
+the message ID as Nats-Msg-Id). Receive, Consume, Ack and Nack work on any
+node, served from a durable JetStream consumer per topic on that stream
+(lease --default-lease, dead letters after --max-attempts to <topic>.dlq);
+other programs may read the stream too. When a node dies, its partitions
+move within --lease-ttl.
 A ScheduleBatch (at most 1024 messages) is one JetStream message on one
 partition: atomic. With a key on every message, resend the same batch to retry.
   hourglass serve --cluster nats://127.0.0.1:4222 --listen 127.0.0.1:7420 \

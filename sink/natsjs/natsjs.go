@@ -176,6 +176,12 @@ func transient(err error) bool {
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
+// Stream returns the name of the stream the sink publishes to.
+func (s *Sink) Stream() string { return s.opts.Stream }
+
+// Prefix returns the prefix of the subjects: topic T is on Prefix()+T.
+func (s *Sink) Prefix() string { return s.opts.Prefix }
+
 // Subject returns the subject topic's messages are published to.
 func (s *Sink) Subject(topic string) string { return s.opts.Prefix + topic }
 

@@ -1,0 +1,465 @@
+package jsqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/sink"
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultMaxAckPending bounds the messages of one topic that are
+	// leased or waiting out a Nack's delay at once (JetStream keeps each
+	// in the consumer's memory); past it the topic hands out nothing new
+	// until some are settled.
+	DefaultMaxAckPending = 100_000
+	DefaultTimeout       = 10 * time.Second
+	DefaultMaxTopics     = 10_000
+)
+
+// metaMaxAttempts is the consumer metadata key holding the topic's max
+// attempts, so that every node applies the same number.
+const metaMaxAttempts = "hourglass-max-attempts"
+
+// Options configure a Queue. JS, Stream and Prefix are required.
+type Options struct {
+	// JS is the node's JetStream handle.
+	JS jetstream.JetStream
+	// Stream is the delivery stream; topic T's messages are on subject
+	// Prefix+T.
+	Stream, Prefix string
+	// Lease is the AckWait of the consumers this node creates; default
+	// queue.DefaultLease. A consumer that exists keeps its own.
+	Lease time.Duration
+	// MaxAttempts of the consumers this node creates (kept in their
+	// metadata); default queue.DefaultMaxAttempts.
+	MaxAttempts int
+	// MaxAckPending of the consumers this node creates; default
+	// DefaultMaxAckPending.
+	MaxAckPending int
+	// MaxTopics bounds the topics this node serves consumers of; one more
+	// is refused with ResourceExhausted. Default DefaultMaxTopics; -1 for
+	// no limit.
+	MaxTopics int
+	// Timeout bounds each request to JetStream (an ack, a consumer
+	// lookup); default DefaultTimeout.
+	Timeout time.Duration
+	// Now is the wall clock leases are checked against; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Queue serves Receive, Ack and Nack of topics from the durable pull
+// consumers of the delivery stream. Its methods may be called from any
+// goroutine.
+type Queue struct {
+	opts Options
+	nc   *nats.Conn
+	hb   time.Duration // pullHeartbeat; tests shorten it
+
+	mu     sync.Mutex
+	topics map[string]*consumer // guarded by mu
+	stream jetstream.Stream     // guarded by mu; nil until first needed
+}
+
+// consumer is what a Queue knows of one topic's consumer.
+type consumer struct {
+	topic, name string
+	next        string // the subject pull requests go to
+	ackWait     time.Duration
+	maxAttempts int
+}
+
+// New returns a Queue; it creates consumers as topics are first used.
+func New(opts Options) (*Queue, error) {
+	if opts.JS == nil || opts.Stream == "" || opts.Prefix == "" {
+		return nil, errors.New("jsqueue: Options.JS, Stream and Prefix are required")
+	}
+	if opts.Lease == 0 {
+		opts.Lease = queue.DefaultLease
+	}
+	if opts.Lease < 0 || opts.Lease > queue.DefaultMaxLease {
+		return nil, fmt.Errorf("jsqueue: lease %v: from 1ms to %v", opts.Lease, queue.DefaultMaxLease)
+	}
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = queue.DefaultMaxAttempts
+	}
+	if opts.MaxAttempts < 1 {
+		return nil, fmt.Errorf("jsqueue: max attempts %d: at least 1", opts.MaxAttempts)
+	}
+	if opts.MaxAckPending == 0 {
+		opts.MaxAckPending = DefaultMaxAckPending
+	}
+	if opts.MaxTopics == 0 {
+		opts.MaxTopics = DefaultMaxTopics
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Queue{opts: opts, nc: opts.JS.Conn(), hb: pullHeartbeat, topics: map[string]*consumer{}}, nil
+}
+
+// Lease returns the lease of topic's messages: its consumer's AckWait.
+func (q *Queue) Lease(ctx context.Context, topic string) (time.Duration, error) {
+	c, err := q.consumer(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return c.ackWait, nil
+}
+
+// consumer returns topic's consumer, creating it on the delivery stream
+// if it does not exist. A consumer that exists is used as it is, whatever
+// this node's Options say (the first node to serve a topic fixes its
+// lease and max attempts; `nats consumer edit` changes them).
+func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
+	q.mu.Lock()
+	c := q.topics[topic]
+	full := q.opts.MaxTopics > 0 && len(q.topics) >= q.opts.MaxTopics
+	q.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	if full {
+		return nil, status.Errorf(codes.ResourceExhausted, "this node serves the consumers of %d topics, its limit (--max-topics); receive on another node", q.opts.MaxTopics)
+	}
+	name := ConsumerName(topic)
+	cfg := jetstream.ConsumerConfig{
+		Durable: name, Description: "hourglass: the queue of topic " + topic,
+		FilterSubject: q.opts.Prefix + topic,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       q.opts.Lease,
+		// Attempts are counted here (NumDelivered), not by JetStream:
+		// its MaxDeliver stops redelivering and only says so in an
+		// advisory, which no node may be listening to.
+		MaxDeliver:    -1,
+		MaxAckPending: q.opts.MaxAckPending,
+		Metadata:      map[string]string{metaMaxAttempts: strconv.Itoa(q.opts.MaxAttempts)},
+	}
+	cctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+	defer cancel()
+	jc, err := q.opts.JS.CreateConsumer(cctx, q.opts.Stream, cfg)
+	if errors.Is(err, jetstream.ErrConsumerExists) {
+		jc, err = q.opts.JS.Consumer(cctx, q.opts.Stream, name)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, unavailable("the JetStream consumer %s of topic %q on stream %s: %v; retry", name, topic, q.opts.Stream, err)
+	}
+	info := jc.CachedInfo()
+	c = &consumer{topic: topic, name: name, next: "$JS.API.CONSUMER.MSG.NEXT." + q.opts.Stream + "." + name,
+		ackWait: info.Config.AckWait, maxAttempts: q.opts.MaxAttempts}
+	if n, err := strconv.Atoi(info.Config.Metadata[metaMaxAttempts]); err == nil && n > 0 {
+		c.maxAttempts = n
+	}
+	if c.ackWait != q.opts.Lease || c.maxAttempts != q.opts.MaxAttempts {
+		q.opts.Logger.Warn("jsqueue: the topic's consumer has another lease or max attempts than this node's flags; using the consumer's",
+			"topic", topic, "consumer", name, "lease", c.ackWait, "max_attempts", c.maxAttempts, "node_lease", q.opts.Lease, "node_max_attempts", q.opts.MaxAttempts)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if old := q.topics[topic]; old != nil {
+		return old, nil
+	}
+	q.topics[topic] = c
+	return c, nil
+}
+
+// forget drops topic's consumer from the cache (it was deleted, or
+// JetStream did not answer for it): the next use looks it up again.
+func (q *Queue) forget(topic string) {
+	q.mu.Lock()
+	delete(q.topics, topic)
+	q.mu.Unlock()
+}
+
+// deliveryStream returns the delivery stream's handle.
+func (q *Queue) deliveryStream(ctx context.Context) (jetstream.Stream, error) {
+	q.mu.Lock()
+	st := q.stream
+	q.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err := q.opts.JS.Stream(ctx, q.opts.Stream)
+	if err != nil {
+		return nil, err
+	}
+	q.mu.Lock()
+	q.stream = st
+	q.mu.Unlock()
+	return st, nil
+}
+
+// Receive hands out up to n due messages of topic, each leased for the
+// topic consumer's AckWait, waiting up to wait for the first. lease must
+// be 0 or that AckWait. A message that has been delivered more than the
+// topic's max attempts times is moved to "<topic>.dlq" instead of being
+// handed out (not for a dead-letter topic).
+func (q *Queue) Receive(ctx context.Context, topic string, n int, wait, lease time.Duration) ([]queue.Message, error) {
+	if err := queue.ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	c, err := q.consumer(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if lease != 0 && lease != c.ackWait {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"lease_ms %d: in cluster mode the lease of topic %q is its JetStream consumer's AckWait, %v (serve --default-lease on the node that created it; `nats consumer edit %s %s --wait` changes it): send lease_ms 0 or %d",
+			lease.Milliseconds(), topic, c.ackWait, q.opts.Stream, c.name, c.ackWait.Milliseconds())
+	}
+	end := time.Now().Add(wait)
+	pause := false
+	for {
+		if pause {
+			// The last pull ended early with nothing (a leader moved, the
+			// consumer was deleted): look the consumer up again after a
+			// pause.
+			select {
+			case <-time.After(min(repull, max(time.Until(end), 0))):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if c, err = q.consumer(ctx, topic); err != nil {
+				return nil, err
+			}
+		}
+		left := max(time.Until(end), 0)
+		if wait > 0 && left == 0 {
+			return nil, nil
+		}
+		msgs, err := q.fetch(ctx, c, n, left)
+		var out []queue.Message
+		for _, m := range msgs {
+			qm, ok := q.toMessage(ctx, c, m.msg, m.got)
+			if ok {
+				out = append(out, qm)
+			}
+		}
+		if len(out) > 0 {
+			return out, nil // a failed fetch still hands out what it got
+		}
+		var rp repullError
+		if errors.As(err, &rp) {
+			if wait > 0 && time.Until(end) > 0 {
+				pause = true
+				continue
+			}
+			return nil, rp.err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) == 0 && (wait == 0 || time.Until(end) <= 0) {
+			return nil, nil
+		}
+		// Everything fetched was dead-lettered (pull again at once), or a
+		// pull ended early with nothing (pause first).
+		pause = len(msgs) == 0
+	}
+}
+
+// repullError is a pull that JetStream ended or did not take for a
+// reason that may pass (a leader moved, the consumer is gone): a Receive
+// with time left looks the consumer up again and pulls again.
+type repullError struct{ err error }
+
+func (e repullError) Error() string { return e.err.Error() }
+func (e repullError) Unwrap() error { return e.err }
+
+// repull is the pause before a pull that follows one that ended early
+// with nothing.
+const repull = 100 * time.Millisecond
+
+// pullRequest is JetStream's request for messages of a pull consumer.
+type pullRequest struct {
+	Batch     int           `json:"batch"`
+	Expires   time.Duration `json:"expires,omitempty"`
+	NoWait    bool          `json:"no_wait,omitempty"`
+	Heartbeat time.Duration `json:"idle_heartbeat,omitempty"`
+}
+
+// pullHeartbeat is the idle heartbeat of pulls that wait long: a pull
+// whose heartbeats stop (its consumer's leader moved) is made again.
+const pullHeartbeat = 5 * time.Second
+
+// delivery is a message a pull got, and when (by the node's clock, in
+// whole milliseconds): its lease counts from then.
+type delivery struct {
+	msg *nats.Msg
+	got time.Time
+}
+
+// fetch sends one pull request for up to n messages that waits up to wait
+// for the first and returns as soon as it has any (JetStream's no_wait
+// with expires), and collects what it gets.
+func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duration) ([]delivery, error) {
+	ch := make(chan *nats.Msg, n+16)
+	inbox := q.nc.NewInbox()
+	sub, err := q.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, unavailable("subscribing to a pull's inbox: %v", err)
+	}
+	defer sub.Unsubscribe()
+	req := pullRequest{Batch: n, NoWait: true}
+	var hb time.Duration
+	if wait > 0 {
+		req.Expires = wait
+		if wait >= 4*q.hb {
+			hb = q.hb
+			req.Heartbeat = hb
+		}
+	}
+	body, _ := json.Marshal(req)
+	if err := q.nc.PublishRequest(c.next, inbox, body); err != nil {
+		return nil, unavailable("pull request to the consumer of topic %q: %v", c.topic, err)
+	}
+	// The pull ends with a status message (404 or 408) or its n-th
+	// message; if JetStream forgets it (its leader moved), the watchdog
+	// ends it: wait plus a margin, or two missed heartbeats.
+	watch := wait + q.opts.Timeout
+	if hb > 0 {
+		watch = 2*hb + hb/2
+	}
+	dog := time.NewTimer(watch)
+	defer dog.Stop()
+	var out []delivery
+	for {
+		select {
+		case m := <-ch:
+			if code := pullStatus(m); code != "" {
+				switch code {
+				case "100": // idle heartbeat
+					dog.Reset(watch)
+					continue
+				case "404", "408": // nothing (more) now; the wait ran out
+					return out, nil
+				case "409": // a leader moved, the consumer was deleted, too many pulls waiting
+					q.forget(c.topic)
+					if len(out) > 0 {
+						return out, nil
+					}
+					if strings.Contains(m.Header.Get("Description"), "Exceeded MaxWaiting") {
+						return nil, status.Errorf(codes.ResourceExhausted, "too many Receives wait on topic %q at once (its consumer's MaxWaiting); retry later", c.topic)
+					}
+					return nil, repullError{unavailable("the consumer of topic %q: %s; retry", c.topic, m.Header.Get("Description"))}
+				case "503": // no responders: the consumer is gone, or its leader is being elected
+					q.forget(c.topic)
+					return out, repullError{unavailable("no JetStream server answers for the consumer of topic %q (a leader election?); retry", c.topic)}
+				default:
+					return out, unavailable("pull from the consumer of topic %q: status %s %s", c.topic, code, m.Header.Get("Description"))
+				}
+			}
+			out = append(out, delivery{msg: m, got: time.UnixMilli(q.opts.Now().UnixMilli())})
+			if len(out) == n {
+				return out, nil
+			}
+			if hb > 0 {
+				dog.Reset(watch)
+			}
+		case <-dog.C:
+			return out, nil
+		case <-ctx.Done():
+			// What came is leased to nobody now: JetStream hands it out
+			// again after its AckWait.
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// pullStatus is the status code of a status message of a pull ("100",
+// "404", ...), or "" for a message of the stream.
+func pullStatus(m *nats.Msg) string {
+	if len(m.Data) > 0 || m.Header == nil {
+		return ""
+	}
+	return m.Header.Get("Status")
+}
+
+// hidden are the headers a Receive does not hand back: JetStream's and
+// those the NATS sink adds (their values are Message fields).
+var hidden = map[string]bool{
+	sink.HeaderID: true, sink.HeaderOriginID: true, sink.HeaderTopic: true,
+	sink.HeaderDeliverAt: true, sink.HeaderAttempt: true,
+}
+
+// hiddenHeader reports whether Receive leaves header k out: JetStream's
+// (Nats-*, reserved by NATS) and hidden.
+func hiddenHeader(k string) bool { return hidden[k] || strings.HasPrefix(k, "Nats-") }
+
+// toMessage turns a delivered message into what Receive hands out; false
+// if it was dead-lettered instead (or could not be, and waits for its
+// next delivery).
+func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got time.Time) (queue.Message, bool) {
+	r, ok := parseAckSubject(m.Reply)
+	if !ok {
+		q.opts.Logger.Error("jsqueue: a delivered message without a valid ack subject; skipped", "topic", c.topic, "reply", m.Reply)
+		return queue.Message{}, false
+	}
+	if !isDLQ(c.topic) && r.delivered > uint64(c.maxAttempts) {
+		// Its last lease ran out after the last attempt.
+		if err := q.deadLetter(ctx, c, r, queue.ReasonMaxAttempts, "lease expired", r.delivered-1); err != nil {
+			q.opts.Logger.Error("jsqueue: dead-lettering failed; tried again at its next delivery", "topic", c.topic, "seq", r.sseq, "err", err)
+		}
+		return queue.Message{}, false
+	}
+	base, _ := strconv.ParseUint(m.Header.Get(sink.HeaderAttempt), 10, 32)
+	out := queue.Message{
+		Topic:      c.topic,
+		Body:       m.Data,
+		Attempt:    uint32(base + r.delivered - 1),
+		ReceivedAt: got,
+		LeaseUntil: got.Add(c.ackWait),
+		Receipt:    formatReceipt(got, r.subject),
+		Offset:     int64(r.sseq),
+	}
+	out.ID, _ = message.ParseID(m.Header.Get(sink.HeaderID))
+	out.Origin, _ = message.ParseID(m.Header.Get(sink.HeaderOriginID))
+	out.DeliverAt = out.ID.DeliverAt
+	keys := make([]string, 0, len(m.Header))
+	for k := range m.Header {
+		if !hiddenHeader(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, v := range m.Header[k] {
+			out.Headers = append(out.Headers, message.Header{Key: []byte(k), Value: []byte(v)})
+		}
+	}
+	return out, true
+}
+
+func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix) }
+
+func unavailable(format string, args ...any) error {
+	return status.Error(codes.Unavailable, "cluster: "+fmt.Sprintf(format, args...))
+}
