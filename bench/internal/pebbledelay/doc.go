@@ -38,10 +38,11 @@
 // a second group-commit layer here. Without Sync it commits with
 // pebble.NoSync, and a goroutine syncs the WAL every Options.SyncInterval
 // (DB.LogData(nil, pebble.Sync)), like Redis's appendfsync everysec: a
-// machine crash can lose the last interval of acknowledged writes. A NoSync
-// commit returns once the record is in Pebble's WAL buffer, which its
-// flush goroutine writes to the file right after without being waited for,
-// so even a process kill can lose the last few microseconds of them.
+// machine crash can lose the last interval of acknowledged writes. Unlike
+// Redis, a process kill can lose some too: Pebble's WAL writer hands a
+// NoSync record to the file only once its 32 KiB block is full or a sync
+// is asked for (record.LogWriter), so up to the last block of writes, from
+// at most the last interval, lives in the process alone.
 //
 // # Delivery
 //

@@ -16,7 +16,8 @@ func pebbleSystem(cfg Config, fsync string) System {
 	dur := "fsync per write (each write batch commits with pebble.Sync; Pebble's commit pipeline shares one WAL fsync among concurrent commits)"
 	if fsync == "interval" {
 		variant = "NoSync + 1 s WAL sync"
-		dur = "fsync every 1 s (pebble.NoSync commits, the WAL synced each second: a machine crash can lose about a second)"
+		dur = "fsync every 1 s (pebble.NoSync commits, the WAL synced each second: a machine crash can lose about a second; " +
+			"Pebble writes a NoSync record to the file only when its 32 KiB WAL block fills or at that sync, so a process kill can lose up to the last block)"
 	}
 	return System{
 		Name: "pebble", Variant: variant, Durability: dur,
