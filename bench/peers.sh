@@ -2,7 +2,8 @@
 # peers.sh: install, start and stop the servers the peer benchmark compares,
 # each on 127.0.0.1 on a fixed non-default port with its data in a temporary
 # directory. The driver tests (go test ./...) use the servers this starts;
-# `go run ./cmd/peerbench` starts its own (see README.md, "Peer benchmarks").
+# `go run ./cmd/peerbench` starts its own (see README.md). pebbledelay, built
+# from ./cmd/pebbledelay, is not started here: its tests start it themselves.
 #
 #   bash peers.sh install   # apt: redis-server postgresql beanstalkd; go: nats-server, hourglass
 #   bash peers.sh start     # start every peer (installing what is missing); PIDs in .peers/pids

@@ -1,6 +1,7 @@
 // Command peerbench measures Hourglass against the delay queues a user
 // would pick instead (a Redis sorted set, a PostgreSQL table polled with
-// SKIP LOCKED, beanstalkd, NATS JetStream message schedules), on this
+// SKIP LOCKED, beanstalkd, NATS JetStream message schedules, an LSM store
+// keyed by delivery time as DDMQ Chronos and Meituan's delay queue), on this
 // machine, in one run, with the same workloads, and writes
 // docs/BENCHMARKS-PEERS.md with its plots. See --help.
 package main
@@ -38,6 +39,10 @@ Systems (each started by this program on 127.0.0.1:--port, stopped by PID):
   postgresql  synchronous_commit on (default)     (PostgreSQL 15 from apt, run as the postgres user)
   beanstalkd  -f 0 | default -f 50, with a binlog (beanstalkd from apt)
   nats        JetStream message schedules, sync_interval always | default (bin/nats-server)
+  pebble      a delay service over a Pebble LSM store keyed by delivery time, the
+              approach of DDMQ Chronos and Meituan: Sync per batch | NoSync + 1 s WAL
+              sync (built from ./cmd/pebbledelay; it speaks Hourglass's gRPC API, so
+              the Hourglass driver drives it)
 Install what is missing first: bash peers.sh install
 
 Workloads (counts are the issue's times --scale):
@@ -55,7 +60,7 @@ The machine has 2 cores: try --scale 0.01 --reps 1 --min-delay 2s --max-delay 6s
 func main() {
 	app := &cli.App{
 		Name:        "peerbench",
-		Usage:       "measure Hourglass against Redis, PostgreSQL, beanstalkd and NATS on this machine",
+		Usage:       "measure Hourglass against Redis, PostgreSQL, beanstalkd, NATS and an LSM delay service on this machine",
 		UsageText:   "go run ./cmd/peerbench [--scale F] [--reps N] [--workloads W1,W2,W3,W4] [--systems NAMES] [options]",
 		Description: description,
 		Flags: []cli.Flag{
@@ -63,7 +68,7 @@ func main() {
 			&cli.Float64Flag{Name: "w3-scale", Usage: "fraction of W3's 2,000,000 messages, if not --scale"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "interleaved repetitions N; tables give medians"},
 			&cli.StringFlag{Name: "workloads", Value: "W1,W2,W3,W4", Usage: "workloads to run, comma-separated"},
-			&cli.StringFlag{Name: "systems", Value: "hourglass,redis,postgresql,beanstalkd,nats", Usage: "systems to run, comma-separated (each in all its settings)"},
+			&cli.StringFlag{Name: "systems", Value: "hourglass,redis,postgresql,beanstalkd,nats,pebble", Usage: "systems to run, comma-separated (each in all its settings)"},
 			&cli.IntFlag{Name: "body", Value: 256, Usage: "body size in bytes (at least 19)"},
 			&cli.IntFlag{Name: "producers", Value: 4, Usage: "producers, each with its own connection"},
 			&cli.IntFlag{Name: "consumers", Value: 4, Usage: "consumers, each with its own connection"},
@@ -73,8 +78,8 @@ func main() {
 			&cli.DurationFlag{Name: "run-timeout", Value: 3 * time.Minute, Usage: "bound on each run, from its first produce"},
 			&cli.DurationFlag{Name: "grace", Value: time.Second, Usage: "W1/W2: consume this long after the last message arrived (late duplicates)"},
 			&cli.DurationFlag{Name: "crash-grace", Value: 12 * time.Second, Usage: "W4: the same, longer than --redeliver"},
-			&cli.DurationFlag{Name: "redeliver", Value: 10 * time.Second, Usage: "redelivery timeout of unacknowledged messages: Hourglass lease, beanstalkd TTR, NATS AckWait"},
-			&cli.IntFlag{Name: "consume-batch", Usage: "most messages per consumer call on Hourglass, Redis, PostgreSQL and NATS alike (1 to 1000); 0 keeps each driver's own (Hourglass 100, Redis 1000, PostgreSQL 1000, NATS 100)"},
+			&cli.DurationFlag{Name: "redeliver", Value: 10 * time.Second, Usage: "redelivery timeout of unacknowledged messages: Hourglass and pebbledelay lease, beanstalkd TTR, NATS AckWait"},
+			&cli.IntFlag{Name: "consume-batch", Usage: "most messages per consumer call on Hourglass, pebbledelay, Redis, PostgreSQL and NATS alike (1 to 1000); 0 keeps each driver's own (Hourglass and pebbledelay 100, Redis 1000, PostgreSQL 1000, NATS 100)"},
 			&cli.DurationFlag{Name: "poll", Value: 10 * time.Millisecond, Usage: "Redis and PostgreSQL consumers: sleep after a poll that found nothing due"},
 			&cli.DurationFlag{Name: "settle", Value: 5 * time.Second, Usage: "W3: wait after producing before reading memory and disk"},
 			&cli.IntFlag{Name: "port", Value: 27100, Usage: "TCP port on 127.0.0.1 for the server under test"},
@@ -82,6 +87,7 @@ func main() {
 			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory for the raw JSON of every run"},
 			&cli.StringFlag{Name: "work-dir", Value: os.TempDir(), Usage: "where each run's data directory is made (and removed)"},
 			&cli.StringFlag{Name: "hourglass-bin", Value: "bin/hourglass", Usage: "hourglass binary; rebuilt from ../cmd/hourglass at start"},
+			&cli.StringFlag{Name: "pebble-bin", Value: "bin/pebbledelay", Usage: "pebbledelay binary; rebuilt from ./cmd/pebbledelay at start"},
 			&cli.StringFlag{Name: "nats-bin", Value: "bin/nats-server", Usage: "nats-server binary (bash peers.sh install builds it)"},
 			&cli.StringFlag{Name: "pg-bin", Value: "/usr/lib/postgresql/15/bin", Usage: "PostgreSQL's bin directory"},
 			&cli.StringFlag{Name: "note", Value: "", Usage: "what else ran on the machine during the run, for the document"},
@@ -135,7 +141,7 @@ func run(c *cli.Context) error {
 	}
 	slices.Sort(workloads)
 	bin := func(p string) string { a, _ := filepath.Abs(p); return a }
-	cfg := peers.Config{HourglassBin: bin(c.String("hourglass-bin")), NatsBin: bin(c.String("nats-bin")), PgBin: c.String("pg-bin"),
+	cfg := peers.Config{HourglassBin: bin(c.String("hourglass-bin")), PebbleBin: bin(c.String("pebble-bin")), NatsBin: bin(c.String("nats-bin")), PgBin: c.String("pg-bin"),
 		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch")}
 	var systems []peers.System
 	names := splitList(strings.ToLower(c.String("systems")))
@@ -145,7 +151,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	if len(systems) == 0 {
-		return fmt.Errorf("--systems %q: none known; allowed: hourglass, redis, postgresql, beanstalkd, nats", c.String("systems"))
+		return fmt.Errorf("--systems %q: none known; allowed: hourglass, redis, postgresql, beanstalkd, nats, pebble", c.String("systems"))
 	}
 	if err := prerequisites(cfg, systems); err != nil {
 		return err
@@ -267,7 +273,8 @@ func summary(r workload.Result) string {
 	return s
 }
 
-// prerequisites builds hourglass and checks the other programs.
+// prerequisites builds hourglass and pebbledelay and checks the other
+// programs.
 func prerequisites(cfg peers.Config, systems []peers.System) error {
 	need := map[string]bool{}
 	for _, s := range systems {
@@ -278,6 +285,12 @@ func prerequisites(cfg peers.Config, systems []peers.System) error {
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("building hourglass (run from bench/): %v\n%s", err, out)
+		}
+	}
+	if need["pebble"] {
+		cmd := exec.Command("go", "build", "-o", cfg.PebbleBin, "./cmd/pebbledelay")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building pebbledelay (run from bench/): %v\n%s", err, out)
 		}
 	}
 	check := func(name, path string) error {
@@ -334,5 +347,6 @@ func versions(cfg peers.Config) []string {
 		first(filepath.Join(cfg.PgBin, "postgres"), "--version"),
 		first("beanstalkd", "-v"),
 		first(cfg.NatsBin, "--version"),
+		first(cfg.PebbleBin, "--version"),
 	}
 }

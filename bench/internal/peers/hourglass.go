@@ -40,15 +40,19 @@ func hourglassSystem(cfg Config, fsync string) System {
 			}
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) {
-			h, err := NewHourglass(s.Addr())
-			if err != nil {
-				return nil, err
-			}
-			h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
-			return h, nil
-		},
+		newDriver: func(s *Server) (Driver, error) { return hourglassDriver(cfg, s) },
 	}
+}
+
+// hourglassDriver is the Hourglass driver on s, set up by cfg: for
+// Hourglass and for the servers that speak its API (pebbledelay).
+func hourglassDriver(cfg Config, s *Server) (Driver, error) {
+	h, err := NewHourglass(s.Addr())
+	if err != nil {
+		return nil, err
+	}
+	h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
+	return h, nil
 }
 
 // Hourglass drives an Hourglass server through its Go client, set up as

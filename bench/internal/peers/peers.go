@@ -85,6 +85,8 @@ func (s System) NewDriver(srv *Server) (Driver, error) { return s.newDriver(srv)
 type Config struct {
 	// HourglassBin is the hourglass binary (built from ../cmd/hourglass).
 	HourglassBin string
+	// PebbleBin is the pebbledelay binary (built from ./cmd/pebbledelay).
+	PebbleBin string
 	// NatsBin is the nats-server binary.
 	NatsBin string
 	// PgBin is PostgreSQL's bin directory (initdb, postgres).
@@ -93,14 +95,15 @@ type Config struct {
 	// wait after a poll that found nothing due.
 	PollInterval time.Duration
 	// Redeliver is how long an at-least-once system waits for an ack
-	// before it delivers a message again: Hourglass's lease, beanstalkd's
-	// TTR, the NATS consumer's AckWait. The same for all three.
+	// before it delivers a message again: Hourglass's and pebbledelay's
+	// lease, beanstalkd's TTR, the NATS consumer's AckWait. The same for
+	// all of them.
 	Redeliver time.Duration
 	// ConsumeBatch, if not 0, is the most messages one consumer call takes
-	// on every system whose consumers take several (Hourglass Receive,
-	// the Redis script, the PostgreSQL DELETE, the NATS Fetch); 0 keeps
-	// each driver's own default (100, 1000, 1000 and 100). beanstalkd
-	// reserves one job per call whatever this says.
+	// on every system whose consumers take several (the Consume credits of
+	// Hourglass and pebbledelay, the Redis script, the PostgreSQL DELETE,
+	// the NATS Fetch); 0 keeps each driver's own default (100, 1000, 1000
+	// and 100). beanstalkd reserves one job per call whatever this says.
 	ConsumeBatch int
 }
 
@@ -125,5 +128,7 @@ func Systems(cfg Config) []System {
 		beanstalkdSystem(cfg, false),
 		natsSystem(cfg, true),
 		natsSystem(cfg, false),
+		pebbleSystem(cfg, "always"),
+		pebbleSystem(cfg, "interval"),
 	}
 }

@@ -31,10 +31,13 @@ func needPeer(t *testing.T, name, addr string) {
 	c.Close()
 }
 
-// roundTrip schedules n messages due 300 ms to 1.5 s ahead through two
+// roundTrip schedules 40 messages due 300 ms to 1.5 s ahead through two
 // producers, consumes them with two consumers, and checks that every one
 // arrives once, none early, each at most maxLate after its time.
-func roundTrip(t *testing.T, d Driver, maxLate time.Duration) {
+func roundTrip(t *testing.T, d Driver, maxLate time.Duration) { roundTripN(t, d, 40, maxLate) }
+
+// roundTripN is roundTrip with n messages (an even number).
+func roundTripN(t *testing.T, d Driver, n int, maxLate time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -42,7 +45,6 @@ func roundTrip(t *testing.T, d Driver, maxLate time.Duration) {
 	if err := d.Setup(ctx); err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
-	const n = 40
 	tr := measure.NewTracker(n)
 	start := time.Now()
 	msgs := make([]Msg, n)

@@ -185,7 +185,7 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		"a producer sends batches of up to %d messages and waits for the system's acknowledgement of each batch (a failed batch is retried, the same messages again); "+
 		"lateness is the consumer's clock when the message is in hand minus the due time the producer asked for (one machine, one clock). "+
 		"Polling consumers (Redis, PostgreSQL) sleep %v after a poll that found nothing. The at-least-once systems redeliver an unacknowledged message after %v "+
-		"(Hourglass's lease, beanstalkd's TTR, NATS's AckWait). Every run is bounded by %v.\n\n",
+		"(Hourglass's and pebbledelay's lease, beanstalkd's TTR, NATS's AckWait). Every run is bounded by %v.\n\n",
 		o.BodySize, o.Producers, o.Consumers, o.Batch, m.PollInterval, m.Redeliver, o.RunTimeout)
 
 	p("## The systems and their durability\n\n")
@@ -193,11 +193,12 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 	for _, s := range systems {
 		row(s.Name, s.Variant, s.Durability, s.Delivery, s.Notes)
 	}
-	p("\nNote that \"fsync per write\" is not the same promise everywhere: Hourglass, Redis (always), PostgreSQL and NATS\n")
-	p("(always) answer after an fsync that covers the message, sharing one fsync among concurrent requests; beanstalkd\n")
-	p("`-f 0` fsyncs each binlog write. Redis `everysec` and beanstalkd's default can lose up to about a second (50 ms)\n")
+	p("\nNote that \"fsync per write\" is not the same promise everywhere: Hourglass, Redis (always), PostgreSQL, NATS\n")
+	p("(always) and pebble (Sync) answer after an fsync that covers the message, sharing one fsync among concurrent requests; beanstalkd\n")
+	p("`-f 0` fsyncs each binlog write. Redis `everysec`, pebble's NoSync and beanstalkd's default can lose up to about a second (50 ms)\n")
 	p("of acknowledged messages in a machine crash; NATS's default up to two minutes. A process kill (W4) loses\n")
-	p("nothing the operating system already holds, so W4 does not show that difference.\n\n")
+	p("nothing the operating system already holds, so W4 does not show that difference, except for pebble's NoSync: Pebble\n")
+	p("writes a NoSync record to the file only when its 32 KiB WAL block fills or at the next sync, so a kill can lose up to that block.\n\n")
 
 	if g := gs["W1"]; len(g) > 0 {
 		p("## W1 order timeouts: delays uniform over %v to %v\n\n", o.MinDelay, o.MaxDelay)
@@ -283,8 +284,9 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		p("reconnect. Lost: acknowledged to a producer and never delivered. Duplicates: deliveries beyond the first, counted\n")
 		p("by the ID in the body; consumers run %v past the last first delivery (more than the %v redelivery timeout)\n", o.CrashGrace, m.Redeliver)
 		p("to see late redeliveries. A producer's retry of a batch that was stored before the kill but not answered\n")
-		p("stores it again on systems without a key per message (Hourglass, beanstalkd): those show as duplicates too.\n")
-		p("Redis (same hash field and set member), PostgreSQL (ON CONFLICT on the ID) and NATS (one schedule per subject) absorb it.\n\n")
+		p("stores it again on systems without a key per message (beanstalkd): those show as duplicates too.\n")
+		p("Redis (same hash field and set member), PostgreSQL (ON CONFLICT on the ID), NATS (one schedule per subject), Hourglass (the ID as\n")
+		p("idempotency_key, within its --idempotency-window) and pebble (the idempotency_key hashed into the store key, while the first copy is unacknowledged) absorb it.\n\n")
 		head("system", "durability", "delivery", "lost", "duplicates", "delivered unacknowledged", "restart to ready", "lateness p99", "runs complete")
 		for _, x := range g {
 			row(x.System.Label(), short(x.System), x.System.Delivery,
