@@ -2,12 +2,10 @@ package cluster
 
 import (
 	"context"
-	"errors"
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
-	"google.golang.org/grpc/status"
 )
 
 // Cancel, and its forwarding to the node that owns a message's partition.
@@ -20,40 +18,20 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 	if p >= n.opts.Partitions {
 		return engine.Unknown, nil
 	}
-	if pt := n.partition(p); pt != nil {
+	pt, fw, err := n.route(ctx, p, forwarded, "the cancel")
+	if err != nil {
+		return engine.Unknown, err
+	}
+	if pt != nil {
 		res, err := pt.cancel(ctx, id)
 		if res == engine.Cancelled {
 			n.cancelled.Add(1)
 		}
 		return res, err
 	}
-	if forwarded {
-		return engine.Unknown, unavailable("partition %d moved away from this node while the request was forwarded to it; retry", p)
-	}
-	o, ok, err := owner(ctx, n.owners, p)
+	res, err := fw.c.Cancel(ctx, clientID(id))
 	if err != nil {
-		return engine.Unknown, unavailable("looking up the owner of partition %d: %v", p, err)
-	}
-	if !ok {
-		return engine.Unknown, unavailable("partition %d has no owner at the moment (a node stopped; another takes it over within the lease TTL %v); retry", p, n.opts.LeaseTTL)
-	}
-	if o.Node == n.opts.NodeID {
-		return engine.Unknown, unavailable("partition %d is being taken over by this node; retry", p)
-	}
-	fc, err := n.forwarder(o.URL)
-	if err != nil {
-		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
-	}
-	cid, err := client.ParseID(id.String())
-	if err != nil {
-		return engine.Unknown, err // a message.ID always parses
-	}
-	res, err := fc.Cancel(ctx, cid)
-	if err != nil {
-		if st, ok := status.FromError(errors.Unwrap(err)); ok {
-			return engine.Unknown, st.Err()
-		}
-		return engine.Unknown, unavailable("forwarding the cancel to %s (%s), the owner of partition %d: %v", o.Node, o.URL, p, err)
+		return engine.Unknown, fw.err("the cancel", err)
 	}
 	switch res {
 	case client.Cancelled:

@@ -358,7 +358,7 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 	}
 	for _, id := range cancelled {
 		pt.mu.Lock()
-		taken := pt.taken[id]
+		_, taken := pt.taken[id]
 		pt.mu.Unlock()
 		if gone(id) && !taken && id.DeliverAt <= now {
 			forget = append(forget, id)
@@ -402,6 +402,7 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 		delete(pt.done, id)
 		cs.PrunedDone++
 	}
+	pt.pruneIndexes()
 	pt.mu.Unlock()
 
 	if info, err := st.Info(ctx); err == nil {
@@ -457,7 +458,8 @@ func (pt *partition) copyPending(st jetstream.Stream, first, last uint64, pk *pa
 				}
 				pt.mu.Lock()
 				_, done := pt.done[id]
-				keep := pt.taken[id] && !done
+				_, taken := pt.taken[id]
+				keep := taken && !done
 				pt.mu.Unlock()
 				if !keep {
 					continue

@@ -108,3 +108,37 @@ func idFromBytes(b []byte) (message.ID, bool) {
 	}
 	return message.ID{DeliverAt: int64(binary.BigEndian.Uint64(b)), Seq: binary.BigEndian.Uint64(b[8:])}, true
 }
+
+// replacesHeader marks a Reschedule's replacement in its intake message:
+// its value is the rescheduled message's cluster ID (16 bytes, as
+// idHeader's). The owner that reads it notes the move, and makes sure
+// that only one of the two is ever delivered (partition.requests). It is
+// removed before the message is delivered or shown.
+const replacesHeader = "hourglass-replaces"
+
+// replaced returns the ID a replacement's header names.
+func replaced(hs []message.Header) (message.ID, bool) {
+	for _, h := range hs {
+		if string(h.Key) == replacesHeader {
+			return idFromBytes(h.Value)
+		}
+	}
+	return message.ID{}, false
+}
+
+// withoutHeader returns hs without the headers named key, hs itself if it
+// has none.
+func withoutHeader(hs []message.Header, key string) []message.Header {
+	for i, h := range hs {
+		if string(h.Key) == key {
+			out := append(make([]message.Header, 0, len(hs)-1), hs[:i]...)
+			for _, h := range hs[i+1:] {
+				if string(h.Key) != key {
+					out = append(out, h)
+				}
+			}
+			return out
+		}
+	}
+	return hs
+}

@@ -500,7 +500,13 @@ func (n *Node) Owned() []int {
 func deliverAt(r engine.Request, now time.Time) int64 {
 	var at int64
 	if !r.At.IsZero() {
-		at = int64(math.Ceil(float64(r.At.UnixNano()) / 1e6))
+		// In integers: a float64 of the nanoseconds is off by up to
+		// 256 ns, which made a whole millisecond one more.
+		ns := r.At.UnixNano()
+		at = ns / 1e6
+		if ns%1e6 > 0 {
+			at++
+		}
 	} else {
 		t := now.Add(r.Delay)
 		at = t.UnixMilli()

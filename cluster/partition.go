@@ -58,8 +58,17 @@ type partition struct {
 	firstAt   time.Time             // guarded by mu: first delivery by this owner
 	// taken holds the IDs scheduled into the local engine and not yet
 	// handed to the sink successfully (pending, cancelled but not yet
-	// fired, or failing): a second copy of one is dropped. Guarded by mu.
-	taken map[message.ID]bool
+	// fired, or failing): a second copy of one is dropped. The value is
+	// the message's ID in the local engine, zero until the local
+	// ScheduleBatch that takes it returns. Guarded by mu.
+	taken map[message.ID]message.ID
+	// keys maps topic NUL idempotency key to the cluster ID of the newest
+	// message of this partition read with that key (the largest intake
+	// sequence and index of its original), for Get, Cancel and
+	// Reschedule by key. Guarded by mu.
+	keys map[string]message.ID
+	// moved maps a rescheduled message to its replacement. Guarded by mu.
+	moved map[message.ID]message.ID
 	// consumed is the stream sequence of the last intake message
 	// scheduled into the local engine; progress is closed (and replaced)
 	// when it moves. Guarded by mu.
@@ -72,7 +81,8 @@ func (n *Node) startPartition(l *lease) *partition {
 	ctx, cancel := context.WithCancel(n.ctx)
 	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
 		ready: make(chan struct{}), exited: make(chan struct{}),
-		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}, taken: map[message.ID]bool{}, progress: make(chan struct{})}
+		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}, taken: map[message.ID]message.ID{},
+		keys: map[string]message.ID{}, moved: map[message.ID]message.ID{}, progress: make(chan struct{})}
 	go func() {
 		defer close(pt.exited)
 		pt.err = pt.run()
@@ -165,231 +175,6 @@ func (pt *partition) loadDone() error {
 	}
 }
 
-// consume schedules every intake message into the local engine, from the
-// stream's first message on, until the partition stops.
-func (pt *partition) consume(eng *engine.Engine) error {
-	st, err := pt.n.js.Stream(pt.ctx, inStream(pt.p))
-	if err != nil {
-		return fmt.Errorf("cluster: intake stream of partition %d: %w", pt.p, err)
-	}
-	msgs := make(chan jetstream.Msg, 1024)
-	go pt.feed(st, msgs)
-	// Local batches of about maxBatch messages: an intake message holds
-	// up to MaxBatch, and is never split across two local batches.
-	const maxBatch = 512
-	reqs := make([]engine.Request, 0, maxBatch+MaxBatch)
-	var decoded []message.Message
-	tick := time.NewTicker(pt.n.opts.CompactInterval)
-	defer tick.Stop()
-	cst := newCompactState(&pt.n.opts)
-	if info, err := st.Info(pt.ctx); err == nil {
-		cst.horizon, cst.refresh = info.State.LastSeq, false
-	}
-	for {
-		var m jetstream.Msg
-		select {
-		case m = <-msgs:
-		case <-tick.C:
-			pt.maybeCompact(st, &cst)
-			continue
-		case <-pt.ctx.Done():
-			return nil
-		}
-		if m == nil { // feed returned: the partition is stopping
-			return nil
-		}
-		reqs = reqs[:0]
-		decoded = decoded[:0]
-		var seq uint64
-		var stored time.Time
-		for m != nil {
-			reqs, decoded, seq, stored = pt.requests(m, reqs, decoded, seq, stored)
-			m = nil
-			if len(reqs) < maxBatch {
-				select {
-				case m = <-msgs:
-				default:
-				}
-			}
-		}
-		if len(reqs) > 0 {
-			if _, err := eng.ScheduleBatch(pt.ctx, reqs); err != nil {
-				if pt.ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("cluster: scheduling %d intake messages of partition %d locally: %w", len(reqs), pt.p, err)
-			}
-		}
-		pt.log.Debug("cluster: intake scheduled", "up_to_seq", seq, "messages", len(reqs))
-		pt.mu.Lock()
-		if seq > pt.consumed {
-			pt.consumed = seq
-			close(pt.progress)
-			pt.progress = make(chan struct{})
-		}
-		pt.mu.Unlock()
-		if seq > 0 {
-			cst.consumed(seq, stored, len(decoded), pt.n.now())
-		}
-		pt.maybeCompact(st, &cst)
-	}
-}
-
-// feed sends the intake stream's messages, from its first on, to msgs
-// until the partition stops. A consumer that fails (its stream electing a
-// leader after a NATS node died, say) is made again from the next sequence.
-func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
-	defer close(msgs)
-	var last uint64
-	idle := feedIdleCheck
-	if h := pt.n.opts.hooks; h != nil && h.feedIdle > 0 {
-		idle = h.feedIdle
-	}
-	for pt.ctx.Err() == nil {
-		err := func() error {
-			c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{
-				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1, MaxResetAttempts: orderedResets})
-			if err != nil {
-				return err
-			}
-			it, err := c.Messages(jetstream.PullMaxMessages(1024))
-			if err != nil {
-				return err
-			}
-			defer it.Stop()
-			silent := false // a test made this reader stall
-			for {
-				nctx, ncancel := context.WithTimeout(pt.ctx, idle)
-				m, err := it.Next(jetstream.NextContext(nctx))
-				ncancel()
-				if err != nil && errors.Is(err, context.DeadlineExceeded) && pt.ctx.Err() == nil {
-					if serr := pt.idlePause(st, last); serr != nil {
-						return serr
-					}
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				md, err := m.Metadata()
-				if err != nil {
-					return err
-				}
-				if h := pt.n.opts.hooks; h != nil && h.stallFeed != nil && (silent || h.stallFeed(pt.p, md.Sequence.Stream)) {
-					silent = true
-					continue
-				}
-				last = md.Sequence.Stream
-				select {
-				case msgs <- m:
-				case <-pt.ctx.Done():
-					return nil
-				}
-			}
-		}()
-		if pt.ctx.Err() != nil {
-			return
-		}
-		pt.log.Warn("cluster: reading the intake stream; resuming", "stream", inStream(pt.p), "next_seq", last+1, "err", err)
-		select {
-		case <-pt.ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// orderedResets bounds how many times an ordered consumer tries to make
-// its server-side consumer again after an error (a stream electing a
-// leader after a NATS node died, say), with a backoff of 1 s doubling up
-// to 10 s. nats.go's default is no bound, and such a retry runs inside the
-// iterator's Next, deaf to Next's context: a reader then hung for minutes
-// without an error or a message (the e2e test's own reader did, 17:23
-// UTC on 2026-11-30, stack in its goroutine dump), and the stall check
-// below never ran. Bounded, Next returns the error and feed makes the
-// consumer again from the next sequence.
-const orderedResets = 3
-
-// feedIdleCheck is how long feed waits for the next intake message before
-// it asks the stream whether it holds more.
-const feedIdleCheck = 2 * time.Second
-
-// idlePause runs when the intake reader has waited feedIdleCheck for a
-// message: if the node's budget of stall checks allows, it asks whether
-// the reader has stalled (see stalled).
-func (pt *partition) idlePause(st jetstream.Stream, last uint64) error {
-	h := pt.n.opts.hooks
-	if h != nil && h.idle != nil {
-		h.idle(pt.p)
-	}
-	if pt.n.stallChecks == nil || !pt.n.stallChecks.AllowN(pt.n.now(), 1) {
-		return nil
-	}
-	err := pt.stalled(st, last)
-	if h != nil && h.stallChecked != nil {
-		h.stallChecked(pt.p, err != nil)
-	}
-	return err
-}
-
-// stalled reports, as an error, an intake consumer that has given nothing
-// for feedIdleCheck while the stream holds messages after last: an ordered
-// consumer can stay silent after the NATS node serving it was killed,
-// without an error that would make feed create it again (suspected in
-// TestClusterKill9 runs where two acknowledged batches, stored just after
-// the streams' leader election, were never delivered). It returns nil when
-// the stream holds nothing new or cannot say.
-func (pt *partition) stalled(st jetstream.Stream, last uint64) error {
-	ctx, cancel := context.WithTimeout(pt.ctx, 5*time.Second)
-	defer cancel()
-	info, err := st.Info(ctx)
-	if err != nil || info.State.LastSeq <= last {
-		return nil
-	}
-	return fmt.Errorf("the consumer gave nothing for %v while the stream holds sequences %d to %d", feedIdleCheck, last+1, info.State.LastSeq)
-}
-
-// requests appends to reqs the local engine requests of the messages of
-// one intake message that are neither done nor cancelled nor already
-// taken (a compaction's copy of a message this owner has), decoding them
-// into decoded (which the requests alias). It returns the larger of last
-// and the intake message's stream sequence, and the later of stored and
-// the time the stream stored it.
-func (pt *partition) requests(m jetstream.Msg, reqs []engine.Request, decoded []message.Message, last uint64, stored time.Time) ([]engine.Request, []message.Message, uint64, time.Time) {
-	md, err := m.Metadata()
-	if err != nil {
-		return reqs, decoded, last, stored
-	}
-	seq := md.Sequence.Stream
-	last = max(last, seq)
-	if md.Timestamp.After(stored) {
-		stored = md.Timestamp
-	}
-	base := len(decoded)
-	decoded, err = DecodeIntake(m.Data(), decoded)
-	if err != nil {
-		pt.log.Error("cluster: skipping an intake message that does not decode", "stream", inStream(pt.p), "seq", seq, "err", err)
-		return reqs, decoded, last, stored
-	}
-	pt.mu.Lock()
-	defer pt.mu.Unlock()
-	for i := base; i < len(decoded); i++ {
-		dm := &decoded[i]
-		id, hs, err := intakeID(pt.p, seq, i-base, dm)
-		if err != nil {
-			pt.log.Error("cluster: skipping a message of an intake message", "stream", inStream(pt.p), "seq", seq, "index", i-base, "err", err)
-			continue
-		}
-		if _, done := pt.done[id]; done || pt.taken[id] {
-			continue
-		}
-		pt.taken[id] = true
-		hs = append(hs[:len(hs):len(hs)], message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
-		reqs = append(reqs, engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
-			Attempt: dm.Attempt, Origin: dm.Origin})
-	}
-	return reqs, decoded, last, stored
-}
-
 // Deliver implements engine.Sink for the local engine: it publishes what
 // is not cancelled to the delivery stream with the cluster ID as
 // Nats-Msg-Id, then the done records, and only then returns success.
@@ -406,6 +191,7 @@ func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.D
 			pt.log.Error("cluster: a local message without its cluster ID; dropping it", "local_id", d.ID)
 			continue
 		}
+		hs = withoutHeader(hs, replacesHeader)
 		if _, done := pt.done[id]; done {
 			// Cancelled (or a second local copy): the local engine is
 			// done with it.
@@ -510,7 +296,7 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 		pt.mu.Unlock()
 		return engine.AlreadyDone, nil
 	}
-	if compacted && !pt.taken[id] {
+	if _, taken := pt.taken[id]; compacted && !taken {
 		// Its intake message was compacted away and, the stream read to
 		// its end, this owner has no copy of it: it never existed (a
 		// delivered one would be due, and is answered above).

@@ -44,8 +44,8 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
 		}
 		for _, h := range r.Headers {
-			if string(h.Key) == idHeader {
-				return nil, fmt.Errorf("%w: messages[%d] has the header %q, which the cluster reserves for its message IDs; use another header name", engine.ErrInvalid, i, idHeader)
+			if k := string(h.Key); k == idHeader || k == replacesHeader {
+				return nil, fmt.Errorf("%w: messages[%d] has the header %q, which the cluster reserves for its message IDs; use another header name", engine.ErrInvalid, i, k)
 			}
 		}
 		ms[i] = message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin}

@@ -18,6 +18,15 @@ type Cluster interface {
 	// Cancel cancels id, forwarding it to the node that decides unless
 	// forwarded is set (the request was forwarded here already).
 	Cancel(ctx context.Context, id message.ID, forwarded bool) (engine.CancelResult, error)
+	// Get says what became of id (engine.Found; a Found with no topic
+	// has no message to show) and, for a rescheduled one, its
+	// replacement; Reschedule moves a pending message to at; Lookup finds
+	// the message scheduled with topic and idempotency key. Each is
+	// decided where the message is held, forwarded there unless forwarded
+	// is set.
+	Get(ctx context.Context, id message.ID, forwarded bool) (engine.Found, message.ID, error)
+	Reschedule(ctx context.Context, id message.ID, at time.Time, forwarded bool) (engine.RescheduleResult, message.ID, error)
+	Lookup(ctx context.Context, topic, key string, forwarded bool) (message.ID, bool, error)
 	Now() time.Time
 	Ready() <-chan struct{}
 	Stats() engine.Stats

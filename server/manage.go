@@ -29,10 +29,6 @@ func (s *Server) localEngine(rpc string) (*engine.Engine, error) {
 // segment and its dispatch log; for a message delivered to the built-in
 // queue, the queue says whether it waits, is leased or was acked.
 func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
-	eng, err := s.localEngine("Get")
-	if err != nil {
-		return nil, err
-	}
 	id, found, err := s.target(ctx, "Get", m.Id, m.Topic, m.Key)
 	if err != nil {
 		return nil, err
@@ -40,6 +36,10 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	if !found {
 		return &hourglassv1.GetResponse{State: hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND}, nil
 	}
+	if c := s.opts.Cluster; c != nil {
+		return s.clusterGet(ctx, c, id)
+	}
+	eng := s.eng.(engineCore).Engine
 	f, err := eng.Get(ctx, id)
 	if err != nil {
 		return nil, serverError(err)
@@ -94,6 +94,27 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		// done-record says the queue took it, and the queue deletes only
 		// what is acked.
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_ACKED
+	}
+	return out, nil
+}
+
+// clusterGet serves Get on a cluster node: the owner of the message's
+// partition says what it knows (the delivery stream's consumers are not
+// asked whether a delivered message was received or acked).
+func (s *Server) clusterGet(ctx context.Context, c Cluster, id message.ID) (*hourglassv1.GetResponse, error) {
+	f, moved, err := c.Get(ctx, id, infoOf(ctx).forwarded)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	out := &hourglassv1.GetResponse{State: engineState(f.State)}
+	if f.State == engine.StateNotFound {
+		return out, nil
+	}
+	if len(f.Message.Topic) > 0 {
+		out.Message = protoMessage(id, &f.Message)
+	}
+	if !moved.IsZero() {
+		out.RescheduledTo = moved.String()
 	}
 	return out, nil
 }

@@ -9,11 +9,13 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // manageAPI is Get and List over one protocol.
@@ -130,17 +132,63 @@ func TestGetListEveryProtocol(t *testing.T) {
 	}
 }
 
-// TestGetListCluster: a cluster node answers Unimplemented, saying so.
-func TestGetListCluster(t *testing.T) {
-	s := serveTest(t, Options{Cluster: newFakeCluster(true, nil)}, nil)
+// TestManageCluster: on a cluster node Get, Reschedule and Cancel, by ID
+// and by topic and key, reach the node (the forwarded mark with them),
+// with the node's answers; List answers Unimplemented, saying cluster
+// mode.
+func TestManageCluster(t *testing.T) {
+	fc := newFakeCluster(true, nil)
+	s := serveTest(t, Options{Cluster: fc, ExternalSink: "nats"}, nil)
 	c := s.grpcClient(t)
 	ctx := testCtx(t)
-	_, err := c.Get(ctx, &hourglassv1.GetRequest{Id: "0000019bd6a1f2c00000000000001f40"})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "cluster mode") {
-		t.Errorf("Get on a cluster = %v, want Unimplemented saying cluster mode", err)
+	keyed, moved := fakeKeyed.String(), message.ID{DeliverAt: 1 << 41, Seq: 8}.String()
+
+	g, err := c.Get(ctx, &hourglassv1.GetRequest{Id: keyed})
+	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || g.Message.GetId() != keyed || string(g.Message.GetBody()) != "b" {
+		t.Errorf("Get by id = %v, %v; want pending with its message", g, err)
+	}
+	g, err = c.Get(ctx, &hourglassv1.GetRequest{Id: moved})
+	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED || g.RescheduledTo != keyed || g.Message != nil {
+		t.Errorf("Get of a rescheduled one = %v, %v; want rescheduled to %s, no message", g, err, keyed)
+	}
+	g, err = c.Get(ctx, &hourglassv1.GetRequest{Topic: "t", Key: "k"})
+	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || g.Message.GetId() != keyed {
+		t.Errorf("Get by key = %v, %v", g, err)
+	}
+	g, err = c.Get(ctx, &hourglassv1.GetRequest{Topic: "t", Key: "other"})
+	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND {
+		t.Errorf("Get of an unknown key = %v, %v; want not found", g, err)
+	}
+	r, err := c.Reschedule(ctx, &hourglassv1.RescheduleRequest{Topic: "t", Key: "k", When: &hourglassv1.RescheduleRequest_DeliverAt{DeliverAt: timestamppb.New(time.UnixMilli(1 << 42))}})
+	if err != nil || r.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED || r.Id != (message.ID{DeliverAt: 1 << 42, Seq: 9}).String() {
+		t.Errorf("Reschedule by key = %v, %v", r, err)
+	}
+	r, err = c.Reschedule(ctx, &hourglassv1.RescheduleRequest{Id: moved, When: &hourglassv1.RescheduleRequest_Now{Now: true}})
+	if err != nil || r.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_UNKNOWN {
+		t.Errorf("Reschedule by id = %v, %v; want unknown", r, err)
+	}
+	// A forwarded request carries the mark to the node.
+	fwd := metadata.AppendToOutgoingContext(ctx, ForwardedHeader, "a")
+	if _, err := c.Cancel(fwd, &hourglassv1.CancelRequest{Topic: "t", Key: "k"}); err != nil {
+		t.Errorf("forwarded Cancel by key: %v", err)
 	}
 	_, err = c.List(ctx, &hourglassv1.ListRequest{Topic: "t"})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "cluster mode") {
-		t.Errorf("List on a cluster = %v, want Unimplemented saying cluster mode", err)
+	wantStatus(t, "List", err, codes.Unimplemented, "cluster mode")
+
+	fc.mmu.Lock()
+	defer fc.mmu.Unlock()
+	want := []string{
+		"Get " + keyed + " false", "Get " + moved + " false", "Lookup t k false", "Get " + keyed + " false", "Lookup t other false",
+		"Lookup t k false", fmt.Sprintf("Reschedule %s %d false", keyed, int64(1<<42)),
+		"Reschedule " + moved, // the time is the node's now
+		"Lookup t k true", "Cancel " + keyed + " true",
+	}
+	if len(fc.manage) != len(want) {
+		t.Fatalf("the node saw %q; want %q", fc.manage, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(fc.manage[i], w) {
+			t.Errorf("call %d reached the node as %q; want %q", i, fc.manage[i], w)
+		}
 	}
 }

@@ -46,11 +46,14 @@ func (s *Server) target(ctx context.Context, rpc, id, topic, key string) (messag
 	if len(key) > engine.MaxIdempotencyKey {
 		return message.ID{}, false, invalid("key is %d bytes: at most %d", len(key), engine.MaxIdempotencyKey)
 	}
-	eng, err := s.localEngine(rpc + " by key")
-	if err != nil {
-		return message.ID{}, false, err
+	var mid message.ID
+	var ok bool
+	var err error
+	if c := s.opts.Cluster; c != nil {
+		mid, ok, err = c.Lookup(ctx, topic, key, infoOf(ctx).forwarded)
+	} else {
+		mid, ok, err = s.eng.(engineCore).Lookup(ctx, topic, key)
 	}
-	mid, ok, err := eng.Lookup(ctx, topic, key)
 	if err != nil {
 		return message.ID{}, false, serverError(err)
 	}
@@ -59,11 +62,7 @@ func (s *Server) target(ctx context.Context, rpc, id, topic, key string) (messag
 
 // Reschedule serves the Reschedule RPC.
 func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (*hourglassv1.RescheduleResponse, error) {
-	eng, err := s.localEngine("Reschedule")
-	if err != nil {
-		return nil, err
-	}
-	now := eng.Now()
+	now := s.eng.Now()
 	var at time.Time
 	switch w := m.When.(type) {
 	case *hourglassv1.RescheduleRequest_DelayMs:
@@ -92,7 +91,13 @@ func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (
 	if !found {
 		return out, nil
 	}
-	res, nid, err := eng.Reschedule(ctx, id, at)
+	var res engine.RescheduleResult
+	var nid message.ID
+	if c := s.opts.Cluster; c != nil {
+		res, nid, err = c.Reschedule(ctx, id, at, infoOf(ctx).forwarded)
+	} else {
+		res, nid, err = s.eng.(engineCore).Reschedule(ctx, id, at)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrTooFar) {
 			return nil, invalid("%v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -177,6 +178,47 @@ type fakeCluster struct {
 	ready chan struct{}
 	calls chan *fakeCall
 	seq   atomic.Uint64
+
+	mmu sync.Mutex
+	// manage records the management calls that reached the node, as
+	// "Get <id> <forwarded>", "Reschedule <id> <at ms> <forwarded>",
+	// "Lookup <topic> <key> <forwarded>", "Cancel <id> <forwarded>".
+	// Guarded by mmu.
+	manage []string
+}
+
+func (f *fakeCluster) note(format string, args ...any) {
+	f.mmu.Lock()
+	f.manage = append(f.manage, fmt.Sprintf(format, args...))
+	f.mmu.Unlock()
+}
+
+// fakeKeyed is the one message the fake cluster holds by key: topic t,
+// key k.
+var fakeKeyed = message.ID{DeliverAt: 1 << 41, Seq: 7}
+
+func (f *fakeCluster) Get(_ context.Context, id message.ID, fw bool) (engine.Found, message.ID, error) {
+	f.note("Get %v %v", id, fw)
+	switch id {
+	case fakeKeyed:
+		return engine.Found{ID: id, State: engine.StatePending, Message: message.Message{DeliverAt: id.DeliverAt, Topic: []byte("t"), Body: []byte("b")}}, message.ID{}, nil
+	case message.ID{DeliverAt: 1 << 41, Seq: 8}:
+		return engine.Found{ID: id, State: engine.StateRescheduled}, fakeKeyed, nil
+	}
+	return engine.Found{ID: id}, message.ID{}, nil
+}
+
+func (f *fakeCluster) Reschedule(_ context.Context, id message.ID, at time.Time, fw bool) (engine.RescheduleResult, message.ID, error) {
+	f.note("Reschedule %v %d %v", id, at.UnixMilli(), fw)
+	if id != fakeKeyed {
+		return engine.RescheduleUnknown, message.ID{}, nil
+	}
+	return engine.Rescheduled, message.ID{DeliverAt: at.UnixMilli(), Seq: 9}, nil
+}
+
+func (f *fakeCluster) Lookup(_ context.Context, topic, key string, fw bool) (message.ID, bool, error) {
+	f.note("Lookup %s %s %v", topic, key, fw)
+	return fakeKeyed, topic == "t" && key == "k", nil
 }
 
 // fakeCall is one ScheduleBatch waiting for its answer.
@@ -221,7 +263,8 @@ func (f *fakeCluster) ScheduleBatch(ctx context.Context, reqs []engine.Request) 
 	return ids, nil
 }
 
-func (f *fakeCluster) Cancel(context.Context, message.ID, bool) (engine.CancelResult, error) {
+func (f *fakeCluster) Cancel(_ context.Context, id message.ID, fw bool) (engine.CancelResult, error) {
+	f.note("Cancel %v %v", id, fw)
 	return engine.Unknown, nil
 }
 
