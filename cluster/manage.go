@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/hourglassmq/hourglass/client"
@@ -143,6 +144,10 @@ type forward struct {
 // Unavailable naming the owner.
 func (f forward) err(what string, err error) error {
 	if st, ok := status.FromError(errors.Unwrap(err)); ok {
+		if st.Code() == codes.Unavailable {
+			// The owner's own, or the connection's: say where.
+			return unavailable("forwarding %s to %s (%s), the owner of partition %d: %s", what, f.owner.Node, f.owner.URL, f.p, st.Message())
+		}
 		return st.Err()
 	}
 	return unavailable("forwarding %s to %s (%s), the owner of partition %d: %v", what, f.owner.Node, f.owner.URL, f.p, err)
@@ -461,17 +466,8 @@ func (pt *partition) reschedule(ctx context.Context, id message.ID, at time.Time
 // lookup returns the newest message of this partition with topic and key,
 // once the intake stream is read to its end.
 func (pt *partition) lookup(ctx context.Context, topic, key string) (message.ID, bool, error) {
-	if err := pt.waitReady(ctx); err != nil {
+	if err := pt.caughtUp(ctx); err != nil {
 		return message.ID{}, false, err
-	}
-	info, err := pt.n.inStreams[pt.p].Info(ctx)
-	if err != nil {
-		return message.ID{}, false, unavailable("reading the state of %s: %v", inStream(pt.p), err)
-	}
-	if info.State.Msgs > 0 {
-		if err := pt.waitConsumed(ctx, info.State.LastSeq); err != nil {
-			return message.ID{}, false, err
-		}
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
