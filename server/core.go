@@ -27,6 +27,11 @@ type Cluster interface {
 	Get(ctx context.Context, id message.ID, forwarded bool) (engine.Found, message.ID, error)
 	Reschedule(ctx context.Context, id message.ID, at time.Time, forwarded bool) (engine.RescheduleResult, message.ID, error)
 	Lookup(ctx context.Context, topic, key string, forwarded bool) (message.ID, bool, error)
+	// List answers a page of req.Topic's pending messages after the page
+	// token (the cluster's own, opaque; req.After is unused) and the next
+	// page's token, asking every partition's owner unless forwarded is
+	// set (then the token names the partitions this node answers for).
+	List(ctx context.Context, req engine.ListRequest, token string, forwarded bool) ([]engine.Found, string, error)
 	Now() time.Time
 	Ready() <-chan struct{}
 	Stats() engine.Stats

@@ -165,25 +165,44 @@ func (s api) List(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1
 	if err != nil {
 		return nil, err
 	}
-	eng, err := s.localEngine("List")
-	if err != nil {
-		return nil, err
+	var found []engine.Found
+	next := ""
+	if c := s.opts.Cluster; c != nil {
+		// The cluster's token is its own (a position and the layout).
+		found, next, err = c.List(ctx, req, m.PageToken, infoOf(ctx).forwarded)
+	} else {
+		if req.After, err = pageAfter(m.PageToken); err != nil {
+			return nil, err
+		}
+		found, err = s.eng.(engineCore).List(ctx, req)
+		if len(found) == req.Limit {
+			next = found[len(found)-1].ID.String()
+		}
 	}
-	found, err := eng.List(ctx, req)
 	if err != nil {
 		return nil, serverError(err)
 	}
-	out := &hourglassv1.ListResponse{Messages: make([]*hourglassv1.Message, len(found))}
+	out := &hourglassv1.ListResponse{Messages: make([]*hourglassv1.Message, len(found)), NextPageToken: next}
 	for i := range found {
 		out.Messages[i] = protoMessage(found[i].ID, &found[i].Message)
-	}
-	if len(found) == req.Limit {
-		out.NextPageToken = found[len(found)-1].ID.String()
 	}
 	return out, nil
 }
 
-// listRequest checks a ListRequest and turns it into the engine's.
+// pageAfter is the message a single node's page token names.
+func pageAfter(token string) (message.ID, error) {
+	if token == "" {
+		return message.ID{}, nil
+	}
+	id, err := message.ParseID(token)
+	if err != nil {
+		return id, invalid("page_token %q: not a token List returned (want the next_page_token of the previous page, or empty for the first page)", token)
+	}
+	return id, nil
+}
+
+// listRequest checks a ListRequest and turns it into the engine's, all
+// but its page token (a single node's and a cluster's differ).
 func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 	var req engine.ListRequest
 	if err := checkTopic("", m.Topic); err != nil {
@@ -219,13 +238,6 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 			return req, invalid("from %s is after to %s: from must not be after to",
 				m.From.AsTime().UTC().Format(time.RFC3339Nano), m.To.AsTime().UTC().Format(time.RFC3339Nano))
 		}
-	}
-	if m.PageToken != "" {
-		id, err := message.ParseID(m.PageToken)
-		if err != nil {
-			return req, invalid("page_token %q: not a token List returned (want the next_page_token of the previous page, or empty for the first page)", m.PageToken)
-		}
-		req.After = id
 	}
 	return req, nil
 }

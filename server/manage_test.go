@@ -134,8 +134,9 @@ func TestGetListEveryProtocol(t *testing.T) {
 
 // TestManageCluster: on a cluster node Get, Reschedule and Cancel, by ID
 // and by topic and key, reach the node (the forwarded mark with them),
-// with the node's answers; List answers Unimplemented, saying cluster
-// mode.
+// with the node's answers; List passes the node's page tokens through
+// (a bad one: the node's InvalidArgument), and Purge of pending messages
+// cancels what the node lists.
 func TestManageCluster(t *testing.T) {
 	fc := newFakeCluster(true, nil)
 	s := serveTest(t, Options{Cluster: fc, ExternalSink: "nats"}, nil)
@@ -172,8 +173,22 @@ func TestManageCluster(t *testing.T) {
 	if _, err := c.Cancel(fwd, &hourglassv1.CancelRequest{Topic: "t", Key: "k"}); err != nil {
 		t.Errorf("forwarded Cancel by key: %v", err)
 	}
-	_, err = c.List(ctx, &hourglassv1.ListRequest{Topic: "t"})
-	wantStatus(t, "List", err, codes.Unimplemented, "cluster mode")
+	l, err := c.List(ctx, &hourglassv1.ListRequest{Topic: "t", PageSize: 5})
+	if err != nil || len(l.Messages) != 1 || l.Messages[0].Id != keyed || l.NextPageToken != "next" {
+		t.Errorf("List = %v, %v; want the keyed message and the node's token", l, err)
+	}
+	l, err = c.List(fwd, &hourglassv1.ListRequest{Topic: "t", PageToken: "next"})
+	if err != nil || len(l.Messages) != 0 || l.NextPageToken != "" {
+		t.Errorf("List of the next page = %v, %v; want nothing more", l, err)
+	}
+	_, err = c.List(ctx, &hourglassv1.ListRequest{Topic: "t", PageToken: "bad"})
+	wantStatus(t, "List with a bad token", err, codes.InvalidArgument, "page_token")
+	_, err = c.List(ctx, &hourglassv1.ListRequest{Topic: "t", PageSize: 1001})
+	wantStatus(t, "List of 1001", err, codes.InvalidArgument, "page_size")
+	p, err := c.Purge(ctx, &hourglassv1.PurgeRequest{Topic: "t", State: hourglassv1.MessageState_MESSAGE_STATE_PENDING})
+	if err != nil || p.Purged != 1 {
+		t.Errorf("Purge of pending = %v, %v; want 1 purged", p, err)
+	}
 
 	fc.mmu.Lock()
 	defer fc.mmu.Unlock()
@@ -182,6 +197,8 @@ func TestManageCluster(t *testing.T) {
 		"Lookup t k false", fmt.Sprintf("Reschedule %s %d false", keyed, int64(1<<42)),
 		"Reschedule " + moved, // the time is the node's now
 		"Lookup t k true", "Cancel " + keyed + " true",
+		`List t 5 "" false`, `List t 100 "next" true`, `List t 100 "bad" false`,
+		`List t 1000 "" false`, "Cancel " + keyed + " false", `List t 1000 "next" false`,
 	}
 	if len(fc.manage) != len(want) {
 		t.Fatalf("the node saw %q; want %q", fc.manage, want)

@@ -307,21 +307,37 @@ func (s api) Purge(ctx context.Context, m *hourglassv1.PurgeRequest) (*hourglass
 }
 
 // purgePending cancels every pending message of topic, a page of List at
-// a time, and returns how many it cancelled.
+// a time, and returns how many it cancelled. In cluster mode the pages
+// come from every partition's owner and each Cancel goes to its owner.
 func (s *Server) purgePending(ctx context.Context, topic string) (int64, error) {
-	eng, err := s.localEngine("Purge of pending messages")
-	if err != nil {
-		return 0, err
+	req := engine.ListRequest{Topic: topic, Limit: engine.MaxListLimit}
+	var page func() ([]engine.Found, bool, error)
+	cancel := s.eng.Cancel
+	if c := s.opts.Cluster; c != nil {
+		token := ""
+		page = func() ([]engine.Found, bool, error) {
+			found, next, err := c.List(ctx, req, token, false)
+			token = next
+			return found, next == "", err
+		}
+	} else {
+		eng := s.eng.(engineCore).Engine
+		page = func() ([]engine.Found, bool, error) {
+			found, err := eng.List(ctx, req)
+			if len(found) > 0 {
+				req.After = found[len(found)-1].ID
+			}
+			return found, len(found) < req.Limit, err
+		}
 	}
 	var n int64
-	req := engine.ListRequest{Topic: topic, Limit: engine.MaxListLimit}
 	for {
-		found, err := eng.List(ctx, req)
+		found, last, err := page()
 		if err != nil {
 			return n, err
 		}
 		for _, f := range found {
-			res, err := eng.Cancel(ctx, f.ID)
+			res, err := cancel(ctx, f.ID, false)
 			if err != nil {
 				return n, err
 			}
@@ -329,10 +345,9 @@ func (s *Server) purgePending(ctx context.Context, topic string) (int64, error) 
 				n++
 			}
 		}
-		if len(found) < req.Limit {
+		if last {
 			return n, nil
 		}
-		req.After = found[len(found)-1].ID
 	}
 }
 

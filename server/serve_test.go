@@ -265,7 +265,24 @@ func (f *fakeCluster) ScheduleBatch(ctx context.Context, reqs []engine.Request) 
 
 func (f *fakeCluster) Cancel(_ context.Context, id message.ID, fw bool) (engine.CancelResult, error) {
 	f.note("Cancel %v %v", id, fw)
+	if id == fakeKeyed {
+		return engine.Cancelled, nil
+	}
 	return engine.Unknown, nil
+}
+
+// List answers topic t's pages: fakeKeyed, then (token "next") nothing;
+// the token "bad" is refused as the cluster refuses a malformed one.
+func (f *fakeCluster) List(_ context.Context, req engine.ListRequest, token string, fw bool) ([]engine.Found, string, error) {
+	f.note("List %s %d %q %v", req.Topic, req.Limit, token, fw)
+	switch {
+	case token == "bad":
+		return nil, "", status.Error(codes.InvalidArgument, "page_token \"bad\": not a token a cluster's List returned")
+	case token == "" && req.Topic == "t":
+		return []engine.Found{{ID: fakeKeyed, State: engine.StatePending,
+			Message: message.Message{DeliverAt: fakeKeyed.DeliverAt, Topic: []byte("t"), Body: []byte("b")}}}, "next", nil
+	}
+	return nil, "", nil
 }
 
 func (f *fakeCluster) Now() time.Time         { return time.Now() }
