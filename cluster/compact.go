@@ -163,7 +163,7 @@ type compactState struct {
 }
 
 func newCompactState(o *Options) compactState {
-	c := compactState{refresh: true, keep: keepRecent}
+	c := compactState{refresh: true, keep: keepRecent(o.IdempotencyWindow)}
 	if o.hooks != nil && o.hooks.keepRecent != nil {
 		c.keep = *o.hooks.keepRecent
 	}
@@ -176,11 +176,15 @@ type consumedBatch struct {
 	n      int       // messages
 }
 
-// keepRecent is how long a compaction keeps intake messages: the intake
-// streams' duplicate window plus a margin for the clock offset between
-// the NATS servers and the node. A retried keyed batch within the window
-// is answered from its stored intake message, which must still be there.
-const keepRecent = Duplicates + 30*time.Second
+// keepRecent is how long a compaction keeps intake messages: the
+// idempotency window (the intake streams' duplicate window) plus a margin
+// for the clock offset between the NATS servers and the node. A keyed
+// Schedule retried within the window is answered from its stored intake
+// message, which must still be there, and a NATS server that restarts
+// rebuilds its duplicate window from the messages stored within it.
+func keepRecent(window time.Duration) time.Duration {
+	return max(window, 0) + 30*time.Second
+}
 
 // consumed notes a batch of n messages up to sequence seq, stored at
 // stored, consumed at now.

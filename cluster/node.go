@@ -25,10 +25,12 @@ const (
 	DefaultPartitions = 8
 	DefaultLeaseTTL   = 10 * time.Second
 	DefaultReplicas   = 3
-	// Duplicates is the intake streams' duplicate window: how long a
-	// Schedule retried with the same idempotency key gets the first
-	// message's ID.
-	Duplicates = 2 * time.Minute
+	// DefaultIdempotencyWindow is the default of
+	// Options.IdempotencyWindow, a single node's default.
+	DefaultIdempotencyWindow = 10 * time.Minute
+	// offDuplicates is the intake streams' duplicate window while keys
+	// are off (no intake publish then carries a Nats-Msg-Id).
+	offDuplicates = 2 * time.Minute
 	// MinLeaseTTL bounds Options.LeaseTTL from below.
 	MinLeaseTTL = time.Second
 	// DefaultCompactMargin and DefaultCompactInterval are the defaults
@@ -109,6 +111,14 @@ type Options struct {
 	// MaxTopics bounds the topics this node serves consumers of;
 	// default jsqueue.DefaultMaxTopics, -1 for no limit.
 	MaxTopics int
+	// IdempotencyWindow is how long a Schedule's idempotency key (a keyed
+	// batch's keys, in order) names the first message, measured from
+	// when JetStream stored it: it is the intake streams' duplicate
+	// window, set on every intake stream when the node opens. Default
+	// DefaultIdempotencyWindow; negative turns keys off (nothing is
+	// deduplicated). At least 100 ms and at most MaxDelay + 1 day (the
+	// streams' MaxAge).
+	IdempotencyWindow time.Duration
 	// StallChecksPerSecond bounds how often this node's partitions ask
 	// their intake stream whether their reader has stalled (see feed):
 	// each partition asks after 2 s without a message, and a node owning
@@ -227,6 +237,12 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StallChecksPerSecond == 0 {
 		opts.StallChecksPerSecond = DefaultStallChecksPerSecond
 	}
+	if opts.IdempotencyWindow == 0 {
+		opts.IdempotencyWindow = DefaultIdempotencyWindow
+	}
+	if w := opts.IdempotencyWindow; w > 0 && (w < 100*time.Millisecond || w > opts.MaxDelay+24*time.Hour) {
+		return nil, fmt.Errorf("cluster: idempotency window %v: from 100ms (JetStream's least duplicate window) to the max delay + 1 day, %v (the intake streams' MaxAge)", w, opts.MaxDelay+24*time.Hour)
+	}
 	if opts.CompactInterval < 0 {
 		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
 	}
@@ -299,11 +315,15 @@ func (n *Node) setup(ctx context.Context) error {
 		return err
 	}
 	maxAge := o.MaxDelay + 24*time.Hour
+	dups := o.IdempotencyWindow
+	if dups < 0 {
+		dups = offDuplicates
+	}
 	for p := 0; p < o.Partitions; p++ {
 		var st jetstream.Stream
 		err := retry(ctx, func() (err error) {
 			st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: inStream(p), Subjects: []string{inSubject(p)},
-				Storage: jetstream.FileStorage, Replicas: o.Replicas, Duplicates: Duplicates, MaxAge: maxAge})
+				Storage: jetstream.FileStorage, Replicas: o.Replicas, Duplicates: dups, MaxAge: maxAge})
 			return err
 		})
 		if err != nil {
@@ -493,28 +513,6 @@ func (n *Node) Owned() []int {
 		}
 	}
 	return out
-}
-
-// deliverAt is when r is due in UTC ms: At, or now plus Delay rounded up
-// to the millisecond; a past time becomes now, as the engine does.
-func deliverAt(r engine.Request, now time.Time) int64 {
-	var at int64
-	if !r.At.IsZero() {
-		// In integers: a float64 of the nanoseconds is off by up to
-		// 256 ns, which made a whole millisecond one more.
-		ns := r.At.UnixNano()
-		at = ns / 1e6
-		if ns%1e6 > 0 {
-			at++
-		}
-	} else {
-		t := now.Add(r.Delay)
-		at = t.UnixMilli()
-		if t.UnixNano()%1e6 != 0 {
-			at++
-		}
-	}
-	return max(at, now.UnixMilli())
 }
 
 // Stats adds up the local engines of this node's partitions; Scheduled and

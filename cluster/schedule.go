@@ -22,8 +22,11 @@ const publishTimeout = 10 * time.Second
 // partition of the first message's idempotency key, else the next in
 // round robin) and returns their IDs once JetStream acknowledged it. The
 // batch is atomic: stored whole or not at all. If every message has an
-// idempotency key, the same batch sent again within the duplicate window
-// is stored once and answered the first IDs. A single message without a
+// idempotency key, the same batch sent again within
+// Options.IdempotencyWindow of the first (measured from when JetStream
+// stored it, whichever node took either) is stored once and answered the
+// first IDs; a single keyed message that was rescheduled since is
+// answered its replacement's ID. A single message without a
 // key may share its intake message with other such Schedules on this node
 // (group commit).
 func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
@@ -65,7 +68,15 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 		if keys[0] != "" {
 			p = KeyPartition(topics[0], keys[0], n.opts.Partitions)
 		}
-		ids, err = n.publishIntake(ctx, p, ms, batchMsgID(topics, keys))
+		mid := ""
+		if n.opts.IdempotencyWindow > 0 {
+			mid = batchMsgID(topics, keys)
+		}
+		var dup bool
+		ids, dup, err = n.publishIntakeDup(ctx, p, ms, mid)
+		if err == nil && dup && len(ids) == 1 {
+			ids[0] = n.replacement(ctx, ids[0])
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -74,14 +85,61 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 	return ids, nil
 }
 
+// deliverAt is when r is due in UTC ms: At, or now plus Delay rounded up
+// to the millisecond; a past time becomes now, as the engine does.
+func deliverAt(r engine.Request, now time.Time) int64 {
+	var at int64
+	if !r.At.IsZero() {
+		// In integers: a float64 of the nanoseconds is off by up to
+		// 256 ns, which made a whole millisecond one more.
+		ns := r.At.UnixNano()
+		at = ns / 1e6
+		if ns%1e6 > 0 {
+			at++
+		}
+	} else {
+		t := now.Add(r.Delay)
+		at = t.UnixMilli()
+		if t.UnixNano()%1e6 != 0 {
+			at++
+		}
+	}
+	return max(at, now.UnixMilli())
+}
+
 // publishIntake stores ms as one intake message of partition p with
 // Nats-Msg-Id mid (none if empty) and returns their IDs. A duplicate
 // (mid seen within the window) answers the stored message's IDs, with
 // their first delivery times.
 func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, mid string) ([]message.ID, error) {
+	ids, _, err := n.publishIntakeDup(ctx, p, ms, mid)
+	return ids, err
+}
+
+// replacementHops bounds how many Reschedules replacement follows.
+const replacementHops = 16
+
+// replacement is the message that took id's place: id, or, if id was
+// rescheduled, its replacement's (as a single node's key names the
+// replacement). If the owner cannot say, it is id (whose Get names the
+// replacement).
+func (n *Node) replacement(ctx context.Context, id message.ID) message.ID {
+	for range replacementHops {
+		f, moved, err := n.Get(ctx, id, false)
+		if err != nil || f.State != engine.StateRescheduled || moved.IsZero() {
+			break
+		}
+		id = moved
+	}
+	return id
+}
+
+// publishIntakeDup is publishIntake that also says whether the intake
+// message was a duplicate (the IDs are then the stored ones).
+func (n *Node) publishIntakeDup(ctx context.Context, p int, ms []message.Message, mid string) ([]message.ID, bool, error) {
 	data := AppendIntake(nil, ms)
 	if max := n.nc.MaxPayload(); int64(len(data))+copyOverhead > max {
-		return nil, fmt.Errorf("%w: %d messages encode to %d bytes, more than the NATS servers' max_payload of %d bytes (the largest message they store) less the %d bytes a compaction's copy may add: send fewer or smaller messages per request (or raise max_payload)",
+		return nil, false, fmt.Errorf("%w: %d messages encode to %d bytes, more than the NATS servers' max_payload of %d bytes (the largest message they store) less the %d bytes a compaction's copy may add: send fewer or smaller messages per request (or raise max_payload)",
 			engine.ErrInvalid, len(ms), len(data), max, copyOverhead)
 	}
 	msg := nats.NewMsg(inSubject(p))
@@ -97,18 +155,18 @@ func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, m
 	// half as fast for concurrent single Schedules on this machine).
 	fut, err := n.js.PublishMsgAsync(msg, popts...)
 	if err != nil {
-		return nil, n.intakeError(p, len(ms), err)
+		return nil, false, n.intakeError(p, len(ms), err)
 	}
 	var ack *jetstream.PubAck
 	select {
 	case ack = <-fut.Ok():
 	case err := <-fut.Err():
-		return nil, n.intakeError(p, len(ms), err)
+		return nil, false, n.intakeError(p, len(ms), err)
 	case <-ctx.Done():
-		return nil, n.intakeError(p, len(ms), ctx.Err())
+		return nil, false, n.intakeError(p, len(ms), ctx.Err())
 	}
 	if ack.Sequence > MaxSeq {
-		return nil, fmt.Errorf("cluster: intake stream %s passed sequence %d, the most an ID can hold", inStream(p), uint64(MaxSeq))
+		return nil, false, fmt.Errorf("cluster: intake stream %s passed sequence %d, the most an ID can hold", inStream(p), uint64(MaxSeq))
 	}
 	ids := make([]message.ID, len(ms))
 	if ack.Duplicate {
@@ -119,18 +177,18 @@ func (n *Node) publishIntake(ctx context.Context, p int, ms []message.Message, m
 			first, err = DecodeIntake(raw.Data, nil)
 		}
 		if err != nil {
-			return nil, n.intakeError(p, len(ms), fmt.Errorf("reading the stored batch of a retried request: %w", err))
+			return nil, false, n.intakeError(p, len(ms), fmt.Errorf("reading the stored batch of a retried request: %w", err))
 		}
 		if len(first) != len(ms) {
-			return nil, fmt.Errorf("%w: this batch of %d messages has the idempotency keys of a batch of %d stored at sequence %d of %s within the last %v; a retry must resend the same batch",
-				engine.ErrInvalid, len(ms), len(first), ack.Sequence, inStream(p), Duplicates)
+			return nil, false, fmt.Errorf("%w: this batch of %d messages has the idempotency keys of a batch of %d stored at sequence %d of %s within the last %v; a retry must resend the same batch",
+				engine.ErrInvalid, len(ms), len(first), ack.Sequence, inStream(p), n.opts.IdempotencyWindow)
 		}
 		ms = first
 	}
 	for i := range ms {
 		ids[i] = MakeID(p, ack.Sequence, i, ms[i].DeliverAt)
 	}
-	return ids, nil
+	return ids, ack.Duplicate, nil
 }
 
 func (n *Node) intakeError(p, count int, err error) error {

@@ -90,7 +90,8 @@ node, served from a durable JetStream consumer per topic on that stream
 other programs may read the stream too. When a node dies, its partitions
 move within --lease-ttl.
 A ScheduleBatch (at most 1024 messages) is one JetStream message on one
-partition: atomic. With a key on every message, resend the same batch to retry.
+partition: atomic. With a key on every message, resend the same batch to retry:
+within --idempotency-window of the first it answers the first IDs, on any node.
   hourglass serve --cluster nats://127.0.0.1:4222 --listen 127.0.0.1:7420 \
     --partitions 8 --replicas 3
 docs/CLUSTER.md says how it works.
