@@ -68,7 +68,7 @@ func TestFaultReputDescriptorLimit(t *testing.T) {
 	ack(t, p.client, topic, first) // the topic's queue files are open now
 
 	pid := p.cmd.Process.Pid
-	limit := openFDs(t, pid) + 30 // fewer than the 64 writers reput may keep
+	limit := openFDs(t, pid) + 30 // fewer than the writers reput may keep (1,024 by default)
 	if out, err := exec.Command(prlimit, "--pid", strconv.Itoa(pid), fmt.Sprintf("--nofile=%d:%d", limit, limit)).CombinedOutput(); err != nil {
 		t.Skipf("prlimit: %v: %s", err, out)
 	}

@@ -116,7 +116,9 @@ type Options struct {
 	// MaxOpenWriters bounds the open schedule segment writers at all
 	// times, and separately the open dispatch log writers: before one past
 	// the bound is opened, the least recently used are synced and closed
-	// (so the checkpoint only advances over durable data). Default 64.
+	// (so the checkpoint only advances over durable data). Default 1,024,
+	// or a quarter of the process's descriptor limit if that is less
+	// (defaultMaxOpenWriters).
 	MaxOpenWriters int
 	// OnStall is called on the routing goroutine after each failed attempt
 	// to route, sync or checkpoint, with the failure. A transient failure
@@ -319,7 +321,7 @@ func Start(opts Options) (*Reput, error) {
 		opts.CheckpointInterval = time.Second
 	}
 	if opts.MaxOpenWriters <= 0 {
-		opts.MaxOpenWriters = 64
+		opts.MaxOpenWriters = defaultMaxOpenWriters()
 	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = 10 * time.Millisecond
