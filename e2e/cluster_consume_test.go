@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"strconv"
 	"syscall"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/hourglassmq/hourglass/cluster"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/internal/natscluster"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -33,31 +31,10 @@ func TestClusterConsume(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := natscluster.Binary(ctx)
-	if err != nil {
-		t.Fatalf("building nats-server: %v", err)
-	}
-	nc, err := natscluster.Start(ctx, natscluster.Options{Dir: t.TempDir(), Size: 3, Binary: bin, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Stop() })
 	const lease = 2 * time.Second
-	var nodes []*proc
-	for i := range 2 {
-		nodes = append(nodes, start(t, t.TempDir(), nil, "--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
-			"--lease-ttl", "2s", "--replicas", "3", "--partitions", "4", "--default-lease", lease.String(), "--max-attempts", "3"))
-	}
+	// Partitions spread two per node, so that b holds some when it dies.
+	_, nodes := startCluster(t, ctx, 2, 4, "--default-lease", lease.String(), "--max-attempts", "3")
 	a, b := nodes[0], nodes[1]
-	// Wait until the partitions are spread, two per node, so that b holds
-	// some when it dies.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(owned(a)) != 2 || len(owned(b)) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions not spread after 30s: %v %v", owned(a), owned(b))
-		}
-		time.Sleep(50 * time.Millisecond) // polling the nodes' logs
-	}
 
 	// schedule schedules n messages of topic through p, due from first to
 	// first+spread from now, and returns their IDs and delivery times.

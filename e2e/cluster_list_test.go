@@ -12,7 +12,6 @@ import (
 
 	"github.com/hourglassmq/hourglass/cluster"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/internal/natscluster"
 )
 
 // TestClusterListAndKeys runs a 3-node NATS cluster and two `serve
@@ -30,29 +29,9 @@ func TestClusterListAndKeys(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := natscluster.Binary(ctx)
-	if err != nil {
-		t.Fatalf("building nats-server: %v", err)
-	}
-	nc, err := natscluster.Start(ctx, natscluster.Options{Dir: t.TempDir(), Size: 3, Binary: bin, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Stop() })
 	const partitions, window = 4, 6 * time.Second
-	var nodes []*proc
-	for i := range 2 {
-		nodes = append(nodes, start(t, t.TempDir(), nil, "--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
-			"--lease-ttl", "2s", "--replicas", "3", "--partitions", fmt.Sprint(partitions), "--idempotency-window", window.String()))
-	}
+	_, nodes := startCluster(t, ctx, 2, partitions, "--idempotency-window", window.String())
 	a, b := nodes[0], nodes[1]
-	deadline := time.Now().Add(30 * time.Second)
-	for len(owned(a)) != 2 || len(owned(b)) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions not spread after 30s: %v %v", owned(a), owned(b))
-		}
-		time.Sleep(50 * time.Millisecond) // polling the nodes' logs
-	}
 
 	const topic = "lst"
 	base := time.Now().Add(time.Hour).Truncate(time.Second)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hourglassmq/hourglass/cluster"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/internal/natscluster"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -31,29 +30,9 @@ func TestClusterManage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := natscluster.Binary(ctx)
-	if err != nil {
-		t.Fatalf("building nats-server: %v", err)
-	}
-	nc, err := natscluster.Start(ctx, natscluster.Options{Dir: t.TempDir(), Size: 3, Binary: bin, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Stop() })
 	const partitions = 4
-	var nodes []*proc
-	for i := range 2 {
-		nodes = append(nodes, start(t, t.TempDir(), nil, "--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
-			"--lease-ttl", "2s", "--replicas", "3", "--partitions", fmt.Sprint(partitions)))
-	}
+	_, nodes := startCluster(t, ctx, 2, partitions)
 	a, b := nodes[0], nodes[1]
-	deadline := time.Now().Add(30 * time.Second)
-	for len(owned(a)) != 2 || len(owned(b)) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions not spread after 30s: %v %v", owned(a), owned(b))
-		}
-		time.Sleep(50 * time.Millisecond) // polling the nodes' logs
-	}
 	onA := owned(a)
 	const topic = "mgmt"
 	// keyOn returns a key not in used whose partition a owns (or not).

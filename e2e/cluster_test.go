@@ -36,6 +36,50 @@ func owned(p *proc) map[int]bool {
 	return out
 }
 
+// startCluster starts a 3-node NATS cluster and n `serve --cluster` nodes
+// on it (lease TTL 2 s, 3 replicas, partitions partitions, then extra
+// flags), stopped when the test ends, and waits until the partitions are
+// spread evenly over the nodes (partitions/n each). It returns the NATS
+// cluster and the nodes.
+func startCluster(t *testing.T, ctx context.Context, n, partitions int, extra ...string) (*natscluster.Cluster, []*proc) {
+	t.Helper()
+	bin, err := natscluster.Binary(ctx)
+	if err != nil {
+		t.Fatalf("building nats-server: %v", err)
+	}
+	nc, err := natscluster.Start(ctx, natscluster.Options{Dir: t.TempDir(), Size: 3, Binary: bin, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Stop() })
+	var nodes []*proc
+	for i := range n {
+		args := append([]string{"--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
+			"--lease-ttl", "2s", "--replicas", "3", "--partitions", strconv.Itoa(partitions)}, extra...)
+		nodes = append(nodes, start(t, t.TempDir(), nil, args...))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		spread := true
+		for _, p := range nodes {
+			if len(owned(p)) != partitions/n {
+				spread = false
+			}
+		}
+		if spread {
+			return nc, nodes
+		}
+		if time.Now().After(deadline) {
+			var got []map[int]bool
+			for _, p := range nodes {
+				got = append(got, owned(p))
+			}
+			t.Fatalf("partitions not spread over the nodes after 30s: %v", got)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the nodes' logs
+	}
+}
+
 // sent is one acknowledged Schedule of the cluster test.
 type sent struct {
 	id        message.ID
@@ -56,39 +100,8 @@ func TestClusterKill9(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin, err := natscluster.Binary(ctx)
-	if err != nil {
-		t.Fatalf("building nats-server: %v", err)
-	}
-	nc, err := natscluster.Start(ctx, natscluster.Options{Dir: t.TempDir(), Size: 3, Binary: bin, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Stop() })
-
 	const partitions = 6
-	var nodes []*proc
-	for i := range 3 {
-		nodes = append(nodes, start(t, t.TempDir(), nil, "--cluster", nc.URLs(), "--node-id", fmt.Sprintf("hg%d", i),
-			"--lease-ttl", "2s", "--replicas", "3", "--partitions", strconv.Itoa(partitions), "--log-level", "debug"))
-	}
-	// Wait until the partitions are spread: two per node.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		spread := true
-		for _, p := range nodes {
-			if len(owned(p)) != partitions/3 {
-				spread = false
-			}
-		}
-		if spread {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("partitions not spread over the nodes after 30s: %v %v %v", owned(nodes[0]), owned(nodes[1]), owned(nodes[2]))
-		}
-		time.Sleep(50 * time.Millisecond) // polling the nodes' logs
-	}
+	nc, nodes := startCluster(t, ctx, 3, partitions, "--log-level", "debug")
 
 	// Wave 1: 600 messages in batches of 20 through every node, due 1.5 s
 	// to 7.5 s from now; each with an idempotency key.
