@@ -182,21 +182,27 @@ named with its message and cycle), 2 when the harness itself could not run.
 CLUSTER MODE (--cluster): the same per-message checks against a cluster. It
 starts a 3-node nats-server cluster (built from go.mod's nats-server and cached;
 internal/natscluster) and 3 hourglass nodes (serve --cluster, each its own data
-directory and port, --lease-ttl and --partitions as given). Producers send
-Schedules with idempotency keys (unary Connect) round-robin over the live nodes
-(a node that refuses the connection is skipped; a call in doubt is retried on
-another node) and Cancel some. Deliveries are read from the JetStream delivery stream
-(HOURGLASS, subjects hourglass.<topic>) with a durable consumer instead of
-Receive/Ack. Each cycle SIGKILLs one hourglass node (6 times in 10) or one NATS
-node (never two NATS nodes down: what was killed restarts at the next cycle)
-while the producers go on. Checks: nothing answered OK is lost (stored in the
-stream at least once), nothing is early (the time JetStream stored the message
-against the requested time and the server's Hourglass-Deliver-At; reading the
-stream adds latency, which is not counted as early or late), a message
-answered "cancelled" never appears. The same ID stored twice in the stream is
-counted as a stream duplicate (allowed: at least once). Per kill it prints the
-takeover: when the killed node's partitions had new owners in HG_OWNERS, and
-the first delivery from them.
+directory and port, --lease-ttl and --partitions as given, --max-attempts 4,
+--default-lease 3s). Every call goes round-robin over the live nodes, unary
+Connect or gRPC (a node that refuses the connection is skipped; a call in doubt
+is retried on another node). Producers send Schedules with idempotency keys and
+Cancel some; consumers Receive from each topic and its .dlq (lease_ms 0: the
+lease is the topic's, 3s), Ack by receipt, mostly through another node than
+the one that handed the message out, Nack some (with or without a delay) and
+let some leases run out; the drain acks everything. Not in cluster mode:
+Reschedule, cancel by key, Redrive, pause, recurring schedules, poison
+messages, Consume streams. Each cycle SIGKILLs one hourglass node (6 times in
+10) or one NATS node (never two NATS nodes down: what was killed restarts at
+the next cycle) while the load goes on. The one-node checks judge it (lost,
+early, delivered after a durable ack or a cancel, redeliveries allowed when
+never acked or acked in doubt, dead letters), with the cluster's documented
+differences (docs/CLUSTER.md "Receiving"): an Ack answered OK is durable, a
+Nack with a delay keeps the ID (its redelivery is no duplicate, and not due
+before the delay), the server's deliver_at is a not-before too, and a second
+copy of an ID in the delivery stream (from the receipt's stream sequence) is
+a stream duplicate (allowed: at least once) with acks of its own. Per kill it
+prints the takeover: when the killed node's partitions had new owners in
+HG_OWNERS, and the first delivery from them.
 
 EMBEDDED (--node embedded): the node runs inside another Go program, as a user
 embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),
@@ -231,7 +237,7 @@ func main() {
 			&cli.IntFlag{Name: "consumers", Value: harness.DefaultConsumers, Usage: "concurrent consumers"},
 			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, a Cancel, or a Reschedule)"},
 			&cli.IntFlag{Name: "poison-percent", Value: harness.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
-			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume the delivery stream; see CLUSTER MODE above"},
+			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume with Receive/Ack/Nack; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: harness.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
 			&cli.IntFlag{Name: "partitions", Value: harness.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
 			&cli.StringFlag{Name: "node", Value: "binary", Usage: "what runs the node: binary (hourglass serve, built from ./cmd/hourglass) or embedded (a Go program embedding it with hourglass.Open, built from ./cmd/crashtest/internal/embednode; not with --damage or --cluster)"},

@@ -163,10 +163,27 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //
 // Violations of a message named by cut bytes are marked Cut.
 //
-// With p.Stream (--cluster) deliveries are copies stored in the JetStream
-// delivery stream, timed by when JetStream stored them: one copy settles
-// a message (there is no Ack), the server's Hourglass-Deliver-At is a
-// not-before too, and further copies of an ID count as DupStream.
+// With p.Cluster (--cluster) the same rules judge what the cluster's
+// Receive, Ack and Nack (JetStream consumers of the delivery stream) did,
+// with these differences, each a documented difference from one node
+// (docs/CLUSTER.md "Receiving"):
+//
+//   - Each delivery carries the delivery stream's sequence of the copy it
+//     is (from its receipt). A second copy of an ID in the stream (the
+//     owner republished it, JetStream's duplicate window did not absorb
+//     it) is a separate message to the consumers: its deliveries count as
+//     DupStream (allowed: the cluster promises at least once), and an Ack
+//     of one copy says nothing of the other.
+//   - A Nack with a delay keeps the ID: it does not ack the message (a
+//     redelivery of that ID after it is no duplicate after an ack), and
+//     the redelivery may not come before the Nack's sending plus its
+//     delay (VEarly); the server's deliver_at is a not-before too.
+//   - An Ack answered OK is durable (in a majority of the consumer's
+//     replicas): a later Receive handing that copy out again is
+//     VAfterAck, as on one node. Acking twice answers OK.
+//   - Commitlog offsets are per partition: VSeqReused is not judged.
+//   - "A restart" in the dead-letter rules is any SIGKILL of the run
+//     (a node's or a NATS server's): cycles count as server lives.
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
@@ -284,7 +301,7 @@ func Check(ev Events, p CheckParams) Result {
 	// commitlog offset mean the log's end went back (a cut under a relaxed
 	// fsync policy reuses the cut offsets: marked Cut). A cluster's
 	// partitions each have their own commitlog: not checked there.
-	if !p.Stream {
+	if !p.Cluster {
 		bySeq := map[int64]*Schedule{}
 		for i := range ev.Schedules {
 			s := &ev.Schedules[i]
@@ -335,7 +352,7 @@ func Check(ev Events, p CheckParams) Result {
 			switch {
 			case d.Topic == dl.dlq:
 				dl.dead = append(dl.dead, d)
-			case d.Topic == sc.Topic || p.Stream:
+			case d.Topic == sc.Topic:
 				dl.orig = append(dl.orig, d)
 			default:
 				add(Violation{Kind: VPhantom, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cutNamed,
@@ -382,19 +399,25 @@ func Check(ev Events, p CheckParams) Result {
 		}
 
 		// Duplicates of an ID.
-		seen := map[string]bool{}
+		seen, seqs := map[string]bool{}, map[string]uint64{}
 		for _, d := range s.deliveries {
-			if tid := d.Topic + "\x00" + d.ID; !seen[tid] {
-				seen[tid] = true
-				continue
+			tid := d.Topic + "\x00" + d.ID
+			if p.Cluster {
+				if first, ok := seqs[tid]; ok && first != d.StreamSeq {
+					c.DupStream++ // another copy of the ID in the stream
+					continue
+				} else if !ok {
+					seqs[tid] = d.StreamSeq
+				}
 			}
-			if p.Stream {
-				c.DupStream++
+			if !seen[tid] {
+				seen[tid] = true
 				continue
 			}
 			var durable, doubt *Settle
 			for _, x := range s.settles {
-				if x.ID != d.ID || x.Topic != d.Topic || (x.Kind == Nack && x.NackDelay <= 0) {
+				if x.ID != d.ID || x.Topic != d.Topic || (x.Kind == Nack && (x.NackDelay <= 0 || p.Cluster)) ||
+					(p.Cluster && x.StreamSeq != d.StreamSeq) {
 					continue
 				}
 				switch {
@@ -432,9 +455,6 @@ func Check(ev Events, p CheckParams) Result {
 				c.PoisonCancelled++
 			}
 			continue
-		}
-		if p.Stream && len(s.deliveries) > 0 {
-			continue // stored in the delivery stream: delivered
 		}
 		type step struct {
 			at   time.Time
@@ -490,7 +510,7 @@ func Check(ev Events, p CheckParams) Result {
 		case 0:
 			v = &Violation{Kind: VLostRedelivery, At: steps[len(steps)-1].at, Detail: "delivered, never durably acked, and never handed out again"}
 		}
-		if sc.Poison && !p.Stream && last != -1 && !dl.ackedDead(s.settles) && (v == nil || len(dl.dead) == 0) {
+		if sc.Poison && last != -1 && !dl.ackedDead(s.settles) && (v == nil || len(dl.dead) == 0) {
 			v = &Violation{Kind: VNotDeadLettered, At: steps[len(steps)-1].at, Detail: dl.notDeadDetail(s.settles)}
 		}
 		switch {

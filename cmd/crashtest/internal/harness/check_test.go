@@ -232,20 +232,29 @@ func TestCheckPendingDuringDrain(t *testing.T) {
 	}
 }
 
-// stream records a delivery read from the delivery stream (--cluster):
-// stored at storedMs, with the server's Hourglass-Deliver-At dueMs.
-func (b *hb) stream(key, id string, storedMs, dueMs int) *hb {
+// cdel records a cluster delivery of stream copy seq, by a Receive sent at
+// issuedMs that returned at recvMs, with the server's deliver_at dueMs.
+func (b *hb) cdel(key, id string, seq uint64, issuedMs, recvMs, dueMs int) *hb {
 	b.ev.Deliveries = append(b.ev.Deliveries, Delivery{Key: key, ID: id, OriginID: id, Topic: "t", Cycle: 2,
-		Issued: at(storedMs), Received: at(storedMs), Stream: true, DeliverAt: at(dueMs), Consumed: at(storedMs + 5)})
+		Issued: at(issuedMs), Received: at(recvMs), StreamSeq: seq, DeliverAt: at(dueMs)})
 	return b
 }
 
-// TestCheckStream: in --cluster mode one copy in the stream settles a
-// message (there is no Ack), a second copy of the same ID is counted as a
-// stream duplicate, and loss, early-ness (also against the server's own
-// Hourglass-Deliver-At) and cancel truthfulness are judged as for Receive.
-func TestCheckStream(t *testing.T) {
-	p := CheckParams{Fsync: "always", SkewBound: time.Millisecond, Stream: true}
+// cset records a cluster Ack or Nack of stream copy seq.
+func (b *hb) cset(key, id string, seq uint64, kind SettleKind, delayMs int, out Outcome, sentMs, answeredMs int) *hb {
+	b.settle(key, id, kind, delayMs, out, sentMs, answeredMs)
+	b.ev.Settles[len(b.ev.Settles)-1].StreamSeq = seq
+	return b
+}
+
+// TestCheckCluster: in --cluster mode Receive, Ack and Nack are judged as
+// on one node, except that a second copy of an ID in the delivery stream
+// is a stream duplicate (its own Acks), a Nack with a delay keeps the ID
+// (no ack: its redelivery is allowed, not before the delay), and the
+// server's deliver_at is a not-before too.
+func TestCheckCluster(t *testing.T) {
+	p := CheckParams{Fsync: "always", SkewBound: time.Millisecond, Cluster: true}
+	sched := func() *hb { return (&hb{}).sched("a", "A", OK, 0, 100) }
 	cases := []struct {
 		name    string
 		b       *hb
@@ -253,17 +262,21 @@ func TestCheckStream(t *testing.T) {
 		dupes   int
 		pending int
 	}{
-		{"delivered_once", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100), "", 0, 0},
-		{"stored_twice", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100).stream("a", "A", 5000, 100), "", 1, 0},
-		{"in_doubt_never_stored", (&hb{}).sched("a", "", InDoubt, 0, 100), "", 0, 0},
-		{"never_stored", (&hb{}).sched("a", "A", OK, 0, 100), VLost, 0, 1},
-		{"early_by_request", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 50, 100), VEarly, 0, 0},
-		// The server took the delay from its own arrival time (later than
-		// the harness's send): its Deliver-At is the promise to keep.
-		{"early_by_server_time", (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 150, 200), VEarly, 0, 0},
-		{"stored_after_cancel", (&hb{}).sched("a", "A", OK, 0, 1000).cancel("a", "A", OK, CancelCancelled, 10, 11).stream("a", "A", 1001, 1000), VAfterCancel, 0, 0},
-		{"cancelled_never_stored", (&hb{}).sched("a", "A", OK, 0, 1000).cancel("a", "A", OK, CancelCancelled, 10, 11), "", 0, 0},
-		{"phantom", (&hb{}).stream("zz", "Z", 100, 100), VPhantom, 0, 0},
+		{"acked", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140), "", 0, 0},
+		{"never_acked", sched().cdel("a", "A", 7, 110, 120, 100), VLostRedelivery, 0, 1},
+		{"never_delivered", sched(), VLost, 0, 1},
+		{"stored_twice_each_acked", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
+			cdel("a", "A", 9, 150, 160, 100).cset("a", "A", 9, Ack, 0, OK, 170, 180), "", 1, 0},
+		{"after_durable_ack", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
+			cdel("a", "A", 7, 150, 160, 100).cset("a", "A", 7, Ack, 0, OK, 170, 180), VAfterAck, 0, 0},
+		{"nack_delay_keeps_id", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Nack, 500, OK, 130, 140).
+			cdel("a", "A", 7, 600, 640, 100).cset("a", "A", 7, Ack, 0, OK, 650, 660), "", 0, 0},
+		{"before_nack_delay", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Nack, 500, OK, 130, 140).
+			cdel("a", "A", 7, 200, 210, 100).cset("a", "A", 7, Ack, 0, OK, 650, 660), VEarly, 0, 0},
+		{"nack_retry_never_came", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Nack, 500, OK, 130, 140), VLostRetry, 0, 1},
+		{"early_by_server_time", sched().cdel("a", "A", 7, 140, 150, 200).cset("a", "A", 7, Ack, 0, OK, 160, 170), VEarly, 0, 0},
+		{"after_cancel", (&hb{}).sched("a", "A", OK, 0, 1000).cancel("a", "A", OK, CancelCancelled, 10, 11).
+			cdel("a", "A", 7, 1000, 1001, 1000).cset("a", "A", 7, Ack, 0, OK, 1002, 1003), VAfterCancel, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,11 +297,23 @@ func TestCheckStream(t *testing.T) {
 			}
 		})
 	}
-	// Without Stream, the same two copies of an unacked ID are a
-	// redelivery of a message never acked, and it is lost (never acked).
-	b := (&hb{}).sched("a", "A", OK, 0, 100).stream("a", "A", 120, 100).stream("a", "A", 5000, 100)
-	res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond})
-	if res.Counts.DupStream != 0 || res.Counts.DupUnacked != 1 || len(res.Pending) != 1 {
-		t.Errorf("Receive mode: stream dupes %d, unacked dupes %d, pending %v; want 0, 1, [a]", res.Counts.DupStream, res.Counts.DupUnacked, res.Pending)
+	// On one node a delayed Nack acks the ID: the same redelivery is a
+	// delivery after a durable ack.
+	b := sched().cdel("a", "A", 0, 110, 120, 0).settle("a", "A", Nack, 500, OK, 130, 140).cdel("a", "A", 0, 600, 640, 0)
+	if res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond}); res.Counts.DupAfterAck != 1 {
+		t.Errorf("one node: %+v; want one delivery after a durable ack", res.Violations)
+	}
+}
+
+func TestReceiptSeq(t *testing.T) {
+	for rc, want := range map[string]uint64{
+		"1700000000000/$JS.ACK.HOURGLASS.hg_ct0_0a1b2c3d.2.4711.55.1700000000000000000.0":               4711,
+		"1700000000000/$JS.ACK.dom.ACCHASH.HOURGLASS.hg_ct0_0a1b2c3d.2.4711.55.1700000000000000000.0.r": 4711,
+		"17/not-a-subject": 0,
+		"":                 0,
+	} {
+		if got := receiptSeq(rc); got != want {
+			t.Errorf("receiptSeq(%q) = %d, want %d", rc, got, want)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,16 +10,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hourglassmq/hourglass/cluster"
-	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
-	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/natscluster"
 	"github.com/hourglassmq/hourglass/message"
 )
@@ -30,6 +25,10 @@ const (
 	DefaultClusterNodes = 3
 	DefaultLeaseTTL     = 3 * time.Second
 	DefaultPartitions   = 8
+	// ClusterLease is the nodes' --default-lease: every topic's
+	// consumer's AckWait, the lease of every cluster Receive (they send
+	// lease_ms 0).
+	ClusterLease = 3 * time.Second
 )
 
 // ClusterSummary is what a --cluster run adds to the Summary.
@@ -46,20 +45,13 @@ type ClusterSummary struct {
 	// the delivery stream (a republish JetStream's duplicate window did not
 	// absorb). Allowed (at-least-once), reported.
 	StreamDuplicates int `json:"stream_duplicates"`
-	// ConsumerRedeliveries: stream messages the harness's consumer got
-	// again (its ack was lost); not duplicates of the stream.
-	ConsumerRedeliveries int `json:"consumer_redeliveries"`
-	FetchErrors          int `json:"fetch_errors"`
-	// Lateness of first deliveries: the time JetStream stored the message
-	// minus when it was due (the later of the requested time and the
-	// server's Hourglass-Deliver-At), in ms.
+	// Lateness of first deliveries: when the Receive that handed the
+	// message out returned minus when it was due (the later of the
+	// requested time and the server's deliver_at), in ms. It includes the
+	// consumers' polling (each visits the topics in turn).
 	LatenessP50Ms float64 `json:"lateness_p50_ms"`
 	LatenessP99Ms float64 `json:"lateness_p99_ms"`
 	LatenessMaxMs float64 `json:"lateness_max_ms"`
-	// StreamLatencyP99Ms: consumer clock at receipt minus the time the
-	// stream stored the message (what reading the stream adds; not
-	// early-ness or lateness of the server).
-	StreamLatencyP99Ms float64 `json:"stream_latency_p99_ms"`
 	// NATSRestartMaxMs: the longest natscluster.Restart (until the node
 	// is healthy: caught up with the meta leader and every replica).
 	NATSRestartMaxMs float64 `json:"nats_restart_max_ms"`
@@ -75,11 +67,11 @@ type KillReport struct {
 	// ReownedMs: from the kill until every one of those partitions had
 	// another owner in HG_OWNERS; -1 if not within the bound.
 	ReownedMs float64 `json:"reowned_ms"`
-	// FirstDeliveryMs: from the kill until the first message of those
-	// partitions (of any partition for a NATS kill) stored in the delivery
-	// stream; -1 if none.
+	// FirstDeliveryMs: from the kill until the first Receive returning a
+	// first attempt of those partitions (of any partition for a NATS kill);
+	// -1 if none.
 	FirstDeliveryMs float64 `json:"first_delivery_ms"`
-	// MaxLateMs: the largest lateness (stored minus due) of the messages
+	// MaxLateMs: the largest lateness (received minus due) of the messages
 	// of those partitions (of any for a NATS kill) due from the kill to
 	// the next kill (or the end): how long the kill held deliveries up.
 	MaxLateMs float64 `json:"max_late_ms"`
@@ -95,8 +87,7 @@ type hgNode struct {
 }
 
 // clusterRunner is a --cluster run: 3 NATS nodes, 3 hourglass nodes,
-// producers round-robin over the live hourglass nodes, one consumer of
-// the delivery stream.
+// producers and consumers calling the live hourglass nodes round-robin.
 type clusterRunner struct {
 	*runner
 	nats     *natscluster.Cluster
@@ -106,6 +97,7 @@ type clusterRunner struct {
 	owners   jetstream.KeyValue
 	cycleNow atomic.Int64
 	cs       *ClusterSummary
+	rr       *rrClient
 
 	mu sync.Mutex // guards hgNode.srv
 }
@@ -147,15 +139,8 @@ func (r *runner) runCluster(ctx context.Context) (err error) {
 	if cr.owners, err = js.KeyValue(ctx, "HG_OWNERS"); err != nil {
 		return fmt.Errorf("crashtest: the cluster's HG_OWNERS bucket: %w", err)
 	}
-	cons, err := ensureConsumer(ctx, js)
-	if err != nil {
-		return err
-	}
-	cr.stream = &streamReader{js: js, hist: r.hist, seen: map[uint64]bool{}, cyc: func() int { return int(cr.cycleNow.Load()) }}
-	rctx, stopReader := context.WithCancel(context.Background())
-	var rwg sync.WaitGroup
-	rwg.Go(func() { cr.stream.run(rctx, cons) })
-	defer func() { stopReader(); rwg.Wait() }()
+	cr.rr = &rrClient{w: cr.wl, up: cr.up}
+	defer cr.rr.close()
 
 	seg := r.cfg.SegmentDuration
 	reserve := 8*seg + r.cfg.DrainGrace
@@ -181,7 +166,8 @@ func (cr *clusterRunner) serverArgs(n *hgNode) []string {
 	return []string{"--cluster", cr.nats.URLs(), "--node-id", n.id, "--partitions", fmt.Sprint(cr.cfg.Partitions),
 		"--lease-ttl", cr.cfg.LeaseTTL.String(), "--replicas", "3",
 		"--segment-duration", cr.cfg.SegmentDuration.String(), "--delay-levels", delayLevelsFlag,
-		"--max-delay", "1d", "--shutdown-timeout", "5s"}
+		"--max-delay", "1d", "--shutdown-timeout", "5s",
+		"--max-attempts", fmt.Sprint(MaxAttempts), "--default-lease", ClusterLease.String()}
 }
 
 // startNode starts hourglass node n and waits until it is ready; a failure
@@ -248,16 +234,19 @@ func (cr *clusterRunner) up() []string {
 	return a
 }
 
-// cycle runs producers, SIGKILLs one hourglass node or one NATS node at a
+// cycle runs producers and consumers, SIGKILLs one hourglass node or one NATS node at a
 // random moment while they go on, measures the takeover, and stops them.
 func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 	cr.cycleNow.Store(int64(cycle))
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	rr := &rrClient{w: cr.wl, up: cr.up}
 	for i := range cr.cfg.Producers {
 		rng := rand.New(rand.NewPCG(cr.cfg.Seed, uint64(cycle)<<16|uint64(i)))
-		wg.Go(func() { cr.wl.produce(wctx, lanes{connect: connectUnary{rr}, w: cr.wl}, cycle, i, rng) })
+		wg.Go(func() { cr.wl.produce(wctx, cr.rr.lanes(), cycle, i, rng) })
+	}
+	for i := range cr.cfg.Consumers {
+		rng := rand.New(rand.NewPCG(cr.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
+		wg.Go(func() { cr.wl.consume(wctx, cr.rr.lanes(), cycle, i, rng, false) })
 	}
 	t0 := time.Now()
 	sleep(ctx, time.Second+time.Duration(cr.rng.Int64N(int64(2*time.Second))))
@@ -348,8 +337,8 @@ func (cr *clusterRunner) waitReowned(ctx context.Context, node string, owned []i
 	return 0, false
 }
 
-// drain lets the consumer read until every acknowledged message was
-// delivered, or the deadline; then it stops the nodes.
+// drain runs the consumers, acking what they get, until every
+// acknowledged message was delivered and acked, or the deadline.
 func (cr *clusterRunner) drain(ctx context.Context) error {
 	cr.cycleNow.Store(int64(cr.cfg.Cycles + 1))
 	t0 := time.Now()
@@ -363,6 +352,13 @@ func (cr *clusterRunner) drain(ctx context.Context) error {
 	cr.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	dctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	for i := range cr.cfg.Consumers {
+		rng := rand.New(rand.NewPCG(cr.cfg.Seed, 0xd0000|uint64(i)))
+		wg.Go(func() { cr.wl.consume(dctx, cr.rr.lanes(), cr.cfg.Cycles+1, i, rng, true) })
+	}
 	complete := false
 	for dctx.Err() == nil {
 		sleep(dctx, 250*time.Millisecond)
@@ -401,14 +397,11 @@ func (cr *clusterRunner) stopAll(cycle int) {
 func (r *runner) finishCluster(ev Events, res Result) {
 	cs := r.sum.Cluster
 	cs.StreamDuplicates = res.Counts.DupStream
-	if r.stream != nil {
-		cs.ConsumerRedeliveries, cs.FetchErrors = r.stream.stats()
-	}
 	due := map[string]time.Time{}
 	for _, s := range ev.Schedules {
 		due[s.Key] = s.NotBefore
 	}
-	var late, lat []time.Duration
+	var late []time.Duration
 	type firstDelivery struct {
 		d   *Delivery
 		due time.Time
@@ -417,11 +410,7 @@ func (r *runner) finishCluster(ev Events, res Result) {
 	first := map[string]bool{}
 	for i := range ev.Deliveries {
 		d := &ev.Deliveries[i]
-		if !d.Stream {
-			continue
-		}
-		lat = append(lat, d.Consumed.Sub(d.Received))
-		if first[d.Key] || d.Attempt > 0 {
+		if first[d.Key] || d.Attempt > 0 || isDLQ(d.Topic) {
 			continue
 		}
 		first[d.Key] = true
@@ -436,7 +425,6 @@ func (r *runner) finishCluster(ev Events, res Result) {
 		firsts = append(firsts, firstDelivery{d, nb})
 	}
 	cs.LatenessP50Ms, cs.LatenessP99Ms, cs.LatenessMaxMs = pct(late, 50), pct(late, 99), pct(late, 100)
-	cs.StreamLatencyP99Ms = pct(lat, 99)
 	for i := range cs.Kills {
 		k := &cs.Kills[i]
 		ours := func(d *Delivery) bool {
@@ -448,7 +436,7 @@ func (r *runner) finishCluster(ev Events, res Result) {
 		}
 		for j := range ev.Deliveries {
 			d := &ev.Deliveries[j]
-			if !d.Stream || !d.Received.After(k.At) || !ours(d) {
+			if d.Attempt > 0 || isDLQ(d.Topic) || !d.Received.After(k.At) || !ours(d) {
 				continue
 			}
 			if t := ms(d.Received.Sub(k.At)); k.FirstDeliveryMs < 0 || t < k.FirstDeliveryMs {
@@ -490,49 +478,4 @@ func pct(d []time.Duration, q int) float64 {
 	slices.Sort(d)
 	i := min(len(d)-1, (len(d)*q)/100)
 	return ms(d[i])
-}
-
-// rrClient sends Schedule, ScheduleBatch and Cancel to the live hourglass
-// nodes in turn; a node that refuses the connection (it is down) is
-// skipped for the next. Other methods are not used in cluster mode.
-type rrClient struct {
-	hourglassv1connect.HourglassServiceClient // nil: only the methods below are called
-	w                                         *workload
-	up                                        func() []string
-	next                                      atomic.Uint64
-}
-
-// errNoNode: every node refused; nothing was sent (Rejected).
-var errNoNode = fmt.Errorf("crashtest: no hourglass node up: %w", syscall.ECONNREFUSED)
-
-func each[T any](c *rrClient, call func(hourglassv1connect.HourglassServiceClient) (T, error)) (T, error) {
-	addrs := c.up()
-	start := int(c.next.Add(1))
-	var zero T
-	for j := range addrs {
-		res, err := call(c.w.client(addrs[(start+j)%len(addrs)]))
-		if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
-			continue
-		}
-		return res, err
-	}
-	return zero, errNoNode
-}
-
-func (c *rrClient) Schedule(ctx context.Context, req *connect.Request[hourglassv1.ScheduleRequest]) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-	return each(c, func(h hourglassv1connect.HourglassServiceClient) (*connect.Response[hourglassv1.ScheduleResponse], error) {
-		return h.Schedule(ctx, connect.NewRequest(req.Msg))
-	})
-}
-
-func (c *rrClient) ScheduleBatch(ctx context.Context, req *connect.Request[hourglassv1.ScheduleBatchRequest]) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
-	return each(c, func(h hourglassv1connect.HourglassServiceClient) (*connect.Response[hourglassv1.ScheduleBatchResponse], error) {
-		return h.ScheduleBatch(ctx, connect.NewRequest(req.Msg))
-	})
-}
-
-func (c *rrClient) Cancel(ctx context.Context, req *connect.Request[hourglassv1.CancelRequest]) (*connect.Response[hourglassv1.CancelResponse], error) {
-	return each(c, func(h hourglassv1connect.HourglassServiceClient) (*connect.Response[hourglassv1.CancelResponse], error) {
-		return h.Cancel(ctx, connect.NewRequest(req.Msg))
-	})
 }

@@ -23,9 +23,6 @@ type dlqJudge struct {
 // attempt counts, dead-lettered too early, handed out on its topic after
 // the dead letter was acked. Key and Cut are left to the caller.
 func (j *dlqJudge) judge(settles []*Settle, c *Counts) []Violation {
-	if j.p.Stream {
-		return nil // no queue, no dead letters
-	}
 	var out []Violation
 	for _, d := range j.orig {
 		if int(d.Attempt) >= j.maxA {

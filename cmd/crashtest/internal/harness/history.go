@@ -92,13 +92,10 @@ type Delivery struct {
 	Cycle    int
 	Issued   time.Time // when the Receive that returned it was sent
 	Received time.Time // when that Receive returned
-	// Stream deliveries (--cluster): read from the JetStream delivery
-	// stream, where Issued and Received are the time JetStream stored the
-	// owner's publish (the latest moment the message was fired).
-	Stream    bool      `json:",omitempty"`
-	StreamSeq uint64    `json:",omitempty"` // stream sequence
-	DeliverAt time.Time `json:",omitempty"` // the Hourglass-Deliver-At header
-	Consumed  time.Time `json:",omitempty"` // when the harness's consumer got it
+	// --cluster: the delivery stream's sequence of the copy handed out
+	// (from the receipt) and the server's deliver_at.
+	StreamSeq uint64    `json:",omitempty"`
+	DeliverAt time.Time `json:",omitempty"`
 	// RedriveOf is the dead letter a redriven copy was moved back from:
 	// the ID in its idempotency key "redrive:<ID>" (Redrive keys each copy
 	// so). "" for any other message.
@@ -132,6 +129,9 @@ type Settle struct {
 	// Sched names the recurring schedule of a settled occurrence ("" for
 	// the workload's own messages).
 	Sched string `json:",omitempty"`
+	// StreamSeq (--cluster): the delivery stream's sequence the receipt
+	// named.
+	StreamSeq uint64 `json:",omitempty"`
 }
 
 // ReceiveFail is a Receive that failed in doubt (not refused): the server

@@ -172,7 +172,10 @@ func (s *keyState) ended() (ended, maybe bool) {
 //     Reschedule in doubt its NotBefore; the earlier of what may explain
 //     it (if nothing does, the earliest time any incarnation was due).
 //
-// With p.Stream the server's own Hourglass-Deliver-At is a floor too.
+// In a cluster (d.StreamSeq set) the server's own deliver_at is a floor
+// too, and so is, for a redelivery of the same stream copy, each Nack with
+// a delay of that copy answered OK before the Receive was sent: its sending
+// plus the delay (JetStream holds the message back, under the same ID).
 func (s *keyState) floor(d *Delivery) (time.Time, string) {
 	sc := s.sched
 	nb, what := time.Time{}, ""
@@ -216,10 +219,18 @@ func (s *keyState) floor(d *Delivery) (time.Time, string) {
 			nb, what = base, sc.Kind
 		}
 	}
-	if d.Stream && d.DeliverAt.After(nb) {
+	if d.StreamSeq != 0 && d.DeliverAt.After(nb) {
 		// The server's own delivery time (its clock at arrival plus the
 		// delay) is a promise too.
 		nb = d.DeliverAt
+	}
+	if d.StreamSeq != 0 {
+		for _, x := range s.settles {
+			if x.Kind == Nack && x.NackDelay > 0 && x.Outcome == OK && x.StreamSeq == d.StreamSeq && x.Topic == d.Topic &&
+				x.Answered.Before(d.Issued) && x.Sent.Add(x.NackDelay).After(nb) {
+				nb, what = x.Sent.Add(x.NackDelay), "nacked with delay"
+			}
+		}
 	}
 	return nb, what
 }

@@ -101,14 +101,13 @@ type runner struct {
 	skew, skewBound        time.Duration
 	mustReport             []string // cut commitlog-format files the next start must report
 	extra                  []Violation
-	stream                 *streamReader   // --cluster: the delivery stream's reader
 	natsRest               []time.Duration // --cluster: NATS node restarts, until healthy
 	dmg                    *damager        // --damage
 }
 
 // checkParams are Check's parameters for this run.
 func (r *runner) checkParams() CheckParams {
-	return CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound, Stream: r.cfg.Cluster, MaxAttempts: MaxAttempts}
+	return CheckParams{Fsync: r.cfg.Fsync, SkewBound: r.skewBound, Cluster: r.cfg.Cluster, MaxAttempts: MaxAttempts}
 }
 
 func (r *runner) progress(format string, a ...any) {

@@ -59,12 +59,10 @@ type CheckParams struct {
 	// Precision is added to SkewBound for the server's millisecond
 	// timestamps (default 1ms).
 	Precision time.Duration
-	// Stream judges deliveries read from the JetStream delivery stream
-	// (--cluster): there is no Ack RPC, so one delivery settles a message,
-	// and a second copy of an ID in the stream (JetStream's duplicate
-	// window did not absorb a republish) is counted in DupStream, not a
-	// violation: the cluster promises at-least-once.
-	Stream bool
+	// Cluster judges a --cluster run, whose Receive, Ack and Nack are
+	// served from JetStream consumers (docs/CLUSTER.md "Receiving"); what
+	// differs from one node is listed in Check's comment.
+	Cluster bool
 	// MaxAttempts is the server's --max-attempts (0: the harness's
 	// MaxAttempts): the failed deliveries after which a message goes to
 	// "<topic>.dlq".

@@ -333,6 +333,12 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 		if t.short {
 			t.lease = time.Duration(300+rng.IntN(500)) * time.Millisecond
 		}
+		leaseMs := t.lease.Milliseconds()
+		if w.cfg.Cluster {
+			// One lease per topic (the consumer's AckWait): lease_ms
+			// must be 0 or that; a short turn lets it run out as well.
+			t.lease, leaseMs = ClusterLease, 0
+		}
 		if l.streams != nil && rng.IntN(100) < 35 {
 			w.consumeStream(ctx, l, t, rng)
 			continue
@@ -344,7 +350,7 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 		u := l.pick("receive", rng)
 		issued := time.Now()
 		res, err := call(ctx, u.Receive, &hourglassv1.ReceiveRequest{
-			Topic: t.topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: t.lease.Milliseconds(),
+			Topic: t.topic, MaxMessages: int32(1 + rng.IntN(16)), WaitMs: wait, LeaseMs: leaseMs,
 		})
 		received := time.Now()
 		if err != nil {
@@ -355,7 +361,13 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 			continue
 		}
 		for _, m := range res.Messages {
-			w.hist.AddDelivery(delivery(m, cycle, issued, received))
+			d := delivery(m, cycle, issued, received)
+			if w.cfg.Cluster {
+				// Which copy in the delivery stream, and the server's own
+				// delivery time (a not-before too).
+				d.StreamSeq, d.DeliverAt = receiptSeq(m.Receipt), m.DeliverAt.AsTime()
+			}
+			w.hist.AddDelivery(d)
 		}
 		for _, m := range res.Messages {
 			if kind, delay, ok := w.decide(t, m, rng); ok {
@@ -448,6 +460,9 @@ func poisoned(m *hourglassv1.Message) bool {
 // gRPC, and records it.
 func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration, rng *rand.Rand) {
 	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
+	if w.cfg.Cluster {
+		x.StreamSeq = receiptSeq(m.Receipt)
+	}
 	var err error
 	if kind == Ack {
 		u := l.pick("ack", rng)
