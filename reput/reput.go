@@ -323,6 +323,11 @@ func Start(opts Options) (*Reput, error) {
 	if opts.MaxOpenWriters <= 0 {
 		opts.MaxOpenWriters = defaultMaxOpenWriters()
 	}
+	if opts.Schedule.BufferSize <= 0 {
+		// With up to a thousand writers busy at once (a month of
+		// buckets), segfile's 256 KiB buffers would hold 256 MiB.
+		opts.Schedule.BufferSize = scheduleBufferSize
+	}
 	if opts.RetryMin <= 0 {
 		opts.RetryMin = 10 * time.Millisecond
 	}

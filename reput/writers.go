@@ -28,6 +28,12 @@ func defaultMaxOpenWriters() int {
 	return 1024
 }
 
+// scheduleBufferSize is the write buffer of each schedule segment writer
+// (Options.Schedule.BufferSize's default): a quarter of segfile's, since
+// up to MaxOpenWriters of them fill at once when deliveries spread over
+// many buckets.
+const scheduleBufferSize = 64 << 10
+
 // writerFor returns the writer of the segment that deliverAt belongs to,
 // opening (and recovering) or creating it. Past MaxOpenWriters it first
 // closes the least recently used writers.
