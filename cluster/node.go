@@ -179,7 +179,7 @@ type Node struct {
 	stallChecks *rate.Limiter // nil: no stall checks; on the node's clock
 
 	rr        atomic.Uint64 // round robin over partitions for unkeyed messages
-	gathers   []gather      // per partition: group commit of unkeyed single Schedules
+	gather    gather        // group commit of unkeyed single Schedules
 	scheduled atomic.Int64
 	cancelled atomic.Int64
 
@@ -275,7 +275,6 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	n.gathers = make([]gather, n.opts.Partitions)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	go n.ownLoop()
 	return n, nil

@@ -197,20 +197,25 @@ func (n *Node) intakeError(p, count int, err error) error {
 		count, inStream(p), err)
 }
 
-// gather is the group commit of one partition's unkeyed single Schedules:
-// one is published at once while fewer than gatherInflight publishes of
-// them are in flight; those that arrive while that many are in flight
-// wait and go together in the next intake message.
+// gather is the group commit of this node's unkeyed single Schedules: one
+// is published at once while fewer than gatherInflight publishes of them
+// are in flight; those that arrive while that many are in flight wait and
+// go together in the next intake message. Each intake message goes to the
+// next partition in round robin, so the partitions share the load as they
+// do for batches.
 type gather struct {
 	mu       sync.Mutex
 	inflight int       // guarded by mu: leader goroutines publishing
 	waiting  []*waiter // guarded by mu
 }
 
-// gatherInflight is how many gathered publishes may be in flight per
-// partition. One would gather the most, but a Schedule arriving during a
+// gatherInflight is how many gathered publishes may be in flight on a
+// node. One would gather the most, but a Schedule arriving during a
 // publish would then wait for two round trips; a few in flight keep the
-// latency near one round trip and still gather under load.
+// latency near one round trip and still gather under load. It is per
+// node, not per partition: with a bound per partition, 64 concurrent
+// Schedules over 8 partitions went about two to an intake message, and a
+// node made 4,252 Schedules/s (docs/BENCHMARKS.md "Cluster mode").
 const gatherInflight = 4
 
 type waiter struct {
@@ -227,30 +232,30 @@ type gatherResult struct {
 // gatherBytes bounds the encoded size of one gathered intake message.
 const gatherBytes = 256 << 10
 
-// gathered stores m through its partition's group commit.
+// gathered stores m through the node's group commit.
 func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, error) {
-	p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
-	g := &n.gathers[p]
+	g := &n.gather
 	w := &waiter{m: m, size: message.ScheduleSize(m) + 4, done: make(chan gatherResult, 1)}
 	g.mu.Lock()
 	g.waiting = append(g.waiting, w)
 	if g.inflight < gatherInflight {
 		g.inflight++
-		go n.lead(p)
+		go n.lead()
 	}
 	g.mu.Unlock()
 	select {
 	case r := <-w.done:
 		return r.id, r.err
 	case <-ctx.Done():
-		return message.ID{}, n.intakeError(p, 1, ctx.Err())
+		return message.ID{}, status.Errorf(codes.Unavailable,
+			"storing 1 message in the cluster's intake streams: %v; whether it was stored is unknown: retry it (with an idempotency key, a retry is not stored twice)", ctx.Err())
 	}
 }
 
-// lead publishes partition p's waiting Schedules, as many per intake
-// message as fit, until none wait.
-func (n *Node) lead(p int) {
-	g := &n.gathers[p]
+// lead publishes the node's waiting Schedules, as many per intake message
+// as fit, each intake message to the next partition, until none wait.
+func (n *Node) lead() {
+	g := &n.gather
 	// A gathered intake message must pass publishIntake's size check
 	// (max_payload less copyOverhead, less its own framing) even where the
 	// NATS servers set max_payload below gatherBytes.
@@ -275,6 +280,7 @@ func (n *Node) lead(p int) {
 		for i, w := range batch {
 			ms[i] = *w.m
 		}
+		p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
 		ids, err := n.publishIntake(n.ctx, p, ms, "")
 		for i, w := range batch {
 			if err != nil {

@@ -6,6 +6,7 @@
 #   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default) or single
 #   NODES=1 scripts/bench-cluster.sh ...               # only the 1-node run (NODES=3: only 3 nodes)
 #   CLIENTS=64 scripts/bench-cluster.sh ...            # load generator goroutines (default 24)
+#   PROTOCOL=stream scripts/bench-cluster.sh ...       # grpc (unary, default), connect or stream
 #
 # Every process it starts is stopped by its PID at the end.
 set -euo pipefail
@@ -81,7 +82,7 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   # Let the partitions spread (a node gives up what is over its share within a lease TTL/3).
   sleep 5
   echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --timeout 5m || true
+  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m || true
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
   for p in "${hgp[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
