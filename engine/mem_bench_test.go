@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // BenchmarkLoadedMemory schedules b.N messages into the loaded window and
@@ -59,4 +61,30 @@ func BenchmarkLoadedMemory(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-bytes/pending")
 	e.Close()
+}
+
+// BenchmarkKeyMemory claims and settles b.N idempotency keys of the
+// length the peer driver sends (a decimal ID) and reports the heap they
+// hold while their window lasts. Run with -benchtime 2000000x.
+func BenchmarkKeyMemory(b *testing.B) {
+	now := time.Unix(1_800_000_000, 0)
+	k := newKeyIndex(10*time.Minute, func() time.Time { return now })
+	close(k.ready)
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctx := context.Background()
+	for i := range b.N {
+		ik := indexKey("w3", strconv.Itoa(1_000_000+i))
+		if _, found, err := k.claim(ctx, ik); err != nil || found {
+			b.Fatalf("claim %d: found %v, err %v", i, found, err)
+		}
+		k.settle(ik, message.ID{DeliverAt: int64(i), Seq: uint64(i)}, true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if len(k.ids) != b.N {
+		b.Fatalf("%d keys held, want %d", len(k.ids), b.N)
+	}
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-bytes/key")
 }

@@ -68,7 +68,8 @@ name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKE
 (better than the flag for the token: it stays out of the process list).
 
 The server runs with Go's GC percent at 400 unless GOGC is set (its live heap
-is small; GOMEMLIMIT, if set, bounds it).
+is small), under a soft memory limit of --memory-limit (256MiB) that rises to
+twice the live heap when that is larger.
 
 Durations take Go's units (ms, s, m, h) and also d (24h) and y (365d): 90s, 10m,
 7d, 10y. Sizes take B, KiB, MiB: 65536, 512KiB, 1MiB.
@@ -162,6 +163,9 @@ func serveCommand() *cli.Command {
 				Usage: "at most `N` long polls (Receive with a wait) and streams open at once on the server; one more is refused with RESOURCE_EXHAUSTED"},
 			&cli.IntFlag{Name: "max-streams-per-conn", Value: server.DefaultMaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
 				Usage: "at most `N` long polls and streams open at once on one client connection"},
+			&cli.StringFlag{Name: "memory-limit", Value: "256MiB", EnvVars: envVar("memory-limit"),
+				Usage: "the Go runtime's soft memory limit (`SIZE`) while the live heap is under half of it; above, twice the live heap. " +
+					"It returns freed memory to the OS and makes the collector run more often near it; 0 for none (GOMEMLIMIT, if set and this flag is not, is used as is)"},
 			&cli.StringFlag{Name: "max-request-size", EnvVars: envVar("max-request-size"), DefaultText: "8MiB, or one message of --max-body with its headers if larger",
 				Usage: "refuse a request larger than this `SIZE` after decompression (a ScheduleBatch is one request) with RESOURCE_EXHAUSTED"},
 			&cli.DurationFlag{Name: "idle-timeout", Value: server.DefaultIdleTimeout, DefaultText: "5m", EnvVars: envVar("idle-timeout"),
@@ -231,6 +235,7 @@ type serveConfig struct {
 	natsStream        string
 	handoff           time.Duration
 	idemWindow        time.Duration
+	memLimit          uint64 // --memory-limit; 0: leave the runtime's alone
 	logger            *slog.Logger
 
 	cluster              string // NATS URLs; "" when not in cluster mode
@@ -272,6 +277,13 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	}
 	if cfg.dataDir == "" {
 		return nil, errors.New("--data-dir is empty: name a directory")
+	}
+	if c.IsSet("memory-limit") || os.Getenv("GOMEMLIMIT") == "" {
+		n, err := units.ParseSize(c.String("memory-limit"))
+		if err != nil || (n != 0 && n < 32<<20) {
+			return nil, fmt.Errorf("--memory-limit %q: a size of at least 32MiB (256MiB, 1GiB), or 0 for none", c.String("memory-limit"))
+		}
+		cfg.memLimit = uint64(n)
 	}
 	if c.IsSet("preload-lead") {
 		cfg.lead = c.Duration("preload-lead")
@@ -400,6 +412,7 @@ func runServe(c *cli.Context) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
 	}
+	followMemoryLimit(c.Context, cfg.memLimit, cfg.logger)
 	// Listen first: in cluster mode the node's default ID and advertise
 	// URL name the port.
 	ln, err := net.Listen("tcp", cfg.listen)

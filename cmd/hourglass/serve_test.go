@@ -74,6 +74,8 @@ func TestServeBadFlags(t *testing.T) {
 		{"max_attempts", []string{"--max-attempts", "0"}, "at least 1"},
 		{"max_topics_zero", []string{"--max-topics", "0"}, "--max-topics 0: at least 1, or -1 for no limit"},
 		{"topic_idle_zero", []string{"--topic-idle-timeout", "0s"}, "--topic-idle-timeout 0s: must be positive"},
+		{"memory_limit_small", []string{"--memory-limit", "1MiB"}, "at least 32MiB"},
+		{"memory_limit_unit", []string{"--memory-limit", "lots"}, "--memory-limit \"lots\""},
 		{"log_level", []string{"--log-level", "loud"}, "--log-level"},
 		{"argument", []string{"extra"}, "takes no arguments"},
 		{"segment_duration_unit", []string{"--segment-duration", "2"}, "takes a duration with a unit"},
