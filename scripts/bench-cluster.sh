@@ -7,6 +7,10 @@
 #   NODES=1 scripts/bench-cluster.sh ...               # only the 1-node run (NODES=3: only 3 nodes)
 #   CLIENTS=64 scripts/bench-cluster.sh ...            # load generator goroutines (default 24)
 #   PROTOCOL=stream scripts/bench-cluster.sh ...       # grpc (unary, default), connect or stream
+#   WINDOW=20s scripts/bench-cluster.sh N lateness     # N messages due over WINDOW, consumed on every node
+#   KILL=hourglass|nats KILL_AFTER=S ...               # kill -9 the second Hourglass node (or NATS node n1)
+#                                                      # S seconds after the run starts (3-node runs only)
+#   LEASE_TTL=10s ...                                  # the nodes' --lease-ttl (default 10s)
 #
 # Every process it starts is stopped by its PID at the end.
 set -euo pipefail
@@ -58,7 +62,7 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   start_nats
   start_node() { # start_node I: hourglass node I on port 17520+I
     "$WORK/hourglass" serve --cluster "$URLS" --listen 127.0.0.1:$((17520+$1)) --data-dir "$WORK/hg$nodes-$1" \
-      --node-id "hg$1" --replicas 3 --partitions 8 >> "$WORK/hg$nodes-$1.log" 2>&1 &
+      --node-id "hg$1" --replicas 3 --partitions 8 --default-lease 1m --lease-ttl "${LEASE_TTL:-10s}" >> "$WORK/hg$nodes-$1.log" 2>&1 &
     PIDS+=($!); hgp[$1]=$!
   }
   for i in $(seq 0 $((nodes-1))); do
@@ -82,7 +86,21 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   # Let the partitions spread (a node gives up what is over its share within a lease TTL/3).
   sleep 5
   echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m || true
+  local extra=() killer=""
+  [ "$SCEN" = lateness ] && extra=(--window "${WINDOW:-20s}" --grace 30s)
+  if [ -n "${KILL:-}" ] && [ "$nodes" = 3 ]; then
+    local victim
+    case "$KILL" in
+      hourglass) victim=${hgp[1]} ;;
+      nats) victim=${PIDS[1]} ;; # start_nats started n0, n1, n2 first
+      *) echo "KILL=$KILL: want hourglass or nats"; exit 2 ;;
+    esac
+    ( sleep "${KILL_AFTER:-10}"; echo "== $(date -u +%T.%N | cut -c1-12) kill -9 $KILL node (pid $victim)"; kill -9 "$victim" ) &
+    killer=$!
+  fi
+  echo "== $(date -u +%T.%N | cut -c1-12) bench starts"
+  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m "${extra[@]}" || true
+  [ -n "$killer" ] && wait "$killer" 2>/dev/null || true
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
   for p in "${hgp[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -252,7 +252,7 @@ func benchServerCommand() *cli.Command {
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
-				Usage: "the server's `URL`; for batch and single also several, comma-separated (the nodes of a cluster), client i sending to the i-th modulo their number"},
+				Usage: "the server's `URL`, or several, comma-separated (the nodes of a cluster): client i sends to the i-th modulo their number, and lateness consumers (grpc, stream) go round robin over them"},
 			&cli.StringFlag{Name: "token", EnvVars: []string{"HOURGLASS_TOKEN"},
 				Usage: "bearer `TOKEN` for a server started with --auth-token"},
 			&cli.StringFlag{Name: "scenario", Value: serverbench.DefaultScenario,

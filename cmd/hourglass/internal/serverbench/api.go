@@ -279,13 +279,16 @@ type peers struct {
 	// scheds has one scheduler per address of Config.Addrs; scheduling
 	// goroutine c uses scheds[c%len(scheds)].
 	scheds []scheduler
-	// polls makes unary calls to the first address: Time, and the Receive
-	// and AckBatch of lateness consumer i (grpc, connect), which uses
-	// polls[i/consumersPerConn%len(polls)].
+	// polls makes unary calls: Time (polls[0], the first address), and
+	// the Receive and AckBatch of lateness consumer i (grpc, connect),
+	// which uses polls[consumerConn(i, len(polls))].
 	polls []poller
 	// consumers are the Go clients whose Consume streams lateness
-	// consumer i uses (stream): consumers[i/consumersPerConn].
+	// consumer i uses (stream): consumers[consumerConn(i, len(consumers))].
 	consumers []*client.Client
+	// multi is set against several addresses (a cluster's nodes): the
+	// lateness consumers then go round robin over them.
+	multi bool
 	// counter counts the calls of the merging Go clients (MaxCalls).
 	counter *callCounter
 
@@ -305,6 +308,7 @@ func dial(cfg Config) (_ *peers, err error) {
 		}
 	}()
 	addrs := cfg.Addrs()
+	p.multi = len(addrs) > 1
 	lateness := cfg.Scenario == Lateness
 	groups := (cfg.Consumers + consumersPerConn - 1) / consumersPerConn
 	if cfg.Protocol == ProtocolConnect {
@@ -346,9 +350,12 @@ func dial(cfg Config) (_ *peers, err error) {
 			p.scheds = append(p.scheds, mergingAPI{cl})
 		}
 	case lateness && cfg.Protocol == ProtocolGRPC:
-		// The first consumers share the scheduling connection.
-		for range groups - 1 {
-			cc, err := dialGRPC(addrs[0], cfg.Token)
+		// The first consumers share the scheduling connection. With
+		// several addresses (the nodes of a cluster) each node gets a
+		// connection and consumers: consumer i polls connection
+		// i mod the connections.
+		for g := 1; g < max(groups, len(addrs)); g++ {
+			cc, err := dialGRPC(addrs[g%len(addrs)], cfg.Token)
 			if err != nil {
 				return nil, err
 			}
@@ -356,8 +363,8 @@ func dial(cfg Config) (_ *peers, err error) {
 			p.polls = append(p.polls, grpcAPI{hourglassv1.NewHourglassServiceClient(cc)})
 		}
 	case lateness && cfg.Protocol == ProtocolStream:
-		for range groups {
-			cl, err := client.New(addrs[0], client.WithToken(cfg.Token))
+		for g := range max(groups, len(addrs)) {
+			cl, err := client.New(addrs[g%len(addrs)], client.WithToken(cfg.Token))
 			if err != nil {
 				return nil, err
 			}
@@ -382,6 +389,16 @@ func (p *peers) openStreams(ctx context.Context, cfg Config) error {
 		p.scheds = append(p.scheds, s)
 	}
 	return nil
+}
+
+// consumerConn is the connection (of conns) that consumer ci uses: the
+// consumers in order share one up to consumersPerConn each; against
+// several addresses they go round robin over the nodes.
+func (p *peers) consumerConn(ci, conns int) int {
+	if p.multi {
+		return ci % conns
+	}
+	return ci / consumersPerConn % conns
 }
 
 func (p *peers) close() {

@@ -298,7 +298,7 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew time
 	for ci := range cfg.Consumers {
 		s := &samples[ci]
 		if cfg.Protocol == ProtocolStream {
-			cl := p.consumers[ci/consumersPerConn]
+			cl := p.consumers[p.consumerConn(ci, len(p.consumers))]
 			cwg.Go(func() {
 				if err := streamConsumer(cctx, cl, cfg.Topic, t, s, skew); err != nil {
 					t.errs.Add(1)
@@ -307,7 +307,7 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew time
 			})
 			continue
 		}
-		pl := p.polls[ci/consumersPerConn%len(p.polls)]
+		pl := p.polls[p.consumerConn(ci, len(p.polls))]
 		cwg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, t, s, skew) })
 	}
 

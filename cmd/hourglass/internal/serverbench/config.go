@@ -131,8 +131,8 @@ func (c *Config) normalize() error {
 			return fmt.Errorf("--addr %q: want a URL such as http://127.0.0.1:7420 (http:// or https://), or several separated by commas", a)
 		}
 	}
-	if len(c.Addrs()) > 1 && c.Scenario == Lateness {
-		return fmt.Errorf("--addr %q: the lateness scenario receives from one server's built-in queue; give one URL (several are for batch and single, against the nodes of a cluster)", c.Addr)
+	if len(c.Addrs()) > 1 && c.Scenario == Lateness && c.Protocol == ProtocolConnect {
+		return fmt.Errorf("--addr %q: the lateness scenario over connect receives from one server; give one URL, or use --protocol grpc or stream to receive from every node of a cluster", c.Addr)
 	}
 	if c.Messages == 0 {
 		c.Messages = DefaultMessages(c.Scenario)

@@ -16,7 +16,7 @@ func TestNormalizeErrors(t *testing.T) {
 		{"max_calls_connect", Config{Scenario: Single, Protocol: ProtocolConnect, MaxCalls: 2}, "--max-calls applies to --protocol grpc only"},
 		{"max_calls_stream", Config{Scenario: Single, Protocol: ProtocolStream, MaxCalls: 2}, "--max-calls applies to --protocol grpc only"},
 		{"negative_max_calls", Config{Scenario: Single, MaxCalls: -1}, "--max-calls -1 is out of range"},
-		{"lateness_two_addrs", Config{Scenario: Lateness, Addr: "http://127.0.0.1:1,http://127.0.0.1:2"}, "the lateness scenario receives from one server's built-in queue"},
+		{"lateness_two_addrs_connect", Config{Scenario: Lateness, Protocol: ProtocolConnect, Addr: "http://127.0.0.1:1,http://127.0.0.1:2"}, "the lateness scenario over connect receives from one server"},
 		{"addr_without_scheme", Config{Addr: "127.0.0.1:7420"}, `--addr "127.0.0.1:7420": want a URL`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
