@@ -3,7 +3,7 @@
 # 3 Hourglass nodes, against a 3-node NATS JetStream cluster (R3), all on
 # 127.0.0.1 of this machine. Bounded: --messages per run (default 100000).
 #
-#   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default) or single
+#   scripts/bench-cluster.sh [MESSAGES] [SCENARIO]     # SCENARIO batch (default), single or lateness
 #   NODES=1 scripts/bench-cluster.sh ...               # only the 1-node run (NODES=3: only 3 nodes)
 #   CLIENTS=64 scripts/bench-cluster.sh ...            # load generator goroutines (default 24)
 #   PROTOCOL=stream scripts/bench-cluster.sh ...       # grpc (unary, default), connect or stream
