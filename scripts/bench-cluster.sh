@@ -87,7 +87,7 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   sleep 5
   echo "== $nodes node(s): $addrs; load: $(cut -d' ' -f1-3 /proc/loadavg)"
   local extra=() killer=""
-  [ "$SCEN" = lateness ] && extra=(--window "${WINDOW:-20s}" --grace 30s)
+  [ "$SCEN" = lateness ] && extra=(--window "${WINDOW:-20s}" --grace 90s) # past the 1m lease: a redelivery counts
   if [ -n "${KILL:-}" ] && [ "$nodes" = 3 ]; then
     local victim
     case "$KILL" in
