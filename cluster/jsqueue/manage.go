@@ -110,6 +110,7 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) err
 		return unavailable("reading the consumer of topic %q: %v; retry", topic, err)
 	}
 	cfg := jc.CachedInfo().Config
+	pausedUntil := cfg.PauseUntil // an update keeps it; the answer to one may not say so
 	var set []string
 	cfg.AckWait = q.opts.Lease
 	if p.Lease != 0 {
@@ -135,8 +136,9 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) err
 		return unavailable("updating the consumer of topic %q: %v; retry", topic, err)
 	}
 	info := jc.CachedInfo()
+	info.Config.PauseUntil = pausedUntil
 	// JetStream changes a consumer's pause only by its own request.
-	if was := info.Config.PauseUntil != nil && q.opts.Now().Before(*info.Config.PauseUntil); was != p.Paused {
+	if was := pausedUntil != nil && q.opts.Now().Before(*pausedUntil); was != p.Paused {
 		var pr *jetstream.ConsumerPauseResponse
 		if p.Paused {
 			pr, err = q.opts.JS.PauseConsumer(ctx, q.opts.Stream, c.name, pauseForever)
