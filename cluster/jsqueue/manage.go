@@ -84,8 +84,9 @@ func (q *Queue) fresh(ctx context.Context, topic string) (*consumer, error) {
 // SetPolicy makes p topic's policy: its consumer's AckWait (p.Lease),
 // its max attempts (kept in the consumer's metadata) and its pause
 // (JetStream's consumer pause, until the year 2200): a consumer update,
-// then a pause or resume if that changes; a zero field is this node's
-// default (Options.Lease, Options.MaxAttempts, not paused). Backoff and
+// then a pause or resume if that changes. A zero field that was set
+// before goes back to this node's default (Options.Lease,
+// Options.MaxAttempts); one never set keeps the consumer's. Backoff and
 // Rate cannot be served by a JetStream pull consumer and are refused.
 // Two SetPolicy calls at once on different nodes: the last update wins
 // whole.
@@ -111,16 +112,25 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) err
 	}
 	cfg := jc.CachedInfo().Config
 	pausedUntil := cfg.PauseUntil // an update keeps it; the answer to one may not say so
+	// A field never set keeps what the consumer has (the defaults of the
+	// node that made it); one set before and now zero is set back to this
+	// node's default.
 	var set []string
-	cfg.AckWait = q.opts.Lease
-	if p.Lease != 0 {
+	was := strings.Split(cfg.Metadata[metaPolicySet], ",")
+	switch {
+	case p.Lease != 0:
 		cfg.AckWait = p.Lease
 		set = append(set, fieldLease)
+	case slices.Contains(was, fieldLease):
+		cfg.AckWait = q.opts.Lease
 	}
-	attempts := q.opts.MaxAttempts
-	if p.MaxAttempts != 0 {
+	attempts := c.maxAttempts
+	switch {
+	case p.MaxAttempts != 0:
 		attempts = p.MaxAttempts
 		set = append(set, fieldMaxAttempts)
+	case slices.Contains(was, fieldMaxAttempts):
+		attempts = q.opts.MaxAttempts
 	}
 	if p.Paused {
 		set = append(set, fieldPaused)
@@ -418,23 +428,31 @@ func (q *Queue) Redrive(ctx context.Context, dlq string, o RedriveOptions) (Redr
 				held = append(held, r)
 				continue
 			}
-			if o.Max > 0 && res.Redriven >= o.Max {
-				res.More = true
-				for _, rest := range got[i:] {
+			// giveBack holds the rest of the batch, from j on, when
+			// the Redrive stops here.
+			giveBack := func(j int) {
+				for _, rest := range got[j:] {
 					if rr, ok := parseAckSubject(rest.msg.Reply); ok {
 						held = append(held, rr)
 					}
 				}
+			}
+			if o.Max > 0 && res.Redriven >= o.Max {
+				res.More = true
+				giveBack(i)
 				return res, nil
 			}
 			if o.Wait != nil {
 				if err := o.Wait(ctx); err != nil {
-					held = append(held, r)
+					giveBack(i)
 					return res, err
 				}
 			}
 			if err := q.redriveOne(ctx, dlq, o.To, d.msg, r); err != nil {
-				// Not acked: handed out again in dlq when its lease ends.
+				// This one is not given back: a publish that failed may
+				// have been stored, and a Nack would hand it out again at
+				// once; its lease runs out instead.
+				giveBack(i + 1)
 				return res, err
 			}
 			res.Redriven++

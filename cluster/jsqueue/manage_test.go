@@ -130,6 +130,16 @@ func TestPolicy(t *testing.T) {
 	if set, _, _ := a.Policy(ctxT(t), "pol"); set != (queue.Policy{}) {
 		t.Errorf("policy as set after defaults: %+v, want none", set)
 	}
+
+	// A node with other flags setting one field leaves the others as the
+	// consumer has them.
+	c := e.node(Options{Lease: 3 * time.Second, MaxAttempts: 9})
+	if err := c.SetPolicy(ctxT(t), "pol", queue.Policy{MaxAttempts: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if set, eff, err := a.Policy(ctxT(t), "pol"); err != nil || set != (queue.Policy{MaxAttempts: 4}) || eff.Lease != 5*time.Second {
+		t.Errorf("after a SetPolicy of max attempts by a node with a 3s lease: set %+v, effective %+v, %v; want the lease kept at 5s", set, eff, err)
+	}
 }
 
 func topicIndex(ts []TopicStats, topic string) int {
