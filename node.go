@@ -216,7 +216,7 @@ func (n *Node) openCluster(ctx context.Context) error {
 	}
 	n.closers = append([]func() error{node.Close}, n.closers...)
 	n.ready = node.Ready()
-	n.srv, err = server.New(n.serverOptions(server.Options{Cluster: node, Metrics: metrics, ExternalSink: SinkNATS}))
+	n.srv, err = server.New(n.serverOptions(server.Options{Cluster: clusterAPI{node}, Metrics: metrics, ExternalSink: SinkNATS}))
 	return err
 }
 

@@ -270,7 +270,7 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.queue, err = jsqueue.New(jsqueue.Options{JS: n.js, Stream: opts.DeliveryStream, Prefix: opts.DeliveryPrefix,
-		Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, MaxTopics: opts.MaxTopics, Now: opts.Now, Logger: log})
+		Lease: opts.Lease, MaxAttempts: opts.MaxAttempts, MaxTopics: opts.MaxTopics, Replicas: opts.Replicas, Now: opts.Now, Logger: log})
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("cluster: %w", err)

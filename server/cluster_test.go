@@ -110,8 +110,7 @@ func (f *fakeReceiver) NackReceipt(_ context.Context, _, receipt string, o queue
 // TestClusterReceive: in cluster mode Receive, Ack, AckBatch, Nack and
 // the Consume stream of any topic go to the cluster node, with the
 // request's lease and the Nack's options; an Ack or Nack by id is refused
-// (a receipt is needed), Extend answers Unimplemented, and the queue's
-// other RPCs are refused naming cluster mode.
+// (a receipt is needed). The queue's management RPCs: TestClusterQueueManage.
 func TestClusterReceive(t *testing.T) {
 	fc := newFakeCluster(true, nil)
 	s := serveTest(t, Options{Cluster: fc, ExternalSink: "nats"}, nil)
@@ -139,10 +138,6 @@ func TestClusterReceive(t *testing.T) {
 	if err != nil || len(ab.Results) != 2 || !ab.Results[0].Acked || ab.Results[1].Acked {
 		t.Errorf("AckBatch = %v, %v; want acked, refused", ab, err)
 	}
-	_, err = c.Extend(ctx, &hourglassv1.ExtendRequest{Topic: "orders", Receipt: res.Messages[1].Receipt, LeaseMs: 1000})
-	wantStatus(t, "Extend", err, codes.Unimplemented, "cluster mode")
-	_, err = c.Purge(ctx, &hourglassv1.PurgeRequest{Topic: "orders", State: hourglassv1.MessageState_MESSAGE_STATE_DUE})
-	wantStatus(t, "Purge of the queue", err, codes.FailedPrecondition, "cluster mode")
 
 	// The Consume stream: pushes while it has credits, settles through the node.
 	fc.put("jobs", 2)

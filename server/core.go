@@ -41,6 +41,56 @@ type Cluster interface {
 	// Receiver serves Receive, Ack and Nack by receipt (a cluster node:
 	// from JetStream's consumers).
 	Receiver
+	// QueueManager serves the queue's management RPCs from the same
+	// consumers.
+	QueueManager
+}
+
+// QueueManager is what Extend, Redrive, Purge of due messages and dead
+// letters, DeleteTopic, Topics, GetPolicy and SetPolicy need of a cluster
+// node. Its errors are those of package queue or gRPC status errors.
+type QueueManager interface {
+	// ExtendReceipt starts the lease of the delivery receipt names
+	// again, lease from now, and returns when it ends.
+	ExtendReceipt(ctx context.Context, topic, receipt string, lease time.Duration) (time.Time, error)
+	// TopicPolicy returns topic's policy as set (fields not set zero)
+	// and as it applies; SetTopicPolicy makes p the policy (zero fields:
+	// the node's defaults), refusing what it cannot serve.
+	TopicPolicy(ctx context.Context, topic string) (set, effective queue.Policy, err error)
+	SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) error
+	// QueueTopics returns the topics with their counts, sorted.
+	QueueTopics(ctx context.Context) ([]QueueTopic, error)
+	// PurgeTopic removes topic's messages waiting to be received and
+	// returns how many; DeleteQueueTopic removes every message of topic
+	// and its policy, returns how many, and reports whether it existed.
+	PurgeTopic(ctx context.Context, topic string) (int64, error)
+	DeleteQueueTopic(ctx context.Context, topic string) (int64, bool, error)
+	// Redrive moves dead letters of dlq back as o says.
+	Redrive(ctx context.Context, dlq string, o RedriveOptions) (RedriveResult, error)
+}
+
+// QueueTopic is one topic's counts and policy (as set) in cluster mode.
+type QueueTopic struct {
+	Topic                     string
+	Due, Leased, DeadLettered int64
+	Policy                    queue.Policy
+}
+
+// RedriveOptions say which dead letters QueueManager.Redrive moves: those
+// Match accepts (nil: all), at most Max (0: no bound), to To ("": each
+// one's origin), calling Wait before each move.
+type RedriveOptions struct {
+	To    string
+	Match func(queue.Message) bool
+	Max   int64
+	Wait  func(context.Context) error
+}
+
+// RedriveResult is what a Redrive moved, skipped, and whether Max left a
+// matching message behind.
+type RedriveResult struct {
+	Redriven, Skipped int64
+	More              bool
 }
 
 // Receiver is what Receive, ReceiveStream, Consume, Ack, AckBatch and

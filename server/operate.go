@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -118,11 +116,8 @@ func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (
 // Extend serves the Extend RPC.
 func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
 	id, err := settleTarget(m.Topic, m.Id, m.Receipt)
-	if err == nil && s.q == nil {
-		// Unimplemented, not FailedPrecondition: a Worker then stops
-		// extending and lets its handlers' leases run as they are.
-		err = status.Error(codes.Unimplemented,
-			"Extend is not available in cluster mode (serve --cluster): a lease is the topic's JetStream consumer's AckWait, from the delivery on")
+	if err == nil {
+		err = s.byReceipt(m.Receipt)
 	}
 	if err != nil {
 		return nil, err
@@ -132,7 +127,9 @@ func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourgla
 	}
 	d := time.Duration(m.LeaseMs) * time.Millisecond
 	var until time.Time
-	if m.Receipt != "" {
+	if c := s.opts.Cluster; c != nil {
+		until, err = c.ExtendReceipt(ctx, m.Topic, m.Receipt, d)
+	} else if m.Receipt != "" {
 		until, err = s.q.ExtendReceipt(ctx, m.Topic, m.Receipt, d)
 	} else {
 		until, err = s.q.Extend(ctx, m.Topic, id, d)
@@ -159,13 +156,6 @@ const (
 // topic (attempt 0, its origin kept, keyed by its dead-letter ID), then
 // take and ack it in the dead-letter topic.
 func (s api) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourglassv1.RedriveResponse, error) {
-	if err := s.noQueue(); err != nil {
-		return nil, err
-	}
-	eng, err := s.localEngine("Redrive")
-	if err != nil {
-		return nil, err
-	}
 	if err := checkTopic("dead_letter_topic ", m.DeadLetterTopic); err != nil {
 		return nil, err
 	}
@@ -197,6 +187,13 @@ func (s api) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourg
 		ids[id] = true
 	}
 	lim := rate.NewLimiter(rate.Limit(ratePerSec), max(1, ratePerSec/10))
+	if c := s.opts.Cluster; c != nil {
+		return s.clusterRedrive(ctx, c, m, ids, lim)
+	}
+	eng, err := s.localEngine("Redrive")
+	if err != nil {
+		return nil, err
+	}
 	out := &hourglassv1.RedriveResponse{}
 	tok := ""
 	for {
@@ -289,13 +286,15 @@ func (s api) Purge(ctx context.Context, m *hourglassv1.PurgeRequest) (*hourglass
 	switch m.State {
 	case hourglassv1.MessageState_MESSAGE_STATE_PENDING:
 		n, err = s.purgePending(ctx, m.Topic)
-	case hourglassv1.MessageState_MESSAGE_STATE_DUE:
-		if err = s.noQueue(); err == nil {
-			n, err = s.q.PurgeDue(ctx, m.Topic)
+	case hourglassv1.MessageState_MESSAGE_STATE_DUE, hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
+		topic := m.Topic
+		if m.State == hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED {
+			topic = dlqOf(topic)
 		}
-	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
-		if err = s.noQueue(); err == nil {
-			n, err = s.q.PurgeDue(ctx, dlqOf(m.Topic))
+		if c := s.opts.Cluster; c != nil {
+			n, err = c.PurgeTopic(ctx, topic)
+		} else {
+			n, err = s.q.PurgeDue(ctx, topic)
 		}
 	default:
 		return nil, invalid("state %s: Purge removes PENDING, DUE or DEAD_LETTERED messages", m.State)
@@ -368,16 +367,23 @@ func cutSuffix(s, suffix string) (string, bool) {
 
 // DeleteTopic serves the DeleteTopic RPC.
 func (s api) DeleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest) (*hourglassv1.DeleteTopicResponse, error) {
-	if err := s.queueTopic(m.Topic); err != nil {
-		return nil, err
-	}
-	eng, err := s.localEngine("DeleteTopic")
-	if err != nil {
+	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
 	}
 	cancelled, err := s.purgePending(ctx, m.Topic)
 	if err != nil {
 		return nil, serverError(err)
+	}
+	if c := s.opts.Cluster; c != nil {
+		removed, _, err := c.DeleteQueueTopic(ctx, m.Topic)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		return &hourglassv1.DeleteTopicResponse{Cancelled: cancelled, Removed: removed}, nil
+	}
+	eng, err := s.localEngine("DeleteTopic")
+	if err != nil {
+		return nil, err
 	}
 	removed, _, err := s.q.DeleteTopic(ctx, m.Topic)
 	if err != nil {
@@ -394,8 +400,8 @@ func (s api) DeleteTopic(ctx context.Context, m *hourglassv1.DeleteTopicRequest)
 // Topics serves the Topics RPC: the queue's topics, those scheduled to since the
 // server started, and those with a policy.
 func (s api) Topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourglassv1.TopicsResponse, error) {
-	if err := s.noQueue(); err != nil {
-		return nil, err
+	if c := s.opts.Cluster; c != nil {
+		return s.clusterTopics(ctx, c)
 	}
 	stats := s.q.Stats()
 	names := map[string]bool{}
@@ -426,106 +432,6 @@ func (s api) Topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourgla
 		out.Topics = append(out.Topics, ti)
 	}
 	return out, nil
-}
-
-// GetPolicy serves the GetPolicy RPC.
-func (s api) GetPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
-	if err := s.queueTopic(m.Topic); err != nil {
-		return nil, err
-	}
-	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
-}
-
-// effective is topic's policy over the server's defaults, every field set.
-func (s *Server) effective(topic string) *hourglassv1.Policy {
-	e := s.q.Effective(topic)
-	p := toProtoPolicy(e)
-	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
-	if p.Backoff == nil {
-		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
-	}
-	return p
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// SetPolicy serves the SetPolicy RPC: the topic's policy with the request's
-// fields changed, durable as a control record before it answers.
-func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
-	if err := s.queueTopic(m.Topic); err != nil {
-		return nil, err
-	}
-	eng, err := s.localEngine("SetPolicy")
-	if err != nil {
-		return nil, err
-	}
-	p := s.q.Policy(m.Topic)
-	if np := m.Policy; np != nil {
-		if np.MaxAttempts != nil {
-			p.MaxAttempts = int(*np.MaxAttempts)
-		}
-		if np.Paused != nil {
-			p.Paused = *np.Paused
-		}
-		if np.MaxDispatchRate != nil {
-			p.Rate = *np.MaxDispatchRate
-		}
-		if np.LeaseMs != nil {
-			p.Lease = time.Duration(*np.LeaseMs) * time.Millisecond
-		}
-		if b := np.Backoff; b != nil {
-			if b.InitialMs > s.opts.MaxDelay.Milliseconds() || b.MaxMs > s.opts.MaxDelay.Milliseconds() {
-				return nil, invalid("backoff: delays up to %d ms (%s, the server's --max-delay)", s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
-			}
-			p.Backoff = queue.Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
-				Multiplier: b.Multiplier, Jitter: b.Jitter}
-		}
-	}
-	for _, f := range m.Defaults {
-		switch f {
-		case "max_attempts":
-			p.MaxAttempts = 0
-		case "backoff":
-			p.Backoff = queue.Backoff{}
-		case "paused":
-			p.Paused = false
-		case "max_dispatch_rate":
-			p.Rate = 0
-		case "lease_ms":
-			p.Lease = 0
-		default:
-			return nil, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate and lease_ms", f)
-		}
-	}
-	if err := p.Validate(queue.DefaultMaxLease); err != nil {
-		return nil, invalid("policy: %v", err)
-	}
-	if err := eng.Control(ctx, message.Control{Kind: message.ControlPolicy, Name: []byte(m.Topic), Value: queue.EncodePolicy(p)}); err != nil {
-		return nil, serverError(err)
-	}
-	return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
-}
-
-// toProtoPolicy shows a queue policy: fields left at their default unset.
-func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
-	out := &hourglassv1.Policy{}
-	if p.MaxAttempts != 0 {
-		out.MaxAttempts = ptr(int32(p.MaxAttempts))
-	}
-	if p.Paused {
-		out.Paused = ptr(true)
-	}
-	if p.Rate != 0 {
-		out.MaxDispatchRate = ptr(p.Rate)
-	}
-	if p.Lease != 0 {
-		out.LeaseMs = ptr(p.Lease.Milliseconds())
-	}
-	if !p.Backoff.IsZero() {
-		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
-			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
-	}
-	return out
 }
 
 // deadLetterInfo is what a dead letter's headers say of why it died, or

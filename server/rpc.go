@@ -232,7 +232,7 @@ func (s *Server) noQueue() error {
 		return nil
 	}
 	return status.Error(codes.FailedPrecondition,
-		"this server runs in cluster mode (serve --cluster): there is no built-in queue; Receive, ReceiveStream, Consume, and Ack, AckBatch and Nack by receipt are served from JetStream consumers of the delivery stream, but not this call (docs/CLUSTER.md)")
+		"this server runs in cluster mode (serve --cluster): there is no built-in queue; Receive, ReceiveStream, Consume, Ack, AckBatch, Nack and Extend by receipt and the queue's management RPCs are served from JetStream consumers of the delivery stream, but not this call (docs/CLUSTER.md)")
 }
 
 // byReceipt refuses, in cluster mode, an Ack or Nack that names an id

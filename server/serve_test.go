@@ -23,6 +23,7 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
 )
 
 // served is a Server running Serve on a TCP port of the loopback
@@ -185,6 +186,8 @@ type fakeCluster struct {
 	// "Lookup <topic> <key> <forwarded>", "Cancel <id> <forwarded>".
 	// Guarded by mmu.
 	manage []string
+	// policies are the topics' policies as set; guarded by mmu.
+	policies map[string]queue.Policy
 }
 
 func (f *fakeCluster) note(format string, args ...any) {

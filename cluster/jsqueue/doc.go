@@ -1,8 +1,12 @@
 // Package jsqueue is the built-in queue's consumer side in cluster mode:
-// Receive, Ack and Nack of a topic served from a durable pull consumer of
-// JetStream on the delivery stream, so that any cluster node serves any
-// topic and any node settles what another handed out (docs/CLUSTER.md,
-// "Receiving").
+// Receive, Ack, Nack and Extend of a topic served from a durable pull
+// consumer of JetStream on the delivery stream, so that any cluster node
+// serves any topic and any node settles what another handed out
+// (docs/CLUSTER.md, "Receiving"), and the queue's management on the same
+// consumers: the topic's policy is its consumer's config (AckWait, max
+// attempts in its metadata, JetStream's pause), Topics its counts, Purge
+// and DeleteTopic purge its subject, Redrive receives dead letters and
+// republishes them (docs/CLUSTER.md, "Managing the queue").
 //
 // Topic T's consumer is named ConsumerName(T) and filters subject Prefix+T
 // of the delivery stream, from the stream's first message (DeliverAll):
@@ -15,6 +19,9 @@
 //     -NAK to it as a request and wait for the consumer leader's answer.
 //   - Nack with a delay is JetStream's Nak with a delay: not handed out
 //     again before it has passed.
+//   - Extend is JetStream's in-progress ack: the AckWait starts again. The
+//     new end is noted in the KV bucket HG_EXTENDED, so that any node
+//     checking the receipt past its own lease honours it.
 //   - The attempt count is JetStream's delivery count minus one (plus the
 //     attempt the message was published with). A Nack of a delivery whose
 //     count reached the topic's max attempts, or a fetch of a message

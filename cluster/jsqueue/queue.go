@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,9 +34,18 @@ const (
 	DefaultMaxTopics     = 10_000
 )
 
-// metaMaxAttempts is the consumer metadata key holding the topic's max
-// attempts, so that every node applies the same number.
-const metaMaxAttempts = "hourglass-max-attempts"
+// Consumer metadata keys: the topic's max attempts, so that every node
+// applies the same number, and the policy fields SetPolicy set (the
+// others hold the defaults of the node that made the consumer).
+const (
+	metaMaxAttempts = "hourglass-max-attempts"
+	metaPolicySet   = "hourglass-policy-set"
+)
+
+// DefaultRefresh is how long a node uses what it read of a topic's
+// consumer (its lease, max attempts, pause) before it reads it again:
+// how long a policy another node set takes to reach this one.
+const DefaultRefresh = 2 * time.Second
 
 // Options configure a Queue. JS, Stream and Prefix are required.
 type Options struct {
@@ -60,6 +70,12 @@ type Options struct {
 	// Timeout bounds each request to JetStream (an ack, a consumer
 	// lookup); default DefaultTimeout.
 	Timeout time.Duration
+	// Replicas of the key-value bucket of extended leases (HG_EXTENDED),
+	// made at the first Extend; default 1.
+	Replicas int
+	// Refresh is how long a consumer read is used before it is read
+	// again; default DefaultRefresh.
+	Refresh time.Duration
 	// Now is the wall clock leases are checked against; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -74,17 +90,29 @@ type Queue struct {
 	nc   *nats.Conn
 	hb   time.Duration // pullHeartbeat; tests shorten it
 
-	mu     sync.Mutex
-	topics map[string]*consumer // guarded by mu
-	stream jetstream.Stream     // guarded by mu; nil until first needed
+	mu       sync.Mutex
+	topics   map[string]*consumer // guarded by mu
+	stream   jetstream.Stream     // guarded by mu; nil until first needed
+	extended jetstream.KeyValue   // guarded by mu; nil until first needed
 }
 
-// consumer is what a Queue knows of one topic's consumer.
+// consumer is what a Queue knows of one topic's consumer, as read at
+// read (by the node's clock). It is not changed once made: a newer read
+// replaces it in Queue.topics.
 type consumer struct {
 	topic, name string
 	next        string // the subject pull requests go to
 	ackWait     time.Duration
 	maxAttempts int
+	pausedUntil time.Time // zero: not paused
+	set         []string  // the policy fields SetPolicy set (metaPolicySet)
+	read        time.Time
+	refreshing  *atomic.Bool // shared by the reads of one topic's consumer: one read again at a time
+}
+
+// paused reports whether c's consumer hands out nothing at now.
+func (c *consumer) paused(now time.Time) bool {
+	return !c.pausedUntil.IsZero() && now.Before(c.pausedUntil)
 }
 
 // New returns a Queue; it creates consumers as topics are first used.
@@ -113,6 +141,12 @@ func New(opts Options) (*Queue, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 1
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = DefaultRefresh
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -134,13 +168,21 @@ func (q *Queue) Lease(ctx context.Context, topic string) (time.Duration, error) 
 // consumer returns topic's consumer, creating it on the delivery stream
 // if it does not exist. A consumer that exists is used as it is, whatever
 // this node's Options say (the first node to serve a topic fixes its
-// lease and max attempts; `nats consumer edit` changes them).
+// lease and max attempts; SetPolicy changes them). What the node read of
+// it is read again once it is older than Options.Refresh, by one caller
+// at a time (the others go on with what was read).
 func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
 	q.mu.Lock()
 	c := q.topics[topic]
 	full := q.opts.MaxTopics > 0 && len(q.topics) >= q.opts.MaxTopics
 	q.mu.Unlock()
 	if c != nil {
+		if q.opts.Now().Sub(c.read) >= q.opts.Refresh && c.refreshing.CompareAndSwap(false, true) {
+			defer c.refreshing.Store(false)
+			if nc, err := q.readConsumer(ctx, topic, c); err == nil {
+				return nc, nil
+			}
+		}
 		return c, nil
 	}
 	if full {
@@ -172,14 +214,9 @@ func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
 		}
 		return nil, unavailable("the JetStream consumer %s of topic %q on stream %s: %v; retry", name, topic, q.opts.Stream, err)
 	}
-	info := jc.CachedInfo()
-	c = &consumer{topic: topic, name: name, next: "$JS.API.CONSUMER.MSG.NEXT." + q.opts.Stream + "." + name,
-		ackWait: info.Config.AckWait, maxAttempts: q.opts.MaxAttempts}
-	if n, err := strconv.Atoi(info.Config.Metadata[metaMaxAttempts]); err == nil && n > 0 {
-		c.maxAttempts = n
-	}
+	c = q.fromInfo(topic, jc.CachedInfo(), &atomic.Bool{})
 	if c.ackWait != q.opts.Lease || c.maxAttempts != q.opts.MaxAttempts {
-		q.opts.Logger.Warn("jsqueue: the topic's consumer has another lease or max attempts than this node's flags; using the consumer's",
+		q.opts.Logger.Info("jsqueue: the topic's consumer has another lease or max attempts than this node's flags; using the consumer's",
 			"topic", topic, "consumer", name, "lease", c.ackWait, "max_attempts", c.maxAttempts, "node_lease", q.opts.Lease, "node_max_attempts", q.opts.MaxAttempts)
 	}
 	q.mu.Lock()
@@ -189,6 +226,47 @@ func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
 	}
 	q.topics[topic] = c
 	return c, nil
+}
+
+// readConsumer reads topic's consumer again and replaces old with what
+// it read; a consumer that is gone is forgotten (the next use makes it).
+func (q *Queue) readConsumer(ctx context.Context, topic string, old *consumer) (*consumer, error) {
+	ctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+	defer cancel()
+	jc, err := q.opts.JS.Consumer(ctx, q.opts.Stream, old.name)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			q.forget(topic)
+		}
+		return nil, err
+	}
+	return q.keep(topic, q.fromInfo(topic, jc.CachedInfo(), old.refreshing)), nil
+}
+
+// keep makes c what the node knows of topic's consumer.
+func (q *Queue) keep(topic string, c *consumer) *consumer {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.topics[topic]; ok || q.opts.MaxTopics <= 0 || len(q.topics) < q.opts.MaxTopics {
+		q.topics[topic] = c
+	}
+	return c
+}
+
+// fromInfo is what the node knows of topic's consumer from its info.
+func (q *Queue) fromInfo(topic string, info *jetstream.ConsumerInfo, refreshing *atomic.Bool) *consumer {
+	c := &consumer{topic: topic, name: info.Name, next: "$JS.API.CONSUMER.MSG.NEXT." + q.opts.Stream + "." + info.Name,
+		ackWait: info.Config.AckWait, maxAttempts: q.opts.MaxAttempts, read: q.opts.Now(), refreshing: refreshing}
+	if n, err := strconv.Atoi(info.Config.Metadata[metaMaxAttempts]); err == nil && n > 0 {
+		c.maxAttempts = n
+	}
+	if p := info.Config.PauseUntil; p != nil && !p.IsZero() {
+		c.pausedUntil = *p
+	}
+	if v := info.Config.Metadata[metaPolicySet]; v != "" {
+		c.set = strings.Split(v, ",")
+	}
+	return c
 }
 
 // forget drops topic's consumer from the cache (it was deleted, or
@@ -219,7 +297,7 @@ func (q *Queue) deliveryStream(ctx context.Context) (jetstream.Stream, error) {
 
 // Receive hands out up to n due messages of topic, each leased for the
 // topic consumer's AckWait, waiting up to wait for the first. lease must
-// be 0 or that AckWait. A message that has been delivered more than the
+// be 0 or that AckWait. A paused topic hands out nothing. A message that has been delivered more than the
 // topic's max attempts times is moved to "<topic>.dlq" instead of being
 // handed out (not for a dead-letter topic).
 func (q *Queue) Receive(ctx context.Context, topic string, n int, wait, lease time.Duration) ([]queue.Message, error) {
@@ -232,8 +310,13 @@ func (q *Queue) Receive(ctx context.Context, topic string, n int, wait, lease ti
 	}
 	if lease != 0 && lease != c.ackWait {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"lease_ms %d: in cluster mode the lease of topic %q is its JetStream consumer's AckWait, %v (serve --default-lease on the node that created it; `nats consumer edit %s %s --wait` changes it): send lease_ms 0 or %d",
-			lease.Milliseconds(), topic, c.ackWait, q.opts.Stream, c.name, c.ackWait.Milliseconds())
+			"lease_ms %d: in cluster mode the lease of topic %q is its JetStream consumer's AckWait, %v (SetPolicy lease_ms changes it): send lease_ms 0 or %d",
+			lease.Milliseconds(), topic, c.ackWait, c.ackWait.Milliseconds())
+	}
+	if wait == 0 && c.paused(q.opts.Now()) {
+		// A pull that does not wait would stay queued on a paused
+		// consumer holding messages; one that waits ends at its expiry.
+		return nil, nil
 	}
 	end := time.Now().Add(wait)
 	pause := false

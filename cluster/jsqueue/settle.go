@@ -25,8 +25,9 @@ var (
 )
 
 // leased checks receipt s against topic: it must be an ack subject of
-// topic's consumer on the delivery stream whose lease has not ended by
-// this node's clock.
+// topic's consumer on the delivery stream whose lease (from the
+// receipt's time, or as Extend made it) has not ended by this node's
+// clock.
 func (q *Queue) leased(ctx context.Context, topic, s string) (*consumer, receipt, error) {
 	if err := queue.ValidateTopic(topic); err != nil {
 		return nil, receipt{}, err
@@ -43,7 +44,19 @@ func (q *Queue) leased(ctx context.Context, topic, s string) (*consumer, receipt
 		return nil, r, fmt.Errorf("%w: the receipt is of consumer %s on stream %s, not of topic %q (consumer %s on %s)",
 			queue.ErrNotLeased, r.consumer, r.stream, topic, c.name, q.opts.Stream)
 	}
-	if end := time.UnixMilli(r.got).Add(c.ackWait); !q.opts.Now().Before(end) {
+	end := time.UnixMilli(r.got).Add(c.ackWait)
+	if q.opts.Now().Before(end) {
+		return c, r, nil
+	}
+	// Past the receipt's own lease: an Extend may have made it longer.
+	ext, err := q.extendedUntil(ctx, r.subject)
+	if err != nil {
+		return nil, r, unavailable("checking whether the lease of a message of topic %q was extended: %v; retry", topic, err)
+	}
+	if ext.After(end) {
+		end = ext
+	}
+	if !q.opts.Now().Before(end) {
 		return nil, r, fmt.Errorf("%w: its lease ended at %s", queue.ErrNotLeased, end.UTC().Format(time.RFC3339Nano))
 	}
 	return c, r, nil

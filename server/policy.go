@@ -1,0 +1,153 @@
+package server
+
+// The topic policy RPCs, GetPolicy and SetPolicy, on one node and in
+// cluster mode.
+
+import (
+	"context"
+	"time"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/units"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/queue"
+)
+
+// GetPolicy serves the GetPolicy RPC.
+func (s api) GetPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*hourglassv1.GetPolicyResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if c := s.opts.Cluster; c != nil {
+		set, eff, err := c.TopicPolicy(ctx, m.Topic)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(set), Effective: effectivePolicy(eff)}, nil
+	}
+	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+}
+
+// effective is topic's policy over the server's defaults, every field set.
+func (s *Server) effective(topic string) *hourglassv1.Policy {
+	return effectivePolicy(s.q.Effective(topic))
+}
+
+// effectivePolicy shows a policy whose defaults are filled in: every
+// field set.
+func effectivePolicy(e queue.Policy) *hourglassv1.Policy {
+	p := toProtoPolicy(e)
+	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
+	if p.Backoff == nil {
+		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// SetPolicy serves the SetPolicy RPC: the topic's policy with the request's
+// fields changed, durable as a control record before it answers.
+func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*hourglassv1.SetPolicyResponse, error) {
+	if err := checkTopic("", m.Topic); err != nil {
+		return nil, err
+	}
+	if c := s.opts.Cluster; c != nil {
+		set, _, err := c.TopicPolicy(ctx, m.Topic)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		p, err := s.changePolicy(set, m)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.SetTopicPolicy(ctx, m.Topic, p); err != nil {
+			return nil, serverError(err)
+		}
+		set, eff, err := c.TopicPolicy(ctx, m.Topic)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(set), Effective: effectivePolicy(eff)}, nil
+	}
+	eng, err := s.localEngine("SetPolicy")
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.changePolicy(s.q.Policy(m.Topic), m)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Control(ctx, message.Control{Kind: message.ControlPolicy, Name: []byte(m.Topic), Value: queue.EncodePolicy(p)}); err != nil {
+		return nil, serverError(err)
+	}
+	return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+}
+
+// changePolicy is p with the request's fields changed and its defaults
+// fields cleared, checked.
+func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest) (queue.Policy, error) {
+	if np := m.Policy; np != nil {
+		if np.MaxAttempts != nil {
+			p.MaxAttempts = int(*np.MaxAttempts)
+		}
+		if np.Paused != nil {
+			p.Paused = *np.Paused
+		}
+		if np.MaxDispatchRate != nil {
+			p.Rate = *np.MaxDispatchRate
+		}
+		if np.LeaseMs != nil {
+			p.Lease = time.Duration(*np.LeaseMs) * time.Millisecond
+		}
+		if b := np.Backoff; b != nil {
+			if b.InitialMs > s.opts.MaxDelay.Milliseconds() || b.MaxMs > s.opts.MaxDelay.Milliseconds() {
+				return p, invalid("backoff: delays up to %d ms (%s, the server's --max-delay)", s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
+			}
+			p.Backoff = queue.Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
+				Multiplier: b.Multiplier, Jitter: b.Jitter}
+		}
+	}
+	for _, f := range m.Defaults {
+		switch f {
+		case "max_attempts":
+			p.MaxAttempts = 0
+		case "backoff":
+			p.Backoff = queue.Backoff{}
+		case "paused":
+			p.Paused = false
+		case "max_dispatch_rate":
+			p.Rate = 0
+		case "lease_ms":
+			p.Lease = 0
+		default:
+			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate and lease_ms", f)
+		}
+	}
+	if err := p.Validate(queue.DefaultMaxLease); err != nil {
+		return p, invalid("policy: %v", err)
+	}
+	return p, nil
+}
+
+// toProtoPolicy shows a queue policy: fields left at their default unset.
+func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
+	out := &hourglassv1.Policy{}
+	if p.MaxAttempts != 0 {
+		out.MaxAttempts = ptr(int32(p.MaxAttempts))
+	}
+	if p.Paused {
+		out.Paused = ptr(true)
+	}
+	if p.Rate != 0 {
+		out.MaxDispatchRate = ptr(p.Rate)
+	}
+	if p.Lease != 0 {
+		out.LeaseMs = ptr(p.Lease.Milliseconds())
+	}
+	if !p.Backoff.IsZero() {
+		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
+			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
+	}
+	return out
+}
