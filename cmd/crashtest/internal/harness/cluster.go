@@ -248,6 +248,7 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		rng := rand.New(rand.NewPCG(cr.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
 		wg.Go(func() { cr.wl.consume(wctx, cr.rr.lanes(), cycle, i, rng, false) })
 	}
+	cr.wl.operators(wctx, &wg, cr.rr.lanes(), cycle)
 	t0 := time.Now()
 	sleep(ctx, time.Second+time.Duration(cr.rng.Int64N(int64(2*time.Second))))
 	k := KillReport{Cycle: cycle, ReownedMs: -1, FirstDeliveryMs: -1}
@@ -342,12 +343,9 @@ func (cr *clusterRunner) waitReowned(ctx context.Context, node string, owned []i
 func (cr *clusterRunner) drain(ctx context.Context) error {
 	cr.cycleNow.Store(int64(cr.cfg.Cycles + 1))
 	t0 := time.Now()
-	var last time.Time
-	for _, s := range cr.hist.Snapshot().Schedules {
-		if s.NotBefore.After(last) {
-			last = s.NotBefore
-		}
-	}
+	cr.wl.settleOperations(ctx, cr.rr.lanes())
+	cr.hist.SetDrainFrom(time.Now())
+	last := lastDue(cr.hist.Snapshot())
 	deadline := last.Add(cr.cfg.SegmentDuration + cr.cfg.DrainGrace)
 	cr.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	dctx, stop := context.WithDeadline(ctx, deadline)

@@ -41,32 +41,42 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("lateness (received - due): p50 / p99 / max", fmt.Sprintf("%.1f ms / %.1f ms / %.1f ms", cs.LatenessP50Ms, cs.LatenessP99Ms, cs.LatenessMaxMs))
 		row("hourglass restart to ready: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 		row("NATS restart to healthy: max", fmt.Sprintf("%.1f ms", cs.NATSRestartMaxMs))
-		row("duplicates: never acked / after ack in doubt (allowed) / after durable ack (violation)", fmt.Sprintf("%d / %d / %d", c.DupUnacked, c.DupAckInDoubt, c.DupAfterAck))
-		row("dead-lettered (messages / deliveries on .dlq; allowed)", fmt.Sprintf("%d / %d", c.DeadLettered, c.DLQDeliveries))
-		row("Receives in doubt", c.ReceiveInDoubt)
-	} else {
-		row("duplicates: never acked (allowed)", c.DupUnacked)
-		row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
-		row("duplicates: after durable ack (violation)", c.DupAfterAck)
-		row("max-attempts / poison share", fmt.Sprintf("%d / %d%%", s.MaxAttempts, s.PoisonPercent))
-		row("poison scheduled / cancelled / dead-lettered / not (violation)", fmt.Sprintf("%d / %d / %d / %d", c.Poison, c.PoisonCancelled, c.DeadLetteredPoison, c.NotDeadLettered))
-		row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
-		row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
-		row("Receives in doubt", c.ReceiveInDoubt)
+	}
+	row("duplicates: never acked (allowed)", c.DupUnacked)
+	row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
+	row("duplicates: after durable ack (violation)", c.DupAfterAck)
+	row("max-attempts / poison share", fmt.Sprintf("%d / %d%%", s.MaxAttempts, s.PoisonPercent))
+	row("poison scheduled / cancelled / dead-lettered / not (violation)", fmt.Sprintf("%d / %d / %d / %d", c.Poison, c.PoisonCancelled, c.DeadLetteredPoison, c.NotDeadLettered))
+	row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
+	row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
+	row("Receives in doubt", c.ReceiveInDoubt)
+	ops := func(op string) bool { return slices.Contains(s.Operations, op) }
+	if ops(opReschedule) {
 		row("reschedules: rescheduled / other answers / in doubt / refused (by key; unjudged)", fmt.Sprintf("%d / %d / %d / %d (%d; %d)",
 			c.Rescheduled, c.RescheduleOther, c.RescheduleInDoubt, c.RescheduleRejected, c.RescheduleByKey, c.RescheduleUnjudged))
 		row("  violations: after / untruthful / in doubt, both / replacement lost", fmt.Sprintf("%d / %d / %d / %d",
 			s.kind(VAfterReschedule), s.kind(VRescheduleUntruthful), s.kind(VRescheduleBoth), s.kind(VRescheduledLost)))
+	}
+	if ops(opCancelByKey) {
 		row("cancels by key (of the cancels above; unjudged)", fmt.Sprintf("%d (%d)", c.CancelByKey, c.CancelByKeyUnjudged))
+	}
+	if ops(opRedrive) {
 		row("redrives: answered / in doubt; moved (answers) / copies delivered", fmt.Sprintf("%d / %d; %d / %d", c.RedriveCalls, c.RedriveInDoubt, c.Redriven, c.RedrivenCopies))
 		row("  also acked on the .dlq (allowed) / violations: twice / unfounded", fmt.Sprintf("%d / %d / %d", c.RedriveConsumed, s.kind(VRedrivenTwice), s.kind(VRedriveUnfounded)))
+	}
+	if ops(opPause) {
 		row("pauses / resumes / in doubt; delivered while paused (violation)", fmt.Sprintf("%d / %d / %d; %d", c.Paused, c.Resumed, c.PolicyInDoubt, c.DeliveredWhilePaused))
+	}
+	if ops(opRecurring) {
 		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))
 		row("  due before a delete or update answered, delivered after (allowed)", c.OccurrenceAfterEnd)
 		row("  violations: twice / skipped / after delete / after update / unexpected", fmt.Sprintf("%d / %d / %d / %d / %d",
 			c.OccurrenceTwice, c.OccurrenceSkipped, c.OccurrenceAfterDelete, c.OccurrenceAfterUpdate, c.OccurrenceUnexpected))
+	}
+	if s.Cluster == nil {
 		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 	}
+	row("operations", strings.Join(s.Operations, ", "))
 	row("calls by operation/protocol", mapString(s.Ops))
 	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))
 	if s.CorruptTail {
