@@ -197,9 +197,10 @@ another node than the one that handed the message out, Nack some (with or
 without a delay), let some leases run out, and fail poison messages until
 they are dead-lettered; the drain acks everything but poison. Not in cluster
 mode yet (the cluster does not serve them): Redrive, pause, recurring
-schedules. Each cycle SIGKILLs one hourglass node (6 times in 10) or one NATS
-node (never two NATS nodes down: what was killed restarts at the next cycle)
-while the load goes on. The one-node checks judge it (lost, early, delivered
+schedules. Each cycle SIGKILLs one hourglass node (6 times in 10; the kill
+waits up to 2s past its moment for a Consume stream open on the node, so that
+most land mid-stream) or one NATS node (never two NATS nodes down: what was
+killed restarts at the next cycle) while the load goes on. The one-node checks judge it (lost, early, delivered
 after a durable ack or a cancel, reschedules, dead letters, redeliveries
 allowed when never acked or acked in doubt), with the cluster's documented
 differences (docs/CLUSTER.md "Receiving"): an Ack answered OK is durable, a

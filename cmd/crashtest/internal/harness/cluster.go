@@ -75,7 +75,15 @@ type KillReport struct {
 	// of those partitions (of any for a NATS kill) due from the kill to
 	// the next kill (or the end): how long the kill held deliveries up.
 	MaxLateMs float64 `json:"max_late_ms"`
+	// ConsumeStreams: the Consume streams open on the hourglass node when
+	// it was killed (the kill waits up to midStreamWait for one).
+	ConsumeStreams int `json:"consume_streams"`
 }
+
+// midStreamWait bounds how long a cycle's hourglass kill waits, past its
+// drawn moment, for a Consume stream open on the node, so that most kills
+// land in the middle of a stream.
+const midStreamWait = 2 * time.Second
 
 // hgNode is one hourglass node of a cluster run.
 type hgNode struct {
@@ -257,9 +265,15 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		owned := cr.ownedBy(ctx, n.id)
 		cr.mu.Lock()
 		s := n.srv
+		cr.mu.Unlock()
+		for wait := time.Now().Add(midStreamWait); cr.rr.consuming(s.addr) == 0 && time.Now().Before(wait) && ctx.Err() == nil; {
+			sleep(ctx, 10*time.Millisecond)
+		}
+		cr.mu.Lock()
 		n.srv = nil // producers stop choosing it before it dies
 		cr.mu.Unlock()
 		k.Target, k.Partitions, k.At = "hourglass "+n.id, owned, time.Now()
+		k.ConsumeStreams = cr.rr.consuming(s.addr)
 		s.kill()
 		cr.cs.HourglassKills++
 		cr.sum.Kills++

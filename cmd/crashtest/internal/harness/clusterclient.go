@@ -35,8 +35,39 @@ type rrClient struct {
 	up                                        func() []string
 	next                                      atomic.Uint64
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // gRPC connections by node address; guarded by mu
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // gRPC connections by node address; guarded by mu
+	consume map[string]int              // Consume streams open by node address; guarded by mu
+}
+
+// consuming is how many Consume streams are open on the node at addr
+// (opened, not yet ended as the harness reads them).
+func (c *rrClient) consuming(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consume[addr]
+}
+
+// trackedConsume is a Consume stream of one node that counts itself in
+// rrClient.consume from its opening until its first failed Recv (the
+// workload reads every stream until then).
+type trackedConsume struct {
+	grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]
+	c    *rrClient
+	addr string
+	once sync.Once
+}
+
+func (t *trackedConsume) Recv() (*hourglassv1.ConsumeResponse, error) {
+	res, err := t.BidiStreamingClient.Recv()
+	if err != nil {
+		t.once.Do(func() {
+			t.c.mu.Lock()
+			t.c.consume[t.addr]--
+			t.c.mu.Unlock()
+		})
+	}
+	return res, err
 }
 
 // errNoNode: every node refused; nothing was sent (Rejected).
@@ -248,7 +279,17 @@ func (s rrStreams) Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.B
 		if err != nil {
 			return nil, err
 		}
-		return g.Consume(ctx, opts...)
+		st, err := g.Consume(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.c.mu.Lock()
+		if s.c.consume == nil {
+			s.c.consume = map[string]int{}
+		}
+		s.c.consume[addr]++
+		s.c.mu.Unlock()
+		return &trackedConsume{BidiStreamingClient: st, c: s.c, addr: addr}, nil
 	})
 }
 

@@ -93,22 +93,22 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		s.Damage.writeTable(w)
 	}
 	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
-		fmt.Fprintln(w, "\ntakeover per kill (re-owned: until the last of the partitions it owned had another owner in")
-		fmt.Fprintln(w, "HG_OWNERS; first delivery: until the first message of any of them, of any partition for a NATS")
-		fmt.Fprintln(w, "kill, was received as a first attempt; max lateness after: the largest received-minus-due of")
-		fmt.Fprintln(w, "those messages due from the kill to the next one):")
+		fmt.Fprintln(w, "\ntakeover per kill (Consume streams: open on the killed node when it died; re-owned: until the")
+		fmt.Fprintln(w, "last of the partitions it owned had another owner in HG_OWNERS; first delivery: until the first")
+		fmt.Fprintln(w, "message of any of them, of any partition for a NATS kill, was received as a first attempt; max")
+		fmt.Fprintln(w, "lateness after: the largest received-minus-due of those messages due from the kill to the next one):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tre-owned\tfirst delivery\tmax lateness after")
+		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tConsume streams\tre-owned\tfirst delivery\tmax lateness after")
 		for _, k := range cs.Kills {
 			parts := "-"
 			if len(k.Partitions) > 0 {
 				parts = fmt.Sprint(k.Partitions)
 			}
-			reowned := "n/a"
+			reowned, streams := "n/a", "-"
 			if strings.HasPrefix(k.Target, "hourglass ") {
-				reowned = msOrNone(k.ReownedMs)
+				reowned, streams = msOrNone(k.ReownedMs), fmt.Sprint(k.ConsumeStreams)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, streams, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
