@@ -59,7 +59,8 @@ is a durable ack; a settle whose answer was lost is in doubt). The checks:
     Other messages fail on purpose at most twice, but a lease that runs out
     for other reasons can still take one to the .dlq: allowed and counted.
 
-OPERATING WHAT IS HELD (not with --cluster). A message lives as incarnations: the
+OPERATING WHAT IS HELD (with --cluster: reschedules and cancels by key only). A
+message lives as incarnations: the
 ID Schedule answered, replacements (Reschedule: a new ID, the same origin and
 attempt), retries (a Nack with a delay) and redriven copies (a new ID, attempt 0,
 keyed "redrive:<dead letter's ID>", a key their retries keep). A call by topic
@@ -179,30 +180,39 @@ for its bucket, the last before), for anything else the last before it.
 Exit status: 0 when nothing was violated, 1 on any violation (the first one is
 named with its message and cycle), 2 when the harness itself could not run.
 
-CLUSTER MODE (--cluster): the same per-message checks against a cluster. It
-starts a 3-node nats-server cluster (built from go.mod's nats-server and cached;
-internal/natscluster) and 3 hourglass nodes (serve --cluster, each its own data
-directory and port, --lease-ttl and --partitions as given, --max-attempts 4,
---default-lease 3s). Every call goes round-robin over the live nodes, unary
-Connect or gRPC (a node that refuses the connection is skipped; a call in doubt
-is retried on another node). Producers send Schedules with idempotency keys and
-Cancel some; consumers Receive from each topic and its .dlq (lease_ms 0: the
-lease is the topic's, 3s), Ack by receipt, mostly through another node than
-the one that handed the message out, Nack some (with or without a delay) and
-let some leases run out; the drain acks everything. Not in cluster mode:
-Reschedule, cancel by key, Redrive, pause, recurring schedules, poison
-messages, Consume streams. Each cycle SIGKILLs one hourglass node (6 times in
-10) or one NATS node (never two NATS nodes down: what was killed restarts at
-the next cycle) while the load goes on. The one-node checks judge it (lost,
-early, delivered after a durable ack or a cancel, redeliveries allowed when
-never acked or acked in doubt, dead letters), with the cluster's documented
+CLUSTER MODE (--cluster): the same workload and per-message checks against a
+cluster. It starts a 3-node nats-server cluster (built from go.mod's nats-server
+and cached; internal/natscluster) and 3 hourglass nodes (serve --cluster, each
+its own data directory and port, --lease-ttl and --partitions as given,
+--max-attempts 4, --default-lease 3s). Every call goes round-robin over the live
+nodes, unary Connect or gRPC (a node that refuses the connection is skipped; a
+call in doubt is retried on another node), and every ScheduleStream or Consume
+stream is opened on the next live node and stays there, so a kill breaks the
+streams of that node. Producers send Schedules (single, batches, ScheduleStream
+bursts) with idempotency keys, Cancel some by ID or by topic and key, and
+Reschedule some by ID or by topic and key, each to any node (the owner of the
+message's partition decides); consumers Receive or Consume from each topic and
+its .dlq (lease_ms 0 or the topic's lease, 3s), Ack by receipt, mostly through
+another node than the one that handed the message out, Nack some (with or
+without a delay), let some leases run out, and fail poison messages until
+they are dead-lettered; the drain acks everything but poison. Not in cluster
+mode yet (the cluster does not serve them): Redrive, pause, recurring
+schedules. Each cycle SIGKILLs one hourglass node (6 times in 10; the kill
+waits up to 2s past its moment for a Consume stream open on the node, so that
+most land mid-stream) or one NATS node (never two NATS nodes down: what was
+killed restarts at the next cycle) while the load goes on. The one-node checks judge it (lost, early, delivered
+after a durable ack or a cancel, reschedules, dead letters, redeliveries
+allowed when never acked or acked in doubt), with the cluster's documented
 differences (docs/CLUSTER.md "Receiving"): an Ack answered OK is durable, a
-Nack with a delay keeps the ID (its redelivery is no duplicate, and not due
-before the delay), the server's deliver_at is a not-before too, and a second
-copy of an ID in the delivery stream (from the receipt's stream sequence) is
-a stream duplicate (allowed: at least once) with acks of its own. Per kill it
-prints the takeover: when the killed node's partitions had new owners in
-HG_OWNERS, and the first delivery from them.
+Nack with a delay keeps the ID (its redelivery is no duplicate, not due before
+the delay, and makes no retry that a call by key could name), the server's
+deliver_at is a not-before too, and a second copy of an ID in the delivery
+stream (from the receipt's stream sequence) is a stream duplicate (allowed: at
+least once) with acks and a dead letter of its own. A Consume stream counts as
+a Receive in doubt even when it ends cleanly (the node drops the pull it had
+in flight, whose messages were leased). Per kill it prints the takeover: when
+the killed node's partitions had new owners in HG_OWNERS, and the first
+delivery from them.
 
 EMBEDDED (--node embedded): the node runs inside another Go program, as a user
 embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),
@@ -210,7 +220,7 @@ killed and restarted like the binary, under the same checks.
 
 CI-sized run (about 1 minute):    go run ./cmd/crashtest --cycles 12 --seed 1
 The node embedded in a program:   go run ./cmd/crashtest --node embedded --cycles 8 --seed 4
-A cluster run (about 2 minutes):  go run ./cmd/crashtest --cluster --cycles 6 --seed 1
+A cluster run (about 1 minute):   go run ./cmd/crashtest --cluster --cycles 3 --seed 1
 A soak:                           go run ./cmd/crashtest --cycles 500 --duration 2h --seed 7
 Torn writes, relaxed fsync:       go run ./cmd/crashtest --corrupt-tail --fsync interval
 Damaged files (about 1 minute):   go run ./cmd/crashtest --damage --cycles 12 --seed 3`
@@ -237,7 +247,7 @@ func main() {
 			&cli.IntFlag{Name: "consumers", Value: harness.DefaultConsumers, Usage: "concurrent consumers"},
 			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, a Cancel, or a Reschedule)"},
 			&cli.IntFlag{Name: "poison-percent", Value: harness.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
-			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, consume with Receive/Ack/Nack; see CLUSTER MODE above"},
+			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, calls and streams round-robin over the live nodes; see CLUSTER MODE above"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: harness.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
 			&cli.IntFlag{Name: "partitions", Value: harness.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
 			&cli.StringFlag{Name: "node", Value: "binary", Usage: "what runs the node: binary (hourglass serve, built from ./cmd/hourglass) or embedded (a Go program embedding it with hourglass.Open, built from ./cmd/crashtest/internal/embednode; not with --damage or --cluster)"},
@@ -297,10 +307,8 @@ func run(c *cli.Context) error {
 		}
 	} else {
 		for f, why := range map[string]string{
-			"fsync":          "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
-			"consumers":      "one durable consumer reads the delivery stream",
-			"poison-percent": "the delivery stream's consumer cannot fail a message; a cluster has no built-in queue and no dead-letter topics",
-			"damage":         "a cluster's durable state is in JetStream, whose files the harness does not damage",
+			"fsync":  "the nodes' durable state is in JetStream (replicated), not in a local commitlog",
+			"damage": "a cluster's durable state is in JetStream, whose files the harness does not damage",
 		} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s cannot run with --cluster: %s", f, why)

@@ -126,9 +126,8 @@ func call[Req, Res any](ctx context.Context, f func(context.Context, *Req, ...gr
 
 // lanes are the ways the workload reaches one server during a cycle:
 // unary calls over Connect (HTTP/1.1) or gRPC (HTTP/2), and the gRPC
-// streams. grpc and streams are nil in cluster mode, whose producers go
-// round-robin over the nodes with Connect only. Workers pick a lane per
-// call with their seeded generator.
+// streams. In cluster mode each lane goes round-robin over the live nodes
+// (rrClient). Workers pick a lane per call with their seeded generator.
 type lanes struct {
 	connect unary
 	grpc    unary

@@ -184,6 +184,19 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //   - Commitlog offsets are per partition: VSeqReused is not judged.
 //   - "A restart" in the dead-letter rules is any SIGKILL of the run
 //     (a node's or a NATS server's): cycles count as server lives.
+//   - Dead letters: the attempt count is JetStream's delivery count, and a
+//     message goes to "<topic>.dlq" at the Nack of its MaxAttempts-th
+//     delivery or at the fetch after a last lease ran out; the rules are
+//     one node's. A message stored twice in the delivery stream is
+//     dead-lettered copy by copy: one copy handed out on its topic after
+//     the other's dead letter was acked is no VAfterDeadLetter
+//     (dlqJudge.storedTwice). The workload records every Consume stream
+//     of a cluster as a Receive in doubt: the node drops the pull it has
+//     in flight when the stream ends, and what it fetched was leased.
+//   - Cancels and Reschedules (by ID or by key, sent to any node and
+//     decided by the partition's owner) are judged as on one node, but no
+//     Nack makes a retry that carries the key (keyState.retried), so a
+//     call by key after a Nack with a delay is judged, not counted.
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
@@ -200,7 +213,7 @@ func Check(ev Events, p CheckParams) Result {
 	st := func(k string) *keyState {
 		s := keys[k]
 		if s == nil {
-			s = &keyState{}
+			s = &keyState{cluster: p.Cluster}
 			keys[k] = s
 		}
 		return s

@@ -75,7 +75,15 @@ type KillReport struct {
 	// of those partitions (of any for a NATS kill) due from the kill to
 	// the next kill (or the end): how long the kill held deliveries up.
 	MaxLateMs float64 `json:"max_late_ms"`
+	// ConsumeStreams: the Consume streams open on the hourglass node when
+	// it was killed (the kill waits up to midStreamWait for one).
+	ConsumeStreams int `json:"consume_streams"`
 }
+
+// midStreamWait bounds how long a cycle's hourglass kill waits, past its
+// drawn moment, for a Consume stream open on the node, so that most kills
+// land in the middle of a stream.
+const midStreamWait = 2 * time.Second
 
 // hgNode is one hourglass node of a cluster run.
 type hgNode struct {
@@ -248,6 +256,7 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		rng := rand.New(rand.NewPCG(cr.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
 		wg.Go(func() { cr.wl.consume(wctx, cr.rr.lanes(), cycle, i, rng, false) })
 	}
+	cr.wl.operators(wctx, &wg, cr.rr.lanes(), cycle)
 	t0 := time.Now()
 	sleep(ctx, time.Second+time.Duration(cr.rng.Int64N(int64(2*time.Second))))
 	k := KillReport{Cycle: cycle, ReownedMs: -1, FirstDeliveryMs: -1}
@@ -256,9 +265,15 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		owned := cr.ownedBy(ctx, n.id)
 		cr.mu.Lock()
 		s := n.srv
+		cr.mu.Unlock()
+		for wait := time.Now().Add(midStreamWait); cr.rr.consuming(s.addr) == 0 && time.Now().Before(wait) && ctx.Err() == nil; {
+			sleep(ctx, 10*time.Millisecond)
+		}
+		cr.mu.Lock()
 		n.srv = nil // producers stop choosing it before it dies
 		cr.mu.Unlock()
 		k.Target, k.Partitions, k.At = "hourglass "+n.id, owned, time.Now()
+		k.ConsumeStreams = cr.rr.consuming(s.addr)
 		s.kill()
 		cr.cs.HourglassKills++
 		cr.sum.Kills++
@@ -342,12 +357,9 @@ func (cr *clusterRunner) waitReowned(ctx context.Context, node string, owned []i
 func (cr *clusterRunner) drain(ctx context.Context) error {
 	cr.cycleNow.Store(int64(cr.cfg.Cycles + 1))
 	t0 := time.Now()
-	var last time.Time
-	for _, s := range cr.hist.Snapshot().Schedules {
-		if s.NotBefore.After(last) {
-			last = s.NotBefore
-		}
-	}
+	cr.wl.settleOperations(ctx, cr.rr.lanes())
+	cr.hist.SetDrainFrom(time.Now())
+	last := lastDue(cr.hist.Snapshot())
 	deadline := last.Add(cr.cfg.SegmentDuration + cr.cfg.DrainGrace)
 	cr.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	dctx, stop := context.WithDeadline(ctx, deadline)

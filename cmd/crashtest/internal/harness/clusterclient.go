@@ -22,19 +22,52 @@ import (
 
 // rrClient sends each call to the next live hourglass node in turn; a node
 // that refuses the connection (it is down) is skipped for the next. Its
-// Connect methods (Schedule, ScheduleBatch, Cancel, Receive, Ack, Nack)
-// are those of a Connect client; grpcLane is the same over gRPC. A Receive
-// and the Ack or Nack of what it handed out go to different nodes unless
-// only one is up: the receipt is JetStream's, settled by any node. Other
-// methods are not used in cluster mode.
+// Connect methods (those of unary but Time) are those of a Connect client;
+// grpcLane is the same over gRPC, and rrStreams opens each stream on the
+// next node. A Receive and the Ack or Nack of what it handed out go to
+// different nodes unless only one is up: the receipt is JetStream's,
+// settled by any node. A Cancel or Reschedule goes to any node, which
+// forwards it to the owner of the message's partition. Other methods are
+// not used in cluster mode.
 type rrClient struct {
 	hourglassv1connect.HourglassServiceClient // nil: only the methods below are called
 	w                                         *workload
 	up                                        func() []string
 	next                                      atomic.Uint64
 
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // gRPC connections by node address; guarded by mu
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn // gRPC connections by node address; guarded by mu
+	consume map[string]int              // Consume streams open by node address; guarded by mu
+}
+
+// consuming is how many Consume streams are open on the node at addr
+// (opened, not yet ended as the harness reads them).
+func (c *rrClient) consuming(addr string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.consume[addr]
+}
+
+// trackedConsume is a Consume stream of one node that counts itself in
+// rrClient.consume from its opening until its first failed Recv (the
+// workload reads every stream until then).
+type trackedConsume struct {
+	grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse]
+	c    *rrClient
+	addr string
+	once sync.Once
+}
+
+func (t *trackedConsume) Recv() (*hourglassv1.ConsumeResponse, error) {
+	res, err := t.BidiStreamingClient.Recv()
+	if err != nil {
+		t.once.Do(func() {
+			t.c.mu.Lock()
+			t.c.consume[t.addr]--
+			t.c.mu.Unlock()
+		})
+	}
+	return res, err
 }
 
 // errNoNode: every node refused; nothing was sent (Rejected).
@@ -96,6 +129,33 @@ func (c *rrClient) Ack(ctx context.Context, req *connect.Request[hourglassv1.Ack
 
 func (c *rrClient) Nack(ctx context.Context, req *connect.Request[hourglassv1.NackRequest]) (*connect.Response[hourglassv1.NackResponse], error) {
 	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.Nack)
+}
+
+func (c *rrClient) Reschedule(ctx context.Context, req *connect.Request[hourglassv1.RescheduleRequest]) (*connect.Response[hourglassv1.RescheduleResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.Reschedule)
+}
+
+// Redrive, SetPolicy and the recurring-schedule calls: for the operations
+// the cluster does not serve yet (clusterOperations), ready for when it does.
+
+func (c *rrClient) Redrive(ctx context.Context, req *connect.Request[hourglassv1.RedriveRequest]) (*connect.Response[hourglassv1.RedriveResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.Redrive)
+}
+
+func (c *rrClient) SetPolicy(ctx context.Context, req *connect.Request[hourglassv1.SetPolicyRequest]) (*connect.Response[hourglassv1.SetPolicyResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.SetPolicy)
+}
+
+func (c *rrClient) CreateSchedule(ctx context.Context, req *connect.Request[hourglassv1.CreateScheduleRequest]) (*connect.Response[hourglassv1.CreateScheduleResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.CreateSchedule)
+}
+
+func (c *rrClient) UpdateSchedule(ctx context.Context, req *connect.Request[hourglassv1.UpdateScheduleRequest]) (*connect.Response[hourglassv1.UpdateScheduleResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.UpdateSchedule)
+}
+
+func (c *rrClient) DeleteSchedule(ctx context.Context, req *connect.Request[hourglassv1.DeleteScheduleRequest]) (*connect.Response[hourglassv1.DeleteScheduleResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.DeleteSchedule)
 }
 
 // grpcClient is a gRPC client of addr, one connection per address for the
@@ -170,10 +230,74 @@ func (l grpcLane) Nack(ctx context.Context, m *hourglassv1.NackRequest, _ ...grp
 	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.Nack)
 }
 
-// lanes are the cluster run's unary lanes: Connect and gRPC, each
-// round-robin over the live nodes (no streams).
+func (l grpcLane) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest, _ ...grpc.CallOption) (*hourglassv1.RescheduleResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.Reschedule)
+}
+
+func (l grpcLane) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest, _ ...grpc.CallOption) (*hourglassv1.RedriveResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.Redrive)
+}
+
+func (l grpcLane) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest, _ ...grpc.CallOption) (*hourglassv1.SetPolicyResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.SetPolicy)
+}
+
+func (l grpcLane) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.CreateScheduleResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.CreateSchedule)
+}
+
+func (l grpcLane) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.UpdateScheduleResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.UpdateSchedule)
+}
+
+func (l grpcLane) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.DeleteSchedule)
+}
+
+// rrStreams opens each ScheduleStream or Consume stream on the next live
+// node, over its gRPC connection (rrClient.grpcClient); the stream stays
+// on that node, so a kill of it breaks the streams it serves. Its other
+// methods are not used.
+type rrStreams struct {
+	hourglassv1.HourglassServiceClient // nil: only the methods below are called
+	c                                  *rrClient
+}
+
+func (s rrStreams) ScheduleStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse], error) {
+	return each(s.c, func(addr string) (grpc.BidiStreamingClient[hourglassv1.ScheduleStreamRequest, hourglassv1.ScheduleStreamResponse], error) {
+		g, err := s.c.grpcClient(addr)
+		if err != nil {
+			return nil, err
+		}
+		return g.ScheduleStream(ctx, opts...)
+	})
+}
+
+func (s rrStreams) Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse], error) {
+	return each(s.c, func(addr string) (grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse], error) {
+		g, err := s.c.grpcClient(addr)
+		if err != nil {
+			return nil, err
+		}
+		st, err := g.Consume(ctx, opts...)
+		if err != nil {
+			return nil, err
+		}
+		s.c.mu.Lock()
+		if s.c.consume == nil {
+			s.c.consume = map[string]int{}
+		}
+		s.c.consume[addr]++
+		s.c.mu.Unlock()
+		return &trackedConsume{BidiStreamingClient: st, c: s.c, addr: addr}, nil
+	})
+}
+
+// lanes are the cluster run's lanes: unary Connect and gRPC, each
+// round-robin over the live nodes, and streams each opened on the next
+// live node.
 func (c *rrClient) lanes() lanes {
-	return lanes{connect: connectUnary{c}, grpc: grpcLane{c: c}, w: c.w}
+	return lanes{connect: connectUnary{c}, grpc: grpcLane{c: c}, streams: rrStreams{c: c}, w: c.w}
 }
 
 // receiptSeq is the delivery stream's sequence in a cluster receipt:

@@ -30,13 +30,14 @@ type Config struct {
 	OpsPerSecond int // per producer (default 40)
 	// PoisonPercent is the share of messages, in percent, that consumers
 	// fail on every delivery so that each must end on "<topic>.dlq"
-	// (default 5; negative: none; from 0 to 50). Not used with Cluster,
-	// whose consumer reads the delivery stream and cannot fail a message.
+	// (default 5; negative: none; from 0 to 50).
 	PoisonPercent int
 	// Cluster runs against a cluster instead of one server: a 3-node NATS
 	// cluster (internal/natscluster) and 3 hourglass nodes (serve
-	// --cluster); cycles SIGKILL one hourglass or one NATS node, and the
-	// consumer reads the delivery stream instead of Receive/Ack.
+	// --cluster); cycles SIGKILL one hourglass or one NATS node, and every
+	// call and stream goes round-robin over the live nodes. The workload
+	// is one node's but for the operations the cluster does not serve
+	// (clusterOperations).
 	Cluster bool
 	// LeaseTTL is serve --lease-ttl with Cluster (default 3s).
 	LeaseTTL time.Duration
@@ -104,7 +105,6 @@ func (c *Config) fill() error {
 		return errors.New("--damage cannot run with --corrupt-tail: a loss must be attributable to one of them")
 	}
 	if c.Cluster {
-		c.PoisonPercent = -1 // the stream's consumer cannot fail a message
 		switch {
 		case c.CorruptTail:
 			return errors.New("--corrupt-tail cannot run with --cluster: a cluster's durable state is in JetStream, whose files the harness does not tear")
@@ -159,7 +159,11 @@ type Summary struct {
 	// ("schedule/grpc", "receive/connect", "ack/stream": an ack sent in a
 	// Consume settle, "stream-request/stream": a request of a
 	// ScheduleStream burst).
-	Ops            map[string]int `json:"ops"`
+	Ops map[string]int `json:"ops"`
+	// Operations names the calls operating what the server holds that
+	// the workload made (opReschedule, ...): all on one node, fewer in a
+	// cluster.
+	Operations     []string       `json:"operations"`
 	RecoveryMedian float64        `json:"recovery_median_ms"` // start to /readyz 200, per restart
 	RecoveryMax    float64        `json:"recovery_max_ms"`
 	Restarts       int            `json:"restarts"`

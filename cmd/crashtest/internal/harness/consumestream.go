@@ -91,7 +91,8 @@ type pendingSettle struct {
 // answer did not come is in doubt. A stream that breaks may have leased
 // messages it never showed (pushed, not yet received): like a Receive that
 // failed in doubt, it is recorded as a ReceiveFail of its topic. A stream
-// the server ended cleanly showed everything it leased.
+// the server ended cleanly showed everything it leased (on one node; in
+// cluster mode it is recorded as a ReceiveFail too).
 func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand.Rand) {
 	credits := 1 + rng.IntN(16)
 	maxBatch := 1 + rng.IntN(8)
@@ -178,7 +179,7 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 			if !ok {
 				w.count("consume-over-credit", protoStream) // a server bug; the table shows it
 			}
-			w.hist.AddDelivery(delivery(m, t.cycle, issued, ev.at))
+			w.hist.AddDelivery(w.delivery(m, t.cycle, issued, ev.at))
 			kind, delay, settle := w.decide(t, m, rng)
 			switch {
 			case !settle:
@@ -189,10 +190,10 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 				}
 			case kind == Ack:
 				set.Acks = append(set.Acks, m.Receipt)
-				p.acks = append(p.acks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Ack, Cycle: t.cycle, Sched: header(m, scheduleHeader)})
+				p.acks = append(p.acks, w.settleOf(m, Ack, 0, t.cycle))
 			default:
 				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
-				p.nacks = append(p.nacks, Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: Nack, NackDelay: delay, Cycle: t.cycle, Sched: header(m, scheduleHeader)})
+				p.nacks = append(p.nacks, w.settleOf(m, Nack, delay, t.cycle))
 			}
 		}
 		if closing {
@@ -234,10 +235,18 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 			}
 		}
 	}
-	if !errors.Is(end, io.EOF) && (pushed > 0 || classify(end) != Rejected) {
+	broke := !errors.Is(end, io.EOF)
+	if broke {
+		w.count("consume-stream-broken", protoStream)
+	}
+	// In cluster mode a stream that ends cleanly may have leased messages
+	// unseen too: the node's pull for the next batch, in flight when the
+	// stream ended, is dropped with what it fetched, whose leases then run
+	// out (JetStream counted the deliveries).
+	if (broke && (pushed > 0 || classify(end) != Rejected)) || w.cfg.Cluster {
 		w.hist.AddReceiveFail(ReceiveFail{Topic: t.topic, Cycle: t.cycle, Issued: opened, Failed: now})
 	}
-	if !errors.Is(end, io.EOF) && ctx.Err() == nil {
+	if broke && ctx.Err() == nil {
 		sleep(ctx, 20*time.Millisecond) // the server is down or restarting
 	}
 }

@@ -62,11 +62,30 @@ func (j *dlqJudge) judge(settles []*Settle, c *Counts) []Violation {
 			c.AfterDeadLetterRestart++
 			continue
 		}
+		if j.p.Cluster && j.storedTwice(d) {
+			// Two copies of the ID in the delivery stream (a republish
+			// after a takeover; counted as stream duplicates): each has
+			// its own deliveries and is dead-lettered on its own, and the
+			// dead letter does not say which copy it came from.
+			continue
+		}
 		out = append(out, Violation{Kind: VAfterDeadLetter, ID: d.ID, Cycle: d.Cycle, At: d.Received,
 			Detail: fmt.Sprintf("handed out on %s by a Receive sent %v after the Ack of its dead letter on %s (cycle %d) was answered OK, with no restart since its first lease (cycle %d)",
 				d.Topic, d.Issued.Sub(ack.Answered).Round(time.Millisecond), j.dlq, ack.Cycle, j.firstLease(d.ID))})
 	}
 	return out
+}
+
+// storedTwice reports whether the message was handed out on its topic
+// from a copy in the delivery stream other than d's (--cluster: the
+// deliveries' StreamSeq).
+func (j *dlqJudge) storedTwice(d *Delivery) bool {
+	for _, e := range j.orig {
+		if e.ID == d.ID && e.StreamSeq != 0 && d.StreamSeq != 0 && e.StreamSeq != d.StreamSeq {
+			return true
+		}
+	}
+	return false
 }
 
 // leasesBefore counts the message's deliveries on its topic by Receives

@@ -15,8 +15,13 @@ import (
 // retry carries the key, a redriven copy does not.
 
 // retried reports whether a Nack with a delay of the message (which makes
-// a retry that carries its key) was sent before t and not refused.
+// a retry that carries its key) was sent before t and not refused. In a
+// cluster it never is: a Nack with a delay keeps the message and its ID
+// in the delivery stream, no new incarnation carries the key.
 func (s *keyState) retried(t time.Time) bool {
+	if s.cluster {
+		return false
+	}
 	for _, x := range s.settles {
 		if x.Kind == Nack && x.NackDelay > 0 && x.Outcome != Rejected && x.Sent.Before(t) {
 			return true

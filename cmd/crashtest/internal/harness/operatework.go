@@ -4,12 +4,89 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
+
+// operations are the calls operating what the server holds that a
+// workload makes, each on or off as a whole.
+type operations struct {
+	reschedule  bool // producers Reschedule, by ID and by topic and key
+	cancelByKey bool // producers Cancel by topic and key too (by ID always)
+	redrive     bool // a redriver per cycle; consumers visit .dlq topics half as often
+	pause       bool // a pauser per cycle; the drain resumes every topic first
+	recurring   bool // recurring schedules on SchedTopic, managed per cycle and finished before the drain
+}
+
+// Names of operations, as Summary.Operations lists them.
+const (
+	opReschedule  = "reschedule"
+	opCancelByKey = "cancel-by-key"
+	opRedrive     = "redrive"
+	opPause       = "pause"
+	opRecurring   = "recurring"
+)
+
+// names lists the operations o makes.
+func (o operations) names() []string {
+	var out []string
+	for _, op := range []struct {
+		on   bool
+		name string
+	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.recurring, opRecurring}} {
+		if op.on {
+			out = append(out, op.name)
+		}
+	}
+	return out
+}
+
+// allOperations: one node serves every one of them.
+var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true}
+
+// clusterOperations are those a cluster serves on any node (docs/CLUSTER.md
+// "Managing scheduled messages"). Redrive and topic policies (pause) are
+// refused in cluster mode, and it has no recurring schedules: TODO(issue
+// 25) turn each on here once the cluster serves it; the runners start its
+// worker and the checks judge it as on one node.
+var clusterOperations = operations{reschedule: true, cancelByKey: true}
+
+// operators starts, with wg, the per-cycle workers of the operations w
+// makes (a redriver, a pauser, the recurring schedules' manager), each
+// with a generator of its own, calling through l until ctx ends.
+func (w *workload) operators(ctx context.Context, wg *sync.WaitGroup, l lanes, cycle int) {
+	for i, op := range []struct {
+		on bool
+		fn func(context.Context, lanes, int, *rand.Rand)
+	}{{w.operating.redrive, w.redriver}, {w.operating.pause, w.pauser}, {w.operating.recurring, w.manageSchedules}} {
+		if !op.on {
+			continue
+		}
+		rng := rand.New(rand.NewPCG(w.cfg.Seed, uint64(cycle)<<16|0x2000|uint64(i)))
+		wg.Go(func() { op.fn(ctx, l, cycle, rng) })
+	}
+}
+
+// settleOperations, before the drain, leaves nothing paused and no
+// recurring-schedule call in doubt, bounded by the drain grace.
+func (w *workload) settleOperations(ctx context.Context, l lanes) {
+	if !w.operating.pause && !w.operating.recurring {
+		return
+	}
+	octx, stop := context.WithTimeout(ctx, w.cfg.DrainGrace)
+	defer stop()
+	rng := rand.New(rand.NewPCG(w.cfg.Seed, 0xd8000))
+	if w.operating.pause {
+		w.resumeAll(octx, l, w.cfg.Cycles+1, rng)
+	}
+	if w.operating.recurring {
+		w.finishSchedules(octx, l, w.cfg.Cycles+1, rng)
+	}
+}
 
 // The workload's calls that operate what the server holds (issue 21):
 // reschedules (a producer's operation), redrives and pauses (a redriver

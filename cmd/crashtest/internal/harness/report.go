@@ -41,32 +41,42 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("lateness (received - due): p50 / p99 / max", fmt.Sprintf("%.1f ms / %.1f ms / %.1f ms", cs.LatenessP50Ms, cs.LatenessP99Ms, cs.LatenessMaxMs))
 		row("hourglass restart to ready: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 		row("NATS restart to healthy: max", fmt.Sprintf("%.1f ms", cs.NATSRestartMaxMs))
-		row("duplicates: never acked / after ack in doubt (allowed) / after durable ack (violation)", fmt.Sprintf("%d / %d / %d", c.DupUnacked, c.DupAckInDoubt, c.DupAfterAck))
-		row("dead-lettered (messages / deliveries on .dlq; allowed)", fmt.Sprintf("%d / %d", c.DeadLettered, c.DLQDeliveries))
-		row("Receives in doubt", c.ReceiveInDoubt)
-	} else {
-		row("duplicates: never acked (allowed)", c.DupUnacked)
-		row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
-		row("duplicates: after durable ack (violation)", c.DupAfterAck)
-		row("max-attempts / poison share", fmt.Sprintf("%d / %d%%", s.MaxAttempts, s.PoisonPercent))
-		row("poison scheduled / cancelled / dead-lettered / not (violation)", fmt.Sprintf("%d / %d / %d / %d", c.Poison, c.PoisonCancelled, c.DeadLetteredPoison, c.NotDeadLettered))
-		row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
-		row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
-		row("Receives in doubt", c.ReceiveInDoubt)
+	}
+	row("duplicates: never acked (allowed)", c.DupUnacked)
+	row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
+	row("duplicates: after durable ack (violation)", c.DupAfterAck)
+	row("max-attempts / poison share", fmt.Sprintf("%d / %d%%", s.MaxAttempts, s.PoisonPercent))
+	row("poison scheduled / cancelled / dead-lettered / not (violation)", fmt.Sprintf("%d / %d / %d / %d", c.Poison, c.PoisonCancelled, c.DeadLetteredPoison, c.NotDeadLettered))
+	row("dead-lettered (messages / deliveries on .dlq; not poison: allowed)", fmt.Sprintf("%d / %d (%d)", c.DeadLettered, c.DLQDeliveries, c.DeadLettered-c.DeadLetteredPoison))
+	row("after a restart (allowed): dead-lettered twice / back on its topic", fmt.Sprintf("%d / %d", c.DupDeadLetterAgain, c.AfterDeadLetterRestart))
+	row("Receives in doubt", c.ReceiveInDoubt)
+	ops := func(op string) bool { return slices.Contains(s.Operations, op) }
+	if ops(opReschedule) {
 		row("reschedules: rescheduled / other answers / in doubt / refused (by key; unjudged)", fmt.Sprintf("%d / %d / %d / %d (%d; %d)",
 			c.Rescheduled, c.RescheduleOther, c.RescheduleInDoubt, c.RescheduleRejected, c.RescheduleByKey, c.RescheduleUnjudged))
 		row("  violations: after / untruthful / in doubt, both / replacement lost", fmt.Sprintf("%d / %d / %d / %d",
 			s.kind(VAfterReschedule), s.kind(VRescheduleUntruthful), s.kind(VRescheduleBoth), s.kind(VRescheduledLost)))
+	}
+	if ops(opCancelByKey) {
 		row("cancels by key (of the cancels above; unjudged)", fmt.Sprintf("%d (%d)", c.CancelByKey, c.CancelByKeyUnjudged))
+	}
+	if ops(opRedrive) {
 		row("redrives: answered / in doubt; moved (answers) / copies delivered", fmt.Sprintf("%d / %d; %d / %d", c.RedriveCalls, c.RedriveInDoubt, c.Redriven, c.RedrivenCopies))
 		row("  also acked on the .dlq (allowed) / violations: twice / unfounded", fmt.Sprintf("%d / %d / %d", c.RedriveConsumed, s.kind(VRedrivenTwice), s.kind(VRedriveUnfounded)))
+	}
+	if ops(opPause) {
 		row("pauses / resumes / in doubt; delivered while paused (violation)", fmt.Sprintf("%d / %d / %d; %d", c.Paused, c.Resumed, c.PolicyInDoubt, c.DeliveredWhilePaused))
+	}
+	if ops(opRecurring) {
 		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))
 		row("  due before a delete or update answered, delivered after (allowed)", c.OccurrenceAfterEnd)
 		row("  violations: twice / skipped / after delete / after update / unexpected", fmt.Sprintf("%d / %d / %d / %d / %d",
 			c.OccurrenceTwice, c.OccurrenceSkipped, c.OccurrenceAfterDelete, c.OccurrenceAfterUpdate, c.OccurrenceUnexpected))
+	}
+	if s.Cluster == nil {
 		row("recovery per restart: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 	}
+	row("operations", strings.Join(s.Operations, ", "))
 	row("calls by operation/protocol", mapString(s.Ops))
 	row("clock skew / bound", fmt.Sprintf("%.3f ms / %.3f ms", s.SkewMs, s.SkewBoundMs))
 	if s.CorruptTail {
@@ -83,22 +93,22 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		s.Damage.writeTable(w)
 	}
 	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
-		fmt.Fprintln(w, "\ntakeover per kill (re-owned: until the last of the partitions it owned had another owner in")
-		fmt.Fprintln(w, "HG_OWNERS; first delivery: until the first message of any of them, of any partition for a NATS")
-		fmt.Fprintln(w, "kill, was received as a first attempt; max lateness after: the largest received-minus-due of")
-		fmt.Fprintln(w, "those messages due from the kill to the next one):")
+		fmt.Fprintln(w, "\ntakeover per kill (Consume streams: open on the killed node when it died; re-owned: until the")
+		fmt.Fprintln(w, "last of the partitions it owned had another owner in HG_OWNERS; first delivery: until the first")
+		fmt.Fprintln(w, "message of any of them, of any partition for a NATS kill, was received as a first attempt; max")
+		fmt.Fprintln(w, "lateness after: the largest received-minus-due of those messages due from the kill to the next one):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tre-owned\tfirst delivery\tmax lateness after")
+		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tConsume streams\tre-owned\tfirst delivery\tmax lateness after")
 		for _, k := range cs.Kills {
 			parts := "-"
 			if len(k.Partitions) > 0 {
 				parts = fmt.Sprint(k.Partitions)
 			}
-			reowned := "n/a"
+			reowned, streams := "n/a", "-"
 			if strings.HasPrefix(k.Target, "hourglass ") {
-				reowned = msOrNone(k.ReownedMs)
+				reowned, streams = msOrNone(k.ReownedMs), fmt.Sprint(k.ConsumeStreams)
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%.0f ms\n", k.Cycle, k.Target, parts, streams, reowned, msOrNone(k.FirstDeliveryMs), k.MaxLateMs)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -267,14 +267,7 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x8000|uint64(i)))
 		wg.Go(func() { r.wl.consume(wctx, cons, cycle, i, rng, false) })
 	}
-	if r.wl.operate {
-		// A redriver, a pauser and the recurring schedules' manager, each
-		// with a generator of its own.
-		for i, fn := range []func(context.Context, lanes, int, *rand.Rand){r.wl.redriver, r.wl.pauser, r.wl.manageSchedules} {
-			rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x2000|uint64(i)))
-			wg.Go(func() { fn(wctx, prod, cycle, rng) })
-		}
-	}
+	r.wl.operators(wctx, &wg, prod, cycle)
 
 	// When to stop: anywhere, or aimed at a bucket boundary (rotation,
 	// firing of everything scheduled on the edge, retention of the bucket
@@ -405,27 +398,9 @@ func (r *runner) drain(ctx context.Context) error {
 		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
 	}
 	defer func() { conn.Close() }()
-	if r.wl.operate {
-		// Nothing stays paused, and no recurring-schedule call in doubt.
-		octx, ostop := context.WithTimeout(ctx, r.cfg.DrainGrace)
-		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd8000))
-		r.wl.resumeAll(octx, cons, r.cfg.Cycles+1, rng)
-		r.wl.finishSchedules(octx, cons, r.cfg.Cycles+1, rng)
-		ostop()
-	}
+	r.wl.settleOperations(ctx, cons)
 	r.hist.SetDrainFrom(time.Now())
-	ev := r.hist.Snapshot()
-	var last time.Time
-	for _, s := range ev.Schedules {
-		if s.NotBefore.After(last) {
-			last = s.NotBefore
-		}
-	}
-	for _, x := range ev.Reschedules {
-		if x.Outcome != Rejected && x.NotBefore.After(last) {
-			last = x.NotBefore
-		}
-	}
+	last := lastDue(r.hist.Snapshot())
 	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
 	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	complete := false
@@ -461,6 +436,23 @@ func (r *runner) drain(ctx context.Context) error {
 		r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "final stop: " + err.Error()})
 	}
 	return nil
+}
+
+// lastDue is the latest time a message of ev may be due: the latest
+// NotBefore of a Schedule or of a Reschedule not refused.
+func lastDue(ev Events) time.Time {
+	var last time.Time
+	for _, s := range ev.Schedules {
+		if s.NotBefore.After(last) {
+			last = s.NotBefore
+		}
+	}
+	for _, x := range ev.Reschedules {
+		if x.Outcome != Rejected && x.NotBefore.After(last) {
+			last = x.NotBefore
+		}
+	}
+	return last
 }
 
 // drainRun runs the drain's consumers on one server until every
@@ -547,6 +539,7 @@ func (r *runner) finish(start time.Time) {
 	s.Restarts = len(r.recoveries)
 	s.SkewMs, s.SkewBoundMs = ms(r.skew), ms(r.skewBound)
 	s.Ops = r.wl.ops.snapshot()
+	s.Operations = r.wl.operating.names()
 	s.WallSeconds = time.Since(start).Seconds()
 }
 

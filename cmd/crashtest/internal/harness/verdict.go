@@ -172,6 +172,7 @@ func (r *Result) First(fsync string) (Violation, bool) {
 
 // keyState gathers one message's events.
 type keyState struct {
+	cluster    bool // judged as a --cluster run's (CheckParams.Cluster)
 	sched      *Schedule
 	cancels    []*Cancel
 	deliveries []*Delivery

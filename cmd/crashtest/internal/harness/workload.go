@@ -54,10 +54,10 @@ type workload struct {
 	hist   *History
 	topics []string // the producers' topics
 	hc     *http.Client
-	// operate: the workload reschedules, cancels by key, redrives, pauses
-	// topics and runs recurring schedules (not in cluster mode, whose
-	// nodes have no local engine or queue to operate).
-	operate bool
+	// operating says which calls operating what the server holds the
+	// workload makes: all of them on one node, clusterOperations in
+	// cluster mode.
+	operating operations
 	// consumed are the topics consumers receive from: the producers',
 	// the recurring schedules' (SchedTopic), and their dead-letter topics.
 	consumed []string
@@ -71,13 +71,16 @@ type workload struct {
 }
 
 func newWorkload(cfg *Config, hist *History) *workload {
-	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{}, paused: map[string]bool{}, operate: !cfg.Cluster,
+	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{}, paused: map[string]bool{}, operating: allOperations,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	if cfg.Cluster {
+		w.operating = clusterOperations
+	}
 	for i := range cfg.Topics {
 		w.topics = append(w.topics, fmt.Sprintf("ct%d", i))
 	}
 	w.consumed = slices.Clone(w.topics)
-	if w.operate {
+	if w.operating.recurring {
 		w.consumed = append(w.consumed, SchedTopic)
 		w.recur = newRecurPlan(cfg.Cycles)
 	}
@@ -112,18 +115,17 @@ func (w *workload) fail(key string) bool {
 const maxLoopOps = 1_000_000
 
 // produce schedules, reschedules and cancels until ctx ends, choosing per
-// operation (with rng) what to send and how: a Reschedule (not in cluster
-// mode), a Cancel (by ID, or by topic and key), a ScheduleBatch of 2 to 8
-// or a single Schedule, each unary over Connect or gRPC, or a burst on one
-// ScheduleStream (streamBurst; not in cluster mode, whose lanes have no
-// gRPC).
+// operation (with rng) what to send and how: a Reschedule (with
+// operating.reschedule), a Cancel (by ID, or by topic and key), a
+// ScheduleBatch of 2 to 8 or a single Schedule, each unary over Connect or
+// gRPC, or a burst on one ScheduleStream (streamBurst).
 func (w *workload) produce(ctx context.Context, l lanes, cycle, id int, rng *rand.Rand) {
 	seg := w.cfg.SegmentDuration
 	n := 0
 	pause := time.Second / time.Duration(max(1, w.cfg.OpsPerSecond))
 	for op := 0; op < maxLoopOps && ctx.Err() == nil; op++ {
 		switch r := rng.IntN(100); {
-		case r < 4 && w.operate:
+		case r < 4 && w.operating.reschedule:
 			w.reschedule(ctx, l, cycle, rng)
 		case r < 12:
 			w.cancel(ctx, l, cycle, rng)
@@ -232,7 +234,7 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 	// retried until answered, and must not make a second message.
 	req := &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(key), IdempotencyKey: key}
 	s := Schedule{Key: key, Topic: topic, Cycle: cycle}
-	if !w.cfg.Cluster && w.cfg.PoisonPercent > 0 && rng.IntN(100) < w.cfg.PoisonPercent {
+	if w.cfg.PoisonPercent > 0 && rng.IntN(100) < w.cfg.PoisonPercent {
 		s.Poison = true
 		req.Headers = []*hourglassv1.Header{{Key: PoisonHeader, Value: "1"}}
 	}
@@ -269,10 +271,10 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 }
 
 // cancel cancels a recently acknowledged message, over Connect or gRPC,
-// by its current ID or (not in cluster mode) by its topic and key.
+// by its current ID or (with operating.cancelByKey) by its topic and key.
 func (w *workload) cancel(ctx context.Context, l lanes, cycle int, rng *rand.Rand) {
 	u := l.choose(rng)
-	byKey := rng.IntN(5) < 2 && w.operate
+	byKey := rng.IntN(5) < 2 && w.operating.cancelByKey
 	key, topic, id, ok := w.hist.OKSchedule(rng.IntN)
 	if !ok {
 		return
@@ -325,7 +327,7 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 		t := turn{topic: topics[i%len(topics)], cycle: cycle, drain: drain, lease: longLease}
 		t.dead = isDLQ(t.topic)
 		t.short = !drain && !t.dead && rng.IntN(100) < 15
-		if t.dead && !drain && w.operate && rng.IntN(2) == 0 {
+		if t.dead && !drain && w.operating.redrive && rng.IntN(2) == 0 {
 			// Dead letters wait longer between consumers' visits, so
 			// that the redriver finds some.
 			continue
@@ -361,13 +363,7 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 			continue
 		}
 		for _, m := range res.Messages {
-			d := delivery(m, cycle, issued, received)
-			if w.cfg.Cluster {
-				// Which copy in the delivery stream, and the server's own
-				// delivery time (a not-before too).
-				d.StreamSeq, d.DeliverAt = receiptSeq(m.Receipt), m.DeliverAt.AsTime()
-			}
-			w.hist.AddDelivery(d)
+			w.hist.AddDelivery(w.delivery(m, cycle, issued, received))
 		}
 		for _, m := range res.Messages {
 			if kind, delay, ok := w.decide(t, m, rng); ok {
@@ -380,9 +376,14 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 // delivery is the record of m, handed out by a call issued at issued (or
 // on a stream, after the credit that allowed it was sent then) and
 // received at received.
-func delivery(m *hourglassv1.Message, cycle int, issued, received time.Time) Delivery {
+func (w *workload) delivery(m *hourglassv1.Message, cycle int, issued, received time.Time) Delivery {
 	d := Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
 		Receipt: m.Receipt, Cycle: cycle, Issued: issued, Received: received}
+	if w.cfg.Cluster {
+		// Which copy in the delivery stream, and the server's own
+		// delivery time (a not-before too).
+		d.StreamSeq, d.DeliverAt = receiptSeq(m.Receipt), m.DeliverAt.AsTime()
+	}
 	if k, ok := strings.CutPrefix(header(m, idempotencyHeader), redriveKeyPrefix); ok {
 		d.RedriveOf = k
 	}
@@ -459,10 +460,7 @@ func poisoned(m *hourglassv1.Message) bool {
 // settle acks or nacks m by its receipt with a unary call over Connect or
 // gRPC, and records it.
 func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration, rng *rand.Rand) {
-	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
-	if w.cfg.Cluster {
-		x.StreamSeq = receiptSeq(m.Receipt)
-	}
+	x := w.settleOf(m, kind, delay, cycle)
 	var err error
 	if kind == Ack {
 		u := l.pick("ack", rng)
@@ -475,6 +473,15 @@ func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv
 	}
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddSettle(x)
+}
+
+// settleOf is the record of an Ack or Nack of m, not sent yet.
+func (w *workload) settleOf(m *hourglassv1.Message, kind SettleKind, delay time.Duration, cycle int) Settle {
+	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
+	if w.cfg.Cluster {
+		x.StreamSeq = receiptSeq(m.Receipt)
+	}
+	return x
 }
 
 // sleep waits d or until ctx ends. The harness paces its load with it; it
