@@ -324,6 +324,10 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 			return cs, err
 		}
 	}
+	// And of the recurring schedules' definitions up to L0.
+	if err := pt.copyDefs(cs.L0, pk); err != nil {
+		return cs, err
+	}
 	if err := pt.stage("copied"); err != nil {
 		return cs, err
 	}
@@ -407,6 +411,7 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 		cs.PrunedDone++
 	}
 	pt.pruneIndexes()
+	pt.forgetDeleted(cs.L0)
 	pt.mu.Unlock()
 
 	if info, err := st.Info(ctx); err == nil {

@@ -59,3 +59,18 @@ func (e engineStore) Write(ctx context.Context, reqs []engine.Request, ctls []me
 	_, err := e.ScheduleWith(ctx, reqs, ctls)
 	return err
 }
+
+// Service is what the recurring-schedule RPCs call: a Scheduler on one
+// node, or a cluster node's schedules (package cluster), which routes
+// each call to the Scheduler of the schedule's partition.
+type Service interface {
+	Create(ctx context.Context, d *Def) (time.Time, error)
+	Update(ctx context.Context, d *Def) (time.Time, error)
+	Pause(ctx context.Context, name string) error
+	Resume(ctx context.Context, name string) (time.Time, error)
+	Delete(ctx context.Context, name string) error
+	Get(ctx context.Context, name string, n int) (Info, error)
+	List(ctx context.Context, after, topic string, n, nextN int) ([]Info, string, error)
+}
+
+var _ Service = (*Scheduler)(nil)

@@ -23,6 +23,7 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // served is a Server running Serve on a TCP port of the loopback
@@ -234,6 +235,9 @@ func newFakeCluster(ready bool, calls chan *fakeCall) *fakeCluster {
 	}
 	return f
 }
+
+// Schedules: none (the cluster's are tested in package cluster and e2e).
+func (f *fakeCluster) Schedules(bool) recur.Service { return nil }
 
 func (f *fakeCluster) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
 	if f.calls != nil {

@@ -1,0 +1,595 @@
+package cluster
+
+// Recurring schedules in cluster mode. A schedule belongs to the partition
+// SchedulePartition(name). Its definition is a control item in that
+// partition's intake stream, and each write of it (create, update, pause,
+// resume, delete, and each firing, which arms the next occurrence) is one
+// intake message holding the definition and the occurrence it arms:
+// stored whole or not at all. The owner's local engine replays the items
+// into its catalog, and a recur.Scheduler per partition, the local
+// engine's sink in front of the partition's, runs on it as on one node,
+// writing through recurStore.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hourglassmq/hourglass/catalog"
+	"github.com/hourglassmq/hourglass/client"
+	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/recur"
+)
+
+// Headers of the control items of recurring schedules in intake messages.
+// Part of the intake format; a Schedule that sets one is refused.
+const (
+	// recurPutHeader names the schedule whose definition the item's body
+	// is (a ControlSchedule record's value).
+	recurPutHeader = "hourglass-recur-put"
+	// recurDeleteHeader names the schedule the item deletes.
+	recurDeleteHeader = "hourglass-recur-delete"
+	// recurOriginHeader is on a compaction's copy of a definition: the
+	// intake sequence of the item it copies (8 bytes, big-endian).
+	recurOriginHeader = "hourglass-recur-origin"
+)
+
+// reservedHeader reports whether a Schedule may not set the header k.
+func reservedHeader(k string) bool {
+	switch k {
+	case idHeader, replacesHeader, recurPutHeader, recurDeleteHeader, recurOriginHeader:
+		return true
+	}
+	return false
+}
+
+// SchedulePartition is the partition of the recurring schedule name: its
+// definition and its occurrences are there.
+func SchedulePartition(name string, partitions int) int {
+	return KeyPartition("", name, partitions)
+}
+
+// defMark is what the owner knows of a schedule's latest control item:
+// its intake sequence (a copy's origin) and whether it deleted it.
+type defMark struct {
+	seq     uint64
+	deleted bool
+}
+
+// controlItem encodes c as an intake item; origin, if not 0, marks it a
+// compaction's copy of the item at that sequence.
+func controlItem(c message.Control, origin uint64, now time.Time) message.Message {
+	m := message.Message{DeliverAt: now.UnixMilli(), Body: c.Value}
+	k := recurPutHeader
+	if c.Kind == message.ControlScheduleDelete {
+		k = recurDeleteHeader
+	}
+	m.Headers = []message.Header{{Key: []byte(k), Value: c.Name}}
+	if origin > 0 {
+		m.Headers = append(m.Headers, message.Header{Key: []byte(recurOriginHeader), Value: binary.BigEndian.AppendUint64(nil, origin)})
+	}
+	return m
+}
+
+// itemControl returns the control record an intake item holds and the
+// sequence of the item it copies (0: it is the original), or false if it
+// is a message.
+func itemControl(m *message.Message) (message.Control, uint64, bool) {
+	var c message.Control
+	var origin uint64
+	found := false
+	for _, h := range m.Headers {
+		switch string(h.Key) {
+		case recurPutHeader:
+			c, found = message.Control{Kind: message.ControlSchedule, Name: h.Value, Value: m.Body}, true
+		case recurDeleteHeader:
+			c, found = message.Control{Kind: message.ControlScheduleDelete, Name: h.Value}, true
+		case recurOriginHeader:
+			if len(h.Value) == 8 {
+				origin = binary.BigEndian.Uint64(h.Value)
+			}
+		}
+	}
+	return c, origin, found
+}
+
+// noteControl decides whether the control item c, read at intake sequence
+// seq (a copy of the one at origin), is applied: not if a later item of
+// its schedule was applied (a compaction's copy stored after a write that
+// replaced it). Called with mu held.
+func (pt *partition) noteControl(c message.Control, seq, origin uint64) bool {
+	at := seq
+	if origin > 0 {
+		at = origin
+	}
+	name := string(c.Name)
+	if mk, ok := pt.defSeq[name]; ok && mk.seq >= at {
+		return false
+	}
+	pt.defSeq[name] = defMark{seq: at, deleted: c.Kind == message.ControlScheduleDelete}
+	return true
+}
+
+// copyDefs adds to pk a copy of each schedule definition whose latest item
+// is at or below l0 (which the purge removes). Run on the consuming
+// goroutine: the catalog then holds what was consumed.
+func (pt *partition) copyDefs(l0 uint64, pk *packer) error {
+	pt.mu.Lock()
+	eng := pt.eng
+	type def struct {
+		name string
+		seq  uint64
+	}
+	var defs []def
+	for name, mk := range pt.defSeq {
+		if mk.seq <= l0 && !mk.deleted {
+			defs = append(defs, def{name, mk.seq})
+		}
+	}
+	pt.mu.Unlock()
+	if len(defs) == 0 {
+		return nil
+	}
+	if err := eng.WaitRouted(pt.ctx); err != nil {
+		return err
+	}
+	now := pt.n.now()
+	for _, d := range defs {
+		v, ok, err := eng.Setting(catalog.Schedules, d.name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := pk.add(controlItem(message.Control{Kind: message.ControlSchedule, Name: []byte(d.name), Value: v}, d.seq, now)); err != nil {
+			return err
+		}
+	}
+	return pk.flush()
+}
+
+// forgetDeleted drops the marks of deletions at or below l0: after the
+// purge no item of those schedules below them is left. Called with mu
+// held.
+func (pt *partition) forgetDeleted(l0 uint64) {
+	for name, mk := range pt.defSeq {
+		if mk.deleted && mk.seq <= l0 {
+			delete(pt.defSeq, name)
+		}
+	}
+}
+
+// recurStore is a partition as the store of its recur.Scheduler: writes
+// are intake messages of the partition, reads its local engine's
+// catalog once it has consumed them.
+type recurStore struct {
+	pt  *partition
+	eng *engine.Engine
+}
+
+var _ recur.Store = recurStore{}
+
+func (s recurStore) Now() time.Time         { return s.pt.n.now() }
+func (s recurStore) Ready() <-chan struct{} { return s.eng.Ready() }
+
+func (s recurStore) Load(name string) ([]byte, bool, error) {
+	return s.eng.Setting(catalog.Schedules, name)
+}
+
+func (s recurStore) Scan(after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
+	return s.eng.ScanSettings(catalog.Schedules, after, n, fn)
+}
+
+// Write publishes ctls and the occurrences reqs as one intake message of
+// the partition (with retry as its Nats-Msg-Id: a firing handed over
+// again within the intake stream's duplicate window is stored once), and
+// answers once JetStream stored it while this node held the partition.
+func (s recurStore) Write(ctx context.Context, reqs []engine.Request, ctls []message.Control, retry string) error {
+	pt := s.pt
+	n := pt.n
+	if !pt.lease.valid(n.now()) {
+		return errLeaseLost
+	}
+	now := n.now()
+	ms := make([]message.Message, 0, len(ctls)+len(reqs))
+	for _, c := range ctls {
+		ms = append(ms, controlItem(c, 0, now))
+	}
+	for i, r := range reqs {
+		at := deliverAt(r, now)
+		if at > now.UnixMilli()+n.opts.MaxDelay.Milliseconds() {
+			return fmt.Errorf("%w: occurrence %d is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
+		}
+		ms = append(ms, message.Message{DeliverAt: at, Attempt: r.Attempt, Topic: []byte(r.Topic), Headers: r.Headers, Body: r.Body, Origin: r.Origin})
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	ids, err := n.publishIntake(ctx, pt.p, ms, retry)
+	if err != nil {
+		return err
+	}
+	_, seq, _ := SplitID(ids[0])
+	pt.mu.Lock()
+	pt.written = max(pt.written, seq)
+	pt.mu.Unlock()
+	// Stored after the lease ran out, it may be missed by the new owner,
+	// which read the stream when it took over.
+	if !pt.lease.valid(n.now()) {
+		return unavailable("partition %d moved while storing a recurring schedule; the outcome is unknown, retry", pt.p)
+	}
+	return nil
+}
+
+// WaitRouted waits until the local engine's catalog holds every write of
+// this owner, and, the first time, everything the stream held (what the
+// previous owners wrote): an occurrence handed over again after a
+// takeover must find the schedule's armed time as its last owner left it.
+func (s recurStore) WaitRouted(ctx context.Context) error {
+	pt := s.pt
+	if !pt.recurSynced.Load() {
+		if err := pt.caughtUp(ctx); err != nil {
+			return err
+		}
+		pt.recurSynced.Store(true)
+	}
+	pt.mu.Lock()
+	w := pt.written
+	pt.mu.Unlock()
+	if err := pt.waitConsumed(ctx, w); err != nil {
+		return err
+	}
+	return s.eng.WaitRouted(ctx)
+}
+
+func (s recurStore) Lookup(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	return s.pt.lookup(ctx, topic, key)
+}
+
+func (s recurStore) Cancel(ctx context.Context, id message.ID) (engine.CancelResult, error) {
+	return s.pt.cancel(ctx, id)
+}
+
+func (s recurStore) Get(ctx context.Context, id message.ID) (engine.Found, error) {
+	f, _, err := s.pt.get(ctx, id)
+	return f, err
+}
+
+// scheduler returns the partition's Scheduler once its local engine is
+// open and its catalog holds what the stream held.
+func (pt *partition) scheduler(ctx context.Context) (*recur.Scheduler, error) {
+	if err := pt.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	if err := (recurStore{pt: pt, eng: pt.localEngine()}).WaitRouted(ctx); err != nil {
+		return nil, err
+	}
+	return pt.sched, nil
+}
+
+func (pt *partition) localEngine() *engine.Engine {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	return pt.eng
+}
+
+// sinkOut is the partition's delivery as the next sink of its Scheduler.
+type sinkOut struct{ pt *partition }
+
+func (o sinkOut) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+	return o.pt.deliver(ctx, topic, batch)
+}
+
+// Deliver implements engine.Sink for the local engine: it leaves out the
+// messages that are done (cancelled: a cancelled occurrence arms
+// nothing, as on one node, where the repair pass arms the next) and hands
+// the rest to the partition's Scheduler, which arms the next occurrences
+// and passes them on to deliver.
+func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+	if !pt.lease.valid(pt.n.now()) {
+		return errLeaseLost
+	}
+	kept := make([]engine.Delivery, 0, len(batch))
+	pt.mu.Lock()
+	for _, d := range batch {
+		id, _ := idFromBytes([]byte(message.HeaderValue(d.Message.Headers, idHeader)))
+		if _, done := pt.done[id]; done && !id.IsZero() {
+			delete(pt.taken, id)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	pt.mu.Unlock()
+	if len(kept) == 0 {
+		return nil
+	}
+	return pt.sched.Deliver(ctx, topic, kept)
+}
+
+// Schedules returns the recurring schedules of the cluster as the API
+// serves them: each call is decided by the Scheduler of the schedule's
+// partition on its owner, forwarded there unless forwarded is set (the
+// call was forwarded here). List merges every partition's.
+func (n *Node) Schedules(forwarded bool) recur.Service {
+	return schedules{n: n, forwarded: forwarded}
+}
+
+type schedules struct {
+	n         *Node
+	forwarded bool
+}
+
+// on runs local on the Scheduler of name's partition if this node owns
+// it, else remote on a client of its owner.
+func (s schedules) on(ctx context.Context, name, what string, local func(*recur.Scheduler) error, remote func(forward) error) error {
+	p := SchedulePartition(name, s.n.opts.Partitions)
+	pt, fw, err := s.n.route(ctx, p, s.forwarded, what)
+	if err != nil {
+		return err
+	}
+	if pt == nil {
+		if err := remote(fw); err != nil {
+			return fw.err(what, err)
+		}
+		return nil
+	}
+	sch, err := pt.scheduler(ctx)
+	if err != nil {
+		return err
+	}
+	return local(sch)
+}
+
+func (s schedules) Create(ctx context.Context, d *recur.Def) (next time.Time, err error) {
+	err = s.on(ctx, d.Name, "CreateSchedule",
+		func(sch *recur.Scheduler) (err error) { next, err = sch.Create(ctx, d); return err },
+		func(fw forward) (err error) { next, err = fw.c.CreateSchedule(ctx, clientSchedule(d)); return err })
+	return next, err
+}
+
+func (s schedules) Update(ctx context.Context, d *recur.Def) (next time.Time, err error) {
+	err = s.on(ctx, d.Name, "UpdateSchedule",
+		func(sch *recur.Scheduler) (err error) { next, err = sch.Update(ctx, d); return err },
+		func(fw forward) (err error) { next, err = fw.c.UpdateSchedule(ctx, clientSchedule(d)); return err })
+	return next, err
+}
+
+func (s schedules) Pause(ctx context.Context, name string) error {
+	return s.on(ctx, name, "PauseSchedule",
+		func(sch *recur.Scheduler) error { return sch.Pause(ctx, name) },
+		func(fw forward) error { return fw.c.PauseSchedule(ctx, name) })
+}
+
+func (s schedules) Resume(ctx context.Context, name string) (next time.Time, err error) {
+	err = s.on(ctx, name, "ResumeSchedule",
+		func(sch *recur.Scheduler) (err error) { next, err = sch.Resume(ctx, name); return err },
+		func(fw forward) (err error) { next, err = fw.c.ResumeSchedule(ctx, name); return err })
+	return next, err
+}
+
+func (s schedules) Delete(ctx context.Context, name string) error {
+	return s.on(ctx, name, "DeleteSchedule",
+		func(sch *recur.Scheduler) error { return sch.Delete(ctx, name) },
+		func(fw forward) error { return fw.c.DeleteSchedule(ctx, name) })
+}
+
+func (s schedules) Get(ctx context.Context, name string, n int) (in recur.Info, err error) {
+	err = s.on(ctx, name, "GetSchedule",
+		func(sch *recur.Scheduler) (err error) { in, err = sch.Get(ctx, name, n); return err },
+		func(fw forward) error {
+			ci, err := fw.c.GetSchedule(ctx, name, n)
+			if err != nil {
+				return err
+			}
+			in, err = infoOf(ci)
+			return err
+		})
+	return in, err
+}
+
+// forwardedToken is the page token of a forwarded ListSchedules: the
+// partitions the receiver lists, then the name to list after. '~' is in
+// no schedule name, so no client's token looks like one.
+const forwardedToken = "~"
+
+// List returns up to n schedules by name after the name after (of topic,
+// if not empty), each with its next nextN fire times, from every
+// partition, and the name to go on after ("" at the end). Each owner
+// lists its partitions' first n after it (one forwarded call per other
+// node), and the merge keeps the first n: the order and pages of one
+// node. A partition without an owner makes it Unavailable.
+func (s schedules) List(ctx context.Context, after, topic string, n, nextN int) ([]recur.Info, string, error) {
+	if s.forwarded {
+		parts, name, err := parseForwardedToken(after, s.n.opts.Partitions)
+		if err != nil {
+			return nil, "", err
+		}
+		return s.n.listLocal(ctx, parts, name, topic, n, nextN)
+	}
+	if strings.HasPrefix(after, forwardedToken) {
+		return nil, "", fmt.Errorf("%w: page token %q: pass the next_page_token of the last page, or nothing", recur.ErrInvalid, after)
+	}
+	var local []int
+	remote := map[string][]int{}
+	fws := map[string]forward{}
+	for p := range s.n.opts.Partitions {
+		pt, fw, err := s.n.route(ctx, p, false, "ListSchedules")
+		if err != nil {
+			return nil, "", err
+		}
+		if pt != nil {
+			local = append(local, p)
+			continue
+		}
+		remote[fw.owner.URL] = append(remote[fw.owner.URL], p)
+		fws[fw.owner.URL] = fw
+	}
+	all, more, err := s.n.listParts(ctx, local, after, topic, n, nextN)
+	if err != nil {
+		return nil, "", err
+	}
+	for url, parts := range remote {
+		fw := fws[url]
+		page, next, err := fw.c.ListSchedulesPage(ctx, clientListOptions(topic, n), forwardedToken+joinInts(parts)+forwardedToken+after)
+		if err != nil {
+			return nil, "", fw.err("ListSchedules", err)
+		}
+		for _, ci := range page {
+			in, err := infoOf(ci)
+			if err != nil {
+				return nil, "", err
+			}
+			all = append(all, in)
+		}
+		more = more || next != ""
+	}
+	return pageOf(all, n, more)
+}
+
+// listLocal lists the partitions parts of this node.
+func (n *Node) listLocal(ctx context.Context, parts []int, after, topic string, size, nextN int) ([]recur.Info, string, error) {
+	for _, p := range parts {
+		if n.partition(p) == nil {
+			return nil, "", unavailable("partition %d moved away from this node while ListSchedules was forwarded to it; retry", p)
+		}
+	}
+	all, more, err := n.listParts(ctx, parts, after, topic, size, nextN)
+	if err != nil {
+		return nil, "", err
+	}
+	return pageOf(all, size, more)
+}
+
+// listParts gathers the first size schedules after after of each
+// partition of parts on this node, and whether any has more.
+func (n *Node) listParts(ctx context.Context, parts []int, after, topic string, size, nextN int) ([]recur.Info, bool, error) {
+	var all []recur.Info
+	more := false
+	for _, p := range parts {
+		pt := n.partition(p)
+		if pt == nil {
+			return nil, false, unavailable("partition %d moved away from this node while listing schedules; retry", p)
+		}
+		sch, err := pt.scheduler(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		page, next, err := sch.List(ctx, after, topic, size, nextN)
+		if err != nil {
+			return nil, false, err
+		}
+		all = append(all, page...)
+		more = more || next != ""
+	}
+	return all, more, nil
+}
+
+// pageOf sorts all by name and keeps the first n; the token is the last
+// name kept if anything is left.
+func pageOf(all []recur.Info, n int, more bool) ([]recur.Info, string, error) {
+	slices.SortFunc(all, func(a, b recur.Info) int { return strings.Compare(a.Def.Name, b.Def.Name) })
+	if len(all) > n {
+		all, more = all[:n], true
+	}
+	if !more || len(all) == 0 {
+		return all, "", nil
+	}
+	return all, all[len(all)-1].Def.Name, nil
+}
+
+func joinInts(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// parseForwardedToken reads a forwarded ListSchedules token.
+func parseForwardedToken(tok string, partitions int) ([]int, string, error) {
+	rest, ok := strings.CutPrefix(tok, forwardedToken)
+	ps, name, ok2 := strings.Cut(rest, forwardedToken)
+	if !ok || !ok2 || ps == "" {
+		return nil, "", fmt.Errorf("%w: forwarded ListSchedules page token %q: want ~<partitions>~<name>", recur.ErrInvalid, tok)
+	}
+	var parts []int
+	for _, f := range strings.Split(ps, ",") {
+		p, err := strconv.Atoi(f)
+		if err != nil || p < 0 || p >= partitions {
+			return nil, "", fmt.Errorf("%w: forwarded ListSchedules page token %q: partition %q is not one of 0 to %d", recur.ErrInvalid, tok, f, partitions-1)
+		}
+		parts = append(parts, p)
+	}
+	return parts, name, nil
+}
+
+// clientSchedule is d as package client sends it to the owner. Headers go
+// as a map: a header repeated under one name goes once.
+func clientSchedule(d *recur.Def) client.RecurringSchedule {
+	cs := client.RecurringSchedule{Name: d.Name, Topic: d.Topic, Spec: d.Spec, TimeZone: d.TZ, Body: d.Body, Paused: d.Paused}
+	if len(d.Headers) > 0 {
+		cs.Headers = make(map[string]string, len(d.Headers))
+		for _, h := range d.Headers {
+			cs.Headers[h[0]] = h[1]
+		}
+	}
+	if d.StartMs > 0 {
+		cs.Start = time.UnixMilli(d.StartMs)
+	}
+	if d.EndMs > 0 {
+		cs.End = time.UnixMilli(d.EndMs)
+	}
+	switch d.Misfire {
+	case recur.FireAll:
+		cs.Misfire = client.MisfireAll
+	case recur.Skip:
+		cs.Misfire = client.MisfireSkip
+	default:
+		cs.Misfire = client.MisfireLatest
+	}
+	return cs
+}
+
+// infoOf turns a forwarded GetSchedule's or ListSchedules' answer back
+// into recur's terms (headers in key order).
+func infoOf(ci client.ScheduleInfo) (recur.Info, error) {
+	cs := ci.Schedule
+	d := &recur.Def{Name: cs.Name, Topic: cs.Topic, Spec: cs.Spec, TZ: cs.TimeZone, Body: cs.Body, Paused: cs.Paused, Fired: ci.Fired}
+	for _, k := range slices.Sorted(maps.Keys(cs.Headers)) {
+		d.Headers = append(d.Headers, [2]string{k, cs.Headers[k]})
+	}
+	if !cs.Start.IsZero() {
+		d.StartMs = cs.Start.UnixMilli()
+	}
+	if !cs.End.IsZero() {
+		d.EndMs = cs.End.UnixMilli()
+	}
+	switch cs.Misfire {
+	case client.MisfireAll:
+		d.Misfire = recur.FireAll
+	case client.MisfireSkip:
+		d.Misfire = recur.Skip
+	default:
+		d.Misfire = recur.FireOnce
+	}
+	in := recur.Info{Def: d, Next: ci.Next}
+	if !ci.Armed.IsZero() {
+		id, err := message.ParseID(ci.Armed.String())
+		if err != nil {
+			return recur.Info{}, fmt.Errorf("cluster: a forwarded schedule's armed occurrence %q: %w", ci.Armed, err)
+		}
+		in.Armed = id
+	}
+	return in, nil
+}
+
+func clientListOptions(topic string, n int) client.ListSchedulesOptions {
+	return client.ListSchedulesOptions{Topic: topic, PageSize: n}
+}
