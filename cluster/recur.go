@@ -214,6 +214,12 @@ func (s recurStore) Write(ctx context.Context, reqs []engine.Request, ctls []mes
 	}
 	ids, err := n.publishIntake(ctx, pt.p, ms, retry)
 	if err != nil {
+		// It may be stored all the same (a PubAck lost): the next
+		// WaitRouted reads the stream to its end first, so that a firing
+		// handed over again finds what this one armed rather than arming
+		// again (at another time, if its misfire policy arms from now,
+		// where retry would not match).
+		pt.recurSynced.Store(false)
 		return err
 	}
 	_, seq, _ := SplitID(ids[0])
