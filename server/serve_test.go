@@ -236,8 +236,10 @@ func newFakeCluster(ready bool, calls chan *fakeCall) *fakeCluster {
 	return f
 }
 
-// Schedules: none (the cluster's are tested in package cluster and e2e).
-func (f *fakeCluster) Schedules(bool) recur.Service { return nil }
+// Schedules records the calls as "<op> <name> <forwarded>" (fakeSchedules).
+func (f *fakeCluster) Schedules(forwarded bool) recur.Service {
+	return fakeSchedules{f: f, forwarded: forwarded}
+}
 
 func (f *fakeCluster) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
 	if f.calls != nil {
