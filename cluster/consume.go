@@ -265,8 +265,10 @@ func (pt *partition) requests(m jetstream.Msg, b *intakeBatch) {
 	defer pt.mu.Unlock()
 	for i := base; i < len(b.decoded); i++ {
 		dm := &b.decoded[i]
-		if c, origin, ok := itemControl(dm); ok {
-			if pt.noteControl(c, seq, origin) {
+		if c, origin, ok, err := itemControl(dm); ok {
+			if err != nil {
+				pt.log.Error("cluster: skipping a schedule's control item", "stream", inStream(pt.p), "seq", seq, "index", i-base, "err", err)
+			} else if pt.noteControl(c, seq, origin) {
 				b.ctls = append(b.ctls, c)
 			}
 			continue

@@ -74,24 +74,39 @@ func controlItem(c message.Control, origin uint64, now time.Time) message.Messag
 
 // itemControl returns the control record an intake item holds and the
 // sequence of the item it copies (0: it is the original), or false if it
-// is a message.
-func itemControl(m *message.Message) (message.Control, uint64, bool) {
+// is a message. An item naming both kinds, one of them twice, or an origin
+// that is not 8 bytes is an error (its item is skipped).
+func itemControl(m *message.Message) (message.Control, uint64, bool, error) {
 	var c message.Control
 	var origin uint64
-	found := false
+	kinds, origins := 0, 0
 	for _, h := range m.Headers {
 		switch string(h.Key) {
 		case recurPutHeader:
-			c, found = message.Control{Kind: message.ControlSchedule, Name: h.Value, Value: m.Body}, true
+			c = message.Control{Kind: message.ControlSchedule, Name: h.Value, Value: m.Body}
+			kinds++
 		case recurDeleteHeader:
-			c, found = message.Control{Kind: message.ControlScheduleDelete, Name: h.Value}, true
+			c = message.Control{Kind: message.ControlScheduleDelete, Name: h.Value}
+			kinds++
 		case recurOriginHeader:
-			if len(h.Value) == 8 {
-				origin = binary.BigEndian.Uint64(h.Value)
+			if len(h.Value) != 8 {
+				return c, 0, true, fmt.Errorf("cluster: header %s of %d bytes; want 8", recurOriginHeader, len(h.Value))
 			}
+			origin = binary.BigEndian.Uint64(h.Value)
+			origins++
 		}
 	}
-	return c, origin, found
+	switch {
+	case kinds == 0 && origins == 0:
+		return c, 0, false, nil
+	case kinds != 1:
+		return c, 0, true, fmt.Errorf("cluster: a schedule's control item with %d of the headers %s and %s; want one", kinds, recurPutHeader, recurDeleteHeader)
+	case origins > 1:
+		return c, 0, true, fmt.Errorf("cluster: header %s twice", recurOriginHeader)
+	case len(c.Name) == 0:
+		return c, 0, true, fmt.Errorf("cluster: a schedule's control item without a name")
+	}
+	return c, origin, true, nil
 }
 
 // noteControl decides whether the control item c, read at intake sequence
