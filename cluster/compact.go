@@ -331,10 +331,6 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 	if err := pt.copyDefs(cs.L0, pk); err != nil {
 		return cs, err
 	}
-	// And of the recurring schedules' definitions up to L0.
-	if err := pt.copyDefs(cs.L0, pk); err != nil {
-		return cs, err
-	}
 	if err := pt.stage("copied"); err != nil {
 		return cs, err
 	}

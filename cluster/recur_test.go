@@ -390,6 +390,27 @@ func TestSchedulesCompaction(t *testing.T) {
 	if st := streamState(t, js, inStream(0)); st.FirstSeq <= createSeq {
 		t.Fatalf("the intake stream starts at %d; the create at %d was not purged", st.FirstSeq, createSeq)
 	}
+	// The stream holds one copy of kept's definition, none of gone's.
+	st := streamState(t, js, inStream(0))
+	defs := map[string]int{}
+	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
+		raw, err := a.inStreams[0].GetMsg(ctx, seq)
+		if err != nil {
+			continue // purged or deleted
+		}
+		ms, err := DecodeIntake(raw.Data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ms {
+			if c, _, ok, err := itemControl(&ms[i]); ok && err == nil {
+				defs[string(c.Name)]++
+			}
+		}
+	}
+	if defs["kept"] != 1 || defs["gone"] != 0 {
+		t.Errorf("control items in the compacted stream: %v; want kept once, gone never", defs)
+	}
 	allow.Store(false)
 	want, err := sa.Get(ctx, "far", 2)
 	if err != nil {
