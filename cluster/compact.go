@@ -302,6 +302,9 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 	}
 	pt.mu.Unlock()
 	pt.recMu.Unlock()
+	if err := pt.stage("snapshot"); err != nil {
+		return cs, err
+	}
 
 	// 2. Copies of what is neither done nor copied, from first to L0.
 	limit := int(pt.n.nc.MaxPayload()) - copyOverhead
@@ -323,6 +326,10 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 		if err := pt.copyPending(st, first, cs.L0, pk); err != nil {
 			return cs, err
 		}
+	}
+	// And of the recurring schedules' definitions up to L0.
+	if err := pt.copyDefs(cs.L0, pk); err != nil {
+		return cs, err
 	}
 	if err := pt.stage("copied"); err != nil {
 		return cs, err
@@ -407,6 +414,7 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 		cs.PrunedDone++
 	}
 	pt.pruneIndexes()
+	pt.forgetDeleted(cs.L0)
 	pt.mu.Unlock()
 
 	if info, err := st.Info(ctx); err == nil {

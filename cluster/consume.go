@@ -71,8 +71,8 @@ func (pt *partition) consume(eng *engine.Engine) error {
 				return fmt.Errorf("cluster: recording %d rescheduled messages of partition %d: %w", len(b.rec)/DoneRecordSize, pt.p, err)
 			}
 		}
-		if len(b.reqs) > 0 {
-			local, err := eng.ScheduleBatch(pt.ctx, b.reqs)
+		if len(b.reqs) > 0 || len(b.ctls) > 0 {
+			local, err := eng.ScheduleWith(pt.ctx, b.reqs, b.ctls)
 			if err != nil {
 				if pt.ctx.Err() != nil {
 					return nil
@@ -221,6 +221,7 @@ func (pt *partition) stalled(st jetstream.Stream, last uint64) error {
 type intakeBatch struct {
 	reqs    []engine.Request
 	ids     []message.ID      // the cluster ID of each of reqs
+	ctls    []message.Control // recurring schedules' items (recur.go)
 	decoded []message.Message // what reqs alias
 	// rec holds done records to store before reqs are scheduled (see
 	// requests).
@@ -230,7 +231,7 @@ type intakeBatch struct {
 }
 
 func (b *intakeBatch) reset() {
-	b.reqs, b.ids, b.decoded, b.rec = b.reqs[:0], b.ids[:0], b.decoded[:0], b.rec[:0]
+	b.reqs, b.ids, b.decoded, b.rec, b.ctls = b.reqs[:0], b.ids[:0], b.decoded[:0], b.rec[:0], b.ctls[:0]
 	b.last, b.stored = 0, time.Time{}
 }
 
@@ -264,6 +265,14 @@ func (pt *partition) requests(m jetstream.Msg, b *intakeBatch) {
 	defer pt.mu.Unlock()
 	for i := base; i < len(b.decoded); i++ {
 		dm := &b.decoded[i]
+		if c, origin, ok, err := itemControl(dm); ok {
+			if err != nil {
+				pt.log.Error("cluster: skipping a schedule's control item", "stream", inStream(pt.p), "seq", seq, "index", i-base, "err", err)
+			} else if pt.noteControl(c, seq, origin) {
+				b.ctls = append(b.ctls, c)
+			}
+			continue
+		}
 		id, hs, err := intakeID(pt.p, seq, i-base, dm)
 		if err != nil {
 			pt.log.Error("cluster: skipping a message of an intake message", "stream", inStream(pt.p), "seq", seq, "index", i-base, "err", err)

@@ -143,7 +143,11 @@ type forward struct {
 // err is the error of a forwarded call: the owner's own status, or
 // Unavailable naming the owner.
 func (f forward) err(what string, err error) error {
-	if st, ok := status.FromError(errors.Unwrap(err)); ok {
+	// The client wraps the status, with a sentinel beside it for some
+	// calls (client.ErrScheduleNotFound): errors.Unwrap would miss it.
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		st := se.GRPCStatus()
 		if st.Code() == codes.Unavailable {
 			// The owner's own, or the connection's: say where.
 			return unavailable("forwarding %s to %s (%s), the owner of partition %d: %s", what, f.owner.Node, f.owner.URL, f.p, st.Message())

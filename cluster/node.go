@@ -136,7 +136,8 @@ type testHooks struct {
 	// allowCompact, if set, must answer true for a compaction to start.
 	allowCompact func() bool
 	// compactStage, if set, is called at each stage of a compaction
-	// ("copied": the copies are stored, nothing is purged yet); an error
+	// ("snapshot": the snapshot point is chosen, nothing is copied yet;
+	// "copied": the copies are stored, nothing is purged yet); an error
 	// ends the compaction there, as a crash would.
 	compactStage func(p int, stage string) error
 	// keepRecent, if set, replaces keepRecent (how long a compaction

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,6 +19,7 @@ import (
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // SinkBackoff is the longest wait of a partition's local engine between
@@ -75,6 +77,19 @@ type partition struct {
 	consumed    uint64
 	progress    chan struct{}
 	compactions []compactStats // guarded by mu: this owner's compactions, oldest first
+
+	// sched keeps the recurring schedules of the partition; the local
+	// engine's sink (Deliver) hands it what is due.
+	sched *recur.Scheduler
+	// defSeq maps a schedule's name to its latest control item read
+	// (recur.go). Guarded by mu.
+	defSeq map[string]defMark
+	// written is the largest intake sequence a write of sched stored.
+	// Guarded by mu.
+	written uint64
+	// recurSynced: the local catalog caught up once with the stream
+	// (recurStore.WaitRouted).
+	recurSynced atomic.Bool
 }
 
 func (n *Node) startPartition(l *lease) *partition {
@@ -82,7 +97,11 @@ func (n *Node) startPartition(l *lease) *partition {
 	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
 		ready: make(chan struct{}), exited: make(chan struct{}),
 		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}, taken: map[message.ID]message.ID{},
-		keys: map[string]message.ID{}, moved: map[message.ID]message.ID{}, progress: make(chan struct{})}
+		keys: map[string]message.ID{}, moved: map[message.ID]message.ID{}, progress: make(chan struct{}),
+		defSeq: map[string]defMark{}}
+	// Occurrences due before the partition was taken were missed (their
+	// misfire policy applies), as those due before a node started.
+	pt.sched = recur.New(sinkOut{pt}, pt.log, n.now())
 	go func() {
 		defer close(pt.exited)
 		pt.err = pt.run()
@@ -125,6 +144,8 @@ func (pt *partition) run() error {
 	pt.mu.Lock()
 	pt.eng = eng
 	pt.mu.Unlock()
+	pt.sched.AttachStore(recurStore{pt: pt, eng: eng})
+	go pt.sched.Run(pt.ctx)
 	close(pt.ready)
 	defer eng.Close()
 	pt.log.Info("cluster: partition taken", "done_records", len(pt.done), "after", time.Since(start).Round(time.Millisecond))
@@ -175,10 +196,10 @@ func (pt *partition) loadDone() error {
 	}
 }
 
-// Deliver implements engine.Sink for the local engine: it publishes what
+// deliver, after the partition's Scheduler (see Deliver), publishes what
 // is not cancelled to the delivery stream with the cluster ID as
 // Nats-Msg-Id, then the done records, and only then returns success.
-func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
+func (pt *partition) deliver(ctx context.Context, topic string, batch []engine.Delivery) error {
 	if !pt.lease.valid(pt.n.now()) {
 		return errLeaseLost
 	}

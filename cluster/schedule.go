@@ -47,7 +47,7 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 			return nil, fmt.Errorf("%w: messages[%d] is due at %s, beyond the max delay %v", engine.ErrTooFar, i, time.UnixMilli(at).UTC().Format(time.RFC3339), n.opts.MaxDelay)
 		}
 		for _, h := range r.Headers {
-			if k := string(h.Key); k == idHeader || k == replacesHeader {
+			if k := string(h.Key); reservedHeader(k) {
 				return nil, fmt.Errorf("%w: messages[%d] has the header %q, which the cluster reserves for its message IDs; use another header name", engine.ErrInvalid, i, k)
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/engine"
 )
 
@@ -55,7 +54,7 @@ func (s *Scheduler) Repair(ctx context.Context) error {
 	var after []byte
 	for {
 		var defs []*Def
-		next, err := s.eng.ScanSettings(catalog.Schedules, after, 512, func(k, v []byte) {
+		next, err := s.eng.Scan(after, 512, func(k, v []byte) {
 			if d, err := DecodeDef(string(k), v); err == nil {
 				defs = append(defs, d)
 			}

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 )
@@ -29,8 +28,8 @@ var (
 // before the occurrence reaches the real sink. Its methods are safe for
 // concurrent use.
 type Scheduler struct {
-	eng      *engine.Engine // set by Attach
-	attached chan struct{}  // closed by Attach
+	eng      Store         // set by Attach or AttachStore
+	attached chan struct{} // closed by Attach or AttachStore
 	next     engine.Sink
 	log      *slog.Logger
 	opened   time.Time // occurrences due before it were missed
@@ -49,9 +48,14 @@ func New(next engine.Sink, log *slog.Logger, opened time.Time) *Scheduler {
 	return &Scheduler{next: next, log: log, opened: opened, seed: maphash.MakeSeed(), attached: make(chan struct{})}
 }
 
-// Attach gives s the engine whose sink it is; deliveries wait for it.
-func (s *Scheduler) Attach(eng *engine.Engine) {
-	s.eng = eng
+// Attach gives s the engine whose sink it is, which also stores the
+// definitions (in its catalog) and occurrences; deliveries wait for it.
+func (s *Scheduler) Attach(eng *engine.Engine) { s.AttachStore(engineStore{eng}) }
+
+// AttachStore gives s the store of its definitions and occurrences, whose
+// engine's sink s is; deliveries wait for it.
+func (s *Scheduler) AttachStore(st Store) {
+	s.eng = st
 	close(s.attached)
 }
 
@@ -65,7 +69,7 @@ func (s *Scheduler) lockIndex(name string) uint64 {
 
 // load returns the stored schedule name.
 func (s *Scheduler) load(name string) (*Def, error) {
-	b, ok, err := s.eng.Setting(catalog.Schedules, name)
+	b, ok, err := s.eng.Load(name)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +118,7 @@ func (d *Def) armNext(sp *Spec, after time.Time) []engine.Request {
 // store writes d, and the occurrence reqs arms, in one append, and waits
 // until the catalog holds it.
 func (s *Scheduler) store(ctx context.Context, d *Def, reqs []engine.Request) error {
-	if _, err := s.eng.ScheduleWith(ctx, reqs, []message.Control{d.control()}); err != nil {
+	if err := s.eng.Write(ctx, reqs, []message.Control{d.control()}, ""); err != nil {
 		return err
 	}
 	return s.eng.WaitRouted(ctx)
@@ -290,7 +294,10 @@ func (s *Scheduler) Delete(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.eng.Control(ctx, message.Control{Kind: message.ControlScheduleDelete, Name: []byte(name)}); err != nil {
+	if err := s.eng.Write(ctx, nil, []message.Control{{Kind: message.ControlScheduleDelete, Name: []byte(name)}}, ""); err != nil {
+		return err
+	}
+	if err := s.eng.WaitRouted(ctx); err != nil {
 		return err
 	}
 	s.cancelArmed(ctx, d)
@@ -356,7 +363,7 @@ func (s *Scheduler) List(ctx context.Context, after, topic string, n, nextN int)
 	for len(out) < n {
 		var page []*Def
 		var derr error
-		next, err := s.eng.ScanSettings(catalog.Schedules, from, n, func(k, v []byte) {
+		next, err := s.eng.Scan(from, n, func(k, v []byte) {
 			d, err := DecodeDef(string(k), v)
 			if err != nil {
 				derr = err

@@ -2,6 +2,9 @@ package recur
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"slices"
 	"time"
 
@@ -146,7 +149,7 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 	if len(ctls) > 0 {
 		// Of several records of one schedule in the batch, the last (in
 		// commitlog order) wins.
-		if _, err := s.eng.ScheduleWith(ctx, reqs, ctls); err != nil {
+		if err := s.eng.Write(ctx, reqs, ctls, firingKey(ctls)); err != nil {
 			return nil, err
 		}
 	}
@@ -160,4 +163,23 @@ func (s *Scheduler) Delivered(ctx context.Context, id message.ID) (bool, error) 
 		return c.Delivered(ctx, id)
 	}
 	return true, nil
+}
+
+// firingKey names the write of one firing of the occurrences whose
+// schedules' records are ctls: each record holds its schedule's FiredMs,
+// the time of the occurrence fired, which grows with every firing, so
+// the same firing handed over again writes the same bytes and another
+// firing other ones.
+func firingKey(ctls []message.Control) string {
+	h := sha256.New()
+	for _, c := range ctls {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(c.Name)))
+		h.Write(n[:])
+		h.Write(c.Name)
+		binary.BigEndian.PutUint32(n[:], uint32(len(c.Value)))
+		h.Write(n[:])
+		h.Write(c.Value)
+	}
+	return "recur:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // Cluster is a node of a cluster (package cluster) that a Server serves
@@ -38,6 +39,10 @@ type Cluster interface {
 	// Health is nil while the data path works, else why not (an
 	// *engine.StallError for a local engine).
 	Health() error
+	// Schedules serves the recurring-schedule RPCs, each decided by the
+	// node that owns the schedule, forwarded there unless forwarded is
+	// set; nil answers them Unimplemented.
+	Schedules(forwarded bool) recur.Service
 	// Receiver serves Receive, Ack and Nack by receipt (a cluster node:
 	// from JetStream's consumers).
 	Receiver

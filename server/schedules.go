@@ -19,12 +19,18 @@ import (
 	"github.com/hourglassmq/hourglass/recur"
 )
 
-// schedules returns the recurring schedules, or Unimplemented.
-func (s *Server) schedules(rpc string) (*recur.Scheduler, error) {
-	if s.opts.Schedules == nil {
-		return nil, status.Errorf(codes.Unimplemented, "%s: recurring schedules are not served here (cluster mode has none yet)", rpc)
+// schedules returns the recurring schedules (a cluster node's, forwarding
+// to the owner of the schedule's partition unless the call was forwarded
+// here), or Unimplemented.
+func (s *Server) schedules(ctx context.Context, rpc string) (recur.Service, error) {
+	var sch recur.Service = s.opts.Schedules
+	if c := s.opts.Cluster; c != nil {
+		sch = c.Schedules(infoOf(ctx).forwarded)
 	}
-	return s.opts.Schedules, nil
+	if sch == nil {
+		return nil, status.Errorf(codes.Unimplemented, "%s: recurring schedules are not served here", rpc)
+	}
+	return sch, nil
 }
 
 // scheduleError maps recur's errors to status codes.
@@ -95,7 +101,7 @@ func nextTime(t time.Time) *timestamppb.Timestamp {
 }
 
 func (s api) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRequest) (*hourglassv1.CreateScheduleResponse, error) {
-	sch, err := s.schedules("CreateSchedule")
+	sch, err := s.schedules(ctx, "CreateSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +117,7 @@ func (s api) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRe
 }
 
 func (s api) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRequest) (*hourglassv1.UpdateScheduleResponse, error) {
-	sch, err := s.schedules("UpdateSchedule")
+	sch, err := s.schedules(ctx, "UpdateSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +133,7 @@ func (s api) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRe
 }
 
 func (s api) PauseSchedule(ctx context.Context, m *hourglassv1.PauseScheduleRequest) (*hourglassv1.PauseScheduleResponse, error) {
-	sch, err := s.schedules("PauseSchedule")
+	sch, err := s.schedules(ctx, "PauseSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +144,7 @@ func (s api) PauseSchedule(ctx context.Context, m *hourglassv1.PauseScheduleRequ
 }
 
 func (s api) ResumeSchedule(ctx context.Context, m *hourglassv1.ResumeScheduleRequest) (*hourglassv1.ResumeScheduleResponse, error) {
-	sch, err := s.schedules("ResumeSchedule")
+	sch, err := s.schedules(ctx, "ResumeSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +156,7 @@ func (s api) ResumeSchedule(ctx context.Context, m *hourglassv1.ResumeScheduleRe
 }
 
 func (s api) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest) (*hourglassv1.DeleteScheduleResponse, error) {
-	sch, err := s.schedules("DeleteSchedule")
+	sch, err := s.schedules(ctx, "DeleteSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +170,7 @@ func (s api) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRe
 const maxNextTimes = 100
 
 func (s api) GetSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequest) (*hourglassv1.GetScheduleResponse, error) {
-	sch, err := s.schedules("GetSchedule")
+	sch, err := s.schedules(ctx, "GetSchedule")
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +189,7 @@ func (s api) GetSchedule(ctx context.Context, m *hourglassv1.GetScheduleRequest)
 }
 
 func (s api) ListSchedules(ctx context.Context, m *hourglassv1.ListSchedulesRequest) (*hourglassv1.ListSchedulesResponse, error) {
-	sch, err := s.schedules("ListSchedules")
+	sch, err := s.schedules(ctx, "ListSchedules")
 	if err != nil {
 		return nil, err
 	}

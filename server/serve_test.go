@@ -24,6 +24,7 @@ import (
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // served is a Server running Serve on a TCP port of the loopback
@@ -236,6 +237,11 @@ func newFakeCluster(ready bool, calls chan *fakeCall) *fakeCluster {
 		close(f.ready)
 	}
 	return f
+}
+
+// Schedules records the calls as "<op> <name> <forwarded>" (fakeSchedules).
+func (f *fakeCluster) Schedules(forwarded bool) recur.Service {
+	return fakeSchedules{f: f, forwarded: forwarded}
 }
 
 func (f *fakeCluster) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {

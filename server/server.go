@@ -81,8 +81,9 @@ type Options struct {
 	Engine *engine.Engine
 	Queue  *queue.Queue
 	// Schedules keeps the recurring schedules (CreateSchedule and the
-	// others); nil answers them Unimplemented.
-	Schedules *recur.Scheduler
+	// others); nil answers them Unimplemented. In cluster mode the
+	// Cluster's are served instead.
+	Schedules recur.Service
 	// Metrics collects what /metrics serves. Pass the same one as the
 	// engine's Options.Observer to get lateness and per-topic delivery
 	// counts; default a new one that sees no engine events.
