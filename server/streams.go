@@ -56,7 +56,7 @@ func (s *Server) scheduleStream(ctx context.Context, st bidi[hourglassv1.Schedul
 	stopCtx := context.AfterFunc(ctx, o.close)
 	defer stopCtx()
 
-	c := &streamCommit{s: s, ctx: ctx}
+	c := s.newStreamCommit(ctx)
 	go func() {
 		defer o.close()
 		for {
@@ -111,8 +111,9 @@ const (
 // scheduled again one by one, so that only a faulty request fails. Its
 // methods may be called from any goroutine.
 type streamCommit struct {
-	s   *Server
-	ctx context.Context
+	s           *Server
+	ctx         context.Context
+	maxMessages int // of one call: streamCallMessages, or MaxBatch in cluster mode
 
 	mu      sync.Mutex
 	pending []streamItem // guarded by mu: checked, not yet in a call
@@ -158,11 +159,23 @@ func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *
 	go c.run(items)
 }
 
+// newStreamCommit returns the group commit of one ScheduleStream.
+func (s *Server) newStreamCommit(ctx context.Context) *streamCommit {
+	c := &streamCommit{s: s, ctx: ctx, maxMessages: streamCallMessages}
+	if s.opts.Cluster != nil {
+		// A cluster stores one call as one intake message of at most
+		// 1,024 messages; a larger call would be refused and then go
+		// request by request.
+		c.maxMessages = MaxBatch
+	}
+	return c
+}
+
 // take removes the next call's items from pending: at least one, then as
-// many as fit in streamCallMessages. c.mu is held.
+// many as fit in c.maxMessages. c.mu is held.
 func (c *streamCommit) take() []streamItem {
 	n, msgs := 0, 0
-	for n < len(c.pending) && (n == 0 || msgs+len(c.pending[n].reqs) <= streamCallMessages) {
+	for n < len(c.pending) && (n == 0 || msgs+len(c.pending[n].reqs) <= c.maxMessages) {
 		msgs += len(c.pending[n].reqs)
 		n++
 	}

@@ -207,6 +207,50 @@ func TestScheduleStreamInFlight(t *testing.T) {
 	}
 }
 
+// TestScheduleStreamClusterCalls: in cluster mode a stream's requests that
+// waited go in calls of at most MaxBatch messages (a cluster stores a call
+// as one intake message of at most 1,024), not streamCallMessages.
+func TestScheduleStreamClusterCalls(t *testing.T) {
+	calls := make(chan *fakeCall)
+	srv, err := New(Options{Cluster: newFakeCluster(true, calls)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.newStreamCommit(testCtx(t))
+	msg := &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(time.Now().Add(time.Hour))}}
+	const batches, per = 25, 100
+	answers := make(chan *hourglassv1.ScheduleStreamResponse, streamCalls+batches)
+	// streamCalls single messages hold every call slot ...
+	for range streamCalls {
+		c.add(streamMessage(msg), answers)
+	}
+	first := takeCalls(t, calls, streamCalls)
+	// ... while 2,500 messages wait (add queues before it returns).
+	ms := make([]*hourglassv1.ScheduleRequest, per)
+	for i := range ms {
+		ms[i] = msg
+	}
+	for range batches {
+		c.add(streamBatch(ms...), answers)
+	}
+	for _, f := range first {
+		f.answer <- nil
+	}
+	for held := 0; held < batches*per; {
+		f := takeCalls(t, calls, 1)[0]
+		if len(f.reqs) > MaxBatch {
+			t.Fatalf("a call of %d messages in cluster mode; at most %d", len(f.reqs), MaxBatch)
+		}
+		held += len(f.reqs)
+		f.answer <- nil
+	}
+	for i := range streamCalls + batches {
+		if r := <-answers; r.GetError() != nil {
+			t.Fatalf("answer %d: %v", i, r.GetError())
+		}
+	}
+}
+
 // TestScheduleStreamShutdown: Shutdown answers every request a
 // ScheduleStream has read, then ends the stream with Unavailable.
 func TestScheduleStreamShutdown(t *testing.T) {
