@@ -88,8 +88,11 @@ delivery stream --nats-stream (subjects --nats-subject-prefix + topic, with
 the message ID as Nats-Msg-Id). Receive, Consume, Ack and Nack work on any
 node, served from a durable JetStream consumer per topic on that stream
 (lease --default-lease, dead letters after --max-attempts to <topic>.dlq);
-other programs may read the stream too. When a node dies, its partitions
-move within --lease-ttl.
+other programs may read the stream too. Every other RPC works on any node as
+on one: Get, List, Reschedule, Cancel by key, Redrive, Purge, topic policies
+and pause, and the recurring schedules; the node that owns the message's (or
+schedule's) partition decides. When a node dies, its partitions move within
+--lease-ttl.
 A ScheduleBatch (at most 1024 messages) is one JetStream message on one
 partition: atomic. With a key on every message, resend the same batch to retry:
 within --idempotency-window of the first it answers the first IDs, on any node.
