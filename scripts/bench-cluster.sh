@@ -57,6 +57,15 @@ CONF
   done
 }
 
+cpu_ms() { # cpu_ms PID...: user + system CPU of the live ones, in ms
+  local t=0 f
+  for p in "$@"; do
+    f=$(cut -d' ' -f14,15 "/proc/$p/stat" 2>/dev/null) || continue
+    t=$(( t + ${f% *} + ${f#* } ))
+  done
+  echo $(( t * 1000 / $(getconf CLK_TCK) ))
+}
+
 run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench, stop
   local nodes=$1 addrs="" hgp=()
   start_nats
@@ -99,8 +108,12 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
     killer=$!
   fi
   echo "== $(date -u +%T.%N | cut -c1-12) bench starts"
+  local cpu_nats0 cpu_hg0
+  cpu_nats0=$(cpu_ms "${PIDS[@]:0:3}"); cpu_hg0=$(cpu_ms "${hgp[@]}")
   "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m "${extra[@]}" || true
   [ -n "$killer" ] && wait "$killer" 2>/dev/null || true
+  # CPU the servers used during the bench (not measured when one is killed).
+  [ -z "$killer" ] && echo "== CPU during the bench: NATS servers $(( $(cpu_ms "${PIDS[@]:0:3}") - cpu_nats0 )) ms, Hourglass nodes $(( $(cpu_ms "${hgp[@]}") - cpu_hg0 )) ms"
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
   for p in "${hgp[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
