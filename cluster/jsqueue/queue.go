@@ -94,6 +94,8 @@ type Queue struct {
 	topics   map[string]*consumer // guarded by mu
 	stream   jetstream.Stream     // guarded by mu; nil until first needed
 	extended jetstream.KeyValue   // guarded by mu; nil until first needed
+
+	gaveBack atomic.Int64 // messages of abandoned pulls given back (giveBack)
 }
 
 // consumer is what a Queue knows of one topic's consumer, as read at
@@ -470,9 +472,38 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 		case <-dog.C:
 			return out, nil
 		case <-ctx.Done():
-			// What came is leased to nobody now: JetStream hands it out
-			// again after its AckWait.
+			// What came is handed out to nobody: give it back now rather
+			// than let JetStream wait out its AckWait (its delivery
+			// counts as an attempt either way). Without the inbox's
+			// interest JetStream drops the pull and hands what comes
+			// next to other pulls.
+			q.giveBack(sub, ch, out)
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// giveBack ends a pull whose caller went away: it unsubscribes its inbox,
+// then Naks (without delay) the messages it got and those that came on ch
+// before the unsubscribe.
+func (q *Queue) giveBack(sub *nats.Subscription, ch chan *nats.Msg, got []delivery) {
+	sub.Unsubscribe()
+	nak := func(m *nats.Msg) {
+		if m.Reply != "" && pullStatus(m) == "" {
+			// Best effort: if it is lost, AckWait still ends the lease.
+			q.nc.Publish(m.Reply, []byte("-NAK"))
+			q.gaveBack.Add(1)
+		}
+	}
+	for _, d := range got {
+		nak(d.msg)
+	}
+	for {
+		select {
+		case m := <-ch:
+			nak(m)
+		default:
+			return
 		}
 	}
 }

@@ -2,6 +2,7 @@ package jsqueue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -379,5 +380,97 @@ func TestLongPoll(t *testing.T) {
 	}
 	if waiting() < 0 {
 		t.Errorf("the consumer was not made again")
+	}
+}
+
+// TestAbandonedPullGivesBack: the messages a pull got for a Receive that
+// was cancelled (a client gone, a Consume stream ended) before it handed
+// them out are given back at once, not leased to nobody until the AckWait
+// (30 s here) ends; and a pull still waiting on the server when its
+// Receive is cancelled takes nothing more.
+func TestAbandonedPullGivesBack(t *testing.T) {
+	e := newEnv(t)
+	q := e.node(Options{Lease: 30 * time.Second})
+	none(t, q, "gone", 0)
+	c, err := q.consumer(ctxT(t), "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := e.deliver("gone", "a", "b", "c")
+	// A pull as fetch sends it, whose messages arrive on ch.
+	ch := make(chan *nats.Msg, 16)
+	inbox := q.nc.NewInbox()
+	sub, err := q.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(pullRequest{Batch: 3, NoWait: true, Expires: 5 * time.Second})
+	if err := q.nc.PublishRequest(c.next, inbox, body); err != nil {
+		t.Fatal(err)
+	}
+	var first *nats.Msg
+	select {
+	case first = <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pull got nothing")
+	}
+	// Its caller goes away holding the first; the others are on ch or
+	// still coming.
+	q.giveBack(sub, ch, []delivery{{msg: first}})
+	got := receive(t, q, "gone", 3, 5*time.Second)
+	seen := map[message.ID]uint32{}
+	for _, m := range got {
+		seen[m.ID] = m.Attempt
+		ack(t, q, "gone", m)
+	}
+	for _, id := range ids {
+		if a, ok := seen[id]; !ok || a != 1 {
+			t.Errorf("%v: received %v at attempt %d; want it given back, at attempt 1", id, ok, a)
+		}
+	}
+	if n := q.gaveBack.Load(); n != 3 {
+		t.Errorf("%d messages given back, want 3", n)
+	}
+
+	// A long poll cancelled while its pull waits on the server: the next
+	// message goes to the next Receive, as attempt 0.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Receive(ctx, "gone", 10, 20*time.Second, 0)
+		done <- err
+	}()
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	waiting := func() int {
+		c, err := js.Consumer(ctxT(t), natsjs.DefaultStream, ConsumerName("gone"))
+		if err != nil {
+			return -1
+		}
+		info, err := c.Info(ctxT(t))
+		if err != nil {
+			return -1
+		}
+		return info.NumWaiting
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pull waiting on the consumer (%d waiting)", waiting())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the consumer's state
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled Receive answered no error")
+	}
+	later := e.deliver("gone", "d")
+	got = receive(t, q, "gone", 1, 5*time.Second)
+	if got[0].ID != later[0] || got[0].Attempt != 0 {
+		t.Fatalf("got %v attempt %d; want %v at attempt 0", got[0].ID, got[0].Attempt, later[0])
 	}
 }
