@@ -5,6 +5,7 @@ go 1.26.0
 replace github.com/hourglassmq/hourglass => ../
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/beanstalkd/go-beanstalk v0.2.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/hourglassmq/hourglass v0.0.0-00010101000000-000000000000

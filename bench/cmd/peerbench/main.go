@@ -43,6 +43,14 @@ Systems (each started by this program on 127.0.0.1:--port, stopped by PID):
               approach of DDMQ Chronos and Meituan: Sync per batch | NoSync + 1 s WAL
               sync (built from ./cmd/pebbledelay; it speaks Hourglass's gRPC API, so
               the Hourglass driver drives it)
+  hourglass-unary, hourglass-stream, hourglass-connect
+              Hourglass (the same server and settings) over each of its protocols, as
+              rows of their own beside hourglass (unary ScheduleBatch + Consume stream):
+              unary: ScheduleBatch, long-poll Receive, AckBatch (unary gRPC, HTTP/2);
+              stream: a client.Producer on the ScheduleStream, the Consume stream;
+              connect: ScheduleBatch, Receive, AckBatch with connect-go over HTTP/1.1.
+              Not in the default --systems; name them, e.g.
+              --systems hourglass,hourglass-unary,hourglass-stream,hourglass-connect
 Install what is missing first: bash peers.sh install
 
 Workloads (counts are the issue's times --scale):
@@ -68,7 +76,7 @@ func main() {
 			&cli.Float64Flag{Name: "w3-scale", Usage: "fraction of W3's 2,000,000 messages, if not --scale"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "interleaved repetitions N; tables give medians"},
 			&cli.StringFlag{Name: "workloads", Value: "W1,W2,W3,W4", Usage: "workloads to run, comma-separated"},
-			&cli.StringFlag{Name: "systems", Value: "hourglass,redis,postgresql,beanstalkd,nats,pebble", Usage: "systems to run, comma-separated (each in all its settings)"},
+			&cli.StringFlag{Name: "systems", Value: "hourglass,redis,postgresql,beanstalkd,nats,pebble", Usage: "systems to run, comma-separated (each in all its settings); also hourglass-unary, hourglass-stream, hourglass-connect"},
 			&cli.IntFlag{Name: "body", Value: 256, Usage: "body size in bytes (at least 19)"},
 			&cli.IntFlag{Name: "producers", Value: 4, Usage: "producers, each with its own connection"},
 			&cli.IntFlag{Name: "consumers", Value: 4, Usage: "consumers, each with its own connection"},
@@ -151,7 +159,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	if len(systems) == 0 {
-		return fmt.Errorf("--systems %q: none known; allowed: hourglass, redis, postgresql, beanstalkd, nats, pebble", c.String("systems"))
+		return fmt.Errorf("--systems %q: none known; allowed: hourglass, hourglass-unary, hourglass-stream, hourglass-connect, redis, postgresql, beanstalkd, nats, pebble", c.String("systems"))
 	}
 	if err := prerequisites(cfg, systems); err != nil {
 		return err
@@ -279,6 +287,9 @@ func prerequisites(cfg peers.Config, systems []peers.System) error {
 	need := map[string]bool{}
 	for _, s := range systems {
 		need[s.Name] = true
+		if strings.HasPrefix(s.Name, "hourglass-") { // the same binary over another protocol
+			need["hourglass"] = true
+		}
 	}
 	if need["hourglass"] {
 		cmd := exec.Command("go", "build", "-o", cfg.HourglassBin, "./cmd/hourglass")

@@ -35,6 +35,6 @@ func pebbleSystem(cfg Config, fsync string) System {
 			s.ready = func(ctx context.Context) error { return tcpReady(ctx, s.Addr()) }
 			return s
 		},
-		newDriver: func(s *Server) (Driver, error) { return hourglassDriver(cfg, s) },
+		newDriver: func(s *Server) (Driver, error) { return hourglassDriver(cfg, s, ProtoDefault) },
 	}
 }

@@ -20,19 +20,23 @@ import (
 
 // pebbleBin builds bench/cmd/pebbledelay once for the test binary: unlike
 // the other peers it is built from source, so its tests always run.
-var pebbleBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "pebbledelay-bin-")
+var pebbleBin = sync.OnceValues(func() (string, error) { return goBuild("../..", "./cmd/pebbledelay", "pebbledelay") })
+
+// goBuild builds package pkg of the module in dir (relative to this
+// package) into a new temporary directory and returns the binary's path.
+func goBuild(dir, pkg, name string) (string, error) {
+	tmp, err := os.MkdirTemp("", name+"-bin-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "pebbledelay")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/pebbledelay")
-	cmd.Dir = "../.."
+	bin := filepath.Join(tmp, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", &buildError{err, out}
 	}
 	return bin, nil
-})
+}
 
 type buildError struct {
 	err error
@@ -49,13 +53,20 @@ func startPebble(t *testing.T, fsync string, redeliver time.Duration) (System, *
 	if err != nil {
 		t.Fatalf("building pebbledelay: %v", err)
 	}
+	sys := pebbleSystem(Config{PebbleBin: bin, Redeliver: redeliver}, fsync)
+	return sys, startServer(t, sys)
+}
+
+// startServer starts sys's server on a free loopback port and a fresh
+// data directory; the test stops it, and prints its log if it failed.
+func startServer(t *testing.T, sys System) *Server {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	sys := pebbleSystem(Config{PebbleBin: bin, Redeliver: redeliver}, fsync)
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -71,7 +82,7 @@ func startPebble(t *testing.T, fsync string, redeliver time.Duration) (System, *
 			t.Logf("server log:\n%s", b)
 		}
 	})
-	return sys, srv
+	return srv
 }
 
 // TestPebbleDriver runs 300 messages through pebbledelay in each setting

@@ -116,11 +116,12 @@ func orDefault(n, def int) int {
 }
 
 // Systems returns every system and setting the benchmark compares, the
-// per-write-fsync setting of each first.
+// per-write-fsync setting of each first; Hourglass over its other
+// protocols (hourglass-unary, -stream, -connect) come last.
 func Systems(cfg Config) []System {
-	return []System{
-		hourglassSystem(cfg, "always"),
-		hourglassSystem(cfg, "interval"),
+	all := []System{
+		hourglassSystem(cfg, "always", ProtoDefault),
+		hourglassSystem(cfg, "interval", ProtoDefault),
 		redisSystem(cfg, "always"),
 		redisSystem(cfg, "everysec"),
 		postgresSystem(cfg),
@@ -131,4 +132,10 @@ func Systems(cfg Config) []System {
 		pebbleSystem(cfg, "always"),
 		pebbleSystem(cfg, "interval"),
 	}
+	// Hourglass over its other protocols last, so that the index of every
+	// system above stays what it was.
+	for _, p := range Protocols[1:] {
+		all = append(all, hourglassSystem(cfg, "always", p), hourglassSystem(cfg, "interval", p))
+	}
+	return all
 }

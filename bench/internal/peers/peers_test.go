@@ -105,7 +105,7 @@ func roundTripN(t *testing.T, d Driver, n int, maxLate time.Duration) {
 
 func TestHourglassDriver(t *testing.T) {
 	needPeer(t, "hourglass", hourglassAddr)
-	h, err := NewHourglass(hourglassAddr)
+	h, err := NewHourglass(hourglassAddr, ProtoDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,10 @@ func ShortName(s peers.System) string {
 		v = strings.TrimPrefix(v, cut)
 	}
 	v = strings.TrimSuffix(strings.TrimSuffix(v, " (default)"), " (2 min)")
-	name := map[string]string{"postgresql": "pg", "beanstalkd": "beanstalkd", "hourglass": "hourglass", "redis": "redis", "nats": "nats"}[s.Name]
+	name := s.Name
+	if n, ok := map[string]string{"postgresql": "pg"}[s.Name]; ok {
+		name = n
+	}
 	return name + " " + v
 }
 
@@ -75,6 +78,13 @@ func systemColor(name string) color.Color {
 	switch name {
 	case "hourglass":
 		return color.RGBA{R: 200, G: 30, B: 30, A: 255}
+	// Hourglass over its other protocols: other reds.
+	case "hourglass-unary":
+		return color.RGBA{R: 240, G: 110, B: 110, A: 255}
+	case "hourglass-stream":
+		return color.RGBA{R: 120, G: 10, B: 10, A: 255}
+	case "hourglass-connect":
+		return color.RGBA{R: 220, G: 40, B: 140, A: 255}
 	case "redis":
 		return color.RGBA{R: 40, G: 90, B: 200, A: 255}
 	case "postgresql":

@@ -90,3 +90,39 @@ func TestPlotsWritePNGs(t *testing.T) {
 }
 
 func msd(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// TestProtocolRows: Hourglass over another protocol is a row of its own,
+// named by the protocol, with its ratio to hourglass at the same
+// durability class.
+func TestProtocolRows(t *testing.T) {
+	var systems []peers.System
+	for _, s := range peers.Systems(peers.Config{}) {
+		if (s.Name == "hourglass" || s.Name == "hourglass-connect") && PerWrite(s) {
+			systems = append(systems, s)
+		}
+	}
+	if len(systems) != 2 {
+		t.Fatalf("systems %d, want hourglass and hourglass-connect at --fsync always", len(systems))
+	}
+	var rs []workload.Result
+	for i, rate := range []float64{1000, 400} {
+		r := workload.Result{Workload: "W1", System: systems[i].Label(), Rep: 1, End: "complete", ProducePerSec: rate}
+		r.Sorted = []time.Duration{msd(1)}
+		rs = append(rs, r)
+	}
+	var b bytes.Buffer
+	Write(&b, Meta{Reps: 1, Scale: 0.5, Options: workload.Options{Scale: 0.5, W3Scale: 0.5, MinDelay: 5 * time.Second, MaxDelay: 35 * time.Second}}, systems, rs)
+	doc := b.String()
+	for _, want := range []string{
+		"| hourglass-connect (--fsync always) | fsync per write | 400 | 0.40× | ",
+		"| hourglass-connect | --fsync always | ",
+		"protocol: Connect (binary protobuf, connect-go's default codec) over HTTP/1.1",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q", want)
+		}
+	}
+	if got := ShortName(systems[1]); got != "hourglass-connect always" {
+		t.Errorf("ShortName = %q", got)
+	}
+}
