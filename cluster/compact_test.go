@@ -215,7 +215,7 @@ func openCompacting(t *testing.T, url, id string, sink engine.Sink, h *testHooks
 	return n
 }
 
-func streamState(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamState {
+func streamState(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamState {
 	t.Helper()
 	st, err := js.Stream(ctxT(t), name)
 	if err != nil {
