@@ -26,7 +26,7 @@ import (
 var (
 	compactPending = flag.Int("compact-pending", 100_000, "pending messages of the partition BenchmarkCompaction compacts (10000000 for issue 25)")
 	compactTimeout = flag.Duration("compact-timeout", 30*time.Minute, "BenchmarkCompaction: the longest wait for each of its phases (filling, draining, the compaction)")
-	compactProfile = flag.String("compact-heapprofile", "", "BenchmarkCompaction: write a heap profile here once the compaction stored its copies (as of the last GC)")
+	compactProfile = flag.String("compact-heapprofile", "", "BenchmarkCompaction: write heap profiles of the live heap to this path + .before, .copied (the compaction stored its copies; the GC it takes lengthens the compaction) and .after")
 )
 
 // Sizes of BenchmarkCompaction's load.
@@ -38,6 +38,7 @@ const (
 	benchProbeEvery = 20 * time.Millisecond // its pace: at most 5,000 messages a second
 	benchTimed      = 6000                  // messages in the local engine, due one after the other through the compaction
 	benchBaseline   = 5 * time.Second       // the producer's run before the compaction may start
+	benchAhead      = 100_000               // due messages scheduled and not yet delivered, at most
 )
 
 // benchSink counts bulk deliveries and notes when each probe and timed
@@ -142,6 +143,24 @@ func rss() uint64 {
 	return res * uint64(os.Getpagesize())
 }
 
+// heapProfile writes a profile of the live heap to -compact-heapprofile
+// + "." + name, if that flag is set.
+func heapProfile(name string) error {
+	if *compactProfile == "" {
+		return nil
+	}
+	runtime.GC()
+	f, err := os.Create(*compactProfile + "." + name)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func liveHeap() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
@@ -212,13 +231,8 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 			return true
 		},
 		compactStage: func(_ int, stage string) error {
-			if stage == "copied" && *compactProfile != "" {
-				f, err := os.Create(*compactProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				return pprof.WriteHeapProfile(f)
+			if stage == "copied" {
+				return heapProfile("copied")
 			}
 			return nil
 		},
@@ -241,8 +255,9 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	body := bytes.Repeat([]byte{'x'}, benchBody)
 
 	// fill schedules total messages of topic in batches of benchBatch
-	// from benchFillers goroutines, message i due at(i).
-	fill := func(topic string, total int, at func(i int) time.Time) time.Duration {
+	// from benchFillers goroutines, message i due at(i), keeping at most
+	// ahead messages scheduled beyond those the sink got (0: no bound).
+	fill := func(topic string, total int, at func(i int) time.Time, ahead int) time.Duration {
 		start := time.Now()
 		stop := start.Add(timeout)
 		var next atomic.Int64
@@ -254,6 +269,9 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 					from := int(next.Add(benchBatch)) - benchBatch
 					if from >= total || time.Now().After(stop) {
 						return
+					}
+					for ahead > 0 && from-int(sink.bulk.Load()) > ahead && time.Now().Before(stop) {
+						time.Sleep(5 * time.Millisecond)
 					}
 					reqs = reqs[:0]
 					for i := from; i < min(from+benchBatch, total); i++ {
@@ -275,12 +293,14 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 
 	// 1. The pending messages, due over an hour a day ahead.
 	far := time.Now().Add(24 * time.Hour)
-	farTook := fill("far", pending, func(i int) time.Time { return far.Add(time.Duration(i) * time.Hour / time.Duration(pending)) })
+	farTook := fill("far", pending, func(i int) time.Time { return far.Add(time.Duration(i) * time.Hour / time.Duration(pending)) }, 0)
 	// 2. Enough messages due at once to pass the trigger once they are
 	// delivered: consumed (pending + due) > 2 × (pending + timed) + margin.
+	// At most benchAhead of them undelivered at a time, so that the owner's
+	// taken set (whose map never shrinks) is not sized for twice the pending.
 	due := pending + DefaultCompactMargin + 2*benchTimed + 2*benchBatch
 	now := time.Now()
-	dueTook := fill("bulk", due, func(int) time.Time { return now })
+	dueTook := fill("bulk", due, func(int) time.Time { return now }, benchAhead)
 	deadline = time.Now().Add(timeout)
 	for sink.bulk.Load() < int64(due) {
 		if time.Now().After(deadline) {
@@ -318,6 +338,9 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	}
 
 	heapBefore := liveHeap()
+	if err := heapProfile("before"); err != nil {
+		b.Fatal(err)
+	}
 	stopMem := make(chan struct{})
 	memOut := sampleMem(stopMem)
 
@@ -388,6 +411,9 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	heapAfter := liveHeap()
+	if err := heapProfile("after"); err != nil {
+		b.Fatal(err)
+	}
 
 	// Split what was measured into before the compaction (the baseline,
 	// from the producer's start to the compaction's) and during it.
@@ -424,8 +450,8 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 
 	const mib = 1 << 20
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	b.Logf("pending %d: filled in %v (%.0f msgs/s); %d due at once filled in %v (%.0f msgs/s), delivered %v after the first",
-		pending, farTook.Round(time.Millisecond), float64(pending)/farTook.Seconds(), due, dueTook.Round(time.Millisecond), float64(due)/dueTook.Seconds(), drained.Round(time.Millisecond))
+	b.Logf("pending %d: filled in %v (%.0f msgs/s); %d due at once filled in %v (%.0f msgs/s, at most %d undelivered), delivered %v after the first",
+		pending, farTook.Round(time.Millisecond), float64(pending)/farTook.Seconds(), due, dueTook.Round(time.Millisecond), float64(due)/dueTook.Seconds(), benchAhead, drained.Round(time.Millisecond))
 	b.Logf("compaction %+v; started %v after it was allowed", cs, start.Sub(allowedAt).Round(time.Millisecond))
 	for _, l := range logs.lines("compact") {
 		b.Log(l)
