@@ -21,6 +21,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/natstest"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 var (
@@ -351,6 +352,7 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	}
 	var calls []call
 	var probed atomic.Int64
+	var lastProbe atomic.Value // message.ID: the last message the producer scheduled
 	stopProbe := make(chan struct{})
 	probeDone := make(chan struct{})
 	go func() {
@@ -369,15 +371,40 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 			case <-t.C:
 			}
 			at := time.Now()
-			if _, err := n.ScheduleBatch(ctx, reqs); err != nil {
+			ids, err := n.ScheduleBatch(ctx, reqs)
+			if err != nil {
 				b.Error(err)
 				return
 			}
 			calls = append(calls, call{at, time.Since(at)})
+			lastProbe.Store(ids[len(ids)-1])
 			probed.Add(benchProbeBatch)
 		}
 	}()
 	time.Sleep(benchBaseline) // the baseline: the producer runs, the compaction is held back
+	// A Get of the producer's last message every half second from here
+	// on: its owner first reads the intake stream up to it.
+	type get struct {
+		at   time.Time
+		took time.Duration
+		err  error
+	}
+	var gets []get
+	stopGets := make(chan struct{})
+	getsDone := make(chan struct{})
+	go func() {
+		defer close(getsDone)
+		for range int(2 * timeout / (500 * time.Millisecond)) {
+			at := time.Now()
+			_, _, err := n.Get(ctx, lastProbe.Load().(message.ID), false)
+			gets = append(gets, get{at, time.Since(at), err})
+			select {
+			case <-stopGets:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
 	allowedAt := time.Now()
 	allow.Store(true)
 	deadline = time.Now().Add(timeout)
@@ -395,6 +422,8 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	time.Sleep(3 * time.Second) // the producer after it
 	close(stopProbe)
 	<-probeDone
+	close(stopGets)
+	<-getsDone
 	close(stopMem)
 	mem := <-memOut
 	deadline = time.Now().Add(timeout)
@@ -424,6 +453,16 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 			schedBefore = append(schedBefore, c.took)
 		case c.at.Before(end):
 			schedDuring = append(schedDuring, c.took)
+		}
+	}
+	var getDuring []time.Duration
+	getFailed := 0
+	for _, g := range gets {
+		if !g.at.Before(start) && g.at.Before(end) {
+			getDuring = append(getDuring, g.took)
+			if g.err != nil {
+				getFailed++
+			}
 		}
 	}
 	split := func(ls []lateness) (before, during []time.Duration) {
@@ -470,6 +509,15 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 			len(row.before), p50b, p99b, maxb, len(row.durg), p50d, p99d, maxd)
 	}
 
+	_, _, mx := quantiles(getDuring)
+	b.Logf("Get of the producer's last message during it: %d calls, %d failed, the longest %v", len(getDuring), getFailed, mx)
+	for _, g := range gets {
+		if g.err != nil && !g.at.Before(start) && g.at.Before(end) {
+			b.Logf("a failed Get: %v", g.err)
+			break
+		}
+	}
+
 	b.ReportMetric(float64(pending), "pending")
 	b.ReportMetric(cs.Took.Seconds(), "compact-s")
 	b.ReportMetric(float64(cs.Copied), "copied")
@@ -486,6 +534,8 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	b.ReportMetric(float64(peak)/mib, "heap-peak-MiB")
 	b.ReportMetric(float64(heapAfter)/mib, "heap-live-after-MiB")
 	b.ReportMetric(float64(rssPeak)/mib, "rss-peak-MiB")
+	b.ReportMetric(float64(getFailed), "get-during-failed")
+	b.ReportMetric(ms(mx), "get-during-max-ms")
 	p50, p99, mx := quantiles(schedBefore)
 	b.ReportMetric(ms(p50), "sched-before-p50-ms")
 	b.ReportMetric(ms(p99), "sched-before-p99-ms")
