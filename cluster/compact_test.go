@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,7 +216,7 @@ func openCompacting(t *testing.T, url, id string, sink engine.Sink, h *testHooks
 	return n
 }
 
-func streamState(t *testing.T, js jetstream.JetStream, name string) jetstream.StreamState {
+func streamState(t testing.TB, js jetstream.JetStream, name string) jetstream.StreamState {
 	t.Helper()
 	st, err := js.Stream(ctxT(t), name)
 	if err != nil {
@@ -535,4 +536,34 @@ func TestNegativeCompactIntervalRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "compaction interval -1s") {
 		t.Fatalf("Open with a negative compaction interval: %v; want an error naming it", err)
 	}
+}
+
+// TestResizedFreesTables: a done set that a compaction emptied but for a
+// few entries keeps its tables as a Go map does after deletes; resized
+// keeps the entries and lets the tables go (about 50 MiB for 1 M entries).
+func TestResizedFreesTables(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	const n = 1 << 20
+	done := make(map[message.ID]Reason)
+	for i := range n {
+		done[MakeID(0, uint64(i+1), 0, int64(i))] = Delivered
+	}
+	for i := range n - 2 {
+		delete(done, MakeID(0, uint64(i+1), 0, int64(i)))
+	}
+	full := heap()
+	done = resized(done)
+	small := heap()
+	if len(done) != 2 || done[MakeID(0, n, 0, n-1)] != Delivered {
+		t.Fatalf("resized holds %d entries %v; want the 2 left", len(done), done)
+	}
+	if full < small+16<<20 {
+		t.Fatalf("heap %d B with the emptied map, %d B after resized: want at least 16 MiB freed", full, small)
+	}
+	t.Logf("an emptied map of %d entries: %.1f MiB freed by resized", n, float64(full-small)/(1<<20))
 }

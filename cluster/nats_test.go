@@ -19,7 +19,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // startNATS runs a real nats-server with JetStream on a free loopback port.
 func startNATS(t *testing.T) *server.Server { return natstest.Start(t) }
 
-func jsConnect(t *testing.T, url string) jetstream.JetStream {
+func jsConnect(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -63,7 +63,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
