@@ -21,7 +21,7 @@ func TestRunRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs the real server for ~25 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sum, err := Run(ctx, Config{
@@ -91,7 +91,7 @@ func TestRunEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs a program embedding the node for ~20 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sum, err := Run(ctx, Config{
@@ -133,7 +133,7 @@ func TestRunCluster(t *testing.T) {
 		// that CI does not hide it behind retries.
 		t.Skip("cluster crash test loses a message intermittently (known bug, issue 25); set HOURGLASS_CLUSTER_CRASHTEST=1 to run it")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sum, err := Run(ctx, Config{
@@ -185,7 +185,7 @@ func TestRunDamage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs the real server and damages its files for ~40 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const cycles = 4
@@ -248,4 +248,24 @@ func TestRunDamage(t *testing.T) {
 	if sum.Failed {
 		t.Errorf("the run failed (see the summary)")
 	}
+}
+
+// keptWorkDir is a work directory for a run that is removed when the test
+// passes and kept when it fails, so that the failure's logs and data (the
+// nodes' logs, the NATS servers' streams, events.json) can be read; the
+// failure message names it. t.TempDir would remove it either way.
+func keptWorkDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crashtest-"+t.Name()+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("work directory kept: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
