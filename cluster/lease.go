@@ -39,6 +39,18 @@ func (l *lease) renewed(rev uint64, sent time.Time, ttl time.Duration) {
 	l.mu.Unlock()
 }
 
+// giveUp ends the lease at once: the node is giving the partition up (to
+// spread the work, or because it stops) and will delete its key, after
+// which a new owner may read the done stream at once, well before the
+// deadline. A Cancel or Reschedule of the partition still running then
+// checks the lease after storing its record, and answers Unavailable
+// (outcome unknown) instead of an answer the new owner may not know of.
+func (l *lease) giveUp() {
+	l.mu.Lock()
+	l.end = time.Time{}
+	l.mu.Unlock()
+}
+
 // valid reports whether the lease is still held at now.
 func (l *lease) valid(now time.Time) bool {
 	l.mu.Lock()
@@ -138,6 +150,7 @@ func (ls *leases) step(ctx context.Context) (change, error) {
 		// that what a node keeps is stable.
 		sort.Slice(ps, func(i, j int) bool { return ls.dist(ps[i]) < ls.dist(ps[j]) })
 		for _, p := range ps[limit:] {
+			ls.held[p].giveUp()
 			ch.release = append(ch.release, ls.held[p])
 			delete(ls.held, p)
 		}

@@ -54,6 +54,13 @@ func TestLeasesSpreadAndExclusive(t *testing.T) {
 		t.Fatalf("a: released %d, holds %d, err %v; want %d each", len(ch.release), len(a.held), err, parts/2)
 	}
 	for _, l := range ch.release {
+		// Given up, the lease is over at once, long before its deadline:
+		// b may read the done stream as soon as the key is gone, so a
+		// Cancel that a's partition finishes now must not answer
+		// cancelled on a record b may not have read.
+		if l.valid(clock.now()) {
+			t.Fatalf("partition %d: a's lease is still valid after a gave it up", l.p)
+		}
 		if err := a.releaseKey(ctx, l); err != nil {
 			t.Fatal(err)
 		}

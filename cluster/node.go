@@ -479,6 +479,7 @@ func (n *Node) ownStep() {
 	}
 	n.mu.Unlock()
 	for _, pt := range failed {
+		pt.lease.giveUp()
 		n.stopPartition(pt.p)
 		if n.leases.drop(pt.p) {
 			n.leases.releaseKey(n.ctx, pt.lease)
@@ -575,6 +576,7 @@ func (n *Node) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL)
 	defer cancel()
 	for _, pt := range parts {
+		pt.lease.giveUp()
 		pt.stop()
 		if n.leases.drop(pt.p) {
 			if err := n.leases.releaseKey(ctx, pt.lease); err != nil {

@@ -21,7 +21,7 @@ func TestRunRealServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs the real server for ~25 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sum, err := Run(ctx, Config{
@@ -91,7 +91,7 @@ func TestRunEmbedded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs a program embedding the node for ~20 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sum, err := Run(ctx, Config{
@@ -119,26 +119,28 @@ func TestRunEmbedded(t *testing.T) {
 // TestRunCluster runs --cluster for real: 3 NATS nodes and 3 hourglass
 // nodes, two cycles each killing one of them, a drain, and checks that the
 // harness did its job (kills, takeover measured for an hourglass kill,
-// deliveries read from the stream, a complete drain) and that the cluster
-// broke no promise. Bounded by a 3 minute context; about 40 s on 2 cores.
+// deliveries received through the nodes, a complete drain) and that the
+// cluster broke no promise. Bounded by a 3 minute context; about 40 s on 2
+// cores.
+//
+// It was skipped (issue 25) while it failed about one run in three with a
+// message "never delivered" after a NATS kill. That loss was the harness's:
+// its reader of the delivery stream then was a durable consumer with a 30 s
+// AckWait, and a Fetch in flight on the NATS node killed lost two messages
+// the cluster had delivered (in the stream, a delivered done record, 2 acks
+// pending on the reader's consumer); they would have come again 30 s later,
+// after the drain had ended. Consumers now receive through the nodes, whose
+// topic consumers' AckWait is ClusterLease (TestClusterDrainOutlastsLease).
 func TestRunCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hourglass and nats-server and SIGKILLs cluster nodes for ~40 s; run without -short")
 	}
-	if os.Getenv("HOURGLASS_CLUSTER_CRASHTEST") == "" {
-		// Known bug (issue 25, cluster mode): about one run in three on
-		// CI's two cores loses one message answered OK after a node is
-		// killed (seen 2026-12-01 and 2026-12-02, seed 3, cycle 1; cause
-		// not found yet). Until it is fixed this test runs on demand so
-		// that CI does not hide it behind retries.
-		t.Skip("cluster crash test loses a message intermittently (known bug, issue 25); set HOURGLASS_CLUSTER_CRASHTEST=1 to run it")
-	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	sum, err := Run(ctx, Config{
 		Cluster: true, Cycles: 2, Seed: 3, LeaseTTL: 2 * time.Second, Producers: 1, OpsPerSecond: 20,
-		DrainGrace: 15 * time.Second, Duration: 3 * time.Minute, WorkDir: work,
+		DrainGrace: clusterTestDrainGrace, Duration: 3 * time.Minute, WorkDir: work,
 	})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
@@ -185,7 +187,7 @@ func TestRunDamage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and SIGKILLs the real server and damages its files for ~40 s; run without -short")
 	}
-	work := t.TempDir()
+	work := keptWorkDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const cycles = 4
@@ -248,4 +250,24 @@ func TestRunDamage(t *testing.T) {
 	if sum.Failed {
 		t.Errorf("the run failed (see the summary)")
 	}
+}
+
+// keptWorkDir is a work directory for a run that is removed when the test
+// passes and kept when it fails, so that the failure's logs and data (the
+// nodes' logs, the NATS servers' streams, events.json) can be read; the
+// failure message names it. t.TempDir would remove it either way.
+func keptWorkDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "crashtest-"+t.Name()+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("work directory kept: %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
