@@ -48,8 +48,9 @@ func (n *Node) TopicPolicy(ctx context.Context, topic string) (set, effective qu
 	return n.queue.Policy(ctx, topic)
 }
 
-// SetTopicPolicy makes p topic's policy on its consumer.
-func (n *Node) SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) error {
+// SetTopicPolicy makes p topic's policy on its consumer and returns it as
+// set and as it applies.
+func (n *Node) SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) (set, effective queue.Policy, err error) {
 	return n.queue.SetPolicy(ctx, topic, p)
 }
 

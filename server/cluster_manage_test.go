@@ -43,15 +43,15 @@ func (f *fakeCluster) TopicPolicy(_ context.Context, topic string) (set, effecti
 	return set, effective, nil
 }
 
-func (f *fakeCluster) SetTopicPolicy(_ context.Context, topic string, p queue.Policy) error {
+func (f *fakeCluster) SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) (set, effective queue.Policy, err error) {
 	f.note("SetPolicy %s %+v", topic, p)
 	f.mmu.Lock()
-	defer f.mmu.Unlock()
 	if f.policies == nil {
 		f.policies = map[string]queue.Policy{}
 	}
 	f.policies[topic] = p
-	return nil
+	f.mmu.Unlock()
+	return f.TopicPolicy(ctx, topic)
 }
 
 func (f *fakeCluster) QueueTopics(context.Context) ([]QueueTopic, error) {

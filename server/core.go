@@ -60,9 +60,10 @@ type QueueManager interface {
 	ExtendReceipt(ctx context.Context, topic, receipt string, lease time.Duration) (time.Time, error)
 	// TopicPolicy returns topic's policy as set (fields not set zero)
 	// and as it applies; SetTopicPolicy makes p the policy (zero fields:
-	// the node's defaults), refusing what it cannot serve.
+	// the node's defaults), refusing what it cannot serve, and returns it
+	// as TopicPolicy does, as it made it.
 	TopicPolicy(ctx context.Context, topic string) (set, effective queue.Policy, err error)
-	SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) error
+	SetTopicPolicy(ctx context.Context, topic string, p queue.Policy) (set, effective queue.Policy, err error)
 	// QueueTopics returns the topics with their counts, sorted.
 	QueueTopics(ctx context.Context) ([]QueueTopic, error)
 	// PurgeTopic removes topic's messages waiting to be received and

@@ -61,10 +61,9 @@ func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*h
 		if err != nil {
 			return nil, err
 		}
-		if err := c.SetTopicPolicy(ctx, m.Topic, p); err != nil {
-			return nil, serverError(err)
-		}
-		set, eff, err := c.TopicPolicy(ctx, m.Topic)
+		// Answered from what the node made, not a read of the consumer
+		// after it: a pause or resume may reach a read a moment later.
+		set, eff, err := c.SetTopicPolicy(ctx, m.Topic, p)
 		if err != nil {
 			return nil, serverError(err)
 		}

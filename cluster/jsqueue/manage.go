@@ -90,25 +90,25 @@ func (q *Queue) fresh(ctx context.Context, topic string) (*consumer, error) {
 // Rate cannot be served by a JetStream pull consumer and are refused.
 // Two SetPolicy calls at once on different nodes: the last update wins
 // whole.
-func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) error {
+func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) (setP, effective queue.Policy, err error) {
 	switch {
 	case !p.Backoff.IsZero():
-		return status.Errorf(codes.InvalidArgument, "backoff: in cluster mode a topic has no retry backoff (JetStream's BackOff stretches the lease of each delivery, not the wait after a Nack): nack with delay_ms instead")
+		return setP, effective, status.Errorf(codes.InvalidArgument, "backoff: in cluster mode a topic has no retry backoff (JetStream's BackOff stretches the lease of each delivery, not the wait after a Nack): nack with delay_ms instead")
 	case p.Rate != 0:
-		return status.Errorf(codes.InvalidArgument, "max_dispatch_rate: in cluster mode a topic has no dispatch rate (JetStream limits the rate of push consumers only, and topics are pull consumers)")
+		return setP, effective, status.Errorf(codes.InvalidArgument, "max_dispatch_rate: in cluster mode a topic has no dispatch rate (JetStream limits the rate of push consumers only, and topics are pull consumers)")
 	}
 	if err := p.Validate(queue.DefaultMaxLease); err != nil {
-		return status.Errorf(codes.InvalidArgument, "policy: %v", err)
+		return setP, effective, status.Errorf(codes.InvalidArgument, "policy: %v", err)
 	}
 	c, err := q.fresh(ctx, topic)
 	if err != nil {
-		return err
+		return setP, effective, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
 	defer cancel()
 	jc, err := q.opts.JS.Consumer(ctx, q.opts.Stream, c.name)
 	if err != nil {
-		return unavailable("reading the consumer of topic %q: %v; retry", topic, err)
+		return setP, effective, unavailable("reading the consumer of topic %q: %v; retry", topic, err)
 	}
 	cfg := jc.CachedInfo().Config
 	pausedUntil := cfg.PauseUntil // an update keeps it; the answer to one may not say so
@@ -143,7 +143,7 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) err
 	cfg.Metadata[metaPolicySet] = strings.Join(set, ",")
 	jc, err = q.opts.JS.UpdateConsumer(ctx, q.opts.Stream, cfg)
 	if err != nil {
-		return unavailable("updating the consumer of topic %q: %v; retry", topic, err)
+		return setP, effective, unavailable("updating the consumer of topic %q: %v; retry", topic, err)
 	}
 	info := jc.CachedInfo()
 	info.Config.PauseUntil = pausedUntil
@@ -156,16 +156,18 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) err
 			pr, err = q.opts.JS.ResumeConsumer(ctx, q.opts.Stream, c.name)
 		}
 		if err != nil {
-			return unavailable("the consumer of topic %q has the new lease and max attempts, but pausing or resuming it failed: %v; retry", topic, err)
+			return setP, effective, unavailable("the consumer of topic %q has the new lease and max attempts, but pausing or resuming it failed: %v; retry", topic, err)
 		}
 		info.Config.PauseUntil = nil
 		if pr.Paused {
 			info.Config.PauseUntil = &pr.PauseUntil
 		}
 	}
-	q.keep(topic, q.fromInfo(topic, info, c.refreshing))
+	made := q.fromInfo(topic, info, c.refreshing)
+	q.keep(topic, made)
 	q.opts.Logger.Info("jsqueue: topic policy set", "topic", topic, "lease", cfg.AckWait, "max_attempts", attempts, "paused", p.Paused)
-	return nil
+	setP, effective = made.policy(q.opts.Now())
+	return setP, effective, nil
 }
 
 // TopicStats are one topic's counts as JetStream keeps them.

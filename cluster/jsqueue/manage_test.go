@@ -66,7 +66,7 @@ func TestPolicy(t *testing.T) {
 	a := e.node(Options{Lease: 5 * time.Second, MaxAttempts: 5})
 	b := e.node(Options{Lease: 5 * time.Second, MaxAttempts: 5, Refresh: 100 * time.Millisecond})
 	none(t, b, "pol", 0)
-	if err := a.SetPolicy(ctxT(t), "pol", queue.Policy{Lease: 1500 * time.Millisecond, MaxAttempts: 2}); err != nil {
+	if _, _, err := a.SetPolicy(ctxT(t), "pol", queue.Policy{Lease: 1500 * time.Millisecond, MaxAttempts: 2}); err != nil {
 		t.Fatal(err)
 	}
 	set, eff, err := b.Policy(ctxT(t), "pol")
@@ -81,7 +81,7 @@ func TestPolicy(t *testing.T) {
 		{queue.Policy{Rate: 10}, "max_dispatch_rate"},
 		{queue.Policy{MaxAttempts: 1001}, "max attempts"},
 	} {
-		if err := a.SetPolicy(ctxT(t), "pol", bad.p); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.field) {
+		if _, _, err := a.SetPolicy(ctxT(t), "pol", bad.p); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.field) {
 			t.Errorf("SetPolicy %+v: %v; want InvalidArgument naming %s", bad.p, err, bad.field)
 		}
 	}
@@ -100,7 +100,7 @@ func TestPolicy(t *testing.T) {
 	}
 
 	// Pause.
-	if err := b.SetPolicy(ctxT(t), "pol", queue.Policy{Lease: 1500 * time.Millisecond, MaxAttempts: 2, Paused: true}); err != nil {
+	if _, _, err := b.SetPolicy(ctxT(t), "pol", queue.Policy{Lease: 1500 * time.Millisecond, MaxAttempts: 2, Paused: true}); err != nil {
 		t.Fatal(err)
 	}
 	ids = e.deliver("pol", "q1", "q2")
@@ -117,7 +117,7 @@ func TestPolicy(t *testing.T) {
 	if i := topicIndex(ts, "pol"); i < 0 || ts[i].Due != 2 || ts[i].Leased != 0 || ts[i].DeadLettered != 1 || !ts[i].Policy.Paused {
 		t.Errorf("Topics while paused: %+v; want pol with 2 due, 1 dead letter, paused", ts)
 	}
-	if err := a.SetPolicy(ctxT(t), "pol", queue.Policy{}); err != nil {
+	if _, _, err := a.SetPolicy(ctxT(t), "pol", queue.Policy{}); err != nil {
 		t.Fatal(err)
 	}
 	got := receive(t, a, "pol", 2, 5*time.Second)
@@ -134,7 +134,7 @@ func TestPolicy(t *testing.T) {
 	// A node with other flags setting one field leaves the others as the
 	// consumer has them.
 	c := e.node(Options{Lease: 3 * time.Second, MaxAttempts: 9})
-	if err := c.SetPolicy(ctxT(t), "pol", queue.Policy{MaxAttempts: 4}); err != nil {
+	if _, _, err := c.SetPolicy(ctxT(t), "pol", queue.Policy{MaxAttempts: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if set, eff, err := a.Policy(ctxT(t), "pol"); err != nil || set != (queue.Policy{MaxAttempts: 4}) || eff.Lease != 5*time.Second {
@@ -215,7 +215,7 @@ func TestRedrivePurgeDelete(t *testing.T) {
 	}
 
 	// DeleteTopic: the consumer and its policy go.
-	if err := q.SetPolicy(ctxT(t), "jobs", queue.Policy{MaxAttempts: 7}); err != nil {
+	if _, _, err := q.SetPolicy(ctxT(t), "jobs", queue.Policy{MaxAttempts: 7}); err != nil {
 		t.Fatal(err)
 	}
 	n, existed, err := q.DeleteTopic(ctxT(t), "jobs")
