@@ -417,3 +417,60 @@ func TestCheckClusterOperations(t *testing.T) {
 		t.Errorf("one node: %v, %d unjudged; want none, 1", res.Violations, res.Counts.CancelByKeyUnjudged)
 	}
 }
+
+// TestCheckClusterRedrive: in --cluster mode a Redrive publishes the dead
+// letter to its topic again under the same ID as attempt 0 (another
+// stream copy), so the redrive rules follow stream copies: each needs
+// every copy before it dead-lettered (VRedriveUnfounded, VRedrivenTwice
+// within the delivery stream's 2-minute duplicate window), and a poison
+// copy must be dead-lettered again and acked there, or redriven again.
+func TestCheckClusterRedrive(t *testing.T) {
+	p := CheckParams{Fsync: "always", SkewBound: time.Millisecond, Cluster: true}
+	poison := func() *hb { return (&hb{}).sched("a", "A", OK, 0, 100).poisoned() }
+	// failed: the message (copy 7) failed 4 times and its dead letter was
+	// redriven by a Redrive answered OK.
+	failed := func() *hb { return poison().cfailed("a", "A", 7, 100).redrive(OK, 1, 500, 510) }
+	min := 60 * 1000
+	cases := []struct {
+		name   string
+		b      *hb
+		kinds  []string
+		copies int // redriven copies counted
+		dupes  int // stream duplicates counted
+	}{
+		{"redriven_and_dead_lettered_again", failed().cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), nil, 1, 0},
+		{"redriven_twice_in_a_chain", failed().cfailed("a", "A", 30, 600).redrive(OK, 1, 1050, 1060).cfailed("a", "A", 50, 1100).cdead("a", "A", 60, 1600), nil, 2, 0},
+		// A kill between the publish and the ack left the dead letter in
+		// both topics: a consumer acked it on the .dlq, and the topic got
+		// the copy too.
+		{"in_both_topics", poison().cfailed("a", "A", 7, 100).redrive(InDoubt, 0, 500, 550).cdead("a", "A", 20, 560).
+			cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), nil, 1, 0},
+		{"copy_not_dead_lettered_again", poison().cfailed("a", "A", 7, 100).redrive(InDoubt, 0, 500, 550).cdead("a", "A", 20, 560).
+			con("t", "a", "A", 30, 0, 600, 601).csetOn("t", "a", "A", 30, Ack, OK, 602, 603), []string{VNotDeadLettered}, 1, 0},
+		{"moved_back_twice", failed().con("t", "a", "A", 30, 0, 600, 601).cfailed("a", "A", 31, 700).cdead("a", "A", 40, 1200),
+			[]string{VRedrivenTwice}, 2, 0},
+		// Past the duplicate window a dead letter redriven again (a kill
+		// between publish and ack) comes back a second time.
+		{"moved_back_twice_after_the_window", failed().con("t", "a", "A", 30, 0, 600, 601).redrive(OK, 1, 2*min+650, 2*min+660).
+			cfailed("a", "A", 31, 2*min+700).cdead("a", "A", 40, 2*min+1200), nil, 2, 0},
+		{"copy_before_max_attempts", poison().con("t", "a", "A", 7, 0, 100, 101).csetOn("t", "a", "A", 7, Nack, OK, 102, 103).
+			redrive(OK, 1, 500, 510).cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), []string{VRedriveUnfounded}, 1, 0},
+		// A second copy that no Redrive explains is a stream duplicate.
+		{"copy_before_any_redrive", poison().cfailed("a", "A", 7, 100).cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100).redrive(OK, 1, 1500, 1510), nil, 0, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(tc.b.ev, p)
+			var kinds []string
+			for _, v := range res.Violations {
+				kinds = append(kinds, v.Kind)
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+				t.Errorf("violations %v, want kinds %v", res.Violations, tc.kinds)
+			}
+			if res.Counts.RedrivenCopies != tc.copies || res.Counts.DupStream != tc.dupes {
+				t.Errorf("redriven copies %d, stream duplicates %d; want %d, %d", res.Counts.RedrivenCopies, res.Counts.DupStream, tc.copies, tc.dupes)
+			}
+		})
+	}
+}
