@@ -267,6 +267,10 @@ func TestCheckCluster(t *testing.T) {
 		{"never_delivered", sched(), VLost, 0, 1},
 		{"stored_twice_each_acked", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
 			cdel("a", "A", 9, 150, 160, 100).cset("a", "A", 9, Ack, 0, OK, 170, 180), "", 1, 0},
+		// Each copy's redeliveries are judged on their own.
+		{"second_copy_after_its_durable_ack", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
+			cdel("a", "A", 9, 150, 160, 100).cset("a", "A", 9, Ack, 0, OK, 170, 180).cdel("a", "A", 9, 190, 200, 100).
+			cset("a", "A", 9, Ack, 0, OK, 210, 220), VAfterAck, 2, 0},
 		{"after_durable_ack", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
 			cdel("a", "A", 7, 150, 160, 100).cset("a", "A", 7, Ack, 0, OK, 170, 180), VAfterAck, 0, 0},
 		{"nack_delay_keeps_id", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Nack, 500, OK, 130, 140).
