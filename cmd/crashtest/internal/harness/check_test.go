@@ -360,8 +360,10 @@ func (b *hb) cdead(key, id string, seq uint64, ms int) *hb {
 	return b.con("t.dlq", key, id, seq, 4, ms, ms+1).csetOn("t.dlq", key, id, seq, Ack, OK, ms+2, ms+3)
 }
 
-// TestCheckClusterOperations: dead letters, Cancels by key and Reschedules
-// in --cluster mode are judged by one node's rules, with two differences:
+// TestCheckClusterOperations: dead letters, Cancels by key, Reschedules,
+// pauses and recurring schedules in --cluster mode are judged by one
+// node's rules, with two differences (the redrive ones are
+// TestCheckClusterRedrive's):
 // a Nack with a delay makes no new incarnation (a Cancel or Reschedule by
 // key is judged after one, where one node's check cannot name the
 // incarnation), and a message stored twice in the delivery stream may be
@@ -400,6 +402,16 @@ func TestCheckClusterOperations(t *testing.T) {
 			cdel("a", "R", 8, 1990, 2010, 2000).from("A").cset("a", "R", 8, Ack, 0, OK, 2020, 2030), []string{VAfterReschedule}},
 		{"rescheduled_by_key_early", (&hb{}).sched("a", "A", OK, 0, 1000).resched("a", "", "later", OK, RescheduleRescheduled, "R", 10, 20, 2000).
 			cdel("a", "R", 8, 1490, 1500, 1000).from("A").cset("a", "R", 8, Ack, 0, OK, 1510, 1520), []string{VEarly}},
+		// Pause and recurring schedules have no cluster allowance: a
+		// pause answered OK holds on every node at once (JetStream's), and
+		// FIRE_ALL delivers a takeover gap's occurrences late, every one.
+		{"delivered_while_paused", (&hb{}).sched("a", "A", OK, 0, 100).policy("t", true, OK, 100, 110).policy("t", false, OK, 1000, 1010).
+			cdel("a", "A", 7, 200, 210, 100).cset("a", "A", 7, Ack, 0, OK, 220, 230), []string{VDeliveredWhilePaused}},
+		{"occurrences_of_a_takeover_gap_late", (&hb{}).sop("s", "create", 1, time.Second, OK, 500, 510, 1000).ticks("s", 1, 1000, 2000, 1000, 3000, 4000, 5000).
+			occ("s", 1, 3000, "s3", 5500, 5510).ackOcc("s", 1, "s3", OK, 5520, 5530).occ("s", 1, 4000, "s4", 5500, 5510).ackOcc("s", 1, "s4", OK, 5520, 5530).
+			ticks("s", 1, 5000, 6000, 1000), nil},
+		{"occurrence_of_a_takeover_gap_skipped", (&hb{}).sop("s", "create", 1, time.Second, OK, 500, 510, 1000).ticks("s", 1, 1000, 6000, 1000, 3000),
+			[]string{VOccurrenceSkipped}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
