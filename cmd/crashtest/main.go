@@ -220,11 +220,12 @@ an earlier redriven copy was not and came less than 2 minutes before (the
 delivery stream's duplicate window); a poison copy must be dead-lettered again
 and acked on the .dlq, or redriven again. A redrive a kill cut between its
 publish and its ack leaves the dead letter in both topics: acked on the .dlq and
-the copy on the topic is allowed. Pause (a JetStream consumer pause, at once for
-every node) and the recurring schedules (FIRE_ALL: the occurrences of a takeover
-gap come late, as after one node's restart) are judged as on one node. Per kill
-it prints the takeover: when the killed node's partitions had new owners in
-HG_OWNERS, and the first delivery from them.
+the copy on the topic is allowed. Pause (a JetStream consumer pause, applied by
+the consumer's leader before SetPolicy answers: at once for every node) and the
+recurring schedules (FIRE_ALL: the occurrences of a takeover gap come late, as
+after one node's restart) are judged as on one node. Per kill it prints the
+takeover: when the killed node's partitions had new owners in HG_OWNERS, and the
+first delivery from them.
 
 EMBEDDED (--node embedded): the node runs inside another Go program, as a user
 embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),

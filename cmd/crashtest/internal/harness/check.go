@@ -207,7 +207,8 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //     publish and its ack leaves the dead letter in both topics: its Ack
 //     on the .dlq and the copy on the topic are one of the stored-twice
 //     cases above.
-//   - Pause (a JetStream consumer pause, whichever node answered) and
+//   - Pause (a JetStream consumer pause, which the consumer's leader has
+//     applied when SetPolicy answers, whichever node answered) and
 //     recurring schedules (FIRE_ALL: the occurrences of a takeover gap
 //     come late, as those of one node's restart) are judged as on one
 //     node.
