@@ -158,6 +158,9 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) (se
 		if err != nil {
 			return setP, effective, unavailable("the consumer of topic %q has the new lease and max attempts, but pausing or resuming it failed: %v; retry", topic, err)
 		}
+		if err := waitPaused(ctx, jc, p.Paused); err != nil {
+			return setP, effective, unavailable("the consumer of topic %q was asked to pause or resume, but its leader did not say it did: %v; retry", topic, err)
+		}
 		info.Config.PauseUntil = nil
 		if pr.Paused {
 			info.Config.PauseUntil = &pr.PauseUntil
@@ -346,6 +349,36 @@ func (q *Queue) purgeSubject(ctx context.Context, topic string) error {
 		return unavailable("purging topic %q from the delivery stream: %v; retry", topic, err)
 	}
 	return nil
+}
+
+// waitPaused waits until the leader of consumer jc says it is paused
+// (paused) or not. A clustered JetStream answers a pause or a resume once
+// its meta leader proposed it, before the consumer's leader applied it.
+// Until then the leader still serves pulls after a pause: on an R3
+// consumer a pull sent right after the answer got a message in about one
+// try in three. And a pause right after a resume read the consumer still
+// paused, sent no pause, and the resume applied after it left the topic
+// resumed. The consumer's info comes from its leader, from the config it
+// applied: once it agrees, a Receive sent after SetPolicy answered gets
+// nothing on any node while paused, as on one node, and the next
+// SetPolicy reads what this one did.
+func waitPaused(ctx context.Context, jc jetstream.Consumer, paused bool) error {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ci, err := jc.Info(ctx)
+		if err == nil && ci.Paused == paused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("paused is %v", ci.Paused)
+			}
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // RedriveOptions say which dead letters Redrive moves, and where.

@@ -59,8 +59,8 @@ is a durable ack; a settle whose answer was lost is in doubt). The checks:
     Other messages fail on purpose at most twice, but a lease that runs out
     for other reasons can still take one to the .dlq: allowed and counted.
 
-OPERATING WHAT IS HELD (with --cluster: reschedules and cancels by key only). A
-message lives as incarnations: the
+OPERATING WHAT IS HELD (with --cluster too: see CLUSTER MODE for the
+differences). A message lives as incarnations: the
 ID Schedule answered, replacements (Reschedule: a new ID, the same origin and
 attempt), retries (a Nack with a delay) and redriven copies (a new ID, attempt 0,
 keyed "redrive:<dead letter's ID>", a key their retries keep). A call by topic
@@ -194,25 +194,38 @@ Reschedule some by ID or by topic and key, each to any node (the owner of the
 message's partition decides); consumers Receive or Consume from each topic and
 its .dlq (lease_ms 0 or the topic's lease, 3s), Ack by receipt, mostly through
 another node than the one that handed the message out, Nack some (with or
-without a delay), let some leases run out, and fail poison messages until
-they are dead-lettered; the drain acks everything but poison. Not in cluster
-mode yet (the cluster does not serve them): Redrive, pause, recurring
-schedules. Each cycle SIGKILLs one hourglass node (6 times in 10; the kill
-waits up to 2s past its moment for a Consume stream open on the node, so that
-most land mid-stream) or one NATS node (never two NATS nodes down: what was
-killed restarts at the next cycle) while the load goes on. The one-node checks judge it (lost, early, delivered
-after a durable ack or a cancel, reschedules, dead letters, redeliveries
-allowed when never acked or acked in doubt), with the cluster's documented
-differences (docs/CLUSTER.md "Receiving"): an Ack answered OK is durable, a
-Nack with a delay keeps the ID (its redelivery is no duplicate, not due before
-the delay, and makes no retry that a call by key could name), the server's
-deliver_at is a not-before too, and a second copy of an ID in the delivery
-stream (from the receipt's stream sequence) is a stream duplicate (allowed: at
-least once) with acks and a dead letter of its own. A Consume stream counts as
-a Receive in doubt even when it ends cleanly (the node drops the pull it had
-in flight, whose messages were leased). Per kill it prints the takeover: when
-the killed node's partitions had new owners in HG_OWNERS, and the first
-delivery from them.
+without a delay), let some leases run out, and fail poison messages until they
+are dead-lettered; the drain acks everything but poison. A redriver, a pauser
+and the recurring schedules' manager run as on one node (OPERATING WHAT IS
+HELD), each call to any node. Each cycle SIGKILLs one hourglass node (6 times in
+10; the kill waits up to 2s past its moment for a Consume stream open on the
+node, so that most land mid-stream) or one NATS node (never two NATS nodes down:
+what was killed restarts at the next cycle) while the load goes on. The one-node
+checks judge it (lost, early, delivered after a durable ack or a cancel,
+reschedules, dead letters, redeliveries allowed when never acked or acked in
+doubt), with the cluster's documented differences (docs/CLUSTER.md "Receiving"):
+an Ack answered OK is durable, a Nack with a delay keeps the ID (its redelivery
+is no duplicate, not due before the delay, and makes no retry that a call by key
+could name), the server's deliver_at is a not-before too, and a second copy of
+an ID in the delivery stream (from the receipt's stream sequence) is a stream
+duplicate (allowed: at least once) with acks and a dead letter of its own. A
+Consume stream counts as a Receive in doubt even when it ends cleanly (the node
+drops the pull it had in flight, whose messages were leased). A Redrive
+publishes the dead letter back under the same ID as attempt 0: a later stream
+copy of the ID on its topic received after a Redrive of its .dlq was sent is a
+redriven copy (not a stream duplicate), and the copies of an ID form a chain in
+which each needs every copy before it dead-lettered (4 leases, recorded or in
+doubt): redriven-unfounded when the message itself was not, redriven-twice when
+an earlier redriven copy was not and came less than 2 minutes before (the
+delivery stream's duplicate window); a poison copy must be dead-lettered again
+and acked on the .dlq, or redriven again. A redrive a kill cut between its
+publish and its ack leaves the dead letter in both topics: acked on the .dlq and
+the copy on the topic is allowed. Pause (a JetStream consumer pause, applied by
+the consumer's leader before SetPolicy answers: at once for every node) and the
+recurring schedules (FIRE_ALL: the occurrences of a takeover gap come late, as
+after one node's restart) are judged as on one node. Per kill it prints the
+takeover: when the killed node's partitions had new owners in HG_OWNERS, and the
+first delivery from them.
 
 EMBEDDED (--node embedded): the node runs inside another Go program, as a user
 embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),

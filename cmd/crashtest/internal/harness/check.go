@@ -197,6 +197,21 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //     decided by the partition's owner) are judged as on one node, but no
 //     Nack makes a retry that carries the key (keyState.retried), so a
 //     call by key after a Nack with a delay is judged, not counted.
+//   - Redrive publishes a dead letter to its topic again under the same
+//     ID, as attempt 0, and no key names the dead letter: a redriven copy
+//     is a later stream copy of the ID on its topic received after a
+//     Redrive of its .dlq was sent (no stream duplicate), and the redrive
+//     rules follow the chain of copies (judgeRedrivenCluster), within the
+//     delivery stream's 2-minute duplicate window (clusterDupWindow)
+//     instead of the idempotency window. A kill between a redrive's
+//     publish and its ack leaves the dead letter in both topics: its Ack
+//     on the .dlq and the copy on the topic are one of the stored-twice
+//     cases above.
+//   - Pause (a JetStream consumer pause, which the consumer's leader has
+//     applied when SetPolicy answers, whichever node answered) and
+//     recurring schedules (FIRE_ALL: the occurrences of a takeover gap
+//     come late, as those of one node's restart) are judged as on one
+//     node.
 func Check(ev Events, p CheckParams) Result {
 	if p.Precision == 0 {
 		p.Precision = time.Millisecond
@@ -394,7 +409,13 @@ func Check(ev Events, p CheckParams) Result {
 		vs := s.judgeCancels(key, c)
 		vs = append(vs, s.judgeReschedules(key, c)...)
 		vs = append(vs, s.judgeIDs(key, slack, p, c)...)
-		rv, owedCopy := s.judgeRedriven(key, &dl, redrives, c)
+		var rv []Violation
+		var owedCopy bool
+		if p.Cluster {
+			rv, owedCopy = s.judgeRedrivenCluster(key, &dl, redrives, c)
+		} else {
+			rv, owedCopy = s.judgeRedriven(key, &dl, redrives, c)
+		}
 		vs = append(vs, rv...)
 		for _, v := range vs {
 			if v.Kind != VEarly && v.Kind != VIDMismatch {
@@ -416,12 +437,20 @@ func Check(ev Events, p CheckParams) Result {
 		for _, d := range s.deliveries {
 			tid := d.Topic + "\x00" + d.ID
 			if p.Cluster {
-				if first, ok := seqs[tid]; ok && first != d.StreamSeq {
-					c.DupStream++ // another copy of the ID in the stream
-					continue
-				} else if !ok {
+				// Each copy of the ID in the stream is judged on its own.
+				// One that a Redrive made, or the dead letter of one, is
+				// no stream duplicate.
+				first, ok := seqs[tid]
+				switch {
+				case !ok:
 					seqs[tid] = d.StreamSeq
+				case first == d.StreamSeq:
+				case s.redriven[streamKey{d.Topic, d.ID, d.StreamSeq}]:
+				case d.Topic == dl.dlq && len(s.redriven) > 0:
+				default:
+					c.DupStream++ // another copy of the ID in the stream
 				}
+				tid += "\x00" + strconv.FormatUint(d.StreamSeq, 10)
 			}
 			if !seen[tid] {
 				seen[tid] = true

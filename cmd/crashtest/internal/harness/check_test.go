@@ -267,6 +267,10 @@ func TestCheckCluster(t *testing.T) {
 		{"never_delivered", sched(), VLost, 0, 1},
 		{"stored_twice_each_acked", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
 			cdel("a", "A", 9, 150, 160, 100).cset("a", "A", 9, Ack, 0, OK, 170, 180), "", 1, 0},
+		// Each copy's redeliveries are judged on their own.
+		{"second_copy_after_its_durable_ack", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
+			cdel("a", "A", 9, 150, 160, 100).cset("a", "A", 9, Ack, 0, OK, 170, 180).cdel("a", "A", 9, 190, 200, 100).
+			cset("a", "A", 9, Ack, 0, OK, 210, 220), VAfterAck, 2, 0},
 		{"after_durable_ack", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Ack, 0, OK, 130, 140).
 			cdel("a", "A", 7, 150, 160, 100).cset("a", "A", 7, Ack, 0, OK, 170, 180), VAfterAck, 0, 0},
 		{"nack_delay_keeps_id", sched().cdel("a", "A", 7, 110, 120, 100).cset("a", "A", 7, Nack, 500, OK, 130, 140).
@@ -356,8 +360,10 @@ func (b *hb) cdead(key, id string, seq uint64, ms int) *hb {
 	return b.con("t.dlq", key, id, seq, 4, ms, ms+1).csetOn("t.dlq", key, id, seq, Ack, OK, ms+2, ms+3)
 }
 
-// TestCheckClusterOperations: dead letters, Cancels by key and Reschedules
-// in --cluster mode are judged by one node's rules, with two differences:
+// TestCheckClusterOperations: dead letters, Cancels by key, Reschedules,
+// pauses and recurring schedules in --cluster mode are judged by one
+// node's rules, with two differences (the redrive ones are
+// TestCheckClusterRedrive's):
 // a Nack with a delay makes no new incarnation (a Cancel or Reschedule by
 // key is judged after one, where one node's check cannot name the
 // incarnation), and a message stored twice in the delivery stream may be
@@ -396,6 +402,16 @@ func TestCheckClusterOperations(t *testing.T) {
 			cdel("a", "R", 8, 1990, 2010, 2000).from("A").cset("a", "R", 8, Ack, 0, OK, 2020, 2030), []string{VAfterReschedule}},
 		{"rescheduled_by_key_early", (&hb{}).sched("a", "A", OK, 0, 1000).resched("a", "", "later", OK, RescheduleRescheduled, "R", 10, 20, 2000).
 			cdel("a", "R", 8, 1490, 1500, 1000).from("A").cset("a", "R", 8, Ack, 0, OK, 1510, 1520), []string{VEarly}},
+		// Pause and recurring schedules have no cluster allowance: a
+		// pause answered OK holds on every node at once (JetStream's), and
+		// FIRE_ALL delivers a takeover gap's occurrences late, every one.
+		{"delivered_while_paused", (&hb{}).sched("a", "A", OK, 0, 100).policy("t", true, OK, 100, 110).policy("t", false, OK, 1000, 1010).
+			cdel("a", "A", 7, 200, 210, 100).cset("a", "A", 7, Ack, 0, OK, 220, 230), []string{VDeliveredWhilePaused}},
+		{"occurrences_of_a_takeover_gap_late", (&hb{}).sop("s", "create", 1, time.Second, OK, 500, 510, 1000).ticks("s", 1, 1000, 2000, 1000, 3000, 4000, 5000).
+			occ("s", 1, 3000, "s3", 5500, 5510).ackOcc("s", 1, "s3", OK, 5520, 5530).occ("s", 1, 4000, "s4", 5500, 5510).ackOcc("s", 1, "s4", OK, 5520, 5530).
+			ticks("s", 1, 5000, 6000, 1000), nil},
+		{"occurrence_of_a_takeover_gap_skipped", (&hb{}).sop("s", "create", 1, time.Second, OK, 500, 510, 1000).ticks("s", 1, 1000, 6000, 1000, 3000),
+			[]string{VOccurrenceSkipped}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -415,5 +431,62 @@ func TestCheckClusterOperations(t *testing.T) {
 		cancelKey("a", OK, CancelCancelled, 200, 210)
 	if res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond}); len(res.Violations) > 0 || res.Counts.CancelByKeyUnjudged != 1 {
 		t.Errorf("one node: %v, %d unjudged; want none, 1", res.Violations, res.Counts.CancelByKeyUnjudged)
+	}
+}
+
+// TestCheckClusterRedrive: in --cluster mode a Redrive publishes the dead
+// letter to its topic again under the same ID as attempt 0 (another
+// stream copy), so the redrive rules follow stream copies: each needs
+// every copy before it dead-lettered (VRedriveUnfounded, VRedrivenTwice
+// within the delivery stream's 2-minute duplicate window), and a poison
+// copy must be dead-lettered again and acked there, or redriven again.
+func TestCheckClusterRedrive(t *testing.T) {
+	p := CheckParams{Fsync: "always", SkewBound: time.Millisecond, Cluster: true}
+	poison := func() *hb { return (&hb{}).sched("a", "A", OK, 0, 100).poisoned() }
+	// failed: the message (copy 7) failed 4 times and its dead letter was
+	// redriven by a Redrive answered OK.
+	failed := func() *hb { return poison().cfailed("a", "A", 7, 100).redrive(OK, 1, 500, 510) }
+	min := 60 * 1000
+	cases := []struct {
+		name   string
+		b      *hb
+		kinds  []string
+		copies int // redriven copies counted
+		dupes  int // stream duplicates counted
+	}{
+		{"redriven_and_dead_lettered_again", failed().cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), nil, 1, 0},
+		{"redriven_twice_in_a_chain", failed().cfailed("a", "A", 30, 600).redrive(OK, 1, 1050, 1060).cfailed("a", "A", 50, 1100).cdead("a", "A", 60, 1600), nil, 2, 0},
+		// A kill between the publish and the ack left the dead letter in
+		// both topics: a consumer acked it on the .dlq, and the topic got
+		// the copy too.
+		{"in_both_topics", poison().cfailed("a", "A", 7, 100).redrive(InDoubt, 0, 500, 550).cdead("a", "A", 20, 560).
+			cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), nil, 1, 0},
+		{"copy_not_dead_lettered_again", poison().cfailed("a", "A", 7, 100).redrive(InDoubt, 0, 500, 550).cdead("a", "A", 20, 560).
+			con("t", "a", "A", 30, 0, 600, 601).csetOn("t", "a", "A", 30, Ack, OK, 602, 603), []string{VNotDeadLettered}, 1, 0},
+		{"moved_back_twice", failed().con("t", "a", "A", 30, 0, 600, 601).cfailed("a", "A", 31, 700).cdead("a", "A", 40, 1200),
+			[]string{VRedrivenTwice}, 2, 0},
+		// Past the duplicate window a dead letter redriven again (a kill
+		// between publish and ack) comes back a second time.
+		{"moved_back_twice_after_the_window", failed().con("t", "a", "A", 30, 0, 600, 601).redrive(OK, 1, 2*min+650, 2*min+660).
+			cfailed("a", "A", 31, 2*min+700).cdead("a", "A", 40, 2*min+1200), nil, 2, 0},
+		{"copy_before_max_attempts", poison().con("t", "a", "A", 7, 0, 100, 101).csetOn("t", "a", "A", 7, Nack, OK, 102, 103).
+			redrive(OK, 1, 500, 510).cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100), []string{VRedriveUnfounded}, 1, 0},
+		// A second copy that no Redrive explains is a stream duplicate.
+		{"copy_before_any_redrive", poison().cfailed("a", "A", 7, 100).cfailed("a", "A", 30, 600).cdead("a", "A", 40, 1100).redrive(OK, 1, 1500, 1510), nil, 0, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Check(tc.b.ev, p)
+			var kinds []string
+			for _, v := range res.Violations {
+				kinds = append(kinds, v.Kind)
+			}
+			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
+				t.Errorf("violations %v, want kinds %v", res.Violations, tc.kinds)
+			}
+			if res.Counts.RedrivenCopies != tc.copies || res.Counts.DupStream != tc.dupes {
+				t.Errorf("redriven copies %d, stream duplicates %d; want %d, %d", res.Counts.RedrivenCopies, res.Counts.DupStream, tc.copies, tc.dupes)
+			}
+		})
 	}
 }

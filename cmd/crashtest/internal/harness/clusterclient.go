@@ -27,8 +27,8 @@ import (
 // next node. A Receive and the Ack or Nack of what it handed out go to
 // different nodes unless only one is up: the receipt is JetStream's,
 // settled by any node. A Cancel or Reschedule goes to any node, which
-// forwards it to the owner of the message's partition. Other methods are
-// not used in cluster mode.
+// forwards it to the owner of the message's partition; so do the
+// recurring-schedule calls. Other methods are not used in cluster mode.
 type rrClient struct {
 	hourglassv1connect.HourglassServiceClient // nil: only the methods below are called
 	w                                         *workload
@@ -135,8 +135,8 @@ func (c *rrClient) Reschedule(ctx context.Context, req *connect.Request[hourglas
 	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.Reschedule)
 }
 
-// Redrive, SetPolicy and the recurring-schedule calls: for the operations
-// the cluster does not serve yet (clusterOperations), ready for when it does.
+// Redrive, SetPolicy and the recurring-schedule calls: any node serves
+// them (a schedule call is forwarded to the owner of its name's partition).
 
 func (c *rrClient) Redrive(ctx context.Context, req *connect.Request[hourglassv1.RedriveRequest]) (*connect.Response[hourglassv1.RedriveResponse], error) {
 	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.Redrive)

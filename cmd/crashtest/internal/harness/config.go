@@ -36,8 +36,7 @@ type Config struct {
 	// cluster (internal/natscluster) and 3 hourglass nodes (serve
 	// --cluster); cycles SIGKILL one hourglass or one NATS node, and every
 	// call and stream goes round-robin over the live nodes. The workload
-	// is one node's but for the operations the cluster does not serve
-	// (clusterOperations).
+	// is one node's (clusterOperations: every operation).
 	Cluster bool
 	// LeaseTTL is serve --lease-ttl with Cluster (default 3s).
 	LeaseTTL time.Duration

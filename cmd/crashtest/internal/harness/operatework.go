@@ -48,12 +48,11 @@ func (o operations) names() []string {
 // allOperations: one node serves every one of them.
 var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true}
 
-// clusterOperations are those a cluster serves on any node (docs/CLUSTER.md
-// "Managing scheduled messages"). Redrive and topic policies (pause) are
-// refused in cluster mode, and it has no recurring schedules: TODO(issue
-// 25) turn each on here once the cluster serves it; the runners start its
-// worker and the checks judge it as on one node.
-var clusterOperations = operations{reschedule: true, cancelByKey: true}
+// clusterOperations are those a cluster serves on any node: all of one
+// node's (docs/CLUSTER.md "Managing scheduled messages", "Managing the
+// queue", "Recurring schedules"). The checks judge them as on one node,
+// with the cluster's documented differences (Check).
+var clusterOperations = allOperations
 
 // operators starts, with wg, the per-cycle workers of the operations w
 // makes (a redriver, a pauser, the recurring schedules' manager), each

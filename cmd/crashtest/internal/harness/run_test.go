@@ -168,6 +168,14 @@ func TestRunCluster(t *testing.T) {
 		t.Errorf("scheduled %d, delivered %d, cancelled %d (and %d Cancels in doubt), drain complete %v: the load or the drain did not happen",
 			c.Scheduled, c.Delivered, c.Cancelled, c.CancelInDoubt, sum.DrainComplete)
 	}
+	// Every operation is in the workload (issue 25), and the recurring
+	// schedules ran.
+	if got, want := strings.Join(sum.Operations, ","), strings.Join(allOperations.names(), ","); got != want {
+		t.Errorf("operations %s, want %s", got, want)
+	}
+	if c.Schedules == 0 || c.Occurrences == 0 {
+		t.Errorf("%d schedules, %d occurrences delivered: the recurring schedules did not run", c.Schedules, c.Occurrences)
+	}
 	for i := range 3 {
 		if _, err := os.Stat(filepath.Join(work, fmt.Sprintf("h%d.log", i))); err != nil {
 			t.Errorf("no log of hourglass node %d: %v", i, err)

@@ -178,4 +178,7 @@ type keyState struct {
 	deliveries []*Delivery
 	settles    []*Settle
 	rescheds   []*Reschedule
+	// redriven (--cluster) are the stream copies judgeRedrivenCluster
+	// found redriven: no stream duplicates.
+	redriven map[streamKey]bool
 }
