@@ -147,6 +147,11 @@ type Options struct {
 	// BodyTimeout bounds the reading of an HTTP/1.1 request's body;
 	// default DefaultBodyTimeout.
 	BodyTimeout time.Duration
+
+	// streamCalls, if set, replaces a ScheduleStream's calls in flight
+	// (streamCalls, or clusterStreamCalls): tests of the one-node limit
+	// drive it through a fake cluster.
+	streamCalls int
 }
 
 // Defaults of Options.

@@ -99,6 +99,8 @@ const (
 	// streamCalls is how many engine calls one ScheduleStream keeps in
 	// flight: one can append while another waits for its fsync.
 	streamCalls = 4
+	// clusterStreamCalls is streamCalls in cluster mode (newStreamCommit).
+	clusterStreamCalls = 1
 	// streamCallMessages bounds the messages of one engine call.
 	streamCallMessages = 4 * MaxBatch
 )
@@ -114,6 +116,7 @@ type streamCommit struct {
 	s           *Server
 	ctx         context.Context
 	maxMessages int // of one call: streamCallMessages, or MaxBatch in cluster mode
+	maxCalls    int // in flight: streamCalls, or 1 in cluster mode
 
 	mu      sync.Mutex
 	pending []streamItem // guarded by mu: checked, not yet in a call
@@ -149,7 +152,7 @@ func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *
 	}
 	c.mu.Lock()
 	c.pending = append(c.pending, it)
-	if c.running >= streamCalls {
+	if c.running >= c.maxCalls {
 		c.mu.Unlock()
 		return
 	}
@@ -161,12 +164,20 @@ func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *
 
 // newStreamCommit returns the group commit of one ScheduleStream.
 func (s *Server) newStreamCommit(ctx context.Context) *streamCommit {
-	c := &streamCommit{s: s, ctx: ctx, maxMessages: streamCallMessages}
+	c := &streamCommit{s: s, ctx: ctx, maxMessages: streamCallMessages, maxCalls: streamCalls}
 	if s.opts.Cluster != nil {
 		// A cluster stores one call as one intake message of at most
 		// 1,024 messages; a larger call would be refused and then go
-		// request by request.
-		c.maxMessages = MaxBatch
+		// request by request. And one call at a time gathers the most:
+		// an intake publish to a replicated stream costs the NATS servers
+		// about a millisecond of CPU whatever it holds, so with 4 calls
+		// in flight a stream of single Schedules from 64 callers made
+		// 15,200/s and with one 22,000/s (docs/BENCHMARKS.md "Cluster
+		// mode"), each waiting up to one publish longer.
+		c.maxMessages, c.maxCalls = MaxBatch, clusterStreamCalls
+	}
+	if s.opts.streamCalls > 0 {
+		c.maxCalls = s.opts.streamCalls
 	}
 	return c
 }

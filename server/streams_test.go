@@ -140,7 +140,7 @@ func TestScheduleStreamOrder(t *testing.T) {
 // go on.
 func TestScheduleStreamInFlight(t *testing.T) {
 	calls := make(chan *fakeCall)
-	s := serveTest(t, Options{Cluster: newFakeCluster(true, calls)}, nil)
+	s := serveTest(t, Options{Cluster: newFakeCluster(true, calls), streamCalls: streamCalls}, nil)
 	st, err := s.grpcClient(t).ScheduleStream(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -219,12 +219,13 @@ func TestScheduleStreamClusterCalls(t *testing.T) {
 	c := srv.newStreamCommit(testCtx(t))
 	msg := &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(time.Now().Add(time.Hour))}}
 	const batches, per = 25, 100
-	answers := make(chan *hourglassv1.ScheduleStreamResponse, streamCalls+batches)
-	// streamCalls single messages hold every call slot ...
-	for range streamCalls {
-		c.add(streamMessage(msg), answers)
+	answers := make(chan *hourglassv1.ScheduleStreamResponse, 1+batches)
+	if c.maxCalls != 1 {
+		t.Fatalf("%d calls in flight on a cluster's stream, want 1", c.maxCalls)
 	}
-	first := takeCalls(t, calls, streamCalls)
+	// A single message holds the one call slot ...
+	c.add(streamMessage(msg), answers)
+	first := takeCalls(t, calls, 1)
 	// ... while 2,500 messages wait (add queues before it returns).
 	ms := make([]*hourglassv1.ScheduleRequest, per)
 	for i := range ms {
@@ -244,7 +245,7 @@ func TestScheduleStreamClusterCalls(t *testing.T) {
 		held += len(f.reqs)
 		f.answer <- nil
 	}
-	for i := range streamCalls + batches {
+	for i := range 1 + batches {
 		if r := <-answers; r.GetError() != nil {
 			t.Fatalf("answer %d: %v", i, r.GetError())
 		}
@@ -255,7 +256,7 @@ func TestScheduleStreamClusterCalls(t *testing.T) {
 // ScheduleStream has read, then ends the stream with Unavailable.
 func TestScheduleStreamShutdown(t *testing.T) {
 	calls := make(chan *fakeCall)
-	s := serveTest(t, Options{Cluster: newFakeCluster(true, calls)}, nil)
+	s := serveTest(t, Options{Cluster: newFakeCluster(true, calls), streamCalls: streamCalls}, nil)
 	st, err := s.grpcClient(t).ScheduleStream(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
