@@ -172,8 +172,8 @@ func (s *Server) newStreamCommit(ctx context.Context) *streamCommit {
 		// an intake publish to a replicated stream costs the NATS servers
 		// about a millisecond of CPU whatever it holds, so with 4 calls
 		// in flight a stream of single Schedules from 64 callers made
-		// 15,200/s and with one 22,000/s (docs/BENCHMARKS.md "Cluster
-		// mode"), each waiting up to one publish longer.
+		// 11,490/s and with one 15,980/s, side by side (docs/BENCHMARKS.md
+		// "Cluster mode"), each waiting up to one publish longer.
 		c.maxMessages, c.maxCalls = MaxBatch, clusterStreamCalls
 	}
 	if s.opts.streamCalls > 0 {
