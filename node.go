@@ -194,7 +194,12 @@ func (n *Node) openLocal(ctx context.Context) error {
 func (n *Node) openCluster(ctx context.Context) error {
 	cfg, cl := &n.cfg, n.cfg.Cluster
 	metrics := server.NewMetrics()
-	ns, err := natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Replicas: cl.Replicas, Logger: n.log})
+	// Each delivery attempt waits for its PubAcks as long as a done
+	// record's (cluster.DonePublishTimeout): a publish the delivery
+	// stream's dying leader took is never answered, and the retry is
+	// deduplicated by the message ID.
+	ns, err := natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Replicas: cl.Replicas,
+		Timeout: cluster.DonePublishTimeout, Logger: n.log})
 	if err != nil {
 		return fmt.Errorf("hourglass: cluster: the delivery stream: %w", err)
 	}

@@ -171,6 +171,9 @@ type Node struct {
 	leases    *leases
 	fwd       sync.Map // advertise URL -> *client.Client
 	queue     *jsqueue.Queue
+	// doneTimeout bounds one attempt to store done records:
+	// DonePublishTimeout (tests shorten it).
+	doneTimeout time.Duration
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -262,7 +265,7 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect to %s: %w", opts.URL, err)
 	}
-	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{})}
+	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{}), doneTimeout: DonePublishTimeout}
 	if r := opts.StallChecksPerSecond; r > 0 {
 		n.stallChecks = rate.NewLimiter(rate.Limit(r), int(math.Ceil(r)))
 	}

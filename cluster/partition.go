@@ -364,11 +364,20 @@ func unavailable(format string, args ...any) error {
 	return status.Errorf(codes.Unavailable, format, args...)
 }
 
-// publishDone stores done records of partition p, waiting for the PubAck.
+// DonePublishTimeout bounds one attempt to store done records (the sink
+// call fails and the engine retries it, 50 ms later and doubling). A
+// publish that a stream's leader took and died before acknowledging is
+// never answered: with the lease TTL (10 s) as the bound, a NATS kill held
+// a partition's deliveries for 10 s (docs/BENCHMARKS.md "Cluster mode").
+// Storing a done record twice is harmless.
+const DonePublishTimeout = 2 * time.Second
+
+// publishDone stores done records of partition p, waiting for the PubAck
+// up to DonePublishTimeout (or the lease TTL, if shorter).
 func (n *Node) publishDone(ctx context.Context, p int, rec []byte) error {
 	msg := nats.NewMsg(doneSubject(p))
 	msg.Data = rec
-	ctx, cancel := context.WithTimeout(ctx, n.opts.LeaseTTL)
+	ctx, cancel := context.WithTimeout(ctx, min(n.opts.LeaseTTL, n.doneTimeout))
 	defer cancel()
 	_, err := n.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(doneStream(p)))
 	if err != nil {
