@@ -68,7 +68,7 @@ name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKE
 (better than the flag for the token: it stays out of the process list).
 
 The server runs with Go's GC percent at 400 unless GOGC is set (its live heap
-is small), under a soft memory limit of --memory-limit (256MiB) that rises to
+is small), under a soft memory limit of --memory-limit (512MiB) that rises to
 twice the live heap when that is larger.
 
 Durations take Go's units (ms, s, m, h) and also d (24h) and y (365d): 90s, 10m,
@@ -166,7 +166,7 @@ func serveCommand() *cli.Command {
 				Usage: "at most `N` long polls (Receive with a wait) and streams open at once on the server; one more is refused with RESOURCE_EXHAUSTED"},
 			&cli.IntFlag{Name: "max-streams-per-conn", Value: server.DefaultMaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
 				Usage: "at most `N` long polls and streams open at once on one client connection"},
-			&cli.StringFlag{Name: "memory-limit", Value: "256MiB", EnvVars: envVar("memory-limit"),
+			&cli.StringFlag{Name: "memory-limit", Value: "512MiB", EnvVars: envVar("memory-limit"),
 				Usage: "the Go runtime's soft memory limit (`SIZE`) while the live heap is under half of it; above, twice the live heap. " +
 					"It returns freed memory to the OS and makes the collector run more often near it; 0 for none (GOMEMLIMIT, if set and this flag is not, is used as is)"},
 			&cli.StringFlag{Name: "max-request-size", EnvVars: envVar("max-request-size"), DefaultText: "8MiB, or one message of --max-body with its headers if larger",
