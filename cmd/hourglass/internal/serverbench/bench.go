@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
 		r.Consumers = cfg.Consumers
-		err = runLateness(ctx, p, cfg, r, skew)
+		err = runLateness(ctx, p, cfg, r, skew, rtt)
 	}
 	if r.End == "" {
 		r.End = "complete"
@@ -223,6 +223,11 @@ const (
 // tally counts the deliveries of a lateness run. record may be called
 // from any goroutine.
 type tally struct {
+	// slack is how far the skew may be off: half the Time round trip. A
+	// message counts as early only if it came more than that before its
+	// deliverAt (on one machine the clocks are one, and a skew measured
+	// at -0.1 ms made deliveries right on time look early).
+	slack                             time.Duration
 	seen                              []atomic.Uint32 // deliveries per message index
 	delivered, dups, early, anomalies atomic.Int64
 	errs                              atomic.Int64
@@ -249,7 +254,7 @@ func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte
 		return
 	}
 	late := now.Add(skew).Sub(deliverAt)
-	if late < 0 {
+	if late < -t.slack {
 		t.early.Add(1)
 	}
 	if t.seen[i].Add(1) > 1 {
@@ -271,7 +276,7 @@ func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte
 // calls (grpc, connect) or Consume streams (stream). Lateness is the
 // client's receive time, moved to the server's clock with skew, minus
 // deliverAt.
-func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew time.Duration) error {
+func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt time.Duration) error {
 	n := cfg.Messages
 	// Scheduling must end before the first message is due: 1s plus a
 	// conservative 20,000 messages/s.
@@ -285,7 +290,7 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew time
 		return fmt.Errorf("--timeout %v ends before the last message is due (%.3fs after the start); give a longer --timeout or fewer --messages or a shorter --window", cfg.Timeout, r.DueToSeconds)
 	}
 
-	t := &tally{seen: make([]atomic.Uint32, n)}
+	t := &tally{seen: make([]atomic.Uint32, n), slack: rtt / 2}
 	t.lastProgress.Store(time.Now().UnixNano())
 	samples := make([]sample, cfg.Consumers)
 	failed := make(chan struct{})

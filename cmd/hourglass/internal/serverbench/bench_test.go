@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -206,5 +208,25 @@ func TestRunToken(t *testing.T) {
 				t.Errorf("wrong token: %v, want an Unauthenticated error", err)
 			}
 		})
+	}
+}
+
+// TestTallyEarlySlack: a delivery counts as early only when it came more
+// than the skew's uncertainty (half the Time round trip) before its
+// deliverAt on the server's clock.
+func TestTallyEarlySlack(t *testing.T) {
+	tl := &tally{seen: make([]atomic.Uint32, 3), slack: 200 * time.Microsecond}
+	var s sample
+	due := time.Unix(1_800_000_000, 0)
+	body := func(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
+	skew := -100 * time.Microsecond
+	tl.record(&s, due, skew, body(0), due)                           // 0.1 ms "early": the skew's error
+	tl.record(&s, due.Add(150*time.Microsecond), skew, body(1), due) // late
+	tl.record(&s, due.Add(-time.Millisecond), skew, body(2), due)    // 1.1 ms early: early
+	if got := tl.early.Load(); got != 1 {
+		t.Fatalf("early = %d, want 1 (only the delivery 1.1 ms before its time)", got)
+	}
+	if got := tl.delivered.Load(); got != 3 {
+		t.Fatalf("delivered = %d, want 3", got)
 	}
 }

@@ -37,7 +37,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("lateness_p99_ms", f3(r.LatenessP99Ms), "ms")
 		row("lateness_max_ms", f3(r.LatenessMaxMs), "ms")
 		row("lateness_mean_ms", f3(r.LatenessMeanMs), "ms")
-		row("early", enginebench.Group(r.Early), "received before deliverAt (must be 0)")
+		row("early", enginebench.Group(r.Early), "received before deliverAt by more than half the Time round trip (must be 0)")
 		row("lost", enginebench.Group(r.Lost), "scheduled, not received (must be 0)")
 		row("duplicates", enginebench.Group(r.Duplicates), "received more than once (must be 0)")
 		row("due", fmt.Sprintf("%.3f to %.3f", r.DueFromSeconds, r.DueToSeconds), "s after the start")
