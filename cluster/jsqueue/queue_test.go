@@ -82,6 +82,29 @@ func (e *env) deliver(topic string, bodies ...string) []message.ID {
 	return ids
 }
 
+// waitingPulls returns a func counting the pulls waiting on topic's
+// consumer (-1 if it cannot be read), asked on a connection of its own,
+// and that connection's JetStream.
+func (e *env) waitingPulls(topic string) (func() int, jetstream.JetStream) {
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return func() int {
+		c, err := js.Consumer(ctxT(e.t), natsjs.DefaultStream, ConsumerName(topic))
+		if err != nil {
+			return -1
+		}
+		info, err := c.Info(ctxT(e.t))
+		if err != nil {
+			return -1
+		}
+		return info.NumWaiting
+	}, js
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -326,23 +349,7 @@ func TestLongPoll(t *testing.T) {
 	q := e.node(Options{Lease: 5 * time.Second})
 	q.hb = 50 * time.Millisecond
 	none(t, q, "later", 0)
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	waiting := func() int {
-		c, err := js.Consumer(ctxT(t), natsjs.DefaultStream, ConsumerName("later"))
-		if err != nil {
-			return -1
-		}
-		info, err := c.Info(ctxT(t))
-		if err != nil {
-			return -1
-		}
-		return info.NumWaiting
-	}
+	waiting, js := e.waitingPulls("later")
 	type result struct {
 		msgs []queue.Message
 		err  error
@@ -440,23 +447,7 @@ func TestAbandonedPullGivesBack(t *testing.T) {
 		_, err := q.Receive(ctx, "gone", 10, 20*time.Second, 0)
 		done <- err
 	}()
-	nc, err := nats.Connect(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	waiting := func() int {
-		c, err := js.Consumer(ctxT(t), natsjs.DefaultStream, ConsumerName("gone"))
-		if err != nil {
-			return -1
-		}
-		info, err := c.Info(ctxT(t))
-		if err != nil {
-			return -1
-		}
-		return info.NumWaiting
-	}
+	waiting, _ := e.waitingPulls("gone")
 	deadline := time.Now().Add(10 * time.Second)
 	for waiting() != 1 {
 		if time.Now().After(deadline) {
