@@ -64,7 +64,15 @@ func openEngine(t *testing.T, dir string, sink Sink, mod func(*Options)) *Engine
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-e.Ready()
+	// Fail rather than hang: under synctest a never-ready engine would
+	// otherwise hold the test until the go test timeout.
+	select {
+	case <-e.Ready():
+	case <-e.Refused():
+		t.Fatalf("the engine refused to start: %v", e.RefusedErr())
+	case <-time.After(time.Hour):
+		t.Fatalf("the engine is not ready an hour after Open; health: %v", e.Health())
+	}
 	return e
 }
 
