@@ -163,6 +163,10 @@ func (d *driver) loadNext(now int64) int64 {
 	}
 	if !isClosed(d.e.ready) {
 		d.logRecovered()
+		// Stats.Pending as of now, before Ready says so: the loop stores
+		// it only after this returns, and a caller reading Stats at Ready
+		// saw 0 for a loaded wheel.
+		d.pendingN.Store(max(int64(d.w.Len())-d.lazyN, 0))
 		close(d.e.ready)
 	}
 	return min(next, retry)
