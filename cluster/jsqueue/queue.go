@@ -483,11 +483,22 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 	}
 }
 
-// giveBack ends a pull whose caller went away: it unsubscribes its inbox,
-// then Naks (without delay) the messages it got and those that came on ch
-// before the unsubscribe.
+// giveBack ends a pull whose caller went away: it drains its inbox's
+// subscription (the server drops its interest while ch still receives),
+// waits for a round trip with the server (after it, every message the
+// server sent to the inbox before dropping the interest is on ch, and the
+// server hands nothing more to the pull), then Naks (without delay) the
+// messages it got and those on ch. A plain unsubscribe would drop,
+// unseen, a message the server sent before it learned of the unsubscribe:
+// that message would wait out its AckWait.
 func (q *Queue) giveBack(sub *nats.Subscription, ch chan *nats.Msg, got []delivery) {
-	sub.Unsubscribe()
+	if err := sub.Drain(); err != nil {
+		sub.Unsubscribe()
+	} else {
+		// Best effort: if the round trip fails, AckWait ends the leases
+		// of what came after.
+		q.nc.FlushTimeout(q.opts.Timeout)
+	}
 	nak := func(m *nats.Msg) {
 		if m.Reply != "" && pullStatus(m) == "" {
 			// Best effort: if it is lost, AckWait still ends the lease.

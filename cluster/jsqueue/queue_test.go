@@ -430,13 +430,22 @@ func TestAbandonedPullGivesBack(t *testing.T) {
 		seen[m.ID] = m.Attempt
 		ack(t, q, "gone", m)
 	}
-	for _, id := range ids {
-		if a, ok := seen[id]; !ok || a != 1 {
-			t.Errorf("%v: received %v at attempt %d; want it given back, at attempt 1", id, ok, a)
+	// The first was handed to the pull and is given back (attempt 1);
+	// each other one either was too, or the server had not sent it yet
+	// when the pull's interest ended, and hands it to the next pull as
+	// its first delivery (attempt 0). None waits out the AckWait.
+	again := 0
+	for i, id := range ids {
+		a, ok := seen[id]
+		switch {
+		case !ok || a > 1 || (i == 0 && a != 1):
+			t.Errorf("%v: received %v at attempt %d; want it given back (attempt 1), or, unless it is the first, never sent to the pull (attempt 0)", id, ok, a)
+		case a == 1:
+			again++
 		}
 	}
-	if n := q.gaveBack.Load(); n != 3 {
-		t.Errorf("%d messages given back, want 3", n)
+	if n := q.gaveBack.Load(); n != int64(again) {
+		t.Errorf("%d messages given back; %d came again at attempt 1", n, again)
 	}
 
 	// A long poll cancelled while its pull waits on the server: the next
