@@ -201,6 +201,20 @@ func TestRedrivePurgeDelete(t *testing.T) {
 	// Purge: one of the two is leased (back[0] is not acked), one acked.
 	ack(t, q, "jobs", back[1])
 	e.deliver("jobs", "j3", "j4")
+	// Purge counts from the consumer's state (pending and ack pending),
+	// which catches up with messages just stored a moment later; the
+	// purge itself removes every message on the subject either way.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, _, err := q.unacked(ctxT(t), "jobs")
+		if err == nil && n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer counts %d unacked (%v); want 3", n, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the consumer's state
+	}
 	n, err := q.Purge(ctxT(t), "jobs")
 	if err != nil || n != 3 {
 		t.Errorf("Purge: %d, %v; want 3 (2 due, 1 leased)", n, err)
