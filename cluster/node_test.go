@@ -94,13 +94,17 @@ func TestScheduleDeliverCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// How many intake messages they took depends on how they met in the
+	// group commit; consecutive intake messages go to the next partition.
 	seen := map[int]bool{}
+	msgs := map[[2]uint64]bool{}
 	for _, id := range ids {
-		p, _, _ := SplitID(id)
+		p, seq, _ := SplitID(id)
 		seen[p] = true
+		msgs[[2]uint64{uint64(p), seq}] = true
 	}
-	if len(seen) != 4 {
-		t.Fatalf("20 single Schedules went to partitions %v; want all 4", seen)
+	if len(seen) != min(len(msgs), 4) {
+		t.Fatalf("20 single Schedules in %d intake messages went to partitions %v; want %d partitions (round robin)", len(msgs), seen, min(len(msgs), 4))
 	}
 	// A batch is one intake message: one partition, one sequence, indexes
 	// 0..n-1; with a key on every message its partition is the first key's.
