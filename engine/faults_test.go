@@ -524,6 +524,14 @@ func TestDamagedHeaderSkipsOneBucket(t *testing.T) {
 		e := openEngine(t, dir, sink, nil)
 		bad := schedule(t, e, "t", 25*time.Second, "in the damaged segment")
 		good := schedule(t, e, "t", 35*time.Second, "after it")
+		// Both routed (and so checkpointed by Close) before the damage:
+		// a restart that had to route into the damaged segment again
+		// stops routing there until an operator acts (reput's
+		// TestCorruptionStopsAndReports), and this engine would never be
+		// ready.
+		if err := e.WaitRouted(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		e.Close()
 		sched := filepath.Join(dir, "schedule", schedulelog.Name(schedulelog.BucketStart(bad.DeliverAt, 10*time.Second)))
 		flipByte(t, sched, 20) // inside the header's bucket start
