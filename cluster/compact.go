@@ -12,8 +12,10 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// Compaction bounds a partition's streams. Its owner, from the goroutine
-// that consumes the intake stream (so that nothing is consumed meanwhile):
+// Compaction bounds a partition's streams. Its owner, on a goroutine of its
+// own beside the one that consumes the intake stream (which goes on
+// consuming, so that messages stored meanwhile are scheduled, delivered
+// and found by Get as at any other time):
 //
 //  1. picks the snapshot point L0: the last intake sequence it consumed
 //     that the stream stored at least keepRecent ago (the duplicate window
@@ -36,6 +38,13 @@ import (
 // A crash between two steps leaves a stream that replays to the same
 // messages: originals and copies carry the same IDs, the first wins and the
 // done set applies by ID.
+//
+// What happens meanwhile is above the snapshot points, and so kept: the
+// intake messages consumed during a compaction (its copies among them,
+// which the consumer skips, as their IDs are taken or done) are above L0,
+// and the done records stored during it (a delivery, a cancel or a
+// reschedule of a message just copied) are above D0. The done set forgets
+// only entries noted in step 1, which no later record can bring back.
 
 // copyOverhead is what a compaction's copy of a message may add to its
 // intake message (the ID header and longer lengths): an intake message
@@ -160,6 +169,37 @@ type compactState struct {
 	old    uint64
 	keep   time.Duration // keepRecent, unless a test says otherwise
 	lastL0 uint64
+	// running is the compaction under way, if one is.
+	running *compaction
+}
+
+// compaction is one compaction running beside the consuming goroutine.
+type compaction struct {
+	l0      uint64
+	pending int
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when cs and err are set
+	cs      compactStats
+	err     error
+}
+
+// finished is closed when the running compaction ends (nil if none runs:
+// a receive from it blocks).
+func (c *compactState) finished() <-chan struct{} {
+	if c.running == nil {
+		return nil
+	}
+	return c.running.done
+}
+
+// stop ends the running compaction, if one runs, and waits for it: the
+// partition is stopping.
+func (c *compactState) stop() {
+	if r := c.running; r != nil {
+		r.cancel()
+		<-r.done
+		c.running = nil
+	}
 }
 
 func newCompactState(o *Options) compactState {
@@ -206,11 +246,16 @@ func (c *compactState) snapshotPoint(now time.Time) uint64 {
 	return c.old
 }
 
-// maybeCompact compacts the partition if the messages consumed exceed
-// 2 × pending + CompactMargin, the last compaction started at least
-// CompactInterval ago, and the snapshot point reached the horizon.
+// maybeCompact starts a compaction of the partition if none runs, the
+// messages consumed exceed 2 × pending + CompactMargin, the last
+// compaction started at least CompactInterval ago, and the snapshot point
+// reached the horizon. It runs on the consuming goroutine; the compaction
+// on its own, and compacted takes its result.
 func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 	o := &pt.n.opts
+	if cst.running != nil {
+		return
+	}
 	if o.CompactMargin < 0 || (!cst.last.IsZero() && time.Since(cst.last) < o.CompactInterval) {
 		return
 	}
@@ -238,12 +283,29 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 		return
 	}
 	cst.last = time.Now()
-	cs, err := pt.compact(st, l0, cst.held)
+	ctx, cancel := context.WithCancel(pt.ctx)
+	r := &compaction{l0: l0, pending: pending, cancel: cancel, done: make(chan struct{})}
+	cst.running = r
+	held := cst.held
+	go func() {
+		defer close(r.done)
+		r.cs, r.err = pt.compact(ctx, st, l0, held)
+	}()
+}
+
+// compactionEnded takes the result of the compaction that finished, on the
+// consuming goroutine.
+func (pt *partition) compactionEnded(cst *compactState) {
+	r := cst.running
+	<-r.done
+	r.cancel()
+	cst.running = nil
+	cs, err, l0, pending := r.cs, r.err, r.l0, r.pending
 	if err != nil {
 		// It may have stored copies: the horizon is past them.
 		cst.refresh = true
 		if pt.ctx.Err() == nil {
-			pt.log.Warn("cluster: compaction failed; the streams keep what they hold and the next one starts over", "held", cst.held, "pending", pending, "err", err)
+			pt.log.Warn("cluster: compaction failed; the streams keep what they hold and the next one starts over", "held", cs.Held, "pending", pending, "err", err)
 		}
 		return
 	}
@@ -261,11 +323,10 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 }
 
 // compact runs one compaction with snapshot point l0 (see the comment at
-// the top of this file). It must run on the consuming goroutine, which
-// consumed the intake stream up to l0 at least.
-func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactStats, error) {
+// the top of this file), once the consuming goroutine consumed the intake
+// stream up to l0 at least; one at a time.
+func (pt *partition) compact(ctx context.Context, st jetstream.Stream, l0 uint64, held int) (compactStats, error) {
 	start := time.Now()
-	ctx := pt.ctx
 	cs := compactStats{L0: l0, Held: held}
 	doneSt, err := pt.n.js.Stream(ctx, doneStream(pt.p))
 	if err != nil {
@@ -328,12 +389,12 @@ func (pt *partition) compact(st jetstream.Stream, l0 uint64, held int) (compactS
 		return nil
 	}}
 	if first <= cs.L0 {
-		if err := pt.copyPending(st, first, cs.L0, pk); err != nil {
+		if err := pt.copyPending(ctx, st, first, cs.L0, pk); err != nil {
 			return cs, err
 		}
 	}
 	// And of the recurring schedules' definitions up to L0.
-	if err := pt.copyDefs(cs.L0, pk); err != nil {
+	if err := pt.copyDefs(ctx, cs.L0, pk); err != nil {
 		return cs, err
 	}
 	if err := pt.stage("copied"); err != nil {
@@ -458,8 +519,7 @@ func resized[K comparable, V any](m map[K]V) map[K]V {
 
 // copyPending reads the intake stream from first to last and adds to pk
 // each message that the local engine holds and that is not done, once.
-func (pt *partition) copyPending(st jetstream.Stream, first, last uint64, pk *packer) error {
-	ctx := pt.ctx
+func (pt *partition) copyPending(ctx context.Context, st jetstream.Stream, first, last uint64, pk *packer) error {
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first, MaxResetAttempts: orderedResets})
 	if err != nil {

@@ -283,8 +283,25 @@ func TestCompaction(t *testing.T) {
 	far := time.Now().Add(6 * time.Second)
 	hooks := &testHooks{allowCompact: allow.Load, compactStage: func(_ int, stage string) error {
 		if stage == "copied" && during == nil && duringErr == nil {
-			// A Schedule stored while the compaction runs, after its copies.
-			during, duringErr = a.ScheduleBatch(ctx, []engine.Request{{Topic: "t", Body: []byte("during"), At: far, IdempotencyKey: "during"}})
+			// A Schedule stored while the compaction runs, after its
+			// copies, and due at once: the compaction waits here until
+			// the owner consumed it (Get finds it) and delivered it.
+			// Consuming must go on beside a compaction.
+			during, duringErr = a.ScheduleBatch(ctx, []engine.Request{{Topic: "t", Body: []byte("during"), IdempotencyKey: "during"}})
+			if duringErr != nil {
+				return nil
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !rec.all(during) {
+				if time.Now().After(deadline) {
+					duringErr = errors.New("the message stored during the compaction was not delivered while it ran")
+					return duringErr
+				}
+				time.Sleep(20 * time.Millisecond) // polling a delivery, not waiting for time
+			}
+			if f, _, err := a.Get(ctx, during[0], false); err != nil || f.State != engine.StateDelivered {
+				duringErr = fmt.Errorf("Get of the message stored during the compaction while it runs: %v, %v; want delivered", f.State, err)
+			}
 		}
 		return nil
 	}}
@@ -317,16 +334,16 @@ func TestCompaction(t *testing.T) {
 			in.FirstSeq, in.Msgs, inBefore.LastSeq+1, inBefore.FirstSeq)
 	}
 	done := streamState(t, js, doneStream(0))
-	if done.FirstSeq <= doneBefore.LastSeq || done.Msgs != 1 || doneBefore.Msgs < 3 {
-		t.Fatalf("done stream: %d messages from %d before, %d from %d after; want 1 (the kept cancels) after the old last %d",
+	if done.FirstSeq <= doneBefore.LastSeq || done.Msgs != 2 || doneBefore.Msgs < 3 {
+		t.Fatalf("done stream: %d messages from %d before, %d from %d after; want 2 (the delivery during it, the kept cancels) after the old last %d",
 			doneBefore.Msgs, doneBefore.FirstSeq, done.Msgs, done.FirstSeq, doneBefore.LastSeq)
 	}
 	pt := a.partition(0)
 	pt.mu.Lock()
 	left := len(pt.done)
 	pt.mu.Unlock()
-	if left != 2 {
-		t.Fatalf("done set holds %d entries after the compaction; want the 2 cancels", left)
+	if left != 3 {
+		t.Fatalf("done set holds %d entries after the compaction; want the 2 cancels and the delivery during it", left)
 	}
 	if res, err := a.Cancel(ctx, farIDs[1], false); err != nil || res != engine.AlreadyDone {
 		t.Fatalf("second cancel of %v: %v, %v; want already done", farIDs[1], res, err)

@@ -36,10 +36,14 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	if info, err := st.Info(pt.ctx); err == nil {
 		cst.horizon, cst.refresh = info.State.LastSeq, false
 	}
+	defer cst.stop()
 	for {
 		var m jetstream.Msg
 		select {
 		case m = <-msgs:
+		case <-cst.finished():
+			pt.compactionEnded(&cst)
+			continue
 		case <-tick.C:
 			pt.maybeCompact(st, &cst)
 			continue

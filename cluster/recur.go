@@ -127,9 +127,11 @@ func (pt *partition) noteControl(c message.Control, seq, origin uint64) bool {
 }
 
 // copyDefs adds to pk a copy of each schedule definition whose latest item
-// is at or below l0 (which the purge removes). Run on the consuming
-// goroutine: the catalog then holds what was consumed.
-func (pt *partition) copyDefs(l0 uint64, pk *packer) error {
+// is at or below l0 (which the purge removes), once the intake stream was
+// consumed up to l0: the catalog then holds that definition or a later one
+// (consumed since, above l0 and kept, which replays over the copy in
+// either order, as the copy carries the older item's sequence).
+func (pt *partition) copyDefs(ctx context.Context, l0 uint64, pk *packer) error {
 	pt.mu.Lock()
 	eng := pt.eng
 	type def struct {
@@ -146,7 +148,7 @@ func (pt *partition) copyDefs(l0 uint64, pk *packer) error {
 	if len(defs) == 0 {
 		return nil
 	}
-	if err := eng.WaitRouted(pt.ctx); err != nil {
+	if err := eng.WaitRouted(ctx); err != nil {
 		return err
 	}
 	now := pt.n.now()
