@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/hourglassmq/hourglass/cluster"
-	"github.com/hourglassmq/hourglass/cluster/jsqueue"
 	"github.com/hourglassmq/hourglass/server"
 )
 
@@ -21,7 +20,3 @@ func (c clusterAPI) QueueTopics(ctx context.Context) ([]server.QueueTopic, error
 	return out, err
 }
 
-func (c clusterAPI) Redrive(ctx context.Context, dlq string, o server.RedriveOptions) (server.RedriveResult, error) {
-	res, err := c.Node.Redrive(ctx, dlq, jsqueue.RedriveOptions{To: o.To, Match: o.Match, Max: o.Max, Wait: o.Wait})
-	return server.RedriveResult{Redriven: res.Redriven, Skipped: res.Skipped, More: res.More}, err
-}

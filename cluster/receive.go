@@ -70,6 +70,6 @@ func (n *Node) DeleteQueueTopic(ctx context.Context, topic string) (int64, bool,
 }
 
 // Redrive moves dead letters of dlq back; see jsqueue.Queue.Redrive.
-func (n *Node) Redrive(ctx context.Context, dlq string, o jsqueue.RedriveOptions) (jsqueue.RedriveResult, error) {
+func (n *Node) Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error) {
 	return n.queue.Redrive(ctx, dlq, o)
 }

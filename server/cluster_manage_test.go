@@ -68,9 +68,9 @@ func (f *fakeCluster) DeleteQueueTopic(_ context.Context, topic string) (int64, 
 	return 6, true, nil
 }
 
-func (f *fakeCluster) Redrive(ctx context.Context, dlq string, o RedriveOptions) (RedriveResult, error) {
+func (f *fakeCluster) Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error) {
 	f.note("Redrive %s to %q max %d", dlq, o.To, o.Max)
-	var res RedriveResult
+	var res queue.RedriveResult
 	for _, d := range deadLetters {
 		if o.Match != nil && !o.Match(d) {
 			res.Skipped++

@@ -72,7 +72,7 @@ type QueueManager interface {
 	PurgeTopic(ctx context.Context, topic string) (int64, error)
 	DeleteQueueTopic(ctx context.Context, topic string) (int64, bool, error)
 	// Redrive moves dead letters of dlq back as o says.
-	Redrive(ctx context.Context, dlq string, o RedriveOptions) (RedriveResult, error)
+	Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error)
 }
 
 // QueueTopic is one topic's counts and policy (as set) in cluster mode.
@@ -80,23 +80,6 @@ type QueueTopic struct {
 	Topic                     string
 	Due, Leased, DeadLettered int64
 	Policy                    queue.Policy
-}
-
-// RedriveOptions say which dead letters QueueManager.Redrive moves: those
-// Match accepts (nil: all), at most Max (0: no bound), to To ("": each
-// one's origin), calling Wait before each move.
-type RedriveOptions struct {
-	To    string
-	Match func(queue.Message) bool
-	Max   int64
-	Wait  func(context.Context) error
-}
-
-// RedriveResult is what a Redrive moved, skipped, and whether Max left a
-// matching message behind.
-type RedriveResult struct {
-	Redriven, Skipped int64
-	More              bool
 }
 
 // Receiver is what Receive, ReceiveStream, Consume, Ack, AckBatch and

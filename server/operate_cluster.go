@@ -17,7 +17,7 @@ import (
 // dead letters, moves those that match (ids, reason) and gives the
 // others back.
 func (s *Server) clusterRedrive(ctx context.Context, c Cluster, m *hourglassv1.RedriveRequest, ids map[message.ID]bool, lim *rate.Limiter) (*hourglassv1.RedriveResponse, error) {
-	o := RedriveOptions{To: m.ToTopic, Max: int64(m.MaxMessages), Wait: lim.Wait}
+	o := queue.RedriveOptions{To: m.ToTopic, Max: int64(m.MaxMessages), Wait: lim.Wait}
 	if len(ids) > 0 || m.Reason != "" {
 		o.Match = func(d queue.Message) bool {
 			return (len(ids) == 0 || ids[d.ID]) && (m.Reason == "" || message.HeaderValue(d.Headers, queue.DeadLetterReasonHeader) == m.Reason)

@@ -381,28 +381,6 @@ func waitPaused(ctx context.Context, jc jetstream.Consumer, paused bool) error {
 	}
 }
 
-// RedriveOptions say which dead letters Redrive moves, and where.
-type RedriveOptions struct {
-	// To is the topic to move them to; "" means each one's origin
-	// (its dead-letter origin header, else the dead-letter topic's name
-	// without ".dlq").
-	To string
-	// Match selects the dead letters to move; nil moves all.
-	Match func(queue.Message) bool
-	// Max bounds the messages moved; 0 means no bound.
-	Max int64
-	// Wait is called before each move (a rate limit); nil waits not.
-	Wait func(context.Context) error
-}
-
-// RedriveResult is what a Redrive did.
-type RedriveResult struct {
-	// Redriven were moved; Skipped did not match and were given back.
-	Redriven, Skipped int64
-	// More is set when Max stopped it with a matching message left.
-	More bool
-}
-
 // redriveBatch is how many dead letters one pull of a Redrive takes.
 const redriveBatch = 100
 
@@ -415,8 +393,8 @@ const redriveBatch = 100
 // are given back when it ends. A crash between the publish and the ack
 // leaves the message in both; a Redrive run again within the delivery
 // stream's duplicate window does not publish it twice.
-func (q *Queue) Redrive(ctx context.Context, dlq string, o RedriveOptions) (RedriveResult, error) {
-	var res RedriveResult
+func (q *Queue) Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error) {
+	var res queue.RedriveResult
 	if err := queue.ValidateTopic(dlq); err != nil {
 		return res, err
 	}

@@ -175,12 +175,12 @@ func TestRedrivePurgeDelete(t *testing.T) {
 		t.Errorf("Topics: %+v; want jobs with 3 dead letters, and no jobs.dlq entry", ts)
 	}
 
-	res, err := q.Redrive(ctxT(t), "jobs.dlq", RedriveOptions{Max: 1})
+	res, err := q.Redrive(ctxT(t), "jobs.dlq", queue.RedriveOptions{Max: 1})
 	if err != nil || res.Redriven != 1 || !res.More {
 		t.Fatalf("Redrive max 1: %+v, %v; want 1 moved and more", res, err)
 	}
 	skip := ids[2]
-	res, err = q.Redrive(ctxT(t), "jobs.dlq", RedriveOptions{Match: func(m queue.Message) bool { return m.ID != skip }})
+	res, err = q.Redrive(ctxT(t), "jobs.dlq", queue.RedriveOptions{Match: func(m queue.Message) bool { return m.ID != skip }})
 	if err != nil || res.Redriven != 1 || res.Skipped != 1 || res.More {
 		t.Fatalf("Redrive but one: %+v, %v; want 1 moved, 1 skipped", res, err)
 	}
