@@ -19,4 +19,3 @@ func (c clusterAPI) QueueTopics(ctx context.Context) ([]server.QueueTopic, error
 	}
 	return out, err
 }
-
