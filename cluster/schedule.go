@@ -210,13 +210,17 @@ type gather struct {
 }
 
 // gatherInflight is how many gathered publishes may be in flight on a
-// node. One would gather the most, but a Schedule arriving during a
-// publish would then wait for two round trips; a few in flight keep the
-// latency near one round trip and still gather under load. It is per
-// node, not per partition: with a bound per partition, 64 concurrent
-// Schedules over 8 partitions went about two to an intake message, and a
-// node made 4,252 Schedules/s (docs/BENCHMARKS.md "Cluster mode").
-const gatherInflight = 4
+// node. One gathers the most: a Schedule that arrives during a publish
+// waits for it and then one more round trip, but each publish carries
+// all that arrived meanwhile, and an R3 publish costs the NATS servers
+// about the same CPU whatever it carries. With 64 clients making single
+// unary Schedules against one node, medians of 3 interleaved runs
+// (`CLIENTS=64 NODES=1 bash scripts/bench-cluster.sh 40000 single`,
+// bench/results/cluster-gather-2026-12-02.txt): 9,293/s at 1, 8,541/s
+// at 2, 7,711/s at 4. It is per node, not per partition: with a bound
+// per partition, 64 concurrent Schedules over 8 partitions went about
+// two to an intake message, and a node made 4,252 Schedules/s.
+const gatherInflight = 1
 
 type waiter struct {
 	m    *message.Message
