@@ -66,7 +66,10 @@ const (
 	// the first record starts here. It is a multiple of 8.
 	HeaderSize = 104
 
-	fixedSize = 40 // magic through the fixed header's checksum
+	// FixedSize is the fixed part of the header: magic through its
+	// checksum; the hint slots follow it.
+	FixedSize = 40
+	fixedSize = FixedSize
 	slotSize  = 32 // one hint slot
 	slotAOff  = fixedSize
 	slotBOff  = fixedSize + slotSize

@@ -59,6 +59,15 @@ What it does, step by step (each step prints what it found and did):
               lost acks mean messages already acked are handed out again: it
               says ACKS LOST and up to how many messages that may be.
 
+  schedule segment headers
+              A schedule segment (schedule/*.sched) whose header cannot be read
+              stops routing when a message must go into it, and its bucket is
+              not loaded. Its records carry their own checksums: the header is
+              rebuilt from the file name (the start) and the duration the other
+              segments have (else the default hour) that holds every entry in
+              the file. A segment no duration fits is left as it is, and the
+              step fails naming it.
+
   dispatch logs
               A bucket whose done log (schedule/*.done) is damaged, or missing
               after the bucket started, is held by the server: which of its
@@ -191,6 +200,10 @@ var repairSteps = []repairStep{
 	{name: "commitlog", run: repairCommitlog},
 	{name: "queue", run: func(env *repairEnv) (int, error) {
 		return queue.RepairStep(hourglass.QueueDir(env.Dir), env.DryRun, env.Keep, env.Out)
+	}},
+	{name: "schedule segment headers", run: func(env *repairEnv) (int, error) {
+		return schedulelog.RepairHeaders(filepath.Join(env.Dir, "schedule"), schedulelog.HeaderRepairOptions{DryRun: env.DryRun, Keep: env.Keep, Out: env.Out,
+			Fallback: engine.DefaultSegmentDuration.Milliseconds()})
 	}},
 	{name: "dispatch logs", run: func(env *repairEnv) (int, error) {
 		return engine.RepairDispatchLogs(filepath.Join(env.Dir, "schedule"), engine.DoneRepairOptions{DryRun: env.DryRun, Keep: env.Keep, Out: env.Out, Assume: env.Decisions.assume,
