@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestRepairHeaders(t *testing.T) {
 	if !strings.Contains(out.String(), "3 entries") || !strings.Contains(out.String(), "duration 3600s") {
 		t.Errorf("the repair's report does not say what it found:\n%s", out.String())
 	}
-	if got := readEntries(t, bad); !equalStrings(got, before) {
+	if got := readEntries(t, bad); !slices.Equal(got, before) {
 		t.Fatalf("entries after the repair %v; want %v", got, before)
 	}
 	w, _, err := Open(dir, start+h, Options{})
@@ -135,16 +136,4 @@ func readEntries(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
