@@ -117,3 +117,41 @@ func dropUnknown(m protoreflect.Message) {
 		return true
 	})
 }
+
+// TestPoolReuse: messages of sizes across the pool's tiers and beyond its
+// largest (4 MiB) encode to the library's bytes when the buffers are
+// reused, the larger one freed before each smaller one, and decode from
+// pooled buffers joined from many pieces.
+func TestPoolReuse(t *testing.T) {
+	var want [][]byte
+	var msgs []proto.Message
+	for _, n := range []int{5 << 20, 600 << 10, 40 << 10, 3 << 10, 300} {
+		m := &hourglassv1.ReceiveResponse{Messages: []*hourglassv1.Message{{Id: "id", Topic: "t", Body: bytes.Repeat([]byte{byte(n)}, n)}}}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, want = append(msgs, m), append(want, b)
+	}
+	for round := range 3 {
+		for i, m := range msgs {
+			bs, err := GRPC{}.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := bs.Materialize(); !bytes.Equal(got, want[i]) {
+				t.Fatalf("round %d, message of %d bytes: encoded %d bytes unlike the library's", round, len(want[i]), len(got))
+			}
+			bs.Free()
+			// As received: in 16 KiB pieces.
+			var in mem.BufferSlice
+			for b := want[i]; len(b) > 0; b = b[min(len(b), 16<<10):] {
+				in = append(in, mem.SliceBuffer(b[:min(len(b), 16<<10)]))
+			}
+			back := &hourglassv1.ReceiveResponse{}
+			if err := (GRPC{}).Unmarshal(in, back); err != nil || !proto.Equal(back, m) {
+				t.Fatalf("round %d, message of %d bytes: read back unequal (%v)", round, len(want[i]), err)
+			}
+		}
+	}
+}
