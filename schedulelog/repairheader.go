@@ -51,7 +51,7 @@ func RepairHeaders(dir string, o HeaderRepairOptions) (int, error) {
 	if !o.DryRun && o.Keep == nil {
 		return 0, errors.New("schedulelog: RepairHeaders needs HeaderRepairOptions.Keep")
 	}
-	ents, err := os.ReadDir(dir)
+	names, err := ListNames(dir) // sorted by start
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -63,27 +63,23 @@ func RepairHeaders(dir string, o HeaderRepairOptions) (int, error) {
 		path   string
 		damage error
 	}
-	var segs []seg
+	segs := make([]seg, 0, len(names))
 	count := map[int64]int{} // durations of the segments whose header decodes
-	for _, e := range ents {
-		start, ok := ParseName(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		h, err := readFixedHeader(path)
+	for _, n := range names {
+		path := filepath.Join(dir, n.Name)
+		// Stat also refuses a header whose start is not the name's.
+		si, err := Stat(dir, n.Start)
 		var ce *segfile.CorruptionError
 		switch {
 		case errors.As(err, &ce):
-			segs = append(segs, seg{start, path, ce.Err})
+			segs = append(segs, seg{n.Start, path, ce.Err})
 		case err != nil:
 			return 0, err
 		default:
-			count[h.Duration]++
-			segs = append(segs, seg{start: start, path: path})
+			count[si.Duration.Milliseconds()]++
+			segs = append(segs, seg{start: n.Start, path: path})
 		}
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].start < segs[j].start })
 	durations := make([]int64, 0, len(count)+1)
 	for d := range count {
 		durations = append(durations, d)
@@ -132,18 +128,6 @@ func RepairHeaders(dir string, o HeaderRepairOptions) (int, error) {
 		}
 	}
 	return changes, errors.Join(failed...)
-}
-
-// readFixedHeader decodes the fixed header of the segment at path; damage
-// is a *segfile.CorruptionError.
-func readFixedHeader(path string) (segfile.Header, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return segfile.Header{}, err
-	}
-	defer f.Close()
-	h, _, err := segfile.ReadHeader(f, path, Magic)
-	return h, err
 }
 
 // scanDeliverAt reads the entries after the header of the segment at path
