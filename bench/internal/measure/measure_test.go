@@ -98,7 +98,12 @@ func TestTrackerAccounting(t *testing.T) {
 	r := tr.Result()
 	want := Result{Messages: 6, Acked: 5, Delivered: 4, Lost: 2, Duplicates: 1, Early: 1, Unknown: 2, UnackedDelivered: 1,
 		LatenessP50: ms(10), LatenessP99: ms(30), LatenessMax: ms(30)}
-	r.Sorted, r.FirstDelivery, r.LastDelivery = nil, time.Time{}, time.Time{}
+	if len(r.Quantiles) != QuantilePoints+1 || r.Quantiles[0] != -ms(1) || r.Quantiles[QuantilePoints/4] != -ms(1) ||
+		r.Quantiles[QuantilePoints/4+1] != ms(10) || r.Quantiles[QuantilePoints] != ms(30) {
+		t.Errorf("quantiles: %d points, min %v, p25 %v, above p25 %v, max %v", len(r.Quantiles),
+			r.Quantiles[0], r.Quantiles[QuantilePoints/4], r.Quantiles[QuantilePoints/4+1], r.Quantiles[QuantilePoints])
+	}
+	r.Sorted, r.Quantiles, r.FirstDelivery, r.LastDelivery = nil, nil, time.Time{}, time.Time{}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("result\n got %+v\nwant %+v", r, want)
 	}

@@ -121,7 +121,14 @@ type Result struct {
 	FirstDelivery, LastDelivery time.Time
 	// Sorted lateness of every first delivery, for a CDF.
 	Sorted []time.Duration `json:"-"`
+	// Quantiles of Sorted at 0, 1/QuantilePoints, ..., 1 (nearest rank;
+	// the first is the minimum): the CDF kept in the raw JSON, so that a
+	// report made later from several runs' files can draw it.
+	Quantiles []time.Duration `json:"quantiles,omitempty"`
 }
+
+// QuantilePoints is how many steps Result.Quantiles has.
+const QuantilePoints = 400
 
 // Result returns what was counted so far.
 func (t *Tracker) Result() Result {
@@ -148,6 +155,12 @@ func (t *Tracker) Result() Result {
 	r.LatenessP50 = Percentile(r.Sorted, 50)
 	r.LatenessP99 = Percentile(r.Sorted, 99)
 	r.LatenessMax = Percentile(r.Sorted, 100)
+	if len(r.Sorted) > 0 {
+		r.Quantiles = make([]time.Duration, QuantilePoints+1)
+		for k := range r.Quantiles {
+			r.Quantiles[k] = Percentile(r.Sorted, max(100*float64(k)/QuantilePoints, 1e-9))
+		}
+	}
 	return r
 }
 

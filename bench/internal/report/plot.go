@@ -32,7 +32,9 @@ func ShortName(s peers.System) string {
 }
 
 // LatenessCDF plots each system's W1 lateness (every first delivery of
-// every repetition) as a CDF with a log time axis, into file.
+// every repetition) as a CDF with a log time axis, into file. Runs read
+// back from their JSON have only their quantiles; those are pooled instead,
+// which weighs the repetitions alike.
 func LatenessCDF(file string, systems []peers.System, results []workload.Result) error {
 	p := plot.New()
 	p.Title.Text = "W1 lateness, CDF per system (all repetitions; solid: fsync per write, dashed: periodic fsync)"
@@ -45,7 +47,11 @@ func LatenessCDF(file string, systems []peers.System, results []workload.Result)
 	for _, g := range Groups(systems, results)["W1"] {
 		var all []time.Duration
 		for _, r := range g.Runs {
-			all = append(all, r.Sorted...)
+			if r.Sorted != nil {
+				all = append(all, r.Sorted...)
+			} else { // read back from JSON: the run's quantiles stand for it
+				all = append(all, r.Quantiles...)
+			}
 		}
 		if len(all) == 0 {
 			continue
