@@ -102,6 +102,51 @@ func main() {
 			&cli.BoolFlag{Name: "no-doc", Usage: "print the runs only; write no document or plots (the JSON is still written)"},
 		},
 		Action: run,
+		Commands: []*cli.Command{{
+			Name:      "report",
+			Usage:     "write one document from the raw JSON of several invocations (a run split by workload)",
+			ArgsUsage: "FILE.json [FILE.json ...]",
+			Description: `A run at the issue's counts takes longer than one sitting; run it as several
+invocations with the same settings, each with its own --workloads and --no-doc,
+then make the document from their JSON files:
+
+  go run ./cmd/peerbench --scale 1 --workloads W1,W2 --no-doc
+  go run ./cmd/peerbench --scale 1 --workloads W4 --no-doc
+  go run ./cmd/peerbench --scale 1 --workloads W3 --no-doc
+  go run ./cmd/peerbench report results/peers-A.json results/peers-B.json results/peers-C.json
+
+Each workload must come from one file only, and the files must agree on the
+client settings the tables compare (--reps, --body, --producers, --consumers,
+--batch, delays, --redeliver, --poll, --consume-batch, --run-timeout, --scale).`,
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "out", Value: "../docs", Usage: "directory for BENCHMARKS-PEERS.md and its PNGs"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return fmt.Errorf("report: name the results files, e.g. results/peers-20261202T142319Z.json")
+				}
+				var files []report.File
+				for _, path := range c.Args().Slice() {
+					f, err := report.ReadFile(path)
+					if err != nil {
+						return err
+					}
+					files = append(files, f)
+				}
+				meta, results, err := report.Merge(files)
+				if err != nil {
+					return err
+				}
+				cfg := peers.Config{PollInterval: meta.PollInterval, Redeliver: meta.Redeliver, ConsumeBatch: meta.ConsumeBatch}
+				var systems []peers.System
+				for _, s := range peers.Systems(cfg) {
+					if slices.ContainsFunc(results, func(r workload.Result) bool { return r.System == s.Label() }) {
+						systems = append(systems, s)
+					}
+				}
+				return writeDoc(c.String("out"), meta, systems, results)
+			},
+		}},
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "peerbench:", err)
@@ -170,7 +215,7 @@ func run(c *cli.Context) error {
 	meta := report.Meta{
 		Command: "cd bench && go run ./cmd/peerbench " + shellJoin(os.Args[1:]),
 		Start:   time.Now(), Scale: o.Scale, Reps: c.Int("reps"), Options: o,
-		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"),
+		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch"),
 		LoadStart: loadavg(), Machine: machine(), Versions: versions(cfg),
 	}
 	var results []workload.Result
@@ -202,10 +247,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	raw := filepath.Join(c.String("results"), "peers-"+meta.Start.UTC().Format("20060102T150405Z")+".json")
-	b, err := json.MarshalIndent(struct {
-		Meta    report.Meta
-		Results []workload.Result
-	}{meta, results}, "", " ")
+	b, err := json.MarshalIndent(report.File{Meta: meta, Results: results}, "", " ")
 	if err != nil {
 		return err
 	}
@@ -216,7 +258,14 @@ func run(c *cli.Context) error {
 	if c.Bool("no-doc") {
 		return ctx.Err()
 	}
-	out := c.String("out")
+	if err := writeDoc(c.String("out"), meta, systems, results); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// writeDoc writes out/BENCHMARKS-PEERS.md and its plots.
+func writeDoc(out string, meta report.Meta, systems []peers.System, results []workload.Result) error {
 	meta.CDFPlot, meta.BarPlot = "peers-w1-lateness-cdf.png", "peers-throughput.png"
 	if err := report.LatenessCDF(filepath.Join(out, meta.CDFPlot), systems, results); err != nil {
 		fmt.Fprintf(os.Stderr, "lateness plot: %v\n", err)
@@ -235,7 +284,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s\n", filepath.Join(out, "BENCHMARKS-PEERS.md"))
-	return ctx.Err()
+	return nil
 }
 
 // shellJoin quotes each argument that needs it for a POSIX shell.

@@ -40,6 +40,11 @@ func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
 // StartTimeout bounds a start: the process must be ready within it.
 const StartTimeout = 90 * time.Second
 
+// readyPoll is how long Start waits between readiness checks, so W4's
+// restart-to-ready reads up to this much above the true time, on every
+// system alike.
+const readyPoll = 10 * time.Millisecond
+
 // Start starts the process and returns once it is ready.
 func (s *Server) Start(ctx context.Context) error {
 	if s.cmd != nil {
@@ -82,7 +87,7 @@ func (s *Server) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			s.Kill()
 			return fmt.Errorf("peers: %s not ready within %v: %v; see %s", cmd.Path, StartTimeout, err, s.Log)
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(readyPoll):
 		}
 	}
 }

@@ -44,6 +44,7 @@ func LatenessCDF(file string, systems []peers.System, results []workload.Result)
 	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
+	drawn := 0
 	for _, g := range Groups(systems, results)["W1"] {
 		var all []time.Duration
 		for _, r := range g.Runs {
@@ -75,6 +76,10 @@ func LatenessCDF(file string, systems []peers.System, results []workload.Result)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(ShortName(g.System), l)
+		drawn++
+	}
+	if drawn == 0 {
+		return fmt.Errorf("report: no W1 lateness to plot")
 	}
 	return p.Save(9*vg.Inch, 5.5*vg.Inch, file)
 }

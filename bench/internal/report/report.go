@@ -30,6 +30,10 @@ type Meta struct {
 	Versions           []string
 	Shared             string // what else was running, in words
 	CDFPlot, BarPlot   string // file names beside the document
+	ConsumeBatch       int    // --consume-batch (0: each driver's own)
+	// Parts, when the run was split across invocations (Merge): each
+	// one's workloads, command and times. Empty for one invocation.
+	Parts []Part `json:",omitempty"`
 }
 
 // Group collects one system's runs of one workload.
@@ -170,8 +174,12 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 	p("runs every workload on every system, with a fresh server and data directory per run, and starts with a\n")
 	p("different system), and each peer's **ratio to Hourglass at the same durability class** (fsync per write against\n")
 	p("`--fsync always`, periodic fsync against `--fsync interval`).\n\n")
-	p("- Date: %s to %s UTC (%s).\n", m.Start.UTC().Format("2006-01-02 15:04"), m.End.UTC().Format("15:04"), m.End.Sub(m.Start).Round(time.Second))
-	p("- Command: `%s`\n", m.Command)
+	if len(m.Parts) > 0 {
+		writeParts(p, m)
+	} else {
+		p("- Date: %s to %s UTC (%s).\n", m.Start.UTC().Format("2006-01-02 15:04"), m.End.UTC().Format("15:04"), m.End.Sub(m.Start).Round(time.Second))
+		p("- Command: `%s`\n", m.Command)
+	}
 	p("- Scale: **%g** of the issue's counts (W3: %g): W1 and W4 %s messages, W2 %s, W3 %s (the issue's are 200,000, 200,000 and 2,000,000).",
 		m.Scale, o.W3Scale, fmtInt(float64(workload.Count(workload.W1Messages, m.Scale))),
 		fmtInt(float64(workload.Count(workload.W2Messages, m.Scale))), fmtInt(float64(workload.Count(workload.W3Messages, o.W3Scale))))
@@ -179,8 +187,14 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		p(" W1 and W4 delays are uniform over **%v to %v**, not the issue's 5 to 35 s, to fit the run in its time.", o.MinDelay, o.MaxDelay)
 	}
 	p("\n")
-	p("- Machine: %s. %s Load average at the start %s, at the end %s.\n", m.Machine, m.Shared, m.LoadStart, m.LoadEnd)
-	p("- Versions: %s.\n", strings.Join(m.Versions, ", "))
+	if len(m.Parts) == 0 {
+		p("- Machine: %s. %s Load average at the start %s, at the end %s.\n", m.Machine, m.Shared, m.LoadStart, m.LoadEnd)
+	}
+	if len(m.Parts) > 0 && len(m.Versions) > 0 { // each part names the hourglass commit it measured
+		p("- Versions: %s.\n", strings.Join(m.Versions[1:], ", "))
+	} else {
+		p("- Versions: %s.\n", strings.Join(m.Versions, ", "))
+	}
 	p("- Client side, the same for every system: %d B bodies carrying the message's ID and due time; %d producers and %d consumers, each with its own connection(s); "+
 		"a producer sends batches of up to %d messages and waits for the system's acknowledgement of each batch (a failed batch is retried, the same messages again); "+
 		"lateness is the consumer's clock when the message is in hand minus the due time the producer asked for (one machine, one clock). "+
