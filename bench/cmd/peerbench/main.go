@@ -63,7 +63,9 @@ Workloads (counts are the issue's times --scale):
       restarted on the same data: lost and duplicated messages
 
 The machine has 2 cores: try --scale 0.01 --reps 1 --min-delay 2s --max-delay 6s first
-(about 7 minutes); the defaults take about an hour.`
+(about 7 minutes). At the issue's counts (--scale 1, 3 repetitions) run it as three
+invocations, --workloads W1,W2, then W4, then W3, each with --no-doc (about 50, 40 and
+40 minutes here), and make the document from their JSON with the report command.`
 
 func main() {
 	app := &cli.App{

@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -209,4 +210,58 @@ func TestDiskUsage(t *testing.T) {
 	if err != nil || n < 256<<10 {
 		t.Fatalf("DiskUsage = %d, %v; want at least 256 KiB", n, err)
 	}
+}
+
+// Kill returns once the server's children are gone too, as a restart of
+// PostgreSQL needs (its shared memory is held until its backends exit).
+func TestKillWaitsForChildren(t *testing.T) {
+	dir := t.TempDir()
+	s := &Server{Dir: dir, Log: dir + "/log", Port: 1,
+		command: func() *exec.Cmd { return exec.Command("sh", "-c", "sleep 60 & sleep 60 & wait") },
+		ready:   func(context.Context) error { return nil },
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for range 5000 { // the shell starts its two children
+		if pids = s.PIDs(); len(pids) == 3 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(pids) != 3 {
+		s.Kill()
+		t.Fatalf("PIDs %v: want the shell and its two sleeps", pids)
+	}
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if running(pid) {
+			t.Errorf("pid %d of %v still running after Kill", pid, pids)
+		}
+	}
+}
+
+func TestRunningSeesZombies(t *testing.T) {
+	if !running(os.Getpid()) {
+		t.Fatal("running(this process) = false")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	for range 5000 { // until it has exited and is a zombie, not yet reaped
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); strings.Contains(string(b), ") Z ") {
+			if running(pid) {
+				t.Fatalf("running(zombie %d) = true", pid)
+			}
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("pid %d never became a zombie", pid)
 }

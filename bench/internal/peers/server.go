@@ -109,15 +109,46 @@ func (s *Server) PIDs() []int {
 }
 
 // Kill sends SIGKILL to the server and every process below it, and waits
-// for the main process to be gone.
+// for all of them to be gone: PostgreSQL refuses to start while a killed
+// backend still holds its shared memory.
 func (s *Server) Kill() error {
 	if s.cmd == nil {
 		return nil
 	}
-	for _, pid := range s.PIDs() {
+	pids := s.PIDs()
+	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	return s.wait(30 * time.Second)
+	if err := s.wait(30 * time.Second); err != nil {
+		return err
+	}
+	return waitGone(pids[1:], 10*time.Second)
+}
+
+// waitGone waits until no process of pids runs, for at most d.
+func waitGone(pids []int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for _, pid := range pids {
+		for running(pid) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("peers: pid %d still running %v after SIGKILL", pid, d)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// running says whether pid is a process that has not exited: it is in
+// /proc and not a zombie (a zombie's memory is already released; whoever
+// adopted it reaps it when it will).
+func running(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
 
 // Stop asks the server to stop (SIGTERM), and kills it if it has not
@@ -137,8 +168,6 @@ func (s *Server) wait(d time.Duration) error {
 	select {
 	case <-s.exited:
 		s.cmd = nil
-		// Children of a killed parent (PostgreSQL's backends) go too; give
-		// them a moment so that a restart finds the port and memory free.
 		return nil
 	case <-time.After(d):
 		return fmt.Errorf("peers: pid %d still running after %v", s.cmd.Process.Pid, d)

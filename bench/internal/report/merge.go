@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 type File struct {
 	Meta    Meta
 	Results []workload.Result
+	Path    string `json:"-"` // where ReadFile read it
 }
 
 // Part is one invocation of a run split across several (one group of
@@ -26,11 +28,12 @@ type Part struct {
 	LoadStart, LoadEnd string
 	Shared             string
 	Hourglass          string // the "hourglass <commit>" it measured
+	File               string // its raw JSON's file name
 }
 
 // ReadFile reads one invocation's raw JSON.
 func ReadFile(path string) (File, error) {
-	var f File
+	f := File{Path: path}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return f, err
@@ -101,7 +104,7 @@ func Merge(files []File) (Meta, []workload.Result, error) {
 			hg = fm.Versions[0]
 		}
 		m.Parts = append(m.Parts, Part{Workloads: ws, Command: fm.Command, Start: fm.Start, End: fm.End,
-			LoadStart: fm.LoadStart, LoadEnd: fm.LoadEnd, Shared: fm.Shared, Hourglass: hg})
+			LoadStart: fm.LoadStart, LoadEnd: fm.LoadEnd, Shared: fm.Shared, Hourglass: hg, File: filepath.Base(f.Path)})
 		results = append(results, f.Results...)
 	}
 	if len(m.Parts) == 1 {
@@ -122,9 +125,13 @@ func workloadsOf(results []workload.Result) []string {
 
 // writeParts writes the document's lines on when and how a split run ran.
 func writeParts(p func(string, ...any), m Meta) {
+	var files []string
+	for _, pt := range m.Parts {
+		files = append(files, "results/"+pt.File)
+	}
 	p("- Run in %d invocations, each with every system, %d repetitions of its workloads, and the same client settings; "+
-		"their raw JSON is in `bench/results/`. The document was made from them with `cd bench && go run ./cmd/peerbench report FILES`. "+
-		"Machine: %s.\n", len(m.Parts), m.Reps, m.Machine)
+		"the document was made from their raw JSON with `cd bench && go run ./cmd/peerbench report %s`. "+
+		"Machine: %s.\n", len(m.Parts), m.Reps, strings.Join(files, " "), m.Machine)
 	for _, pt := range m.Parts {
 		p("  - %s: %s to %s UTC (%s), %s. Load average at the start %s, at the end %s. %s `%s`\n",
 			strings.Join(pt.Workloads, ", "), pt.Start.UTC().Format("2006-01-02 15:04"), pt.End.UTC().Format("15:04"),

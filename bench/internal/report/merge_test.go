@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/bench/internal/peers"
 	"github.com/hourglassmq/hourglass/bench/internal/workload"
 )
 
@@ -79,7 +80,7 @@ func TestMergeWritesOneDocument(t *testing.T) {
 	Write(&b, m, systems, results)
 	doc := b.String()
 	for _, want := range []string{
-		"Run in 2 invocations",
+		"Run in 2 invocations", "peerbench report results/parta.json results/partb.json`",
 		"  - W1: 2026-12-02 14:00 to 14:40 UTC (40m0s), hourglass abc1230.",
 		"`cd bench && go run ./cmd/peerbench --workloads W3 --w3-scale 0.1 --no-doc`",
 		"## W1 order timeouts", "## W3 backlog",
@@ -126,5 +127,26 @@ func TestCDFFromReadBackQuantiles(t *testing.T) {
 	// Runs with no lateness at all draw nothing: an error, not an empty plot.
 	if err := LatenessCDF(filepath.Join(t.TempDir(), "empty.png"), systems, empty); err == nil {
 		t.Fatal("CDF of runs without lateness: no error")
+	}
+}
+
+func TestSystemColorsDiffer(t *testing.T) {
+	seen := map[any]string{}
+	for _, s := range peers.Systems(peers.Config{}) {
+		c := systemColor(s.Name)
+		if other, ok := seen[c]; ok && other != s.Name {
+			t.Errorf("%s and %s share a color in the plots", s.Name, other)
+		}
+		seen[c] = s.Name
+	}
+}
+
+// A run cut short by its bound: its rate is what was acknowledged, not
+// what was planned (older JSON divided the planned count).
+func TestProduceRateFromAcked(t *testing.T) {
+	r := workload.Result{ProduceSeconds: 180, ProducePerSec: 2_000_000.0 / 180}
+	r.Acked = 900_000
+	if got := producePerSec(r); got != 5000 {
+		t.Fatalf("producePerSec = %v, want 900,000 / 180 s = 5000", got)
 	}
 }

@@ -102,7 +102,9 @@ func systemColor(name string) color.Color {
 		return color.RGBA{R: 40, G: 150, B: 60, A: 255}
 	case "beanstalkd":
 		return color.RGBA{R: 150, G: 80, B: 170, A: 255}
-	default:
+	case "pebble":
+		return color.RGBA{R: 20, G: 150, B: 160, A: 255}
+	default: // nats
 		return color.RGBA{R: 230, G: 140, B: 20, A: 255}
 	}
 }

@@ -248,6 +248,19 @@ func waitAll(ctx context.Context, tr *measure.Tracker, deadline time.Time, grace
 	return "complete"
 }
 
+// crashEnd says how a W4 run that reached its deadline with messages
+// undelivered ended. A lost message never arrives, so such a run is
+// complete, and its lost count says what is missing; unless the system
+// was still delivering first deliveries within grace of the deadline:
+// then the undelivered messages may be behind its backlog, not lost, and
+// the run says so.
+func crashEnd(lastDelivery, deadline time.Time, grace time.Duration) string {
+	if !lastDelivery.IsZero() && deadline.Sub(lastDelivery) < grace {
+		return "timeout while still delivering: lost may count a backlog"
+	}
+	return "complete"
+}
+
 // producing is a run's n messages, the tracker of what became of them,
 // and the producers' errors.
 type producing struct {
@@ -263,7 +276,9 @@ func newProducing(n int) *producing { return &producing{n: n, tr: measure.NewTra
 func (r *producing) produce(ctx context.Context, res *Result, d peers.Driver, o Options, start time.Time, due plan, afterAck func()) error {
 	err := produce(ctx, d, o, r.n, r.tr, due, &r.perr, afterAck)
 	res.ProduceSeconds = time.Since(start).Seconds()
-	res.ProducePerSec = float64(r.n) / res.ProduceSeconds
+	// Acknowledged messages, not planned ones: a run cut short by its
+	// bound produced fewer.
+	res.ProducePerSec = float64(r.tr.Result().Acked) / res.ProduceSeconds
 	return err
 }
 
@@ -354,7 +369,7 @@ func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.S
 		}
 		res.End = waitAll(ctx, run.tr, deadline, grace)
 		if crash && res.End == "timeout" {
-			res.End = "complete" // a lost message never arrives; the count says so
+			res.End = crashEnd(run.tr.Result().LastDelivery, deadline, grace)
 		}
 	}
 	run.finish(res)

@@ -90,3 +90,20 @@ func TestCrashWorkloadKillsAndRestarts(t *testing.T) {
 		t.Fatalf("W4: downtime %v s; the server was not killed and restarted", r.DowntimeSeconds)
 	}
 }
+
+func TestCrashEnd(t *testing.T) {
+	deadline := time.Date(2026, 12, 2, 16, 0, 0, 0, time.UTC)
+	grace := 12 * time.Second
+	for _, c := range []struct {
+		last time.Time
+		want string
+	}{
+		{time.Time{}, "complete"},                // nothing delivered at all
+		{deadline.Add(-time.Minute), "complete"}, // deliveries had stopped: what is missing is lost
+		{deadline.Add(-time.Second), "timeout while still delivering: lost may count a backlog"},
+	} {
+		if got := crashEnd(c.last, deadline, grace); got != c.want {
+			t.Errorf("crashEnd(last delivery %v before the deadline) = %q, want %q", deadline.Sub(c.last), got, c.want)
+		}
+	}
+}
