@@ -133,6 +133,18 @@ func damageAllowance(evs []DamageEvent, ev Events, dataDir string, seg time.Dura
 						}
 					}
 				}
+				// A Nack with a delay acks the queue's copy and schedules
+				// the retry as a new commitlog record, bounded like a
+				// reschedule: lost, the message is neither delivered again
+				// nor dead-lettered.
+				for _, x := range ev.Settles {
+					if x.Kind != Nack || x.NackDelay <= 0 || x.Outcome == Rejected || !x.Sent.Before(d.At) {
+						continue
+					}
+					if lo, hi := opBounds(ev, x.Sent, x.Answered, x.Outcome == OK); lo < sp.To && hi > sp.From {
+						al.lose[x.Key] = label + " (a nack's retry the lost span may have held)"
+					}
+				}
 				al.recurAllowance(ev, sp, label)
 				if hit {
 					al.occurrenceHeld(d.Held, true, label)

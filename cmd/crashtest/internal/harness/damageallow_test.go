@@ -29,6 +29,14 @@ func TestDamageAllowsOperated(t *testing.T) {
 			{Key: "k100", ID: id(100), Outcome: OK, Answer: RescheduleRescheduled, NewID: id(150), Sent: at(10), Answered: at(11)},
 			{Key: "k300", ID: id(300), Outcome: OK, Answer: RescheduleRescheduled, NewID: id(350), Sent: at(3010), Answered: at(3011)},
 		},
+		// Nacks with a delay schedule their retry as a new commitlog
+		// record: p1's between k100 and k300, p2's after k300; p3's
+		// without a delay stays in the queue's log.
+		Settles: []Settle{
+			{Key: "p1", Topic: "ct0", Kind: Nack, NackDelay: 100 * time.Millisecond, Outcome: OK, Sent: at(100), Answered: at(101)},
+			{Key: "p2", Topic: "ct0", Kind: Nack, NackDelay: 100 * time.Millisecond, Outcome: OK, Sent: at(3100), Answered: at(3101)},
+			{Key: "p3", Topic: "ct0", Kind: Nack, Outcome: OK, Sent: at(100), Answered: at(101)},
+		},
 		ScheduleOps: []ScheduleOp{
 			{Name: "a", Op: "create", Epoch: 1, Period: time.Second, Outcome: OK, Sent: at(20), Answered: at(21), Next: at(1000)},
 			{Name: "b", Op: "create", Epoch: 1, Period: time.Second, Outcome: OK, Sent: at(5000), Answered: at(5001), Next: at(6000)},
@@ -52,6 +60,10 @@ func TestDamageAllowsOperated(t *testing.T) {
 			[]DamageEvent{lostSpan},
 			[]Violation{{Kind: VRescheduledLost, Key: "k100"}, {Kind: VAfterReschedule, Key: "k100"}, {Kind: VRescheduledLost, Key: "k300"}, {Kind: VEarly, Key: "k100"}},
 			[]bool{true, true, false, false}},
+		{"a_nacks_retry_the_span_may_hold",
+			[]DamageEvent{lostSpan},
+			[]Violation{{Kind: VNotDeadLettered, Key: "p1"}, {Kind: VNotDeadLettered, Key: "p2"}, {Kind: VNotDeadLettered, Key: "p3"}},
+			[]bool{true, false, false}},
 		{"a_schedule_in_force_while_the_span_was_appended",
 			[]DamageEvent{lostSpan},
 			// The break of a's run is at most two periods (and the
