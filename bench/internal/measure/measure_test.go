@@ -87,6 +87,7 @@ func TestTrackerAccounting(t *testing.T) {
 	for _, id := range []uint64{0, 1, 2, 3, 4} { // 5 is never acked
 		tr.Acked(id)
 	}
+	tr.Acked(4) // a retried batch is acked again: still one message
 	tr.Delivered(0, base, base.Add(ms(10)))
 	tr.Delivered(1, base, base.Add(ms(20)))
 	tr.Delivered(1, base, base.Add(ms(900))) // duplicate: no second lateness sample
@@ -96,6 +97,9 @@ func TestTrackerAccounting(t *testing.T) {
 	tr.DeliveredBody([]byte("junk"), base)   // does not decode
 	// 3 and 4 acked, never delivered: lost.
 	r := tr.Result()
+	if tr.AckedCount() != r.Acked {
+		t.Errorf("AckedCount %d, Result().Acked %d", tr.AckedCount(), r.Acked)
+	}
 	want := Result{Messages: 6, Acked: 5, Delivered: 4, Lost: 2, Duplicates: 1, Early: 1, Unknown: 2, UnackedDelivered: 1,
 		LatenessP50: ms(10), LatenessP99: ms(30), LatenessMax: ms(30)}
 	if len(r.Quantiles) != QuantilePoints+1 || r.Quantiles[0] != -ms(1) || r.Quantiles[QuantilePoints/4] != -ms(1) ||

@@ -19,6 +19,7 @@ type Tracker struct {
 	early     int             // guarded by mu: deliveries before deliverAt
 	unknown   int             // guarded by mu: IDs outside 0..n-1 or bodies that did not decode
 	unique    int             // guarded by mu: IDs delivered at least once
+	nAcked    int             // guarded by mu: IDs acked
 	first     time.Time       // guarded by mu: earliest delivery
 	last      time.Time       // guarded by mu: latest first delivery
 	done      chan struct{}   // closed when every ID was delivered once
@@ -39,8 +40,9 @@ func NewTracker(n int) *Tracker {
 // Acked records that the system answered a producer OK for id.
 func (t *Tracker) Acked(id uint64) {
 	t.mu.Lock()
-	if id < uint64(t.n) {
+	if id < uint64(t.n) && !t.acked[id] {
 		t.acked[id] = true
+		t.nAcked++
 	}
 	t.mu.Unlock()
 }
@@ -95,6 +97,13 @@ func (t *Tracker) Unique() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.unique
+}
+
+// AckedCount is how many distinct messages were acked so far.
+func (t *Tracker) AckedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nAcked
 }
 
 // Result is what a Tracker counted.

@@ -278,7 +278,7 @@ func (r *producing) produce(ctx context.Context, res *Result, d peers.Driver, o 
 	res.ProduceSeconds = time.Since(start).Seconds()
 	// Acknowledged messages, not planned ones: a run cut short by its
 	// bound produced fewer.
-	res.ProducePerSec = float64(r.tr.Result().Acked) / res.ProduceSeconds
+	res.ProducePerSec = float64(r.tr.AckedCount()) / res.ProduceSeconds
 	return err
 }
 
