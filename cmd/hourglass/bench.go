@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -248,7 +249,7 @@ func benchServerCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "server",
 		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
-		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
+		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
@@ -257,7 +258,7 @@ func benchServerCommand() *cli.Command {
 				Usage: "bearer `TOKEN` for a server started with --auth-token"},
 			&cli.StringFlag{Name: "scenario", Value: serverbench.DefaultScenario,
 				Usage: "what to measure, by `NAME`: " + strings.Join(serverbench.Scenarios, ", ") + " (see above)"},
-			&cli.IntFlag{Name: "messages", DefaultText: "1000000 for batch, 100000 for single, 20000 for lateness",
+			&cli.IntFlag{Name: "messages", DefaultText: "1000000 for batch, 100000 for single, 20000 for lateness, 10000000 for backlog; drain: the backlog's",
 				Usage: fmt.Sprintf("`N`umber of messages to schedule, 1 to %d", serverbench.MaxMessages)},
 			&cli.IntFlag{Name: "body-size", Value: serverbench.DefaultBodySize,
 				Usage: fmt.Sprintf("`BYTES` per message body, 8 to %d (the first 8 carry the message index)", serverbench.MaxBodySize)},
@@ -274,12 +275,18 @@ func benchServerCommand() *cli.Command {
 					"connect (Connect over HTTP/1.1, a connection per call in flight, like curl) " +
 					"or stream (one ScheduleStream per server; Consume streams for lateness); see above"},
 			&cli.IntFlag{Name: "consumers", Value: serverbench.DefaultConsumers,
-				Usage: fmt.Sprintf("lateness only: `N`umber of consumers (long polls of Receive, or Consume streams), 1 to %d", serverbench.MaxConsumers)},
-			&cli.DurationFlag{Name: "window", Value: serverbench.DefaultWindow,
-				Usage: "lateness only: the span the due times are spread over, a `DURATION` from 1ms to 24h"},
+				Usage: fmt.Sprintf("lateness and drain: `N`umber of consumers (long polls of Receive, or Consume streams), 1 to %d", serverbench.MaxConsumers)},
+			&cli.DurationFlag{Name: "window", DefaultText: "10s; 1h for drain",
+				Usage: "lateness: the span the due times are spread over; drain: the part of the backlog's due range to receive, from its start; a `DURATION` from 1ms to 24h"},
+			&cli.DurationFlag{Name: "spread", DefaultText: "720h (30 days)",
+				Usage: "backlog and drain: the messages are due evenly over this `DURATION` from --due-from, 1s to 10y"},
+			&cli.TimestampFlag{Name: "due-from", Layout: time.RFC3339Nano, Timezone: time.UTC, DefaultText: "backlog: 1h after the start; drain: required",
+				Usage: "backlog and drain: the `TIME` (RFC 3339, the server's clock) the first message is due; give drain the backlog run's"},
+			&cli.BoolFlag{Name: "keys",
+				Usage: "backlog only: send each message's index as its idempotency key, so the run also measures the server's key index"},
 			&cli.StringFlag{Name: "topic", DefaultText: "a fresh topic per run, bench-SCENARIO-TIME-RANDOM",
 				Usage: "the `TOPIC` to schedule to (and receive from)"},
-			&cli.DurationFlag{Name: "timeout", Value: serverbench.DefaultTimeout, DefaultText: "5m",
+			&cli.DurationFlag{Name: "timeout", DefaultText: "5m; 1h for backlog; drain: until the window's end plus --grace and 1m",
 				Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not received counts as lost"},
 			&cli.DurationFlag{Name: "grace", Value: serverbench.DefaultGrace, DefaultText: "30s",
 				Usage: "lateness only: once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
@@ -310,6 +317,14 @@ func runBenchServer(c *cli.Context) error {
 		Topic:     c.String("topic"),
 		Protocol:  c.String("protocol"),
 		MaxCalls:  c.Int("max-calls"),
+		Spread:    c.Duration("spread"),
+		Keys:      c.Bool("keys"),
+	}
+	if t := c.Timestamp("due-from"); t != nil {
+		cfg.DueFrom = *t
+	}
+	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		cfg.Progress = f
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{
@@ -325,8 +340,10 @@ func runBenchServer(c *cli.Context) error {
 	if c.IsSet("window") && c.Duration("window") == 0 {
 		return fmt.Errorf("--window 0s is out of range; it must be from 1ms to 24h0m0s")
 	}
-	if c.IsSet("grace") && c.Duration("grace") == 0 {
-		return fmt.Errorf("--grace 0s must be positive")
+	for _, name := range []string{"grace", "timeout", "spread"} {
+		if c.IsSet(name) && c.Duration(name) <= 0 {
+			return fmt.Errorf("--%s %v must be positive", name, c.Duration(name))
+		}
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(loadGenGCPercent)

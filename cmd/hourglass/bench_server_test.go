@@ -201,3 +201,53 @@ func TestBenchServerScenarios(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchServerBacklogDrain schedules a backlog with keys, then drains
+// the part of it due first: every message due in the window arrives once,
+// none early, and none due after it is counted.
+func TestBenchServerBacklogDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the server")
+	}
+	url := startBenchServer(t)
+	from := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
+	run := func(args ...string) map[string]any {
+		t.Helper()
+		out, stderr, err := runApp(t, append([]string{"bench", "server", "--addr", url, "--json", "--protocol", "stream"}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+			t.Fatalf("last line is not JSON: %v\n%s", err, out)
+		}
+		for _, k := range serverbench.Keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("JSON lacks %q", k)
+			}
+		}
+		if m["end"] != "complete" {
+			t.Fatalf("end %v\n%s", m["end"], out)
+		}
+		return m
+	}
+	b := run("--scenario", "backlog", "--messages", "3000", "--batch", "100", "--due-from", from, "--spread", "4s", "--keys", "--body-size", "64")
+	if b["scheduled"].(float64) != 3000 || b["keys"] != true || b["due_from"] == "" || b["spread"] != "4s" {
+		t.Fatalf("backlog: scheduled %v, keys %v, due from %v, spread %v", b["scheduled"], b["keys"], b["due_from"], b["spread"])
+	}
+	topic := b["topic"].(string)
+	d := run("--scenario", "drain", "--topic", topic, "--messages", "3000", "--due-from", b["due_from"].(string), "--spread", "4s", "--window", "1s", "--grace", "5s")
+	// A quarter of the spread: 750 messages, the first in due order.
+	if d["expected"].(float64) != 750 || d["delivered"] != d["expected"] {
+		t.Errorf("drain: expected %v, delivered %v; want 750 and all of them", d["expected"], d["delivered"])
+	}
+	for _, k := range []string{"early", "lost", "duplicates", "anomalies", "errors"} {
+		if d[k].(float64) != 0 {
+			t.Errorf("drain: %s = %v, want 0", k, d[k])
+		}
+	}
+	if d["lateness_max_ms"].(float64) < d["lateness_p99_ms"].(float64) || d["lateness_p99_ms"].(float64) <= 0 {
+		t.Errorf("drain: lateness p99 %v, max %v", d["lateness_p99_ms"], d["lateness_max_ms"])
+	}
+}

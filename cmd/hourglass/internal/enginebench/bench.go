@@ -194,9 +194,9 @@ func (r *run) scheduleAll(ctx context.Context, e *engine.Engine) (lastDue time.T
 	}
 	r.rep.DueFromSeconds = round3(from.Sub(t0).Seconds())
 	r.rep.DueToSeconds = round3(from.Add(spread).Sub(t0).Seconds())
-	b := newBar(r.cfg.Progress, r.cfg.Messages, "scheduling")
+	b := NewBar(r.cfg.Progress, r.cfg.Messages, "scheduling")
 	res, err := schedule(ctx, r.cfg, e, r.tr, spreadDue(from, spread), b)
-	b.done()
+	b.Done()
 	r.rep.Scheduled = res.scheduled
 	r.rep.ScheduleSeconds = round3(res.elapsed.Seconds())
 	if res.scheduled > 0 && res.elapsed > 0 {
@@ -220,9 +220,9 @@ func (r *run) waitRouted(ctx context.Context, e *engine.Engine) error {
 // for the timeout or the grace after lastDue) and returns why it stopped.
 func (r *run) awaitDeliveries(ctx context.Context, lastDue time.Time) string {
 	want := int64(r.rep.Scheduled)
-	b := newBar(r.cfg.Progress, r.rep.Scheduled, "delivering")
+	b := NewBar(r.cfg.Progress, r.rep.Scheduled, "delivering")
 	end := waitDelivered(ctx, r.tr, want, lastDue, r.cfg.Grace, b)
-	b.done()
+	b.Done()
 	return end
 }
 

@@ -36,7 +36,7 @@ type scheduleResult struct {
 // goroutines, cfg.Batch per call, each body opening with the message
 // index. It stops early, without error, when ctx is done; it stops at the
 // first error and returns it.
-func schedule(ctx context.Context, cfg *Config, e *engine.Engine, tr *tracker, due dueFunc, bar *bar) (scheduleResult, error) {
+func schedule(ctx context.Context, cfg *Config, e *engine.Engine, tr *tracker, due dueFunc, bar *Bar) (scheduleResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	n := cfg.Messages
@@ -78,7 +78,7 @@ func schedule(ctx context.Context, cfg *Config, e *engine.Engine, tr *tracker, d
 					return
 				}
 				scheduled.Add(int64(hi - lo))
-				bar.add(hi - lo)
+				bar.Add(hi - lo)
 			}
 		})
 	}

@@ -7,15 +7,16 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// bar is a progress bar, or nothing when the run has no Progress writer.
-// A nil *bar is valid and does nothing. Safe for concurrent use.
-type bar struct{ pb *progressbar.ProgressBar }
+// Bar is a progress bar, or nothing when the run has no Progress writer.
+// A nil *Bar is valid and does nothing. Safe for concurrent use.
+type Bar struct{ pb *progressbar.ProgressBar }
 
-func newBar(w io.Writer, total int, what string) *bar {
+// NewBar is a bar counting to total messages on w; nil when w is nil.
+func NewBar(w io.Writer, total int, what string) *Bar {
 	if w == nil {
 		return nil
 	}
-	return &bar{pb: progressbar.NewOptions64(int64(total),
+	return &Bar{pb: progressbar.NewOptions64(int64(total),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(),
@@ -27,20 +28,22 @@ func newBar(w io.Writer, total int, what string) *bar {
 	)}
 }
 
-func (b *bar) add(n int) {
+// Add counts n more.
+func (b *Bar) Add(n int) {
 	if b != nil {
 		b.pb.Add(n)
 	}
 }
 
-func (b *bar) set(n int64) {
+// Set sets the count.
+func (b *Bar) Set(n int64) {
 	if b != nil {
 		b.pb.Set64(n)
 	}
 }
 
-// done removes the bar from the terminal.
-func (b *bar) done() {
+// Done removes the bar from the terminal.
+func (b *Bar) Done() {
 	if b != nil {
 		b.pb.Finish()
 		b.pb.Clear()

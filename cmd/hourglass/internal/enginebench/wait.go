@@ -72,14 +72,14 @@ const (
 // waitDelivered waits until want messages are delivered, ctx is done, or
 // lastDue has passed and no delivery arrived for grace. It returns why it
 // stopped.
-func waitDelivered(ctx context.Context, tr *tracker, want int64, lastDue time.Time, grace time.Duration, b *bar) string {
+func waitDelivered(ctx context.Context, tr *tracker, want int64, lastDue time.Time, grace time.Duration, b *Bar) string {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	quietSince := time.Now()
 	seen := tr.distinct.Load()
 	for {
 		got := tr.distinct.Load()
-		b.set(got)
+		b.Set(got)
 		if got >= want {
 			return endComplete
 		}

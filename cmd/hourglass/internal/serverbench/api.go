@@ -309,7 +309,7 @@ func dial(cfg Config) (_ *peers, err error) {
 	}()
 	addrs := cfg.Addrs()
 	p.multi = len(addrs) > 1
-	lateness := cfg.Scenario == Lateness
+	lateness := cfg.Scenario == Lateness || cfg.Scenario == Drain // they receive
 	groups := (cfg.Consumers + consumersPerConn - 1) / consumersPerConn
 	if cfg.Protocol == ProtocolConnect {
 		p.hc = connectHTTPClient(cfg.Clients + cfg.Consumers*(ackers+1))

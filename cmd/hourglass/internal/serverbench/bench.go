@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +33,12 @@ type Report struct {
 	ClockRTTMs  float64 `json:"clock_rtt_ms"`  // round trip of the Time call the skew came from
 	Errors      int64   `json:"errors"`        // failed calls (the run stops at the first failed Schedule)
 	MaxCalls    int     `json:"max_calls"`     // Config.MaxCalls
+	// DueFrom (RFC 3339, server clock) and Spread: a backlog's due range;
+	// Expected: the messages of it a drain waits for.
+	DueFrom  string `json:"due_from"`
+	Spread   string `json:"spread"`
+	Expected int64  `json:"expected"`
+	Keys     bool   `json:"keys"` // backlog: idempotency keys sent
 	// Calls counts the requests the messages went in: unary calls
 	// (Schedule, ScheduleBatch) or ScheduleStream requests. Merged counts
 	// the messages the Go client merged into ScheduleBatch calls (with
@@ -64,6 +69,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	r := &Report{Addr: cfg.Addr, Protocol: cfg.Protocol, Topic: cfg.Topic, Clients: cfg.Clients, MaxCalls: cfg.MaxCalls}
 	r.Scenario, r.Messages, r.BodySize, r.Batch, r.Producers = cfg.Scenario, cfg.Messages, cfg.BodySize, cfg.Batch, cfg.Clients
+	r.Keys = cfg.Keys
 	r.GOMAXPROCS = runtime.GOMAXPROCS(0)
 	r.Fsync = "server"
 	if cfg.Scenario == Single {
@@ -89,6 +95,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	case Lateness:
 		r.Consumers = cfg.Consumers
 		err = runLateness(ctx, p, cfg, r, skew, rtt)
+	case Backlog:
+		err = runBacklog(ctx, p, cfg, r, skew)
+	case Drain:
+		r.Consumers = cfg.Consumers
+		err = runDrain(ctx, p, cfg, r, skew, rtt)
 	}
 	if r.End == "" {
 		r.End = "complete"
@@ -138,6 +149,8 @@ func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, si
 	var once sync.Once
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	b := enginebench.NewBar(cfg.Progress, cfg.Messages, "scheduling")
+	defer b.Done()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for c := range cfg.Clients {
@@ -180,6 +193,7 @@ func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, si
 				}
 				calls.Add(1)
 				scheduled.Add(int64(len(msgs)))
+				b.Add(len(msgs))
 			}
 		})
 	}
@@ -227,8 +241,12 @@ type tally struct {
 	// message counts as early only if it came more than that before its
 	// deliverAt (on one machine the clocks are one, and a skew measured
 	// at -0.1 ms made deliveries right on time look early).
-	slack                             time.Duration
-	seen                              []atomic.Uint32 // deliveries per message index
+	slack time.Duration
+	seen  []atomic.Uint32 // deliveries per slot (message index, unless slot says)
+	// slot, if set, maps a message index to its place in seen; count
+	// false for a message of the run that is not counted, known false for
+	// one of no message of the run. Unset, the index is the place.
+	slot                              func(i uint64) (k uint64, count, known bool)
 	delivered, dups, early, anomalies atomic.Int64
 	errs                              atomic.Int64
 	lastProgress                      atomic.Int64 // unix nanos of the last new delivery
@@ -249,13 +267,20 @@ func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte
 		return
 	}
 	i := binary.BigEndian.Uint64(body)
-	if i >= uint64(len(t.seen)) {
+	late := now.Add(skew).Sub(deliverAt)
+	count, known := i < uint64(len(t.seen)), i < uint64(len(t.seen))
+	if t.slot != nil {
+		i, count, known = t.slot(i)
+	}
+	if !known {
 		t.anomalies.Add(1)
 		return
 	}
-	late := now.Add(skew).Sub(deliverAt)
 	if late < -t.slack {
 		t.early.Add(1)
+	}
+	if !count {
+		return
 	}
 	if t.seen[i].Add(1) > 1 {
 		t.dups.Add(1)
@@ -346,28 +371,8 @@ wait:
 	stopConsumers()
 	cwg.Wait()
 
-	var all []float64
-	var first, last time.Time
-	for _, s := range samples {
-		all = append(all, s.late...)
-		if !s.first.IsZero() && (first.IsZero() || s.first.Before(first)) {
-			first = s.first
-		}
-		if s.last.After(last) {
-			last = s.last
-		}
-	}
-	r.Delivered = t.delivered.Load()
-	r.Duplicates = t.dups.Load()
-	r.Early = t.early.Load()
-	r.Anomalies = t.anomalies.Load()
-	r.Errors += t.errs.Load()
+	t.report(r, samples)
 	r.Lost = int64(r.Scheduled) - r.Delivered
-	if d := last.Sub(first); d > 0 {
-		r.FirePerSec = round1(float64(r.Delivered) / d.Seconds())
-	}
-	slices.Sort(all)
-	r.SetLateness(all)
 	select {
 	case <-failed:
 		return errors.Join(serr, consumeErr)

@@ -9,6 +9,7 @@ package serverbench
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -20,10 +21,12 @@ const (
 	Batch    = "batch"    // requests of --batch messages from --clients goroutines; nothing fires during the run
 	Single   = "single"   // requests of one message from --clients goroutines; nothing fires
 	Lateness = "lateness" // schedule, while consumers receive and ack (Receive and AckBatch, or Consume streams); lateness, loss, duplicates
+	Backlog  = "backlog"  // schedule N messages spread over --spread and leave them pending
+	Drain    = "drain"    // receive the part of a backlog due within --window of its start; lateness, loss, duplicates
 )
 
 // Scenarios lists the scenarios in the order the help shows them.
-var Scenarios = []string{Batch, Single, Lateness}
+var Scenarios = []string{Batch, Single, Lateness, Backlog, Drain}
 
 // Defaults and bounds.
 const (
@@ -34,12 +37,24 @@ const (
 	DefaultConsumers = 4
 	DefaultWindow    = 10 * time.Second
 	DefaultTimeout   = 5 * time.Minute
-	DefaultGrace     = 30 * time.Second
-	MaxMessages      = 100_000_000
-	MaxBodySize      = 1 << 20
-	MaxBatch         = 1000 // the server's ScheduleBatch limit
-	MaxClients       = 1024
-	MaxConsumers     = 256
+	// DefaultSpread is how far a backlog's due times reach: 30 days.
+	DefaultSpread = 30 * 24 * time.Hour
+	// MaxSpread is the server's default --max-delay, 10 years.
+	MaxSpread = 10 * 365 * 24 * time.Hour
+	// DefaultDueAfter is when a backlog's first message is due, after
+	// the start, unless DueFrom is given.
+	DefaultDueAfter = time.Hour
+	// DefaultBacklogTimeout bounds a backlog run.
+	DefaultBacklogTimeout = time.Hour
+	// DefaultDrainWindow is how much of a backlog's due range a drain
+	// receives: its first hour.
+	DefaultDrainWindow = time.Hour
+	DefaultGrace       = 30 * time.Second
+	MaxMessages        = 100_000_000
+	MaxBodySize        = 1 << 20
+	MaxBatch           = 1000 // the server's ScheduleBatch limit
+	MaxClients         = 1024
+	MaxConsumers       = 256
 	// FarAhead is how far ahead batch and single schedule: nothing they
 	// schedule fires during the run.
 	FarAhead = time.Hour
@@ -52,6 +67,8 @@ func DefaultMessages(scenario string) int {
 		return 100_000
 	case Lateness:
 		return 20_000
+	case Backlog:
+		return 10_000_000
 	}
 	return 1_000_000
 }
@@ -90,6 +107,17 @@ type Config struct {
 	// in flight share ScheduleBatch calls. 0 (the default here, unlike
 	// the Go client's) sends every Schedule as its own call.
 	MaxCalls int
+	// Spread, DueFrom: a backlog's messages are due evenly over
+	// [DueFrom, DueFrom+Spread) on the server's clock (spreadOrder);
+	// backlog takes DueFrom as DefaultDueAfter after its start when zero,
+	// drain needs the backlog run's.
+	Spread  time.Duration
+	DueFrom time.Time
+	// Keys, for backlog: each message carries its index as its
+	// idempotency key.
+	Keys bool
+	// Progress, if set, shows progress bars (scheduling, receiving).
+	Progress io.Writer
 }
 
 // Protocols.
@@ -134,6 +162,9 @@ func (c *Config) normalize() error {
 	if len(c.Addrs()) > 1 && c.Scenario == Lateness && c.Protocol == ProtocolConnect {
 		return fmt.Errorf("--addr %q: the lateness scenario over connect receives from one server; give one URL, or use --protocol grpc or stream to receive from every node of a cluster", c.Addr)
 	}
+	if c.Messages == 0 && c.Scenario == Drain {
+		return fmt.Errorf("--scenario drain needs the backlog run's --messages: which messages fall due within --window follows from it, --due-from and --spread")
+	}
 	if c.Messages == 0 {
 		c.Messages = DefaultMessages(c.Scenario)
 	}
@@ -167,20 +198,35 @@ func (c *Config) normalize() error {
 	if c.Consumers < 1 || c.Consumers > MaxConsumers {
 		return fmt.Errorf("--consumers %d is out of range; it must be from 1 to %d", c.Consumers, MaxConsumers)
 	}
-	if c.Window == 0 {
-		c.Window = DefaultWindow
-	}
-	if c.Window < time.Millisecond || c.Window > 24*time.Hour {
-		return fmt.Errorf("--window %v is out of range; it must be from 1ms to 24h0m0s", c.Window)
-	}
-	if c.Timeout <= 0 {
-		return fmt.Errorf("--timeout %v must be positive", c.Timeout)
-	}
 	if c.Grace == 0 {
 		c.Grace = DefaultGrace
 	}
 	if c.Grace < 0 {
 		return fmt.Errorf("--grace %v must be positive", c.Grace)
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+		if c.Scenario == Drain {
+			c.Window = DefaultDrainWindow
+		}
+	}
+	if c.Window < time.Millisecond || c.Window > 24*time.Hour {
+		return fmt.Errorf("--window %v is out of range; it must be from 1ms to 24h0m0s", c.Window)
+	}
+	if err := c.normalizeBacklog(); err != nil {
+		return err
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+		switch c.Scenario {
+		case Backlog:
+			c.Timeout = DefaultBacklogTimeout
+		case Drain: // until the window's end, with room for the grace
+			c.Timeout = max(DefaultTimeout, time.Until(c.DueFrom.Add(min(c.Window, c.Spread)))+c.Grace+time.Minute)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("--timeout %v must be positive", c.Timeout)
 	}
 	if c.Topic != "" {
 		if err := queue.ValidateTopic(c.Topic); err != nil {
@@ -200,4 +246,40 @@ func (c *Config) Addrs() []string {
 		}
 	}
 	return out
+}
+
+// normalizeBacklog checks the settings of backlog and drain: the spread,
+// the start of the due range and (for drain) the topic.
+func (c *Config) normalizeBacklog() error {
+	if c.Scenario != Backlog && c.Scenario != Drain {
+		if c.Spread != 0 || !c.DueFrom.IsZero() {
+			return fmt.Errorf("--spread and --due-from apply to --scenario %s and %s only", Backlog, Drain)
+		}
+		if c.Keys {
+			return fmt.Errorf("--keys applies to --scenario %s only", Backlog)
+		}
+		return nil
+	}
+	if c.Keys && c.Scenario != Backlog {
+		return fmt.Errorf("--keys applies to --scenario %s only", Backlog)
+	}
+	if c.Spread == 0 {
+		c.Spread = DefaultSpread
+	}
+	if c.Spread < time.Second || c.Spread > MaxSpread {
+		return fmt.Errorf("--spread %v is out of range; it must be from 1s to %v (the server's default --max-delay, 10y)", c.Spread, MaxSpread)
+	}
+	if c.Scenario == Drain {
+		var missing []string
+		if c.Topic == "" {
+			missing = append(missing, "--topic")
+		}
+		if c.DueFrom.IsZero() {
+			missing = append(missing, "--due-from")
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--scenario drain receives what a backlog run scheduled: give its %s (the backlog run prints them, with --messages and --spread)", strings.Join(missing, " and "))
+		}
+	}
+	return nil
 }

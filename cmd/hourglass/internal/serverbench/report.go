@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
@@ -14,7 +15,7 @@ import (
 // as `bench engine`), then this package's own.
 var Keys = append(append([]string(nil), enginebench.Keys...),
 	"addr", "protocol", "topic", "clients", "consumers", "clock_skew_ms", "clock_rtt_ms", "errors",
-	"max_calls", "calls", "merged")
+	"max_calls", "calls", "merged", "due_from", "spread", "expected", "keys")
 
 // WriteJSON writes the report as one line of JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
@@ -27,10 +28,19 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row := t.Row
 	f3 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	row("scenario", r.Scenario, "")
-	row("messages", enginebench.Group(int64(r.Messages)), "asked for")
-	row("scheduled", enginebench.Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
-	row("schedule_per_sec", enginebench.Group(int64(math.Round(r.SchedulePerSec))), "msg/s")
-	if r.Scenario == Lateness {
+	if r.Scenario == Drain {
+		row("messages", enginebench.Group(int64(r.Messages)), "in the backlog")
+		row("expected", enginebench.Group(r.Expected), "of them due within the window")
+	} else {
+		row("messages", enginebench.Group(int64(r.Messages)), "asked for")
+		row("scheduled", enginebench.Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
+		row("schedule_per_sec", enginebench.Group(int64(math.Round(r.SchedulePerSec))), "msg/s")
+	}
+	if r.Scenario == Backlog || r.Scenario == Drain {
+		row("due_from", r.DueFrom, fmt.Sprintf("server clock, %.3f s after the start", r.DueFromSeconds))
+		row("spread", r.Spread, "the backlog's due times are spread evenly over this")
+	}
+	if r.Scenario == Lateness || r.Scenario == Drain {
 		row("delivered", enginebench.Group(r.Delivered), "distinct messages received")
 		row("fire_per_sec", enginebench.Group(int64(math.Round(r.FirePerSec))), "msg/s, first to last receive")
 		row("lateness_p50_ms", f3(r.LatenessP50Ms), "ms, client receive (on the server's clock) - deliverAt")
@@ -38,7 +48,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("lateness_max_ms", f3(r.LatenessMaxMs), "ms")
 		row("lateness_mean_ms", f3(r.LatenessMeanMs), "ms")
 		row("early", enginebench.Group(r.Early), "received before deliverAt by more than half the Time round trip (must be 0)")
-		row("lost", enginebench.Group(r.Lost), "scheduled, not received (must be 0)")
+		lost := "scheduled, not received (must be 0)"
+		if r.Scenario == Drain {
+			lost = "due within the window, not received (must be 0)"
+		}
+		row("lost", enginebench.Group(r.Lost), lost)
 		row("duplicates", enginebench.Group(r.Duplicates), "received more than once (must be 0)")
 		row("due", fmt.Sprintf("%.3f to %.3f", r.DueFromSeconds, r.DueToSeconds), "s after the start")
 		if r.Anomalies != 0 {
@@ -82,12 +96,18 @@ func (r *Report) load() string {
 		per = "1 message per request"
 	}
 	s := fmt.Sprintf("%d clients x %s (%s), %d-byte bodies", r.Clients, per, how, r.BodySize)
-	if r.Scenario == Lateness {
+	if r.Scenario == Backlog && r.Keys {
+		s += ", the index as idempotency key"
+	}
+	if r.Scenario == Drain {
+		s = ""
+	}
+	if r.Scenario == Lateness || r.Scenario == Drain {
 		consume := "long-polling Receive, acking with AckBatch"
 		if r.Protocol == ProtocolStream {
 			consume = fmt.Sprintf("on Consume streams of %d credits", receiveBatch)
 		}
 		s += fmt.Sprintf("; %d consumers %s", r.Consumers, consume)
 	}
-	return s
+	return strings.TrimPrefix(s, "; ")
 }
