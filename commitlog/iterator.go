@@ -24,6 +24,36 @@ type Iterator struct {
 	off int64    // offset of the current record
 	rec record.Record
 	err error
+	// kept is the offset from which the pages this iterator read are
+	// still in the process's resident set (see dropBehind).
+	kept int64
+}
+
+// dropChunk is how much an iterator reads before it drops the pages behind
+// it from the process's resident set.
+const dropChunk = 4 << 20
+
+// dropBehind drops the whole pages of the current segment's mapping from
+// it.kept up to to (a logical offset), once that spans dropChunk or the
+// iterator leaves the segment (force). A reader of a mapped log otherwise
+// keeps every page it touched resident until the segment is unmapped:
+// routing 100,000,000 messages held about 250 MB of commitlog pages in the
+// server's RSS. The pages stay in the page cache; a later read maps them
+// again.
+func (it *Iterator) dropBehind(to int64, force bool) {
+	s := it.seg
+	if s == nil || (!force && to-it.kept < dropChunk) {
+		return
+	}
+	lo := max(it.kept, s.base)
+	hi := min(to, s.end())
+	page := int64(pageSize)
+	a := (headerSize + lo - s.base + page - 1) / page * page // whole pages only
+	b := (headerSize + hi - s.base) / page * page
+	if a < b {
+		dropPages(s.m[a:b])
+	}
+	it.kept = to
 }
 
 // NewIterator returns an iterator whose first record is the one at offset
@@ -36,7 +66,7 @@ func (l *Log) NewIterator(from int64) (*Iterator, error) {
 	if from > l.view.visible.Load() {
 		return nil, fmt.Errorf("%w: %d > %d", ErrOffsetRange, from, l.view.visible.Load())
 	}
-	return &Iterator{l: l, pos: from, off: -1}, nil
+	return &Iterator{l: l, pos: from, off: -1, kept: from}, nil
 }
 
 // Next advances to the next visible record and reports whether there is
@@ -52,6 +82,7 @@ func (it *Iterator) Next() bool {
 		}
 		if it.seg == nil || it.pos >= it.seg.end() {
 			if it.seg != nil {
+				it.dropBehind(it.seg.end(), true)
 				it.seg.release()
 			}
 			it.seg = it.l.segmentFor(it.pos)
@@ -75,6 +106,9 @@ func (it *Iterator) Next() bool {
 			it.pos += int64(n) // a span repair skipped (TypeSkip)
 			continue
 		}
+		// The current record stays mapped until the next call: drop up
+		// to its start only.
+		it.dropBehind(it.pos, false)
 		it.off, it.rec = it.pos, rec
 		it.pos += int64(n)
 		return true

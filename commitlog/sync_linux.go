@@ -63,3 +63,13 @@ func dataEnd(f *os.File, size int64) int64 {
 	}
 	return size
 }
+
+// dropPages tells the kernel this process no longer needs m's pages (a
+// range of a shared file mapping): they leave its resident set and stay in
+// the page cache, dirty ones included, and a later read maps them again.
+// It is advice: an error changes nothing a reader sees, so it is dropped.
+func dropPages(m []byte) {
+	if len(m) > 0 {
+		unix.Madvise(m, unix.MADV_DONTNEED)
+	}
+}
