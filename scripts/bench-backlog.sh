@@ -27,7 +27,7 @@ port=${PORT:-7433}
 echo "== $(date -u +%FT%TZ) $(uname -sr), $(nproc) cores; load: $(cut -d' ' -f1-3 /proc/loadavg); $(git rev-parse --short HEAD)"
 echo "N=$n BODY=$body SPREAD=$spread DUE_AFTER=$due_after DRAIN_WINDOW=$drain_window KEYS=${keys:-no}"
 cd "${DIR:-.}"
-server_tmp .bench-backlog
+server_tmp .bench.backlog
 cd - >/dev/null
 go build -o "$tmp/hourglass" ./cmd/hourglass
 go build -o "$tmp/startup" ./scripts/startup
