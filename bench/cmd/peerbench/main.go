@@ -75,7 +75,9 @@ func main() {
 		Description: description,
 		Flags: []cli.Flag{
 			&cli.Float64Flag{Name: "scale", Value: 0.1, Usage: "fraction F (0 < F <= 1) of the issue's message counts"},
-			&cli.Float64Flag{Name: "w3-scale", Usage: "fraction of W3's 2,000,000 messages, if not --scale"},
+			&cli.Float64Flag{Name: "w2-scale", Usage: "multiple of W2's 200,000 messages, instead of --scale (at most 10: the issue's 2,000,000 due in one second)"},
+			&cli.Float64Flag{Name: "w3-scale", Usage: "multiple of W3's 2,000,000 messages, instead of --scale (at most 50: 100,000,000)"},
+			&cli.BoolFlag{Name: "random-body", Usage: "pad bodies with random bytes instead of zeros, so that Redis (RDB, LZF) and Pebble (Snappy) cannot compress the padding away"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "interleaved repetitions N; tables give medians"},
 			&cli.StringFlag{Name: "workloads", Value: "W1,W2,W3,W4", Usage: "workloads to run, comma-separated"},
 			&cli.StringFlag{Name: "systems", Value: "hourglass,redis,postgresql,beanstalkd,nats,pebble", Usage: "systems to run, comma-separated (each in all its settings); also hourglass-unary, hourglass-stream, hourglass-connect"},
@@ -164,13 +166,18 @@ func run(c *cli.Context) error {
 		Settle: c.Duration("settle"), WorkDir: c.String("work-dir"), Port: c.Int("port"),
 		Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, "  "+format+"\n", args...) },
 	}
-	o.W3Scale = o.Scale
+	o.W2Scale, o.W3Scale, o.RandomBody = o.Scale, o.Scale, c.Bool("random-body")
+	if c.IsSet("w2-scale") {
+		o.W2Scale = c.Float64("w2-scale")
+	}
 	if c.IsSet("w3-scale") {
 		o.W3Scale = c.Float64("w3-scale")
 	}
 	switch {
-	case !(o.W3Scale > 0 && o.W3Scale <= 1):
-		return fmt.Errorf("--w3-scale %v: must be above 0 and at most 1", o.W3Scale)
+	case !(o.W2Scale > 0 && o.W2Scale <= 10):
+		return fmt.Errorf("--w2-scale %v: must be above 0 and at most 10 (2,000,000 messages)", o.W2Scale)
+	case !(o.W3Scale > 0 && o.W3Scale <= 50):
+		return fmt.Errorf("--w3-scale %v: must be above 0 and at most 50 (100,000,000 messages)", o.W3Scale)
 	case !(o.Scale > 0 && o.Scale <= 1):
 		return fmt.Errorf("--scale %v: must be above 0 and at most 1", o.Scale)
 	case c.Int("reps") < 1:

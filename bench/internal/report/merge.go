@@ -78,6 +78,7 @@ func Merge(files []File) (Meta, []workload.Result, error) {
 			{"--consumers", a.Consumers, b.Consumers}, {"--batch", a.Batch, b.Batch}, {"--min-delay", a.MinDelay, b.MinDelay},
 			{"--max-delay", a.MaxDelay, b.MaxDelay}, {"--redeliver", m.Redeliver, fm.Redeliver}, {"--poll", m.PollInterval, fm.PollInterval},
 			{"--consume-batch", m.ConsumeBatch, fm.ConsumeBatch}, {"--run-timeout", a.RunTimeout, b.RunTimeout},
+			{"--random-body", a.RandomBody, b.RandomBody},
 		} {
 			if s.x != s.y {
 				return Meta{}, nil, fmt.Errorf("file %d ran with %s %v, file 1 with %v: one document compares runs of the same settings", i+1, s.name, s.y, s.x)
@@ -89,6 +90,9 @@ func Merge(files []File) (Meta, []workload.Result, error) {
 			}
 			m.Scale, m.Options.Scale = fm.Scale, fm.Options.Scale
 			m.Options.Grace, m.Options.CrashGrace = fm.Options.Grace, fm.Options.CrashGrace
+		}
+		if slices.Contains(ws, "W2") {
+			m.Options.W2Scale = fm.Options.W2Scale
 		}
 		if slices.Contains(ws, "W3") {
 			m.Options.W3Scale, m.Options.Settle = fm.Options.W3Scale, fm.Options.Settle

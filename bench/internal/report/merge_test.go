@@ -104,6 +104,11 @@ func TestMergeRefuses(t *testing.T) {
 	if _, _, err := Merge(fs); err == nil || !strings.Contains(err.Error(), "--body 64") {
 		t.Errorf("another body size: err = %v", err)
 	}
+	fs[1].Meta.Options.BodySize = fs[0].Meta.Options.BodySize
+	fs[1].Meta.Options.RandomBody = true
+	if _, _, err := Merge(fs); err == nil || !strings.Contains(err.Error(), "--random-body true") {
+		t.Errorf("random padding beside zeros: err = %v", err)
+	}
 	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("ReadFile of a missing file: no error")
 	}

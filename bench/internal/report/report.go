@@ -180,9 +180,9 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		p("- Date: %s to %s UTC (%s).\n", m.Start.UTC().Format("2006-01-02 15:04"), m.End.UTC().Format("15:04"), m.End.Sub(m.Start).Round(time.Second))
 		p("- Command: `%s`\n", m.Command)
 	}
-	p("- Scale: **%g** of the issue's counts (W3: %g): W1 and W4 %s messages, W2 %s, W3 %s (the issue's are 200,000, 200,000 and 2,000,000).",
-		m.Scale, o.W3Scale, fmtInt(float64(workload.Count(workload.W1Messages, m.Scale))),
-		fmtInt(float64(workload.Count(workload.W2Messages, m.Scale))), fmtInt(float64(workload.Count(workload.W3Messages, o.W3Scale))))
+	p("- Scale: **%g** of the issue's counts (W2: %g, W3: %g): W1 and W4 %s messages, W2 %s, W3 %s (the issue's are 200,000, 200,000 and 2,000,000).",
+		m.Scale, w2Scale(o), o.W3Scale, fmtInt(float64(workload.Count(workload.W1Messages, m.Scale))),
+		fmtInt(float64(o.W2Count())), fmtInt(float64(o.W3Count())))
 	if o.MinDelay != 5*time.Second || o.MaxDelay != 35*time.Second {
 		p(" W1 and W4 delays are uniform over **%v to %v**, not the issue's 5 to 35 s, to fit the run in its time.", o.MinDelay, o.MaxDelay)
 	}
@@ -195,7 +195,11 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 	} else {
 		p("- Versions: %s.\n", strings.Join(m.Versions, ", "))
 	}
-	p("- Client side, the same for every system: %d B bodies carrying the message's ID and due time; %d producers and %d consumers, each with its own connection(s); "+
+	padding := "zeros"
+	if o.RandomBody {
+		padding = "random bytes"
+	}
+	p("- Client side, the same for every system: %d B bodies carrying the message's ID and due time, padded with "+padding+"; %d producers and %d consumers, each with its own connection(s); "+
 		"a producer sends batches of up to %d messages and waits for the system's acknowledgement of each batch (a failed batch is retried, the same messages again); "+
 		"lateness is the consumer's clock when the message is in hand minus the due time the producer asked for (one machine, one clock). "+
 		"Polling consumers (Redis, PostgreSQL) sleep %v after a poll that found nothing. The at-least-once systems redeliver an unacknowledged message after %v "+
@@ -354,4 +358,13 @@ func short(s peers.System) string {
 		return "fsync every 1 s"
 	}
 	return s.Durability
+}
+
+// w2Scale is W2's scale: W2Scale, or Scale in JSON written before W2
+// had a scale of its own.
+func w2Scale(o workload.Options) float64 {
+	if o.W2Scale > 0 {
+		return o.W2Scale
+	}
+	return o.Scale
 }

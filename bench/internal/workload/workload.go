@@ -29,10 +29,16 @@ const (
 type Options struct {
 	// Scale multiplies the issue's message counts (1 = the issue's).
 	Scale float64
-	// W3Scale multiplies W3's count instead of Scale.
-	W3Scale float64
+	// W2Scale and W3Scale multiply W2's and W3's counts instead of Scale
+	// (0: Scale). They may exceed 1: the issue also asks for W2 at
+	// 2,000,000 and for W3's per-message figures at 10,000,000.
+	W2Scale, W3Scale float64
 	// BodySize of every message, bytes (the issue: 256).
 	BodySize int
+	// RandomBody pads each body with random bytes instead of zeros, so
+	// that systems which compress what they store (Redis's RDB, Pebble's
+	// blocks) store as much as for a real payload.
+	RandomBody bool
 	// Producers and Consumers, each with its own connection(s) (issue: 4 and 4).
 	Producers, Consumers int
 	// Batch is the most messages per produce request.
@@ -55,6 +61,32 @@ type Options struct {
 }
 
 func (o Options) n(base int) int { return Count(base, o.Scale) }
+
+// W2Count is W2's message count: W2Messages times W2Scale, or Scale.
+func (o Options) W2Count() int {
+	if o.W2Scale > 0 {
+		return Count(W2Messages, o.W2Scale)
+	}
+	return o.n(W2Messages)
+}
+
+// W3Count is W3's message count: W3Messages times W3Scale, or Scale.
+func (o Options) W3Count() int {
+	if o.W3Scale > 0 {
+		return Count(W3Messages, o.W3Scale)
+	}
+	return o.n(W3Messages)
+}
+
+// body is message id's body, due at at.
+func (o Options) body(id uint64, at time.Time) []byte {
+	b := measure.EncodeBody(id, at, o.BodySize)
+	if o.RandomBody {
+		r := rand.NewChaCha8([32]byte{byte(id), byte(id >> 8), byte(id >> 16), byte(id >> 24), byte(id >> 32)})
+		r.Read(b[measure.HeaderSize:])
+	}
+	return b
+}
 
 // Count is base scaled, at least 1.
 func Count(base int, scale float64) int { return max(1, int(float64(base)*scale+0.5)) }
@@ -187,7 +219,7 @@ func produce(ctx context.Context, d peers.Driver, o Options, n int, tr *measure.
 			}
 			for i := p; i < n; i += o.Producers {
 				at := due(i, time.Now())
-				batch = append(batch, peers.Msg{ID: uint64(i), DeliverAt: at, Body: measure.EncodeBody(uint64(i), at, o.BodySize)})
+				batch = append(batch, peers.Msg{ID: uint64(i), DeliverAt: at, Body: o.body(uint64(i), at)})
 				if len(batch) == o.Batch && !flush() {
 					return
 				}
@@ -378,7 +410,7 @@ func runDelayed(ctx context.Context, res *Result, sys peers.System, srv *peers.S
 // runHot is W2: every message due within one whole second that starts
 // after producing is expected to be done.
 func runHot(ctx context.Context, res *Result, d peers.Driver, o Options, rate float64) {
-	run := startDelivering(ctx, res, d, o, o.n(W2Messages))
+	run := startDelivering(ctx, res, d, o, o.W2Count())
 	if run == nil {
 		return
 	}
@@ -415,7 +447,7 @@ func runHot(ctx context.Context, res *Result, d peers.Driver, o Options, rate fl
 // runBacklog is W3: messages due 1 to 30 days ahead, no consumers; memory
 // and disk before and after.
 func runBacklog(ctx context.Context, res *Result, srv *peers.Server, d peers.Driver, o Options) {
-	run := newProducing(Count(W3Messages, o.W3Scale))
+	run := newProducing(o.W3Count())
 	if m, err := srv.Memory(); err == nil {
 		res.RSSBefore, res.PSSBefore, res.AnonBefore = m.RSS, m.PSS, m.Anon
 	}

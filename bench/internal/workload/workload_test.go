@@ -1,12 +1,14 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/bench/internal/measure"
 	"github.com/hourglassmq/hourglass/bench/internal/peers"
 )
 
@@ -105,5 +107,43 @@ func TestCrashEnd(t *testing.T) {
 		if got := crashEnd(c.last, deadline, grace); got != c.want {
 			t.Errorf("crashEnd(last delivery %v before the deadline) = %q, want %q", deadline.Sub(c.last), got, c.want)
 		}
+	}
+}
+
+func TestCountsFollowTheirScales(t *testing.T) {
+	for _, tc := range []struct {
+		o      Options
+		w2, w3 int
+	}{
+		{Options{Scale: 1}, 200_000, 2_000_000},
+		{Options{Scale: 0.1}, 20_000, 200_000},
+		{Options{Scale: 1, W2Scale: 10, W3Scale: 50}, 2_000_000, 100_000_000},
+		{Options{Scale: 0.01, W3Scale: 5}, 2_000, 10_000_000},
+	} {
+		if tc.o.W2Count() != tc.w2 || tc.o.W3Count() != tc.w3 {
+			t.Errorf("%+v: W2 %d, W3 %d; want %d, %d", tc.o, tc.o.W2Count(), tc.o.W3Count(), tc.w2, tc.w3)
+		}
+	}
+}
+
+func TestRandomBodyPadding(t *testing.T) {
+	at := time.Unix(1_800_000_000, 5)
+	zero := Options{BodySize: 256}.body(7, at)
+	o := Options{BodySize: 256, RandomBody: true}
+	a, b := o.body(7, at), o.body(8, at)
+	for _, body := range [][]byte{zero, a, b} {
+		id, due, err := measure.DecodeBody(body)
+		if err != nil || len(body) != 256 || !due.Equal(at) || (id != 7 && id != 8) {
+			t.Fatalf("body %x: id %d, due %v, err %v", body[:measure.HeaderSize], id, due, err)
+		}
+	}
+	if !bytes.Equal(zero[measure.HeaderSize:], make([]byte, 256-measure.HeaderSize)) {
+		t.Error("without RandomBody the padding is not zeros")
+	}
+	if n := bytes.Count(a[measure.HeaderSize:], []byte{0}); n > 20 {
+		t.Errorf("random padding has %d zero bytes of %d", n, 256-measure.HeaderSize)
+	}
+	if bytes.Equal(a[measure.HeaderSize:], b[measure.HeaderSize:]) || !bytes.Equal(a, o.body(7, at)) {
+		t.Error("random padding: the same for two messages, or not the same twice for one")
 	}
 }
