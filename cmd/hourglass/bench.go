@@ -221,9 +221,22 @@ Scenarios (N is --messages):
             the Time call measured (printed as clock_skew_ms), minus
             deliverAt. Headline: lateness_p99_ms (target 10 ms); early,
             lost, duplicates must be 0.
+  backlog   N messages (default 10,000,000) in requests of --batch, due
+            evenly over --spread (720h, 30 days) from --due-from (default 1h
+            after the start), in an order that jumps across the whole range
+            (consecutive messages land in different hourly segments), with
+            their index as idempotency key if --keys. Nothing fires during
+            the run; it prints the drain command for what it scheduled.
+            Headline: schedule_per_sec. scripts/bench-backlog.sh adds the
+            server's memory, disk and restart time.
+  drain     receives, with --consumers, the messages of a backlog run (give
+            its --topic, --messages, --due-from and --spread) that fall due
+            within --window (1h) of its --due-from, and waits for their due
+            times. Headline: lateness_p99_ms of the first due hour; lost
+            (due in the window, not received), early, duplicates must be 0.
 
-batch and single leave their messages pending on the server (due 1h later,
-on their own topic).
+batch, single and backlog leave their messages pending on the server (batch
+and single due 1h later), on their own topic.
 
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and
@@ -238,7 +251,10 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   max_calls                 --max-calls
   calls                     the requests the messages went in: Schedule and
                             ScheduleBatch calls, or ScheduleStream requests
-  merged                    messages the Go client merged into ScheduleBatch calls (--max-calls)`
+  merged                    messages the Go client merged into ScheduleBatch calls (--max-calls)
+  due_from, spread          backlog and drain: the backlog's due range
+  expected                  drain: the backlog's messages due within --window
+  keys                      backlog: idempotency keys sent (--keys)`
 
 // loadGenGCPercent is bench server's GC percent: a leaner load generator
 // leaves more of the shared machine to the server it measures.
