@@ -55,7 +55,8 @@ memory "after scheduling $n"
 
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true; pid=
 echo "-- restart after SIGKILL"
-"$tmp/startup" time -bin "$tmp/hourglass" -data-dir "$tmp/data" -runs 1
+"$tmp/startup" time -bin "$tmp/hourglass" -data-dir "$tmp/data" -runs 1 -log "$tmp/restart.log"
+grep -iE 'recover|torn|ready|took' "$tmp/restart.log" | cut -c1-300 || true
 echo "-- restarts after a clean stop"
 "$tmp/startup" time -bin "$tmp/hourglass" -data-dir "$tmp/data" -runs 3
 

@@ -98,6 +98,7 @@ func timeServe(args []string) error {
 	dataDir := fs.String("data-dir", "", "data directory (required)")
 	runs := fs.Int("runs", 3, "runs")
 	dropCaches := fs.Bool("cold", false, "drop the page cache before each run (needs root and a writable /proc/sys/vm/drop_caches)")
+	logTo := fs.String("log", "", "append serve's log (at --log-level info) to this file, to see where start-up went")
 	fs.Parse(args)
 	if *dataDir == "" {
 		return errors.New("time: -data-dir is required")
@@ -110,7 +111,7 @@ func timeServe(args []string) error {
 				return fmt.Errorf("time: cold runs need to drop the page cache: %w", err)
 			}
 		}
-		d, err := once(*bin, *dataDir)
+		d, err := once(*bin, *dataDir, *logTo)
 		if err != nil {
 			return err
 		}
@@ -123,8 +124,19 @@ func timeServe(args []string) error {
 }
 
 // once starts serve, times it to the first /readyz 200, and stops it.
-func once(bin, dataDir string) (time.Duration, error) {
-	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-level", "warn")
+// With logTo, serve logs at info level and its log is appended there.
+func once(bin, dataDir, logTo string) (time.Duration, error) {
+	level := "warn"
+	var logFile *os.File
+	if logTo != "" {
+		f, err := os.OpenFile(logTo, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		level, logFile = "info", f
+	}
+	cmd := exec.Command(bin, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-level", level)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		return 0, err
@@ -141,6 +153,9 @@ func once(bin, dataDir string) (time.Duration, error) {
 	go func() {
 		sc := bufio.NewScanner(pipe)
 		for sc.Scan() {
+			if logFile != nil {
+				fmt.Fprintln(logFile, sc.Text())
+			}
 			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
 				select {
 				case addr <- m[1]:
