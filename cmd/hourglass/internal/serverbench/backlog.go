@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,69 +111,22 @@ func runDrain(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt ti
 	r.DueToSeconds = round3(r.DueFromSeconds + min(cfg.Window, cfg.Spread).Seconds())
 	lastDue := cfg.DueFrom.Add(-skew).Add(min(cfg.Window, cfg.Spread)) // client clock
 
-	t := &tally{seen: make([]atomic.Uint32, want), slack: rtt / 2, slot: func(i uint64) (k uint64, count, known bool) {
+	cs := startConsumers(ctx, p, cfg, &tally{seen: make([]atomic.Uint32, want), slack: rtt / 2, slot: func(i uint64) (k uint64, count, known bool) {
 		if i >= o.n {
 			return 0, false, false
 		}
 		k = o.k(i)
 		return k, k < want, true
-	}}
-	t.lastProgress.Store(time.Now().UnixNano())
-	samples := make([]sample, cfg.Consumers)
-	cctx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-	var cwg sync.WaitGroup
-	var consumeErr error
-	var failOnce sync.Once
-	failed := make(chan struct{})
-	for ci := range cfg.Consumers {
-		s := &samples[ci]
-		if cfg.Protocol == ProtocolStream {
-			cl := p.consumers[p.consumerConn(ci, len(p.consumers))]
-			cwg.Go(func() {
-				if err := streamConsumer(cctx, cl, cfg.Topic, t, s, skew); err != nil {
-					t.errs.Add(1)
-					failOnce.Do(func() { consumeErr = fmt.Errorf("consuming: %w", err); close(failed) })
-				}
-			})
-			continue
-		}
-		pl := p.polls[p.consumerConn(ci, len(p.polls))]
-		cwg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, t, s, skew) })
-	}
+	}}, skew)
 	b := enginebench.NewBar(cfg.Progress, int(want), "receiving")
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for t.delivered.Load() < int64(want) {
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-failed:
-			break wait
-		case <-tick.C:
-		}
-		b.Set(t.delivered.Load())
-		now := time.Now()
-		if now.After(lastDue) && now.Sub(time.Unix(0, t.lastProgress.Load())) > cfg.Grace && now.Sub(lastDue) > cfg.Grace {
-			r.End = "no-progress"
-			break
-		}
-	}
+	cs.wait(ctx, r, int64(want), lastDue, cfg.Grace, b)
 	b.Done()
-	stopConsumers()
-	cwg.Wait()
-	t.report(r, samples)
+	err := cs.finish(r)
 	r.Lost = int64(want) - r.Delivered
 	if r.DueFromSeconds < 0 {
 		r.Note = fmt.Sprintf("the drain started %.3f s after the first message was due: the lateness of what was due before includes that wait", -r.DueFromSeconds)
 	}
-	select {
-	case <-failed:
-		return consumeErr
-	default:
-		return nil
-	}
+	return err
 }
 
 // report puts what the consumers saw into r: counts, lateness and the

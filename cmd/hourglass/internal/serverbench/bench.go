@@ -315,31 +315,7 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt
 		return fmt.Errorf("--timeout %v ends before the last message is due (%.3fs after the start); give a longer --timeout or fewer --messages or a shorter --window", cfg.Timeout, r.DueToSeconds)
 	}
 
-	t := &tally{seen: make([]atomic.Uint32, n), slack: rtt / 2}
-	t.lastProgress.Store(time.Now().UnixNano())
-	samples := make([]sample, cfg.Consumers)
-	failed := make(chan struct{})
-	var failOnce sync.Once
-	var consumeErr error // set before failed is closed
-
-	cctx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-	var cwg sync.WaitGroup
-	for ci := range cfg.Consumers {
-		s := &samples[ci]
-		if cfg.Protocol == ProtocolStream {
-			cl := p.consumers[p.consumerConn(ci, len(p.consumers))]
-			cwg.Go(func() {
-				if err := streamConsumer(cctx, cl, cfg.Topic, t, s, skew); err != nil {
-					t.errs.Add(1)
-					failOnce.Do(func() { consumeErr = fmt.Errorf("consuming: %w", err); close(failed) })
-				}
-			})
-			continue
-		}
-		pl := p.polls[p.consumerConn(ci, len(p.polls))]
-		cwg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, t, s, skew) })
-	}
+	cs := startConsumers(ctx, p, cfg, &tally{seen: make([]atomic.Uint32, n), slack: rtt / 2}, skew)
 
 	serr := schedule(ctx, p.scheds, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
@@ -351,34 +327,10 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt
 
 	// Wait for every delivery, until the timeout, or until Grace has
 	// passed since the last message was due without a new delivery.
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-wait:
-	for t.delivered.Load() < int64(r.Scheduled) {
-		select {
-		case <-ctx.Done():
-			break wait
-		case <-failed:
-			break wait
-		case <-tick.C:
-		}
-		now := time.Now()
-		if now.After(lastDue) && now.Sub(time.Unix(0, t.lastProgress.Load())) > cfg.Grace && now.Sub(lastDue) > cfg.Grace {
-			r.End = "no-progress"
-			break
-		}
-	}
-	stopConsumers()
-	cwg.Wait()
-
-	t.report(r, samples)
+	cs.wait(ctx, r, int64(r.Scheduled), lastDue, cfg.Grace, nil)
+	cerr := cs.finish(r)
 	r.Lost = int64(r.Scheduled) - r.Delivered
-	select {
-	case <-failed:
-		return errors.Join(serr, consumeErr)
-	default:
-		return serr
-	}
+	return errors.Join(serr, cerr)
 }
 
 // pollConsumer long-polls Receive until cctx ends and acks each batch
