@@ -158,16 +158,7 @@ func TestBenchServerScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
 			}
-			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-			var m map[string]any
-			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-				t.Fatalf("last line is not JSON: %v\n%s", err, out)
-			}
-			for _, k := range serverbench.Keys {
-				if _, ok := m[k]; !ok {
-					t.Errorf("JSON lacks %q", k)
-				}
-			}
+			m := benchJSON(t, out)
 			if m["scenario"] != scenario || m["protocol"] != protocol || m["end"] != "complete" {
 				t.Errorf("scenario %v, protocol %v, end %v", m["scenario"], m["protocol"], m["end"])
 			}
@@ -217,16 +208,7 @@ func TestBenchServerBacklogDrain(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
 		}
-		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		var m map[string]any
-		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
-			t.Fatalf("last line is not JSON: %v\n%s", err, out)
-		}
-		for _, k := range serverbench.Keys {
-			if _, ok := m[k]; !ok {
-				t.Errorf("JSON lacks %q", k)
-			}
-		}
+		m := benchJSON(t, out)
 		if m["end"] != "complete" {
 			t.Fatalf("end %v\n%s", m["end"], out)
 		}
@@ -250,4 +232,21 @@ func TestBenchServerBacklogDrain(t *testing.T) {
 	if d["lateness_max_ms"].(float64) < d["lateness_p99_ms"].(float64) || d["lateness_p99_ms"].(float64) <= 0 {
 		t.Errorf("drain: lateness p99 %v, max %v", d["lateness_p99_ms"], d["lateness_max_ms"])
 	}
+}
+
+// benchJSON parses the last line of a `bench server --json` run and
+// checks that it carries every key the command documents.
+func benchJSON(t *testing.T, out string) map[string]any {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var m map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &m); err != nil {
+		t.Fatalf("last line is not JSON: %v\n%s", err, out)
+	}
+	for _, k := range serverbench.Keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %q", k)
+		}
+	}
+	return m
 }
