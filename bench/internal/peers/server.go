@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -225,47 +224,52 @@ func (s *Server) Memory() (Memory, error) {
 	if s.cmd == nil {
 		return m, errors.New("peers: server not running")
 	}
-	rss, err := procField(fmt.Sprintf("/proc/%d/status", s.PID()), "VmRSS:")
+	// One read of status, so that RSS and its anonymous part are of the
+	// same moment (a process still exec'ing grows between two reads).
+	vs, err := procFields(fmt.Sprintf("/proc/%d/status", s.PID()), "VmRSS:", "RssAnon:")
 	if err != nil {
 		return m, err
 	}
-	m.RSS = rss
-	if m.Anon, err = procField(fmt.Sprintf("/proc/%d/status", s.PID()), "RssAnon:"); err != nil {
-		return m, err
-	}
+	m.RSS, m.Anon = vs[0], vs[1]
 	for _, pid := range s.PIDs() {
-		pss, err := procField(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:")
+		pss, err := procFields(fmt.Sprintf("/proc/%d/smaps_rollup", pid), "Pss:")
 		if err == nil {
-			m.PSS += pss
+			m.PSS += pss[0]
 		}
 	}
 	return m, nil
 }
 
-// procField returns the "<name> N kB" line of a /proc file, in bytes.
-func procField(path, name string) (int64, error) {
-	f, err := os.Open(path)
+// procFields returns the "<name> N kB" lines of one read of a /proc
+// file, in bytes, in the order of names.
+func procFields(path string, names ...string) ([]int64, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
+	out := make([]int64, len(names))
+	found := 0
+	for line := range strings.Lines(string(b)) {
+		for i, name := range names {
+			if !strings.HasPrefix(line, name) {
+				continue
+			}
+			fs := strings.Fields(line[len(name):])
+			if len(fs) == 0 {
+				return nil, fmt.Errorf("peers: %s: %q has no value", path, strings.TrimSpace(line))
+			}
+			kb, err := strconv.ParseInt(fs[0], 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("peers: %s: %q: %w", path, strings.TrimSpace(line), err)
+			}
+			out[i] = kb * 1024
+			found++
 		}
-		fs := strings.Fields(line[len(name):])
-		if len(fs) == 0 {
-			break
-		}
-		kb, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("peers: %s: %q: %w", path, line, err)
-		}
-		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("peers: no %q in %s", name, path)
+	if found < len(names) {
+		return nil, fmt.Errorf("peers: %s lacks one of %q", path, names)
+	}
+	return out, nil
 }
 
 // DiskUsage is the disk space allocated to the files under dir (as du
