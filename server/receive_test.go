@@ -21,7 +21,9 @@ func TestToMessages(t *testing.T) {
 	msgs := []queue.Message{
 		{ID: id, Topic: "orders", Body: []byte("a"), DeliverAt: id.DeliverAt, ReceivedAt: now, LeaseUntil: now.Add(30 * time.Second), Receipt: "r1"},
 		{ID: id, Topic: "orders", DeliverAt: id.DeliverAt, Origin: id, Attempt: 1, ReceivedAt: now, LeaseUntil: now, Receipt: "r2",
-			Headers: []message.Header{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("bad"), Value: []byte{0xff}}}},
+			Headers: []message.Header{{Key: []byte("k"), Value: []byte("v")}, {Key: []byte("bad"), Value: []byte{0xff}}, {Key: []byte("empty")}}},
+		{ID: id, Topic: "orders", Body: []byte("b"), DeliverAt: id.DeliverAt, ReceivedAt: now, LeaseUntil: now, Receipt: "r2b",
+			Headers: []message.Header{{Key: []byte("hourglass-idempotency-key"), Value: []byte("ключ-1")}}},
 		{ID: id, Topic: "orders", Body: []byte("c"), DeliverAt: id.DeliverAt, Origin: origin, Attempt: 3, ReceivedAt: now, LeaseUntil: now.Add(time.Hour), Receipt: "r3"},
 	}
 	got := toMessages(msgs)
@@ -47,5 +49,25 @@ func TestToMessages(t *testing.T) {
 		if !proto.Equal(got[i], want) {
 			t.Errorf("message %d:\n got %v\nwant %v", i, got[i], want)
 		}
+	}
+}
+
+// BenchmarkToMessages converts a Consume push of 100 messages that carry
+// an idempotency key (two headers each, as the engine stores a key), the
+// peers' W2 load.
+func BenchmarkToMessages(b *testing.B) {
+	now := time.Now()
+	msgs := make([]queue.Message, 100)
+	for i := range msgs {
+		id := message.ID{DeliverAt: now.UnixMilli(), Seq: uint64(i)}
+		msgs[i] = queue.Message{ID: id, Topic: "orders", Body: make([]byte, 256), DeliverAt: id.DeliverAt, ReceivedAt: now, LeaseUntil: now.Add(time.Minute),
+			Receipt: "0123456789abcdef0123456789abcdef.1f", Headers: []message.Header{
+				{Key: []byte("hourglass-idempotency-key"), Value: []byte("1234567")},
+				{Key: []byte("hourglass-idempotency-at"), Value: []byte("1796263200000")},
+			}}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		toMessages(msgs)
 	}
 }

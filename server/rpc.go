@@ -298,16 +298,40 @@ func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStream
 }
 
 func toMessages(msgs []queue.Message) []*hourglassv1.Message {
-	// One allocation each for the messages, their times and their IDs'
-	// text, instead of six per message.
+	// One allocation each for the messages, their times, their headers
+	// and the text of their IDs and headers, instead of six per message
+	// and five per header.
+	nh, hlen := 0, 0
+	for i := range msgs {
+		for _, h := range msgs[i].Headers {
+			nh++
+			hlen += len(h.Key) + len(h.Value)
+		}
+	}
 	out := make([]*hourglassv1.Message, len(msgs))
 	pms := make([]hourglassv1.Message, len(msgs))
 	times := make([]timestamppb.Timestamp, 3*len(msgs))
-	text := make([]byte, 0, 2*message.IDTextLen*len(msgs))
+	hdrs := make([]hourglassv1.Header, nh)
+	hptrs := make([]*hourglassv1.Header, nh)
+	text := make([]byte, 0, 2*message.IDTextLen*len(msgs)+hlen)
 	idText := func(id message.ID) string {
 		start := len(text)
 		text = id.AppendText(text) // within capacity: text never moves
 		return unsafe.String(&text[start], len(text)-start)
+	}
+	// Headers came in as UTF-8 through this API; a message an embedding
+	// program scheduled may hold other bytes, which are replaced (in a
+	// string of their own: the replacement can be longer).
+	hdrText := func(b []byte) string {
+		if len(b) == 0 {
+			return ""
+		}
+		if !utf8.Valid(b) {
+			return strings.ToValidUTF8(string(b), "\uFFFD")
+		}
+		start := len(text)
+		text = append(text, b...) // within capacity: hlen counted it
+		return unsafe.String(&text[start], len(b))
 	}
 	stamp := func(ts *timestamppb.Timestamp, t time.Time) *timestamppb.Timestamp {
 		ts.Seconds, ts.Nanos = t.Unix(), int32(t.Nanosecond())
@@ -326,12 +350,13 @@ func toMessages(msgs []queue.Message) []*hourglassv1.Message {
 		pm.ReceivedAt = stamp(&times[3*i+1], q.ReceivedAt)
 		pm.LeaseExpiresAt = stamp(&times[3*i+2], q.LeaseUntil)
 		pm.DeadLetter = deadLetterInfo(q.Headers, q.Attempt)
-		if len(q.Headers) > 0 {
-			pm.Headers = make([]*hourglassv1.Header, len(q.Headers))
+		if n := len(q.Headers); n > 0 {
+			pm.Headers, hptrs = hptrs[:n:n], hptrs[n:]
 			for j, h := range q.Headers {
-				// Headers came in as UTF-8 through this API; a message an
-				// embedding program scheduled may hold other bytes.
-				pm.Headers[j] = &hourglassv1.Header{Key: strings.ToValidUTF8(string(h.Key), "\uFFFD"), Value: strings.ToValidUTF8(string(h.Value), "\uFFFD")}
+				ph := &hdrs[0]
+				hdrs = hdrs[1:]
+				ph.Key, ph.Value = hdrText(h.Key), hdrText(h.Value)
+				pm.Headers[j] = ph
 			}
 		}
 		out[i] = pm
