@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -150,4 +152,37 @@ func TestIdempotencyWindowAcrossRestart(t *testing.T) {
 		}
 		e.Close()
 	})
+}
+
+// TestKeyIndexKeysShareChunks holds the index to a few heap objects for
+// many keys: their text lives in shared chunks, so a collection does not
+// mark an object per key (BenchmarkKeyIndexGC).
+func TestKeyIndexKeysShareChunks(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	k := newKeyIndex(10*time.Minute, func() time.Time { return now })
+	close(k.ready)
+	const n = 100_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range n {
+		key, _, found, err := k.claim(context.Background(), indexKey("orders", strconv.Itoa(1_000_000+i)))
+		if err != nil || found {
+			t.Fatalf("claim %d: found %v, err %v", i, found, err)
+		}
+		k.settle(key, message.ID{DeliverAt: int64(i), Seq: uint64(i)}, true)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if objs := int64(after.HeapObjects) - int64(before.HeapObjects); objs > n/10 {
+		t.Errorf("%d keys take %d heap objects, want at most %d", n, objs, n/10)
+	}
+	// Every key is still found, with its ID.
+	for _, i := range []int{0, 1, n / 2, n - 1} {
+		_, id, found, err := k.claim(context.Background(), indexKey("orders", strconv.Itoa(1_000_000+i)))
+		if err != nil || !found || id.Seq != uint64(i) {
+			t.Errorf("key %d: id %v, found %v, err %v", i, id, found, err)
+		}
+	}
+	runtime.KeepAlive(k)
 }

@@ -109,7 +109,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 				continue
 			}
 			first[ik] = i
-			id, found, cerr := e.keys.claim(ctx, ik)
+			key, id, found, cerr := e.keys.claim(ctx, ik)
 			if cerr != nil {
 				return nil, cerr
 			}
@@ -117,7 +117,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 				skip[i], ids[i] = true, id
 				continue
 			}
-			claims = append(claims, keyClaim{ik, i})
+			claims = append(claims, keyClaim{key, i})
 		}
 	}
 	size, n := 0, 0
