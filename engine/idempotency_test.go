@@ -158,20 +158,12 @@ func TestIdempotencyWindowAcrossRestart(t *testing.T) {
 // many keys: their text lives in shared chunks, so a collection does not
 // mark an object per key (BenchmarkKeyIndexGC).
 func TestKeyIndexKeysShareChunks(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	k := newKeyIndex(10*time.Minute, func() time.Time { return now })
-	close(k.ready)
+	k := newReadyKeyIndex()
 	const n = 100_000
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	for i := range n {
-		key, _, found, err := k.claim(context.Background(), indexKey("orders", strconv.Itoa(1_000_000+i)))
-		if err != nil || found {
-			t.Fatalf("claim %d: found %v, err %v", i, found, err)
-		}
-		k.settle(key, message.ID{DeliverAt: int64(i), Seq: uint64(i)}, true)
-	}
+	fillKeys(t, k, "orders", n)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if objs := int64(after.HeapObjects) - int64(before.HeapObjects); objs > n/10 {
