@@ -76,8 +76,8 @@ func (k *keyIndex) internLocked(s string) string {
 	if len(s) == 0 {
 		return s
 	}
-	if c := cap(k.arena); c > 0 {
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(k.arena[:1])))
+	if len(k.arena) > 0 {
+		base := uintptr(unsafe.Pointer(&k.arena[0]))
 		if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); p >= base && p+uintptr(len(s)) <= base+uintptr(len(k.arena)) {
 			return s
 		}
