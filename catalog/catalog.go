@@ -64,6 +64,10 @@ type Catalog struct {
 	// Commit began; committing what that Commit is writing. Readers look
 	// in staged, then committing, then the file.
 	staged, committing map[Table]map[string][]byte
+	// hint is each table's entry count in the last batch Begin took: a
+	// table's next staged map starts at that size rather than growing to
+	// it (rehashing every key at each doubling).
+	hint map[Table]int
 }
 
 // Open opens (creating if needed) the catalog file at path. A damaged file
@@ -88,7 +92,7 @@ func Open(path string) (*Catalog, error) {
 		db.Close()
 		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
 	}
-	return &Catalog{db: db, path: path, staged: map[Table]map[string][]byte{}}, nil
+	return &Catalog{db: db, path: path, staged: map[Table]map[string][]byte{}, hint: map[Table]int{}}, nil
 }
 
 // Path returns the catalog's file path.
@@ -107,13 +111,49 @@ func (c *Catalog) Delete(t Table, key []byte) { c.stage(t, key, nil) }
 
 func (c *Catalog) stage(t Table, key, value []byte) {
 	c.mu.Lock()
+	c.stagedLocked(t, 1)[string(key)] = value
+	c.mu.Unlock()
+}
+
+// KeyID is a key of the Keys or Moved table (KeyOf's bytes, as a string)
+// and the ID it names, for PutIDs.
+type KeyID struct {
+	Key string
+	ID  message.ID
+}
+
+// PutIDs stages key → EncodeID(id) in t for each pair, in order (a later
+// pair with the same key wins), under one lock: reput stages the keys of
+// a batch of routed records at once. It keeps the pairs' key strings and
+// not the slice.
+func (c *Catalog) PutIDs(t Table, pairs []KeyID) {
+	if len(pairs) == 0 {
+		return
+	}
+	vals := make([]byte, 16*len(pairs)) // one allocation for the batch's values
+	c.mu.Lock()
+	m := c.stagedLocked(t, len(pairs))
+	for i, p := range pairs {
+		v := vals[16*i : 16*i+16 : 16*i+16]
+		putID(v, p.ID)
+		m[p.Key] = v
+	}
+	c.mu.Unlock()
+}
+
+// maxHint bounds a hint: after a restart routed millions of keys in one
+// batch, the next map does not start at that size.
+const maxHint = 1 << 16
+
+// stagedLocked returns t's staged map, made for at least n entries (and
+// the last batch's count) if t has none yet. c.mu is held.
+func (c *Catalog) stagedLocked(t Table, n int) map[string][]byte {
 	m := c.staged[t]
 	if m == nil {
-		m = map[string][]byte{}
+		m = make(map[string][]byte, max(n, c.hint[t]))
 		c.staged[t] = m
 	}
-	m[string(key)] = value
-	c.mu.Unlock()
+	return m
 }
 
 // Staged returns how many entries wait for Commit.
@@ -153,6 +193,9 @@ func (c *Catalog) Begin() *Batch {
 		return nil
 	}
 	c.committing, c.staged = c.staged, map[Table]map[string][]byte{}
+	for t, m := range c.committing {
+		c.hint[t] = min(len(m), maxHint)
+	}
 	return &Batch{c: c, m: c.committing}
 }
 

@@ -64,6 +64,50 @@ func TestStageCommitReopen(t *testing.T) {
 	}
 }
 
+// PutIDs stages its pairs like Puts of EncodeID: visible at once, the last
+// pair of a key winning, each value its own (not the next pair's bytes),
+// and durable after Commit, also in a later batch whose map starts at the
+// first batch's size.
+func TestPutIDs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := open(t, path)
+	id := func(i int) message.ID { return message.ID{DeliverAt: int64(1000 + i), Seq: uint64(i)} }
+	lookup := func(c *Catalog, k string) (message.ID, bool) {
+		t.Helper()
+		got, ok, err := c.LookupID(Keys, KeyOf("jobs", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, ok
+	}
+	c.PutIDs(Keys, []KeyID{
+		{string(KeyOf("jobs", "a")), id(1)},
+		{string(KeyOf("jobs", "b")), id(2)},
+		{string(KeyOf("jobs", "a")), id(3)},
+	})
+	c.PutIDs(Keys, nil)
+	for k, want := range map[string]message.ID{"a": id(3), "b": id(2)} {
+		if got, ok := lookup(c, k); !ok || got != want {
+			t.Errorf("staged %s = %v %v, want %v", k, got, ok, want)
+		}
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.PutIDs(Keys, []KeyID{{string(KeyOf("jobs", "c")), id(4)}})
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = open(t, path)
+	defer c.Close()
+	for k, want := range map[string]message.ID{"a": id(3), "b": id(2), "c": id(4)} {
+		if got, ok := lookup(c, k); !ok || got != want {
+			t.Errorf("after reopen %s = %v %v, want %v", k, got, ok, want)
+		}
+	}
+}
+
 // Scan merges staged and committed entries in key order, hides deleted
 // ones, and pages.
 func TestScan(t *testing.T) {

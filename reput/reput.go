@@ -186,7 +186,13 @@ type Reput struct {
 
 	// Owned by the routing goroutine.
 	scratch message.Message // indexKey's decoding
-	sweepAt []byte          // sweepCatalog's place in the Keys table
+	// The idempotency keys of the records a step routed, staged in the
+	// catalog at once at its end (stageKeys): keyText holds their text
+	// back to back (KeyOf's form), keyRefs where each ends and its ID.
+	keyText  []byte
+	keyRefs  []keyRef
+	keyPairs []catalog.KeyID
+	sweepAt  []byte // sweepCatalog's place in the Keys table
 	// catBusy receives the outcome of the catalog commit in flight, which
 	// covers what was routed below catPos; nil when none is.
 	catBusy chan error

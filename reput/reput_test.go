@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
@@ -380,3 +381,55 @@ func sortedKeys(m map[uint64]string) []uint64 {
 }
 
 var _ = sortedKeys
+
+// The idempotency keys of routed records are in the catalog once they are
+// routed (the last record of a key wins), and after a crash before any
+// checkpoint (nothing committed) routing the records again puts them all
+// back.
+func TestKeysStagedAgainAfterCrash(t *testing.T) {
+	dir := t.TempDir()
+	catPath := filepath.Join(dir, catalog.FileName)
+	cat, err := catalog.Open(catPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+	const n = 2*batchRecords + 10 // more than one step's batch
+	want := map[string]message.ID{}
+	for i := range n {
+		topic := []string{"a", "b"}[i%2]
+		key := fmt.Sprint("k", i%(n-5)) // the last 5 records reuse the first keys
+		m := message.Message{DeliverAt: base + int64(i%3)*1000, Topic: []byte(topic),
+			Headers: []message.Header{{Key: keyHeader, Value: []byte(key)}}, Body: []byte("x")}
+		offs, err := e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[string(catalog.KeyOf(topic, key))] = message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
+	}
+	check := func(when string, cat *catalog.Catalog) {
+		t.Helper()
+		for k, id := range want {
+			got, ok, err := cat.LookupID(catalog.Keys, []byte(k))
+			if err != nil || !ok || got != id {
+				t.Fatalf("%s: key %q = %v, %v, %v; want %v", when, k, got, ok, err, id)
+			}
+		}
+	}
+	e.waitRouted()
+	check("routed", cat)
+	e.r.abandon()
+	e.log.Close()
+	cat.Close() // drops what was staged: nothing was committed
+	if cat, err = catalog.Open(catPath); err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	if got, ok, _ := cat.LookupID(catalog.Keys, []byte(catalog.KeyOf("a", "k0"))); ok {
+		t.Fatalf("a key is in the catalog before routing again (%v): the test's crash committed it", got)
+	}
+	e = newEnv(t, dir, func(o *Options) { o.Catalog = cat })
+	e.waitRouted()
+	check("routed again after the crash", cat)
+	e.close()
+}

@@ -157,11 +157,38 @@ func (r *Reput) indexKey(id message.ID, p []byte) {
 	}
 	for _, h := range r.scratch.Headers {
 		if bytes.Equal(h.Key, keyHeader) {
-			r.opts.Catalog.Put(catalog.Keys, catalog.KeyOf(string(r.scratch.Topic), string(h.Value)), catalog.EncodeID(id))
+			r.keyText = append(append(append(r.keyText, r.scratch.Topic...), 0), h.Value...) // catalog.KeyOf's form
+			r.keyRefs = append(r.keyRefs, keyRef{end: len(r.keyText), id: id})
 			r.dirty = true
 			return
 		}
 	}
+}
+
+// keyRef is where a key indexKey collected ends in keyText, and its ID.
+type keyRef struct {
+	end int
+	id  message.ID
+}
+
+// stageKeys stages the keys indexKey collected in the catalog with one
+// PutIDs: one string holds their text, one lock covers them all. After a
+// restart, routing again the records after the checkpoint stages every
+// key among them; one Put per key (a lock, four allocations and a map
+// that grew from empty) was most of what routing them cost.
+func (r *Reput) stageKeys() {
+	if len(r.keyRefs) == 0 {
+		return
+	}
+	text, start := string(r.keyText), 0
+	pairs := r.keyPairs[:0]
+	for _, k := range r.keyRefs {
+		pairs = append(pairs, catalog.KeyID{Key: text[start:k.end], ID: k.id})
+		start = k.end
+	}
+	r.opts.Catalog.PutIDs(catalog.Keys, pairs)
+	clear(pairs) // the catalog holds the text now, not this slice
+	r.keyPairs, r.keyText, r.keyRefs = pairs[:0], r.keyText[:0], r.keyRefs[:0]
 }
 
 // keyHeader is the header an idempotency key travels in (the engine's

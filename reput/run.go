@@ -62,12 +62,14 @@ func (r *Reput) step() error {
 		return *p
 	}
 	n := 0
+	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0] // what a failed step collected is routed again
 	for n < batchRecords && r.it.Next() {
 		if err := r.route(r.it.Offset(), r.it.Record().Type, r.it.Record().Payload); err != nil {
 			return err
 		}
 		n++
 	}
+	r.stageKeys() // before publish and any checkpoint
 	if err := r.it.Err(); err != nil {
 		return fmt.Errorf("reput: reading the commitlog: %w", err)
 	}
