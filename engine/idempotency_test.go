@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -177,4 +179,57 @@ func TestKeyIndexKeysShareChunks(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(k)
+}
+
+// loadKeys reads back every key in the retained commitlog, across arena
+// chunks and lock rounds, each naming its record's ID; a record without a
+// key adds none, and a key whose window ended before the restart stays
+// free.
+func TestLoadKeysMany(t *testing.T) {
+	l, _, err := commitlog.Open(commitlog.Options{Dir: t.TempDir(), Sync: commitlog.SyncNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	now := time.Unix(1_800_000_000, 0)
+	const n = 5000 // about 5000 × 20 B of key text: two arena chunks, five lock rounds
+	ids := map[string]message.ID{}
+	for i := range n {
+		topic := []string{"orders", "invoices"}[i%2]
+		arrived := now.Add(-time.Minute)
+		if i == 7 {
+			arrived = now.Add(-time.Hour) // its 10-minute window is over
+		}
+		m := message.Message{DeliverAt: now.Add(time.Hour).UnixMilli(), Topic: []byte(topic), Body: []byte("b")}
+		if i != 11 {
+			m.Headers = []message.Header{
+				{Key: []byte(IdempotencyHeader), Value: []byte(fmt.Sprintf("key-%012d", i))},
+				{Key: []byte(IdempotencyTimeHeader), Value: []byte(strconv.FormatInt(arrived.UnixMilli(), 10))},
+			}
+		}
+		offs, err := l.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i != 7 && i != 11 {
+			ids[indexKey(topic, fmt.Sprintf("key-%012d", i))] = message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
+		}
+	}
+	k := newKeyIndex(10*time.Minute, func() time.Time { return now })
+	k.loadKeys(l, l.EndOffset(), t.Logf)
+	if len(k.ids) != len(ids) {
+		t.Errorf("%d keys loaded, want %d", len(k.ids), len(ids))
+	}
+	for ik, want := range ids {
+		_, id, found, err := k.claim(context.Background(), ik)
+		if err != nil || !found || id != want {
+			t.Fatalf("key %q: %v, found %v, err %v; want %v", ik, id, found, err, want)
+		}
+	}
+	for _, i := range []int{7, 11} {
+		ik := indexKey([]string{"orders", "invoices"}[i%2], fmt.Sprintf("key-%012d", i))
+		if _, _, found, _ := k.claim(context.Background(), ik); found {
+			t.Errorf("record %d's key was loaded", i)
+		}
+	}
 }
