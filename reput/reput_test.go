@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -432,4 +433,39 @@ func TestKeysStagedAgainAfterCrash(t *testing.T) {
 	e.waitRouted()
 	check("routed again after the crash", cat)
 	e.close()
+}
+
+// With a catalog, the checkpoint is written as soon as the catalog's commit
+// of what it covers ends, not a checkpoint interval later: a kill replays
+// up to an interval and a commit, not two intervals.
+func TestCheckpointFollowsCatalogCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		cat, err := catalog.Open(filepath.Join(dir, catalog.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cat.Close()
+		e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+		defer e.close()
+		for i := range 10 {
+			m := message.Message{DeliverAt: base, Topic: []byte("t"),
+				Headers: []message.Header{{Key: keyHeader, Value: fmt.Append(nil, "k", i)}}, Body: []byte("x")}
+			if _, err := e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.waitRouted()
+		if got := e.r.Checkpoint(); got != 0 {
+			t.Fatalf("checkpoint %d before the first interval ended", got)
+		}
+		time.Sleep(time.Hour) // the first checkpoint: syncs, then the catalog commit on a goroutine of its own
+		synctest.Wait()
+		if got, end := e.r.Checkpoint(), e.log.EndOffset(); got != end {
+			t.Fatalf("checkpoint %d once the catalog commit ended, want the end %d without another interval", got, end)
+		}
+		if _, ok, err := cat.LookupID(catalog.Keys, catalog.KeyOf("t", "k9")); !ok || err != nil {
+			t.Fatalf("key k9 not in the catalog (%v)", err)
+		}
+	})
 }

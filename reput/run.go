@@ -89,6 +89,13 @@ func (r *Reput) step() error {
 		}
 		return nil
 	}
+	if r.catalogDone() {
+		// The commit of the last checkpoint's catalog batch ended: its
+		// position is durable now, not at the next interval.
+		if _, err := r.finishCatalog(false); err != nil {
+			return err
+		}
+	}
 	if r.dirty && time.Since(r.lastCkpt) >= r.opts.CheckpointInterval {
 		if err := r.doCheckpoint(); err != nil {
 			return err
@@ -103,8 +110,9 @@ func (r *Reput) step() error {
 	return nil
 }
 
-// wait blocks until the commitlog has more, a request arrives, or the
-// next checkpoint is due. It sleeps without ticking when idle.
+// wait blocks until the commitlog has more, a request arrives, the
+// catalog commit in flight ends, or the next checkpoint is due. It sleeps
+// without ticking when idle.
 func (r *Reput) wait() error {
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if r.dirty {
@@ -114,7 +122,7 @@ func (r *Reput) wait() error {
 	defer cancel()
 	defer cancel2()
 	r.reqMu.Lock()
-	if len(r.reqs) > 0 {
+	if len(r.reqs) > 0 || r.catalogDone() {
 		r.reqMu.Unlock()
 		return nil
 	}
@@ -189,30 +197,13 @@ func (r *Reput) publish() error {
 // catalog holds everything routed before it: its commit runs on a
 // goroutine of its own (a second of keyed Schedules can take hundreds of
 // milliseconds to write) while routing goes on, and the checkpoint is
-// written when it is done, at a later call. While stalled, or at
-// shutdown, everything is done at once (wait).
+// written when it is done (the step after the commit ends: catalogDone).
+// While stalled, or at shutdown, everything is done at once (wait).
 func (r *Reput) doCheckpoint() error { return r.checkpointAt(r.stall != nil) }
 
 func (r *Reput) checkpointAt(wait bool) error {
-	if r.catBusy != nil {
-		// The catalog commit of an earlier checkpoint.
-		var err error
-		if wait {
-			err = <-r.catBusy
-		} else {
-			select {
-			case err = <-r.catBusy:
-			default:
-				return nil // not done: routing goes on, and a later call looks again
-			}
-		}
-		r.catBusy = nil
-		if err != nil {
-			return err
-		}
-		if err := r.writeCheckpoint(r.catPos); err != nil {
-			return err
-		}
+	if done, err := r.finishCatalog(wait); err != nil || !done {
+		return err
 	}
 	pos := r.it.Pos()
 	var syncs []func() error
@@ -256,7 +247,16 @@ func (r *Reput) checkpointAt(wait bool) error {
 			} else {
 				r.catPos, r.catBusy = pos, make(chan error, 1)
 				done := r.catBusy
-				go func() { done <- b.Write() }()
+				go func() {
+					done <- b.Write()
+					// Wake the loop: it writes the checkpoint now rather
+					// than an interval later (a kill replays less).
+					r.reqMu.Lock()
+					if r.wakeWait != nil {
+						r.wakeWait()
+					}
+					r.reqMu.Unlock()
+				}()
 				// Dirty until the checkpoint is written: the loop comes
 				// back after an interval, also when idle.
 				r.dirty, r.lastCkpt = true, time.Now()
@@ -266,6 +266,33 @@ func (r *Reput) checkpointAt(wait bool) error {
 	}
 	return r.writeCheckpoint(pos)
 }
+
+// finishCatalog writes the checkpoint of the catalog commit in flight once
+// that commit is done (with wait, after waiting for it). It reports
+// whether none is left in flight.
+func (r *Reput) finishCatalog(wait bool) (bool, error) {
+	if r.catBusy == nil {
+		return true, nil
+	}
+	var err error
+	if wait {
+		err = <-r.catBusy
+	} else {
+		select {
+		case err = <-r.catBusy:
+		default:
+			return false, nil // not done: routing goes on, and a later call looks again
+		}
+	}
+	r.catBusy = nil
+	if err != nil {
+		return false, err
+	}
+	return true, r.writeCheckpoint(r.catPos)
+}
+
+// catalogDone reports whether the catalog commit in flight has ended.
+func (r *Reput) catalogDone() bool { return r.catBusy != nil && len(r.catBusy) > 0 }
 
 // writeCheckpoint durably records pos, up to which everything routed is
 // synced and in the catalog, and trims the commitlog below it.
