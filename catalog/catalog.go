@@ -122,21 +122,28 @@ type KeyID struct {
 	ID  message.ID
 }
 
-// PutIDs stages key → EncodeID(id) in t for each pair, in order (a later
-// pair with the same key wins), under one lock: reput stages the keys of
-// a batch of routed records at once. It keeps the pairs' key strings and
-// not the slice.
-func (c *Catalog) PutIDs(t Table, pairs []KeyID) {
-	if len(pairs) == 0 {
+// PutIDs stages key → EncodeID(id) in t for each pair of each batch, in
+// order (a later pair with the same key wins), under one lock: reput
+// stages the keys of routed records a batch at a time. It keeps the pairs'
+// key strings and not the slices.
+func (c *Catalog) PutIDs(t Table, batches ...[]KeyID) {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	if n == 0 {
 		return
 	}
-	vals := make([]byte, 16*len(pairs)) // one allocation for the batch's values
+	vals := make([]byte, 16*n) // one allocation for the values
 	c.mu.Lock()
-	m := c.stagedLocked(t, len(pairs))
-	for i, p := range pairs {
-		v := vals[16*i : 16*i+16 : 16*i+16]
-		putID(v, p.ID)
-		m[p.Key] = v
+	m := c.stagedLocked(t, n)
+	for _, b := range batches {
+		for _, p := range b {
+			v := vals[:16:16]
+			vals = vals[16:]
+			putID(v, p.ID)
+			m[p.Key] = v
+		}
 	}
 	c.mu.Unlock()
 }

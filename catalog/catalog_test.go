@@ -64,8 +64,8 @@ func TestStageCommitReopen(t *testing.T) {
 	}
 }
 
-// PutIDs stages its pairs like Puts of EncodeID: visible at once, the last
-// pair of a key winning, each value its own (not the next pair's bytes),
+// PutIDs stages its batches' pairs like Puts of EncodeID: visible at once,
+// the last pair of a key winning, each value its own (not the next pair's bytes),
 // and durable after Commit, also in a later batch whose map starts at the
 // first batch's size.
 func TestPutIDs(t *testing.T) {
@@ -83,7 +83,8 @@ func TestPutIDs(t *testing.T) {
 	c.PutIDs(Keys, []KeyID{
 		{string(KeyOf("jobs", "a")), id(1)},
 		{string(KeyOf("jobs", "b")), id(2)},
-		{string(KeyOf("jobs", "a")), id(3)},
+	}, nil, []KeyID{
+		{string(KeyOf("jobs", "a")), id(3)}, // a later batch's pair wins
 	})
 	c.PutIDs(Keys, nil)
 	for k, want := range map[string]message.ID{"a": id(3), "b": id(2)} {

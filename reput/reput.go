@@ -164,6 +164,9 @@ type Options struct {
 type testHooks struct {
 	// open is called before a schedule segment is opened or created.
 	open func(bucket int64) error
+	// afterRoute is called on the routing goroutine after a step routed
+	// records, before it publishes them.
+	afterRoute func(r *Reput)
 }
 
 // Stats are counters for metrics and tests.
@@ -186,13 +189,20 @@ type Reput struct {
 
 	// Owned by the routing goroutine.
 	scratch message.Message // indexKey's decoding
-	// The idempotency keys of the records a step routed, staged in the
-	// catalog at once at its end (stageKeys): keyText holds their text
-	// back to back (KeyOf's form), keyRefs where each ends and its ID.
-	keyText  []byte
-	keyRefs  []keyRef
-	keyPairs []catalog.KeyID
-	sweepAt  []byte // sweepCatalog's place in the Keys table
+	// The idempotency keys of routed records not yet staged in the
+	// catalog: keyText holds the text of a step's keys back to back
+	// (KeyOf's form), keyRefs where each ends and its ID (collectKeys).
+	// A step stages what it routed at its end, except while routing again
+	// the records a restart found after the checkpoint (below replayEnd,
+	// the commitlog's end at Start): heldKeys keeps those, heldN of them,
+	// until stageKeys stages them at once into a map made for them all.
+	replayEnd int64
+	keyText   []byte
+	keyRefs   []keyRef
+	keyPairs  []catalog.KeyID
+	heldKeys  [][]catalog.KeyID
+	heldN     int
+	sweepAt   []byte // sweepCatalog's place in the Keys table
 	// catBusy receives the outcome of the catalog commit in flight, which
 	// covers what was routed below catPos; nil when none is.
 	catBusy chan error
@@ -407,6 +417,7 @@ func Start(opts Options) (*Reput, error) {
 	}
 	r.position.Store(pos)
 	r.checkpoint.Store(pos)
+	r.replayEnd = opts.Log.EndOffset()
 	go r.run()
 	return r, nil
 }

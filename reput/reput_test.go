@@ -469,3 +469,67 @@ func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 		}
 	})
 }
+
+// A checkpoint taken while a restart routes again the records after the
+// last one (their keys held back, to be staged at once) still has every
+// key below it in the catalog: a kill after it would not route those
+// records again.
+func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
+	dir := t.TempDir()
+	cat, err := catalog.Open(filepath.Join(dir, catalog.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+	const n = 3 * batchRecords
+	recs := make([]commitlog.Record, n)
+	for i := range recs {
+		m := message.Message{DeliverAt: base, Topic: []byte("t"),
+			Headers: []message.Header{{Key: keyHeader, Value: fmt.Append(nil, "k", i)}}, Body: []byte("x")}
+		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}
+	}
+	offs, err := e.log.Append(nil, recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitRouted()
+	e.r.abandon() // no checkpoint: a restart routes all n again
+	e.log.Close()
+	cat.Close() // drops what was staged: nothing was committed
+	if cat, err = catalog.Open(filepath.Join(dir, catalog.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	checked := false // by the routing goroutine until waitRouted returns
+	hooks := &testHooks{}
+	hooks.afterRoute = func(r *Reput) {
+		if checked || r.it.Pos() >= r.replayEnd {
+			return
+		}
+		checked = true
+		if err := r.checkpointAt(true); err != nil {
+			t.Errorf("checkpoint: %v", err)
+			return
+		}
+		pos := r.Checkpoint()
+		if pos <= 0 || pos >= r.replayEnd {
+			t.Errorf("checkpoint at %d, want one inside the replay, below %d", pos, r.replayEnd)
+		}
+		for i, off := range offs {
+			if off >= pos {
+				break
+			}
+			if _, ok, err := cat.LookupID(catalog.Keys, catalog.KeyOf("t", fmt.Sprint("k", i))); !ok || err != nil {
+				t.Errorf("checkpoint at %d, but the key of record %d (offset %d) is not in the catalog (%v)", pos, i, off, err)
+				return
+			}
+		}
+	}
+	e = newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat; o.hooks = hooks })
+	defer e.close()
+	e.waitRouted()
+	if !checked {
+		t.Fatal("no step routed part of the replay")
+	}
+}

@@ -171,24 +171,57 @@ type keyRef struct {
 	id  message.ID
 }
 
-// stageKeys stages the keys indexKey collected in the catalog with one
-// PutIDs: one string holds their text, one lock covers them all. After a
-// restart, routing again the records after the checkpoint stages every
-// key among them; one Put per key (a lock, four allocations and a map
-// that grew from empty) was most of what routing them cost.
-func (r *Reput) stageKeys() {
+// maxReplayKeys bounds the keys held back while a restart routes again the
+// records after the checkpoint (about 70 bytes each).
+const maxReplayKeys = 1 << 18
+
+// collectKeys turns the keys indexKey collected in a step into catalog
+// pairs (one string holds their text) and stages them with one PutIDs,
+// or, while a restart routes again the records after the checkpoint,
+// holds them for stageKeys. After a restart, that routing stages every key
+// among those records; one Put per key (a lock, four allocations and a
+// map grown from empty) was most of what it cost.
+func (r *Reput) collectKeys(hold bool) {
 	if len(r.keyRefs) == 0 {
 		return
 	}
 	text, start := string(r.keyText), 0
 	pairs := r.keyPairs[:0]
+	if hold {
+		pairs = make([]catalog.KeyID, 0, len(r.keyRefs)) // kept until stageKeys
+	}
 	for _, k := range r.keyRefs {
 		pairs = append(pairs, catalog.KeyID{Key: text[start:k.end], ID: k.id})
 		start = k.end
 	}
+	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0]
+	if hold {
+		r.heldKeys = append(r.heldKeys, pairs)
+		r.heldN += len(pairs)
+		return
+	}
 	r.opts.Catalog.PutIDs(catalog.Keys, pairs)
 	clear(pairs) // the catalog holds the text now, not this slice
-	r.keyPairs, r.keyText, r.keyRefs = pairs[:0], r.keyText[:0], r.keyRefs[:0]
+	r.keyPairs = pairs[:0]
+}
+
+// stageKeys stages what collectKeys holds (and what indexKey collected
+// since) with one PutIDs, into a map made for them all.
+func (r *Reput) stageKeys() {
+	r.collectKeys(len(r.heldKeys) > 0)
+	if len(r.heldKeys) > 0 {
+		r.opts.Catalog.PutIDs(catalog.Keys, r.heldKeys...)
+		clear(r.heldKeys)
+		r.heldKeys, r.heldN = r.heldKeys[:0], 0
+	}
+}
+
+// dropKeys forgets the keys collected or held and not staged: routing
+// goes back to the checkpoint and collects them again.
+func (r *Reput) dropKeys() {
+	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0]
+	clear(r.heldKeys)
+	r.heldKeys, r.heldN = r.heldKeys[:0], 0
 }
 
 // keyHeader is the header an idempotency key travels in (the engine's

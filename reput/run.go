@@ -62,14 +62,22 @@ func (r *Reput) step() error {
 		return *p
 	}
 	n := 0
-	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0] // what a failed step collected is routed again
 	for n < batchRecords && r.it.Next() {
 		if err := r.route(r.it.Offset(), r.it.Record().Type, r.it.Record().Payload); err != nil {
 			return err
 		}
 		n++
 	}
-	r.stageKeys() // before publish and any checkpoint
+	// Before publish: a Lookup waits until what was appended before it is
+	// published, and then finds its key staged.
+	if r.it.Pos() >= r.replayEnd || r.heldN >= maxReplayKeys {
+		r.stageKeys()
+	} else {
+		r.collectKeys(true)
+	}
+	if h := r.opts.hooks; h != nil && h.afterRoute != nil && n > 0 {
+		h.afterRoute(r)
+	}
 	if err := r.it.Err(); err != nil {
 		return fmt.Errorf("reput: reading the commitlog: %w", err)
 	}
@@ -205,6 +213,7 @@ func (r *Reput) checkpointAt(wait bool) error {
 	if done, err := r.finishCatalog(wait); err != nil || !done {
 		return err
 	}
+	r.stageKeys() // the catalog batch below must hold every key up to pos
 	pos := r.it.Pos()
 	var syncs []func() error
 	for _, sw := range r.writers {

@@ -146,6 +146,8 @@ func (r *Reput) reset() error {
 	for _, ws := range r.watched {
 		ws.queued = ws.published
 	}
+	// Keys collected and not staged are collected again from pos.
+	r.dropKeys()
 	pos := r.checkpoint.Load()
 	it, err := r.opts.Log.NewIterator(pos)
 	if err != nil {
