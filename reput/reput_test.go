@@ -64,6 +64,24 @@ func schedRec(deliverAt int64, body string) commitlog.Record {
 	return commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}
 }
 
+// keyedRec is a schedule record of topic due at deliverAt with an
+// idempotency key.
+func keyedRec(topic, key string, deliverAt int64) commitlog.Record {
+	m := message.Message{DeliverAt: deliverAt, Topic: []byte(topic),
+		Headers: []message.Header{{Key: keyHeader, Value: []byte(key)}}, Body: []byte("x")}
+	return commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}
+}
+
+// openCatalog opens the catalog file in dir.
+func openCatalog(t *testing.T, dir string) *catalog.Catalog {
+	t.Helper()
+	cat, err := catalog.Open(filepath.Join(dir, catalog.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
 // schedule appends n schedule records spread over buckets seconds and
 // returns their IDs.
 func (e *env) schedule(n, buckets int, tag string) []message.ID {
@@ -389,24 +407,19 @@ var _ = sortedKeys
 // back.
 func TestKeysStagedAgainAfterCrash(t *testing.T) {
 	dir := t.TempDir()
-	catPath := filepath.Join(dir, catalog.FileName)
-	cat, err := catalog.Open(catPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cat := openCatalog(t, dir)
 	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
 	const n = 2*batchRecords + 10 // more than one step's batch
 	want := map[string]message.ID{}
 	for i := range n {
 		topic := []string{"a", "b"}[i%2]
 		key := fmt.Sprint("k", i%(n-5)) // the last 5 records reuse the first keys
-		m := message.Message{DeliverAt: base + int64(i%3)*1000, Topic: []byte(topic),
-			Headers: []message.Header{{Key: keyHeader, Value: []byte(key)}}, Body: []byte("x")}
-		offs, err := e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)})
+		at := base + int64(i%3)*1000
+		offs, err := e.log.Append(nil, keyedRec(topic, key, at))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want[string(catalog.KeyOf(topic, key))] = message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
+		want[string(catalog.KeyOf(topic, key))] = message.ID{DeliverAt: at, Seq: uint64(offs[0])}
 	}
 	check := func(when string, cat *catalog.Catalog) {
 		t.Helper()
@@ -422,9 +435,7 @@ func TestKeysStagedAgainAfterCrash(t *testing.T) {
 	e.r.abandon()
 	e.log.Close()
 	cat.Close() // drops what was staged: nothing was committed
-	if cat, err = catalog.Open(catPath); err != nil {
-		t.Fatal(err)
-	}
+	cat = openCatalog(t, dir)
 	defer cat.Close()
 	if got, ok, _ := cat.LookupID(catalog.Keys, []byte(catalog.KeyOf("a", "k0"))); ok {
 		t.Fatalf("a key is in the catalog before routing again (%v): the test's crash committed it", got)
@@ -441,17 +452,12 @@ func TestKeysStagedAgainAfterCrash(t *testing.T) {
 func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
-		cat, err := catalog.Open(filepath.Join(dir, catalog.FileName))
-		if err != nil {
-			t.Fatal(err)
-		}
+		cat := openCatalog(t, dir)
 		defer cat.Close()
 		e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
 		defer e.close()
 		for i := range 10 {
-			m := message.Message{DeliverAt: base, Topic: []byte("t"),
-				Headers: []message.Header{{Key: keyHeader, Value: fmt.Append(nil, "k", i)}}, Body: []byte("x")}
-			if _, err := e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}); err != nil {
+			if _, err := e.log.Append(nil, keyedRec("t", fmt.Sprint("k", i), base)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -476,18 +482,12 @@ func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 // records again.
 func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 	dir := t.TempDir()
-	cat, err := catalog.Open(filepath.Join(dir, catalog.FileName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
+	cat := openCatalog(t, dir)
 	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
 	const n = 3 * batchRecords
 	recs := make([]commitlog.Record, n)
 	for i := range recs {
-		m := message.Message{DeliverAt: base, Topic: []byte("t"),
-			Headers: []message.Header{{Key: keyHeader, Value: fmt.Append(nil, "k", i)}}, Body: []byte("x")}
-		recs[i] = commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)}
+		recs[i] = keyedRec("t", fmt.Sprint("k", i), base)
 	}
 	offs, err := e.log.Append(nil, recs...)
 	if err != nil {
@@ -497,9 +497,7 @@ func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 	e.r.abandon() // no checkpoint: a restart routes all n again
 	e.log.Close()
 	cat.Close() // drops what was staged: nothing was committed
-	if cat, err = catalog.Open(filepath.Join(dir, catalog.FileName)); err != nil {
-		t.Fatal(err)
-	}
+	cat = openCatalog(t, dir)
 	defer cat.Close()
 	checked := false // by the routing goroutine until waitRouted returns
 	hooks := &testHooks{}
