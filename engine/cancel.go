@@ -254,6 +254,9 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 	if !ok {
 		return Unknown, false, nil
 	}
+	if e.afterFind != nil {
+		e.afterFind()
+	}
 	var st cancelState
 	for range maxCancelWaits {
 		var wait <-chan struct{}
@@ -290,6 +293,16 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 		return st.result(), false, nil
 	}
 	if st == cancelRegisteredUnloaded {
+		if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+			// Retired since it was found: every entry of a retired bucket
+			// was done, and its dispatch log is gone. A retirement is
+			// over (the segment out of the list) before the driver
+			// unloads the bucket, and none starts while this Cancel's
+			// intent is unarmed, so a bucket tryCancel found unloaded is
+			// either retired by now or not retired while we read.
+			e.d.dropIntent(id.Seq)
+			return Unknown, false, nil
+		}
 		// The bucket is not in memory: its dispatch log is the record of
 		// what was delivered or cancelled. Deliveries are synced there
 		// before they are confirmed, nothing of an unloaded bucket is in

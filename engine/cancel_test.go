@@ -273,3 +273,41 @@ func TestSecondCancelWaitsForTheFirst(t *testing.T) {
 		})
 	}
 }
+
+// A Cancel that finds a delivered message's segment just before its bucket
+// retires, and decides after the retirement unloaded it, does not answer
+// cancelled: the dispatch log that said delivered is gone with the bucket
+// (the crash harness caught this once reput checkpointed sooner and
+// buckets retired sooner after their end).
+func TestCancelRacesRetirement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		defer func() { e.Close() }()
+		id := schedule(t, e, "t", time.Second, "m")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if got := deliveredAt(sink); len(got[id]) != 1 {
+			t.Fatalf("delivered %d times before the Cancel", len(got[id]))
+		}
+		retired := false
+		e.afterFind = func() {
+			for range 3600 {
+				if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+					retired = true
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			synctest.Wait() // the driver has unloaded the retired bucket
+		}
+		res, err := e.Cancel(t.Context(), id)
+		if !retired {
+			t.Fatal("the bucket did not retire within an hour of its end")
+		}
+		if err != nil || res == Cancelled {
+			t.Fatalf("Cancel of a delivered message whose bucket retired meanwhile = %v, %v; want not cancelled", res, err)
+		}
+	})
+}
