@@ -311,3 +311,34 @@ func TestCancelRacesRetirement(t *testing.T) {
 		}
 	})
 }
+
+// Get of a delivered message whose bucket retires between reading its
+// entry and reading its state does not say pending: the dispatch log that
+// said delivered is gone, and it answers as for a retired bucket.
+func TestGetRacesRetirement(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		defer func() { e.Close() }()
+		id := schedule(t, e, "t", time.Second, "m")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if f, err := e.Get(t.Context(), id); err != nil || f.State != StateDelivered {
+			t.Fatalf("Get of the delivered message = %v, %v", f.State, err)
+		}
+		e.afterFind = func() {
+			for range 3600 {
+				if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+					break
+				}
+				time.Sleep(time.Second)
+			}
+			synctest.Wait()
+		}
+		f, err := e.Get(t.Context(), id)
+		if err != nil || f.State == StatePending {
+			t.Fatalf("Get of a delivered message whose bucket retired meanwhile = %v, %v; want not pending", f.State, err)
+		}
+	})
+}

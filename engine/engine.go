@@ -130,8 +130,9 @@ type Engine struct {
 	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
 	// doneCache answers Cancel and Reschedule of buckets not in memory.
 	doneCache doneCache
-	// afterFind, if set (tests), runs in claim between finding a
-	// message's segment and deciding on the driver.
+	// afterFind, if set (tests), runs between finding a message's
+	// segment and deciding on the driver (claim), or reading its state
+	// (Get).
 	afterFind func()
 	health    *health
 	// refused is closed, with refuseErr set, by refuse.

@@ -105,6 +105,9 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if f.Message.DeliverAt != id.DeliverAt {
 		return Found{ID: id}, nil // the seq names another message
 	}
+	if e.afterFind != nil {
+		e.afterFind()
+	}
 	mem := StatePending
 	if err := e.d.call(ctx, func() { mem = e.d.memState(id.Seq, seg.Start) }); err != nil {
 		return Found{}, err
@@ -123,6 +126,11 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	recs, err := dispatchlog.Records(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
 	if err != nil {
 		return Found{}, err
+	}
+	if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+		// Retired while it was read (its dispatch log may be gone): as
+		// for a bucket retired before, not found.
+		return Found{ID: id}, nil
 	}
 	f.State = mem
 	for _, r := range recs {
