@@ -207,6 +207,16 @@ func TestClusterQueueManage(t *testing.T) {
 	}
 	schedule(a, 1)
 	nack(b, receive(b, "work", 1)[0], "refused", true)
+	// The count Purge answers is the dead-letter consumer's view, which
+	// can trail the dead letter's publish by a few milliseconds (CI once
+	// purged it and answered 0): wait until Topics counts it.
+	deadline = time.Now().Add(10 * time.Second)
+	for ti := topic(b); ti.DeadLettered != 1; ti = topic(b) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Topics after the dead letter: %v; want 1 dead-lettered", ti)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the consumer's counts
+	}
 	pu, err = b.client.Purge(ctx, connect.NewRequest(&hourglassv1.PurgeRequest{Topic: "work", State: hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED}))
 	if err != nil || pu.Msg.Purged != 1 {
 		t.Errorf("Purge dead letters: %v, %v; want 1", pu, err)
