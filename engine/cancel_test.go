@@ -274,6 +274,34 @@ func TestSecondCancelWaitsForTheFirst(t *testing.T) {
 	}
 }
 
+// deliveredThenRetiring schedules a message on a fresh engine, lets it be
+// delivered, and sets e.afterFind to wait (in synctest time) until the
+// message's bucket has retired and the driver has unloaded it. *retired
+// says whether it did, within an hour. Run inside a synctest bubble.
+func deliveredThenRetiring(t *testing.T) (e *Engine, id message.ID, retired *bool) {
+	t.Helper()
+	sink := &recSink{}
+	e = openEngine(t, t.TempDir(), sink, nil)
+	id = schedule(t, e, "t", time.Second, "m")
+	time.Sleep(2 * time.Second)
+	synctest.Wait()
+	if got := deliveredAt(sink); len(got[id]) != 1 {
+		t.Fatalf("delivered %d times before the test's call", len(got[id]))
+	}
+	retired = new(bool)
+	e.afterFind = func() {
+		for range 3600 {
+			if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+				*retired = true
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		synctest.Wait() // the driver has unloaded the retired bucket
+	}
+	return e, id, retired
+}
+
 // A Cancel that finds a delivered message's segment just before its bucket
 // retires, and decides after the retirement unloaded it, does not answer
 // cancelled: the dispatch log that said delivered is gone with the bucket
@@ -281,29 +309,10 @@ func TestSecondCancelWaitsForTheFirst(t *testing.T) {
 // buckets retired sooner after their end).
 func TestCancelRacesRetirement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		sink := &recSink{}
-		e := openEngine(t, dir, sink, nil)
-		defer func() { e.Close() }()
-		id := schedule(t, e, "t", time.Second, "m")
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		if got := deliveredAt(sink); len(got[id]) != 1 {
-			t.Fatalf("delivered %d times before the Cancel", len(got[id]))
-		}
-		retired := false
-		e.afterFind = func() {
-			for range 3600 {
-				if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
-					retired = true
-					break
-				}
-				time.Sleep(time.Second)
-			}
-			synctest.Wait() // the driver has unloaded the retired bucket
-		}
+		e, id, retired := deliveredThenRetiring(t)
+		defer e.Close()
 		res, err := e.Cancel(t.Context(), id)
-		if !retired {
+		if !*retired {
 			t.Fatal("the bucket did not retire within an hour of its end")
 		}
 		if err != nil || res == Cancelled {
@@ -317,26 +326,18 @@ func TestCancelRacesRetirement(t *testing.T) {
 // said delivered is gone, and it answers as for a retired bucket.
 func TestGetRacesRetirement(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		dir := t.TempDir()
-		sink := &recSink{}
-		e := openEngine(t, dir, sink, nil)
-		defer func() { e.Close() }()
-		id := schedule(t, e, "t", time.Second, "m")
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
+		e, id, retired := deliveredThenRetiring(t)
+		defer e.Close()
+		hook := e.afterFind
+		e.afterFind = nil
 		if f, err := e.Get(t.Context(), id); err != nil || f.State != StateDelivered {
 			t.Fatalf("Get of the delivered message = %v, %v", f.State, err)
 		}
-		e.afterFind = func() {
-			for range 3600 {
-				if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
-					break
-				}
-				time.Sleep(time.Second)
-			}
-			synctest.Wait()
-		}
+		e.afterFind = hook
 		f, err := e.Get(t.Context(), id)
+		if !*retired {
+			t.Fatal("the bucket did not retire within an hour of its end")
+		}
 		if err != nil || f.State == StatePending {
 			t.Fatalf("Get of a delivered message whose bucket retired meanwhile = %v, %v; want not pending", f.State, err)
 		}
