@@ -62,7 +62,6 @@ package reput
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -109,10 +108,13 @@ type Options struct {
 	// SegmentDuration is the bucket length of new segments; default 1 h.
 	SegmentDuration time.Duration
 	// CheckpointInterval is how often routed data is synced, the
-	// checkpoint advanced and the commitlog trimmed; default 1 s. Shorter
-	// means a shorter replay after a crash and earlier retention, at the
-	// cost of fsyncs on the routing goroutine.
+	// checkpoint advanced and the commitlog trimmed; default 1 s.
 	CheckpointInterval time.Duration
+	// CheckpointBytes makes a checkpoint due sooner, once routing is this
+	// far past the last one; default DefaultCheckpointBytes. Either one
+	// shorter means less to route again after a crash, at the cost of
+	// fsyncs on the routing goroutine.
+	CheckpointBytes int64
 	// MaxOpenWriters bounds the open schedule segment writers at all
 	// times, and separately the open dispatch log writers: before one past
 	// the bound is opened, the least recently used are synced and closed
@@ -335,6 +337,9 @@ func Start(opts Options) (*Reput, error) {
 	}
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = time.Second
+	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = DefaultCheckpointBytes
 	}
 	if opts.MaxOpenWriters <= 0 {
 		opts.MaxOpenWriters = defaultMaxOpenWriters()
@@ -577,15 +582,6 @@ func (r *Reput) Close() error {
 	}
 	return err
 }
-
-func deliverAtOf(p []byte) (int64, bool) {
-	if len(p) < 9 {
-		return 0, false
-	}
-	return int64(binary.LittleEndian.Uint64(p[1:9])), true
-}
-
-var _ = message.TypeSchedule
 
 // abandon stops the routing goroutine without syncing, checkpointing or
 // closing anything, as a crash would. For tests.

@@ -476,6 +476,41 @@ func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 	})
 }
 
+// A checkpoint is due once CheckpointBytes of commitlog are routed past
+// the last one, without waiting for the interval: what a kill leaves to
+// route again is bounded by size at any rate of Schedules.
+func TestCheckpointAfterBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		const limit = 4 << 10
+		e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.CheckpointBytes = limit })
+		defer e.close()
+		start := time.Now()
+		if _, err := e.log.Append(nil, schedRec(base, "small")); err != nil {
+			t.Fatal(err)
+		}
+		e.waitRouted()
+		synctest.Wait()
+		if got := e.r.Checkpoint(); got != 0 {
+			t.Fatalf("checkpoint %d after %d bytes, under the %d-byte bound and the interval", got, e.log.EndOffset(), limit)
+		}
+		body := strings.Repeat("b", 256)
+		for e.log.EndOffset() < limit {
+			if _, err := e.log.Append(nil, schedRec(base, body)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.waitRouted()
+		synctest.Wait()
+		if got, end := e.r.Checkpoint(), e.log.EndOffset(); got != end {
+			t.Fatalf("checkpoint %d, want the end %d once %d bytes were routed", got, end, limit)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the checkpoint came after %v, by the interval, not by size", waited)
+		}
+	})
+}
+
 // A checkpoint taken while a restart routes again the records after the
 // last one (their keys held back, to be staged at once) still has every
 // key below it in the catalog: a kill after it would not route those

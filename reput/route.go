@@ -5,6 +5,7 @@ package reput
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -265,4 +266,12 @@ func (r *Reput) routeDone(id message.ID, reason dispatchlog.Reason) error {
 		r.events = append(r.events, event{cancel: true, bucket: seg.Start, seq: id.Seq})
 	}
 	return nil
+}
+
+// deliverAtOf reads the delivery time of a schedule record's payload.
+func deliverAtOf(p []byte) (int64, bool) {
+	if len(p) < 9 {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(p[1:9])), true
 }
