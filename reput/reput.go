@@ -169,6 +169,8 @@ type testHooks struct {
 	// afterRoute is called on the routing goroutine after a step routed
 	// records, before it publishes them.
 	afterRoute func(r *Reput)
+	// beforeRemove is called when Retire deletes a bucket's files.
+	beforeRemove func(bucket int64)
 }
 
 // Stats are counters for metrics and tests.

@@ -366,6 +366,44 @@ func TestRetire(t *testing.T) {
 	}
 }
 
+// Retire takes a segment off the list before deleting its files, so a
+// reader never finds a listed segment whose dispatch log is gone (it would
+// read that as nothing done: every entry pending).
+func TestRetireUnlistsBeforeDeleting(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir, nil)
+	e.schedule(3, 1, "z")
+	e.waitRouted()
+	for seq := range 3 {
+		if err := e.r.MarkDone(base, dispatchlog.Done{Seq: uint64(seq), Reason: dispatchlog.Delivered}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.close()
+	hooks := &testHooks{}
+	e = newEnv(t, dir, func(o *Options) { o.hooks = hooks })
+	defer e.close()
+	called := false
+	hooks.beforeRemove = func(bucket int64) {
+		called = true
+		if _, ok := e.r.FindSegment(bucket); ok {
+			t.Errorf("segment %d still listed when its files are deleted", bucket)
+		}
+		if _, err := os.Stat(filepath.Join(e.opts.Dir, dispatchlog.Name(bucket))); err != nil {
+			t.Errorf("dispatch log gone before the segment left the list: %v", err)
+		}
+	}
+	if err := e.r.Retire(base, 3); err != nil {
+		t.Fatalf("retire: %v", err)
+	}
+	if !called {
+		t.Fatal("Retire deleted no files")
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.opts.Dir, "*T*Z*")); len(left) != 0 {
+		t.Fatalf("files left after retire: %v", left)
+	}
+}
+
 func TestMalformedRecordsAreSkippedLoudly(t *testing.T) {
 	e := newEnv(t, t.TempDir(), nil)
 	e.log.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: []byte{1, 2}})

@@ -446,9 +446,11 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 		return err
 	}
 	r.stats.retired.Add(1)
-	if err := schedulelog.Remove(r.opts.Dir, bucket); err != nil {
-		return err
-	}
+	// Off the list before its files go: a reader that found the segment
+	// and then reads a deleted dispatch log as empty looks again
+	// (FindSegment) and finds it retired, not pending. A failed Remove
+	// leaves files of a retired bucket, as a crash here would: the next
+	// start lists them again, and the engine retires them again.
 	delete(r.watched, bucket)
 	r.segsMu.Lock()
 	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= bucket })
@@ -457,7 +459,10 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 	}
 	delete(r.fresh, bucket)
 	r.segsMu.Unlock()
-	return nil
+	if h := r.opts.hooks; h != nil && h.beforeRemove != nil {
+		h.beforeRemove(bucket)
+	}
+	return schedulelog.Remove(r.opts.Dir, bucket)
 }
 
 // shutdown syncs, checkpoints and closes everything.
