@@ -122,7 +122,8 @@ func (r *Reput) step() error {
 // Schedules a second of 256-byte bodies (about 38 MB/s of commitlog) it
 // checkpoints about five times a second; a restart after a kill then routes
 // again, scans and syncs at most about 8 MiB and what one catalog commit
-// took, not the whole interval (docs/DESIGN.md, "Restart").
+// took, not the whole interval (docs/DESIGN.md, "A checkpoint every
+// second or every 8 MiB").
 const DefaultCheckpointBytes = 8 << 20
 
 // checkpointDue reports whether the interval has passed since the last
