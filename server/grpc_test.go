@@ -343,8 +343,22 @@ func TestGRPCAuth(t *testing.T) {
 		t.Errorf("scheduled %d messages, want the 2 sent with the right token", n)
 	}
 
-	// Health and reflection are open.
+	// Health and reflection are open. Schedules are taken before the
+	// engine is ready, so health may still say NOT_SERVING here: a Watch
+	// without a token waits for SERVING.
 	ctx := testCtx(t)
+	wctx, stopWatch := context.WithCancel(ctx)
+	hw, err := healthpb.NewHealthClient(cc).Watch(wctx, &healthpb.HealthCheckRequest{Service: serviceName})
+	for err == nil {
+		var hres *healthpb.HealthCheckResponse
+		if hres, err = hw.Recv(); err == nil && hres.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	if err != nil {
+		t.Errorf("health watch without token: %v", err)
+	}
+	stopWatch()
 	hres, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: serviceName})
 	if err != nil || hres.Status != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("health without token: %v, %v", hres, err)
