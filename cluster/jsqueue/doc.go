@@ -37,9 +37,11 @@
 // of it is answered; an Ack answered nil was stored by the consumer's
 // leader and replicated to a majority of its replicas (JetStream answers a
 // +ACK request once it applied the ack). A receipt acts only until its
-// lease ends by the acking node's clock (the lease starts when the NATS
-// server delivered the message, by its clock: nodes' clocks must agree to
-// well within a lease); an Ack of an already acked message answers nil.
+// lease ends by the acking node's clock (the lease is taken to start 20 ms
+// before the message arrived, since JetStream's AckWait starts when the
+// NATS server sends it, so a message is handed out again only after the
+// lease its receipt names; nodes' clocks must agree to well within a
+// lease); an Ack of an already acked message answers nil.
 // A crash while dead-lettering leaves the message in both topics.
 //
 // It imports package queue for its types, errors and header names, and
