@@ -251,12 +251,6 @@ func (e *Engine) Ready() <-chan struct{} { return e.ready }
 // Now returns the engine's clock.
 func (e *Engine) Now() time.Time { return e.opts.Now() }
 
-// keyClaim is an idempotency key ScheduleBatch claimed for request i.
-type keyClaim struct {
-	ik string
-	i  int
-}
-
 // scratch is ScheduleBatch's working memory, pooled: a call makes one
 // allocation (the IDs it returns) where it made six.
 type scratch struct {

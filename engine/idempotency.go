@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -103,67 +104,164 @@ func (k *keyIndex) expireLocked(now time.Time) {
 	k.order = k.order[i:]
 }
 
-// claim looks up ik: it returns the stored ID, or a pending slot the
-// caller must complete with settle, passing key (ik as the index holds
-// it, so that settling does not copy it again). It waits while another
-// Schedule with the same key appends.
-func (k *keyIndex) claim(ctx context.Context, ik string) (key string, id message.ID, found bool, err error) {
+// keyBatch is what one ScheduleBatch claimed: the keys, each with the
+// request it belongs to, and one channel for all of them that closes
+// when the batch settles them, to wake the Schedules waiting on any.
+type keyBatch struct {
+	done   chan struct{}
+	claims []keyClaim
+}
+
+// keyClaim is an idempotency key a batch claimed for request i (ik is
+// the index's own copy of the key's text).
+type keyClaim struct {
+	ik string
+	i  int
+}
+
+// keyResults is claimBatch's answer for the requests of a batch that carry a
+// key: ids[i] is set for a key that names a stored message, and sameAs
+// maps a request to the earlier one of the batch with the same key; both
+// are skipped (not appended).
+type keyResults struct {
+	skip   []bool
+	sameAs map[int]int
+}
+
+// claimBatch looks up the keys iks (iks[i] is request i's index key, ""
+// for none) under one lock: a key that names a message sets ids[i], a key
+// already claimed by an earlier request of the batch makes the request
+// the same as that one, and a free key is claimed for the batch. The
+// caller must settle the batch (settleBatch), also after an error.
+//
+// A key another batch has claimed is waited for, until that batch
+// settles. To wait without a deadlock (two batches each holding a key the
+// other waits for), a batch that meets such a key takes back what it
+// claimed in that round and then claims its keys one by one in key order,
+// waiting as it goes: a batch only ever waits for a key above every key
+// it holds, so no two batches wait for each other.
+func (k *keyIndex) claimBatch(ctx context.Context, iks []string, ids []message.ID, c *keyResults) (*keyBatch, error) {
+	b := &keyBatch{done: make(chan struct{})}
 	select {
 	case <-k.ready:
 	case <-ctx.Done():
-		return ik, id, false, ctx.Err()
+		return b, ctx.Err()
 	}
-	for {
+	// The common case: no key of the batch is claimed elsewhere.
+	k.mu.Lock()
+	now := k.now()
+	k.expireLocked(now)
+	for i, ik := range iks {
+		if ik != "" && k.claimLocked(b, ik, i, now.UnixNano(), ids, c) != nil {
+			for _, cl := range b.claims {
+				delete(k.ids, cl.ik) // no one saw them: the lock was held throughout
+			}
+			b.claims = b.claims[:0]
+			clear(c.skip)
+			clear(c.sameAs)
+			k.mu.Unlock()
+			return b, k.claimOrdered(ctx, b, iks, ids, c)
+		}
+	}
+	k.mu.Unlock()
+	return b, nil
+}
+
+// claimOrdered is claimBatch's way when another batch holds a key: the
+// keys one at a time in key order (the first request of equal keys
+// first), waiting on each one claimed elsewhere.
+func (k *keyIndex) claimOrdered(ctx context.Context, b *keyBatch, iks []string, ids []message.ID, c *keyResults) error {
+	order := make([]int, 0, len(iks))
+	for i, ik := range iks {
+		if ik != "" {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(iks[a], iks[b]) })
+	for len(order) > 0 {
 		k.mu.Lock()
 		now := k.now()
 		k.expireLocked(now)
-		e, ok := k.ids[ik]
-		if ok && e.pending == nil && now.UnixNano() >= e.expires {
-			ok = false // over; its expiry record is further on
-		}
-		if !ok {
-			ik = k.internLocked(ik)
-			k.ids[ik] = keyEntry{pending: make(chan struct{})}
-			k.mu.Unlock()
-			return ik, id, false, nil
-		}
-		if e.pending == nil {
-			k.mu.Unlock()
-			return ik, e.id, true, nil
+		var wait chan struct{}
+		for len(order) > 0 {
+			if wait = k.claimLocked(b, iks[order[0]], order[0], now.UnixNano(), ids, c); wait != nil {
+				break
+			}
+			order = order[1:]
 		}
 		k.mu.Unlock()
-		select {
-		case <-e.pending:
-		case <-ctx.Done():
-			return ik, id, false, ctx.Err()
+		if wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
+	return nil
 }
 
-// settle completes a claim: with ok the key now names id; otherwise the
-// claim is dropped and a waiting Schedule with the key tries itself.
-func (k *keyIndex) settle(ik string, id message.ID, ok bool) {
-	k.settleAt(ik, id, ok, k.now())
-}
-
-// settleAt is settle for a Schedule that arrived at at.
-func (k *keyIndex) settleAt(ik string, id message.ID, ok bool, at time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e := k.ids[ik]
-	if ok {
-		// Storing replaces the map's copy of the key with ik: ik must be
-		// in the arena too.
+// claimLocked does claimBatch's work for request i's key ik at nowNs, and
+// returns the channel to wait on if another batch holds the key (nil
+// otherwise). k.mu is held.
+func (k *keyIndex) claimLocked(b *keyBatch, ik string, i int, nowNs int64, ids []message.ID, c *keyResults) chan struct{} {
+	e, ok := k.ids[ik]
+	if ok && e.pending == nil && nowNs >= e.expires {
+		ok = false // over; its expiry record is further on
+	}
+	switch {
+	case !ok:
 		ik = k.internLocked(ik)
+		// While pending, the entry's ID holds the claiming request.
+		k.ids[ik] = keyEntry{pending: b.done, id: message.ID{Seq: uint64(i)}}
+		b.claims = append(b.claims, keyClaim{ik, i})
+	case e.pending == b.done:
+		c.skip[i], c.sameAs[i] = true, int(e.id.Seq)
+	case e.pending == nil:
+		c.skip[i], ids[i] = true, e.id
+	default:
+		return e.pending
+	}
+	return nil
+}
+
+// settleBatch completes a batch's claims: with ok each key now names the
+// ID of its request (ids), its window starting now; otherwise the claims
+// are dropped and the Schedules waiting on them try themselves.
+func (k *keyIndex) settleBatch(b *keyBatch, ids []message.ID, ok bool) {
+	k.settleBatchAt(b, ids, ok, k.now())
+}
+
+// settleBatchAt is settleBatch for a batch that arrived at at.
+func (k *keyIndex) settleBatchAt(b *keyBatch, ids []message.ID, ok bool, at time.Time) {
+	k.mu.Lock()
+	if ok {
 		exp := at.Add(k.window).UnixNano()
-		k.ids[ik] = keyEntry{id: id, expires: exp}
-		k.order = append(k.order, keyExpiry{ik, exp})
+		for _, cl := range b.claims {
+			k.ids[cl.ik] = keyEntry{id: ids[cl.i], expires: exp}
+			k.order = append(k.order, keyExpiry{cl.ik, exp})
+		}
 	} else {
-		delete(k.ids, ik)
+		for _, cl := range b.claims {
+			delete(k.ids, cl.ik)
+		}
 	}
-	if e.pending != nil {
-		close(e.pending)
-	}
+	k.mu.Unlock()
+	close(b.done)
+}
+
+// claim is claimBatch for one key: it returns the stored ID, or a batch
+// the caller must complete with settle.
+func (k *keyIndex) claim(ctx context.Context, ik string) (b *keyBatch, id message.ID, found bool, err error) {
+	ids := make([]message.ID, 1)
+	c := keyResults{skip: make([]bool, 1), sameAs: map[int]int{}}
+	b, err = k.claimBatch(ctx, []string{ik}, ids, &c)
+	return b, ids[0], c.skip[0], err
+}
+
+// settle is settleBatch for a batch of one key (claim's).
+func (k *keyIndex) settle(b *keyBatch, id message.ID, ok bool) {
+	k.settleBatch(b, []message.ID{id}, ok)
 }
 
 // loadLocked adds a key loadKeys read back, for the Schedule of id that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,6 +231,91 @@ func TestLoadKeysMany(t *testing.T) {
 		ik := indexKey([]string{"orders", "invoices"}[i%2], fmt.Sprintf("key-%012d", i))
 		if _, _, found, _ := k.claim(context.Background(), ik); found {
 			t.Errorf("record %d's key was loaded", i)
+		}
+	}
+}
+
+// A batch that meets a key another batch holds takes back what it claimed
+// and claims in key order, waiting as it goes: two batches with the same
+// keys in opposite orders both finish, with the first holder's IDs, and
+// a key twice in one batch still makes its second request the first's.
+func TestClaimBatchWaitsInKeyOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newReadyKeyIndex()
+		ctx := context.Background()
+		k1, k2 := indexKey("orders", "k1"), indexKey("orders", "k2")
+		x, _, _, err := k.claim(ctx, k2) // an append with k2 is under way
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			ids  []message.ID
+			kr   keyResults
+			done bool
+		}
+		run := func(iks []string, seq uint64, out *result) {
+			out.ids = make([]message.ID, len(iks))
+			out.kr = keyResults{skip: make([]bool, len(iks)), sameAs: map[int]int{}}
+			b, err := k.claimBatch(ctx, iks, out.ids, &out.kr)
+			if err != nil {
+				t.Error(err)
+			}
+			for i := range iks {
+				if !out.kr.skip[i] {
+					out.ids[i] = message.ID{DeliverAt: 1, Seq: seq + uint64(i)} // as appended
+				}
+			}
+			k.settleBatch(b, out.ids, err == nil)
+			out.done = true
+		}
+		var a, b result
+		go run([]string{k1, k2, k1}, 100, &a)
+		synctest.Wait() // a holds k1 and waits for k2
+		go run([]string{k2, k1}, 200, &b)
+		synctest.Wait() // b holds nothing and waits for k1
+		if a.done || b.done {
+			t.Fatalf("finished while k2 was held: a %v, b %v", a.done, b.done)
+		}
+		k.settle(x, message.ID{DeliverAt: 1, Seq: 7}, true)
+		synctest.Wait()
+		want2 := message.ID{DeliverAt: 1, Seq: 7}
+		if a.kr.skip[0] || !a.kr.skip[1] || a.ids[1] != want2 || !a.kr.skip[2] || a.kr.sameAs[2] != 0 {
+			t.Errorf("a: ids %v, skip %v, sameAs %v; want k1 claimed, k2 found as %v, the second k1 the same as the first", a.ids, a.kr.skip, a.kr.sameAs, want2)
+		}
+		if !b.kr.skip[0] || b.ids[0] != want2 || !b.kr.skip[1] || b.ids[1] != a.ids[0] {
+			t.Errorf("b: ids %v, skip %v; want k2 as %v and k1 as a's %v", b.ids, b.kr.skip, want2, a.ids[0])
+		}
+	})
+}
+
+// Batches with the same keys in opposite orders, at once, never wait for
+// each other forever, and each key names one message.
+func TestScheduleBatchOppositeKeyOrders(t *testing.T) {
+	e := openEngine(t, t.TempDir(), &recSink{}, func(o *Options) { o.IdempotencyWindow = time.Hour })
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const rounds, keys = 200, 20
+	for r := range rounds {
+		fwd := make([]Request, keys)
+		for i := range fwd {
+			fwd[i] = keyed("orders", fmt.Sprintf("r%d-k%d", r, i), "b", time.Hour)
+		}
+		rev := slices.Clone(fwd)
+		slices.Reverse(rev)
+		var idsF, idsR []message.ID
+		var errF, errR error
+		done := make(chan struct{})
+		go func() { idsF, errF = e.ScheduleBatch(ctx, fwd); close(done) }()
+		idsR, errR = e.ScheduleBatch(ctx, rev)
+		<-done
+		if errF != nil || errR != nil {
+			t.Fatalf("round %d: %v, %v (a timeout means the batches waited for each other)", r, errF, errR)
+		}
+		for i := range keys {
+			if idsF[i] != idsR[keys-1-i] {
+				t.Fatalf("round %d: key %d named %v and %v", r, i, idsF[i], idsR[keys-1-i])
+			}
 		}
 	}
 }

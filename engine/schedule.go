@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 	"unsafe"
@@ -80,45 +79,25 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 			Headers: r.Headers, Body: r.Body, Origin: r.Origin}
 		if r.IdempotencyKey != "" {
 			keyed = true
-			msgs[i].Headers = append(slices.Clip(r.Headers), message.Header{Key: []byte(IdempotencyHeader), Value: []byte(r.IdempotencyKey)},
-				message.Header{Key: []byte(IdempotencyTimeHeader), Value: strconv.AppendInt(nil, now.UnixMilli(), 10)})
 		}
+	}
+	var iks []string
+	if keyed {
+		iks = keyHeaders(reqs, msgs, now)
 	}
 	ids := make([]message.ID, len(reqs))
 	// skip[i]: not appended; its ID is a stored one, or that of an
 	// earlier request of the batch with the same key (sameAs).
 	var skip []bool
 	var sameAs map[int]int
-	var claims []keyClaim
 	if keyed && e.keys != nil {
-		skip = make([]bool, len(reqs))
-		sameAs = map[int]int{}
-		first := map[string]int{}
-		defer func() {
-			for _, c := range claims {
-				e.keys.settle(c.ik, ids[c.i], err == nil)
-			}
-		}()
-		for i := range reqs {
-			if reqs[i].IdempotencyKey == "" {
-				continue
-			}
-			ik := indexKey(reqs[i].Topic, reqs[i].IdempotencyKey)
-			if j, ok := first[ik]; ok {
-				skip[i], sameAs[i] = true, j
-				continue
-			}
-			first[ik] = i
-			key, id, found, cerr := e.keys.claim(ctx, ik)
-			if cerr != nil {
-				return nil, cerr
-			}
-			if found {
-				skip[i], ids[i] = true, id
-				continue
-			}
-			claims = append(claims, keyClaim{key, i})
+		kr := keyResults{skip: make([]bool, len(reqs)), sameAs: map[int]int{}}
+		b, cerr := e.keys.claimBatch(ctx, iks, ids, &kr)
+		defer func() { e.keys.settleBatch(b, ids, err == nil) }()
+		if cerr != nil {
+			return nil, cerr
 		}
+		skip, sameAs = kr.skip, kr.sameAs
 	}
 	size, n := 0, 0
 	for i := range msgs {
@@ -174,6 +153,45 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 		ids[i] = ids[j]
 	}
 	return ids, nil
+}
+
+// The stored headers of a key: their names, shared by every message.
+var (
+	idempotencyName     = []byte(IdempotencyHeader)
+	idempotencyTimeName = []byte(IdempotencyTimeHeader)
+)
+
+// keyHeaders adds the idempotency headers to the messages of the requests
+// that carry a key (their time: now), and returns each request's index
+// key ("" for none). The headers of all messages share one allocation,
+// the keys another; a header's value points into its request.
+func keyHeaders(reqs []Request, msgs []message.Message, now time.Time) []string {
+	at := strconv.AppendInt(nil, now.UnixMilli(), 10) // one value for the batch
+	nh, nk := 0, 0
+	for i := range reqs {
+		if r := &reqs[i]; r.IdempotencyKey != "" {
+			nh += len(r.Headers) + 2
+			nk += len(r.Topic) + 1 + len(r.IdempotencyKey)
+		}
+	}
+	hs := make([]message.Header, 0, nh)
+	text := make([]byte, 0, nk)
+	iks := make([]string, len(reqs))
+	for i := range reqs {
+		r := &reqs[i]
+		if r.IdempotencyKey == "" {
+			continue
+		}
+		key := unsafe.Slice(unsafe.StringData(r.IdempotencyKey), len(r.IdempotencyKey)) // read only
+		start := len(hs)
+		hs = append(append(hs, r.Headers...), message.Header{Key: idempotencyName, Value: key},
+			message.Header{Key: idempotencyTimeName, Value: at})
+		msgs[i].Headers = hs[start:len(hs):len(hs)]
+		start = len(text)
+		text = append(append(append(text, r.Topic...), 0), r.IdempotencyKey...) // indexKey's form; within capacity
+		iks[i] = unsafe.String(&text[start], len(text)-start)
+	}
+	return iks
 }
 
 // tooFar is ScheduleBatch's error for message i, due at at.

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"slices"
+	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,8 +28,21 @@ func processCPU() time.Duration {
 // segment, which the timer waits for. cpu-µs/msg is the process's CPU
 // time per message, the figure that other loads on the machine disturb
 // least; the server's RPC stack adds its own (server.BenchmarkScheduleBatchRPC).
-func BenchmarkScheduleBatch(b *testing.B) {
-	e, err := Open(Options{Dir: b.TempDir(), Sink: SinkFunc(func(context.Context, string, []Delivery) error { return nil }), Fsync: commitlog.SyncNone})
+func BenchmarkScheduleBatch(b *testing.B) { benchScheduleBatch(b, false) }
+
+// BenchmarkScheduleBatchKeyed is BenchmarkScheduleBatch with an
+// idempotency key on every message, each key new (peerbench's drivers
+// send every message's ID as its key), under the server's default
+// idempotency window: the key index's claims and settles, and the
+// catalog's staging and commits at reput's checkpoints.
+func BenchmarkScheduleBatchKeyed(b *testing.B) { benchScheduleBatch(b, true) }
+
+func benchScheduleBatch(b *testing.B, keyed bool) {
+	opts := Options{Dir: b.TempDir(), Sink: SinkFunc(func(context.Context, string, []Delivery) error { return nil }), Fsync: commitlog.SyncNone}
+	if keyed {
+		opts.IdempotencyWindow = 10 * time.Minute // the server's default
+	}
+	e, err := Open(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,8 +58,16 @@ func BenchmarkScheduleBatch(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := processCPU()
+	var next atomic.Uint64
 	b.RunParallel(func(pb *testing.PB) {
+		reqs := slices.Clone(reqs)
 		for pb.Next() {
+			if keyed {
+				n := next.Add(uint64(len(reqs))) - uint64(len(reqs))
+				for i := range reqs {
+					reqs[i].IdempotencyKey = strconv.FormatUint(n+uint64(i), 10)
+				}
+			}
 			if _, err := e.ScheduleBatch(context.Background(), reqs); err != nil {
 				b.Error(err)
 				return
