@@ -73,7 +73,7 @@ type Catalog struct {
 // Open opens (creating if needed) the catalog file at path. A damaged file
 // is a *segfile.CorruptionError.
 func Open(path string) (*Catalog, error) {
-	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := bolt.Open(path, 0o644, &bolt.Options{Timeout: 5 * time.Second, InitialMmapSize: initialMmap})
 	if err != nil {
 		if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrChecksum) || errors.Is(err, berrors.ErrVersionMismatch) {
 			return nil, &segfile.CorruptionError{Path: path, Offset: -1, Err: err}
@@ -465,3 +465,14 @@ func Verify(path string) ([]error, error) {
 	})
 	return found, err
 }
+
+// initialMmap is the size of the catalog's first mapping of its file.
+// bbolt maps the file afresh each time it outgrows the mapping, and before
+// it does, it copies every key and value the open write transaction
+// touched out of the old mapping onto the heap: while a catalog grows to
+// its first gigabyte, a commit of a checkpoint's keys did that several
+// times. A mapping past the file's end costs address space only (nothing
+// is read or resident until used; the file grows as bbolt writes). On a
+// 32-bit platform, where a gigabyte of address space is dear, bbolt's
+// own growth applies.
+const initialMmap = 1 << 30 * int(^uint(0)>>63)
