@@ -2,12 +2,16 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/hourglassmq/hourglass/commitlog"
 )
@@ -28,18 +32,30 @@ func processCPU() time.Duration {
 // segment, which the timer waits for. cpu-µs/msg is the process's CPU
 // time per message, the figure that other loads on the machine disturb
 // least; the server's RPC stack adds its own (server.BenchmarkScheduleBatchRPC).
-func BenchmarkScheduleBatch(b *testing.B) { benchScheduleBatch(b, false) }
+func BenchmarkScheduleBatch(b *testing.B) { benchScheduleBatch(b, noKeys) }
+
+// The idempotency keys of a benchmark's messages.
+const (
+	noKeys     = iota
+	indexKeys  // each message's index in decimal, as peerbench's drivers send
+	randomKeys // 32 random-looking hex digits, as a UUID a producer makes
+)
 
 // BenchmarkScheduleBatchKeyed is BenchmarkScheduleBatch with an
 // idempotency key on every message, each key new (peerbench's drivers
 // send every message's ID as its key), under the server's default
 // idempotency window: the key index's claims and settles, and the
 // catalog's staging and commits at reput's checkpoints.
-func BenchmarkScheduleBatchKeyed(b *testing.B) { benchScheduleBatch(b, true) }
+func BenchmarkScheduleBatchKeyed(b *testing.B) { benchScheduleBatch(b, indexKeys) }
 
-func benchScheduleBatch(b *testing.B, keyed bool) {
+// BenchmarkScheduleBatchRandomKeys is BenchmarkScheduleBatchKeyed with
+// keys in no order (a hash of the index in hex, as long as a UUID): the
+// catalog's writes land all over its key space, not at its end.
+func BenchmarkScheduleBatchRandomKeys(b *testing.B) { benchScheduleBatch(b, randomKeys) }
+
+func benchScheduleBatch(b *testing.B, keys int) {
 	opts := Options{Dir: b.TempDir(), Sink: SinkFunc(func(context.Context, string, []Delivery) error { return nil }), Fsync: commitlog.SyncNone}
-	if keyed {
+	if keys != noKeys {
 		opts.IdempotencyWindow = 10 * time.Minute // the server's default
 	}
 	e, err := Open(opts)
@@ -62,10 +78,10 @@ func benchScheduleBatch(b *testing.B, keyed bool) {
 	b.RunParallel(func(pb *testing.PB) {
 		reqs := slices.Clone(reqs)
 		for pb.Next() {
-			if keyed {
+			if keys != noKeys {
 				n := next.Add(uint64(len(reqs))) - uint64(len(reqs))
 				for i := range reqs {
-					reqs[i].IdempotencyKey = strconv.FormatUint(n+uint64(i), 10)
+					reqs[i].IdempotencyKey = benchKey(keys, n+uint64(i))
 				}
 			}
 			if _, err := e.ScheduleBatch(context.Background(), reqs); err != nil {
@@ -84,4 +100,16 @@ func benchScheduleBatch(b *testing.B, keyed bool) {
 	msgs := b.N * len(reqs)
 	b.ReportMetric(float64(processCPU()-cpu)/float64(time.Microsecond)/float64(msgs), "cpu-µs/msg")
 	b.ReportMetric(float64(msgs)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// benchKey is message n's key of the given kind.
+func benchKey(kind int, n uint64) string {
+	if kind == indexKeys {
+		return strconv.FormatUint(n, 10)
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], n)
+	binary.BigEndian.PutUint64(b[8:], xxhash.Sum64(b[:8]))
+	binary.BigEndian.PutUint64(b[:8], xxhash.Sum64(b[8:]))
+	return hex.EncodeToString(b[:])
 }
