@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/hourglassmq/hourglass/cluster"
+	"github.com/hourglassmq/hourglass/cluster/jsqueue"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/message"
 )
@@ -74,10 +75,11 @@ func TestClusterConsume(t *testing.T) {
 				if got := m.ReceivedAt.AsTime(); got.Before(m.DeliverAt.AsTime()) {
 					t.Errorf("%s handed out at %v, before its time %v", m.Id, got, m.DeliverAt.AsTime())
 				}
-				// A cluster lease starts 20 ms before the message arrived
-				// (JetStream's AckWait starts when it sends; CLUSTER.md).
-				if l := m.LeaseExpiresAt.AsTime().Sub(m.ReceivedAt.AsTime()); l != lease-20*time.Millisecond {
-					t.Errorf("%s leased for %v, want %v less 20 ms", m.Id, l, lease)
+				// A cluster lease starts jsqueue.DeliveryMargin before the
+				// message arrived (JetStream's AckWait starts when it sends;
+				// CLUSTER.md).
+				if l := m.LeaseExpiresAt.AsTime().Sub(m.ReceivedAt.AsTime()); l != lease-jsqueue.DeliveryMargin {
+					t.Errorf("%s leased for %v, want %v less %v", m.Id, l, lease, jsqueue.DeliveryMargin)
 				}
 			}
 			out = append(out, res.Msg.Messages...)

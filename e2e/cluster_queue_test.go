@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/hourglassmq/hourglass/cluster/jsqueue"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
@@ -125,10 +126,11 @@ func TestClusterQueueManage(t *testing.T) {
 	ids := schedule(a, 3)
 	got := map[string]*hourglassv1.Message{}
 	for _, m := range receive(b, "work", 3) {
-		// A cluster lease starts 20 ms before the message arrived
-		// (JetStream's AckWait starts when it sends; CLUSTER.md).
-		if l := m.LeaseExpiresAt.AsTime().Sub(m.ReceivedAt.AsTime()); l != lease-20*time.Millisecond {
-			t.Errorf("%s leased for %v, want the policy's %v less 20 ms", m.Id, l, lease)
+		// A cluster lease starts jsqueue.DeliveryMargin before the
+		// message arrived (JetStream's AckWait starts when it sends;
+		// CLUSTER.md).
+		if l := m.LeaseExpiresAt.AsTime().Sub(m.ReceivedAt.AsTime()); l != lease-jsqueue.DeliveryMargin {
+			t.Errorf("%s leased for %v, want the policy's %v less %v", m.Id, l, lease, jsqueue.DeliveryMargin)
 		}
 		got[m.Id] = m
 	}

@@ -88,7 +88,7 @@ func TestPolicy(t *testing.T) {
 	ids := e.deliver("pol", "p")
 	for attempt := range 2 {
 		m := receive(t, b, "pol", 1, 5*time.Second)[0]
-		if l := m.LeaseUntil.Sub(m.ReceivedAt); l != 1500*time.Millisecond-deliveryMargin {
+		if l := m.LeaseUntil.Sub(m.ReceivedAt); l != 1500*time.Millisecond-DeliveryMargin {
 			t.Errorf("leased for %v on the other node, want the policy's 1.5s", l)
 		}
 		if err := b.NackReceipt(ctxT(t), "pol", m.Receipt, queue.NackOptions{Reason: "no"}); err != nil {
@@ -124,7 +124,7 @@ func TestPolicy(t *testing.T) {
 	if got[0].ID != ids[0] || got[1].ID != ids[1] {
 		t.Errorf("after resume: %v %v, want %v", got[0].ID, got[1].ID, ids)
 	}
-	if l := got[0].LeaseUntil.Sub(got[0].ReceivedAt); l != 5*time.Second-deliveryMargin {
+	if l := got[0].LeaseUntil.Sub(got[0].ReceivedAt); l != 5*time.Second-DeliveryMargin {
 		t.Errorf("lease back to the default: %v, want the node's 5s", l)
 	}
 	if set, _, _ := a.Policy(ctxT(t), "pol"); set != (queue.Policy{}) {

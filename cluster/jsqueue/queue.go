@@ -539,11 +539,11 @@ var hidden = map[string]bool{
 // (Nats-*, reserved by NATS) and hidden.
 func hiddenHeader(k string) bool { return hidden[k] || strings.HasPrefix(k, "Nats-") }
 
-// deliveryMargin bounds how long a delivery takes from the NATS server
+// DeliveryMargin bounds how long a delivery takes from the NATS server
 // to this node: a lease is taken to start that much before the message
 // arrived (toMessage), so a receipt acts only while JetStream's AckWait,
 // which starts when the server sends, has not ended.
-const deliveryMargin = 20 * time.Millisecond
+const DeliveryMargin = 20 * time.Millisecond
 
 // toMessage turns a delivered message into what Receive hands out; false
 // if it was dead-lettered instead (or could not be, and waits for its
@@ -563,9 +563,9 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 	}
 	base, _ := strconv.ParseUint(m.Header.Get(sink.HeaderAttempt), 10, 32)
 	// JetStream starts AckWait when it sends the message, before it
-	// arrives here: the lease is taken to start deliveryMargin earlier,
+	// arrives here: the lease is taken to start DeliveryMargin earlier,
 	// so the receipt stops acting before JetStream can hand it out again.
-	start := got.Add(-deliveryMargin)
+	start := got.Add(-DeliveryMargin)
 	out := queue.Message{
 		Topic:      c.topic,
 		Body:       m.Data,

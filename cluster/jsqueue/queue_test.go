@@ -155,7 +155,7 @@ func TestReceiveAckOnAnotherNode(t *testing.T) {
 		if len(m.Headers) != 1 || string(m.Headers[0].Key) != "X-Order" || string(m.Headers[0].Value) != string(m.Body) {
 			t.Errorf("message %d headers %v, want only the producer's X-Order", i, m.Headers)
 		}
-		if lease := m.LeaseUntil.Sub(m.ReceivedAt); lease != 5*time.Second-deliveryMargin {
+		if lease := m.LeaseUntil.Sub(m.ReceivedAt); lease != 5*time.Second-DeliveryMargin {
 			t.Errorf("message %d leased for %v, want the consumer's AckWait 5s less the delivery margin", i, lease)
 		}
 	}
