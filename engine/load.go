@@ -406,6 +406,14 @@ func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, j
 		log.Error("engine: damaged schedule entries partly rebuilt: reading the commitlog failed", append(args, "rebuilt", n, "read_err", err)...)
 		return
 	}
+	if n == 0 {
+		// The damaged region held entries, and the commitlog has none of
+		// them: an earlier repair lost that span (a repaired commitlog
+		// starts past it, with nothing in its place).
+		log.Error("engine: damaged schedule entries skipped and lost: the commitlog holds no record of this bucket between their neighbours' seqs, so their messages that were not delivered before are lost",
+			append(args, "lost_seqs_after", lo, "lost_seqs_before", hi)...)
+		return
+	}
 	log.Error("engine: damaged schedule entries skipped; rebuilt from the commitlog", append(args, "seqs_after", lo, "seqs_before", hi, "rebuilt", n)...)
 }
 

@@ -727,3 +727,23 @@ func TestDamageAllowanceLostCancels(t *testing.T) {
 		})
 	}
 }
+
+// A schedule entry whose commitlog span an earlier repair reported lost
+// cannot be rebuilt from the commitlog, even when a new first segment
+// starts at offset 0 again; a span of a queue log, or a repair the
+// harness undid, says nothing about it.
+func TestLostFromCommitlog(t *testing.T) {
+	dir := t.TempDir()
+	cl := filepath.Join(dir, "commitlog", "00000000000000000000.log")
+	ql := filepath.Join(dir, "queue", "topics", "t", "log", "00000000000000000000.log")
+	evs := []DamageEvent{
+		{Repair: &RepairResult{Lost: []LostSpan{{File: ql, From: 0, To: 1000}}}},
+		{Repair: &RepairResult{Lost: []LostSpan{{File: cl, From: 0, To: 500}}}, Undone: true},
+		{Repair: &RepairResult{Lost: []LostSpan{{File: cl, From: 100, To: 200}}}},
+	}
+	for seq, want := range map[int64]bool{50: false, 100: true, 199: true, 200: false, 700: false} {
+		if got := lostFromCommitlog(evs, seq, dir); got != want {
+			t.Errorf("seq %d: lost %v, want %v", seq, got, want)
+		}
+	}
+}

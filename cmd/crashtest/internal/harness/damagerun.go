@@ -66,7 +66,8 @@ func (r *runner) damage(cycle int) string {
 	ev.At, ev.Held = time.Now(), a.held
 	if kind == DSchedFlip && len(ev.Held.Seqs) > 0 {
 		// Whether the commitlog can rebuild the entry.
-		ev.CommitlogHolds = ev.Held.Seqs[0] >= firstCommitlogOffset(r.dataDir)
+		seq := ev.Held.Seqs[0]
+		ev.CommitlogHolds = seq >= firstCommitlogOffset(r.dataDir) && !lostFromCommitlog(d.events, seq, r.dataDir)
 	}
 	d.pending = a
 	d.events = append(d.events, ev)
@@ -75,6 +76,24 @@ func (r *runner) damage(cycle int) string {
 		where = fmt.Sprintf(" byte %d (^%#02x; the record: %s)", plan.Offset, plan.Mask, a.held)
 	}
 	return fmt.Sprintf("; damage %s %s%s", kind, ev.Rel, where)
+}
+
+// lostFromCommitlog reports whether an earlier repair (of evs) reported
+// the commitlog span holding offset seq lost. After a deleted commitlog
+// is repaired, a new first segment may start at offset 0 again without
+// holding what the deleted ones held, so the file names alone do not say.
+func lostFromCommitlog(evs []DamageEvent, seq int64, dataDir string) bool {
+	for _, e := range evs {
+		if e.Repair == nil || e.Undone {
+			continue
+		}
+		for _, sp := range e.Repair.Lost {
+			if log, _ := logOf(sp.File, dataDir); log == "commitlog" && seq >= sp.From && seq < sp.To {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // firstCommitlogOffset returns the offset of the first commitlog segment
