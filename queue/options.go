@@ -86,6 +86,10 @@ type Options struct {
 	// Fsync is the durability policy of every queue and ack log; default
 	// always: Deliver and Ack return only after an fsync covers them,
 	// shared by concurrent callers of the same topic (group commit).
+	// Under interval Acks return at once and are synced at the interval,
+	// but Deliver still waits for an fsync of the queue log: consumers
+	// see only what it holds durably, and the interval would make every
+	// message up to that much later.
 	Fsync commitlog.SyncPolicy
 	// Reschedule is called by Nack with a delay; settable later with
 	// SetReschedule, because the engine is opened with the queue as its
@@ -143,6 +147,9 @@ type Options struct {
 	// fsync and before the records it covers count as durable (tests hold
 	// an fsync in flight with it).
 	onAckSync func(time.Duration)
+	// syncInterval, if set, replaces commitlog.DefaultSyncInterval for
+	// the logs under SyncInterval (tests make it long).
+	syncInterval time.Duration
 	// HoldReceives keeps Receives from handing anything out until
 	// ReleaseReceives: the owner of the topics' policies sets them first
 	// (a paused topic must not hand out messages at start-up).

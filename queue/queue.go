@@ -493,7 +493,7 @@ func (q *Queue) openTopic(s *slot, name string, create bool) (*topic, error) {
 	}
 	alog, arec, err := commitlog.Open(commitlog.Options{
 		Dir: filepath.Join(dir, "acks"), SegmentSize: q.opts.AckSegmentSize, AllocStep: ackAllocStep, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
-		OnSync: q.opts.onAckSync,
+		OnSync: q.opts.onAckSync, SyncInterval: q.opts.syncInterval,
 	})
 	if err != nil {
 		return nil, damage(name, dir, err)
@@ -517,13 +517,23 @@ func (q *Queue) openTopic(s *slot, name string, create bool) (*topic, error) {
 				"the queue log has no segment files but the ack log names offset %d: the messages delivered to the topic are gone", min)})
 		}
 	}
+	// Consumers see only what the queue log holds durably. Under
+	// SyncInterval its next fsync was up to the interval away, and every
+	// message handed over waited that long to be seen; so the queue log
+	// takes each hand-over with an fsync of its own (shared by the
+	// hand-overs meanwhile, as under SyncAlways). The Schedules' commitlog
+	// and the ack logs keep the interval.
+	qsync := q.opts.Fsync
+	if qsync == commitlog.SyncInterval {
+		qsync = commitlog.SyncAlways
+	}
 	qlog, _, err := commitlog.Open(commitlog.Options{
-		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, AllocStep: queueAllocStep, Sync: q.opts.Fsync, Logger: q.opts.Logger, FallocateFirst: true,
-		MinEnd: r.minEnd(),
+		Dir: filepath.Join(dir, "log"), SegmentSize: q.opts.SegmentSize, AllocStep: queueAllocStep, Sync: qsync, Logger: q.opts.Logger, FallocateFirst: true,
+		SyncInterval: q.opts.syncInterval, MinEnd: r.minEnd(),
 		// Without fsync per append a power loss may take messages the ack
 		// log names (the policy's allowed loss); the skip keeps their
 		// offsets from being used again, which acks would then cover.
-		PadToMinEnd: q.opts.Fsync != commitlog.SyncAlways,
+		PadToMinEnd: qsync != commitlog.SyncAlways,
 	})
 	if err != nil {
 		alog.Close()

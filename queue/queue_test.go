@@ -803,3 +803,29 @@ func TestIntervalWakesReceiveWhenVisible(t *testing.T) {
 		}
 	})
 }
+
+// Under SyncInterval a Deliver does not wait for the interval's next
+// fsync: the messages are receivable, and Deliver returned, with no time
+// passing (under a 1 h interval); an Ack is synced at the interval.
+func TestDeliverUnderIntervalSyncsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQ(t, t.TempDir(), func(o *Options) { o.Fsync, o.syncInterval = commitlog.SyncInterval, time.Hour })
+		defer q.Close()
+		deliver(t, q, "t", "a") // the topic's logs exist, and their syncers sleep out the interval
+		start := time.Now()
+		deliver(t, q, "t", "b", "c")
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Deliver took %v: it waited for the interval's fsync", d)
+		}
+		ms, err := q.Receive(context.Background(), "t", 10, 0, time.Minute)
+		if err != nil || len(ms) != 3 {
+			t.Fatalf("Receive: %d messages, %v; want 3", len(ms), err)
+		}
+		if err := q.AckReceipt(context.Background(), "t", ms[0].Receipt); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Ack took %v under SyncInterval, want no wait", d)
+		}
+	})
+}

@@ -181,7 +181,7 @@ type appendReq struct {
 }
 
 // append appends recs to the queue log and returns once they are durable
-// (under SyncAlways). The first caller appends for everyone queued behind
+// (under SyncAlways and SyncInterval: see openTopic). The first caller appends for everyone queued behind
 // it, in one Append and so one fsync, until the queue is empty.
 func (t *topic) append(recs [][]byte) error {
 	req := &appendReq{recs: recs, done: make(chan struct{})}
@@ -210,12 +210,12 @@ func (t *topic) append(recs [][]byte) error {
 		var err error
 		offs, err = t.log.Append(offs[:0], crecs...)
 		if err == nil {
-			// Receives read only what the log made visible, which under
-			// SyncInterval is after its next fsync: waking them before
-			// would let them find nothing and sleep out their long poll.
-			// Waiting here also keeps Deliver from returning (and the
-			// engine from recording the messages done) before the queue
-			// holds them durably.
+			// Receives read only what the log made visible, after its
+			// fsync (under SyncNone at once): waking them before would let
+			// them find nothing and sleep out their long poll. Waiting
+			// here also keeps Deliver from returning (and the engine from
+			// recording the messages done) before the queue holds them
+			// durably.
 			last := len(offs) - 1
 			err = t.log.WaitVisible(offs[last] + int64(record.Size(len(crecs[last].Payload))))
 		}

@@ -134,7 +134,7 @@ func serveCommand() *cli.Command {
 				Usage:   "load a bucket into memory this `DURATION` before it starts; shorter than --segment-duration"},
 			&cli.StringFlag{Name: "fsync", Value: "always", EnvVars: envVar("fsync"),
 				Usage: "durability `POLICY`: always (answer a producer or consumer only after the fsync that covers it; no loss on a machine crash), " +
-					"interval (fsync every 10 ms; a machine crash loses the last few ms) or none (tests only)"},
+					"interval (fsync every 10 ms; a machine crash loses the last few ms; a due message is still handed to consumers after the fsync of the queue's log, not at the interval) or none (tests only)"},
 			&cli.StringFlag{Name: "max-delay", Value: "10y", EnvVars: envVar("max-delay"),
 				Usage: "refuse messages due further ahead than this `DURATION` (accepts d and y: 30d, 10y)"},
 			&cli.StringFlag{Name: "max-body", Value: "1MiB", EnvVars: envVar("max-body"),
