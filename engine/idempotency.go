@@ -151,8 +151,9 @@ func (k *keyIndex) claimBatch(ctx context.Context, iks []string, ids []message.I
 	k.mu.Lock()
 	now := k.now()
 	k.expireLocked(now)
+	nowNs := now.UnixNano()
 	for i, ik := range iks {
-		if ik != "" && k.claimLocked(b, ik, i, now.UnixNano(), ids, c) != nil {
+		if ik != "" && k.claimLocked(b, ik, i, nowNs, ids, c) != nil {
 			for _, cl := range b.claims {
 				delete(k.ids, cl.ik) // no one saw them: the lock was held throughout
 			}
@@ -229,14 +230,9 @@ func (k *keyIndex) claimLocked(b *keyBatch, ik string, i int, nowNs int64, ids [
 // ID of its request (ids), its window starting now; otherwise the claims
 // are dropped and the Schedules waiting on them try themselves.
 func (k *keyIndex) settleBatch(b *keyBatch, ids []message.ID, ok bool) {
-	k.settleBatchAt(b, ids, ok, k.now())
-}
-
-// settleBatchAt is settleBatch for a batch that arrived at at.
-func (k *keyIndex) settleBatchAt(b *keyBatch, ids []message.ID, ok bool, at time.Time) {
 	k.mu.Lock()
 	if ok {
-		exp := at.Add(k.window).UnixNano()
+		exp := k.now().Add(k.window).UnixNano()
 		for _, cl := range b.claims {
 			k.ids[cl.ik] = keyEntry{id: ids[cl.i], expires: exp}
 			k.order = append(k.order, keyExpiry{cl.ik, exp})
@@ -248,20 +244,6 @@ func (k *keyIndex) settleBatchAt(b *keyBatch, ids []message.ID, ok bool, at time
 	}
 	k.mu.Unlock()
 	close(b.done)
-}
-
-// claim is claimBatch for one key: it returns the stored ID, or a batch
-// the caller must complete with settle.
-func (k *keyIndex) claim(ctx context.Context, ik string) (b *keyBatch, id message.ID, found bool, err error) {
-	ids := make([]message.ID, 1)
-	c := keyResults{skip: make([]bool, 1), sameAs: map[int]int{}}
-	b, err = k.claimBatch(ctx, []string{ik}, ids, &c)
-	return b, ids[0], c.skip[0], err
-}
-
-// settle is settleBatch for a batch of one key (claim's).
-func (k *keyIndex) settle(b *keyBatch, id message.ID, ok bool) {
-	k.settleBatch(b, []message.ID{id}, ok)
 }
 
 // loadLocked adds a key loadKeys read back, for the Schedule of id that

@@ -319,3 +319,17 @@ func TestScheduleBatchOppositeKeyOrders(t *testing.T) {
 		}
 	}
 }
+
+// claim is claimBatch for one key (for tests): it returns the stored ID,
+// or a batch the caller must complete with settle.
+func (k *keyIndex) claim(ctx context.Context, ik string) (b *keyBatch, id message.ID, found bool, err error) {
+	ids := make([]message.ID, 1)
+	c := keyResults{skip: make([]bool, 1), sameAs: map[int]int{}}
+	b, err = k.claimBatch(ctx, []string{ik}, ids, &c)
+	return b, ids[0], c.skip[0], err
+}
+
+// settle is settleBatch for a batch of one key (claim's).
+func (k *keyIndex) settle(b *keyBatch, id message.ID, ok bool) {
+	k.settleBatch(b, []message.ID{id}, ok)
+}
