@@ -2,11 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/record"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/wheel"
 )
@@ -81,6 +84,11 @@ func TestDamagedBucketLoads(t *testing.T) {
 		// before the damage.
 		delivered int
 		damage    func(t *testing.T, sched, done string)
+		// alsoCommitlog, when set, damages the commitlog too, after
+		// damage, given the engine's directory and the messages' IDs.
+		alsoCommitlog func(t *testing.T, dir string, ids []message.ID)
+		// gone: messages (indexes) that are not delivered, with wantAll.
+		gone []int
 		// wantAll: every message not delivered before is delivered once
 		// after; otherwise none is (held).
 		wantAll bool
@@ -104,6 +112,19 @@ func TestDamagedBucketLoads(t *testing.T) {
 				offs, _ := entryOffsets(t, sched)
 				flipByte(t, sched, offs[3]+2) // a length byte: the resync must find the next entry
 				flipByte(t, sched, offs[n-10]+30)
+			}},
+		{name: "flip_in_entry_lost_from_commitlog", wantAll: true, corrupt: true, rebuilt: 0, gone: []int{n / 2},
+			wantLog: "damaged schedule entries skipped and lost",
+			damage: func(t *testing.T, sched, _ string) {
+				offs, _ := entryOffsets(t, sched)
+				flipByte(t, sched, offs[n/2]+20)
+			},
+			// As after a repair that lost the commitlog's span holding it
+			// (the crash harness's --damage found this): the commitlog
+			// has no record of the bucket between the damaged entry's
+			// neighbours.
+			alsoCommitlog: func(t *testing.T, dir string, ids []message.ID) {
+				moveOutOfBucket(t, filepath.Join(dir, "commitlog"), ids[n/2].DeliverAt, fmt.Sprint(n/2))
 			}},
 		{name: "truncated_sched", wantAll: true, corrupt: true, rebuilt: 1, reputMayStop: true,
 			wantLog: "rebuilt from the commitlog",
@@ -181,6 +202,9 @@ func TestDamagedBucketLoads(t *testing.T) {
 				sched := filepath.Join(dir, "schedule", schedulelog.Name(bucket))
 				done := filepath.Join(dir, "schedule", dispatchlog.Name(bucket))
 				tc.damage(t, sched, done)
+				if tc.alsoCommitlog != nil {
+					tc.alsoCommitlog(t, dir, ids)
+				}
 
 				var logs syncBuffer
 				e, err := Open(Options{Dir: dir, Sink: sink, SegmentDuration: 10 * time.Second, PreloadLead: 2 * time.Second,
@@ -213,7 +237,7 @@ func TestDamagedBucketLoads(t *testing.T) {
 				}
 				for i, id := range ids {
 					want := 1
-					if i >= tc.delivered && !tc.wantAll {
+					if i >= tc.delivered && (!tc.wantAll || slices.Contains(tc.gone, i)) {
 						want = 0
 					}
 					if seen[id] != want {
@@ -246,6 +270,40 @@ func TestDamagedBucketLoads(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// moveOutOfBucket finds the commitlog record of the message due at
+// deliverAt with body (topic "t", no headers) in the segment files of dir
+// and moves its deliverAt an hour later, sealing the record again: the
+// commitlog then holds no record of that message's bucket there.
+func moveOutOfBucket(t *testing.T, dir string, deliverAt int64, body string) {
+	t.Helper()
+	payload := message.AppendSchedule(nil, &message.Message{DeliverAt: deliverAt, Topic: []byte("t"), Body: []byte(body)})
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.Index(b, payload)
+		if i < record.HeaderSize || int(binary.LittleEndian.Uint32(b[i-record.HeaderSize:])) != len(payload) {
+			continue
+		}
+		rec := b[i-record.HeaderSize : i+len(payload)+record.TrailerSize]
+		binary.LittleEndian.PutUint64(b[i+1:], uint64(deliverAt+time.Hour.Milliseconds()))
+		record.Seal(rec)
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		found++
+	}
+	if found != 1 {
+		t.Fatalf("found the record of the message due at %d in %d commitlog files, want 1", deliverAt, found)
 	}
 }
 
