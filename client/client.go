@@ -176,7 +176,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 	dopts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes),
-			grpc.ForceCodecV2(vtcodec.GRPC{})),
+			grpc.ForceCodecV2(vtcodec.GRPCShared{})),
 	}
 	if len(md) > 0 {
 		dopts = append(dopts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {

@@ -89,6 +89,31 @@ func (GRPC) Unmarshal(data mem.BufferSlice, v any) error {
 	return m.UnmarshalVT(buf.ReadOnlyData())
 }
 
+// vtAliasing is what vtprotobuf generates with feature unmarshal_unsafe:
+// a decode whose strings and bytes share the input.
+type vtAliasing interface {
+	UnmarshalVTUnsafe([]byte) error
+}
+
+// GRPCShared is GRPC, except that a message decodes from one fresh copy
+// of the received bytes, which its strings and byte fields then share
+// (vtprotobuf's UnmarshalVTUnsafe): one allocation per received message
+// instead of one per string and bytes field, and no pooled buffer to give
+// back. A field kept alone keeps that whole copy alive. The Go client
+// uses it; the server keeps GRPC, as what it keeps of a request (a topic's
+// name in a map, say) would hold the request's bytes.
+type GRPCShared struct{ GRPC }
+
+var _ encoding.CodecV2 = GRPCShared{}
+
+// Unmarshal implements encoding.CodecV2.
+func (GRPCShared) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(vtAliasing); ok {
+		return m.UnmarshalVTUnsafe(data.Materialize())
+	}
+	return GRPC{}.Unmarshal(data, v)
+}
+
 // Connect is a connect-go codec for the binary protocol; give it with
 // connect.WithCodec.
 type Connect struct{}

@@ -60,6 +60,42 @@ func TestSameBytes(t *testing.T) {
 		if err := (Connect{}).Unmarshal(want, back); err != nil || !proto.Equal(back, m) {
 			t.Errorf("%T: Connect read back %v, %v", m, back, err)
 		}
+		back = m.ProtoReflect().New().Interface()
+		if err := (GRPCShared{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(want)}, back); err != nil || !proto.Equal(back, m) {
+			t.Errorf("%T: GRPCShared read back %v, %v", m, back, err)
+		}
+	}
+}
+
+// TestSharedOwnsItsCopy: grpc-go reuses the buffers a message arrived in
+// once Unmarshal returns, so a message GRPCShared decoded must not share
+// them: it is unchanged after they are overwritten.
+func TestSharedOwnsItsCopy(t *testing.T) {
+	at := timestamppb.New(time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC))
+	m := &hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: &hourglassv1.ReceiveResponse{Messages: []*hourglassv1.Message{
+		{Id: "0123456789abcdef0123456789abcdef", Topic: "orders", Body: bytes.Repeat([]byte("b"), 40<<10), DeliverAt: at, Receipt: "r.1",
+			Headers: []*hourglassv1.Header{{Key: "k", Value: "v"}}},
+		{Id: "fedcba9876543210fedcba9876543210", Topic: "orders", Body: []byte("second"), Receipt: "r.2"},
+	}}}}
+	want, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, piece := range []int{16 << 10, len(want)} { // in pieces, and in one buffer
+		var in mem.BufferSlice
+		for b := bytes.Clone(want); len(b) > 0; b = b[min(len(b), piece):] {
+			in = append(in, mem.SliceBuffer(b[:min(len(b), piece)]))
+		}
+		back := &hourglassv1.ConsumeResponse{}
+		if err := (GRPCShared{}).Unmarshal(in, back); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range in {
+			clear(b.ReadOnlyData())
+		}
+		if !proto.Equal(back, m) {
+			t.Errorf("%d buffers: the message changed when the buffers it arrived in were overwritten: %v", len(in), back)
+		}
 	}
 }
 
@@ -90,6 +126,31 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 			// Unknown fields are left out: the server never reads them, and
 			// vtprotobuf drops those of the well-known Timestamp.
+			if libErr == nil && vtErr == nil && !proto.Equal(known(lib), known(vt)) {
+				t.Fatalf("%T: library %v, vtprotobuf %v", m, lib, vt)
+			}
+		}
+	})
+}
+
+// FuzzUnmarshalShared holds GRPCShared's decoders of what the client
+// reads (vtprotobuf's UnmarshalVTUnsafe) to the protobuf library's, as
+// FuzzUnmarshal does for the server's requests.
+func FuzzUnmarshalShared(f *testing.F) {
+	for _, m := range samples() {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range []proto.Message{&hourglassv1.ConsumeResponse{}, &hourglassv1.ReceiveResponse{}, &hourglassv1.ScheduleBatchResponse{},
+			&hourglassv1.ScheduleStreamResponse{}, &hourglassv1.ScheduleResponse{}, &hourglassv1.AckBatchResponse{}} {
+			lib := m.ProtoReflect().New().Interface()
+			libErr := proto.Unmarshal(b, lib)
+			vt := m.ProtoReflect().New().Interface()
+			vtErr := GRPCShared{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(bytes.Clone(b))}, vt)
+			if libErr == nil && vtErr != nil && !strings.Contains(vtErr.Error(), "wrong wireType") {
+				t.Fatalf("%T: the library accepts it, vtprotobuf says %v", m, vtErr)
+			}
 			if libErr == nil && vtErr == nil && !proto.Equal(known(lib), known(vt)) {
 				t.Fatalf("%T: library %v, vtprotobuf %v", m, lib, vt)
 			}
@@ -153,5 +214,42 @@ func TestPoolReuse(t *testing.T) {
 				t.Fatalf("round %d, message of %d bytes: read back unequal (%v)", round, len(want[i]), err)
 			}
 		}
+	}
+}
+
+// BenchmarkUnmarshalConsume decodes a ConsumeResponse of 100 messages of
+// 256 bytes with an ID, a receipt, two headers and three times each, as
+// received (16 KiB pieces), with GRPC and with GRPCShared.
+func BenchmarkUnmarshalConsume(b *testing.B) {
+	at := timestamppb.New(time.Date(2030, 1, 2, 9, 0, 0, 0, time.UTC))
+	rr := &hourglassv1.ReceiveResponse{}
+	for i := range 100 {
+		rr.Messages = append(rr.Messages, &hourglassv1.Message{Id: "0123456789abcdef0123456789abcdef", OriginId: "0123456789abcdef0123456789abcdef",
+			Topic: "orders", Body: bytes.Repeat([]byte{byte(i)}, 256), DeliverAt: at, ReceivedAt: at, LeaseExpiresAt: at,
+			Receipt: "0123456789abcdef0123456789abcdef.1f", Headers: []*hourglassv1.Header{{Key: "hourglass-idempotency-key", Value: "msg-000123"}, {Key: "hourglass-idempotency-at", Value: "1700000000000"}}})
+	}
+	want, err := proto.Marshal(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: rr}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var in mem.BufferSlice
+	for p := want; len(p) > 0; p = p[min(len(p), 16<<10):] {
+		in = append(in, mem.SliceBuffer(p[:min(len(p), 16<<10)]))
+	}
+	for _, c := range []struct {
+		name  string
+		codec interface {
+			Unmarshal(mem.BufferSlice, any) error
+		}
+	}{{"GRPC", GRPC{}}, {"GRPCShared", GRPCShared{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m := &hourglassv1.ConsumeResponse{}
+				if err := c.codec.Unmarshal(in, m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
