@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -30,7 +31,13 @@ func (s *recordSink) Deliver(_ context.Context, _ string, batch []engine.Deliver
 	for _, d := range batch {
 		if s.got[d.ID] == 0 {
 			s.at[d.ID] = now
-			s.hdrs[d.ID] = d.Message.Headers
+			// A Delivery's Message is valid only during the call (the
+			// engine reuses its bytes): keep a copy.
+			hs := make([]message.Header, len(d.Message.Headers))
+			for i, h := range d.Message.Headers {
+				hs[i] = message.Header{Key: bytes.Clone(h.Key), Value: bytes.Clone(h.Value)}
+			}
+			s.hdrs[d.ID] = hs
 		}
 		s.got[d.ID]++
 	}
