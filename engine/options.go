@@ -35,8 +35,11 @@ const (
 
 // Delivery is one due message handed to a Sink.
 type Delivery struct {
-	ID      message.ID
-	Message *message.Message // valid only during the Deliver call
+	ID message.ID
+	// Message is valid only during the Deliver call: its slices point into
+	// a buffer the engine reuses for later batches. A Sink that keeps
+	// anything past the call copies it.
+	Message *message.Message
 }
 
 // Sink receives due messages. Deliver is called with due messages of one
