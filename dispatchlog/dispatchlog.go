@@ -72,6 +72,9 @@ const (
 	PayloadSize = 9
 	// RecordSize is the framed size of a done-record.
 	RecordSize = PayloadSize + record.Overhead
+	// MaxSeq is the largest seq a done-record may name: seqs are commitlog
+	// offsets, and readers pack a seq and its reason in one word.
+	MaxSeq = 1<<61 - 1
 )
 
 // Magic starts every dispatch log. Part of the on-disk format.
@@ -250,8 +253,8 @@ func (w *Writer) appendLocked(recs []Done) error {
 		return ErrClosed
 	}
 	for _, r := range recs {
-		if !r.Reason.Valid() || (r.Reason.Marker() && r.Seq != 0) {
-			return fmt.Errorf("%w: %d for seq %d (want 1 delivered, 2 cancelled, 3 dead-lettered, 6 rescheduled, or the markers 4 lost and 5 recovered, with seq 0)", ErrBadReason, r.Reason, r.Seq)
+		if !r.Reason.Valid() || (r.Reason.Marker() && r.Seq != 0) || r.Seq > MaxSeq {
+			return fmt.Errorf("%w: %d for seq %d (seqs up to %d; want 1 delivered, 2 cancelled, 3 dead-lettered, 6 rescheduled, or the markers 4 lost and 5 recovered, with seq 0)", ErrBadReason, r.Reason, r.Seq, uint64(MaxSeq))
 		}
 	}
 	if len(recs) == 0 {
@@ -348,7 +351,7 @@ func decodeDone(rec record.Record) (Done, error) {
 		return Done{}, fmt.Errorf("%w: type %#x, flags %#x, %d payload bytes", ErrBadRecord, rec.Type, rec.Flags, len(rec.Payload))
 	}
 	d := Done{Seq: binary.LittleEndian.Uint64(rec.Payload), Reason: Reason(rec.Payload[8])}
-	if !d.Reason.Valid() || (d.Reason.Marker() && d.Seq != 0) {
+	if !d.Reason.Valid() || (d.Reason.Marker() && d.Seq != 0) || d.Seq > MaxSeq {
 		return Done{}, fmt.Errorf("%w: reason %d, seq %d", ErrBadRecord, d.Reason, d.Seq)
 	}
 	return d, nil

@@ -71,7 +71,7 @@ func checkLoad(t testing.TB, path string, recs []Done) {
 		t.Fatalf("Load: %v", err)
 	}
 	seqs, wantC := expect(recs)
-	if got := slices.Collect(set.All()); !slices.Equal(got, seqs) || set.Len() != len(seqs) {
+	if got := slices.Collect(set.Seqs()); !slices.Equal(got, seqs) || set.Len() != len(seqs) {
 		t.Fatalf("Load: %d seqs (Len %d), want %d", len(got), set.Len(), len(seqs))
 	}
 	if c != wantC {
@@ -94,7 +94,7 @@ func TestAppendLoad(t *testing.T) {
 		{"duplicate_seq", [][]Done{{{7, Delivered}}, {{7, Delivered}, {7, Cancelled}}}},
 		{"batch", [][]Done{dones(1000, 1, 1)}},
 		{"unsorted_random_with_dups", [][]Done{random[:1000], random[1000:]}},
-		{"max_seq", [][]Done{{{0, Delivered}, {^uint64(0), Cancelled}}}},
+		{"max_seq", [][]Done{{{0, Delivered}, {MaxSeq, Cancelled}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -152,6 +152,7 @@ func TestAppendRejects(t *testing.T) {
 		{"reason_zero", []Done{{1, 0}}, ErrBadReason},
 		{"reason_7", []Done{{1, 7}}, ErrBadReason},
 		{"marker_with_seq", []Done{{1, Lost}}, ErrBadReason},
+		{"seq_too_large", []Done{{MaxSeq + 1, Delivered}}, ErrBadReason},
 		{"bad_reason_in_batch", []Done{{1, Delivered}, {2, 200}}, ErrBadReason},
 	}
 	for _, tt := range tests {

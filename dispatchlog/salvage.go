@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 
 	"github.com/hourglassmq/hourglass/record"
 	"github.com/hourglassmq/hourglass/segfile"
@@ -99,7 +98,7 @@ func salvage(path string, keep bool) (Salvage, []Done, error) {
 			if d, err = decodeDone(rec); err == nil {
 				s.Counts.add(d.Reason)
 				if !d.Reason.Marker() {
-					seqs = append(seqs, d.Seq)
+					seqs = append(seqs, pack(d.Seq, d.Reason))
 					if keep {
 						recs = append(recs, d)
 					}
@@ -127,8 +126,7 @@ func salvage(path string, keep bool) (Salvage, []Done, error) {
 			Err: &segfile.CorruptionError{Path: path, Offset: size,
 				Err: fmt.Errorf("%w (hint %d, file size %d)", segfile.ErrHintBeyondEOF, hint, size)}})
 	}
-	slices.Sort(seqs)
-	s.Set = &Set{sorted: slices.Compact(seqs)}
+	s.Set = setOf(seqs)
 	s.Lost = s.Counts.Lost
 	return s, recs, nil
 }

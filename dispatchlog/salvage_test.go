@@ -74,7 +74,7 @@ func TestLoadSalvage(t *testing.T) {
 					want = append(want, r.Seq)
 				}
 			}
-			if got := slices.Collect(s.Set.All()); !slices.Equal(got, want) {
+			if got := slices.Collect(s.Set.Seqs()); !slices.Equal(got, want) {
 				t.Errorf("set %v, want %v", got, want)
 			}
 			if s.Damaged() != tc.damaged || s.Torn != tc.torn || s.Missing {
@@ -145,7 +145,7 @@ func FuzzLoadSalvage(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for seq := range s.Set.All() {
+		for seq := range s.Set.Seqs() {
 			if seq < 1000 || seq >= 1016 {
 				t.Fatalf("seq %d was never written", seq)
 			}

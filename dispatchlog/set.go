@@ -1,6 +1,7 @@
 package dispatchlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -45,42 +46,73 @@ func (c *Counts) add(r Reason) {
 	}
 }
 
-// Set is a compact set of done seqs: 8 bytes per seq in a sorted slice,
-// plus a small sorted tail for seqs added while the bucket is loaded. The
-// zero value is an empty set. It is not safe for concurrent use: the
-// goroutine that owns the wheel owns it.
+// Set is a compact set of done seqs, each with the reason of its first
+// done-record: 8 bytes per seq (the seq and its reason packed in one
+// word) in a sorted slice, plus a small sorted tail for seqs added while
+// the bucket is loaded. The zero value is an empty set. It is not safe for
+// concurrent use: its owner (the engine's driver, or a reader of one log)
+// serializes the calls.
 type Set struct {
-	sorted []uint64 // ascending, unique
-	tail   []uint64 // ascending, unique, disjoint from sorted; merged into sorted when it grows past tailLimit
+	sorted []uint64 // packed, ascending by seq, one per seq
+	tail   []uint64 // packed, ascending by seq, disjoint from sorted; merged into sorted when it grows past tailLimit
+}
+
+// pack packs a done-record into one word: seqs are commitlog offsets, far
+// below 2^61, and reasons fit in 3 bits.
+func pack(seq uint64, r Reason) uint64 { return seq<<3 | uint64(r&7) }
+
+func cmpSeq(p, seq uint64) int { return cmp.Compare(p>>3, seq) }
+
+// find returns the packed word of seq, if the set holds it.
+func (s *Set) find(seq uint64) (uint64, bool) {
+	if i, ok := slices.BinarySearchFunc(s.sorted, seq, cmpSeq); ok {
+		return s.sorted[i], true
+	}
+	if i, ok := slices.BinarySearchFunc(s.tail, seq, cmpSeq); ok {
+		return s.tail[i], true
+	}
+	return 0, false
 }
 
 // Contains reports whether seq is in the set, in O(log n).
 func (s *Set) Contains(seq uint64) bool {
-	if _, ok := slices.BinarySearch(s.sorted, seq); ok {
-		return true
-	}
-	_, ok := slices.BinarySearch(s.tail, seq)
+	_, ok := s.find(seq)
 	return ok
+}
+
+// Reason returns why seq is done (the reason of its first done-record),
+// and whether the set holds it.
+func (s *Set) Reason(seq uint64) (Reason, bool) {
+	p, ok := s.find(seq)
+	return Reason(p & 7), ok
 }
 
 // Len returns the number of distinct seqs in the set.
 func (s *Set) Len() int { return len(s.sorted) + len(s.tail) }
 
-// Add inserts seq and reports whether it was new. Its amortized cost is
-// O(sqrt n): the tail holds at most about sqrt(n) seqs before a merge.
-func (s *Set) Add(seq uint64) bool {
-	if _, ok := slices.BinarySearch(s.sorted, seq); ok {
+// Add inserts seq with reason r and reports whether it was new; a seq the
+// set holds keeps its first reason. Its amortized cost is O(sqrt n): the
+// tail holds at most about sqrt(n) seqs before a merge.
+func (s *Set) Add(seq uint64, r Reason) bool {
+	if _, ok := slices.BinarySearchFunc(s.sorted, seq, cmpSeq); ok {
 		return false
 	}
-	i, ok := slices.BinarySearch(s.tail, seq)
+	i, ok := slices.BinarySearchFunc(s.tail, seq, cmpSeq)
 	if ok {
 		return false
 	}
-	s.tail = slices.Insert(s.tail, i, seq)
+	s.tail = slices.Insert(s.tail, i, pack(seq, r))
 	if len(s.tail) > tailLimit(len(s.sorted)) {
 		s.merge()
 	}
 	return true
+}
+
+// AddSet adds every seq of o, keeping the reasons s has.
+func (s *Set) AddSet(o *Set) {
+	for seq, r := range o.All() {
+		s.Add(seq, r)
+	}
 }
 
 func tailLimit(n int) int { return max(64, int(math.Sqrt(float64(n)))) }
@@ -102,9 +134,9 @@ func (s *Set) merge() {
 	s.tail = s.tail[:0]
 }
 
-// All yields the seqs in ascending order.
-func (s *Set) All() iter.Seq[uint64] {
-	return func(yield func(uint64) bool) {
+// All yields the seqs in ascending order, each with its reason.
+func (s *Set) All() iter.Seq2[uint64, Reason] {
+	return func(yield func(uint64, Reason) bool) {
 		i, j := 0, 0
 		for i < len(s.sorted) || j < len(s.tail) {
 			var v uint64
@@ -113,11 +145,30 @@ func (s *Set) All() iter.Seq[uint64] {
 			} else {
 				v, j = s.tail[j], j+1
 			}
-			if !yield(v) {
+			if !yield(v>>3, Reason(v&7)) {
 				return
 			}
 		}
 	}
+}
+
+// Seqs yields the seqs in ascending order.
+func (s *Set) Seqs() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for seq := range s.All() {
+			if !yield(seq) {
+				return
+			}
+		}
+	}
+}
+
+// setOf returns the set of packed done-records in file order, keeping the
+// first record of each seq.
+func setOf(packed []uint64) *Set {
+	// Stable: of equal seqs the first in the file stays first.
+	slices.SortStableFunc(packed, func(a, b uint64) int { return cmp.Compare(a>>3, b>>3) })
+	return &Set{sorted: slices.CompactFunc(packed, func(a, b uint64) bool { return a>>3 == b>>3 })}
 }
 
 // Load reads the whole dispatch log at path and returns the set of done seqs
@@ -172,9 +223,8 @@ func Load(path string) (*Set, Counts, error) {
 		}
 		c.add(d.Reason)
 		if !d.Reason.Marker() {
-			seqs = append(seqs, d.Seq)
+			seqs = append(seqs, pack(d.Seq, d.Reason))
 		}
 	}
-	slices.Sort(seqs)
-	return &Set{sorted: slices.Compact(seqs)}, c, nil
+	return setOf(seqs), c, nil
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // TestSetMatchesModel compares Set with a map under random Adds, including
-// the merges of its tail into the sorted part.
+// the merges of its tail into the sorted part: each seq keeps the reason
+// it was first added with.
 func TestSetMatchesModel(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -19,42 +20,47 @@ func TestSetMatchesModel(t *testing.T) {
 		{"empty_base_many", 20_000, 1 << 40, nil},
 		{"dense_with_dups", 20_000, 5_000, nil},
 		{"loaded_base", 5_000, 100_000, []uint64{1, 5, 99, 1000, 50_000}},
-		{"extremes", 10, 3, []uint64{0, ^uint64(0)}},
+		{"extremes", 10, 3, []uint64{0, 1<<61 - 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(tt.n)))
-			s := &Set{sorted: slices.Clone(tt.base)}
-			model := map[uint64]bool{}
+			s := &Set{}
+			model := map[uint64]Reason{}
 			for _, v := range tt.base {
-				model[v] = true
+				s.sorted = append(s.sorted, pack(v, Delivered))
+				model[v] = Delivered
 			}
 			for range tt.n {
 				v := rng.Uint64N(tt.space)
-				if added := s.Add(v); added == model[v] {
-					t.Fatalf("Add(%d) = %v with the seq already present: %v", v, added, model[v])
+				r := []Reason{Delivered, Cancelled, DeadLettered, Rescheduled}[rng.IntN(4)]
+				_, had := model[v]
+				if added := s.Add(v, r); added == had {
+					t.Fatalf("Add(%d) = %v with the seq already present: %v", v, added, had)
 				}
-				model[v] = true
-				if !s.Contains(v) {
-					t.Fatalf("Contains(%d) false right after Add", v)
+				if !had {
+					model[v] = r
+				}
+				if got, ok := s.Reason(v); !ok || got != model[v] {
+					t.Fatalf("Reason(%d) = %v, %v right after Add; want %v (its first)", v, got, ok, model[v])
 				}
 			}
 			if s.Len() != len(model) {
 				t.Fatalf("Len = %d, want %d", s.Len(), len(model))
 			}
-			got := slices.Collect(s.All())
+			got := slices.Collect(s.Seqs())
 			if !slices.IsSorted(got) || len(got) != len(model) {
-				t.Fatalf("All yields %d seqs, sorted %v", len(got), slices.IsSorted(got))
+				t.Fatalf("Seqs yields %d seqs, sorted %v", len(got), slices.IsSorted(got))
 			}
-			for _, v := range got {
-				if !model[v] {
-					t.Fatalf("All yields %d, never added", v)
+			for v, r := range s.All() {
+				if want, ok := model[v]; !ok || want != r {
+					t.Fatalf("All yields %d with %v; the model has %v, %v", v, r, want, ok)
 				}
 			}
 			for range 1000 {
 				v := rng.Uint64N(tt.space)
-				if s.Contains(v) != model[v] {
-					t.Fatalf("Contains(%d) = %v", v, !model[v])
+				if _, want := model[v]; s.Contains(v) != want {
+					t.Fatalf("Contains(%d) = %v", v, !want)
 				}
 			}
 			// Compact: about 8 bytes per seq, never a map or boxed values.
@@ -73,7 +79,7 @@ func TestSetZeroValue(t *testing.T) {
 	for range s.All() {
 		t.Fatal("zero Set yields a seq")
 	}
-	if !s.Add(0) || s.Add(0) || !s.Contains(0) || s.Len() != 1 {
+	if !s.Add(0, Cancelled) || s.Add(0, Delivered) || !s.Contains(0) || s.Len() != 1 {
 		t.Fatal("Add on a zero Set")
 	}
 }
@@ -81,11 +87,12 @@ func TestSetZeroValue(t *testing.T) {
 func BenchmarkSetContains(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	seqs := make([]uint64, 1_000_000)
+	packed := make([]uint64, len(seqs))
 	for i := range seqs {
-		seqs[i] = rng.Uint64()
+		seqs[i] = rng.Uint64N(1 << 61)
+		packed[i] = pack(seqs[i], Delivered)
 	}
-	slices.Sort(seqs)
-	s := &Set{sorted: slices.Compact(seqs)}
+	s := setOf(packed)
 	i := 0
 	for b.Loop() {
 		i++

@@ -10,169 +10,45 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// cancel states answered by tryCancel.
-type cancelState int
-
-const (
-	cancelUnknown cancelState = iota
-	cancelInflight
-	cancelDelivered // delivered (or dead-lettered) while its bucket was loaded
-	// cancelDoneBefore: the dispatch log recorded it done before its
-	// bucket was loaded; the log's record says why (doneReason).
-	cancelDoneBefore
-	cancelRegistered
-	cancelRegisteredUnloaded
-	cancelAgain // an earlier Cancel of the same message cancelled it
-	// cancelWait: an earlier Cancel decided on it and its cancel record is
-	// not durable yet; ask again once that Cancel is answered.
-	cancelWait
-)
-
-func (s cancelState) result() CancelResult {
-	switch s {
-	case cancelInflight, cancelDelivered:
+// resultOf is Cancel's answer for a message in state st.
+func resultOf(st State) CancelResult {
+	switch st {
+	case StateDelivering, StateDelivered, StateDeadLettered:
 		return AlreadyDone
-	case cancelRegistered, cancelRegisteredUnloaded:
-		return Cancelled
-	case cancelAgain:
+	case StateCancelled, StateRescheduled:
 		return AlreadyCancelled
 	}
 	return Unknown
 }
 
-// tryCancel decides, atomically with firing, whether seq can still be
-// cancelled; if so it registers an intent that keeps it from firing. For
-// cancelWait it also returns a channel closed once the pending intent is
-// armed or dropped.
-func (d *driver) tryCancel(ctx context.Context, seq uint64, start int64) (cancelState, <-chan struct{}, error) {
-	var st cancelState
-	var wait <-chan struct{}
-	err := d.call(ctx, func() {
-		if _, ok := d.inflight[seq]; ok {
-			st = cancelInflight
-			return
-		}
-		if off, ok := d.intents[seq]; ok {
-			st = cancelAgain
-			if off < 0 {
-				// The first Cancel's record may still fail to append, and
-				// then the message is delivered after all (I7).
-				st, wait = cancelWait, d.intentChange(seq)
+// tryClaim decides, atomically with firing, whether seq of the bucket at
+// start can still be kept from firing; if so it claims it for a record
+// with reason why (a cancel or a reschedule) and returns claimed, with
+// known false when the bucket is not in memory (its dispatch log must be
+// asked). Otherwise st is what became of it; wait, if not nil, is closed
+// once another Cancel's claim on it is recorded or dropped (ask again).
+func (d *driver) tryClaim(ctx context.Context, seq uint64, start int64, why dispatchlog.Reason) (st State, ok, known bool, wait <-chan struct{}, err error) {
+	err = d.call(ctx, func() {
+		if lf, live := d.live[seq]; live && lf.state == claimed {
+			if lf.wait == nil {
+				lf.wait = make(chan struct{})
+				d.live[seq] = lf
 			}
+			wait = lf.wait
 			return
 		}
-		b := d.buckets[start]
-		if b != nil && b.cancelled.Contains(seq) {
-			st = cancelAgain
+		st, known = d.fateOf(seq, start)
+		if st != StatePending {
 			return
 		}
-		if b != nil && b.ready && b.delivered.contains(seq) {
-			st = cancelDelivered
-			return
-		}
-		if b != nil && b.ready && b.done.Contains(seq) {
-			st = cancelDoneBefore
-			return
-		}
-		d.intents[seq] = -1
-		st = cancelRegistered
-		if b == nil || !b.ready || b.corrupt {
-			st = cancelRegisteredUnloaded
-		}
+		d.claim(seq, why)
+		ok = true
 	})
-	return st, wait, err
-}
-
-// intentChange returns a channel closed when the intent of seq is armed
-// or dropped. Driver goroutine only.
-func (d *driver) intentChange(seq uint64) <-chan struct{} {
-	ch := d.intentWait[seq]
-	if ch == nil {
-		if d.intentWait == nil {
-			d.intentWait = map[uint64]chan struct{}{}
-		}
-		ch = make(chan struct{})
-		d.intentWait[seq] = ch
-	}
-	return ch
-}
-
-// intentChanged wakes the Cancels waiting on intentChange(seq). Driver
-// goroutine only.
-func (d *driver) intentChanged(seq uint64) {
-	if ch := d.intentWait[seq]; ch != nil {
-		close(ch)
-		delete(d.intentWait, seq)
-	}
-}
-
-func (d *driver) dropIntent(seq uint64) {
-	d.call(context.Background(), func() {
-		delete(d.intents, seq)
-		d.intentChanged(seq)
-	})
-}
-
-func (d *driver) armIntent(seq uint64, off int64) {
-	d.call(context.Background(), func() {
-		if _, ok := d.intents[seq]; ok {
-			d.intents[seq] = off
-		}
-		d.intentChanged(seq)
-	})
-}
-
-// doneReason returns why the dispatch log at path says seq is done, and
-// whether it says so at all.
-func doneReason(path string, seq uint64) (dispatchlog.Reason, bool, error) {
-	recs, err := dispatchlog.Records(path)
-	if err != nil {
-		return 0, false, err
-	}
-	for _, r := range recs {
-		if r.Seq == seq {
-			return r.Reason, true, nil
-		}
-	}
-	return 0, false, nil
-}
-
-// doneResult is Cancel's answer for a message whose done-record has
-// reason r.
-func doneResult(r dispatchlog.Reason) CancelResult {
-	if r == dispatchlog.Cancelled || r == dispatchlog.Rescheduled {
-		return AlreadyCancelled
-	}
-	return AlreadyDone
+	return st, ok, known, wait, err
 }
 
 func (e *Engine) donePath(start int64) string {
 	return filepath.Join(e.schedDir, dispatchlog.Name(start))
-}
-
-// pruneIntents forgets cancel intents whose cancel record reput has
-// routed: from then on the dispatch log or the bucket's done set has it.
-func (d *driver) pruneIntents() {
-	if len(d.intents) == 0 {
-		return
-	}
-	pos := d.e.reput.Position()
-	for seq, off := range d.intents {
-		if off >= 0 && off < pos {
-			delete(d.intents, seq)
-		}
-	}
-}
-
-// unarmedIntent reports whether a Cancel is between its decision and its
-// durable cancel record.
-func (d *driver) unarmedIntent() bool {
-	for _, off := range d.intents {
-		if off < 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // DeliveryChecker is implemented by a Sink that can tell whether it holds
@@ -220,27 +96,27 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 	if e.closed {
 		return Unknown, ErrClosed
 	}
-	res, claimed, err := e.claim(ctx, id)
+	res, claimed, err := e.claim(ctx, id, dispatchlog.Cancelled)
 	if err != nil || !claimed {
 		return res, err
 	}
 	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeCancel, Payload: message.AppendCancel(nil, id)})
 	if err != nil {
-		e.d.dropIntent(id.Seq)
+		e.d.decide(id.Seq, -1)
 		return Unknown, err
 	}
-	e.d.armIntent(id.Seq, offs[0])
+	e.d.decide(id.Seq, offs[0])
 	e.cancelled.Add(1)
 	return Cancelled, nil
 }
 
 // claim decides whether message id can still be kept from firing. If it
-// can, it registers an intent that keeps it from firing and reports
-// claimed: the caller appends its record (a cancel, a reschedule) and arms
-// the intent with the record's offset, or drops it if the append fails.
-// Otherwise res is the answer (AlreadyDone, AlreadyCancelled, Unknown).
-// e.closeMu is held shared.
-func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, claimed bool, err error) {
+// can, it claims it for a record with reason why (which keeps it from
+// firing) and reports claimed: the caller appends its record (a cancel, a
+// reschedule) and tells the driver the record's offset, or that the
+// append failed (decide). Otherwise res is the answer (AlreadyDone,
+// AlreadyCancelled, Unknown). e.closeMu is held shared.
+func (e *Engine) claim(ctx context.Context, id message.ID, why dispatchlog.Reason) (res CancelResult, claimed bool, err error) {
 	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
 		return Unknown, false, nil
 	}
@@ -257,14 +133,15 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 	if e.afterFind != nil {
 		e.afterFind()
 	}
-	var st cancelState
+	var st State
+	var known bool
 	for range maxCancelWaits {
 		var wait <-chan struct{}
-		st, wait, err = e.d.tryCancel(ctx, id.Seq, seg.Start)
+		st, claimed, known, wait, err = e.d.tryClaim(ctx, id.Seq, seg.Start, why)
 		if err != nil {
 			return Unknown, false, err
 		}
-		if st != cancelWait {
+		if wait == nil {
 			break
 		}
 		// Another Cancel of it is appending its record: its outcome is ours.
@@ -276,31 +153,21 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 			return Unknown, false, ctx.Err()
 		}
 	}
-	switch st {
-	case cancelWait:
+	switch {
+	case !claimed && st == StatePending:
 		return Unknown, false, fmt.Errorf("engine: cancel of %s: other Cancels of it kept deciding; try again", id)
-	case cancelDoneBefore:
-		// Done before its bucket was loaded: the dispatch log says why.
-		r, ok, err := e.doneCache.reason(e.donePath(seg.Start), id.Seq)
-		if err != nil || !ok {
-			// In the done set loaded from that file, so done either way;
-			// delivered is the safe answer.
-			return AlreadyDone, false, err
-		}
-		return doneResult(r), false, nil
-	case cancelRegistered, cancelRegisteredUnloaded:
-	default:
-		return st.result(), false, nil
+	case !claimed:
+		return resultOf(st), false, nil
 	}
-	if st == cancelRegisteredUnloaded {
+	if !known {
 		if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
 			// Retired since it was found: every entry of a retired bucket
 			// was done, and its dispatch log is gone. A retirement is
 			// over (the segment out of the list) before the driver
-			// unloads the bucket, and none starts while this Cancel's
-			// intent is unarmed, so a bucket tryCancel found unloaded is
-			// either retired by now or not retired while we read.
-			e.d.dropIntent(id.Seq)
+			// unloads the bucket, and none starts while this claim is
+			// undecided, so a bucket found unloaded is either retired by
+			// now or not retired while we read.
+			e.d.decide(id.Seq, -1)
 			return Unknown, false, nil
 		}
 		// The bucket is not in memory: its dispatch log is the record of
@@ -309,19 +176,19 @@ func (e *Engine) claim(ctx context.Context, id message.ID) (res CancelResult, cl
 		// flight, and the cancels reput routed there are synced first.
 		r, done, err := e.unloadedDone(seg.Start, id.Seq)
 		if err != nil {
-			e.d.dropIntent(id.Seq)
+			e.d.decide(id.Seq, -1)
 			return Unknown, false, err
 		}
 		if done {
-			e.d.dropIntent(id.Seq)
-			return doneResult(r), false, nil
+			e.d.decide(id.Seq, -1)
+			return resultOf(stateOf(r)), false, nil
 		}
 	}
 	if held, err := e.sinkMayHold(ctx, id); err != nil || held {
 		// An earlier run may have handed it to the sink without recording
 		// it done (a crash, or a Close, between the sink's answer and the
 		// done-record): it is delivered again, so it is not cancelled.
-		e.d.dropIntent(id.Seq)
+		e.d.decide(id.Seq, -1)
 		if err != nil {
 			return Unknown, false, err
 		}
@@ -336,5 +203,5 @@ func (e *Engine) unloadedDone(start int64, seq uint64) (dispatchlog.Reason, bool
 	if err := e.reput.SyncDispatch(start); err != nil {
 		return 0, false, err
 	}
-	return e.doneCache.reason(e.donePath(start), seq)
+	return e.doneLogs.reason(e.donePath(start), seq)
 }

@@ -343,3 +343,58 @@ func TestGetRacesRetirement(t *testing.T) {
 		}
 	})
 }
+
+// TestGetAnswersEachFate: Get says what became of a message in a loaded and
+// in an unloaded bucket, right after the Cancel or Reschedule that changed
+// it (before reput checkpoints it), after a clean restart and after a
+// crash that left those records to route again; it reads no commitlog.
+func TestGetAnswersEachFate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		sink := &recSink{}
+		e := openEngine(t, dir, sink, nil)
+		ctx := context.Background()
+		near := schedule(t, e, "t", 5*time.Second, "near")
+		far := schedule(t, e, "t", time.Hour, "far")
+		nearMoved := schedule(t, e, "t", 6*time.Second, "near-moved")
+		farMoved := schedule(t, e, "t", 2*time.Hour, "far-moved")
+		fired := schedule(t, e, "t", time.Second, "fired")
+		nearKept := schedule(t, e, "t", 7*time.Second, "near-kept")
+		farKept := schedule(t, e, "t", 3*time.Hour, "far-kept")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		checkCancels(t, "cancel", e, []cancelCase{{"loaded", near, Cancelled}, {"unloaded", far, Cancelled}})
+		for _, id := range []message.ID{nearMoved, farMoved} {
+			if res, _, err := e.Reschedule(ctx, id, time.Now().Add(4*time.Hour)); err != nil || res != Rescheduled {
+				t.Fatalf("Reschedule(%v) = %v, %v", id, res, err)
+			}
+		}
+		want := map[message.ID]State{near: StateCancelled, far: StateCancelled, nearMoved: StateRescheduled,
+			farMoved: StateRescheduled, fired: StateDelivered, nearKept: StatePending, farKept: StatePending}
+		names := map[message.ID]string{near: "near", far: "far", nearMoved: "near-moved", farMoved: "far-moved",
+			fired: "fired", nearKept: "near-kept", farKept: "far-kept"}
+		check := func(when string, e *Engine) {
+			t.Helper()
+			for id, st := range want {
+				f, err := e.Get(ctx, id)
+				if err != nil || f.State != st {
+					t.Errorf("%s: Get(%s) = %v, %v; want %v", when, names[id], f.State, err, st)
+				}
+				if err == nil && string(f.Message.Body) != names[id] {
+					t.Errorf("%s: Get(%s) body %q", when, names[id], f.Message.Body)
+				}
+			}
+		}
+		check("same run", e)
+		crashed := crashCopy(t, dir)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		e = openEngine(t, dir, sink, nil)
+		check("after a restart", e)
+		e.Close()
+		e = openEngine(t, crashed, &recSink{}, nil)
+		check("after a crash", e)
+		e.Close()
+	})
+}

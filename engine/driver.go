@@ -42,6 +42,7 @@ type ev struct {
 	entries []reput.Entry
 	bucket  int64
 	seq     uint64
+	why     dispatchlog.Reason // evCancel
 	chunk   []refAt
 	loaded  *loadResult
 	items   []item
@@ -73,25 +74,22 @@ type driver struct {
 	lanesWG sync.WaitGroup // the lanes' goroutines, live and retired
 
 	// Owned by the driver goroutine.
-	w        *wheel.Wheel // untracked: cancels are lazy, refs are sparse offsets
-	buckets  map[int64]*bucket
-	slots    [256]slotRef           // what each wheel.Ref slot names (refs.go)
-	failed   map[int64]*loadFailure // segments whose opening failed, by bucket start
-	intents  map[uint64]int64       // cancelled seqs -> cancel record offset (-1 until appended)
-	inflight map[uint64]struct{}
-	// intentWait holds, per seq, a channel closed when its intent is
-	// armed or dropped, for the Cancels that wait for it (cancel.go).
-	intentWait map[uint64]chan struct{}
-	lanes      map[string]*lane // live lanes by topic; an idle one is retired
-	building   map[*lane]*batch
+	w       *wheel.Wheel // untracked: cancels are lazy, refs are sparse offsets
+	buckets map[int64]*bucket
+	slots   [256]slotRef           // what each wheel.Ref slot names (refs.go)
+	failed  map[int64]*loadFailure // segments whose opening failed, by bucket start
+	// live holds the entries between two durable states (fate.go):
+	// claimed by a Cancel or Reschedule, recorded, or in flight.
+	// decisions counts those claimed or recorded.
+	live      map[uint64]liveFate
+	decisions int
+	lanes     map[string]*lane // live lanes by topic; an idle one is retired
+	building  map[*lane]*batch
 	// overflowing counts batches waiting in lanes' overflow lists.
 	overflowing int
-	// lazyN is the number of cancelled entries still in the wheel: the
-	// sum of the loaded buckets' lazy sets.
-	lazyN   int64
-	later   []laterEntry
-	full    []fullBatch
-	loading bool
+	later       []laterEntry
+	full        []fullBatch
+	loading     bool
 	// segsDirty says the segment list may hold a bucket to load before
 	// nextLoad (a segment was created, a load finished, a bucket left).
 	segsDirty bool
@@ -144,8 +142,7 @@ func newDriver(e *Engine) *driver {
 		cancel:     cancel,
 		buckets:    make(map[int64]*bucket),
 		failed:     make(map[int64]*loadFailure),
-		intents:    make(map[uint64]int64),
-		inflight:   make(map[uint64]struct{}),
+		live:       make(map[uint64]liveFate),
 		lanes:      make(map[string]*lane),
 		building:   make(map[*lane]*batch),
 	}
@@ -164,8 +161,8 @@ func (d *driver) post(e ev) {
 // Callbacks from reput, on its goroutine: queue and return.
 func (d *driver) onEntries(ens []reput.Entry) { d.post(ev{kind: evEntry, entries: ens}) }
 
-func (d *driver) onCancel(b int64, seq uint64) {
-	d.post(ev{kind: evCancel, bucket: b, seq: seq})
+func (d *driver) onCancel(b int64, seq uint64, why dispatchlog.Reason) {
+	d.post(ev{kind: evCancel, bucket: b, seq: seq, why: why})
 }
 
 // onSegment is told of each segment reput creates, before any entry of
@@ -221,10 +218,19 @@ func (d *driver) pendingByBucket() map[int64]int64 {
 	out := map[int64]int64{}
 	d.call(context.Background(), func() {
 		for s, b := range d.buckets {
-			out[s] = max(b.pending-int64(len(b.lazy)), 0) + b.inflight
+			out[s] = b.toFire() + b.inflight
 		}
 	})
 	return out
+}
+
+// toFire returns how many entries of the loaded buckets will still fire.
+func (d *driver) toFire() int64 {
+	var n int64
+	for _, b := range d.buckets {
+		n += b.toFire()
+	}
+	return n
 }
 
 func (d *driver) stop() {
@@ -255,7 +261,7 @@ func (d *driver) run(startEnd int64) {
 		waiting := d.pushOverflow()
 		d.fire(now, now+d.leadMs)
 		next := d.maintain(now)
-		d.pruneIntents()
+		d.pruneRecorded()
 		// At MaxInflight fire takes nothing, so an overdue wheel entry
 		// must not set the wait to zero: the loop would spin until the
 		// sink confirms (it did, at half the server's CPU while a hot
@@ -267,7 +273,7 @@ func (d *driver) run(startEnd int64) {
 		if waiting {
 			next = min(next, now+1) // a lane is busy: look again in a millisecond
 		}
-		d.pendingN.Store(max(int64(d.w.Len())-d.lazyN, 0))
+		d.pendingN.Store(d.toFire())
 		if d.hasQueued() {
 			continue
 		}
@@ -337,12 +343,7 @@ func (d *driver) handle(e *ev) {
 	case evEntry:
 		d.routed(e.entries)
 	case evCancel:
-		if b := d.buckets[e.bucket]; b != nil {
-			if b.done.Add(e.seq) {
-				d.cancelledInWheel(b, e.seq)
-			}
-			b.cancelled.Add(e.seq)
-		}
+		d.doneRouted(e.bucket, e.seq, e.why)
 	case evSegment:
 		d.segsDirty = true
 	case evChunk:

@@ -128,8 +128,9 @@ type Engine struct {
 	// reput routes (package catalog).
 	cat         *catalog.Catalog
 	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
-	// doneCache answers Cancel and Reschedule of buckets not in memory.
-	doneCache doneCache
+	// doneLogs answers Cancel, Reschedule and Get of buckets not in
+	// memory from their dispatch logs (fate.go).
+	doneLogs doneLogs
 	// afterFind, if set (tests), runs between finding a message's
 	// segment and deciding on the driver (claim), or reading its state
 	// (Get).

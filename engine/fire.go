@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/wheel"
 )
 
@@ -41,23 +42,21 @@ func (d *driver) fire(now, horizon int64) {
 		if err != nil {
 			d.corrupt.Add(1)
 			b.corrupt = true
+			b.lost++
 			d.e.opts.Logger.Error("engine: damaged schedule entry not delivered", "bucket", fmtMs(b.start), "offset", off, "err", err)
 			return true
 		}
 		if b.done.Contains(seq) {
-			d.cancelLeftWheel(b, seq, false)
-			return true
+			return true // cancelled (cancels are lazy), or a duplicate
 		}
-		if coff, ok := d.intents[seq]; ok {
-			if coff < 0 {
-				// A Cancel decided on it but its cancel record is not
-				// durable yet: hold it back a moment, so that it fires
-				// after all if that append fails.
+		if lf, ok := d.live[seq]; ok {
+			if lf.state == claimed {
+				// A Cancel decided on it but its record is not durable
+				// yet: hold it back a moment, so that it fires after all
+				// if that append fails.
 				d.later = append(d.later, laterEntry{b, horizon + 1, off})
-				return true
 			}
-			d.cancelLeftWheel(b, seq, true)
-			return true // cancelled; reput writes its done-record
+			return true // recorded: cancelled; reput writes its done-record
 		}
 		if d.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
 			d.later = append(d.later, laterEntry{b, d.m.DeliverAt, off})
@@ -70,7 +69,7 @@ func (d *driver) fire(now, horizon int64) {
 			d.building[l] = bt
 		}
 		bt.add(item{seq: seq, bucket: b.start, deliverAt: d.m.DeliverAt, off: off}, &d.m)
-		d.inflight[seq] = struct{}{}
+		d.live[seq] = liveFate{state: inFlight}
 		b.inflight++
 		d.fired.Add(1)
 		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.m.DeliverAt)*time.Millisecond)
@@ -175,11 +174,11 @@ func (d *driver) lane(topic []byte) *lane {
 // stopping.
 func (d *driver) confirmed(l *lane, items []item, err error) {
 	for _, it := range items {
-		delete(d.inflight, it.seq)
+		delete(d.live, it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			if err == nil {
-				b.delivered.add(it.seq)
+				b.done.Add(it.seq, dispatchlog.Delivered)
 			}
 		}
 	}
@@ -197,42 +196,11 @@ func (d *driver) confirmed(l *lane, items []item, err error) {
 func (d *driver) requeue(items []item) {
 	now := d.now()
 	for _, it := range items {
-		delete(d.inflight, it.seq)
+		delete(d.live, it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			d.add(b, max(it.deliverAt, now+d.leadMs+requeueDelayMs), it.off)
 		}
 	}
 	d.inflightN.Add(-int64(len(items)))
-}
-
-// cancelledInWheel counts a cancel routed to loaded bucket b: its entry is
-// in the wheel until its deadline (cancels are lazy), unless the wheel gave
-// it up already for the Cancel's intent.
-func (d *driver) cancelledInWheel(b *bucket, seq uint64) {
-	if _, ok := b.skipped[seq]; ok {
-		delete(b.skipped, seq)
-		return
-	}
-	if b.lazy == nil {
-		b.lazy = map[uint64]struct{}{}
-	}
-	b.lazy[seq] = struct{}{}
-	d.lazyN++
-}
-
-// cancelLeftWheel is told of a cancelled entry the wheel gave up; intent
-// says it was for a Cancel's intent, whose cancel may not be routed yet.
-func (d *driver) cancelLeftWheel(b *bucket, seq uint64, intent bool) {
-	if _, ok := b.lazy[seq]; ok {
-		delete(b.lazy, seq)
-		d.lazyN--
-		return
-	}
-	if intent {
-		if b.skipped == nil {
-			b.skipped = map[uint64]struct{}{}
-		}
-		b.skipped[seq] = struct{}{}
-	}
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
@@ -68,12 +67,11 @@ type Found struct {
 }
 
 // Get looks id up: it reads the message from its schedule segment (found
-// from the ID's deliverAt, loaded or not) and its state from the
-// engine's memory and the segment's dispatch log. It changes nothing.
-// It finds the entry by bisecting its segment (schedulelog's IterNear),
-// reading O(log size) entries and at most about 64 KiB near it; it also
-// reads the segment's dispatch log, and its memory is the entry and that
-// log's done-records.
+// from the ID's deliverAt, loaded or not) and asks the driver what became
+// of it (fate.go); for a bucket not in memory, the segment's dispatch log
+// says. It changes nothing and reads no commitlog. It finds the entry by
+// bisecting its segment (schedulelog's IterNear), reading O(log size)
+// entries and at most about 64 KiB near it.
 func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
@@ -90,15 +88,8 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if !ok {
 		return Found{ID: id}, nil
 	}
-	// Cancels below reput's checkpoint are synced in the dispatch logs;
-	// those after it may still be buffered there, so they are read from
-	// the commitlog.
-	recent, err := e.recentCancels(ctx)
-	if err != nil {
-		return Found{}, err
-	}
 	f := Found{ID: id}
-	ok, err = readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &f.Message)
+	ok, err := readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &f.Message)
 	if err != nil || !ok {
 		return Found{ID: id}, err
 	}
@@ -108,22 +99,16 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if e.afterFind != nil {
 		e.afterFind()
 	}
-	mem := StatePending
-	if err := e.d.call(ctx, func() { mem = e.d.memState(id.Seq, seg.Start) }); err != nil {
+	var known bool
+	if err := e.d.call(ctx, func() { f.State, known = e.d.fateOf(id.Seq, seg.Start) }); err != nil {
 		return Found{}, err
 	}
-	if mem == StateCancelled {
-		return e.cancelledOrMoved(ctx, f)
-	}
-	if mem != StatePending && mem != StateDelivered {
-		f.State = mem
+	if known {
 		return f, nil
 	}
-	if _, ok := recent[id]; ok {
-		return e.cancelledOrMoved(ctx, f)
-	}
-	// The dispatch log says why it is done.
-	recs, err := dispatchlog.Records(filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+	// Its bucket is not in memory: its dispatch log says whether and why
+	// it is done.
+	r, done, err := e.unloadedDone(seg.Start, id.Seq)
 	if err != nil {
 		return Found{}, err
 	}
@@ -132,57 +117,10 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 		// for a bucket retired before, not found.
 		return Found{ID: id}, nil
 	}
-	f.State = mem
-	for _, r := range recs {
-		if r.Seq != id.Seq {
-			continue
-		}
-		switch r.Reason {
-		case dispatchlog.Cancelled:
-			f.State = StateCancelled
-		case dispatchlog.Rescheduled:
-			f.State = StateRescheduled
-		case dispatchlog.DeadLettered:
-			f.State = StateDeadLettered
-		default:
-			f.State = StateDelivered
-		}
+	if done {
+		f.State = stateOf(r)
 	}
 	return f, nil
-}
-
-// cancelledOrMoved returns f as cancelled, or as rescheduled if the
-// catalog names a replacement.
-func (e *Engine) cancelledOrMoved(ctx context.Context, f Found) (Found, error) {
-	f.State = StateCancelled
-	if _, ok, err := e.Moved(ctx, f.ID); err != nil {
-		return Found{}, err
-	} else if ok {
-		f.State = StateRescheduled
-	}
-	return f, nil
-}
-
-// memState is what the driver's memory says of seq in the bucket at
-// start: cancelled (an armed cancel intent, or cancelled while loaded),
-// delivering (in flight), delivered (while loaded; the dispatch log says
-// whether dead-lettered), or pending (nothing known: the dispatch log
-// decides). It runs on the driver goroutine.
-func (d *driver) memState(seq uint64, start int64) State {
-	if _, ok := d.inflight[seq]; ok {
-		return StateDelivering
-	}
-	if off, ok := d.intents[seq]; ok && off >= 0 {
-		return StateCancelled
-	}
-	b := d.buckets[start]
-	if b != nil && b.cancelled.Contains(seq) {
-		return StateCancelled
-	}
-	if b != nil && b.ready && b.delivered.contains(seq) {
-		return StateDelivered
-	}
-	return StatePending
 }
 
 // readEntry reads the entry seq of the segment at path into m (which then
@@ -285,16 +223,9 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
 		return nil, err
 	}
-	recent, err := e.recentCancels(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var skip map[uint64]struct{}
 	if err := e.d.call(ctx, func() { skip = e.d.notPending() }); err != nil {
 		return nil, err
-	}
-	for id := range recent {
-		skip[id.Seq] = struct{}{}
 	}
 	lo := listKey{at: req.From}
 	if !req.After.IsZero() {
@@ -315,6 +246,11 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// Cancels reput routed to the segment's dispatch log must be in
+		// the file before it is read.
+		if err := e.reput.SyncDispatch(seg.Start); err != nil {
+			return nil, err
+		}
 		sel := listSelect{topic: []byte(req.Topic), lo: lo, to: to, limit: req.Limit - len(out), skip: skip}
 		got, err := sel.segment(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)),
 			filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
@@ -326,52 +262,14 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 	return out, nil
 }
 
-// recentCancels returns the targets of the cancel records from reput's
-// checkpoint to the commitlog's end: reput syncs the dispatch logs only at
-// a checkpoint, so a cancel after it may be routed and not yet readable
-// from its dispatch log. It reads about CheckpointInterval's worth of
-// commitlog.
-func (e *Engine) recentCancels(ctx context.Context) (map[message.ID]struct{}, error) {
-	for attempt := 0; ; attempt++ {
-		out, err := e.cancelsFrom(ctx, e.reput.Checkpoint())
-		if errors.Is(err, commitlog.ErrOffsetTrimmed) && attempt < 3 {
-			continue // the checkpoint moved on and trimmed what we read
-		}
-		return out, err
-	}
-}
-
-func (e *Engine) cancelsFrom(ctx context.Context, from int64) (map[message.ID]struct{}, error) {
-	out := map[message.ID]struct{}{}
-	it, err := e.log.NewIterator(from)
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	for n := 0; it.Next(); n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		rec := it.Record()
-		if id, ok := message.CancelTarget(rec.Type, rec.Payload); ok {
-			out[id] = struct{}{}
-		}
-	}
-	return out, it.Err()
-}
-
 // notPending returns the seqs the driver holds that List must leave out:
-// in flight, and cancelled by an armed intent (its dispatch-log record
-// may not be written yet). It runs on the driver goroutine.
+// in flight, and claimed by a recorded Cancel or Reschedule (its
+// dispatch-log record may not be written yet). It runs on the driver
+// goroutine.
 func (d *driver) notPending() map[uint64]struct{} {
-	skip := make(map[uint64]struct{}, len(d.inflight)+len(d.intents))
-	for seq := range d.inflight {
-		skip[seq] = struct{}{}
-	}
-	for seq, off := range d.intents {
-		if off >= 0 {
+	skip := make(map[uint64]struct{}, len(d.live))
+	for seq, lf := range d.live {
+		if lf.state != claimed {
 			skip[seq] = struct{}{}
 		}
 	}

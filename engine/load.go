@@ -20,24 +20,23 @@ type bucket struct {
 	start, end int64    // UTC ms
 	regions    []region // the wheel slots it holds (refs.go)
 	mr         *schedulelog.MappedReader
-	rebuilt    []rebuiltEntry  // entries of damaged regions, read back from the commitlog
-	done       dispatchlog.Set // done seqs in the dispatch log when loaded, plus cancels since
-	cancelled  dispatchlog.Set // seqs cancelled while loaded, so a repeated Cancel says so
-	delivered  seqRuns         // seqs delivered while loaded: only Cancel asks
-	ready      bool            // the loader has finished
-	entries    uint64          // entries known: loaded from the file plus routed since
-	pending    int64           // in the wheel
-	// lazy holds the seqs cancelled since the load whose entries are still
-	// in the wheel (cancels are lazy) or still to come from the loader;
-	// skipped those the wheel gave up for a cancel intent before the cancel
-	// was routed. Stats.Pending and PendingByBucket leave lazy out.
-	lazy, skipped map[uint64]struct{}
-	inflight      int64 // handed to the sink, not confirmed
-	corrupt       bool  // damaged or held: never retire automatically
-	// held is set when the dispatch log is damaged or missing: which
-	// entries are done is unknown, so none but the routed ones is loaded
-	// until `hourglass repair` decides (I3).
-	held bool
+	rebuilt    []rebuiltEntry // entries of damaged regions, read back from the commitlog
+	// done holds the bucket's done entries with their reasons: the
+	// dispatch log's when loaded, plus what was routed or delivered since.
+	done    dispatchlog.Set
+	ready   bool   // the loader has finished
+	entries uint64 // entries known: loaded from the file plus routed since
+	// pending counts the bucket's references in the wheel, cancelled ones
+	// included until their deadline (cancels are lazy): a bucket retires
+	// once it is 0.
+	pending  int64
+	inflight int64 // handed to the sink, not confirmed
+	// held counts the entries held back because the dispatch log is
+	// damaged or missing: which entries are done is unknown, so none but
+	// the routed ones is loaded until `hourglass repair` decides (I3).
+	// lost counts the entries that failed to decode when due.
+	held, lost int64
+	corrupt    bool // damaged or held: never retire automatically
 	// retry is the load to try again at loadRetry after a transient
 	// failure; attempts counts the failures in a row.
 	retry     *loadJob
@@ -166,7 +165,7 @@ func (d *driver) loadNext(now int64) int64 {
 		// Stats.Pending as of now, before Ready says so: the loop stores
 		// it only after this returns, and a caller reading Stats at Ready
 		// saw 0 for a loaded wheel.
-		d.pendingN.Store(max(int64(d.w.Len())-d.lazyN, 0))
+		d.pendingN.Store(d.toFire())
 		close(d.e.ready)
 	}
 	return min(next, retry)
@@ -426,27 +425,17 @@ func (d *driver) loaded(res *loadResult) {
 		return
 	}
 	if res.done != nil {
-		// A cancel routed while loading that the file has too kept its
-		// entry out of the loader's chunks: it is not in the wheel.
-		for seq := range b.lazy {
-			if res.done.Contains(seq) && !(b.hasRouted && seq >= b.routedFirst) {
-				delete(b.lazy, seq)
-				d.lazyN--
-			}
-		}
 		// Merge what arrived while loading (cancels, deliveries) into the
 		// file's done set.
-		for seq := range b.done.All() {
-			res.done.Add(seq)
-		}
+		res.done.AddSet(&b.done)
 		b.done = *res.done
 	}
 	b.entries += res.entries
 	if res.corrupt {
 		b.corrupt = true
 	}
-	if res.held > 0 && !b.held {
-		b.held = true
+	if res.held > 0 && b.held == 0 {
+		b.held = res.held
 		d.heldN.Add(1)
 		d.heldEntries.Add(res.held)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/schedulelog"
 )
@@ -105,7 +106,7 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	if err != nil || !ok || m.DeliverAt != id.DeliverAt {
 		return RescheduleUnknown, message.ID{}, err
 	}
-	res, claimed, err := e.claim(ctx, id)
+	res, claimed, err := e.claim(ctx, id, dispatchlog.Rescheduled)
 	if err != nil || !claimed {
 		switch res {
 		case AlreadyDone:
@@ -121,10 +122,10 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	m.DeliverAt = ms
 	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeReschedule, Payload: message.AppendReschedule(nil, id, &m)})
 	if err != nil {
-		e.d.dropIntent(id.Seq)
+		e.d.decide(id.Seq, -1)
 		return RescheduleUnknown, message.ID{}, err
 	}
-	e.d.armIntent(id.Seq, offs[0])
+	e.d.decide(id.Seq, offs[0])
 	nid := message.ID{DeliverAt: ms, Seq: uint64(offs[0])}
 	if e.keys != nil {
 		e.keys.moved(string(m.Topic), m.Headers, id, nid)

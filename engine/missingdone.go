@@ -61,7 +61,7 @@ func (d *driver) missingDone(job loadJob, res *loadResult, recreated bool) strin
 						reason = dispatchlog.Rescheduled
 					}
 					recs = append(recs, dispatchlog.Done{Seq: id.Seq, Reason: reason})
-					res.done.Add(id.Seq)
+					res.done.Add(id.Seq, reason)
 				}
 			}
 		}

@@ -18,7 +18,7 @@ const defaultLaneIdle = time.Minute
 // segment if that append then failed.
 func (d *driver) retireBuckets(now int64) int64 {
 	next := never
-	unarmed := d.unarmedIntent()
+	unarmed := d.claiming()
 	for _, b := range d.buckets {
 		if unarmed {
 			next = min(next, now+1)
@@ -73,7 +73,6 @@ func (d *driver) unload(b *bucket) {
 		b.mr.Close()
 	}
 	delete(d.buckets, b.start)
-	d.lazyN -= int64(len(b.lazy))
 	d.freeSlots(b)
 	d.loadedN.Add(-1)
 }

@@ -138,8 +138,9 @@ type Options struct {
 	// order, once they are readable through a schedulelog.Reader. The
 	// slice is the callee's to keep.
 	OnEntries func([]Entry)
-	// OnCancel receives every cancel routed to a watched bucket.
-	OnCancel func(bucket int64, seq uint64)
+	// OnCancel receives every done-record routed to a watched bucket (of
+	// a cancel or a reschedule record), with its reason.
+	OnCancel func(bucket int64, seq uint64, why dispatchlog.Reason)
 	// OnSegment is told about each segment reput creates.
 	OnSegment func(schedulelog.SegmentInfo)
 	// Catalog, if set, receives the key index (the idempotency key of each
@@ -297,6 +298,7 @@ type watchState struct {
 type event struct {
 	entry    Entry
 	cancel   bool
+	why      dispatchlog.Reason // cancel: the done-record's reason
 	bucket   int64
 	seq      uint64
 	segment  *schedulelog.SegmentInfo

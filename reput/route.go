@@ -263,7 +263,7 @@ func (r *Reput) routeDone(id message.ID, reason dispatchlog.Reason) error {
 	r.dirty = true
 	r.stats.cancels.Add(1)
 	if r.watched[seg.Start] != nil {
-		r.events = append(r.events, event{cancel: true, bucket: seg.Start, seq: id.Seq})
+		r.events = append(r.events, event{cancel: true, why: reason, bucket: seg.Start, seq: id.Seq})
 	}
 	return nil
 }

@@ -186,7 +186,7 @@ func (r *Reput) publish() error {
 		case ev.cancel:
 			flush()
 			if r.opts.OnCancel != nil {
-				r.opts.OnCancel(ev.bucket, ev.seq)
+				r.opts.OnCancel(ev.bucket, ev.seq, ev.why)
 			}
 		case ev.control != nil:
 			flush()

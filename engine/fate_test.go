@@ -9,7 +9,7 @@ import (
 	"github.com/hourglassmq/hourglass/dispatchlog"
 )
 
-// doneCache reads a dispatch log as it grows, answers the first record of
+// doneLogs reads a dispatch log as it grows, answers the first record of
 // a seq, and starts over when the file is made anew under its name.
 func TestDoneCache(t *testing.T) {
 	dir := t.TempDir()
@@ -19,7 +19,7 @@ func TestDoneCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, dispatchlog.Name(start))
-	var c doneCache
+	var c doneLogs
 	want := func(seq uint64, r dispatchlog.Reason, ok bool) {
 		t.Helper()
 		got, found, err := c.reason(path, seq)
