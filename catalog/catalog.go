@@ -4,7 +4,10 @@
 //   - Keys: (topic, idempotency key) → the ID of the message scheduled with
 //     that key, for the message's whole life (a reschedule moves the key
 //     to the replacement), so that Cancel, Reschedule and Get work by key;
-//   - Moved: the ID of a rescheduled message → its replacement's ID;
+//   - Moved: the first ID of a message that lives on under another (the
+//     origin of a retry, reschedule or redrive) → the ID of its latest
+//     incarnation (directories written before 2026-12-05 also map a
+//     rescheduled message to its replacement);
 //   - Policies and Schedules: the durable settings control records carry
 //     (a topic's delivery policy, a recurring schedule), by name.
 //
@@ -25,7 +28,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,12 +48,48 @@ type Table string
 // Tables.
 const (
 	Keys      Table = "keys"      // topic "\x00" key → message.ID (16 bytes)
-	Moved     Table = "moved"     // message.ID (16 bytes) → message.ID (16 bytes)
+	Moved     Table = "moved"     // origin message.ID (16 bytes) → latest incarnation's message.ID (16 bytes)
 	Policies  Table = "policies"  // topic → JSON (the owner's encoding)
 	Schedules Table = "schedules" // name → JSON (the owner's encoding)
+	Meta      Table = "meta"      // "version" → the content version (decimal), see Version
 )
 
-var tables = []Table{Keys, Moved, Policies, Schedules}
+var tables = []Table{Keys, Moved, Policies, Schedules, Meta}
+
+// versionKey is the Meta entry that holds the content version.
+var versionKey = []byte("version")
+
+// Version returns the content version the catalog's writer recorded with
+// SetVersion (its owner's numbering: what its tables hold), 0 if none.
+func (c *Catalog) Version() (int, error) {
+	v, ok, err := c.Get(Meta, versionKey)
+	if err != nil || !ok {
+		return 0, err
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, &segfile.CorruptionError{Path: c.path, Offset: -1, Err: fmt.Errorf("catalog: version %q: %w", v, err)}
+	}
+	return n, nil
+}
+
+// SetVersion stages the content version, committed with what is staged.
+func (c *Catalog) SetVersion(v int) { c.Put(Meta, versionKey, strconv.AppendInt(nil, int64(v), 10)) }
+
+// CopyTo writes a consistent copy of the committed file to path (tmp,
+// fsync, rename, fsync of its directory).
+func (c *Catalog) CopyTo(path string) error {
+	return c.db.View(func(tx *bolt.Tx) error {
+		f, err := segfile.CreateAtomic(path, func(f *os.File) error {
+			_, err := tx.WriteTo(f)
+			return err
+		}, nil)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	})
+}
 
 // FileName is the catalog's file in reput's directory.
 const FileName = "catalog.db"

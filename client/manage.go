@@ -24,7 +24,7 @@ const (
 	StateCancelled    State = "cancelled"     // it will never be delivered
 	StateDeadLettered State = "dead-lettered" // refused for good; see Found.DeadLetterTopic
 	StateNotFound     State = "not-found"     // no such message (or its segment was deleted once all done)
-	StateRescheduled  State = "rescheduled"   // it will never be delivered at this time; see Found.RescheduledTo
+	StateRescheduled  State = "rescheduled"   // cluster mode: it will never be delivered at this time; see Found.RescheduledTo
 )
 
 func stateOf(s hourglassv1.MessageState) State {
@@ -100,8 +100,11 @@ type Found struct {
 	LeaseUntil   time.Time
 	// DeadLetterTopic holds a message the queue dead-lettered.
 	DeadLetterTopic string
-	// RescheduledTo is the message that replaced a rescheduled one
-	// (StateRescheduled).
+	// RescheduledTo is the ID that carries the message now, when it is
+	// not the one asked for: after a Reschedule, a retry (a Nack with a
+	// delay, or the topic's backoff) or a redrive. Message and State are
+	// that one's. (In cluster mode, the replacement of a StateRescheduled
+	// message.)
 	RescheduledTo ID
 }
 

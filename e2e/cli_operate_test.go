@@ -102,8 +102,9 @@ func TestCLIOperate(t *testing.T) {
 		if err != nil || at.Before(before.Add(300*time.Millisecond-time.Second)) || at.After(time.Now().Add(300*time.Millisecond+time.Second)) {
 			t.Errorf("new time %q: want about 300ms from now", f[3])
 		}
-		if out := run(t, "get", old); !strings.Contains(out, "state:       rescheduled") || !strings.Contains(out, moved) {
-			t.Errorf("get of the old ID:\n%s\nwant rescheduled to %s", out, moved)
+		if out := run(t, "get", old); !strings.Contains(out, "id:          "+moved) || !strings.Contains(out, "state:       pending") ||
+			!strings.Contains(out, "asked:       "+old) {
+			t.Errorf("get of the old ID:\n%s\nwant pending as %s", out, moved)
 		}
 		var g struct {
 			ID    string `json:"id"`
@@ -125,8 +126,9 @@ func TestCLIOperate(t *testing.T) {
 			NewID     string `json:"new_id"`
 			DeliverAt string `json:"deliver_at"`
 		}
-		if err := json.Unmarshal([]byte(run(t, "reschedule", old, "--at", "2030-01-02T09:00:00Z", "--json")), &r); err != nil || r.Ref != old || r.Result != "already-cancelled" || r.NewID != "" {
-			t.Errorf("reschedule --json of the replaced ID = %+v, %v; want already-cancelled", r, err)
+		// The first ID names the message where it is now: delivered.
+		if err := json.Unmarshal([]byte(run(t, "reschedule", old, "--at", "2030-01-02T09:00:00Z", "--json")), &r); err != nil || r.Ref != old || r.Result != "already-delivered" || r.NewID != "" {
+			t.Errorf("reschedule --json of the first ID = %+v, %v; want already-delivered (as its replacement)", r, err)
 		}
 		if out := run(t, "reschedule", strings.Repeat("0", 31)+"1", "--now"); !strings.HasSuffix(out, " unknown\n") {
 			t.Errorf("reschedule of an ID never sent printed %q; want unknown", out)

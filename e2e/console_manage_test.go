@@ -93,11 +93,11 @@ func TestConsoleReschedule(t *testing.T) {
 	pg.click("dialog[open] .dialog-ok")
 	pg.waitText("#notices", "Rescheduled")
 	old := getState(t, p, moved)
-	if old.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED || old.RescheduledTo == "" {
-		t.Fatalf("Get(%s) after the page's reschedule: %v, rescheduled to %q", moved, old.State, old.RescheduledTo)
+	if old.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || old.RescheduledTo == "" || old.Message.GetId() != old.RescheduledTo {
+		t.Fatalf("Get(%s) after the page's reschedule: %v as %q; want pending as its replacement", moved, old.State, old.RescheduledTo)
 	}
 	pg.wait("the new message shown", fmt.Sprintf(`document.querySelector("#detail h2")?.innerText.includes(%q)`, old.RescheduledTo))
-	at := getState(t, p, old.RescheduledTo).Message.DeliverAt.AsTime()
+	at := old.Message.DeliverAt.AsTime()
 	if d := time.Until(at); d < 110*time.Minute || d > 2*time.Hour {
 		t.Errorf("rescheduled to %v, %v from now: want 2h", at, d)
 	}
@@ -121,8 +121,11 @@ func TestConsoleBulkReschedule(t *testing.T) {
 	_, err := p.client.Reschedule(ctxT(t), connect.NewRequest(&hourglassv1.RescheduleRequest{Id: unknownID, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
 	needRPC(t, "Reschedule", err)
 	var ids []string
+	due := map[string]time.Time{}
 	for i := range 3 {
-		ids = append(ids, schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "bs", Body: []byte("x"), When: delayMs(int64(i+1) * 600_000)}))
+		id := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "bs", Body: []byte("x"), When: delayMs(int64(i+1) * 600_000)})
+		ids = append(ids, id)
+		due[id] = getState(t, p, id).Message.DeliverAt.AsTime()
 	}
 	pg := openConsole(t, p, 1280, 900)
 	pg.show("#/messages?topic=bs")
@@ -137,11 +140,11 @@ func TestConsoleBulkReschedule(t *testing.T) {
 	var rows []string
 	for _, id := range ids {
 		old := getState(t, p, id)
-		if old.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED {
-			t.Fatalf("Get(%s) after the shift: %v", id, old.State)
+		if old.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || old.RescheduledTo == "" {
+			t.Fatalf("Get(%s) after the shift: %v as %q; want pending as its replacement", id, old.State, old.RescheduledTo)
 		}
-		moved := getState(t, p, old.RescheduledTo).Message.DeliverAt.AsTime()
-		if d := moved.Sub(old.Message.DeliverAt.AsTime()); d != time.Hour {
+		moved := old.Message.DeliverAt.AsTime()
+		if d := moved.Sub(due[id]); d != time.Hour {
 			t.Errorf("%s shifted by %v to %s, want 1h", id, d, old.RescheduledTo)
 		}
 		rows = append(rows, fmt.Sprintf(`#msg-table tr[data-id="%s"]`, old.RescheduledTo))

@@ -42,16 +42,19 @@ func TestReschedule(t *testing.T) {
 	if err != nil || rz.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED {
 		t.Fatalf("promote: %v, %v", rz, err)
 	}
-	if g := getState(t, p, a); g.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED || g.RescheduledTo != ra.Msg.Id {
-		t.Fatalf("Get(old a) = %v -> %q, want rescheduled to %s", g.State, g.RescheduledTo, ra.Msg.Id)
+	if g := getState(t, p, a); g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || g.RescheduledTo != ra.Msg.Id || g.Message.GetId() != ra.Msg.Id {
+		t.Fatalf("Get(old a) = %v as %q, want pending as %s", g.State, g.RescheduledTo, ra.Msg.Id)
 	}
 	if g, err := c.Get(ctx, connect.NewRequest(&hourglassv1.GetRequest{Topic: "rs", Key: "order-a"})); err != nil || g.Msg.Message.Id != ra.Msg.Id {
 		t.Fatalf("Get by key = %v, %v; want the replacement", g, err)
 	}
-	again, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: b, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
-	if err != nil || again.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_CANCELLED {
-		t.Fatalf("Reschedule of the replaced ID: %v, %v", again, err)
+	// The replaced ID itself is done; Reschedule by the first ID would
+	// move its replacement (one message, one ID).
+	again, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: rb.Msg.Id, When: &hourglassv1.RescheduleRequest_DelayMs{DelayMs: 4_000}}))
+	if err != nil || again.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_RESCHEDULED {
+		t.Fatalf("Reschedule of b's replacement: %v, %v", again, err)
 	}
+	rb = again
 	if _, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: ra.Msg.Id})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("Reschedule without a time: %v", err)
 	}

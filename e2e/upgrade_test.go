@@ -138,7 +138,7 @@ func TestUpgradeFrom20261205(t *testing.T) {
 		{"pending-plain", hourglassv1.MessageState_MESSAGE_STATE_PENDING},
 		{"cancelled", hourglassv1.MessageState_MESSAGE_STATE_CANCELLED},
 		{"cancelled-by-key", hourglassv1.MessageState_MESSAGE_STATE_CANCELLED},
-		{"rescheduled", hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED},
+		{"rescheduled", hourglassv1.MessageState_MESSAGE_STATE_PENDING}, // as its replacement
 		{"rescheduled-to", hourglassv1.MessageState_MESSAGE_STATE_PENDING},
 		{"acked", hourglassv1.MessageState_MESSAGE_STATE_ACKED},
 		{"due", hourglassv1.MessageState_MESSAGE_STATE_DUE},
@@ -151,6 +151,15 @@ func TestUpgradeFrom20261205(t *testing.T) {
 	}
 	if got := get(&hourglassv1.GetRequest{Id: id("rescheduled")}); got.RescheduledTo != id("rescheduled-to") {
 		t.Errorf("rescheduled names %q, want %q", got.RescheduledTo, id("rescheduled-to"))
+	}
+	// A retry made by a Nack with a delay: the first ID names it (the
+	// upgrade mapped its origin).
+	if got := get(&hourglassv1.GetRequest{Id: id("retried")}); got.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING ||
+		got.Message.GetAttempt() != 1 || got.RescheduledTo == "" || got.RescheduledTo == id("retried") || got.Message.GetOriginId() != id("retried") {
+		t.Errorf("retried: %v; want pending as its retry, attempt 1", got)
+	}
+	if got := get(&hourglassv1.GetRequest{Id: id("dead")}); got.Message.GetDeadLetter().GetReason() != "nacked" || got.DeadLetterTopic != "work.dlq" {
+		t.Errorf("dead: %v; want dead-lettered in work.dlq, reason nacked", got)
 	}
 	if got := get(&hourglassv1.GetRequest{Id: id("pending-keyed-2")}); got.Message == nil || string(got.Message.Body) != "two" {
 		t.Errorf("pending-keyed-2: message %v, want body two", got.Message)

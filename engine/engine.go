@@ -210,6 +210,11 @@ func Open(opts Options) (*Engine, error) {
 		l.Close()
 		return nil, repairHint(err, opts.Dir)
 	}
+	if err := upgradeCatalog(e.cat, opts.Dir, e.schedDir, opened, opts.Logger); err != nil {
+		e.cat.Close()
+		l.Close()
+		return nil, repairHint(err, opts.Dir)
+	}
 	e.reput, err = reput.Start(reput.Options{
 		Catalog:         e.cat,
 		OnControl:       opts.OnControl,

@@ -45,13 +45,58 @@ func (e *Engine) Lookup(ctx context.Context, topic, key string) (message.ID, boo
 	return id, true, nil
 }
 
-// Moved returns the replacement of a rescheduled message, while the
-// rescheduled one's bucket exists.
-func (e *Engine) Moved(ctx context.Context, id message.ID) (message.ID, bool, error) {
-	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
-		return message.ID{}, false, err
+// maxHops bounds the Moved entries Current follows from one to the next:
+// a directory written before origins named their latest incarnation holds
+// chains of reschedules.
+const maxHops = 16
+
+// Current returns what carries the message id now, as Get says it: id
+// itself, or the latest incarnation of the message it names (a retry by a
+// Nack with a delay or a backoff, a Reschedule, a redrive), each of which
+// has the first ID as its origin. So the ID a producer was given, or any
+// later one, names the message for its whole life, while the bucket of its
+// latest incarnation exists.
+func (e *Engine) Current(ctx context.Context, id message.ID) (Found, error) {
+	f, err := e.Get(ctx, id)
+	if err != nil {
+		return Found{}, err
 	}
-	return e.cat.LookupID(catalog.Moved, catalog.EncodeID(id))
+	origin := id
+	if f.State != StateNotFound && !f.Message.Origin.IsZero() {
+		origin = f.Message.Origin
+	}
+	// Everything answered before the call is routed: the catalog holds
+	// its latest incarnation.
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return Found{}, err
+	}
+	cur := id
+	// later returns the incarnation the Moved table names for from, if
+	// it is later than cur: a later incarnation's record follows its
+	// predecessor's in the commitlog, and an older entry (of an old
+	// directory's chain) is not taken.
+	later := func(from message.ID) (message.ID, bool, error) {
+		next, ok, err := e.cat.LookupID(catalog.Moved, catalog.EncodeID(from))
+		return next, ok && next.Seq > cur.Seq, err
+	}
+	next, ok, err := later(origin)
+	if err == nil && !ok && origin != id {
+		next, ok, err = later(id) // an old directory's chain from id
+	}
+	for hops := 0; ; hops++ {
+		if err != nil {
+			return Found{}, err
+		}
+		if !ok || hops == maxHops {
+			break
+		}
+		cur = next
+		next, ok, err = later(cur)
+	}
+	if cur == id {
+		return f, nil
+	}
+	return e.Get(ctx, cur)
 }
 
 // RescheduleResult is what Reschedule did.

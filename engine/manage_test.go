@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -70,8 +71,8 @@ func TestReschedule(t *testing.T) {
 				if err != nil || f.State != StateRescheduled {
 					t.Fatalf("Get(old) = %v, %v", f.State, err)
 				}
-				if m, ok, _ := e.Moved(ctx, id); !ok || m != nid {
-					t.Fatalf("Moved(old) = %v, %v", m, ok)
+				if c, err := e.Current(ctx, id); err != nil || c.ID != nid || c.State != StatePending || c.Message.Origin != id {
+					t.Fatalf("Current(old) = %v %v (origin %v), %v; want %v pending", c.ID, c.State, c.Message.Origin, err, nid)
 				}
 				if r, _, _ := e.Reschedule(ctx, id, start.Add(time.Hour)); r != RescheduleCancelled {
 					t.Fatalf("second Reschedule of the old ID = %v", r)
@@ -86,6 +87,9 @@ func TestReschedule(t *testing.T) {
 					e = openEngine(t, dir, sink, nil)
 					if f, err := e.Get(ctx, id); err != nil || f.State != StateRescheduled {
 						t.Fatalf("Get(old) after a restart = %v, %v", f.State, err)
+					}
+					if c, err := e.Current(ctx, id); err != nil || c.ID != nid {
+						t.Fatalf("Current(old) after a restart = %v, %v; want %v", c.ID, err, nid)
 					}
 					if got, ok, err := e.Lookup(ctx, "t", "order-1"); err != nil || !ok || got != nid {
 						t.Fatalf("Lookup after a restart = %v, %v, %v", got, ok, err)
@@ -205,5 +209,75 @@ func TestControl(t *testing.T) {
 		if err != nil || len(got) != 1 || string(got["b"]) != `{"rate":1}` {
 			t.Fatalf("Settings after a restart = %v, %v", got, err)
 		}
+	})
+}
+
+// TestCurrentFollowsRetries: the first ID names a message through its
+// retries (a Request with an Origin, as the queue's Nack with a delay
+// makes) and reschedules, also after a restart, and after the upgrade of
+// a catalog written before origins were mapped (version 0: no Moved entry
+// for retries), which keeps a copy of the file it changes.
+func TestCurrentFollowsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		e := openEngine(t, dir, &recSink{}, nil)
+		ctx := t.Context()
+		first := schedule(t, e, "t", time.Hour, "x")
+		retry := func(after time.Duration, attempt uint32) message.ID {
+			t.Helper()
+			id, err := e.Schedule(ctx, Request{Topic: "t", Delay: after, Body: []byte("x"), Attempt: attempt, Origin: first})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}
+		second := retry(2*time.Hour, 1)
+		third := retry(3*time.Hour, 2)
+		if res, _ := e.Cancel(ctx, second); res != Cancelled {
+			t.Fatalf("Cancel(second) = %v", res)
+		}
+		_, moved, err := e.Reschedule(ctx, third, time.Now().Add(4*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(when string, e *Engine) {
+			t.Helper()
+			for _, id := range []message.ID{first, second, third, moved} {
+				c, err := e.Current(ctx, id)
+				if err != nil || c.ID != moved || c.State != StatePending || c.Message.Attempt != 2 {
+					t.Errorf("%s: Current(%v) = %v %v attempt %d, %v; want %v pending attempt 2", when, id, c.ID, c.State, c.Message.Attempt, err, moved)
+				}
+			}
+		}
+		check("same run", e)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// What a build before origins were mapped left: no version, and
+		// Moved only from a rescheduled ID to its replacement.
+		c, err := catalog.Open(filepath.Join(dir, "schedule", catalog.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Delete(catalog.Meta, []byte("version"))
+		c.Delete(catalog.Moved, catalog.EncodeID(first))
+		c.Put(catalog.Moved, catalog.EncodeID(third), catalog.EncodeID(moved))
+		if err := c.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		e = openEngine(t, dir, &recSink{}, nil)
+		check("after the upgrade", e)
+		copies, _ := filepath.Glob(filepath.Join(dir, UpgradeDir, "*", "schedule", catalog.FileName))
+		if len(copies) != 1 {
+			t.Errorf("copies of the catalog kept by the upgrade: %v; want one", copies)
+		}
+		e.Close()
+		e = openEngine(t, dir, &recSink{}, nil)
+		check("after a restart", e)
+		if again, _ := filepath.Glob(filepath.Join(dir, UpgradeDir, "*")); len(again) != 1 {
+			t.Errorf("the upgrade ran again: %v", again)
+		}
+		e.Close()
 	})
 }

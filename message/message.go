@@ -253,6 +253,34 @@ func DecodeSchedule(src []byte, m *Message) error {
 	return nil
 }
 
+// OriginOf returns the origin of a schedule payload (zero for a first
+// attempt) without decoding its headers and body, and false for a payload
+// DecodeSchedule would refuse up to the origin.
+func OriginOf(src []byte) (ID, bool) {
+	if len(src) < 13 || src[0] != scheduleVersion {
+		return ID{}, false
+	}
+	p := src[13:]
+	var ok bool
+	if _, p, ok = readBytes(p); !ok {
+		return ID{}, false
+	}
+	nh, k := binary.Uvarint(p)
+	if k <= 0 || nh > MaxHeaders {
+		return ID{}, false
+	}
+	p = p[k:]
+	for range 2 * nh {
+		if _, p, ok = readBytes(p); !ok {
+			return ID{}, false
+		}
+	}
+	if len(p) < 16 {
+		return ID{}, false
+	}
+	return ID{Seq: binary.LittleEndian.Uint64(p[0:8]), DeliverAt: int64(binary.LittleEndian.Uint64(p[8:16]))}, true
+}
+
 // CancelSize is the encoded size of a cancel payload.
 const CancelSize = 17
 

@@ -106,11 +106,18 @@ func TestDecodeScheduleDoesNotAllocate(t *testing.T) {
 func FuzzDecodeSchedule(f *testing.F) {
 	m := Message{DeliverAt: 9, Attempt: 1, Topic: []byte("a"), Headers: []Header{{Key: []byte("x"), Value: []byte("y")}}, Body: []byte("body")}
 	f.Add(AppendSchedule(nil, &m))
+	m.Origin = ID{DeliverAt: 7, Seq: 42}
+	f.Add(AppendSchedule(nil, &m))
 	f.Add([]byte{1})
 	f.Fuzz(func(t *testing.T, src []byte) {
 		var got Message
+		origin, ok := OriginOf(src)
 		if err := DecodeSchedule(src, &got); err != nil {
 			return
+		}
+		// OriginOf reads the same origin without decoding the rest.
+		if !ok || origin != got.Origin {
+			t.Fatalf("OriginOf = %v, %v; DecodeSchedule's origin %v", origin, ok, got.Origin)
 		}
 		if re := AppendSchedule(nil, &got); !bytes.Equal(re, src) {
 			// Uvarints have non-minimal encodings; what matters is that the

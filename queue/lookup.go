@@ -35,6 +35,10 @@ type Lookup struct {
 	Attempt uint32
 	// LeaseUntil is when the lease ends on the wall clock (Leased).
 	LeaseUntil time.Time
+	// Headers are the headers of the topic's copy (a copy the caller
+	// owns): in a dead-letter topic they say why it died
+	// (DeadLetterReasonHeader and the others).
+	Headers []message.Header
 }
 
 // Lookup says what topic holds of the message id, without receiving,
@@ -56,8 +60,8 @@ func (q *Queue) Lookup(ctx context.Context, topic string, id message.ID) (Lookup
 		return Lookup{}, err
 	}
 	defer q.release(t)
-	if l, ok := t.leasedLookup(id); ok {
-		return l, nil
+	if l, off, ok := t.leasedLookup(id); ok {
+		return l, t.headersAt(off, &l)
 	}
 	it, err := t.log.NewIterator(t.log.FirstOffset())
 	if err != nil {
@@ -75,20 +79,33 @@ func (q *Queue) Lookup(ctx context.Context, topic string, id message.ID) (Lookup
 		if rec.Type != typeMessage || decodeID(rec.Payload, &got) != nil || got != id {
 			continue
 		}
-		return t.stateAt(it.Offset(), id), nil
+		l := t.stateAt(it.Offset(), id)
+		return l, t.headersAt(it.Offset(), &l)
 	}
 	return Lookup{}, it.Err()
 }
 
-// leasedLookup returns the lease of id, if it has one.
-func (t *topic) leasedLookup(id message.ID) (Lookup, bool) {
+// headersAt sets l.Headers to a copy of the headers of the record at off.
+func (t *topic) headersAt(off int64, l *Lookup) error {
+	var id message.ID
+	var m message.Message
+	if err := t.copyAt(off, &id, &m); err != nil {
+		return err
+	}
+	l.Headers = m.Headers
+	return nil
+}
+
+// leasedLookup returns the lease of id and its record's offset, if it has
+// one.
+func (t *topic) leasedLookup(id message.ID) (Lookup, int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l := t.byID[id]
 	if l == nil {
-		return Lookup{}, false
+		return Lookup{}, 0, false
 	}
-	return Lookup{Held: Leased, Attempt: l.attempt, LeaseUntil: time.Unix(0, l.until).UTC()}, true
+	return Lookup{Held: Leased, Attempt: l.attempt, LeaseUntil: time.Unix(0, l.until).UTC()}, l.off, true
 }
 
 // stateAt says what the queue-log record at off (the message id) is now.

@@ -46,7 +46,14 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		r.stats.skipped.Add(1)
 		return nil
 	}
-	r.indexKey(message.ID{DeliverAt: deliverAt, Seq: seq}, p)
+	id := message.ID{DeliverAt: deliverAt, Seq: seq}
+	r.indexKey(id, p)
+	if origin, ok := message.OriginOf(p); ok && !origin.IsZero() && r.opts.Catalog != nil {
+		// A retry, reschedule or redrive: the message the producer was
+		// given (its origin) is carried by this record from now on.
+		r.opts.Catalog.Put(catalog.Moved, catalog.EncodeID(origin), catalog.EncodeID(id))
+		r.dirty = true
+	}
 	// Consecutive records mostly go to one bucket: the last writer first,
 	// without the segment list's lock and search.
 	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
@@ -94,9 +101,9 @@ func (r *Reput) routeCancel(p []byte) error {
 }
 
 // routeReschedule routes a reschedule record: its replacement like a
-// schedule record (an entry whose seq is the record's offset), then the
-// old message's done-record, and the replacement in the catalog's Moved
-// table.
+// schedule record (an entry whose seq is the record's offset, which names
+// it in the catalog's Moved table as its origin's latest), then the old
+// message's done-record.
 func (r *Reput) routeReschedule(off int64, p []byte) error {
 	old, sched, err := message.SplitReschedule(p)
 	if err != nil {
@@ -106,10 +113,6 @@ func (r *Reput) routeReschedule(off int64, p []byte) error {
 	}
 	if err := r.routeSchedule(off, sched); err != nil {
 		return err
-	}
-	if at, ok := deliverAtOf(sched); ok && r.opts.Catalog != nil {
-		r.opts.Catalog.Put(catalog.Moved, catalog.EncodeID(old), catalog.EncodeID(message.ID{DeliverAt: at, Seq: uint64(off)}))
-		r.dirty = true
 	}
 	return r.routeDone(old, dispatchlog.Rescheduled)
 }

@@ -110,6 +110,46 @@ type core interface {
 // engineCore is a local engine as a core.
 type engineCore struct{ *engine.Engine }
 
+// Cancel cancels what carries the message id now (engine.Current): the
+// ID a producer was given names the message through its retries,
+// reschedules and redrives.
 func (e engineCore) Cancel(ctx context.Context, id message.ID, _ bool) (engine.CancelResult, error) {
-	return e.Engine.Cancel(ctx, id)
+	for range currentTries {
+		f, err := e.Current(ctx, id)
+		if err != nil {
+			return engine.Unknown, err
+		}
+		res, err := e.Engine.Cancel(ctx, f.ID)
+		if err != nil || res != engine.AlreadyCancelled || !e.movedSince(ctx, f.ID) {
+			return res, err
+		}
+		// Rescheduled between Current and Cancel: cancel its replacement.
+	}
+	return engine.AlreadyCancelled, nil
+}
+
+// Reschedule moves what carries the message id now, as Cancel.
+func (e engineCore) Reschedule(ctx context.Context, id message.ID, at time.Time) (engine.RescheduleResult, message.ID, error) {
+	for range currentTries {
+		f, err := e.Current(ctx, id)
+		if err != nil {
+			return engine.RescheduleUnknown, message.ID{}, err
+		}
+		res, nid, err := e.Engine.Reschedule(ctx, f.ID, at)
+		if err != nil || res != engine.RescheduleCancelled || !e.movedSince(ctx, f.ID) {
+			return res, nid, err
+		}
+	}
+	return engine.RescheduleCancelled, message.ID{}, nil
+}
+
+// currentTries bounds how often Cancel and Reschedule look for what
+// carries a message again, when it moved on between the look and the act.
+const currentTries = 3
+
+// movedSince reports whether id was rescheduled (it has a later
+// incarnation now).
+func (e engineCore) movedSince(ctx context.Context, id message.ID) bool {
+	f, err := e.Current(ctx, id)
+	return err == nil && f.ID != id
 }

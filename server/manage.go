@@ -25,9 +25,11 @@ func (s *Server) localEngine(rpc string) (*engine.Engine, error) {
 	return nil, status.Errorf(codes.Unimplemented, "%s is not yet available in cluster mode: ask a node's data directory with `hourglass inspect`", rpc)
 }
 
-// Get serves the Get RPC: the engine says what it knows from the schedule
-// segment and its dispatch log; for a message delivered to the built-in
-// queue, the queue says whether it waits, is leased or was acked.
+// Get serves the Get RPC: what carries the message now (the engine's
+// Current: the asked ID, or the latest retry, reschedule or redrive of
+// it), as the engine knows it from the schedule segment and its dispatch
+// log; for one delivered to the built-in queue, the queue says whether it
+// waits, is leased, was acked or dead-lettered.
 func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.GetResponse, error) {
 	id, found, err := s.target(ctx, "Get", m.Id, m.Topic, m.Key)
 	if err != nil {
@@ -40,7 +42,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		return s.clusterGet(ctx, c, id)
 	}
 	eng := s.eng.(engineCore).Engine
-	f, err := eng.Get(ctx, id)
+	f, err := eng.Current(ctx, id)
 	if err != nil {
 		return nil, serverError(err)
 	}
@@ -49,34 +51,36 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		return out, nil
 	}
 	out.Message = protoMessage(f.ID, &f.Message)
-	if f.State == engine.StateRescheduled {
-		if nid, ok, err := eng.Moved(ctx, id); err != nil {
-			return nil, serverError(err)
-		} else if ok {
-			out.RescheduledTo = nid.String()
-		}
-		return out, nil
+	if f.ID != id {
+		out.RescheduledTo = f.ID.String()
 	}
-	if f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
+	delivering := f.State == engine.StateDelivering
+	if !delivering && f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
 		return out, nil
 	}
 	topic := string(f.Message.Topic)
-	l, err := s.q.Lookup(ctx, topic, id)
+	l, err := s.q.Lookup(ctx, topic, f.ID)
 	if err != nil {
 		return nil, serverError(err)
+	}
+	if delivering && l.Held != queue.Waiting && l.Held != queue.Leased {
+		// On its way: the queue holds it once its write is durable (and
+		// a consumer may hold it before the engine's done-record is).
+		return out, nil
 	}
 	if l.Held == queue.NotHeld || l.Held == queue.Acked {
 		// Dead-lettered by the queue: the dead-letter topic holds it
 		// under the same ID.
 		dlq := topic + queue.DLQSuffix
 		if !strings.HasSuffix(topic, queue.DLQSuffix) && queue.ValidateTopic(dlq) == nil {
-			d, err := s.q.Lookup(ctx, dlq, id)
+			d, err := s.q.Lookup(ctx, dlq, f.ID)
 			if err != nil {
 				return nil, serverError(err)
 			}
 			if d.Held != queue.NotHeld {
 				out.State = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
 				out.DeadLetterTopic = dlq
+				out.Message.DeadLetter = deadLetterInfo(d.Headers, f.Message.Attempt)
 				return out, nil
 			}
 		}

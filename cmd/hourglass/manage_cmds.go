@@ -68,25 +68,28 @@ func getCommand() *cli.Command {
 		Name:      "get",
 		Usage:     "look a message up by ID, or by topic and key, and print what became of it (reads only)",
 		UsageText: "hourglass get (ID | --topic T --key K) [--addr URL] [--json]",
-		Description: `Prints the message (topic, delivery time, attempt, origin, headers, body) and
-its state, one of:
+		Description: `Prints the message as it is now (topic, delivery time, attempt, origin,
+headers, body) and its state. The ID a producer was given names its message for
+its whole life: after a reschedule, a retry (a nack with a delay, or a topic's
+backoff) or a redrive the message goes on under a new ID, printed as "id" (the
+one asked for as "asked"; with --json, "rescheduled_to" is the new ID), with the
+first as its origin. The state is one of:
   pending        in its schedule segment: it will be delivered at its time
   delivering     handed to the sink, not confirmed yet
   delivered      the sink (a webhook or NATS) confirmed it
   due            in the built-in queue, waiting to be received
   leased         received from the built-in queue; its lease is running
-  acked          acked in the built-in queue (or retried under a new ID after
-                 a nack with a delay, or no longer held by the queue)
+  acked          acked in the built-in queue (or no longer held by it)
   cancelled      it will never be delivered
-  dead-lettered  refused for good; "dead_letter_topic" names where it went
-  rescheduled    it will never be delivered at this time; "rescheduled_to"
-                 names the message that replaced it
+  dead-lettered  refused for good; "dead_letter_topic" names where it went and
+                 the message's dead_letter says why
+  rescheduled    (cluster mode) it will never be delivered at this time;
+                 "rescheduled_to" names the message that replaced it
   not-found      no such message, or its schedule segment was deleted once
                  every message in it was done
 Nothing is received, leased or changed: unlike 'recv --no-ack', get does not
 raise the attempt count. A message sent with 'send --key K' can be named by
---topic and --key instead of its ID, for as long as it lives; "id" is then
-the ID the key names now (after a reschedule, the replacement's).
+--topic and --key instead of its ID, for as long as it lives.
 
 Examples:
   hourglass get 0000019bd6a1f2c00000000000001f40 --json
@@ -130,8 +133,8 @@ func runGet(c *cli.Context) error {
 	if j.DeadLetterTopic != "" {
 		fmt.Fprintf(w, "dead letter: %s\n", j.DeadLetterTopic)
 	}
-	if j.RescheduledTo != "" {
-		fmt.Fprintf(w, "now:         %s\n", j.RescheduledTo)
+	if j.RescheduledTo != "" && j.RescheduledTo != t.name {
+		fmt.Fprintf(w, "asked:       %s (it goes on under the id above: rescheduled, retried or redriven)\n", t.name)
 	}
 	if j.LeaseUntil != "" {
 		fmt.Fprintf(w, "lease until: %s (queue attempt %d)\n", j.LeaseUntil, j.QueueAttempt)

@@ -102,7 +102,12 @@ export interface Found {
   leaseExpiresAt?: Date;
   /** Dead-lettered by the queue: the topic that holds it. */
   deadLetterTopic?: string;
-  /** Rescheduled: the id of the message that replaced it. */
+  /**
+   * The id that carries the message now, when it is not the one asked for:
+   * after a reschedule, a retry (a nack with a delay, or the topic's backoff)
+   * or a redrive; state and message are that one's. (Cluster mode: the
+   * replacement of a "rescheduled" message.)
+   */
   rescheduledTo?: string;
 }
 

@@ -241,13 +241,19 @@ for (const [name, make] of Object.entries(clients)) {
       assert.equal(r.result, "rescheduled");
       if (r.result !== "rescheduled") return;
       assert.notEqual(r.id, m.id);
-      assert.deepEqual(await c.reschedule(m.id, { now: true }), { result: "already-cancelled" });
+      // The first ID names the message for its whole life: Get says what
+      // carries it now, and Reschedule by it moves that one.
       const f = await c.get(m.id);
-      assert.equal(f.state, "rescheduled");
+      assert.equal(f.state, "pending");
       assert.equal(f.rescheduledTo, r.id);
+      assert.equal(f.message?.id, r.id);
+      const r2 = await c.reschedule(m.id, { now: true });
+      assert.equal(r2.result, "rescheduled");
+      if (r2.result !== "rescheduled") return;
+      assert.notEqual(r2.id, r.id);
       const got: Delivery[] = [];
       await consumeUntil(c, topic("moved"), (d) => void got.push(d), () => got.length > 0);
-      assert.equal(got[0].id, r.id);
+      assert.equal(got[0].id, r2.id);
       assert.equal(got[0].originId, m.id);
       // As for Cancel: "unknown" once the delivered message's 2 s bucket is retired.
       const again = (await c.reschedule(r.id, { at: new Date(Date.now() + 60_000) })).result;

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+)
+
+// TestOneIdentityThroughRetries: the ID a producer was given names its
+// message through the retries a backoff policy makes (each under an ID
+// of its own), and Get by it, over the API and the CLI, says where the
+// message is now: waiting for its next attempt, leased, and at the end
+// dead-lettered with the reason. Cancel by it acts on the retry waiting.
+func TestOneIdentityThroughRetries(t *testing.T) {
+	p := start(t, t.TempDir(), nil)
+	ctx := ctxT(t)
+	c := p.client
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "work",
+		Policy: &hourglassv1.Policy{MaxAttempts: ptr(int32(3)), Backoff: &hourglassv1.Backoff{InitialMs: 300, Multiplier: 1}}})); err != nil {
+		t.Fatal(err)
+	}
+	get := func(id string) *hourglassv1.GetResponse {
+		t.Helper()
+		res, err := c.Get(ctx, connect.NewRequest(&hourglassv1.GetRequest{Id: id}))
+		if err != nil {
+			t.Fatalf("Get(%s): %v", id, err)
+		}
+		return res.Msg
+	}
+	first := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "work", Body: []byte("job"), When: delayMs(0)})
+	for attempt := range 3 {
+		m := receive(t, c, "work", 1, 10*time.Second)[0].m
+		if m.Attempt != uint32(attempt) || m.OriginId != first {
+			t.Fatalf("attempt %d: received %s attempt %d origin %s", attempt, m.Id, m.Attempt, m.OriginId)
+		}
+		g := get(first)
+		if g.State != hourglassv1.MessageState_MESSAGE_STATE_LEASED || g.Message.GetId() != m.Id {
+			t.Errorf("attempt %d: Get(first) = %v as %s; want leased as %s", attempt, g.State, g.Message.GetId(), m.Id)
+		}
+		if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "work", Receipt: m.Receipt, Reason: "boom"})); err != nil {
+			t.Fatal(err)
+		}
+		g = get(first)
+		if attempt < 2 {
+			// Waiting for the next attempt, under the retry's ID.
+			if g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING && g.State != hourglassv1.MessageState_MESSAGE_STATE_DUE ||
+				g.Message.GetAttempt() != uint32(attempt+1) || g.RescheduledTo == "" || g.RescheduledTo == m.Id {
+				t.Errorf("after nack %d: Get(first) = %v attempt %d as %q; want pending or due, attempt %d, as the retry",
+					attempt+1, g.State, g.Message.GetAttempt(), g.RescheduledTo, attempt+1)
+			}
+			continue
+		}
+		if g.State != hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED || g.DeadLetterTopic != "work.dlq" ||
+			g.Message.GetDeadLetter().GetReason() != "max-attempts" || g.Message.GetDeadLetter().GetLastError() != "boom" {
+			t.Errorf("after the last nack: Get(first) = %v", g)
+		}
+	}
+	out, err := exec.Command(binary, "get", first, "--addr", p.url).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dead-lettered") || !strings.Contains(string(out), "max-attempts") {
+		t.Errorf("hourglass get %s: %v\n%s\nwant dead-lettered, max-attempts", first, err, out)
+	}
+
+	// Cancel by the first ID while a retry waits cancels the retry.
+	if _, err := c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "slow",
+		Policy: &hourglassv1.Policy{Backoff: &hourglassv1.Backoff{InitialMs: 3_600_000, Multiplier: 1}}})); err != nil {
+		t.Fatal(err)
+	}
+	job := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "slow", Body: []byte("later"), When: delayMs(0)})
+	m := receive(t, c, "slow", 1, 10*time.Second)[0].m
+	if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "slow", Receipt: m.Receipt})); err != nil {
+		t.Fatal(err)
+	}
+	if res := cancelID(t, c, job); res != hourglassv1.CancelResult_CANCEL_RESULT_CANCELLED {
+		t.Errorf("Cancel of the first ID while its retry waits: %v; want cancelled", res)
+	}
+	if g := get(job); g.State != hourglassv1.MessageState_MESSAGE_STATE_CANCELLED || g.Message.GetAttempt() != 1 {
+		t.Errorf("Get(first) after the cancel: %v attempt %d; want its retry cancelled", g.State, g.Message.GetAttempt())
+	}
+}
