@@ -67,6 +67,10 @@ func clean() *hb {
 	b.sched("k", "", Rejected, 0, 100)
 	// l: cancel in doubt that took effect: never delivered, not lost.
 	b.sched("l", "L", OK, 0, 100).cancel("l", "L", InDoubt, CancelNone, 50, 60)
+	// m: nacked with a delay, then cancelled by its first ID: the Cancel
+	// cancelled the retry, which never came.
+	b.sched("m", "M", OK, 0, 100).deliver("m", "M", "M", 100, 101).settle("m", "M", Nack, 5000, OK, 102, 103).
+		cancel("m", "M", OK, CancelCancelled, 200, 201)
 	return b
 }
 
@@ -76,8 +80,8 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 		t.Fatalf("clean history: %v", res.Violations)
 	}
 	c := res.Counts
-	want := Counts{Scheduled: 9, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 8, Deliveries: 12,
-		Cancelled: 1, CancelOther: 1, CancelInDoubt: 2, CancelledInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 1,
+	want := Counts{Scheduled: 10, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 9, Deliveries: 13,
+		Cancelled: 2, CancelOther: 1, CancelInDoubt: 2, CancelledInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 2,
 		DupUnacked: 2, DupAckInDoubt: 1}
 	if c != want {
 		t.Errorf("counts\n got %+v\nwant %+v", c, want)

@@ -30,6 +30,22 @@ func (s *keyState) retried(t time.Time) bool {
 	return false
 }
 
+// nackedBefore reports whether a Nack of the incarnation id, not refused,
+// was sent before t: from then on a retry may carry the message (a Nack
+// with a delay, or one under a backoff policy). Never in a cluster, where
+// a Nack keeps the message and its ID in the delivery stream.
+func (s *keyState) nackedBefore(id string, t time.Time) bool {
+	if s.cluster {
+		return false
+	}
+	for _, x := range s.settles {
+		if x.ID == id && x.Kind == Nack && x.Outcome != Rejected && x.Sent.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // moves reports whether r may have moved an incarnation: answered
 // RESCHEDULED, or in doubt.
 func (r *Reschedule) moves() bool {
@@ -96,7 +112,9 @@ func (s *keyState) keyTarget(self *Reschedule, sent, answered time.Time) (string
 // incarnation it named is never delivered. By ID that is the ID named,
 // and when it is the ID Schedule answered and no Reschedule may have
 // moved it before the answer, every delivery of the message (all of them
-// would descend from it). By key it is keyTarget's incarnation, and then
+// would descend from it), but one returned before the answer of an
+// incarnation a Nack had given back before it: a Cancel by the first ID
+// acts on the retry that carries the message now. By key it is keyTarget's incarnation, and then
 // every delivery (none of the chain was delivered: each link was
 // rescheduled truthfully, and the last cancelled); when keyTarget cannot
 // tell, the Cancel is not judged (counted). A delivery returned after the
@@ -130,6 +148,11 @@ func (s *keyState) judgeCancels(key string, c *Counts) []Violation {
 				continue
 			}
 			v := Violation{Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received}
+			if !d.Received.After(x.Answered) && s.nackedBefore(d.ID, x.Answered) {
+				// A Cancel by the first ID acts on the message where it is
+				// now: the retry a Nack of this incarnation made.
+				continue
+			}
 			if d.Received.After(x.Answered) {
 				v.Kind = VAfterCancel
 				v.Detail = fmt.Sprintf("received %v after %s (cycle %d) answered cancelled", d.Received.Sub(x.Answered).Round(time.Millisecond), how, x.Cycle)
