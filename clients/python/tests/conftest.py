@@ -91,14 +91,16 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="session")
 def server(binary: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the session: a token, 3 attempts before a dead
-    letter, 2 s buckets, bodies up to 16 KiB and requests up to 80 KiB."""
+    letter, bodies up to 16 KiB and requests up to 80 KiB. Its buckets are
+    an hour long (the default), so that Get still finds a delivered
+    message while the tests run: a bucket whose messages are all done is
+    deleted once it is over, and Get then answers not-found."""
     s = Server(
         binary,
         tmp_path_factory.mktemp("data"),
         [
             "--auth-token", TOKEN,
             "--max-attempts", "3",
-            "--segment-duration", "2s",
             "--max-body", "16KiB",
             "--max-request-size", "80KiB",
         ],

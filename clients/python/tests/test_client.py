@@ -78,7 +78,7 @@ def test_cancel_answers(client: hourglass.Client, topic: str) -> None:
     assert d.id == marker
     client.ack(d)
     res = client.cancel(marker)
-    # Truthful, never "cancelled": already delivered while its 2 s bucket exists, unknown once retired.
+    # Truthful, never "cancelled": already delivered while its bucket exists, unknown once it is deleted.
     assert res in (CancelResult.ALREADY_DELIVERED, CancelResult.UNKNOWN)
 
 
@@ -214,3 +214,23 @@ def test_topic_policy_pause_resume_and_delete(client: hourglass.Client, topic: s
     assert topic in [t.topic for t in client.topics()]
     client.schedule(topic, delay=3600)
     assert client.delete_topic(topic).cancelled == 1
+
+
+def test_nack_to_the_dead_letter_topic_and_redrive(client: hourglass.Client, topic: str) -> None:
+    ids = client.schedule_batch([Message(topic, "a"), Message(topic, "b")])
+    ds = client.receive(topic, max_messages=2, wait=10)
+    assert sorted(d.id for d in ds) == sorted(ids)
+    client.nack(ds[0], dead_letter=True, reason="unparsable")
+    client.nack(ds[1], delay=3600, reason="later")
+    [dead] = client.receive(f"{topic}.dlq", wait=10, lease=60)
+    assert dead.origin_id == ds[0].id and dead.dead_letter is not None
+    assert (dead.dead_letter.reason, dead.dead_letter.last_error) == ("nacked", "unparsable")
+    assert client.extend(dead, 120) > dead.lease_expires_at
+    client.nack(dead, release=True)
+    assert [m.id for m in client.list_messages(topic, state=State.DEAD_LETTERED)] == [dead.id]
+    res = client.redrive(f"{topic}.dlq")
+    assert (res.redriven, res.skipped, res.more) == (1, 0, False)
+    [again] = client.receive(topic, wait=10)
+    assert again.origin_id == ds[0].id and again.attempt == 0 and again.body == ds[0].body
+    client.settle(again, None)
+    wait_for("the redriven message to be acked", lambda: client.get(again.id).state == State.ACKED)

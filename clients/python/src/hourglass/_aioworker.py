@@ -71,6 +71,11 @@ class AsyncWorker(WorkerBase[AsyncHandler]):
         else:
             self._loop.call_soon_threadsafe(self._stop.set)
 
+    @property
+    def stopping(self) -> bool:
+        """Whether stop was asked (or SIGTERM came)."""
+        return self._stop_early or (self._stop is not None and self._stop.is_set())
+
     async def run(self, *, handle_signals: bool = True) -> None:
         """Consumes every topic with a handler until stop; see the class."""
         topics = self._start()
@@ -164,9 +169,10 @@ class _AsyncTopicLoop:
                 self.poll = None
             backoff = 0.1
             self._give_back(n - len(res.messages))
+            got = time.monotonic()
             for m in res.messages:
                 d = cv.delivery_of(m)
-                task = asyncio.ensure_future(self._handle(d))
+                task = asyncio.ensure_future(self._handle(d, got))
                 self.tasks[task] = d
                 task.add_done_callback(self._forget)
 
@@ -187,13 +193,13 @@ class _AsyncTopicLoop:
         except asyncio.CancelledError:
             pass
 
-    async def _handle(self, d: Delivery) -> None:
+    async def _handle(self, d: Delivery, got: float) -> None:
         if self.stopping:
             await self._release(d)  # stopping: give it back rather than start it
             return
         extender = None
         if not self.no_extend and lease_of(d) > 0:
-            extender = asyncio.ensure_future(self._extend_loop(d))
+            extender = asyncio.ensure_future(self._extend_loop(d, got))
         exc: Optional[BaseException] = None
         task = asyncio.current_task()
         assert task is not None
@@ -220,10 +226,14 @@ class _AsyncTopicLoop:
         req = pb.NackRequest(topic=d.topic, receipt=d.receipt, delay_ms=a.delay_ms, reason=a.reason, dead_letter=a.dead_letter)
         await self._unary("Nack", req)
 
-    async def _extend_loop(self, d: Delivery) -> None:
+    async def _extend_loop(self, d: Delivery, got: float) -> None:
+        """Extends d's lease by the lease again two thirds into each lease
+        (the first counted from when d came)."""
         lease = lease_of(d)
+        wait = got + lease * 2 / 3 - time.monotonic()
         while True:
-            await asyncio.sleep(lease * 2 / 3)
+            await asyncio.sleep(max(0.0, wait))
+            wait = lease * 2 / 3
             req = pb.ExtendRequest(topic=d.topic, receipt=d.receipt, lease_ms=int(lease * 1000))
             try:
                 await self.rpc.Extend(req, metadata=self.md)

@@ -75,6 +75,12 @@ class Worker(WorkerBase[Handler]):
         a signal handler; a second call does nothing more."""
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether stop was asked (or SIGTERM came): a long handler may check
+        it to cut its work short."""
+        return self._stop.is_set()
+
     def run(self, *, handle_signals: bool = True) -> None:
         """Consumes every topic with a handler until stop; see the class.
         With handle_signals, in the main thread, SIGTERM and SIGINT call
@@ -137,7 +143,7 @@ class _TopicLoop:
     def __init__(self, w: Worker, cfg: TopicConfig, fn: Handler) -> None:
         self.w, self.cfg, self.fn = w, cfg, fn
         self.c = w._client
-        self.work: "queue.Queue[Optional[Delivery]]" = queue.Queue()
+        self.work: "queue.Queue[Optional[tuple[Delivery, float]]]" = queue.Queue()
         self.acks: "queue.Queue[Optional[Delivery]]" = queue.Queue()
         self.mu = threading.Condition()
         self.inflight = 0  # guarded by mu: received, not yet settled or given back
@@ -191,10 +197,11 @@ class _TopicLoop:
                 backoff = min(2 * backoff, 5.0)
                 continue
             backoff = 0.1
+            got = time.monotonic()
             with self.mu:
                 self.inflight += len(res.messages)
             for m in res.messages:
-                self.work.put(cv.delivery_of(m))
+                self.work.put((cv.delivery_of(m), got))
 
     def stop_polling(self) -> None:
         """Ends the poll in flight; the poller then returns."""
@@ -208,9 +215,10 @@ class _TopicLoop:
 
     def _handle_loop(self) -> None:
         while True:
-            d = self.work.get()
-            if d is None:
+            item = self.work.get()
+            if item is None:
                 return
+            d, got = item
             if self.w._stop.is_set():
                 self._release(d)  # stopping: give it back rather than start it
                 self._done()
@@ -220,7 +228,8 @@ class _TopicLoop:
                 abandoned = self.abandoned
                 if not abandoned:
                     self.running.add(r)
-                    self._extend_later(r, lease_of(d) * 2 / 3)
+                    # Two thirds into the lease, counted from when it came.
+                    self._extend_later(r, got + lease_of(d) * 2 / 3 - time.monotonic())
             if abandoned:
                 self._release(d)
                 self._done()
@@ -270,9 +279,9 @@ class _TopicLoop:
     def _extend_later(self, r: _Running, after: float) -> None:
         """Extends r's lease after ``after`` seconds, and again each time;
         the caller holds mu."""
-        if self.no_extend or after <= 0 or r.gone:
+        if self.no_extend or r.gone or lease_of(r.d) <= 0:
             return
-        r.timer = threading.Timer(after, self._extend, (r,))
+        r.timer = threading.Timer(max(0.0, after), self._extend, (r,))
         r.timer.daemon = True
         r.timer.start()
 
