@@ -119,3 +119,7 @@ def client(server: Server) -> Iterator[hourglass.Client]:
 def topic(request: pytest.FixtureRequest) -> str:
     """A topic of this test's own: letters of its name."""
     return "py." + re.sub(r"[^A-Za-z0-9_.-]", "-", request.node.name)[:150]
+
+
+def pytest_report_header() -> str:
+    return f"hourglass: {hourglass.__file__}"
