@@ -237,7 +237,7 @@ class _TopicLoop:
             exc: Optional[BaseException] = None
             try:
                 self.fn(d)
-            except Exception as e:
+            except BaseException as e:  # SystemExit too: this thread settles d, whatever the handler did
                 exc = e
             self._settle(r, exc)
             self._done()
