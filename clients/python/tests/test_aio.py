@@ -197,3 +197,27 @@ def test_worker_raises_what_retrying_cannot_fix(server: Server) -> None:
             await w.run(handle_signals=False)
 
     run(server, body)
+
+
+def test_worker_stops_when_every_handler_is_stuck(server: Server, topic: str) -> None:
+    async def body(c: AsyncClient) -> None:
+        id = await c.schedule(topic, "stuck")
+        w = AsyncWorker(c, concurrency=1, poll_wait=1, shutdown_timeout=0.2)
+        started = asyncio.Event()
+
+        @w.handler(topic)
+        async def handle(d: Delivery) -> None:
+            started.set()
+            await asyncio.Event().wait()  # never set: until cancelled
+
+        running = asyncio.ensure_future(w.run(handle_signals=False))
+        await asyncio.wait_for(started.wait(), 20)
+        w.stop()
+        done, _ = await asyncio.wait([running], timeout=10)
+        assert done, "run did not return within 10 s of stop; its shutdown timeout is 0.2 s"
+        await running
+        [d] = await c.receive(topic, wait=10)
+        assert d.id == id and d.attempt == 0
+        await c.ack(d)
+
+    run(server, body)

@@ -187,11 +187,12 @@ class _AsyncTopicLoop:
     async def stop_polling(self) -> None:
         self.stopping = True
         if self.poll is not None:
-            self.poll.cancel()
-        try:
-            await self.poller
-        except asyncio.CancelledError:
-            pass
+            self.poll.cancel()  # the poller gives back its slots and returns
+        else:
+            self.poller.cancel()  # waiting for a free handler, or a backoff
+        # asyncio.wait: neither raises the poller's CancelledError nor
+        # swallows one meant for the caller.
+        await asyncio.wait([self.poller])
 
     async def _handle(self, d: Delivery, got: float) -> None:
         if self.stopping:
