@@ -12,7 +12,7 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -47,49 +47,53 @@ class Running:
         assert not self.thread.is_alive(), f"the worker did not stop within {timeout}s"
 
 
-@pytest.fixture
-def start(client: hourglass.Client) -> Iterator[Callable[..., tuple[hourglass.Worker, list[BaseException]]]]:
-    """Makes workers on the test's client that fail the test on a reported
-    error; stops them after the test."""
-    running: list[Running] = []
+class Workers:
+    """Makes workers on the test's client whose reported errors the test
+    checks, runs them on threads, and stops them after the test."""
 
-    def make(**kw: object) -> tuple[hourglass.Worker, list[BaseException]]:
+    def __init__(self, client: hourglass.Client) -> None:
+        self.client = client
+        self.running: list[Running] = []
+
+    def make(self, **kw: Any) -> tuple[hourglass.Worker, list[BaseException]]:
         reported: list[BaseException] = []
-        w = hourglass.Worker(client, poll_wait=1, on_error=reported.append, **kw)  # type: ignore[arg-type]
-        return w, reported
+        return hourglass.Worker(self.client, poll_wait=1, on_error=reported.append, **kw), reported
 
-    def run(w: hourglass.Worker) -> Running:
+    def run(self, w: hourglass.Worker) -> Running:
         r = Running(w)
-        running.append(r)
+        self.running.append(r)
         return r
 
-    make.run = run  # type: ignore[attr-defined]
-    yield make
-    for r in running:
+
+@pytest.fixture
+def start(client: hourglass.Client) -> Iterator[Workers]:
+    ws = Workers(client)
+    yield ws
+    for r in ws.running:
         if r.thread.is_alive():
             r.stop()
 
 
-def test_a_handler_that_returns_acks(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_a_handler_that_returns_acks(client: hourglass.Client, topic: str, start: Workers) -> None:
     id = client.schedule(topic, "hello", delay=0.2)
-    w, reported = start()
+    w, reported = start.make()
     got: list[Delivery] = []
 
     @w.handler(topic)
     def handle(d: Delivery) -> None:
         got.append(d)
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("the message to be acked", lambda: client.get(id).state == State.ACKED)
     r.stop()
     assert [d.body for d in got] == [b"hello"] and got[0].id == id
     assert reported == [] and r.raised == []
 
 
-def test_an_exception_nacks_with_the_topics_backoff(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_an_exception_nacks_with_the_topics_backoff(client: hourglass.Client, topic: str, start: Workers) -> None:
     client.set_policy(topic, hourglass.Policy(backoff=hourglass.Backoff(initial=0.3)))
     client.schedule(topic, "flaky")
-    w, reported = start()
+    w, reported = start.make()
     got: list[Delivery] = []
 
     @w.handler(topic)
@@ -98,7 +102,7 @@ def test_an_exception_nacks_with_the_topics_backoff(client: hourglass.Client, to
         if d.attempt == 0:
             raise ValueError("flaky")
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("the second attempt to be acked", lambda: len(got) == 2 and client.get(got[1].id).state == State.ACKED)
     r.stop()
     assert [d.attempt for d in got] == [0, 1]
@@ -108,9 +112,9 @@ def test_an_exception_nacks_with_the_topics_backoff(client: hourglass.Client, to
     assert reported == []
 
 
-def test_retry_delivers_again_after_its_delay(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_retry_delivers_again_after_its_delay(client: hourglass.Client, topic: str, start: Workers) -> None:
     client.schedule(topic, "later")
-    w, reported = start()
+    w, reported = start.make()
     got: list[Delivery] = []
 
     @w.handler(topic)
@@ -119,7 +123,7 @@ def test_retry_delivers_again_after_its_delay(client: hourglass.Client, topic: s
         if d.attempt == 0:
             raise Retry(0.4, "not yet")
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("the retry to be acked", lambda: len(got) == 2 and client.get(got[1].id).state == State.ACKED)
     r.stop()
     assert got[1].attempt == 1 and got[1].origin_id == got[0].id
@@ -128,10 +132,10 @@ def test_retry_delivers_again_after_its_delay(client: hourglass.Client, topic: s
     assert reported == []
 
 
-def test_dead_letter_after_max_attempts_and_by_request(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_dead_letter_after_max_attempts_and_by_request(client: hourglass.Client, topic: str, start: Workers) -> None:
     failing = client.schedule(topic, "charge card", headers={"kind": "fail"})
     poison = client.schedule(topic, "not json", headers={"kind": "poison"})
-    w, reported = start(concurrency=2)
+    w, reported = start.make(concurrency=2)
     tries: list[Delivery] = []
     dead: list[Delivery] = []
 
@@ -146,7 +150,7 @@ def test_dead_letter_after_max_attempts_and_by_request(client: hourglass.Client,
     def handle_dead(d: Delivery) -> None:
         dead.append(d)
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("both messages in the dead-letter topic", lambda: len(dead) == 2)
     r.stop()
     by_kind = {d.headers["kind"]: d for d in dead}
@@ -163,10 +167,10 @@ def test_dead_letter_after_max_attempts_and_by_request(client: hourglass.Client,
     assert reported == []
 
 
-def test_concurrency_bounds_the_handlers_running_at_once(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_concurrency_bounds_the_handlers_running_at_once(client: hourglass.Client, topic: str, start: Workers) -> None:
     n, limit = 8, 3
     client.schedule_batch([hourglass.Message(topic, f"m{i}") for i in range(n)])
-    w, reported = start(concurrency=limit)
+    w, reported = start.make(concurrency=limit)
     mu = threading.Lock()
     running = most = handled = 0
     gate = threading.Event()
@@ -184,16 +188,16 @@ def test_concurrency_bounds_the_handlers_running_at_once(client: hourglass.Clien
             running -= 1
             handled += 1
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("every message handled", lambda: handled == n)
     r.stop()
     assert most == limit
     assert reported == []
 
 
-def test_a_long_handler_keeps_its_lease(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_a_long_handler_keeps_its_lease(client: hourglass.Client, topic: str, start: Workers) -> None:
     id = client.schedule(topic, "slow")
-    w, reported = start(lease=2)
+    w, reported = start.make(lease=2)
     seen: list[Delivery] = []
     done = threading.Event()
 
@@ -202,7 +206,7 @@ def test_a_long_handler_keeps_its_lease(client: hourglass.Client, topic: str, st
         seen.append(d)
         assert done.wait(20)
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     wait_for("the handler to start", lambda: seen)
     first = seen[0].lease_expires_at
 
@@ -220,9 +224,9 @@ def test_a_long_handler_keeps_its_lease(client: hourglass.Client, topic: str, st
     assert reported == []
 
 
-def test_stop_lets_running_handlers_finish(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_stop_lets_running_handlers_finish(client: hourglass.Client, topic: str, start: Workers) -> None:
     first = client.schedule(topic, "running")
-    w, reported = start(concurrency=1)
+    w, reported = start.make(concurrency=1)
     started = threading.Event()
     finish = threading.Event()
 
@@ -231,7 +235,7 @@ def test_stop_lets_running_handlers_finish(client: hourglass.Client, topic: str,
         started.set()
         assert finish.wait(20)
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     assert started.wait(20)
     second = client.schedule(topic, "not taken")
     w.stop()
@@ -246,9 +250,9 @@ def test_stop_lets_running_handlers_finish(client: hourglass.Client, topic: str,
     assert reported == []
 
 
-def test_the_shutdown_timeout_gives_back_what_handlers_hold(client: hourglass.Client, topic: str, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
+def test_the_shutdown_timeout_gives_back_what_handlers_hold(client: hourglass.Client, topic: str, start: Workers) -> None:
     id = client.schedule(topic, "stuck")
-    w, reported = start(shutdown_timeout=0.3)
+    w, reported = start.make(shutdown_timeout=0.3)
     started = threading.Event()
     never = threading.Event()
     returned: list[Delivery] = []
@@ -259,7 +263,7 @@ def test_the_shutdown_timeout_gives_back_what_handlers_hold(client: hourglass.Cl
         never.wait(20)
         returned.append(d)
 
-    r = start.run(w)  # type: ignore[attr-defined]
+    r = start.run(w)
     assert started.wait(20)
     r.stop()
     assert returned == [], "run returned without waiting for the stuck handler"
@@ -270,14 +274,14 @@ def test_the_shutdown_timeout_gives_back_what_handlers_hold(client: hourglass.Cl
     assert reported == []
 
 
-def test_run_raises_what_retrying_cannot_fix(client: hourglass.Client, start: Callable[..., tuple[hourglass.Worker, list[BaseException]]]) -> None:
-    w, _ = start()
+def test_run_raises_what_retrying_cannot_fix(client: hourglass.Client, start: Workers) -> None:
+    w, _ = start.make()
     w.handle("bad topic", lambda d: None)
     with pytest.raises(hourglass.InvalidArgument, match="bad topic"):
         w.run(handle_signals=False)
     with pytest.raises(hourglass.HourglassError, match="already started"):
         w.run(handle_signals=False)
-    w2, _ = start()
+    w2, _ = start.make()
     with pytest.raises(hourglass.HourglassError, match="no topic to consume"):
         w2.run(handle_signals=False)
     w2.handle("t", lambda d: None)
