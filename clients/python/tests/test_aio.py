@@ -49,9 +49,9 @@ def test_calls(server: Server, topic: str) -> None:
         assert await c.cancel(a) == CancelResult.CANCELLED
         assert await c.cancel(a) == CancelResult.ALREADY_CANCELLED
         moved = await c.reschedule(b, at=datetime.now(timezone.utc) + timedelta(milliseconds=200))
-        with pytest.raises(hourglass.AlreadyCancelled):
-            await c.reschedule(b, now=True)
         assert (await c.get(b)).rescheduled_to == moved
+        with pytest.raises(hourglass.AlreadyCancelled):
+            await c.reschedule(a, now=True)
         [d] = await c.receive(topic, wait=10)
         assert d.id == moved and d.origin_id == b
         await c.ack(d)

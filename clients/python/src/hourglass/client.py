@@ -198,14 +198,16 @@ class Client:
         """Moves the pending message ref names to a new time (exactly one of
         delay, at and now=True), atomically: the old time never fires, and
         the message is delivered at the new time under the ID returned (its
-        origin_id stays the first message's). When the server changed
-        nothing it raises AlreadyDelivered, AlreadyCancelled (cancelled, or
-        rescheduled before) or NotPending."""
+        origin_id stays the first message's). The first ID (or the Key)
+        names the message for its whole life: by it, reschedule moves
+        whatever carries the message now. When the server changed nothing
+        it raises AlreadyDelivered, AlreadyCancelled or NotPending."""
         return cv.rescheduled_id(self._call("Reschedule", cv.reschedule_request(ref, delay, at, now)))
 
     def get(self, ref: Ref) -> Found:
-        """Looks up the message ref names and says what became of it. It
-        only reads: nothing is received, leased or changed."""
+        """Looks up the message ref names and says what became of it, where
+        it is now (Found.rescheduled_to: the ID that carries it after a
+        reschedule, retry or redrive). It only reads."""
         return cv.found_of(self._call("Get", cv.get_request(ref)))
 
     def list_messages_page(

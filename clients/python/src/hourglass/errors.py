@@ -176,8 +176,8 @@ class AlreadyDelivered(RescheduleRefused):
 
 
 class AlreadyCancelled(RescheduleRefused):
-    """The message was cancelled, or rescheduled before (get tells the ID
-    that replaced it)."""
+    """The message was cancelled (in cluster mode: or rescheduled before;
+    get tells the ID that replaced it)."""
 
     text = "hourglass: message already cancelled or rescheduled"
 

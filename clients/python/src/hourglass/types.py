@@ -151,6 +151,8 @@ class State(str, enum.Enum):
     ACKED = "acked"
     CANCELLED = "cancelled"
     DEAD_LETTERED = "dead-lettered"
+    #: Cluster mode: it will never be delivered at this time
+    #: (Found.rescheduled_to names its replacement).
     RESCHEDULED = "rescheduled"
     NOT_FOUND = "not-found"
 
@@ -231,7 +233,9 @@ class Found:
     lease_expires_at: Optional[datetime] = None
     #: Dead-lettered by the queue: the topic that holds it.
     dead_letter_topic: str = ""
-    #: Rescheduled: the message that replaced it.
+    #: The ID that carries the message now, when it is not the one asked
+    #: for: after a reschedule, a retry or a redrive (state and message are
+    #: that one's). In cluster mode: the replacement of a rescheduled one.
     rescheduled_to: Optional[ID] = None
 
 
