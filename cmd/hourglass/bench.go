@@ -234,8 +234,13 @@ Scenarios (N is --messages):
             within --window (1h) of its --due-from, and waits for their due
             times. Headline: lateness_p99_ms of the first due hour; lost
             (due in the window, not received), early, duplicates must be 0.
+  get       N messages (default 1,000,000) due 1h ahead, at --rate messages a
+            second (50,000) in requests of --batch from --clients goroutines,
+            while two goroutines Get messages already answered, picked at
+            random, one call at a time (grpc only). Headline: get_p99_ms
+            (target 2 ms); every Get must answer pending.
 
-batch, single and backlog leave their messages pending on the server (batch
+batch, single, backlog and get leave their messages pending on the server (batch
 and single due 1h later), on their own topic.
 
 JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
@@ -254,7 +259,9 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   merged                    messages the Go client merged into ScheduleBatch calls (--max-calls)
   due_from, spread          backlog and drain: the backlog's due range
   expected                  drain: the backlog's messages due within --window
-  keys                      backlog: idempotency keys sent (--keys)`
+  keys                      backlog: idempotency keys sent (--keys)
+  rate, gets                get: the Schedules a second asked for; the Gets timed
+  get_p50_ms, get_p99_ms, get_max_ms   get: their latency, call to answer`
 
 // loadGenGCPercent is bench server's GC percent: a leaner load generator
 // leaves more of the shared machine to the server it measures.
@@ -265,7 +272,7 @@ func benchServerCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "server",
 		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
-		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
+		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain|get] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
@@ -298,6 +305,8 @@ func benchServerCommand() *cli.Command {
 				Usage: "backlog and drain: the messages are due evenly over this `DURATION` from --due-from, 1s to 10y"},
 			&cli.TimestampFlag{Name: "due-from", Layout: time.RFC3339Nano, Timezone: time.UTC, DefaultText: "backlog: 1h after the start; drain: required",
 				Usage: "backlog and drain: the `TIME` (RFC 3339, the server's clock) the first message is due; give drain the backlog run's"},
+			&cli.IntFlag{Name: "rate", Value: serverbench.DefaultRate,
+				Usage: "get only: `N` Schedules a second while Gets of pending messages are timed"},
 			&cli.BoolFlag{Name: "keys",
 				Usage: "backlog only: send each message's index as its idempotency key, so the run also measures the server's key index"},
 			&cli.StringFlag{Name: "topic", DefaultText: "a fresh topic per run, bench-SCENARIO-TIME-RANDOM",
@@ -335,6 +344,7 @@ func runBenchServer(c *cli.Context) error {
 		MaxCalls:  c.Int("max-calls"),
 		Spread:    c.Duration("spread"),
 		Keys:      c.Bool("keys"),
+		Rate:      c.Int("rate"),
 	}
 	if t := c.Timestamp("due-from"); t != nil {
 		cfg.DueFrom = *t

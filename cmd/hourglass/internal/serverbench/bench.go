@@ -39,6 +39,13 @@ type Report struct {
 	Spread   string `json:"spread"`
 	Expected int64  `json:"expected"`
 	Keys     bool   `json:"keys"` // backlog: idempotency keys sent
+	// Rate (get): the Schedules a second asked for; Gets, GetP50Ms...:
+	// the Gets of pending messages timed meanwhile.
+	Rate     int     `json:"rate"`
+	Gets     int64   `json:"gets"`
+	GetP50Ms float64 `json:"get_p50_ms"`
+	GetP99Ms float64 `json:"get_p99_ms"`
+	GetMaxMs float64 `json:"get_max_ms"`
 	// Calls counts the requests the messages went in: unary calls
 	// (Schedule, ScheduleBatch) or ScheduleStream requests. Merged counts
 	// the messages the Go client merged into ScheduleBatch calls (with
@@ -100,6 +107,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	case Drain:
 		r.Consumers = cfg.Consumers
 		err = runDrain(ctx, p, cfg, r, skew, rtt)
+	case Get:
+		err = runGet(ctx, p, cfg, r)
+		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	}
 	if r.End == "" {
 		r.End = "complete"

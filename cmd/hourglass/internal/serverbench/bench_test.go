@@ -114,7 +114,8 @@ func TestRun(t *testing.T) {
 			run{Lateness + "_" + p, Config{Scenario: Lateness, Protocol: p, Messages: 1000, Window: 500 * time.Millisecond, Grace: 5 * time.Second}},
 		)
 	}
-	runs = append(runs, run{Single + "_merged", Config{Scenario: Single, Protocol: ProtocolGRPC, Messages: 2000, Clients: 32, MaxCalls: 1}})
+	runs = append(runs, run{Single + "_merged", Config{Scenario: Single, Protocol: ProtocolGRPC, Messages: 2000, Clients: 32, MaxCalls: 1}},
+		run{Get, Config{Scenario: Get, Protocol: ProtocolGRPC, Messages: 4000, Rate: 4000}})
 	for _, tc := range runs {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
@@ -139,6 +140,14 @@ func TestRun(t *testing.T) {
 				// wait for it share the next, so fewer calls than messages.
 				if r.Calls < 1 || r.Calls >= int64(cfg.Messages) || r.Merged == 0 || r.Merged > int64(cfg.Messages) {
 					t.Errorf("--max-calls 1: %d calls, %d merged messages for %d messages; want merged calls", r.Calls, r.Merged, cfg.Messages)
+				}
+			case cfg.Scenario == Get:
+				// About a second at 4,000/s: Gets all along, each PENDING.
+				if r.Gets < 10 || r.GetP50Ms <= 0 || r.GetP99Ms < r.GetP50Ms || r.GetMaxMs < r.GetP99Ms || r.Rate != cfg.Rate {
+					t.Errorf("get: %d gets, p50 %v, p99 %v, max %v ms, rate %d", r.Gets, r.GetP50Ms, r.GetP99Ms, r.GetMaxMs, r.Rate)
+				}
+				if r.ScheduleSeconds < 0.9 {
+					t.Errorf("4,000 messages at 4,000/s went in %v s: not paced", r.ScheduleSeconds)
 				}
 			case cfg.Scenario == Single:
 				if r.Calls != int64(cfg.Messages) || r.Merged != 0 {

@@ -23,10 +23,11 @@ const (
 	Lateness = "lateness" // schedule, while consumers receive and ack (Receive and AckBatch, or Consume streams); lateness, loss, duplicates
 	Backlog  = "backlog"  // schedule N messages spread over --spread and leave them pending
 	Drain    = "drain"    // receive the part of a backlog due within --window of its start; lateness, loss, duplicates
+	Get      = "get"      // time Get of pending messages while --rate Schedules a second arrive
 )
 
 // Scenarios lists the scenarios in the order the help shows them.
-var Scenarios = []string{Batch, Single, Lateness, Backlog, Drain}
+var Scenarios = []string{Batch, Single, Lateness, Backlog, Drain, Get}
 
 // Defaults and bounds.
 const (
@@ -70,7 +71,7 @@ func DefaultMessages(scenario string) int {
 	case Backlog:
 		return 10_000_000
 	}
-	return 1_000_000
+	return 1_000_000 // batch, get
 }
 
 // DefaultClients is --clients when not given.
@@ -116,6 +117,9 @@ type Config struct {
 	// Keys, for backlog: each message carries its index as its
 	// idempotency key.
 	Keys bool
+	// Rate, for get: Schedules a second while Gets are timed; 0 means
+	// DefaultRate.
+	Rate int
 	// Progress, if set, shows progress bars (scheduling, receiving).
 	Progress io.Writer
 }
@@ -203,6 +207,15 @@ func (c *Config) normalize() error {
 	}
 	if c.Grace < 0 {
 		return fmt.Errorf("--grace %v must be positive", c.Grace)
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.Rate < 1 || c.Rate > 10_000_000 {
+		return fmt.Errorf("--rate %d is out of range; it must be from 1 to 10000000 messages a second", c.Rate)
+	}
+	if c.Scenario == Get && c.Protocol != ProtocolGRPC {
+		return fmt.Errorf("--scenario get runs over --protocol %s only", ProtocolGRPC)
 	}
 	if c.Window == 0 {
 		c.Window = DefaultWindow

@@ -36,6 +36,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 		row("scheduled", enginebench.Group(int64(r.Scheduled)), fmt.Sprintf("in %.3f s", r.ScheduleSeconds))
 		row("schedule_per_sec", enginebench.Group(int64(math.Round(r.SchedulePerSec))), "msg/s")
 	}
+	if r.Scenario == Get {
+		row("rate", enginebench.Group(int64(r.Rate)), "msg/s asked for")
+		row("gets", enginebench.Group(r.Gets), "Gets of pending messages, one at a time from 2 goroutines")
+		row("get_p50_ms", f3(r.GetP50Ms), "ms, call to answer")
+		row("get_p99_ms", f3(r.GetP99Ms), "ms")
+		row("get_max_ms", f3(r.GetMaxMs), "ms")
+	}
 	if r.Scenario == Backlog || r.Scenario == Drain {
 		row("due_from", r.DueFrom, fmt.Sprintf("server clock, %.3f s after the start", r.DueFromSeconds))
 		row("spread", r.Spread, "the backlog's due times are spread evenly over this")
