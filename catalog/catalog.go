@@ -25,12 +25,14 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,9 +54,66 @@ const (
 	Policies  Table = "policies"  // topic → JSON (the owner's encoding)
 	Schedules Table = "schedules" // name → JSON (the owner's encoding)
 	Meta      Table = "meta"      // "version" → the content version (decimal), see Version
+	// Delivered: a retired bucket's start (BucketKey) → its length and
+	// the topics its messages went to (the owner's encoding), so that a
+	// message the queue still holds is found after its segment is gone.
+	Delivered Table = "delivered"
 )
 
-var tables = []Table{Keys, Moved, Policies, Schedules, Meta}
+var tables = []Table{Keys, Moved, Policies, Schedules, Meta, Delivered}
+
+// BucketKey is a key of the Delivered table: a bucket's start, big-endian,
+// so that keys sort by time.
+func BucketKey(start int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(start)) }
+
+// MaxDeliveredTopics bounds the topics a Delivered entry names: a bucket
+// that delivered to more keeps none (its messages are not found in the
+// queue once it is gone).
+const MaxDeliveredTopics = 1000
+
+// EncodeDelivered is the value of a Delivered entry: the bucket's length
+// in milliseconds and its topics, one a line (topics hold no newline).
+func EncodeDelivered(d time.Duration, topics []string) []byte {
+	if len(topics) > MaxDeliveredTopics {
+		topics = nil
+	}
+	return []byte(strconv.FormatInt(d.Milliseconds(), 10) + "\n" + strings.Join(topics, "\n"))
+}
+
+// DecodeDelivered reads a Delivered entry's value.
+func DecodeDelivered(v []byte) (time.Duration, []string, bool) {
+	ms, rest, _ := strings.Cut(string(v), "\n")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, nil, false
+	}
+	var topics []string
+	if rest != "" {
+		topics = strings.Split(rest, "\n")
+	}
+	return time.Duration(n) * time.Millisecond, topics, true
+}
+
+// Floor returns the committed entry of t with the largest key at or below
+// key, if there is one (staged entries are not looked at: it is for tables
+// whose writer commits each entry at once, like Delivered).
+func (c *Catalog) Floor(t Table, key []byte) (k, v []byte, ok bool, err error) {
+	err = c.db.View(func(tx *bolt.Tx) error {
+		cur := tx.Bucket([]byte(t)).Cursor()
+		ck, cv := cur.Seek(key)
+		switch {
+		case ck == nil:
+			ck, cv = cur.Last() // every key is below key
+		case !bytes.Equal(ck, key):
+			ck, cv = cur.Prev() // ck is above key: the one before it
+		}
+		if ck != nil {
+			k, v, ok = bytes.Clone(ck), bytes.Clone(cv), true
+		}
+		return nil
+	})
+	return k, v, ok, err
+}
 
 // versionKey is the Meta entry that holds the content version.
 var versionKey = []byte("version")

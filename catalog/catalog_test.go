@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -219,5 +220,38 @@ func TestVerify(t *testing.T) {
 	}
 	if found, err := Verify(path); err != nil || len(found) == 0 {
 		t.Fatalf("Verify of a file that is not a catalog: %v, %v", found, err)
+	}
+}
+
+// TestFloor finds the committed entry at or below a key: exact, between
+// two, below the first, above the last, in an empty table.
+func TestFloor(t *testing.T) {
+	c, err := Open(filepath.Join(t.TempDir(), FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, ok, err := c.Floor(Delivered, BucketKey(5)); ok || err != nil {
+		t.Fatalf("empty table: ok %v, %v", ok, err)
+	}
+	for _, s := range []int64{10, 20, 30} {
+		c.Put(Delivered, BucketKey(s), []byte{byte(s)})
+	}
+	if err := c.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		key  int64
+		want int64 // -1: none
+	}{
+		{"exact", 20, 20}, {"between", 25, 20}, {"below_first", 5, -1}, {"above_last", 99, 30}, {"first", 10, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, v, ok, err := c.Floor(Delivered, BucketKey(tc.key))
+			if err != nil || ok != (tc.want >= 0) || ok && (!bytes.Equal(k, BucketKey(tc.want)) || v[0] != byte(tc.want)) {
+				t.Errorf("Floor(%d) = %x %v %v %v; want %d", tc.key, k, v, ok, err, tc.want)
+			}
+		})
 	}
 }

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,5 +82,71 @@ func TestOneIdentityThroughRetries(t *testing.T) {
 	}
 	if g := get(job); g.State != hourglassv1.MessageState_MESSAGE_STATE_CANCELLED || g.Message.GetAttempt() != 1 {
 		t.Errorf("Get(first) after the cancel: %v attempt %d; want its retry cancelled", g.State, g.Message.GetAttempt())
+	}
+}
+
+// TestGetAfterRetirement: once a message's bucket is retired (every entry
+// of it delivered, its segment deleted), Get by the first ID still finds
+// it in the queue, under its retry's ID too: due, leased, and dead-lettered
+// with the reason.
+func TestGetAfterRetirement(t *testing.T) {
+	dir := t.TempDir()
+	p := start(t, dir, nil) // 2 s buckets
+	ctx := ctxT(t)
+	c := p.client
+	get := func(id string) *hourglassv1.GetResponse {
+		t.Helper()
+		res, err := c.Get(ctx, connect.NewRequest(&hourglassv1.GetRequest{Id: id}))
+		if err != nil {
+			t.Fatalf("Get(%s): %v", id, err)
+		}
+		return res.Msg
+	}
+	// segmentsGone waits until no schedule segment is left: every bucket
+	// of the test was retired.
+	segmentsGone := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			segs, _ := filepath.Glob(filepath.Join(dir, "schedule", "*.sched"))
+			if len(segs) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("segments not retired after 30s: %v", segs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waiting := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "wait", Body: []byte("w"), When: delayMs(0)})
+	first := schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "old", Body: []byte("r"), When: delayMs(0)})
+	m := receive(t, c, "old", 1, 10*time.Second)[0].m
+	// Retried after 100 ms under a new ID, then leased again.
+	if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "old", Receipt: m.Receipt, DelayMs: 100})); err != nil {
+		t.Fatal(err)
+	}
+	retry := receive(t, c, "old", 1, 10*time.Second)[0].m
+	if retry.OriginId != first || retry.Id == first {
+		t.Fatalf("the retry: %s origin %s", retry.Id, retry.OriginId)
+	}
+	segmentsGone()
+	if g := get(waiting); g.State != hourglassv1.MessageState_MESSAGE_STATE_DUE || string(g.Message.GetBody()) != "w" {
+		t.Errorf("Get(waiting) after retirement: %v %q; want due", g.State, g.Message.GetBody())
+	}
+	if g := get(first); g.State != hourglassv1.MessageState_MESSAGE_STATE_LEASED || g.RescheduledTo != retry.Id || g.Message.GetAttempt() != 1 {
+		t.Errorf("Get(first) after retirement: %v as %q attempt %d; want leased as %s", g.State, g.RescheduledTo, g.Message.GetAttempt(), retry.Id)
+	}
+	if _, err := c.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "old", Receipt: retry.Receipt, DeadLetter: true, Reason: "bad"})); err != nil {
+		t.Fatal(err)
+	}
+	if g := get(first); g.State != hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED || g.DeadLetterTopic != "old.dlq" || g.Message.GetDeadLetter().GetLastError() != "bad" {
+		t.Errorf("Get(first) after its dead letter: %v", g)
+	}
+	// After a restart too.
+	p.stop(syscall.SIGTERM)
+	p = start(t, dir, nil)
+	c = p.client
+	if g := get(first); g.State != hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED {
+		t.Errorf("Get(first) after a restart: %v", g.State)
 	}
 }

@@ -63,6 +63,7 @@ func (d *driver) fire(now, horizon int64) {
 			return true
 		}
 		l := d.lane(d.m.Topic)
+		b.topics.note(l)
 		bt := d.building[l]
 		if bt == nil {
 			bt = newBatch()

@@ -36,7 +36,9 @@ type bucket struct {
 	// the routed ones is loaded until `hourglass repair` decides (I3).
 	// lost counts the entries that failed to decode when due.
 	held, lost int64
-	corrupt    bool // damaged or held: never retire automatically
+	corrupt    bool     // damaged or held: never retire automatically
+	topics     topicSet // the topics its messages were delivered to
+
 	// retry is the load to try again at loadRetry after a transient
 	// failure; attempts counts the failures in a row.
 	retry     *loadJob
@@ -76,8 +78,11 @@ type loadResult struct {
 	rebuilt []rebuiltEntry // with their deadlines in rebuiltAt
 	at      []int64
 	held    int64 // entries held back (dispatch log damaged or missing)
-	damaged int   // damaged regions of the segment
-	corrupt bool  // the bucket holds damage: never retire it automatically
+	// prior: the dispatch log recorded deliveries when loaded, made by
+	// an earlier run, to topics this run does not know.
+	prior   bool
+	damaged int  // damaged regions of the segment
+	corrupt bool // the bucket holds damage: never retire it automatically
 	// err is a failure to retry (transient, or unknown); permanent means
 	// the segment cannot be read at all (a damaged header) and is skipped.
 	err       error
@@ -260,6 +265,7 @@ func (d *driver) load(job loadJob) {
 		return
 	}
 	res.done = sal.Set
+	res.prior = sal.Counts.Delivered > 0
 	switch {
 	case holdWhy != "":
 	case sal.Damaged():
@@ -431,6 +437,7 @@ func (d *driver) loaded(res *loadResult) {
 		b.done = *res.done
 	}
 	b.entries += res.entries
+	b.topics.prior = b.topics.prior || res.prior
 	if res.corrupt {
 		b.corrupt = true
 	}

@@ -61,6 +61,12 @@ func (e *Engine) Current(ctx context.Context, id message.ID) (Found, error) {
 	if err != nil {
 		return Found{}, err
 	}
+	switch f.State {
+	case StatePending, StateDelivering, StateCancelled:
+		// Nothing carries it on: a retry is made of a delivered message,
+		// a replacement of a rescheduled one, a redrive of a dead one.
+		return f, nil
+	}
 	origin := id
 	if f.State != StateNotFound && !f.Message.Origin.IsZero() {
 		origin = f.Message.Origin

@@ -1,10 +1,18 @@
 package engine
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
+	"maps"
+	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/reput"
+	"github.com/hourglassmq/hourglass/schedulelog"
 )
 
 // defaultLaneIdle is Options.laneIdle's default: how long a topic's lane
@@ -38,9 +46,12 @@ func (d *driver) retireBuckets(now int64) int64 {
 			continue
 		}
 		b.retiring = true
-		start, entries := b.start, b.entries
+		start, entries, topics, prior := b.start, b.entries, b.topics.list(), b.topics.prior
 		go func() {
-			err := d.e.reput.Retire(start, entries)
+			if prior {
+				topics = d.e.segmentTopics(start, topics)
+			}
+			err := d.e.reput.Retire(start, entries, topics...)
 			d.post(ev{kind: evRetired, bucket: start, err: err})
 		}()
 	}
@@ -101,4 +112,74 @@ func (d *driver) retireLanes(now int64) int64 {
 		close(l.queue)
 	}
 	return next
+}
+
+// topicSet is the set of topics a bucket's messages were delivered to, for
+// catalog.Delivered when it retires. Owned by the driver goroutine.
+type topicSet struct {
+	set  map[string]struct{}
+	last *lane // the lane of the last entry noted: most entries in a row go to one
+	// prior is set when an earlier run delivered some of the bucket's
+	// messages: its topics are read from the segment at retirement.
+	prior bool
+}
+
+func (s *topicSet) note(l *lane) {
+	if l == s.last {
+		return
+	}
+	s.last = l
+	if s.set == nil {
+		s.set = map[string]struct{}{}
+	}
+	if len(s.set) <= catalog.MaxDeliveredTopics {
+		s.set[l.topic] = struct{}{}
+	}
+}
+
+func (s *topicSet) list() []string { return slices.Sorted(maps.Keys(s.set)) }
+
+// segmentTopics adds to topics those of every entry of the segment at
+// start (read once, at its retirement, when an earlier run delivered some
+// of it).
+func (e *Engine) segmentTopics(start int64, topics []string) []string {
+	set := map[string]struct{}{}
+	for _, t := range topics {
+		set[t] = struct{}{}
+	}
+	r, err := schedulelog.OpenReader(filepath.Join(e.schedDir, schedulelog.Name(start)))
+	if err != nil {
+		return topics // retiring fails on it too, and is tried again
+	}
+	defer r.Close()
+	it := r.Iter()
+	for it.Next() && len(set) <= catalog.MaxDeliveredTopics {
+		if t := it.Message().Topic; len(t) > 0 {
+			if _, ok := set[string(t)]; !ok {
+				set[string(t)] = struct{}{}
+			}
+		}
+	}
+	if len(set) > catalog.MaxDeliveredTopics {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// DeliveredTo returns the topics the messages of id's bucket went to, once
+// that bucket is retired (its segment deleted): the built-in queue may
+// still hold the message, under one of them or its dead-letter topic.
+func (e *Engine) DeliveredTo(ctx context.Context, id message.ID) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	k, v, ok, err := e.cat.Floor(catalog.Delivered, catalog.BucketKey(id.DeliverAt))
+	if err != nil || !ok {
+		return nil, err
+	}
+	d, topics, ok := catalog.DecodeDelivered(v)
+	if start := int64(binary.BigEndian.Uint64(k)); !ok || id.DeliverAt >= start+d.Milliseconds() {
+		return nil, nil
+	}
+	return topics, nil
 }

@@ -35,10 +35,10 @@ type Lookup struct {
 	Attempt uint32
 	// LeaseUntil is when the lease ends on the wall clock (Leased).
 	LeaseUntil time.Time
-	// Headers are the headers of the topic's copy (a copy the caller
-	// owns): in a dead-letter topic they say why it died
-	// (DeadLetterReasonHeader and the others).
-	Headers []message.Header
+	// Message is the topic's copy of the message, the caller's to keep
+	// (not set for NotHeld): in a dead-letter topic its headers say why it
+	// died (DeadLetterReasonHeader and the others).
+	Message message.Message
 }
 
 // Lookup says what topic holds of the message id, without receiving,
@@ -61,7 +61,7 @@ func (q *Queue) Lookup(ctx context.Context, topic string, id message.ID) (Lookup
 	}
 	defer q.release(t)
 	if l, off, ok := t.leasedLookup(id); ok {
-		return l, t.headersAt(off, &l)
+		return l, t.messageAt(off, &l)
 	}
 	it, err := t.log.NewIterator(t.log.FirstOffset())
 	if err != nil {
@@ -80,20 +80,15 @@ func (q *Queue) Lookup(ctx context.Context, topic string, id message.ID) (Lookup
 			continue
 		}
 		l := t.stateAt(it.Offset(), id)
-		return l, t.headersAt(it.Offset(), &l)
+		return l, t.messageAt(it.Offset(), &l)
 	}
 	return Lookup{}, it.Err()
 }
 
-// headersAt sets l.Headers to a copy of the headers of the record at off.
-func (t *topic) headersAt(off int64, l *Lookup) error {
+// messageAt sets l.Message to a copy of the message of the record at off.
+func (t *topic) messageAt(off int64, l *Lookup) error {
 	var id message.ID
-	var m message.Message
-	if err := t.copyAt(off, &id, &m); err != nil {
-		return err
-	}
-	l.Headers = m.Headers
-	return nil
+	return t.copyAt(off, &id, &l.Message)
 }
 
 // leasedLookup returns the lease of id and its record's offset, if it has

@@ -319,6 +319,7 @@ type request struct {
 	kind   reqKind
 	bucket int64
 	known  uint64
+	topics []string // reqRetire
 	reply  chan reply
 }
 
@@ -535,18 +536,21 @@ func (r *Reput) Unwatch(bucket int64) {
 // refuses with ErrBusy if the segment holds more entries than that, and
 // with ErrNotDurable while any entry is not below the durable checkpoint,
 // because a restart would route it again into a new segment and deliver it
-// twice. A missing segment is not an error.
-func (r *Reput) Retire(bucket int64, entries uint64) error {
-	_, err := r.callKnown(reqRetire, bucket, entries)
+// twice. A missing segment is not an error. topics are those its messages
+// were delivered to: the catalog keeps them (catalog.Delivered), durably
+// before anything is deleted, so that the queue can be asked for a
+// message of the bucket after it is gone.
+func (r *Reput) Retire(bucket int64, entries uint64, topics ...string) error {
+	_, err := r.send(request{kind: reqRetire, bucket: bucket, known: entries, topics: topics})
 	return err
 }
 
 func (r *Reput) call(kind reqKind, bucket int64) (reply, error) {
-	return r.callKnown(kind, bucket, 0)
+	return r.send(request{kind: kind, bucket: bucket})
 }
 
-func (r *Reput) callKnown(kind reqKind, bucket int64, known uint64) (reply, error) {
-	req := request{kind: kind, bucket: bucket, known: known, reply: make(chan reply, 1)}
+func (r *Reput) send(req request) (reply, error) {
+	req.reply = make(chan reply, 1)
 	r.reqMu.Lock()
 	if r.stopped.Load() {
 		r.reqMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/schedulelog"
 )
 
@@ -358,7 +359,7 @@ func (r *Reput) serveRequests() error {
 		case reqUnwatch:
 			delete(r.watched, q.bucket)
 		case reqRetire:
-			rep.err = r.retire(q.bucket, q.known)
+			rep.err = r.retire(q.bucket, q.known, q.topics)
 		case reqClose:
 			for _, rest := range reqs[i+1:] {
 				rest.reply <- reply{err: ErrClosed}
@@ -411,7 +412,7 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 	return end, nil
 }
 
-func (r *Reput) retire(bucket int64, known uint64) error {
+func (r *Reput) retire(bucket int64, known uint64, topics []string) error {
 	sw, ok, err := r.openWriter(bucket)
 	if err != nil || !ok {
 		return err
@@ -441,6 +442,17 @@ func (r *Reput) retire(bucket int64, known uint64) error {
 	}
 	delete(r.writers, bucket)
 	r.last = nil
+	if c := r.opts.Catalog; c != nil && len(topics) > 0 {
+		// Committed at once: the bucket's topics must outlive its files.
+		// The catalog takes one batch at a time: the checkpoint's first.
+		if _, err := r.finishCatalog(true); err != nil {
+			return err
+		}
+		c.Put(catalog.Delivered, catalog.BucketKey(bucket), catalog.EncodeDelivered(sw.w.Duration(), topics))
+		if err := c.Commit(); err != nil {
+			return err
+		}
+	}
 	// Durably recorded before anything is deleted: a restart that lost
 	// the checkpoint must not route the bucket's records again.
 	if err := r.retired.append(Retirement{Start: bucket, Duration: sw.w.Duration(), SeqEnd: seqEnd, Floor: r.checkpoint.Load()}); err != nil {

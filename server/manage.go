@@ -48,7 +48,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	}
 	out := &hourglassv1.GetResponse{State: engineState(f.State)}
 	if f.State == engine.StateNotFound {
-		return out, nil
+		return s.heldAfterRetirement(ctx, eng, id, f.ID)
 	}
 	out.Message = protoMessage(f.ID, &f.Message)
 	if f.ID != id {
@@ -80,7 +80,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 			if d.Held != queue.NotHeld {
 				out.State = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
 				out.DeadLetterTopic = dlq
-				out.Message.DeadLetter = deadLetterInfo(d.Headers, f.Message.Attempt)
+				out.Message.DeadLetter = deadLetterInfo(d.Message.Headers, f.Message.Attempt)
 				return out, nil
 			}
 		}
@@ -98,6 +98,52 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		// done-record says the queue took it, and the queue deletes only
 		// what is acked.
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_ACKED
+	}
+	return out, nil
+}
+
+// heldAfterRetirement answers Get for a message whose schedule segment is
+// gone (its bucket was retired once every entry was done), cur the ID that
+// carries it: the built-in queue may still hold it, under one of the
+// topics the bucket delivered to (engine.DeliveredTo) or its dead-letter
+// topic. Anything else is not found: a cancelled or acked message of a
+// retired bucket is not told apart from one never scheduled.
+func (s *Server) heldAfterRetirement(ctx context.Context, eng *engine.Engine, asked, cur message.ID) (*hourglassv1.GetResponse, error) {
+	out := &hourglassv1.GetResponse{State: hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND}
+	if s.q == nil || s.opts.ExternalSink != "" {
+		return out, nil
+	}
+	topics, err := eng.DeliveredTo(ctx, cur)
+	if err != nil {
+		return nil, serverError(err)
+	}
+	for _, topic := range topics {
+		for _, t := range []string{topic, topic + queue.DLQSuffix} {
+			if strings.HasSuffix(topic, queue.DLQSuffix) && t != topic || queue.ValidateTopic(t) != nil {
+				continue
+			}
+			l, err := s.q.Lookup(ctx, t, cur)
+			if err != nil {
+				return nil, serverError(err)
+			}
+			if l.Held != queue.Waiting && l.Held != queue.Leased {
+				continue
+			}
+			out.Message = protoMessage(cur, &l.Message)
+			if cur != asked {
+				out.RescheduledTo = cur.String()
+			}
+			switch {
+			case t != topic:
+				out.State, out.DeadLetterTopic = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED, t
+			case l.Held == queue.Leased:
+				out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_LEASED, l.Attempt
+				out.LeaseExpiresAt = timestamppb.New(l.LeaseUntil)
+			default:
+				out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_DUE, l.Attempt
+			}
+			return out, nil
+		}
 	}
 	return out, nil
 }
