@@ -215,39 +215,6 @@ func (c *Catalog) stage(t Table, key, value []byte) {
 	c.mu.Unlock()
 }
 
-// KeyID is a key of the Keys or Moved table (KeyOf's bytes, as a string)
-// and the ID it names, for PutIDs.
-type KeyID struct {
-	Key string
-	ID  message.ID
-}
-
-// PutIDs stages key → EncodeID(id) in t for each pair of each batch, in
-// order (a later pair with the same key wins), under one lock: reput
-// stages the keys of routed records a batch at a time. It keeps the pairs'
-// key strings and not the slices.
-func (c *Catalog) PutIDs(t Table, batches ...[]KeyID) {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
-	if n == 0 {
-		return
-	}
-	vals := make([]byte, 16*n) // one allocation for the values
-	c.mu.Lock()
-	m := c.stagedLocked(t, n)
-	for _, b := range batches {
-		for _, p := range b {
-			v := vals[:16:16]
-			vals = vals[16:]
-			putID(v, p.ID)
-			m[p.Key] = v
-		}
-	}
-	c.mu.Unlock()
-}
-
 // maxHint bounds a hint: after a restart routed millions of keys in one
 // batch, the next map does not start at that size.
 const maxHint = 1 << 16
@@ -514,9 +481,10 @@ func EncodeID(id message.ID) []byte {
 	return b[:]
 }
 
-// DecodeID decodes an ID EncodeID encoded.
+// DecodeID decodes an ID EncodeID encoded, or the ID of a Keys entry's
+// value (EncodeKey).
 func DecodeID(b []byte) (message.ID, bool) {
-	if len(b) != 16 {
+	if len(b) != 16 && len(b) != keyValueSize {
 		return message.ID{}, false
 	}
 	return getID(b), true

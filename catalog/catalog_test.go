@@ -65,49 +65,55 @@ func TestStageCommitReopen(t *testing.T) {
 	}
 }
 
-// PutIDs stages its batches' pairs like Puts of EncodeID: visible at once,
-// the last pair of a key winning, each value its own (not the next pair's bytes),
-// and durable after Commit, also in a later batch whose map starts at the
-// first batch's size.
-func TestPutIDs(t *testing.T) {
+// PutKeys stages its batches' pairs: visible at once (LookupKeys, and
+// LookupID for the ID), the last pair of a key winning, each value its own
+// (not the next pair's bytes), and durable after Commit, also in a later
+// batch whose map starts at the first batch's size; a 16-byte value of an
+// older file reads with an unknown arrival time.
+func TestPutKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	c := open(t, path)
 	id := func(i int) message.ID { return message.ID{DeliverAt: int64(1000 + i), Seq: uint64(i)} }
-	lookup := func(c *Catalog, k string) (message.ID, bool) {
+	check := func(when string, c *Catalog, want map[string]KeyHit) {
 		t.Helper()
-		got, ok, err := c.LookupID(Keys, KeyOf("jobs", k))
-		if err != nil {
+		var keys []string
+		var wants []KeyHit
+		for k, w := range want {
+			keys, wants = append(keys, string(KeyOf("jobs", k))), append(wants, w)
+		}
+		hits := make([]KeyHit, len(keys))
+		if err := c.LookupKeys(keys, hits); err != nil {
 			t.Fatal(err)
 		}
-		return got, ok
-	}
-	c.PutIDs(Keys, []KeyID{
-		{string(KeyOf("jobs", "a")), id(1)},
-		{string(KeyOf("jobs", "b")), id(2)},
-	}, nil, []KeyID{
-		{string(KeyOf("jobs", "a")), id(3)}, // a later batch's pair wins
-	})
-	c.PutIDs(Keys, nil)
-	for k, want := range map[string]message.ID{"a": id(3), "b": id(2)} {
-		if got, ok := lookup(c, k); !ok || got != want {
-			t.Errorf("staged %s = %v %v, want %v", k, got, ok, want)
+		for i, h := range hits {
+			if h != wants[i] {
+				t.Errorf("%s: %q = %+v, want %+v", when, keys[i], h, wants[i])
+			}
+			if got, ok, err := c.LookupID(Keys, []byte(keys[i])); err != nil || ok != wants[i].OK || got != wants[i].ID {
+				t.Errorf("%s: LookupID(%q) = %v %v %v", when, keys[i], got, ok, err)
+			}
 		}
 	}
+	c.PutKeys([]KeyID{
+		{string(KeyOf("jobs", "a")), id(1), 11},
+		{string(KeyOf("jobs", "b")), id(2), 12},
+	}, nil, []KeyID{
+		{string(KeyOf("jobs", "a")), id(3), 13}, // a later batch's pair wins
+	})
+	c.PutKeys(nil)
+	c.Put(Keys, KeyOf("jobs", "old"), EncodeID(id(5))) // as a build before arrival times wrote it
+	check("staged", c, map[string]KeyHit{"a": {id(3), 13, true}, "b": {id(2), 12, true}, "old": {id(5), 0, true}, "none": {}})
 	if err := c.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	c.PutIDs(Keys, []KeyID{{string(KeyOf("jobs", "c")), id(4)}})
+	c.PutKeys([]KeyID{{string(KeyOf("jobs", "c")), id(4), 14}})
 	if err := c.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
 	c = open(t, path)
 	defer c.Close()
-	for k, want := range map[string]message.ID{"a": id(3), "b": id(2), "c": id(4)} {
-		if got, ok := lookup(c, k); !ok || got != want {
-			t.Errorf("after reopen %s = %v %v, want %v", k, got, ok, want)
-		}
-	}
+	check("after reopen", c, map[string]KeyHit{"a": {id(3), 13, true}, "b": {id(2), 12, true}, "c": {id(4), 14, true}, "old": {id(5), 0, true}, "none": {}})
 }
 
 // Scan merges staged and committed entries in key order, hides deleted

@@ -123,7 +123,7 @@ type Engine struct {
 	// failing one in tests.
 	appendCancel func(offs []int64, recs ...commitlog.Record) ([]int64, error)
 
-	keys *keyIndex // nil when Options.IdempotencyWindow is 0
+	keys *keyIndex // nil when Options.IdempotencyWindow is 0 (set before Open returns)
 	// cat holds the key index, reschedules and durable settings that
 	// reput routes (package catalog).
 	cat         *catalog.Catalog
@@ -196,11 +196,6 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e := &Engine{opts: opts, opened: opened, fresh: fresh, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
 		health: newHealth(opts.Now, opts.StallAfter), refused: make(chan struct{})}
-	if opts.IdempotencyWindow > 0 {
-		// Rebuilt in the background: only keyed Schedules wait for it.
-		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now)
-		go e.keys.loadKeys(l, l.EndOffset(), opts.Logger.Warn)
-	}
 	e.d = newDriver(e)
 	if err := os.MkdirAll(e.schedDir, 0o755); err != nil {
 		l.Close()
@@ -217,6 +212,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	e.reput, err = reput.Start(reput.Options{
 		Catalog:         e.cat,
+		KeyWindow:       opts.IdempotencyWindow,
 		OnControl:       opts.OnControl,
 		Log:             l,
 		Dir:             e.schedDir,
@@ -236,6 +232,9 @@ func Open(opts Options) (*Engine, error) {
 		return nil, repairHint(err, opts.Dir)
 	}
 	e.openEnd = l.EndOffset()
+	if opts.IdempotencyWindow > 0 {
+		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now, opened, e.openEnd, storeOf(e.cat, e.reput))
+	}
 	go e.d.run(e.openEnd)
 	return e, nil
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -53,7 +52,7 @@ func TestIdempotencyKey(t *testing.T) {
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// A restart: the key is read back from the commitlog.
+		// A restart: the catalog holds the key.
 		e = openEngine(t, dir, sink, window)
 		if got, err := e.Schedule(ctx, keyed("orders", "k1", "after restart", 30*time.Second)); err != nil || got != a {
 			t.Fatalf("retry after a restart: %v, %v; want %v", got, err, a)
@@ -103,7 +102,7 @@ func TestIdempotencyKeyLimits(t *testing.T) {
 }
 
 // TestIdempotencyWindowAcrossRestart: a key's window is measured from its
-// Schedule's time, also after a restart reads it back: a reuse after the
+// Schedule's time, also after a restart (the catalog keeps it): a reuse after the
 // window gets a new message, one within it the stored ID.
 func TestIdempotencyWindowAcrossRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -157,81 +156,98 @@ func TestIdempotencyWindowAcrossRestart(t *testing.T) {
 	})
 }
 
-// TestKeyIndexKeysShareChunks holds the index to a few heap objects for
-// many keys: their text lives in shared chunks, so a collection does not
-// mark an object per key (BenchmarkKeyIndexGC).
-func TestKeyIndexKeysShareChunks(t *testing.T) {
-	k := newReadyKeyIndex()
-	const n = 100_000
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	fillKeys(t, k, "orders", n)
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if objs := int64(after.HeapObjects) - int64(before.HeapObjects); objs > n/10 {
-		t.Errorf("%d keys take %d heap objects, want at most %d", n, objs, n/10)
-	}
-	// Every key is still found, with its ID.
-	for _, i := range []int{0, 1, n / 2, n - 1} {
-		_, id, found, err := k.claim(context.Background(), indexKey("orders", strconv.Itoa(1_000_000+i)))
-		if err != nil || !found || id.Seq != uint64(i) {
-			t.Errorf("key %d: id %v, found %v, err %v", i, id, found, err)
-		}
-	}
-	runtime.KeepAlive(k)
-}
-
-// loadKeys reads back every key in the retained commitlog, across arena
-// chunks and lock rounds, each naming its record's ID; a record without a
-// key adds none, and a key whose window ended before the restart stays
-// free.
-func TestLoadKeysMany(t *testing.T) {
-	l, _, err := commitlog.Open(commitlog.Options{Dir: t.TempDir(), Sync: commitlog.SyncNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	now := time.Unix(1_800_000_000, 0)
-	const n = 5000 // about 5000 × 20 B of key text: two arena chunks, five lock rounds
-	ids := map[string]message.ID{}
-	for i := range n {
-		topic := []string{"orders", "invoices"}[i%2]
-		arrived := now.Add(-time.Minute)
-		if i == 7 {
-			arrived = now.Add(-time.Hour) // its 10-minute window is over
-		}
-		m := message.Message{DeliverAt: now.Add(time.Hour).UnixMilli(), Topic: []byte(topic), Body: []byte("b")}
-		if i != 11 {
-			m.Headers = []message.Header{
-				{Key: []byte(IdempotencyHeader), Value: []byte(fmt.Sprintf("key-%012d", i))},
-				{Key: []byte(IdempotencyTimeHeader), Value: []byte(strconv.FormatInt(arrived.UnixMilli(), 10))},
+// TestKeyIndexHoldsOnlyWhatIsNotStaged: the catalog is the one index of
+// the keys; memory holds a key only until reput has staged it there
+// (bounded by reput's lag, not by the window), and every key still
+// answers, across a crash that leaves the last ones to route again, and
+// across a delivery and the retirement of its bucket within the window.
+func TestKeyIndexHoldsOnlyWhatIsNotStaged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		window := func(o *Options) { o.IdempotencyWindow = time.Hour }
+		e := openEngine(t, dir, &recSink{}, window)
+		ctx := context.Background()
+		const n = 3000
+		ids := make([]message.ID, n)
+		for i := range n / 100 {
+			reqs := make([]Request, 100)
+			for j := range reqs {
+				reqs[j] = keyed("orders", strconv.Itoa(i*100+j), "x", time.Duration(i%3)*time.Second)
 			}
+			got, err := e.ScheduleBatch(ctx, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(ids[i*100:], got)
 		}
-		offs, err := l.Append(nil, commitlog.Record{Type: message.TypeSchedule, Payload: message.AppendSchedule(nil, &m)})
-		if err != nil {
+		if err := e.WaitRouted(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if i != 7 && i != 11 {
-			ids[indexKey(topic, fmt.Sprintf("key-%012d", i))] = message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
+		// The next claim prunes what reput staged: at most that claim's.
+		check := func(when string, e *Engine) {
+			t.Helper()
+			for i := 0; i < n; i += 7 {
+				if got, err := e.Schedule(ctx, keyed("orders", strconv.Itoa(i), "again", time.Minute)); err != nil || got != ids[i] {
+					t.Fatalf("%s: key %d = %v, %v; want %v", when, i, got, err, ids[i])
+				}
+			}
+			e.keys.mu.Lock()
+			held := len(e.keys.recent)
+			e.keys.mu.Unlock()
+			if held > 1 {
+				t.Errorf("%s: %d keys held in memory after reput staged them, want at most the last claim's", when, held)
+			}
 		}
-	}
-	k := newKeyIndex(10*time.Minute, func() time.Time { return now })
-	k.loadKeys(l, l.EndOffset(), t.Logf)
-	if len(k.ids) != len(ids) {
-		t.Errorf("%d keys loaded, want %d", len(k.ids), len(ids))
-	}
-	for ik, want := range ids {
-		_, id, found, err := k.claim(context.Background(), ik)
-		if err != nil || !found || id != want {
-			t.Fatalf("key %q: %v, found %v, err %v; want %v", ik, id, found, err, want)
+		check("same run", e)
+		crashed := crashCopy(t, dir)
+		// Delivered (due in 0-2 s) and their buckets retired: the keys
+		// stay while their window lasts.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		schedule(t, e, "other", time.Hour, "a checkpoint, which sweeps the catalog")
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if segs := len(e.reput.Segments()); segs != 1 {
+			t.Fatalf("%d segments left, want only the other message's", segs)
 		}
-	}
-	for _, i := range []int{7, 11} {
-		ik := indexKey([]string{"orders", "invoices"}[i%2], fmt.Sprintf("key-%012d", i))
-		if _, _, found, _ := k.claim(context.Background(), ik); found {
-			t.Errorf("record %d's key was loaded", i)
-		}
+		check("after delivery and retirement", e)
+		e.Close()
+		e = openEngine(t, crashed, &recSink{}, window)
+		check("after a crash", e)
+		e.Close()
+	})
+}
+
+// A key the catalog holds without its arrival time (written by a build
+// before it was kept) counts from the earlier of its delivery time and
+// the start.
+func TestKeyWithoutArrivalTime(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	hit := catalog.KeyHit{ID: message.ID{DeliverAt: now.Add(time.Hour).UnixMilli(), Seq: 9}, OK: true}
+	store := keyStore{keysAt: func() int64 { return 0 }, waitKeys: func(context.Context, int64) error { return nil },
+		lookup: func(keys []string, hits []catalog.KeyHit) error {
+			for i := range hits {
+				hits[i] = hit
+			}
+			return nil
+		}}
+	for _, tc := range []struct {
+		name  string
+		since time.Duration // from the start to the retry
+		found bool
+	}{
+		{"within_the_window_of_the_start", 5 * time.Minute, true},
+		{"after_it", 11 * time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			at := now.Add(tc.since)
+			k := newKeyIndex(10*time.Minute, func() time.Time { return at }, now, 0, store)
+			b, id, found, err := k.claim(context.Background(), indexKey("orders", "k"))
+			if err != nil || found != tc.found || found && id != hit.ID {
+				t.Errorf("claim %v after the start: %v, found %v, %v", tc.since, id, found, err)
+			}
+			k.settle(b, message.ID{Seq: 100}, true)
+		})
 	}
 }
 
@@ -241,7 +257,7 @@ func TestLoadKeysMany(t *testing.T) {
 // a key twice in one batch still makes its second request the first's.
 func TestClaimBatchWaitsInKeyOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := newReadyKeyIndex()
+		k := newMemKeyIndex()
 		ctx := context.Background()
 		k1, k2 := indexKey("orders", "k1"), indexKey("orders", "k2")
 		x, _, _, err := k.claim(ctx, k2) // an append with k2 is under way
@@ -332,4 +348,15 @@ func (k *keyIndex) claim(ctx context.Context, ik string) (b *keyBatch, id messag
 // settle is settleBatch for a batch of one key (claim's).
 func (k *keyIndex) settle(b *keyBatch, id message.ID, ok bool) {
 	k.settleBatch(b, []message.ID{id}, ok)
+}
+
+// newMemKeyIndex is a key index with a 10-minute window on a clock that
+// stands still, whose catalog holds nothing and never stages a key.
+func newMemKeyIndex() *keyIndex {
+	now := time.Unix(1_800_000_000, 0)
+	return newKeyIndex(10*time.Minute, func() time.Time { return now }, now, 0, keyStore{
+		keysAt:   func() int64 { return 0 },
+		waitKeys: func(context.Context, int64) error { return nil },
+		lookup:   func([]string, []catalog.KeyHit) error { return nil },
+	})
 }

@@ -179,7 +179,7 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	e.d.decide(id.Seq, offs[0])
 	nid := message.ID{DeliverAt: ms, Seq: uint64(offs[0])}
 	if e.keys != nil {
-		e.keys.moved(string(m.Topic), m.Headers, id, nid)
+		e.keys.moved(string(m.Topic), m.Headers, nid)
 	}
 	e.rescheduled.Add(1)
 	return Rescheduled, nid, nil

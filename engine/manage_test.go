@@ -241,6 +241,11 @@ func TestCurrentFollowsRetries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		keyedAt := time.Now()
+		keyedID, err := e.Schedule(ctx, Request{Topic: "t", Delay: time.Hour, IdempotencyKey: "kk"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		check := func(when string, e *Engine) {
 			t.Helper()
 			for _, id := range []message.ID{first, second, third, moved} {
@@ -263,12 +268,17 @@ func TestCurrentFollowsRetries(t *testing.T) {
 		c.Delete(catalog.Meta, []byte("version"))
 		c.Delete(catalog.Moved, catalog.EncodeID(first))
 		c.Put(catalog.Moved, catalog.EncodeID(third), catalog.EncodeID(moved))
+		c.Put(catalog.Keys, catalog.KeyOf("t", "kk"), catalog.EncodeID(keyedID)) // no arrival time
 		if err := c.Commit(); err != nil {
 			t.Fatal(err)
 		}
 		c.Close()
 		e = openEngine(t, dir, &recSink{}, nil)
 		check("after the upgrade", e)
+		hits := make([]catalog.KeyHit, 1)
+		if err := e.cat.LookupKeys([]string{string(catalog.KeyOf("t", "kk"))}, hits); err != nil || hits[0].ID != keyedID || hits[0].At != keyedAt.UnixMilli() {
+			t.Errorf("the key after the upgrade: %+v, %v; want %v arrived at %d", hits[0], err, keyedID, keyedAt.UnixMilli())
+		}
 		copies, _ := filepath.Glob(filepath.Join(dir, UpgradeDir, "*", "schedule", catalog.FileName))
 		if len(copies) != 1 {
 			t.Errorf("copies of the catalog kept by the upgrade: %v; want one", copies)

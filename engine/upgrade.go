@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -17,7 +18,8 @@ import (
 //   - 0: written before versions were recorded; its Moved table maps a
 //     rescheduled message to its replacement only;
 //   - 1: Moved maps the origin of every retry, reschedule and redrive to
-//     its latest incarnation (Current).
+//     its latest incarnation (Current), and Keys values carry the time the
+//     Schedule arrived (catalog.EncodeKey) beside the ID.
 const catalogVersion = 1
 
 // UpgradeDir is where Open keeps a copy of each file it rewrites to
@@ -26,10 +28,11 @@ const UpgradeDir = "upgrade"
 
 // upgradeCatalog brings a catalog an older build wrote to catalogVersion,
 // before reput starts: it keeps a copy of the file under
-// <data-dir>/upgrade/<UTC time>/, reads every schedule segment once for
-// the entries that retry or replace another (a non-zero origin), and maps
-// each origin to its latest incarnation, in one commit with the new
-// version. A crash before that commit leaves the old version, and the next
+// <data-dir>/upgrade/<UTC time>/, reads every schedule segment once, maps
+// the origin of each entry that retries or replaces another to its latest
+// incarnation, and adds to the Keys entry that names a keyed entry the
+// time its Schedule arrived (its IdempotencyTimeHeader), in one commit
+// with the new version. A crash before that commit leaves the old version, and the next
 // start does it again.
 func upgradeCatalog(c *catalog.Catalog, dataDir, schedDir string, now time.Time, log *slog.Logger) error {
 	v, err := c.Version()
@@ -53,6 +56,7 @@ func upgradeCatalog(c *catalog.Catalog, dataDir, schedDir string, now time.Time,
 	}
 	start := time.Now()
 	latest := map[message.ID]message.ID{}
+	var keys []catalog.KeyID // keyed entries: their key, ID and arrival
 	for _, s := range segs {
 		r, err := schedulelog.OpenReader(filepath.Join(schedDir, s.Name))
 		if err != nil {
@@ -64,10 +68,13 @@ func upgradeCatalog(c *catalog.Catalog, dataDir, schedDir string, now time.Time,
 		it := r.Iter()
 		for it.Next() {
 			m := it.Message()
-			if m.Origin.IsZero() {
-				continue
+			id := message.ID{DeliverAt: m.DeliverAt, Seq: it.Seq()}
+			if key := message.HeaderValue(m.Headers, IdempotencyHeader); key != "" {
+				if at, err := strconv.ParseInt(message.HeaderValue(m.Headers, IdempotencyTimeHeader), 10, 64); err == nil {
+					keys = append(keys, catalog.KeyID{Key: string(catalog.KeyOf(string(m.Topic), key)), ID: id, At: at})
+				}
 			}
-			if id := (message.ID{DeliverAt: m.DeliverAt, Seq: it.Seq()}); id.Seq > latest[m.Origin].Seq {
+			if !m.Origin.IsZero() && id.Seq > latest[m.Origin].Seq {
 				latest[m.Origin] = id
 			}
 		}
@@ -86,11 +93,42 @@ func upgradeCatalog(c *catalog.Catalog, dataDir, schedDir string, now time.Time,
 			c.Put(catalog.Moved, catalog.EncodeID(origin), catalog.EncodeID(id))
 		}
 	}
+	timed, err := keyTimes(c, keys)
+	if err != nil {
+		return err
+	}
 	c.SetVersion(catalogVersion)
 	if err := c.Commit(); err != nil {
 		return err
 	}
 	log.Info("engine: catalog upgraded", "from_version", v, "to_version", catalogVersion, "segments", len(segs),
-		"origins", len(latest), "copy", backup, "took", time.Since(start).Round(time.Millisecond))
+		"origins", len(latest), "keys_timed", timed, "copy", backup, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// keyTimes stages the arrival time of each of keys whose Keys entry names
+// its ID without one, and returns how many it staged.
+func keyTimes(c *catalog.Catalog, keys []catalog.KeyID) (int, error) {
+	const batch = 4096
+	hits := make([]catalog.KeyHit, batch)
+	names := make([]string, 0, batch)
+	var put []catalog.KeyID
+	for len(keys) > 0 {
+		n := min(batch, len(keys))
+		names = names[:0]
+		for _, k := range keys[:n] {
+			names = append(names, k.Key)
+		}
+		if err := c.LookupKeys(names, hits[:n]); err != nil {
+			return 0, err
+		}
+		for i, k := range keys[:n] {
+			if h := hits[i]; h.OK && h.At == 0 && h.ID == k.ID {
+				put = append(put, k)
+			}
+		}
+		keys = keys[n:]
+	}
+	c.PutKeys(put)
+	return len(put), nil
 }

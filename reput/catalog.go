@@ -18,8 +18,9 @@ const movedKept = 7 * 24 * time.Hour
 // sweepCatalog removes from the catalog's Keys and Moved tables a page of
 // the entries whose value names a message whose segment is gone (retired:
 // every entry of it was done), going on from where the last sweep
-// stopped: a message's key is kept while its bucket exists, an origin's
-// latest incarnation for movedKept after its delivery time besides.
+// stopped: a message's key is kept while its bucket exists and for
+// Options.KeyWindow after its Schedule arrived, an origin's latest
+// incarnation for movedKept after its delivery time besides.
 func (r *Reput) sweepCatalog() {
 	c := r.opts.Catalog
 	gone := func(id []byte) bool {
@@ -32,7 +33,16 @@ func (r *Reput) sweepCatalog() {
 	}
 	var err error
 	var n int
-	if r.sweepAt, n, err = c.Sweep(catalog.Keys, r.sweepAt, sweepPage, func(_, v []byte) bool { return gone(v) }); err != nil {
+	if r.sweepAt, n, err = c.Sweep(catalog.Keys, r.sweepAt, sweepPage, func(_, v []byte) bool {
+		id, at, ok := catalog.DecodeKey(v)
+		if !ok {
+			return true
+		}
+		if at == 0 {
+			at = id.DeliverAt // a Schedule never arrives after its delivery time
+		}
+		return gone(v) && time.UnixMilli(at).Add(r.opts.KeyWindow).Before(time.Now())
+	}); err != nil {
 		r.log.Warn("reput: sweeping the catalog's keys failed", "err", err)
 	}
 	m := 0

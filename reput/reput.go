@@ -148,6 +148,10 @@ type Options struct {
 	// records; it is committed before each checkpoint, and swept of the
 	// entries of retired segments.
 	Catalog *catalog.Catalog
+	// KeyWindow keeps a key in the catalog this long after its Schedule
+	// arrived although its message's segment is gone (the engine's
+	// idempotency window: a retry of the Schedule must find it).
+	KeyWindow time.Duration
 	// OnControl receives every control record routed, in commitlog order,
 	// once the catalog holds it (its slices are its own). A restart routes
 	// again the records after the checkpoint: OnControl must be
@@ -258,6 +262,7 @@ type Reput struct {
 	// attempt: something it wrote may not be durable.
 	rewind     atomic.Pointer[error]
 	position   atomic.Int64 // next commitlog offset to route
+	keysAt     atomic.Int64 // the keys of every record below it are in the catalog (staged at least)
 	checkpoint atomic.Int64 // durable position
 	stats      struct{ routed, skipped, cancels, orphans, malformed, retired, stalls, damaged, evicted atomic.Int64 }
 
@@ -426,6 +431,7 @@ func Start(opts Options) (*Reput, error) {
 		return nil, err
 	}
 	r.position.Store(pos)
+	r.keysAt.Store(pos) // below the checkpoint the catalog holds every key
 	r.checkpoint.Store(pos)
 	r.replayEnd = opts.Log.EndOffset()
 	go r.run()
@@ -488,11 +494,16 @@ func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 // entry is readable and, for a watched bucket, handed to OnEntries), the
 // context ends, or routing stops.
 func (r *Reput) WaitRouted(ctx context.Context, offset int64) error {
+	return r.waitFor(ctx, &r.position, offset)
+}
+
+// waitFor returns once pos (a position publish advances) reaches offset.
+func (r *Reput) waitFor(ctx context.Context, pos *atomic.Int64, offset int64) error {
 	for {
 		r.routedMu.Lock()
 		ch := r.routedCh
 		r.routedMu.Unlock()
-		if r.position.Load() >= offset {
+		if pos.Load() >= offset {
 			return nil
 		}
 		if err := r.Err(); err != nil {
@@ -507,6 +518,18 @@ func (r *Reput) WaitRouted(ctx context.Context, offset int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// KeysAt returns the commitlog position below which the idempotency key
+// of every routed record is in the catalog (staged or committed): after a
+// restart it stays at the checkpoint until the records found after it
+// are routed again.
+func (r *Reput) KeysAt() int64 { return r.keysAt.Load() }
+
+// WaitKeys returns once the keys of every record below offset are in the
+// catalog (KeysAt), or ctx ends, or routing stopped.
+func (r *Reput) WaitKeys(ctx context.Context, offset int64) error {
+	return r.waitFor(ctx, &r.keysAt, offset)
 }
 
 func (r *Reput) wakeRouted() {

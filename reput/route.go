@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
@@ -159,20 +160,29 @@ func (r *Reput) indexKey(id message.ID, p []byte) {
 	if err := message.DecodeSchedule(p, &r.scratch); err != nil {
 		return
 	}
+	var key []byte
+	var at int64
 	for _, h := range r.scratch.Headers {
-		if bytes.Equal(h.Key, keyHeader) {
-			r.keyText = append(append(append(r.keyText, r.scratch.Topic...), 0), h.Value...) // catalog.KeyOf's form
-			r.keyRefs = append(r.keyRefs, keyRef{end: len(r.keyText), id: id})
-			r.dirty = true
-			return
+		switch {
+		case bytes.Equal(h.Key, keyHeader):
+			key = h.Value
+		case bytes.Equal(h.Key, keyTimeHeader):
+			at, _ = strconv.ParseInt(string(h.Value), 10, 64)
 		}
+	}
+	if key != nil {
+		r.keyText = append(append(append(r.keyText, r.scratch.Topic...), 0), key...) // catalog.KeyOf's form
+		r.keyRefs = append(r.keyRefs, keyRef{end: len(r.keyText), id: id, at: at})
+		r.dirty = true
 	}
 }
 
-// keyRef is where a key indexKey collected ends in keyText, and its ID.
+// keyRef is where a key indexKey collected ends in keyText, its ID, and
+// when its Schedule arrived (UTC ms; 0: unknown).
 type keyRef struct {
 	end int
 	id  message.ID
+	at  int64
 }
 
 // maxReplayKeys bounds the keys held back while a restart routes again the
@@ -180,7 +190,7 @@ type keyRef struct {
 const maxReplayKeys = 1 << 18
 
 // collectKeys turns the keys indexKey collected in a step into catalog
-// pairs (one string holds their text) and stages them with one PutIDs,
+// pairs (one string holds their text) and stages them with one PutKeys,
 // or, while a restart routes again the records after the checkpoint,
 // holds them for stageKeys. After a restart, that routing stages every key
 // among those records; one Put per key (a lock, four allocations and a
@@ -195,7 +205,7 @@ func (r *Reput) collectKeys(hold bool) {
 		pairs = make([]catalog.KeyID, 0, len(r.keyRefs)) // kept until stageKeys
 	}
 	for _, k := range r.keyRefs {
-		pairs = append(pairs, catalog.KeyID{Key: text[start:k.end], ID: k.id})
+		pairs = append(pairs, catalog.KeyID{Key: text[start:k.end], ID: k.id, At: k.at})
 		start = k.end
 	}
 	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0]
@@ -204,17 +214,17 @@ func (r *Reput) collectKeys(hold bool) {
 		r.heldN += len(pairs)
 		return
 	}
-	r.opts.Catalog.PutIDs(catalog.Keys, pairs)
+	r.opts.Catalog.PutKeys(pairs)
 	clear(pairs) // the catalog holds the text now, not this slice
 	r.keyPairs = pairs[:0]
 }
 
 // stageKeys stages what collectKeys holds (and what indexKey collected
-// since) with one PutIDs, into a map made for them all.
+// since) with one PutKeys, into a map made for them all.
 func (r *Reput) stageKeys() {
 	r.collectKeys(len(r.heldKeys) > 0)
 	if len(r.heldKeys) > 0 {
-		r.opts.Catalog.PutIDs(catalog.Keys, r.heldKeys...)
+		r.opts.Catalog.PutKeys(r.heldKeys...)
 		clear(r.heldKeys)
 		r.heldKeys, r.heldN = r.heldKeys[:0], 0
 	}
@@ -229,8 +239,12 @@ func (r *Reput) dropKeys() {
 }
 
 // keyHeader is the header an idempotency key travels in (the engine's
-// IdempotencyHeader).
-var keyHeader = []byte("hourglass-idempotency-key")
+// IdempotencyHeader), keyTimeHeader the one its Schedule's arrival time
+// does (IdempotencyTimeHeader).
+var (
+	keyHeader     = []byte("hourglass-idempotency-key")
+	keyTimeHeader = []byte("hourglass-idempotency-at")
+)
 
 // routeDone appends the done-record of id, for reason, to its segment's
 // dispatch log.

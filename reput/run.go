@@ -73,6 +73,7 @@ func (r *Reput) step() error {
 	// published, and then finds its key staged.
 	if r.it.Pos() >= r.replayEnd || r.heldN >= maxReplayKeys {
 		r.stageKeys()
+		r.keysAt.Store(r.it.Pos())
 	} else {
 		r.collectKeys(true)
 	}
