@@ -49,10 +49,10 @@
 //
 // # Who may call what
 //
-// Watch, Unwatch, Retire and Close are served by the routing goroutine and
-// may be called from any goroutine. MarkDone may be called from any
-// goroutine. The On* callbacks run on the routing goroutine and must not
-// call back into Reput or block for long.
+// Watch, Retire and Close are served by the routing goroutine and may be
+// called from any goroutine. MarkDone may be called from any goroutine.
+// The On* callbacks run on the routing goroutine and must not call back
+// into Reput or block for long.
 //
 // It owns the writers of the schedule segments and dispatch logs and its
 // checkpoint and retired log in the schedule directory; it imports
@@ -315,7 +315,6 @@ type reqKind int
 
 const (
 	reqWatch reqKind = iota
-	reqUnwatch
 	reqRetire
 	reqClose
 )
@@ -547,11 +546,6 @@ func (r *Reput) wakeRouted() {
 func (r *Reput) Watch(bucket int64) (int64, error) {
 	rep, err := r.call(reqWatch, bucket)
 	return rep.end, err
-}
-
-// Unwatch stops handing bucket's entries to OnEntries.
-func (r *Reput) Unwatch(bucket int64) {
-	r.call(reqUnwatch, bucket)
 }
 
 // Retire deletes bucket's schedule segment and dispatch log. The caller

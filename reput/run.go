@@ -350,15 +350,13 @@ func (r *Reput) serveRequests() error {
 	r.reqs = nil
 	r.reqMu.Unlock()
 	if len(reqs) > 0 {
-		r.last = nil // Watch and Unwatch change what is watched
+		r.last = nil // Watch changes what is watched
 	}
 	for i, q := range reqs {
 		var rep reply
 		switch q.kind {
 		case reqWatch:
 			rep.end, rep.err = r.watch(q.bucket)
-		case reqUnwatch:
-			delete(r.watched, q.bucket)
 		case reqRetire:
 			rep.err = r.retire(q.bucket, q.known, q.topics)
 		case reqClose:
