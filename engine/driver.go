@@ -74,7 +74,7 @@ type driver struct {
 	lanesWG sync.WaitGroup // the lanes' goroutines, live and retired
 
 	// Owned by the driver goroutine.
-	w       *wheel.Wheel // untracked: cancels are lazy, refs are sparse offsets
+	w       *wheel.Wheel // cancels are lazy: a cancelled entry fires and is skipped
 	buckets map[int64]*bucket
 	slots   [256]slotRef           // what each wheel.Ref slot names (refs.go)
 	failed  map[int64]*loadFailure // segments whose opening failed, by bucket start
@@ -133,7 +133,7 @@ func newDriver(e *Engine) *driver {
 		now:        func() int64 { return e.opts.Now().UnixMilli() },
 		leadMs:     e.opts.HandoffLead.Milliseconds(),
 		laneIdleMs: e.opts.laneIdle.Milliseconds(),
-		w:          wheel.NewUntracked(),
+		w:          wheel.New(),
 		segsDirty:  true,
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),

@@ -21,9 +21,8 @@ func (d *driver) add(b *bucket, deadline, off int64) {
 		d.e.opts.Logger.Error("engine: a loaded entry cannot be referenced; it is delivered after a restart", "bucket", fmtMs(b.start), "offset", off, "err", err)
 		return
 	}
-	if d.w.Add(deadline, ref) {
-		b.pending++
-	}
+	d.w.Add(deadline, ref)
+	b.pending++
 }
 
 // fire hands over what is due by horizon (now plus the handoff lead) to the

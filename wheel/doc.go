@@ -3,9 +3,9 @@
 // naming the entry in its schedule segment), from which the driver takes
 // what is due.
 //
-// It is a pure data structure: no goroutines, no clock. The caller adds and
-// removes entries, asks for the earliest deadline with Next, sleeps until
-// then, and takes what is due with Expire(now). One goroutine owns a Wheel.
+// It is a pure data structure: no goroutines, no clock. The caller adds
+// entries, asks for the earliest deadline with Next, sleeps until then, and
+// takes what is due with Expire(now). One goroutine owns a Wheel.
 //
 // # Guarantees
 //
@@ -17,12 +17,15 @@
 //   - Next is exact to the millisecond, so the driver never wakes early for
 //     nothing and never late.
 //   - Any int64 deadline works, past or centuries ahead.
-//   - Add is O(1) amortized, Remove O(1) but for the rare case its
-//     documentation names; Next and Expire are amortized
-//     O(1) per entry: each entry is moved at most four times in its life,
-//     and sorted at most once per level, in a run of at most 128.
-//   - About 8.5 bytes of heap per pending entry, overhead included, for the
-//     engine's loaded window of millions of entries.
+//   - Add is O(1) amortized; Next and Expire are amortized O(1) per entry:
+//     each entry is moved at most four times in its life, and sorted at
+//     most once per level, in a run of at most 128.
+//   - About 8 bytes of heap per pending entry, overhead included, for the
+//     engine's loaded window of millions of entries, however sparse the
+//     refs: the wheel keeps nothing per ref beside the entry itself.
+//   - There is no Remove: an entry leaves only when Expire hands it over.
+//     The engine cancels lazily: a cancelled entry stays in the wheel until
+//     its deadline and the engine skips it when it fires.
 //
 // # Design
 //
@@ -68,30 +71,16 @@
 // A slot's list is a chain of chunks of 8-byte words; chunks double from 4
 // up to 1024 words (8 KiB) and are recycled through a small pool. A word is
 //
-//	63       41 40 39                0
-//	+----------+--+-------------------+
-//	|  offset  |g |        ref        |
-//	+----------+--+-------------------+
+//	63        40 39                0
+//	+-----------+-------------------+
+//	|  offset   |        ref        |
+//	+-----------+-------------------+
 //
 // where offset is the deadline minus the slot's start (0 bits at level 0, 18
-// at level 3), g the ref's generation bit, and ref the caller's 40-bit Ref.
-// Entries in a window that is not open yet are two words (key, g|ref).
-//
-// Beside the tree the wheel keeps 3 bits per ref (pending, stale copy
-// stored, generation), in pages of 4096 refs reached through a small radix
-// directory; so refs should be dense, as entry indexes in a segment are
-// (NewRef). With 10 million entries over two hours that is 8 bytes for the
-// word, 0.4 for the ref bits and about 0.1 for chunk headers and slack.
-//
-// # Removal
-//
-// Remove does not search: it clears the ref's pending bit and flips its
-// generation, turning the stored copy into a stale copy that the tree drops
-// when it meets it at the front. A ref can be added again at once; its new
-// copy carries the other generation bit, so the stale copy is never mistaken
-// for it. Only if that new copy is removed too while the first stale copy is
-// still stored does Remove erase the copy in place, scanning the one slot the
-// deadline names (or everything, if the deadline given was wrong).
+// at level 3) and ref the caller's 40-bit Ref. Entries in a window that is
+// not open yet are two words (key, ref). With 10 million entries over two
+// hours that is 8 bytes for the word and about 0.1 for chunk headers and
+// slack.
 //
 // # Known gaps
 //
@@ -103,7 +92,7 @@
 // chunk of 4 words and its header, 80 bytes; a node, 1.5 KiB) whatever it
 // holds. Entries more than 4.4 minutes apart, added in descending order with
 // a Next after each (so that every window gets opened as the earliest), cost
-// about 110 bytes each; dense loads cost 8.5.
+// about 110 bytes each; dense loads cost 8.
 //
 // It owns the timing structure only, and imports no other Hourglass
 // package; the engine's driver goroutine owns the one Wheel.

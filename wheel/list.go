@@ -104,19 +104,6 @@ func (l *list) release(p *chunkPool) {
 	*l = list{}
 }
 
-// find returns a pointer to the first word w (at or after the head) with
-// match(w), or nil. Every step words are examined together (1 or 2).
-func (l *list) find(step int, match func(x uint64) bool, at int) *uint64 {
-	for c := l.head; c != nil; c = c.next {
-		for j := c.lo; j+step <= len(c.w); j += step {
-			if match(c.w[j+at]) {
-				return &c.w[j+at]
-			}
-		}
-	}
-	return nil
-}
-
 // count returns the number of words in l, or limit+1 if it has more than
 // limit.
 func (l *list) count(limit int) int {
@@ -127,12 +114,12 @@ func (l *list) count(limit int) int {
 	return min(n, limit+1)
 }
 
-// offset returns the offset field of a packed word (huge for a hole).
+// offset returns the offset field of a packed word.
 func offset(x uint64) uint64 { return x >> offShift }
 
 // sortRun rewrites l, which holds at most maxRun words of a slot spanning
 // 1<<shift ms (shift >= slotBits), as a run: one chunk holding its words
-// without holes, stably sorted by offset, so that entries with the same
+// stably sorted by offset, so that entries with the same
 // deadline stay in insertion order. It sorts by counting on the offset's top
 // slotBits bits, then by insertion, which only has to fix entries that
 // share a sub-slot.
@@ -142,11 +129,9 @@ func (l *list) sortRun(p *chunkPool, shift uint) {
 	n := 0
 	for c := l.head; c != nil; c = c.next {
 		for _, x := range c.w[c.lo:] {
-			if x != hole {
-				buf[n] = x
-				n++
-				counts[offset(x)>>(shift-slotBits)+1]++
-			}
+			buf[n] = x
+			n++
+			counts[offset(x)>>(shift-slotBits)+1]++
 		}
 	}
 	l.release(p)
@@ -179,9 +164,8 @@ func (l *list) sortRun(p *chunkPool, shift uint) {
 }
 
 // insertRun inserts x into the run l after the words whose offset is at most
-// x's, keeping l a run; holes, whose offset is larger than any, do not
-// disturb the order of the others. It reports false, changing nothing, if l
-// already holds maxRun words.
+// x's, keeping l a run. It reports false, changing nothing, if l already
+// holds maxRun words.
 func (l *list) insertRun(p *chunkPool, x uint64) bool {
 	c := l.head
 	if c == nil {

@@ -45,18 +45,8 @@ func joinLines(s []string) string {
 func (h *harness) add(d int64, ref Ref) {
 	h.t.Helper()
 	h.log("Add(%d, %#x)", d, uint64(ref))
-	if got, want := h.w.Add(d, ref), h.m.add(d, ref); got != want {
-		h.fail("Add(%d, %#x) = %v, want %v", d, uint64(ref), got, want)
-	}
-	h.checkLen()
-}
-
-func (h *harness) remove(d int64, ref Ref) {
-	h.t.Helper()
-	h.log("Remove(%d, %#x)", d, uint64(ref))
-	if got, want := h.w.Remove(d, ref), h.m.remove(ref); got != want {
-		h.fail("Remove(%d, %#x) = %v, want %v", d, uint64(ref), got, want)
-	}
+	h.w.Add(d, ref)
+	h.m.add(d, ref)
 	h.checkLen()
 }
 
@@ -89,24 +79,19 @@ func (h *harness) checkLen() {
 
 func (h *harness) checkInvariants() {
 	h.t.Helper()
-	pending, err := checkInvariants(&h.w)
+	stored, err := checkInvariants(&h.w)
 	if err != nil {
 		h.fail("invariants: %v", err)
 	}
-	for _, e := range h.m.byRef {
-		if d, ok := pending[e.ref]; !ok || d != e.d {
-			h.fail("ref %#x should be pending at %d; wheel has %d, %v", uint64(e.ref), e.d, d, ok)
-		}
+	if want := h.m.pending(); !slices.Equal(stored, want) {
+		h.fail("the wheel stores\n  %v\nwant\n  %v", stored, want)
 	}
 }
 
-// pendingRef returns a pending ref and its deadline, chosen by x.
-func (h *harness) pendingRef(x uint64) (Ref, int64, bool) {
+// pendingDeadline returns the deadline of a pending entry chosen by x.
+func (h *harness) pendingDeadline(x uint64) (int64, bool) {
 	e, ok := h.m.pick(x)
-	if !ok {
-		return 0, 0, false
-	}
-	return e.ref, e.d, true
+	return e.d, ok
 }
 
 // randomDeadline picks a deadline around now at one of several scales, so
@@ -145,8 +130,8 @@ func randomDeadline(r *rand.Rand, now int64) int64 {
 	}
 }
 
-// randomRef picks from a small set so that refs are reused after they fire
-// or are removed, with a few outliers across pages and buckets.
+// randomRef picks from a small set so that refs are reused, also while
+// pending, with a few outliers across buckets and at MaxRef.
 func randomRef(r *rand.Rand, small int) Ref {
 	switch r.IntN(20) {
 	case 0:
@@ -164,25 +149,13 @@ func runRandom(t testing.TB, seed uint64, ops int) {
 	small := 64 + r.IntN(2000)
 	for range ops {
 		switch p := r.IntN(100); {
-		case p < 45:
+		case p < 50:
 			h.add(randomDeadline(r, now), randomRef(r, small))
-		case p < 55:
-			// Remove a pending ref with its deadline.
-			if ref, d, ok := h.pendingRef(r.Uint64()); ok {
-				h.remove(d, ref)
-			}
 		case p < 60:
-			// Remove with a wrong deadline, or a ref that may not be pending.
-			if ref, d, ok := h.pendingRef(r.Uint64()); ok && r.IntN(2) == 0 {
-				h.remove(d+1+r.Int64N(hour), ref)
-			} else {
-				h.remove(randomDeadline(r, now), randomRef(r, small))
-			}
-		case p < 62:
-			// Remove and add back at once: exercises stale copies.
-			if ref, d, ok := h.pendingRef(r.Uint64()); ok {
-				h.remove(d, ref)
-				h.add(randomDeadline(r, now), ref)
+			// A tie: add at the deadline of a pending entry, which may sit
+			// in a run or an opened slot by now.
+			if d, ok := h.pendingDeadline(r.Uint64()); ok {
+				h.add(d, randomRef(r, small))
 			}
 		case p < 90:
 			switch q := r.IntN(100); {
@@ -231,6 +204,35 @@ func TestAgainstModel(t *testing.T) {
 	}
 }
 
+// TestAgainstModelSparseRefs runs adds, expiries and Next with refs drawn
+// from a million, as entry offsets within a segment are, against the model.
+func TestAgainstModelSparseRefs(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 99} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 5))
+			h := newHarness(t)
+			now := t0
+			for range 20_000 {
+				switch p := r.IntN(100); {
+				case p < 55:
+					h.add(randomDeadline(r, now), randomRef(r, 1<<20))
+				case p < 90:
+					now += r.Int64N(10_000)
+					if r.IntN(20) == 0 {
+						now -= r.Int64N(50_000)
+					}
+					h.expire(now, r.IntN(3)*r.IntN(30))
+				default:
+					h.next()
+				}
+			}
+			h.checkInvariants()
+			h.expire(math.MaxInt64, 0)
+			h.next()
+		})
+	}
+}
+
 // TestAgainstModelBulk keeps thousands of entries pending, so that windows
 // open by size and slots hold many entries when they are opened.
 func TestAgainstModelBulk(t *testing.T) {
@@ -242,11 +244,8 @@ func TestAgainstModelBulk(t *testing.T) {
 			h.add(now+r.Int64N(6*hour), Ref(r.IntN(1<<16)))
 		}
 		for range 500 {
-			if ref, d, ok := h.pendingRef(r.Uint64()); ok {
-				h.remove(d, ref)
-				if r.IntN(4) == 0 {
-					h.add(d+r.Int64N(2)-1, ref)
-				}
+			if d, ok := h.pendingDeadline(r.Uint64()); ok {
+				h.add(d+r.Int64N(3)-1, Ref(r.IntN(1<<16)))
 			}
 		}
 		h.checkInvariants()
@@ -264,7 +263,8 @@ func TestAgainstModelBulk(t *testing.T) {
 // model:
 //
 //	op&3 == 0: Add      ref byte, deadline delta (int16, scaled by op>>5)
-//	op&3 == 1: Remove   pending-entry selector byte, or a ref byte if op&4
+//	op&3 == 1: Add tie  selector byte: ref and the pending entry whose
+//	                    deadline it takes (or now, if op&4)
 //	op&3 == 2: Expire   time delta (int16, scaled by op>>5), limit byte
 //	op&3 == 3: Next
 func FuzzWheel(f *testing.F) {
@@ -301,9 +301,9 @@ func runProgram(t *testing.T, prog []byte) {
 			case 1:
 				sel := next()
 				if op&4 != 0 {
-					h.remove(now, Ref(sel))
-				} else if ref, d, ok := h.pendingRef(uint64(sel)); ok {
-					h.remove(d, ref)
+					h.add(now, Ref(sel))
+				} else if d, ok := h.pendingDeadline(uint64(sel)); ok {
+					h.add(d, Ref(sel))
 				}
 			case 2:
 				now += delta() * scale(op)
@@ -319,8 +319,8 @@ func runProgram(t *testing.T, prog []byte) {
 }
 
 // TestRunsAndOpening checks order and ties when a slot goes through every
-// form: wide entries, a sorted run that takes inserts, a run that overflows
-// maxRun and is opened into a node, and erased copies inside a run.
+// form: wide entries, a sorted run that takes inserts, and a run that
+// overflows maxRun and is opened into a node.
 func TestRunsAndOpening(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -344,15 +344,13 @@ func TestRunsAndOpening(t *testing.T) {
 					h.add(base+r.Int64N(tc.spread), ref)
 					ref++
 				}
-				// Remove, re-add and remove again, so that runs hold
-				// stale copies and holes.
+				// Ties with entries already stored, and refs added again
+				// while pending, so that runs take equal offsets.
 				for range tc.adds / 10 {
-					if rf, d, ok := h.pendingRef(r.Uint64()); ok {
-						h.remove(d, rf)
-						h.add(base+r.Int64N(tc.spread), rf)
-						if r.IntN(2) == 0 {
-							h.remove(d, rf)
-						}
+					if d, ok := h.pendingDeadline(r.Uint64()); ok {
+						h.add(d, ref)
+						h.add(base+r.Int64N(tc.spread), ref)
+						ref++
 					}
 				}
 				h.next()

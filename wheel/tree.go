@@ -24,26 +24,20 @@ const (
 
 // Layout of a packed word (an entry in a node slot):
 //
-//	63      41 40  39                0
-//	+---------+---+-------------------+
-//	| offset  | g |        ref        |
-//	+---------+---+-------------------+
+//	63       40 39                0
+//	+----------+-------------------+
+//	|  offset  |        ref        |
+//	+----------+-------------------+
 //
 // offset is the entry's deadline minus the start of its slot (0 at level 0,
-// at most 18 bits at level 3); g is the ref's generation bit. The all-ones
-// word is a hole: an entry erased in place. Its offset field is larger than
-// any real offset, so it never collides with an entry.
+// at most 18 bits at level 3).
 const (
 	refMask  = 1<<RefBits - 1
-	genBit   = 1 << RefBits
-	rgMask   = 1<<(RefBits+1) - 1 // ref and generation bit
-	offShift = RefBits + 1
-	hole     = ^uint64(0)
+	offShift = RefBits
 )
 
-// The largest offset (a level-3 slot's) must fit above the ref and gen bits,
-// with room to spare for the hole's offset to be larger than any offset.
-var _ [64 - offShift - rootShift - 1]struct{}
+// The largest offset (a level-3 slot's) must fit above the ref.
+var _ [64 - offShift - rootShift]struct{}
 
 // key maps a deadline to an unsigned key of the same order.
 func key(ms int64) uint64 { return uint64(ms) ^ signBit }
@@ -71,7 +65,7 @@ type node struct {
 
 // window is the part of the wheel covering one aligned span of
 // 1<<windowBits ms. Until it opens it keeps its entries as wide pairs
-// (key, ref|gen) in one list; once open, in a tree under root.
+// (key, ref) in one list; once open, in a tree under root.
 type window struct {
 	key  uint64 // deadline key >> windowBits
 	wide list   // pairs of words; only while root == nil
@@ -116,12 +110,12 @@ func (w *Wheel) dropFirstWindow() {
 	}
 }
 
-// insert stores the entry (k, rg): in its window's wide list if the window
+// insert stores the entry (k, ref): in its window's wide list if the window
 // is not open, else in the deepest existing slot covering k.
-func (w *Wheel) insert(k, rg uint64) {
+func (w *Wheel) insert(k, ref uint64) {
 	win := w.window(k>>windowBits, true)
 	if win.root == nil {
-		win.wide.push2(&w.pool, k, rg)
+		win.wide.push2(&w.pool, k, ref)
 		win.n++
 		if win.n >= openAt {
 			w.openWindow(win)
@@ -136,7 +130,7 @@ func (w *Wheel) insert(k, rg uint64) {
 			n = kid
 			continue
 		}
-		x := (k&(1<<shift-1))<<offShift | rg
+		x := (k&(1<<shift-1))<<offShift | ref
 		n.occ |= 1 << i
 		if n.runs&(1<<i) != 0 {
 			if n.slots[i].insertRun(&w.pool, x) {
@@ -154,12 +148,9 @@ func (w *Wheel) openWindow(win *window) {
 	root := w.newNode(topLevel, win.key<<windowBits)
 	for c := win.wide.head; c != nil; c = c.next {
 		for j := c.lo; j < len(c.w); j += 2 {
-			k, rg := c.w[j], c.w[j+1]
-			if rg == hole {
-				continue
-			}
+			k, ref := c.w[j], c.w[j+1]
 			i := (k >> rootShift) & slotMask
-			root.slots[i].push(&w.pool, (k&(1<<rootShift-1))<<offShift|rg)
+			root.slots[i].push(&w.pool, (k&(1<<rootShift-1))<<offShift|ref)
 			root.occ |= 1 << i
 		}
 	}
@@ -169,8 +160,8 @@ func (w *Wheel) openWindow(win *window) {
 }
 
 // openSlot moves the entries of slot i of n (level > 0) into a new kid node
-// one level down and returns the kid, which may be empty if the slot held
-// only holes. Insertion order is kept within each of the kid's slots.
+// one level down and returns the kid. Insertion order is kept within each of
+// the kid's slots.
 func (w *Wheel) openSlot(n *node, i int) *node {
 	shift := uint(n.level) * slotBits
 	kid := w.newNode(n.level-1, n.base+uint64(i)<<shift)
@@ -178,12 +169,9 @@ func (w *Wheel) openSlot(n *node, i int) *node {
 	l := &n.slots[i]
 	for c := l.head; c != nil; c = c.next {
 		for _, x := range c.w[c.lo:] {
-			if x == hole {
-				continue
-			}
 			off := x >> offShift
 			j := off >> ks
-			kid.slots[j].push(&w.pool, (off&(1<<ks-1))<<offShift|x&rgMask)
+			kid.slots[j].push(&w.pool, (off&(1<<ks-1))<<offShift|x&refMask)
 			kid.occ |= 1 << j
 		}
 	}
@@ -211,67 +199,4 @@ func (w *Wheel) freeNode(n *node) {
 	if len(w.spare) < maxSpare {
 		w.spare = append(w.spare, n)
 	}
-}
-
-// erase turns the stored packed or wide entry rg whose deadline key is k
-// into a hole. It reports false if no such entry is stored where k belongs.
-func (w *Wheel) erase(k, rg uint64) bool {
-	win := w.window(k>>windowBits, false)
-	if win == nil {
-		return false
-	}
-	if win.root == nil {
-		return eraseWide(&win.wide, rg)
-	}
-	n := win.root
-	for {
-		i := (k >> (uint(n.level) * slotBits)) & slotMask
-		if kid := n.kids[i]; kid != nil {
-			n = kid
-			continue
-		}
-		return erasePacked(&n.slots[i], rg)
-	}
-}
-
-// eraseAnywhere is erase without the deadline: it searches every list.
-func (w *Wheel) eraseAnywhere(rg uint64) bool {
-	for _, win := range w.wins {
-		if win.root == nil {
-			if eraseWide(&win.wide, rg) {
-				return true
-			}
-		} else if eraseTree(win.root, rg) {
-			return true
-		}
-	}
-	return false
-}
-
-func eraseTree(n *node, rg uint64) bool {
-	for i := range n.slots {
-		if erasePacked(&n.slots[i], rg) {
-			return true
-		}
-		if kid := n.kids[i]; kid != nil && eraseTree(kid, rg) {
-			return true
-		}
-	}
-	return false
-}
-
-func erasePacked(l *list, rg uint64) bool {
-	p := l.find(1, func(x uint64) bool { return x != hole && x&rgMask == rg }, 0)
-	if p != nil {
-		*p = hole
-	}
-	return p != nil
-}
-
-func eraseWide(l *list, rg uint64) bool {
-	p := l.find(2, func(x uint64) bool { return x == rg }, 1)
-	if p != nil {
-		*p = hole
-	}
-	return p != nil
 }

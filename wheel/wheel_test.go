@@ -14,15 +14,7 @@ type step struct {
 }
 
 func add(d int64, ref Ref) step {
-	return step{name: "Add", run: func(w *Wheel) (any, any) { return w.Add(d, ref), true }}
-}
-
-func addDup(d int64, ref Ref) step {
-	return step{name: "Add(duplicate)", run: func(w *Wheel) (any, any) { return w.Add(d, ref), false }}
-}
-
-func remove(d int64, ref Ref, want bool) step {
-	return step{name: "Remove", run: func(w *Wheel) (any, any) { return w.Remove(d, ref), want }}
+	return step{name: "Add", run: func(w *Wheel) (any, any) { w.Add(d, ref); return nil, nil }}
 }
 
 // expire calls Expire(now) with no limit and expects exactly want, in order.
@@ -144,85 +136,13 @@ func TestScripts(t *testing.T) {
 			next(math.MaxInt64),
 			expire(math.MaxInt64, f(math.MaxInt64, 1000)),
 		}},
-		{"remove_before_expiry", []step{
-			add(t0+10, 1), add(t0+10, 2),
-			remove(t0+10, 1, true),
-			length(1),
-			expire(t0+10, f(t0+10, 2)),
-		}},
-		{"remove_after_expiry_is_false", []step{
+		{"same_ref_twice_fires_twice", []step{
 			add(t0+10, 1),
-			expire(t0+10, f(t0+10, 1)),
-			remove(t0+10, 1, false),
-		}},
-		{"remove_unknown_and_twice", []step{
-			remove(t0, 7, false),
-			remove(t0, MaxRef+1, false),
-			add(t0+10, 7), add(t0+20, 8),
-			remove(t0+10, 7, true),
-			remove(t0+10, 7, false),
-			length(1),
-		}},
-		{"duplicate_add", []step{
-			add(t0+10, 1),
-			addDup(t0+20, 1),
-			length(1),
-			expire(t0+30, f(t0+10, 1)),
-			add(t0+40, 1),
-			expire(t0+40, f(t0+40, 1)),
-		}},
-		{"readd_later_after_remove", []step{
-			add(t0+10, 1), add(t0+15, 2),
-			remove(t0+10, 1, true),
 			add(t0+20, 1),
-			next(t0 + 15),
-			expire(t0+19, f(t0+15, 2)),
-			expire(t0+20, f(t0+20, 1)),
-		}},
-		{"readd_earlier_after_remove", []step{
-			add(t0+20, 1), add(t0+30, 2),
-			remove(t0+20, 1, true),
 			add(t0+10, 1),
-			expire(t0+25, f(t0+10, 1)),
-			expire(t0+30, f(t0+30, 2)),
-		}},
-		{"readd_same_ms_after_remove", []step{
-			add(t0+10, 1), add(t0+10, 2),
-			remove(t0+10, 1, true),
-			add(t0+10, 1),
-			expire(t0+10, f(t0+10, 2), f(t0+10, 1)),
-		}},
-		{"remove_readd_remove_readd", []step{
-			// The second Remove finds a stale copy already stored and must
-			// erase the pending copy in place.
-			add(t0+10, 1), add(t0+50, 9),
-			remove(t0+10, 1, true),
-			add(t0+20, 1),
-			remove(t0+20, 1, true),
-			add(t0+30, 1),
-			remove(t0+30, 1, true),
-			add(t0+5*hour, 1),
-			length(2),
-			next(t0 + 50),
-			expire(t0+day, f(t0+50, 9), f(t0+5*hour, 1)),
-		}},
-		{"second_remove_with_wrong_deadline", []step{
-			add(t0+10, 1), add(t0+50, 9),
-			remove(t0+10, 1, true),
-			add(t0+3*day, 1),
-			remove(t0+99, 1, true), // wrong deadline: found by a full scan
-			add(t0+40, 1),
-			expire(t0+4*day, f(t0+40, 1), f(t0+50, 9)),
-		}},
-		{"next_after_removing_earliest", []step{
-			add(t0+100, 1), add(t0+200, 2), add(t0+10*minute, 3),
-			next(t0 + 100),
-			remove(t0+100, 1, true),
-			next(t0 + 200),
-			remove(t0+200, 2, true),
-			next(t0 + 10*minute),
-			remove(t0+10*minute, 3, true),
-			nextNone(),
+			length(3),
+			expire(t0+30, f(t0+10, 1), f(t0+10, 1), f(t0+20, 1)),
+			length(0),
 		}},
 		{"batch_limit_leaves_rest_pending", []step{
 			add(t0+1, 1), add(t0+1, 2), add(t0+2, 3), add(t0+9, 4),
@@ -256,22 +176,26 @@ func TestScripts(t *testing.T) {
 			next(t0 + 120),
 			expire(t0+200, f(t0+120, 3), f(t0+200, 2)),
 		}},
-		{"hot_ms_remove_all", []step{
+		{"hot_ms_in_order", []step{
 			do("add 100k at one ms", func(w *Wheel) {
 				for i := range 100_000 {
 					w.Add(t0+7, Ref(i))
 				}
 			}),
 			add(t0+8, 200_000),
-			do("remove them", func(w *Wheel) {
-				for i := range 100_000 {
-					if !w.Remove(t0+7, Ref(i)) {
-						panic("remove failed")
-					}
+			add(t0+6, 300_000),
+			next(t0 + 6),
+			expireLimit(t0+6, 5, f(t0+6, 300_000)),
+			next(t0 + 7),
+			step{name: "Expire(+8ms)", run: func(w *Wheel) (any, any) {
+				got := expireN(w, t0+8, 0)
+				inOrder := len(got) == 100_001 && got[100_000] == f(t0+8, 200_000)
+				for i, e := range got[:min(len(got), 100_000)] {
+					inOrder = inOrder && e == f(t0+7, Ref(i))
 				}
-			}),
-			next(t0 + 8),
-			expire(t0+8, f(t0+8, 200_000)),
+				return inOrder, true
+			}},
+			nextNone(),
 		}},
 		{"refs_from_newref", []step{
 			add(t0+1, NewRef(255, math.MaxUint32)),
@@ -354,37 +278,15 @@ func TestDrainedWheelReleasesState(t *testing.T) {
 	for i := range 10_000 {
 		w.Add(t0+int64(i)*minute, Ref(i))
 	}
+	w.Next()
 	expireN(&w, t0+10_000*minute, 0)
-	if len(w.wins) != 0 || w.refs != (refTable{}) {
-		t.Fatalf("after draining: %d windows, ref state left", len(w.wins))
+	if len(w.wins) != 0 || w.last != nil {
+		t.Fatalf("after draining: %d windows left", len(w.wins))
 	}
 	for i := range 100 {
 		w.Add(t0+int64(i), Ref(i))
 	}
-	for i := range 100 {
-		w.Remove(t0+int64(i), Ref(i))
-	}
-	if len(w.wins) != 0 || w.refs != (refTable{}) {
-		t.Fatalf("after removing all: %d windows, ref state left", len(w.wins))
-	}
-
-	// With one entry left pending far ahead, the state of the fired refs
-	// is freed page by page.
-	const last = Ref(1<<32 | 5)
-	w.Add(t0+day, last)
-	for i := range 3 * pageRefs {
-		w.Add(t0+int64(i), Ref(i))
-	}
-	expireN(&w, t0+3*pageRefs, 0)
-	for ti, md := range w.refs.top {
-		if md == nil {
-			continue
-		}
-		if ti != 1 || md.used != 1 || md.leaves[0].used != 1 || md.leaves[0].refs[0] != 1 {
-			t.Fatalf("after expiring all but ref %#x: directory %d holds more than its page", uint64(last), ti)
-		}
-	}
-	if d, ok := w.Next(); !ok || d != t0+day || w.Len() != 1 {
-		t.Fatalf("Next = %d, %v with Len %d; want %d, true with Len 1", d, ok, w.Len(), t0+day)
+	if got := expireN(&w, t0+99, 0); len(got) != 100 || len(w.wins) != 0 || w.Len() != 0 {
+		t.Fatalf("after refilling and draining: %d handed over, %d windows and Len %d left", len(got), len(w.wins), w.Len())
 	}
 }
