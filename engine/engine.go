@@ -195,7 +195,7 @@ func Open(opts Options) (*Engine, error) {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
 	e := &Engine{opts: opts, opened: opened, fresh: fresh, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
-		health: newHealth(opts.Now, opts.StallAfter), refused: make(chan struct{})}
+		health: newHealth(opts.Now, DefaultStallAfter), refused: make(chan struct{})}
 	e.d = newDriver(e)
 	if err := os.MkdirAll(e.schedDir, 0o755); err != nil {
 		l.Close()

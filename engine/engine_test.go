@@ -428,7 +428,7 @@ func (s *slowSink) Deliver(ctx context.Context, topic string, batch []Delivery) 
 func TestSlowSinkGetsMergedBatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &slowSink{lag: 5 * time.Millisecond}
-		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.FireBatch = 64 })
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.fireBatch = 64 })
 		start := time.Now().Add(time.Second)
 		var ids []message.ID
 		for i := range 2000 {
@@ -446,7 +446,7 @@ func TestSlowSinkGetsMergedBatches(t *testing.T) {
 			t.Errorf("%d sink calls for 2000 messages: batches were not merged", sink.calls)
 		}
 		if sink.max > 64 {
-			t.Errorf("a sink call carried %d messages, more than FireBatch 64", sink.max)
+			t.Errorf("a sink call carried %d messages, more than the fire batch 64", sink.max)
 		}
 		e.Close()
 	})
@@ -522,7 +522,7 @@ func TestNoBusyLoopAtMaxInflight(t *testing.T) {
 	defer watchdog.Stop()
 	synctest.Test(t, func(t *testing.T) {
 		sink := &gateSink{release: make(chan struct{})}
-		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.MaxInflight = 8; o.FireBatch = 4 })
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) { o.MaxInflight = 8; o.fireBatch = 4 })
 		var ids []message.ID
 		for i := range 40 {
 			ids = append(ids, schedule(t, e, "t", time.Second, fmt.Sprint(i)))

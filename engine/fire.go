@@ -73,7 +73,7 @@ func (d *driver) fire(now, horizon int64) {
 		b.inflight++
 		d.fired.Add(1)
 		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.m.DeliverAt)*time.Millisecond)
-		if len(bt.items) >= d.e.opts.FireBatch {
+		if len(bt.items) >= d.e.opts.fireBatch {
 			// Sent after Expire returns: sending may put entries back
 			// into the wheel, which Expire's callback must not do.
 			d.full = append(d.full, fullBatch{l, bt})

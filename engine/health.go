@@ -21,7 +21,7 @@ var ErrStalled = errors.New("engine: stage stalled")
 // StallError says that a stage of the data path has failed since Since and
 // is retrying; Err is its latest failure (a full disk, too many open files,
 // a failing device). Schedule returns it, once the stall is older than
-// Options.StallAfter, so that producers retry instead of piling up work
+// DefaultStallAfter, so that producers retry instead of piling up work
 // that cannot be delivered.
 type StallError struct {
 	Stage    string
@@ -126,7 +126,7 @@ func (h *health) stalled() []StallError {
 
 // Health returns nil while every stage of the data path works, and a
 // *StallError for the longest-stalled stage once one has failed for
-// Options.StallAfter or longer, or holds data back (at once). The stage retries by itself; Health turns
+// DefaultStallAfter or longer, or holds data back (at once). The stage retries by itself; Health turns
 // nil again when it succeeds.
 func (e *Engine) Health() error { return e.health.check(false) }
 

@@ -49,7 +49,7 @@ func newBatch() *batch {
 // batchBufs holds the buffers of batches whose Sink call is over (a
 // Delivery's Message is valid only during the call), so that the next
 // batches encode into memory that already has room: grown from nothing,
-// each batch of FireBatch messages copied its buffer about ten times over
+// each batch of fireBatch messages copied its buffer about ten times over
 // (a tenth of the server's CPU in a hot second). Buffers above
 // maxPooledBatchBuf are left to the collector.
 var batchBufs sync.Pool

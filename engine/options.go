@@ -19,9 +19,13 @@ const (
 	// MaxHandoffLead bounds Options.HandoffLead.
 	MaxHandoffLead  = time.Second
 	DefaultMaxDelay = 10 * 365 * 24 * time.Hour
-	// DefaultStallAfter is Options.StallAfter's default.
+	// DefaultStallAfter is how long a stage of the data path (routing,
+	// loading, firing) may fail and retry before Health reports it and
+	// Schedule refuses new messages with its StallError.
 	DefaultStallAfter = 2 * time.Second
-	DefaultFireBatch  = 512
+	// defaultFireBatch is the most messages the driver puts in one batch
+	// for a topic's lane.
+	defaultFireBatch = 512
 	// MaxSinkBatchBytes bounds the encoded messages the engine merges into
 	// one Sink call (Options.SinkBatch); a single fired batch may exceed it.
 	MaxSinkBatchBytes  = 8 << 20
@@ -92,10 +96,6 @@ type Options struct {
 	// header). After a restart the keys of the records the commitlog still
 	// holds (at least its newest full segment) are remembered again.
 	IdempotencyWindow time.Duration
-	// StallAfter is how long a stage of the data path (routing, loading,
-	// firing) may fail and retry before Health reports it and Schedule
-	// refuses new messages with its StallError; default 2 s.
-	StallAfter time.Duration
 	// HandoffLead hands each message to the Sink up to this long before
 	// its deliverAt instead of at it, so that the sink's own write (an
 	// fsync in the built-in queue) is done by the time the message is due.
@@ -106,17 +106,17 @@ type Options struct {
 	HandoffLead time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
-	// CommitlogSegmentSize overrides the commitlog segment size (tests).
+	// CommitlogSegmentSize is the size of a commitlog segment file;
+	// default commitlog's (a cluster partition, whose local state is
+	// rebuilt from its stream, uses smaller ones).
 	CommitlogSegmentSize int64
-	// FireBatch bounds the messages the driver puts in one batch for a
-	// topic's lane; default 512.
-	FireBatch int
 	// SinkBatch bounds the messages in one Sink call: while the sink is
 	// busy, a topic's waiting batches are merged into the next call up to
-	// this many messages (and about MaxSinkBatchBytes of them). Default
-	// FireBatch. A sink that writes a batch with one fsync (queue.Queue)
-	// drains a burst faster with a larger one; its first message then
-	// waits for the whole batch's write.
+	// this many messages (and about MaxSinkBatchBytes of them). Default and
+	// at least 512, the most the driver fires for a topic at once. A sink
+	// that writes a batch with one fsync (queue.Queue) drains a burst
+	// faster with a larger one; its first message then waits for the whole
+	// batch's write.
 	SinkBatch int
 	// MaxInflight bounds the messages handed to the sink and not yet
 	// confirmed; beyond it due messages wait in the wheel. Default 65536.
@@ -139,6 +139,9 @@ type Options struct {
 	// called from the engine's goroutines and must not block.
 	Observer Observer
 
+	// fireBatch bounds the messages the driver puts in one batch for a
+	// topic's lane; default defaultFireBatch. Tests make it small.
+	fireBatch int
 	// laneIdle is how long a topic's lane (its two delivery goroutines)
 	// lives on with nothing to deliver; default defaultLaneIdle, negative
 	// until Close. Tests shorten it.
@@ -198,26 +201,20 @@ func (o *Options) fill() error {
 	if o.MaxDelay < 0 {
 		return fmt.Errorf("engine: max delay %v is negative", o.MaxDelay)
 	}
-	if o.StallAfter == 0 {
-		o.StallAfter = DefaultStallAfter
-	}
-	if o.StallAfter < 0 {
-		return fmt.Errorf("engine: stall bound %v is negative", o.StallAfter)
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.FireBatch <= 0 {
-		o.FireBatch = DefaultFireBatch
+	if o.fireBatch <= 0 {
+		o.fireBatch = defaultFireBatch
 	}
 	if o.SinkBatch <= 0 {
-		o.SinkBatch = o.FireBatch
+		o.SinkBatch = o.fireBatch
 	}
-	if o.SinkBatch < o.FireBatch {
-		return fmt.Errorf("engine: sink batch %d is below the fire batch %d: a Sink call must hold a fired batch", o.SinkBatch, o.FireBatch)
+	if o.SinkBatch < o.fireBatch {
+		return fmt.Errorf("engine: sink batch %d is below the fire batch %d: a Sink call must hold a fired batch; set at least %d", o.SinkBatch, o.fireBatch, o.fireBatch)
 	}
 	if o.MaxInflight <= 0 {
 		o.MaxInflight = DefaultMaxInflight

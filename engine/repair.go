@@ -51,10 +51,6 @@ type DoneRepairOptions struct {
 	Out io.Writer
 	// Assume decides the held entries.
 	Assume Assumption
-	// Now is the clock that says whether a bucket has started (a missing
-	// dispatch log of a bucket that has not started holds nothing);
-	// default time.Now.
-	Now func() time.Time
 	// Commitlog is the engine's commitlog directory. The cancels it still
 	// holds are read back and recorded in the repaired logs, so that no
 	// Assumption makes a cancelled message deliverable again; "" reads
@@ -77,9 +73,6 @@ func RepairDispatchLogs(dir string, o DoneRepairOptions) (int, error) {
 	out := o.Out
 	if out == nil {
 		out = io.Discard
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if !o.DryRun && o.Keep == nil {
 		return 0, errors.New("engine: RepairDispatchLogs needs DoneRepairOptions.Keep")
@@ -167,7 +160,7 @@ func repairDone(dir string, start int64, o DoneRepairOptions, out io.Writer, can
 	case sal.Damaged():
 		why = fmt.Sprintf("%d damaged regions, the first at offset %d (%v); up to %d done-records unknown",
 			len(sal.Damage), sal.Damage[0].Offset, sal.Damage[0].Err, sal.Unknown())
-	case sal.Missing && start <= o.Now().UnixMilli():
+	case sal.Missing && start <= time.Now().UnixMilli(): // a bucket not started yet holds nothing
 		why = "it is missing and the bucket has started"
 	case sal.Lost:
 		why = "it was lost and recreated after it (only the done-records written since are known)"

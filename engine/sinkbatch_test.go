@@ -35,7 +35,7 @@ func (s *sizeSink) Deliver(ctx context.Context, topic string, batch []Delivery) 
 
 // TestSinkBatch: when a burst is due at once and the sink is slow (an
 // fsync per call), the batches that pile up meanwhile go to the sink in
-// calls of up to SinkBatch messages, more than one FireBatch each, and
+// calls of up to SinkBatch messages, more than one fired batch each, and
 // within MaxSinkBatchBytes (plus the one fired batch that starts a call).
 func TestSinkBatch(t *testing.T) {
 	for _, tc := range []struct {
@@ -53,7 +53,7 @@ func TestSinkBatch(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sink := &sizeSink{lag: 20 * time.Millisecond}
 				e := openEngine(t, t.TempDir(), sink, func(o *Options) {
-					o.FireBatch, o.SinkBatch = tc.fireBatch, tc.sinkBatch
+					o.fireBatch, o.SinkBatch = tc.fireBatch, tc.sinkBatch
 					o.CommitlogSegmentSize = 16 << 20
 				})
 				at := time.Now().Add(time.Second)
@@ -94,7 +94,7 @@ func TestSinkBatch(t *testing.T) {
 }
 
 func TestSinkBatchBelowFireBatch(t *testing.T) {
-	_, err := Open(Options{Dir: t.TempDir(), Sink: &recSink{}, FireBatch: 512, SinkBatch: 100})
+	_, err := Open(Options{Dir: t.TempDir(), Sink: &recSink{}, fireBatch: 512, SinkBatch: 100})
 	if err == nil || !strings.Contains(err.Error(), "sink batch 100 is below the fire batch 512") {
 		t.Errorf("got %v, want an error naming the sink batch and the fire batch", err)
 	}
@@ -130,7 +130,7 @@ func TestBatchBuffersReused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := &hdrSink{sizeSink: sizeSink{lag: 5 * time.Millisecond}, seen: map[message.ID]string{}}
 		e := openEngine(t, t.TempDir(), sink, func(o *Options) {
-			o.FireBatch, o.SinkBatch = 8, 32
+			o.fireBatch, o.SinkBatch = 8, 32
 			o.CommitlogSegmentSize = 16 << 20
 		})
 		at := time.Now().Add(time.Second)
