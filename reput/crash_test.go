@@ -103,7 +103,7 @@ func TestReputCrashChild(t *testing.T) {
 		os.Exit(2)
 	}
 	_, err = Start(Options{Log: l, Dir: filepath.Join(dir, "schedule"), SegmentDuration: time.Second,
-		CheckpointInterval: time.Duration(1+rng.IntN(5)) * time.Millisecond, MaxOpenWriters: 1 + rng.IntN(4)})
+		checkpointInterval: time.Duration(1+rng.IntN(5)) * time.Millisecond, maxOpenWriters: 1 + rng.IntN(4)})
 	if err != nil {
 		fmt.Println("reput:", err)
 		os.Exit(2)
@@ -150,9 +150,9 @@ func TestDropUnsyncedWrites(t *testing.T) {
 				return nil
 			}
 			e := newEnv(t, dir, func(o *Options) {
-				o.CheckpointInterval = time.Duration(rng.IntN(3)) * time.Millisecond
-				o.Schedule.SyncFile = record
-				o.Dispatch.SyncFile = record
+				o.checkpointInterval = time.Duration(rng.IntN(3)) * time.Millisecond
+				o.schedule.SyncFile = record
+				o.dispatch.SyncFile = record
 			})
 			var ids []message.ID
 			for range 5 {

@@ -56,7 +56,7 @@ func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
 	r.segsMu.RLock()
 	fresh := r.fresh[bucket]
 	r.segsMu.RUnlock()
-	do := r.opts.Dispatch
+	do := r.opts.dispatch
 	do.CreateLost = !fresh
 	w, rec, err := dispatchlog.Open(r.opts.Dir, bucket, seg.Duration, do)
 	if err != nil {
@@ -71,11 +71,11 @@ func (r *Reput) dispatchWriterLocked(bucket int64) (*dispWriter, error) {
 }
 
 // evictDispatchLocked closes the least recently used idle dispatch log
-// writers (Close syncs them) while MaxOpenWriters are open. Writers in use
+// writers (Close syncs them) while maxOpenWriters are open. Writers in use
 // by MarkDone are never closed, so the bound can be passed by as many as
 // there are concurrent MarkDone calls. r.dmu must be held.
 func (r *Reput) evictDispatchLocked() {
-	for len(r.dispatch) >= r.opts.MaxOpenWriters {
+	for len(r.dispatch) >= r.opts.maxOpenWriters {
 		var victim *dispWriter
 		var vb int64
 		for b, dw := range r.dispatch {

@@ -44,7 +44,7 @@ func (s *stallRecorder) set(o *Options) {
 		s.once1.Do(func() { close(s.stalled) })
 	}
 	o.OnResume = func() { s.once2.Do(func() { close(s.resumed) }) }
-	o.RetryMin, o.RetryMax = time.Millisecond, 5*time.Millisecond
+	o.retryMin, o.retryMax = time.Millisecond, 5*time.Millisecond
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
@@ -76,7 +76,7 @@ func TestTransientFailuresRetry(t *testing.T) {
 			rec := newStallRecorder()
 			e := newEnv(t, t.TempDir(), func(o *Options) {
 				rec.set(o)
-				o.Schedule.SyncFile = func(f *os.File) error {
+				o.schedule.SyncFile = func(f *os.File) error {
 					if tc.sync && failing.Load() {
 						return tc.errno
 					}
@@ -152,7 +152,7 @@ func TestCorruptionStopsAndReports(t *testing.T) {
 var spreadBuckets = flag.Int("reput.spread", 2_000, "buckets of the burst in TestWriterBoundUnderSpread (10000 for the issue's case: about 30 s here, one segment creation with its directory fsync per bucket)")
 
 // TestWriterBoundUnderSpread: one burst over thousands of buckets (one
-// record each) never has more than MaxOpenWriters segment writers open,
+// record each) never has more than maxOpenWriters segment writers open,
 // and everything is routed.
 func TestWriterBoundUnderSpread(t *testing.T) {
 	n := *spreadBuckets
@@ -163,9 +163,9 @@ func TestWriterBoundUnderSpread(t *testing.T) {
 	var most int
 	var r *Reput
 	e := newEnv(t, t.TempDir(), func(o *Options) {
-		o.MaxOpenWriters = bound
-		o.CheckpointInterval = time.Hour // no checkpoint to close idle writers
-		o.Schedule.SyncFile = func(*os.File) error { return nil }
+		o.maxOpenWriters = bound
+		o.checkpointInterval = time.Hour // no checkpoint to close idle writers
+		o.schedule.SyncFile = func(*os.File) error { return nil }
 		o.hooks = &testHooks{open: func(int64) error {
 			// On the routing goroutine, just before a writer is opened.
 			most = max(most, len(r.writers)+1)
@@ -487,7 +487,7 @@ func TestRetiredCovers(t *testing.T) {
 }
 
 // TestDescriptorLimitBelowWriterBound: when the process runs out of
-// descriptors with fewer writers open than MaxOpenWriters, routing keeps
+// descriptors with fewer writers open than maxOpenWriters, routing keeps
 // fewer open and gets through a burst over many buckets instead of
 // failing at the same record on every retry.
 func TestDescriptorLimitBelowWriterBound(t *testing.T) {
@@ -496,8 +496,8 @@ func TestDescriptorLimitBelowWriterBound(t *testing.T) {
 	rec := newStallRecorder()
 	e := newEnv(t, t.TempDir(), func(o *Options) {
 		rec.set(o)
-		o.MaxOpenWriters = 64
-		o.Schedule.SyncFile = func(*os.File) error { return nil }
+		o.maxOpenWriters = 64
+		o.schedule.SyncFile = func(*os.File) error { return nil }
 		o.hooks = &testHooks{open: func(int64) error {
 			if len(r.writers) >= limit {
 				return &os.PathError{Op: "open", Path: "x", Err: syscall.EMFILE}

@@ -25,15 +25,11 @@ type RepairOptions struct {
 	// no longer knows to be retired are routed and delivered again if the
 	// commitlog still holds them.
 	AcceptReplays bool
-	// Keep, if set, is called with the path of every file before Repair
-	// replaces it, and must keep a copy (the repair command's, which
-	// copies it under <data-dir>/quarantine/<UTC time>/ at the same
-	// relative path).
+	// Keep is called with the path of every file before Repair replaces
+	// it, and must keep a copy (the repair command's copies it under
+	// <data-dir>/quarantine/<UTC time>/ at the same relative path).
+	// Required unless DryRun.
 	Keep func(path string) error
-	// Quarantine is the directory that receives those copies, under
-	// schedule/, when Keep is not set. One of them is required unless
-	// DryRun.
-	Quarantine string
 	// Logf receives one line per finding and per change. Default: none.
 	Logf func(format string, args ...any)
 }
@@ -57,19 +53,16 @@ type RepairOptions struct {
 //     left only with AcceptReplays (ErrReplayRisk otherwise).
 //
 // It reports whether it changed anything (or would, with DryRun). Every
-// file it replaces is copied to Quarantine first.
+// file it replaces is handed to Keep first.
 func Repair(dir string, o RepairOptions) (changed bool, err error) {
 	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if !o.DryRun && o.Quarantine == "" && o.Keep == nil {
-		return false, errors.New("reput: Repair needs RepairOptions.Keep or Quarantine")
+	if !o.DryRun && o.Keep == nil {
+		return false, errors.New("reput: Repair needs RepairOptions.Keep to keep a copy of what it replaces")
 	}
 	keep := o.Keep
-	if keep == nil {
-		keep = func(path string) error { return quarantine(path, filepath.Join(o.Quarantine, "schedule")) }
-	}
 	ckPath, rlPath := filepath.Join(dir, checkpointName), filepath.Join(dir, retiredName)
 	ck, ckOK, ckErr := readCkpt(dir)
 	if ckErr != nil && !errors.Is(ckErr, errBadCheckpoint) {
@@ -186,35 +179,4 @@ func floorOf(s *retiredState) int64 {
 		return 0
 	}
 	return s.floor
-}
-
-// quarantine copies path into dir (created), if path exists.
-func quarantine(path, dir string) error {
-	src, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	dst, err := os.Create(filepath.Join(dir, filepath.Base(path)))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	if err := dst.Sync(); err != nil {
-		dst.Close()
-		return err
-	}
-	if err := dst.Close(); err != nil {
-		return err
-	}
-	return segfile.SyncDir(dir)
 }

@@ -66,7 +66,7 @@ func TestRepair(t *testing.T) {
 				t.Fatal("the dry run changed files")
 			}
 			q := filepath.Join(dir, "quarantine", "T")
-			changed, err = Repair(opts.Dir, RepairOptions{Quarantine: q, AcceptReplays: tc.accept, Logf: t.Logf})
+			changed, err = Repair(opts.Dir, RepairOptions{Keep: keepIn(q), AcceptReplays: tc.accept, Logf: t.Logf})
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("repair: %v, want %v", err, tc.wantErr)
 			}
@@ -77,11 +77,11 @@ func TestRepair(t *testing.T) {
 				t.Fatal("repair changed nothing")
 			}
 			for _, name := range tc.copies {
-				if _, err := os.Stat(filepath.Join(q, "schedule", name)); err != nil {
+				if _, err := os.Stat(filepath.Join(q, name)); err != nil {
 					t.Fatalf("no copy of %s: %v", name, err)
 				}
 			}
-			if changed, err := Repair(opts.Dir, RepairOptions{Quarantine: q}); changed || err != nil {
+			if changed, err := Repair(opts.Dir, RepairOptions{Keep: keepIn(q)}); changed || err != nil {
 				t.Fatalf("second repair: %v, %v", changed, err)
 			}
 			e := newEnv(t, dir, nil)
@@ -115,4 +115,21 @@ func snapshot(t *testing.T, dir string) string {
 		s += e.Name() + "\x00" + string(b) + "\x00"
 	}
 	return s
+}
+
+// keepIn is a RepairOptions.Keep that copies each file that exists into dir.
+func keepIn(dir string) func(path string) error {
+	return func(path string) error {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, filepath.Base(path)), b, 0o644)
+	}
 }

@@ -36,7 +36,7 @@
 // last-seq skip makes idempotent; each failed attempt and the recovery are
 // reported through Options.OnStall and OnResume (the engine's health).
 // Anything else (damage, EIO from a write or fsync) stops routing, after
-// OnStall. Open segment writers never exceed MaxOpenWriters: the least
+// OnStall. Open segment writers never exceed maxOpenWriters: the least
 // recently used are synced and closed first.
 //
 // # Start-up (I5)
@@ -107,21 +107,6 @@ type Options struct {
 	Dir string
 	// SegmentDuration is the bucket length of new segments; default 1 h.
 	SegmentDuration time.Duration
-	// CheckpointInterval is how often routed data is synced, the
-	// checkpoint advanced and the commitlog trimmed; default 1 s.
-	CheckpointInterval time.Duration
-	// CheckpointBytes makes a checkpoint due sooner, once routing is this
-	// far past the last one; default DefaultCheckpointBytes. Either one
-	// shorter means less to route again after a crash, at the cost of
-	// fsyncs on the routing goroutine.
-	CheckpointBytes int64
-	// MaxOpenWriters bounds the open schedule segment writers at all
-	// times, and separately the open dispatch log writers: before one past
-	// the bound is opened, the least recently used are synced and closed
-	// (so the checkpoint only advances over durable data). Default 1,024,
-	// or a quarter of the process's descriptor limit if that is less
-	// (defaultMaxOpenWriters).
-	MaxOpenWriters int
 	// OnStall is called on the routing goroutine after each failed attempt
 	// to route, sync or checkpoint, with the failure. A transient failure
 	// (see Transient) is retried with backoff, from the durable checkpoint,
@@ -130,10 +115,6 @@ type Options struct {
 	OnStall func(err error)
 	// OnResume is called once routing has got past what failed.
 	OnResume func()
-	// RetryMin and RetryMax bound the backoff between retries of a
-	// transient failure: the first waits RetryMin, each next one twice
-	// as long, up to RetryMax. Defaults 10 ms and 1 s.
-	RetryMin, RetryMax time.Duration
 	// OnEntries receives the entries routed to watched buckets, in routing
 	// order, once they are readable through a schedulelog.Reader. The
 	// slice is the callee's to keep.
@@ -157,14 +138,35 @@ type Options struct {
 	// again the records after the checkpoint: OnControl must be
 	// idempotent.
 	OnControl func(message.Control)
-	// Schedule and Dispatch configure the segment writers (tests inject
-	// fsync counters or failures there).
-	Schedule schedulelog.Options
-	Dispatch dispatchlog.Options
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 
-	hooks *testHooks // tests: inject failures
+	// The rest is set by tests only; production uses the defaults.
+
+	// checkpointInterval is how often routed data is synced, the
+	// checkpoint advanced and the commitlog trimmed; default 1 s.
+	checkpointInterval time.Duration
+	// checkpointBytes makes a checkpoint due sooner, once routing is this
+	// far past the last one; default defaultCheckpointBytes. Either one
+	// shorter means less to route again after a crash, at the cost of
+	// fsyncs on the routing goroutine.
+	checkpointBytes int64
+	// maxOpenWriters bounds the open schedule segment writers at all
+	// times, and separately the open dispatch log writers: before one past
+	// the bound is opened, the least recently used are synced and closed
+	// (so the checkpoint only advances over durable data). Default 1,024,
+	// or a quarter of the process's descriptor limit if that is less
+	// (defaultMaxOpenWriters).
+	maxOpenWriters int
+	// retryMin and retryMax bound the backoff between retries of a
+	// transient failure: the first waits retryMin, each next one twice
+	// as long, up to retryMax. Defaults 10 ms and 1 s.
+	retryMin, retryMax time.Duration
+	// schedule and dispatch configure the segment writers (tests inject
+	// fsync counters or failures there).
+	schedule schedulelog.Options
+	dispatch dispatchlog.Options
+	hooks    *testHooks // inject failures
 }
 
 // testHooks let tests fail operations of the routing goroutine.
@@ -188,7 +190,7 @@ type Stats struct {
 	Retired   int64 // retirements recorded since Start
 	Stalls    int64 // failed attempts (see Options.OnStall)
 	Damaged   int64 // segments found damaged when opened (header or data before its synced length)
-	Evicted   int64 // writers closed to stay within MaxOpenWriters
+	Evicted   int64 // writers closed to stay within the bound on open writers
 }
 
 // Reput is the routing task. See the package doc.
@@ -222,7 +224,7 @@ type Reput struct {
 	watched map[int64]*watchState
 	events  []event
 	tick    uint64 // use counter for the writers' LRU order
-	// writerCap is the bound on open segment writers: MaxOpenWriters,
+	// writerCap is the bound on open segment writers: maxOpenWriters,
 	// lowered after EMFILE or ENFILE (stall.go).
 	writerCap int
 	retired   *retiredLog
@@ -344,34 +346,34 @@ func Start(opts Options) (*Reput, error) {
 	if err := schedulelog.ValidateDuration(opts.SegmentDuration); err != nil {
 		return nil, err
 	}
-	if opts.CheckpointInterval <= 0 {
-		opts.CheckpointInterval = time.Second
+	if opts.checkpointInterval <= 0 {
+		opts.checkpointInterval = time.Second
 	}
-	if opts.CheckpointBytes <= 0 {
-		opts.CheckpointBytes = DefaultCheckpointBytes
+	if opts.checkpointBytes <= 0 {
+		opts.checkpointBytes = defaultCheckpointBytes
 	}
-	if opts.MaxOpenWriters <= 0 {
-		opts.MaxOpenWriters = defaultMaxOpenWriters()
+	if opts.maxOpenWriters <= 0 {
+		opts.maxOpenWriters = defaultMaxOpenWriters()
 	}
-	if opts.Schedule.BufferSize <= 0 {
+	if opts.schedule.BufferSize <= 0 {
 		// With up to a thousand writers busy at once (a month of
 		// buckets), segfile's 256 KiB buffers would hold 256 MiB.
-		opts.Schedule.BufferSize = scheduleBufferSize
+		opts.schedule.BufferSize = scheduleBufferSize
 	}
-	if opts.RetryMin <= 0 {
-		opts.RetryMin = 10 * time.Millisecond
+	if opts.retryMin <= 0 {
+		opts.retryMin = 10 * time.Millisecond
 	}
-	if opts.RetryMax < opts.RetryMin {
-		opts.RetryMax = max(time.Second, opts.RetryMin)
+	if opts.retryMax < opts.retryMin {
+		opts.retryMax = max(time.Second, opts.retryMin)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Schedule.Logger == nil {
-		opts.Schedule.Logger = opts.Logger
+	if opts.schedule.Logger == nil {
+		opts.schedule.Logger = opts.Logger
 	}
-	if opts.Dispatch.Logger == nil {
-		opts.Dispatch.Logger = opts.Logger
+	if opts.dispatch.Logger == nil {
+		opts.dispatch.Logger = opts.Logger
 	}
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, err
@@ -394,7 +396,7 @@ func Start(opts Options) (*Reput, error) {
 		done:      make(chan struct{}),
 		routedCh:  make(chan struct{}),
 		lastCkpt:  time.Now(),
-		writerCap: opts.MaxOpenWriters,
+		writerCap: opts.maxOpenWriters,
 	}
 	first, end := opts.Log.FirstOffset(), opts.Log.EndOffset()
 	pos, ok, rewrite, err := r.recoverState(len(segs) > 0, end)

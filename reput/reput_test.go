@@ -37,7 +37,7 @@ func newEnv(t *testing.T, dir string, mod func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Log: l, Dir: filepath.Join(dir, "schedule"), SegmentDuration: time.Second, CheckpointInterval: time.Millisecond}
+	opts := Options{Log: l, Dir: filepath.Join(dir, "schedule"), SegmentDuration: time.Second, checkpointInterval: time.Millisecond}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -273,7 +273,7 @@ func TestWatchNoGapNoOverlap(t *testing.T) {
 
 func TestRestartSkipsWhatSegmentsHold(t *testing.T) {
 	dir := t.TempDir()
-	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour })
+	e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour })
 	ids := e.schedule(300, 5, "r")
 	e.waitRouted()
 	// Crash after routing but before any checkpoint: abandon without Close,
@@ -336,7 +336,7 @@ func TestDamagedCheckpointIsIgnored(t *testing.T) {
 
 func TestRetire(t *testing.T) {
 	dir := t.TempDir()
-	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour })
+	e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour })
 	e.schedule(10, 1, "z")
 	e.waitRouted()
 	if err := e.r.Retire(base, 10); !errors.Is(err, ErrNotDurable) {
@@ -446,7 +446,7 @@ var _ = sortedKeys
 func TestKeysStagedAgainAfterCrash(t *testing.T) {
 	dir := t.TempDir()
 	cat := openCatalog(t, dir)
-	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+	e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour; o.Catalog = cat })
 	const n = 2*batchRecords + 10 // more than one step's batch
 	want := map[string]message.ID{}
 	for i := range n {
@@ -492,7 +492,7 @@ func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 		dir := t.TempDir()
 		cat := openCatalog(t, dir)
 		defer cat.Close()
-		e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+		e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour; o.Catalog = cat })
 		defer e.close()
 		for i := range 10 {
 			if _, err := e.log.Append(nil, keyedRec("t", fmt.Sprint("k", i), base)); err != nil {
@@ -514,14 +514,14 @@ func TestCheckpointFollowsCatalogCommit(t *testing.T) {
 	})
 }
 
-// A checkpoint is due once CheckpointBytes of commitlog are routed past
+// A checkpoint is due once checkpointBytes of commitlog are routed past
 // the last one, without waiting for the interval: what a kill leaves to
 // route again is bounded by size at any rate of Schedules.
 func TestCheckpointAfterBytes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		const limit = 4 << 10
-		e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.CheckpointBytes = limit })
+		e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour; o.checkpointBytes = limit })
 		defer e.close()
 		start := time.Now()
 		if _, err := e.log.Append(nil, schedRec(base, "small")); err != nil {
@@ -556,7 +556,7 @@ func TestCheckpointAfterBytes(t *testing.T) {
 func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 	dir := t.TempDir()
 	cat := openCatalog(t, dir)
-	e := newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat })
+	e := newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour; o.Catalog = cat })
 	const n = 3 * batchRecords
 	recs := make([]commitlog.Record, n)
 	for i := range recs {
@@ -597,7 +597,7 @@ func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 			}
 		}
 	}
-	e = newEnv(t, dir, func(o *Options) { o.CheckpointInterval = time.Hour; o.Catalog = cat; o.hooks = hooks })
+	e = newEnv(t, dir, func(o *Options) { o.checkpointInterval = time.Hour; o.Catalog = cat; o.hooks = hooks })
 	defer e.close()
 	e.waitRouted()
 	if !checked {

@@ -120,19 +120,19 @@ func (r *Reput) step() error {
 	return nil
 }
 
-// DefaultCheckpointBytes is Options.CheckpointBytes' default. At 100,000
+// defaultCheckpointBytes is Options.checkpointBytes' default. At 100,000
 // Schedules a second of 256-byte bodies (about 38 MB/s of commitlog) it
 // checkpoints about five times a second; a restart after a kill then routes
 // again, scans and syncs at most about 8 MiB and what one catalog commit
 // took, not the whole interval (docs/DESIGN.md, "A checkpoint every
 // second or every 8 MiB").
-const DefaultCheckpointBytes = 8 << 20
+const defaultCheckpointBytes = 8 << 20
 
 // checkpointDue reports whether the interval has passed since the last
-// checkpoint, or CheckpointBytes of commitlog have been routed past it.
+// checkpoint, or checkpointBytes of commitlog have been routed past it.
 func (r *Reput) checkpointDue() bool {
-	return time.Since(r.lastCkpt) >= r.opts.CheckpointInterval ||
-		r.it.Pos()-r.checkpoint.Load() >= r.opts.CheckpointBytes
+	return time.Since(r.lastCkpt) >= r.opts.checkpointInterval ||
+		r.it.Pos()-r.checkpoint.Load() >= r.opts.checkpointBytes
 }
 
 // wait blocks until the commitlog has more, a request arrives, the
@@ -141,7 +141,7 @@ func (r *Reput) checkpointDue() bool {
 func (r *Reput) wait() error {
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})
 	if r.dirty {
-		ctx, cancel = context.WithDeadline(ctx, r.lastCkpt.Add(r.opts.CheckpointInterval))
+		ctx, cancel = context.WithDeadline(ctx, r.lastCkpt.Add(r.opts.checkpointInterval))
 	}
 	ctx, cancel2 := context.WithCancel(ctx)
 	defer cancel()
@@ -328,8 +328,8 @@ func (r *Reput) writeCheckpoint(pos int64) error {
 	}
 	r.checkpoint.Store(pos)
 	r.lastCkpt = time.Now()
-	if r.writerCap < r.opts.MaxOpenWriters && r.stall == nil {
-		r.writerCap = min(r.opts.MaxOpenWriters, r.writerCap+max(1, r.writerCap/4))
+	if r.writerCap < r.opts.maxOpenWriters && r.stall == nil {
+		r.writerCap = min(r.opts.maxOpenWriters, r.writerCap+max(1, r.writerCap/4))
 	}
 	// Keep the newest sealed segment too: the engine rereads the recent
 	// records at start-up (idempotency keys of retried Schedules).

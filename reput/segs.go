@@ -100,8 +100,8 @@ func (r *Reput) segmentName(bucket int64) (schedulelog.SegmentInfo, bool) {
 // syncFile is the fsync of reput's own files (the retired log): the
 // schedule writers' injected one in tests.
 func (r *Reput) syncFile(f *os.File) error {
-	if r.opts.Schedule.SyncFile != nil {
-		return r.opts.Schedule.SyncFile(f)
+	if r.opts.schedule.SyncFile != nil {
+		return r.opts.schedule.SyncFile(f)
 	}
 	return f.Sync()
 }

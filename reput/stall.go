@@ -73,11 +73,11 @@ func (r *Reput) failed(err error) error {
 	}
 	now := time.Now()
 	if r.stall == nil {
-		r.stall = &stallState{since: now, backoff: r.opts.RetryMin, lastLog: now}
+		r.stall = &stallState{since: now, backoff: r.opts.retryMin, lastLog: now}
 		r.log.Warn("reput: routing stalled; retrying until it works (past the stall bound /readyz is 503 and Schedules are refused)",
-			"err", err, "retry", r.opts.RetryMin)
+			"err", err, "retry", r.opts.retryMin)
 	} else {
-		r.stall.backoff = min(2*r.stall.backoff, r.opts.RetryMax)
+		r.stall.backoff = min(2*r.stall.backoff, r.opts.retryMax)
 		if now.Sub(r.stall.lastLog) >= stallLogEvery {
 			r.stall.lastLog = now
 			r.log.Warn("reput: routing still stalled", "err", err, "since", r.stall.since.UTC().Format(time.RFC3339),
@@ -92,7 +92,7 @@ func (r *Reput) failed(err error) error {
 		// point. The bound grows back at each checkpoint (doCheckpoint).
 		if c := max(1, len(r.writers)/2); c < r.writerCap {
 			r.writerCap = c
-			r.log.Warn("reput: too many open files; keeping fewer segment writers open", "writers", c, "max_open_writers", r.opts.MaxOpenWriters)
+			r.log.Warn("reput: too many open files; keeping fewer segment writers open", "writers", c, "max_open_writers", r.opts.maxOpenWriters)
 		}
 	}
 	if rerr := r.reset(); rerr != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/hourglassmq/hourglass/segfile"
 )
 
-// defaultMaxOpenWriters is Options.MaxOpenWriters' default: 1,024, so
+// defaultMaxOpenWriters is Options.maxOpenWriters' default: 1,024, so
 // that messages spread over a month of hourly buckets (720) route without
 // closing and reopening writers (with 64, routing 200,000 messages over
 // 698 buckets took 53 s against 2.5 s: each eviction syncs the writers
@@ -29,13 +29,13 @@ func defaultMaxOpenWriters() int {
 }
 
 // scheduleBufferSize is the write buffer of each schedule segment writer
-// (Options.Schedule.BufferSize's default): a quarter of segfile's, since
-// up to MaxOpenWriters of them fill at once when deliveries spread over
+// (Options.schedule.BufferSize's default): a quarter of segfile's, since
+// up to maxOpenWriters of them fill at once when deliveries spread over
 // many buckets.
 const scheduleBufferSize = 64 << 10
 
 // writerFor returns the writer of the segment that deliverAt belongs to,
-// opening (and recovering) or creating it. Past MaxOpenWriters it first
+// opening (and recovering) or creating it. Past maxOpenWriters it first
 // closes the least recently used writers.
 func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 	if err := r.resolveAt(deliverAt); err != nil {
@@ -57,7 +57,7 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 	}
 	sw := &segWriter{}
 	if exists {
-		w, rec, err := schedulelog.Open(r.opts.Dir, seg.Start, r.opts.Schedule)
+		w, rec, err := schedulelog.Open(r.opts.Dir, seg.Start, r.opts.schedule)
 		if err != nil {
 			var ce *segfile.CorruptionError
 			if errors.As(err, &ce) {
@@ -75,7 +75,7 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 			return nil, 0, err
 		}
 	} else {
-		w, err := schedulelog.Create(r.opts.Dir, seg.Start, seg.Duration, r.opts.Schedule)
+		w, err := schedulelog.Create(r.opts.Dir, seg.Start, seg.Duration, r.opts.schedule)
 		if errors.Is(err, schedulelog.ErrExist) {
 			// An earlier attempt created it and then failed (reopening
 			// it after the rename ran out of descriptors, say): list it
@@ -125,7 +125,7 @@ func (r *Reput) addSegment(info schedulelog.SegmentInfo) {
 
 // evict closes the least recently used writers, a quarter of the bound at
 // once (their fsyncs overlap), while the bound or more are open:
-// MaxOpenWriters, or fewer after the process ran out of descriptors.
+// maxOpenWriters, or fewer after the process ran out of descriptors.
 // Close syncs, so the next checkpoint covers their entries.
 func (r *Reput) evict() error {
 	limit := r.writerCap
@@ -189,9 +189,9 @@ func (r *Reput) openWriter(bucket int64) (*segWriter, bool, error) {
 }
 
 // closeIdle closes writers untouched since the last checkpoint once more
-// than MaxOpenWriters are open. They are synced already.
+// than maxOpenWriters are open. They are synced already.
 func (r *Reput) closeIdle() {
-	if len(r.writers) > r.opts.MaxOpenWriters {
+	if len(r.writers) > r.opts.maxOpenWriters {
 		for b, sw := range r.writers {
 			if !sw.used && !sw.dirty && r.watched[b] == nil {
 				if err := sw.w.Close(); err != nil {
@@ -206,7 +206,7 @@ func (r *Reput) closeIdle() {
 		sw.used = false
 	}
 	r.dmu.Lock()
-	if len(r.dispatch) > r.opts.MaxOpenWriters {
+	if len(r.dispatch) > r.opts.maxOpenWriters {
 		for b, dw := range r.dispatch {
 			if !dw.used && !dw.dirty && dw.inflight == 0 {
 				dw.w.Close()
