@@ -235,7 +235,7 @@ func (t *topic) retainFrom(lwm int64) int64 {
 	return lwm
 }
 
-// loadRecent collects the IDs of the last Options.DedupWindow records of
+// loadRecent collects the IDs of the last Options.dedupWindow records of
 // the queue log (as far as retention kept them) into t.recent, scanning
 // whole segments from the newest back. The engine records a delivery done
 // only after Deliver returned, so a crash in between makes it deliver the
@@ -243,7 +243,7 @@ func (t *topic) retainFrom(lwm int64) int64 {
 // here. The engine never has more than its MaxInflight messages delivered
 // and not yet recorded, so a window at least that large catches them all.
 func (t *topic) loadRecent() error {
-	window := t.q.opts.DedupWindow
+	window := t.q.opts.dedupWindow
 	if window <= 0 {
 		return nil
 	}

@@ -29,7 +29,7 @@ var crashRuns = flag.Int("crash.runs", 10, "number of SIGKILL runs in TestCrashK
 // all happen within a run; three attempts, so that short leases send
 // messages to the dead-letter topic.
 func crashOpts(dir string) Options {
-	return Options{Dir: dir, SegmentSize: 16 << 10, AckSegmentSize: 4096, CheckpointEvery: 16, MaxAttempts: 3, Logger: quiet}
+	return Options{Dir: dir, SegmentSize: 16 << 10, AckSegmentSize: 4096, checkpointEvery: 16, MaxAttempts: 3, Logger: quiet}
 }
 
 // TestCrashKill runs Deliver, Receive, Ack and Nack at random in a child

@@ -221,7 +221,7 @@ func smallOpts(dir string) Options {
 	o := testOpts(dir)
 	// No fsyncs: Close and the crash image's copy see what the page
 	// cache holds, which is all these tests need.
-	o.CheckpointEvery, o.DedupWindow, o.Fsync = 64, -1, commitlog.SyncNone
+	o.checkpointEvery, o.dedupWindow, o.Fsync = 64, -1, commitlog.SyncNone
 	return o
 }
 
@@ -238,7 +238,7 @@ func ackedQueue(t *testing.T, crash bool) (string, map[message.ID]bool) {
 	dir := t.TempDir()
 	opts := smallOpts(dir)
 	if crash {
-		opts.CheckpointEvery = 1 << 20 // every ack follows the last checkpoint
+		opts.checkpointEvery = 1 << 20 // every ack follows the last checkpoint
 	}
 	q, err := Open(opts)
 	if err != nil {

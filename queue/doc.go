@@ -147,7 +147,7 @@
 // claiming space fails only the appends that need it. A failed checkpoint
 // is tried again a second later. Health reports every stage of a topic
 // (StageOpen, StageAppend, StageAck, StageCheckpoint, StageDeadLetter)
-// that has been failing for Options.StallAfter (2 s), naming the topic,
+// that has been failing for DefaultStallAfter (2 s), naming the topic,
 // the stage and since when; the server's /readyz includes it.
 //
 // # Nack, retries and dead letters

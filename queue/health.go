@@ -19,7 +19,8 @@ const (
 	StageDeadLetter = "dead-letter" // moving a message to <topic>.dlq
 )
 
-// DefaultStallAfter is Options.StallAfter's default.
+// DefaultStallAfter is how long a stage of a topic may fail before Health
+// reports it.
 const DefaultStallAfter = 2 * time.Second
 
 // StallError says that a stage of a topic has failed since Since, Attempts
@@ -103,7 +104,7 @@ func (q *Queue) reopened(topic string) {
 }
 
 // Health returns nil while every stage of every topic works, or has
-// failed for less than Options.StallAfter; otherwise the *StallError of
+// failed for less than DefaultStallAfter; otherwise the *StallError of
 // the oldest failure, naming the topic, the stage and since when (the
 // error says how many others fail too).
 func (q *Queue) Health() error {
@@ -116,7 +117,7 @@ func (q *Queue) Health() error {
 	var oldest *StallError
 	n := 0
 	for _, s := range h.stalls {
-		if q.now().Sub(s.Since) < q.opts.StallAfter {
+		if q.now().Sub(s.Since) < q.opts.stallAfter {
 			continue
 		}
 		n++

@@ -95,7 +95,7 @@ func TestReopenResumesAfterEMFILE(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q = openQ(t, dir, func(o *Options) { o.StallAfter = time.Nanosecond })
+	q = openQ(t, dir, func(o *Options) { o.stallAfter = time.Nanosecond })
 	defer q.Close()
 	if !retired(q, "t") {
 		t.Fatal("Open left the recovered topic's files open")

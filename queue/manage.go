@@ -274,8 +274,8 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 	if err := ValidateTopic(name); err != nil {
 		return Message{}, err
 	}
-	if dur <= 0 || dur > q.opts.MaxLease {
-		return Message{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, dur, q.opts.MaxLease)
+	if dur <= 0 || dur > q.opts.maxLease {
+		return Message{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, dur, q.opts.maxLease)
 	}
 	if err := q.enter(); err != nil {
 		return Message{}, err

@@ -47,7 +47,7 @@ var (
 	// ErrInvalid is wrapped by the error for an argument out of range.
 	ErrInvalid = errors.New("queue: invalid argument")
 	// ErrNoReschedule is returned by Nack with a delay when no Reschedule
-	// function is set (Options.Reschedule or SetReschedule).
+	// function is set (SetReschedule).
 	ErrNoReschedule = errors.New("queue: Nack with a delay needs a Reschedule function; none is set")
 	// ErrTooManyTopics is wrapped by Admit's error for a new topic beyond
 	// Options.MaxTopics.
@@ -71,10 +71,9 @@ type Options struct {
 	// default 16. Attempts count from the message's Attempt field, which a
 	// Nack's retry raises.
 	MaxAttempts int
-	// DefaultLease is the lease of a Receive that asks for none; default 30 s.
+	// DefaultLease is the lease of a Receive that asks for none; default 30 s,
+	// at most DefaultMaxLease, the longest lease a Receive may ask for.
 	DefaultLease time.Duration
-	// MaxLease bounds the lease a Receive may ask for; default 12 h.
-	MaxLease time.Duration
 	// Now is the wall clock; default time.Now. It decides when a message
 	// is due (never received before its deliverAt) and the times a
 	// Message shows (ReceivedAt, LeaseUntil). Leases run on the monotonic
@@ -91,10 +90,6 @@ type Options struct {
 	// see only what it holds durably, and the interval would make every
 	// message up to that much later.
 	Fsync commitlog.SyncPolicy
-	// Reschedule is called by Nack with a delay; settable later with
-	// SetReschedule, because the engine is opened with the queue as its
-	// sink. Nil until set: such a Nack fails with ErrNoReschedule.
-	Reschedule RescheduleFunc
 	// SegmentSize is the size of a queue-log segment file; default 16 MiB.
 	// A message must fit in one segment (its body plus about 60 bytes and
 	// its headers): larger ones make Deliver fail with ErrTooLarge, so
@@ -104,29 +99,28 @@ type Options struct {
 	// AckSegmentSize is the size of an ack-log segment file; default 1 MiB,
 	// at least 4 KiB.
 	AckSegmentSize int64
-	// CheckpointEvery is how many acks of a topic may follow its last
-	// checkpoint before the next is written (at least as many as the
-	// topic's outstanding messages); default 4096. Checkpoints bound
-	// restart time and the memory restart needs, and let retention delete
-	// acked queue-log segments.
-	CheckpointEvery int
-	// StallAfter is how long a stage of a topic may fail before Health
-	// reports it; default DefaultStallAfter (2 s).
-	StallAfter time.Duration
 	// MaxTopics bounds the topics Admit lets in, not counting dead-letter
 	// topics (at most one per topic); default DefaultMaxTopics, -1 for no
 	// limit. Deliver never refuses a topic: what Admit let in before a
 	// restart is delivered after it even beyond the limit.
 	MaxTopics int
-	// DedupWindow is how many of a topic's last records Open remembers, so
-	// that Deliver drops the messages the engine delivers again after a
-	// crash that came before it recorded them done (a second copy would
-	// otherwise be handed out after the first was acked). It must be at
-	// least the engine's MaxInflight: the server sets both to
-	// DefaultDedupWindow. Default DefaultDedupWindow; -1 turns it off. It
-	// costs about 50 bytes per remembered ID, per topic, until the ID is
-	// delivered again or the process ends.
-	DedupWindow int
+	// The unexported fields are set by tests only.
+
+	// maxLease bounds the lease a Receive may ask for; default
+	// DefaultMaxLease.
+	maxLease time.Duration
+	// checkpointEvery is how many acks of a topic may follow its last
+	// checkpoint before the next is written (at least as many as the
+	// topic's outstanding messages); default DefaultCheckpointEvery.
+	// Checkpoints bound restart time and the memory restart needs, and let
+	// retention delete acked queue-log segments.
+	checkpointEvery int
+	// stallAfter is how long a stage of a topic may fail before Health
+	// reports it; default DefaultStallAfter.
+	stallAfter time.Duration
+	// dedupWindow is how many of a topic's last records Open remembers;
+	// default DefaultDedupWindow, -1 turns it off (see DefaultDedupWindow).
+	dedupWindow int
 
 	// since is the lease clock: the monotonic time elapsed since t;
 	// default time.Since. Tests step it apart from Now.
@@ -156,7 +150,13 @@ type Options struct {
 	HoldReceives bool
 }
 
-// DefaultDedupWindow is Options.DedupWindow's default.
+// DefaultDedupWindow is how many of a topic's last records Open remembers,
+// so that Deliver drops the messages the engine delivers again after a
+// crash that came before it recorded them done (a second copy would
+// otherwise be handed out after the first was acked). It must be at least
+// the engine's MaxInflight: the server sets that to it. It costs about 50
+// bytes per remembered ID, per topic, until the ID is delivered again or
+// the process ends.
 const DefaultDedupWindow = 16384
 
 func (o *Options) fill() error {
@@ -166,8 +166,8 @@ func (o *Options) fill() error {
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
 	}
-	if o.StallAfter <= 0 {
-		o.StallAfter = DefaultStallAfter
+	if o.stallAfter <= 0 {
+		o.stallAfter = DefaultStallAfter
 	}
 	if o.MaxTopics == 0 {
 		o.MaxTopics = DefaultMaxTopics
@@ -175,20 +175,20 @@ func (o *Options) fill() error {
 	if o.MaxTopics < -1 {
 		return fmt.Errorf("queue: max topics %d: at least 1, or -1 for no limit", o.MaxTopics)
 	}
-	if o.DedupWindow == 0 {
-		o.DedupWindow = DefaultDedupWindow
+	if o.dedupWindow == 0 {
+		o.dedupWindow = DefaultDedupWindow
 	}
 	if o.MaxAttempts < 1 {
 		return fmt.Errorf("queue: max attempts %d: at least 1", o.MaxAttempts)
 	}
-	if o.MaxLease == 0 {
-		o.MaxLease = DefaultMaxLease
+	if o.maxLease == 0 {
+		o.maxLease = DefaultMaxLease
 	}
 	if o.DefaultLease == 0 {
-		o.DefaultLease = min(DefaultLease, o.MaxLease)
+		o.DefaultLease = min(DefaultLease, o.maxLease)
 	}
-	if o.DefaultLease < 0 || o.MaxLease < 0 || o.DefaultLease > o.MaxLease {
-		return fmt.Errorf("queue: default lease %v and max lease %v: both positive, default at most max", o.DefaultLease, o.MaxLease)
+	if o.DefaultLease < 0 || o.maxLease < 0 || o.DefaultLease > o.maxLease {
+		return fmt.Errorf("queue: default lease %v: from 1ns to %v", o.DefaultLease, o.maxLease)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -212,11 +212,11 @@ func (o *Options) fill() error {
 	if o.IdleTopic == 0 {
 		o.IdleTopic = DefaultIdleTopic
 	}
-	if o.CheckpointEvery == 0 {
-		o.CheckpointEvery = DefaultCheckpointEvery
+	if o.checkpointEvery == 0 {
+		o.checkpointEvery = DefaultCheckpointEvery
 	}
-	if o.CheckpointEvery < 1 {
-		return fmt.Errorf("queue: checkpoint interval %d acks: at least 1", o.CheckpointEvery)
+	if o.checkpointEvery < 1 {
+		return fmt.Errorf("queue: checkpoint interval %d acks: at least 1", o.checkpointEvery)
 	}
 	return nil
 }

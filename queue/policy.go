@@ -92,7 +92,7 @@ type policies struct {
 // before consumers arrive. Receives waiting on a topic that is resumed
 // are woken.
 func (q *Queue) SetPolicy(name string, p Policy) error {
-	if err := p.Validate(q.opts.MaxLease); err != nil {
+	if err := p.Validate(q.opts.maxLease); err != nil {
 		return err
 	}
 	q.pol.mu.Lock()

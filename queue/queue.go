@@ -109,9 +109,6 @@ func Open(opts Options) (*Queue, error) {
 		ckptCh: make(chan struct{}, 1),
 		opened: make(chan struct{}, 1),
 	}
-	if opts.Reschedule != nil {
-		q.SetReschedule(opts.Reschedule)
-	}
 	if opts.HoldReceives {
 		q.held = make(chan struct{})
 	}
@@ -282,8 +279,8 @@ func (q *Queue) Receive(ctx context.Context, name string, max int, wait, lease t
 	if lease == 0 {
 		lease = q.Effective(name).Lease
 	}
-	if lease < 0 || lease > q.opts.MaxLease {
-		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.MaxLease)
+	if lease < 0 || lease > q.opts.maxLease {
+		return nil, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, lease, q.opts.maxLease)
 	}
 	if q.held != nil {
 		select {

@@ -147,7 +147,7 @@ func TestDeliverReceiveAck(t *testing.T) {
 }
 
 func TestReceiveArguments(t *testing.T) {
-	q := openQ(t, t.TempDir(), func(o *Options) { o.MaxLease = time.Minute })
+	q := openQ(t, t.TempDir(), func(o *Options) { o.maxLease = time.Minute })
 	defer q.Close()
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -470,8 +470,9 @@ func TestDeadLetter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fe := &fakeEngine{}
-				q := openQ(t, t.TempDir(), func(o *Options) { o.MaxAttempts = 3; o.Reschedule = fe.schedule })
+				q := openQ(t, t.TempDir(), func(o *Options) { o.MaxAttempts = 3 })
 				defer q.Close()
+				q.SetReschedule(fe.schedule)
 				ids := deliver(t, q, "t", "poison")
 				var last Message
 				for attempt := range 3 {
@@ -565,7 +566,7 @@ func TestIntegrationWithEngine(t *testing.T) {
 // is handed to two consumers while leased, and every one is acked once.
 func TestConcurrentConsumers(t *testing.T) {
 	const producers, batches, perBatch, consumers = 4, 25, 20, 8
-	q := openQ(t, t.TempDir(), func(o *Options) { o.CheckpointEvery = 50 })
+	q := openQ(t, t.TempDir(), func(o *Options) { o.checkpointEvery = 50 })
 	defer q.Close()
 	ctx := context.Background()
 	var mu sync.Mutex

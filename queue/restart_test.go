@@ -195,7 +195,7 @@ func TestRestartOrder(t *testing.T) {
 // restart after retention still works.
 func TestRetention(t *testing.T) {
 	dir := t.TempDir()
-	mod := func(o *Options) { o.SegmentSize = 8192; o.AckSegmentSize = 4096; o.CheckpointEvery = 10 }
+	mod := func(o *Options) { o.SegmentSize = 8192; o.AckSegmentSize = 4096; o.checkpointEvery = 10 }
 	q := openQ(t, dir, mod)
 	ctx := context.Background()
 	body := string(make([]byte, 100))

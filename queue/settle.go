@@ -432,8 +432,8 @@ func (q *Queue) extend(name string, find finder, d time.Duration) (time.Time, er
 	if err := ValidateTopic(name); err != nil {
 		return time.Time{}, err
 	}
-	if d <= 0 || d > q.opts.MaxLease {
-		return time.Time{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, d, q.opts.MaxLease)
+	if d <= 0 || d > q.opts.maxLease {
+		return time.Time{}, fmt.Errorf("%w: lease %v; from 1ns to %v", ErrInvalid, d, q.opts.maxLease)
 	}
 	if err := q.enter(); err != nil {
 		return time.Time{}, err

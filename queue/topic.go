@@ -517,7 +517,7 @@ func (t *topic) maybeCheckpointLocked() {
 		return
 	}
 	outstanding := len(t.leases) + len(t.fifo) + len(t.skip)
-	if t.acksSince >= max(t.q.opts.CheckpointEvery, outstanding) || t.bytesSince >= t.q.opts.SegmentSize {
+	if t.acksSince >= max(t.q.opts.checkpointEvery, outstanding) || t.bytesSince >= t.q.opts.SegmentSize {
 		t.ckptQueued = true
 		t.q.kick(t)
 	}
