@@ -166,9 +166,6 @@ func ParseName(name string) (bucketStartMs int64, ok bool) {
 
 // Options configure a Writer. The zero value is ready to use.
 type Options struct {
-	// BufferSize is how many bytes Append gathers before writing them to
-	// the OS. Default 256 KiB.
-	BufferSize int
 	// SyncFile makes the file durable. Default (*os.File).Sync; tests count
 	// or fail fsyncs here.
 	SyncFile func(*os.File) error
@@ -181,6 +178,10 @@ type Options struct {
 	// with the segment), so that a log created in place of a lost one
 	// says so instead of passing for a whole, empty one.
 	CreateLost bool
+
+	// bufferSize is how many bytes Append gathers before writing them to
+	// the OS; default segfile's (256 KiB). Tests make it small.
+	bufferSize int
 }
 
 // Writer appends done-records to one dispatch log. All its methods are
@@ -209,7 +210,7 @@ func Open(dir string, bucketStartMs int64, d time.Duration, opts Options) (*Writ
 			ErrBadBucket, bucketStartMs, d)
 	}
 	path := filepath.Join(dir, Name(bucketStartMs))
-	so := segfile.Options{BufferSize: opts.BufferSize, SyncFile: opts.SyncFile, Logger: opts.Logger,
+	so := segfile.Options{BufferSize: opts.bufferSize, SyncFile: opts.SyncFile, Logger: opts.Logger,
 		CheckHeader: func(got segfile.Header) error {
 			if got.Start != h.Start || got.Duration != h.Duration {
 				return fmt.Errorf("%w: %s holds bucket %d ms + %d ms, want %d ms + %d ms",

@@ -99,7 +99,7 @@ func TestAppendLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			w, _ := openLog(t, dir, Options{BufferSize: 512})
+			w, _ := openLog(t, dir, Options{bufferSize: 512})
 			var all []Done
 			for _, recs := range tt.calls {
 				if err := w.Append(recs...); err != nil {
