@@ -208,21 +208,6 @@ func createSegment(dir string, base, size, first int64, zeroFill bool) (string, 
 	return path, f.Close()
 }
 
-// fillSegment writes the header of a segment for base and allocates all
-// of its size bytes (for benchmarks of the two ways to allocate).
-func fillSegment(f *os.File, base, size int64, zeroFill bool) error {
-	if err := f.Truncate(size); err != nil {
-		return err
-	}
-	if err := allocRange(f, 0, size, zeroFill); err != nil {
-		return err
-	}
-	var hdr [headerSize]byte
-	encodeHeader(hdr[:], base, size-headerSize)
-	_, err := f.WriteAt(hdr[:], 0)
-	return err
-}
-
 // allocRange allocates blocks for the file positions [from, to) of f:
 // with zeros when zeroFill is set or fallocate is not supported, else
 // with fallocate. Only call it on a range that holds no data.
