@@ -303,6 +303,12 @@ func (e *Engine) Stats() Stats {
 	return s
 }
 
+// Segments returns the schedule segments on disk, sorted by bucket start:
+// the list reput keeps as it creates and retires them, with no directory
+// read. Name and Start are set; Duration and the synced-length hint only
+// once reput has read the segment's header (see reput.Reput.Segments).
+func (e *Engine) Segments() []schedulelog.SegmentInfo { return e.reput.Segments() }
+
 // PendingByBucket returns how many messages each segment on disk holds
 // that are not done (cancelled ones left out at once, as in Stats.Pending),
 // for loaded buckets, keyed by bucket start (UTC ms).

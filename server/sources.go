@@ -27,9 +27,9 @@ type sources struct {
 	listErr error                     // guarded by listMu
 }
 
-// listTTL is how long a listing of the schedule segments is reused: a
-// listing opens every segment (one per bucket, up to years ahead), and
-// far buckets change slowly.
+// listTTL is how long the segments' headers read by segments are reused:
+// a bucket not in memory is counted from its segment's header, one file
+// opened per bucket (up to years ahead), and far buckets change slowly.
 const listTTL = 10 * time.Second
 
 var errNoDataDir = errors.New("server: no data directory given")
@@ -41,17 +41,36 @@ type bucketCount struct {
 	approx     bool // not in memory: entries written, cancelled ones included
 }
 
-// segments lists the schedule segments, at most every listTTL.
+// segments returns the schedule segments with their headers, at most
+// every listTTL. Which segments exist is reput's list (Engine.Segments);
+// how many entries a segment holds is known only to its file's header
+// (reput lists names alone at start, I5, and keeps no counts), so each
+// listed segment's header is read here. A segment retired meanwhile is
+// left out; the first damaged header is returned with the rest.
 func (s *sources) segments() ([]schedulelog.SegmentInfo, error) {
 	if s.dataDir == "" {
 		return nil, errNoDataDir
 	}
 	s.listMu.Lock()
 	defer s.listMu.Unlock()
-	if s.listAt.IsZero() || time.Since(s.listAt) > listTTL {
-		s.list, s.listErr = schedulelog.List(filepath.Join(s.dataDir, "schedule"))
-		s.listAt = time.Now()
+	if !s.listAt.IsZero() && time.Since(s.listAt) <= listTTL {
+		return s.list, s.listErr
 	}
+	dir := filepath.Join(s.dataDir, "schedule")
+	known := s.eng.Segments()
+	list := make([]schedulelog.SegmentInfo, 0, len(known))
+	var first error
+	for _, sg := range known {
+		si, err := schedulelog.Stat(dir, sg.Start)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			first = cmp.Or(first, err)
+		default:
+			list = append(list, si)
+		}
+	}
+	s.list, s.listErr, s.listAt = list, first, time.Now()
 	return s.list, s.listErr
 }
 
@@ -89,7 +108,11 @@ type usage struct {
 	bytes, files int64
 }
 
-// diskUsage adds up the files of the engine's and the queue's logs.
+// diskUsage adds up the files of the engine's and the queue's logs. It
+// stats the files themselves: their sizes on disk are the filesystem's to
+// know (segments are claimed ahead of their data, idle queue topics are
+// closed, and a stray temporary file takes space too), and no log's owner
+// keeps them.
 func diskUsage(dataDir string) []usage {
 	out := []usage{{log: "commitlog"}, {log: "schedule"}, {log: "queue"}}
 	for i := range out {
