@@ -119,3 +119,14 @@ func TestNoPeersYet(t *testing.T) {
 		t.Fatal("another error taken for 10005")
 	}
 }
+
+// TestReservedHeadersHavePrefix: the cluster's own headers carry the
+// prefix the server refuses from clients (message.Reserved), besides the
+// check ScheduleBatch makes of them.
+func TestReservedHeadersHavePrefix(t *testing.T) {
+	for _, k := range []string{idHeader, replacesHeader, recurPutHeader, recurDeleteHeader, recurOriginHeader} {
+		if !message.Reserved(k) || !reservedHeader(k) {
+			t.Errorf("header %q: message.Reserved %v, reservedHeader %v; want both", k, message.Reserved(k), reservedHeader(k))
+		}
+	}
+}

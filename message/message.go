@@ -56,6 +56,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -346,6 +347,19 @@ func HeaderValue(hs []Header, key string) string {
 		}
 	}
 	return ""
+}
+
+// ReservedPrefix begins the name of every header Hourglass gives a meaning
+// to and sets itself: an idempotency key and its time, a dead letter's
+// origin and reason, a recurring schedule's name and occurrence, a
+// cluster's IDs. A producer may not set a header whose name begins with
+// it, in any letter case: the server refuses such a Schedule.
+const ReservedPrefix = "hourglass-"
+
+// Reserved reports whether a header named key is one only Hourglass sets:
+// its name begins with ReservedPrefix, in any letter case.
+func Reserved(key string) bool {
+	return len(key) >= len(ReservedPrefix) && strings.EqualFold(key[:len(ReservedPrefix)], ReservedPrefix)
 }
 
 // Control is a decoded control payload; Name and Value alias the input.

@@ -214,3 +214,23 @@ func FuzzSplitReschedule(f *testing.F) {
 		_ = DecodeSchedule(rest, &m)
 	})
 }
+
+func TestReserved(t *testing.T) {
+	for _, tc := range []struct {
+		key  string
+		want bool
+	}{
+		{"hourglass-idempotency-key", true},
+		{"Hourglass-Idempotency-Key", true},
+		{"HOURGLASS-x", true},
+		{"hourglass-", true},
+		{"hourglass", false},
+		{"hourglassx", false},
+		{"x-hourglass-id", false},
+		{"", false},
+	} {
+		if got := Reserved(tc.key); got != tc.want {
+			t.Errorf("Reserved(%q) = %v, want %v", tc.key, got, tc.want)
+		}
+	}
+}

@@ -146,6 +146,9 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 			if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
 				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
 			}
+			if message.Reserved(h.Key) {
+				return invalid("%s", field(prefix, reservedText(i, h.Key)))
+			}
 			size += len(h.Key) + len(h.Value)
 			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
 		}
@@ -194,6 +197,17 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		return s.admit(prefix, m.Topic)
 	}
 	return nil
+}
+
+// reservedText says why headers[i], named key, is refused: the server
+// sets the headers of its prefix itself, from the request's own fields.
+func reservedText(i int, key string) string {
+	why := fmt.Sprintf("headers[%d] %q: the prefix %q is reserved for the headers the server sets itself "+
+		"(idempotency keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
+	if strings.EqualFold(key, engine.IdempotencyHeader) {
+		why += ", or set idempotency_key"
+	}
+	return why
 }
 
 // scheduleError turns an engine error into an API error.

@@ -16,7 +16,9 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // TestServerError: errors the caller did not cause get the code that
@@ -85,4 +87,19 @@ func TestRequestRejectsNonUTF8(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReservedHeaderNames: every header the server gives a meaning to
+// has the reserved prefix, so that request refuses it from a client.
+func TestReservedHeaderNames(t *testing.T) {
+	for _, k := range []string{engine.IdempotencyHeader, engine.IdempotencyTimeHeader, recur.ScheduleHeader, recur.OccurrenceHeader,
+		queue.DeadLetterOriginHeader, queue.DeadLetterReasonHeader, queue.DeadLetterErrorHeader, queue.DeadLetterAtHeader, queue.LastErrorHeader} {
+		if !message.Reserved(k) {
+			t.Errorf("header %q lacks the reserved prefix %q", k, message.ReservedPrefix)
+		}
+	}
+	ts := newTestServer(t, Options{})
+	var r engine.Request
+	err := ts.srv.request("", &hourglassv1.ScheduleRequest{Topic: "t", Headers: []*hourglassv1.Header{{Key: "a", Value: "1"}, {Key: "HOURGLASS-IDEMPOTENCY-KEY", Value: "k"}}}, time.Now(), false, &r)
+	wantStatus(t, "a reserved header", err, codes.InvalidArgument, `headers[1] "HOURGLASS-IDEMPOTENCY-KEY"`, "reserved", "set idempotency_key")
 }
