@@ -110,9 +110,10 @@ type Config struct {
 	// DefaultLease is the lease of a received message when the consumer
 	// asks for none; default DefaultLease, at most queue.DefaultMaxLease.
 	DefaultLease time.Duration
-	// MaxTopics bounds the topics of the built-in queue: a Schedule that
-	// names a new topic beyond it is refused (ResourceExhausted). Dead-letter
-	// topics do not count. Default DefaultMaxTopics; -1 for no limit.
+	// MaxTopics bounds the topics of the built-in queue, dead-letter
+	// topics included: a Schedule or Redrive that names a new topic beyond
+	// it is refused (ResourceExhausted); a dead letter always finds its
+	// topic. Default DefaultMaxTopics; -1 for no limit.
 	MaxTopics int
 	// TopicIdleTimeout is how long a queue topic with nothing leased keeps
 	// its files open after its last use; default DefaultTopicIdleTimeout.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -248,6 +249,51 @@ func TestQueueMaxTopics(t *testing.T) {
 		t.Fatalf("ScheduleBatch naming a new topic: %v; want ResourceExhausted for messages[1]", err)
 	}
 	schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "c", Body: []byte("y")})
+	p.stop(syscall.SIGTERM)
+}
+
+// TestQueueMaxTopicsDeadLetterNames: dead-letter topics count against
+// --max-topics like any other, so that a batch of "<name>.dlq" topics
+// cannot take the server past it; nor can a Redrive to a new topic.
+func TestQueueMaxTopicsDeadLetterNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, dir, nil, "--max-topics", "10")
+	var msgs []*hourglassv1.ScheduleRequest
+	for i := range 1000 {
+		msgs = append(msgs, &hourglassv1.ScheduleRequest{Topic: fmt.Sprintf("x%d.dlq", i), Body: []byte("x")})
+	}
+	_, err := p.client.ScheduleBatch(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "messages[10]") || !strings.Contains(err.Error(), "--max-topics") {
+		t.Fatalf("ScheduleBatch to 1,000 dead-letter topics with --max-topics 10: %v; want ResourceExhausted for messages[10] naming --max-topics", err)
+	}
+	res, err := p.client.ScheduleBatch(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: msgs[:10]}))
+	if err != nil || len(res.Msg.Results) != 10 {
+		t.Fatalf("ScheduleBatch to 10 dead-letter topics with --max-topics 10: %v", err)
+	}
+	_, err = p.client.Schedule(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "y.dlq", Body: []byte("x")}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("Schedule to an 11th topic, a dead-letter one: %v; want ResourceExhausted", err)
+	}
+	_, err = p.client.Redrive(ctxT(t), connect.NewRequest(&hourglassv1.RedriveRequest{DeadLetterTopic: "x0.dlq", ToTopic: "new-topic"}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "to_topic") {
+		t.Errorf("Redrive to an 11th topic: %v; want ResourceExhausted naming to_topic", err)
+	}
+	// The ten messages are due now: wait for their topics, then count them.
+	for i := range 10 {
+		receive(t, p.client, fmt.Sprintf("x%d.dlq", i), 1, 20*time.Second)
+	}
+	tr, err := p.client.Topics(ctxT(t), connect.NewRequest(&hourglassv1.TopicsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tr.Msg.Topics); n > 10 {
+		t.Errorf("%d topics held with --max-topics 10: %v", n, tr.Msg.Topics)
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "queue", "topics"))
+	if err != nil || len(ents) != 10 {
+		t.Errorf("%d topic directories on disk (%v); want the 10 admitted", len(ents), err)
+	}
 	p.stop(syscall.SIGTERM)
 }
 

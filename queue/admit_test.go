@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// TestAdmit: Admit lets in at most MaxTopics topics, not counting
-// dead-letter topics; an admitted topic creates no file and is not seen by
+// TestAdmit: Admit lets in at most MaxTopics topics, dead-letter topics
+// counted like any other; an admitted topic creates no file and is not seen by
 // Receive or Stats until the first Deliver creates it; Deliver never
 // refuses a topic.
 func TestAdmit(t *testing.T) {
-	q := openQ(t, t.TempDir(), func(o *Options) { o.MaxTopics = 2 })
+	q := openQ(t, t.TempDir(), func(o *Options) { o.MaxTopics = 3 })
 	defer q.Close()
 	for _, tc := range []struct {
 		name, topic string
@@ -20,8 +20,9 @@ func TestAdmit(t *testing.T) {
 		{"first", "a", false},
 		{"second", "b", false},
 		{"again_at_the_limit", "a", false},
-		{"dead_letter_topic_not_counted", "a.dlq", false},
-		{"third_refused", "c", true},
+		{"dead_letter_topic_counted", "a.dlq", false},
+		{"fourth_refused", "c", true},
+		{"dead_letter_topic_refused", "x.dlq", true},
 		{"invalid_name", "-x", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -29,7 +30,7 @@ func TestAdmit(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Admit(%q): %v, want error %v", tc.topic, err, tc.wantErr)
 			}
-			if tc.name == "third_refused" && !errors.Is(err, ErrTooManyTopics) {
+			if tc.wantErr && tc.topic != "-x" && !errors.Is(err, ErrTooManyTopics) {
 				t.Fatalf("Admit beyond the limit: %v, want ErrTooManyTopics", err)
 			}
 		})
@@ -48,6 +49,6 @@ func TestAdmit(t *testing.T) {
 	// restart is delivered after it.
 	deliver(t, q, "d", "y")
 	if err := q.Admit("e"); !errors.Is(err, ErrTooManyTopics) {
-		t.Fatalf("Admit with three topics held and a limit of 2: %v", err)
+		t.Fatalf("Admit with four topics held and a limit of 3: %v", err)
 	}
 }

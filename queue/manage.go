@@ -251,7 +251,7 @@ func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, erro
 	}
 	q.mu.Lock()
 	if q.topics[name] == s {
-		q.dropSlot(name)
+		delete(q.topics, name)
 	}
 	s.busy = nil
 	q.mu.Unlock()

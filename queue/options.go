@@ -99,10 +99,11 @@ type Options struct {
 	// AckSegmentSize is the size of an ack-log segment file; default 1 MiB,
 	// at least 4 KiB.
 	AckSegmentSize int64
-	// MaxTopics bounds the topics Admit lets in, not counting dead-letter
-	// topics (at most one per topic); default DefaultMaxTopics, -1 for no
-	// limit. Deliver never refuses a topic: what Admit let in before a
-	// restart is delivered after it even beyond the limit.
+	// MaxTopics bounds the topics Admit lets in, dead-letter topics
+	// included; default DefaultMaxTopics, -1 for no limit. Deliver never
+	// refuses a topic: what Admit let in before a restart is delivered
+	// after it even beyond the limit, and so is a dead letter whose
+	// dead-letter topic is new.
 	MaxTopics int
 	// The unexported fields are set by tests only.
 

@@ -35,7 +35,6 @@ type Queue struct {
 	// mu guards topics and created, and the slots' fields (topics.go).
 	mu      sync.Mutex
 	topics  map[string]*slot
-	counted int           // topics not ending in DLQSuffix: the ones Options.MaxTopics bounds
 	created chan struct{} // closed (and replaced) when a topic is created
 	opened  chan struct{} // wakes the sweeper when a topic is opened; capacity 1
 
@@ -134,7 +133,7 @@ func Open(opts Options) (*Queue, error) {
 			return nil, err
 		}
 		s.opened = true
-		q.addSlot(name, s)
+		q.topics[name] = s
 		if q.opts.IdleTopic < 0 {
 			s.t = t
 			continue

@@ -38,11 +38,11 @@ type slot struct {
 }
 
 // Admit lets topic in as one the queue will hold: nil if it exists or
-// was admitted already, or if fewer than Options.MaxTopics topics (not
-// counting dead-letter topics) are held or admitted; otherwise an error
-// wrapping ErrTooManyTopics. It creates no file: the first Deliver does.
-// The server admits the topics of every Schedule, so that a message it
-// accepts is never refused when it comes due.
+// was admitted already, or if fewer than Options.MaxTopics topics are held
+// or admitted (dead-letter topics count like any other); otherwise an
+// error wrapping ErrTooManyTopics. It creates no file: the first Deliver
+// does. The server admits the topics of every Schedule, so that a message
+// it accepts is never refused when it comes due.
 func (q *Queue) Admit(topic string) error {
 	if err := ValidateTopic(topic); err != nil {
 		return err
@@ -52,30 +52,11 @@ func (q *Queue) Admit(topic string) error {
 	if q.topics[topic] != nil {
 		return nil
 	}
-	if !isDLQ(topic) {
-		if max := q.opts.MaxTopics; max > 0 && q.counted >= max {
-			return fmt.Errorf("%w: topic %q would be a new topic, and %d are held already, the limit", ErrTooManyTopics, topic, q.counted)
-		}
-		q.counted++
+	if max := q.opts.MaxTopics; max > 0 && len(q.topics) >= max {
+		return fmt.Errorf("%w: topic %q would be a new topic, and %d are held already (dead-letter topics included), the limit", ErrTooManyTopics, topic, len(q.topics))
 	}
 	q.topics[topic] = &slot{admitted: true}
 	return nil
-}
-
-// addSlot adds the slot of a topic the queue did not know. q.mu is held.
-func (q *Queue) addSlot(name string, s *slot) {
-	q.topics[name] = s
-	if !isDLQ(name) {
-		q.counted++
-	}
-}
-
-// dropSlot removes the slot of a topic whose creation failed. q.mu is held.
-func (q *Queue) dropSlot(name string) {
-	delete(q.topics, name)
-	if !isDLQ(name) {
-		q.counted--
-	}
 }
 
 // topic returns the topic called name with a reference the caller gives
@@ -93,7 +74,7 @@ func (q *Queue) topic(name string, create bool) (*topic, error) {
 			return nil, nil
 		case s == nil:
 			s = &slot{}
-			q.addSlot(name, s)
+			q.topics[name] = s
 			return q.open(s, name, true)
 		case s.admitted && s.busy == nil:
 			return q.open(s, name, true)
@@ -150,7 +131,7 @@ func (q *Queue) open(s *slot, name string, create bool) (*topic, error) {
 			defer q.retryLater(name)
 		}
 		if create && !s.admitted {
-			q.dropSlot(name) // the next caller tries again
+			delete(q.topics, name) // the next caller tries again
 		}
 	} else {
 		defer q.reopened(name)

@@ -167,6 +167,10 @@ func (s api) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest) (*hourg
 		if err := checkTopic("to_topic ", m.ToTopic); err != nil {
 			return nil, err
 		}
+		// A new topic counts against --max-topics, as a Schedule's does.
+		if err := s.admit("to_topic", m.ToTopic); err != nil {
+			return nil, err
+		}
 	}
 	ratePerSec := int(m.RatePerSecond)
 	if ratePerSec == 0 {

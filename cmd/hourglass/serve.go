@@ -157,7 +157,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
 				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
 			&cli.IntFlag{Name: "max-topics", Value: hourglass.DefaultMaxTopics, EnvVars: envVar("max-topics"),
-				Usage: "the built-in queue holds at most `N` topics (dead-letter topics not counted); a Schedule naming a new one beyond is refused with RESOURCE_EXHAUSTED; -1 for no limit"},
+				Usage: "the built-in queue holds at most `N` topics (dead-letter topics counted like any other); a Schedule or Redrive naming a new one beyond is refused with RESOURCE_EXHAUSTED (a dead letter always finds its topic); -1 for no limit"},
 			&cli.DurationFlag{Name: "topic-idle-timeout", Value: hourglass.DefaultTopicIdleTimeout, DefaultText: "1m", EnvVars: envVar("topic-idle-timeout"),
 				Usage: "a queue topic with no message leased closes its files after this `DURATION` without use, and opens them again when next used"},
 			&cli.StringSliceFlag{Name: "cors-origin", EnvVars: envVar("cors-origin"),
