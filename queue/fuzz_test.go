@@ -190,3 +190,32 @@ func FuzzParseReceipt(f *testing.F) {
 		}
 	})
 }
+
+// FuzzListToken: the page-token decoder never panics; it takes only what
+// encode wrote with the same key, topic and state, and gives it back.
+func FuzzListToken(f *testing.F) {
+	k := newTokenKey()
+	good := k.encode("orders", listToken{state: ListDue, off: 1234, id: message.ID{DeliverAt: 1_796_014_801_500, Seq: 42}})
+	f.Add(good, "orders", uint8(ListDue))
+	f.Add(good, "orders", uint8(ListLeased))
+	f.Add(good, "other", uint8(ListDue))
+	f.Add(good[:len(good)-1], "orders", uint8(ListDue))
+	f.Add("1", "orders", uint8(ListDue))
+	f.Add("50", "orders", uint8(ListDue))
+	f.Add("", "orders", uint8(ListDue))
+	f.Fuzz(func(t *testing.T, s, topic string, state uint8) {
+		tok, err := k.decode(topic, ListState(state), s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if s != good || topic != "orders" || ListState(state) != ListDue {
+			t.Fatalf("decode accepted %q for topic %q state %d: %+v", s, topic, state, tok)
+		}
+		if again := k.encode(topic, tok); again != s {
+			t.Fatalf("accepted token re-encodes differently: %q -> %q", s, again)
+		}
+	})
+}

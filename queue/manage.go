@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/segfile"
 )
@@ -35,7 +35,10 @@ const MaxListPage = 1000
 // the next page ("" when there is none). It changes nothing: no lease is
 // taken and no attempt raised. Due messages include those handed over a
 // little before their time (the engine's handoff lead). Message.Receipt
-// is empty; Message.LeaseUntil is set for leased ones only.
+// is empty; Message.LeaseUntil is set for leased ones only. A token List
+// did not issue for this topic and state since the queue opened, or one
+// whose message is gone from its place, is an error wrapping ErrInvalid
+// (listtoken.go).
 func (q *Queue) List(ctx context.Context, name string, state ListState, after string, n int) ([]Message, string, error) {
 	if err := ValidateTopic(name); err != nil {
 		return nil, "", err
@@ -43,13 +46,16 @@ func (q *Queue) List(ctx context.Context, name string, state ListState, after st
 	if n < 1 || n > MaxListPage {
 		return nil, "", fmt.Errorf("%w: page size %d; from 1 to %d", ErrInvalid, n, MaxListPage)
 	}
-	from := int64(0)
+	if state != ListDue && state != ListLeased {
+		return nil, "", fmt.Errorf("%w: list state %d", ErrInvalid, state)
+	}
+	var from *listToken
 	if after != "" {
-		v, err := strconv.ParseInt(after, 10, 64)
-		if err != nil || v < 0 {
-			return nil, "", fmt.Errorf("%w: page token %q is not one List returned", ErrInvalid, after)
+		tok, err := q.tokens.decode(name, state, after)
+		if err != nil {
+			return nil, "", err
 		}
-		from = v
+		from = &tok
 	}
 	if err := q.enter(); err != nil {
 		return nil, "", err
@@ -57,6 +63,9 @@ func (q *Queue) List(ctx context.Context, name string, state ListState, after st
 	defer q.leave()
 	t, err := q.topic(name, false)
 	if err != nil || t == nil {
+		if err == nil && from != nil {
+			err = staleToken(name) // the topic is gone
+		}
 		return nil, "", err
 	}
 	defer q.release(t)
@@ -65,20 +74,22 @@ func (q *Queue) List(ctx context.Context, name string, state ListState, after st
 	if t.closed {
 		return nil, "", ErrClosed
 	}
-	switch state {
-	case ListLeased:
+	if state == ListLeased {
 		return t.listLeasedLocked(from, n)
-	case ListDue:
-		return t.listDueLocked(from, n)
 	}
-	return nil, "", fmt.Errorf("%w: list state %d", ErrInvalid, state)
+	return t.listDueLocked(from, n)
+}
+
+// token is the page token of the message id at off, listed in state.
+func (t *topic) token(state ListState, off int64, id message.ID) string {
+	return t.q.tokens.encode(t.name, listToken{state: state, off: off, id: id})
 }
 
 // listLeasedLocked lists the leases at offsets from on. t.mu is held.
-func (t *topic) listLeasedLocked(from int64, n int) ([]Message, string, error) {
+func (t *topic) listLeasedLocked(from *listToken, n int) ([]Message, string, error) {
 	ls := make([]*lease, 0, len(t.leases))
 	for _, l := range t.leases {
-		if l.off >= from {
+		if from == nil || l.off >= from.off {
 			ls = append(ls, l)
 		}
 	}
@@ -90,7 +101,7 @@ func (t *topic) listLeasedLocked(from int64, n int) ([]Message, string, error) {
 	now := t.q.now()
 	for _, l := range ls {
 		if len(out) == n {
-			return out, strconv.FormatInt(l.off, 10), nil
+			return out, t.token(ListLeased, l.off, l.id), nil
 		}
 		if err := t.readAt(l.off, &id, &m); err != nil {
 			return nil, "", err
@@ -104,9 +115,10 @@ func (t *topic) listLeasedLocked(from int64, n int) ([]Message, string, error) {
 
 // listDueLocked lists the messages waiting to be received at offsets from
 // on: those given back (below the cursor), then the never-received ones
-// from the cursor. The token is the offset of the next message to look
-// at, a record boundary from the cursor on. t.mu is held.
-func (t *topic) listDueLocked(from int64, n int) ([]Message, string, error) {
+// from the cursor. The token names the next message to look at. A token
+// at or past the cursor must name the record it was issued for: the
+// listing reads on from there. t.mu is held.
+func (t *topic) listDueLocked(from *listToken, n int) ([]Message, string, error) {
 	var out []Message
 	var id message.ID
 	var m message.Message
@@ -118,42 +130,73 @@ func (t *topic) listDueLocked(from int64, n int) ([]Message, string, error) {
 		msg.Receipt, msg.ReceivedAt, msg.LeaseUntil = "", now, now
 		out = append(out, msg)
 	}
+	start := int64(0)
+	if from != nil {
+		start = from.off
+	}
 	fifo := slices.Clone(t.fifo)
 	slices.SortFunc(fifo, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
 	for _, e := range fifo {
-		if e.off < from {
+		if e.off < start {
 			continue
-		}
-		if len(out) == n {
-			return out, strconv.FormatInt(e.off, 10), nil
 		}
 		if err := t.readAt(e.off, &id, &m); err != nil {
 			return nil, "", err
 		}
+		if len(out) == n {
+			return out, t.token(ListDue, e.off, id), nil
+		}
 		add(e.off, e.attempt)
 	}
-	cursor := t.reader.Pos()
-	if t.peeked {
-		cursor = t.reader.Offset()
-	}
-	it, err := t.log.NewIterator(max(from, cursor))
+	cursor := t.cursorLocked()
+	verify := from != nil && from.off >= cursor
+	it, err := t.log.NewIterator(max(start, cursor))
 	if err != nil {
-		return nil, "", t.missing(max(from, cursor), err)
+		if verify {
+			return nil, "", staleToken(t.name)
+		}
+		return nil, "", t.missing(max(start, cursor), err)
 	}
 	defer it.Close()
 	for it.Next() {
+		if verify {
+			// The token's record, read before anything is trusted of it.
+			verify = false
+			if it.Offset() != from.off || t.decodeID(it, &id) != nil || id != from.id {
+				return nil, "", staleToken(t.name)
+			}
+		}
 		if _, acked := slices.BinarySearch(t.skip, it.Offset()); acked {
 			continue
 		}
 		if len(out) == n {
-			return out, strconv.FormatInt(it.Offset(), 10), nil
+			if err := t.decodeID(it, &id); err != nil {
+				return nil, "", err
+			}
+			return out, t.token(ListDue, it.Offset(), id), nil
 		}
 		if err := t.decode(it, &id, &m); err != nil {
 			return nil, "", err
 		}
 		add(it.Offset(), m.Attempt)
 	}
+	if verify {
+		// Nothing at the token's offset (or it is not a record there).
+		return nil, "", staleToken(t.name)
+	}
 	return out, "", it.Err()
+}
+
+// decodeID decodes the ID of the queue-log record it is on.
+func (t *topic) decodeID(it *commitlog.Iterator, id *message.ID) error {
+	rec := it.Record()
+	if rec.Type != typeMessage {
+		return it.Corruption(fmt.Errorf("record type %#x, want %#x", rec.Type, typeMessage))
+	}
+	if err := decodeID(rec.Payload, id); err != nil {
+		return it.Corruption(err)
+	}
+	return nil
 }
 
 // PurgeDue removes every message of topic that waits to be received (as

@@ -2,11 +2,16 @@ package queue
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hourglassmq/hourglass/segfile"
 )
 
 func listAll(t *testing.T, q *Queue, topic string, st ListState, page int) []Message {
@@ -59,6 +64,75 @@ func TestList(t *testing.T) {
 	}
 	if ms, next, err := q.List(ctx, "nosuch", ListDue, "", 10); err != nil || len(ms) != 0 || next != "" {
 		t.Fatalf("unknown topic: %v %q %v", ms, next, err)
+	}
+}
+
+// TestListTokens: List takes only the page tokens it issued, for the same
+// topic and state, whose message is still where the token says; anything
+// else is ErrInvalid, never corruption, and never an empty page.
+func TestListTokens(t *testing.T) {
+	ctx := context.Background()
+	q := openQ(t, t.TempDir(), nil)
+	defer q.Close()
+	deliver(t, q, "t", "a", "b", "c", "d")
+	deliver(t, q, "u", "x", "y")
+	recv(t, q, "u", 2, time.Minute)
+	_, next, err := q.List(ctx, "t", ListDue, "", 2)
+	if err != nil || next == "" {
+		t.Fatalf("first page: %q %v", next, err)
+	}
+	_, leasedNext, err := q.List(ctx, "u", ListLeased, "", 1)
+	if err != nil || leasedNext == "" {
+		t.Fatalf("first leased page: %q %v", leasedNext, err)
+	}
+	raw, _ := base64.RawURLEncoding.DecodeString(next)
+	flipped := slices.Clone(raw)
+	flipped[5] ^= 1 // another offset
+	other := newTokenKey()
+	for _, tc := range []struct {
+		name, topic, token string
+		state              ListState
+	}{
+		{"decimal_offset", "t", "1", ListDue},
+		{"past_the_end", "t", "50", ListDue},
+		{"garbage", "t", "zz", ListDue},
+		{"flipped_offset", "t", base64.RawURLEncoding.EncodeToString(flipped), ListDue},
+		{"another_key", "t", other.encode("t", listToken{state: ListDue, off: 1}), ListDue},
+		{"another_topic", "u", next, ListDue},
+		{"another_state", "t", next, ListLeased},
+		{"leased_token_as_due", "u", leasedNext, ListDue},
+		{"long", "t", strings.Repeat("A", 4096), ListDue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, nx, err := q.List(ctx, tc.topic, tc.state, tc.token, 10)
+			if !errors.Is(err, ErrInvalid) || len(ms) != 0 || nx != "" {
+				t.Fatalf("List(%s, %q): %d messages, next %q, %v; want ErrInvalid", tc.topic, tc.token, len(ms), nx, err)
+			}
+			if _, ok := errors.AsType[*segfile.CorruptionError](err); ok || strings.Contains(err.Error(), q.dir) {
+				t.Fatalf("List(%s, %q): %v; want no corruption and no path", tc.topic, tc.token, err)
+			}
+		})
+	}
+	if ms, _, err := q.List(ctx, "t", ListDue, next, 10); err != nil || len(bodies(ms)) != 2 || bodies(ms)[0] != "c" {
+		t.Fatalf("second page by its token: %v %v; want c and d", bodies(ms), err)
+	}
+	// A token that outlived its topic: deleted and made again, with other
+	// records at other offsets.
+	if _, _, err := q.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t, q, "t", strings.Repeat("long ", 40), "b")
+	if ms, _, err := q.List(ctx, "t", ListDue, next, 10); !errors.Is(err, ErrInvalid) || len(ms) != 0 {
+		t.Fatalf("a token of the deleted topic: %d messages, %v; want ErrInvalid", len(ms), err)
+	}
+	if _, _, err := q.DeleteTopic(ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.List(ctx, "t", ListDue, next, 10); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a token of a topic that no longer exists: %v; want ErrInvalid", err)
+	}
+	if q.Health() != nil {
+		t.Fatalf("health after forged tokens: %v", q.Health())
 	}
 }
 

@@ -25,6 +25,7 @@ type Queue struct {
 	origin     time.Time // when Open began, with a monotonic reading: lease deadlines count from it
 	reschedule atomic.Pointer[RescheduleFunc]
 	serial     atomic.Uint64 // last lease serial handed out
+	tokens     tokenKey      // signs List's page tokens (listtoken.go)
 
 	// closeMu is held shared by every operation while it works (not while
 	// a Receive waits) and exclusively by Close.
@@ -107,6 +108,7 @@ func Open(opts Options) (*Queue, error) {
 		topics: map[string]*slot{},
 		ckptCh: make(chan struct{}, 1),
 		opened: make(chan struct{}, 1),
+		tokens: newTokenKey(),
 	}
 	if opts.HoldReceives {
 		q.held = make(chan struct{})

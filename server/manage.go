@@ -317,7 +317,7 @@ func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*ho
 	}
 	msgs, next, err := s.q.List(ctx, topic, st, m.PageToken, n)
 	if errors.Is(err, queue.ErrInvalid) {
-		return nil, invalid("%v", err)
+		return nil, invalid("%s", trimPkg(err.Error()))
 	}
 	if err != nil {
 		return nil, serverError(err)
