@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
@@ -9,6 +11,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
@@ -87,6 +94,103 @@ func TestListForgedPageToken(t *testing.T) {
 	}
 	if log := p.log(); strings.Contains(log, "level=ERROR") || strings.Contains(log, "corrupt") {
 		t.Errorf("the server logged damage or an error for forged tokens:\n%s", log)
+	}
+	p.stop(syscall.SIGTERM)
+}
+
+// grpcConn dials p with grpc-go (a connection of its own), sending token
+// with every call when it is set.
+func grpcConn(t *testing.T, p *proc, token string) *grpc.ClientConn {
+	t.Helper()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(token)))
+	}
+	cc, err := grpc.NewClient(p.addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// bearer is a token sent as gRPC metadata over plaintext.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+func (bearer) RequireTransportSecurity() bool { return false }
+
+// watch opens a grpc.health.v1 Watch on cc and returns its first answer's
+// error (nil once SERVING arrived; the stream stays open until ctx ends).
+func watch(ctx context.Context, cc *grpc.ClientConn) error {
+	w, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	res, err := w.Recv()
+	if err == nil && res.Status != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("status %v", res.Status)
+	}
+	return err
+}
+
+// TestHealthWatchLimits: grpc.health.v1 Watch streams count against
+// --max-streams-per-conn and --max-streams like the API's streams (the
+// report opened 30,000 with none refused), and need the token; Check
+// stays open for probes.
+func TestHealthWatchLimits(t *testing.T) {
+	t.Parallel()
+	p := start(t, t.TempDir(), []string{"HOURGLASS_AUTH_TOKEN=sesame"}, "--max-streams", "5", "--max-streams-per-conn", "3")
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	anon := grpcConn(t, p, "")
+	if res, err := healthpb.NewHealthClient(anon).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Check without a token: %v %v; want SERVING (probes need no token)", res, err)
+	}
+	if err := watch(ctx, anon); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Watch without a token: %v; want Unauthenticated", err)
+	}
+	first := grpcConn(t, p, "sesame")
+	for i := range 3 {
+		if err := watch(ctx, first); err != nil {
+			t.Fatalf("Watch %d on one connection: %v", i+1, err)
+		}
+	}
+	err := watch(ctx, first)
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-streams-per-conn 3") {
+		t.Errorf("a 4th Watch on one connection: %v; want ResourceExhausted naming --max-streams-per-conn", err)
+	}
+	second := grpcConn(t, p, "sesame")
+	if err := watch(ctx, second); err != nil {
+		t.Fatalf("a Watch on a second connection: %v", err)
+	}
+	// The API's streams share the limit: 5 streams open now.
+	rs, err := hourglassv1.NewHourglassServiceClient(second).ReceiveStream(ctx, &hourglassv1.ReceiveStreamRequest{Topic: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Header(); err != nil { // sent once the stream holds its slot
+		t.Fatal(err)
+	}
+	err = watch(ctx, grpcConn(t, p, "sesame"))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-streams 5") {
+		t.Errorf("a 6th stream on the server: %v; want ResourceExhausted naming --max-streams", err)
+	}
+	// Streams that end give their slots back.
+	cancel()
+	ctx2 := ctxT(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := watch(ctx2, grpcConn(t, p, "sesame"))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a Watch once the others ended: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	p.stop(syscall.SIGTERM)
 }

@@ -105,8 +105,16 @@ type watchStream struct {
 
 func (w *watchStream) Context() context.Context { return w.ctx }
 
-// open reports whether a method needs no token: health and reflection.
+// healthWatch is the health service's stream: a client holds it open, so
+// it needs the token and counts against the stream limits.
+const healthWatch = "/grpc.health.v1.Health/Watch"
+
+// open reports whether a method needs no token: the health service's
+// one-shot calls (probes) and reflection.
 func open(method string) bool {
+	if method == healthWatch {
+		return false
+	}
 	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
 }
 
@@ -143,6 +151,15 @@ func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerI
 func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	start := time.Now()
 	ctx, addr, err := s.grpcCtx(ss.Context(), info.FullMethod)
+	if err == nil && !strings.HasPrefix(info.FullMethod, "/"+serviceName+"/") {
+		// The health Watch and reflection streams count against the
+		// limits as the API's streams do (those take their slot in their
+		// handlers, once the request is checked).
+		var release func()
+		if release, err = s.limits.acquire(addr, streamsWhat); err == nil {
+			defer release()
+		}
+	}
 	if err == nil {
 		defer s.recoverGRPC(info.FullMethod, &err)
 		err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})

@@ -343,12 +343,17 @@ func TestGRPCAuth(t *testing.T) {
 		t.Errorf("scheduled %d messages, want the 2 sent with the right token", n)
 	}
 
-	// Health and reflection are open. Schedules are taken before the
-	// engine is ready, so health may still say NOT_SERVING here: a Watch
-	// without a token waits for SERVING.
+	// Health's Check and reflection are open; the Watch stream needs the
+	// token. Schedules are taken before the engine is ready, so health may
+	// still say NOT_SERVING here: a Watch with the token waits for SERVING.
 	ctx := testCtx(t)
 	wctx, stopWatch := context.WithCancel(ctx)
 	hw, err := healthpb.NewHealthClient(cc).Watch(wctx, &healthpb.HealthCheckRequest{Service: serviceName})
+	if err == nil {
+		_, err = hw.Recv()
+	}
+	wantStatus(t, "health watch without token", err, codes.Unauthenticated)
+	hw, err = healthpb.NewHealthClient(cc).Watch(metadata.AppendToOutgoingContext(wctx, "authorization", "Bearer s3cret"), &healthpb.HealthCheckRequest{Service: serviceName})
 	for err == nil {
 		var hres *healthpb.HealthCheckResponse
 		if hres, err = hw.Recv(); err == nil && hres.Status == healthpb.HealthCheckResponse_SERVING {
@@ -356,7 +361,7 @@ func TestGRPCAuth(t *testing.T) {
 		}
 	}
 	if err != nil {
-		t.Errorf("health watch without token: %v", err)
+		t.Errorf("health watch with the token: %v", err)
 	}
 	stopWatch()
 	hres, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{Service: serviceName})

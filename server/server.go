@@ -18,7 +18,8 @@
 //     message of a batch is checked before the batch is handed, whole, to
 //     the engine's atomic ScheduleBatch.
 //   - With a token set, every RPC and /metrics need "Authorization: Bearer
-//     <token>"; /healthz, /readyz and grpc.health.v1 stay open.
+//     <token>"; /healthz, /readyz, grpc.health.v1's Check and reflection
+//     stay open (the health Watch stream needs the token).
 //   - Conditions a client should retry later answer Unavailable or
 //     ResourceExhausted, never Internal: shutting down, a full disk, too
 //     many open files, a limit on long polls, streams or request size.
@@ -127,8 +128,9 @@ type Options struct {
 	// refused with ResourceExhausted.
 	MaxRequestBytes int
 	// MaxStreams bounds the long polls (Receive with a wait), ReceiveStream
-	// and Consume streams and ScheduleStreams open at once on the whole
-	// server; default DefaultMaxStreams. One more is refused with
+	// and Consume streams, ScheduleStreams, grpc.health.v1 Watch and
+	// reflection streams open at once on the whole server; default
+	// DefaultMaxStreams. One more is refused with
 	// ResourceExhausted naming the limit.
 	MaxStreams int
 	// MaxStreamsPerConn is MaxStreams for one client connection; default
