@@ -40,7 +40,11 @@ type serving struct {
 // gets HTTP/1.1 and Connect or gRPC-Web, and a client that offers only h2
 // (every gRPC client) gets native gRPC. Connect over HTTP/2 is not served:
 // Connect clients use HTTP/1.1.
+//
+// Out of descriptors, Serve waits between accepts, 5 ms doubling to 1 s,
+// and logs it at most every 10 s (backoffListener).
 func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
+	ln = newBackoffListener(ln, s.log)
 	if tlsConfig != nil {
 		c := tlsConfig.Clone()
 		c.NextProtos = []string{"http/1.1", "h2"}
