@@ -32,16 +32,6 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / clockTicks
 }
 
-// openFiles is how many descriptors process pid has open.
-func openFiles(t *testing.T, pid int) int {
-	t.Helper()
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
-
 // TestOutOfDescriptors: a server out of descriptors (RLIMIT_NOFILE a few
 // above what it holds, more connections waiting than it can take) backs
 // off between accepts instead of spinning a core (the report measured
@@ -52,7 +42,7 @@ func TestOutOfDescriptors(t *testing.T) {
 	pid := p.cmd.Process.Pid
 	// What /readyz needs must be open already: the client's connection.
 	p.waitReady()
-	limit := uint64(openFiles(t, pid) + 8)
+	limit := uint64(openFDs(t, pid) + 8)
 	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: limit, Max: limit}, nil); err != nil {
 		t.Skipf("cannot lower the server's RLIMIT_NOFILE: %v", err)
 	}
@@ -70,9 +60,9 @@ func TestOutOfDescriptors(t *testing.T) {
 		held = append(held, c)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for openFiles(t, pid) < int(limit) {
+	for openFDs(t, pid) < int(limit) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server holds %d descriptors, not its limit %d, with 30 connections waiting", openFiles(t, pid), limit)
+			t.Fatalf("the server holds %d descriptors, not its limit %d, with 30 connections waiting", openFDs(t, pid), limit)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
