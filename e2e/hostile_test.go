@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 )
@@ -193,4 +197,84 @@ func TestHealthWatchLimits(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	p.stop(syscall.SIGTERM)
+}
+
+// TestCallersSeeNoPaths: what the server hands to callers (an error of
+// an RPC; /readyz, which needs no token) names its files relative to the
+// data directory, never by their absolute paths, which stay in its log.
+func TestCallersSeeNoPaths(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := start(t, dir, []string{"HOURGLASS_AUTH_TOKEN=sesame"}, "--topic-idle-timeout", "200ms")
+	c := newClient(t, p)
+	ctx := ctxT(t)
+	if _, err := c.Schedule(ctx, client.Message{Topic: "pth", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Receive(ctx, "pth", client.ReceiveOptions{MaxMessages: 1, Wait: 10 * time.Second})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive: %v %v", ds, err)
+	}
+	if err := c.Ack(ctx, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	// Once the idle topic closed its files, put a file where its ack log's
+	// directory was: opening it again fails, naming the ack log.
+	topicDir := filepath.Join(dir, "queue", "topics", "pth")
+	deadline := time.Now().Add(20 * time.Second)
+	for holdsFilesUnder(t, p.cmd.Process.Pid, topicDir) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle topic kept its files open")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	acks := filepath.Join(topicDir, "acks")
+	if err := os.RemoveAll(acks); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(acks, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Receive(ctx, "pth", client.ReceiveOptions{MaxMessages: 1})
+	msg := status.Convert(err).Message()
+	if err == nil || strings.Contains(msg, dir) || !strings.Contains(msg, filepath.Join("queue", "topics", "pth", "acks")) {
+		t.Errorf("Receive of the damaged topic: %v; want an error naming queue/topics/pth/acks without the data directory %s", err, dir)
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 503 && strings.Contains(string(body), "pth") {
+			if strings.Contains(string(body), dir) {
+				t.Errorf("/readyz hands out the data directory's path: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never said the topic is failing: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(p.log(), acks) {
+		t.Errorf("the log lacks the full path %s for the operator", acks)
+	}
+}
+
+// holdsFilesUnder reports whether process pid has a file under dir open.
+func holdsFilesUnder(t *testing.T, pid int, dir string) bool {
+	t.Helper()
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Skipf("cannot list descriptors: %v", err)
+	}
+	for _, e := range ents {
+		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name())); err == nil && strings.HasPrefix(target, dir+"/") {
+			return true
+		}
+	}
+	return false
 }

@@ -230,7 +230,7 @@ func (l connectLog) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		start := time.Now()
 		resp, err := next(ctx, req)
 		l.s.report(ctx, req.Spec().Procedure, req.Peer().Addr, start, connectCode(err), err)
-		return resp, err
+		return resp, l.s.paths.connectErr(err)
 	}
 }
 
@@ -243,7 +243,7 @@ func (l connectLog) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 		start := time.Now()
 		err := next(ctx, conn)
 		l.s.report(ctx, conn.Spec().Procedure, conn.Peer().Addr, start, connectCode(err), err)
-		return err
+		return l.s.paths.connectErr(err)
 	}
 }
 

@@ -145,7 +145,7 @@ func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerI
 		resp, err = handler(ctx, req)
 	}
 	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
-	return resp, err
+	return resp, s.paths.grpcErr(err)
 }
 
 func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
@@ -165,7 +165,7 @@ func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 	}
 	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
-	return err
+	return s.paths.grpcErr(err)
 }
 
 // recoverGRPC turns a panic in a handler into Internal, as connect-go's

@@ -411,16 +411,16 @@ func (s api) AckBatch(ctx context.Context, m *hourglassv1.AckBatchRequest) (*hou
 	if err != nil {
 		return nil, serverError(err)
 	}
-	return &hourglassv1.AckBatchResponse{Results: ackResults(res)}, nil
+	return &hourglassv1.AckBatchResponse{Results: s.ackResults(res)}, nil
 }
 
 // ackResults turns the queue's per-receipt errors into results.
-func ackResults(res []error) []*hourglassv1.AckResult {
+func (s *Server) ackResults(res []error) []*hourglassv1.AckResult {
 	out := make([]*hourglassv1.AckResult, len(res))
 	for i, e := range res {
 		r := &hourglassv1.AckResult{Acked: e == nil}
 		if e != nil {
-			r.Error = trimPkg(e.Error())
+			r.Error = s.paths.text(trimPkg(e.Error()))
 		}
 		out[i] = r
 	}

@@ -183,6 +183,7 @@ type Server struct {
 	pollsActive atomic.Int64
 	levelsText  string // "1=1s 2=5s ..." for error messages
 	limits      *limiter
+	paths       pathNamer // names files relative to the data directory for callers
 
 	// Set by Serve.
 	serving atomic.Pointer[serving]
@@ -261,7 +262,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: idle, header and body timeouts must be positive (0 means the default)")
 	}
 	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
-		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn)}
+		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn), paths: newPathNamer(opts.DataDir)}
 	if opts.Cluster != nil {
 		s.eng, s.recv = opts.Cluster, opts.Cluster
 	} else {
@@ -320,11 +321,11 @@ func (s *Server) notReady() string {
 	select {
 	case <-s.eng.Ready():
 		if err := s.eng.Health(); err != nil {
-			return "stalled: " + err.Error()
+			return "stalled: " + s.paths.text(err.Error())
 		}
 		if s.q != nil {
 			if err := s.q.Health(); err != nil {
-				return "stalled: " + err.Error()
+				return "stalled: " + s.paths.text(err.Error())
 			}
 		}
 		return ""

@@ -147,7 +147,7 @@ func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *
 		err = invalid("a ScheduleStream request holds neither message nor batch: set one")
 	}
 	if err != nil {
-		done <- streamError(err)
+		done <- c.s.streamError(err)
 		return
 	}
 	c.mu.Lock()
@@ -237,7 +237,7 @@ func (c *streamCommit) commit(items []streamItem) {
 	}
 	for _, it := range items {
 		if err != nil {
-			it.done <- streamError(err)
+			it.done <- c.s.streamError(err)
 			continue
 		}
 		mine := ids[:len(it.reqs):len(it.reqs)]
@@ -250,10 +250,11 @@ func (c *streamCommit) commit(items []streamItem) {
 	}
 }
 
-func streamError(err error) *hourglassv1.ScheduleStreamResponse {
+// streamError is the answer of a ScheduleStream request that failed.
+func (s *Server) streamError(err error) *hourglassv1.ScheduleStreamResponse {
 	st := status.Convert(err)
 	return &hourglassv1.ScheduleStreamResponse{Kind: &hourglassv1.ScheduleStreamResponse_Error{
-		Error: &hourglassv1.Status{Code: int32(st.Code()), Message: st.Message()}}}
+		Error: &hourglassv1.Status{Code: int32(st.Code()), Message: s.paths.text(st.Message())}}}
 }
 
 // ordered is the queue of a ScheduleStream's requests in progress, in the
@@ -521,7 +522,7 @@ func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *
 				res[i] = errors.New(status.Convert(serverError(err)).Message())
 			}
 		}
-		out.Acks = ackResults(res)
+		out.Acks = c.s.ackResults(res)
 	}
 	for _, nk := range set.Nacks {
 		r := &hourglassv1.AckResult{Acked: true}
@@ -532,7 +533,7 @@ func (c *consumer) settle(ctx context.Context, set *hourglassv1.ConsumeSettle) *
 			}
 		}
 		if err != nil {
-			r.Acked, r.Error = false, status.Convert(err).Message()
+			r.Acked, r.Error = false, c.s.paths.text(status.Convert(err).Message())
 		}
 		out.Nacks = append(out.Nacks, r)
 	}
