@@ -87,12 +87,13 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 	l.maybeRequestSpare()
 	l.maybeExtendAhead()
 	end = l.written
+	if l.opts.Sync != SyncNone {
+		l.kickSyncerLocked()
+	}
 	l.mu.Unlock()
 
 	if l.opts.Sync == SyncNone {
 		l.view.publish(end)
-	} else {
-		l.kickSyncer()
 	}
 	return offs, end, nil
 }

@@ -14,9 +14,11 @@ import (
 
 // Log is a segmented, append-only, memory-mapped log. Append, Sync,
 // DeleteBefore, Close and the iterators may be called from any goroutine.
-// A writable Log runs two goroutines of its own: the syncer (syncer.go),
-// which makes appended records durable and visible, and the preallocator
-// (prealloc.go), which creates the next segment file ahead of need.
+// A writable Log runs two goroutines of its own while they have work: the
+// syncer (syncer.go), which makes appended records durable and visible,
+// and the preallocator (prealloc.go), which creates the next segment file
+// ahead of need. Each starts when asked for work and ends when none is
+// left, so an idle log holds none.
 type Log struct {
 	opts Options
 	dir  string
@@ -57,8 +59,8 @@ type Log struct {
 	recovery Recovery // what Open found; not changed after Open returns
 }
 
-// Open opens or creates the log in opts.Dir, recovers the active segment,
-// and starts the background syncer and preallocator. The returned
+// Open opens or creates the log in opts.Dir and recovers the active
+// segment. The returned
 // Recovery says whether a torn tail was truncated.
 func Open(opts Options) (*Log, Recovery, error) {
 	if err := opts.fill(); err != nil {
@@ -94,13 +96,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 	}
 	l.pre.nextBase.Store(l.active.end())
 	l.pre.fill.synced = l.syncer.synced.Load()
-	l.wg.Add(1)
-	go l.runPreallocator()
-	l.maybeRequestSpare()
-	if opts.Sync != SyncNone {
-		l.wg.Add(1)
-		go l.runSyncer()
-	}
+	l.maybeRequestSpare() // l is not shared yet: no lock needed
 	return l, l.recovery, nil
 }
 

@@ -27,6 +27,10 @@ type preallocator struct {
 	// segment's end, or further while a reservation is in progress.
 	// Written under mu.
 	nextBase atomic.Int64
+	// running: the preallocator goroutine runs; started by a request, it
+	// ends once none waits. Guarded by Log.mu, under which requests are
+	// sent.
+	running bool
 }
 
 // takeSpare returns the preallocated segment for base, creating it now if
@@ -111,6 +115,7 @@ func (l *Log) maybeExtendAhead() {
 		case l.pre.extend <- extendReq{base: s.base, need: l.writePos + l.opts.AllocStep/2}:
 		default:
 		}
+		l.startPreallocator()
 	}
 }
 
@@ -125,7 +130,8 @@ func (l *Log) maybeRequestSpare() {
 }
 
 // requestSpare asks the preallocator for the segment at base, replacing
-// any request it has not picked up yet. It never blocks.
+// any request it has not picked up yet. It never blocks. l.mu is held, or
+// l is not shared yet.
 func (l *Log) requestSpare(base int64) {
 	select {
 	case <-l.pre.ask:
@@ -135,6 +141,29 @@ func (l *Log) requestSpare(base int64) {
 	case l.pre.ask <- base:
 	default:
 	}
+	l.startPreallocator()
+}
+
+// startPreallocator starts the preallocator goroutine unless it runs.
+// l.mu is held, or l is not shared yet.
+func (l *Log) startPreallocator() {
+	if !l.pre.running {
+		l.pre.running = true
+		l.wg.Add(1) // before Close waits: Close sets closed under l.mu
+		go l.runPreallocator()
+	}
+}
+
+// preallocatorIdle stops the preallocator if no request waits, and
+// reports whether it did.
+func (l *Log) preallocatorIdle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pre.ask) > 0 || len(l.pre.extend) > 0 {
+		return false
+	}
+	l.pre.running = false
+	return true
 }
 
 // putBackSpare returns an unused new segment after a failed reservation.
@@ -151,7 +180,8 @@ func (l *Log) putBackSpare(s *segment) {
 }
 
 // runPreallocator is the preallocator goroutine: it creates the segment
-// asked for, unless it is no longer the next one or is there already.
+// asked for, unless it is no longer the next one or is there already, and
+// ends once no request waits.
 func (l *Log) runPreallocator() {
 	defer l.wg.Done()
 	for {
@@ -184,6 +214,10 @@ func (l *Log) runPreallocator() {
 				}
 			}
 			l.pre.mu.Unlock()
+		default:
+			if l.preallocatorIdle() {
+				return
+			}
 		}
 	}
 }

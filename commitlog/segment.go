@@ -208,6 +208,11 @@ func createSegment(dir string, base, size, first int64, zeroFill bool) (string, 
 	return path, f.Close()
 }
 
+// zeros is what allocRange writes: never written to, so shared by every
+// call (a buffer per call was most of what opening ten thousand queue
+// topics at once allocated: 213 of 298 MB).
+var zeros [1 << 20]byte
+
 // allocRange allocates blocks for the file positions [from, to) of f:
 // with zeros when zeroFill is set or fallocate is not supported, else
 // with fallocate. Only call it on a range that holds no data.
@@ -221,10 +226,9 @@ func allocRange(f *os.File, from, to int64, zeroFill bool) error {
 			return err
 		}
 	}
-	buf := make([]byte, min(1<<20, to-from))
 	for off := from; off < to; {
-		n := min(int64(len(buf)), to-off)
-		if _, err := f.WriteAt(buf[:n], off); err != nil {
+		n := min(int64(len(zeros)), to-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
 			return err
 		}
 		off += n

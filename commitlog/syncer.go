@@ -19,17 +19,41 @@ type syncer struct {
 	kick    chan struct{} // wakes the syncer goroutine; capacity 1
 	appends atomic.Int64  // Append calls that wrote records, for the syncer
 	syncs   atomic.Int64  // fsync rounds that covered new data
+	// running: the syncer goroutine runs. An append that finds it stopped
+	// starts it; it stops once no kick waits, so that an idle log (a
+	// queue topic with nothing to do) holds no goroutine. Guarded by
+	// Log.mu.
+	running bool
 }
 
-func (l *Log) kickSyncer() {
+// kickSyncerLocked asks the syncer for a sync, starting its goroutine if
+// it is stopped. l.mu is held: the syncer looks for a kick under l.mu
+// before it stops, so it never stops with one waiting.
+func (l *Log) kickSyncerLocked() {
 	select {
 	case l.syncer.kick <- struct{}{}:
 	default:
 	}
+	if !l.syncer.running {
+		l.syncer.running = true
+		l.wg.Add(1) // before Close waits: Close sets closed under l.mu
+		go l.runSyncer()
+	}
+}
+
+// syncerIdle stops the syncer if no kick waits, and reports whether it did.
+func (l *Log) syncerIdle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.syncer.kick) > 0 {
+		return false
+	}
+	l.syncer.running = false
+	return true
 }
 
 // runSyncer is the syncer goroutine: it makes written data durable and
-// publishes it to readers. Under
+// publishes it to readers, and ends once nothing is asked of it. Under
 // SyncInterval it waits out the interval after a sync before the next one;
 // under SyncAlways it syncs as soon as asked, so appenders that arrive
 // during an fsync share the next one.
@@ -40,6 +64,11 @@ func (l *Log) runSyncer() {
 		case <-l.stop:
 			return
 		case <-l.syncer.kick:
+		default:
+			if l.syncerIdle() {
+				return
+			}
+			continue
 		}
 		if err := l.Sync(); err != nil {
 			return
