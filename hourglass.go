@@ -116,7 +116,8 @@ type Config struct {
 	// topic. Default DefaultMaxTopics; -1 for no limit.
 	MaxTopics int
 	// TopicIdleTimeout is how long a queue topic with nothing leased keeps
-	// its files open after its last use; default DefaultTopicIdleTimeout.
+	// its files open after its last use, and a topic with nothing to
+	// deliver its engine lane's goroutines; default DefaultTopicIdleTimeout.
 	TopicIdleTimeout time.Duration
 
 	// Sink is where due messages go: SinkQueue (default), SinkWebhook or

@@ -162,10 +162,12 @@ func (n *Node) openLocal(ctx context.Context) error {
 		// The queue remembers this many recent IDs per topic to drop what
 		// the engine delivers again after a crash: no more may be in flight.
 		MaxInflight: queue.DefaultDedupWindow,
-		Logger:      n.log,
-		Observer:    metrics,
-		OnFsync:     metrics.Fsynced,
-		OnControl:   pol.onControl,
+		// An idle topic's delivery lane ends when its queue topic closes.
+		LaneIdle:  cfg.TopicIdleTimeout,
+		Logger:    n.log,
+		Observer:  metrics,
+		OnFsync:   metrics.Fsynced,
+		OnControl: pol.onControl,
 	})
 	if err != nil {
 		return err

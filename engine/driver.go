@@ -57,7 +57,7 @@ type driver struct {
 	// leadMs is Options.HandoffLead: entries are fired this much early.
 	leadMs int64
 	// laneIdleMs is how long a lane with nothing to deliver lives on
-	// (Options.laneIdle); negative: until Close.
+	// (Options.LaneIdle); negative: until Close.
 	laneIdleMs int64
 	e          *Engine
 	now        func() int64
@@ -132,7 +132,7 @@ func newDriver(e *Engine) *driver {
 		e:          e,
 		now:        func() int64 { return e.opts.Now().UnixMilli() },
 		leadMs:     e.opts.HandoffLead.Milliseconds(),
-		laneIdleMs: e.opts.laneIdle.Milliseconds(),
+		laneIdleMs: e.opts.LaneIdle.Milliseconds(),
 		w:          wheel.New(),
 		segsDirty:  true,
 		wake:       make(chan struct{}, 1),

@@ -93,7 +93,7 @@ type lane struct {
 	// held counts the entries sent to the lane (in queue or overflow,
 	// being delivered or recorded) and not yet confirmed; idleSince is
 	// when it last fell to zero, on the engine's clock (UTC ms). A lane
-	// that held nothing for Options.laneIdle is retired (retireLanes).
+	// that held nothing for Options.LaneIdle is retired (retireLanes).
 	held      int
 	idleSince int64
 }

@@ -139,13 +139,15 @@ type Options struct {
 	// called from the engine's goroutines and must not block.
 	Observer Observer
 
+	// LaneIdle is how long a topic's lane (its two delivery goroutines)
+	// lives on with nothing to deliver; default DefaultLaneIdle, negative
+	// until Close. The root package sets it to the queue's idle-topic
+	// timeout, so that an idle topic holds no goroutine anywhere.
+	LaneIdle time.Duration
+
 	// fireBatch bounds the messages the driver puts in one batch for a
 	// topic's lane; default defaultFireBatch. Tests make it small.
 	fireBatch int
-	// laneIdle is how long a topic's lane (its two delivery goroutines)
-	// lives on with nothing to deliver; default defaultLaneIdle, negative
-	// until Close. Tests shorten it.
-	laneIdle time.Duration
 }
 
 // Observer receives engine events for metrics. Embed NopObserver to
@@ -222,8 +224,8 @@ func (o *Options) fill() error {
 	if o.Observer == nil {
 		o.Observer = NopObserver{}
 	}
-	if o.laneIdle == 0 {
-		o.laneIdle = defaultLaneIdle
+	if o.LaneIdle == 0 {
+		o.LaneIdle = DefaultLaneIdle
 	}
 	if o.MaxSinkBackoff == 0 {
 		o.MaxSinkBackoff = DefaultMaxSinkBackoff

@@ -15,9 +15,9 @@ import (
 	"github.com/hourglassmq/hourglass/schedulelog"
 )
 
-// defaultLaneIdle is Options.laneIdle's default: how long a topic's lane
+// DefaultLaneIdle is Options.LaneIdle's default: how long a topic's lane
 // with nothing to deliver keeps its goroutines.
-const defaultLaneIdle = time.Minute
+const DefaultLaneIdle = time.Minute
 
 // retireBuckets retires the buckets that are over and fully done (reput
 // deletes their segment and dispatch log), and returns when it next needs

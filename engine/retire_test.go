@@ -43,7 +43,7 @@ func exited(l *lane) bool {
 }
 
 // TestIdleLanes checks that a topic's lane stops once it has had nothing
-// to deliver for laneIdle, that a message fired for the topic afterwards
+// to deliver for LaneIdle, that a message fired for the topic afterwards
 // gets a new lane and is delivered once, and that a lane is not retired
 // while it still holds a message (a failing sink) or when a message fires
 // at the moment it would retire.
@@ -119,7 +119,7 @@ func TestIdleLanes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sink := &recSink{}
 				e := openEngine(t, t.TempDir(), sink, func(o *Options) {
-					o.laneIdle = idle
+					o.LaneIdle = idle
 					o.MaxSinkBackoff = time.Second
 					o.Logger = slog.New(slog.DiscardHandler)
 				})

@@ -159,7 +159,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-topics", Value: hourglass.DefaultMaxTopics, EnvVars: envVar("max-topics"),
 				Usage: "the built-in queue holds at most `N` topics (dead-letter topics counted like any other); a Schedule or Redrive naming a new one beyond is refused with RESOURCE_EXHAUSTED (a dead letter always finds its topic); -1 for no limit"},
 			&cli.DurationFlag{Name: "topic-idle-timeout", Value: hourglass.DefaultTopicIdleTimeout, DefaultText: "1m", EnvVars: envVar("topic-idle-timeout"),
-				Usage: "a queue topic with no message leased closes its files after this `DURATION` without use, and opens them again when next used"},
+				Usage: "a queue topic with no message leased closes its files, and a topic with nothing to deliver ends its delivery goroutines, after this `DURATION` without use; both start again when next used"},
 			&cli.StringSliceFlag{Name: "cors-origin", EnvVars: envVar("cors-origin"),
 				Usage: "let web pages from this `ORIGIN` (https://console.example.com, or * for any) call the API with Connect or gRPC-Web; repeatable; off by default"},
 			&cli.IntFlag{Name: "max-streams", Value: server.DefaultMaxStreams, EnvVars: envVar("max-streams"),
