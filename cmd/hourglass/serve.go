@@ -416,6 +416,7 @@ func runServe(c *cli.Context) error {
 		debug.SetGCPercent(serveGCPercent)
 	}
 	followMemoryLimit(c.Context, cfg.memLimit, cfg.logger)
+	releaseIdleMemory(c.Context, cfg.logger)
 	// Listen first: in cluster mode the node's default ID and advertise
 	// URL name the port.
 	ln, err := net.Listen("tcp", cfg.listen)
