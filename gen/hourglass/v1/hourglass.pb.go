@@ -383,7 +383,10 @@ type ScheduleRequest struct {
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// Body, at most the server's --max-body (default 1 MiB).
 	Body []byte `protobuf:"bytes,2,opt,name=body,proto3" json:"body,omitempty"`
-	// At most 64 headers.
+	// At most 64 headers. A name beginning with "hourglass-" (in any letter
+	// case) is reserved for the headers the server sets itself (the
+	// idempotency key, dead letters, recurring schedules): a request that
+	// sets one is refused with INVALID_ARGUMENT.
 	Headers []*Header `protobuf:"bytes,3,rep,name=headers,proto3" json:"headers,omitempty"`
 	// When to deliver. None of them set means now: the message is due at
 	// once (`hourglass send` refuses that unless given --now).
@@ -4602,8 +4605,9 @@ type RecurringSchedule struct {
 	// A 5-field cron spec ("0 9 * * MON-FRI"), a 6-field one with seconds
 	// first ("*/30 * * * * *"), "@every 90s" (a Go duration, at least 1s),
 	// or a macro: @yearly, @monthly, @weekly, @daily, @hourly.
-	Spec    string    `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
-	Body    []byte    `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	Spec string `protobuf:"bytes,3,opt,name=spec,proto3" json:"spec,omitempty"`
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3" json:"body,omitempty"`
+	// As a ScheduleRequest's: names beginning with "hourglass-" are reserved.
 	Headers []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
 	// Occurrences before start or after end are not delivered; unset means
 	// no bound.

@@ -87,7 +87,10 @@ export type ScheduleRequest = Message$1<"hourglass.v1.ScheduleRequest"> & {
   body: Uint8Array;
 
   /**
-   * At most 64 headers.
+   * At most 64 headers. A name beginning with "hourglass-" (in any letter
+   * case) is reserved for the headers the server sets itself (the
+   * idempotency key, dead letters, recurring schedules): a request that
+   * sets one is refused with INVALID_ARGUMENT.
    *
    * @generated from field: repeated hourglass.v1.Header headers = 3;
    */
@@ -2248,6 +2251,8 @@ export type RecurringSchedule = Message$1<"hourglass.v1.RecurringSchedule"> & {
   body: Uint8Array;
 
   /**
+   * As a ScheduleRequest's: names beginning with "hourglass-" are reserved.
+   *
    * @generated from field: repeated hourglass.v1.Header headers = 5;
    */
   headers: Header[];
