@@ -245,8 +245,11 @@ func (c *Client) Close() error {
 // Message is one message to schedule. At most one of Delay, At and Level
 // is set; none means deliver now.
 type Message struct {
-	Topic   string
-	Body    []byte
+	Topic string
+	Body  []byte
+	// Headers are delivered with the message. Names beginning with
+	// "hourglass-" (any case) are the server's own and a Schedule that sets
+	// one is refused (InvalidArgument); use IdempotencyKey for the key.
 	Headers map[string]string
 	// Delay is counted from the server's clock when the request arrives,
 	// rounded up to whole milliseconds (never early).

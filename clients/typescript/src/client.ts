@@ -45,6 +45,7 @@ export interface ScheduleInput {
   topic: string;
   /** The body: bytes, or a string sent as UTF-8. */
   body?: Uint8Array | string;
+  /** Delivered with the message; names beginning with "hourglass-" (any case) are the server's own and refused. */
   headers?: Record<string, string>;
   /** Milliseconds from the server's clock when the request arrives (rounded up, never early). */
   delayMs?: number;
