@@ -29,10 +29,10 @@ func resultOf(st State) CancelResult {
 // once another Cancel's claim on it is recorded or dropped (ask again).
 func (d *driver) tryClaim(ctx context.Context, seq uint64, start int64, why dispatchlog.Reason) (st State, ok, known bool, wait <-chan struct{}, err error) {
 	err = d.call(ctx, func() {
-		if lf, live := d.live[seq]; live && lf.state == claimed {
+		if lf, live := d.fates.live[seq]; live && lf.state == claimed {
 			if lf.wait == nil {
 				lf.wait = make(chan struct{})
-				d.live[seq] = lf
+				d.fates.live[seq] = lf
 			}
 			wait = lf.wait
 			return
@@ -91,9 +91,9 @@ func (e *Engine) sinkMayHold(ctx context.Context, id message.ID) (bool, error) {
 // delivered, is being delivered or was dead-lettered; Unknown if no such
 // message is pending.
 func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error) {
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return Unknown, ErrClosed
 	}
 	res, claimed, err := e.claim(ctx, id, dispatchlog.Cancelled)
@@ -106,7 +106,7 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 		return Unknown, err
 	}
 	e.d.decide(id.Seq, offs[0])
-	e.cancelled.Add(1)
+	e.calls.cancelled.Add(1)
 	return Cancelled, nil
 }
 
@@ -115,7 +115,7 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 // firing) and reports claimed: the caller appends its record (a cancel, a
 // reschedule) and tells the driver the record's offset, or that the
 // append failed (decide). Otherwise res is the answer (AlreadyDone,
-// AlreadyCancelled, Unknown). e.closeMu is held shared.
+// AlreadyCancelled, Unknown). e.mu is held shared.
 func (e *Engine) claim(ctx context.Context, id message.ID, why dispatchlog.Reason) (res CancelResult, claimed bool, err error) {
 	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
 		return Unknown, false, nil

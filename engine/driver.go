@@ -62,10 +62,7 @@ type driver struct {
 	e          *Engine
 	now        func() int64
 
-	// qmu guards queue; wake is signalled when it becomes non-empty.
-	qmu   sync.Mutex
-	queue []ev
-	wake  chan struct{}
+	events events
 
 	quit    chan struct{}
 	stopped chan struct{}
@@ -76,47 +73,46 @@ type driver struct {
 	// Owned by the driver goroutine.
 	w       *wheel.Wheel // cancels are lazy: a cancelled entry fires and is skipped
 	buckets map[int64]*bucket
-	slots   [256]slotRef           // what each wheel.Ref slot names (refs.go)
-	failed  map[int64]*loadFailure // segments whose opening failed, by bucket start
-	// live holds the entries between two durable states (fate.go):
-	// claimed by a Cancel or Reschedule, recorded, or in flight.
-	// decisions counts those claimed or recorded.
-	live      map[uint64]liveFate
-	decisions int
-	lanes     map[string]*lane // live lanes by topic; an idle one is retired
-	building  map[*lane]*batch
+	slots   [256]slotRef // what each wheel.Ref slot names (refs.go)
+	fates   fates
+	lanes   map[string]*lane // live lanes by topic; an idle one is retired
+	firing  firing
+	ld      loadState
+
+	n counters
+	// markDone is reput's MarkDone; tests inject failures.
+	markDone func(bucket int64, recs ...dispatchlog.Done) error
+}
+
+// firing is fire's working state. Owned by the driver goroutine.
+type firing struct {
+	building map[*lane]*batch
 	// overflowing counts batches waiting in lanes' overflow lists.
 	overflowing int
 	later       []laterEntry
 	full        []fullBatch
-	loading     bool
+	m           message.Message
+}
+
+// loadState is what the driver knows of loading buckets. Owned by the
+// driver goroutine but for noDone.
+type loadState struct {
+	failed  map[int64]*loadFailure // segments whose opening failed, by bucket start
+	loading bool
 	// segsDirty says the segment list may hold a bucket to load before
 	// nextLoad (a segment was created, a load finished, a bucket left).
 	segsDirty bool
 	nextLoad  int64
 	caught    bool // reput has routed everything present at Open
 	startEnd  int64
-	m         message.Message
-
-	// Counters and gauges, read by Stats from any goroutine.
-	fired, delivered, retries, corrupt, unconfirmed atomic.Int64
-	inflightN                                       atomic.Int64
-	pendingN                                        atomic.Int64
-	loadedN                                         atomic.Int64
-	loops                                           atomic.Int64 // iterations of run's loop, for tests
-	// heldN counts loaded buckets held back because their dispatch log is
-	// damaged or missing, heldEntries their entries not loaded; rebuiltN
-	// the entries rebuilt from the commitlog.
-	heldN, heldEntries, rebuiltN atomic.Int64
 	// startCkpt is reput's durable checkpoint before this run started
 	// routing (the largest int64 when it has none): a segment whose
 	// entries all lie at or above it may have been created just before a
 	// crash, before its dispatch log (missingDone).
 	startCkpt int64
-	// markDone is reput's MarkDone; tests inject failures.
-	markDone func(bucket int64, recs ...dispatchlog.Done) error
 	// noDone holds the buckets (int64 starts) whose dispatch log could not
 	// be created with their segment in this run: a missing one is not lost.
+	// Safe for concurrent use (reput's goroutine stores).
 	noDone sync.Map
 }
 
@@ -127,36 +123,77 @@ func newDriver(e *Engine) *driver {
 		startCkpt = pos
 	}
 	return &driver{
-		startCkpt:  startCkpt,
+		ld:         loadState{startCkpt: startCkpt, segsDirty: true, failed: make(map[int64]*loadFailure)},
 		markDone:   func(bucket int64, recs ...dispatchlog.Done) error { return e.reput.MarkDone(bucket, recs...) },
 		e:          e,
 		now:        func() int64 { return e.opts.Now().UnixMilli() },
 		leadMs:     e.opts.HandoffLead.Milliseconds(),
 		laneIdleMs: e.opts.LaneIdle.Milliseconds(),
 		w:          wheel.New(),
-		segsDirty:  true,
-		wake:       make(chan struct{}, 1),
+		events:     events{wake: make(chan struct{}, 1)},
 		quit:       make(chan struct{}),
 		stopped:    make(chan struct{}),
 		ctx:        ctx,
 		cancel:     cancel,
 		buckets:    make(map[int64]*bucket),
-		failed:     make(map[int64]*loadFailure),
-		live:       make(map[uint64]liveFate),
+		fates:      fates{live: make(map[uint64]liveFate)},
 		lanes:      make(map[string]*lane),
-		building:   make(map[*lane]*batch),
+		firing:     firing{building: make(map[*lane]*batch)},
 	}
 }
 
-func (d *driver) post(e ev) {
-	d.qmu.Lock()
-	d.queue = append(d.queue, e)
-	d.qmu.Unlock()
+// counters are the driver's counters and gauges, read by Stats from any
+// goroutine.
+type counters struct {
+	fired, delivered, retries, corrupt, unconfirmed atomic.Int64
+	inflightN                                       atomic.Int64
+	pendingN                                        atomic.Int64
+	loadedN                                         atomic.Int64
+	loops                                           atomic.Int64 // iterations of run's loop, for tests
+	// heldN counts loaded buckets held back because their dispatch log is
+	// damaged or missing, heldEntries their entries not loaded; rebuiltN
+	// the entries rebuilt from the commitlog.
+	heldN, heldEntries, rebuiltN atomic.Int64
+}
+
+// events is the driver's work queue: any goroutine posts, the driver
+// goroutine takes.
+type events struct {
+	mu    sync.Mutex
+	queue []ev          // guarded by mu
+	wake  chan struct{} // signalled when queue becomes non-empty
+}
+
+func (q *events) post(e ev) {
+	q.mu.Lock()
+	q.queue = append(q.queue, e)
+	q.mu.Unlock()
 	select {
-	case d.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 }
+
+// take removes and returns at most n events, the oldest first.
+func (q *events) take(n int) []ev {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.queue
+	if len(out) > n {
+		q.queue = out[n:]
+		return out[:n]
+	}
+	q.queue = nil
+	return out
+}
+
+func (q *events) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue) == 0
+}
+
+func (d *driver) post(e ev) { d.events.post(e) }
 
 // Callbacks from reput, on its goroutine: queue and return.
 func (d *driver) onEntries(ens []reput.Entry) { d.post(ev{kind: evEntry, entries: ens}) }
@@ -180,7 +217,7 @@ func (d *driver) onSegment(s schedulelog.SegmentInfo) {
 		}
 		if err != nil {
 			d.e.opts.Logger.Warn("engine: creating the dispatch log of a new segment failed; it is created at the first delivery", "bucket", fmtMs(s.Start), "err", err)
-			d.noDone.Store(s.Start, true)
+			d.ld.noDone.Store(s.Start, true)
 		}
 	}
 	d.post(ev{kind: evSegment})
@@ -207,10 +244,10 @@ func (d *driver) call(ctx context.Context, fn func()) error {
 
 func (d *driver) stats() Stats {
 	return Stats{
-		Fired: d.fired.Load(), Delivered: d.delivered.Load(), Retries: d.retries.Load(),
-		Pending: d.pendingN.Load(), Inflight: d.inflightN.Load(), Loaded: int(d.loadedN.Load()),
-		Corrupt: d.corrupt.Load(), Unconfirmed: d.unconfirmed.Load(),
-		Rebuilt: d.rebuiltN.Load(), Held: d.heldEntries.Load(),
+		Fired: d.n.fired.Load(), Delivered: d.n.delivered.Load(), Retries: d.n.retries.Load(),
+		Pending: d.n.pendingN.Load(), Inflight: d.n.inflightN.Load(), Loaded: int(d.n.loadedN.Load()),
+		Corrupt: d.n.corrupt.Load(), Unconfirmed: d.n.unconfirmed.Load(),
+		Rebuilt: d.n.rebuiltN.Load(), Held: d.n.heldEntries.Load(),
 	}
 }
 
@@ -241,21 +278,21 @@ func (d *driver) stop() {
 // run is the driver goroutine.
 func (d *driver) run(startEnd int64) {
 	defer close(d.stopped)
-	d.startEnd = startEnd
+	d.ld.startEnd = startEnd
 	go func() {
 		// Until everything in the commitlog at Open is routed, a durable
 		// cancel may not be in any dispatch log yet: load nothing before.
 		err := d.e.reput.WaitRouted(d.ctx, startEnd)
 		d.post(ev{kind: evCall, call: func() {
 			if err == nil {
-				d.caught = true
+				d.ld.caught = true
 			}
 		}})
 	}()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		d.loops.Add(1)
+		d.n.loops.Add(1)
 		d.drain()
 		now := d.now()
 		waiting := d.pushOverflow()
@@ -267,14 +304,14 @@ func (d *driver) run(startEnd int64) {
 		// sink confirms (it did, at half the server's CPU while a hot
 		// second drained into a busy queue). Room comes back only with a
 		// confirm or requeue event, and posting one wakes the loop.
-		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.inflightN.Load() < int64(d.e.opts.MaxInflight) {
+		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
 			next = n - d.leadMs
 		}
 		if waiting {
 			next = min(next, now+1) // a lane is busy: look again in a millisecond
 		}
-		d.pendingN.Store(d.toFire())
-		if d.hasQueued() {
+		d.n.pendingN.Store(d.toFire())
+		if !d.events.empty() {
 			continue
 		}
 		wait := time.Duration(min(next-d.now(), maxSleepMs)) * time.Millisecond
@@ -286,7 +323,7 @@ func (d *driver) run(startEnd int64) {
 		case <-d.quit:
 			d.shutdown()
 			return
-		case <-d.wake:
+		case <-d.events.wake:
 		case <-timer.C:
 		}
 		if !timer.Stop() {
@@ -296,12 +333,6 @@ func (d *driver) run(startEnd int64) {
 			}
 		}
 	}
-}
-
-func (d *driver) hasQueued() bool {
-	d.qmu.Lock()
-	defer d.qmu.Unlock()
-	return len(d.queue) > 0
 }
 
 func (d *driver) shutdown() {
@@ -323,15 +354,7 @@ const drainBatch = 256
 
 // drain handles queued events, at most drainBatch of them.
 func (d *driver) drain() {
-	d.qmu.Lock()
-	q := d.queue
-	if len(q) > drainBatch {
-		d.queue = q[drainBatch:]
-		q = q[:drainBatch]
-	} else {
-		d.queue = nil
-	}
-	d.qmu.Unlock()
+	q := d.events.take(drainBatch)
 	for i := range q {
 		d.handle(&q[i])
 		q[i] = ev{}
@@ -345,7 +368,7 @@ func (d *driver) handle(e *ev) {
 	case evCancel:
 		d.doneRouted(e.bucket, e.seq, e.why)
 	case evSegment:
-		d.segsDirty = true
+		d.ld.segsDirty = true
 	case evChunk:
 		d.chunkLoaded(e.bucket, e.chunk)
 	case evLoaded:

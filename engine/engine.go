@@ -116,8 +116,12 @@ type Engine struct {
 	schedDir string
 	d        *driver
 
-	closeMu sync.RWMutex // held shared by Schedule and Cancel, exclusively by Close
-	closed  bool
+	// mu is held shared by the calls that write (Schedule, Cancel...),
+	// exclusively by Close.
+	mu struct {
+		sync.RWMutex
+		closed bool
+	}
 
 	// appendCancel appends a cancel record: the commitlog's Append, or a
 	// failing one in tests.
@@ -126,8 +130,7 @@ type Engine struct {
 	keys *keyIndex // nil when Options.IdempotencyWindow is 0 (set before Open returns)
 	// cat holds the key index, reschedules and durable settings that
 	// reput routes (package catalog).
-	cat         *catalog.Catalog
-	rescheduled atomic.Int64 // Reschedule calls answered Rescheduled
+	cat *catalog.Catalog
 	// doneLogs answers Cancel, Reschedule and Get of buckets not in
 	// memory from their dispatch logs (fate.go).
 	doneLogs doneLogs
@@ -136,18 +139,21 @@ type Engine struct {
 	// (Get).
 	afterFind func()
 	health    *health
-	// refused is closed, with refuseErr set, by refuse.
-	refused    chan struct{}
-	refuseErr  error
-	refuseOnce sync.Once
-	ready      chan struct{}
+	// refusal.ch is closed, with refusal.err set, by refuse.
+	refusal struct {
+		ch   chan struct{}
+		err  error
+		once sync.Once
+	}
+	ready chan struct{}
 	// openEnd is the commitlog's end at Open; opened is when Open began
 	// (engine clock), fresh whether the commitlog directory was new.
-	openEnd   int64
-	opened    time.Time
-	fresh     bool
-	scheduled atomic.Int64
-	cancelled atomic.Int64
+	openEnd int64
+	opened  time.Time
+	fresh   bool
+	// calls counts Schedules accepted and Cancel and Reschedule calls
+	// answered Cancelled and Rescheduled.
+	calls struct{ scheduled, cancelled, rescheduled atomic.Int64 }
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
@@ -195,7 +201,8 @@ func Open(opts Options) (*Engine, error) {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
 	e := &Engine{opts: opts, opened: opened, fresh: fresh, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
-		health: newHealth(opts.Now, DefaultStallAfter), refused: make(chan struct{})}
+		health: newHealth(opts.Now, DefaultStallAfter)}
+	e.refusal.ch = make(chan struct{})
 	e.d = newDriver(e)
 	if err := os.MkdirAll(e.schedDir, 0o755); err != nil {
 		l.Close()
@@ -296,8 +303,8 @@ type Stats struct {
 // Stats returns a snapshot of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.d.stats()
-	s.Scheduled = e.scheduled.Load()
-	s.Cancelled = e.cancelled.Load()
+	s.Scheduled = e.calls.scheduled.Load()
+	s.Cancelled = e.calls.cancelled.Load()
 	s.Segments = len(e.reput.Segments())
 	s.ReputLag = e.log.WrittenOffset() - e.reput.Position()
 	return s
@@ -318,13 +325,13 @@ func (e *Engine) PendingByBucket() map[int64]int64 { return e.d.pendingByBucket(
 // sink and not confirmed are delivered again after a restart), syncs and
 // closes the logs.
 func (e *Engine) Close() error {
-	e.closeMu.Lock()
-	if e.closed {
-		e.closeMu.Unlock()
+	e.mu.Lock()
+	if e.mu.closed {
+		e.mu.Unlock()
 		return ErrClosed
 	}
-	e.closed = true
-	e.closeMu.Unlock()
+	e.mu.closed = true
+	e.mu.Unlock()
 	e.d.stop()
 	err := e.reput.Close()
 	if cerr := e.cat.Close(); err == nil {

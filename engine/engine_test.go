@@ -532,12 +532,12 @@ func TestNoBusyLoopAtMaxInflight(t *testing.T) {
 		if st := e.Stats(); st.Inflight != 8 {
 			t.Fatalf("in flight %d, want MaxInflight 8", st.Inflight)
 		}
-		loops := e.d.loops.Load()
+		loops := e.d.n.loops.Load()
 		time.Sleep(10 * time.Minute)
 		synctest.Wait()
 		// It wakes once a second to follow the wall clock (maxSleepMs),
 		// and for nothing else.
-		if n, limit := e.d.loops.Load()-loops, int64(10*time.Minute/(maxSleepMs*time.Millisecond))+10; n > limit {
+		if n, limit := e.d.n.loops.Load()-loops, int64(10*time.Minute/(maxSleepMs*time.Millisecond))+10; n > limit {
 			t.Errorf("the driver looped %d times in 10 minutes while the sink held MaxInflight messages, want at most %d (once a second)", n, limit)
 		}
 		close(sink.release)

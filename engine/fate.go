@@ -33,6 +33,16 @@ const (
 	inFlight
 )
 
+// fates is what the driver holds of the entries between two durable
+// states. Owned by the driver goroutine.
+type fates struct {
+	// live holds them: claimed by a Cancel or Reschedule, recorded, or in
+	// flight.
+	live map[uint64]liveFate
+	// decisions counts those claimed or recorded.
+	decisions int
+}
+
 // liveFate is what the driver holds of one entry between two durable
 // states.
 type liveFate struct {
@@ -63,7 +73,7 @@ func stateOf(r dispatchlog.Reason) State {
 // the bucket's dispatch log can tell (the bucket is not in memory, or not
 // loaded yet, or held). It runs on the driver goroutine.
 func (d *driver) fateOf(seq uint64, start int64) (st State, known bool) {
-	if lf, ok := d.live[seq]; ok {
+	if lf, ok := d.fates.live[seq]; ok {
 		switch lf.state {
 		case inFlight:
 			return StateDelivering, true
@@ -87,7 +97,7 @@ func (d *driver) fateOf(seq uint64, start int64) (st State, known bool) {
 // It wakes the Cancels waiting on the claim.
 func (d *driver) decide(seq uint64, off int64) {
 	d.call(context.Background(), func() {
-		lf, ok := d.live[seq]
+		lf, ok := d.fates.live[seq]
 		if !ok || lf.state != claimed {
 			return // routed already, its done-record took its place
 		}
@@ -100,7 +110,7 @@ func (d *driver) decide(seq uint64, off int64) {
 			return
 		}
 		lf.state, lf.off = recorded, off
-		d.live[seq] = lf
+		d.fates.live[seq] = lf
 	})
 }
 
@@ -111,7 +121,7 @@ func (d *driver) doneRouted(start int64, seq uint64, why dispatchlog.Reason) {
 	if b := d.buckets[start]; b != nil {
 		b.done.Add(seq, why)
 	}
-	if lf, ok := d.live[seq]; ok && lf.state != inFlight {
+	if lf, ok := d.fates.live[seq]; ok && lf.state != inFlight {
 		if lf.wait != nil {
 			close(lf.wait)
 		}
@@ -121,24 +131,24 @@ func (d *driver) doneRouted(start int64, seq uint64, why dispatchlog.Reason) {
 
 // claim registers a claim on seq with the reason its record will give.
 func (d *driver) claim(seq uint64, why dispatchlog.Reason) {
-	d.live[seq] = liveFate{state: claimed, why: why}
-	d.decisions++
+	d.fates.live[seq] = liveFate{state: claimed, why: why}
+	d.fates.decisions++
 }
 
 // forget drops the claim on seq (claimed or recorded).
 func (d *driver) forget(seq uint64) {
-	delete(d.live, seq)
-	d.decisions--
+	delete(d.fates.live, seq)
+	d.fates.decisions--
 }
 
 // pruneRecorded forgets recorded claims whose record reput has routed:
 // from then on the dispatch log or the bucket's done set has it.
 func (d *driver) pruneRecorded() {
-	if d.decisions == 0 {
+	if d.fates.decisions == 0 {
 		return // only deliveries in flight
 	}
 	pos := d.e.reput.Position()
-	for seq, lf := range d.live {
+	for seq, lf := range d.fates.live {
 		if lf.state == recorded && lf.off < pos {
 			d.forget(seq)
 		}
@@ -148,10 +158,10 @@ func (d *driver) pruneRecorded() {
 // claiming reports whether a Cancel or Reschedule is between its decision
 // and its durable record.
 func (d *driver) claiming() bool {
-	if d.decisions == 0 {
+	if d.fates.decisions == 0 {
 		return false
 	}
-	for _, lf := range d.live {
+	for _, lf := range d.fates.live {
 		if lf.state == claimed {
 			return true
 		}

@@ -28,7 +28,7 @@ func (d *driver) add(b *bucket, deadline, off int64) {
 // fire hands over what is due by horizon (now plus the handoff lead) to the
 // topics' lanes.
 func (d *driver) fire(now, horizon int64) {
-	if d.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
+	if d.n.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
 		return
 	}
 	d.w.Expire(horizon, func(deadline int64, ref wheel.Ref) bool {
@@ -37,9 +37,9 @@ func (d *driver) fire(now, horizon int64) {
 			return true
 		}
 		b.pending--
-		seq, err := b.entry(off, &d.m)
+		seq, err := b.entry(off, &d.firing.m)
 		if err != nil {
-			d.corrupt.Add(1)
+			d.n.corrupt.Add(1)
 			b.corrupt = true
 			b.lost++
 			d.e.opts.Logger.Error("engine: damaged schedule entry not delivered", "bucket", fmtMs(b.start), "offset", off, "err", err)
@@ -48,53 +48,53 @@ func (d *driver) fire(now, horizon int64) {
 		if b.done.Contains(seq) {
 			return true // cancelled (cancels are lazy), or a duplicate
 		}
-		if lf, ok := d.live[seq]; ok {
+		if lf, ok := d.fates.live[seq]; ok {
 			if lf.state == claimed {
 				// A Cancel decided on it but its record is not durable
 				// yet: hold it back a moment, so that it fires after all
 				// if that append fails.
-				d.later = append(d.later, laterEntry{b, horizon + 1, off})
+				d.firing.later = append(d.firing.later, laterEntry{b, horizon + 1, off})
 			}
 			return true // recorded: cancelled; reput writes its done-record
 		}
-		if d.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
-			d.later = append(d.later, laterEntry{b, d.m.DeliverAt, off})
+		if d.firing.m.DeliverAt > horizon { // cannot happen: the wheel never hands early
+			d.firing.later = append(d.firing.later, laterEntry{b, d.firing.m.DeliverAt, off})
 			return true
 		}
-		l := d.lane(d.m.Topic)
+		l := d.lane(d.firing.m.Topic)
 		b.topics.note(l)
-		bt := d.building[l]
+		bt := d.firing.building[l]
 		if bt == nil {
 			bt = newBatch()
-			d.building[l] = bt
+			d.firing.building[l] = bt
 		}
-		bt.add(item{seq: seq, bucket: b.start, deliverAt: d.m.DeliverAt, off: off}, &d.m)
-		d.live[seq] = liveFate{state: inFlight}
+		bt.add(item{seq: seq, bucket: b.start, deliverAt: d.firing.m.DeliverAt, off: off}, &d.firing.m)
+		d.fates.live[seq] = liveFate{state: inFlight}
 		b.inflight++
-		d.fired.Add(1)
-		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.m.DeliverAt)*time.Millisecond)
+		d.n.fired.Add(1)
+		d.e.opts.Observer.Fired(l.topic, time.Duration(now-d.firing.m.DeliverAt)*time.Millisecond)
 		if len(bt.items) >= d.e.opts.fireBatch {
 			// Sent after Expire returns: sending may put entries back
 			// into the wheel, which Expire's callback must not do.
-			d.full = append(d.full, fullBatch{l, bt})
-			delete(d.building, l)
+			d.firing.full = append(d.firing.full, fullBatch{l, bt})
+			delete(d.firing.building, l)
 		}
-		return d.inflightN.Add(1) < int64(d.e.opts.MaxInflight)
+		return d.n.inflightN.Add(1) < int64(d.e.opts.MaxInflight)
 	})
-	for _, fb := range d.full {
+	for _, fb := range d.firing.full {
 		d.send(fb.l, fb.bt)
 	}
-	clear(d.full)
-	d.full = d.full[:0]
-	for l, bt := range d.building {
+	clear(d.firing.full)
+	d.firing.full = d.firing.full[:0]
+	for l, bt := range d.firing.building {
 		d.send(l, bt)
-		delete(d.building, l)
+		delete(d.firing.building, l)
 	}
-	for _, le := range d.later {
+	for _, le := range d.firing.later {
 		d.add(le.b, le.deadline, le.off)
 	}
-	clear(d.later)
-	d.later = d.later[:0]
+	clear(d.firing.later)
+	d.firing.later = d.firing.later[:0]
 }
 
 type fullBatch struct {
@@ -129,13 +129,13 @@ func (d *driver) send(l *lane, bt *batch) {
 	}
 	l.overflow = append(l.overflow, bt)
 	l.overflowN += len(bt.items)
-	d.overflowing++
+	d.firing.overflowing++
 }
 
 // pushOverflow moves waiting batches into lanes that have room, and
 // reports whether any are still waiting.
 func (d *driver) pushOverflow() bool {
-	if d.overflowing == 0 {
+	if d.firing.overflowing == 0 {
 		return false
 	}
 	for _, l := range d.lanes {
@@ -145,14 +145,14 @@ func (d *driver) pushOverflow() bool {
 				l.overflowN -= len(l.overflow[0].items)
 				l.overflow[0] = nil
 				l.overflow = l.overflow[1:]
-				d.overflowing--
+				d.firing.overflowing--
 				continue
 			default:
 			}
 			break
 		}
 	}
-	return d.overflowing > 0
+	return d.firing.overflowing > 0
 }
 
 // lane returns the live lane of topic, starting one if there is none (the
@@ -174,7 +174,7 @@ func (d *driver) lane(topic []byte) *lane {
 // stopping.
 func (d *driver) confirmed(l *lane, items []item, err error) {
 	for _, it := range items {
-		delete(d.live, it.seq)
+		delete(d.fates.live, it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			if err == nil {
@@ -182,9 +182,9 @@ func (d *driver) confirmed(l *lane, items []item, err error) {
 			}
 		}
 	}
-	d.inflightN.Add(-int64(len(items)))
+	d.n.inflightN.Add(-int64(len(items)))
 	if err == nil {
-		d.delivered.Add(int64(len(items)))
+		d.n.delivered.Add(int64(len(items)))
 	}
 	if l.held -= len(items); l.held == 0 {
 		l.idleSince = d.now()
@@ -196,11 +196,11 @@ func (d *driver) confirmed(l *lane, items []item, err error) {
 func (d *driver) requeue(items []item) {
 	now := d.now()
 	for _, it := range items {
-		delete(d.live, it.seq)
+		delete(d.fates.live, it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			d.add(b, max(it.deliverAt, now+d.leadMs+requeueDelayMs), it.off)
 		}
 	}
-	d.inflightN.Add(-int64(len(items)))
+	d.n.inflightN.Add(-int64(len(items)))
 }

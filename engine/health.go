@@ -137,9 +137,9 @@ func (e *Engine) Stalls() []StallError { return e.health.stalled() }
 // refuse records why the engine must not serve past its recovery without
 // an operator; the first reason wins.
 func (e *Engine) refuse(err error) {
-	e.refuseOnce.Do(func() {
-		e.refuseErr = err
-		close(e.refused)
+	e.refusal.once.Do(func() {
+		e.refusal.err = err
+		close(e.refusal.ch)
 	})
 }
 
@@ -149,13 +149,13 @@ func (e *Engine) refuse(err error) {
 // delivered is unknown. RefusedErr then says which file and which
 // command repairs it. A program should stop (hourglass serve exits 1);
 // the engine itself goes on serving every other bucket.
-func (e *Engine) Refused() <-chan struct{} { return e.refused }
+func (e *Engine) Refused() <-chan struct{} { return e.refusal.ch }
 
 // RefusedErr is the reason Refused was closed, or nil.
 func (e *Engine) RefusedErr() error {
 	select {
-	case <-e.refused:
-		return e.refuseErr
+	case <-e.refusal.ch:
+		return e.refusal.err
 	default:
 		return nil
 	}

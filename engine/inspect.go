@@ -73,9 +73,9 @@ type Found struct {
 // bisecting its segment (schedulelog's IterNear), reading O(log size)
 // entries and at most about 64 KiB near it.
 func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return Found{}, ErrClosed
 	}
 	if id.DeliverAt < 0 || id.Seq > math.MaxInt64 || int64(id.Seq) >= e.log.EndOffset() {
@@ -213,9 +213,9 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 	if req.From > to {
 		return nil, fmt.Errorf("%w: from (%d ms) is after to (%d ms)", ErrBadList, req.From, to)
 	}
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return nil, ErrClosed
 	}
 	// Every Schedule answered before the call is listed: its record is
@@ -267,8 +267,8 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 // dispatch-log record may not be written yet). It runs on the driver
 // goroutine.
 func (d *driver) notPending() map[uint64]struct{} {
-	skip := make(map[uint64]struct{}, len(d.live))
-	for seq, lf := range d.live {
+	skip := make(map[uint64]struct{}, len(d.fates.live))
+	for seq, lf := range d.fates.live {
 		if lf.state != claimed {
 			skip[seq] = struct{}{}
 		}

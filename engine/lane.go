@@ -185,7 +185,7 @@ func (l *lane) deliverer() {
 				break
 			}
 			l.failing.Store(true)
-			l.d.retries.Add(1)
+			l.d.n.retries.Add(1)
 			e.opts.Observer.Retried(l.topic, len(dels), err)
 			e.opts.Logger.Warn("engine: sink failed; retrying", "topic", l.topic, "messages", len(dels), "backoff", backoff, "err", err)
 			t := time.NewTimer(backoff)
@@ -245,7 +245,7 @@ func (l *lane) committer() {
 		for b, recs := range done {
 			if merr := l.markDone(b, recs); merr != nil {
 				// Delivered but not recorded: a restart delivers it again.
-				l.d.unconfirmed.Add(int64(len(recs)))
+				l.d.n.unconfirmed.Add(int64(len(recs)))
 				e.opts.Logger.Error("engine: recording deliveries failed", "topic", l.topic, "messages", len(recs), "err", merr)
 				err = merr
 			}

@@ -39,18 +39,25 @@ type bucket struct {
 	corrupt    bool     // damaged or held: never retire automatically
 	topics     topicSet // the topics its messages were delivered to
 
-	// retry is the load to try again at loadRetry after a transient
-	// failure; attempts counts the failures in a row.
-	retry     *loadJob
-	loadRetry int64 // engine clock, UTC ms
-	attempts  int
+	// reload is the load to try again at reload.at (engine clock, UTC
+	// ms) after a transient failure; attempts counts the failures in a
+	// row.
+	reload struct {
+		job      *loadJob
+		at       int64
+		attempts int
+	}
 	// routedFirst is the seq of the first entry routed to the bucket
 	// since the loader's Watch (hasRouted): a rebuilt entry at or above it
 	// came through routing and must not be added twice.
 	routedFirst uint64
 	hasRouted   bool
-	retiring    bool
-	retryAt     time.Time // earliest next retire attempt
+	// retire: busy while reput retires it; next is the earliest next
+	// attempt after one failed.
+	retire struct {
+		busy bool
+		next time.Time
+	}
 }
 
 type refAt struct {
@@ -115,54 +122,54 @@ func loadBackoff(n int) time.Duration {
 // read at all (a damaged header) is reported and skipped. It closes Ready
 // once nothing due is left to load.
 func (d *driver) loadNext(now int64) int64 {
-	if !d.caught || d.loading {
+	if !d.ld.caught || d.ld.loading {
 		return never
 	}
 	retry := never
 	for _, b := range d.buckets {
-		if b.retry == nil {
+		if b.reload.job == nil {
 			continue
 		}
-		if b.loadRetry <= now {
-			job := *b.retry
-			b.retry = nil
-			d.loading = true
+		if b.reload.at <= now {
+			job := *b.reload.job
+			b.reload.job = nil
+			d.ld.loading = true
 			go d.load(job)
 			return never
 		}
-		retry = min(retry, b.loadRetry)
+		retry = min(retry, b.reload.at)
 	}
 	for _, b := range d.buckets {
 		if b.end <= now && (b.pending > 0 || b.inflight > 0 || !b.ready) {
 			return retry
 		}
 	}
-	if !d.segsDirty && now < d.nextLoad {
-		return min(d.nextLoad, retry)
+	if !d.ld.segsDirty && now < d.ld.nextLoad {
+		return min(d.ld.nextLoad, retry)
 	}
 	lead := d.e.opts.PreloadLead.Milliseconds()
-	d.segsDirty, d.nextLoad = false, 1<<62
+	d.ld.segsDirty, d.ld.nextLoad = false, 1<<62
 	next := never
 	for _, s := range d.e.reput.Segments() {
 		if _, ok := d.buckets[s.Start]; ok {
 			continue
 		}
 		if s.Start-lead > now {
-			d.nextLoad = s.Start - lead
-			next = d.nextLoad
+			d.ld.nextLoad = s.Start - lead
+			next = d.ld.nextLoad
 			break
 		}
-		if f := d.failed[s.Start]; f != nil {
+		if f := d.ld.failed[s.Start]; f != nil {
 			if f.permanent {
 				continue
 			}
 			if f.retryAt > now {
-				d.segsDirty = true
+				d.ld.segsDirty = true
 				return min(f.retryAt, retry)
 			}
 		}
 		d.startLoad(s)
-		d.segsDirty = true
+		d.ld.segsDirty = true
 		return never
 	}
 	if !isClosed(d.e.ready) {
@@ -170,7 +177,7 @@ func (d *driver) loadNext(now int64) int64 {
 		// Stats.Pending as of now, before Ready says so: the loop stores
 		// it only after this returns, and a caller reading Stats at Ready
 		// saw 0 for a loaded wheel.
-		d.pendingN.Store(d.toFire())
+		d.n.pendingN.Store(d.toFire())
 		close(d.e.ready)
 	}
 	return min(next, retry)
@@ -181,10 +188,10 @@ func (d *driver) startLoad(s schedulelog.SegmentInfo) {
 	// segment list may know a future segment by its name alone.
 	mr, err := openSegment(filepath.Join(d.e.schedDir, s.Name))
 	if err != nil {
-		f := d.failed[s.Start]
+		f := d.ld.failed[s.Start]
 		if f == nil {
 			f = &loadFailure{}
-			d.failed[s.Start] = f
+			d.ld.failed[s.Start] = f
 		}
 		f.attempts++
 		f.permanent = isCorruption(err)
@@ -192,11 +199,11 @@ func (d *driver) startLoad(s schedulelog.SegmentInfo) {
 		f.retryAt = d.now() + wait.Milliseconds()
 		return
 	}
-	delete(d.failed, s.Start)
+	delete(d.ld.failed, s.Start)
 	b := &bucket{start: s.Start, end: mr.Start() + mr.Duration().Milliseconds(), mr: mr}
 	d.buckets[s.Start] = b
-	d.loadedN.Add(1)
-	d.loading = true
+	d.n.loadedN.Add(1)
+	d.ld.loading = true
 	go d.load(loadJob{start: s.Start, end: -1, from: schedulelog.FirstOffset})
 }
 
@@ -206,7 +213,7 @@ func (d *driver) startLoad(s schedulelog.SegmentInfo) {
 // segment skipped; a transient one goes to the health registry.
 func (d *driver) reportLoadFailure(start int64, n int, err error, permanent bool) time.Duration {
 	if permanent {
-		d.corrupt.Add(1)
+		d.n.corrupt.Add(1)
 		d.e.opts.Logger.Error("engine: a schedule segment cannot be read; none of its messages is delivered, the other buckets go on. Stop the server and run `hourglass repair`",
 			"bucket", fmtMs(start), "err", err)
 		return 0
@@ -290,7 +297,7 @@ func (d *driver) load(job loadJob) {
 	gap := func(dmg schedulelog.Damage, hi uint64, hasHi bool) {
 		res.damaged++
 		res.corrupt = true
-		d.corrupt.Add(1)
+		d.n.corrupt.Add(1)
 		if holdWhy != "" {
 			log.Error("engine: damaged schedule entries skipped", "bucket", fmtMs(job.start), "file", path,
 				"offset", dmg.Offset, "bytes", dmg.End-dmg.Offset, "err", dmg.Err)
@@ -331,7 +338,7 @@ func (d *driver) load(job loadJob) {
 	res.job = job
 	if holdWhy != "" && res.held > 0 {
 		res.corrupt = true
-		d.corrupt.Add(1)
+		d.n.corrupt.Add(1)
 		err := fmt.Errorf("bucket %s: %s: %d of its messages are held back, neither delivered nor dropped; stop the server and run `hourglass repair --data-dir %s` to choose (--assume-delivered or --assume-pending)",
 			fmtMs(job.start), holdWhy, res.held, d.e.opts.Dir)
 		log.Error("engine: "+err.Error(), "bucket", fmtMs(job.start), "held", res.held)
@@ -424,7 +431,7 @@ func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, j
 
 // loaded finishes a load on the driver goroutine.
 func (d *driver) loaded(res *loadResult) {
-	d.loading = false
+	d.ld.loading = false
 	start := res.job.start
 	b := d.buckets[start]
 	if b == nil {
@@ -443,15 +450,15 @@ func (d *driver) loaded(res *loadResult) {
 	}
 	if res.held > 0 && b.held == 0 {
 		b.held = res.held
-		d.heldN.Add(1)
-		d.heldEntries.Add(res.held)
+		d.n.heldN.Add(1)
+		d.n.heldEntries.Add(res.held)
 	}
 	for i, re := range res.rebuilt {
 		if b.done.Contains(re.seq) || b.hasRouted && re.seq >= b.routedFirst {
 			continue
 		}
 		b.rebuilt = append(b.rebuilt, re)
-		d.rebuiltN.Add(1)
+		d.n.rebuiltN.Add(1)
 		d.add(b, res.at[i], -int64(len(b.rebuilt)))
 	}
 	if res.err != nil {
@@ -463,15 +470,15 @@ func (d *driver) loaded(res *loadResult) {
 		}
 		// A transient failure: what was loaded stays in the wheel, and
 		// the load is tried again, in place, from where it stopped.
-		b.attempts++
-		wait := d.reportLoadFailure(start, b.attempts, res.err, false)
+		b.reload.attempts++
+		wait := d.reportLoadFailure(start, b.reload.attempts, res.err, false)
 		job := res.job
-		b.retry, b.loadRetry = &job, d.now()+wait.Milliseconds()
+		b.reload.job, b.reload.at = &job, d.now()+wait.Milliseconds()
 		return
 	}
-	b.attempts = 0
+	b.reload.attempts = 0
 	b.ready = true
-	if d.heldN.Load() == 0 && !d.loadRetrying() {
+	if d.n.heldN.Load() == 0 && !d.loadRetrying() {
 		d.e.health.ok(StageLoad)
 	}
 }
@@ -479,13 +486,13 @@ func (d *driver) loaded(res *loadResult) {
 // loadRetrying reports whether a load waits to be tried again after a
 // transient failure.
 func (d *driver) loadRetrying() bool {
-	for _, f := range d.failed {
+	for _, f := range d.ld.failed {
 		if !f.permanent {
 			return true
 		}
 	}
 	for _, b := range d.buckets {
-		if b.retry != nil {
+		if b.reload.job != nil {
 			return true
 		}
 	}
@@ -526,7 +533,7 @@ func (d *driver) chunkLoaded(start int64, chunk []refAt) {
 // took.
 func (d *driver) logRecovered() {
 	e := d.e
-	from := d.startCkpt
+	from := d.ld.startCkpt
 	if from == math.MaxInt64 {
 		from = 0 // no checkpoint: routed from the start of what the commitlog holds
 	}
@@ -538,6 +545,6 @@ func (d *driver) logRecovered() {
 	e.opts.Logger.Info("engine: recovered", "data_dir", abs, "new", e.fresh,
 		"commitlog_replayed_bytes", max(e.openEnd-from, 0), "commitlog_from", from, "commitlog_end", e.openEnd,
 		"entries_routed", rs.Routed, "entries_already_routed", rs.Skipped, "cancels_routed", rs.Cancels,
-		"buckets_loaded", d.loadedN.Load(), "pending_loaded", d.w.Len(), "segments", len(e.reput.Segments()),
-		"held", d.heldEntries.Load(), "took", e.opts.Now().Sub(e.opened).Round(time.Millisecond))
+		"buckets_loaded", d.n.loadedN.Load(), "pending_loaded", d.w.Len(), "segments", len(e.reput.Segments()),
+		"held", d.n.heldEntries.Load(), "took", e.opts.Now().Sub(e.opened).Round(time.Millisecond))
 }

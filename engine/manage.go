@@ -23,9 +23,9 @@ var ErrNoKey = errors.New("engine: no message has this key")
 // replacement's. Keys are kept in the catalog (package catalog), not in
 // memory, so their number does not cost memory.
 func (e *Engine) Lookup(ctx context.Context, topic, key string) (message.ID, bool, error) {
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return message.ID{}, false, ErrClosed
 	}
 	// Everything appended so far must be routed: a Schedule answered
@@ -132,9 +132,9 @@ func (r RescheduleResult) String() string {
 // headers, body and attempt. Its answer is truthful like Cancel's (I7):
 // Rescheduled only if the old time will never fire.
 func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (RescheduleResult, message.ID, error) {
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return RescheduleUnknown, message.ID{}, ErrClosed
 	}
 	now := e.opts.Now()
@@ -181,7 +181,7 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	if e.keys != nil {
 		e.keys.moved(string(m.Topic), m.Headers, nid)
 	}
-	e.rescheduled.Add(1)
+	e.calls.rescheduled.Add(1)
 	return Rescheduled, nid, nil
 }
 
@@ -189,9 +189,9 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 // a recurring schedule) and returns once it is durable and routed: the
 // catalog holds it and Options.OnControl has been told.
 func (e *Engine) Control(ctx context.Context, c message.Control) error {
-	e.closeMu.RLock()
-	defer e.closeMu.RUnlock()
-	if e.closed {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
 		return ErrClosed
 	}
 	if err := e.health.check(true); err != nil {

@@ -31,9 +31,9 @@ func (d *driver) missingDone(job loadJob, res *loadResult, recreated bool) strin
 	if recreated {
 		missing = "was lost and recreated after it"
 	}
-	if _, ok := d.noDone.Load(job.start); job.start <= d.now()+d.leadMs && !ok {
+	if _, ok := d.ld.noDone.Load(job.start); job.start <= d.now()+d.leadMs && !ok {
 		first, ok := firstSeq(filepath.Join(d.e.schedDir, schedulelog.Name(job.start)))
-		if !ok || int64(first) < d.startCkpt {
+		if !ok || int64(first) < d.ld.startCkpt {
 			return fmt.Sprintf("its dispatch log %s %s and the bucket has started, so which of its entries were delivered is unknown",
 				filepath.Join(d.e.schedDir, dispatchlog.Name(job.start)), missing)
 		}

@@ -32,7 +32,7 @@ func (d *driver) retireBuckets(now int64) int64 {
 			next = min(next, now+1)
 			break
 		}
-		if !b.ready || b.retiring || b.end > now {
+		if !b.ready || b.retire.busy || b.end > now {
 			if b.end > now {
 				next = min(next, b.end)
 			}
@@ -41,11 +41,11 @@ func (d *driver) retireBuckets(now int64) int64 {
 		if b.pending > 0 || b.inflight > 0 || b.corrupt {
 			continue
 		}
-		if time.Now().Before(b.retryAt) {
-			next = min(next, now+time.Until(b.retryAt).Milliseconds()+1)
+		if time.Now().Before(b.retire.next) {
+			next = min(next, now+time.Until(b.retire.next).Milliseconds()+1)
 			continue
 		}
-		b.retiring = true
+		b.retire.busy = true
 		start, entries, topics, prior := b.start, b.entries, b.topics.list(), b.topics.prior
 		go func() {
 			if prior {
@@ -65,9 +65,9 @@ func (d *driver) retired(start int64, err error) {
 	if b == nil {
 		return
 	}
-	b.retiring = false
+	b.retire.busy = false
 	if err != nil {
-		b.retryAt = time.Now().Add(time.Second)
+		b.retire.next = time.Now().Add(time.Second)
 		// After routing stopped (reput closed) every retry fails alike;
 		// the stall on /readyz already says why.
 		if !errors.Is(err, reput.ErrNotDurable) && !errors.Is(err, reput.ErrBusy) && !errors.Is(err, reput.ErrClosed) {
@@ -79,13 +79,13 @@ func (d *driver) retired(start int64, err error) {
 }
 
 func (d *driver) unload(b *bucket) {
-	d.segsDirty = true
+	d.ld.segsDirty = true
 	if b.mr != nil {
 		b.mr.Close()
 	}
 	delete(d.buckets, b.start)
 	d.freeSlots(b)
-	d.loadedN.Add(-1)
+	d.n.loadedN.Add(-1)
 }
 
 // retireLanes stops the lanes that have held nothing for laneIdleMs, so

@@ -125,9 +125,9 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 		for _, c := range ctls {
 			recs = append(recs, commitlog.Record{Type: message.TypeControl, Payload: message.AppendControl(nil, c)})
 		}
-		e.closeMu.RLock()
-		defer e.closeMu.RUnlock()
-		if e.closed {
+		e.mu.RLock()
+		defer e.mu.RUnlock()
+		if e.mu.closed {
 			return nil, ErrClosed
 		}
 		if err := e.health.check(true); err != nil {
@@ -147,7 +147,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
 			k++
 		}
-		e.scheduled.Add(int64(k))
+		e.calls.scheduled.Add(int64(k))
 	}
 	for i, j := range sameAs {
 		ids[i] = ids[j]
