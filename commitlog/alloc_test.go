@@ -32,7 +32,7 @@ func TestAllocStep(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			f := l.active.f
+			f := l.mu.active.f
 			if fi, _ := f.Stat(); fi.Size() != segSize {
 				t.Fatalf("segment file is %d bytes, want its full size %d", fi.Size(), segSize)
 			}
@@ -41,7 +41,7 @@ func TestAllocStep(t *testing.T) {
 			}
 			appendN(t, l, 0, 1000) // about 120 KiB
 			l.mu.Lock()
-			pos, alloc := l.writePos, l.active.alloc.Load()
+			pos, alloc := l.mu.writePos, l.mu.active.alloc.Load()
 			l.mu.Unlock()
 			if alloc < pos || alloc > pos+2*step+pageSize {
 				t.Fatalf("allocated to %d with writes at %d; want within two steps ahead", alloc, pos)
@@ -66,7 +66,7 @@ func TestAllocDiskFull(t *testing.T) {
 	offs := appendN(t, l, 0, 10)
 	full := true
 	l.pre.mu.Lock()
-	l.allocRange = func(f *os.File, from, to int64, zero bool) error {
+	l.pre.allocRange = func(f *os.File, from, to int64, zero bool) error {
 		if full {
 			return &os.PathError{Op: "fallocate", Path: f.Name(), Err: syscall.ENOSPC}
 		}
@@ -80,8 +80,8 @@ func TestAllocDiskFull(t *testing.T) {
 			if !errors.Is(err, ErrDiskFull) || !errors.Is(err, syscall.ENOSPC) {
 				t.Fatalf("append on a full disk: %v, want ErrDiskFull and ENOSPC", err)
 			}
-			if !strings.Contains(err.Error(), l.active.path) || strings.Contains(err.Error(), ".tmp") {
-				t.Fatalf("error %q does not name the segment file %s", err, l.active.path)
+			if !strings.Contains(err.Error(), l.mu.active.path) || strings.Contains(err.Error(), ".tmp") {
+				t.Fatalf("error %q does not name the segment file %s", err, l.mu.active.path)
 			}
 			break
 		}
@@ -111,7 +111,7 @@ func TestDamageInHole(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendN(t, l, 0, 10)
-	path, end := l.active.path, l.active.base+l.writePos
+	path, end := l.mu.active.path, l.mu.active.base+l.mu.writePos
 	l.Close()
 	rec := make([]byte, 40)
 	if _, err := record.Encode(rec, 1, 0, make([]byte, 24)); err != nil {

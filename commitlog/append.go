@@ -38,12 +38,12 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 		return offs, 0, ErrReadOnly
 	}
 	l.mu.Lock()
-	if l.closed {
+	if l.mu.closed {
 		l.mu.Unlock()
 		return offs, 0, ErrClosed
 	}
-	if l.err != nil {
-		err := l.err
+	if l.mu.err != nil {
+		err := l.mu.err
 		l.mu.Unlock()
 		return offs, 0, err
 	}
@@ -52,8 +52,8 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 		l.mu.Unlock()
 		return offs, 0, err
 	}
-	seg, pos := l.active, l.writePos
-	// Under SyncAlways records are staged in l.pend and written with pwrite
+	seg, pos := l.mu.active, l.mu.writePos
+	// Under SyncAlways records are staged in l.mu.pend and written with pwrite
 	// by the syncer just before its fsync: on ext4 an fsync after writes
 	// through a shared mapping costs several times more than after pwrite
 	// (docs/BENCHMARKS.md), and one pwrite per group commit keeps system
@@ -64,10 +64,10 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 		size := int64(record.Size(len(r.Payload)))
 		if pos+size > seg.capacity {
 			seg, next = next[0], next[1:]
-			l.segsMu.Lock()
-			l.segs = append(l.segs, seg)
-			l.segsMu.Unlock()
-			l.active, pos = seg, 0
+			l.segs.Lock()
+			l.segs.list = append(l.segs.list, seg)
+			l.segs.Unlock()
+			l.mu.active, pos = seg, 0
 		}
 		var dst []byte
 		if direct {
@@ -81,12 +81,12 @@ func (l *Log) AppendNoWait(offs []int64, recs ...Record) (_ []int64, end int64, 
 		offs = append(offs, seg.base+pos)
 		pos += size
 	}
-	l.writePos = pos
-	l.written = seg.base + pos
+	l.mu.writePos = pos
+	l.mu.written = seg.base + pos
 	l.syncer.appends.Add(1)
 	l.maybeRequestSpare()
 	l.maybeExtendAhead()
-	end = l.written
+	end = l.mu.written
 	if l.opts.Sync != SyncNone {
 		l.kickSyncerLocked()
 	}
@@ -109,16 +109,16 @@ type pendingWrite struct {
 // stage returns n bytes of staging space for data position pos of seg.
 // l.mu is held.
 func (l *Log) stage(seg *segment, pos int64, n int) []byte {
-	k := len(l.pend)
-	if k == 0 || l.pend[k-1].seg != seg || l.pend[k-1].pos+int64(len(l.pend[k-1].buf)) != pos {
+	k := len(l.mu.pend)
+	if k == 0 || l.mu.pend[k-1].seg != seg || l.mu.pend[k-1].pos+int64(len(l.mu.pend[k-1].buf)) != pos {
 		var buf []byte
-		if j := len(l.freeBufs); j > 0 {
-			buf, l.freeBufs = l.freeBufs[j-1][:0], l.freeBufs[:j-1]
+		if j := len(l.mu.freeBufs); j > 0 {
+			buf, l.mu.freeBufs = l.mu.freeBufs[j-1][:0], l.mu.freeBufs[:j-1]
 		}
-		l.pend = append(l.pend, pendingWrite{seg: seg, pos: pos, buf: buf})
+		l.mu.pend = append(l.mu.pend, pendingWrite{seg: seg, pos: pos, buf: buf})
 		k++
 	}
-	w := &l.pend[k-1]
+	w := &l.mu.pend[k-1]
 	m := len(w.buf)
 	w.buf = slices.Grow(w.buf, n)[:m+n]
 	return w.buf[m:]
@@ -128,7 +128,7 @@ func (l *Log) stage(seg *segment, pos int64, n int) []byte {
 // that a batch either fits entirely or fails before anything is written.
 // l.mu is held.
 func (l *Log) reserve(recs []Record) ([]*segment, error) {
-	pos, capacity, rotations := l.writePos, l.active.capacity, 0
+	pos, capacity, rotations := l.mu.writePos, l.mu.active.capacity, 0
 	for _, r := range recs {
 		if r.Type == 0 {
 			return nil, record.ErrInvalidType
@@ -150,7 +150,7 @@ func (l *Log) reserve(recs []Record) ([]*segment, error) {
 		pos += size
 	}
 	var next []*segment
-	base := l.active.end()
+	base := l.mu.active.end()
 	for range rotations {
 		s, err := l.takeSpare(base)
 		if err != nil {
@@ -179,7 +179,7 @@ func (l *Log) putBack(next []*segment) {
 // allocFor allocates the space recs take in the active segment and in
 // next, the new segments they roll over into. l.mu is held.
 func (l *Log) allocFor(recs []Record, next []*segment) error {
-	seg, pos := l.active, l.writePos
+	seg, pos := l.mu.active, l.mu.writePos
 	for _, r := range recs {
 		size := int64(record.Size(len(r.Payload)))
 		if pos+size > seg.capacity {

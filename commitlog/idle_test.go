@@ -9,7 +9,7 @@ import (
 func goroutinesRun(l *Log) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.syncer.running || l.pre.running
+	return l.mu.syncing || l.mu.preallocating
 }
 
 // TestIdleLogHoldsNoGoroutines: the syncer and the preallocator run only

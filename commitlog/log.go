@@ -23,31 +23,39 @@ type Log struct {
 	opts Options
 	dir  string
 
-	// mu serialises appends (append.go): it guards the fields from active
-	// to syncFile, and the bytes of the active mapping beyond written.
-	mu       sync.Mutex
-	active   *segment
-	writePos int64 // file-data position of the next record in active
-	written  int64 // logical offset one past the last appended record
-	// spareAsked is the base of the last segment requested from the
-	// preallocator: the next one is asked for once the active segment is
-	// half full, not as soon as it starts, so that opening a new log (a
-	// new queue topic) does not write a second segment of zeros at once.
-	spareAsked int64
-	closed     bool
-	err        error          // sticky write or fsync error
-	pend       []pendingWrite // records staged for pwrite (SyncAlways)
-	freeBufs   [][]byte       // staging buffers to reuse
-	// syncFile flushes one segment file (tests make it fail).
-	syncFile func(*os.File) error
-	// allocRange allocates blocks of a segment file (allocRange; tests
-	// make it fail). Called with pre.mu held.
-	allocRange func(f *os.File, from, to int64, zeroFill bool) error
+	// mu serialises appends (append.go) and guards the bytes of the
+	// active mapping beyond written.
+	mu struct {
+		sync.Mutex
+		active   *segment
+		writePos int64 // file-data position of the next record in active
+		written  int64 // logical offset one past the last appended record
+		// spareAsked is the base of the last segment requested from the
+		// preallocator: the next one is asked for once the active segment
+		// is half full, not as soon as it starts, so that opening a new log
+		// (a new queue topic) does not write a second segment of zeros at
+		// once.
+		spareAsked int64
+		closed     bool
+		err        error          // sticky write or fsync error
+		pend       []pendingWrite // records staged for pwrite (SyncAlways)
+		freeBufs   [][]byte       // staging buffers to reuse
+		// syncFile flushes one segment file (tests make it fail).
+		syncFile func(*os.File) error
+		// syncing and preallocating: the syncer and the preallocator
+		// goroutines run. A request that finds one stopped starts it; each
+		// stops once no request waits (checked under mu, under which
+		// requests are sent), so that an idle log (a queue topic with
+		// nothing to do) holds no goroutine.
+		syncing, preallocating bool
+	}
 
-	// segsMu guards segs (sorted by base; the last one is active).
-	segsMu sync.RWMutex
-	segs   []*segment
-	first  atomic.Int64 // segs[0].base, readable after Close
+	// segs are the segments sorted by base; the last one is active.
+	segs struct {
+		sync.RWMutex
+		list []*segment
+	}
+	first atomic.Int64 // segs.list[0].base, readable after Close
 
 	view   view         // what readers may see, and how they wait (view.go)
 	syncer syncer       // group-commit state (syncer.go)
@@ -67,15 +75,14 @@ func Open(opts Options) (*Log, Recovery, error) {
 		return nil, Recovery{}, err
 	}
 	l := &Log{
-		opts:       opts,
-		dir:        opts.Dir,
-		view:       view{notify: make(chan struct{})},
-		syncer:     syncer{kick: make(chan struct{}, 1)},
-		pre:        preallocator{ask: make(chan int64, 1), extend: make(chan extendReq, 1), create: createSegment},
-		stop:       make(chan struct{}),
-		syncFile:   fdatasync,
-		allocRange: allocRange,
+		opts:   opts,
+		dir:    opts.Dir,
+		view:   view{notify: make(chan struct{})},
+		syncer: syncer{kick: make(chan struct{}, 1)},
+		pre:    preallocator{ask: make(chan int64, 1), extend: make(chan extendReq, 1), create: createSegment, allocRange: allocRange},
+		stop:   make(chan struct{}),
 	}
+	l.mu.syncFile = fdatasync
 	err := l.load()
 	// Beside a writer, a read-only open can list a segment that retention
 	// deletes before it is opened, or miss one being renamed into place:
@@ -94,7 +101,7 @@ func Open(opts Options) (*Log, Recovery, error) {
 	if opts.ReadOnly {
 		return l, l.recovery, nil
 	}
-	l.pre.nextBase.Store(l.active.end())
+	l.pre.nextBase.Store(l.mu.active.end())
 	l.pre.fill.synced = l.syncer.synced.Load()
 	l.maybeRequestSpare() // l is not shared yet: no lock needed
 	return l, l.recovery, nil
@@ -109,10 +116,10 @@ func (l *Log) Dir() string { return l.dir }
 // SegmentBases returns the base offset of every segment, oldest first;
 // the last is the active one.
 func (l *Log) SegmentBases() []int64 {
-	l.segsMu.RLock()
-	defer l.segsMu.RUnlock()
-	out := make([]int64, len(l.segs))
-	for i, s := range l.segs {
+	l.segs.RLock()
+	defer l.segs.RUnlock()
+	out := make([]int64, len(l.segs.list))
+	for i, s := range l.segs.list {
 		out[i] = s.base
 	}
 	return out
@@ -126,7 +133,7 @@ func (l *Log) FirstOffset() int64 { return l.first.Load() }
 func (l *Log) WrittenOffset() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.written
+	return l.mu.written
 }
 
 // EndOffset returns the offset one past the last record readers can see.
@@ -141,15 +148,15 @@ func (l *Log) DeleteBefore(offset int64) (int, error) {
 		return 0, ErrReadOnly
 	}
 	limit := min(offset, l.syncer.synced.Load(), l.view.visible.Load())
-	l.segsMu.Lock()
+	l.segs.Lock()
 	n := 0
-	for n < len(l.segs)-1 && l.segs[n].end() <= limit {
+	for n < len(l.segs.list)-1 && l.segs.list[n].end() <= limit {
 		n++
 	}
-	gone := append([]*segment(nil), l.segs[:n]...)
-	l.segs = append(l.segs[:0:0], l.segs[n:]...)
-	l.first.Store(l.segs[0].base)
-	l.segsMu.Unlock()
+	gone := append([]*segment(nil), l.segs.list[:n]...)
+	l.segs.list = append(l.segs.list[:0:0], l.segs.list[n:]...)
+	l.first.Store(l.segs.list[0].base)
+	l.segs.Unlock()
 	var err error
 	for _, s := range gone {
 		s.removed.Store(true)
@@ -169,11 +176,11 @@ func (l *Log) DeleteBefore(offset int64) (int, error) {
 // unmaps the segments. Iterators must be closed first or be abandoned.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	if l.closed {
+	if l.mu.closed {
 		l.mu.Unlock()
 		return ErrClosed
 	}
-	l.closed = true
+	l.mu.closed = true
 	l.mu.Unlock()
 	var err error
 	if !l.opts.ReadOnly {
@@ -193,14 +200,14 @@ func (l *Log) Close() error {
 
 func (l *Log) releaseAll() error {
 	var err error
-	l.segsMu.Lock()
-	for _, s := range l.segs {
+	l.segs.Lock()
+	for _, s := range l.segs.list {
 		if rerr := s.release(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
-	l.segs = nil
-	l.segsMu.Unlock()
+	l.segs.list = nil
+	l.segs.Unlock()
 	l.pre.mu.Lock()
 	if l.pre.spare != nil {
 		if rerr := l.pre.spare.release(); rerr != nil && err == nil {
@@ -214,13 +221,13 @@ func (l *Log) releaseAll() error {
 
 // segmentFor returns the segment holding offset, acquired, or nil.
 func (l *Log) segmentFor(offset int64) *segment {
-	l.segsMu.RLock()
-	defer l.segsMu.RUnlock()
-	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end() > offset })
-	if i == len(l.segs) || l.segs[i].base > offset {
+	l.segs.RLock()
+	defer l.segs.RUnlock()
+	i := sort.Search(len(l.segs.list), func(i int) bool { return l.segs.list[i].end() > offset })
+	if i == len(l.segs.list) || l.segs.list[i].base > offset {
 		return nil
 	}
-	s := l.segs[i]
+	s := l.segs.list[i]
 	s.acquire()
 	return s
 }
@@ -228,5 +235,5 @@ func (l *Log) segmentFor(offset int64) *segment {
 func (l *Log) isClosed() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.closed
+	return l.mu.closed
 }

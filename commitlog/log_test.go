@@ -96,7 +96,7 @@ func TestAppendReadAcrossSegments(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkRecords(t, l, offs, 0)
-			if n := len(l.segs); n < 3 {
+			if n := len(l.segs.list); n < 3 {
 				t.Fatalf("only %d segments after 300 records; rotation not exercised", n)
 			}
 			if err := l.Close(); err != nil {
@@ -162,9 +162,9 @@ func TestIteratorFromOffset(t *testing.T) {
 func writeAndLocateLast(t *testing.T, dir string, n int) (string, int64, int64, []int64) {
 	l := openTest(t, dir, SyncAlways)
 	offs := appendN(t, l, 0, n)
-	active := l.active
+	active := l.mu.active
 	path, base := active.path, active.base
-	end := l.written
+	end := l.mu.written
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestFsyncErrorIsSticky(t *testing.T) {
 	appendN(t, l, 0, 3)
 	boom := errors.New("injected fsync failure")
 	l.mu.Lock()
-	l.syncFile = func(*os.File) error { return boom }
+	l.mu.syncFile = func(*os.File) error { return boom }
 	l.mu.Unlock()
 	_, err := l.Append(nil, Record{Type: 1, Payload: []byte("x")})
 	if !errors.Is(err, boom) {
@@ -579,25 +579,25 @@ func TestSpareAskedAtHalf(t *testing.T) {
 	asked := func() (int64, int64, int64) {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.spareAsked, l.active.end(), l.writePos
+		return l.mu.spareAsked, l.mu.active.end(), l.mu.writePos
 	}
 	if a, end, _ := asked(); a == end {
 		t.Fatalf("spare for %d asked at Open of an empty log", end)
 	}
-	first := l.active.base
+	first := l.mu.active.base
 	var offs []int64
 	for i := 0; ; i++ {
 		o := appendN(t, l, i, 1)
 		offs = append(offs, o...)
 		a, end, pos := asked()
-		if l.active.base != first {
-			if a == end && pos < l.active.capacity/2 {
-				t.Fatalf("spare for the second segment asked at %d of %d", pos, l.active.capacity)
+		if l.mu.active.base != first {
+			if a == end && pos < l.mu.active.capacity/2 {
+				t.Fatalf("spare for the second segment asked at %d of %d", pos, l.mu.active.capacity)
 			}
 			break
 		}
-		if half := pos >= l.active.capacity/2; half != (a == end) {
-			t.Fatalf("at %d of %d bytes: asked for %d, active ends at %d", pos, l.active.capacity, a, end)
+		if half := pos >= l.mu.active.capacity/2; half != (a == end) {
+			t.Fatalf("at %d of %d bytes: asked for %d, active ends at %d", pos, l.mu.active.capacity, a, end)
 		}
 	}
 	checkRecords(t, l, offs, 0)

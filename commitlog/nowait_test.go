@@ -15,8 +15,8 @@ func TestAppendNoWait(t *testing.T) {
 	held := make(chan struct{}, 1)
 	release := make(chan struct{})
 	l.mu.Lock()
-	sync := l.syncFile
-	l.syncFile = func(f *os.File) error {
+	sync := l.mu.syncFile
+	l.mu.syncFile = func(f *os.File) error {
 		select {
 		case held <- struct{}{}:
 			<-release

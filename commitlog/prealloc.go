@@ -3,6 +3,7 @@ package commitlog
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,23 +15,22 @@ import (
 // segment finds the next one ready: creating a segment writes or
 // allocates all of it, which no appender should wait for.
 type preallocator struct {
-	// mu guards spare, create and fill.
+	// mu guards spare, create, allocRange and fill.
 	mu    sync.Mutex
 	spare *segment // the preallocated next segment, or nil
 	// create makes a segment file (tests make it fail).
 	create func(dir string, base, size, first int64, zeroFill bool) (string, error)
-	fill   fillPolicy // zeros or fallocate for the next one (zerofill.go)
-	ask    chan int64 // bases to preallocate; capacity 1
+	// allocRange allocates blocks of a segment file (allocRange; tests
+	// make it fail).
+	allocRange func(f *os.File, from, to int64, zeroFill bool) error
+	fill       fillPolicy // zeros or fallocate for the next one (zerofill.go)
+	ask        chan int64 // bases to preallocate; capacity 1
 	// extend asks for the next allocation step of a segment; capacity 1.
 	extend chan extendReq
 	// nextBase is the base the next segment must have: the active
 	// segment's end, or further while a reservation is in progress.
 	// Written under mu.
 	nextBase atomic.Int64
-	// running: the preallocator goroutine runs; started by a request, it
-	// ends once none waits. Guarded by Log.mu, under which requests are
-	// sent.
-	running bool
 }
 
 // takeSpare returns the preallocated segment for base, creating it now if
@@ -85,7 +85,7 @@ func (l *Log) extend(s *segment, need int64) error {
 	}
 	to := min(s.capacity, (need+l.opts.AllocStep+pageSize-1)/pageSize*pageSize)
 	zero := l.zeroFill()
-	err := l.allocRange(s.f, headerSize+from, headerSize+to, zero)
+	err := l.pre.allocRange(s.f, headerSize+from, headerSize+to, zero)
 	if err == nil && zero {
 		// Flush the zeros now, off the appenders' fsyncs.
 		err = fdatasync(s.f)
@@ -109,10 +109,10 @@ const pageSize = 4096
 // what is allocated, so that appenders rarely allocate themselves. l.mu
 // is held.
 func (l *Log) maybeExtendAhead() {
-	s := l.active
-	if a := s.alloc.Load(); a < s.capacity && l.writePos+l.opts.AllocStep/2 >= a {
+	s := l.mu.active
+	if a := s.alloc.Load(); a < s.capacity && l.mu.writePos+l.opts.AllocStep/2 >= a {
 		select {
-		case l.pre.extend <- extendReq{base: s.base, need: l.writePos + l.opts.AllocStep/2}:
+		case l.pre.extend <- extendReq{base: s.base, need: l.mu.writePos + l.opts.AllocStep/2}:
 		default:
 		}
 		l.startPreallocator()
@@ -123,8 +123,8 @@ func (l *Log) maybeExtendAhead() {
 // active one once the active one is half full. l.mu is held, or l is not
 // shared yet.
 func (l *Log) maybeRequestSpare() {
-	if end := l.active.end(); l.spareAsked != end && l.writePos >= l.active.capacity/2 {
-		l.spareAsked = end
+	if end := l.mu.active.end(); l.mu.spareAsked != end && l.mu.writePos >= l.mu.active.capacity/2 {
+		l.mu.spareAsked = end
 		l.requestSpare(end)
 	}
 }
@@ -147,8 +147,8 @@ func (l *Log) requestSpare(base int64) {
 // startPreallocator starts the preallocator goroutine unless it runs.
 // l.mu is held, or l is not shared yet.
 func (l *Log) startPreallocator() {
-	if !l.pre.running {
-		l.pre.running = true
+	if !l.mu.preallocating {
+		l.mu.preallocating = true
 		l.wg.Add(1) // before Close waits: Close sets closed under l.mu
 		go l.runPreallocator()
 	}
@@ -162,7 +162,7 @@ func (l *Log) preallocatorIdle() bool {
 	if len(l.pre.ask) > 0 || len(l.pre.extend) > 0 {
 		return false
 	}
-	l.pre.running = false
+	l.mu.preallocating = false
 	return true
 }
 
@@ -170,7 +170,7 @@ func (l *Log) preallocatorIdle() bool {
 func (l *Log) putBackSpare(s *segment) {
 	l.pre.mu.Lock()
 	defer l.pre.mu.Unlock()
-	if l.pre.spare == nil && s.base == l.active.end() {
+	if l.pre.spare == nil && s.base == l.mu.active.end() {
 		l.pre.spare = s
 		l.pre.nextBase.Store(s.base)
 		return

@@ -161,8 +161,8 @@ func (l *Log) load() error {
 		if err != nil {
 			return err
 		}
-		if n := len(l.segs); n > 0 {
-			prev := l.segs[n-1]
+		if n := len(l.segs.list); n > 0 {
+			prev := l.segs.list[n-1]
 			if s.base != prev.end() {
 				s.release()
 				if s.base > prev.end() {
@@ -173,25 +173,25 @@ func (l *Log) load() error {
 				return &segfile.CorruptionError{Path: s.path, Offset: 0, Err: fmt.Errorf("unexpected segment file: base %d overlaps %s", s.base, prev.path)}
 			}
 		}
-		l.segs = append(l.segs, s)
+		l.segs.list = append(l.segs.list, s)
 	}
 	// The active segment is the last one holding data; empty segments
 	// after it are preallocated spares.
-	ai := len(l.segs) - 1
-	for ai > 0 && isEmpty(l.segs[ai]) {
+	ai := len(l.segs.list) - 1
+	for ai > 0 && isEmpty(l.segs.list[ai]) {
 		ai--
 	}
-	if !l.opts.ReadOnly && ai+1 < len(l.segs) {
-		l.pre.spare = l.segs[ai+1]
-		for _, s := range l.segs[ai+2:] {
+	if !l.opts.ReadOnly && ai+1 < len(l.segs.list) {
+		l.pre.spare = l.segs.list[ai+1]
+		for _, s := range l.segs.list[ai+2:] {
 			s.removed.Store(true)
 			s.release()
 		}
-		l.segs = l.segs[:ai+1]
+		l.segs.list = l.segs.list[:ai+1]
 	}
-	l.active = l.segs[ai]
-	l.first.Store(l.segs[0].base)
-	if last := l.segs[len(l.segs)-1]; l.opts.MinEnd > last.end() {
+	l.mu.active = l.segs.list[ai]
+	l.first.Store(l.segs.list[0].base)
+	if last := l.segs.list[len(l.segs.list)-1]; l.opts.MinEnd > last.end() {
 		return &segfile.CorruptionError{Path: l.dir, Offset: -1,
 			Err: fmt.Errorf("%w: the last segment, %s, ends at offset %d, but offset %d is named by %s: a segment was deleted, offsets %d..%d (%d bytes) are lost; run `hourglass repair`",
 				ErrMissingSegment, last.path, last.end(), l.opts.MinEnd, l.opts.MinEndFrom, last.end(), l.opts.MinEnd, l.opts.MinEnd-last.end())}
@@ -201,11 +201,11 @@ func (l *Log) load() error {
 		return err
 	}
 	// Blocks exist where data was written; ensureAlloc adds more ahead.
-	l.active.alloc.Store(end)
-	l.writePos = end
-	l.written = l.active.base + end
-	l.view.visible.Store(l.written)
-	l.syncer.synced.Store(l.written)
+	l.mu.active.alloc.Store(end)
+	l.mu.writePos = end
+	l.mu.written = l.mu.active.base + end
+	l.view.visible.Store(l.mu.written)
+	l.syncer.synced.Store(l.mu.written)
 	return nil
 }
 
@@ -224,7 +224,7 @@ const emptyCheck = 1 << 20
 // the data position one past the last whole record, or a
 // *segfile.CorruptionError for damage (scanTail), which it never zeroes.
 func (l *Log) recoverActive() (int64, error) {
-	s := l.active
+	s := l.mu.active
 	// The holes after the last data of the file read as zeros and need
 	// not be read: blocks are allocated a step ahead of the writes
 	// (ensureAlloc), so a segment is mostly holes.
@@ -261,7 +261,7 @@ func (l *Log) recoverActive() (int64, error) {
 	}
 	// What survived a crash of the process may still be only in the page
 	// cache: make it durable before readers may see it.
-	for _, seg := range l.segs[max(0, len(l.segs)-2):] {
+	for _, seg := range l.segs.list[max(0, len(l.segs.list)-2):] {
 		if err := fdatasync(seg.f); err != nil {
 			return 0, fmt.Errorf("commitlog: sync %s: %w", seg.path, err)
 		}
@@ -274,7 +274,7 @@ func (l *Log) recoverActive() (int64, error) {
 // returns ok=false, changing nothing, when the span does not fit in the
 // segment (Open then refuses).
 func (l *Log) padToMinEnd(t tailScan) (int64, bool, error) {
-	s := l.active
+	s := l.mu.active
 	span := max(l.opts.MinEnd-s.base-t.end, SkipRecordSize)
 	if t.end+span > s.capacity || t.end+span > int64(len(s.data)) {
 		return 0, false, nil

@@ -19,11 +19,6 @@ type syncer struct {
 	kick    chan struct{} // wakes the syncer goroutine; capacity 1
 	appends atomic.Int64  // Append calls that wrote records, for the syncer
 	syncs   atomic.Int64  // fsync rounds that covered new data
-	// running: the syncer goroutine runs. An append that finds it stopped
-	// starts it; it stops once no kick waits, so that an idle log (a
-	// queue topic with nothing to do) holds no goroutine. Guarded by
-	// Log.mu.
-	running bool
 }
 
 // kickSyncerLocked asks the syncer for a sync, starting its goroutine if
@@ -34,8 +29,8 @@ func (l *Log) kickSyncerLocked() {
 	case l.syncer.kick <- struct{}{}:
 	default:
 	}
-	if !l.syncer.running {
-		l.syncer.running = true
+	if !l.mu.syncing {
+		l.mu.syncing = true
 		l.wg.Add(1) // before Close waits: Close sets closed under l.mu
 		go l.runSyncer()
 	}
@@ -48,7 +43,7 @@ func (l *Log) syncerIdle() bool {
 	if len(l.syncer.kick) > 0 {
 		return false
 	}
-	l.syncer.running = false
+	l.mu.syncing = false
 	return true
 }
 
@@ -101,14 +96,14 @@ func (l *Log) Sync() error {
 	l.syncer.mu.Lock()
 	defer l.syncer.mu.Unlock()
 	l.mu.Lock()
-	if l.err != nil {
-		err := l.err
+	if l.mu.err != nil {
+		err := l.mu.err
 		l.mu.Unlock()
 		return err
 	}
-	target, syncFile := l.written, l.syncFile
-	pend := l.pend
-	l.pend = nil
+	target, syncFile := l.mu.written, l.mu.syncFile
+	pend := l.mu.pend
+	l.mu.pend = nil
 	l.mu.Unlock()
 	from := l.syncer.synced.Load()
 	if target <= from {
@@ -126,7 +121,7 @@ func (l *Log) Sync() error {
 		l.mu.Lock()
 		for _, w := range pend {
 			if cap(w.buf) <= 4<<20 {
-				l.freeBufs = append(l.freeBufs, w.buf)
+				l.mu.freeBufs = append(l.mu.freeBufs, w.buf)
 			}
 		}
 		l.mu.Unlock()
@@ -135,15 +130,15 @@ func (l *Log) Sync() error {
 		l.fail(err)
 		return err
 	}
-	l.segsMu.RLock()
+	l.segs.RLock()
 	var dirty []*segment
-	for _, s := range l.segs {
+	for _, s := range l.segs.list {
 		if s.end() > from && s.base < target {
 			s.acquire()
 			dirty = append(dirty, s)
 		}
 	}
-	l.segsMu.RUnlock()
+	l.segs.RUnlock()
 	start := time.Now()
 	for _, s := range dirty {
 		if err == nil {
@@ -171,8 +166,8 @@ func (l *Log) Sync() error {
 // fail records a sticky error: every later Append and Sync returns it.
 func (l *Log) fail(err error) {
 	l.mu.Lock()
-	if l.err == nil {
-		l.err = err
+	if l.mu.err == nil {
+		l.mu.err = err
 		l.view.failed.Store(&err)
 	}
 	l.mu.Unlock()
