@@ -168,7 +168,7 @@ func TestWriterBoundUnderSpread(t *testing.T) {
 		o.schedule.SyncFile = func(*os.File) error { return nil }
 		o.hooks = &testHooks{open: func(int64) error {
 			// On the routing goroutine, just before a writer is opened.
-			most = max(most, len(r.writers)+1)
+			most = max(most, len(r.writers.open)+1)
 			return nil
 		}}
 	})
@@ -499,7 +499,7 @@ func TestDescriptorLimitBelowWriterBound(t *testing.T) {
 		o.maxOpenWriters = 64
 		o.schedule.SyncFile = func(*os.File) error { return nil }
 		o.hooks = &testHooks{open: func(int64) error {
-			if len(r.writers) >= limit {
+			if len(r.writers.open) >= limit {
 				return &os.PathError{Op: "open", Path: "x", Err: syscall.EMFILE}
 			}
 			return nil

@@ -61,13 +61,11 @@
 package reput
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -199,139 +197,31 @@ type Reput struct {
 	log  *slog.Logger
 
 	// Owned by the routing goroutine.
-	scratch message.Message // indexKey's decoding
-	// The idempotency keys of routed records not yet staged in the
-	// catalog: keyText holds the text of a step's keys back to back
-	// (KeyOf's form), keyRefs where each ends and its ID (collectKeys).
-	// A step stages what it routed at its end, except while routing again
-	// the records a restart found after the checkpoint (below replayEnd,
-	// the commitlog's end at Start): heldKeys keeps those, heldN of them,
-	// until stageKeys stages them at once into a map made for them all.
-	replayEnd int64
-	keyText   []byte
-	keyRefs   []keyRef
-	keyPairs  []catalog.KeyID
-	heldKeys  [][]catalog.KeyID
-	heldN     int
-	sweepAt   []byte // sweepCatalog's place in the Keys table
-	// catBusy receives the outcome of the catalog commit in flight, which
-	// covers what was routed below catPos; nil when none is.
-	catBusy chan error
-	catPos  int64
-	movedAt []byte // and in the Moved table
 	it      *commitlog.Iterator
-	writers map[int64]*segWriter
-	watched map[int64]*watchState
-	events  []event
-	tick    uint64 // use counter for the writers' LRU order
-	// writerCap is the bound on open segment writers: maxOpenWriters,
-	// lowered after EMFILE or ENFILE (stall.go).
-	writerCap int
-	retired   *retiredLog
-	// stall is the current stall, nil while routing works.
-	stall    *stallState
-	dirty    bool // routed since the last checkpoint
+	writers segWriters // the schedule segment writers (writers.go)
+	out     outbox     // what the callbacks are told, what is watched (outbox.go)
+	keys    keyStager  // what routing stages in the catalog (catalog.go)
+	// commit is the catalog commit in flight, which covers what was
+	// routed below pos: done receives its outcome; nil when none is.
+	commit struct {
+		done chan error
+		pos  int64
+	}
+	retired  *retiredLog
+	stall    *stallState // the current stall, nil while routing works
+	dirty    bool        // routed since the last checkpoint
 	lastCkpt time.Time
-	// last is the writer the last schedule record went to, with its
-	// bucket [lastStart, lastEnd) and whether it is watched; nil after
-	// anything that could change those (a request, a writer closed).
-	last               *segWriter
-	lastStart, lastEnd int64
-	lastWatched        bool
 
-	// damagedMu guards damagedSeen, the buckets reported damaged.
-	damagedMu   sync.Mutex
-	damagedSeen map[int64]bool
-
-	// segsMu guards segs, the known segments sorted by start, and fresh,
-	// the starts of those created in this run (their dispatch logs, if
-	// missing, are not lost yet: OnSegment has not run for them).
-	segsMu sync.RWMutex
-	segs   []schedulelog.SegmentInfo
-	fresh  map[int64]bool
-
-	// dmu guards dispatch and dtick, shared with MarkDone.
-	dmu      sync.Mutex
-	dispatch map[int64]*dispWriter
-	dtick    uint64
-
-	// reqMu guards reqs and wakeWait.
-	reqMu    sync.Mutex
-	reqs     []request
-	wakeWait context.CancelFunc
-
-	// rewind, when set, makes the routing goroutine treat it as a failed
-	// attempt: something it wrote may not be durable.
-	rewind     atomic.Pointer[error]
-	position   atomic.Int64 // next commitlog offset to route
-	keysAt     atomic.Int64 // the keys of every record below it are in the catalog (staged at least)
-	checkpoint atomic.Int64 // durable position
-	stats      struct{ routed, skipped, cancels, orphans, malformed, retired, stalls, damaged, evicted atomic.Int64 }
+	// Shared with other goroutines; each guards its own.
+	segs     segList         // the known segments (segs.go)
+	dispatch dispatchWriters // the dispatch log writers (dispatch.go)
+	reqs     requests        // Watch, Retire and Close calls (requests.go)
+	progress progress        // the positions, and their waiters (progress.go)
+	stats    struct{ routed, skipped, cancels, orphans, malformed, retired, stalls atomic.Int64 }
 
 	done      chan struct{}
-	stopped   atomic.Bool
 	abandoned atomic.Bool // tests: stop as a crash would
 	err       atomic.Pointer[error]
-	// routedMu/routedCh wake WaitRouted callers when position advances.
-	routedMu sync.Mutex
-	routedCh chan struct{}
-}
-
-type segWriter struct {
-	w       *schedulelog.Writer
-	lastUse uint64 // Reput.tick when last used
-	lastSeq uint64
-	hasLast bool
-	dirty   bool // appended since the last sync
-	flushed bool // everything appended is flushed
-	used    bool // touched since the last checkpoint
-}
-
-type dispWriter struct {
-	w        *dispatchlog.Writer
-	dirty    bool // appended by reput since the last checkpoint
-	used     bool // touched since the last checkpoint
-	inflight int  // MarkDone calls using w
-	lastUse  uint64
-}
-
-// watchState is what a watched bucket's watcher has been given: entries
-// below published were handed to OnEntries (or were below Watch's end),
-// entries below queued are handed or in the pending events.
-type watchState struct {
-	published, queued int64
-}
-
-type event struct {
-	entry    Entry
-	cancel   bool
-	why      dispatchlog.Reason // cancel: the done-record's reason
-	bucket   int64
-	seq      uint64
-	segment  *schedulelog.SegmentInfo
-	segEvent bool
-	control  *message.Control
-}
-
-type reqKind int
-
-const (
-	reqWatch reqKind = iota
-	reqRetire
-	reqClose
-)
-
-type request struct {
-	kind   reqKind
-	bucket int64
-	known  uint64
-	topics []string // reqRetire
-	reply  chan reply
-}
-
-type reply struct {
-	end int64
-	err error
 }
 
 // Start opens the routing state in opts.Dir and starts the routing
@@ -387,17 +277,17 @@ func Start(opts Options) (*Reput, error) {
 		return nil, err
 	}
 	r := &Reput{
-		opts:      opts,
-		log:       opts.Logger,
-		writers:   make(map[int64]*segWriter),
-		watched:   make(map[int64]*watchState),
-		dispatch:  make(map[int64]*dispWriter),
-		segs:      segs,
-		done:      make(chan struct{}),
-		routedCh:  make(chan struct{}),
-		lastCkpt:  time.Now(),
-		writerCap: opts.maxOpenWriters,
+		opts:     opts,
+		log:      opts.Logger,
+		writers:  segWriters{open: make(map[int64]*segWriter), max: opts.maxOpenWriters, limit: opts.maxOpenWriters},
+		out:      outbox{watched: make(map[int64]*watchState)},
+		done:     make(chan struct{}),
+		lastCkpt: time.Now(),
 	}
+	r.segs.dir, r.segs.log, r.segs.mu.list = opts.Dir, opts.Logger, segs
+	r.dispatch.opts, r.dispatch.segs, r.dispatch.mu.open = &r.opts, &r.segs, make(map[int64]*dispWriter)
+	r.keys = keyStager{cat: opts.Catalog, opts: &r.opts, segs: &r.segs}
+	r.progress.mu.advanced = make(chan struct{})
 	first, end := opts.Log.FirstOffset(), opts.Log.EndOffset()
 	pos, ok, rewrite, err := r.recoverState(len(segs) > 0, end)
 	if err != nil {
@@ -431,20 +321,20 @@ func Start(opts Options) (*Reput, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.position.Store(pos)
-	r.keysAt.Store(pos) // below the checkpoint the catalog holds every key
-	r.checkpoint.Store(pos)
-	r.replayEnd = opts.Log.EndOffset()
+	r.progress.routed.Store(pos)
+	r.progress.keys.Store(pos) // below the checkpoint the catalog holds every key
+	r.progress.checkpoint.Store(pos)
+	r.keys.replayEnd = opts.Log.EndOffset()
 	go r.run()
 	return r, nil
 }
 
 // Position returns the commitlog offset of the next record to route.
-func (r *Reput) Position() int64 { return r.position.Load() }
+func (r *Reput) Position() int64 { return r.progress.routed.Load() }
 
 // Checkpoint returns the durable position: every record below it is
 // durably in the schedule segments and dispatch logs.
-func (r *Reput) Checkpoint() int64 { return r.checkpoint.Load() }
+func (r *Reput) Checkpoint() int64 { return r.progress.checkpoint.Load() }
 
 // Err returns the error that stopped routing, if any.
 func (r *Reput) Err() error {
@@ -459,8 +349,8 @@ func (r *Reput) Stats() Stats {
 	return Stats{
 		Routed: r.stats.routed.Load(), Skipped: r.stats.skipped.Load(), Cancels: r.stats.cancels.Load(),
 		Orphans: r.stats.orphans.Load(), Malformed: r.stats.malformed.Load(),
-		Retired: r.stats.retired.Load(), Stalls: r.stats.stalls.Load(), Damaged: r.stats.damaged.Load(),
-		Evicted: r.stats.evicted.Load(),
+		Retired: r.stats.retired.Load(), Stalls: r.stats.stalls.Load(), Damaged: r.segs.damagedCount(),
+		Evicted: r.writers.evicted.Load() + r.dispatch.evicted.Load(),
 	}
 }
 
@@ -469,26 +359,13 @@ func (r *Reput) Stats() Stats {
 // segment whose header has not been needed yet (start-up reads only the
 // names): a caller that needs the bucket's end reads it from the segment
 // (schedulelog.Reader.Duration).
-func (r *Reput) Segments() []schedulelog.SegmentInfo {
-	r.segsMu.RLock()
-	defer r.segsMu.RUnlock()
-	return append([]schedulelog.SegmentInfo(nil), r.segs...)
-}
+func (r *Reput) Segments() []schedulelog.SegmentInfo { return r.segs.snapshot() }
 
 // FindSegment returns the segment whose bucket holds deliverAtMs. A
 // segment whose header cannot be read is reported (logged, counted in
 // Stats.Damaged) and not found.
 func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
-	if err := r.resolveAt(deliverAtMs); err != nil {
-		return schedulelog.SegmentInfo{}, false
-	}
-	r.segsMu.RLock()
-	defer r.segsMu.RUnlock()
-	i, ok := schedulelog.Find(r.segs, deliverAtMs)
-	if !ok {
-		return schedulelog.SegmentInfo{}, false
-	}
-	return r.segs[i], true
+	return r.segs.find(deliverAtMs)
 }
 
 // Watch starts handing entries and cancels routed to bucket to OnEntries and
@@ -497,7 +374,7 @@ func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 // through OnEntries, with no gap and no overlap. The end is 0 when the
 // segment does not exist yet.
 func (r *Reput) Watch(bucket int64) (int64, error) {
-	rep, err := r.call(reqWatch, bucket)
+	rep, err := r.send(request{kind: reqWatch, bucket: bucket})
 	return rep.end, err
 }
 
@@ -515,22 +392,11 @@ func (r *Reput) Retire(bucket int64, entries uint64, topics ...string) error {
 	return err
 }
 
-func (r *Reput) call(kind reqKind, bucket int64) (reply, error) {
-	return r.send(request{kind: kind, bucket: bucket})
-}
-
 func (r *Reput) send(req request) (reply, error) {
 	req.reply = make(chan reply, 1)
-	r.reqMu.Lock()
-	if r.stopped.Load() {
-		r.reqMu.Unlock()
+	if !r.reqs.push(req) {
 		return reply{}, ErrClosed
 	}
-	r.reqs = append(r.reqs, req)
-	if r.wakeWait != nil {
-		r.wakeWait()
-	}
-	r.reqMu.Unlock()
 	select {
 	case rep := <-req.reply:
 		return rep, rep.err
@@ -550,7 +416,7 @@ func (r *Reput) send(req request) (reply, error) {
 // Close stops routing after syncing what was routed and writing a final
 // checkpoint.
 func (r *Reput) Close() error {
-	_, err := r.call(reqClose, 0)
+	_, err := r.send(request{kind: reqClose})
 	<-r.done
 	if errors.Is(err, ErrClosed) {
 		err = nil

@@ -575,7 +575,7 @@ func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 	checked := false // by the routing goroutine until waitRouted returns
 	hooks := &testHooks{}
 	hooks.afterRoute = func(r *Reput) {
-		if checked || r.it.Pos() >= r.replayEnd {
+		if checked || r.it.Pos() >= r.keys.replayEnd {
 			return
 		}
 		checked = true
@@ -584,8 +584,8 @@ func TestCheckpointDuringReplayHasItsKeys(t *testing.T) {
 			return
 		}
 		pos := r.Checkpoint()
-		if pos <= 0 || pos >= r.replayEnd {
-			t.Errorf("checkpoint at %d, want one inside the replay, below %d", pos, r.replayEnd)
+		if pos <= 0 || pos >= r.keys.replayEnd {
+			t.Errorf("checkpoint at %d, want one inside the replay, below %d", pos, r.keys.replayEnd)
 		}
 		for i, off := range offs {
 			if off >= pos {

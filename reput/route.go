@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"strconv"
 
 	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
@@ -48,7 +47,9 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 		return nil
 	}
 	id := message.ID{DeliverAt: deliverAt, Seq: seq}
-	r.indexKey(id, p)
+	if r.keys.indexKey(id, p) {
+		r.dirty = true
+	}
 	if origin, ok := message.OriginOf(p); ok && !origin.IsZero() && r.opts.Catalog != nil {
 		// A retry, reschedule or redrive: the message the producer was
 		// given (its origin) is carried by this record from now on.
@@ -57,17 +58,16 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 	}
 	// Consecutive records mostly go to one bucket: the last writer first,
 	// without the segment list's lock and search.
-	sw, bucket, watched := r.last, r.lastStart, r.lastWatched
-	if sw == nil || deliverAt < r.lastStart || deliverAt >= r.lastEnd {
-		var err error
-		if sw, bucket, err = r.writerFor(deliverAt); err != nil {
+	last := &r.writers.last
+	if last.w == nil || deliverAt < last.start || deliverAt >= last.end {
+		sw, bucket, err := r.writerFor(deliverAt)
+		if err != nil {
 			return err
 		}
-		watched = r.watched[bucket] != nil
-		r.last, r.lastStart, r.lastEnd, r.lastWatched = sw, bucket, bucket+sw.w.Duration().Milliseconds(), watched
+		*last = lastWriter{w: sw, start: bucket, end: bucket + sw.w.Duration().Milliseconds(), watched: r.out.watched[bucket] != nil}
 	}
-	r.tick++
-	sw.used, sw.lastUse = true, r.tick
+	sw, bucket := last.w, last.start
+	r.writers.touch(sw)
 	if sw.hasLast && seq <= sw.lastSeq {
 		r.stats.skipped.Add(1) // routed before a restart
 		return nil
@@ -84,9 +84,9 @@ func (r *Reput) routeSchedule(off int64, p []byte) error {
 	sw.lastSeq, sw.hasLast, sw.dirty, sw.flushed = seq, true, true, false
 	r.dirty = true
 	r.stats.routed.Add(1)
-	if watched {
-		r.events = append(r.events, event{entry: Entry{Bucket: bucket, Offset: eoff, Seq: seq, DeliverAt: deliverAt}})
-		r.watched[bucket].queued = sw.w.Size()
+	if last.watched {
+		r.out.events = append(r.out.events, event{entry: Entry{Bucket: bucket, Offset: eoff, Seq: seq, DeliverAt: deliverAt}})
+		r.out.watched[bucket].queued = sw.w.Size()
 	}
 	return nil
 }
@@ -147,140 +147,36 @@ func (r *Reput) routeControl(off int64, p []byte) error {
 		r.dirty = true
 	}
 	c.Name, c.Value = bytes.Clone(c.Name), bytes.Clone(c.Value)
-	r.events = append(r.events, event{control: &c})
+	r.out.events = append(r.out.events, event{control: &c})
 	return nil
 }
-
-// indexKey stages the idempotency key of the message id (its schedule
-// payload p), if it has one, in the catalog's Keys table.
-func (r *Reput) indexKey(id message.ID, p []byte) {
-	if r.opts.Catalog == nil || !bytes.Contains(p, keyHeader) {
-		return
-	}
-	if err := message.DecodeSchedule(p, &r.scratch); err != nil {
-		return
-	}
-	var key []byte
-	var at int64
-	for _, h := range r.scratch.Headers {
-		switch {
-		case bytes.Equal(h.Key, keyHeader):
-			key = h.Value
-		case bytes.Equal(h.Key, keyTimeHeader):
-			at, _ = strconv.ParseInt(string(h.Value), 10, 64)
-		}
-	}
-	if key != nil {
-		r.keyText = append(append(append(r.keyText, r.scratch.Topic...), 0), key...) // catalog.KeyOf's form
-		r.keyRefs = append(r.keyRefs, keyRef{end: len(r.keyText), id: id, at: at})
-		r.dirty = true
-	}
-}
-
-// keyRef is where a key indexKey collected ends in keyText, its ID, and
-// when its Schedule arrived (UTC ms; 0: unknown).
-type keyRef struct {
-	end int
-	id  message.ID
-	at  int64
-}
-
-// maxReplayKeys bounds the keys held back while a restart routes again the
-// records after the checkpoint (about 70 bytes each).
-const maxReplayKeys = 1 << 18
-
-// collectKeys turns the keys indexKey collected in a step into catalog
-// pairs (one string holds their text) and stages them with one PutKeys,
-// or, while a restart routes again the records after the checkpoint,
-// holds them for stageKeys. After a restart, that routing stages every key
-// among those records; one Put per key (a lock, four allocations and a
-// map grown from empty) was most of what it cost.
-func (r *Reput) collectKeys(hold bool) {
-	if len(r.keyRefs) == 0 {
-		return
-	}
-	text, start := string(r.keyText), 0
-	pairs := r.keyPairs[:0]
-	if hold {
-		pairs = make([]catalog.KeyID, 0, len(r.keyRefs)) // kept until stageKeys
-	}
-	for _, k := range r.keyRefs {
-		pairs = append(pairs, catalog.KeyID{Key: text[start:k.end], ID: k.id, At: k.at})
-		start = k.end
-	}
-	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0]
-	if hold {
-		r.heldKeys = append(r.heldKeys, pairs)
-		r.heldN += len(pairs)
-		return
-	}
-	r.opts.Catalog.PutKeys(pairs)
-	clear(pairs) // the catalog holds the text now, not this slice
-	r.keyPairs = pairs[:0]
-}
-
-// stageKeys stages what collectKeys holds (and what indexKey collected
-// since) with one PutKeys, into a map made for them all.
-func (r *Reput) stageKeys() {
-	r.collectKeys(len(r.heldKeys) > 0)
-	if len(r.heldKeys) > 0 {
-		r.opts.Catalog.PutKeys(r.heldKeys...)
-		clear(r.heldKeys)
-		r.heldKeys, r.heldN = r.heldKeys[:0], 0
-	}
-}
-
-// dropKeys forgets the keys collected or held and not staged: routing
-// goes back to the checkpoint and collects them again.
-func (r *Reput) dropKeys() {
-	r.keyText, r.keyRefs = r.keyText[:0], r.keyRefs[:0]
-	clear(r.heldKeys)
-	r.heldKeys, r.heldN = r.heldKeys[:0], 0
-}
-
-// keyHeader is the header an idempotency key travels in (the engine's
-// IdempotencyHeader), keyTimeHeader the one its Schedule's arrival time
-// does (IdempotencyTimeHeader).
-var (
-	keyHeader     = []byte("hourglass-idempotency-key")
-	keyTimeHeader = []byte("hourglass-idempotency-at")
-)
 
 // routeDone appends the done-record of id, for reason, to its segment's
 // dispatch log.
 func (r *Reput) routeDone(id message.ID, reason dispatchlog.Reason) error {
-	if err := r.resolveAt(id.DeliverAt); err != nil {
+	if err := r.segs.resolveAt(id.DeliverAt); err != nil {
 		return err
 	}
-	seg, ok := r.FindSegment(id.DeliverAt)
+	seg, ok := r.segs.find(id.DeliverAt)
 	if !ok {
 		// Its segment was retired: every entry in it was done, so this
 		// one was delivered or cancelled already.
 		r.stats.orphans.Add(1)
 		return nil
 	}
-	// In use (inflight), so that a MarkDone keeping the writers within
-	// their bound does not close it meanwhile.
-	r.dmu.Lock()
-	dw, err := r.dispatchWriterLocked(seg.Start)
+	dw, err := r.dispatch.hold(seg.Start, true)
 	if err != nil {
-		r.dmu.Unlock()
 		return err
 	}
-	dw.inflight++
-	r.dmu.Unlock()
 	err = dw.w.Append(dispatchlog.Done{Seq: id.Seq, Reason: reason})
-	r.dmu.Lock()
-	dw.inflight--
-	dw.dirty = true
-	r.dmu.Unlock()
+	r.dispatch.release(true, dw)
 	if err != nil {
 		return err
 	}
 	r.dirty = true
 	r.stats.cancels.Add(1)
-	if r.watched[seg.Start] != nil {
-		r.events = append(r.events, event{cancel: true, why: reason, bucket: seg.Start, seq: id.Seq})
+	if r.out.watched[seg.Start] != nil {
+		r.out.events = append(r.out.events, event{cancel: true, why: reason, bucket: seg.Start, seq: id.Seq})
 	}
 	return nil
 }

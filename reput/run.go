@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hourglassmq/hourglass/catalog"
@@ -17,18 +16,13 @@ const batchRecords = 4096
 
 func (r *Reput) run() {
 	defer close(r.done)
-	defer r.wakeRouted()
+	defer r.progress.wake()
 	err := r.loop()
 	if err != nil && !errors.Is(err, ErrClosed) {
 		r.err.Store(&err)
 		r.log.Error("reput: routing stopped", "err", err)
 	}
-	r.reqMu.Lock()
-	r.stopped.Store(true)
-	reqs := r.reqs
-	r.reqs = nil
-	r.reqMu.Unlock()
-	for _, q := range reqs {
+	for _, q := range r.reqs.take(true) {
 		q.reply <- reply{err: ErrClosed}
 	}
 	cerr := r.shutdown()
@@ -59,7 +53,7 @@ func (r *Reput) step() error {
 	if err := r.serveRequests(); err != nil {
 		return err
 	}
-	if p := r.rewind.Swap(nil); p != nil {
+	if p := r.dispatch.rewind.Swap(nil); p != nil {
 		return *p
 	}
 	n := 0
@@ -71,11 +65,8 @@ func (r *Reput) step() error {
 	}
 	// Before publish: a Lookup waits until what was appended before it is
 	// published, and then finds its key staged.
-	if r.it.Pos() >= r.replayEnd || r.heldN >= maxReplayKeys {
-		r.stageKeys()
-		r.keysAt.Store(r.it.Pos())
-	} else {
-		r.collectKeys(true)
+	if r.keys.endStep(r.it.Pos()) {
+		r.progress.keys.Store(r.it.Pos())
 	}
 	if h := r.opts.hooks; h != nil && h.afterRoute != nil && n > 0 {
 		h.afterRoute(r)
@@ -85,7 +76,7 @@ func (r *Reput) step() error {
 	}
 	// The iterator also moves without records, over a span repair
 	// skipped (commitlog.TypeSkip): that is routed too.
-	if n > 0 || r.it.Pos() > r.position.Load() {
+	if n > 0 || r.it.Pos() > r.progress.routed.Load() {
 		if err := r.publish(); err != nil {
 			return err
 		}
@@ -132,7 +123,7 @@ const defaultCheckpointBytes = 8 << 20
 // checkpoint, or checkpointBytes of commitlog have been routed past it.
 func (r *Reput) checkpointDue() bool {
 	return time.Since(r.lastCkpt) >= r.opts.checkpointInterval ||
-		r.it.Pos()-r.checkpoint.Load() >= r.opts.checkpointBytes
+		r.it.Pos()-r.progress.checkpoint.Load() >= r.opts.checkpointBytes
 }
 
 // wait blocks until the commitlog has more, a request arrives, the
@@ -146,73 +137,24 @@ func (r *Reput) wait() error {
 	ctx, cancel2 := context.WithCancel(ctx)
 	defer cancel()
 	defer cancel2()
-	r.reqMu.Lock()
-	if len(r.reqs) > 0 || r.catalogDone() {
-		r.reqMu.Unlock()
+	if !r.reqs.park(cancel2, r.catalogDone) {
 		return nil
 	}
-	r.wakeWait = cancel2
-	r.reqMu.Unlock()
 	err := r.it.Wait(ctx)
-	r.reqMu.Lock()
-	r.wakeWait = nil
-	r.reqMu.Unlock()
+	r.reqs.unpark()
 	return err
 }
 
 // publish flushes what was appended so that it is readable, advances the
 // routed position and hands events to the callbacks.
 func (r *Reput) publish() error {
-	for _, sw := range r.writers {
-		if !sw.flushed {
-			if err := sw.w.Flush(); err != nil {
-				return err
-			}
-			sw.flushed = true
-		}
+	if err := r.writers.flush(); err != nil {
+		return err
 	}
-	var entries []Entry
-	flush := func() {
-		if len(entries) > 0 && r.opts.OnEntries != nil {
-			r.opts.OnEntries(entries)
-		}
-		entries = nil
-	}
-	for i, ev := range r.events {
-		switch {
-		case ev.segEvent:
-			flush()
-			if r.opts.OnSegment != nil {
-				r.opts.OnSegment(*ev.segment)
-			}
-		case ev.cancel:
-			flush()
-			if r.opts.OnCancel != nil {
-				r.opts.OnCancel(ev.bucket, ev.seq, ev.why)
-			}
-		case ev.control != nil:
-			flush()
-			if r.opts.OnControl != nil {
-				r.opts.OnControl(*ev.control)
-			}
-		default:
-			if entries == nil {
-				// Room for the rest: one allocation, not one per doubling
-				// (the slice is OnEntries' to keep, so it is new each time).
-				entries = make([]Entry, 0, len(r.events)-i)
-			}
-			entries = append(entries, ev.entry)
-		}
-	}
-	flush()
-	clear(r.events)
-	r.events = r.events[:0]
-	for _, ws := range r.watched {
-		ws.published = ws.queued
-	}
+	r.out.deliver(&r.opts)
 	// After a rewind the iterator is behind what was published.
-	r.position.Store(max(r.position.Load(), r.it.Pos()))
-	r.wakeRouted()
+	r.progress.routed.Store(max(r.progress.routed.Load(), r.it.Pos()))
+	r.progress.wake()
 	return nil
 }
 
@@ -230,58 +172,39 @@ func (r *Reput) checkpointAt(wait bool) error {
 	if done, err := r.finishCatalog(wait); err != nil || !done {
 		return err
 	}
-	r.stageKeys() // the catalog batch below must hold every key up to pos
+	r.keys.stage() // the catalog batch below must hold every key up to pos
 	pos := r.it.Pos()
-	var syncs []func() error
-	for _, sw := range r.writers {
-		if sw.dirty {
-			syncs = append(syncs, sw.w.Sync)
-			sw.dirty, sw.flushed = false, true
-		}
-	}
-	// The dispatch logs are marked in use while they sync, so that a
+	syncs := r.writers.syncDirty(nil)
+	// The dispatch logs are held in use while they sync, so that a
 	// MarkDone keeping the writers within their bound does not close one.
-	var held []*dispWriter
-	r.dmu.Lock()
-	for _, dw := range r.dispatch {
-		if dw.dirty {
-			syncs = append(syncs, dw.w.Sync)
-			dw.dirty = false
-			dw.inflight++
-			held = append(held, dw)
-		}
-	}
-	r.dmu.Unlock()
-	err := parallel(syncs, syncWorkers)
-	r.dmu.Lock()
+	held := r.dispatch.holdDirty()
 	for _, dw := range held {
-		dw.inflight--
+		syncs = append(syncs, dw.w.Sync)
 	}
-	r.dmu.Unlock()
+	err := parallel(syncs, syncWorkers)
+	r.dispatch.release(false, held...)
 	if err != nil {
 		return err
 	}
 	r.dirty = false // everything routed up to pos is synced or in the catalog batch below
 	if c := r.opts.Catalog; c != nil {
 		// What the checkpoint covers must be in the catalog for good.
-		r.sweepCatalog()
+		if r.keys.sweep() {
+			r.dirty = true
+		}
 		if b := c.Begin(); b != nil {
 			if wait {
 				if err := b.Write(); err != nil {
 					return err
 				}
 			} else {
-				r.catPos, r.catBusy = pos, make(chan error, 1)
-				done := r.catBusy
+				r.commit.pos, r.commit.done = pos, make(chan error, 1)
+				done := r.commit.done
 				go func() {
 					done <- b.Write()
 					// Wake the loop: it writes the checkpoint now rather
 					// than an interval later (a kill replays less).
-					r.reqMu.Lock()
-					if r.wakeWait != nil {
-						r.wakeWait()
-					}
-					r.reqMu.Unlock()
+					r.reqs.wake()
 				}()
 				// Dirty until the checkpoint is written: the loop comes
 				// back after an interval, also when idle.
@@ -297,28 +220,28 @@ func (r *Reput) checkpointAt(wait bool) error {
 // that commit is done (with wait, after waiting for it). It reports
 // whether none is left in flight.
 func (r *Reput) finishCatalog(wait bool) (bool, error) {
-	if r.catBusy == nil {
+	if r.commit.done == nil {
 		return true, nil
 	}
 	var err error
 	if wait {
-		err = <-r.catBusy
+		err = <-r.commit.done
 	} else {
 		select {
-		case err = <-r.catBusy:
+		case err = <-r.commit.done:
 		default:
 			return false, nil // not done: routing goes on, and a later call looks again
 		}
 	}
-	r.catBusy = nil
+	r.commit.done = nil
 	if err != nil {
 		return false, err
 	}
-	return true, r.writeCheckpoint(r.catPos)
+	return true, r.writeCheckpoint(r.commit.pos)
 }
 
 // catalogDone reports whether the catalog commit in flight has ended.
-func (r *Reput) catalogDone() bool { return r.catBusy != nil && len(r.catBusy) > 0 }
+func (r *Reput) catalogDone() bool { return r.commit.done != nil && len(r.commit.done) > 0 }
 
 // writeCheckpoint durably records pos, up to which everything routed is
 // synced and in the catalog, and trims the commitlog below it.
@@ -326,10 +249,10 @@ func (r *Reput) writeCheckpoint(pos int64) error {
 	if err := writeCheckpoint(r.opts.Dir, pos, r.retired.st.count()); err != nil {
 		return fmt.Errorf("reput: write checkpoint: %w", err)
 	}
-	r.checkpoint.Store(pos)
+	r.progress.checkpoint.Store(pos)
 	r.lastCkpt = time.Now()
-	if r.writerCap < r.opts.maxOpenWriters && r.stall == nil {
-		r.writerCap = min(r.opts.maxOpenWriters, r.writerCap+max(1, r.writerCap/4))
+	if r.stall == nil {
+		r.writers.grow()
 	}
 	// Keep the newest sealed segment too: the engine rereads the recent
 	// records at start-up (idempotency keys of retried Schedules).
@@ -340,17 +263,15 @@ func (r *Reput) writeCheckpoint(pos int64) error {
 	if _, err := r.opts.Log.DeleteBefore(cut); err != nil {
 		r.log.Warn("reput: commitlog retention failed", "err", err)
 	}
-	r.closeIdle()
+	r.writers.closeIdle(r.log, r.out.watched)
+	r.dispatch.closeIdle()
 	return nil
 }
 
 func (r *Reput) serveRequests() error {
-	r.reqMu.Lock()
-	reqs := r.reqs
-	r.reqs = nil
-	r.reqMu.Unlock()
+	reqs := r.reqs.take(false)
 	if len(reqs) > 0 {
-		r.last = nil // Watch changes what is watched
+		r.writers.last = lastWriter{} // Watch changes what is watched
 	}
 	for i, q := range reqs {
 		var rep reply
@@ -375,7 +296,7 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 	sw, ok, err := r.openWriter(bucket)
 	if err != nil || !ok {
 		if err == nil {
-			r.watched[bucket] = &watchState{}
+			r.out.watched[bucket] = &watchState{}
 		}
 		return 0, err
 	}
@@ -388,26 +309,18 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 	}
 	// Cancels routed to the bucket before now must be in its dispatch log
 	// file for the caller's load to see them.
-	r.dmu.Lock()
-	dw := r.dispatch[bucket]
-	if dw != nil {
-		dw.inflight++
-	}
-	r.dmu.Unlock()
-	if dw != nil {
+	if dw, _ := r.dispatch.hold(bucket, false); dw != nil {
 		var err error
 		if dw.dirty {
 			err = dw.w.Sync()
 		}
-		r.dmu.Lock()
-		dw.inflight--
-		r.dmu.Unlock()
+		r.dispatch.release(false, dw)
 		if err != nil {
 			return 0, err
 		}
 	}
 	end := sw.w.Size()
-	r.watched[bucket] = &watchState{published: end, queued: end}
+	r.out.watched[bucket] = &watchState{published: end, queued: end}
 	return end, nil
 }
 
@@ -421,26 +334,18 @@ func (r *Reput) retire(bucket int64, known uint64, topics []string) error {
 	}
 	var seqEnd uint64
 	if last, ok := sw.w.LastSeq(); ok {
-		if int64(last) >= r.checkpoint.Load() {
+		if int64(last) >= r.progress.checkpoint.Load() {
 			return ErrNotDurable
 		}
 		seqEnd = last + 1
 	}
-	r.dmu.Lock()
-	if dw, ok := r.dispatch[bucket]; ok {
-		if dw.inflight > 0 {
-			r.dmu.Unlock()
-			return fmt.Errorf("%w: done-records are being written", ErrBusy)
-		}
-		dw.w.Close()
-		delete(r.dispatch, bucket)
+	if err := r.dispatch.remove(bucket); err != nil {
+		return err
 	}
-	r.dmu.Unlock()
 	if err := sw.w.Close(); err != nil {
 		return err
 	}
-	delete(r.writers, bucket)
-	r.last = nil
+	r.writers.drop(bucket)
 	if c := r.opts.Catalog; c != nil && len(topics) > 0 {
 		// Committed at once: the bucket's topics must outlive its files.
 		// The catalog takes one batch at a time: the checkpoint's first.
@@ -454,7 +359,7 @@ func (r *Reput) retire(bucket int64, known uint64, topics []string) error {
 	}
 	// Durably recorded before anything is deleted: a restart that lost
 	// the checkpoint must not route the bucket's records again.
-	if err := r.retired.append(Retirement{Start: bucket, Duration: sw.w.Duration(), SeqEnd: seqEnd, Floor: r.checkpoint.Load()}); err != nil {
+	if err := r.retired.append(Retirement{Start: bucket, Duration: sw.w.Duration(), SeqEnd: seqEnd, Floor: r.progress.checkpoint.Load()}); err != nil {
 		return err
 	}
 	r.stats.retired.Add(1)
@@ -463,14 +368,8 @@ func (r *Reput) retire(bucket int64, known uint64, topics []string) error {
 	// (FindSegment) and finds it retired, not pending. A failed Remove
 	// leaves files of a retired bucket, as a crash here would: the next
 	// start lists them again, and the engine retires them again.
-	delete(r.watched, bucket)
-	r.segsMu.Lock()
-	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= bucket })
-	if i < len(r.segs) && r.segs[i].Start == bucket {
-		r.segs = append(r.segs[:i], r.segs[i+1:]...)
-	}
-	delete(r.fresh, bucket)
-	r.segsMu.Unlock()
+	delete(r.out.watched, bucket)
+	r.segs.remove(bucket)
 	if h := r.opts.hooks; h != nil && h.beforeRemove != nil {
 		h.beforeRemove(bucket)
 	}
@@ -485,27 +384,18 @@ func (r *Reput) shutdown() error {
 	}
 	var err error
 	if r.Err() == nil {
-		if r.dirty || r.catBusy != nil {
+		if r.dirty || r.commit.done != nil {
 			err = r.checkpointAt(true)
 		}
-	} else if r.catBusy != nil {
-		<-r.catBusy // the catalog is closed after reput
+	} else if r.commit.done != nil {
+		<-r.commit.done // the catalog is closed after reput
 	}
-	for b, sw := range r.writers {
-		if cerr := sw.w.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		delete(r.writers, b)
+	if cerr := r.writers.closeAll(); err == nil {
+		err = cerr
 	}
-	r.last = nil
-	r.dmu.Lock()
-	for b, dw := range r.dispatch {
-		if cerr := dw.w.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		delete(r.dispatch, b)
+	if cerr := r.dispatch.closeAll(); err == nil {
+		err = cerr
 	}
-	r.dmu.Unlock()
 	r.retired.close()
 	r.it.Close()
 	return err

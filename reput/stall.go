@@ -90,8 +90,7 @@ func (r *Reput) failed(err error) error {
 		// The descriptor limit is below what the writer bound assumes:
 		// keep fewer writers open, or every retry fails at the same
 		// point. The bound grows back at each checkpoint (doCheckpoint).
-		if c := max(1, len(r.writers)/2); c < r.writerCap {
-			r.writerCap = c
+		if c := r.writers.shrink(); c > 0 {
 			r.log.Warn("reput: too many open files; keeping fewer segment writers open", "writers", c, "max_open_writers", r.opts.maxOpenWriters)
 		}
 	}
@@ -120,35 +119,13 @@ func (r *Reput) resumed() {
 // given what the files hold beyond what they had when the writers are
 // reopened (catchUp).
 func (r *Reput) reset() error {
-	for b, sw := range r.writers {
-		sw.w.Close() // flushes and syncs a good writer; closes a failed one
-		delete(r.writers, b)
-	}
-	r.last = nil
-	r.dmu.Lock()
-	for b, dw := range r.dispatch {
-		if dw.inflight == 0 {
-			dw.w.Close()
-			delete(r.dispatch, b)
-		}
-		dw.dirty = false
-	}
-	r.dmu.Unlock()
+	r.writers.closeAll()
+	r.dispatch.reset()
 	r.retired.close()
-	kept := r.events[:0]
-	for _, ev := range r.events {
-		if ev.cancel || ev.segEvent {
-			kept = append(kept, ev)
-		}
-	}
-	clear(r.events[len(kept):])
-	r.events = kept
-	for _, ws := range r.watched {
-		ws.queued = ws.published
-	}
+	r.out.reset()
 	// Keys collected and not staged are collected again from pos.
-	r.dropKeys()
-	pos := r.checkpoint.Load()
+	r.keys.drop()
+	pos := r.progress.checkpoint.Load()
 	it, err := r.opts.Log.NewIterator(pos)
 	if err != nil {
 		return err
@@ -172,18 +149,10 @@ func (r *Reput) sleep(d time.Duration) error {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), left)
-		r.reqMu.Lock()
-		if len(r.reqs) > 0 {
-			r.reqMu.Unlock()
-			cancel()
-			continue
+		if r.reqs.park(cancel, nil) {
+			<-ctx.Done()
+			r.reqs.unpark()
 		}
-		r.wakeWait = cancel
-		r.reqMu.Unlock()
-		<-ctx.Done()
-		r.reqMu.Lock()
-		r.wakeWait = nil
-		r.reqMu.Unlock()
 		cancel()
 	}
 }

@@ -113,3 +113,12 @@ func (r *Reput) recoverState(hasSegs bool, end int64) (pos int64, ok, rewrite bo
 				ErrNoRecord, what, rlPath)}
 	}
 }
+
+// syncFile is the fsync of reput's own files (the retired log): the
+// schedule writers' injected one in tests.
+func (r *Reput) syncFile(f *os.File) error {
+	if r.opts.schedule.SyncFile != nil {
+		return r.opts.schedule.SyncFile(f)
+	}
+	return f.Sync()
+}

@@ -3,8 +3,10 @@ package reput
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -34,20 +36,163 @@ func defaultMaxOpenWriters() int {
 // many buckets.
 const scheduleBufferSize = 64 << 10
 
+// segWriters are the open schedule segment writers, kept within a bound:
+// past it the least recently used are closed first. Owned by the routing
+// goroutine; evicted is read by Stats.
+type segWriters struct {
+	open map[int64]*segWriter
+	tick uint64 // use counter for the LRU order
+	max  int    // Options.maxOpenWriters
+	// limit is the bound: max, lowered after EMFILE or ENFILE (stall.go)
+	// and raised back towards max at each checkpoint.
+	limit int
+	// last is the writer the last schedule record went to; zero after
+	// anything that could change it (a request, a writer closed).
+	last    lastWriter
+	evicted atomic.Int64 // writers closed to stay within the bound
+}
+
+type segWriter struct {
+	w       *schedulelog.Writer
+	lastUse uint64 // segWriters.tick when last used
+	lastSeq uint64
+	hasLast bool
+	dirty   bool // appended since the last sync
+	flushed bool // everything appended is flushed
+	used    bool // touched since the last checkpoint
+}
+
+// lastWriter is a writer with its bucket [start, end) and whether the
+// bucket is watched.
+type lastWriter struct {
+	w          *segWriter
+	start, end int64
+	watched    bool
+}
+
+// touch marks sw used now.
+func (ws *segWriters) touch(sw *segWriter) {
+	ws.tick++
+	sw.used, sw.lastUse = true, ws.tick
+}
+
+// drop forgets the writer of bucket, closed by the caller.
+func (ws *segWriters) drop(bucket int64) {
+	delete(ws.open, bucket)
+	ws.last = lastWriter{}
+}
+
+// evict closes the least recently used writers, a quarter of the bound at
+// once (their fsyncs overlap), while the bound or more are open. Close
+// syncs, so the next checkpoint covers their entries.
+func (ws *segWriters) evict() error {
+	limit := ws.limit
+	if len(ws.open) < limit {
+		return nil
+	}
+	all := make([]int64, 0, len(ws.open))
+	for b := range ws.open {
+		all = append(all, b)
+	}
+	sort.Slice(all, func(i, j int) bool { return ws.open[all[i]].lastUse < ws.open[all[j]].lastUse })
+	n := max(1, limit/4, len(ws.open)-limit+1)
+	closes := make([]func() error, 0, n)
+	for _, b := range all[:min(n, len(all))] {
+		closes = append(closes, ws.open[b].w.Close)
+		delete(ws.open, b)
+	}
+	ws.last = lastWriter{}
+	ws.evicted.Add(int64(len(closes)))
+	return parallel(closes, syncWorkers)
+}
+
+// shrink halves the bound to what is open, after the process ran out of
+// descriptors, and returns it if it lowered it (0 if not).
+func (ws *segWriters) shrink() int {
+	if c := max(1, len(ws.open)/2); c < ws.limit {
+		ws.limit = c
+		return c
+	}
+	return 0
+}
+
+// grow raises a lowered bound back towards max by a quarter.
+func (ws *segWriters) grow() {
+	if ws.limit < ws.max {
+		ws.limit = min(ws.max, ws.limit+max(1, ws.limit/4))
+	}
+}
+
+// flush makes what was appended readable.
+func (ws *segWriters) flush() error {
+	for _, sw := range ws.open {
+		if !sw.flushed {
+			if err := sw.w.Flush(); err != nil {
+				return err
+			}
+			sw.flushed = true
+		}
+	}
+	return nil
+}
+
+// syncDirty appends the syncs of the writers appended to since the last
+// checkpoint to syncs, marking them clean.
+func (ws *segWriters) syncDirty(syncs []func() error) []func() error {
+	for _, sw := range ws.open {
+		if sw.dirty {
+			syncs = append(syncs, sw.w.Sync)
+			sw.dirty, sw.flushed = false, true
+		}
+	}
+	return syncs
+}
+
+// closeIdle closes writers untouched since the last checkpoint, other
+// than those of watched buckets, once more than max are open. They are
+// synced already.
+func (ws *segWriters) closeIdle(log *slog.Logger, watched map[int64]*watchState) {
+	if len(ws.open) > ws.max {
+		for b, sw := range ws.open {
+			if !sw.used && !sw.dirty && watched[b] == nil {
+				if err := sw.w.Close(); err != nil {
+					log.Warn("reput: closing idle segment", "err", err)
+				}
+				ws.drop(b)
+			}
+		}
+	}
+	for _, sw := range ws.open {
+		sw.used = false
+	}
+}
+
+// closeAll closes every writer (Close flushes and syncs a good writer,
+// and closes a failed one) and returns the first error.
+func (ws *segWriters) closeAll() error {
+	var err error
+	for b, sw := range ws.open {
+		if cerr := sw.w.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		delete(ws.open, b)
+	}
+	ws.last = lastWriter{}
+	return err
+}
+
 // writerFor returns the writer of the segment that deliverAt belongs to,
-// opening (and recovering) or creating it. Past maxOpenWriters it first
-// closes the least recently used writers.
+// opening (and recovering) or creating it. Past the bound it first closes
+// the least recently used writers.
 func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
-	if err := r.resolveAt(deliverAt); err != nil {
+	if err := r.segs.resolveAt(deliverAt); err != nil {
 		return nil, 0, err
 	}
-	r.segsMu.RLock()
-	seg, exists := schedulelog.Place(r.segs, deliverAt, r.opts.SegmentDuration)
-	r.segsMu.RUnlock()
-	if sw, ok := r.writers[seg.Start]; ok {
+	seg, exists := r.segs.place(deliverAt, r.opts.SegmentDuration)
+	if sw, ok := r.writers.open[seg.Start]; ok {
 		return sw, seg.Start, nil
 	}
-	if err := r.evict(); err != nil {
+	if err := r.writers.evict(); err != nil {
 		return nil, 0, err
 	}
 	if h := r.opts.hooks; h != nil && h.open != nil {
@@ -61,7 +206,7 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 		if err != nil {
 			var ce *segfile.CorruptionError
 			if errors.As(err, &ce) {
-				r.reportDamaged(seg.Start, err)
+				r.segs.reportDamaged(seg.Start, err)
 			}
 			return nil, 0, err
 		}
@@ -70,7 +215,7 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 		}
 		sw.w = w
 		sw.lastSeq, sw.hasLast = w.LastSeq()
-		if err := r.catchUp(seg.Start, w); err != nil {
+		if err := r.out.catchUp(seg.Start, w); err != nil {
 			w.Close()
 			return nil, 0, err
 		}
@@ -94,130 +239,34 @@ func (r *Reput) writerFor(deliverAt int64) (*segWriter, int64, error) {
 			return nil, 0, err
 		}
 		sw.w = w
-		info := schedulelog.SegmentInfo{Name: schedulelog.Name(seg.Start), Start: seg.Start, Duration: seg.Duration}
-		r.addSegment(info)
+		r.addSegment(schedulelog.SegmentInfo{Name: schedulelog.Name(seg.Start), Start: seg.Start, Duration: seg.Duration})
 	}
 	sw.flushed = true
-	r.writers[seg.Start] = sw
+	r.writers.open[seg.Start] = sw
 	return sw, seg.Start, nil
 }
 
 // addSegment adds a segment reput created to the list and tells
 // OnSegment.
 func (r *Reput) addSegment(info schedulelog.SegmentInfo) {
-	r.segsMu.Lock()
-	if r.fresh == nil {
-		r.fresh = map[int64]bool{}
+	if r.segs.add(info) {
+		r.out.events = append(r.out.events, event{segEvent: true, segment: &info})
 	}
-	r.fresh[info.Start] = true
-	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].Start >= info.Start })
-	if i < len(r.segs) && r.segs[i].Start == info.Start {
-		r.segs[i] = info
-		r.segsMu.Unlock()
-		return
-	}
-	r.segs = append(r.segs, schedulelog.SegmentInfo{})
-	copy(r.segs[i+1:], r.segs[i:])
-	r.segs[i] = info
-	r.segsMu.Unlock()
-	r.events = append(r.events, event{segEvent: true, segment: &info})
-}
-
-// evict closes the least recently used writers, a quarter of the bound at
-// once (their fsyncs overlap), while the bound or more are open:
-// maxOpenWriters, or fewer after the process ran out of descriptors.
-// Close syncs, so the next checkpoint covers their entries.
-func (r *Reput) evict() error {
-	limit := r.writerCap
-	if len(r.writers) < limit {
-		return nil
-	}
-	all := make([]int64, 0, len(r.writers))
-	for b := range r.writers {
-		all = append(all, b)
-	}
-	sort.Slice(all, func(i, j int) bool { return r.writers[all[i]].lastUse < r.writers[all[j]].lastUse })
-	n := max(1, limit/4, len(r.writers)-limit+1)
-	closes := make([]func() error, 0, n)
-	for _, b := range all[:min(n, len(all))] {
-		sw := r.writers[b]
-		delete(r.writers, b)
-		closes = append(closes, sw.w.Close)
-	}
-	r.last = nil
-	r.stats.evicted.Add(int64(len(closes)))
-	return parallel(closes, syncWorkers)
-}
-
-// catchUp queues the entries of watched bucket start that its file holds
-// beyond what the watcher has (written before a reset dropped their
-// events), so that a reopened writer's bucket misses nothing.
-func (r *Reput) catchUp(start int64, w *schedulelog.Writer) error {
-	ws := r.watched[start]
-	if ws == nil || ws.queued >= w.Size() {
-		return nil
-	}
-	rd, err := schedulelog.OpenReader(w.Path())
-	if err != nil {
-		return err
-	}
-	defer rd.Close()
-	it := rd.IterFrom(max(ws.queued, schedulelog.FirstOffset))
-	for it.Next() && it.Offset() < w.Size() {
-		r.events = append(r.events, event{entry: Entry{Bucket: start, Offset: it.Offset(), Seq: it.Seq(), DeliverAt: it.Message().DeliverAt}})
-	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	ws.queued = w.Size()
-	return nil
 }
 
 // openWriter returns the writer of the existing segment starting at
 // bucket, opening and recovering it if needed; ok is false when there is
 // no such segment.
 func (r *Reput) openWriter(bucket int64) (*segWriter, bool, error) {
-	if sw, ok := r.writers[bucket]; ok {
+	if sw, ok := r.writers.open[bucket]; ok {
 		return sw, true, nil
 	}
-	seg, ok, err := r.segmentErr(bucket)
+	seg, ok, err := r.segs.get(bucket)
 	if err != nil || !ok {
 		return nil, false, err
 	}
 	sw, _, err := r.writerFor(seg.Start)
 	return sw, err == nil, err
-}
-
-// closeIdle closes writers untouched since the last checkpoint once more
-// than maxOpenWriters are open. They are synced already.
-func (r *Reput) closeIdle() {
-	if len(r.writers) > r.opts.maxOpenWriters {
-		for b, sw := range r.writers {
-			if !sw.used && !sw.dirty && r.watched[b] == nil {
-				if err := sw.w.Close(); err != nil {
-					r.log.Warn("reput: closing idle segment", "err", err)
-				}
-				delete(r.writers, b)
-				r.last = nil
-			}
-		}
-	}
-	for _, sw := range r.writers {
-		sw.used = false
-	}
-	r.dmu.Lock()
-	if len(r.dispatch) > r.opts.maxOpenWriters {
-		for b, dw := range r.dispatch {
-			if !dw.used && !dw.dirty && dw.inflight == 0 {
-				dw.w.Close()
-				delete(r.dispatch, b)
-			}
-		}
-	}
-	for _, dw := range r.dispatch {
-		dw.used = false
-	}
-	r.dmu.Unlock()
 }
 
 // parallel runs fns on up to n goroutines and returns the first error.
