@@ -17,14 +17,14 @@ import (
 func (t *topic) checkpoint() error {
 	t.ackMu.Lock()
 	t.mu.Lock()
-	if t.closed {
+	if t.mu.closed {
 		t.mu.Unlock()
 		t.ackMu.Unlock()
 		return nil
 	}
 	ck := t.snapshotLocked()
-	t.acksSince, t.bytesSince, t.ckptQueued = 0, 0, false
-	same := t.lastCk == ck.key() && slices.EqualFunc(ck.entries, t.lastEntries, func(a, b entry) bool { return a == b })
+	t.mu.ck.acks, t.mu.ck.bytes, t.mu.ck.queued = 0, 0, false
+	same := t.mu.ck.last == ck.key() && slices.EqualFunc(ck.entries, t.mu.ck.lastEntries, func(a, b entry) bool { return a == b })
 	t.mu.Unlock()
 	if same {
 		t.ackMu.Unlock()
@@ -37,7 +37,7 @@ func (t *topic) checkpoint() error {
 	offs, end, err := t.acks.AppendNoWait(nil, encodeCheckpoint(&ck, t.q.opts.entriesPerRecord())...)
 	if err == nil {
 		t.mu.Lock()
-		t.lastCk, t.lastEntries = ck.key(), ck.entries
+		t.mu.ck.last, t.mu.ck.lastEntries = ck.key(), ck.entries
 		t.mu.Unlock()
 	}
 	t.ackMu.Unlock()
@@ -65,17 +65,14 @@ func (ck *checkpoint) key() ckKey { return ckKey{ck.lwm, ck.cursor, ck.end, ck.u
 // below the cursor with its attempt, and the acks the reader has not
 // reached. t.mu is held.
 func (t *topic) snapshotLocked() checkpoint {
-	ck := checkpoint{cursor: t.reader.Pos(), end: t.end, unread: t.unread}
-	if t.peeked {
-		ck.cursor = t.reader.Offset() // not received yet
-	}
+	ck := checkpoint{cursor: t.mu.read.cursor(), end: t.mu.read.end, unread: t.mu.read.unread}
 	if ck.cursor > ck.end {
 		// The reader is ahead of an append still in flight: unread is
 		// minus the records in [end, cursor), so this says the same.
 		ck.end, ck.unread = ck.cursor, 0
 	}
-	ents := make([]entry, 0, len(t.leases)+len(t.fifo)+len(t.skip))
-	for _, l := range t.leases {
+	ents := make([]entry, 0, len(t.mu.leases.byOff)+len(t.mu.read.fifo)+len(t.mu.read.skip))
+	for _, l := range t.mu.leases.byOff {
 		if l.off >= ck.cursor {
 			// Taken out of turn (Take) and not reached by the reader: an
 			// entry there would say acked; left out, it is unread.
@@ -83,13 +80,13 @@ func (t *topic) snapshotLocked() checkpoint {
 		}
 		ents = append(ents, entry{off: l.off, attempt: l.attempt})
 	}
-	ents = append(ents, t.fifo...)
+	ents = append(ents, t.mu.read.fifo...)
 	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
 	ck.lwm = ck.cursor
 	if len(ents) > 0 {
 		ck.lwm = min(ck.lwm, ents[0].off)
 	}
-	for _, off := range t.skip {
+	for _, off := range t.mu.read.skip {
 		ents = append(ents, entry{off: off})
 	}
 	ck.entries = ents
@@ -187,7 +184,7 @@ func (t *topic) recover(r *replayer) error {
 			"the last checkpoint covers the queue log up to offset %d but it ends at %d: durable data is gone", ck.end, endOff)}
 	}
 	r.ck = ck
-	t.fifo, t.skip = r.outstanding()
+	t.mu.read.fifo, t.mu.read.skip = r.outstanding()
 
 	// Count what was appended after the checkpoint: at most about one
 	// segment, since appending a segment's worth asks for a checkpoint.
@@ -200,16 +197,16 @@ func (t *topic) recover(r *replayer) error {
 		n++
 	}
 	err = cit.Err()
-	t.end = cit.Pos()
+	t.mu.read.end = cit.Pos()
 	cit.Close()
 	if err != nil {
 		return err // openTopic names the topic and what is at stake
 	}
-	t.unread = ck.unread + n
-	if t.reader, err = t.log.NewIterator(ck.cursor); err != nil {
+	t.mu.read.unread = ck.unread + n
+	if t.mu.read.it, err = t.log.NewIterator(ck.cursor); err != nil {
 		return t.missing(ck.cursor, err)
 	}
-	t.lastCk, t.lastEntries = ck.key(), ck.entries
+	t.mu.ck.last, t.mu.ck.lastEntries = ck.key(), ck.entries
 	if err := t.loadRecent(); err != nil {
 		return err
 	}
@@ -219,7 +216,7 @@ func (t *topic) recover(r *replayer) error {
 		}
 	}
 	if len(r.acks) > 0 || n > 0 || r.discarded > 0 {
-		t.ckptQueued = true // asked for once the topic is open (Queue.opening)
+		t.mu.ck.queued = true // asked for once the topic is open (Queue.opening)
 	}
 	return nil
 }
@@ -284,9 +281,12 @@ func (t *topic) loadRecent() error {
 	if len(ids) == 0 {
 		return nil
 	}
-	t.recent = make(map[message.ID]struct{}, len(ids))
+	recent := make(map[message.ID]struct{}, len(ids))
 	for _, id := range ids {
-		t.recent[id] = struct{}{}
+		recent[id] = struct{}{}
 	}
+	t.recent.mu.Lock()
+	t.recent.mu.ids = recent
+	t.recent.mu.Unlock()
 	return nil
 }

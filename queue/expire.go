@@ -10,20 +10,20 @@ import (
 // A timer that fires for a lease that is gone finds nothing to do and is
 // set again. t.mu is held.
 func (t *topic) armLocked() {
-	if len(t.heap) == 0 || t.closed {
+	if len(t.mu.leases.heap) == 0 || t.mu.closed {
 		return
 	}
-	at := t.heap[0].deadline
-	if t.timerAt != 0 && t.timerAt <= at {
+	at := t.mu.leases.heap[0].deadline
+	if t.mu.leases.timerAt != 0 && t.mu.leases.timerAt <= at {
 		return
 	}
 	d := time.Duration(at - t.q.mono())
-	if t.timer == nil {
-		t.timer = time.AfterFunc(d, t.expire)
+	if t.mu.leases.timer == nil {
+		t.mu.leases.timer = time.AfterFunc(d, t.expire)
 	} else {
-		t.timer.Reset(d)
+		t.mu.leases.timer.Reset(d)
 	}
-	t.timerAt = at
+	t.mu.leases.timerAt = at
 }
 
 // expire runs on the timer: leases past their deadline become receivable
@@ -36,19 +36,19 @@ func (t *topic) expire() {
 	}
 	defer q.leave()
 	t.mu.Lock()
-	if t.closed {
+	if t.mu.closed {
 		t.mu.Unlock()
 		return
 	}
-	t.timerAt = 0
+	t.mu.leases.timerAt = 0
 	now := q.mono()
 	var dead, retry []*lease
 	var logged [maxExpiryLines]lease
 	n := 0
 	backoff := !q.Policy(t.name).Backoff.IsZero()
-	for len(t.heap) > 0 && t.heap[0].deadline <= now {
-		l := heap.Pop(&t.heap).(*lease)
-		t.stats.Expired++
+	for len(t.mu.leases.heap) > 0 && t.mu.leases.heap[0].deadline <= now {
+		l := heap.Pop(&t.mu.leases.heap).(*lease)
+		t.mu.stats.Expired++
 		if n < maxExpiryLines {
 			logged[n] = *l
 		}
@@ -103,8 +103,8 @@ func (t *topic) retryExpired(l *lease) {
 	if err != nil {
 		t.q.opts.Logger.Error("queue: retrying an expired message after its backoff failed; it is receivable again at once", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
-		t.forgetLocked(l)
-		t.fifo = append(t.fifo, entry{off: l.off, attempt: l.attempt + 1})
+		t.mu.leases.forget(l)
+		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt + 1})
 		t.wake()
 		t.mu.Unlock()
 	}
@@ -122,29 +122,21 @@ func (t *topic) failLocked(l *lease) bool {
 	if next == 0 {
 		next = l.attempt // saturate
 	}
-	t.forgetLocked(l)
-	if l.ahead && l.off >= t.cursorLocked() {
+	t.mu.leases.forget(l)
+	if l.ahead && l.off >= t.mu.read.cursor() {
 		// Taken out of turn: the reader hands it out when it gets there.
 		t.wake()
 		return false
 	}
-	t.fifo = append(t.fifo, entry{off: l.off, attempt: next})
+	t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: next})
 	t.wake()
 	return false
-}
-
-// forgetLocked removes l from the lease tables. t.mu is held.
-func (t *topic) forgetLocked(l *lease) {
-	delete(t.leases, l.off)
-	if t.byID[l.id] == l {
-		delete(t.byID, l.id)
-	}
 }
 
 // restoreLocked puts a settling lease back as it was after its outcome
 // could not be written. t.mu is held.
 func (t *topic) restoreLocked(l *lease) {
 	l.state = leased
-	heap.Push(&t.heap, l)
+	heap.Push(&t.mu.leases.heap, l)
 	t.armLocked()
 }

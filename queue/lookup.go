@@ -96,7 +96,7 @@ func (t *topic) messageAt(off int64, l *Lookup) error {
 func (t *topic) leasedLookup(id message.ID) (Lookup, int64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	l := t.byID[id]
+	l := t.mu.leases.byID[id]
 	if l == nil {
 		return Lookup{}, 0, false
 	}
@@ -107,23 +107,16 @@ func (t *topic) leasedLookup(id message.ID) (Lookup, int64, bool) {
 func (t *topic) stateAt(off int64, id message.ID) Lookup {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if l := t.byID[id]; l != nil {
+	if l := t.mu.leases.byID[id]; l != nil {
 		return Lookup{Held: Leased, Attempt: l.attempt, LeaseUntil: time.Unix(0, l.until).UTC()}
 	}
-	for _, e := range t.fifo {
+	for _, e := range t.mu.read.fifo {
 		if e.off == off {
 			return Lookup{Held: Waiting, Attempt: e.attempt}
 		}
 	}
-	var cursor int64 // no reader (a topic closing): nothing is known received
-	if t.reader != nil {
-		cursor = t.reader.Pos()
-		if t.peeked {
-			cursor = t.reader.Offset() // on it, not received yet
-		}
-	}
-	if off >= cursor {
-		if _, acked := slices.BinarySearch(t.skip, off); !acked {
+	if off >= t.mu.read.cursor() {
+		if _, acked := slices.BinarySearch(t.mu.read.skip, off); !acked {
 			return Lookup{Held: Waiting}
 		}
 	}

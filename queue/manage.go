@@ -2,7 +2,6 @@ package queue
 
 import (
 	"cmp"
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -71,7 +70,7 @@ func (q *Queue) List(ctx context.Context, name string, state ListState, after st
 	defer q.release(t)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.mu.closed {
 		return nil, "", ErrClosed
 	}
 	if state == ListLeased {
@@ -87,8 +86,8 @@ func (t *topic) token(state ListState, off int64, id message.ID) string {
 
 // listLeasedLocked lists the leases at offsets from on. t.mu is held.
 func (t *topic) listLeasedLocked(from *listToken, n int) ([]Message, string, error) {
-	ls := make([]*lease, 0, len(t.leases))
-	for _, l := range t.leases {
+	ls := make([]*lease, 0, len(t.mu.leases.byOff))
+	for _, l := range t.mu.leases.byOff {
 		if from == nil || l.off >= from.off {
 			ls = append(ls, l)
 		}
@@ -134,7 +133,7 @@ func (t *topic) listDueLocked(from *listToken, n int) ([]Message, string, error)
 	if from != nil {
 		start = from.off
 	}
-	fifo := slices.Clone(t.fifo)
+	fifo := slices.Clone(t.mu.read.fifo)
 	slices.SortFunc(fifo, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
 	for _, e := range fifo {
 		if e.off < start {
@@ -148,7 +147,7 @@ func (t *topic) listDueLocked(from *listToken, n int) ([]Message, string, error)
 		}
 		add(e.off, e.attempt)
 	}
-	cursor := t.cursorLocked()
+	cursor := t.mu.read.cursor()
 	verify := from != nil && from.off >= cursor
 	it, err := t.log.NewIterator(max(start, cursor))
 	if err != nil {
@@ -166,7 +165,7 @@ func (t *topic) listDueLocked(from *listToken, n int) ([]Message, string, error)
 				return nil, "", staleToken(t.name)
 			}
 		}
-		if _, acked := slices.BinarySearch(t.skip, it.Offset()); acked {
+		if _, acked := slices.BinarySearch(t.mu.read.skip, it.Offset()); acked {
 			continue
 		}
 		if len(out) == n {
@@ -216,27 +215,28 @@ func (q *Queue) PurgeDue(ctx context.Context, name string) (int64, error) {
 		return 0, err
 	}
 	defer q.release(t)
+	rd := &t.mu.read
 	t.ackMu.Lock()
 	t.mu.Lock()
-	if t.closed {
+	if t.mu.closed {
 		t.mu.Unlock()
 		t.ackMu.Unlock()
 		return 0, ErrClosed
 	}
-	it, err := t.log.NewIterator(t.end)
+	it, err := t.log.NewIterator(rd.end)
 	if err != nil {
 		t.mu.Unlock()
 		t.ackMu.Unlock()
-		return 0, t.missing(t.end, err)
+		return 0, t.missing(rd.end, err)
 	}
-	purged := int64(len(t.fifo)) + max(0, t.unread-int64(len(t.skip)))
-	for _, e := range t.fifo {
-		delete(t.lastErr, e.off)
+	purged := rd.backlog()
+	for _, e := range rd.fifo {
+		delete(t.mu.lastErr, e.off)
 	}
-	t.fifo, t.skip = nil, nil
-	t.reader.Close()
-	t.reader, t.peeked, t.unread = it, false, 0
-	t.stats.Acked += uint64(purged)
+	rd.fifo, rd.skip = nil, nil
+	rd.it.Close()
+	rd.it, rd.peeked, rd.unread = it, false, 0
+	t.mu.stats.Acked += uint64(purged)
 	t.mu.Unlock()
 	t.ackMu.Unlock()
 	if err := t.checkpoint(); err != nil {
@@ -331,43 +331,41 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 	defer q.release(t)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.mu.closed {
 		return Message{}, ErrClosed
 	}
-	if _, leased := t.leases[off]; leased {
+	if _, leased := t.mu.leases.byOff[off]; leased {
 		return Message{}, ErrNotWaiting
 	}
 	attempt, waiting := uint32(0), false
-	for i, e := range t.fifo {
+	for i, e := range t.mu.read.fifo {
 		if e.off == off {
 			attempt, waiting = e.attempt, true
-			t.fifo = slices.Delete(t.fifo, i, i+1)
+			t.mu.read.fifo = slices.Delete(t.mu.read.fifo, i, i+1)
 			break
 		}
 	}
-	if _, acked := slices.BinarySearch(t.skip, off); !waiting && (off < t.cursorLocked() || acked) {
+	if _, acked := slices.BinarySearch(t.mu.read.skip, off); !waiting && (off < t.mu.read.cursor() || acked) {
 		return Message{}, ErrNotWaiting
 	}
 	var id message.ID
 	var m message.Message
 	if err := t.readAt(off, &id, &m); err != nil {
 		if waiting {
-			t.fifo = append(t.fifo, entry{off: off, attempt: attempt})
+			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: off, attempt: attempt})
 		}
 		return Message{}, errors.Join(ErrNotWaiting, err)
 	}
 	if !waiting {
 		attempt = m.Attempt
 	}
-	if _, dup := t.byID[id]; dup {
+	if _, dup := t.mu.leases.byID[id]; dup {
 		return Message{}, ErrNotWaiting
 	}
 	now := t.q.now()
 	l := &lease{off: off, id: id, attempt: attempt, deadline: t.q.mono() + int64(dur), until: now.Add(dur).UnixNano(),
 		serial: t.q.serial.Add(1), ahead: !waiting}
-	t.leases[off] = l
-	t.byID[id] = l
-	heap.Push(&t.heap, l)
+	t.mu.leases.add(l)
 	t.armLocked()
 	var arena []byte
 	return t.message(l, now, &m, &arena), nil

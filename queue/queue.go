@@ -423,7 +423,7 @@ func (q *Queue) closeTopics() error {
 	return errors.Join(errs...)
 }
 
-// kick queues t for a checkpoint. t.ckptQueued was set under t.mu.
+// kick queues t for a checkpoint. t.mu.ck.queued was set under t.mu.
 func (q *Queue) kick(t *topic) {
 	q.ckptMu.Lock()
 	q.ckptQueue = append(q.ckptQueue, t)

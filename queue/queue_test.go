@@ -691,7 +691,7 @@ func TestAckBatch(t *testing.T) {
 	if res[0] != nil || res[1] != nil || res[2] == nil || !errors.Is(res[3], ErrNotLeased) {
 		t.Fatalf("results %v: want nil, nil, a parse error, not leased", res)
 	}
-	if n := q.mustTopic(t, "t").stats.Acked; n != 2 {
+	if n := q.mustTopic(t, "t").mu.stats.Acked; n != 2 {
 		t.Fatalf("%d acked, want 2", n)
 	}
 	// One ack record of two offsets: 1 version byte + 16, framed.

@@ -17,12 +17,12 @@ import (
 type finder func(t *topic) *lease
 
 func byID(id message.ID) finder {
-	return func(t *topic) *lease { return t.byID[id] }
+	return func(t *topic) *lease { return t.mu.leases.byID[id] }
 }
 
 func byReceipt(id message.ID, serial uint64) finder {
 	return func(t *topic) *lease {
-		if l := t.byID[id]; l != nil && l.serial == serial {
+		if l := t.mu.leases.byID[id]; l != nil && l.serial == serial {
 			return l
 		}
 		return nil
@@ -85,7 +85,7 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 	defer q.release(t)
 	t.mu.Lock()
 	l := find(t)
-	if l == nil || l.state != leased || t.closed {
+	if l == nil || l.state != leased || t.mu.closed {
 		t.mu.Unlock()
 		return ErrNotLeased
 	}
@@ -94,11 +94,11 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 		t.mu.Unlock()
 		return ErrNotLeased
 	}
-	heap.Remove(&t.heap, l.hi)
+	heap.Remove(&t.mu.leases.heap, l.hi)
 	if nack != nil && nack.Release {
-		t.forgetLocked(l)
-		if !l.ahead || l.off < t.cursorLocked() {
-			t.fifo = append(t.fifo, entry{off: l.off, attempt: l.attempt})
+		t.mu.leases.forget(l)
+		if !l.ahead || l.off < t.mu.read.cursor() {
+			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		}
 		t.wake()
 		t.mu.Unlock()
@@ -116,30 +116,30 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 	case nack == nil:
 		l.state = settling
 		t.mu.Unlock()
-		err = t.ack(l, &t.stats.Acked)
+		err = t.ack(l, &t.mu.stats.Acked)
 	case nack.DeadLetter && !t.dlq:
 		l.state = settling
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked, ReasonNacked)
+		err = t.deadLetter(l, &t.mu.stats.Nacked, ReasonNacked)
 	case delay <= 0:
 		if !t.failLocked(l) {
-			t.stats.Nacked++
+			t.mu.stats.Nacked++
 			t.mu.Unlock()
 			return nil
 		}
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked, ReasonMaxAttempts)
+		err = t.deadLetter(l, &t.mu.stats.Nacked, ReasonMaxAttempts)
 	case t.exhausted(l):
 		l.state = settling
 		t.mu.Unlock()
-		err = t.deadLetter(l, &t.stats.Nacked, ReasonMaxAttempts)
+		err = t.deadLetter(l, &t.mu.stats.Nacked, ReasonMaxAttempts)
 	default:
 		l.state = settling
 		t.mu.Unlock()
 		if err = t.reschedule(ctx, l, delay); err == nil {
 			// A crash before the ack is durable leaves both the original
 			// and the retry (at least once).
-			err = t.ack(l, &t.stats.Nacked)
+			err = t.ack(l, &t.mu.stats.Nacked)
 		}
 	}
 	if err != nil {
@@ -159,10 +159,10 @@ func (t *topic) noteErrLocked(off int64, reason string) {
 	if len(reason) > MaxReason {
 		reason = strings.ToValidUTF8(reason[:MaxReason], "")
 	}
-	if t.lastErr == nil {
-		t.lastErr = map[int64]string{}
+	if t.mu.lastErr == nil {
+		t.mu.lastErr = map[int64]string{}
 	}
-	t.lastErr[off] = reason
+	t.mu.lastErr[off] = reason
 }
 
 // exhausted reports whether a failure of lease l sends its message to
@@ -187,7 +187,7 @@ func (t *topic) reschedule(ctx context.Context, l *lease, delay time.Duration) e
 		origin = id
 	}
 	t.mu.Lock()
-	last := t.lastErr[l.off]
+	last := t.mu.lastErr[l.off]
 	t.mu.Unlock()
 	_, err := (*fn)(ctx, engine.Request{
 		Topic: t.name, Headers: withHeader(m.Headers, LastErrorHeader, last), Body: m.Body, Delay: delay, Attempt: l.attempt + 1, Origin: origin,
@@ -215,7 +215,7 @@ func (t *topic) copyAt(off int64, id *message.ID, m *message.Message) error {
 }
 
 // ack appends the ack record of settling lease l and, once it is durable,
-// forgets l and counts it in counter (a field of t.stats). On error l is
+// forgets l and counts it in counter (a field of t.mu.stats). On error l is
 // left settling for the caller to restore or requeue.
 func (t *topic) ack(l *lease, counter *uint64) error {
 	return t.ackAll([]*lease{l}, counter)
@@ -244,12 +244,12 @@ func (t *topic) ackAll(ls []*lease, counter *uint64) error {
 		return fmt.Errorf("queue: topic %q: ack: %w", t.name, err)
 	}
 	for _, l := range ls {
-		t.settledAheadLocked(l)
-		t.forgetLocked(l)
-		delete(t.lastErr, l.off)
+		t.mu.read.settledAhead(l)
+		t.mu.leases.forget(l)
+		delete(t.mu.lastErr, l.off)
 	}
 	*counter += uint64(len(ls))
-	t.acksSince += len(ls)
+	t.mu.ck.acks += len(ls)
 	t.maybeCheckpointLocked()
 	return nil
 }
@@ -269,7 +269,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 	if err == nil {
 		m.Attempt = max(m.Attempt, l.attempt+1)
 		t.mu.Lock()
-		last := t.lastErr[l.off]
+		last := t.mu.lastErr[l.off]
 		t.mu.Unlock()
 		if last == "" {
 			last = message.HeaderValue(m.Headers, LastErrorHeader)
@@ -290,7 +290,7 @@ func (t *topic) deadLetter(l *lease, counter *uint64, reason string) error {
 		return err
 	}
 	t.mu.Lock()
-	t.stats.DeadLettered++
+	t.mu.stats.DeadLettered++
 	t.mu.Unlock()
 	t.q.opts.Logger.Warn("queue: message dead-lettered", "topic", t.name, "to", t.name+DLQSuffix, "id", id,
 		"attempts", m.Attempt, "reason", reason, "last_error", message.HeaderValue(m.Headers, DeadLetterErrorHeader))
@@ -305,8 +305,8 @@ func (t *topic) deadLetterExpired(l *lease) {
 	if err := t.deadLetter(l, &n, ReasonMaxAttempts); err != nil {
 		t.q.opts.Logger.Error("queue: dead-lettering failed; the message stays receivable", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
-		t.forgetLocked(l)
-		t.fifo = append(t.fifo, entry{off: l.off, attempt: l.attempt})
+		t.mu.leases.forget(l)
+		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		t.wake()
 		t.mu.Unlock()
 	}
@@ -366,11 +366,11 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 			continue
 		}
 		l := byReceipt(id, serial)(t)
-		if l == nil || l.state != leased || t.closed || now >= l.deadline {
+		if l == nil || l.state != leased || t.mu.closed || now >= l.deadline {
 			res[i] = ErrNotLeased
 			continue
 		}
-		heap.Remove(&t.heap, l.hi)
+		heap.Remove(&t.mu.leases.heap, l.hi)
 		l.state = settling
 		ls = append(ls, l)
 	}
@@ -378,7 +378,7 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 	if len(ls) == 0 {
 		return res, nil
 	}
-	if err := t.ackAll(ls, &t.stats.Acked); err != nil {
+	if err := t.ackAll(ls, &t.mu.stats.Acked); err != nil {
 		t.mu.Lock()
 		for _, l := range ls {
 			t.restoreLocked(l)
@@ -448,13 +448,13 @@ func (q *Queue) extend(name string, find finder, d time.Duration) (time.Time, er
 	defer t.mu.Unlock()
 	l := find(t)
 	now := q.mono()
-	if l == nil || l.state != leased || t.closed || now >= l.deadline {
+	if l == nil || l.state != leased || t.mu.closed || now >= l.deadline {
 		return time.Time{}, ErrNotLeased
 	}
 	until := q.now().Add(d)
 	l.deadline, l.until = now+int64(d), until.UnixNano()
-	heap.Fix(&t.heap, l.hi)
-	t.timerAt = 0 // the earliest deadline may be later now: set again
+	heap.Fix(&t.mu.leases.heap, l.hi)
+	t.mu.leases.timerAt = 0 // the earliest deadline may be later now: set again
 	t.armLocked()
 	return until, nil
 }

@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,84 +9,27 @@ import (
 	"time"
 
 	"github.com/hourglassmq/hourglass/commitlog"
-	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
-	"github.com/hourglassmq/hourglass/record"
 	"github.com/hourglassmq/hourglass/segfile"
 )
-
-// lease states.
-const (
-	leased   = iota // held by a consumer until deadline
-	settling        // an Ack, Nack or dead-lettering is writing its outcome
-)
-
-// lease is a received, not yet acked message. While it exists its offset
-// holds the topic's low-water mark down.
-type lease struct {
-	off      int64
-	id       message.ID
-	attempt  uint32
-	deadline int64 // on Queue.mono, the monotonic clock
-	until    int64 // the deadline on the wall clock (UnixNano), as shown to the consumer
-	serial   uint64
-	state    uint8
-	hi       int // index in topic.heap, -1 when not in it
-	// ahead: taken out of turn (Take) at or after the cursor, never
-	// received: once acked, the reader must skip its record.
-	ahead bool
-}
-
-// leaseHeap orders leases in the leased state by deadline.
-type leaseHeap []*lease
-
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline < h[j].deadline }
-func (h leaseHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hi, h[j].hi = i, j
-}
-func (h *leaseHeap) Push(x any) {
-	l := x.(*lease)
-	l.hi = len(*h)
-	*h = append(*h, l)
-}
-func (h *leaseHeap) Pop() any {
-	old := *h
-	l := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	l.hi = -1
-	return l
-}
 
 // topic is one queue topic: its two logs and the in-memory state rebuilt
 // from them. Memory holds only what is outstanding (leases, messages
 // waiting to be received again, acks the reader has not reached after a
 // restart); the backlog stays in the queue log.
 type topic struct {
-	q     *Queue
-	slot  *slot // the queue's entry for the topic
-	name  string
-	dlq   bool // a dead-letter topic: failures stay here
-	log   *commitlog.Log
-	acks  *commitlog.Log
-	stats TopicStats // counters; guarded by mu
+	q    *Queue
+	slot *slot // the queue's entry for the topic
+	name string
+	dlq  bool // a dead-letter topic: failures stay here
+	log  *commitlog.Log
+	acks *commitlog.Log
 	// broken: a log failed for good (a write or fsync error is sticky);
 	// the next Queue.topic with no one holding t closes and reopens it.
 	broken atomic.Bool
 
-	// recent holds the IDs of the last records of the queue log when the
-	// topic was opened (loadRecent); Deliver drops messages whose IDs are
-	// in it and removes them. Guarded by amu.
-	recent  map[message.ID]struct{}
-	dropped uint64 // messages dropped by dropRedelivered
-	// amu guards appending and queued: appends are serialised so that
-	// end and unread count exactly, and batched so that callers arriving
-	// during an fsync share the next one.
-	amu       sync.Mutex
-	appending bool
-	queued    []*appendReq
+	recent  recentIDs // what Deliver drops as delivered again
+	appends appender  // appends to the queue log, batched
 
 	// ackMu is held shared while an ack record is appended and applied,
 	// and exclusively while a checkpoint is taken and written (not while
@@ -95,171 +37,107 @@ type topic struct {
 	// before it, and every ack record after it is applied after it.
 	ackMu sync.RWMutex
 
-	// mu guards everything below.
-	mu     sync.Mutex
-	closed bool
-	reader *commitlog.Iterator // at the cursor: the next never-received record
-	// peeked: the reader is on the record at the cursor (Next returned
-	// it) but it is not received yet, because it is not due: the engine
-	// may hand messages over before their deliverAt (HandoffLead), and
-	// no consumer gets one early (I4).
-	peeked     bool
-	dueTimer   *time.Timer      // wakes Receives when the peeked record is due
-	dueAt      int64            // unix ns dueTimer is set for; 0 if none
-	end        int64            // queue-log offset up to which unread counts records
-	unread     int64            // records in [cursor, end)
-	skip       []int64          // acked records at or after the cursor (after a restart), sorted
-	fifo       []entry          // waiting to be received again, in order
-	leases     map[int64]*lease // by offset: leased and settling
-	byID       map[message.ID]*lease
-	heap       leaseHeap
-	timer      *time.Timer
-	timerAt    int64 // deadline the timer is set for; 0 if none
-	notify     chan struct{}
-	scratch    message.Message
-	acksSince  int   // acks since the last checkpoint
-	bytesSince int64 // bytes delivered since the last checkpoint
-	ckptQueued bool
-	lastCk     ckKey // the last checkpoint written or recovered
-	// lastEntries are its entries: a checkpoint that would say the same
-	// is not written again (a topic closing with nothing new).
+	mu struct {
+		sync.Mutex
+		closed bool
+		stats  TopicStats // counters
+		read   readState  // what is receivable
+		leases leaseSet   // what is received and not yet acked
+		ck     ckptState  // what the last checkpoint holds, what came since
+		// lastErr holds, by queue-log offset, the error a consumer gave
+		// with its last Nack of an outstanding message (or "lease
+		// expired"), shown if the message is dead-lettered. In memory
+		// only: a restart forgets it (a retry scheduled with a delay
+		// carries it in LastErrorHeader).
+		lastErr map[int64]string
+		notify  chan struct{} // closed by wake: Receives wait on it
+		// dueTimer wakes Receives when the peeked record is due, at dueAt
+		// (unix ns; 0 if not set); rateTimer when the topic's rate allows
+		// more.
+		dueTimer  *time.Timer
+		dueAt     int64
+		rateTimer *time.Timer
+		scratch   message.Message // receive's decoding
+	}
+}
+
+// readState is where a topic's receivable messages are: the records from
+// the reader's cursor on, never received yet, and those given back to be
+// received again. Guarded by topic.mu.
+type readState struct {
+	it *commitlog.Iterator // at the cursor: the next never-received record
+	// peeked: it is on the record at the cursor (Next returned it) but it
+	// is not received yet, because it is not due: the engine may hand
+	// messages over before their deliverAt (HandoffLead), and no consumer
+	// gets one early (I4).
+	peeked bool
+	end    int64   // queue-log offset up to which unread counts records
+	unread int64   // records in [cursor, end)
+	skip   []int64 // acked records at or after the cursor (after a restart), sorted
+	fifo   []entry // waiting to be received again, in order
+}
+
+// cursor is the offset of the next record it hands out for the first
+// time; 0 without a reader (a topic closing: nothing is known received).
+func (r *readState) cursor() int64 {
+	switch {
+	case r.it == nil:
+		return 0
+	case r.peeked:
+		return r.it.Offset()
+	}
+	return r.it.Pos()
+}
+
+// backlog is the number of messages receivable now.
+func (r *readState) backlog() int64 {
+	return max(0, r.unread-int64(len(r.skip))) + int64(len(r.fifo))
+}
+
+// settledAhead records that the lease l, taken out of turn ahead of the
+// reader, is acked: the reader skips its record.
+func (r *readState) settledAhead(l *lease) {
+	if !l.ahead || l.off < r.cursor() {
+		return
+	}
+	i, found := slices.BinarySearch(r.skip, l.off)
+	if !found {
+		r.skip = slices.Insert(r.skip, i, l.off)
+	}
+}
+
+// ckptState is what a topic's checkpoints need to know: what came since
+// the last one, and what it said (a checkpoint that would say the same is
+// not written again: a topic closing with nothing new). Guarded by
+// topic.mu.
+type ckptState struct {
+	acks        int   // acks since the last checkpoint
+	bytes       int64 // bytes delivered since the last checkpoint
+	queued      bool  // asked for and not written yet
+	last        ckKey // the last checkpoint written or recovered
 	lastEntries []entry
-	// lastErr holds, by queue-log offset, the error a consumer gave with
-	// its last Nack of an outstanding message (or "lease expired"), shown
-	// if the message is dead-lettered. In memory only: a restart forgets
-	// it (a retry scheduled with a delay carries it in LastErrorHeader).
-	lastErr map[int64]string
-	// rateTimer wakes Receives when the topic's rate allows more.
-	rateTimer *time.Timer
 }
 
 func newTopic(q *Queue, s *slot, name string, qlog, alog *commitlog.Log) *topic {
-	return &topic{
-		q: q, slot: s, name: name, dlq: isDLQ(name), log: qlog, acks: alog,
-		leases: map[int64]*lease{}, byID: map[message.ID]*lease{},
-	}
-}
-
-// dropRedelivered returns batch without the messages the queue log already
-// held when the topic was opened: the engine delivers them again when it
-// crashed before recording them done (see loadRecent).
-func (t *topic) dropRedelivered(batch []engine.Delivery) []engine.Delivery {
-	t.amu.Lock()
-	defer t.amu.Unlock()
-	if len(t.recent) == 0 {
-		return batch
-	}
-	var out []engine.Delivery
-	for i, d := range batch {
-		if _, dup := t.recent[d.ID]; dup {
-			if out == nil {
-				out = append(make([]engine.Delivery, 0, len(batch)), batch[:i]...)
-			}
-			delete(t.recent, d.ID)
-			t.dropped++
-			continue
-		}
-		if out != nil {
-			out = append(out, d)
-		}
-	}
-	if out == nil {
-		return batch
-	}
-	if len(t.recent) == 0 {
-		t.recent = nil
-	}
-	t.q.opts.Logger.Info("queue: dropped messages delivered again after a restart", "topic", t.name, "dropped", len(batch)-len(out))
-	return out
-}
-
-// appendReq is one caller's records waiting to be appended.
-type appendReq struct {
-	recs [][]byte
-	err  error
-	done chan struct{}
-}
-
-// append appends recs to the queue log and returns once they are durable
-// (under SyncAlways and SyncInterval: see openTopic). The first caller appends for everyone queued behind
-// it, in one Append and so one fsync, until the queue is empty.
-func (t *topic) append(recs [][]byte) error {
-	req := &appendReq{recs: recs, done: make(chan struct{})}
-	t.amu.Lock()
-	t.queued = append(t.queued, req)
-	if t.appending {
-		t.amu.Unlock()
-		<-req.done
-		return req.err
-	}
-	t.appending = true
-	var crecs []commitlog.Record
-	var offs []int64
-	for len(t.queued) > 0 {
-		reqs := t.queued
-		t.queued = nil
-		t.amu.Unlock()
-		crecs = crecs[:0]
-		bytes := int64(0)
-		for _, r := range reqs {
-			for _, p := range r.recs {
-				crecs = append(crecs, commitlog.Record{Type: typeMessage, Payload: p})
-				bytes += int64(record.Size(len(p)))
-			}
-		}
-		var err error
-		offs, err = t.log.Append(offs[:0], crecs...)
-		if err == nil {
-			// Receives read only what the log made visible, after its
-			// fsync (under SyncNone at once): waking them before would let
-			// them find nothing and sleep out their long poll. Waiting
-			// here also keeps Deliver from returning (and the engine from
-			// recording the messages done) before the queue holds them
-			// durably.
-			last := len(offs) - 1
-			err = t.log.WaitVisible(offs[last] + int64(record.Size(len(crecs[last].Payload))))
-		}
-		if err == nil {
-			last := len(offs) - 1
-			t.mu.Lock()
-			t.end = offs[last] + int64(record.Size(len(crecs[last].Payload)))
-			t.unread += int64(len(offs))
-			t.stats.Delivered += uint64(len(offs))
-			t.bytesSince += bytes
-			t.wake()
-			t.maybeCheckpointLocked()
-			t.mu.Unlock()
-		}
-		if err != nil {
-			t.broke(StageAppend, err)
-		} else {
-			t.q.ok(t.name, StageAppend)
-		}
-		for _, r := range reqs {
-			r.err = err
-			close(r.done)
-		}
-		t.amu.Lock()
-	}
-	t.appending = false
-	t.amu.Unlock()
-	return req.err
+	t := &topic{q: q, slot: s, name: name, dlq: isDLQ(name), log: qlog, acks: alog}
+	t.mu.leases.byOff, t.mu.leases.byID = map[int64]*lease{}, map[message.ID]*lease{}
+	return t
 }
 
 // waitChan returns a channel closed when messages may have become
 // receivable. t.mu is held.
 func (t *topic) waitChan() <-chan struct{} {
-	if t.notify == nil {
-		t.notify = make(chan struct{})
+	if t.mu.notify == nil {
+		t.mu.notify = make(chan struct{})
 	}
-	return t.notify
+	return t.mu.notify
 }
 
 // wake wakes the Receives waiting on t. t.mu is held.
 func (t *topic) wake() {
-	if t.notify != nil {
-		close(t.notify)
-		t.notify = nil
+	if t.mu.notify != nil {
+		close(t.mu.notify)
+		t.mu.notify = nil
 	}
 }
 
@@ -268,7 +146,7 @@ func (t *topic) wake() {
 func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan struct{}, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.closed {
+	if t.mu.closed {
 		return nil, nil, ErrClosed
 	}
 	now := t.q.now()
@@ -283,49 +161,50 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	var out []Message
 	var id message.ID
 	var arena []byte // the received messages' bytes, a few allocations per call
-	m := &t.scratch
+	m := &t.mu.scratch
+	rd := &t.mu.read
 	for len(out) < max {
 		var off int64
 		var attempt uint32
-		redelivery := len(t.fifo) > 0
+		redelivery := len(rd.fifo) > 0
 		if redelivery {
-			e := t.fifo[0]
-			t.fifo = t.fifo[1:]
+			e := rd.fifo[0]
+			rd.fifo = rd.fifo[1:]
 			if err := t.readAt(e.off, &id, m); err != nil {
-				t.fifo = append([]entry{e}, t.fifo...)
+				rd.fifo = append([]entry{e}, rd.fifo...)
 				return t.failed(out, err)
 			}
 			off, attempt = e.off, e.attempt
 		} else {
-			if !t.peeked {
-				if !t.reader.Next() {
-					if err := t.reader.Err(); err != nil {
+			if !rd.peeked {
+				if !rd.it.Next() {
+					if err := rd.it.Err(); err != nil {
 						return t.failed(out, fmt.Errorf("queue: topic %q: %w", t.name, err))
 					}
 					break
 				}
-				t.peeked = true
+				rd.peeked = true
 			}
-			off = t.reader.Offset()
-			for len(t.skip) > 0 && t.skip[0] < off {
-				t.skip = t.skip[1:] // cannot happen: skip holds record offsets
+			off = rd.it.Offset()
+			for len(rd.skip) > 0 && rd.skip[0] < off {
+				rd.skip = rd.skip[1:] // cannot happen: skip holds record offsets
 			}
-			if len(t.skip) > 0 && t.skip[0] == off {
-				t.skip = t.skip[1:]
-				t.peeked = false
-				t.unread--
+			if len(rd.skip) > 0 && rd.skip[0] == off {
+				rd.skip = rd.skip[1:]
+				rd.peeked = false
+				rd.unread--
 				continue // acked before a restart
 			}
-			if err := t.decode(t.reader, &id, m); err != nil {
+			if err := t.decode(rd.it, &id, m); err != nil {
 				// Stay at the damaged record: every Receive reports it,
 				// and no checkpoint counts it as received.
 				it, ierr := t.log.NewIterator(off)
 				if ierr != nil {
 					return t.failed(out, errors.Join(err, ierr))
 				}
-				t.reader.Close()
-				t.reader = it
-				t.peeked = false
+				rd.it.Close()
+				rd.it = it
+				rd.peeked = false
 				return t.failed(out, err)
 			}
 			if due := m.DeliverAt * int64(time.Millisecond); due > now.UnixNano() {
@@ -335,22 +214,20 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 				t.armDueLocked(due, now)
 				break
 			}
-			t.peeked = false
-			t.unread--
+			rd.peeked = false
+			rd.unread--
 			attempt = m.Attempt
 		}
-		if _, dup := t.byID[id]; dup {
+		if _, dup := t.mu.leases.byID[id]; dup {
 			// Another copy of this message (delivered again after a crash)
 			// is leased: this one is settled with it.
 			continue
 		}
 		if redelivery {
-			t.stats.Redelivered++
+			t.mu.stats.Redelivered++
 		}
 		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1)}
-		t.leases[off] = l
-		t.byID[id] = l
-		heap.Push(&t.heap, l)
+		t.mu.leases.add(l)
 		out = append(out, t.message(l, now, m, &arena))
 	}
 	if len(out) == 0 {
@@ -361,59 +238,38 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	return out, nil, nil
 }
 
-// cursorLocked is the offset of the next record the reader hands out for
-// the first time. t.mu is held.
-func (t *topic) cursorLocked() int64 {
-	if t.peeked {
-		return t.reader.Offset()
-	}
-	return t.reader.Pos()
-}
-
-// settledAheadLocked records that the lease l, taken out of turn ahead
-// of the reader, is acked: the reader skips its record. t.mu is held.
-func (t *topic) settledAheadLocked(l *lease) {
-	if !l.ahead || l.off < t.cursorLocked() {
-		return
-	}
-	i, found := slices.BinarySearch(t.skip, l.off)
-	if !found {
-		t.skip = slices.Insert(t.skip, i, l.off)
-	}
-}
-
 // armRateLocked wakes waiting Receives after d, when the topic's rate
 // allows another message. t.mu is held.
 func (t *topic) armRateLocked(d time.Duration) {
-	if t.rateTimer == nil {
-		t.rateTimer = time.AfterFunc(d, func() {
+	if t.mu.rateTimer == nil {
+		t.mu.rateTimer = time.AfterFunc(d, func() {
 			t.mu.Lock()
 			t.wake()
 			t.mu.Unlock()
 		})
 		return
 	}
-	t.rateTimer.Reset(d)
+	t.mu.rateTimer.Reset(d)
 }
 
 // armDueLocked makes sure waiting Receives are woken at due (unix ns), when
 // the peeked record becomes receivable. t.mu is held.
 func (t *topic) armDueLocked(due int64, now time.Time) {
-	if t.dueAt != 0 && t.dueAt <= due {
+	if t.mu.dueAt != 0 && t.mu.dueAt <= due {
 		return
 	}
-	t.dueAt = due
+	t.mu.dueAt = due
 	d := time.Duration(due - now.UnixNano())
-	if t.dueTimer == nil {
-		t.dueTimer = time.AfterFunc(d, func() {
+	if t.mu.dueTimer == nil {
+		t.mu.dueTimer = time.AfterFunc(d, func() {
 			t.mu.Lock()
-			t.dueAt = 0
+			t.mu.dueAt = 0
 			t.wake()
 			t.mu.Unlock()
 		})
 		return
 	}
-	t.dueTimer.Reset(d)
+	t.mu.dueTimer.Reset(d)
 }
 
 // failed ends a receive that hit err: the messages already leased are
@@ -513,12 +369,12 @@ const maxExpiryLines = 16
 // maybeCheckpointLocked asks for a checkpoint when enough acks or
 // deliveries followed the last one. t.mu is held.
 func (t *topic) maybeCheckpointLocked() {
-	if t.ckptQueued || t.closed {
+	if t.mu.ck.queued || t.mu.closed {
 		return
 	}
-	outstanding := len(t.leases) + len(t.fifo) + len(t.skip)
-	if t.acksSince >= max(t.q.opts.checkpointEvery, outstanding) || t.bytesSince >= t.q.opts.SegmentSize {
-		t.ckptQueued = true
+	outstanding := len(t.mu.leases.byOff) + len(t.mu.read.fifo) + len(t.mu.read.skip)
+	if t.mu.ck.acks >= max(t.q.opts.checkpointEvery, outstanding) || t.mu.ck.bytes >= t.q.opts.SegmentSize {
+		t.mu.ck.queued = true
 		t.q.kick(t)
 	}
 }
@@ -527,9 +383,9 @@ func (t *topic) maybeCheckpointLocked() {
 func (t *topic) statsSnapshot() TopicStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s := t.stats
-	s.Leased = len(t.heap)
-	s.Backlog = max(0, t.unread-int64(len(t.skip))) + int64(len(t.fifo))
+	s := t.mu.stats
+	s.Leased = len(t.mu.leases.heap)
+	s.Backlog = t.mu.read.backlog()
 	s.OldestReady = t.oldestReadyLocked()
 	return s
 }
@@ -546,20 +402,21 @@ func (t *topic) oldestReadyLocked() int64 {
 		}
 	}
 	var id message.ID
-	if len(t.fifo) > 0 {
+	rd := &t.mu.read
+	if len(rd.fifo) > 0 {
 		var m message.Message
-		if t.readAt(t.fifo[0].off, &id, &m) == nil {
+		if t.readAt(rd.fifo[0].off, &id, &m) == nil {
 			consider(id.DeliverAt)
 		}
 	}
-	if t.closed || t.reader == nil {
+	if t.mu.closed || rd.it == nil {
 		return oldest
 	}
-	if !t.peeked && t.unread > int64(len(t.skip)) && t.reader.Next() {
-		t.peeked = true
+	if !rd.peeked && rd.unread > int64(len(rd.skip)) && rd.it.Next() {
+		rd.peeked = true
 	}
-	if t.peeked && (len(t.skip) == 0 || t.skip[0] != t.reader.Offset()) {
-		if decodeID(t.reader.Record().Payload, &id) == nil {
+	if rd.peeked && (len(rd.skip) == 0 || rd.skip[0] != rd.it.Offset()) {
+		if decodeID(rd.it.Record().Payload, &id) == nil {
 			consider(id.DeliverAt)
 		}
 	}
@@ -569,19 +426,19 @@ func (t *topic) oldestReadyLocked() int64 {
 // close stops t's timer, writes a final checkpoint and closes its logs.
 func (t *topic) close() error {
 	t.mu.Lock()
-	if t.timer != nil {
-		t.timer.Stop()
+	if t.mu.leases.timer != nil {
+		t.mu.leases.timer.Stop()
 	}
-	if t.dueTimer != nil {
-		t.dueTimer.Stop()
+	if t.mu.dueTimer != nil {
+		t.mu.dueTimer.Stop()
 	}
-	if t.rateTimer != nil {
-		t.rateTimer.Stop()
+	if t.mu.rateTimer != nil {
+		t.mu.rateTimer.Stop()
 	}
 	t.mu.Unlock()
 	err := t.checkpoint()
 	t.mu.Lock()
-	t.closed = true
+	t.mu.closed = true
 	t.wake()
 	t.mu.Unlock()
 	return errors.Join(err, t.closeLogs())
@@ -589,8 +446,8 @@ func (t *topic) close() error {
 
 // closeLogs closes the reader and both logs.
 func (t *topic) closeLogs() error {
-	if t.reader != nil {
-		t.reader.Close()
+	if t.mu.read.it != nil {
+		t.mu.read.it.Close()
 	}
 	return errors.Join(t.log.Close(), t.acks.Close())
 }

@@ -155,7 +155,7 @@ func (q *Queue) open(s *slot, name string, create bool) (*topic, error) {
 // checkpoint recovery wants, and tells the sweeper a topic is open.
 func (q *Queue) opening(t *topic) {
 	t.mu.Lock()
-	kick := t.ckptQueued
+	kick := t.mu.ck.queued
 	t.mu.Unlock()
 	if kick {
 		q.kick(t)
@@ -329,8 +329,8 @@ func (q *Queue) checkpointLater(t *topic) {
 		}
 		defer q.release(t)
 		t.mu.Lock()
-		kick := !t.ckptQueued && !t.closed
-		t.ckptQueued = t.ckptQueued || kick
+		kick := !t.mu.ck.queued && !t.mu.closed
+		t.mu.ck.queued = t.mu.ck.queued || kick
 		t.mu.Unlock()
 		if kick {
 			q.kick(t)
@@ -345,15 +345,12 @@ func (q *Queue) checkpointLater(t *topic) {
 // when it is opened again. Receives waiting for messages hold a
 // reference, which the caller checks.
 func (t *topic) idle() bool {
-	t.amu.Lock()
-	appending := t.appending || len(t.queued) > 0
-	t.amu.Unlock()
-	if appending {
+	if t.appends.busy() {
 		return false
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return !t.closed && len(t.leases) == 0
+	return !t.mu.closed && len(t.mu.leases.byOff) == 0
 }
 
 // plus returns the counters of s and o added, with o's gauges (the
