@@ -68,7 +68,7 @@ func TestBrokenTopicReopens(t *testing.T) {
 		time.Sleep(time.Second) // the reopening's backoff, on the bubble's clock
 		synctest.Wait()
 		q.mu.Lock()
-		now := q.topics["t"].t
+		now := q.mu.topics["t"].t
 		q.mu.Unlock()
 		if now == nil || now == tp {
 			t.Fatalf("the broken topic was not opened again (slot holds %p, broken %p)", now, tp)

@@ -260,7 +260,7 @@ func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, erro
 	}
 	defer q.leave()
 	q.mu.Lock()
-	s := q.topics[name]
+	s := q.mu.topics[name]
 	for s != nil && s.busy != nil {
 		busy := s.busy
 		q.mu.Unlock()
@@ -270,7 +270,7 @@ func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, erro
 			return 0, false, ctx.Err()
 		}
 		q.mu.Lock()
-		s = q.topics[name]
+		s = q.mu.topics[name]
 	}
 	dir := filepath.Join(q.dir, name)
 	if s == nil {
@@ -293,8 +293,8 @@ func (q *Queue) DeleteTopic(ctx context.Context, name string) (int64, bool, erro
 		err = segfile.SyncDir(q.dir)
 	}
 	q.mu.Lock()
-	if q.topics[name] == s {
-		delete(q.topics, name)
+	if q.mu.topics[name] == s {
+		delete(q.mu.topics, name)
 	}
 	s.busy = nil
 	q.mu.Unlock()

@@ -110,7 +110,7 @@ func (q *Queue) SetPolicy(name string, p Policy) error {
 	}
 	q.pol.mu.Unlock()
 	q.mu.Lock()
-	s := q.topics[name]
+	s := q.mu.topics[name]
 	var t *topic
 	if s != nil {
 		t = s.t

@@ -27,22 +27,22 @@ type Queue struct {
 	serial     atomic.Uint64 // last lease serial handed out
 	tokens     tokenKey      // signs List's page tokens (listtoken.go)
 
-	// closeMu is held shared by every operation while it works (not while
-	// a Receive waits) and exclusively by Close.
-	closeMu sync.RWMutex
-	closed  bool
-	done    chan struct{} // closed by Close
+	// closing is held shared by every operation while it works (not
+	// while a Receive waits) and exclusively by Close.
+	closing struct {
+		sync.RWMutex
+		closed bool
+	}
+	done chan struct{} // closed by Close
 
-	// mu guards topics and created, and the slots' fields (topics.go).
-	mu      sync.Mutex
-	topics  map[string]*slot
-	created chan struct{} // closed (and replaced) when a topic is created
-	opened  chan struct{} // wakes the sweeper when a topic is opened; capacity 1
-
-	// ckptMu guards ckptQueue, the topics waiting for a checkpoint.
-	ckptMu    sync.Mutex
-	ckptQueue []*topic
-	ckptCh    chan struct{} // wakes the checkpointer; capacity 1
+	// mu guards the topics and the slots' fields (topics.go).
+	mu struct {
+		sync.Mutex
+		topics  map[string]*slot
+		created chan struct{} // closed (and replaced) when a topic is created
+	}
+	opened chan struct{} // wakes the sweeper when a topic is opened; capacity 1
+	ckpts  ckptQueue     // the topics waiting for a checkpoint
 
 	wg sync.WaitGroup // the checkpointer, the sweeper and dead-letter workers
 
@@ -105,11 +105,11 @@ func Open(opts Options) (*Queue, error) {
 		origin: time.Now(),
 		dir:    filepath.Join(opts.Dir, "topics"),
 		done:   make(chan struct{}),
-		topics: map[string]*slot{},
-		ckptCh: make(chan struct{}, 1),
+		ckpts:  ckptQueue{wake: make(chan struct{}, 1)},
 		opened: make(chan struct{}, 1),
 		tokens: newTokenKey(),
 	}
+	q.mu.topics = map[string]*slot{}
 	if opts.HoldReceives {
 		q.held = make(chan struct{})
 	}
@@ -135,7 +135,7 @@ func Open(opts Options) (*Queue, error) {
 			return nil, err
 		}
 		s.opened = true
-		q.topics[name] = s
+		q.mu.topics[name] = s
 		if q.opts.IdleTopic < 0 {
 			s.t = t
 			continue
@@ -149,7 +149,7 @@ func Open(opts Options) (*Queue, error) {
 			return nil, fmt.Errorf("queue: topic %q: %w", name, err)
 		}
 	}
-	for _, s := range q.topics {
+	for _, s := range q.mu.topics {
 		if s.t != nil {
 			q.opening(s.t)
 		}
@@ -195,24 +195,24 @@ func (q *Queue) mono() int64 { return int64(q.opts.since(q.origin)) }
 
 // enter begins an operation; leave ends it.
 func (q *Queue) enter() error {
-	q.closeMu.RLock()
-	if q.closed {
-		q.closeMu.RUnlock()
+	q.closing.RLock()
+	if q.closing.closed {
+		q.closing.RUnlock()
 		return ErrClosed
 	}
 	return nil
 }
 
-func (q *Queue) leave() { q.closeMu.RUnlock() }
+func (q *Queue) leave() { q.closing.RUnlock() }
 
 // createdChan returns a channel closed when the next topic is created.
 func (q *Queue) createdChan() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.created == nil {
-		q.created = make(chan struct{})
+	if q.mu.created == nil {
+		q.mu.created = make(chan struct{})
 	}
-	return q.created
+	return q.mu.created
 }
 
 // Deliver appends batch to topic, creating the topic on first use, and
@@ -371,7 +371,7 @@ func (q *Queue) Stats() map[string]TopicStats {
 	out := map[string]TopicStats{}
 	var ts []open
 	q.mu.Lock()
-	for name, s := range q.topics {
+	for name, s := range q.mu.topics {
 		switch {
 		case s.t != nil:
 			ts = append(ts, open{s.t, s.past})
@@ -391,14 +391,14 @@ func (q *Queue) Stats() map[string]TopicStats {
 // Messages leased at Close are receivable again after the next Open,
 // with the attempt count they had.
 func (q *Queue) Close() error {
-	q.closeMu.Lock()
-	if q.closed {
-		q.closeMu.Unlock()
+	q.closing.Lock()
+	if q.closing.closed {
+		q.closing.Unlock()
 		return ErrClosed
 	}
-	q.closed = true
+	q.closing.closed = true
 	close(q.done)
-	q.closeMu.Unlock()
+	q.closing.Unlock()
 	q.wg.Wait()
 	return q.closeTopics()
 }
@@ -407,7 +407,7 @@ func (q *Queue) Close() error {
 func (q *Queue) closeTopics() error {
 	q.mu.Lock()
 	var ts []*topic
-	for _, s := range q.topics {
+	for _, s := range q.mu.topics {
 		if s.t != nil {
 			ts = append(ts, s.t)
 		}
@@ -423,15 +423,34 @@ func (q *Queue) closeTopics() error {
 	return errors.Join(errs...)
 }
 
-// kick queues t for a checkpoint. t.mu.ck.queued was set under t.mu.
-func (q *Queue) kick(t *topic) {
-	q.ckptMu.Lock()
-	q.ckptQueue = append(q.ckptQueue, t)
-	q.ckptMu.Unlock()
+// ckptQueue is the topics waiting for a checkpoint, which the checkpointer
+// goroutine writes off their callers' paths. Any goroutine may push.
+type ckptQueue struct {
+	mu struct {
+		sync.Mutex
+		topics []*topic
+	}
+	wake chan struct{} // wakes the checkpointer; capacity 1
+}
+
+// push queues t for a checkpoint. t.mu.ck.queued was set under t.mu.
+func (c *ckptQueue) push(t *topic) {
+	c.mu.Lock()
+	c.mu.topics = append(c.mu.topics, t)
+	c.mu.Unlock()
 	select {
-	case q.ckptCh <- struct{}{}:
+	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// take returns the topics queued, and leaves none.
+func (c *ckptQueue) take() []*topic {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ts := c.mu.topics
+	c.mu.topics = nil
+	return ts
 }
 
 // checkpointer writes the checkpoints topics ask for, off their callers'
@@ -442,13 +461,9 @@ func (q *Queue) checkpointer() {
 		select {
 		case <-q.done:
 			return
-		case <-q.ckptCh:
+		case <-q.ckpts.wake:
 		}
-		q.ckptMu.Lock()
-		ts := q.ckptQueue
-		q.ckptQueue = nil
-		q.ckptMu.Unlock()
-		for _, t := range ts {
+		for _, t := range q.ckpts.take() {
 			if !q.hold(t) {
 				continue // retired: it wrote a checkpoint as it closed
 			}

@@ -375,7 +375,7 @@ func (t *topic) maybeCheckpointLocked() {
 	outstanding := len(t.mu.leases.byOff) + len(t.mu.read.fifo) + len(t.mu.read.skip)
 	if t.mu.ck.acks >= max(t.q.opts.checkpointEvery, outstanding) || t.mu.ck.bytes >= t.q.opts.SegmentSize {
 		t.mu.ck.queued = true
-		t.q.kick(t)
+		t.q.ckpts.push(t)
 	}
 }
 

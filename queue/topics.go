@@ -49,13 +49,13 @@ func (q *Queue) Admit(topic string) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.topics[topic] != nil {
+	if q.mu.topics[topic] != nil {
 		return nil
 	}
-	if max := q.opts.MaxTopics; max > 0 && len(q.topics) >= max {
-		return fmt.Errorf("%w: topic %q would be a new topic, and %d are held already (dead-letter topics included), the limit", ErrTooManyTopics, topic, len(q.topics))
+	if max := q.opts.MaxTopics; max > 0 && len(q.mu.topics) >= max {
+		return fmt.Errorf("%w: topic %q would be a new topic, and %d are held already (dead-letter topics included), the limit", ErrTooManyTopics, topic, len(q.mu.topics))
 	}
-	q.topics[topic] = &slot{admitted: true}
+	q.mu.topics[topic] = &slot{admitted: true}
 	return nil
 }
 
@@ -67,14 +67,14 @@ func (q *Queue) Admit(topic string) error {
 func (q *Queue) topic(name string, create bool) (*topic, error) {
 	q.mu.Lock()
 	for {
-		s := q.topics[name]
+		s := q.mu.topics[name]
 		switch {
 		case (s == nil || s.admitted && s.busy == nil) && !create:
 			q.mu.Unlock()
 			return nil, nil
 		case s == nil:
 			s = &slot{}
-			q.topics[name] = s
+			q.mu.topics[name] = s
 			return q.open(s, name, true)
 		case s.admitted && s.busy == nil:
 			return q.open(s, name, true)
@@ -85,7 +85,7 @@ func (q *Queue) topic(name string, create bool) (*topic, error) {
 			q.mu.Lock()
 			if s.busy == nil && s.t == nil && s.err != nil {
 				// The open this caller waited for failed.
-				err, gone := s.err, q.topics[name] != s
+				err, gone := s.err, q.mu.topics[name] != s
 				q.mu.Unlock()
 				if gone && !create {
 					return nil, nil // its creation failed: it does not exist
@@ -131,16 +131,16 @@ func (q *Queue) open(s *slot, name string, create bool) (*topic, error) {
 			defer q.retryLater(name)
 		}
 		if create && !s.admitted {
-			delete(q.topics, name) // the next caller tries again
+			delete(q.mu.topics, name) // the next caller tries again
 		}
 	} else {
 		defer q.reopened(name)
 		s.t, s.opened, s.admitted = t, true, false
 		s.refs.Add(1)
 		s.uses++
-		if create && q.created != nil {
-			close(q.created)
-			q.created = nil
+		if create && q.mu.created != nil {
+			close(q.mu.created)
+			q.mu.created = nil
 		}
 	}
 	q.mu.Unlock()
@@ -158,7 +158,7 @@ func (q *Queue) opening(t *topic) {
 	kick := t.mu.ck.queued
 	t.mu.Unlock()
 	if kick {
-		q.kick(t)
+		q.ckpts.push(t)
 	}
 	select {
 	case q.opened <- struct{}{}:
@@ -232,7 +232,7 @@ func (q *Queue) retireIdle() time.Duration {
 	}
 	var rs []retiring
 	q.mu.Lock()
-	for _, s := range q.topics {
+	for _, s := range q.mu.topics {
 		if s.t == nil || s.busy != nil {
 			continue
 		}
@@ -285,7 +285,7 @@ func (q *Queue) closeRetired(s *slot, t *topic) {
 // full disk, too many open files) is gone.
 func (q *Queue) retryLater(name string) {
 	q.mu.Lock()
-	s := q.topics[name]
+	s := q.mu.topics[name]
 	if s == nil || s.retrying {
 		q.mu.Unlock()
 		return
@@ -333,7 +333,7 @@ func (q *Queue) checkpointLater(t *topic) {
 		t.mu.ck.queued = t.mu.ck.queued || kick
 		t.mu.Unlock()
 		if kick {
-			q.kick(t)
+			q.ckpts.push(t)
 		}
 	})
 }

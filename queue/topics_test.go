@@ -20,7 +20,7 @@ import (
 func retired(q *Queue, name string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := q.topics[name]
+	s := q.mu.topics[name]
 	return s != nil && s.t == nil && s.busy == nil
 }
 
