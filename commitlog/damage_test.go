@@ -3,9 +3,11 @@ package commitlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hourglassmq/hourglass/record"
@@ -404,5 +406,60 @@ func TestPadToMinEnd(t *testing.T) {
 				t.Fatalf("a new record got offset %d, below MinEnd %d: an offset another file names is used twice", got[0], minEnd)
 			}
 		})
+	}
+}
+
+// TestIteratorDamageAndSkips: an iterator stops on a damaged record of a
+// sealed segment with ErrDamaged naming the file and the span that cannot
+// be read (up to the next valid record); once repair has covered it,
+// Skipped names the span of the skip record it stepped over, and Verify
+// lists it too.
+func TestIteratorDamageAndSkips(t *testing.T) {
+	dir, offs, segs, _ := damageLog(t)
+	flipByte(t, filepath.Join(dir, segs[0]), headerSize+offs[2]+9)
+	l, _, err := Open(Options{Dir: dir, SegmentSize: testSegSize, Sync: SyncNone, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := l.NewIterator(l.FirstOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+	}
+	var ce *segfile.CorruptionError
+	want := fmt.Sprintf("offsets %d..%d (%d bytes) cannot be read and valid records follow at offset %d", offs[2], offs[3], offs[3]-offs[2], offs[3])
+	if err := it.Err(); !errors.Is(err, ErrDamaged) || !errors.As(err, &ce) || ce.Path != filepath.Join(dir, segs[0]) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("iterator error %v; want ErrDamaged in %s saying %q", err, segs[0], want)
+	}
+	it.Close()
+	l.Close()
+
+	if _, err := Repair(dir, RepairOptions{Keep: func(string) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err = Open(Options{Dir: dir, SegmentSize: testSegSize, Sync: SyncNone, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	it, err = l.NewIterator(l.FirstOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var skipped []Span
+	for it.Next() {
+		skipped = append(skipped, it.Skipped()...)
+		if it.Offset() == offs[3] && len(it.Skipped()) != 1 {
+			t.Errorf("the Next that reached offset %d skipped %v", offs[3], it.Skipped())
+		}
+	}
+	if it.Err() != nil || !slices.Equal(skipped, []Span{{offs[2], offs[3]}}) {
+		t.Fatalf("skipped %v, err %v; want [{%d %d}]", skipped, it.Err(), offs[2], offs[3])
+	}
+	_, st, err := Verify(dir, nil)
+	if err != nil || !slices.Equal(st.Skipped, skipped) {
+		t.Fatalf("Verify skipped %v, %v; want %v", st.Skipped, err, skipped)
 	}
 }

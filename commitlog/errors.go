@@ -21,7 +21,9 @@ var (
 	// sequence: a file between two others is missing.
 	ErrMissingSegment = errors.New("commitlog: missing segment")
 	// ErrDamaged is wrapped by the *segfile.CorruptionError Open returns
-	// when the active segment is damaged rather than torn: a valid record
-	// follows the bad one, or the data ends below Options.MinEnd.
+	// when the active segment is damaged rather than torn (a valid record
+	// follows the bad one, or the data ends below Options.MinEnd), and by
+	// the one an Iterator stops on: a visible record that fails its
+	// checksum, in any segment.
 	ErrDamaged = errors.New("commitlog: damaged segment")
 )

@@ -27,7 +27,12 @@ type Iterator struct {
 	// kept is the offset from which the pages this iterator read are
 	// still in the process's resident set (see dropBehind).
 	kept int64
+	// skipped are the spans of skip records the last Next stepped over.
+	skipped []Span
 }
+
+// Span is a range [From, To) of log offsets.
+type Span struct{ From, To int64 }
 
 // dropChunk is how much an iterator reads before it drops the pages behind
 // it from the process's resident set.
@@ -70,12 +75,16 @@ func (l *Log) NewIterator(from int64) (*Iterator, error) {
 }
 
 // Next advances to the next visible record and reports whether there is
-// one. Skip records (TypeSkip) and the spans they cover are stepped over. It returns false at the end of what is visible or on an error
-// (see Err).
+// one. Skip records (TypeSkip) and the spans they cover are stepped over
+// (Skipped names them). It returns false at the end of what is visible or
+// on an error (see Err): a record that fails its checksum is a
+// *segfile.CorruptionError wrapping ErrDamaged that names the file, the
+// offsets that cannot be read and where valid records follow.
 func (it *Iterator) Next() bool {
 	if it.err != nil {
 		return false
 	}
+	it.skipped = it.skipped[:0]
 	for {
 		if it.pos >= it.l.view.visible.Load() {
 			return false
@@ -99,11 +108,17 @@ func (it *Iterator) Next() bool {
 			continue
 		}
 		if err != nil {
-			it.err = s.corruption(it.pos, err)
+			it.err = s.damaged(it.pos, err)
 			return false
 		}
 		if skip {
-			it.pos += int64(n) // a span repair skipped (TypeSkip)
+			// A span repair gave up (TypeSkip): adjacent skips are one span.
+			if k := len(it.skipped); k > 0 && it.skipped[k-1].To == it.pos {
+				it.skipped[k-1].To += int64(n)
+			} else {
+				it.skipped = append(it.skipped, Span{it.pos, it.pos + int64(n)})
+			}
+			it.pos += int64(n)
 			continue
 		}
 		// The current record stays mapped until the next call: drop up
@@ -129,6 +144,12 @@ func (it *Iterator) Record() record.Record { return it.rec }
 func (it *Iterator) Corruption(err error) error {
 	return it.seg.corruption(it.off, err)
 }
+
+// Skipped returns the spans of skip records (TypeSkip: records that
+// `hourglass repair` or Open gave up) the last call to Next stepped over,
+// in offset order; nil or empty when it stepped over none. The slice is
+// valid until the next call to Next.
+func (it *Iterator) Skipped() []Span { return it.skipped }
 
 // Pos returns the offset the next record will be read from.
 func (it *Iterator) Pos() int64 { return it.pos }

@@ -107,6 +107,22 @@ func (s *segment) corruption(off int64, err error) *segfile.CorruptionError {
 		Err: fmt.Errorf("record at log offset %d: %w", off, err)}
 }
 
+// damaged returns the error for the record at off that fails to decode
+// with err: a corruption error that names the span that cannot be read,
+// up to the next valid record (or the end of the data when none follows).
+func (s *segment) damaged(off int64, err error) *segfile.CorruptionError {
+	rest := s.data[off-s.base:]
+	junk := nonZeroExtent(rest)
+	var lost string
+	if next := findRecord(rest[:junk], 1); next >= 0 {
+		lost = fmt.Sprintf("offsets %d..%d (%d bytes) cannot be read and valid records follow at offset %d", off, off+next, next, off+next)
+	} else {
+		lost = fmt.Sprintf("offsets %d..%d (%d bytes, to the end of the data) cannot be read", off, off+junk, junk)
+	}
+	return &segfile.CorruptionError{Path: s.path, Offset: headerSize + off - s.base,
+		Err: fmt.Errorf("%w: %s (at offset %d: %v)", ErrDamaged, lost, off, err)}
+}
+
 func (s *segment) acquire() { s.refs.Add(1) }
 
 // release drops a reference; the last one unmaps, closes and, if the

@@ -58,6 +58,9 @@ type VerifyStats struct {
 	Bytes    int64 // framed record bytes
 	First    int64 // first offset
 	End      int64 // offset one past the last whole record
+	// Skipped are the spans skip records cover (records repair gave up),
+	// adjacent ones merged, in offset order.
+	Skipped []Span
 }
 
 // Verify reads every record of every segment in dir read-only, checking
@@ -106,8 +109,15 @@ func Verify(dir string, progress func(done, total int64)) ([]Problem, VerifyStat
 		var pos int64
 		retries := 0
 		for pos < int64(len(s.data)) {
-			_, n, _, err := decodeSpan(s.data[pos:])
+			_, n, skip, err := decodeSpan(s.data[pos:])
 			if err == nil {
+				if off := s.base + pos; skip {
+					if k := len(st.Skipped); k > 0 && st.Skipped[k-1].To == off {
+						st.Skipped[k-1].To += int64(n)
+					} else {
+						st.Skipped = append(st.Skipped, Span{off, off + int64(n)})
+					}
+				}
 				pos += int64(n)
 				st.Records++
 				st.Bytes += int64(n)
