@@ -104,7 +104,10 @@ type loadState struct {
 	segsDirty bool
 	nextLoad  int64
 	caught    bool // reput has routed everything present at Open
-	startEnd  int64
+	// checked: every record the commitlog retained at Open passed its
+	// checksum (checkRetained); Ready waits for it.
+	checked  bool
+	startEnd int64
 	// startCkpt is reput's durable checkpoint before this run started
 	// routing (the largest int64 when it has none): a segment whose
 	// entries all lie at or above it may have been created just before a

@@ -242,6 +242,8 @@ func Open(opts Options) (*Engine, error) {
 	if opts.IdempotencyWindow > 0 {
 		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now, opened, e.openEnd, storeOf(e.cat, e.reput))
 	}
+	// Beside routing and loading; Ready waits for it.
+	go e.checkRetained(e.openEnd)
 	go e.d.run(e.openEnd)
 	return e, nil
 }
@@ -256,8 +258,10 @@ func repairHint(err error, dir string) error {
 		err, dir, filepath.Join(dir, "quarantine"))
 }
 
-// Ready is closed once everything in the commitlog at Open is routed and
-// the buckets due by then are loaded: the first due message can fire.
+// Ready is closed once everything in the commitlog at Open is routed, the
+// buckets due by then are loaded (the first due message can fire), and
+// every record the commitlog retains has passed its checksum (damage
+// there closes Refused instead).
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
 // Now returns the engine's clock.

@@ -146,8 +146,9 @@ func (e *Engine) refuse(err error) {
 // Refused is closed when recovery, before Ready, finds what the engine
 // must not serve past without an operator: a bucket due at start whose
 // done log is damaged or lost, so that which of its messages were
-// delivered is unknown. RefusedErr then says which file and which
-// command repairs it. A program should stop (hourglass serve exits 1);
+// delivered is unknown, or a damaged record in the commitlog it retains.
+// RefusedErr then says which file and which command repairs it. A
+// program should stop (hourglass serve exits 1);
 // the engine itself goes on serving every other bucket.
 func (e *Engine) Refused() <-chan struct{} { return e.refusal.ch }
 

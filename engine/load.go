@@ -172,7 +172,7 @@ func (d *driver) loadNext(now int64) int64 {
 		d.ld.segsDirty = true
 		return never
 	}
-	if !isClosed(d.e.ready) {
+	if !isClosed(d.e.ready) && d.ld.checked {
 		d.logRecovered()
 		// Stats.Pending as of now, before Ready says so: the loop stores
 		// it only after this returns, and a caller reading Stats at Ready

@@ -4,7 +4,15 @@
 // scripts/bench-startup.sh, which has the usage; on its own:
 //
 //	go run ./scripts/startup gen  -data-dir D -n 100000   # add N future one-hour segments to D
+//	go run ./scripts/startup fill -data-dir D -mib 250    # fill D's commitlog with small keyed messages
 //	go run ./scripts/startup time -bin ./hourglass -data-dir D -runs 3
+//
+// fill schedules keyed messages (64-byte bodies, a day ahead, each with
+// its own idempotency key) through an engine in this process, without
+// fsync, until the commitlog holds -mib MiB, and waits until they are
+// routed: a restart then checks every record the commitlog retains (the
+// newest sealed segment and the active one, up to 256 MiB) before Ready
+// (engine checkRetained), the most there is to check.
 //
 // gen writes each segment as schedulelog writes a new, empty one (its
 // header only), one hour apart from the next full hour on, without an
@@ -22,6 +30,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,13 +43,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hourglassmq/hourglass/commitlog"
+	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: startup gen|time [flags] (see go doc ./scripts/startup)")
+		fmt.Fprintln(os.Stderr, "usage: startup gen|fill|time [flags] (see go doc ./scripts/startup)")
 		os.Exit(2)
 	}
 	var err error
@@ -49,8 +60,10 @@ func main() {
 		err = gen(os.Args[2:])
 	case "time":
 		err = timeServe(os.Args[2:])
+	case "fill":
+		err = fill(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: gen or time", os.Args[1])
+		err = fmt.Errorf("unknown command %q: gen, fill or time", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "startup:", err)
@@ -87,6 +100,46 @@ func gen(args []string) error {
 		return err
 	}
 	fmt.Printf("added %d segments of %v to %s, from %s\n", *n, *dur, dir, time.UnixMilli(first).UTC().Format(time.RFC3339))
+	return nil
+}
+
+func fill(args []string) error {
+	fs := flag.NewFlagSet("fill", flag.ExitOnError)
+	dataDir := fs.String("data-dir", "", "data directory (required; created if missing)")
+	mib := fs.Int64("mib", 250, "fill the commitlog up to this many MiB")
+	fs.Parse(args)
+	if *dataDir == "" {
+		return errors.New("fill: -data-dir is required")
+	}
+	e, err := engine.Open(engine.Options{Dir: *dataDir, Fsync: commitlog.SyncNone, IdempotencyWindow: 10 * time.Minute,
+		Sink: engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })})
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	body := make([]byte, 64)
+	n := 0
+	for end := int64(0); end < *mib<<20; {
+		reqs := make([]engine.Request, 1000)
+		for i := range reqs {
+			reqs[i] = engine.Request{Topic: "keys", Body: body, Delay: 24 * time.Hour, IdempotencyKey: fmt.Sprintf("key-%012d", n)}
+			n++
+		}
+		ids, err := e.ScheduleBatch(ctx, reqs)
+		if err != nil {
+			e.Close()
+			return err
+		}
+		end = int64(ids[len(ids)-1].Seq) // an ID's seq is its record's commitlog offset
+	}
+	if err := e.WaitRouted(ctx); err != nil {
+		e.Close()
+		return err
+	}
+	if err := e.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("scheduled %d keyed messages into %s\n", n, *dataDir)
 	return nil
 }
 
