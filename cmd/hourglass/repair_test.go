@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -151,7 +152,7 @@ func TestRepairHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"--data-dir", "--dry-run", "quarantine", "skip record", "already routed"} {
+	for _, want := range []string{"--data-dir", "--dry-run", "quarantine", "skip record", "already routed", "repair.journal", "--acknowledge", ".tmp"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("repair --help lacks %q", want)
 		}
@@ -199,6 +200,15 @@ func TestRepairReportsRebuiltEntriesLost(t *testing.T) {
 	}
 	if !strings.Contains(out, "damaged entries of the schedule segment of bucket") || !strings.Contains(out, "those records are LOST") {
 		t.Errorf("repair does not report the rebuilt entry lost:\n%s", out)
+	}
+	// The skip record now covers the entry's commitlog record: verify must
+	// not say the server can rebuild it from there.
+	out, code, _ := runInspect(t, "verify", "--data-dir", dir)
+	if strings.Contains(out, "the commitlog still holds them") || !strings.Contains(out, fmt.Sprintf("the commitlog no longer holds seqs %d to ", base)) {
+		t.Errorf("inspect verify after the repair:\n%s", out)
+	}
+	if !strings.Contains(out, "repair-report") || code != 1 {
+		t.Errorf("inspect verify (exit %d) does not report the repair's loss:\n%s", code, out)
 	}
 }
 

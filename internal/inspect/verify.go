@@ -12,6 +12,7 @@ import (
 	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/internal/repair"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
 )
@@ -33,6 +34,10 @@ const (
 	Missing Kind = "missing"
 	// Unexpected: a file that does not belong where it is.
 	Unexpected Kind = "unexpected"
+	// RepairReport: a run of `hourglass repair` that was interrupted, or
+	// whose changes lost data, and that the operator has not acknowledged
+	// yet (`hourglass repair --acknowledge`).
+	RepairReport Kind = "repair-report"
 )
 
 // Problem is one finding: Verify exits non-zero for any.
@@ -73,6 +78,9 @@ type verifier struct {
 	r   Report
 	p   Progress
 	end int64 // commitlog end, -1 unknown
+	// gone are the commitlog spans that cannot be read: covered by skip
+	// records (repair gave them up) or damaged.
+	gone []commitlog.Span
 }
 
 func (v *verifier) problem(path string, off int64, k Kind, detail string) {
@@ -100,6 +108,9 @@ func Verify(o Options) (Report, error) {
 	v.p.Begin("verify", total)
 	defer v.p.End()
 	if err := v.top(); err != nil {
+		return v.r, err
+	}
+	if err := v.repairJournal(); err != nil { // verify_repair.go
 		return v.r, err
 	}
 	if err := v.commitlog(filepath.Join(o.Dir, CommitlogDir), true); err != nil {
@@ -150,7 +161,7 @@ func (v *verifier) top() error {
 			if !e.IsDir() {
 				v.problem(filepath.Join(v.o.Dir, name), -1, Unexpected, "should be a directory")
 			}
-		case LockFile:
+		case LockFile, repair.JournalName, repair.QuarantineDir:
 		default:
 			v.note(filepath.Join(v.o.Dir, name), "not written by Hourglass; ignored")
 		}
@@ -180,6 +191,12 @@ func (v *verifier) commitlog(dir string, main bool) error {
 	}
 	if main {
 		v.end = st.End
+		v.gone = append(v.gone, st.Skipped...)
+		for _, p := range probs {
+			if p.Kind == commitlog.Corruption && p.Offset >= 0 {
+				v.gone = append(v.gone, commitlog.Span{From: p.Offset, To: p.Offset + max(p.Len, 1)})
+			}
+		}
 	}
 	if ents, err := os.ReadDir(dir); err == nil {
 		for _, e := range ents {

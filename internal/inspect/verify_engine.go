@@ -3,11 +3,13 @@ package inspect
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/reput"
 	"github.com/hourglassmq/hourglass/schedulelog"
@@ -53,14 +55,14 @@ func (v *verifier) engineFindings() error {
 		var seqs []uint64
 		for it.Next() {
 			if d, ok := mergedDamage(it.Skipped()); ok && !d.Torn { // a torn tail is a problem of its own, and nothing is lost with it
-				v.note(path, damagedEntries(d, lo, has, it.Seq(), true, first))
+				v.note(path, damagedEntries(d, lo, has, it.Seq(), true, first, v.gone))
 			}
 			lo, has = it.Seq(), true
 			seqs = append(seqs, it.Seq())
 			n++
 		}
 		if d, ok := mergedDamage(it.Skipped()); ok && !d.Torn {
-			v.note(path, damagedEntries(d, lo, has, 0, false, first))
+			v.note(path, damagedEntries(d, lo, has, 0, false, first, v.gone))
 		}
 		rd.Close()
 		donePath := filepath.Join(dir, dispatchlog.Name(start))
@@ -103,20 +105,34 @@ func (v *verifier) engineFindings() error {
 
 // damagedEntries describes a damaged region d of a segment: the good
 // entries around it have seqs lo (if has) and hi (if hasHi), and the
-// commitlog holds offsets from first on (-1: no commitlog).
-func damagedEntries(d schedulelog.Damage, lo uint64, has bool, hi uint64, hasHi bool, first int64) string {
+// commitlog holds offsets from first on (-1: no commitlog) but those of
+// the spans gone (skipped by repair, or damaged).
+func damagedEntries(d schedulelog.Damage, lo uint64, has bool, hi uint64, hasHi bool, first int64, gone []commitlog.Span) string {
 	where := fmt.Sprintf("damaged entries at offset %d (%d bytes)", d.Offset, d.End-d.Offset)
 	between := fmt.Sprintf("seqs after %d", lo)
+	top := int64(math.MaxInt64)
 	if hasHi {
 		between = fmt.Sprintf("seqs %d to %d", lo+1, hi-1)
+		top = int64(hi)
 	}
 	switch {
 	case !has:
 		return where + ": before the first whole entry, so their seqs have no lower bound; the server does not rebuild them from the commitlog and delivers the rest of the bucket; `hourglass repair` reports them"
 	case first < 0:
 		return fmt.Sprintf("%s (%s): no commitlog holds them: those not delivered before are lost; the server delivers the rest of the bucket", where, between)
-	case int64(lo) < first-1:
-		return fmt.Sprintf("%s (%s): the commitlog no longer holds seqs %d to %d: messages there not delivered before are lost; the server rebuilds the rest from the commitlog and delivers the bucket's other entries", where, between, lo+1, first-1)
+	}
+	var lost []string
+	if int64(lo) < first-1 {
+		lost = append(lost, fmt.Sprintf("%d to %d (deleted by retention)", lo+1, first-1))
+	}
+	for _, g := range gone {
+		if from, to := max(g.From, int64(lo)+1), min(g.To, top); from < to {
+			lost = append(lost, fmt.Sprintf("%d to %d (skipped by `hourglass repair`, or damaged)", from, to-1))
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Sprintf("%s (%s): the commitlog no longer holds seqs %s: messages there not delivered before are lost; the server rebuilds the rest from the commitlog and delivers the bucket's other entries",
+			where, between, strings.Join(lost, ", "))
 	}
 	return fmt.Sprintf("%s (%s): the commitlog still holds them; the server rebuilds them from there when the bucket loads", where, between)
 }
