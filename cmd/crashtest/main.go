@@ -121,7 +121,7 @@ occurrence; a flipped schedule entry whose commitlog record is gone an armed
 occurrence (its run broken).
 
 DAMAGE MODE (--damage): after every stop (SIGKILL or SIGTERM) one damage,
-chosen with the seed (each kind once per round of 8 restarts that can take
+chosen with the seed (each kind once per round of 9 restarts that can take
 it), is made to the stopped server's data directory:
 
   commitlog-flip     one byte XORed inside a record of the active commitlog
@@ -130,6 +130,12 @@ it), is made to the stopped server's data directory:
                      .done done-record, or a queue topic's message log or
                      ack log (active segment). The record always has a valid
                      record after it: damage, never a torn tail.
+  commitlog-sealed-flip
+                     the same in any record of a sealed commitlog segment,
+                     which the server reads idempotency keys back from. To
+                     have one, the harness seals the first 128 MiB segment
+                     once, before the second cycle, with 136 messages of
+                     1 MB due a day ahead on topic "filler".
   commitlog-delete   the active commitlog segment deleted
   done-delete        a .done dispatch log with records deleted
   checkpoint-delete  schedule/reput.checkpoint deleted
@@ -151,7 +157,16 @@ Each restart must either:
       a decision about entries whose dispatch log is lost, the harness runs it
       again with --assume-pending (delivered at least once rather than
       dropped): up to the N entries of that bucket it says "stay pending" may
-      come again. Without a repair
+      come again. Before the run of repair that counts, the harness kills
+      repair at each of its steps in turn (HOURGLASS_REPAIR_KILL_AT=k kills
+      the k-th run at its k-th point: a plan recorded, a copy into
+      quarantine cut short, a copy kept, a step's changes made but not
+      recorded), until a run gets through; that run must name, as "offsets
+      A..B", every skip record the killed runs and it wrote (from the killed
+      runs' reports in repair.journal), else repair-failed. The harness then
+      acknowledges the reports (repair --acknowledge), and the start after
+      the repair must log that the idempotency keys of each commitlog span
+      skipped are lost (else damage-unreported). Without a repair
       command in the binary, or when repair fails or the server still does
       not start after it, the harness puts the whole data directory back as
       it was before the damage (a copy it took) and restarts.
@@ -165,8 +180,14 @@ Each restart must either:
       reput.checkpoint or the damaged schedule segment or dispatch log was
       retired with its bucket.
 
+After every start the harness sends again up to 20 keyed Schedules answered
+OK whose records the commitlog still holds (and whose key no Reschedule or
+Nack with a delay moved, and no repair said is gone), each with its key: the
+answer must be the first Schedule's ID or a refusal; another ID is
+key-forgotten (the message stored twice).
+
 Violations of the mode: start-failed (neither ready nor exited within 30s, or
-exited 0), refusal-unclear, repair-failed, damage-unreported, and every loss
+exited 0), refusal-unclear, repair-failed, damage-unreported, key-forgotten, and every loss
 and replay the checks above find that no allowance names; seq-reused (two
 messages answered with one commitlog offset) in every mode. The summary
 counts, per kind, the damages injected, the starts (and how many reported

@@ -64,13 +64,17 @@ const (
 	// --damage (damagecheck.go).
 	VRefusalUnclear   = "refusal-unclear"   // refused to start without naming the damaged file or `hourglass repair`
 	VDamageUnreported = "damage-unreported" // started on damage and never named the file in its log
-	VRepairFailed     = "repair-failed"     // hourglass repair exited non-zero, or changed a file without a copy in quarantine/
+	VRepairFailed     = "repair-failed"     // hourglass repair exited non-zero, or changed a file without a copy in quarantine/, or its report after a killed run did not name what that run gave up
+	// VKeyForgotten: a keyed Schedule sent again after a restart, whose
+	// record the commitlog still holds, was answered with another ID than
+	// the first (stored twice) rather than the first or a refusal.
+	VKeyForgotten = "key-forgotten"
 )
 
 // Kinds lists every violation kind.
 var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAfterCancel, VCancelUntruthful,
 	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
-	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed,
+	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed, VKeyForgotten,
 	VAfterReschedule, VRescheduleUntruthful, VRescheduleBoth, VRescheduledLost, VRedrivenTwice, VRedriveUnfounded,
 	VDeliveredWhilePaused, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected}
 

@@ -35,6 +35,7 @@ import (
 // The kinds and their files:
 //
 //	commitlog-flip     the active (newest holding a record) commitlog segment
+//	commitlog-sealed-flip  a sealed commitlog segment (damagesealed.go)
 //	commitlog-delete   the active commitlog segment, deleted
 //	sched-flip         a schedule segment (*.sched) entry
 //	done-flip          a dispatch log (*.done) done-record
@@ -60,7 +61,7 @@ const (
 )
 
 // DamageKinds lists every damage kind, in report order.
-var DamageKinds = []string{DCommitlogFlip, DCommitlogDelete, DSchedFlip, DDoneFlip, DDoneDelete,
+var DamageKinds = []string{DCommitlogFlip, DCommitlogSealedFlip, DCommitlogDelete, DSchedFlip, DDoneFlip, DDoneDelete,
 	DCheckpointDelete, DQueueLogFlip, DQueueAckFlip}
 
 // isDelete reports whether kind removes a file rather than flipping a byte.
@@ -149,6 +150,9 @@ func scanDamage(dataDir string) (damageCands, error) {
 		}
 		if data, err := os.ReadFile(p); err == nil && len(scanRecords(data, commitlogHeader)) > 0 {
 			c[DCommitlogDelete] = append(c[DCommitlogDelete], damageFile{path: p, base: base})
+		}
+		if err := scanSealed(c, clDir, p); err != nil {
+			return nil, err
 		}
 	}
 	sched := filepath.Join(dataDir, "schedule")
@@ -291,7 +295,7 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 	var h Held
 	var m message.Message
 	switch kind {
-	case DCommitlogFlip:
+	case DCommitlogFlip, DCommitlogSealedFlip:
 		switch r.Type {
 		case message.TypeSchedule:
 			h.What = "schedule"
@@ -485,6 +489,8 @@ func copyTree(from, to string) error {
 	})
 }
 
+// copyFile copies from to to, leaving blocks of zeros as holes (the
+// commitlog's preallocated segments are mostly zeros).
 func copyFile(from, to string) error {
 	src, err := os.Open(from)
 	if err != nil {
@@ -495,9 +501,28 @@ func copyFile(from, to string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
+	buf := make([]byte, 1<<20)
+	var size int64
+	for {
+		n, rerr := src.ReadAt(buf, size)
+		if n > 0 && !allZero(buf[:n]) {
+			if _, err := dst.WriteAt(buf[:n], size); err != nil {
+				dst.Close()
+				return fmt.Errorf("crashtest: copying %s: %w", from, err)
+			}
+		}
+		size += int64(n)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			dst.Close()
+			return fmt.Errorf("crashtest: copying %s: %w", from, rerr)
+		}
+	}
+	if err := dst.Truncate(size); err != nil {
 		dst.Close()
-		return fmt.Errorf("crashtest: copying %s: %w", from, err)
+		return err
 	}
 	return dst.Close()
 }

@@ -101,6 +101,8 @@ func TestPlanDamageStaysInsideARecord(t *testing.T) {
 func fakeDataDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
+	fakeSegment(t, filepath.Join(dir, "commitlog", "00000000000000000000.log"), 1000, // sealed
+		schedRecord(t, "k6"), schedRecord(t, "k7"), schedRecord(t, "k8"))
 	fakeSegment(t, filepath.Join(dir, "commitlog", "00000000000000001000.log"), 4096,
 		schedRecord(t, "k1"), framed(t, message.TypeCancel, message.AppendCancel(nil, message.ID{DeliverAt: 5, Seq: 1000})), schedRecord(t, "k3"))
 	fakeSegment(t, filepath.Join(dir, "commitlog", "00000000000000005064.log"), 4096) // a spare
@@ -147,8 +149,11 @@ func TestScanDamageFindsEveryKind(t *testing.T) {
 	}
 	for _, k := range DamageKinds {
 		want := 2 // flips: every record but the last
-		if isDelete(k) {
+		switch {
+		case isDelete(k):
 			want = 0
+		case k == DCommitlogSealedFlip:
+			want = 3 // a sealed segment is never torn: its last record too
 		}
 		if len(cands[k]) != 1 || len(cands[k][0].recs) != want {
 			t.Errorf("%s: candidates %+v, want one file with %d records", k, cands[k], want)
@@ -377,11 +382,16 @@ func TestParseRepair(t *testing.T) {
 				"    rewritten with the 0 valid done-records; the 3 undecided entries stay pending and are delivered\n",
 			RepairResult{BucketsAgain: []BucketAgain{{File: "schedule/20261201T225514Z.done", UpTo: 3}}}},
 		{"ids", "lost: message " + id1 + "\nmay be delivered again: " + id2 + "\n", RepairResult{LostIDs: []string{id1}, AgainIDs: []string{id2}}},
+		{"keys_gone_with_a_routed_span",
+			"  " + cl + ": damaged records (x): offsets 100..180 (80 bytes); skip record written at file position 132\n" +
+				"    their idempotency keys are gone: a Schedule stored there and retried with its key within the idempotency window is stored again (a second message)\n" +
+				"    offsets 100..180 (80 bytes) were already routed (below the reput checkpoint 500): the schedule segments hold them, nothing is lost\n",
+			RepairResult{KeysGone: []LostSpan{{File: cl, From: 100, To: 180}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := parseRepair(tc.out)
 			if !slices.Equal(got.Lost, tc.want.Lost) || !slices.Equal(got.LostIDs, tc.want.LostIDs) || !slices.Equal(got.AgainIDs, tc.want.AgainIDs) ||
-				!slices.Equal(got.AcksLost, tc.want.AcksLost) || !slices.Equal(got.BucketsAgain, tc.want.BucketsAgain) {
+				!slices.Equal(got.AcksLost, tc.want.AcksLost) || !slices.Equal(got.BucketsAgain, tc.want.BucketsAgain) || !slices.Equal(got.KeysGone, tc.want.KeysGone) {
 				t.Errorf("parseRepair:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -524,6 +534,7 @@ func TestRunRepairChecksQuarantine(t *testing.T) {
 		{"keeps_a_copy", "mkdir -p \"$D/quarantine\" && cp \"$D/x\" \"$D/quarantine/x\" && echo changed > \"$D/x\" && echo \"  x.log: damaged records (bad): offsets 8..30 (22 bytes) skip record written at file position 40\" && echo \"    offsets 8..30 (22 bytes, at least one record) were not routed: those records are LOST\"", nil, 0},
 		{"keeps_no_copy", "echo changed > \"$D/x\"", []string{"x"}, 0},
 		{"fails", "echo cannot >&2; exit 3", nil, 3},
+		{"killed_twice_first", "if [ \"${HOURGLASS_REPAIR_KILL_AT:-9}\" -le 2 ]; then kill -9 $$; fi; echo ok", nil, 0},
 		{"asks_for_a_decision", "if [ \"$4\" != --assume-pending ]; then echo 'held: run again with --assume-delivered or --assume-pending'; exit 1; fi; " +
 			"echo '  schedule/20261201T225514Z.done: it is missing: 0 valid done-records; 2 entries of 20261201T225514Z.sched are undecided'; " +
 			"echo '    rewritten with the 0 valid done-records; the 2 undecided entries stay pending and are delivered'", nil, 0},
@@ -544,6 +555,9 @@ func TestRunRepairChecksQuarantine(t *testing.T) {
 			}
 			if tc.name == "keeps_a_copy" && (len(res.Lost) != 1 || res.Lost[0].From != 8 || res.Lost[0].To != 30) {
 				t.Errorf("lost spans %v, want offsets 8..30", res.Lost)
+			}
+			if want := map[string]int{"killed_twice_first": 2}[tc.name]; res.Kills != want {
+				t.Errorf("%d runs killed before one got through, want %d", res.Kills, want)
 			}
 			if tc.name == "asks_for_a_decision" && (res.Decision != "assume-pending" || len(res.BucketsAgain) != 1 || res.BucketsAgain[0].UpTo != 2) {
 				t.Errorf("decision %q, buckets again %v; want assume-pending and one bucket of 2", res.Decision, res.BucketsAgain)
@@ -745,5 +759,50 @@ func TestLostFromCommitlog(t *testing.T) {
 		if got := lostFromCommitlog(evs, seq, dir); got != want {
 			t.Errorf("seq %d: lost %v, want %v", seq, got, want)
 		}
+	}
+}
+
+// TestSkipSpans: the skip records of the commitlog and the queue logs are
+// listed with their files and offsets (the segment's base plus their
+// position), a skip record with a span field by that span.
+func TestSkipSpans(t *testing.T) {
+	dir := t.TempDir()
+	skip := func(n int) []byte {
+		p := binary.LittleEndian.AppendUint64(nil, uint64(n))
+		buf := make([]byte, n)
+		if _, err := record.Encode(buf, typeSkip, 0, p); err != nil {
+			t.Fatal(err)
+		}
+		return buf
+	}
+	a := schedRecord(t, "k1")
+	fakeSegment(t, filepath.Join(dir, "commitlog", "00000000000000001000.log"), 4096, a, skip(64), schedRecord(t, "k2"))
+	fakeSegment(t, filepath.Join(dir, "queue", "topics", "ct0", "log", "00000000000000000000.log"), 4096, skip(40))
+	got, err := skipSpans(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LostSpan{{File: "commitlog/00000000000000001000.log", From: int64(1000 + len(a)), To: int64(1000 + len(a) + 64)},
+		{File: "queue/topics/ct0/log/00000000000000000000.log", From: 0, To: 40}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("skipSpans = %v, want %v", got, want)
+	}
+}
+
+// TestKeysLossUnreported: the start after a repair must say, for each skip
+// record the repair wrote in the commitlog, that its keys are lost.
+func TestKeysLossUnreported(t *testing.T) {
+	e := DamageEvent{Cycle: 3, Rel: "commitlog/x.log", Repair: &RepairResult{Skipped: []LostSpan{
+		{File: "commitlog/x.log", From: 100, To: 180}, {File: "queue/topics/ct0/log/y.log", From: 0, To: 40}}}}
+	said := "WARN engine: idempotency keys of commitlog offsets 100..180 are lost: a repair skipped those records\n"
+	if vs := keysLossUnreported(e, said, "/d"); len(vs) != 0 {
+		t.Errorf("reported, yet %v", vs)
+	}
+	if vs := keysLossUnreported(e, "WARN something else\n", "/d"); len(vs) != 1 || vs[0].Kind != VDamageUnreported {
+		t.Errorf("not reported: %v, want one damage-unreported (the queue log's span needs nothing)", vs)
+	}
+	e.Undone = true
+	if vs := keysLossUnreported(e, "", "/d"); len(vs) != 0 {
+		t.Errorf("a repair the harness undid: %v", vs)
 	}
 }

@@ -21,6 +21,8 @@ type damager struct {
 	events  []DamageEvent
 	repair  int // 0 not asked yet, 1 the binary has `hourglass repair`, -1 it has not
 	cwd     string
+	filled  bool      // the filler sealed a commitlog segment (fillSealed)
+	keys    KeyChecks // what checkKeys found
 }
 
 // damage damages the stopped server's data directory (one kind per
@@ -159,8 +161,8 @@ func (r *runner) startAfterDamage(cycle int) error {
 		if rr.Decision != "" {
 			decided = " (asked for a decision: --" + rr.Decision + ")"
 		}
-		r.progress("  restart after %s: refused in %v (exit %d, %s); hourglass repair%s: exit %d, %d lost spans, %d files changed, %d without a copy",
-			ev.Kind, sr.After.Round(time.Millisecond), sr.ExitCode, named, decided, rr.ExitCode, len(rr.Lost), len(rr.Changed), len(rr.NoCopy))
+		r.progress("  restart after %s: refused in %v (exit %d, %s); hourglass repair%s, killed %d times first: exit %d, %d lost spans, %d skip records, %d files changed, %d without a copy",
+			ev.Kind, sr.After.Round(time.Millisecond), sr.ExitCode, named, decided, rr.Kills, rr.ExitCode, len(rr.Lost), len(rr.Skipped), len(rr.Changed), len(rr.NoCopy))
 		v := Violation{Kind: VRepairFailed, Cycle: cycle, At: time.Now()}
 		switch {
 		case rr.ExitCode != 0:
@@ -175,6 +177,11 @@ func (r *runner) startAfterDamage(cycle int) error {
 			if len(rr.NoCopy) > 0 {
 				v.Detail = fmt.Sprintf("after %s of %s: hourglass repair changed or removed %s without a copy under quarantine/",
 					ev.Kind, ev.Rel, strings.Join(rr.NoCopy, ", "))
+				r.extra = append(r.extra, v)
+			}
+			if len(rr.Unnamed) > 0 {
+				v.Detail = fmt.Sprintf("after %s of %s: hourglass repair, killed %d times first, wrote skip records its last report does not name: %v",
+					ev.Kind, ev.Rel, rr.Kills, rr.Unnamed)
 				r.extra = append(r.extra, v)
 			}
 			s, sr, err := launch(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), DamageStartBound)
@@ -258,7 +265,34 @@ func (r *runner) finishDamage(ev Events, vs []Violation) []Violation {
 			e.Note = joinNote(e.Note, "not required to report")
 		}
 	}
+	for _, e := range d.events {
+		out = append(out, keysLossUnreported(e, log, r.dataDir)...)
+	}
 	markDamage(vs, damageAllowance(d.events, ev, r.dataDir, r.cfg.SegmentDuration), ev)
+	return out
+}
+
+// keysLossUnreported checks that the start after e's repair said, for
+// each skip record the repair wrote in the commitlog, that the
+// idempotency keys of its offsets are lost (engine.reloadKeys).
+func keysLossUnreported(e DamageEvent, log, dataDir string) []Violation {
+	if e.Repair == nil || e.Undone || e.Repair.ExitCode != 0 {
+		return nil
+	}
+	after := log[min(e.logFrom, int64(len(log))):]
+	if strings.Contains(after, "more commitlog spans were skipped by repair") {
+		return nil // it names the first ones only
+	}
+	var out []Violation
+	for _, sp := range e.Repair.Skipped {
+		if l, _ := logOf(sp.File, dataDir); l != "commitlog" {
+			continue
+		}
+		if want := fmt.Sprintf("idempotency keys of commitlog offsets %d..%d are lost", sp.From, sp.To); !strings.Contains(after, want) {
+			out = append(out, Violation{Kind: VDamageUnreported, Cycle: e.Cycle + 1, At: e.At,
+				Detail: fmt.Sprintf("the start after the repair of %s (%s) did not say %q", e.Rel, e.Kind, want)})
+		}
+	}
 	return out
 }
 
@@ -282,23 +316,25 @@ func (s *DamageSummary) writeTable(w io.Writer) {
 	fmt.Fprintln(w, "\ndamage by kind (started: ready after the damage, reported: it named the file in its log; refused: exited")
 	fmt.Fprintln(w, "non-zero, named: naming the file and `hourglass repair`; undone: the harness put the damage back to go on;")
 	fmt.Fprintln(w, "violations: failing ones suspected to follow from it; allowed: losses repair reported):")
-	fmt.Fprintf(w, "  %-18s %8s %13s %15s %8s %6s %6s %10s %7s\n", "kind", "injected", "started/rep.", "refused/named", "repaired", "undone", "hung", "violations", "allowed")
+	fmt.Fprintf(w, "  %-21s %8s %13s %15s %8s %6s %6s %10s %7s\n", "kind", "injected", "started/rep.", "refused/named", "repaired", "undone", "hung", "violations", "allowed")
 	var t DamageStats
 	for _, k := range DamageKinds {
 		c := s.ByKind[k]
-		fmt.Fprintf(w, "  %-18s %8d %13s %15s %8d %6d %6d %10d %7d\n", k, c.Injected, fmt.Sprintf("%d/%d", c.Started, c.Reported),
+		fmt.Fprintf(w, "  %-21s %8d %13s %15s %8d %6d %6d %10d %7d\n", k, c.Injected, fmt.Sprintf("%d/%d", c.Started, c.Reported),
 			fmt.Sprintf("%d/%d", c.Refused, c.Named), c.Repaired, c.Undone, c.Hung, c.Violations, c.Allowed)
 		t.Injected += c.Injected
 		t.Started += c.Started
 		t.Refused += c.Refused
 		t.Violations += c.Violations
 	}
-	fmt.Fprintf(w, "  %-18s %8d %13d %15d %35d\n", "all", t.Injected, t.Started, t.Refused, t.Violations)
+	fmt.Fprintf(w, "  %-21s %8d %13d %15d %35d\n", "all", t.Injected, t.Started, t.Refused, t.Violations)
 	for _, k := range DamageKinds {
 		if c := s.ByKind[k]; len(c.ByViolation) > 0 {
 			fmt.Fprintf(w, "  violations after %s: %s\n", k, mapString(c.ByViolation))
 		}
 	}
+	fmt.Fprintf(w, "  hourglass repair killed %d times at its steps before a run got through; keyed Schedules sent again after restarts: %d the first ID, %d refused, %d another ID\n",
+		s.RepairKills, s.Keys.Same, s.Keys.Refused, s.Keys.Forgotten)
 	if s.NoTarget > 0 {
 		fmt.Fprintf(w, "  %d restarts had no file of any kind to damage\n", s.NoTarget)
 	}

@@ -103,6 +103,9 @@ func summarizeDamage(evs []DamageEvent, vs []Violation, fsync string, repairCmd 
 		case RestartHung, RestartExit0:
 			st.Hung++
 		}
+		if d.Repair != nil {
+			s.RepairKills += d.Repair.Kills
+		}
 		if d.Repair != nil && d.Repair.ExitCode == 0 && !d.Undone {
 			st.Repaired++
 			st.RepairLost += len(d.Repair.Lost) + len(d.Repair.LostIDs) + len(d.Repair.AcksLost)

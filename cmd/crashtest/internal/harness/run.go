@@ -215,7 +215,7 @@ func (r *runner) run(ctx context.Context) error {
 			r.progress("stopping after %d cycles: --duration leaves only the drain's time", cycle-1)
 			break
 		}
-		if err := r.ensureServer(cycle); err != nil {
+		if err := r.ensureServer(ctx, cycle); err != nil {
 			return err
 		}
 		r.sum.Cycles = cycle
@@ -223,18 +223,27 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.ensureServer(r.cfg.Cycles + 1); err != nil {
+	if err := r.ensureServer(ctx, r.cfg.Cycles+1); err != nil {
 		return err
 	}
 	return r.drain(ctx)
 }
 
-// ensureServer starts the server unless it runs.
-func (r *runner) ensureServer(cycle int) error {
+// ensureServer starts the server unless it runs. Under --damage it then
+// sends keyed Schedules again (checkKeys) and, before the second cycle,
+// seals a commitlog segment (fillSealed).
+func (r *runner) ensureServer(ctx context.Context, cycle int) error {
 	if r.srv != nil {
 		return nil
 	}
-	return r.startServer(cycle)
+	if err := r.startServer(cycle); err != nil || r.dmg == nil {
+		return err
+	}
+	r.checkKeys(ctx, cycle)
+	if cycle == 2 {
+		return r.fillSealed(ctx, cycle)
+	}
+	return nil
 }
 
 // cycle loads the server, stops it at a random moment and damages it if
@@ -522,7 +531,7 @@ func (r *runner) finish(start time.Time) {
 			scheds[ev.Schedules[i].Key] = &ev.Schedules[i]
 		}
 		s.Damage = summarizeDamage(r.dmg.events, all, r.cfg.Fsync, r.dmg.repair == 1, scheds, r.cfg.SegmentDuration)
-		s.Damage.NoTarget = noTarget
+		s.Damage.NoTarget, s.Damage.Keys = noTarget, r.dmg.keys
 	}
 	s.ViolationCount = len(all)
 	s.ViolationsByKind = map[string]int{}
