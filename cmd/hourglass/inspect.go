@@ -90,8 +90,11 @@ to --data-dir), byte offset and kind:
                never repaired automatically: the server refuses or skips it
   missing      a file that must exist does not (a gap in the commitlog)
   unexpected   a file that does not belong where it is
-Notes (harmless leftovers, files a running server deleted during the check) are
-printed too but are not damage.
+  repair-report  a run of 'hourglass repair' (repair.journal) that was interrupted,
+               or whose changes lost data, printed with what it did or was about
+               to do, until 'hourglass repair --acknowledge'
+Notes (harmless leftovers, files a running server deleted during the check, a
+repair that lost nothing) are printed too but are not damage.
 
 --json: one {"kind":"problem"|"note",...} per finding, then {"kind":"summary",...}.
 Exit status: 0 when clean, 1 when damaged, 2 when the check could not run.`
