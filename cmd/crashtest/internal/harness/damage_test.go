@@ -806,3 +806,29 @@ func TestKeysLossUnreported(t *testing.T) {
 		t.Errorf("a repair the harness undid: %v", vs)
 	}
 }
+
+// TestSkipSpansPastDamage: a record not yet repaired does not hide the
+// skip records after it.
+func TestSkipSpansPastDamage(t *testing.T) {
+	skip := make([]byte, 64)
+	if _, err := record.Encode(skip, typeSkip, 0, binary.LittleEndian.AppendUint64(nil, 64)); err != nil {
+		t.Fatal(err)
+	}
+	bad := schedRecord(t, "k1")
+	bad[len(bad)-1] ^= 0xff // its checksum fails
+	data := concat(make([]byte, commitlogHeader), bad, schedRecord(t, "k2"), skip, make([]byte, 4096))
+	got := skipRecords(data, commitlogHeader)
+	at := int64(commitlogHeader + len(bad) + len(schedRecord(t, "k2")))
+	if !slices.Equal(got, []span{{at, at + 64}}) {
+		t.Fatalf("skipRecords = %v, want [{%d %d}]", got, at, at+64)
+	}
+}
+
+// TestFarBucket: the filler's bucket, a day ahead, is not a damage target;
+// the workload's, within minutes, are.
+func TestFarBucket(t *testing.T) {
+	name := func(d time.Duration) string { return time.Now().Add(d).UTC().Format("20060102T150405Z") }
+	if !farBucket(name(23*time.Hour)+".sched") || farBucket(name(time.Minute)+".done") || farBucket("reput.checkpoint") {
+		t.Fatal("farBucket: want true a day ahead only")
+	}
+}

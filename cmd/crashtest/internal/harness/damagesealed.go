@@ -85,6 +85,14 @@ func (r *runner) fillSealed(ctx context.Context, cycle int) error {
 	return nil
 }
 
+// farBucket reports whether the schedule segment or dispatch log name is
+// of a bucket that starts more than six hours from now (the filler's).
+func farBucket(name string) bool {
+	base, _, _ := strings.Cut(name, ".")
+	start, err := time.Parse("20060102T150405Z", base)
+	return err == nil && start.After(time.Now().Add(6*time.Hour))
+}
+
 // keysSentAgain bounds the keyed Schedules checkKeys sends again after a
 // start.
 const keysSentAgain = 20

@@ -198,14 +198,19 @@ func runRepair(ctx context.Context, bin, dataDir string) (*RepairResult, error) 
 // maxRepairKills bounds the chain of killed repairs of one damage.
 const maxRepairKills = 64
 
-// skipRecords returns the skip records of data from start on (the
-// records before the first that does not decode), each with its span.
+// skipRecords returns the skip records of data from start on, each with
+// its span. A record that does not decode (damage repair has not covered
+// yet) is passed over to the next that does, so that the skip records
+// after it are listed too.
 func skipRecords(data []byte, start int) []span {
 	var out []span
 	for pos := start; pos < len(data); {
 		rec, n, err := record.Decode(data[pos:])
 		if err != nil {
-			break
+			if pos = nextRecord(data, pos+1); pos < 0 {
+				break
+			}
+			continue
 		}
 		if rec.Type == typeSkip {
 			if len(rec.Payload) >= 8 {
@@ -220,6 +225,20 @@ func skipRecords(data []byte, start int) []span {
 		pos += n
 	}
 	return out
+}
+
+// nextRecord returns the first position at or after from where a whole,
+// valid record starts, or -1 (zeros to the end: the end of the data).
+func nextRecord(data []byte, from int) int {
+	for i := from; i+record.Overhead <= len(data); i++ {
+		if data[i+4] == 0 || data[i+6] != 0 || data[i+7] != 0 {
+			continue // no record header starts here
+		}
+		if _, _, err := record.Decode(data[i:]); err == nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // skipSpans lists the skip records of the commitlog-format logs of
