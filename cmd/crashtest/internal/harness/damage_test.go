@@ -832,3 +832,21 @@ func TestFarBucket(t *testing.T) {
 		t.Fatal("farBucket: want true a day ahead only")
 	}
 }
+
+// TestResumeLost: a Resume answered OK whose record may lie in a commitlog
+// span a repair reported lost is sent again at the drain; one answered
+// before the schedules below the span, or after the damage, is not.
+func TestResumeLost(t *testing.T) {
+	id := func(seq int) string { return message.ID{DeliverAt: 1, Seq: uint64(seq)}.String() }
+	h := &History{}
+	h.AddSchedule(Schedule{Key: "a", ID: id(100), Outcome: OK, Sent: at(0), Answered: at(1)})
+	h.AddSchedule(Schedule{Key: "b", ID: id(300), Outcome: OK, Sent: at(20), Answered: at(21)})
+	h.AddPolicy(PolicyChange{Topic: "in-span", Paused: false, Outcome: OK, Sent: at(10), Answered: at(11)})
+	h.AddPolicy(PolicyChange{Topic: "after-damage", Paused: false, Outcome: OK, Sent: at(60), Answered: at(61)})
+	r := &runner{hist: h, dataDir: "/d", wl: &workload{paused: map[string]bool{}},
+		dmg: &damager{events: []DamageEvent{{At: at(50), Repair: &RepairResult{Lost: []LostSpan{{File: "/d/commitlog/00000000000000000000.log", From: 150, To: 250}}}}}}}
+	r.resumeLost()
+	if !r.wl.paused["in-span"] || r.wl.paused["after-damage"] || len(r.wl.paused) != 1 {
+		t.Fatalf("paused again: %v; want in-span only", r.wl.paused)
+	}
+}

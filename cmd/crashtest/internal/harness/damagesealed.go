@@ -168,3 +168,32 @@ func keysGone(evs []DamageEvent, dataDir string) []LostSpan {
 	}
 	return out
 }
+
+// resumeLost marks paused again, for the drain's resumeAll, each topic
+// whose Resume answered OK may have had its record in a commitlog span a
+// repair reported lost (bounded by the Schedules answered around it, as
+// a cancel's): the server may hold the topic paused again, as an operator
+// reading repair's report would find, and resumes it.
+func (r *runner) resumeLost() {
+	ev := r.hist.Snapshot()
+	for _, d := range r.dmg.events {
+		if d.Repair == nil || d.Undone {
+			continue
+		}
+		for _, sp := range d.Repair.Lost {
+			if l, _ := logOf(sp.File, r.dataDir); l != "commitlog" {
+				continue
+			}
+			for _, x := range ev.Policies {
+				if x.Paused || x.Outcome != OK || !x.Sent.Before(d.At) {
+					continue
+				}
+				if lo, hi := opBounds(ev, x.Sent, x.Answered, true); lo < sp.To && hi > sp.From {
+					r.wl.mu.Lock()
+					r.wl.paused[x.Topic] = true
+					r.wl.mu.Unlock()
+				}
+			}
+		}
+	}
+}

@@ -407,6 +407,9 @@ func (r *runner) drain(ctx context.Context) error {
 		return fmt.Errorf("crashtest: a gRPC client of %s: %w", r.srv.addr, err)
 	}
 	defer func() { conn.Close() }()
+	if r.dmg != nil {
+		r.resumeLost()
+	}
 	r.wl.settleOperations(ctx, cons)
 	r.hist.SetDrainFrom(time.Now())
 	last := lastDue(r.hist.Snapshot())
