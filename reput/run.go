@@ -254,8 +254,8 @@ func (r *Reput) writeCheckpoint(pos int64) error {
 	if r.stall == nil {
 		r.writers.grow()
 	}
-	// Keep the newest sealed segment too: the engine rereads the recent
-	// records at start-up (idempotency keys of retried Schedules).
+	// Keep the newest sealed segment too: damaged schedule entries of
+	// recent buckets are rebuilt from it (the engine checks it at start).
 	cut := pos
 	if b := r.opts.Log.SegmentBases(); len(b) >= 2 {
 		cut = min(cut, b[len(b)-2])

@@ -131,9 +131,9 @@ it), is made to the stopped server's data directory:
                      ack log (active segment). The record always has a valid
                      record after it: damage, never a torn tail.
   commitlog-sealed-flip
-                     the same in any record of a sealed commitlog segment,
-                     which the server reads idempotency keys back from. To
-                     have one, the harness seals the first 128 MiB segment
+                     the same in any record of a sealed commitlog segment
+                     (the server keeps the newest to rebuild damaged schedule
+                     entries from, and checks it at start). To have one, the harness seals the first 128 MiB segment
                      once, before the second cycle, with 136 messages of
                      1 MB due a day ahead on topic "filler".
   commitlog-delete   the active commitlog segment deleted
@@ -165,8 +165,8 @@ Each restart must either:
       A..B", every skip record the killed runs and it wrote (from the killed
       runs' reports in repair.journal), else repair-failed. The harness then
       acknowledges the reports (repair --acknowledge), and the start after
-      the repair must log that the idempotency keys of each commitlog span
-      skipped are lost (else damage-unreported). Without a repair
+      the repair must log each commitlog span a skip record covers ("given
+      up by hourglass repair"; else damage-unreported). Without a repair
       command in the binary, or when repair fails or the server still does
       not start after it, the harness puts the whole data directory back as
       it was before the damage (a copy it took) and restarts.
@@ -181,10 +181,10 @@ Each restart must either:
       retired with its bucket.
 
 After every start the harness sends again up to 20 keyed Schedules answered
-OK whose records the commitlog still holds (and whose key no Reschedule or
-Nack with a delay moved, and no repair said is gone), each with its key: the
-answer must be the first Schedule's ID or a refusal; another ID is
-key-forgotten (the message stored twice).
+OK within the last 9 minutes whose records the commitlog still holds (and
+whose key no Reschedule or Nack with a delay moved, and whose record no repair
+reported LOST), each with its key: the answer must be the first Schedule's ID
+or a refusal; another ID is key-forgotten (the message stored twice).
 
 Violations of the mode: start-failed (neither ready nor exited within 30s, or
 exited 0), refusal-unclear, repair-failed, damage-unreported, key-forgotten, and every loss

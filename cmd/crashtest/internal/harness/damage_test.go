@@ -382,16 +382,11 @@ func TestParseRepair(t *testing.T) {
 				"    rewritten with the 0 valid done-records; the 3 undecided entries stay pending and are delivered\n",
 			RepairResult{BucketsAgain: []BucketAgain{{File: "schedule/20261201T225514Z.done", UpTo: 3}}}},
 		{"ids", "lost: message " + id1 + "\nmay be delivered again: " + id2 + "\n", RepairResult{LostIDs: []string{id1}, AgainIDs: []string{id2}}},
-		{"keys_gone_with_a_routed_span",
-			"  " + cl + ": damaged records (x): offsets 100..180 (80 bytes); skip record written at file position 132\n" +
-				"    their idempotency keys are gone: a Schedule stored there and retried with its key within the idempotency window is stored again (a second message)\n" +
-				"    offsets 100..180 (80 bytes) were already routed (below the reput checkpoint 500): the schedule segments hold them, nothing is lost\n",
-			RepairResult{KeysGone: []LostSpan{{File: cl, From: 100, To: 180}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := parseRepair(tc.out)
 			if !slices.Equal(got.Lost, tc.want.Lost) || !slices.Equal(got.LostIDs, tc.want.LostIDs) || !slices.Equal(got.AgainIDs, tc.want.AgainIDs) ||
-				!slices.Equal(got.AcksLost, tc.want.AcksLost) || !slices.Equal(got.BucketsAgain, tc.want.BucketsAgain) || !slices.Equal(got.KeysGone, tc.want.KeysGone) {
+				!slices.Equal(got.AcksLost, tc.want.AcksLost) || !slices.Equal(got.BucketsAgain, tc.want.BucketsAgain) {
 				t.Errorf("parseRepair:\n got %+v\nwant %+v", got, tc.want)
 			}
 		})
@@ -789,20 +784,20 @@ func TestSkipSpans(t *testing.T) {
 	}
 }
 
-// TestKeysLossUnreported: the start after a repair must say, for each skip
-// record the repair wrote in the commitlog, that its keys are lost.
-func TestKeysLossUnreported(t *testing.T) {
+// TestSkipsUnreported: the start after a repair must log each skip record
+// the repair wrote in the commitlog, alone or within a larger span.
+func TestSkipsUnreported(t *testing.T) {
 	e := DamageEvent{Cycle: 3, Rel: "commitlog/x.log", Repair: &RepairResult{Skipped: []LostSpan{
 		{File: "commitlog/x.log", From: 100, To: 180}, {File: "queue/topics/ct0/log/y.log", From: 0, To: 40}}}}
-	said := "WARN engine: idempotency keys of commitlog offsets 100..180 are lost: a repair skipped those records\n"
-	if vs := keysLossUnreported(e, said, "/d"); len(vs) != 0 {
+	said := "WARN engine: commitlog offsets 60..180 were given up by hourglass repair (a skip record)\n"
+	if vs := skipsUnreported(e, said, "/d"); len(vs) != 0 {
 		t.Errorf("reported, yet %v", vs)
 	}
-	if vs := keysLossUnreported(e, "WARN something else\n", "/d"); len(vs) != 1 || vs[0].Kind != VDamageUnreported {
+	if vs := skipsUnreported(e, "WARN something else\n", "/d"); len(vs) != 1 || vs[0].Kind != VDamageUnreported {
 		t.Errorf("not reported: %v, want one damage-unreported (the queue log's span needs nothing)", vs)
 	}
 	e.Undone = true
-	if vs := keysLossUnreported(e, "", "/d"); len(vs) != 0 {
+	if vs := skipsUnreported(e, "", "/d"); len(vs) != 0 {
 		t.Errorf("a repair the harness undid: %v", vs)
 	}
 }

@@ -118,9 +118,6 @@ type RepairResult struct {
 	// copy under quarantine/.
 	Changed []string `json:"changed,omitempty"`
 	NoCopy  []string `json:"no_copy,omitempty"`
-	// KeysGone are the commitlog spans whose idempotency keys it said are
-	// gone (a skip record covers them).
-	KeysGone []LostSpan `json:"keys_gone,omitempty"`
 	// Kills counts the runs the harness killed (HOURGLASS_REPAIR_KILL_AT)
 	// before the one that finished; Skipped are the skip records written
 	// meanwhile (commitlog and queue logs), each of which the finishing
@@ -283,8 +280,7 @@ var (
 //     dispatch-log step under --assume-pending) says up to N messages of
 //     the bucket of the last .done file named may be handed out again;
 //   - message IDs on a line saying "lost" are lost; on a line saying
-//     "again", may be handed out again;
-//   - "idempotency keys are gone" says so of the last span named.
+//     "again", may be handed out again.
 func parseRepair(out string) (r RepairResult) {
 	file := ""
 	type fix struct {
@@ -314,8 +310,6 @@ func parseRepair(out string) (r RepairResult) {
 			}
 		}
 		switch {
-		case strings.Contains(line, "idempotency keys are gone") && len(fixes) > 0:
-			r.KeysGone = append(r.KeysGone, fixes[len(fixes)-1].span)
 		case pendingRE.MatchString(line) && strings.HasSuffix(file, ".done"):
 			n, _ := strconv.ParseInt(pendingRE.FindStringSubmatch(line)[1], 10, 64)
 			r.BucketsAgain = append(r.BucketsAgain, BucketAgain{File: file, UpTo: n})

@@ -267,26 +267,25 @@ func (r *runner) finishDamage(ev Events, vs []Violation) []Violation {
 		}
 	}
 	for _, e := range d.events {
-		out = append(out, keysLossUnreported(e, log, r.dataDir)...)
+		out = append(out, skipsUnreported(e, log, r.dataDir)...)
 	}
 	markDamage(vs, damageAllowance(d.events, ev, r.dataDir, r.cfg.SegmentDuration), ev)
 	return out
 }
 
-// keysLossUnreported checks that the start after e's repair said, for
-// each skip record the repair wrote in the commitlog, that the
-// idempotency keys of its offsets are lost (engine.reloadKeys).
-func keysLossUnreported(e DamageEvent, log, dataDir string) []Violation {
+// skipsUnreported checks that the start after e's repair logged each
+// skip record the repair wrote in the commitlog (engine checkRetained).
+func skipsUnreported(e DamageEvent, log, dataDir string) []Violation {
 	if e.Repair == nil || e.Undone || e.Repair.ExitCode != 0 {
 		return nil
 	}
 	after := log[min(e.logFrom, int64(len(log))):]
-	if strings.Contains(after, "more commitlog spans were skipped by repair") {
+	if strings.Contains(after, "more commitlog spans were given up") {
 		return nil // it names the first ones only
 	}
 	// Adjacent skip records are one span to the server.
 	var said []LostSpan
-	for _, m := range keysLostRE.FindAllStringSubmatch(after, -1) {
+	for _, m := range givenUpRE.FindAllStringSubmatch(after, -1) {
 		from, _ := strconv.ParseInt(m[1], 10, 64)
 		to, _ := strconv.ParseInt(m[2], 10, 64)
 		said = append(said, LostSpan{From: from, To: to})
@@ -297,13 +296,13 @@ func keysLossUnreported(e DamageEvent, log, dataDir string) []Violation {
 			continue
 		}
 		out = append(out, Violation{Kind: VDamageUnreported, Cycle: e.Cycle + 1, At: e.At,
-			Detail: fmt.Sprintf("the start after the repair of %s (%s) did not say that the idempotency keys of commitlog offsets %d..%d are lost", e.Rel, e.Kind, sp.From, sp.To)})
+			Detail: fmt.Sprintf("the start after the repair of %s (%s) did not log that commitlog offsets %d..%d were given up", e.Rel, e.Kind, sp.From, sp.To)})
 	}
 	return out
 }
 
-// keysLostRE is what the server logs of a skipped commitlog span at start.
-var keysLostRE = regexp.MustCompile(`idempotency keys of commitlog offsets (\d+)\.\.(\d+) are lost`)
+// givenUpRE is what the server logs at start of a skipped commitlog span.
+var givenUpRE = regexp.MustCompile(`commitlog offsets (\d+)\.\.(\d+) were given up by hourglass repair`)
 
 func joinNote(a, b string) string {
 	if a == "" {

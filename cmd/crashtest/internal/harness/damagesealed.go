@@ -14,12 +14,12 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
-// Sealed commitlog segments under --damage: the server reads the
-// idempotency keys of retried Schedules back from the retained commitlog
-// (the newest sealed segment and the active one), so a flipped byte in a
-// sealed segment must stop the start like any commitlog damage, and a
-// keyed Schedule sent again must get its first ID (or be refused), never
-// a second message.
+// Sealed commitlog segments under --damage: the server retains the newest
+// sealed segment (damaged schedule entries of recent buckets are rebuilt
+// from it) and checks it at start, so a flipped byte there must stop the
+// start like any commitlog damage. And a keyed Schedule sent again after
+// any restart must get its first ID (or be refused), never a second
+// message: the catalog holds the keys of every routed record.
 
 // DCommitlogSealedFlip is one byte XORed inside a record of a sealed
 // commitlog segment (one before the active segment).
@@ -102,12 +102,13 @@ const keysSentAgain = 20
 // default, 10 minutes) is not over, each with its key: the answer must be
 // the ID of the first, or a refusal; another ID means the key was
 // forgotten and the message stored twice (VKeyForgotten). Left out: keys
-// whose records a repair gave up (it says their keys are gone), and keys
-// that a later record names (a Reschedule's replacement, a Nack's retry).
+// whose records a repair reported LOST (never routed, so never staged in
+// the catalog: storing again is right), and keys that a later record names
+// (a Reschedule's replacement, a Nack's retry).
 func (r *runner) checkKeys(ctx context.Context, cycle int) {
 	ev := r.hist.Snapshot()
 	first := firstCommitlogOffset(r.dataDir)
-	gone := keysGone(r.dmg.events, r.dataDir)
+	gone := lostSpans(r.dmg.events, r.dataDir)
 	moved := map[string]bool{}
 	for _, x := range ev.Reschedules {
 		moved[x.Key] = true
@@ -152,15 +153,15 @@ type KeyChecks struct {
 	Forgotten int `json:"forgotten"` // another ID: a violation
 }
 
-// keysGone returns the commitlog spans whose idempotency keys a repair of
-// evs said are gone (a skip record covers them).
-func keysGone(evs []DamageEvent, dataDir string) []LostSpan {
+// lostSpans returns the commitlog spans the repairs of evs reported
+// lost.
+func lostSpans(evs []DamageEvent, dataDir string) []LostSpan {
 	var out []LostSpan
 	for _, e := range evs {
 		if e.Repair == nil || e.Undone {
 			continue
 		}
-		for _, sp := range e.Repair.KeysGone {
+		for _, sp := range e.Repair.Lost {
 			if log, _ := logOf(sp.File, dataDir); log == "commitlog" {
 				out = append(out, sp)
 			}

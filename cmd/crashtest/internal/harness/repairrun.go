@@ -166,7 +166,7 @@ func runRepair(ctx context.Context, bin, dataDir string) (*RepairResult, error) 
 	}
 	res.Output = text[:min(len(text), 8192)]
 	parsed := parseRepair(text)
-	res.Lost, res.LostIDs, res.AgainIDs, res.AcksLost, res.BucketsAgain, res.KeysGone = parsed.Lost, parsed.LostIDs, parsed.AgainIDs, parsed.AcksLost, parsed.BucketsAgain, parsed.KeysGone
+	res.Lost, res.LostIDs, res.AgainIDs, res.AcksLost, res.BucketsAgain = parsed.Lost, parsed.LostIDs, parsed.AgainIDs, parsed.AcksLost, parsed.BucketsAgain
 	skipsAfter, err := skipSpans(dataDir)
 	if err != nil {
 		return nil, err
