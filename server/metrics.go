@@ -15,6 +15,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/buildinfo"
 	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 )
@@ -37,7 +38,8 @@ type Metrics struct {
 	fsyncs    latencyRing // recent commitlog fsyncs, ms
 	series    topicSeries // which topics have series of their own
 
-	src atomic.Pointer[sources] // set by New
+	src   atomic.Pointer[sources] // set by New
+	build buildinfo.Info
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -81,14 +83,17 @@ var (
 	descEngineSched   = prometheus.NewDesc("hourglass_engine_scheduled_total", "Messages the engine accepted (all producers, retries of Nacks included).", nil, nil)
 	descDiskBytes     = prometheus.NewDesc("hourglass_disk_bytes", "Bytes of files under the data directory, by log: commitlog, schedule (segments and dispatch logs), queue.", []string{"log"}, nil)
 	descStalled       = prometheus.NewDesc("hourglass_stage_stalled", "1 while a stage of the data path (route, load, fire) is failing and retrying, else 0; past the stall bound /readyz is 503.", []string{"stage"}, nil)
-	descDiskFiles     = prometheus.NewDesc("hourglass_disk_files", "Files under the data directory, by log: commitlog segments, schedule segments and dispatch logs, queue logs.", []string{"log"}, nil)
+	descBuildInfo     = prometheus.NewDesc("hourglass_build_info", "1, labelled with the version, the VCS revision and the Go version of the running server (internal/buildinfo).",
+		[]string{"version", "revision", "goversion"}, nil)
+	descDiskFiles = prometheus.NewDesc("hourglass_disk_files", "Files under the data directory, by log: commitlog segments, schedule segments and dispatch logs, queue logs.", []string{"log"}, nil)
 )
 
 // NewMetrics returns empty metrics with their own registry, which also
 // holds the Go runtime and process collectors.
 func NewMetrics() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:   prometheus.NewRegistry(),
+		build: buildinfo.Get(),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hourglass_lateness_seconds",
 			Help:    "How late a due message was handed to the queue after its delivery time (the server's clock).",
@@ -139,7 +144,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descLag,
 		descOldestReady, descDeadLetters, descPending,
 		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed,
-		descEngineSched, descDiskBytes, descDiskFiles, descStalled} {
+		descEngineSched, descDiskBytes, descDiskFiles, descStalled, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -168,6 +173,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	byLabel(descDelivered, m.delivered.snapshot())
 	byLabel(descSinkRetries, m.retried.snapshot())
 	counter(descCancelled, float64(m.cancelled.Load()))
+	rev := cmp.Or(m.build.Revision, "unknown")
+	if m.build.Modified {
+		rev += "+modified"
+	}
+	gauge(descBuildInfo, 1, m.build.Version, rev, m.build.GoVersion)
 	src := m.src.Load()
 	if src == nil {
 		return

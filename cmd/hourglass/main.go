@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hourglassmq/hourglass/internal/buildinfo"
 )
 
 func main() {
@@ -25,7 +28,9 @@ func main() {
 	err := app.RunContext(ctx, flagsFirst(app, os.Args))
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "hourglass:", err)
+		if !errors.As(err, new(loggedError)) {
+			fmt.Fprintln(os.Stderr, "hourglass:", err)
+		}
 		os.Exit(1)
 	}
 }
@@ -33,12 +38,13 @@ func main() {
 // newApp builds the command line. Output goes to app.Writer and
 // app.ErrWriter, so tests can capture it.
 func newApp() *cli.App {
+	cli.VersionPrinter = printVersion
 	return &cli.App{
-		Name:  "hourglass",
-		Usage: "a durable delayed-message server",
+		Name:    "hourglass",
+		Version: buildinfo.Get().Version,
+		Usage:   "a durable delayed-message server",
 		Description: "Hourglass keeps messages on disk and hands them to consumers when they are due:\n" +
 			"never early, a few milliseconds late at most, and never twice after a crash.",
-		HideVersion:     true,
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			benchCommand(),
@@ -63,6 +69,7 @@ func newApp() *cli.App {
 			statsCommand(),
 			inspectCommand(),
 			repairCommand(),
+			versionCommand(),
 		},
 	}
 }

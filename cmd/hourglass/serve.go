@@ -13,12 +13,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/buildinfo"
 	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
@@ -239,7 +241,8 @@ type serveConfig struct {
 	handoff           time.Duration
 	idemWindow        time.Duration
 	memLimit          uint64 // --memory-limit; 0: leave the runtime's alone
-	logger            *slog.Logger
+	logger            *slog.Logger // log.Logger
+	log               *serveLog
 
 	cluster              string // NATS URLs; "" when not in cluster mode
 	corsOrigins          []string
@@ -387,15 +390,10 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.String("log-level"))
 	}
-	hopts := &slog.HandlerOptions{Level: level}
-	switch c.String("log-format") {
-	case "text":
-		cfg.logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, hopts))
-	case "json":
-		cfg.logger = slog.New(slog.NewJSONHandler(c.App.ErrWriter, hopts))
-	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", c.String("log-format"))
+	if cfg.log, err = newServeLog(c.App.ErrWriter, c.String("log-format"), level); err != nil {
+		return nil, err
 	}
+	cfg.logger = cfg.log.Logger
 	return cfg, nil
 }
 
@@ -410,8 +408,21 @@ const serveGCPercent = 400
 func runServe(c *cli.Context) error {
 	cfg, err := parseServe(c)
 	if err != nil {
-		return fmt.Errorf("%w (see 'hourglass serve --help')", err)
+		err = fmt.Errorf("%w (see 'hourglass serve --help')", err)
+		if c.String("log-format") == "json" {
+			l, _ := newServeLog(c.App.ErrWriter, "json", slog.LevelInfo)
+			return l.failed(err)
+		}
+		return err
 	}
+	cfg.log.adopt()
+	b := buildinfo.Get()
+	cfg.logger.Info("starting", "version", b.Version, "revision", b.RevisionText(), "go_version", b.GoVersion, "platform", b.Platform)
+	return cfg.log.failed(openAndServe(c, cfg))
+}
+
+// openAndServe opens the node of cfg and serves it.
+func openAndServe(c *cli.Context, cfg *serveConfig) error {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGCPercent)
 	}
@@ -452,6 +463,7 @@ func runServe(c *cli.Context) error {
 			} else {
 				cfg.logger.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
 			}
+			notifySystemd(cfg.logger, daemon.SdNotifyReady)
 		case <-c.Context.Done():
 		}
 	}, attrs...)
@@ -480,7 +492,7 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 	} else {
 		go func() { served <- node.Serve(ln) }()
 	}
-	fmt.Fprintf(c.App.ErrWriter, "hourglass: listening on %s (%s)\n", ln.Addr(), scheme)
+	cfg.log.listening(c.App.ErrWriter, ln.Addr().String(), scheme)
 	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
 		"segment_duration", cfg.segDur, "max_delay", units.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
 		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "cors", len(cfg.corsOrigins) > 0}, attrs...)...)
@@ -496,6 +508,7 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 		serveErr = node.RefusedErr()
 		log.Error("refusing to serve: recovery found what an operator must decide", "err", serveErr)
 	}
+	notifySystemd(log, daemon.SdNotifyStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTO)
 	defer cancel()
 	if err := node.Shutdown(ctx); err != nil {
