@@ -29,7 +29,7 @@ var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
 func (s *Server) connectHandler() (string, http.Handler) {
 	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{api{Server: s}},
 		authGate(s.opts.AuthToken),
-		connect.WithInterceptors(connectLog{s}),
+		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
 		// Binary protobuf through vtprotobuf's reflection-free code.
 		connect.WithCodec(vtcodec.Connect{}),

@@ -39,8 +39,8 @@ func (s *Server) GRPCServer() *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
 		// Clients may ping to keep a connection with a long poll alive.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(s.grpcUnary),
-		grpc.ChainStreamInterceptor(s.grpcStream),
+		grpc.ChainUnaryInterceptor(s.metrics.rpcUnary(), s.grpcUnary),
+		grpc.ChainStreamInterceptor(s.metrics.rpcStream(), s.grpcStream),
 	)
 	hourglassv1.RegisterHourglassServiceServer(gs, api{Server: s})
 	hs := health.NewServer()

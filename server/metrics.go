@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -38,8 +39,10 @@ type Metrics struct {
 	fsyncs    latencyRing // recent commitlog fsyncs, ms
 	series    topicSeries // which topics have series of their own
 
-	src   atomic.Pointer[sources] // set by New
-	build buildinfo.Info
+	src     atomic.Pointer[sources] // set by New
+	streams atomic.Pointer[limiter] // set by New: long polls and streams open
+	build   buildinfo.Info
+	rpc     *grpcprom.ServerMetrics // per-RPC metrics (rpcmetrics.go)
 }
 
 var _ engine.Observer = (*Metrics)(nil)
@@ -83,6 +86,7 @@ var (
 	descEngineSched   = prometheus.NewDesc("hourglass_engine_scheduled_total", "Messages the engine accepted (all producers, retries of Nacks included).", nil, nil)
 	descDiskBytes     = prometheus.NewDesc("hourglass_disk_bytes", "Bytes of files under the data directory, by log: commitlog, schedule (segments and dispatch logs), queue.", []string{"log"}, nil)
 	descStalled       = prometheus.NewDesc("hourglass_stage_stalled", "1 while a stage of the data path (route, load, fire) is failing and retrying, else 0; past the stall bound /readyz is 503.", []string{"stage"}, nil)
+	descStreamsOpen   = prometheus.NewDesc("hourglass_streams_open", "Long polls (Receive with a wait) and streams open now, on every protocol: what --max-streams bounds.", nil, nil)
 	descBuildInfo     = prometheus.NewDesc("hourglass_build_info", "1, labelled with the version, the VCS revision and the Go version of the running server (internal/buildinfo).",
 		[]string{"version", "revision", "goversion"}, nil)
 	descDiskFiles = prometheus.NewDesc("hourglass_disk_files", "Files under the data directory, by log: commitlog segments, schedule segments and dispatch logs, queue logs.", []string{"log"}, nil)
@@ -94,6 +98,7 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg:   prometheus.NewRegistry(),
 		build: buildinfo.Get(),
+		rpc:   newRPCMetrics(),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hourglass_lateness_seconds",
 			Help:    "How late a due message was handed to the queue after its delivery time (the server's clock).",
@@ -144,9 +149,10 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descLag,
 		descOldestReady, descDeadLetters, descPending,
 		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed,
-		descEngineSched, descDiskBytes, descDiskFiles, descStalled, descBuildInfo} {
+		descEngineSched, descDiskBytes, descDiskFiles, descStalled, descBuildInfo, descStreamsOpen} {
 		ch <- d
 	}
+	m.rpc.Describe(ch)
 }
 
 // Collect implements prometheus.Collector: it reads the engine's and the
@@ -178,6 +184,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		rev += "+modified"
 	}
 	gauge(descBuildInfo, 1, m.build.Version, rev, m.build.GoVersion)
+	if l := m.streams.Load(); l != nil {
+		gauge(descStreamsOpen, float64(l.open()))
+	}
+	m.rpc.Collect(ch)
 	src := m.src.Load()
 	if src == nil {
 		return

@@ -263,6 +263,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
 		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn), paths: newPathNamer(opts.DataDir)}
+	s.metrics.streams.Store(s.limits)
 	if opts.Cluster != nil {
 		s.eng, s.recv = opts.Cluster, opts.Cluster
 	} else {
