@@ -76,7 +76,9 @@ func undocumented(flags []string, docs string) []string {
 	return out
 }
 
-var docMetric = regexp.MustCompile(`hourglass_[a-z_]+(\.[a-z])?`)
+// docMetric matches the server's own metrics and the per-RPC ones
+// (grpc_server_*, server/rpcmetrics.go).
+var docMetric = regexp.MustCompile(`(?:hourglass|grpc_server)_[a-z_]+(\.[a-z])?`)
 
 // docMetrics returns the metric names docs mentions; a name followed by
 // an extension (hourglass_test.go) is a file, not a metric.
@@ -183,7 +185,7 @@ func TestDocsMetrics(t *testing.T) {
 	// What /metrics serves now, and what the node's collector can serve
 	// once there is something to count (per-topic series, sink retries).
 	known := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^# TYPE (hourglass_[a-z_]+) `).FindAllStringSubmatch(string(body), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^# TYPE ((?:hourglass|grpc_server)_[a-z_]+) `).FindAllStringSubmatch(string(body), -1) {
 		known[m[1]] = true
 	}
 	descs := make(chan *prometheus.Desc, 100)
