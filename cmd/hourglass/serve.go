@@ -240,7 +240,7 @@ type serveConfig struct {
 	natsStream        string
 	handoff           time.Duration
 	idemWindow        time.Duration
-	memLimit          uint64 // --memory-limit; 0: leave the runtime's alone
+	memLimit          uint64       // --memory-limit; 0: leave the runtime's alone
 	logger            *slog.Logger // log.Logger
 	log               *serveLog
 
