@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	hgbuild "github.com/hourglassmq/hourglass/internal/buildinfo"
 )
 
@@ -119,7 +120,23 @@ func TestRPCMetrics(t *testing.T) {
 	if _, err := p.client.Schedule(ctx, connect.NewRequest(&hourglassv1.ScheduleRequest{Body: []byte("x")})); connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("Schedule without a topic over Connect: %v, want InvalidArgument", err)
 	}
-	// gRPC: the same two, and a ReceiveStream held open.
+	// gRPC-Web (connect-go's client): two Schedules answered.
+	web := hourglassv1connect.NewHourglassServiceClient(http.DefaultClient, p.url, connect.WithGRPCWeb())
+	if _, err := web.Schedule(ctx, connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: "m", Body: []byte("w"), When: delayMs(60_000)})); err != nil {
+		t.Fatalf("Schedule over gRPC-Web: %v", err)
+	}
+	// Connect: a ReceiveStream that gets one message and stays open.
+	schedule(t, web, &hourglassv1.ScheduleRequest{Topic: "cs", Body: []byte("s"), When: delayMs(1)})
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
+	cst, err := p.client.ReceiveStream(cctx, connect.NewRequest(&hourglassv1.ReceiveStreamRequest{Topic: "cs", LeaseMs: 60_000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cst.Receive() || len(cst.Msg().Messages) != 1 {
+		t.Fatalf("ReceiveStream over Connect: no message (%v)", cst.Err())
+	}
+	// gRPC: the same two as Connect, and a ReceiveStream held open.
 	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -158,13 +175,22 @@ func TestRPCMetrics(t *testing.T) {
 			t.Errorf("grpc_server_started_total%v = %v, want 2", labels, v)
 		}
 	}
+	webOK := map[string]string{"protocol": "grpcweb", "grpc_method": "Schedule", "grpc_code": "OK"}
+	if v := sample(fams, "grpc_server_handled_total", webOK); v != 2 {
+		t.Errorf("grpc_server_handled_total%v = %v, want 2", webOK, v)
+	}
 	open := map[string]string{"protocol": "grpc", "grpc_method": "ReceiveStream", "grpc_type": "server_stream"}
 	if s, h := sample(fams, "grpc_server_started_total", open), sample(fams, "grpc_server_handled_total", open); s != 1 || h != -1 {
 		t.Errorf("ReceiveStream: started %v, handled %v; want 1 started, none handled while it is open", s, h)
 	}
-	if v := sample(fams, "hourglass_streams_open", nil); v != 1 {
-		t.Errorf("hourglass_streams_open = %v with one ReceiveStream open, want 1", v)
+	cs := map[string]string{"protocol": "connect", "grpc_method": "ReceiveStream", "grpc_type": "server_stream"}
+	if s, m := sample(fams, "grpc_server_started_total", cs), sample(fams, "grpc_server_msg_sent_total", cs); s != 1 || m != 1 {
+		t.Errorf("ReceiveStream over Connect: started %v, messages sent %v; want 1 and 1", s, m)
 	}
+	if v := sample(fams, "hourglass_streams_open", nil); v != 2 {
+		t.Errorf("hourglass_streams_open = %v with two ReceiveStreams open, want 2", v)
+	}
+	ccancel()
 	b := binaryInfo(t)
 	rev := b.Revision
 	if rev == "" {

@@ -125,7 +125,14 @@ type countedConn struct {
 	ss grpc.ServerStream
 }
 
-func (c *countedConn) Send(m any) error    { return c.ss.SendMsg(m) }
+// Send counts m, not a send of the headers alone (m nil).
+func (c *countedConn) Send(m any) error {
+	if m == nil {
+		return c.StreamingHandlerConn.Send(nil)
+	}
+	return c.ss.SendMsg(m)
+}
+
 func (c *countedConn) Receive(m any) error { return c.ss.RecvMsg(m) }
 
 // grpcStatus is err as a gRPC status error of the same code, which the
