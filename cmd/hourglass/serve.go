@@ -241,7 +241,7 @@ type serveConfig struct {
 	handoff           time.Duration
 	idemWindow        time.Duration
 	memLimit          uint64       // --memory-limit; 0: leave the runtime's alone
-	logger            *slog.Logger // log.Logger
+	logger            *slog.Logger // log.Logger, for what takes a *slog.Logger
 	log               *serveLog
 
 	cluster              string // NATS URLs; "" when not in cluster mode
