@@ -2,20 +2,13 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // extendLater arms r's timer to extend its lease after the given time,
 // by lease, and again two thirds of a lease after each extension, until
 // r is settled. cs.runMu is held.
 func (cs *consumeState) extendLater(r *running, lease, after time.Duration) {
-	if cs.noExtend.Load() {
-		return
-	}
 	r.timer = time.AfterFunc(max(after, 0), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), min(settleTimeout, lease/3))
 		_, err := cs.c.Extend(ctx, r.d, lease)
@@ -28,10 +21,6 @@ func (cs *consumeState) extendLater(r *running, lease, after time.Duration) {
 		switch {
 		case err == nil:
 			cs.extendLater(r, lease, lease*2/3)
-		case status.Code(err) == codes.Unimplemented:
-			if !cs.noExtend.Swap(true) {
-				cs.report(fmt.Errorf("%w: leases of handlers that run long are not extended, and their messages are delivered again when the lease ends", err))
-			}
 		case transient(err):
 			cs.report(err)
 			cs.extendLater(r, lease, lease/6)

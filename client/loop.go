@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -44,8 +43,6 @@ type consumeState struct {
 	outClosed bool                  // guarded by runMu
 	running   map[*running]struct{} // guarded by runMu: handler calls not yet settled
 	abandoned bool                  // guarded by runMu: the grace ran out
-
-	noExtend atomic.Bool // the server answered Extend with Unimplemented
 }
 
 // swapCur makes s the open stream and returns the one before it.

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
@@ -331,9 +330,6 @@ func TestSettleAndExtend(t *testing.T) {
 	t.Run("extend", func(t *testing.T) {
 		d := byBody["ack"]
 		until, err := c.Extend(ctx, d, 2*time.Minute)
-		if status.Code(err) == codes.Unimplemented {
-			t.Skip("the server answers UNIMPLEMENTED for Extend")
-		}
 		if err != nil || !until.After(d.LeaseExpiresAt) {
 			t.Errorf("Extend = %v, %v; want a lease end after %v", until, err, d.LeaseExpiresAt)
 		}
