@@ -30,16 +30,15 @@ type serving struct {
 }
 
 // Serve serves the whole API on ln until Shutdown: one address for every
-// protocol. Each connection is told apart by its first bytes (soheilhy/cmux):
-// an HTTP/2 client preface goes to grpc-go (native gRPC: the fast path for
-// gRPC clients and the streams), anything else to net/http on HTTP/1.1
-// (Connect, Connect-JSON, gRPC-Web, /healthz, /readyz, /metrics).
+// protocol. Each connection is told apart by its first bytes
+// (soheilhy/cmux): an HTTP/2 connection whose first request is gRPC goes
+// to grpc-go (native gRPC: the fast path for gRPC clients and the
+// streams); any other HTTP/2 connection to net/http's HTTP/2 server, and
+// anything else to net/http on HTTP/1.1 (Connect, Connect-JSON, gRPC-Web,
+// /healthz, /readyz, /metrics, /ui/). h2split.go says how.
 //
-// With tlsConfig, connections are TLS first. ALPN then offers
-// "http/1.1" before "h2", so a client that speaks both (a browser, curl)
-// gets HTTP/1.1 and Connect or gRPC-Web, and a client that offers only h2
-// (every gRPC client) gets native gRPC. Connect over HTTP/2 is not served:
-// Connect clients use HTTP/1.1.
+// With tlsConfig, connections are TLS first, and ALPN offers "h2", then
+// "http/1.1"; the split above then applies to what TLS carries.
 //
 // Out of descriptors, Serve waits between accepts, 5 ms doubling to 1 s,
 // and logs it at most every 10 s (backoffListener).
@@ -47,17 +46,20 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 	ln = newBackoffListener(ln, s.log)
 	if tlsConfig != nil {
 		c := tlsConfig.Clone()
-		c.NextProtos = []string{"http/1.1", "h2"}
+		c.NextProtos = []string{"h2", "http/1.1"}
 		ln = tls.NewListener(ln, c)
 	}
 	m := cmux.New(ln)
 	// A connection that sends nothing recognizable within the header
-	// timeout is closed.
+	// timeout is closed; an HTTP/2 one that sends no request head within
+	// it goes to net/http.
 	m.SetReadTimeout(s.opts.HeaderTimeout)
-	grpcL := m.Match(cmux.HTTP2())
+	grpcL := m.MatchWithWriters(firstRequestGRPC)
+	h2L := m.Match(cmux.HTTP2())
 	httpL := m.Match(cmux.Any())
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // TLS is the listener's: net/http sees what it carries
 	sv := &serving{
 		ln:   ln,
 		mux:  m,
@@ -80,8 +82,9 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 	defer close(sv.done)
 	errs := make(chan error, 3)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); errs <- sv.grpc.Serve(muxChild{grpcL}) }()
+	go func() { defer wg.Done(); errs <- sv.http.Serve(h2Listener{muxChild{h2L}}) }()
 	go func() { defer wg.Done(); errs <- sv.http.Serve(h1Listener{muxChild{httpL}}) }()
 	err := m.Serve()
 	select {

@@ -142,9 +142,9 @@ func testCert(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
 
-// TestServeTLS: with TLS, ALPN gives a client that offers only h2 (every
-// gRPC client) native gRPC, and one that offers both (browsers, curl, Go's
-// HTTP client) HTTP/1.1 and Connect, on the one port.
+// TestServeTLS: with TLS, ALPN prefers h2 and gives HTTP/1.1 to a client
+// that offers only that; gRPC, Connect and /healthz answer on the one
+// port (TestTransports has every protocol on both versions).
 func TestServeTLS(t *testing.T) {
 	cert, pool := testCert(t)
 	s := serveTestTLS(t, Options{}, nil, &tls.Config{Certificates: []tls.Certificate{cert}})
@@ -154,7 +154,7 @@ func TestServeTLS(t *testing.T) {
 		chosen string
 	}{
 		{"h2_only", []string{"h2"}, "h2"},
-		{"both", []string{"h2", "http/1.1"}, "http/1.1"},
+		{"both", []string{"http/1.1", "h2"}, "h2"},
 		{"http1_only", []string{"http/1.1"}, "http/1.1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,8 +185,8 @@ func TestServeTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.ProtoMajor != 1 {
-		t.Errorf("/healthz over TLS: %s %s, want 200 on HTTP/1.1", resp.Proto, resp.Status)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 {
+		t.Errorf("/healthz over TLS: %s %s, want 200 on HTTP/2", resp.Proto, resp.Status)
 	}
 }
 

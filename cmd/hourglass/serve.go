@@ -31,12 +31,11 @@ const serveDescription = `Runs the Hourglass server: messages are kept in --data
 built-in queue when due; consumers Receive, then Ack or Nack them.
 
 The API (proto/hourglass/v1/hourglass.proto) is served on one address: native
-gRPC (grpc-go) on HTTP/2 connections, with server reflection and the standard
-grpc.health.v1 service, so grpcurl and Kubernetes gRPC probes work without
-the .proto; Connect, Connect-JSON and gRPC-Web (connect-go) on HTTP/1.1
-connections. Under TLS (--tls-cert/--tls-key) a client that offers only h2 in
-ALPN (every gRPC client) gets gRPC, and one that offers HTTP/1.1 (browsers,
-curl) gets HTTP/1.1. JSON with a field the schema does not name is refused.
+gRPC (grpc-go, with server reflection and grpc.health.v1, so grpcurl and
+Kubernetes gRPC probes work without the .proto), and Connect, Connect-JSON and
+gRPC-Web (connect-go), each over HTTP/1.1 or HTTP/2, plain or under TLS
+(--tls-cert/--tls-key; docs/API.md). JSON with a field the schema does not
+name is refused.
 
   curl -H 'Content-Type: application/json' \
     -d '{"topic":"orders","delayMs":"30000","body":"aGVsbG8="}' \

@@ -187,8 +187,8 @@ func TestServeStartStop(t *testing.T) {
 }
 
 // TestServeTLS serves with a self-signed certificate: a client that offers
-// both HTTP/1.1 and h2 in ALPN (a browser, curl) gets HTTP/1.1 and the
-// Connect side; the Go client (gRPC, h2 only) gets native gRPC.
+// both HTTP/1.1 and h2 in ALPN (a browser, curl) gets HTTP/2 and the
+// Connect side; the Go client (gRPC) gets native gRPC.
 func TestServeTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
@@ -203,8 +203,8 @@ func TestServeTLS(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.ProtoMajor != 1 || !strings.HasPrefix(string(body), `{"id":"`) {
-		t.Errorf("JSON Schedule over TLS: %d over %s: %s; want 200 over HTTP/1.1", resp.StatusCode, resp.Proto, body)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || !strings.HasPrefix(string(body), `{"id":"`) {
+		t.Errorf("JSON Schedule over TLS: %d over %s: %s; want 200 over HTTP/2", resp.StatusCode, resp.Proto, body)
 	}
 	cl, err := client.New("https://"+addr, client.WithTLS(&tls.Config{InsecureSkipVerify: true}))
 	if err != nil {

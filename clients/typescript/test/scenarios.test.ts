@@ -1,6 +1,6 @@
 // The seed scenarios against the real server, over every protocol: gRPC (HTTP/2) from Node,
-// Connect and gRPC-Web over HTTP/1.1 from Node's transports and from the browser transports
-// (fetch). Short delays (hundreds of ms); every wait has a deadline.
+// Connect and gRPC-Web over HTTP/1.1 and HTTP/2 from Node's transports, and over the browser
+// transports (fetch). Short delays (hundreds of ms); every wait has a deadline.
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -19,13 +19,17 @@ after(async () => {
   await server?.stop();
 });
 
-const clients: Record<string, () => HourglassClient> = {
+/** Each client by name, made with its options and a token (or with none, token undefined). */
+const clientsOf = (token: string | undefined): Record<string, () => HourglassClient> => ({
   "node-grpc": () => createNodeClient(server.url, { protocol: "grpc", token }),
   "node-connect": () => createNodeClient(server.url, { protocol: "connect", token }),
+  "node-connect-h2": () => createNodeClient(server.url, { protocol: "connect", httpVersion: "2", token }),
   "node-grpc-web": () => createNodeClient(server.url, { protocol: "grpc-web", token }),
+  "node-grpc-web-h2": () => createNodeClient(server.url, { protocol: "grpc-web", httpVersion: "2", token }),
   "web-connect": () => createWebClient(server.url, { protocol: "connect", token }),
   "web-grpc-web": () => createWebClient(server.url, { protocol: "grpc-web", token }),
-};
+});
+const clients = clientsOf(token);
 
 const text = (d: { body: Uint8Array }) => new TextDecoder().decode(d.body);
 
@@ -249,9 +253,7 @@ for (const [name, make] of Object.entries(clients)) {
     test("errors keep their codes", async () => {
       await assert.rejects(c.schedule({ topic: "no spaces" }), (e: unknown) => ConnectError.from(e).code === Code.InvalidArgument && /topic/.test(String(e)));
       await assert.rejects(c.schedule({ topic: topic("x"), delayMs: 1, level: 1 }), TypeError);
-      const anon = name.startsWith("web-")
-        ? createWebClient(server.url, { protocol: name.slice(4) as "connect" | "grpc-web" })
-        : createNodeClient(server.url, { protocol: name.slice(5) as "grpc" | "connect" | "grpc-web" });
+      const anon = clientsOf(undefined)[name]();
       try {
         await assert.rejects(anon.schedule({ topic: topic("x") }), (e: unknown) => ConnectError.from(e).code === Code.Unauthenticated);
       } finally {

@@ -2,7 +2,8 @@
 // directory, for the tests. The binary is $HOURGLASS_BIN, or built from the repository with go build.
 
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { get } from "node:https";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,8 +11,10 @@ import { fileURLToPath } from "node:url";
 const repo = resolve(fileURLToPath(import.meta.url), "../../../../.."); // from build-test/test/
 
 export interface Server {
-  /** http://127.0.0.1:PORT */
+  /** http://127.0.0.1:PORT, or https:// with tls */
   url: string;
+  /** With tls: the server's self-signed certificate (PEM), the CA a client trusts. */
+  ca?: string;
   /** What the server wrote to stderr so far. */
   log(): string;
   stop(): Promise<void>;
@@ -33,9 +36,35 @@ export async function waitFor(what: string, cond: () => boolean | Promise<boolea
   }
 }
 
-export async function startServer(args: string[]): Promise<Server> {
+/** A self-signed certificate for 127.0.0.1, made with openssl in dir: [cert, key] paths. */
+function selfSigned(dir: string): [string, string] {
+  const [cert, key] = [join(dir, "cert.pem"), join(dir, "key.pem")];
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert], { stdio: "ignore" });
+  return [cert, key];
+}
+
+/** Whether GET url answers 200, trusting ca for https. */
+function ok200(url: string, ca?: string): Promise<boolean> {
+  if (!ca) return fetch(url).then((r) => r.status === 200, () => false);
+  return new Promise((resolve) => {
+    get(url, { ca }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    }).on("error", () => resolve(false));
+  });
+}
+
+/** Starts the server with args; with tls, on a self-signed certificate (--tls-cert, --tls-key). */
+export async function startServer(args: string[], opts: { tls?: boolean } = {}): Promise<Server> {
   const dir = mkdtempSync(join(tmpdir(), "hourglass-ts-"));
   const bin = binary(dir);
+  let ca: string | undefined;
+  if (opts.tls) {
+    const [cert, key] = selfSigned(dir);
+    ca = readFileSync(cert, "utf8");
+    args = [...args, "--tls-cert", cert, "--tls-key", key];
+  }
   const proc: ChildProcess = spawn(bin, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), "--fsync", "none", ...args], {
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -58,16 +87,11 @@ export async function startServer(args: string[]): Promise<Server> {
       reject(new Error(`the server exited (${code}) before listening:\n${out}`));
     });
   });
-  const url = `http://${addr}`;
-  await waitFor("/readyz to answer 200", async () => {
-    try {
-      return (await fetch(`${url}/readyz`)).status === 200;
-    } catch {
-      return false;
-    }
-  });
+  const url = `${ca ? "https" : "http"}://${addr}`;
+  await waitFor("/readyz to answer 200", () => ok200(`${url}/readyz`, ca));
   return {
     url,
+    ca,
     log: () => out,
     stop: async () => {
       proc.kill("SIGTERM");
