@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -250,16 +251,22 @@ func ValidateTopic(topic string) error {
 	if base == "" {
 		return fmt.Errorf("%w: empty; a topic is 1 to %d bytes of A-Z a-z 0-9 . _ -", ErrInvalidTopic, MaxTopicLen)
 	}
-	for i := 0; i < len(topic); i++ {
-		c := topic[i]
+	n := 0 // characters so far
+	for i, c := range topic {
+		n++
 		ok := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || (i > 0 && (c == '.' || c == '-'))
-		if !ok {
-			what := "may only hold A-Z a-z 0-9 . _ -"
-			if i == 0 && (c == '.' || c == '-') {
-				what = "must start with a letter, a digit or _"
-			}
-			return fmt.Errorf("%w %q: byte %d (%q) not allowed: a topic %s", ErrInvalidTopic, topic, i, c, what)
+		if ok {
+			continue
 		}
+		what := "may only hold A-Z a-z 0-9 . _ -"
+		if i == 0 && (c == '.' || c == '-') {
+			what = "must start with a letter, a digit or _"
+		}
+		at := fmt.Sprintf("character %d (%q)", n, c)
+		if _, size := utf8.DecodeRuneInString(topic[i:]); c == utf8.RuneError && size == 1 {
+			at = fmt.Sprintf("byte %d (%#x, not UTF-8)", i+1, topic[i])
+		}
+		return fmt.Errorf("%w %q: %s not allowed: a topic %s", ErrInvalidTopic, topic, at, what)
 	}
 	return nil
 }

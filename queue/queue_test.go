@@ -182,24 +182,27 @@ func TestValidateTopic(t *testing.T) {
 	for _, tc := range []struct {
 		topic string
 		ok    bool
+		why   string // in the error, if not ok and not ""
 	}{
-		{"orders", true},
-		{"Orders.v2_eu-west", true},
-		{"_private", true},
-		{"9lives", true},
-		{long, true},
-		{long + ".dlq", true},
-		{"orders.dlq", true},
-		{"", false},
-		{".hidden", false},
-		{"-flag", false},
-		{"a/b", false},
-		{"a b", false},
-		{"ü", false},
-		{"..", false},
-		{long + "a", false},
-		{long + ".dlq.dlq", false},
-		{long + "x.dl", false},
+		{"orders", true, ""},
+		{"Orders.v2_eu-west", true, ""},
+		{"_private", true, ""},
+		{"9lives", true, ""},
+		{long, true, ""},
+		{long + ".dlq", true, ""},
+		{"orders.dlq", true, ""},
+		{"", false, "empty"},
+		{".hidden", false, "character 1 ('.') not allowed: a topic must start with a letter, a digit or _"},
+		{"-flag", false, "character 1 ('-')"},
+		{"a/b", false, "character 2 ('/') not allowed: a topic may only hold A-Z a-z 0-9 . _ -"},
+		{"my orders", false, "character 3 (' ')"},
+		{"ü", false, "character 1 ('ü')"},
+		{"ordérs", false, "character 4 ('é')"},
+		{"ab\xc3", false, "byte 3 (0xc3, not UTF-8)"},
+		{"..", false, ""},
+		{long + "a", false, "bytes; at most"},
+		{long + ".dlq.dlq", false, ""},
+		{long + "x.dl", false, ""},
 	} {
 		name := tc.topic
 		if len(name) > 20 {
@@ -212,6 +215,9 @@ func TestValidateTopic(t *testing.T) {
 			}
 			if err != nil && !errors.Is(err, ErrInvalidTopic) {
 				t.Fatalf("error %v does not wrap ErrInvalidTopic", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("error %q does not say %q", err, tc.why)
 			}
 		})
 	}
