@@ -33,7 +33,7 @@ func TestBenchEngineFlagErrors(t *testing.T) {
 		{"timeout_before_due", []string{"--timeout", "3s"}, "--timeout 3s ends before the last message of --scenario uniform is due (13s after scheduling starts)"},
 		{"zero_grace", []string{"--grace", "0s"}, "--grace 0s must be positive"},
 		{"dir_not_empty", []string{"--dir", full, "--messages", "1"}, `is not empty (it holds "keep" and 0 more); give an empty or absent directory`},
-		{"unknown_flag", []string{"--producer", "2"}, "flag provided but not defined: -producer"},
+		{"unknown_flag", []string{"--producer", "2"}, "bench engine: no flag --producer; did you mean --producers?"},
 		{"argument", []string{"now"}, `bench engine takes no arguments, got ["now"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -189,8 +189,11 @@ func runSend(c *cli.Context) error {
 			set = append(set, "--"+f)
 		}
 	}
-	if len(set) != 1 {
-		return commandError(c, "give exactly one of --delay, --at, --level and --now (when to deliver), got %d (%s)", len(set), strings.Join(set, ", "))
+	switch {
+	case len(set) == 0:
+		return commandError(c, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N or --now")
+	case len(set) > 1:
+		return commandError(c, "%s: give one of them (when to deliver)", strings.Join(set, " and "))
 	}
 	switch {
 	case c.IsSet("now"):

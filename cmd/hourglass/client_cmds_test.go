@@ -135,8 +135,8 @@ func TestClientCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no_time", []string{"send", "--topic", "t"}, "exactly one of --delay, --at, --level and --now (when to deliver), got 0"},
-		{"two_times", []string{"send", "--topic", "t", "--delay", "1s", "--level", "2"}, "got 2 (--delay, --level)"},
+		{"no_time", []string{"send", "--topic", "t"}, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N or --now"},
+		{"two_times", []string{"send", "--topic", "t", "--delay", "1s", "--level", "2"}, "--delay and --level: give one of them"},
 		{"no_topic", []string{"send", "--delay", "1s"}, "--topic is missing"},
 		{"bad_delay", []string{"send", "--topic", "t", "--delay", "soon"}, "with a unit"},
 		{"bad_at", []string{"send", "--topic", "t", "--at", "tomorrow"}, "RFC 3339"},

@@ -192,7 +192,8 @@ func TestInspectErrors(t *testing.T) {
 		{"timeline_hours", []string{"timeline", "--data-dir", healthy, "--hours", "0"}, 1, "--hours 0: from 1 to 8784"},
 		{"verify_missing_dir", []string{"verify", "--data-dir", filepath.Join(t.TempDir(), "nope")}, 2, "could not"},
 		{"verify_not_data_dir", []string{"verify", "--data-dir", t.TempDir()}, 2, "not an Hourglass data directory"},
-		{"verify_bad_flag", []string{"verify", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{"verify_bad_flag", []string{"verify", "--bogus"}, 2, "inspect verify: no flag --bogus (see"},
+		{"verify_near_flag", []string{"verify", "--data-dri", healthy}, 2, "no flag --data-dri; did you mean --data-dir?"},
 		{"verify_args", []string{"verify", "--data-dir", healthy, "extra"}, 2, "verify takes no arguments"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ func main() {
 	stop()
 	if err != nil {
 		if !errors.As(err, new(loggedError)) {
-			fmt.Fprintln(os.Stderr, "hourglass:", err)
+			fmt.Fprintln(os.Stderr, "hourglass:", errorText(err))
 		}
 		os.Exit(1)
 	}
@@ -39,13 +39,16 @@ func main() {
 // app.ErrWriter, so tests can capture it.
 func newApp() *cli.App {
 	cli.VersionPrinter = printVersion
-	return &cli.App{
-		Name:    "hourglass",
-		Version: buildinfo.Get().Version,
-		Usage:   "a durable delayed-message server",
+	app := &cli.App{
+		Name:      "hourglass",
+		Version:   buildinfo.Get().Version,
+		Usage:     "a durable delayed-message server",
+		UsageText: "hourglass COMMAND [flags and arguments]   ('hourglass COMMAND --help' for each)",
 		Description: "Hourglass keeps messages on disk and hands them to consumers when they are due:\n" +
 			"never early, a few milliseconds late at most, and never twice after a crash.",
 		HideHelpCommand: true,
+		Suggest:         true,
+		Action:          commandNotFound,
 		Commands: []*cli.Command{
 			benchCommand(),
 			serveCommand(),
@@ -72,6 +75,19 @@ func newApp() *cli.App {
 			versionCommand(),
 		},
 	}
+	setCommandNotFound(app.Commands)
+	return app
+}
+
+// setCommandNotFound makes commandNotFound the Action of each command that
+// has subcommands and no Action of its own, at every level.
+func setCommandNotFound(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if len(c.Subcommands) > 0 && c.Action == nil {
+			c.Action = commandNotFound
+		}
+		setCommandNotFound(c.Subcommands)
+	}
 }
 
 // usageError turns a flag parsing error into a short error that says what
@@ -91,6 +107,9 @@ func usageError(c *cli.Context, err error, _ bool) error {
 		case *cli.Float64Flag:
 			hint = "; --" + name + " takes a number, such as 50 or 0.5"
 		}
+	}
+	if name, ok := unknownFlag(err); ok {
+		return fmt.Errorf("%s: no flag --%s%s (see '%s --help')", commandName(c), name, flagSuggestion(c, err), c.Command.HelpName)
 	}
 	return fmt.Errorf("%w%s (see '%s --help')", err, hint, c.Command.HelpName)
 }

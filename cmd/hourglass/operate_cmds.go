@@ -133,8 +133,11 @@ func whenOf(c *cli.Context) (client.When, error) {
 			set = append(set, "--"+f)
 		}
 	}
-	if len(set) != 1 {
-		return client.When{}, commandError(c, "give exactly one of --delay, --at and --now (the new time), got %d (%s)", len(set), strings.Join(set, ", "))
+	switch {
+	case len(set) == 0:
+		return client.When{}, commandError(c, "the new time is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z) or --now")
+	case len(set) > 1:
+		return client.When{}, commandError(c, "%s: give one of them (the new time)", strings.Join(set, " and "))
 	}
 	switch {
 	case c.IsSet("now"):

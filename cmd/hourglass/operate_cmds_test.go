@@ -56,8 +56,8 @@ func TestOperateCommandErrors(t *testing.T) {
 		want string
 	}{
 		{"reschedule_nothing", []string{"reschedule", "--now"}, "give one or more message IDs (32 hex digits each, as send printed them), or --topic and --key"},
-		{"reschedule_no_time", []string{"reschedule", id}, "exactly one of --delay, --at and --now (the new time), got 0"},
-		{"reschedule_two_times", []string{"reschedule", id, "--now", "--delay", "1h"}, "got 2 (--delay, --now)"},
+		{"reschedule_no_time", []string{"reschedule", id}, "the new time is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z) or --now"},
+		{"reschedule_two_times", []string{"reschedule", id, "--now", "--delay", "1h"}, "--delay and --now: give one of them"},
 		{"reschedule_bad_delay", []string{"reschedule", id, "--delay", "soon"}, "with a unit"},
 		{"reschedule_bad_at", []string{"reschedule", id, "--at", "tomorrow"}, "RFC 3339"},
 		{"reschedule_key_without_topic", []string{"reschedule", "--key", "k", "--now"}, "give both to name a message by the key"},

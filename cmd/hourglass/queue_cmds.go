@@ -316,7 +316,7 @@ func (r *receiver) run(ctx context.Context, count int) error {
 				if !retryable(err) && status.Code(err) != codes.FailedPrecondition {
 					return fmt.Errorf("acking %s: %w", d.ID, err)
 				}
-				fmt.Fprintf(r.w, "hourglass recv: acking %s failed (%v); it will be delivered again, and this recv acks it then without printing it again\n", d.ID, err)
+				fmt.Fprintf(r.w, "hourglass recv: acking %s failed (%s); it will be delivered again, and this recv acks it then without printing it again\n", d.ID, errorText(err))
 				if len(r.unacked) < maxUnacked {
 					r.unacked[origin] = true
 				}
@@ -374,8 +374,8 @@ type outage struct {
 func (o *outage) down(ctx context.Context, err error) bool {
 	if o.since.IsZero() {
 		o.since = time.Now()
-		fmt.Fprintf(o.w, "hourglass recv: %s is unavailable (%v); retrying every %v to %v until it is back (Ctrl-C stops)\n",
-			o.addr, err, backoffMin, backoffMax)
+		fmt.Fprintf(o.w, "hourglass recv: %s is unavailable (%s); retrying every %v to %v until it is back (Ctrl-C stops)\n",
+			o.addr, errorText(err), backoffMin, backoffMax)
 	}
 	return sleepCtx(ctx, o.wait.next())
 }

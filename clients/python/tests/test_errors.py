@@ -1,6 +1,7 @@
 """Errors: each status the server answers is the exception of its code with
 the server's message, the same code and message the Go client gives (the
-hourglass command is built on it, and prints "code = X desc = MESSAGE")."""
+hourglass command is built on it, and prints "CALL: MESSAGE (CODE IN WORDS)"
+or "CALL: MESSAGE (CODE IN WORDS: HINT)")."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from conftest import TOKEN, Server
 
 
 def go_client_error(server: Server, args: list[str], token: Optional[str] = TOKEN, stdin: str = "") -> tuple[str, str]:
-    """The code and message of the Go client's error for the command."""
+    """The code (in words: "invalid argument") and message of the Go client's error for the command."""
     env_args = ["--addr", f"http://{server.addr}"] + (["--token", token] if token else [])
     p = subprocess.run([server.binary, *args, *env_args], input=stdin, capture_output=True, text=True, timeout=60)
     assert p.returncode != 0, f"hourglass {args} succeeded: {p.stdout}"
-    m = re.search(r"code = (\w+) desc = (.*)", p.stderr)
+    m = re.search(r"\b[A-Z][A-Za-z]+: (.*) \(([a-z ]+)(: [^()]*)?\)\s*$", p.stderr)  # after the call's name
     assert m, f"no status in the Go client's error: {p.stderr}"
-    return m.group(1), m.group(2).strip()
+    return m.group(2), m.group(1)
 
 
 def anonymous(server: Server) -> hourglass.Client:
@@ -104,7 +105,7 @@ def test_errors_have_the_go_clients_code_and_message(
     assert str(e) == f"hourglass: {e.call}: {e.message}"
     assert not e.message.startswith("rpc error"), "the message is the server's, without the gRPC prefix"
     go_code, go_message = go_client_error(server, args, token, stdin)
-    assert go_code == "".join(w.capitalize() for w in e.code.name.split("_"))
+    assert go_code == e.code.name.lower().replace("_", " ")
     if name == "request_over_max_request_size":
         # Both name the limit; the sizes differ with what each sent.
         assert re.sub(r"\d+", "N", e.message) == re.sub(r"\d+", "N", go_message)
