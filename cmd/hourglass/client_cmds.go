@@ -155,7 +155,7 @@ With --count above 1 the messages go through the client's batching producer
   gzip -c report.csv | hourglass send --topic reports --now --body-file -
 ` + exitCodes,
 		Flags: clientFlags(slices.Concat([]cli.Flag{
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"},
+			topicFlag("to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"),
 			&cli.StringFlag{Name: "delay", Usage: "deliver after this `DURATION` (ms, s, m, h, d, y)"},
 			&cli.StringFlag{Name: "at", Usage: "deliver at this `TIME` (RFC 3339, such as 2030-01-02T09:00:00Z)"},
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
@@ -170,13 +170,14 @@ With --count above 1 the messages go through the client's batching producer
 }
 
 func runSend(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return commandError(c, "takes no arguments, got %q; the body goes in --body", c.Args().Slice())
+	topic, rest, err := topicAndArgs(c, nil)
+	if err != nil {
+		return err
 	}
-	m := client.Message{Topic: c.String("topic"), IdempotencyKey: c.String("key")}
-	if m.Topic == "" {
-		return commandError(c, "--topic is missing")
+	if len(rest) > 0 {
+		return commandError(c, "takes one topic, got %q after %q; the body goes in --body", rest, topic)
 	}
+	m := client.Message{Topic: topic, IdempotencyKey: c.String("key")}
 	if h, ok := c.Generic("header").(*headerFlag); ok && len(h.m) > 0 {
 		m.Headers = h.m
 	}

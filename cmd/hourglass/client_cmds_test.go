@@ -137,12 +137,12 @@ func TestClientCommandErrors(t *testing.T) {
 	}{
 		{"no_time", []string{"send", "--topic", "t"}, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N or --now"},
 		{"two_times", []string{"send", "--topic", "t", "--delay", "1s", "--level", "2"}, "--delay and --level: give one of them"},
-		{"no_topic", []string{"send", "--delay", "1s"}, "--topic is missing"},
+		{"no_topic", []string{"send", "--delay", "1s"}, "the topic is missing"},
 		{"bad_delay", []string{"send", "--topic", "t", "--delay", "soon"}, "with a unit"},
 		{"bad_at", []string{"send", "--topic", "t", "--at", "tomorrow"}, "RFC 3339"},
 		{"bad_level", []string{"send", "--topic", "t", "--level", "0"}, "levels start at 1"},
 		{"bad_count", []string{"send", "--topic", "t", "--delay", "1s", "--count", "0"}, "at least 1"},
-		{"recv_no_topic", []string{"recv"}, "--topic is missing"},
+		{"recv_no_topic", []string{"recv"}, "the topic is missing"},
 		{"cancel_no_ids", []string{"cancel"}, "one or more message IDs"},
 		{"addr_without_scheme", []string{"stats", "--addr", "127.0.0.1:7420"}, "want a URL starting with http://"},
 		// Port 1 refuses connections: the error names the call.
@@ -346,7 +346,7 @@ func TestQueueCommandErrors(t *testing.T) {
 		{"body_file_missing", []string{"send", "--topic", "t", "--now", "--body-file", "/nonexistent/b"}, "/nonexistent/b"},
 		{"key_with_count", []string{"send", "--topic", "t", "--now", "--key", "k", "--count", "2"}, "--key with --count 2"},
 		{"key_empty", []string{"send", "--topic", "t", "--now", "--key", ""}, "--key is empty"},
-		{"ack_no_topic", []string{"ack", id}, "--topic is missing"},
+		{"ack_no_topic", []string{"ack", id}, "the topic is missing"},
 		{"ack_no_ids", []string{"ack", "--topic", "t"}, "one or more message IDs"},
 		{"nack_bad_delay", []string{"nack", id, "--topic", "t", "--delay", "soon"}, `--delay "soon"`},
 		{"nack_negative_delay", []string{"nack", id, "--topic", "t", "--delay", "-1s"}, "0 or more"},

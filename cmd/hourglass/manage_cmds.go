@@ -194,7 +194,7 @@ Examples:
   hourglass list --topic orders --state dead-lettered     # then: hourglass redrive orders.dlq
 ` + exitCodes,
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` whose messages to list"},
+			topicFlag("whose messages to list"),
 			&cli.StringFlag{Name: "state", Value: "pending", Usage: "list the messages in `STATE`: pending, due, leased or dead-lettered"},
 			&cli.StringFlag{Name: "from", Usage: "list messages due at or after `TIME` (RFC 3339, or a duration from now such as 10m)"},
 			&cli.StringFlag{Name: "to", Usage: "list messages due before `TIME` (RFC 3339, or a duration from now such as 2h)"},
@@ -229,12 +229,9 @@ func listTime(c *cli.Context, name string, now time.Time) (time.Time, error) {
 }
 
 func runList(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
-	}
-	topic := c.String("topic")
-	if topic == "" {
-		return commandError(c, "--topic is required")
+	topic, err := oneTopic(c)
+	if err != nil {
+		return err
 	}
 	if c.Int("limit") < 0 {
 		return commandError(c, "--limit %d: 0 (all) or more", c.Int("limit"))
@@ -280,6 +277,15 @@ func runList(c *cli.Context) error {
 			if n++; limit > 0 && n >= limit {
 				break
 			}
+		}
+		if n == 0 {
+			// Nothing listed: say so if the topic is unknown, a typo
+			// perhaps, rather than look like an empty queue.
+			note, err := unknownTopic(c.Context, cl, topic)
+			if err != nil || note == "" {
+				return err
+			}
+			fmt.Fprintln(c.App.ErrWriter, "hourglass list:", note)
 		}
 		return nil
 	})

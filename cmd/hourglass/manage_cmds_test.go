@@ -30,10 +30,10 @@ func TestManageCommandErrors(t *testing.T) {
 	}{
 		{"get_no_id", []string{"get"}, "give one message ID"},
 		{"get_two_ids", []string{"get", "a", "b"}, "got 2 arguments"},
-		{"list_no_topic", []string{"list"}, "--topic is required"},
+		{"list_no_topic", []string{"list"}, "the topic is missing"},
 		{"list_bad_from", []string{"list", "--topic", "t", "--from", "yesterday"}, "RFC 3339 time"},
 		{"list_negative_limit", []string{"list", "--topic", "t", "--limit", "-1"}, "--limit -1"},
-		{"list_args", []string{"list", "--topic", "t", "x"}, "takes no arguments"},
+		{"list_args", []string{"list", "--topic", "t", "x"}, "takes one topic"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runApp(t, tc.args...)

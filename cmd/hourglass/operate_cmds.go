@@ -222,7 +222,7 @@ With --json each line is {"ref":"...","lease_until":"..."} instead. A message
 that is not leased now is an error, after the lines of those before it.
 ` + exitCodes,
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` the messages were received from"},
+			topicFlag("the messages were received from"),
 			&cli.StringFlag{Name: "lease", Usage: "the new lease, from now: a `DURATION` from 1ms to 12h (such as 30s, 10m)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per message"},
 		),
@@ -232,11 +232,11 @@ that is not leased now is an error, after the lines of those before it.
 }
 
 func runExtend(c *cli.Context) error {
-	topic := c.String("topic")
-	if topic == "" {
-		return commandError(c, "--topic is missing: give the topic the messages were received from")
+	topic, refs, err := topicAndArgs(c, isRef)
+	if err != nil {
+		return err
 	}
-	if c.NArg() == 0 {
+	if len(refs) == 0 {
 		return commandError(c, "give one or more message IDs or receipts (as recv printed them in \"id\" or \"receipt\")")
 	}
 	if !c.IsSet("lease") {
@@ -248,7 +248,7 @@ func runExtend(c *cli.Context) error {
 	}
 	return withClient(c, func(cl *client.Client) error {
 		enc := json.NewEncoder(c.App.Writer)
-		for _, arg := range c.Args().Slice() {
+		for _, arg := range refs {
 			d := client.Delivery{Topic: topic}
 			if strings.Contains(arg, ".") {
 				d.Receipt = arg
@@ -310,6 +310,7 @@ moved before is not moved twice. At the end it prints
   hourglass redrive orders.dlq --to orders-retry --max 1000
 ` + exitCodes,
 		Flags: clientFlags(
+			topicFlag("of the dead letters, \"<topic>.dlq\""),
 			&cli.StringFlag{Name: "to", Usage: "send them to `TOPIC` instead of the topic each died on"},
 			&cli.StringFlag{Name: "reason", Usage: "only dead letters of this `REASON`: max-attempts, nacked or sink"},
 			&cli.StringSliceFlag{Name: "id", Usage: "only the dead letter of this `ID` (repeatable)"},
@@ -334,10 +335,10 @@ type redriveJSON struct {
 var deadLetterReasons = []string{"max-attempts", "nacked", "sink"}
 
 func runRedrive(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return commandError(c, "give one dead-letter topic (\"<topic>.dlq\"), got %d arguments", c.NArg())
+	dlq, err := oneTopic(c)
+	if err != nil {
+		return err
 	}
-	dlq := c.Args().First()
 	if !strings.HasSuffix(dlq, ".dlq") {
 		return commandError(c, "%q is not a dead-letter topic: they end in .dlq (the dead letters of %s are in %s.dlq)", dlq, dlq, dlq)
 	}
@@ -423,6 +424,7 @@ question, for scripts.
   hourglass purge orders --state pending --yes --json  # {"topic":"orders","state":"pending","purged":120}
 ` + exitCodes,
 		Flags: clientFlags(
+			topicFlag("whose messages to remove"),
 			&cli.StringFlag{Name: "state", Usage: "which messages: `STATE` pending, due or dead-lettered"},
 			&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
@@ -433,7 +435,7 @@ question, for scripts.
 }
 
 func runPurge(c *cli.Context) error {
-	topic, err := topicArg(c)
+	topic, err := oneTopic(c)
 	if err != nil {
 		return err
 	}
@@ -506,12 +508,13 @@ question, for scripts.
   hourglass delete-topic orders-test --yes --json   # {"topic":"orders-test","cancelled":3,"removed":10}
 ` + exitCodes,
 		Flags: clientFlags(
+			topicFlag("to delete"),
 			&cli.BoolFlag{Name: "yes", Usage: "do not ask for confirmation"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
 		),
 		OnUsageError: usageError,
 		Action: refAction(func(c *cli.Context) (string, error) {
-			topic, err := topicArg(c)
+			topic, err := oneTopic(c)
 			if err == nil {
 				err = confirm(c, fmt.Sprintf("delete topic %q: cancel its pending messages and remove its queued ones, its files and its policy", topic))
 			}

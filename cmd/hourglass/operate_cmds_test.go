@@ -68,10 +68,10 @@ func TestOperateCommandErrors(t *testing.T) {
 		{"nack_long_reason", []string{"nack", id, "--topic", "t", "--reason", strings.Repeat("x", 1001)}, "at most 1000"},
 		{"extend_no_lease", []string{"extend", id, "--topic", "t"}, "--lease is missing"},
 		{"extend_long_lease", []string{"extend", id, "--topic", "t", "--lease", "13h"}, "from 1ms to 12h"},
-		{"extend_no_topic", []string{"extend", id, "--lease", "1m"}, "--topic is missing"},
+		{"extend_no_topic", []string{"extend", id, "--lease", "1m"}, "the topic is missing"},
 		{"list_bad_state", []string{"list", "--topic", "t", "--state", "acked"}, "want pending, due, leased or dead-lettered"},
 		{"list_from_with_due", []string{"list", "--topic", "t", "--state", "due", "--from", "1h"}, "bound the delivery time of pending messages"},
-		{"redrive_no_topic", []string{"redrive"}, "give one dead-letter topic"},
+		{"redrive_no_topic", []string{"redrive"}, "the topic is missing"},
 		{"redrive_not_dlq", []string{"redrive", "orders"}, "the dead letters of orders are in orders.dlq"},
 		{"redrive_bad_reason", []string{"redrive", "o.dlq", "--reason", "timeout"}, "want one of max-attempts, nacked, sink"},
 		{"redrive_bad_rate", []string{"redrive", "o.dlq", "--rate", "200000"}, "from 1 to 100000"},
@@ -79,14 +79,14 @@ func TestOperateCommandErrors(t *testing.T) {
 		{"redrive_bad_id", []string{"redrive", "o.dlq", "--id", "xyz"}, "--id \"xyz\""},
 		{"purge_no_state", []string{"purge", "t"}, "--state \"\": want pending, due or dead-lettered"},
 		{"purge_leased", []string{"purge", "t", "--state", "leased"}, "want pending, due or dead-lettered"},
-		{"purge_no_topic", []string{"purge", "--state", "due"}, "give one topic"},
+		{"purge_no_topic", []string{"purge", "--state", "due"}, "the topic is missing"},
 		// runApp's standard input is empty: no answer purges nothing,
 		// before any server is asked (none listens at port 1).
 		{"purge_no_answer", []string{"purge", "t", "--state", "due", "--addr", "http://127.0.0.1:1"}, "no answer on standard input: nothing was changed"},
 		{"delete_no_answer", []string{"delete-topic", "t", "--addr", "http://127.0.0.1:1"}, "no answer on standard input"},
 		{"topics_args", []string{"topics", "x"}, "takes no arguments"},
 		{"policy_set_nothing", []string{"policy", "set", "t"}, "policy set: nothing to change"},
-		{"policy_set_no_topic", []string{"policy", "set", "--max-attempts", "3"}, "give one topic"},
+		{"policy_set_no_topic", []string{"policy", "set", "--max-attempts", "3"}, "the topic is missing"},
 		{"policy_set_attempts", []string{"policy", "set", "t", "--max-attempts", "0"}, "from 1 to 1000"},
 		{"policy_set_rate", []string{"policy", "set", "t", "--rate", "-1"}, "0 (no limit) or more"},
 		{"policy_set_rate_word", []string{"policy", "set", "t", "--rate", "fast"}, "takes a number"},
@@ -94,7 +94,7 @@ func TestOperateCommandErrors(t *testing.T) {
 		{"policy_set_default", []string{"policy", "set", "t", "--default", "colour"}, "give max-attempts, backoff, paused, rate or lease"},
 		{"policy_set_both", []string{"policy", "set", "t", "--lease", "1m", "--default", "lease_ms"}, "not both"},
 		{"policy_set_backoff", []string{"policy", "set", "t", "--backoff", "1s:2s:20"}, "MULTIPLIER is a number from 1"},
-		{"pause_no_topic", []string{"pause"}, "give one topic"},
+		{"pause_no_topic", []string{"pause"}, "the topic is missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := runApp(t, tc.args...)

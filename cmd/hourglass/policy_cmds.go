@@ -176,14 +176,6 @@ func printPolicies(c *cli.Context, topic string, p client.Policies) error {
 	return w.Flush()
 }
 
-// topicArg returns the one topic a command takes.
-func topicArg(c *cli.Context) (string, error) {
-	if c.NArg() != 1 {
-		return "", commandError(c, "give one topic, got %d arguments", c.NArg())
-	}
-	return c.Args().First(), nil
-}
-
 // jsonFlag is --json of the policy commands.
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print one JSON object (the policy set and the effective one) instead of the table"}
@@ -308,9 +300,9 @@ With --json it prints one object instead, with the API's field names:
    "effective":{"max_attempts":5,"backoff":{"initial_ms":0,"max_ms":0,"multiplier":1,"jitter":0},
                 "paused":false,"max_dispatch_rate":0,"lease_ms":30000}}
 ` + exitCodes,
-		Flags:        clientFlags(jsonFlag()),
+		Flags:        clientFlags(topicFlag("whose policy to print"), jsonFlag()),
 		OnUsageError: usageError,
-		Action:       refAction(topicArg, (*client.Client).GetPolicy, printPolicies),
+		Action:       refAction(oneTopic, (*client.Client).GetPolicy, printPolicies),
 	}
 }
 
@@ -336,6 +328,7 @@ MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
   hourglass policy set orders --default rate --default lease
 ` + exitCodes,
 		Flags: clientFlags(
+			topicFlag("whose policy to change"),
 			&cli.IntFlag{Name: "max-attempts", Usage: "deliveries before a message is dead-lettered, `N` from 1 to 1000"},
 			&cli.StringFlag{Name: "backoff", Usage: "retry delay `SPEC` INITIAL[:MAX[:MULTIPLIER[:JITTER]]], such as 1s:5m:2:0.1"},
 			&cli.Float64Flag{Name: "rate", Usage: "hand out at most `N` messages per second; 0 means no limit"},
@@ -399,7 +392,7 @@ func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) 
 }
 
 func runPolicySet(c *cli.Context) error {
-	topic, err := topicArg(c)
+	topic, err := oneTopic(c)
 	if err != nil {
 		return err
 	}
@@ -450,9 +443,9 @@ func pauseResume(name, usage, help string) *cli.Command {
 		Usage:        usage,
 		UsageText:    "hourglass " + name + " TOPIC [--json]",
 		Description:  help + exitCodes,
-		Flags:        clientFlags(jsonFlag()),
+		Flags:        clientFlags(topicFlag("to "+name), jsonFlag()),
 		OnUsageError: usageError,
-		Action: refAction(topicArg, op, func(c *cli.Context, topic string, p client.Policies) error {
+		Action: refAction(oneTopic, op, func(c *cli.Context, topic string, p client.Policies) error {
 			if c.Bool("json") {
 				return printPolicies(c, topic, p)
 			}

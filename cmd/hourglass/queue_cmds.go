@@ -37,9 +37,7 @@ Any holder of the ID may ack it: this is how to settle what
 An ID that is not leased now (never received, already settled, or its lease
 ended and it is due again) is an error, after the lines of the IDs before it.
 ` + exitCodes,
-		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` the messages were received from"},
-		),
+		Flags:        clientFlags(topicFlag("the messages were received from")),
 		OnUsageError: usageError,
 		Action:       func(c *cli.Context) error { return runSettle(c, "ack", 0) },
 	}
@@ -73,7 +71,7 @@ An ID that is not leased now (never received, already settled, or its lease
 ended and it is due again) is an error, after the lines of the IDs before it.
 ` + exitCodes,
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` the messages were received from"},
+			topicFlag("the messages were received from"),
 			&cli.StringFlag{Name: "delay", Value: "0", Usage: "deliver again after this `DURATION` (ms, s, m, h, d, y), up to the server's --max-delay"},
 			&cli.StringFlag{Name: "reason", Usage: "why it is given back: `TEXT` kept with the message (at most 1000 bytes)"},
 			&cli.BoolFlag{Name: "dead-letter", Usage: "send it to \"<topic>.dlq\" now, whatever attempts remain"},
@@ -98,15 +96,15 @@ ended and it is due again) is an error, after the lines of the IDs before it.
 // runSettle acks (op "ack") or nacks with delay each ID of the command
 // line, in order, and stops at the first that fails.
 func runSettle(c *cli.Context, op string, delay time.Duration) error {
-	topic := c.String("topic")
-	if topic == "" {
-		return commandError(c, "--topic is missing: give the topic the messages were received from")
+	topic, ids, err := topicAndArgs(c, isRef)
+	if err != nil {
+		return err
 	}
-	if c.NArg() == 0 {
+	if len(ids) == 0 {
 		return commandError(c, "give one or more message IDs (32 hex digits each, as recv printed them in \"id\")")
 	}
 	return withClient(c, func(cl *client.Client) error {
-		for _, arg := range c.Args().Slice() {
+		for _, arg := range ids {
 			id, err := client.ParseID(arg)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", op, arg, err)
@@ -152,7 +150,13 @@ added when they differ from id or are present.
 Each message is acked after it is printed, unless --no-ack: then it is
 delivered again when its --lease ends, and each line adds "receipt" (the
 name of this lease: 'hourglass extend' takes it) and "lease_expires_at".
-Settle such a message with 'hourglass ack', 'nack' or 'extend'.
+Settle such a message with 'hourglass ack', 'nack' or 'extend'. Leases do
+not survive a restart of the server: a message leased and not acked is due
+again as soon as the server is back, and delivered again.
+
+A topic the server does not know (no message due, leased or sent to it
+since it started, and no policy: a typo, perhaps) is told once on stderr,
+with the nearest topic it knows; recv then waits for messages sent to it.
 
 When the server is unreachable or restarting (UNAVAILABLE, a refused or
 broken connection; at start or later), recv says so on stderr once, retries
@@ -170,7 +174,7 @@ Stops after --count messages, or once --timeout has passed, or on SIGINT
 Running out of --timeout before --count messages arrive is not an error, and
 an unreachable server is waited for, not an error.`,
 		Flags: clientFlags(
-			&cli.StringFlag{Name: "topic", Usage: "`TOPIC` to receive from (\"<topic>.dlq\" holds <topic>'s dead letters)"},
+			topicFlag("to receive from (\"<topic>.dlq\" holds <topic>'s dead letters)"),
 			&cli.IntFlag{Name: "count", Usage: "stop after `N` messages; 0 means no limit"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop after this `DURATION` (such as 10s); 0 means no limit"},
 			&cli.BoolFlag{Name: "no-ack", Usage: "print messages without acking them"},
@@ -211,12 +215,9 @@ func newRecvLine(d client.Delivery) recvLine {
 }
 
 func runRecv(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
-	}
-	topic := c.String("topic")
-	if topic == "" {
-		return commandError(c, "--topic is missing")
+	topic, err := oneTopic(c)
+	if err != nil {
+		return err
 	}
 	count, timeout := c.Int("count"), c.Duration("timeout")
 	if count < 0 {
@@ -232,6 +233,11 @@ func runRecv(c *cli.Context) error {
 		defer cancel()
 	}
 	return withClient(c, func(cl *client.Client) error {
+		// A topic the server does not know may be a typo: say so once,
+		// then wait for it as asked.
+		if note, err := unknownTopic(ctx, cl, topic); err == nil && note != "" {
+			fmt.Fprintf(c.App.ErrWriter, "hourglass recv: %s; waiting for messages sent to it (Ctrl-C stops)\n", note)
+		}
 		r := &receiver{
 			cl: cl, topic: topic, lease: c.Duration("lease"), ack: !c.Bool("no-ack"),
 			enc: json.NewEncoder(c.App.Writer), outage: outage{w: c.App.ErrWriter, addr: c.String("addr")},
