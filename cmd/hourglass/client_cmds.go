@@ -2,20 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass/client"
-	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/internal/units"
 )
 
@@ -391,166 +388,4 @@ error, after the lines of the IDs before it.`,
 			})
 		},
 	}
-}
-
-func statsCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "stats",
-		Usage:     "print what a server holds: pending messages by hour ahead, totals, lateness",
-		UsageText: "hourglass stats [--addr URL] [--json]",
-		Description: `Prints the server's Stats: messages pending per hour ahead of the server's clock
-(from its delivery buckets; "~" marks counts of buckets not in memory, which
-include cancelled entries), the engine's and each topic's totals since the
-server started, and the lateness percentiles of recent deliveries.
-
-With --json it prints the same as one JSON object on one line instead. Its
-field names are stable (new ones may be added); times are RFC 3339 UTC with
-nanoseconds, counts whole numbers:
-
-  server_time
-  pending          {hours: [{from_hour, to_hour, messages, approximate}], total}
-                   hours ahead of server_time, as in the table; approximate
-                   is the "~" (a bucket not in memory)
-  engine           {scheduled, cancelled, fired, delivered, retries, inflight,
-                   segments, reput_lag_bytes}
-  topics           [{topic, scheduled, delivered, acked, nacked, redelivered,
-                   expired, dead_lettered, ready, leased}]   (empty in cluster
-                   mode, which has no built-in queue)
-  lateness         {p50_ms, p90_ms, p99_ms, max_ms, count}   (count 0 before
-                   the first delivery)
-` + exitCodes,
-		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object (fields in --help) instead of the table"}),
-		OnUsageError: usageError,
-		Action:       runStats,
-	}
-}
-
-// statsJSON is what `hourglass stats --json` prints; its field names are
-// part of the command line's interface and must not change.
-type statsJSON struct {
-	ServerTime string        `json:"server_time"`
-	Pending    pendingJSON   `json:"pending"`
-	Engine     *engineJSON   `json:"engine,omitempty"`
-	Topics     []topicJSON   `json:"topics"`
-	Lateness   *latenessJSON `json:"lateness,omitempty"`
-}
-
-type pendingJSON struct {
-	Hours []hourJSON `json:"hours"`
-	Total int64      `json:"total"`
-}
-
-type hourJSON struct {
-	FromHour    int64 `json:"from_hour"`
-	ToHour      int64 `json:"to_hour"`
-	Messages    int64 `json:"messages"`
-	Approximate bool  `json:"approximate"`
-}
-
-type engineJSON struct {
-	Scheduled     int64 `json:"scheduled"`
-	Cancelled     int64 `json:"cancelled"`
-	Fired         int64 `json:"fired"`
-	Delivered     int64 `json:"delivered"`
-	Retries       int64 `json:"retries"`
-	Inflight      int64 `json:"inflight"`
-	Segments      int32 `json:"segments"`
-	ReputLagBytes int64 `json:"reput_lag_bytes"`
-}
-
-type topicJSON struct {
-	Topic        string `json:"topic"`
-	Scheduled    int64  `json:"scheduled"`
-	Delivered    int64  `json:"delivered"`
-	Acked        int64  `json:"acked"`
-	Nacked       int64  `json:"nacked"`
-	Redelivered  int64  `json:"redelivered"`
-	Expired      int64  `json:"expired"`
-	DeadLettered int64  `json:"dead_lettered"`
-	Ready        int64  `json:"ready"`
-	Leased       int64  `json:"leased"`
-}
-
-type latenessJSON struct {
-	P50Ms float64 `json:"p50_ms"`
-	P90Ms float64 `json:"p90_ms"`
-	P99Ms float64 `json:"p99_ms"`
-	MaxMs float64 `json:"max_ms"`
-	Count int64   `json:"count"`
-}
-
-// newStatsJSON sums the server's buckets into whole hours ahead of its
-// clock, the rows of the table and of --json alike.
-func newStatsJSON(st *hourglassv1.StatsResponse) statsJSON {
-	now := st.ServerTime.AsTime()
-	out := statsJSON{ServerTime: now.UTC().Format(rfc3339Nano), Pending: pendingJSON{Hours: []hourJSON{}}, Topics: []topicJSON{}}
-	hours := map[int64]*hourJSON{}
-	for _, b := range st.Pending {
-		h := int64(0)
-		if d := b.Start.AsTime().Sub(now); d > 0 {
-			h = int64(d / time.Hour)
-		}
-		if hours[h] == nil {
-			hours[h] = &hourJSON{FromHour: h, ToHour: h + 1}
-		}
-		hours[h].Messages += b.Pending
-		hours[h].Approximate = hours[h].Approximate || b.Approximate
-		out.Pending.Total += b.Pending
-	}
-	for _, h := range hours {
-		out.Pending.Hours = append(out.Pending.Hours, *h)
-	}
-	sort.Slice(out.Pending.Hours, func(i, j int) bool { return out.Pending.Hours[i].FromHour < out.Pending.Hours[j].FromHour })
-	if e := st.Engine; e != nil {
-		out.Engine = &engineJSON{Scheduled: e.Scheduled, Cancelled: e.Cancelled, Fired: e.Fired, Delivered: e.Delivered,
-			Retries: e.Retries, Inflight: e.Inflight, Segments: e.Segments, ReputLagBytes: e.ReputLagBytes}
-	}
-	for _, t := range st.Topics {
-		out.Topics = append(out.Topics, topicJSON{Topic: t.Topic, Scheduled: t.Scheduled, Delivered: t.Delivered, Acked: t.Acked,
-			Nacked: t.Nacked, Redelivered: t.Redelivered, Expired: t.Expired, DeadLettered: t.DeadLettered, Ready: t.Ready, Leased: t.Leased})
-	}
-	if l := st.Lateness; l != nil {
-		out.Lateness = &latenessJSON{P50Ms: l.P50Ms, P90Ms: l.P90Ms, P99Ms: l.P99Ms, MaxMs: l.MaxMs, Count: l.Count}
-	}
-	return out
-}
-
-func runStats(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return commandError(c, "takes no arguments, got %q", c.Args().Slice())
-	}
-	st, err := call(c, "", (*client.Client).Stats)
-	if err != nil {
-		return err
-	}
-	v := newStatsJSON(st)
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(v)
-	}
-	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "server time\t%s\n\n", v.ServerTime)
-	fmt.Fprintln(w, "pending\thours ahead\tmessages")
-	for _, h := range v.Pending.Hours {
-		approx := ""
-		if h.Approximate {
-			approx = "~"
-		}
-		fmt.Fprintf(w, "\t%d-%d\t%s%d\n", h.FromHour, h.ToHour, approx, h.Messages)
-	}
-	fmt.Fprintf(w, "\ttotal\t%d\n\n", v.Pending.Total)
-	if e := v.Engine; e != nil {
-		fmt.Fprintln(w, "engine\tscheduled\tcancelled\tfired\tdelivered\tretries\tinflight\tsegments\treput lag")
-		fmt.Fprintf(w, "\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%dB\n\n", e.Scheduled, e.Cancelled, e.Fired, e.Delivered, e.Retries, e.Inflight, e.Segments, e.ReputLagBytes)
-	}
-	if len(v.Topics) > 0 {
-		fmt.Fprintln(w, "topic\tscheduled\tdelivered\tacked\tnacked\tredelivered\texpired\tdead-lettered\tready\tleased")
-		for _, t := range v.Topics {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", t.Topic, t.Scheduled, t.Delivered, t.Acked, t.Nacked, t.Redelivered, t.Expired, t.DeadLettered, t.Ready, t.Leased)
-		}
-		fmt.Fprintln(w)
-	}
-	if l := v.Lateness; l != nil {
-		fmt.Fprintf(w, "lateness\tp50 %.3fms\tp90 %.3fms\tp99 %.3fms\tmax %.3fms\t(last %d deliveries)\n", l.P50Ms, l.P90Ms, l.P99Ms, l.MaxMs, l.Count)
-	}
-	return w.Flush()
 }
