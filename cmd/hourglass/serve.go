@@ -17,7 +17,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass"
-	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/buildinfo"
@@ -27,82 +26,27 @@ import (
 	"github.com/hourglassmq/hourglass/sink/webhook"
 )
 
-const serveDescription = `Runs the Hourglass server: messages are kept in --data-dir and delivered to the
-built-in queue when due; consumers Receive, then Ack or Nack them.
+const serveDescription = `Runs the Hourglass server: messages are kept in --data-dir and delivered when
+due to the built-in queue (consumers Receive, then Ack or Nack them), or to a
+webhook or NATS JetStream (--sink).
 
-The API (proto/hourglass/v1/hourglass.proto) is served on one address: native
-gRPC (grpc-go, with server reflection and grpc.health.v1, so grpcurl and
-Kubernetes gRPC probes work without the .proto), and Connect, Connect-JSON and
-gRPC-Web (connect-go), each over HTTP/1.1 or HTTP/2, plain or under TLS
-(--tls-cert/--tls-key; docs/API.md). JSON with a field the schema does not
-name is refused.
+One address (--listen) serves the API (proto/hourglass/v1/hourglass.proto):
+gRPC with reflection and grpc.health.v1, Connect, Connect-JSON and gRPC-Web,
+over HTTP/1.1 and HTTP/2, plain or with --tls-cert; and GET /healthz, /readyz
+(200 once recovery is done) and /metrics (Prometheus). It prints "listening on
+HOST:PORT" on stderr (useful with --listen 127.0.0.1:0).
 
-  curl -H 'Content-Type: application/json' \
-    -d '{"topic":"orders","delayMs":"30000","body":"aGVsbG8="}' \
-    http://127.0.0.1:7420/hourglass.v1.HourglassService/Schedule
+Every flag is also an environment variable: HOURGLASS_ and its name in capitals
+with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKEN (better than the
+flag for the token: it stays out of the process list). A DURATION takes ms, s,
+m, h, d and y (90s, 7d, 10y); a SIZE B, KiB or MiB (512KiB).
 
-  curl -H 'Content-Type: application/json' \
-    -d '{"topic":"orders","maxMessages":10,"waitMs":"20000"}' \
-    http://127.0.0.1:7420/hourglass.v1.HourglassService/Receive
+On SIGTERM or SIGINT it stops accepting connections, ends long polls, lets calls
+in flight finish (up to --shutdown-timeout) and closes its files cleanly. Leases
+do not survive a restart: messages leased and not acked are delivered again.
 
-  grpcurl -plaintext -d '{"topic":"orders","delayMs":"30000"}' \
-    127.0.0.1:7420 hourglass.v1.HourglassService/Schedule
-
-Also served: GET /healthz (200 while the process runs), GET /readyz (200 once
-recovery has loaded the due buckets; 503 before and while shutting down) and
-GET /metrics (Prometheus; needs the token when --auth-token is set).
-
-Sinks (--sink): where due messages go.
-  queue    the built-in queue (default): consumers Receive, Ack, Nack.
-  webhook  an HTTP POST per message to the first --webhook route whose
-           pattern matches the topic; 2xx is done, anything else is retried
-           (rescheduled, 1s doubling to 5m) and after --max-attempts goes to
-           the built-in queue's <topic>.dlq, where Receive gets it:
-             --sink webhook --webhook 'orders.*=http://127.0.0.1:8080/hook'
-  nats     publish to NATS JetStream, subject --nats-subject-prefix + topic,
-           with the ID as Nats-Msg-Id; done once JetStream acknowledged it.
-           The stream --nats-stream is created if missing:
-             --sink nats --nats-url nats://127.0.0.1:4222
-
-Every flag can also be set by an environment variable: HOURGLASS_ and the flag's
-name in capitals with _ for -, such as HOURGLASS_DATA_DIR or HOURGLASS_AUTH_TOKEN
-(better than the flag for the token: it stays out of the process list).
-
-The server runs with Go's GC percent at 400 unless GOGC is set (its live heap
-is small), under a soft memory limit of --memory-limit (512MiB) that rises to
-twice the live heap when that is larger.
-
-Durations take Go's units (ms, s, m, h) and also d (24h) and y (365d): 90s, 10m,
-7d, 10y. Sizes take B, KiB, MiB: 65536, 512KiB, 1MiB.
-
-On SIGTERM or SIGINT the server stops accepting connections, ends long polls,
-lets in-flight requests finish (up to --shutdown-timeout), then closes the
-engine and the queue cleanly. Leased messages not yet acked are delivered again
-after a restart; acked ones never.
-
-CLUSTER MODE (--cluster nats://h1:4222,...): the node is one of several that
-share their state through NATS JetStream; any node takes Schedule and Cancel.
-A message is stored in the JetStream stream of its partition and answered once
-JetStream acknowledged it; each partition is owned by one live node (a lease
-in the key-value bucket HG_OWNERS), which delivers its due messages to the
-delivery stream --nats-stream (subjects --nats-subject-prefix + topic, with
-the message ID as Nats-Msg-Id). Receive, Consume, Ack and Nack work on any
-node, served from a durable JetStream consumer per topic on that stream
-(lease --default-lease, dead letters after --max-attempts to <topic>.dlq);
-other programs may read the stream too. Every other RPC works on any node as
-on one: Get, List, Reschedule, Cancel by key, Redrive, Purge, topic policies
-and pause, and the recurring schedules; the node that owns the message's (or
-schedule's) partition decides. When a node dies, its partitions move within
---lease-ttl.
-A ScheduleBatch (at most 1024 messages) is one JetStream message on one
-partition: atomic. With a key on every message, resend the same batch to retry:
-within --idempotency-window of the first it answers the first IDs, on any node.
-  hourglass serve --cluster nats://127.0.0.1:4222 --listen 127.0.0.1:7420 \
-    --partitions 8 --replicas 3
-docs/CLUSTER.md says how it works.
-
-The address it listens on is printed to stderr as "listening on HOST:PORT"
-(useful with --listen 127.0.0.1:0).`
+With --cluster the node is one of several sharing their state through NATS
+JetStream (docs/CLUSTER.md). docs/CLI.md says more of every flag below.`
 
 // envVar is the environment variable of a flag: HOURGLASS_DATA_DIR for data-dir.
 func envVar(flag string) []string {
@@ -120,98 +64,11 @@ func dataDirFlag(usage string) cli.Flag {
 // and server.
 func serveCommand() *cli.Command {
 	return &cli.Command{
-		Name:        "serve",
-		Usage:       "run the server: store delayed messages, deliver them to consumers when due",
-		UsageText:   "hourglass serve [--data-dir PATH] [--listen HOST:PORT] [options]",
-		Description: serveDescription,
-		Flags: []cli.Flag{
-			dataDirFlag("directory (`PATH`) holding the messages; created if missing, locked while the server runs"),
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7420", EnvVars: envVar("listen"),
-				Usage: "address (`HOST:PORT`) to listen on; port 0 picks a free port; 0.0.0.0:7420 listens on every interface"},
-			&cli.DurationFlag{Name: "segment-duration", Value: time.Hour, DefaultText: "1h", EnvVars: envVar("segment-duration"),
-				Usage: "length of a schedule bucket (one file each), a `DURATION` of whole seconds from 1s to 24h; existing buckets keep theirs"},
-			&cli.DurationFlag{Name: "preload-lead", Value: 10 * time.Minute, DefaultText: "10m, or a sixth of --segment-duration when that is under 1h",
-				EnvVars: envVar("preload-lead"),
-				Usage:   "load a bucket into memory this `DURATION` before it starts; shorter than --segment-duration"},
-			&cli.StringFlag{Name: "fsync", Value: "always", EnvVars: envVar("fsync"),
-				Usage: "durability `POLICY`: always (answer a producer or consumer only after the fsync that covers it; no loss on a machine crash), " +
-					"interval (fsync every 10 ms; a machine crash loses the last few ms; a due message is still handed to consumers after the fsync of the queue's log, not at the interval) or none (tests only)"},
-			&cli.StringFlag{Name: "max-delay", Value: "10y", EnvVars: envVar("max-delay"),
-				Usage: "refuse messages due further ahead than this `DURATION` (accepts d and y: 30d, 10y)"},
-			&cli.StringFlag{Name: "max-body", Value: "1MiB", EnvVars: envVar("max-body"),
-				Usage: fmt.Sprintf("refuse message bodies larger than this `SIZE`, at most %s", units.FormatSize(server.MaxBodyLimit))},
-			&cli.StringFlag{Name: "auth-token", EnvVars: envVar("auth-token"),
-				Usage: "require 'Authorization: Bearer `TOKEN`' on every RPC and /metrics (not /healthz, /readyz); prefer HOURGLASS_AUTH_TOKEN"},
-			&cli.StringFlag{Name: "tls-cert", EnvVars: envVar("tls-cert"),
-				Usage: "serve TLS (HTTP/2 and HTTP/1.1) with this certificate `FILE` (PEM, chain included); needs --tls-key"},
-			&cli.StringFlag{Name: "tls-key", EnvVars: envVar("tls-key"),
-				Usage: "private key `FILE` (PEM) of --tls-cert"},
-			&cli.StringFlag{Name: "delay-levels", Value: units.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
-				Usage: "`DURATIONS` of the RocketMQ-style delay levels 1, 2, ..., separated by spaces or commas"},
-			&cli.DurationFlag{Name: "handoff-lead", Value: hourglass.DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
-				Usage: "hand due messages to the queue up to this `DURATION` (0 to 1s) before their time, so that the queue's fsync is done when they are due; " +
-					"consumers still never get a message early. A cancel within this time of the message's time answers already-delivered"},
-			&cli.DurationFlag{Name: "idempotency-window", Value: hourglass.DefaultIdempotencyWindow, DefaultText: "10m", EnvVars: envVar("idempotency-window"),
-				Usage: "remember a Schedule's idempotency_key per topic for this `DURATION`: a retry with the same key gets the first message's ID instead of a second message, also after a restart; 0 turns keys off"},
-			&cli.IntFlag{Name: "max-attempts", Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
-				Usage: "after `N` failed delivery attempts (each Nack or expired lease is one) a message goes to <topic>.dlq instead of being retried"},
-			&cli.DurationFlag{Name: "default-lease", Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
-				Usage: "lease of a received message when the Receive asks for none: unacked after this `DURATION`, it is delivered again"},
-			&cli.IntFlag{Name: "max-topics", Value: hourglass.DefaultMaxTopics, EnvVars: envVar("max-topics"),
-				Usage: "the built-in queue holds at most `N` topics (dead-letter topics counted like any other); a Schedule or Redrive naming a new one beyond is refused with RESOURCE_EXHAUSTED (a dead letter always finds its topic); -1 for no limit"},
-			&cli.DurationFlag{Name: "topic-idle-timeout", Value: hourglass.DefaultTopicIdleTimeout, DefaultText: "1m", EnvVars: envVar("topic-idle-timeout"),
-				Usage: "a queue topic with no message leased closes its files, and a topic with nothing to deliver ends its delivery goroutines, after this `DURATION` without use; both start again when next used"},
-			&cli.StringSliceFlag{Name: "cors-origin", EnvVars: envVar("cors-origin"),
-				Usage: "let web pages from this `ORIGIN` (https://console.example.com, or * for any) call the API with Connect or gRPC-Web; repeatable; off by default"},
-			&cli.IntFlag{Name: "max-streams", Value: server.DefaultMaxStreams, EnvVars: envVar("max-streams"),
-				Usage: "at most `N` long polls (Receive with a wait) and streams open at once on the server; one more is refused with RESOURCE_EXHAUSTED"},
-			&cli.IntFlag{Name: "max-streams-per-conn", Value: server.DefaultMaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
-				Usage: "at most `N` long polls and streams open at once on one client connection"},
-			&cli.StringFlag{Name: "memory-limit", Value: "512MiB", EnvVars: envVar("memory-limit"),
-				Usage: "the Go runtime's soft memory limit (`SIZE`) while the live heap is under half of it; above, twice the live heap. " +
-					"It returns freed memory to the OS and makes the collector run more often near it; 0 for none (GOMEMLIMIT, if set and this flag is not, is used as is)"},
-			&cli.StringFlag{Name: "max-request-size", EnvVars: envVar("max-request-size"), DefaultText: "8MiB, or one message of --max-body with its headers if larger",
-				Usage: "refuse a request larger than this `SIZE` after decompression (a ScheduleBatch is one request) with RESOURCE_EXHAUSTED"},
-			&cli.DurationFlag{Name: "idle-timeout", Value: server.DefaultIdleTimeout, DefaultText: "5m", EnvVars: envVar("idle-timeout"),
-				Usage: "close a client connection with no call in flight after this `DURATION`"},
-			&cli.DurationFlag{Name: "shutdown-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("shutdown-timeout"),
-				Usage: "on SIGTERM, wait at most this `DURATION` for in-flight requests before closing"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envVar("log-level"),
-				Usage: "`LEVEL` of the logs on stderr: debug (also every refused request), info, warn or error"},
-			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: envVar("log-format"),
-				Usage: "`FORMAT` of the logs on stderr: text (key=value) or json"},
-			&cli.StringFlag{Name: "sink", Value: "queue", EnvVars: envVar("sink"),
-				Usage: "where due messages go: `SINK` queue (the built-in queue), webhook (--webhook) or nats (--nats-url); see above"},
-			&cli.StringSliceFlag{Name: "webhook", EnvVars: envVar("webhook"),
-				Usage: "with --sink webhook: a route `PATTERN=URL`, repeatable, first match wins; * and ? in the pattern match topic characters"},
-			&cli.DurationFlag{Name: "webhook-timeout", Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("webhook-timeout"),
-				Usage: "with --sink webhook: a POST not answered within this `DURATION` is a failed attempt"},
-			&cli.StringFlag{Name: "nats-url", EnvVars: envVar("nats-url"),
-				Usage: "with --sink nats: the NATS `URL`s, comma-separated (nats://127.0.0.1:4222)"},
-			&cli.StringFlag{Name: "nats-subject-prefix", Value: "hourglass.", EnvVars: envVar("nats-subject-prefix"),
-				Usage: "with --sink nats: messages of topic T go to subject `PREFIX`T"},
-			&cli.StringFlag{Name: "nats-stream", Value: "HOURGLASS", EnvVars: envVar("nats-stream"),
-				Usage: "with --sink nats: the JetStream `STREAM` capturing PREFIX>; created (file storage, 2m duplicate window) if missing"},
-			&cli.StringFlag{Name: "cluster", EnvVars: envVar("cluster"),
-				Usage: "run as a node of the cluster whose state lives in these NATS JetStream `URLS` (nats://h1:4222,nats://h2:4222); see CLUSTER MODE above"},
-			&cli.StringFlag{Name: "node-id", EnvVars: envVar("node-id"), DefaultText: "hostname:port of --listen",
-				Usage: "with --cluster: this node's `NAME`, unique in the cluster"},
-			&cli.StringFlag{Name: "advertise", EnvVars: envVar("advertise"), DefaultText: "http://<listen address>",
-				Usage: "with --cluster: the `URL` other nodes use to reach this node's API (they forward Cancel to the owner of a message)"},
-			&cli.IntFlag{Name: "partitions", EnvVars: envVar("partitions"), DefaultText: "the cluster's; 8 for a new cluster",
-				Usage: "with --cluster: `N` partitions, fixed when the cluster is created (stored in HG_META); a different number is refused"},
-			&cli.DurationFlag{Name: "lease-ttl", Value: cluster.DefaultLeaseTTL, DefaultText: "10s", EnvVars: envVar("lease-ttl"),
-				Usage: "with --cluster: a partition whose owner stops renewing for this `DURATION` is taken over by another node (at least 1s)"},
-			&cli.IntFlag{Name: "replicas", Value: cluster.DefaultReplicas, EnvVars: envVar("replicas"),
-				Usage: "with --cluster: `N` JetStream replicas of every stream and bucket the node creates (the delivery stream included); at most the NATS cluster's size"},
-			&cli.IntFlag{Name: "compact-margin", Value: cluster.DefaultCompactMargin, EnvVars: envVar("compact-margin"),
-				Usage: "with --cluster: the owner of a partition compacts its streams once it has read more than 2 × pending + `N` intake messages " +
-					"since its last compaction; a negative N turns compaction off (the streams then keep every message for --max-delay + 1 day)"},
-			&cli.DurationFlag{Name: "compact-interval", Value: cluster.DefaultCompactInterval, DefaultText: "1m", EnvVars: envVar("compact-interval"),
-				Usage: "with --cluster: at least this `DURATION` between two compactions of a partition"},
-			&cli.BoolFlag{Name: "pprof", EnvVars: envVar("pprof"),
-				Usage: "serve Go runtime profiles under /debug/pprof/ (behind --auth-token), e.g. go tool pprof http://127.0.0.1:7420/debug/pprof/profile?seconds=10"},
-		},
+		Name:         "serve",
+		Usage:        "run the server: store delayed messages, deliver them to consumers when due",
+		UsageText:    "hourglass serve [--data-dir PATH] [--listen HOST:PORT] [options]",
+		Description:  serveDescription,
+		Flags:        serveFlags(),
 		OnUsageError: usageError,
 		Action:       runServe,
 	}

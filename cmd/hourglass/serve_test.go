@@ -23,8 +23,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass/client"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
@@ -41,10 +43,27 @@ func TestServeHelp(t *testing.T) {
 		"--fsync", "always", "--max-delay", "10y", "--max-body", "1MiB", "--auth-token", "--tls-cert", "--tls-key",
 		"--delay-levels", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "--max-attempts", "16",
 		"HOURGLASS_DATA_DIR", "HOURGLASS_AUTH_TOKEN", "HOURGLASS_MAX_DELAY", "/healthz", "/readyz", "/metrics",
-		"SIGTERM", "curl", "grpcurl", "listening on", "--cors-origin", "--max-streams", "grpc.health.v1",
+		"SIGTERM", "listening on", "--cors-origin", "--max-streams", "grpc.health.v1", "docs/CLI.md",
+		catData, catListen, catLogs, catMessages, catQueue, catLimits, catSinks, catCluster,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+	// Every flag is in a category, with its environment variable, on a
+	// line that fits a wide terminal.
+	for _, f := range serveFlags() {
+		name := f.Names()[0]
+		if cat := f.(cli.CategorizableFlag).GetCategory(); cat == "" {
+			t.Errorf("--%s has no category", name)
+		}
+		if env := "$" + envVar(name)[0]; !strings.Contains(out, env) {
+			t.Errorf("serve --help lacks --%s's %s", name, env)
+		}
+	}
+	for line := range strings.Lines(out) {
+		if n := utf8.RuneCountInString(line); n > 170 {
+			t.Errorf("a line of %d characters: %q", n, line)
 		}
 	}
 	if t.Failed() {
