@@ -263,7 +263,7 @@ func (n *Node) RefusedErr() error {
 
 // Handler is the API on net/http (Connect, Connect-JSON, gRPC-Web,
 // /healthz, /readyz, /metrics), for a program that serves it with its own
-// http.Server on HTTP/1.1; Serve serves it and gRPC together.
+// http.Server (HTTP/1.1, or HTTP/2); Serve serves it and gRPC together.
 func (n *Node) Handler() http.Handler { return n.srv.Handler() }
 
 // GRPCServer is the API as a grpc-go server, for a program that serves it

@@ -18,7 +18,8 @@ import (
 )
 
 // connectAPI serves the API on connect-go: Connect (binary and JSON) and
-// gRPC-Web over HTTP/1.1. Every method decodes nothing itself and decides
+// gRPC-Web over HTTP/1.1 and HTTP/2 (and gRPC, on an HTTP/2 connection
+// that a Connect call opened; listen.go). Every method decodes nothing itself and decides
 // nothing: it hands the request to api's method of the same name (or its
 // stream method) and turns the answer back.
 type connectAPI struct{ api api }

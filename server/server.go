@@ -7,8 +7,8 @@
 // streams.go) answers every call; grpc.go serves it as it is as native
 // gRPC on grpc-go, connect.go adapts it to Connect, Connect-JSON and
 // gRPC-Web on connect-go. Serve (listen.go) puts
-// both on one listener: HTTP/2 connections go to grpc-go, HTTP/1.1
-// connections to net/http.
+// both on one listener: HTTP/2 connections whose first request is gRPC go
+// to grpc-go, every other connection to net/http (HTTP/1.1 and HTTP/2).
 //
 // Guarantees:
 //   - A request the server cannot accept fails with InvalidArgument and a
@@ -279,7 +279,7 @@ func New(opts Options) (*Server, error) {
 // Connect, Connect-JSON and gRPC-Web service under
 // /hourglass.v1.HourglassService/, and /healthz, /readyz, /metrics, the
 // web console at /ui/ (and /debug/pprof/ with Options.Pprof), behind CORS
-// when Options.CORSOrigins is set. Serve serves it on HTTP/1.1
+// when Options.CORSOrigins is set. Serve serves it on HTTP/1.1 and HTTP/2
 // connections; native gRPC is GRPCServer's.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()

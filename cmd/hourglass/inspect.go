@@ -10,6 +10,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hourglassmq/hourglass/internal/inspect"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 const inspectDescription = `Reads a data directory and says what is on disk: what is scheduled for when, what
@@ -58,8 +59,9 @@ cancelled, dead-lettered) and body. A body is shown as text when it is printable
 UTF-8 (tabs and newlines escaped), else as base64:..., and cut at 40 characters
 ("…") unless --full.
 
-Name the segment by a time in its bucket (--bucket, RFC 3339) or by its file
-(a name such as 20261130T050000Z.sched, or a path into --data-dir/schedule).
+Name the segment by a time in its bucket (--bucket, RFC 3339, or the ID of a
+message: its delivery time) or by its file (a name such as
+20261130T050000Z.sched, or a path into --data-dir/schedule).
 
 --json: one object per entry with id, offset, topic, deliver_at, attempt, state,
 headers, body (or body_base64), body_bytes and truncated.
@@ -138,7 +140,7 @@ func inspectCommand() *cli.Command {
 				UsageText:   "hourglass inspect dump (--bucket TIME | FILE) [--topic T] [--pending-only] [--limit N] [--full] [--json]",
 				Description: dumpDescription,
 				Flags: inspectFlags(preloadLeadFlag,
-					&cli.StringFlag{Name: "bucket", Usage: "the segment whose bucket holds `TIME` (RFC 3339)"},
+					&cli.StringFlag{Name: "bucket", Usage: "the segment whose bucket holds `TIME` (RFC 3339), or the message of this ID"},
 					&cli.StringFlag{Name: "topic", Usage: "only entries of `TOPIC`"},
 					&cli.BoolFlag{Name: "pending-only", Usage: "only entries not done"},
 					&cli.IntFlag{Name: "limit", Usage: "at most `N` entries (0: all)"},
@@ -237,8 +239,10 @@ func runDump(c *cli.Context) error {
 	case c.IsSet("bucket") == (file != ""):
 		return errors.New("dump needs --bucket TIME or a segment FILE, not both (see 'hourglass inspect segments' for the segments)")
 	case c.IsSet("bucket"):
-		if at, err = time.Parse(time.RFC3339Nano, c.String("bucket")); err != nil {
-			return fmt.Errorf("--bucket %q: want an RFC 3339 time such as 2026-11-30T05:00:00Z", c.String("bucket"))
+		if id, perr := message.ParseID(c.String("bucket")); perr == nil {
+			at = id.Time() // the bucket of the message's delivery time
+		} else if at, err = time.Parse(time.RFC3339Nano, c.String("bucket")); err != nil {
+			return fmt.Errorf("--bucket %q: want an RFC 3339 time such as 2026-11-30T05:00:00Z, or a message ID", c.String("bucket"))
 		}
 	}
 	if c.Int("limit") < 0 {

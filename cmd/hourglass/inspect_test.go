@@ -13,8 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hourglassmq/hourglass/message"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -273,5 +276,17 @@ func TestVerifyExitStatus(t *testing.T) {
 		if code == 1 && !strings.Contains(stdout.String(), "DAMAGED") && !strings.Contains(stdout.String(), `"clean":false`) {
 			t.Errorf("%v: exit 1 but stdout does not say damaged: %s", args, stdout.String())
 		}
+	}
+}
+
+// TestInspectDumpByID: --bucket takes a message ID for its delivery time.
+func TestInspectDumpByID(t *testing.T) {
+	dir := filepath.Join(testdata, "healthy")
+	at := time.Date(2026, 11, 30, 4, 15, 0, 0, time.UTC)
+	id := message.ID{DeliverAt: at.UnixMilli(), Seq: 7}.String()
+	byID, code, msg := runInspect(t, "dump", "--data-dir", dir, "--now", goldenNow, "--bucket", id)
+	byTime, _, _ := runInspect(t, "dump", "--data-dir", dir, "--now", goldenNow, "--bucket", at.Format(time.RFC3339))
+	if code != 0 || byID != byTime || byID == "" {
+		t.Errorf("dump --bucket %s: exit %d %s\n%s\nwant what --bucket %s prints:\n%s", id, code, msg, byID, at.Format(time.RFC3339), byTime)
 	}
 }

@@ -332,7 +332,7 @@ func openAndServe(c *cli.Context, cfg *serveConfig) error {
 // "serving" log line.
 func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglass.Node, waitReady func(), attrs ...any) error {
 	log := cfg.logger
-	scheme := "gRPC on HTTP/2, Connect and gRPC-Web on HTTP/1.1"
+	scheme := "gRPC, Connect and gRPC-Web on HTTP/1.1 and HTTP/2"
 	served := make(chan error, 1)
 	if cfg.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
