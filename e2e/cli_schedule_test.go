@@ -193,7 +193,7 @@ func TestCLISchedule(t *testing.T) {
 				t.Errorf("an occurrence of %v came after delete answered at %v", at, deleted)
 			}
 		}
-		if errOut := fails(t, "schedule", "get", "tick"); !strings.Contains(errOut, "NotFound") || !strings.Contains(errOut, `"tick"`) {
+		if errOut := fails(t, "schedule", "get", "tick"); !strings.Contains(errOut, "(not found)") || !strings.Contains(errOut, `"tick"`) {
 			t.Errorf("schedule get of a deleted schedule: %q", errOut)
 		}
 		if out := run(t, "schedule", "list", "--json"); out != "" {
