@@ -208,17 +208,21 @@ func (sh *shell) run(c string, timeout time.Duration) (string, error) {
 	sh.mu.Lock()
 	start := sh.out.Len()
 	sh.mu.Unlock()
-	if _, err := fmt.Fprintf(sh.script, "%s\necho \"$?\" >&4\n", c); err != nil {
+	// The status goes through its own pipe, the output through another
+	// (stdout and stderr share one): the marker printed after the command
+	// says all of its output has been read.
+	if _, err := fmt.Fprintf(sh.script, "%s\n__st=$?; printf '%s'; echo \"$__st\" >&4\n", c, tourMarker); err != nil {
 		return "", err
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case st, ok := <-sh.status:
-		out := sh.output()[start:]
+		if !ok {
+			return sh.output()[start:], fmt.Errorf("the shell exited")
+		}
+		out := sh.waitMarker(start, timer.C)
 		switch {
-		case !ok:
-			return out, fmt.Errorf("the shell exited")
 		case st != "0":
 			return out, fmt.Errorf("exit status %s", st)
 		}
@@ -226,6 +230,33 @@ func (sh *shell) run(c string, timeout time.Duration) (string, error) {
 	case <-timer.C:
 		syscall.Kill(-sh.cmd.Process.Pid, syscall.SIGKILL)
 		return sh.output()[start:], fmt.Errorf("still running after %v: killed", timeout)
+	}
+}
+
+// tourMarker ends each command's output; run removes it.
+const tourMarker = "\x1etour-command-done\x1e"
+
+// waitMarker returns the output from start up to the next marker, and
+// removes the marker; what there is when timeout fires otherwise.
+func (sh *shell) waitMarker(start int, timeout <-chan time.Time) string {
+	for {
+		sh.mu.Lock()
+		b := sh.out.Bytes()
+		if i := bytes.Index(b[start:], []byte(tourMarker)); i >= 0 {
+			out := string(b[start : start+i])
+			rest := append([]byte(nil), b[start+i+len(tourMarker):]...)
+			sh.out.Truncate(start + i)
+			sh.out.Write(rest)
+			sh.mu.Unlock()
+			return out
+		}
+		out := string(b[start:])
+		sh.mu.Unlock()
+		select {
+		case <-timeout:
+			return out
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
