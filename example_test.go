@@ -20,7 +20,9 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.DiscardHandler)
 
-	node, err := hourglass.Open(context.Background(), hourglass.Config{DataDir: dir, Logger: quiet})
+	cfg := hourglass.DefaultConfig()
+	cfg.DataDir, cfg.Logger = dir, quiet
+	node, err := hourglass.Open(context.Background(), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

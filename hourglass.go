@@ -12,7 +12,9 @@
 // in flight to the queue than the queue can recognize again after a crash,
 // a webhook sink's dead letters go to the queue.
 //
-//	node, err := hourglass.Open(ctx, hourglass.Config{DataDir: "/var/lib/hourglass"})
+//	cfg := hourglass.DefaultConfig()
+//	cfg.DataDir = "/var/lib/hourglass"
+//	node, err := hourglass.Open(ctx, cfg)
 //	if err != nil { ... }
 //	defer node.Close()
 //	ln, _ := net.Listen("tcp", "127.0.0.1:7420")
@@ -67,9 +69,12 @@ const (
 	SinkNATS    = "nats"    // publish to NATS JetStream (Config.NATSURL)
 )
 
-// Config configures a Node. The zero value of every field but DataDir is
-// its documented default; Open says what is wrong with a field and what is
-// allowed.
+// Config configures a Node; `hourglass serve` binds its flags to it.
+// Start from DefaultConfig. A zero means the same as on the command line:
+// zero where zero is a value (HandoffLead: none; IdempotencyWindow: keys
+// off), and the field's default where zero would not be valid (a zero
+// SegmentDuration, MaxBody, MaxAttempts...). Open says what is wrong with a
+// field and what is allowed.
 type Config struct {
 	// DataDir holds the messages; created if missing, locked while the
 	// node runs. Required.
@@ -96,12 +101,12 @@ type Config struct {
 	DelayLevels []time.Duration
 	// HandoffLead hands due messages to the queue this long before their
 	// time, so that the queue's fsync is done when they are due (consumers
-	// still never get one early); 0 to 1s, default DefaultHandoffLead with
-	// the queue sink. Negative turns it off. Other sinks have none.
+	// still never get one early); 0 (none) to 1s; DefaultConfig's is
+	// DefaultHandoffLead. Other sinks take none: 0.
 	HandoffLead time.Duration
 	// IdempotencyWindow is how long a Schedule's idempotency key is
-	// remembered per topic; default DefaultIdempotencyWindow; negative
-	// turns keys off.
+	// remembered per topic; 0 turns keys off; DefaultConfig's is
+	// DefaultIdempotencyWindow.
 	IdempotencyWindow time.Duration
 	// MaxAttempts is the number of failed delivery attempts (Nacks and
 	// expired leases) after which a message goes to "<topic>.dlq"; default
@@ -181,6 +186,18 @@ type ClusterConfig struct {
 	CompactInterval time.Duration
 }
 
+// DefaultConfig is a Config with every default filled in (DataDir aside):
+// the one owner of the defaults, which serve's flags show.
+func DefaultConfig() Config {
+	return Config{
+		SegmentDuration: DefaultSegmentDuration, Fsync: commitlog.SyncAlways, MaxDelay: DefaultMaxDelay, MaxBody: DefaultMaxBody,
+		HandoffLead: DefaultHandoffLead, IdempotencyWindow: DefaultIdempotencyWindow,
+		MaxAttempts: DefaultMaxAttempts, DefaultLease: DefaultLease, MaxTopics: DefaultMaxTopics, TopicIdleTimeout: DefaultTopicIdleTimeout,
+		Sink: SinkQueue, WebhookTimeout: DefaultWebhookTimeout, NATSSubjectPrefix: DefaultNATSSubjectPrefix, NATSStream: DefaultNATSStream,
+		MaxStreams: server.DefaultMaxStreams, MaxStreamsPerConn: server.DefaultMaxStreamsPerConn, IdleTimeout: server.DefaultIdleTimeout,
+	}
+}
+
 // normalize fills in defaults and checks c; the error says which field is
 // wrong and what is allowed.
 func (c *Config) normalize() error {
@@ -252,20 +269,13 @@ func (c *Config) normalize() error {
 		c.NATSStream = DefaultNATSStream
 	}
 	switch {
-	case c.HandoffLead < 0:
-		c.HandoffLead = 0
-	case c.Sink != SinkQueue && c.HandoffLead > 0:
-		return fmt.Errorf("hourglass: HandoffLead works only with Sink queue (a %s sink cannot hold a message until its time)", c.Sink)
-	case c.Sink == SinkQueue && c.HandoffLead == 0:
-		c.HandoffLead = DefaultHandoffLead
-	case c.HandoffLead > engine.MaxHandoffLead:
-		return fmt.Errorf("hourglass: HandoffLead %v: from 0 to %v", c.HandoffLead, engine.MaxHandoffLead)
+	case c.HandoffLead < 0 || c.HandoffLead > engine.MaxHandoffLead:
+		return fmt.Errorf("hourglass: HandoffLead %v: from 0 (none) to %v", c.HandoffLead, engine.MaxHandoffLead)
+	case c.Sink != SinkQueue && c.Cluster == nil && c.HandoffLead > 0:
+		return fmt.Errorf("hourglass: HandoffLead works only with Sink queue (a %s sink cannot hold a message until its time): set it to 0", c.Sink)
 	}
-	switch {
-	case c.IdempotencyWindow < 0:
-		c.IdempotencyWindow = 0
-	case c.IdempotencyWindow == 0:
-		c.IdempotencyWindow = DefaultIdempotencyWindow
+	if c.IdempotencyWindow < 0 {
+		return fmt.Errorf("hourglass: IdempotencyWindow %v: 0 (keys off) or more", c.IdempotencyWindow)
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts

@@ -23,9 +23,9 @@ func exampleServer() (addr string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	node, err := hourglass.Open(context.Background(), hourglass.Config{
-		DataDir: dir, Fsync: commitlog.SyncNone, MaxAttempts: 3, Logger: slog.New(slog.DiscardHandler),
-	})
+	cfg := hourglass.DefaultConfig()
+	cfg.DataDir, cfg.Fsync, cfg.MaxAttempts, cfg.Logger = dir, commitlog.SyncNone, 3, slog.New(slog.DiscardHandler)
+	node, err := hourglass.Open(context.Background(), cfg)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -25,11 +25,16 @@ import (
 // needs, so that only a hang reaches it.
 const opTimeout = 20 * time.Second
 
-// startNode runs a node of cfg (DataDir, Fsync and Logger filled in) on
-// a loopback port until the test ends, and returns a client of it.
-func startNode(t *testing.T, cfg hourglass.Config) *client.Client {
+// startNode runs a node of the default config (DataDir, Fsync and Logger
+// filled in) changed by set, if not nil, on a loopback port until the test
+// ends, and returns a client of it.
+func startNode(t *testing.T, set func(*hourglass.Config)) *client.Client {
 	t.Helper()
+	cfg := hourglass.DefaultConfig()
 	cfg.DataDir, cfg.Fsync, cfg.Logger = t.TempDir(), commitlog.SyncNone, slog.New(slog.DiscardHandler)
+	if set != nil {
+		set(&cfg)
+	}
 	node, err := hourglass.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +105,7 @@ func listAll(t *testing.T, c *client.Client, topic string, o client.ListOptions)
 // attempts, one at once), lists them with why, counts them in Topics,
 // redrives them by reason and by ID, and purges what is left.
 func TestDeadLettersRedrive(t *testing.T) {
-	c := startNode(t, hourglass.Config{MaxAttempts: 2})
+	c := startNode(t, func(c *hourglass.Config) { c.MaxAttempts = 2 })
 	ctx := context.Background()
 	x, err := c.Schedule(ctx, client.Message{Topic: "dl", Body: []byte("x")})
 	if err != nil {
@@ -181,7 +186,7 @@ func TestDeadLettersRedrive(t *testing.T) {
 // TestRedriveMax moves dead letters a few per call, as the CLI does:
 // More says when to call again, and each message moves once.
 func TestRedriveMax(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	for range 5 {
 		if _, err := c.Schedule(ctx, client.Message{Topic: "m"}); err != nil {
@@ -220,7 +225,7 @@ func TestRedriveMax(t *testing.T) {
 // TestListQueueStates lists due and leased messages, and refuses what
 // the queue's states do not take.
 func TestListQueueStates(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	for _, b := range []string{"a", "b", "c"} {
 		if _, err := c.Schedule(ctx, client.Message{Topic: "q", Body: []byte(b)}); err != nil {
@@ -249,7 +254,7 @@ func TestListQueueStates(t *testing.T) {
 
 // TestPolicy sets, reads, pauses, resumes and resets a topic's policy.
 func TestPolicy(t *testing.T) {
-	c := startNode(t, hourglass.Config{MaxAttempts: 4, DefaultLease: 30 * time.Second})
+	c := startNode(t, func(c *hourglass.Config) { c.MaxAttempts, c.DefaultLease = 4, 30*time.Second })
 	ctx := context.Background()
 	p, err := c.GetPolicy(ctx, "pol")
 	if err != nil {
@@ -309,7 +314,7 @@ func TestPolicy(t *testing.T) {
 // TestPurgeDeleteTopic purges pending, due and dead-lettered messages,
 // then deletes a topic with its policy.
 func TestPurgeDeleteTopic(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	sched := func(m client.Message) client.ID {
 		t.Helper()

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/hourglassmq/hourglass"
 	"github.com/hourglassmq/hourglass/client"
 )
 
@@ -30,7 +29,7 @@ func occurrenceOf(t *testing.T, d client.Delivery) time.Time {
 // its occurrences (each its own message, named by its key), reads it
 // back, pauses it (nothing fires), resumes it, updates it and deletes it.
 func TestRecurringScheduleLifecycle(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	s := client.RecurringSchedule{Name: "tick", Topic: "ticks", Spec: "@every 1s", Body: []byte("tick"), Headers: map[string]string{"k": "v"}}
 	before := time.Now()
@@ -146,7 +145,7 @@ func TestRecurringScheduleLifecycle(t *testing.T) {
 // reads them back, with the next fire times across a clock change, and
 // lists them a page at a time.
 func TestRecurringScheduleFields(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -217,7 +216,7 @@ func TestRecurringScheduleFields(t *testing.T) {
 // TestRecurringScheduleRefused: what the server refuses says what is
 // allowed; what the client can tell is wrong is not sent.
 func TestRecurringScheduleRefused(t *testing.T) {
-	c := startNode(t, hourglass.Config{})
+	c := startNode(t, nil)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string

@@ -16,14 +16,13 @@ import (
 // startInProcess runs a node of the root package in this process, as a
 // program embedding Hourglass does, configured like start's servers, and
 // returns it as a proc the tests that only talk to a server can use (no
-// signals, no log).
-func startInProcess(t *testing.T, cfg hourglass.Config) *proc {
+// signals, no log); set, if not nil, changes the default config.
+func startInProcess(t *testing.T, set func(*hourglass.Config)) *proc {
 	t.Helper()
-	if cfg.DataDir == "" {
-		cfg.DataDir = t.TempDir()
-	}
-	if cfg.SegmentDuration == 0 {
-		cfg.SegmentDuration = 2 * time.Second
+	cfg := hourglass.DefaultConfig()
+	cfg.DataDir, cfg.SegmentDuration = t.TempDir(), 2*time.Second
+	if set != nil {
+		set(&cfg)
 	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	node, err := hourglass.Open(context.Background(), cfg)
@@ -59,7 +58,7 @@ func startInProcess(t *testing.T, cfg hourglass.Config) *proc {
 // TestClientInProcess runs TestClient's cases against an embedded node:
 // the same answers as from the binary.
 func TestClientInProcess(t *testing.T) {
-	p := startInProcess(t, hourglass.Config{AuthToken: "sesame"})
+	p := startInProcess(t, func(c *hourglass.Config) { c.AuthToken = "sesame" })
 	t.Run("schedule_consume_round_trip", func(t *testing.T) { t.Parallel(); testClientRoundTrip(t, p) })
 	t.Run("producer_batches", func(t *testing.T) { t.Parallel(); testClientProducer(t, p) })
 	t.Run("cancel_answers", func(t *testing.T) { t.Parallel(); testClientCancel(t, p) })

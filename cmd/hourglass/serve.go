@@ -74,93 +74,68 @@ func serveCommand() *cli.Command {
 	}
 }
 
-// serveConfig is the checked command line of serve.
+// serveConfig is the checked command line of serve: the node's
+// hourglass.Config, which the flags set directly (one meaning of each
+// value, zero included), and what the process itself needs.
 type serveConfig struct {
-	dataDir, listen   string
-	segDur, lead      time.Duration
-	fsync             commitlog.SyncPolicy
-	maxDelay          time.Duration
-	maxBody           int
-	token             string
-	tlsCert, tlsKey   string
-	levels            []time.Duration
-	maxAttempts       int
-	maxTopics         int
-	topicIdle         time.Duration
-	lease, shutdownTO time.Duration
-	pprof             bool
-	sink              string
-	webhooks          []webhook.Route
-	webhookTO         time.Duration
-	natsURL, natsPfx  string
-	natsStream        string
-	handoff           time.Duration
-	idemWindow        time.Duration
-	memLimit          uint64       // --memory-limit; 0: leave the runtime's alone
-	logger            *slog.Logger // log.Logger, for what takes a *slog.Logger
-	log               *serveLog
-
-	cluster              string // NATS URLs; "" when not in cluster mode
-	corsOrigins          []string
-	maxStreams           int
-	maxStreamsPerConn    int
-	maxRequest           int
-	idleTimeout          time.Duration
-	nodeID, advertise    string
-	partitions, replicas int
-	leaseTTL             time.Duration
-	compactMargin        int
-	compactInterval      time.Duration
+	node            hourglass.Config
+	listen          string
+	tlsCert, tlsKey string
+	shutdownTO      time.Duration
+	memLimit        uint64       // --memory-limit; 0: leave the runtime's alone
+	logger          *slog.Logger // log.Logger, for what takes a *slog.Logger
+	log             *serveLog
 }
 
 func parseServe(c *cli.Context) (*serveConfig, error) {
 	if c.NArg() > 0 {
 		return nil, fmt.Errorf("serve takes no arguments, got %q", c.Args().Slice())
 	}
-	cfg := &serveConfig{
-		dataDir: c.String("data-dir"), listen: c.String("listen"),
-		segDur: c.Duration("segment-duration"), token: c.String("auth-token"),
-		tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"),
-		pprof: c.Bool("pprof"), maxAttempts: c.Int("max-attempts"), lease: c.Duration("default-lease"), shutdownTO: c.Duration("shutdown-timeout"),
-		corsOrigins: c.StringSlice("cors-origin"), maxStreams: c.Int("max-streams"), maxStreamsPerConn: c.Int("max-streams-per-conn"),
-		idleTimeout: c.Duration("idle-timeout"), maxTopics: c.Int("max-topics"), topicIdle: c.Duration("topic-idle-timeout"),
+	cfg := &serveConfig{listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"), shutdownTO: c.Duration("shutdown-timeout")}
+	n := &cfg.node
+	*n = hourglass.DefaultConfig()
+	n.DataDir, n.SegmentDuration, n.AuthToken, n.Pprof = c.String("data-dir"), c.Duration("segment-duration"), c.String("auth-token"), c.Bool("pprof")
+	n.MaxAttempts, n.DefaultLease, n.MaxTopics, n.TopicIdleTimeout = c.Int("max-attempts"), c.Duration("default-lease"), c.Int("max-topics"), c.Duration("topic-idle-timeout")
+	n.CORSOrigins, n.MaxStreams, n.MaxStreamsPerConn, n.IdleTimeout = c.StringSlice("cors-origin"), c.Int("max-streams"), c.Int("max-streams-per-conn"), c.Duration("idle-timeout")
+	n.HandoffLead, n.IdempotencyWindow = c.Duration("handoff-lead"), c.Duration("idempotency-window")
+	n.Sink, n.WebhookTimeout = c.String("sink"), c.Duration("webhook-timeout")
+	n.NATSURL, n.NATSSubjectPrefix, n.NATSStream = c.String("nats-url"), c.String("nats-subject-prefix"), c.String("nats-stream")
+	if n.MaxTopics < 1 && n.MaxTopics != -1 {
+		return nil, fmt.Errorf("--max-topics %d: at least 1, or -1 for no limit", n.MaxTopics)
 	}
-	if cfg.maxTopics < 1 && cfg.maxTopics != -1 {
-		return nil, fmt.Errorf("--max-topics %d: at least 1, or -1 for no limit", cfg.maxTopics)
+	if n.TopicIdleTimeout <= 0 {
+		return nil, fmt.Errorf("--topic-idle-timeout %v: must be positive", n.TopicIdleTimeout)
 	}
-	if cfg.topicIdle <= 0 {
-		return nil, fmt.Errorf("--topic-idle-timeout %v: must be positive", cfg.topicIdle)
+	if n.MaxStreams < 1 || n.MaxStreamsPerConn < 1 {
+		return nil, fmt.Errorf("--max-streams %d, --max-streams-per-conn %d: each at least 1", n.MaxStreams, n.MaxStreamsPerConn)
 	}
-	if cfg.maxStreams < 1 || cfg.maxStreamsPerConn < 1 {
-		return nil, fmt.Errorf("--max-streams %d, --max-streams-per-conn %d: each at least 1", cfg.maxStreams, cfg.maxStreamsPerConn)
+	if n.IdleTimeout <= 0 {
+		return nil, fmt.Errorf("--idle-timeout %v: must be positive", n.IdleTimeout)
 	}
-	if cfg.idleTimeout <= 0 {
-		return nil, fmt.Errorf("--idle-timeout %v: must be positive", cfg.idleTimeout)
-	}
-	if cfg.dataDir == "" {
+	if n.DataDir == "" {
 		return nil, errors.New("--data-dir is empty: name a directory")
 	}
 	if c.IsSet("memory-limit") || os.Getenv("GOMEMLIMIT") == "" {
-		n, err := units.ParseSize(c.String("memory-limit"))
-		if err != nil || (n != 0 && n < 32<<20) {
+		m, err := units.ParseSize(c.String("memory-limit"))
+		if err != nil || (m != 0 && m < 32<<20) {
 			return nil, fmt.Errorf("--memory-limit %q: a size of at least 32MiB (256MiB, 1GiB), or 0 for none", c.String("memory-limit"))
 		}
-		cfg.memLimit = uint64(n)
+		cfg.memLimit = uint64(m)
 	}
 	if c.IsSet("preload-lead") {
-		cfg.lead = c.Duration("preload-lead")
-		if cfg.lead <= 0 || cfg.lead >= cfg.segDur {
-			return nil, fmt.Errorf("--preload-lead %v: must be positive and shorter than --segment-duration %v", cfg.lead, cfg.segDur)
+		n.PreloadLead = c.Duration("preload-lead")
+		if n.PreloadLead <= 0 || n.PreloadLead >= n.SegmentDuration {
+			return nil, fmt.Errorf("--preload-lead %v: must be positive and shorter than --segment-duration %v", n.PreloadLead, n.SegmentDuration)
 		}
 	}
 	var err error
-	if cfg.fsync, err = commitlog.ParseSyncPolicy(c.String("fsync")); err != nil {
+	if n.Fsync, err = commitlog.ParseSyncPolicy(c.String("fsync")); err != nil {
 		return nil, fmt.Errorf("--fsync %q: want always, interval or none", c.String("fsync"))
 	}
-	if cfg.maxDelay, err = units.ParseDuration(c.String("max-delay")); err != nil {
+	if n.MaxDelay, err = units.ParseDuration(c.String("max-delay")); err != nil {
 		return nil, fmt.Errorf("--max-delay: %w", err)
 	}
-	if cfg.maxDelay <= 0 {
+	if n.MaxDelay <= 0 {
 		return nil, fmt.Errorf("--max-delay %q: must be positive", c.String("max-delay"))
 	}
 	body, err := units.ParseSize(c.String("max-body"))
@@ -170,74 +145,77 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if body > server.MaxBodyLimit {
 		return nil, fmt.Errorf("--max-body %s: at most %s", c.String("max-body"), units.FormatSize(server.MaxBodyLimit))
 	}
-	cfg.maxBody = int(body)
+	n.MaxBody = int(body)
 	if c.IsSet("max-request-size") {
-		n, err := units.ParseSize(c.String("max-request-size"))
+		m, err := units.ParseSize(c.String("max-request-size"))
 		if err != nil {
 			return nil, fmt.Errorf("--max-request-size: %w", err)
 		}
-		if n < body+server.MaxHeaderBytes || n > 1<<30 {
+		if m < body+server.MaxHeaderBytes || m > 1<<30 {
 			return nil, fmt.Errorf("--max-request-size %s: from one message of --max-body with its headers (%s) to 1GiB",
 				c.String("max-request-size"), units.FormatSize(body+server.MaxHeaderBytes))
 		}
-		cfg.maxRequest = int(n)
+		n.MaxRequestBytes = int(m)
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
 	}
-	if cfg.levels, err = units.ParseDelayLevels(c.String("delay-levels")); err != nil {
+	if n.DelayLevels, err = units.ParseDelayLevels(c.String("delay-levels")); err != nil {
 		return nil, fmt.Errorf("--delay-levels: %w", err)
 	}
-	for i, d := range cfg.levels {
-		if d > cfg.maxDelay {
-			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, units.FormatDuration(d), units.FormatDuration(cfg.maxDelay))
+	for i, d := range n.DelayLevels {
+		if d > n.MaxDelay {
+			return nil, fmt.Errorf("--delay-levels: level %d is %s, beyond --max-delay %s", i+1, units.FormatDuration(d), units.FormatDuration(n.MaxDelay))
 		}
 	}
-	if cfg.handoff = c.Duration("handoff-lead"); cfg.handoff < 0 || cfg.handoff > engine.MaxHandoffLead {
-		return nil, fmt.Errorf("--handoff-lead %v: from 0 to %v", cfg.handoff, engine.MaxHandoffLead)
+	if n.HandoffLead < 0 || n.HandoffLead > engine.MaxHandoffLead {
+		return nil, fmt.Errorf("--handoff-lead %v: from 0 to %v", n.HandoffLead, engine.MaxHandoffLead)
 	}
-	cfg.sink, cfg.webhookTO = c.String("sink"), c.Duration("webhook-timeout")
-	cfg.natsURL, cfg.natsPfx, cfg.natsStream = c.String("nats-url"), c.String("nats-subject-prefix"), c.String("nats-stream")
 	for _, w := range c.StringSlice("webhook") {
 		r, err := webhook.ParseRoute(w)
 		if err != nil {
 			return nil, fmt.Errorf("--webhook: %w", err)
 		}
-		cfg.webhooks = append(cfg.webhooks, r)
+		n.Webhooks = append(n.Webhooks, r)
 	}
-	if err := parseCluster(c, cfg); err != nil {
+	if err := parseCluster(c, n); err != nil {
 		return nil, err
 	}
-	switch cfg.sink {
-	case "queue":
-		if len(cfg.webhooks) > 0 || cfg.natsURL != "" {
+	switch n.Sink {
+	case hourglass.SinkQueue:
+		if len(n.Webhooks) > 0 || n.NATSURL != "" {
 			return nil, errors.New("--webhook and --nats-url need --sink webhook or --sink nats")
 		}
-	case "webhook":
-		if len(cfg.webhooks) == 0 {
+	case hourglass.SinkWebhook:
+		if len(n.Webhooks) == 0 {
 			return nil, errors.New("--sink webhook needs at least one --webhook PATTERN=URL")
 		}
-		if cfg.webhookTO <= 0 {
-			return nil, fmt.Errorf("--webhook-timeout %v: must be positive", cfg.webhookTO)
+		if n.WebhookTimeout <= 0 {
+			return nil, fmt.Errorf("--webhook-timeout %v: must be positive", n.WebhookTimeout)
 		}
-	case "nats":
-		if cfg.natsURL == "" {
+	case hourglass.SinkNATS:
+		if n.NATSURL == "" {
 			return nil, errors.New("--sink nats needs --nats-url nats://HOST:PORT")
 		}
 	default:
-		return nil, fmt.Errorf("--sink %q: want queue, webhook or nats", cfg.sink)
+		return nil, fmt.Errorf("--sink %q: want queue, webhook or nats", n.Sink)
 	}
-	if cfg.sink != "queue" && c.IsSet("handoff-lead") && cfg.handoff > 0 {
-		return nil, fmt.Errorf("--handoff-lead works only with --sink queue (a %s sink cannot hold a message until its time)", cfg.sink)
+	if n.Sink != hourglass.SinkQueue {
+		// The lead is the queue's: its default does not apply to other
+		// sinks, and one asked for is refused.
+		if c.IsSet("handoff-lead") && n.HandoffLead > 0 {
+			return nil, fmt.Errorf("--handoff-lead works only with --sink queue (a %s sink cannot hold a message until its time)", n.Sink)
+		}
+		n.HandoffLead = 0
 	}
-	if cfg.idemWindow = c.Duration("idempotency-window"); cfg.idemWindow < 0 {
-		return nil, fmt.Errorf("--idempotency-window %v: 0 (off) or more", cfg.idemWindow)
+	if n.IdempotencyWindow < 0 {
+		return nil, fmt.Errorf("--idempotency-window %v: 0 (off) or more", n.IdempotencyWindow)
 	}
-	if cfg.maxAttempts < 1 {
-		return nil, fmt.Errorf("--max-attempts %d: at least 1", cfg.maxAttempts)
+	if n.MaxAttempts < 1 {
+		return nil, fmt.Errorf("--max-attempts %d: at least 1", n.MaxAttempts)
 	}
-	if cfg.lease <= 0 || cfg.lease > queue.DefaultMaxLease {
-		return nil, fmt.Errorf("--default-lease %v: from 1ms to %v", cfg.lease, queue.DefaultMaxLease)
+	if n.DefaultLease <= 0 || n.DefaultLease > queue.DefaultMaxLease {
+		return nil, fmt.Errorf("--default-lease %v: from 1ms to %v", n.DefaultLease, queue.DefaultMaxLease)
 	}
 	if cfg.shutdownTO <= 0 {
 		return nil, fmt.Errorf("--shutdown-timeout %v: must be positive", cfg.shutdownTO)
@@ -250,6 +228,7 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 		return nil, err
 	}
 	cfg.logger = cfg.log.Logger
+	n.Logger = cfg.logger
 	return cfg, nil
 }
 
@@ -290,31 +269,30 @@ func openAndServe(c *cli.Context, cfg *serveConfig) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
-	hc := cfg.config()
+	hc := cfg.node
 	attrs := []any{"sink", hc.Sink, "handoff_lead", hc.HandoffLead}
-	if cfg.cluster != "" {
-		if hc.Cluster, err = clusterConfig(cfg, ln); err != nil {
+	if cl := hc.Cluster; cl != nil {
+		if err := defaultNodeID(cl, cfg.tlsCert != "", ln); err != nil {
 			ln.Close()
 			return err
 		}
-		cl := hc.Cluster
 		attrs = []any{"cluster", cl.URL, "node_id", cl.NodeID, "advertise", cl.Advertise, "partitions", cl.Partitions,
-			"lease_ttl", cl.LeaseTTL, "replicas", cl.Replicas, "delivery_stream", cfg.natsStream,
+			"lease_ttl", cl.LeaseTTL, "replicas", cl.Replicas, "delivery_stream", hc.NATSStream,
 			"compact_margin", cl.CompactMargin, "compact_interval", cl.CompactInterval}
 	}
 	openStart := time.Now()
 	node, err := hourglass.Open(c.Context, hc)
 	if err != nil {
 		ln.Close()
-		if cfg.cluster != "" {
-			return fmt.Errorf("--cluster %s: %w", cfg.cluster, err)
+		if hc.Cluster != nil {
+			return fmt.Errorf("--cluster %s: %w", hc.Cluster.URL, err)
 		}
 		return err
 	}
 	return serveNode(c, cfg, ln, node, func() {
 		select {
 		case <-node.Ready():
-			if cfg.cluster != "" {
+			if hc.Cluster != nil {
 				cfg.logger.Info("ready: joined the cluster", "after", time.Since(openStart).Round(time.Millisecond))
 			} else {
 				cfg.logger.Info("ready: recovery done, due buckets loaded", "after", time.Since(openStart).Round(time.Millisecond))
@@ -349,9 +327,10 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 		go func() { served <- node.Serve(ln) }()
 	}
 	cfg.log.listening(c.App.ErrWriter, ln.Addr().String(), scheme)
-	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", cfg.dataDir, "fsync", cfg.fsync.String(),
-		"segment_duration", cfg.segDur, "max_delay", units.FormatDuration(cfg.maxDelay), "max_body", cfg.maxBody,
-		"max_attempts", cfg.maxAttempts, "auth", cfg.token != "", "tls", cfg.tlsCert != "", "cors", len(cfg.corsOrigins) > 0}, attrs...)...)
+	n := &cfg.node
+	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", n.DataDir, "fsync", n.Fsync.String(),
+		"segment_duration", n.SegmentDuration, "max_delay", units.FormatDuration(n.MaxDelay), "max_body", n.MaxBody,
+		"max_attempts", n.MaxAttempts, "auth", n.AuthToken != "", "tls", cfg.tlsCert != "", "cors", len(n.CORSOrigins) > 0}, attrs...)...)
 	go waitReady()
 
 	var serveErr error
@@ -379,26 +358,4 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 		return serveErr
 	}
 	return nil
-}
-
-// config is the hourglass.Config of the command line.
-func (cfg *serveConfig) config() hourglass.Config {
-	handoff := cfg.handoff
-	if handoff == 0 || cfg.sink != "queue" {
-		handoff = -1 // off
-	}
-	idem := cfg.idemWindow
-	if idem == 0 {
-		idem = -1 // off
-	}
-	return hourglass.Config{
-		DataDir: cfg.dataDir, SegmentDuration: cfg.segDur, PreloadLead: cfg.lead, Fsync: cfg.fsync,
-		MaxDelay: cfg.maxDelay, MaxBody: cfg.maxBody, DelayLevels: cfg.levels, HandoffLead: handoff,
-		IdempotencyWindow: idem, MaxAttempts: cfg.maxAttempts, DefaultLease: cfg.lease,
-		MaxTopics: cfg.maxTopics, TopicIdleTimeout: cfg.topicIdle,
-		Sink: cfg.sink, Webhooks: cfg.webhooks, WebhookTimeout: cfg.webhookTO,
-		NATSURL: cfg.natsURL, NATSSubjectPrefix: cfg.natsPfx, NATSStream: cfg.natsStream,
-		AuthToken: cfg.token, CORSOrigins: cfg.corsOrigins, MaxStreams: cfg.maxStreams, MaxStreamsPerConn: cfg.maxStreamsPerConn,
-		MaxRequestBytes: cfg.maxRequest, IdleTimeout: cfg.idleTimeout, Pprof: cfg.pprof, Logger: cfg.logger,
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/hourglassmq/hourglass"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/internal/units"
-	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
 )
 
@@ -31,13 +30,14 @@ const (
 func serveFlags() []cli.Flag {
 	data := dataDirFlag("`PATH` of the messages; created if missing, locked while serving").(*cli.StringFlag)
 	data.Category = catData
+	d := hourglass.DefaultConfig() // the one owner of the defaults
 	return []cli.Flag{
 		data,
-		&cli.DurationFlag{Name: "segment-duration", Category: catData, Value: time.Hour, DefaultText: "1h", EnvVars: envVar("segment-duration"),
+		&cli.DurationFlag{Name: "segment-duration", Category: catData, Value: d.SegmentDuration, DefaultText: "1h", EnvVars: envVar("segment-duration"),
 			Usage: "bucket length (a file each), a `DURATION` of whole seconds, 1s to 24h"},
 		&cli.DurationFlag{Name: "preload-lead", Category: catData, Value: 10 * time.Minute, EnvVars: envVar("preload-lead"),
 			DefaultText: "10m; a sixth of a bucket under 1h", Usage: "load a bucket this `DURATION` before it starts"},
-		&cli.StringFlag{Name: "fsync", Category: catData, Value: "always", EnvVars: envVar("fsync"),
+		&cli.StringFlag{Name: "fsync", Category: catData, Value: d.Fsync.String(), EnvVars: envVar("fsync"),
 			Usage: "`POLICY`: always, interval (every 10ms) or none (tests)"},
 
 		&cli.StringFlag{Name: "listen", Category: catListen, Value: "127.0.0.1:7420", EnvVars: envVar("listen"),
@@ -64,44 +64,44 @@ func serveFlags() []cli.Flag {
 			Usage: fmt.Sprintf("refuse bodies larger than this `SIZE` (at most %s)", units.FormatSize(server.MaxBodyLimit))},
 		&cli.StringFlag{Name: "delay-levels", Category: catMessages, Value: units.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
 			Usage: "`DURATIONS` of delay levels 1, 2, ..."},
-		&cli.DurationFlag{Name: "handoff-lead", Category: catMessages, Value: hourglass.DefaultHandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
+		&cli.DurationFlag{Name: "handoff-lead", Category: catMessages, Value: d.HandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
 			Usage: "hand messages to the queue this `DURATION` early, 0 to 1s"},
-		&cli.DurationFlag{Name: "idempotency-window", Category: catMessages, Value: hourglass.DefaultIdempotencyWindow, DefaultText: "10m",
+		&cli.DurationFlag{Name: "idempotency-window", Category: catMessages, Value: d.IdempotencyWindow, DefaultText: "10m",
 			EnvVars: envVar("idempotency-window"), Usage: "keep idempotency keys this `DURATION`; 0: off"},
 
-		&cli.IntFlag{Name: "max-attempts", Category: catQueue, Value: queue.DefaultMaxAttempts, EnvVars: envVar("max-attempts"),
+		&cli.IntFlag{Name: "max-attempts", Category: catQueue, Value: d.MaxAttempts, EnvVars: envVar("max-attempts"),
 			Usage: "dead-letter a message after `N` failed attempts"},
-		&cli.DurationFlag{Name: "default-lease", Category: catQueue, Value: queue.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
+		&cli.DurationFlag{Name: "default-lease", Category: catQueue, Value: d.DefaultLease, DefaultText: "30s", EnvVars: envVar("default-lease"),
 			Usage: "lease (`DURATION`) of a Receive that asks for none"},
-		&cli.IntFlag{Name: "max-topics", Category: catQueue, Value: hourglass.DefaultMaxTopics, EnvVars: envVar("max-topics"),
+		&cli.IntFlag{Name: "max-topics", Category: catQueue, Value: d.MaxTopics, EnvVars: envVar("max-topics"),
 			Usage: "at most `N` queue topics, dead-letter ones too; -1: no limit"},
-		&cli.DurationFlag{Name: "topic-idle-timeout", Category: catQueue, Value: hourglass.DefaultTopicIdleTimeout, DefaultText: "1m",
+		&cli.DurationFlag{Name: "topic-idle-timeout", Category: catQueue, Value: d.TopicIdleTimeout, DefaultText: "1m",
 			EnvVars: envVar("topic-idle-timeout"), Usage: "close an unused topic's files and goroutines after this `DURATION`"},
 
-		&cli.IntFlag{Name: "max-streams", Category: catLimits, Value: server.DefaultMaxStreams, EnvVars: envVar("max-streams"),
+		&cli.IntFlag{Name: "max-streams", Category: catLimits, Value: d.MaxStreams, EnvVars: envVar("max-streams"),
 			Usage: "at most `N` long polls and streams at once"},
-		&cli.IntFlag{Name: "max-streams-per-conn", Category: catLimits, Value: server.DefaultMaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
+		&cli.IntFlag{Name: "max-streams-per-conn", Category: catLimits, Value: d.MaxStreamsPerConn, EnvVars: envVar("max-streams-per-conn"),
 			Usage: "at most `N` of them on one connection"},
 		&cli.StringFlag{Name: "max-request-size", Category: catLimits, EnvVars: envVar("max-request-size"), DefaultText: "8MiB or one --max-body message",
 			Usage: "refuse requests larger than this `SIZE`"},
-		&cli.DurationFlag{Name: "idle-timeout", Category: catLimits, Value: server.DefaultIdleTimeout, DefaultText: "5m", EnvVars: envVar("idle-timeout"),
+		&cli.DurationFlag{Name: "idle-timeout", Category: catLimits, Value: d.IdleTimeout, DefaultText: "5m", EnvVars: envVar("idle-timeout"),
 			Usage: "close a connection idle this `DURATION`"},
 		&cli.DurationFlag{Name: "shutdown-timeout", Category: catLimits, Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("shutdown-timeout"),
 			Usage: "on SIGTERM, wait this `DURATION` for calls in flight"},
 		&cli.StringFlag{Name: "memory-limit", Category: catLimits, Value: "512MiB", EnvVars: envVar("memory-limit"),
 			Usage: "the Go runtime's soft memory limit (`SIZE`); 0: none"},
 
-		&cli.StringFlag{Name: "sink", Category: catSinks, Value: "queue", EnvVars: envVar("sink"),
+		&cli.StringFlag{Name: "sink", Category: catSinks, Value: d.Sink, EnvVars: envVar("sink"),
 			Usage: "where due messages go: `SINK` queue, webhook or nats"},
 		&cli.StringSliceFlag{Name: "webhook", Category: catSinks, EnvVars: envVar("webhook"),
 			Usage: "a route `PATTERN=URL` (* and ? match); repeatable"},
-		&cli.DurationFlag{Name: "webhook-timeout", Category: catSinks, Value: 10 * time.Second, DefaultText: "10s", EnvVars: envVar("webhook-timeout"),
+		&cli.DurationFlag{Name: "webhook-timeout", Category: catSinks, Value: d.WebhookTimeout, DefaultText: "10s", EnvVars: envVar("webhook-timeout"),
 			Usage: "a POST unanswered after this `DURATION` failed"},
 		&cli.StringFlag{Name: "nats-url", Category: catSinks, EnvVars: envVar("nats-url"),
 			Usage: "the NATS `URLS`, comma-separated"},
-		&cli.StringFlag{Name: "nats-subject-prefix", Category: catSinks, Value: "hourglass.", EnvVars: envVar("nats-subject-prefix"),
+		&cli.StringFlag{Name: "nats-subject-prefix", Category: catSinks, Value: d.NATSSubjectPrefix, EnvVars: envVar("nats-subject-prefix"),
 			Usage: "topic T goes to subject `PREFIX`T"},
-		&cli.StringFlag{Name: "nats-stream", Category: catSinks, Value: "HOURGLASS", EnvVars: envVar("nats-stream"),
+		&cli.StringFlag{Name: "nats-stream", Category: catSinks, Value: d.NATSStream, EnvVars: envVar("nats-stream"),
 			Usage: "the JetStream `STREAM`; created if missing"},
 
 		&cli.StringFlag{Name: "cluster", Category: catCluster, EnvVars: envVar("cluster"),

@@ -59,11 +59,20 @@ func main() {
 	}
 }
 
-// config is the hourglass.Config of c's flags; unset flags keep Config's
-// defaults.
+// config is the hourglass.Config of c's flags; unset flags keep
+// hourglass.DefaultConfig's values.
 func config(c *cli.Context, log *slog.Logger) (hourglass.Config, error) {
-	cfg := hourglass.Config{DataDir: c.String("data-dir"), SegmentDuration: c.Duration("segment-duration"),
-		MaxAttempts: c.Int("max-attempts"), HandoffLead: c.Duration("handoff-lead"), Logger: log}
+	cfg := hourglass.DefaultConfig()
+	cfg.DataDir, cfg.Logger = c.String("data-dir"), log
+	if c.IsSet("segment-duration") {
+		cfg.SegmentDuration = c.Duration("segment-duration")
+	}
+	if c.IsSet("max-attempts") {
+		cfg.MaxAttempts = c.Int("max-attempts")
+	}
+	if c.IsSet("handoff-lead") {
+		cfg.HandoffLead = c.Duration("handoff-lead")
+	}
 	var err error
 	if cfg.Fsync, err = commitlog.ParseSyncPolicy(c.String("fsync")); err != nil {
 		return cfg, fmt.Errorf("--fsync %q: want always, interval or none", c.String("fsync"))
