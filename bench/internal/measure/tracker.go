@@ -5,21 +5,21 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/hourglassmq/hourglass/deliverycheck"
 )
 
 // Tracker accounts for one run's messages, numbered 0 to n-1: which the
 // system acknowledged to a producer, and which reached a consumer, when and
-// how often. It is safe for concurrent use by producers and consumers.
+// how often. Lost, duplicates and early are deliverycheck's, the one
+// definition the server's benchmarks and the crash harness share; the
+// Tracker adds lateness and times. It is safe for concurrent use by
+// producers and consumers.
 type Tracker struct {
+	counts *deliverycheck.Counter
+
 	mu        sync.Mutex
-	n         int
-	acked     []bool          // guarded by mu: the system answered the producer OK
-	count     []uint32        // guarded by mu: deliveries per ID
 	lateness  []time.Duration // guarded by mu: first delivery of each ID
-	early     int             // guarded by mu: deliveries before deliverAt
-	unknown   int             // guarded by mu: IDs outside 0..n-1 or bodies that did not decode
-	unique    int             // guarded by mu: IDs delivered at least once
-	nAcked    int             // guarded by mu: IDs acked
 	first     time.Time       // guarded by mu: earliest delivery
 	last      time.Time       // guarded by mu: latest first delivery
 	done      chan struct{}   // closed when every ID was delivered once
@@ -29,9 +29,7 @@ type Tracker struct {
 // NewTracker returns a Tracker of n messages.
 func NewTracker(n int) *Tracker {
 	return &Tracker{
-		n:        n,
-		acked:    make([]bool, n),
-		count:    make([]uint32, n),
+		counts:   deliverycheck.New(n, 0),
 		lateness: make([]time.Duration, 0, n),
 		done:     make(chan struct{}),
 	}
@@ -39,39 +37,26 @@ func NewTracker(n int) *Tracker {
 
 // Acked records that the system answered a producer OK for id.
 func (t *Tracker) Acked(id uint64) {
-	t.mu.Lock()
-	if id < uint64(t.n) && !t.acked[id] {
-		t.acked[id] = true
-		t.nAcked++
+	if id < uint64(t.counts.Len()) {
+		t.counts.Acked(int(id), int(id)+1)
 	}
-	t.mu.Unlock()
 }
 
 // Delivered records that a consumer got id, due at deliverAt, at time at.
 func (t *Tracker) Delivered(id uint64, deliverAt, at time.Time) {
+	if !t.counts.Delivered(id, deliverAt, at) {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if id >= uint64(t.n) {
-		t.unknown++
-		return
-	}
-	t.count[id]++
-	late := at.Sub(deliverAt)
-	if late < 0 {
-		t.early++
-	}
-	if t.count[id] > 1 {
-		return
-	}
-	t.lateness = append(t.lateness, late)
-	t.unique++
+	t.lateness = append(t.lateness, at.Sub(deliverAt))
 	if t.first.IsZero() || at.Before(t.first) {
 		t.first = at
 	}
 	if at.After(t.last) {
 		t.last = at
 	}
-	if t.unique == t.n {
+	if len(t.lateness) == t.counts.Len() {
 		t.closeOnce.Do(func() { close(t.done) })
 	}
 }
@@ -81,9 +66,7 @@ func (t *Tracker) Delivered(id uint64, deliverAt, at time.Time) {
 func (t *Tracker) DeliveredBody(body []byte, at time.Time) {
 	id, due, err := DecodeBody(body)
 	if err != nil {
-		t.mu.Lock()
-		t.unknown++
-		t.mu.Unlock()
+		t.counts.Unknown()
 		return
 	}
 	t.Delivered(id, due, at)
@@ -93,18 +76,10 @@ func (t *Tracker) DeliveredBody(body []byte, at time.Time) {
 func (t *Tracker) AllDelivered() <-chan struct{} { return t.done }
 
 // Unique is how many distinct messages were delivered so far.
-func (t *Tracker) Unique() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.unique
-}
+func (t *Tracker) Unique() int { return int(t.counts.Distinct()) }
 
 // AckedCount is how many distinct messages were acked so far.
-func (t *Tracker) AckedCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.nAcked
-}
+func (t *Tracker) AckedCount() int { return int(t.counts.Tally().Acked) }
 
 // Result is what a Tracker counted.
 type Result struct {
@@ -141,24 +116,12 @@ const QuantilePoints = 400
 
 // Result returns what was counted so far.
 func (t *Tracker) Result() Result {
+	c := t.counts.Tally()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := Result{Messages: t.n, Delivered: t.unique, Early: t.early, Unknown: t.unknown,
+	r := Result{Messages: int(c.Messages), Acked: int(c.Acked), Delivered: int(c.Delivered), Lost: int(c.Lost),
+		Duplicates: int(c.Duplicates), Early: int(c.Early), Unknown: int(c.Unknown), UnackedDelivered: int(c.UnackedDelivered),
 		FirstDelivery: t.first, LastDelivery: t.last}
-	for i := range t.n {
-		c := t.count[i]
-		if t.acked[i] {
-			r.Acked++
-			if c == 0 {
-				r.Lost++
-			}
-		} else if c > 0 {
-			r.UnackedDelivered++
-		}
-		if c > 1 {
-			r.Duplicates += int(c - 1)
-		}
-	}
 	r.Sorted = slices.Clone(t.lateness)
 	slices.Sort(r.Sorted)
 	r.LatenessP50 = Percentile(r.Sorted, 50)

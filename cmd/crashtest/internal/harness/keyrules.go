@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/hourglassmq/hourglass/deliverycheck"
 )
 
 // The rules of Check that follow one message through its incarnations:
@@ -286,7 +288,7 @@ func (s *keyState) judgeIDs(key string, slack time.Duration, p CheckParams, c *C
 				Detail: fmt.Sprintf("delivered as id %s origin %s; Schedule answered %s", d.ID, d.OriginID, sc.ID)})
 		}
 		nb, what := s.floor(d)
-		if !nb.IsZero() && d.Received.Before(nb.Add(-slack)) {
+		if !nb.IsZero() && deliverycheck.Early(nb, d.Received, slack) {
 			c.Early++
 			out = append(out, Violation{Kind: VEarly, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
 				Detail: fmt.Sprintf("received %v before it was due (skew bound %v, %s %s)", nb.Sub(d.Received).Round(time.Microsecond), p.SkewBound, what, attemptWord(d.Attempt))})

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hourglassmq/hourglass/deliverycheck"
 )
 
 // Violation kinds of recurring schedules (issue 22).
@@ -257,7 +259,7 @@ func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) 
 		ids := map[string]bool{}
 		for _, d := range ds {
 			ids[d.ID] = true
-			if d.Received.Before(t.Add(-slack)) {
+			if deliverycheck.Early(t, d.Received, slack) {
 				c.Early++
 				out = append(out, Violation{Kind: VEarly, Key: e.body, ID: d.ID, Cycle: d.Cycle, At: d.Received, Occ: t,
 					Detail: fmt.Sprintf("occurrence %s received %v before it was due", t.UTC().Format("15:04:05.000"), t.Sub(d.Received).Round(time.Microsecond))})

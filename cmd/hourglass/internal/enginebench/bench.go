@@ -305,7 +305,7 @@ func (r *run) recovery(ctx context.Context) error {
 	if err := closeEngine(e); err != nil {
 		return fmt.Errorf("before the restart: %w", err)
 	}
-	before := r.tr.distinct.Load()
+	before := r.tr.counts.Distinct()
 	r.rep.DeliveredBeforeRestart = before
 
 	base := liveHeap()
@@ -335,23 +335,23 @@ func (r *run) finish(end string, st engine.Stats) {
 	t := r.tr.tally()
 	rep := r.rep
 	rep.End = end
-	rep.Delivered = t.distinct
-	rep.Early = t.early
-	rep.Duplicates = t.duplicates
-	rep.Lost = t.lost
+	rep.Delivered = t.Delivered
+	rep.Early = t.Early
+	rep.Duplicates = t.Duplicates
+	rep.Lost = t.Lost
 	rep.Segments = st.Segments
 	rep.EngineFired = st.Fired
 	rep.EngineRetries = st.Retries
 	rep.SinkSeconds = round3(time.Duration(r.tr.busyNs.Load()).Seconds())
-	rep.Anomalies = t.foreign + t.unscheduled + st.Corrupt + st.Unconfirmed
+	rep.Anomalies = t.Unknown + t.UnackedDelivered + st.Corrupt + st.Unconfirmed
 	if r.cfg.Scenario == FarFuture {
 		rep.Lost = 0 // pending, not lost: nothing is due during the run
-		rep.Anomalies += t.deliveries
+		rep.Anomalies += t.Deliveries
 		rep.Note = fmt.Sprintf("nothing is due during the run: %s messages stay pending on disk (%d schedule segments, one of them the routing marker's); lost and lateness do not apply",
 			Group(int64(rep.Scheduled)), st.Segments)
 	}
-	if d := t.last.Sub(t.first); t.deliveries >= 2 && d > 0 {
-		rep.FirePerSec = round1(float64(t.deliveries) / d.Seconds())
+	if all := t.Deliveries + t.Unknown; all >= 2 && t.last.Sub(t.first) > 0 {
+		rep.FirePerSec = round1(float64(all) / t.last.Sub(t.first).Seconds())
 	}
 	rep.SetLateness(r.tr.latencies())
 	what := "what was scheduled and not delivered counts as lost"

@@ -24,7 +24,7 @@ type Report struct {
 	LatenessMaxMs       float64 `json:"lateness_max_ms"`        //
 	Early               int64   `json:"early"`                  // deliveries before their deliverAt
 	Lost                int64   `json:"lost"`                   // scheduled, not delivered by the end
-	Duplicates          int64   `json:"duplicates"`             // messages delivered more than once
+	Duplicates          int64   `json:"duplicates"`             // deliveries beyond a message's first
 	HeapBytesPerPending float64 `json:"heap_bytes_per_pending"` // far-future, recovery: live heap growth / pending messages
 	ReadySeconds        float64 `json:"ready_seconds"`          // recovery: Open to Ready after the restart
 
@@ -142,7 +142,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("lateness_mean_ms", ms(r.LatenessMeanMs), "ms")
 	row("early", Group(r.Early), "deliveries before deliverAt (must be 0)")
 	row("lost", Group(r.Lost), "scheduled, not delivered (must be 0)")
-	row("duplicates", Group(r.Duplicates), "delivered more than once (must be 0)")
+	row("duplicates", Group(r.Duplicates), "deliveries beyond a message's first (must be 0)")
 	row("heap_bytes_per_pending", strconv.FormatFloat(r.HeapBytesPerPending, 'f', 1, 64), fmt.Sprintf("bytes (growth %s bytes)", Group(r.HeapGrowthBytes)))
 	row("ready_seconds", strconv.FormatFloat(r.ReadySeconds, 'f', 3, 64), "s from Open to Ready")
 	if r.Scenario == FarFuture || r.Scenario == Recovery {

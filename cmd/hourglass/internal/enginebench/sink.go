@@ -9,35 +9,29 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hourglassmq/hourglass/deliverycheck"
 	"github.com/hourglassmq/hourglass/engine"
 )
 
-// Bits of tracker.state.
-const (
-	scheduledBit = 0x80 // the message's ScheduleBatch was called (and had not failed)
-	countMask    = 0x7f // deliveries of the message, saturating at 127
-)
-
 // tracker is the benchmark's sink: it only counts. The engine calls
-// Deliver from one goroutine per topic, so several may run at once; all it
-// updates is guarded by mu or atomic. It allocates nothing per message.
+// Deliver from one goroutine per topic, so several may run at once; the
+// counts are deliverycheck's (lost, duplicates, early: the definitions every
+// benchmark and the crash harness share), the rest is guarded by mu or
+// atomic. It allocates nothing per message.
 type tracker struct {
-	mu         sync.Mutex
-	state      []uint8   // per message index: scheduledBit | deliveries; guarded by mu
-	lat        []float64 // lateness in ms of every delivery, if keepLat; guarded by mu
-	keepLat    bool
-	early      int64 // deliveries before their deliverAt; guarded by mu
-	foreign    int64 // deliveries whose body names no message of this run; guarded by mu
-	deliveries int64 // all deliveries, duplicates included; guarded by mu
-	first      int64 // UnixNano of the first delivery; guarded by mu
-	last       int64 // UnixNano of the last delivery; guarded by mu
+	counts *deliverycheck.Counter
+
+	mu      sync.Mutex
+	lat     []float64 // lateness in ms of every delivery, if keepLat; guarded by mu
+	keepLat bool
+	first   int64 // UnixNano of the first delivery; guarded by mu
+	last    int64 // UnixNano of the last delivery; guarded by mu
 
 	markerSeen bool          // guarded by mu
 	marker     chan struct{} // closed when the routing marker is delivered
 
-	distinct atomic.Int64  // messages delivered at least once
-	busyNs   atomic.Int64  // time spent in Deliver, to show the sink is not the bottleneck
-	notify   chan struct{} // signalled, without blocking, after each batch
+	busyNs atomic.Int64  // time spent in Deliver, to show the sink is not the bottleneck
+	notify chan struct{} // signalled, without blocking, after each batch
 }
 
 // markerIndex is the index in the body of the routing marker: a message
@@ -49,7 +43,7 @@ const markerIndex = ^uint64(0)
 // newTracker tracks n messages; keepLat keeps every lateness for the
 // percentiles (8 bytes per delivery, allocated up front).
 func newTracker(n int, keepLat bool) *tracker {
-	t := &tracker{state: make([]uint8, n), keepLat: keepLat, notify: make(chan struct{}, 1), marker: make(chan struct{})}
+	t := &tracker{counts: deliverycheck.New(n, 0), keepLat: keepLat, notify: make(chan struct{}, 1), marker: make(chan struct{})}
 	if keepLat {
 		t.lat = make([]float64, 0, n)
 	}
@@ -58,16 +52,18 @@ func newTracker(n int, keepLat bool) *tracker {
 
 // Deliver implements engine.Sink.
 func (t *tracker) Deliver(_ context.Context, _ string, batch []engine.Delivery) error {
-	now := time.Now().UnixNano()
-	var fresh int64
+	nowT := time.Now()
+	now := nowT.UnixNano()
+	var counted bool
 	t.mu.Lock()
-	counted := t.deliveries
 	for i := range batch {
 		d := &batch[i]
-		idx := markerIndex - 1 // foreign unless the body says otherwise
-		if d.Message != nil && len(d.Message.Body) >= idxBodySize {
-			idx = binary.LittleEndian.Uint64(d.Message.Body)
+		if d.Message == nil || len(d.Message.Body) < idxBodySize {
+			t.counts.Unknown()
+			counted = true
+			continue
 		}
+		idx := binary.LittleEndian.Uint64(d.Message.Body)
 		if idx == markerIndex {
 			if !t.markerSeen {
 				t.markerSeen = true
@@ -75,34 +71,20 @@ func (t *tracker) Deliver(_ context.Context, _ string, batch []engine.Delivery) 
 			}
 			continue
 		}
-		lateMs := float64(now-d.ID.DeliverAt*int64(time.Millisecond)) / float64(time.Millisecond)
-		if lateMs < 0 {
-			t.early++
-		}
+		due := time.UnixMilli(d.ID.DeliverAt)
+		t.counts.Delivered(idx, due, nowT)
+		counted = true
 		if t.keepLat {
-			t.lat = append(t.lat, lateMs)
-		}
-		t.deliveries++
-		if idx >= uint64(len(t.state)) {
-			t.foreign++
-			continue
-		}
-		s := t.state[idx]
-		if s&countMask == 0 {
-			fresh++
-		}
-		if s&countMask < countMask {
-			t.state[idx] = s + 1
+			t.lat = append(t.lat, float64(nowT.Sub(due))/float64(time.Millisecond))
 		}
 	}
-	if t.deliveries > counted {
+	if counted {
 		if t.first == 0 {
 			t.first = now
 		}
 		t.last = now
 	}
 	t.mu.Unlock()
-	t.distinct.Add(fresh)
 	t.busyNs.Add(time.Now().UnixNano() - now)
 	select {
 	case t.notify <- struct{}{}:
@@ -115,54 +97,25 @@ func (t *tracker) Deliver(_ context.Context, _ string, batch []engine.Delivery) 
 // as not scheduled (their ScheduleBatch failed, so none of them can have
 // been delivered).
 func (t *tracker) markScheduled(lo, hi int, on bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for i := lo; i < hi; i++ {
-		if on {
-			t.state[i] |= scheduledBit
-		} else {
-			t.state[i] &^= scheduledBit
-		}
+	if on {
+		t.counts.Acked(lo, hi)
+	} else {
+		t.counts.Unacked(lo, hi)
 	}
 }
 
-// tally is what the tracker saw.
+// tally is what the tracker saw: deliverycheck's counts and the times of
+// the first and last delivery.
 type tally struct {
-	scheduled   int64 // messages scheduled
-	distinct    int64 // messages delivered at least once
-	duplicates  int64 // messages delivered more than once
-	lost        int64 // messages scheduled and never delivered
-	unscheduled int64 // messages delivered that were never scheduled (cannot happen)
-	foreign     int64 // deliveries naming no message of the run (cannot happen)
-	deliveries  int64 // every delivery, duplicates included
-	early       int64 // deliveries before their deliverAt
+	deliverycheck.Tally
 	first, last time.Time
 }
 
 // tally counts what the tracker saw so far.
 func (t *tracker) tally() tally {
+	r := tally{Tally: t.counts.Tally()}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var r tally
-	for _, s := range t.state {
-		n := s & countMask
-		switch {
-		case s&scheduledBit != 0 && n == 0:
-			r.lost++
-		case s&scheduledBit == 0 && n > 0:
-			r.unscheduled++
-		}
-		if s&scheduledBit != 0 {
-			r.scheduled++
-		}
-		if n > 0 {
-			r.distinct++
-		}
-		if n > 1 {
-			r.duplicates++
-		}
-	}
-	r.foreign, r.deliveries, r.early = t.foreign, t.deliveries, t.early
 	if t.first != 0 {
 		r.first, r.last = time.Unix(0, t.first), time.Unix(0, t.last)
 	}

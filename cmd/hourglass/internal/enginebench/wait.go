@@ -76,9 +76,9 @@ func waitDelivered(ctx context.Context, tr *tracker, want int64, lastDue time.Ti
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	quietSince := time.Now()
-	seen := tr.distinct.Load()
+	seen := tr.counts.Distinct()
 	for {
-		got := tr.distinct.Load()
+		got := tr.counts.Distinct()
 		b.Set(got)
 		if got >= want {
 			return endComplete

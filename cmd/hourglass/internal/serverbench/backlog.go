@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -89,7 +88,7 @@ func runBacklog(ctx context.Context, p *peers, cfg Config, r *Report, skew time.
 		if cfg.Keys {
 			m.IdempotencyKey = strconv.Itoa(i)
 		}
-	})
+	}, nil)
 	r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due from %s over %v; "+
 		"receive the first part with: bench server --scenario drain --topic %s --messages %d --due-from %s --spread %v --window 1h",
 		r.Scheduled, cfg.Topic, r.DueFrom, cfg.Spread, cfg.Topic, cfg.Messages, r.DueFrom, cfg.Spread)
@@ -111,18 +110,19 @@ func runDrain(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt ti
 	r.DueToSeconds = round3(r.DueFromSeconds + min(cfg.Window, cfg.Spread).Seconds())
 	lastDue := cfg.DueFrom.Add(-skew).Add(min(cfg.Window, cfg.Spread)) // client clock
 
-	cs := startConsumers(ctx, p, cfg, &tally{seen: make([]atomic.Uint32, want), slack: rtt / 2, slot: func(i uint64) (k uint64, count, known bool) {
+	t := newTally(int(want), rtt/2, func(i uint64) (k uint64, count, known bool) {
 		if i >= o.n {
 			return 0, false, false
 		}
 		k = o.k(i)
 		return k, k < want, true
-	}}, skew)
+	})
+	t.counts.Acked(0, int(want)) // scheduled by the backlog run
+	cs := startConsumers(ctx, p, cfg, t, skew)
 	b := enginebench.NewBar(cfg.Progress, int(want), "receiving")
 	cs.wait(ctx, r, int64(want), lastDue, cfg.Grace, b)
 	b.Done()
 	err := cs.finish(r)
-	r.Lost = int64(want) - r.Delivered
 	if r.DueFromSeconds < 0 {
 		r.Note = fmt.Sprintf("the drain started %.3f s after the first message was due: the lateness of what was due before includes that wait", -r.DueFromSeconds)
 	}
@@ -143,10 +143,9 @@ func (t *tally) report(r *Report, samples []sample) {
 			last = s.last
 		}
 	}
-	r.Delivered = t.delivered.Load()
-	r.Duplicates = t.dups.Load()
-	r.Early = t.early.Load()
-	r.Anomalies = t.anomalies.Load()
+	c := t.counts.Tally()
+	r.Delivered, r.Duplicates, r.Early, r.Lost = c.Delivered, c.Duplicates, c.Early, c.Lost
+	r.Anomalies = t.anomalies.Load() + c.Unknown
 	r.Errors += t.errs.Load()
 	if d := last.Sub(first); d > 0 {
 		r.FirePerSec = round1(float64(r.Delivered) / d.Seconds())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/deliverycheck"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
 
@@ -149,7 +150,9 @@ func measureSkew(ctx context.Context, p poller) (skew, rtt time.Duration, err er
 // through scheds[c%len(scheds)]: one message a request with single, else
 // cfg.Batch a request; when sets each message's time. It records the
 // messages scheduled, their rate and the requests they went in in r.
-func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest)) error {
+// acked, if not nil, is told each range of indexes [from, to) the server
+// answered OK.
+func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, single bool, when func(i int, m *hourglassv1.ScheduleRequest), acked func(from, to int)) error {
 	step := cfg.Batch
 	if single {
 		step = 1
@@ -203,6 +206,9 @@ func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, si
 				}
 				calls.Add(1)
 				scheduled.Add(int64(len(msgs)))
+				if acked != nil {
+					acked(from, to)
+				}
 				b.Add(len(msgs))
 			}
 		})
@@ -224,7 +230,7 @@ func schedule(ctx context.Context, scheds []scheduler, cfg Config, r *Report, si
 
 func runSchedule(ctx context.Context, p *peers, cfg Config, r *Report) error {
 	delay := &hourglassv1.ScheduleRequest_DelayMs{DelayMs: FarAhead.Milliseconds()}
-	err := schedule(ctx, p.scheds, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay })
+	err := schedule(ctx, p.scheds, cfg, r, cfg.Scenario == Single, func(_ int, m *hourglassv1.ScheduleRequest) { m.When = delay }, nil)
 	if p.counter != nil {
 		// The Go client merged the Schedules: count what it sent.
 		r.Calls, r.Merged = p.counter.calls.Load(), p.counter.merged.Load()
@@ -244,22 +250,26 @@ const (
 	ackers = 16
 )
 
-// tally counts the deliveries of a lateness run. record may be called
-// from any goroutine.
+// tally counts the deliveries of a lateness run: lost, duplicates and
+// early are deliverycheck's (the definitions every benchmark and the crash
+// harness share). record may be called from any goroutine.
 type tally struct {
-	// slack is how far the skew may be off: half the Time round trip. A
-	// message counts as early only if it came more than that before its
-	// deliverAt (on one machine the clocks are one, and a skew measured
-	// at -0.1 ms made deliveries right on time look early).
-	slack time.Duration
-	seen  []atomic.Uint32 // deliveries per slot (message index, unless slot says)
-	// slot, if set, maps a message index to its place in seen; count
+	counts *deliverycheck.Counter // per slot (message index, unless slot says)
+	// slot, if set, maps a message index to its place in counts; count
 	// false for a message of the run that is not counted, known false for
 	// one of no message of the run. Unset, the index is the place.
-	slot                              func(i uint64) (k uint64, count, known bool)
-	delivered, dups, early, anomalies atomic.Int64
-	errs                              atomic.Int64
-	lastProgress                      atomic.Int64 // unix nanos of the last new delivery
+	slot         func(i uint64) (k uint64, count, known bool)
+	anomalies    atomic.Int64
+	errs         atomic.Int64
+	lastProgress atomic.Int64 // unix nanos of the last new delivery
+}
+
+// newTally counts n messages. slack is how far the skew may be off: half
+// the Time round trip. A message counts as early only if it came more
+// than that before its deliverAt (on one machine the clocks are one, and a
+// skew measured at -0.1 ms made deliveries right on time look early).
+func newTally(n int, slack time.Duration, slot func(i uint64) (k uint64, count, known bool)) *tally {
+	return &tally{counts: deliverycheck.New(n, slack), slot: slot}
 }
 
 // sample is what one consumer saw; only that consumer's goroutine
@@ -278,7 +288,7 @@ func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte
 	}
 	i := binary.BigEndian.Uint64(body)
 	late := now.Add(skew).Sub(deliverAt)
-	count, known := i < uint64(len(t.seen)), i < uint64(len(t.seen))
+	count, known := i < uint64(t.counts.Len()), i < uint64(t.counts.Len())
 	if t.slot != nil {
 		i, count, known = t.slot(i)
 	}
@@ -286,17 +296,9 @@ func (t *tally) record(s *sample, now time.Time, skew time.Duration, body []byte
 		t.anomalies.Add(1)
 		return
 	}
-	if late < -t.slack {
-		t.early.Add(1)
-	}
-	if !count {
+	if !count || !t.counts.Delivered(i, deliverAt, now.Add(skew)) {
 		return
 	}
-	if t.seen[i].Add(1) > 1 {
-		t.dups.Add(1)
-		return
-	}
-	t.delivered.Add(1)
 	s.late = append(s.late, ms(late))
 	if s.first.IsZero() {
 		s.first = now
@@ -325,12 +327,13 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt
 		return fmt.Errorf("--timeout %v ends before the last message is due (%.3fs after the start); give a longer --timeout or fewer --messages or a shorter --window", cfg.Timeout, r.DueToSeconds)
 	}
 
-	cs := startConsumers(ctx, p, cfg, &tally{seen: make([]atomic.Uint32, n), slack: rtt / 2}, skew)
+	t := newTally(n, rtt/2, nil)
+	cs := startConsumers(ctx, p, cfg, t, skew)
 
 	serr := schedule(ctx, p.scheds, cfg, r, false, func(i int, m *hourglassv1.ScheduleRequest) {
 		at := base.Add(time.Duration(float64(cfg.Window) * float64(i) / float64(n)))
 		m.When = &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}
-	})
+	}, t.counts.Acked)
 	if serr == nil && time.Since(t0) > lead {
 		r.Note = fmt.Sprintf("scheduling took %.3fs, past the first due time (%.3fs): the first messages were due before they were scheduled", r.ScheduleSeconds, lead.Seconds())
 	}
@@ -338,9 +341,7 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt
 	// Wait for every delivery, until the timeout, or until Grace has
 	// passed since the last message was due without a new delivery.
 	cs.wait(ctx, r, int64(r.Scheduled), lastDue, cfg.Grace, nil)
-	cerr := cs.finish(r)
-	r.Lost = int64(r.Scheduled) - r.Delivered
-	return errors.Join(serr, cerr)
+	return errors.Join(serr, cs.finish(r))
 }
 
 // pollConsumer long-polls Receive until cctx ends and acks each batch

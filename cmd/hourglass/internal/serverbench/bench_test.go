@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -224,7 +223,7 @@ func TestRunToken(t *testing.T) {
 // than the skew's uncertainty (half the Time round trip) before its
 // deliverAt on the server's clock.
 func TestTallyEarlySlack(t *testing.T) {
-	tl := &tally{seen: make([]atomic.Uint32, 3), slack: 200 * time.Microsecond}
+	tl := newTally(3, 200*time.Microsecond, nil)
 	var s sample
 	due := time.Unix(1_800_000_000, 0)
 	body := func(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
@@ -232,10 +231,10 @@ func TestTallyEarlySlack(t *testing.T) {
 	tl.record(&s, due, skew, body(0), due)                           // 0.1 ms "early": the skew's error
 	tl.record(&s, due.Add(150*time.Microsecond), skew, body(1), due) // late
 	tl.record(&s, due.Add(-time.Millisecond), skew, body(2), due)    // 1.1 ms early: early
-	if got := tl.early.Load(); got != 1 {
+	if got := tl.counts.Tally().Early; got != 1 {
 		t.Fatalf("early = %d, want 1 (only the delivery 1.1 ms before its time)", got)
 	}
-	if got := tl.delivered.Load(); got != 3 {
+	if got := tl.counts.Distinct(); got != 3 {
 		t.Fatalf("delivered = %d, want 3", got)
 	}
 }

@@ -54,7 +54,7 @@ func startConsumers(ctx context.Context, p *peers, cfg Config, t *tally, skew ti
 func (cs *consumerSet) wait(ctx context.Context, r *Report, want int64, lastDue time.Time, grace time.Duration, progress *enginebench.Bar) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for cs.t.delivered.Load() < want {
+	for cs.t.counts.Distinct() < want {
 		select {
 		case <-ctx.Done():
 			return
@@ -62,7 +62,7 @@ func (cs *consumerSet) wait(ctx context.Context, r *Report, want int64, lastDue 
 			return
 		case <-tick.C:
 		}
-		progress.Set(cs.t.delivered.Load())
+		progress.Set(cs.t.counts.Distinct())
 		now := time.Now()
 		if now.After(lastDue) && now.Sub(time.Unix(0, cs.t.lastProgress.Load())) > grace && now.Sub(lastDue) > grace {
 			r.End = "no-progress"
