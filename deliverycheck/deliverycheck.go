@@ -1,8 +1,9 @@
 // Package deliverycheck counts what became of a run's messages: which the
 // system acknowledged to a producer, which reached a consumer, how often
 // and whether before their time. It is the one definition of lost,
-// duplicate and early that the benchmarks (bench/internal/measure,
-// cmd/hourglass-bench's engine and server drivers) and the crash harness
+// duplicate and early that the benchmarks (bench/internal/measure, and
+// internal/enginebench and internal/serverbench, the drivers of
+// cmd/hourglass-bench) and the crash harness
 // (its verdict's early rule) report against:
 //
 //   - lost: acknowledged to a producer and never delivered;

@@ -18,7 +18,7 @@ import (
 // that messages spread over a month of hourly buckets (720) route without
 // closing and reopening writers (with 64, routing 200,000 messages over
 // 698 buckets took 53 s against 2.5 s: each eviction syncs the writers
-// it closes; `hourglass bench engine --scenario far-future`), or a
+// it closes; `hourglass-bench engine --scenario far-future`), or a
 // quarter of the descriptor limit when that is lower, leaving the rest to
 // the dispatch log writers, the queue and the connections. (Go raises the
 // soft limit to the hard one at start.)

@@ -23,12 +23,12 @@ echo "== wheel (10 million entries)"
 go test ./wheel -run '^$' -bench Memory -benchtime 1x
 echo "== engine"
 TMPDIR=$tmp go test ./engine -run '^$' -bench 'LoadedMemory|FireHot' -benchtime 1000000x -count 3
-echo "== hourglass bench engine"
-go build -o "$tmp/hourglass" ./cmd/hourglass
+echo "== hourglass-bench engine"
+go build -o "$tmp/hourglass-bench" ./cmd/hourglass-bench
 for s in uniform hot-second; do
-  for i in 1 2 3; do "$tmp/hourglass" bench engine --scenario $s --dir "$tmp/d-$s-$i" --json | tail -1; rm -rf "$tmp/d-$s-$i"; done
+  for i in 1 2 3; do "$tmp/hourglass-bench" engine --scenario $s --dir "$tmp/d-$s-$i" --json | tail -1; rm -rf "$tmp/d-$s-$i"; done
 done
 for s in recovery far-future; do
-  "$tmp/hourglass" bench engine --scenario $s --messages "${BIG:-1000000}" --dir "$tmp/d-$s" --json | tail -1; rm -rf "$tmp/d-$s"
+  "$tmp/hourglass-bench" engine --scenario $s --messages "${BIG:-1000000}" --dir "$tmp/d-$s" --json | tail -1; rm -rf "$tmp/d-$s"
 done
 echo "== load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -2,7 +2,7 @@
 # W3 of issue 20 on one node: a backlog far larger than memory. Starts
 # `hourglass serve` (--fsync always, defaults otherwise) on a fresh data
 # directory, schedules N messages of BODY bytes due evenly over SPREAD
-# starting DUE_AFTER from now (`bench server --scenario backlog`), waits
+# starting DUE_AFTER from now (`hourglass-bench server --scenario backlog`), waits
 # for reput to route them all, and reads the server's memory
 # (/proc/PID/status: VmHWM, the peak, VmRSS, RssAnon, RssFile) and the data directory's
 # size. Then it kills the server with SIGKILL, times the restart to the
@@ -30,6 +30,7 @@ cd "${DIR:-.}"
 server_tmp .bench.backlog
 cd - >/dev/null
 go build -o "$tmp/hourglass" ./cmd/hourglass
+go build -o "$tmp/hourglass-bench" ./cmd/hourglass-bench
 go build -o "$tmp/startup" ./scripts/startup
 url="http://127.0.0.1:$port"
 
@@ -41,7 +42,7 @@ memory() { # memory LABEL: the server's memory and the data directory's size
 server_start "$tmp/hourglass" --log-level warn
 memory "empty server"
 from=$(date -u -d "+${due_after/m/ minutes}" +%Y-%m-%dT%H:%M:%SZ)
-"$tmp/hourglass" bench server --addr "$url" --scenario backlog --messages "$n" --body-size "$body" \
+"$tmp/hourglass-bench" server --addr "$url" --scenario backlog --messages "$n" --body-size "$body" \
   --batch 1000 --clients 8 --protocol stream --spread "$spread" --due-from "$from" ${keys:+--keys} --json | tee "$tmp/backlog.out"
 topic=$(tail -1 "$tmp/backlog.out" | sed -E 's/.*"topic":"([^"]+)".*/\1/')
 # Reput routes behind the producers; wait until it has routed every record.
@@ -65,7 +66,7 @@ pid=$!
 for _ in $(seq 300); do curl -fs "$url/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 memory "restarted and ready"
 if [ "$drain_window" = 0 ]; then echo "== $(date -u +%FT%TZ) done (no drain)"; exit 0; fi
-"$tmp/hourglass" bench server --addr "$url" --scenario drain --protocol stream --topic "$topic" --messages "$n" \
+"$tmp/hourglass-bench" server --addr "$url" --scenario drain --protocol stream --topic "$topic" --messages "$n" \
   --due-from "$from" --spread "$spread" --window "$drain_window"
 memory "after the drain"
 echo "== $(date -u +%FT%TZ) done; load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -28,6 +28,7 @@ trap cleanup EXIT
 
 cd "$ROOT"
 go build -o "$WORK/hourglass" ./cmd/hourglass
+go build -o "$WORK/hourglass-bench" ./cmd/hourglass-bench
 NATS=${HOURGLASS_NATS_SERVER:-$WORK/nats-server}
 [ -x "$NATS" ] || go build -o "$NATS" github.com/nats-io/nats-server/v2
 
@@ -110,7 +111,7 @@ run() { # run NODES: start NODES hourglass nodes on a fresh NATS cluster, bench,
   echo "== $(date -u +%T.%N | cut -c1-12) bench starts"
   local cpu_nats0 cpu_hg0
   cpu_nats0=$(cpu_ms "${PIDS[@]:0:3}"); cpu_hg0=$(cpu_ms "${hgp[@]}")
-  "$WORK/hourglass" bench server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m "${extra[@]}" || true
+  "$WORK/hourglass-bench" server --addr "$addrs" --scenario "$SCEN" --messages "$N" --clients "${CLIENTS:-24}" --protocol "${PROTOCOL:-grpc}" --timeout 5m "${extra[@]}" || true
   [ -n "$killer" ] && wait "$killer" 2>/dev/null || true
   # CPU the servers used during the bench (not measured when one is killed).
   [ -z "$killer" ] && echo "== CPU during the bench: NATS servers $(( $(cpu_ms "${PIDS[@]:0:3}") - cpu_nats0 )) ms, Hourglass nodes $(( $(cpu_ms "${hgp[@]}") - cpu_hg0 )) ms"

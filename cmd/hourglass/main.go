@@ -1,6 +1,6 @@
 // Command hourglass is the Hourglass binary: a durable delayed-message
 // server and the tools around it. Each command group lives in its own
-// file (bench.go, ...) and only wires flags to the package that does the
+// file (serve.go, ...) and only wires flags to the package that does the
 // work.
 //
 // Flags may come before or after a command's arguments
@@ -50,7 +50,6 @@ func newApp() *cli.App {
 		Suggest:         true,
 		Action:          commandNotFound,
 		Commands: []*cli.Command{
-			benchCommand(),
 			serveCommand(),
 			sendCommand(),
 			recvCommand(),

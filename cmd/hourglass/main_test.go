@@ -5,8 +5,6 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 )
 
 // runApp runs the command line with args (without the program name) and
@@ -26,28 +24,17 @@ func TestHelp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"hourglass", "a durable delayed-message server", "bench"} {
+	for _, want := range []string{"hourglass", "a durable delayed-message server", "serve"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("hourglass --help lacks %q:\n%s", want, out)
 		}
 	}
 }
 
-func TestBenchEngineHelp(t *testing.T) {
-	out, _, err := runApp(t, "bench", "engine", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append([]string{"--scenario", "--messages", "--window", "--body-size", "--fsync", "--dir",
-		"--segment-duration", "--json", "--producers", "--batch", "--timeout", "--grace",
-		"targets are stated for --fsync interval"}, enginebench.Scenarios...)
-	want = append(want, enginebench.Keys...)
-	for _, w := range want {
-		if !strings.Contains(out, w) {
-			t.Errorf("bench engine --help lacks %q", w)
-		}
-	}
-	if t.Failed() {
-		t.Log(out)
+// TestNoBenchCommand: the benchmark drivers are a program of their own
+// (cmd/hourglass-bench), not part of the server binary.
+func TestNoBenchCommand(t *testing.T) {
+	if _, _, err := runApp(t, "bench", "engine", "--help"); err == nil {
+		t.Error("hourglass bench engine --help succeeded; the drivers belong to hourglass-bench")
 	}
 }

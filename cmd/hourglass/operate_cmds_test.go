@@ -171,7 +171,7 @@ func TestCLIDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	notClient := map[string]bool{"bench": true, "serve": true, "inspect": true, "repair": true}
+	notClient := map[string]bool{"serve": true, "inspect": true, "repair": true}
 	var walk func(prefix string, cmds []*cli.Command)
 	walk = func(prefix string, cmds []*cli.Command) {
 		for _, c := range cmds {

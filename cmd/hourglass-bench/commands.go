@@ -13,19 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/serverbench"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/serverbench"
 )
-
-// benchCommand is the `bench` command group.
-func benchCommand() *cli.Command {
-	return &cli.Command{
-		Name:            "bench",
-		Usage:           "measure Hourglass on this machine",
-		HideHelpCommand: true,
-		Subcommands:     []*cli.Command{benchEngineCommand(), benchServerCommand()},
-	}
-}
 
 const benchEngineDescription = `Runs the engine in this process, in a fresh data directory, with a sink that
 only counts, and prints a table to stdout (with --json, also one JSON object as
@@ -83,12 +73,12 @@ JSON keys (0 where a key does not apply):
   and the settings: body_size, fsync, segment_duration_s, preload_lead_s,
   producers, batch, gomaxprocs.`
 
-// benchEngineCommand is `bench engine`; the work is in internal/enginebench.
+// benchEngineCommand is `hourglass-bench engine`; the work is in internal/enginebench.
 func benchEngineCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "engine",
 		Usage:       "benchmark the engine in-process: schedule rate, fire rate, lateness, loss, heap, restart time",
-		UsageText:   "hourglass bench engine [--scenario uniform|hot-second|far-future|recovery] [--messages N] [--json] [options]",
+		UsageText:   "hourglass-bench engine [--scenario uniform|hot-second|far-future|recovery] [--messages N] [--json] [options]",
 		Description: benchEngineDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Value: enginebench.DefaultScenario,
@@ -123,7 +113,7 @@ func benchEngineCommand() *cli.Command {
 
 func runBenchEngine(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("bench engine takes no arguments, got %q", c.Args().Slice())
+		return fmt.Errorf("engine takes no arguments, got %q", c.Args().Slice())
 	}
 	cfg := enginebench.Config{
 		Scenario:        c.String("scenario"),
@@ -243,7 +233,7 @@ Scenarios (N is --messages):
 batch, single, backlog and get leave their messages pending on the server (batch
 and single due 1h later), on their own topic.
 
-JSON keys: those of bench engine (see 'hourglass bench engine --help'); here
+JSON keys: those of bench engine (see 'hourglass-bench engine --help'); here
 fsync is "server" (the server's policy is not visible to a client), and
 fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
   addr, protocol, topic     where the run went, and how
@@ -267,12 +257,12 @@ fire_per_sec, lateness_*, delivered are measured at the consumers. Added:
 // leaves more of the shared machine to the server it measures.
 const loadGenGCPercent = 400
 
-// benchServerCommand is `bench server`; the work is in internal/serverbench.
+// benchServerCommand is `hourglass-bench server`; the work is in internal/serverbench.
 func benchServerCommand() *cli.Command {
 	return &cli.Command{
 		Name:        "server",
 		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
-		UsageText:   "hourglass bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain|get] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
+		UsageText:   "hourglass-bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain|get] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
 		Description: benchServerDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
@@ -325,7 +315,7 @@ func benchServerCommand() *cli.Command {
 
 func runBenchServer(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("bench server takes no arguments, got %q", c.Args().Slice())
+		return fmt.Errorf("server takes no arguments, got %q", c.Args().Slice())
 	}
 	cfg := serverbench.Config{
 		Addr:      c.String("addr"),

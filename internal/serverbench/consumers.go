@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
 )
 
 // consumerSet is the consumers of a lateness or drain run: cfg.Consumers

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/client"
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 	"github.com/hourglassmq/hourglass/deliverycheck"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
 )
 
 // Report is enginebench.Report (the same JSON keys, 0 where one does not

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
 )
 
 func TestBenchEngineFlagErrors(t *testing.T) {
@@ -20,7 +20,7 @@ func TestBenchEngineFlagErrors(t *testing.T) {
 	}{
 		{"unknown_scenario", []string{"--scenario", "steady"}, `--scenario "steady" is unknown; use one of uniform, hot-second, far-future, recovery`},
 		{"no_messages", []string{"--messages", "0"}, "--messages 0 is out of range; it must be from 1 to 100000000"},
-		{"messages_not_a_number", []string{"--messages", "lots"}, `invalid value "lots" for flag -messages: parse error; --messages takes a whole number (see 'hourglass bench engine --help')`},
+		{"messages_not_a_number", []string{"--messages", "lots"}, `invalid value "lots" for flag -messages: parse error; --messages takes a whole number (see 'hourglass-bench engine --help')`},
 		{"zero_window", []string{"--window", "0s"}, "--window 0s is out of range; it must be from 1ms to 24h0m0s"},
 		{"window_without_unit", []string{"--window", "10"}, `invalid value "10" for flag -window: parse error; --window takes a duration with a unit, such as 500ms, 10s, 2m or 1h`},
 		{"small_body", []string{"--body-size", "4"}, "--body-size 4 is out of range; it must be from 8"},
@@ -33,11 +33,11 @@ func TestBenchEngineFlagErrors(t *testing.T) {
 		{"timeout_before_due", []string{"--timeout", "3s"}, "--timeout 3s ends before the last message of --scenario uniform is due (13s after scheduling starts)"},
 		{"zero_grace", []string{"--grace", "0s"}, "--grace 0s must be positive"},
 		{"dir_not_empty", []string{"--dir", full, "--messages", "1"}, `is not empty (it holds "keep" and 0 more); give an empty or absent directory`},
-		{"unknown_flag", []string{"--producer", "2"}, "bench engine: no flag --producer; did you mean --producers?"},
-		{"argument", []string{"now"}, `bench engine takes no arguments, got ["now"]`},
+		{"unknown_flag", []string{"--producer", "2"}, "engine: no flag --producer (see 'hourglass-bench engine --help')"},
+		{"argument", []string{"now"}, `engine takes no arguments, got ["now"]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := runApp(t, append([]string{"bench", "engine"}, tc.args...)...)
+			out, _, err := runApp(t, append([]string{"engine"}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
@@ -50,7 +50,7 @@ func TestBenchEngineFlagErrors(t *testing.T) {
 
 func TestBenchEngineJSON(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	out, stderr, err := runApp(t, "bench", "engine", "--scenario", "uniform", "--messages", "2000", "--window", "1s",
+	out, stderr, err := runApp(t, "engine", "--scenario", "uniform", "--messages", "2000", "--window", "1s",
 		"--batch", "100", "--timeout", "1m", "--dir", dir, "--json")
 	if err != nil {
 		t.Fatalf("%v\nstderr: %s", err, stderr)

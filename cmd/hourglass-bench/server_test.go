@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/serverbench"
+	"github.com/hourglassmq/hourglass/internal/serverbench"
 )
 
 func TestBenchServerFlagErrors(t *testing.T) {
@@ -34,14 +34,14 @@ func TestBenchServerFlagErrors(t *testing.T) {
 		{"bad_topic", []string{"--topic", "a b"}, "may only hold A-Z a-z 0-9 . _ -"},
 		{"bad_addr", []string{"--addr", "127.0.0.1:7420"}, `--addr "127.0.0.1:7420": want a URL such as http://127.0.0.1:7420`},
 		{"timeout_not_duration", []string{"--timeout", "5"}, "--timeout takes a duration with a unit"},
-		{"argument", []string{"now"}, `bench server takes no arguments, got ["now"]`},
+		{"argument", []string{"now"}, `server takes no arguments, got ["now"]`},
 		{"negative_max_calls", []string{"--scenario", "single", "--max-calls", "-1"}, "--max-calls -1 is out of range; it must be from 0 (every Schedule its own call) to 1024"},
 		{"max_calls_batch", []string{"--max-calls", "2"}, "--max-calls applies to --scenario single only"},
 		{"unknown_protocol", []string{"--protocol", "h1"}, `--protocol "h1" is unknown; use grpc (unary gRPC calls over HTTP/2), connect (Connect over HTTP/1.1) or stream`},
 		{"max_calls_stream", []string{"--scenario", "single", "--protocol", "stream", "--max-calls", "2"}, "--max-calls applies to --protocol grpc only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, _, err := runApp(t, append([]string{"bench", "server"}, tc.args...)...)
+			out, _, err := runApp(t, append([]string{"server"}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
@@ -60,7 +60,7 @@ func startBenchServer(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "hourglass")
-	build := exec.Command("go", "build", "-o", bin, ".")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hourglassmq/hourglass/cmd/hourglass")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building hourglass: %v\n%s", err, out)
 	}
@@ -153,7 +153,7 @@ func TestBenchServerScenarios(t *testing.T) {
 					protocol = tc.args[i+1]
 				}
 			}
-			args := append([]string{"bench", "server", "--addr", url, "--scenario", scenario, "--timeout", "1m", "--json"}, tc.args...)
+			args := append([]string{"server", "--addr", url, "--scenario", scenario, "--timeout", "1m", "--json"}, tc.args...)
 			out, stderr, err := runApp(t, args...)
 			if err != nil {
 				t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
@@ -204,7 +204,7 @@ func TestBenchServerBacklogDrain(t *testing.T) {
 	from := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339Nano)
 	run := func(args ...string) map[string]any {
 		t.Helper()
-		out, stderr, err := runApp(t, append([]string{"bench", "server", "--addr", url, "--json", "--protocol", "stream"}, args...)...)
+		out, stderr, err := runApp(t, append([]string{"server", "--addr", url, "--json", "--protocol", "stream"}, args...)...)
 		if err != nil {
 			t.Fatalf("%v\nstdout: %s\nstderr: %s", err, out, stderr)
 		}

@@ -24,7 +24,7 @@ const (
 // Scenarios lists the scenario names in the order the help shows them.
 var Scenarios = []string{Uniform, HotSecond, FarFuture, Recovery}
 
-// Defaults for the flags of `hourglass bench engine`.
+// Defaults for the flags of `hourglass-bench engine`.
 const (
 	DefaultScenario        = Uniform
 	DefaultMessages        = 1_000_000

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
 )
 
 // Keys lists the JSON keys every report has: enginebench.Keys (the same

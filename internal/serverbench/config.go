@@ -1,5 +1,5 @@
 // Package serverbench drives a running Hourglass server over the network
-// and reports what `hourglass bench server` prints: the same JSON keys as
+// and reports what `hourglass-bench server` prints: the same JSON keys as
 // `bench engine` (internal/enginebench), 0 where a key does not apply,
 // plus a few keys of its own (addr, protocol, topic, clients, consumers,
 // clock_skew_ms, ...). It talks to the server the ways its users do: unary

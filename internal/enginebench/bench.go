@@ -1,5 +1,5 @@
 // Package enginebench measures the engine on the machine it runs on:
-// `hourglass bench engine`. It embeds an engine in a temporary data
+// `hourglass-bench engine`. It embeds an engine in a temporary data
 // directory with a sink that only counts, schedules messages from
 // concurrent producers, and reports how fast they were accepted and fired,
 // how late they arrived, whether any was early, lost or delivered twice,

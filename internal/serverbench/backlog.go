@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/hourglassmq/hourglass/cmd/hourglass/internal/enginebench"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/enginebench"
 )
 
 // spreadOrder places a backlog's messages over its due range: message i
@@ -90,7 +90,7 @@ func runBacklog(ctx context.Context, p *peers, cfg Config, r *Report, skew time.
 		}
 	}, nil)
 	r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due from %s over %v; "+
-		"receive the first part with: bench server --scenario drain --topic %s --messages %d --due-from %s --spread %v --window 1h",
+		"receive the first part with: hourglass-bench server --scenario drain --topic %s --messages %d --due-from %s --spread %v --window 1h",
 		r.Scheduled, cfg.Topic, r.DueFrom, cfg.Spread, cfg.Topic, cfg.Messages, r.DueFrom, cfg.Spread)
 	return err
 }
