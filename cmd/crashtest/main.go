@@ -1,6 +1,6 @@
 // Command crashtest is the crash-recovery harness: it builds hourglass,
 // runs it on 127.0.0.1, kills and restarts it, and checks every message.
-// The work is in package cmd/crashtest/internal/harness; this file wires the flags.
+// The work is in package internal/crashtest; this file wires the flags.
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hourglassmq/hourglass/cmd/crashtest/internal/harness"
+	"github.com/hourglassmq/hourglass/internal/crashtest"
 )
 
 const description = `Builds ./cmd/hourglass, starts it on 127.0.0.1 in a temporary data directory with
@@ -249,7 +249,7 @@ takeover: when the killed node's partitions had new owners in HG_OWNERS, and the
 first delivery from them.
 
 EMBEDDED (--node embedded): the node runs inside another Go program, as a user
-embeds it (hourglass.Open, Serve, Shutdown, Close; cmd/crashtest/internal/embednode),
+embeds it (hourglass.Open, Serve, Shutdown, Close; internal/crashtest/embednode),
 killed and restarted like the binary, under the same checks.
 
 CI-sized run (about 1 minute):    go run ./cmd/crashtest --cycles 12 --seed 1
@@ -270,24 +270,24 @@ func main() {
 		HideVersion:     true,
 		HideHelpCommand: true,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "cycles", Value: harness.DefaultCycles, Usage: "kill-restart cycles, each of half a segment duration to 2.5 of them"},
-			&cli.DurationFlag{Name: "duration", Value: harness.DefaultDuration, Usage: "overall bound, drain included; fewer cycles run if it comes first"},
-			&cli.Uint64Flag{Name: "seed", Value: harness.DefaultSeed, Usage: "seed of every random choice (timing still varies)"},
-			&cli.DurationFlag{Name: "segment-duration", Value: harness.DefaultSegmentDuration, Usage: "server --segment-duration: short, so bucket boundaries, preloads and retention happen constantly"},
-			&cli.StringFlag{Name: "fsync", Value: harness.DefaultFsync, Usage: "server --fsync policy: always, interval or none"},
+			&cli.IntFlag{Name: "cycles", Value: crashtest.DefaultCycles, Usage: "kill-restart cycles, each of half a segment duration to 2.5 of them"},
+			&cli.DurationFlag{Name: "duration", Value: crashtest.DefaultDuration, Usage: "overall bound, drain included; fewer cycles run if it comes first"},
+			&cli.Uint64Flag{Name: "seed", Value: crashtest.DefaultSeed, Usage: "seed of every random choice (timing still varies)"},
+			&cli.DurationFlag{Name: "segment-duration", Value: crashtest.DefaultSegmentDuration, Usage: "server --segment-duration: short, so bucket boundaries, preloads and retention happen constantly"},
+			&cli.StringFlag{Name: "fsync", Value: crashtest.DefaultFsync, Usage: "server --fsync policy: always, interval or none"},
 			&cli.BoolFlag{Name: "corrupt-tail", Usage: "after each SIGKILL tear the tails of the active files (under always: only torn appends; otherwise also cut the last record, and report the losses it explains)"},
 			&cli.BoolFlag{Name: "damage", Usage: "after each stop damage the data directory (a flipped byte in a record a valid one follows, or a deleted file; see DAMAGE MODE) and judge the restart: a refusal naming the file, then hourglass repair, or a start that loses and replays nothing"},
-			&cli.IntFlag{Name: "producers", Value: harness.DefaultProducers, Usage: "concurrent producers"},
-			&cli.IntFlag{Name: "consumers", Value: harness.DefaultConsumers, Usage: "concurrent consumers"},
-			&cli.IntFlag{Name: "rate", Value: harness.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, a Cancel, or a Reschedule)"},
-			&cli.IntFlag{Name: "poison-percent", Value: harness.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
+			&cli.IntFlag{Name: "producers", Value: crashtest.DefaultProducers, Usage: "concurrent producers"},
+			&cli.IntFlag{Name: "consumers", Value: crashtest.DefaultConsumers, Usage: "concurrent consumers"},
+			&cli.IntFlag{Name: "rate", Value: crashtest.DefaultOpsPerSecond, Usage: "operations per second per producer (a Schedule, a batch of 2-8, a ScheduleStream burst, a Cancel, or a Reschedule)"},
+			&cli.IntFlag{Name: "poison-percent", Value: crashtest.DefaultPoisonPercent, Usage: "share of messages (0 to 50) every consumer fails, so that each must be dead-lettered to <topic>.dlq; 0: none"},
 			&cli.BoolFlag{Name: "cluster", Usage: "run against 3 NATS nodes and 3 hourglass nodes (serve --cluster), SIGKILL one of either per cycle, calls and streams round-robin over the live nodes; see CLUSTER MODE above"},
-			&cli.DurationFlag{Name: "lease-ttl", Value: harness.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
-			&cli.IntFlag{Name: "partitions", Value: harness.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
-			&cli.StringFlag{Name: "node", Value: "binary", Usage: "what runs the node: binary (hourglass serve, built from ./cmd/hourglass) or embedded (a Go program embedding it with hourglass.Open, built from ./cmd/crashtest/internal/embednode; not with --damage or --cluster)"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: crashtest.DefaultLeaseTTL, Usage: "with --cluster: serve --lease-ttl, how long a killed node's partitions stay unowned (1s to 1m)"},
+			&cli.IntFlag{Name: "partitions", Value: crashtest.DefaultPartitions, Usage: "with --cluster: serve --partitions (1 to 64)"},
+			&cli.StringFlag{Name: "node", Value: "binary", Usage: "what runs the node: binary (hourglass serve, built from ./cmd/hourglass) or embedded (a Go program embedding it with hourglass.Open, built from ./internal/crashtest/embednode; not with --damage or --cluster)"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the data directory and server log even on success (always kept on failure; the path is printed)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the summary as JSON instead of a table"},
-			&cli.StringSliceFlag{Name: "allow", Usage: "violation KIND to report without failing (a known open bug; repeat or comma-separate): " + strings.Join(harness.Kinds, ", ")},
+			&cli.StringSliceFlag{Name: "allow", Usage: "violation KIND to report without failing (a known open bug; repeat or comma-separate): " + strings.Join(crashtest.Kinds, ", ")},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no per-cycle progress lines on stderr"},
 		},
 		Action: run,
@@ -302,7 +302,7 @@ func run(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (see --help)", c.Args().First())
 	}
-	cfg := harness.Config{
+	cfg := crashtest.Config{
 		Cycles:          c.Int("cycles"),
 		Duration:        c.Duration("duration"),
 		Seed:            c.Uint64("seed"),
@@ -352,7 +352,7 @@ func run(c *cli.Context) error {
 	if !c.Bool("quiet") {
 		cfg.Progress = os.Stderr
 	}
-	sum, err := harness.Run(c.Context, cfg)
+	sum, err := crashtest.Run(c.Context, cfg)
 	if sum != nil {
 		if c.Bool("json") {
 			sum.WriteJSON(os.Stdout)

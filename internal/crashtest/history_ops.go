@@ -1,0 +1,167 @@
+package crashtest
+
+import (
+	"fmt"
+	"time"
+)
+
+// The history of the calls that operate what the server holds (issues 21
+// and 22): Reschedule, Redrive, SetPolicy (pause and resume) and the
+// recurring-schedule RPCs.
+
+// RescheduleAnswer is the answer to a Reschedule.
+type RescheduleAnswer int
+
+const (
+	RescheduleNone             RescheduleAnswer = iota // no answer (in doubt or rejected)
+	RescheduleRescheduled                              // RESCHEDULE_RESULT_RESCHEDULED
+	RescheduleAlreadyDelivered                         // RESCHEDULE_RESULT_ALREADY_DELIVERED
+	RescheduleUnknown                                  // RESCHEDULE_RESULT_UNKNOWN
+	RescheduleAlreadyCancelled                         // RESCHEDULE_RESULT_ALREADY_CANCELLED
+)
+
+func (a RescheduleAnswer) String() string {
+	return [...]string{"none", "rescheduled", "already-delivered", "unknown", "already-cancelled"}[a]
+}
+
+// Reschedule is one Reschedule call of a message the harness scheduled,
+// by ID or (ByKey) by its topic and key.
+type Reschedule struct {
+	Key, Topic string
+	ID         string // the ID named; "" when by key
+	ByKey      bool   `json:",omitempty"`
+	Mode       string // "now", "earlier" or "later" than the time it had
+	Cycle      int
+	Sent       time.Time
+	Answered   time.Time
+	Outcome    Outcome
+	Answer     RescheduleAnswer
+	NewID      string `json:",omitempty"` // RESCHEDULED: the replacement's ID
+	// NotBefore is the earliest harness-clock time the replacement may be
+	// handed out: the time asked for (the send time plus a delay, or an
+	// absolute time), never before the call was sent (the server takes a
+	// time in the past, and "now", as its clock on arrival).
+	NotBefore time.Time
+}
+
+// Redrive is one Redrive call of a dead-letter topic.
+type Redrive struct {
+	DLQ      string // the dead-letter topic drained
+	Max      int32  // max_messages
+	Cycle    int
+	Sent     time.Time
+	Answered time.Time
+	Outcome  Outcome
+	Redriven int64 `json:",omitempty"` // answered: moved back by this call
+	Skipped  int64 `json:",omitempty"`
+	More     bool  `json:",omitempty"`
+}
+
+// PolicyChange is one SetPolicy call that pauses (Paused) or resumes a
+// topic.
+type PolicyChange struct {
+	Topic    string
+	Paused   bool
+	Cycle    int
+	Sent     time.Time
+	Answered time.Time
+	Outcome  Outcome
+}
+
+// ScheduleOp is one attempt of a recurring-schedule call: Op "create" or
+// "update" begins the definition number Epoch of the schedule Name (its
+// occurrences carry the body EpochBody(Name, Epoch)), "delete" ends the
+// last one. A call in doubt is tried again until it is answered.
+type ScheduleOp struct {
+	Name, Op string
+	Epoch    int
+	Spec     string        `json:",omitempty"`
+	Period   time.Duration `json:",omitempty"` // of the spec "@every <Period>"
+	Topic    string        `json:",omitempty"`
+	Cycle    int
+	Sent     time.Time
+	Answered time.Time
+	Outcome  Outcome
+	// Earlier: an attempt before this one took effect (a create answered
+	// ALREADY_EXISTS, a delete NOT_FOUND): as good as OK, without Next.
+	Earlier bool `json:",omitempty"`
+	// Next is the first occurrence an OK create or update armed.
+	Next time.Time `json:",omitempty"`
+}
+
+// EpochBody is the body of the occurrences of definition epoch of the
+// schedule name: the checker tells a schedule's definitions apart by it.
+func EpochBody(name string, epoch int) string { return fmt.Sprintf("%s#%d", name, epoch) }
+
+// operated is the part of History that operates what the server holds;
+// History.mu guards it.
+type operated struct {
+	rescheds  []Reschedule
+	redrives  []Redrive
+	policies  []PolicyChange
+	schedOps  []ScheduleOp
+	drainFrom time.Time
+	delivered map[string]bool  // keys (bodies) delivered at least once
+	moved     map[string]moved // key -> its replacement, by the last Reschedule answered RESCHEDULED
+}
+
+// moved is a message's replacement: its ID and not-before time.
+type moved struct {
+	id        string
+	notBefore time.Time
+}
+
+func (h *History) AddReschedule(x Reschedule) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rescheds = append(h.rescheds, x)
+	if x.Outcome == OK && x.Answer == RescheduleRescheduled {
+		if h.moved == nil {
+			h.moved = map[string]moved{}
+		}
+		h.moved[x.Key] = moved{x.NewID, x.NotBefore}
+	}
+}
+
+func (h *History) AddRedrive(x Redrive) {
+	h.mu.Lock()
+	h.redrives = append(h.redrives, x)
+	h.mu.Unlock()
+}
+func (h *History) AddPolicy(x PolicyChange) {
+	h.mu.Lock()
+	h.policies = append(h.policies, x)
+	h.mu.Unlock()
+}
+func (h *History) AddScheduleOp(x ScheduleOp) {
+	h.mu.Lock()
+	h.schedOps = append(h.schedOps, x)
+	h.mu.Unlock()
+}
+
+// SetDrainFrom records when the final drain began.
+func (h *History) SetDrainFrom(t time.Time) { h.mu.Lock(); h.drainFrom = t; h.mu.Unlock() }
+
+// PendingSchedule returns a random recent acknowledged schedule that no
+// consumer has received yet (as far as the history tells), for a producer
+// to reschedule: its key, topic, current ID and the time it is due then
+// (its replacement's, if it was rescheduled). pick gets the number of
+// candidates and returns an index; ok is false when the pick is not one.
+func (h *History) PendingSchedule(pick func(n int) int) (key, topic, id string, notBefore time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.schedules)
+	if n == 0 {
+		return "", "", "", time.Time{}, false
+	}
+	lo := max(0, n-200)
+	s := h.schedules[lo+pick(n-lo)]
+	if s.Outcome != OK || h.delivered[s.Key] {
+		return "", "", "", time.Time{}, false
+	}
+	id, notBefore = s.ID, s.NotBefore
+	if m, ok := h.moved[s.Key]; ok {
+		id, notBefore = m.id, m.notBefore
+	}
+	return s.Key, s.Topic, id, notBefore, true
+}
