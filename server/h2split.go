@@ -37,8 +37,7 @@ func isGRPC(contentType string) bool {
 // a request. Every HTTP/2 connection it sees is sent that frame, whether
 // it matches or not.
 func firstRequestGRPC(w io.Writer, r io.Reader) bool {
-	preface := make([]byte, len(http2.ClientPreface))
-	if _, err := io.ReadFull(r, preface); err != nil || string(preface) != http2.ClientPreface {
+	if !readPreface(r) {
 		return false
 	}
 	grpc, done := false, false
@@ -77,6 +76,20 @@ func firstRequestGRPC(w io.Writer, r io.Reader) bool {
 		}
 	}
 	return false
+}
+
+// readPreface reads r up to the end of the HTTP/2 client preface and
+// reports whether it was one. It stops at the first byte that differs,
+// so a short request that is not HTTP/2 ("HELLO\r\n\r\n") is told apart
+// at once rather than when the header timeout ends a read of 24 bytes.
+func readPreface(r io.Reader) bool {
+	var b [1]byte
+	for i := range len(http2.ClientPreface) {
+		if _, err := io.ReadFull(r, b[:]); err != nil || b[0] != http2.ClientPreface[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // h2Listener hands out the HTTP/2 connections firstRequestGRPC did not

@@ -20,7 +20,8 @@ type serving struct {
 	ln   net.Listener
 	mux  cmux.CMux
 	grpc *grpc.Server
-	http *http.Server
+	http *http.Server  // HTTP/1.1
+	h2   *http.Server  // HTTP/2 that is not gRPC; http's settings otherwise
 	done chan struct{} // closed when Serve returns
 
 	stopOnce sync.Once
@@ -57,21 +58,35 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 	grpcL := m.MatchWithWriters(firstRequestGRPC)
 	h2L := m.Match(cmux.HTTP2())
 	httpL := m.Match(cmux.Any())
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true) // TLS is the listener's: net/http sees what it carries
+	// Two servers with one handler: net/http's HTTP/1.1 server, were it
+	// to serve unencrypted HTTP/2 too, would wait for 24 bytes of every
+	// connection to look for the preface cmux has already looked for,
+	// and a short request that is neither ("HELLO\r\n\r\n") would get no
+	// answer until the header timeout.
+	h1 := &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         new(http.Protocols),
+		ReadHeaderTimeout: s.opts.HeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	h1.Protocols.SetHTTP1(true)
+	h2 := &http.Server{
+		Handler:           h1.Handler,
+		Protocols:         new(http.Protocols),
+		ReadHeaderTimeout: h1.ReadHeaderTimeout,
+		IdleTimeout:       h1.IdleTimeout,
+		MaxHeaderBytes:    h1.MaxHeaderBytes,
+		ErrorLog:          h1.ErrorLog,
+	}
+	h2.Protocols.SetUnencryptedHTTP2(true) // TLS is the listener's: net/http sees what it carries
 	sv := &serving{
-		ln:   ln,
-		mux:  m,
-		grpc: s.GRPCServer(),
-		http: &http.Server{
-			Handler:           s.Handler(),
-			Protocols:         &protocols,
-			ReadHeaderTimeout: s.opts.HeaderTimeout,
-			IdleTimeout:       s.opts.IdleTimeout,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		},
+		ln:       ln,
+		mux:      m,
+		grpc:     s.GRPCServer(),
+		http:     h1,
+		h2:       h2,
 		done:     make(chan struct{}),
 		stopping: make(chan struct{}),
 		stopped:  make(chan struct{}),
@@ -84,7 +99,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() { defer wg.Done(); errs <- sv.grpc.Serve(muxChild{grpcL}) }()
-	go func() { defer wg.Done(); errs <- sv.http.Serve(h2Listener{muxChild{h2L}}) }()
+	go func() { defer wg.Done(); errs <- sv.h2.Serve(h2Listener{muxChild{h2L}}) }()
 	go func() { defer wg.Done(); errs <- sv.http.Serve(h1Listener{muxChild{httpL}}) }()
 	err := m.Serve()
 	select {
@@ -101,6 +116,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 		ln.Close()
 		sv.grpc.Stop()
 		sv.http.Close()
+		sv.h2.Close()
 	}
 	wg.Wait()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
@@ -165,7 +181,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			sv.grpc.GracefulStop()
 			close(done)
 		}()
-		herr := sv.http.Shutdown(ctx)
+		h2err := make(chan error, 1)
+		go func() { h2err <- sv.h2.Shutdown(ctx) }()
+		herr := errors.Join(sv.http.Shutdown(ctx), <-h2err)
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -175,6 +193,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		if herr != nil {
 			sv.http.Close()
+			sv.h2.Close()
 			sv.stopErr = herr
 		}
 	})
