@@ -142,6 +142,22 @@ func TestGetAfterRetirement(t *testing.T) {
 	if g := get(first); g.State != hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED || g.DeadLetterTopic != "old.dlq" || g.Message.GetDeadLetter().GetLastError() != "bad" {
 		t.Errorf("Get(first) after its dead letter: %v", g)
 	}
+	// Acked after its bucket retired: Get says acked, and Cancel and
+	// Reschedule say already delivered, as before the retirement.
+	w := receive(t, c, "wait", 1, 10*time.Second)[0].m
+	if _, err := c.Ack(ctx, connect.NewRequest(&hourglassv1.AckRequest{Topic: "wait", Receipt: w.Receipt})); err != nil {
+		t.Fatal(err)
+	}
+	if g := get(waiting); g.State != hourglassv1.MessageState_MESSAGE_STATE_ACKED {
+		t.Errorf("Get(waiting) acked after retirement: %v; want acked", g.State)
+	}
+	if res := cancelID(t, c, waiting); res != hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED {
+		t.Errorf("Cancel of a message acked after retirement: %v; want already delivered", res)
+	}
+	rs, err := c.Reschedule(ctx, connect.NewRequest(&hourglassv1.RescheduleRequest{Id: first, When: &hourglassv1.RescheduleRequest_Now{Now: true}}))
+	if err != nil || rs.Msg.Result != hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_DELIVERED {
+		t.Errorf("Reschedule of a dead letter after retirement: %v, %v; want already delivered", rs, err)
+	}
 	// After a restart too.
 	p.stop(syscall.SIGTERM)
 	p = start(t, dir, nil)

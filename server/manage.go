@@ -104,48 +104,76 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 
 // heldAfterRetirement answers Get for a message whose schedule segment is
 // gone (its bucket was retired once every entry was done), cur the ID that
-// carries it: the built-in queue may still hold it, under one of the
-// topics the bucket delivered to (engine.DeliveredTo) or its dead-letter
-// topic. Anything else is not found: a cancelled or acked message of a
-// retired bucket is not told apart from one never scheduled.
+// carries it: the built-in queue may still hold it, or have it as acked
+// in its retained log, under one of the topics the bucket delivered to
+// (engine.DeliveredTo) or its dead-letter topic. Anything else is not
+// found: a cancelled message of a retired bucket, or an acked one the
+// queue's log no longer retains, is not told apart from one never
+// scheduled.
 func (s *Server) heldAfterRetirement(ctx context.Context, eng *engine.Engine, asked, cur message.ID) (*hourglassv1.GetResponse, error) {
 	out := &hourglassv1.GetResponse{State: hourglassv1.MessageState_MESSAGE_STATE_NOT_FOUND}
+	t, dlq, l, err := s.retiredInQueue(ctx, eng, cur, true)
+	if err != nil || t == "" {
+		return out, err
+	}
+	out.Message = protoMessage(cur, &l.Message)
+	if cur != asked {
+		out.RescheduledTo = cur.String()
+	}
+	switch {
+	case dlq:
+		out.State, out.DeadLetterTopic = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED, t
+	case l.Held == queue.Acked:
+		out.State = hourglassv1.MessageState_MESSAGE_STATE_ACKED
+	case l.Held == queue.Leased:
+		out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_LEASED, l.Attempt
+		out.LeaseExpiresAt = timestamppb.New(l.LeaseUntil)
+	default:
+		out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_DUE, l.Attempt
+	}
+	return out, nil
+}
+
+// retiredInQueue looks for cur, a message of a retired bucket, in the
+// built-in queue: under one of the topics the bucket delivered to
+// (engine.DeliveredTo) or its dead-letter topic (dlq). With acked, a
+// message the queue's retained log has as acked counts too. It returns
+// the topic that holds it, "" when none does.
+func (s *Server) retiredInQueue(ctx context.Context, eng *engine.Engine, cur message.ID, acked bool) (topic string, dlq bool, l queue.Lookup, err error) {
 	if s.q == nil || s.opts.ExternalSink != "" {
-		return out, nil
+		return "", false, l, nil
 	}
 	topics, err := eng.DeliveredTo(ctx, cur)
 	if err != nil {
-		return nil, serverError(err)
+		return "", false, l, serverError(err)
+	}
+	held := func(l queue.Lookup) bool {
+		return l.Held == queue.Waiting || l.Held == queue.Leased || acked && l.Held == queue.Acked
 	}
 	for _, topic := range topics {
-		for _, t := range []string{topic, topic + queue.DLQSuffix} {
-			if strings.HasSuffix(topic, queue.DLQSuffix) && t != topic || queue.ValidateTopic(t) != nil {
-				continue
-			}
-			l, err := s.q.Lookup(ctx, t, cur)
+		// The topic's log has a dead-lettered message as acked: its
+		// dead-letter topic is asked before that answer is taken.
+		l, err := s.q.Lookup(ctx, topic, cur)
+		if err != nil {
+			return "", false, l, serverError(err)
+		}
+		if l.Held == queue.Waiting || l.Held == queue.Leased {
+			return topic, false, l, nil
+		}
+		if dlq := topic + queue.DLQSuffix; !strings.HasSuffix(topic, queue.DLQSuffix) && queue.ValidateTopic(dlq) == nil {
+			d, err := s.q.Lookup(ctx, dlq, cur)
 			if err != nil {
-				return nil, serverError(err)
+				return "", false, d, serverError(err)
 			}
-			if l.Held != queue.Waiting && l.Held != queue.Leased {
-				continue
+			if held(d) {
+				return dlq, true, d, nil
 			}
-			out.Message = protoMessage(cur, &l.Message)
-			if cur != asked {
-				out.RescheduledTo = cur.String()
-			}
-			switch {
-			case t != topic:
-				out.State, out.DeadLetterTopic = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED, t
-			case l.Held == queue.Leased:
-				out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_LEASED, l.Attempt
-				out.LeaseExpiresAt = timestamppb.New(l.LeaseUntil)
-			default:
-				out.State, out.QueueAttempt = hourglassv1.MessageState_MESSAGE_STATE_DUE, l.Attempt
-			}
-			return out, nil
+		}
+		if held(l) {
+			return topic, false, l, nil
 		}
 	}
-	return out, nil
+	return "", false, l, nil
 }
 
 // clusterGet serves Get on a cluster node: the owner of the message's

@@ -109,8 +109,29 @@ func (s api) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest) (
 		out.Result = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_DELIVERED
 	case engine.RescheduleCancelled:
 		out.Result = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_CANCELLED
+	case engine.RescheduleUnknown:
+		if s.retiredDelivered(ctx, id) {
+			out.Result = hourglassv1.RescheduleResult_RESCHEDULE_RESULT_ALREADY_DELIVERED
+		}
 	}
 	return out, nil
+}
+
+// retiredDelivered reports whether id, which the engine no longer knows
+// (its bucket retired once every entry was done), was delivered to the
+// built-in queue, which holds or remembers it: Cancel and Reschedule then
+// answer already delivered, as they did before the bucket retired.
+func (s api) retiredDelivered(ctx context.Context, id message.ID) bool {
+	ec, ok := s.eng.(engineCore)
+	if !ok {
+		return false
+	}
+	f, err := ec.Current(ctx, id)
+	if err != nil || f.State != engine.StateNotFound {
+		return false
+	}
+	t, _, _, err := s.retiredInQueue(ctx, ec.Engine, f.ID, true)
+	return err == nil && t != ""
 }
 
 // Extend serves the Extend RPC.

@@ -157,6 +157,9 @@ func (s api) Cancel(ctx context.Context, m *hourglassv1.CancelRequest) (*hourgla
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_CANCELLED
 	default:
 		out.Result = hourglassv1.CancelResult_CANCEL_RESULT_UNKNOWN
+		if s.opts.Cluster == nil && s.retiredDelivered(ctx, id) {
+			out.Result = hourglassv1.CancelResult_CANCEL_RESULT_ALREADY_DELIVERED
+		}
 	}
 	return out, nil
 }
