@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hourglassmq/hourglass/calendar"
 )
 
 func mustParse(t *testing.T, spec, tz string) *Spec {
@@ -161,7 +163,7 @@ func reference(s *Spec, after time.Time, secs bool, within time.Duration) time.T
 	}
 	u := after.Truncate(step).Add(step)
 	for end := after.Add(within); !u.After(end); u = u.Add(step) {
-		c := civil(u, loc)
+		c := calendar.Wall(u, loc).Truncate(time.Second)
 		zs, _ := u.In(loc).ZoneBounds()
 		_, off := u.In(loc).Zone()
 		_, prevOff := zs.Add(-time.Nanosecond).In(loc).Zone()
