@@ -186,7 +186,7 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 }
 
 // Control appends a control record (a durable setting: a topic's policy,
-// a recurring schedule) and returns once it is durable and routed: the
+// a recurring schedule, a calendar) and returns once it is durable and routed: the
 // catalog holds it and Options.OnControl has been told.
 func (e *Engine) Control(ctx context.Context, c message.Control) error {
 	e.mu.RLock()
@@ -205,8 +205,8 @@ func (e *Engine) Control(ctx context.Context, c message.Control) error {
 }
 
 // Settings returns the entries of a settings table of the catalog
-// (catalog.Policies, catalog.Schedules) by name, as control records set
-// them.
+// (catalog.Policies, catalog.Schedules, catalog.Calendars) by name, as
+// control records set them.
 func (e *Engine) Settings(t catalog.Table) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	var after []byte
