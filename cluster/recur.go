@@ -195,6 +195,10 @@ func (s recurStore) Load(name string) ([]byte, bool, error) {
 	return s.eng.Setting(catalog.Schedules, name)
 }
 
+// Calendar finds none: calendars are not served in cluster mode (the
+// server refuses schedules that name one).
+func (s recurStore) Calendar(string) ([]byte, bool, error) { return nil, false, nil }
+
 func (s recurStore) Scan(after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
 	return s.eng.ScanSettings(catalog.Schedules, after, n, fn)
 }

@@ -210,7 +210,7 @@ func TestStartAndEnd(t *testing.T) {
 	var got []time.Time
 	at := day(1)
 	for {
-		n, ok := d.next(sp, at)
+		n, ok := d.next(sp, nil, at)
 		if !ok {
 			break
 		}
@@ -222,7 +222,7 @@ func TestStartAndEnd(t *testing.T) {
 	}
 	// An occurrence exactly at start counts.
 	d.StartMs = day(10).UnixMilli()
-	if n, ok := d.next(sp, day(1)); !ok || !n.Equal(day(10)) {
+	if n, ok := d.next(sp, nil, day(1)); !ok || !n.Equal(day(10)) {
 		t.Fatalf("with start at an occurrence: %v, %v", n, ok)
 	}
 }

@@ -193,6 +193,10 @@ type Server struct {
 
 	disk diskSample // Stats' measure of the data directory
 
+	// calendarMu serializes the changes of calendars (a check of what is
+	// stored, then a control record) with those of the recurring schedules
+	// that name one (calendarsLocked).
+	calendarMu sync.Mutex
 }
 
 // New returns a Server over opts.Engine and opts.Queue.

@@ -322,6 +322,186 @@ func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
+// OverlapPolicy says what an occurrence of a recurring schedule does when
+// its time comes while the previous occurrence delivered is not yet acked
+// (still due, leased, or waiting for a retry).
+type OverlapPolicy int32
+
+const (
+	// The default: ALLOW.
+	OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED OverlapPolicy = 0
+	// Deliver it all the same.
+	OverlapPolicy_OVERLAP_POLICY_ALLOW OverlapPolicy = 1
+	// Do not deliver it.
+	OverlapPolicy_OVERLAP_POLICY_SKIP OverlapPolicy = 2
+	// Hold it, and deliver it once the previous one is acked; of the
+	// occurrences that come while one is held, none is delivered.
+	OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE OverlapPolicy = 3
+)
+
+// Enum value maps for OverlapPolicy.
+var (
+	OverlapPolicy_name = map[int32]string{
+		0: "OVERLAP_POLICY_UNSPECIFIED",
+		1: "OVERLAP_POLICY_ALLOW",
+		2: "OVERLAP_POLICY_SKIP",
+		3: "OVERLAP_POLICY_BUFFER_ONE",
+	}
+	OverlapPolicy_value = map[string]int32{
+		"OVERLAP_POLICY_UNSPECIFIED": 0,
+		"OVERLAP_POLICY_ALLOW":       1,
+		"OVERLAP_POLICY_SKIP":        2,
+		"OVERLAP_POLICY_BUFFER_ONE":  3,
+	}
+)
+
+func (x OverlapPolicy) Enum() *OverlapPolicy {
+	p := new(OverlapPolicy)
+	*p = x
+	return p
+}
+
+func (x OverlapPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
+}
+
+func (OverlapPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
+}
+
+func (x OverlapPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OverlapPolicy.Descriptor instead.
+func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+}
+
+// CalendarPolicy says what becomes of an occurrence outside the working
+// time of a recurring schedule's calendar.
+type CalendarPolicy int32
+
+const (
+	// The default: SKIP.
+	CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED CalendarPolicy = 0
+	// Not delivered: the next occurrence inside working time is.
+	CalendarPolicy_CALENDAR_POLICY_SKIP CalendarPolicy = 1
+	// Delivered at the next working instant instead; the occurrences
+	// between it and that instant are merged into it.
+	CalendarPolicy_CALENDAR_POLICY_SHIFT CalendarPolicy = 2
+)
+
+// Enum value maps for CalendarPolicy.
+var (
+	CalendarPolicy_name = map[int32]string{
+		0: "CALENDAR_POLICY_UNSPECIFIED",
+		1: "CALENDAR_POLICY_SKIP",
+		2: "CALENDAR_POLICY_SHIFT",
+	}
+	CalendarPolicy_value = map[string]int32{
+		"CALENDAR_POLICY_UNSPECIFIED": 0,
+		"CALENDAR_POLICY_SKIP":        1,
+		"CALENDAR_POLICY_SHIFT":       2,
+	}
+)
+
+func (x CalendarPolicy) Enum() *CalendarPolicy {
+	p := new(CalendarPolicy)
+	*p = x
+	return p
+}
+
+func (x CalendarPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
+}
+
+func (CalendarPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
+}
+
+func (x CalendarPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CalendarPolicy.Descriptor instead.
+func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+}
+
+// Weekday is a day of the week.
+type Weekday int32
+
+const (
+	Weekday_WEEKDAY_UNSPECIFIED Weekday = 0
+	Weekday_WEEKDAY_MONDAY      Weekday = 1
+	Weekday_WEEKDAY_TUESDAY     Weekday = 2
+	Weekday_WEEKDAY_WEDNESDAY   Weekday = 3
+	Weekday_WEEKDAY_THURSDAY    Weekday = 4
+	Weekday_WEEKDAY_FRIDAY      Weekday = 5
+	Weekday_WEEKDAY_SATURDAY    Weekday = 6
+	Weekday_WEEKDAY_SUNDAY      Weekday = 7
+)
+
+// Enum value maps for Weekday.
+var (
+	Weekday_name = map[int32]string{
+		0: "WEEKDAY_UNSPECIFIED",
+		1: "WEEKDAY_MONDAY",
+		2: "WEEKDAY_TUESDAY",
+		3: "WEEKDAY_WEDNESDAY",
+		4: "WEEKDAY_THURSDAY",
+		5: "WEEKDAY_FRIDAY",
+		6: "WEEKDAY_SATURDAY",
+		7: "WEEKDAY_SUNDAY",
+	}
+	Weekday_value = map[string]int32{
+		"WEEKDAY_UNSPECIFIED": 0,
+		"WEEKDAY_MONDAY":      1,
+		"WEEKDAY_TUESDAY":     2,
+		"WEEKDAY_WEDNESDAY":   3,
+		"WEEKDAY_THURSDAY":    4,
+		"WEEKDAY_FRIDAY":      5,
+		"WEEKDAY_SATURDAY":    6,
+		"WEEKDAY_SUNDAY":      7,
+	}
+)
+
+func (x Weekday) Enum() *Weekday {
+	p := new(Weekday)
+	*p = x
+	return p
+}
+
+func (x Weekday) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Weekday) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
+}
+
+func (Weekday) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
+}
+
+func (x Weekday) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Weekday.Descriptor instead.
+func (Weekday) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+}
+
 // Header is one message header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -396,6 +576,7 @@ type ScheduleRequest struct {
 	//	*ScheduleRequest_DelayMs
 	//	*ScheduleRequest_DeliverAt
 	//	*ScheduleRequest_DelayLevel
+	//	*ScheduleRequest_Working
 	When isScheduleRequest_When `protobuf_oneof:"when"`
 	// Optional, at most 200 bytes. Within the server's --idempotency-window
 	// (default 10m), a Schedule of the same topic and key is not scheduled
@@ -493,6 +674,15 @@ func (x *ScheduleRequest) GetDelayLevel() int32 {
 	return 0
 }
 
+func (x *ScheduleRequest) GetWorking() *WorkingTime {
+	if x != nil {
+		if x, ok := x.When.(*ScheduleRequest_Working); ok {
+			return x.Working
+		}
+	}
+	return nil
+}
+
 func (x *ScheduleRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
@@ -522,11 +712,145 @@ type ScheduleRequest_DelayLevel struct {
 	DelayLevel int32 `protobuf:"varint,6,opt,name=delay_level,json=delayLevel,proto3,oneof"`
 }
 
+type ScheduleRequest_Working struct {
+	// In working time: N working days or a duration of working time after
+	// now (or after a given time), in a calendar. The server computes the
+	// time when it stores the message and answers it as deliver_at; a
+	// later change of the calendar does not move it.
+	Working *WorkingTime `protobuf:"bytes,20,opt,name=working,proto3,oneof"`
+}
+
 func (*ScheduleRequest_DelayMs) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
+
+func (*ScheduleRequest_Working) isScheduleRequest_When() {}
+
+// WorkingTime is a delivery time computed in a calendar's working time
+// (CreateCalendar), on its zone's wall clock.
+type WorkingTime struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The calendar's name.
+	Calendar string `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// How much working time: exactly one of them.
+	//
+	// Types that are valid to be assigned to Amount:
+	//
+	//	*WorkingTime_Days
+	//	*WorkingTime_DurationMs
+	Amount isWorkingTime_Amount `protobuf_oneof:"amount"`
+	// With days: the time of day, "HH:MM" (00:00 to 23:59) on the
+	// calendar's wall clock; empty means the start's time of day. A time
+	// the clocks skip that day is the first instant after the gap; one
+	// they repeat, its first instant.
+	AtTime string `protobuf:"bytes,4,opt,name=at_time,json=atTime,proto3" json:"at_time,omitempty"`
+	// The start; unset means the server's clock when the request arrives.
+	After         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingTime) Reset() {
+	*x = WorkingTime{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingTime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingTime) ProtoMessage() {}
+
+func (x *WorkingTime) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingTime.ProtoReflect.Descriptor instead.
+func (*WorkingTime) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkingTime) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAmount() isWorkingTime_Amount {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *WorkingTime) GetDays() int32 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_Days); ok {
+			return x.Days
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetDurationMs() int64 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_DurationMs); ok {
+			return x.DurationMs
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetAtTime() string {
+	if x != nil {
+		return x.AtTime
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+type isWorkingTime_Amount interface {
+	isWorkingTime_Amount()
+}
+
+type WorkingTime_Days struct {
+	// The n-th working day after the start's date (1 to 3650): a working
+	// day is one that is not a non-working date and has working hours.
+	// Delivered at at_time that day, or at the first working instant
+	// after it when at_time is outside the day's hours.
+	Days int32 `protobuf:"varint,2,opt,name=days,proto3,oneof"`
+}
+
+type WorkingTime_DurationMs struct {
+	// Working time after the start, in milliseconds (0 or more): the
+	// instant the last of it ends, within working time or at the end of a
+	// stretch of it (8 working hours from Monday 09:00, with hours 09:00
+	// to 17:00, is Monday 17:00). 0 means the next working instant.
+	DurationMs int64 `protobuf:"varint,3,opt,name=duration_ms,json=durationMs,proto3,oneof"`
+}
+
+func (*WorkingTime_Days) isWorkingTime_Amount() {}
+
+func (*WorkingTime_DurationMs) isWorkingTime_Amount() {}
 
 type ScheduleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -540,7 +864,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +876,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +889,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ScheduleResponse) GetId() string {
@@ -592,7 +916,7 @@ type ScheduleBatchRequest struct {
 
 func (x *ScheduleBatchRequest) Reset() {
 	*x = ScheduleBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +928,7 @@ func (x *ScheduleBatchRequest) String() string {
 func (*ScheduleBatchRequest) ProtoMessage() {}
 
 func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +941,7 @@ func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ScheduleBatchRequest) GetMessages() []*ScheduleRequest {
@@ -637,7 +961,7 @@ type ScheduleBatchResponse struct {
 
 func (x *ScheduleBatchResponse) Reset() {
 	*x = ScheduleBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +973,7 @@ func (x *ScheduleBatchResponse) String() string {
 func (*ScheduleBatchResponse) ProtoMessage() {}
 
 func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +986,7 @@ func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScheduleBatchResponse) GetResults() []*ScheduleResponse {
@@ -689,7 +1013,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +1025,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +1038,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelRequest) GetId() string {
@@ -747,7 +1071,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +1083,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +1096,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelResponse) GetResult() CancelResult {
@@ -800,7 +1124,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +1136,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +1149,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReceiveRequest) GetTopic() string {
@@ -887,7 +1211,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1223,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1236,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Message) GetId() string {
@@ -1013,7 +1337,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1349,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1362,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeadLetter) GetOriginTopic() string {
@@ -1086,7 +1410,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1422,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1435,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReceiveResponse) GetMessages() []*Message {
@@ -1135,7 +1459,7 @@ type ReceiveStreamRequest struct {
 
 func (x *ReceiveStreamRequest) Reset() {
 	*x = ReceiveStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1471,7 @@ func (x *ReceiveStreamRequest) String() string {
 func (*ReceiveStreamRequest) ProtoMessage() {}
 
 func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1484,7 @@ func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveStreamRequest) GetTopic() string {
@@ -1194,7 +1518,7 @@ type ReceiveStreamResponse struct {
 
 func (x *ReceiveStreamResponse) Reset() {
 	*x = ReceiveStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1530,7 @@ func (x *ReceiveStreamResponse) String() string {
 func (*ReceiveStreamResponse) ProtoMessage() {}
 
 func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1543,7 @@ func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiveStreamResponse) GetMessages() []*Message {
@@ -1243,7 +1567,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1579,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1592,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckRequest) GetTopic() string {
@@ -1300,7 +1624,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1636,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1649,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
 }
 
 type AckBatchRequest struct {
@@ -1339,7 +1663,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1351,7 +1675,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1364,7 +1688,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckBatchRequest) GetTopic() string {
@@ -1391,7 +1715,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1727,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1740,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1440,7 +1764,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1776,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1789,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckResult) GetAcked() bool {
@@ -1511,7 +1835,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1847,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1860,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NackRequest) GetTopic() string {
@@ -1596,7 +1920,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1932,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1945,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
 }
 
 // ExtendRequest names the message by exactly one of id and receipt.
@@ -1638,7 +1962,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +1974,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +1987,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExtendRequest) GetTopic() string {
@@ -1704,7 +2028,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2040,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +2053,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExtendResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1747,7 +2071,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +2083,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +2096,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
 }
 
 // EngineStats are the engine's counters since the server started.
@@ -1798,7 +2122,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2134,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2147,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EngineStats) GetScheduled() int64 {
@@ -1939,7 +2263,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2275,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2288,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -2053,7 +2377,7 @@ type PendingBucket struct {
 
 func (x *PendingBucket) Reset() {
 	*x = PendingBucket{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2389,7 @@ func (x *PendingBucket) String() string {
 func (*PendingBucket) ProtoMessage() {}
 
 func (x *PendingBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2402,7 @@ func (x *PendingBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingBucket.ProtoReflect.Descriptor instead.
 func (*PendingBucket) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PendingBucket) GetStart() *timestamppb.Timestamp {
@@ -2125,7 +2449,7 @@ type Lateness struct {
 
 func (x *Lateness) Reset() {
 	*x = Lateness{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2461,7 @@ func (x *Lateness) String() string {
 func (*Lateness) ProtoMessage() {}
 
 func (x *Lateness) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2474,7 @@ func (x *Lateness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lateness.ProtoReflect.Descriptor instead.
 func (*Lateness) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lateness) GetCount() int64 {
@@ -2203,7 +2527,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2539,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2552,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsResponse) GetServerTime() *timestamppb.Timestamp {
@@ -2294,7 +2618,7 @@ type ServerHealth struct {
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2630,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2643,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServerHealth) GetReady() bool {
@@ -2386,7 +2710,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2722,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2735,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
 }
 
 type TimeResponse struct {
@@ -2424,7 +2748,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2760,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2773,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -2472,7 +2796,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2484,7 +2808,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2497,7 +2821,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Status) GetCode() int32 {
@@ -2527,7 +2851,7 @@ type ScheduleStreamRequest struct {
 
 func (x *ScheduleStreamRequest) Reset() {
 	*x = ScheduleStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2863,7 @@ func (x *ScheduleStreamRequest) String() string {
 func (*ScheduleStreamRequest) ProtoMessage() {}
 
 func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2876,7 @@ func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleStreamRequest) GetKind() isScheduleStreamRequest_Kind {
@@ -2612,7 +2936,7 @@ type ScheduleStreamResponse struct {
 
 func (x *ScheduleStreamResponse) Reset() {
 	*x = ScheduleStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2948,7 @@ func (x *ScheduleStreamResponse) String() string {
 func (*ScheduleStreamResponse) ProtoMessage() {}
 
 func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2961,7 @@ func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScheduleStreamResponse) GetKind() isScheduleStreamResponse_Kind {
@@ -2713,7 +3037,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +3049,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +3062,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -2818,7 +3142,7 @@ type ConsumeOpen struct {
 
 func (x *ConsumeOpen) Reset() {
 	*x = ConsumeOpen{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3154,7 @@ func (x *ConsumeOpen) String() string {
 func (*ConsumeOpen) ProtoMessage() {}
 
 func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3167,7 @@ func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeOpen.ProtoReflect.Descriptor instead.
 func (*ConsumeOpen) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsumeOpen) GetTopic() string {
@@ -2884,7 +3208,7 @@ type ConsumeCredit struct {
 
 func (x *ConsumeCredit) Reset() {
 	*x = ConsumeCredit{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +3220,7 @@ func (x *ConsumeCredit) String() string {
 func (*ConsumeCredit) ProtoMessage() {}
 
 func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3233,7 @@ func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeCredit.ProtoReflect.Descriptor instead.
 func (*ConsumeCredit) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumeCredit) GetCredits() int32 {
@@ -2933,7 +3257,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3269,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3282,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -3000,7 +3324,7 @@ type ConsumeNack struct {
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3336,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3349,7 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsumeNack) GetReceipt() string {
@@ -3076,7 +3400,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3088,7 +3412,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3101,7 +3425,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -3160,7 +3484,7 @@ type ConsumeSettled struct {
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3496,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3509,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -3225,7 +3549,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3561,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3574,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetRequest) GetId() string {
@@ -3294,7 +3618,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3630,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3643,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -3388,7 +3712,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3724,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3737,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -3472,7 +3796,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3808,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3821,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -3533,7 +3857,7 @@ type RescheduleRequest struct {
 
 func (x *RescheduleRequest) Reset() {
 	*x = RescheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3869,7 @@ func (x *RescheduleRequest) String() string {
 func (*RescheduleRequest) ProtoMessage() {}
 
 func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3882,7 @@ func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RescheduleRequest) GetId() string {
@@ -3653,7 +3977,7 @@ type RescheduleResponse struct {
 
 func (x *RescheduleResponse) Reset() {
 	*x = RescheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3665,7 +3989,7 @@ func (x *RescheduleResponse) String() string {
 func (*RescheduleResponse) ProtoMessage() {}
 
 func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3678,7 +4002,7 @@ func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RescheduleResponse) GetResult() RescheduleResult {
@@ -3724,7 +4048,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +4060,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +4073,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -3808,7 +4132,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +4144,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +4157,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -3868,7 +4192,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +4204,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4217,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -3920,7 +4244,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4256,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4269,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -3964,7 +4288,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4300,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4313,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4010,7 +4334,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4346,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4359,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4060,7 +4384,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4396,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4409,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4108,7 +4432,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4444,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4457,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4188,7 +4512,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4524,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4537,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4241,7 +4565,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4577,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4590,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4318,7 +4642,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4654,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4667,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4390,7 +4714,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4726,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4739,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4437,7 +4761,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4773,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4786,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4494,7 +4818,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4830,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4843,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4553,7 +4877,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4889,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4902,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4619,14 +4943,25 @@ type RecurringSchedule struct {
 	TimeZone      string        `protobuf:"bytes,8,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	MisfirePolicy MisfirePolicy `protobuf:"varint,9,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=hourglass.v1.MisfirePolicy" json:"misfire_policy,omitempty"`
 	// Set by PauseSchedule, cleared by ResumeSchedule.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Each occurrence is delivered at an offset of 0 to jitter_ms after its
+	// time (never before it), the same offset every time for the same
+	// occurrence: derived from the schedule's name and the occurrence's
+	// time. 0 (the default) to 604800000 (7 days).
+	JitterMs int64 `protobuf:"varint,11,opt,name=jitter_ms,json=jitterMs,proto3" json:"jitter_ms,omitempty"`
+	// What an occurrence does while the previous one is not yet acked.
+	OverlapPolicy OverlapPolicy `protobuf:"varint,12,opt,name=overlap_policy,json=overlapPolicy,proto3,enum=hourglass.v1.OverlapPolicy" json:"overlap_policy,omitempty"`
+	// A calendar (CreateCalendar) whose working time the occurrences keep
+	// to, as calendar_policy says; empty means none.
+	Calendar       string         `protobuf:"bytes,13,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	CalendarPolicy CalendarPolicy `protobuf:"varint,14,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=hourglass.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4973,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4986,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -4724,6 +5059,34 @@ func (x *RecurringSchedule) GetPaused() bool {
 	return false
 }
 
+func (x *RecurringSchedule) GetJitterMs() int64 {
+	if x != nil {
+		return x.JitterMs
+	}
+	return 0
+}
+
+func (x *RecurringSchedule) GetOverlapPolicy() OverlapPolicy {
+	if x != nil {
+		return x.OverlapPolicy
+	}
+	return OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED
+}
+
+func (x *RecurringSchedule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetCalendarPolicy() CalendarPolicy {
+	if x != nil {
+		return x.CalendarPolicy
+	}
+	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
+}
+
 type CreateScheduleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Schedule      *RecurringSchedule     `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
@@ -4733,7 +5096,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +5108,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +5121,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4778,7 +5141,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +5153,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5166,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4824,7 +5187,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +5199,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +5212,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4868,7 +5231,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +5243,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +5256,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4912,7 +5275,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +5287,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5300,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4955,7 +5318,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +5330,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5343,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 type ResumeScheduleRequest struct {
@@ -4992,7 +5355,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5367,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5380,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5036,7 +5399,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5411,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5424,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5080,7 +5443,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5455,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5468,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5123,7 +5486,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5498,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5511,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 type GetScheduleRequest struct {
@@ -5162,7 +5525,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5537,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5550,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5212,14 +5575,20 @@ type GetScheduleResponse struct {
 	// The armed occurrence's message id, if one is pending.
 	ArmedId string `protobuf:"bytes,3,opt,name=armed_id,json=armedId,proto3" json:"armed_id,omitempty"`
 	// Occurrences delivered since the schedule was created.
-	Fired         int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	Fired int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	// Occurrences not delivered because the previous one was not acked
+	// (overlap_policy SKIP or BUFFER_ONE) since the schedule was created.
+	Skipped int64 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The time of the occurrence held until the previous one is acked
+	// (BUFFER_ONE), if one is.
+	Buffered      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=buffered,proto3" json:"buffered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5600,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5613,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5275,6 +5644,20 @@ func (x *GetScheduleResponse) GetFired() int64 {
 	return 0
 }
 
+func (x *GetScheduleResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *GetScheduleResponse) GetBuffered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
 type ListSchedulesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The next_page_token of the previous page; empty for the first.
@@ -5289,7 +5672,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5684,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5697,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5348,7 +5731,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5743,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5756,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5390,6 +5773,700 @@ func (x *ListSchedulesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type BackfillScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The range: the occurrences at or after from and before to (both
+	// required; to not after the server's clock). At most 10000 occurrences.
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleRequest) Reset() {
+	*x = BackfillScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleRequest) ProtoMessage() {}
+
+func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *BackfillScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackfillScheduleRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *BackfillScheduleRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type BackfillScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Occurrences stored, each a message due at once.
+	Stored int32 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
+	// Occurrences of the range whose message exists already (a live
+	// occurrence, or an earlier backfill's), not stored again.
+	Existing      int32 `protobuf:"varint,2,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleResponse) Reset() {
+	*x = BackfillScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleResponse) ProtoMessage() {}
+
+func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *BackfillScheduleResponse) GetStored() int32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *BackfillScheduleResponse) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
+// WorkingHours is working time on one weekday: from start up to (not
+// including) end.
+type WorkingHours struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Day   Weekday                `protobuf:"varint,1,opt,name=day,proto3,enum=hourglass.v1.Weekday" json:"day,omitempty"`
+	// "HH:MM", 00:00 to 23:59.
+	Start string `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// "HH:MM", after start; "24:00" is the end of the day.
+	End           string `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingHours) Reset() {
+	*x = WorkingHours{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingHours) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingHours) ProtoMessage() {}
+
+func (x *WorkingHours) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
+func (*WorkingHours) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *WorkingHours) GetDay() Weekday {
+	if x != nil {
+		return x.Day
+	}
+	return Weekday_WEEKDAY_UNSPECIFIED
+}
+
+func (x *WorkingHours) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *WorkingHours) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+// Calendar is working time: the working hours of each weekday, except on
+// the non-working dates, read on the wall clock of a time zone. An
+// instant is working time when its wall-clock date is not a closed date
+// and its time of day lies in one of that weekday's spans.
+type Calendar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 160 bytes of ASCII letters, digits, '.', '_' and '-'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// An IANA time zone ("Europe/Berlin"); empty means UTC.
+	TimeZone string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// At least one; at most 16 a weekday, none overlapping another of its
+	// day (spans that touch, 12:00-13:00 and 13:00-17:00, are one).
+	Hours []*WorkingHours `protobuf:"bytes,3,rep,name=hours,proto3" json:"hours,omitempty"`
+	// Non-working dates, "YYYY-MM-DD" in the calendar's zone; at most
+	// 10000. Answered sorted, without repeats.
+	ClosedDates   []string `protobuf:"bytes,4,rep,name=closed_dates,json=closedDates,proto3" json:"closed_dates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Calendar) Reset() {
+	*x = Calendar{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Calendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Calendar) ProtoMessage() {}
+
+func (x *Calendar) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
+func (*Calendar) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *Calendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Calendar) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Calendar) GetHours() []*WorkingHours {
+	if x != nil {
+		return x.Hours
+	}
+	return nil
+}
+
+func (x *Calendar) GetClosedDates() []string {
+	if x != nil {
+		return x.ClosedDates
+	}
+	return nil
+}
+
+type CreateCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarRequest) Reset() {
+	*x = CreateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarRequest) ProtoMessage() {}
+
+func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *CreateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type CreateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarResponse) Reset() {
+	*x = CreateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarResponse) ProtoMessage() {}
+
+func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+}
+
+type UpdateCalendarRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replaces the definition of the calendar with the same name.
+	Calendar      *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarRequest) Reset() {
+	*x = UpdateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarRequest) ProtoMessage() {}
+
+func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type UpdateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarResponse) Reset() {
+	*x = UpdateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarResponse) ProtoMessage() {}
+
+func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+}
+
+type DeleteCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarRequest) Reset() {
+	*x = DeleteCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarRequest) ProtoMessage() {}
+
+func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *DeleteCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarResponse) Reset() {
+	*x = DeleteCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarResponse) ProtoMessage() {}
+
+func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+}
+
+type GetCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarRequest) Reset() {
+	*x = GetCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarRequest) ProtoMessage() {}
+
+func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
+func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *GetCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarResponse) Reset() {
+	*x = GetCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarResponse) ProtoMessage() {}
+
+func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
+func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *GetCalendarResponse) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type ListCalendarsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// 1 to 1000; 0 means 100.
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsRequest) Reset() {
+	*x = ListCalendarsRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsRequest) ProtoMessage() {}
+
+func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
+func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *ListCalendarsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListCalendarsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListCalendarsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendars     []*Calendar            `protobuf:"bytes,1,rep,name=calendars,proto3" json:"calendars,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsResponse) Reset() {
+	*x = ListCalendarsResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsResponse) ProtoMessage() {}
+
+func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
+func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
+	if x != nil {
+		return x.Calendars
+	}
+	return nil
+}
+
+func (x *ListCalendarsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_hourglass_v1_hourglass_proto protoreflect.FileDescriptor
 
 const file_hourglass_v1_hourglass_proto_rawDesc = "" +
@@ -5397,7 +6474,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x99\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xd0\x02\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -5406,9 +6483,18 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
-	"delayLevel\x12'\n" +
+	"delayLevel\x125\n" +
+	"\aworking\x18\x14 \x01(\v2\x19.hourglass.v1.WorkingTimeH\x00R\aworking\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\x06\n" +
-	"\x04when\"]\n" +
+	"\x04when\"\xb7\x01\n" +
+	"\vWorkingTime\x12\x1a\n" +
+	"\bcalendar\x18\x01 \x01(\tR\bcalendar\x12\x14\n" +
+	"\x04days\x18\x02 \x01(\x05H\x00R\x04days\x12!\n" +
+	"\vduration_ms\x18\x03 \x01(\x03H\x00R\n" +
+	"durationMs\x12\x17\n" +
+	"\aat_time\x18\x04 \x01(\tR\x06atTime\x120\n" +
+	"\x05after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05afterB\b\n" +
+	"\x06amount\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
 	"\n" +
@@ -5694,7 +6780,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"u\n" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xee\x02\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xb2\x04\n" +
 	"\x11RecurringSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -5706,7 +6792,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\ttime_zone\x18\b \x01(\tR\btimeZone\x12B\n" +
 	"\x0emisfire_policy\x18\t \x01(\x0e2\x1b.hourglass.v1.MisfirePolicyR\rmisfirePolicy\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"T\n" +
+	" \x01(\bR\x06paused\x12\x1b\n" +
+	"\tjitter_ms\x18\v \x01(\x03R\bjitterMs\x12B\n" +
+	"\x0eoverlap_policy\x18\f \x01(\x0e2\x1b.hourglass.v1.OverlapPolicyR\roverlapPolicy\x12\x1a\n" +
+	"\bcalendar\x18\r \x01(\tR\bcalendar\x12E\n" +
+	"\x0fcalendar_policy\x18\x0e \x01(\x0e2\x1c.hourglass.v1.CalendarPolicyR\x0ecalendarPolicy\"T\n" +
 	"\x15CreateScheduleRequest\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\"H\n" +
 	"\x16CreateScheduleResponse\x12.\n" +
@@ -5728,12 +6818,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x12GetScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"next_count\x18\x02 \x01(\x05R\tnextCount\"\xb3\x01\n" +
+	"next_count\x18\x02 \x01(\x05R\tnextCount\"\x85\x02\n" +
 	"\x13GetScheduleResponse\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\x12.\n" +
 	"\x04next\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\x04next\x12\x19\n" +
 	"\barmed_id\x18\x03 \x01(\tR\aarmedId\x12\x14\n" +
-	"\x05fired\x18\x04 \x01(\x03R\x05fired\"h\n" +
+	"\x05fired\x18\x04 \x01(\x03R\x05fired\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x03R\askipped\x126\n" +
+	"\bbuffered\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bbuffered\"h\n" +
 	"\x14ListSchedulesRequest\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
@@ -5741,6 +6833,42 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
 	"\x15ListSchedulesResponse\x12?\n" +
 	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x17BackfillScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"N\n" +
+	"\x18BackfillScheduleResponse\x12\x16\n" +
+	"\x06stored\x18\x01 \x01(\x05R\x06stored\x12\x1a\n" +
+	"\bexisting\x18\x02 \x01(\x05R\bexisting\"_\n" +
+	"\fWorkingHours\x12'\n" +
+	"\x03day\x18\x01 \x01(\x0e2\x15.hourglass.v1.WeekdayR\x03day\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\x90\x01\n" +
+	"\bCalendar\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x120\n" +
+	"\x05hours\x18\x03 \x03(\v2\x1a.hourglass.v1.WorkingHoursR\x05hours\x12!\n" +
+	"\fclosed_dates\x18\x04 \x03(\tR\vclosedDates\"K\n" +
+	"\x15CreateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16CreateCalendarResponse\"K\n" +
+	"\x15UpdateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16UpdateCalendarResponse\"+\n" +
+	"\x15DeleteCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteCalendarResponse\"(\n" +
+	"\x12GetCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
+	"\x13GetCalendarResponse\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"R\n" +
+	"\x14ListCalendarsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"u\n" +
+	"\x15ListCalendarsResponse\x124\n" +
+	"\tcalendars\x18\x01 \x03(\v2\x16.hourglass.v1.CalendarR\tcalendars\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -5771,7 +6899,25 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xe0\x11\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x03*\x81\x01\n" +
+	"\rOverlapPolicy\x12\x1e\n" +
+	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OVERLAP_POLICY_ALLOW\x10\x01\x12\x17\n" +
+	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03*f\n" +
+	"\x0eCalendarPolicy\x12\x1f\n" +
+	"\x1bCALENDAR_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CALENDAR_POLICY_SKIP\x10\x01\x12\x19\n" +
+	"\x15CALENDAR_POLICY_SHIFT\x10\x02*\xb6\x01\n" +
+	"\aWeekday\x12\x17\n" +
+	"\x13WEEKDAY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eWEEKDAY_MONDAY\x10\x01\x12\x13\n" +
+	"\x0fWEEKDAY_TUESDAY\x10\x02\x12\x15\n" +
+	"\x11WEEKDAY_WEDNESDAY\x10\x03\x12\x14\n" +
+	"\x10WEEKDAY_THURSDAY\x10\x04\x12\x12\n" +
+	"\x0eWEEKDAY_FRIDAY\x10\x05\x12\x14\n" +
+	"\x10WEEKDAY_SATURDAY\x10\x06\x12\x12\n" +
+	"\x0eWEEKDAY_SUNDAY\x10\a2\x88\x16\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -5802,7 +6948,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
 	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
 	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
-	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12a\n" +
+	"\x10BackfillSchedule\x12%.hourglass.v1.BackfillScheduleRequest\x1a&.hourglass.v1.BackfillScheduleResponse\x12[\n" +
+	"\x0eCreateCalendar\x12#.hourglass.v1.CreateCalendarRequest\x1a$.hourglass.v1.CreateCalendarResponse\x12[\n" +
+	"\x0eUpdateCalendar\x12#.hourglass.v1.UpdateCalendarRequest\x1a$.hourglass.v1.UpdateCalendarResponse\x12[\n" +
+	"\x0eDeleteCalendar\x12#.hourglass.v1.DeleteCalendarRequest\x1a$.hourglass.v1.DeleteCalendarResponse\x12R\n" +
+	"\vGetCalendar\x12 .hourglass.v1.GetCalendarRequest\x1a!.hourglass.v1.GetCalendarResponse\x12X\n" +
+	"\rListCalendars\x12\".hourglass.v1.ListCalendarsRequest\x1a#.hourglass.v1.ListCalendarsResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -5816,225 +6968,268 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
-	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
-	(MessageState)(0),              // 1: hourglass.v1.MessageState
-	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
-	(MisfirePolicy)(0),             // 3: hourglass.v1.MisfirePolicy
-	(*Header)(nil),                 // 4: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 5: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 6: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 7: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 8: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 9: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 10: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 11: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 12: hourglass.v1.Message
-	(*DeadLetter)(nil),             // 13: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),        // 14: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 15: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 16: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 17: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 18: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 19: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 20: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 21: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 22: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 23: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),          // 24: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),         // 25: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),           // 26: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 27: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 28: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 29: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 30: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 31: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),           // 32: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),            // 33: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 34: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 35: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 36: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 37: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 38: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 39: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 40: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 41: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 42: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 43: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 44: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 45: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 46: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 47: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 48: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 49: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 50: hourglass.v1.RescheduleResponse
-	(*RedriveRequest)(nil),         // 51: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 52: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 53: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 54: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 55: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 56: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 57: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 58: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),         // 59: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 60: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 61: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 62: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 63: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 64: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 65: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 66: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 67: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 68: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 69: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 70: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 71: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 72: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 73: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 74: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 75: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 76: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 77: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 78: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 79: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 80: hourglass.v1.ListSchedulesResponse
-	(*timestamppb.Timestamp)(nil),  // 81: google.protobuf.Timestamp
+	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
+	(MessageState)(0),                // 1: hourglass.v1.MessageState
+	(RescheduleResult)(0),            // 2: hourglass.v1.RescheduleResult
+	(MisfirePolicy)(0),               // 3: hourglass.v1.MisfirePolicy
+	(OverlapPolicy)(0),               // 4: hourglass.v1.OverlapPolicy
+	(CalendarPolicy)(0),              // 5: hourglass.v1.CalendarPolicy
+	(Weekday)(0),                     // 6: hourglass.v1.Weekday
+	(*Header)(nil),                   // 7: hourglass.v1.Header
+	(*ScheduleRequest)(nil),          // 8: hourglass.v1.ScheduleRequest
+	(*WorkingTime)(nil),              // 9: hourglass.v1.WorkingTime
+	(*ScheduleResponse)(nil),         // 10: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),     // 11: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),    // 12: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),            // 13: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),           // 14: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),           // 15: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                  // 16: hourglass.v1.Message
+	(*DeadLetter)(nil),               // 17: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),          // 18: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),     // 19: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),    // 20: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),               // 21: hourglass.v1.AckRequest
+	(*AckResponse)(nil),              // 22: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),          // 23: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 24: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),                // 25: hourglass.v1.AckResult
+	(*NackRequest)(nil),              // 26: hourglass.v1.NackRequest
+	(*NackResponse)(nil),             // 27: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),            // 28: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 29: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 30: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),              // 31: hourglass.v1.EngineStats
+	(*TopicStats)(nil),               // 32: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),            // 33: hourglass.v1.PendingBucket
+	(*Lateness)(nil),                 // 34: hourglass.v1.Lateness
+	(*StatsResponse)(nil),            // 35: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),             // 36: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),              // 37: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),             // 38: hourglass.v1.TimeResponse
+	(*Status)(nil),                   // 39: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),    // 40: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil),   // 41: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),           // 42: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),              // 43: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),            // 44: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),            // 45: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 46: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),          // 47: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),           // 48: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),               // 49: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 50: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 51: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 52: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 53: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 54: hourglass.v1.RescheduleResponse
+	(*RedriveRequest)(nil),           // 55: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 56: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 57: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 58: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 59: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 60: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 61: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 62: hourglass.v1.TopicInfo
+	(*TopicsResponse)(nil),           // 63: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 64: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 65: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),         // 66: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 67: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 68: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 69: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 70: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 71: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 72: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 73: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 74: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 75: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 76: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 77: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 78: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 79: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 80: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 81: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 82: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 83: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 84: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 85: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 86: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 87: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 88: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 89: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 90: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 91: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 92: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 93: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 94: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 95: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 96: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 97: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 98: hourglass.v1.ListCalendarsResponse
+	(*timestamppb.Timestamp)(nil),    // 99: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	81, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	81, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	81, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	81, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	81, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	81, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	81, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	81, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	27, // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	28, // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	29, // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	30, // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	32, // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	81, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	5,  // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	7,  // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	6,  // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	8,  // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	35, // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	39, // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	40, // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	41, // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	42, // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	14, // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	44, // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	21, // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	21, // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,  // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	12, // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	81, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	81, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	81, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	12, // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	81, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,  // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	81, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,  // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	61, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	58, // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	60, // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	61, // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	61, // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	61, // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,  // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	81, // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	81, // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,  // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	66, // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	81, // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78, // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	5,  // 69: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,  // 70: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	36, // 71: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,  // 72: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11, // 73: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15, // 74: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	38, // 75: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17, // 76: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19, // 77: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22, // 78: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24, // 79: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26, // 80: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	33, // 81: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	45, // 82: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	47, // 83: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	49, // 84: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	51, // 85: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	53, // 86: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	55, // 87: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	57, // 88: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	62, // 89: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	64, // 90: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	67, // 91: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	69, // 92: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	71, // 93: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	73, // 94: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	75, // 95: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	77, // 96: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	79, // 97: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	6,  // 98: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,  // 99: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	37, // 100: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10, // 101: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14, // 102: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16, // 103: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	43, // 104: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18, // 105: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20, // 106: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23, // 107: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 108: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31, // 109: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	34, // 110: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46, // 111: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	48, // 112: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	50, // 113: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	52, // 114: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	54, // 115: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	56, // 116: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	59, // 117: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	63, // 118: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	65, // 119: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	68, // 120: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	70, // 121: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	72, // 122: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	74, // 123: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	76, // 124: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	78, // 125: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	80, // 126: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	98, // [98:127] is the sub-list for method output_type
-	69, // [69:98] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	7,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	99,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	9,   // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
+	99,  // 3: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	99,  // 4: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 5: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	10,  // 6: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 7: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	7,   // 8: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	99,  // 9: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	99,  // 10: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	99,  // 11: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	17,  // 12: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	99,  // 13: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	16,  // 14: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	16,  // 15: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	25,  // 16: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	99,  // 17: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	99,  // 18: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	99,  // 19: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	99,  // 20: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	31,  // 21: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	32,  // 22: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	33,  // 23: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	34,  // 24: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	36,  // 25: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	99,  // 26: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	8,   // 27: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	11,  // 28: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	10,  // 29: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	12,  // 30: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	39,  // 31: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	43,  // 32: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	44,  // 33: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	45,  // 34: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	46,  // 35: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	18,  // 36: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	48,  // 37: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	25,  // 38: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	25,  // 39: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 40: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	16,  // 41: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	99,  // 42: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 43: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	99,  // 44: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	99,  // 45: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	16,  // 46: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	99,  // 47: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 48: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	99,  // 49: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 50: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	65,  // 51: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	62,  // 52: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	64,  // 53: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	65,  // 54: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 55: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	65,  // 56: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	65,  // 57: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 58: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	7,   // 59: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	99,  // 60: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	99,  // 61: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	3,   // 62: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	4,   // 63: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	5,   // 64: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	70,  // 65: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	99,  // 66: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 67: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	99,  // 68: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	99,  // 69: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 70: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	99,  // 71: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	99,  // 72: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	99,  // 74: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	99,  // 75: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	6,   // 76: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	87,  // 77: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	88,  // 78: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	88,  // 79: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	88,  // 80: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	88,  // 81: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	8,   // 82: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	11,  // 83: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	40,  // 84: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	13,  // 85: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	15,  // 86: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	19,  // 87: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	42,  // 88: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	21,  // 89: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	23,  // 90: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	26,  // 91: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	28,  // 92: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	30,  // 93: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	37,  // 94: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	49,  // 95: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	51,  // 96: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	53,  // 97: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	55,  // 98: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	57,  // 99: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	59,  // 100: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	61,  // 101: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	66,  // 102: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	68,  // 103: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	71,  // 104: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	73,  // 105: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	75,  // 106: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	77,  // 107: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	79,  // 108: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	81,  // 109: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	83,  // 110: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	85,  // 111: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	89,  // 112: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	91,  // 113: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	93,  // 114: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	95,  // 115: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	97,  // 116: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	10,  // 117: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	12,  // 118: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	41,  // 119: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	14,  // 120: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	18,  // 121: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	20,  // 122: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	47,  // 123: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	22,  // 124: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	24,  // 125: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	27,  // 126: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	29,  // 127: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	35,  // 128: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	38,  // 129: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	50,  // 130: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	52,  // 131: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	54,  // 132: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	56,  // 133: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	58,  // 134: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	60,  // 135: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	63,  // 136: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	67,  // 137: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	69,  // 138: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	72,  // 139: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	74,  // 140: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	76,  // 141: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	78,  // 142: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	80,  // 143: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	82,  // 144: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	84,  // 145: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	86,  // 146: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	90,  // 147: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	92,  // 148: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	94,  // 149: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	96,  // 150: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	98,  // 151: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	117, // [117:152] is the sub-list for method output_type
+	82,  // [82:117] is the sub-list for method input_type
+	82,  // [82:82] is the sub-list for extension type_name
+	82,  // [82:82] is the sub-list for extension extendee
+	0,   // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6046,38 +7241,43 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DelayMs)(nil),
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
+		(*ScheduleRequest_Working)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[2].OneofWrappers = []any{
+		(*WorkingTime_Days)(nil),
+		(*WorkingTime_DurationMs)(nil),
+	}
+	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
 		(*ScheduleStreamResponse_Result)(nil),
 		(*ScheduleStreamResponse_Batch)(nil),
 		(*ScheduleStreamResponse_Error)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[35].OneofWrappers = []any{
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[39].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[40].OneofWrappers = []any{
 		(*ConsumeResponse_Messages)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[45].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[46].OneofWrappers = []any{
 		(*RescheduleRequest_DelayMs)(nil),
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[57].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   77,
+			NumEnums:      7,
+			NumMessages:   92,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
