@@ -275,6 +275,11 @@ func (s recurStore) Lookup(ctx context.Context, topic, key string) (message.ID, 
 	return s.pt.lookup(ctx, topic, key)
 }
 
+// LookupKept is Lookup: a partition's keys are its own (Backfill asks).
+func (s recurStore) LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	return s.pt.lookup(ctx, topic, key)
+}
+
 func (s recurStore) Cancel(ctx context.Context, id message.ID) (engine.CancelResult, error) {
 	return s.pt.cancel(ctx, id)
 }

@@ -45,6 +45,24 @@ func (e *Engine) Lookup(ctx context.Context, topic, key string) (message.ID, boo
 	return id, true, nil
 }
 
+// LookupKept is Lookup that also answers a key whose message's bucket is
+// gone (every message of it done: Get then answers not found): the
+// catalog keeps a key while its message's bucket exists and for the
+// idempotency window after its Schedule arrived (after its delivery time
+// for a key without an arrival time, such as a recurring schedule's
+// occurrence's). Backfill asks it whether an occurrence had its message.
+func (e *Engine) LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return message.ID{}, false, ErrClosed
+	}
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return message.ID{}, false, err
+	}
+	return e.cat.LookupID(catalog.Keys, catalog.KeyOf(topic, key))
+}
+
 // maxHops bounds the Moved entries Current follows from one to the next:
 // a directory written before origins named their latest incarnation holds
 // chains of reschedules.

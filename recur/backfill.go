@@ -29,9 +29,9 @@ type Backfilled struct {
 // up to (not including) to, which must not be after now: one message per
 // occurrence, keyed OccurrenceKey as the live occurrence was, none for an
 // occurrence whose key names a message that is not cancelled (a live
-// one, or one an earlier Backfill stored; the catalog indexes keys for as
-// long as their message's bucket exists, and for the idempotency window
-// after). Occurrences follow the schedule's spec, bounds and calendar as
+// one, or one an earlier Backfill stored; the catalog keeps a key while
+// its message's bucket exists, and for the idempotency window after its
+// delivery time: engine.Engine.LookupKept). Occurrences follow the schedule's spec, bounds and calendar as
 // they are now; an @every schedule's lie on the grid of its armed (or
 // last) occurrence. They carry BackfillHeader, and are delivered even
 // while the schedule is paused; the overlap policy does not apply.
@@ -166,10 +166,12 @@ func (d *Def) keep(t time.Time, cal *calendar.Calendar) (time.Time, bool) {
 // hasMessage reports whether d's occurrence at t has a message that is
 // not cancelled.
 func (s *Scheduler) hasMessage(ctx context.Context, d *Def, t time.Time) (bool, error) {
-	id, ok, err := s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, t.UnixMilli()))
+	id, ok, err := s.eng.LookupKept(ctx, d.Topic, OccurrenceKey(d.Name, t.UnixMilli()))
 	if err != nil || !ok {
 		return false, err
 	}
+	// Not found: its bucket is gone, every message of it done (most
+	// likely delivered).
 	f, err := s.eng.Get(ctx, id)
 	return err == nil && f.State != engine.StateCancelled, err
 }

@@ -85,11 +85,12 @@ type Def struct {
 // form).
 type Held struct {
 	// LastMs is the time of the last occurrence passed on to the sink
-	// (Overlap other than Allow): the previous one for the next;
-	// PassedMs is the delivery time of the message that passed it on (the
-	// one message of it that is passed on again if handed over again).
-	LastMs   int64 `json:"last_ms,omitempty"`
-	PassedMs int64 `json:"passed_ms,omitempty"`
+	// (Overlap other than Allow): the previous one for the next; LastID
+	// is the message that passed it on (the one message of it passed on
+	// again if handed over again), whose latest incarnation (a retry
+	// follows it) says whether it is settled.
+	LastMs int64  `json:"last_ms,omitempty"`
+	LastID string `json:"last_id,omitempty"`
 	// BufferedMs is the time of the occurrence held until the previous one
 	// is settled (BufferOne), 0 if none; CheckMs is the delivery time of
 	// the copy of it that looks again (the one message that may pass it

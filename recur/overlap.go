@@ -51,46 +51,59 @@ func checkOverlap(o Overlap) error {
 	return fmt.Errorf("%w: overlap policy %q: want %s, %s or %s", ErrInvalid, o, Allow, SkipOverlap, BufferOne)
 }
 
-// settled reports whether d's occurrence at atMs (0: none) is settled: the
-// message its key names now (a retry of it carries the key too) is
-// cancelled or gone, or the engine delivered it and the sink settled it.
-func (s *Scheduler) settled(ctx context.Context, d *Def, atMs int64) (bool, error) {
-	if atMs == 0 {
+// current is a Store that follows a message to its latest incarnation
+// (a local engine does; a cluster partition, which refuses overlap
+// policies, does not).
+type current interface {
+	Current(ctx context.Context, id message.ID) (engine.Found, error)
+}
+
+// settled reports whether the last occurrence d passed on (none: it is)
+// is settled: its latest incarnation (a retry by a Nack with a delay) is
+// cancelled or dead-lettered, or the engine delivered it (its bucket may
+// be gone since) and the sink settled it.
+func (s *Scheduler) settled(ctx context.Context, d *Def) (bool, error) {
+	if d.LastID == "" {
 		return true, nil
 	}
-	id, ok, err := s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, atMs))
-	if err != nil || !ok {
-		return err == nil, err
+	id, err := message.ParseID(d.LastID)
+	if err != nil {
+		return true, nil // not one of ours
 	}
-	f, err := s.eng.Get(ctx, id)
+	var f engine.Found
+	if c, ok := s.eng.(current); ok {
+		f, err = c.Current(ctx, id)
+	} else {
+		f, err = s.eng.Get(ctx, id)
+	}
 	if err != nil {
 		return false, err
 	}
 	switch f.State {
 	case engine.StatePending, engine.StateDelivering:
 		return false, nil
-	case engine.StateDelivered:
+	case engine.StateDelivered, engine.StateNotFound:
 		if st, ok := s.next.(Settler); ok {
-			return st.Settled(ctx, d.Topic, id)
+			return st.Settled(ctx, d.Topic, f.ID)
 		}
 	}
 	return true, nil
 }
 
-// overlapFire decides, by d's overlap policy, what becomes of m, its armed
-// occurrence at at, due now, and returns whether it is delivered, and the
-// message to arm if it is held (BufferOne).
-func (s *Scheduler) overlapFire(ctx context.Context, d *Def, m *message.Message, at, now time.Time) (bool, []engine.Request, error) {
+// overlapFire decides, by d's overlap policy, what becomes of its armed
+// occurrence at at, the message id, due now, and returns whether it is
+// delivered, and the message to arm if it is held (BufferOne).
+func (s *Scheduler) overlapFire(ctx context.Context, d *Def, id message.ID, at, now time.Time) (bool, []engine.Request, error) {
 	if d.overlap() == Allow {
 		return true, nil, nil
 	}
-	ok, err := s.settled(ctx, d, d.LastMs)
+	ok, err := s.settled(ctx, d)
 	if err != nil {
 		return false, nil, err
 	}
 	switch {
 	case ok && d.BufferedMs == 0:
-		d.LastMs, d.PassedMs = at.UnixMilli(), m.DeliverAt
+		d.LastMs, d.LastID = at.UnixMilli(), id.String()
 		return true, nil, nil
 	case d.overlap() == BufferOne && d.BufferedMs == 0:
 		d.BufferedMs = at.UnixMilli()
@@ -104,31 +117,31 @@ func (s *Scheduler) overlapFire(ctx context.Context, d *Def, m *message.Message,
 // not the armed one: one handed over again after a crash or a failed
 // delivery (passed on only if it was the first time), or a retry of a
 // delivered one (origin set: always passed on).
-func (d *Def) overlapAgain(m *message.Message, atMs int64) bool {
-	return d.overlap() == Allow || !m.Origin.IsZero() || atMs == d.LastMs && m.DeliverAt == d.PassedMs
+func (d *Def) overlapAgain(id message.ID, m *message.Message) bool {
+	return d.overlap() == Allow || !m.Origin.IsZero() || id.String() == d.LastID
 }
 
-// heldFire decides what becomes of m, a copy of d's occurrence at at
-// that looks again whether the held occurrence may go: only the current
-// copy (CheckMs) acts; it passes the occurrence on once the previous one
-// is settled, or arms the next copy. It returns whether m is delivered,
-// whether d changed, and what to arm.
-func (s *Scheduler) heldFire(ctx context.Context, d *Def, m *message.Message, at, now time.Time) (deliver, changed bool, reqs []engine.Request, err error) {
+// heldFire decides what becomes of m (the message id), a copy of d's
+// occurrence at at that looks again whether the held occurrence may go:
+// only the current copy (CheckMs) acts; it passes the occurrence on once
+// the previous one is settled, or arms the next copy. It returns whether
+// m is delivered, whether d changed, and what to arm.
+func (s *Scheduler) heldFire(ctx context.Context, d *Def, id message.ID, m *message.Message, at, now time.Time) (deliver, changed bool, reqs []engine.Request, err error) {
 	atMs := at.UnixMilli()
 	switch {
-	case atMs == d.LastMs && m.DeliverAt == d.PassedMs:
+	case id.String() == d.LastID:
 		return true, false, nil, nil // passed on before, handed over again
 	case atMs != d.BufferedMs || m.DeliverAt != d.CheckMs:
 		return false, false, nil, nil // an earlier copy
 	}
-	ok, err := s.settled(ctx, d, d.LastMs)
+	ok, err := s.settled(ctx, d)
 	if err != nil {
 		return false, false, nil, err
 	}
 	if !ok {
 		return false, true, d.heldCheck(at, now), nil
 	}
-	d.LastMs, d.PassedMs, d.BufferedMs = atMs, m.DeliverAt, 0
+	d.LastMs, d.LastID, d.BufferedMs = atMs, id.String(), 0
 	d.Fired++
 	return true, true, nil, nil
 }

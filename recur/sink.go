@@ -118,7 +118,7 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			continue
 		}
 		if message.HeaderValue(m.Headers, HeldHeader) != "" {
-			deliver, changed, more, err := s.heldFire(ctx, d, m, at, now)
+			deliver, changed, more, err := s.heldFire(ctx, d, batch[i].ID, m, at, now)
 			if err != nil {
 				return nil, err
 			}
@@ -135,7 +135,7 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			// Fired before (handed over again after a crash), or a
 			// retry of one delivered, or one the user rescheduled:
 			// delivered if it was the first time, nothing to arm.
-			if !d.overlapAgain(m, atMs) {
+			if !d.overlapAgain(batch[i].ID, m) {
 				dropIt(i)
 			}
 			continue
@@ -161,7 +161,7 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			}
 		}
 		if drop == nil || !drop[i] {
-			deliver, held, err := s.overlapFire(ctx, d, m, at, now)
+			deliver, held, err := s.overlapFire(ctx, d, batch[i].ID, at, now)
 			if err != nil {
 				return nil, err
 			}

@@ -38,8 +38,10 @@ type Store interface {
 	// Calendar returns the stored calendar name (a ControlCalendar
 	// record's value), if there is one.
 	Calendar(name string) ([]byte, bool, error)
-	// Lookup, Cancel and Get are the engine's, for the occurrences.
+	// Lookup, LookupKept, Cancel and Get are the engine's, for the
+	// occurrences.
 	Lookup(ctx context.Context, topic, key string) (message.ID, bool, error)
+	LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error)
 	Cancel(ctx context.Context, id message.ID) (engine.CancelResult, error)
 	Get(ctx context.Context, id message.ID) (engine.Found, error)
 }

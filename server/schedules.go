@@ -103,6 +103,11 @@ func (s *Server) toDef(m *hourglassv1.RecurringSchedule) (*recur.Def, error) {
 	default:
 		return nil, invalid("overlap_policy %v: want ALLOW (the default), SKIP or BUFFER_ONE", m.OverlapPolicy)
 	}
+	if d.Overlap != "" && s.opts.Cluster != nil {
+		// Whether the previous occurrence is acked is the delivery
+		// stream's consumers' to say, which a partition does not ask.
+		return nil, status.Error(codes.Unimplemented, "overlap_policy: SKIP and BUFFER_ONE are not yet available in cluster mode")
+	}
 	switch m.CalendarPolicy {
 	case hourglassv1.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED:
 	case hourglassv1.CalendarPolicy_CALENDAR_POLICY_SKIP:

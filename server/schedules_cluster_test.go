@@ -106,6 +106,9 @@ func TestSchedulesCluster(t *testing.T) {
 	// Calendars are one node's for now: refused, saying so.
 	_, err = c.CreateSchedule(ctx, &hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{Name: "cal", Topic: "t", Spec: "@daily", Calendar: "office"}})
 	wantStatus(t, "CreateSchedule with a calendar", err, codes.Unimplemented, "cluster mode")
+	_, err = c.CreateSchedule(ctx, &hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{Name: "ov", Topic: "t", Spec: "@daily",
+		OverlapPolicy: hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP}})
+	wantStatus(t, "CreateSchedule with an overlap policy", err, codes.Unimplemented, "cluster mode")
 	_, err = c.CreateCalendar(ctx, &hourglassv1.CreateCalendarRequest{Calendar: &hourglassv1.Calendar{Name: "office"}})
 	wantStatus(t, "CreateCalendar", err, codes.Unimplemented, "cluster mode")
 	_, err = c.Schedule(ctx, &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_Working{Working: &hourglassv1.WorkingTime{Calendar: "office"}}})
