@@ -68,6 +68,7 @@ func newApp() *cli.App {
 			pauseCommand(),
 			resumeCommand(),
 			scheduleCommand(),
+			calendarCommand(),
 			statsCommand(),
 			inspectCommand(),
 			repairCommand(),
