@@ -53,8 +53,8 @@ cluster mode. A NAME is 1 to 160 ASCII letters, digits, '.', '_' and '-'.`
 func calendarFlags() []cli.Flag {
 	return clientFlags(
 		&cli.StringFlag{Name: "tz", Usage: "read the hours and dates in the IANA time `ZONE` (such as Europe/Berlin); UTC when not given"},
-		&cli.StringSliceFlag{Name: "hours", Usage: "working hours: `'DAYS SPANS'`, such as 'mon-fri 09:00-17:00' (repeat it)"},
-		&cli.StringSliceFlag{Name: "closed", Usage: "non-working `DATES`, YYYY-MM-DD, joined by commas (repeat it)"},
+		&cli.GenericFlag{Name: "hours", Value: &repeatFlag{}, Usage: "working hours: `'DAYS SPANS'`, such as 'mon-fri 09:00-17:00' (repeat it)"},
+		&cli.GenericFlag{Name: "closed", Value: &repeatFlag{}, Usage: "non-working `DATES`, YYYY-MM-DD, joined by commas (repeat it)"},
 		&cli.StringFlag{Name: "closed-file", Usage: "read non-working dates from `FILE`, one a line ('-': standard input)"},
 		&cli.BoolFlag{Name: "json", Usage: "print the calendar as one JSON object"},
 	)
@@ -102,7 +102,7 @@ func parseHours(s string) ([]client.WorkingHours, error) {
 // closedOfFlags reads --closed and --closed-file.
 func closedOfFlags(c *cli.Context) ([]string, error) {
 	var out []string
-	for _, v := range c.StringSlice("closed") {
+	for _, v := range repeated(c, "closed") {
 		for _, d := range strings.Split(v, ",") {
 			if d = strings.TrimSpace(d); d != "" {
 				out = append(out, d)
@@ -142,7 +142,7 @@ func applyCalendarFlags(c *cli.Context, cal *client.Calendar) (bool, error) {
 	}
 	if c.IsSet("hours") {
 		cal.Hours, set = nil, true
-		for _, h := range c.StringSlice("hours") {
+		for _, h := range repeated(c, "hours") {
 			hs, err := parseHours(h)
 			if err != nil {
 				return false, commandError(c, "%v", err)
@@ -375,6 +375,21 @@ skips the question, for scripts.
 			return name, err
 		}, noAnswer((*client.Client).DeleteCalendar), printDone("deleted")),
 	}
+}
+
+// repeatFlag is a flag given more than once, each value kept whole (a
+// StringSliceFlag would split them at commas).
+type repeatFlag struct{ vs []string }
+
+func (r *repeatFlag) Set(s string) error { r.vs = append(r.vs, s); return nil }
+func (r *repeatFlag) String() string     { return strings.Join(r.vs, " ") }
+
+// repeated returns the values of the repeatFlag name.
+func repeated(c *cli.Context, name string) []string {
+	if r, ok := c.Generic(name).(*repeatFlag); ok {
+		return r.vs
+	}
+	return nil
 }
 
 // calendarJSON is a calendar as get and list print it with --json.
