@@ -6,6 +6,7 @@ import "./style.css";
 import { api, call, codeName, hasToken, RpcError, setToken, whenUnauthenticated } from "./api.js";
 import { fill, h } from "./dom.js";
 import { time } from "./format.js";
+import { calendarsPage } from "./calendars.js";
 import { deadLettersPage } from "./deadletters.js";
 import { messagesPage } from "./messages.js";
 import { overviewPage } from "./overview.js";
@@ -19,6 +20,7 @@ const pages: Record<string, { title: string; make: (p: URLSearchParams) => Page 
   messages: { title: "Messages", make: messagesPage },
   deadletters: { title: "Dead letters", make: deadLettersPage },
   schedules: { title: "Schedules", make: schedulesPage },
+  calendars: { title: "Calendars", make: calendarsPage },
 };
 
 let current: Page | null = null;
