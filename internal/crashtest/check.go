@@ -243,6 +243,9 @@ func Check(ev Events, p CheckParams) Result {
 		switch s.Outcome {
 		case OK:
 			c.Scheduled++
+			if s.Kind == KindWorking {
+				c.ScheduledWorking++
+			}
 			if s.Poison {
 				c.Poison++
 			}

@@ -76,7 +76,10 @@ type ScheduleOp struct {
 	Name, Op string
 	Epoch    int
 	Spec     string        `json:",omitempty"`
-	Period   time.Duration `json:",omitempty"` // of the spec "@every <Period>"
+	Period   time.Duration `json:",omitempty"` // of the spec: "@every <Period>", or a cron spec of that period
+	// Jitter is the definition's jitter: each occurrence is delivered 0 to
+	// Jitter after its time, never before it.
+	Jitter   time.Duration `json:",omitempty"`
 	Topic    string        `json:",omitempty"`
 	Cycle    int
 	Sent     time.Time

@@ -26,6 +26,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("kills (SIGKILL) / SIGTERM", fmt.Sprintf("%d / %d", s.Kills, s.Terms))
 	row("kill moments", mapString(s.KillMoments))
 	row("scheduled (answered OK)", c.Scheduled)
+	row("  of them in working time (cr-cal)", c.ScheduledWorking)
 	row("schedule in doubt / of them delivered", fmt.Sprintf("%d / %d", c.ScheduleInDoubt, c.InDoubtDelivered))
 	row("schedule rejected (server down)", c.ScheduleRejected)
 	row("delivered (messages / deliveries)", fmt.Sprintf("%d / %d", c.Delivered, c.Deliveries))

@@ -72,6 +72,7 @@ type CheckParams struct {
 // Counts are the summary numbers of a checked history.
 type Counts struct {
 	Scheduled        int `json:"scheduled"`          // Schedules answered OK
+	ScheduledWorking int `json:"scheduled_working"`  // of them, in a calendar's working time (KindWorking)
 	ScheduleInDoubt  int `json:"schedule_in_doubt"`  // Schedules whose outcome is unknown
 	ScheduleRejected int `json:"schedule_rejected"`  // refused or never sent
 	InDoubtDelivered int `json:"in_doubt_delivered"` // in-doubt Schedules that turned out durable
