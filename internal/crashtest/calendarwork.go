@@ -81,3 +81,11 @@ func answeredTime(s *Schedule) {
 		s.NotBefore = id.Time()
 	}
 }
+
+// ones is 1 for true, 0 for false: a count of what holds.
+func ones(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
