@@ -265,6 +265,12 @@ type Message struct {
 	// nothing, even if the server crashed in between. Key{Topic, key}
 	// names the message for Cancel, Get and Reschedule.
 	IdempotencyKey string
+	// FlowKey, if set (at most 200 bytes), is the key the topic's flow
+	// policy counts the message under (PolicyChange's Flow fields): a
+	// tenant, a customer, an account. Many messages share one; it is not
+	// the IdempotencyKey. It is delivered as the header
+	// "hourglass-flow-key".
+	FlowKey string
 }
 
 // request checks m and builds its protobuf form.
@@ -278,7 +284,7 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	if set > 1 {
 		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
-	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, Headers: headersProto(m.Headers)}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, FlowKey: m.FlowKey, Headers: headersProto(m.Headers)}
 	switch {
 	case m.Delay < 0:
 		return nil, fmt.Errorf("%w: Delay %v is negative; use 0 (or nothing) for now", ErrInvalidMessage, m.Delay)

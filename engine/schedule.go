@@ -85,6 +85,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 	if keyed {
 		iks = keyHeaders(reqs, msgs, now)
 	}
+	flowHeaders(reqs, msgs)
 	ids := make([]message.ID, len(reqs))
 	// skip[i]: not appended; its ID is a stored one, or that of an
 	// earlier request of the batch with the same key (sameAs).
@@ -194,6 +195,24 @@ func keyHeaders(reqs []Request, msgs []message.Message, now time.Time) []string 
 	return iks
 }
 
+var flowKeyName = []byte(message.FlowKeyHeader)
+
+// flowHeaders adds the flow-key header to the messages of the requests
+// that carry a flow key; a header's value points into its request.
+func flowHeaders(reqs []Request, msgs []message.Message) {
+	for i := range reqs {
+		r := &reqs[i]
+		if r.FlowKey == "" {
+			continue
+		}
+		hs := msgs[i].Headers
+		out := make([]message.Header, len(hs), len(hs)+1)
+		copy(out, hs)
+		key := unsafe.Slice(unsafe.StringData(r.FlowKey), len(r.FlowKey)) // read only
+		msgs[i].Headers = append(out, message.Header{Key: flowKeyName, Value: key})
+	}
+}
+
 // tooFar is ScheduleBatch's error for message i, due at at.
 func (e *Engine) tooFar(i int, now, at time.Time) error {
 	return fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
@@ -251,6 +270,12 @@ func validate(r *Request) error {
 	if r.IdempotencyKey != "" && len(r.Headers) > message.MaxHeaders-2 {
 		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, len(r.Headers), message.MaxHeaders-2)
 	}
+	if len(r.FlowKey) > message.MaxFlowKey {
+		return fmt.Errorf("%w: flow key of %d bytes; at most %d", ErrInvalid, len(r.FlowKey), message.MaxFlowKey)
+	}
+	if r.FlowKey != "" && len(r.Headers)+r.AddedHeaders() > message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers with a flow key and an idempotency key (stored as headers too); at most %d in all", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	}
 	return nil
 }
 
@@ -265,4 +290,17 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.4gd", float64(d)/float64(day))
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// AddedHeaders is how many headers the engine stores beside r's own: two
+// for an idempotency key, one for a flow key.
+func (r *Request) AddedHeaders() int {
+	n := 0
+	if r.IdempotencyKey != "" {
+		n += 2
+	}
+	if r.FlowKey != "" {
+		n++
+	}
+	return n
 }

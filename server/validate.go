@@ -135,7 +135,16 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if !utf8.ValidString(m.IdempotencyKey) {
 		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
 	}
-	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
+	if len(m.FlowKey) > message.MaxFlowKey {
+		return invalid("%s", field(prefix, fmt.Sprintf("flow_key is %d bytes; at most %d", len(m.FlowKey), message.MaxFlowKey)))
+	}
+	if !utf8.ValidString(m.FlowKey) {
+		return invalid("%s", field(prefix, "flow_key is not valid UTF-8; a key is text"))
+	}
+	if r := (engine.Request{IdempotencyKey: m.IdempotencyKey, FlowKey: m.FlowKey}); m.FlowKey != "" && len(m.Headers) > message.MaxHeaders-r.AddedHeaders() {
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers with a flow_key (stored as a header) and an idempotency_key (two): at most %d headers", len(m.Headers), message.MaxHeaders-r.AddedHeaders())))
+	}
+	req.Topic, req.Body, req.IdempotencyKey, req.FlowKey = m.Topic, m.Body, m.IdempotencyKey, m.FlowKey
 	if len(m.Headers) > 0 {
 		req.Headers = make([]message.Header, len(m.Headers))
 		size := 0
@@ -203,9 +212,12 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 // sets the headers of its prefix itself, from the request's own fields.
 func reservedText(i int, key string) string {
 	why := fmt.Sprintf("headers[%d] %q: the prefix %q is reserved for the headers the server sets itself "+
-		"(idempotency keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
-	if strings.EqualFold(key, engine.IdempotencyHeader) {
+		"(idempotency keys, flow keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
+	switch {
+	case strings.EqualFold(key, engine.IdempotencyHeader):
 		why += ", or set idempotency_key"
+	case strings.EqualFold(key, message.FlowKeyHeader):
+		why += ", or set flow_key"
 	}
 	return why
 }

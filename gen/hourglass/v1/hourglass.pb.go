@@ -404,8 +404,14 @@ type ScheduleRequest struct {
 	// crash) without a second message. The key is delivered as the header
 	// "hourglass-idempotency-key".
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Optional, at most 200 bytes of text: the flow key the topic's per-key
+	// policy (TopicPolicy flow_*) applies to, such as a tenant or account.
+	// Many messages share a flow key; it is not the idempotency key. Absent,
+	// the message has no key of its own: no per-key bound applies to it.
+	// The key is delivered as the header "hourglass-flow-key".
+	FlowKey       string `protobuf:"bytes,8,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRequest) Reset() {
@@ -496,6 +502,13 @@ func (x *ScheduleRequest) GetDelayLevel() int32 {
 func (x *ScheduleRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ScheduleRequest) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
 	}
 	return ""
 }
@@ -1932,7 +1945,11 @@ type TopicStats struct {
 	// Scheduled through this server since it started.
 	Scheduled int64 `protobuf:"varint,9,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	// Leases that ran out.
-	Expired       int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	Expired int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Due messages held back by their flow key's bound, and the keys
+	// holding them (see TopicInfo).
+	FlowHeld      int64 `protobuf:"varint,11,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld  int64 `protobuf:"varint,12,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2033,6 +2050,20 @@ func (x *TopicStats) GetScheduled() int64 {
 func (x *TopicStats) GetExpired() int64 {
 	if x != nil {
 		return x.Expired
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
 	}
 	return 0
 }
@@ -3288,6 +3319,12 @@ type GetResponse struct {
 	DeadLetterTopic string `protobuf:"bytes,5,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
 	// RESCHEDULED: the ID of the message that replaced it.
 	RescheduledTo string `protobuf:"bytes,6,opt,name=rescheduled_to,json=rescheduledTo,proto3" json:"rescheduled_to,omitempty"`
+	// The message's flow key, if it has one.
+	FlowKey string `protobuf:"bytes,7,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// DELIVERED and due but waiting for its flow key: why (such as
+	// "flow key \"acct-1\": ordered, a message of the key is leased");
+	// empty otherwise.
+	FlowWait      string `protobuf:"bytes,8,opt,name=flow_wait,json=flowWait,proto3" json:"flow_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3360,6 +3397,20 @@ func (x *GetResponse) GetDeadLetterTopic() string {
 func (x *GetResponse) GetRescheduledTo() string {
 	if x != nil {
 		return x.RescheduledTo
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowWait() string {
+	if x != nil {
+		return x.FlowWait
 	}
 	return ""
 }
@@ -4102,8 +4153,16 @@ type TopicInfo struct {
 	Policy       *Policy `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Seconds since the oldest due message became receivable; 0 if none.
 	OldestDueAgeSeconds float64 `protobuf:"fixed64,7,opt,name=oldest_due_age_seconds,json=oldestDueAgeSeconds,proto3" json:"oldest_due_age_seconds,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Under a flow policy: the due messages waiting because their key's
+	// bound (concurrency, rate, order) holds them back, and how many keys
+	// hold messages back.
+	FlowHeld     int64 `protobuf:"varint,8,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld int64 `protobuf:"varint,9,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
+	// Under a flow policy: the largest backlogs by flow key, largest first,
+	// at most 20.
+	FlowBacklogs  []*FlowBacklog `protobuf:"bytes,10,rep,name=flow_backlogs,json=flowBacklogs,proto3" json:"flow_backlogs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicInfo) Reset() {
@@ -4178,6 +4237,99 @@ func (x *TopicInfo) GetOldestDueAgeSeconds() float64 {
 	return 0
 }
 
+func (x *TopicInfo) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowBacklogs() []*FlowBacklog {
+	if x != nil {
+		return x.FlowBacklogs
+	}
+	return nil
+}
+
+// FlowBacklog is what one flow key of a topic holds in the queue.
+type FlowBacklog struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	FlowKey string                 `protobuf:"bytes,1,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// Due and waiting to be received.
+	Due    int64 `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
+	Leased int64 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	// Why the key's due messages wait, if they do: "concurrency", "rate",
+	// "ordered"; empty when a consumer may take one now.
+	HeldBy        string `protobuf:"bytes,4,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowBacklog) Reset() {
+	*x = FlowBacklog{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowBacklog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowBacklog) ProtoMessage() {}
+
+func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
+func (*FlowBacklog) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *FlowBacklog) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *FlowBacklog) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
 type TopicsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by name.
@@ -4188,7 +4340,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4352,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4365,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4241,7 +4393,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4405,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4418,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4311,14 +4463,30 @@ type Policy struct {
 	// a burst of one second); 0 means no limit.
 	MaxDispatchRate *float64 `protobuf:"fixed64,4,opt,name=max_dispatch_rate,json=maxDispatchRate,proto3,oneof" json:"max_dispatch_rate,omitempty"`
 	// Lease of a Receive that gives none, 1 ms to 12 h.
-	LeaseMs       *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	LeaseMs *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	// Per flow key (ScheduleRequest.flow_key): at most this many messages
+	// of one key leased at once, the others waiting, due; 0 means no bound.
+	FlowConcurrency *int32 `protobuf:"varint,6,opt,name=flow_concurrency,json=flowConcurrency,proto3,oneof" json:"flow_concurrency,omitempty"`
+	// Per flow key: at most this many messages handed out per second, a
+	// token bucket of flow_burst; 0 means no bound.
+	FlowRate *float64 `protobuf:"fixed64,7,opt,name=flow_rate,json=flowRate,proto3,oneof" json:"flow_rate,omitempty"`
+	// The bucket of flow_rate: how many a key may take at once; 0 means
+	// one second's worth (at least 1).
+	FlowBurst *int32 `protobuf:"varint,8,opt,name=flow_burst,json=flowBurst,proto3,oneof" json:"flow_burst,omitempty"`
+	// Per flow key: one message at a time, in the order they came due; the
+	// next only once the one before is acked or dead-lettered (a Nack holds
+	// the key until its retry is settled).
+	FlowOrdered *bool `protobuf:"varint,9,opt,name=flow_ordered,json=flowOrdered,proto3,oneof" json:"flow_ordered,omitempty"`
+	// Across flow keys: consumers are served one key at a time in turn, so
+	// a key with a large backlog delays another key by a bounded amount.
+	FlowFair      *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4498,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4511,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4381,6 +4549,41 @@ func (x *Policy) GetLeaseMs() int64 {
 	return 0
 }
 
+func (x *Policy) GetFlowConcurrency() int32 {
+	if x != nil && x.FlowConcurrency != nil {
+		return *x.FlowConcurrency
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowRate() float64 {
+	if x != nil && x.FlowRate != nil {
+		return *x.FlowRate
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowBurst() int32 {
+	if x != nil && x.FlowBurst != nil {
+		return *x.FlowBurst
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowOrdered() bool {
+	if x != nil && x.FlowOrdered != nil {
+		return *x.FlowOrdered
+	}
+	return false
+}
+
+func (x *Policy) GetFlowFair() bool {
+	if x != nil && x.FlowFair != nil {
+		return *x.FlowFair
+	}
+	return false
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -4390,7 +4593,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4605,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4618,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4437,7 +4640,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4652,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4665,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4486,7 +4689,9 @@ type SetPolicyRequest struct {
 	// default, name the field in defaults.
 	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Fields to set back to the server's default: "max_attempts",
-	// "backoff", "paused", "max_dispatch_rate", "lease_ms".
+	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
+	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
+	// "flow_fair".
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4494,7 +4699,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4711,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4724,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4553,7 +4758,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4770,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4783,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4626,7 +4831,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4843,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4856,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -4733,7 +4938,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +4950,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +4963,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4778,7 +4983,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +4995,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5008,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4824,7 +5029,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +5041,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +5054,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4868,7 +5073,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +5085,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +5098,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4912,7 +5117,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +5129,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5142,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4955,7 +5160,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +5172,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5185,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 type ResumeScheduleRequest struct {
@@ -4992,7 +5197,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5209,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5222,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5036,7 +5241,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5253,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5266,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5080,7 +5285,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5297,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5310,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5123,7 +5328,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5340,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5353,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 type GetScheduleRequest struct {
@@ -5162,7 +5367,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5379,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5392,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5219,7 +5424,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5436,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5449,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5289,7 +5494,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5506,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5519,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5348,7 +5553,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5565,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5578,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5397,7 +5602,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x99\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xb4\x02\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -5407,7 +5612,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
 	"delayLevel\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\x06\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x19\n" +
+	"\bflow_key\x18\b \x01(\tR\aflowKeyB\x06\n" +
 	"\x04when\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
@@ -5505,7 +5711,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0freput_lag_bytes\x18\n" +
 	" \x01(\x03R\rreputLagBytes\x12\x18\n" +
 	"\acorrupt\x18\v \x01(\x03R\acorrupt\x12 \n" +
-	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\x9b\x02\n" +
+	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\xde\x02\n" +
 	"\n" +
 	"TopicStats\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -5518,7 +5724,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06leased\x18\b \x01(\x03R\x06leased\x12\x1c\n" +
 	"\tscheduled\x18\t \x01(\x03R\tscheduled\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x03R\aexpired\"\xab\x01\n" +
+	" \x01(\x03R\aexpired\x12\x1b\n" +
+	"\tflow_held\x18\v \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\f \x01(\x03R\fflowKeysHeld\"\xab\x01\n" +
 	"\rPendingBucket\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
 	"\x03end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x12\x18\n" +
@@ -5601,14 +5809,16 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"\xae\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\xe6\x02\n" +
 	"\vGetResponse\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.hourglass.v1.MessageR\amessage\x12#\n" +
 	"\rqueue_attempt\x18\x03 \x01(\rR\fqueueAttempt\x12D\n" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
 	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\x12%\n" +
-	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\"\xed\x01\n" +
+	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\x12\x19\n" +
+	"\bflow_key\x18\a \x01(\tR\aflowKey\x12\x1b\n" +
+	"\tflow_wait\x18\b \x01(\tR\bflowWait\"\xed\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12.\n" +
@@ -5655,14 +5865,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x13DeleteTopicResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\x03R\aremoved\"\x0f\n" +
-	"\rTopicsRequest\"\xd9\x01\n" +
+	"\rTopicsRequest\"\xdc\x02\n" +
 	"\tTopicInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03due\x18\x03 \x01(\x03R\x03due\x12\x16\n" +
 	"\x06leased\x18\x04 \x01(\x03R\x06leased\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12,\n" +
 	"\x06policy\x18\x06 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x123\n" +
-	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSecondsJ\x04\b\x02\x10\x03\"A\n" +
+	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSeconds\x12\x1b\n" +
+	"\tflow_held\x18\b \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\t \x01(\x03R\fflowKeysHeld\x12>\n" +
+	"\rflow_backlogs\x18\n" +
+	" \x03(\v2\x19.hourglass.v1.FlowBacklogR\fflowBacklogsJ\x04\b\x02\x10\x03\"k\n" +
+	"\vFlowBacklog\x12\x19\n" +
+	"\bflow_key\x18\x01 \x01(\tR\aflowKey\x12\x10\n" +
+	"\x03due\x18\x02 \x01(\x03R\x03due\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\x03R\x06leased\x12\x17\n" +
+	"\aheld_by\x18\x04 \x01(\tR\x06heldBy\"A\n" +
 	"\x0eTopicsResponse\x12/\n" +
 	"\x06topics\x18\x01 \x03(\v2\x17.hourglass.v1.TopicInfoR\x06topics\"w\n" +
 	"\aBackoff\x12\x1d\n" +
@@ -5672,17 +5891,31 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x8e\x02\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
 	"\x06paused\x18\x03 \x01(\bH\x01R\x06paused\x88\x01\x01\x12/\n" +
 	"\x11max_dispatch_rate\x18\x04 \x01(\x01H\x02R\x0fmaxDispatchRate\x88\x01\x01\x12\x1e\n" +
-	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01B\x0f\n" +
+	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01\x12.\n" +
+	"\x10flow_concurrency\x18\x06 \x01(\x05H\x04R\x0fflowConcurrency\x88\x01\x01\x12 \n" +
+	"\tflow_rate\x18\a \x01(\x01H\x05R\bflowRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"flow_burst\x18\b \x01(\x05H\x06R\tflowBurst\x88\x01\x01\x12&\n" +
+	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
+	"\tflow_fair\x18\n" +
+	" \x01(\bH\bR\bflowFair\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
-	"\t_lease_ms\"(\n" +
+	"\t_lease_msB\x13\n" +
+	"\x11_flow_concurrencyB\f\n" +
+	"\n" +
+	"_flow_rateB\r\n" +
+	"\v_flow_burstB\x0f\n" +
+	"\r_flow_orderedB\f\n" +
+	"\n" +
+	"_flow_fair\"(\n" +
 	"\x10GetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
 	"\x11GetPolicyResponse\x12,\n" +
@@ -5817,7 +6050,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
@@ -5878,56 +6111,57 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*DeleteTopicResponse)(nil),    // 56: hourglass.v1.DeleteTopicResponse
 	(*TopicsRequest)(nil),          // 57: hourglass.v1.TopicsRequest
 	(*TopicInfo)(nil),              // 58: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),         // 59: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 60: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 61: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 62: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 63: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 64: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 65: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 66: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 67: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 68: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 69: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 70: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 71: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 72: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 73: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 74: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 75: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 76: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 77: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 78: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 79: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 80: hourglass.v1.ListSchedulesResponse
-	(*timestamppb.Timestamp)(nil),  // 81: google.protobuf.Timestamp
+	(*FlowBacklog)(nil),            // 59: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),         // 60: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 61: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 62: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 63: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 64: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 65: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 66: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 67: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 68: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 69: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 70: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 71: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 72: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 73: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 74: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 75: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 76: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 77: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 78: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 79: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 80: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 81: hourglass.v1.ListSchedulesResponse
+	(*timestamppb.Timestamp)(nil),  // 82: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	81, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	82, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	82, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	81, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	81, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	82, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	82, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	82, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	81, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	82, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
 	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
 	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
 	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	81, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	81, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	81, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	81, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	82, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	82, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	82, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	82, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
 	27, // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
 	28, // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
 	29, // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
 	30, // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
 	32, // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	81, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	82, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
 	5,  // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
 	7,  // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
 	6,  // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
@@ -5943,98 +6177,99 @@ var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	21, // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
 	1,  // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
 	12, // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	81, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	82, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	81, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	81, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	82, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	82, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
 	12, // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	81, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	82, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	2,  // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	81, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	82, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	1,  // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	61, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	58, // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	60, // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	61, // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	61, // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	61, // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,  // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	81, // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	81, // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,  // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	66, // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	81, // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78, // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	5,  // 69: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,  // 70: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	36, // 71: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,  // 72: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11, // 73: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15, // 74: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	38, // 75: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17, // 76: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19, // 77: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22, // 78: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24, // 79: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26, // 80: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	33, // 81: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	45, // 82: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	47, // 83: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	49, // 84: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	51, // 85: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	53, // 86: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	55, // 87: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	57, // 88: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	62, // 89: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	64, // 90: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	67, // 91: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	69, // 92: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	71, // 93: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	73, // 94: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	75, // 95: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	77, // 96: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	79, // 97: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	6,  // 98: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,  // 99: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	37, // 100: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10, // 101: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14, // 102: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16, // 103: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	43, // 104: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18, // 105: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20, // 106: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23, // 107: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 108: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31, // 109: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	34, // 110: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46, // 111: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	48, // 112: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	50, // 113: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	52, // 114: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	54, // 115: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	56, // 116: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	59, // 117: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	63, // 118: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	65, // 119: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	68, // 120: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	70, // 121: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	72, // 122: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	74, // 123: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	76, // 124: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	78, // 125: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	80, // 126: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	98, // [98:127] is the sub-list for method output_type
-	69, // [69:98] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	62, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	59, // 50: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	58, // 51: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	61, // 52: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	62, // 53: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	62, // 54: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	62, // 55: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	62, // 56: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	62, // 57: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	4,  // 58: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	82, // 59: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	82, // 60: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	3,  // 61: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	67, // 62: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	82, // 63: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	67, // 64: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	82, // 65: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	82, // 66: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	67, // 67: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	82, // 68: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	79, // 69: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	5,  // 70: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	7,  // 71: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	36, // 72: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	9,  // 73: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	11, // 74: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	15, // 75: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	38, // 76: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	17, // 77: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	19, // 78: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	22, // 79: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	24, // 80: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	26, // 81: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	33, // 82: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	45, // 83: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	47, // 84: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	49, // 85: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	51, // 86: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	53, // 87: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	55, // 88: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	57, // 89: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	63, // 90: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	65, // 91: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	68, // 92: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	70, // 93: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	72, // 94: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	74, // 95: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	76, // 96: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	78, // 97: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	80, // 98: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	6,  // 99: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	8,  // 100: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	37, // 101: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	10, // 102: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	14, // 103: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	16, // 104: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	43, // 105: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	18, // 106: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	20, // 107: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	23, // 108: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	25, // 109: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	31, // 110: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	34, // 111: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	46, // 112: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	48, // 113: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	50, // 114: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	52, // 115: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	54, // 116: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	56, // 117: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	60, // 118: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	64, // 119: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	66, // 120: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	69, // 121: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	71, // 122: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	73, // 123: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	75, // 124: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	77, // 125: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	79, // 126: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	81, // 127: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	99, // [99:128] is the sub-list for method output_type
+	70, // [70:99] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6070,14 +6305,14 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[57].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   77,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -87,7 +87,7 @@ def schedule_request(m: Message) -> pb.ScheduleRequest:
     set_ = [x for x in (m.delay, m.at, m.level) if x is not None]
     if len(set_) > 1:
         raise errors.InvalidMessage(f"delay {m.delay!r}, at {m.at!r} and level {m.level!r}: set at most one of them")
-    r = pb.ScheduleRequest(topic=m.topic, body=body_of(m.body), headers=headers_pb(m.headers), idempotency_key=m.key)
+    r = pb.ScheduleRequest(topic=m.topic, body=body_of(m.body), headers=headers_pb(m.headers), idempotency_key=m.key, flow_key=m.flow_key)
     if m.delay is not None:
         r.delay_ms = delay_ms("delay", m.delay)
     elif m.at is not None:

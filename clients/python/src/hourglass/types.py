@@ -102,6 +102,9 @@ class Message:
     200 bytes): a second schedule of the same topic and key within the
     server's --idempotency-window answers the first message's ID and
     stores nothing, and ``Key(topic, key)`` names the message for good.
+    ``flow_key`` (at most 200 bytes) is the key the topic's flow policy
+    bounds and orders messages by (a tenant, an account); many messages
+    share one, and it is delivered as the header "hourglass-flow-key".
     """
 
     topic: str
@@ -111,6 +114,7 @@ class Message:
     at: Optional[datetime] = None
     level: Optional[int] = None
     key: str = ""
+    flow_key: str = ""
 
 
 @dataclass(frozen=True)
