@@ -89,6 +89,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	case queue.Waiting:
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_DUE
 		out.QueueAttempt = l.Attempt
+		out.FlowWait = l.FlowWait
 	case queue.Leased:
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_LEASED
 		out.QueueAttempt = l.Attempt
