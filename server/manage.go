@@ -51,6 +51,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		return s.heldAfterRetirement(ctx, eng, id, f.ID)
 	}
 	out.Message = protoMessage(f.ID, &f.Message)
+	out.FlowKey = message.HeaderValue(f.Message.Headers, message.FlowKeyHeader)
 	if f.ID != id {
 		out.RescheduledTo = f.ID.String()
 	}
