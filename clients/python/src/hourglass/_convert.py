@@ -320,6 +320,11 @@ def policy_of(p: pb.Policy) -> Policy:
         paused=p.paused if p.HasField("paused") else None,
         max_dispatch_rate=p.max_dispatch_rate if p.HasField("max_dispatch_rate") else None,
         lease=timedelta(milliseconds=p.lease_ms) if p.HasField("lease_ms") else None,
+        flow_concurrency=p.flow_concurrency if p.HasField("flow_concurrency") else None,
+        flow_rate=p.flow_rate if p.HasField("flow_rate") else None,
+        flow_burst=p.flow_burst if p.HasField("flow_burst") else None,
+        flow_ordered=p.flow_ordered if p.HasField("flow_ordered") else None,
+        flow_fair=p.flow_fair if p.HasField("flow_fair") else None,
     )
 
 
@@ -343,6 +348,16 @@ def policy_pb(p: Policy) -> pb.Policy:
         out.max_dispatch_rate = p.max_dispatch_rate
     if p.lease is not None:
         out.lease_ms = delay_ms("lease", p.lease)
+    if p.flow_concurrency is not None:
+        out.flow_concurrency = p.flow_concurrency
+    if p.flow_rate is not None:
+        out.flow_rate = p.flow_rate
+    if p.flow_burst is not None:
+        out.flow_burst = p.flow_burst
+    if p.flow_ordered is not None:
+        out.flow_ordered = p.flow_ordered
+    if p.flow_fair is not None:
+        out.flow_fair = p.flow_fair
     return out
 
 
