@@ -59,8 +59,8 @@ func openConsole(t *testing.T, p *proc, width, height int) *page {
 	t.Helper()
 	bin := chromiumPath()
 	if bin == "" {
-		t.Skip("the console's browser tests need Chromium: apt-get install -y --no-install-recommends chromium " +
-			"(Debian; .ci/run does), or set HOURGLASS_CHROMIUM to a Chromium binary")
+		skipForTool(t, "the console's browser tests need Chromium",
+			"apt-get install -y --no-install-recommends chromium (Debian; .ci/run does), or set HOURGLASS_CHROMIUM to a Chromium binary")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),

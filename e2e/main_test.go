@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	reportSkips(os.Stdout)
 	os.Exit(code)
 }
 
