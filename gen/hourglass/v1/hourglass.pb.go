@@ -2283,13 +2283,17 @@ type ServerHealth struct {
 	FsyncCount int64   `protobuf:"varint,3,opt,name=fsync_count,json=fsyncCount,proto3" json:"fsync_count,omitempty"`
 	FsyncP50Ms float64 `protobuf:"fixed64,4,opt,name=fsync_p50_ms,json=fsyncP50Ms,proto3" json:"fsync_p50_ms,omitempty"`
 	FsyncP99Ms float64 `protobuf:"fixed64,5,opt,name=fsync_p99_ms,json=fsyncP99Ms,proto3" json:"fsync_p99_ms,omitempty"`
-	// The data directory's size, and the free and total space of its file
-	// system (refreshed at most every 10 s).
+	// The data directory's size: the sum of its files' sizes (preallocated
+	// segments count in full, written or not), and the free and total space
+	// of its file system (refreshed at most every 10 s).
 	DataBytes      int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
 	DiskFreeBytes  int64 `protobuf:"varint,7,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	DiskTotalBytes int64 `protobuf:"varint,8,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The space the data directory's files take on disk, as du counts it:
+	// the blocks allocated to them.
+	DataAllocatedBytes int64 `protobuf:"varint,9,opt,name=data_allocated_bytes,json=dataAllocatedBytes,proto3" json:"data_allocated_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ServerHealth) Reset() {
@@ -2374,6 +2378,13 @@ func (x *ServerHealth) GetDiskFreeBytes() int64 {
 func (x *ServerHealth) GetDiskTotalBytes() int64 {
 	if x != nil {
 		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDataAllocatedBytes() int64 {
+	if x != nil {
+		return x.DataAllocatedBytes
 	}
 	return 0
 }
@@ -5537,7 +5548,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2\x18.hourglass.v1.TopicStatsR\x06topics\x125\n" +
 	"\apending\x18\x04 \x03(\v2\x1b.hourglass.v1.PendingBucketR\apending\x122\n" +
 	"\blateness\x18\x05 \x01(\v2\x16.hourglass.v1.LatenessR\blateness\x122\n" +
-	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\x97\x02\n" +
+	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\xc9\x02\n" +
 	"\fServerHealth\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1b\n" +
 	"\tnot_ready\x18\x02 \x01(\tR\bnotReady\x12\x1f\n" +
@@ -5550,7 +5561,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\a \x01(\x03R\rdiskFreeBytes\x12(\n" +
-	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\"\r\n" +
+	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\x120\n" +
+	"\x14data_allocated_bytes\x18\t \x01(\x03R\x12dataAllocatedBytes\"\r\n" +
 	"\vTimeRequest\"<\n" +
 	"\fTimeResponse\x12,\n" +
 	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"6\n" +

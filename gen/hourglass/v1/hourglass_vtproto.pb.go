@@ -1733,6 +1733,11 @@ func (m *ServerHealth) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.DataAllocatedBytes != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DataAllocatedBytes))
+		i--
+		dAtA[i] = 0x48
+	}
 	if m.DiskTotalBytes != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.DiskTotalBytes))
 		i--
@@ -5230,6 +5235,9 @@ func (m *ServerHealth) SizeVT() (n int) {
 	}
 	if m.DiskTotalBytes != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.DiskTotalBytes))
+	}
+	if m.DataAllocatedBytes != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.DataAllocatedBytes))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -10592,6 +10600,25 @@ func (m *ServerHealth) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.DiskTotalBytes |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DataAllocatedBytes", wireType)
+			}
+			m.DataAllocatedBytes = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.DataAllocatedBytes |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}
@@ -21015,6 +21042,25 @@ func (m *ServerHealth) UnmarshalVTUnsafe(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.DiskTotalBytes |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 9:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field DataAllocatedBytes", wireType)
+			}
+			m.DataAllocatedBytes = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.DataAllocatedBytes |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

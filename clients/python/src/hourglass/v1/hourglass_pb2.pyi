@@ -662,7 +662,8 @@ class ScheduleStreamResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., batch: _Optional[_Union[ScheduleBatchResponse, _Mapping]] = ..., error: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
 
 class ServerHealth(_message.Message):
-    __slots__ = ["data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    __slots__ = ["data_allocated_bytes", "data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    DATA_ALLOCATED_BYTES_FIELD_NUMBER: _ClassVar[int]
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -671,6 +672,7 @@ class ServerHealth(_message.Message):
     FSYNC_P99_MS_FIELD_NUMBER: _ClassVar[int]
     NOT_READY_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    data_allocated_bytes: int
     data_bytes: int
     disk_free_bytes: int
     disk_total_bytes: int
@@ -679,7 +681,7 @@ class ServerHealth(_message.Message):
     fsync_p99_ms: float
     not_ready: str
     ready: bool
-    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ..., data_allocated_bytes: _Optional[int] = ...) -> None: ...
 
 class SetPolicyRequest(_message.Message):
     __slots__ = ["defaults", "policy", "topic"]
