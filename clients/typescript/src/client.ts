@@ -122,6 +122,15 @@ export interface StoredMessage {
   attempt: number;
   /** The first attempt's id of a retry or reschedule; the id itself otherwise. */
   originId: string;
+  /** Set on a dead letter (a message of "<topic>.dlq", or one get finds dead-lettered): why it died. */
+  deadLetter?: {
+    originTopic: string;
+    /** "max-attempts", "nacked" or "sink". */
+    reason: string;
+    lastError: string;
+    attempts: number;
+    at?: Date;
+  };
 }
 
 /** A due message handed to a consumer under a lease. */
@@ -131,15 +140,6 @@ export interface Delivery extends StoredMessage {
   leaseExpiresAt: Date;
   /** Names this lease: acks and nacks act only while it holds. */
   receipt: string;
-  /** Set on a message of a dead-letter topic ("<topic>.dlq"). */
-  deadLetter?: {
-    originTopic: string;
-    /** "max-attempts", "nacked" or "sink". */
-    reason: string;
-    lastError: string;
-    attempts: number;
-    at?: Date;
-  };
 }
 
 /** Options of every client. */
@@ -205,7 +205,7 @@ function headersOf(m: PbMessage): Record<string, string> {
 }
 
 function storedOf(m: PbMessage): StoredMessage {
-  return {
+  const s: StoredMessage = {
     id: m.id,
     topic: m.topic,
     headers: headersOf(m),
@@ -214,6 +214,17 @@ function storedOf(m: PbMessage): StoredMessage {
     attempt: m.attempt,
     originId: m.originId || m.id,
   };
+  if (m.deadLetter) {
+    const dl = m.deadLetter;
+    s.deadLetter = {
+      originTopic: dl.originTopic,
+      reason: dl.reason,
+      lastError: dl.lastError,
+      attempts: dl.attempts,
+      at: dateOf(dl.at),
+    };
+  }
+  return s;
 }
 
 /** deliveryOf turns a received message into a Delivery. */
@@ -226,16 +237,6 @@ export function deliveryOf(m: PbMessage): Delivery {
     leaseExpiresAt: dateOf(m.leaseExpiresAt) ?? epoch,
     receipt: m.receipt,
   };
-  if (m.deadLetter) {
-    const dl = m.deadLetter;
-    d.deadLetter = {
-      originTopic: dl.originTopic,
-      reason: dl.reason,
-      lastError: dl.lastError,
-      attempts: dl.attempts,
-      at: dateOf(dl.at),
-    };
-  }
   return d;
 }
 
