@@ -405,7 +405,7 @@ func TestGetAfterBackoffRetries(t *testing.T) {
 	if f.State != client.StateDeadLettered || f.DeadLetterTopic != "retried.dlq" || f.RescheduledTo != last {
 		t.Fatalf("Get(first) after three nacks: %s in %q as %s; want dead-lettered in retried.dlq as %s", f.State, f.DeadLetterTopic, f.RescheduledTo, last)
 	}
-	if dl := f.Message.DeadLetter; dl == nil || dl.Reason != "max-attempts" || dl.LastError != "boom" {
-		t.Errorf("Get(first) after three nacks: dead letter %+v; want max-attempts, boom", dl)
+	if dl := f.Message.DeadLetter; dl == nil || dl.Reason != "max-attempts" || dl.LastError != "boom" || dl.Attempts != 3 {
+		t.Errorf("Get(first) after three nacks: dead letter %+v; want max-attempts after 3 attempts, boom", dl)
 	}
 }

@@ -181,6 +181,7 @@ for (const [name, make] of Object.entries(clients)) {
       assert.equal(f.rescheduledTo, last);
       assert.equal(f.message?.deadLetter?.reason, "max-attempts");
       assert.equal(f.message?.deadLetter?.lastError, "boom");
+      assert.equal(f.message?.deadLetter?.attempts, 3);
     });
 
     test("redrive moves dead letters back; purge and deleteTopic remove what a topic holds", async () => {
