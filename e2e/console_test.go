@@ -159,9 +159,15 @@ func (pg *page) click(sel string) {
 	pg.wait(sel, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e || !e.offsetParent || e.disabled) return false; e.click(); return true; })()`, sel))
 }
 
-// confirm answers the open confirmation dialog with its action button.
+// confirm answers the open confirmation dialog with its action button,
+// after checking that no two of its buttons have one label.
 func (pg *page) confirm() {
 	pg.t.Helper()
+	pg.wait("the dialog's buttons", `document.querySelectorAll("dialog[open] .dialog-buttons button").length === 2`)
+	labels := value(pg, "the dialog's buttons", chromedp.Evaluate[[]string](`[...document.querySelectorAll("dialog[open] .dialog-buttons button")].map((b) => b.innerText)`))
+	if len(labels) != 2 || labels[0] == labels[1] {
+		pg.t.Errorf("the dialog's buttons are labelled %q: want two different labels", labels)
+	}
 	pg.click("dialog[open] .dialog-ok")
 	pg.wait("the dialog to close", `!document.querySelector("dialog[open]")`)
 }

@@ -4,7 +4,7 @@
 
 import "./style.css";
 import { api, call, codeName, hasToken, RpcError, setToken, whenUnauthenticated } from "./api.js";
-import { fill, h } from "./dom.js";
+import { clearNotices, fill, h } from "./dom.js";
 import { time } from "./format.js";
 import { deadLettersPage } from "./deadletters.js";
 import { messagesPage } from "./messages.js";
@@ -47,6 +47,7 @@ function show(): void {
   const { name, params } = route();
   current?.dispose?.();
   clearTimeout(timer);
+  clearNotices();
   current = pages[name].make(params);
   document.title = `${pages[name].title} · Hourglass`;
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.page === name);
