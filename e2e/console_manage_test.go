@@ -248,6 +248,7 @@ func TestConsoleDeadLetters(t *testing.T) {
 	pg.waitText("#detail-state", "DEAD_LETTERED")
 	pg.waitText("#detail-dead-letter", "max-attempts on work after 3 attempts: boom")
 	pg.waitText("#detail-now-as", last)
+	pg.screenshot("deadletter-detail")
 	if n := pg.count("#act-redrive"); n != 1 {
 		t.Errorf("%d Redrive buttons in the detail of a dead letter, want 1", n)
 	}
