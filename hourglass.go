@@ -146,8 +146,14 @@ type Config struct {
 	// NATS JetStream (docs/CLUSTER.md) instead of a local engine and queue.
 	Cluster *ClusterConfig
 
-	// AuthToken, if set, is the bearer token every RPC and /metrics need.
+	// AuthToken, if set, is a bearer token that may do everything (the
+	// credential "admin"); cluster nodes forward calls to each other with it.
 	AuthToken string
+	// CredentialsFile names the credentials file (package access): named
+	// tokens and client certificate names with their verbs and topics;
+	// read at Open and by ReloadCredentials. With neither AuthToken nor
+	// CredentialsFile every caller may do everything.
+	CredentialsFile string
 	// CORSOrigins are the browser origins allowed to call the API
 	// (Connect, gRPC-Web); none by default.
 	CORSOrigins []string

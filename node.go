@@ -232,6 +232,7 @@ func (n *Node) serverOptions(o server.Options) server.Options {
 	c := &n.cfg
 	o.SegmentDuration, o.MaxBody, o.MaxDelay, o.DelayLevels = c.SegmentDuration, c.MaxBody, c.MaxDelay, c.DelayLevels
 	o.AuthToken, o.Logger, o.Pprof, o.CORSOrigins = c.AuthToken, n.log, c.Pprof, c.CORSOrigins
+	o.CredentialsFile = c.CredentialsFile
 	o.MaxStreams, o.MaxStreamsPerConn, o.MaxRequestBytes, o.IdleTimeout = c.MaxStreams, c.MaxStreamsPerConn, c.MaxRequestBytes, c.IdleTimeout
 	return o
 }
@@ -277,6 +278,11 @@ func (n *Node) Serve(ln net.Listener) error { return n.srv.Serve(ln, nil) }
 
 // ServeTLS is Serve over TLS with config's certificates.
 func (n *Node) ServeTLS(ln net.Listener, config *tls.Config) error { return n.srv.Serve(ln, config) }
+
+// ReloadCredentials reads Config.CredentialsFile again; a file that is
+// not valid is the error and leaves the credentials in use. who names the
+// operator (or signal) in the audit trail.
+func (n *Node) ReloadCredentials(who string) error { return n.srv.ReloadCredentials(who) }
 
 // Shutdown stops Serve gracefully: readiness goes false, long polls and
 // streams end, calls in flight finish until ctx ends. The node keeps its

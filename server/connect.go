@@ -29,8 +29,8 @@ var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
 // connectHandler returns the path and handler of the connect-go service.
 func (s *Server) connectHandler() (string, http.Handler) {
 	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{api{Server: s}},
-		authGate(s.opts.AuthToken),
-		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}),
+		s.authGate(),
+		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}, accessConnect{}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
 		// Binary protobuf through vtprotobuf's reflection-free code.
 		connect.WithCodec(vtcodec.Connect{}),
@@ -202,6 +202,14 @@ func (a connectAPI) ListSchedules(ctx context.Context, r *connect.Request[hourgl
 
 func (a connectAPI) Extend(ctx context.Context, r *connect.Request[hourglassv1.ExtendRequest]) (*connect.Response[hourglassv1.ExtendResponse], error) {
 	return unary(ctx, r, a.api.Extend)
+}
+
+func (a connectAPI) WhoAmI(ctx context.Context, r *connect.Request[hourglassv1.WhoAmIRequest]) (*connect.Response[hourglassv1.WhoAmIResponse], error) {
+	return unary(ctx, r, a.api.WhoAmI)
+}
+
+func (a connectAPI) ListAudit(ctx context.Context, r *connect.Request[hourglassv1.ListAuditRequest]) (*connect.Response[hourglassv1.ListAuditResponse], error) {
+	return unary(ctx, r, a.api.ListAudit)
 }
 
 func (a connectAPI) ReceiveStream(ctx context.Context, r *connect.Request[hourglassv1.ReceiveStreamRequest], st *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {

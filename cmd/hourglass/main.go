@@ -69,6 +69,7 @@ func newApp() *cli.App {
 			resumeCommand(),
 			scheduleCommand(),
 			statsCommand(),
+			credentialsCommand(),
 			inspectCommand(),
 			repairCommand(),
 			versionCommand(),

@@ -15,6 +15,7 @@ import (
 // The categories serve --help groups its flags in; urfave/cli lists them
 // in the order of their names.
 const (
+	catAccess   = "Access (docs/OPERATIONS.md, Access)"
 	catData     = "Data and durability"
 	catListen   = "Listening"
 	catLogs     = "Logs and profiles"
@@ -46,8 +47,12 @@ func serveFlags() []cli.Flag {
 			Usage: "serve TLS with this certificate `FILE` (PEM)"},
 		&cli.StringFlag{Name: "tls-key", Category: catListen, EnvVars: envVar("tls-key"),
 			Usage: "the private key `FILE` (PEM) of --tls-cert"},
-		&cli.StringFlag{Name: "auth-token", Category: catListen, EnvVars: envVar("auth-token"),
-			Usage: "require this bearer `TOKEN` on each RPC and /metrics"},
+		&cli.StringFlag{Name: "auth-token", Category: catAccess, EnvVars: envVar("auth-token"),
+			Usage: "a bearer `TOKEN` that may do everything (credential admin)"},
+		&cli.StringFlag{Name: "credentials", Category: catAccess, EnvVars: envVar("credentials"),
+			Usage: "named credentials `FILE` (YAML: tokens, roles, topics); reread on SIGHUP"},
+		&cli.StringFlag{Name: "tls-client-ca", Category: catAccess, EnvVars: envVar("tls-client-ca"),
+			Usage: "verify client certificates against this CA `FILE` (PEM); needs --tls-cert"},
 		&cli.StringSliceFlag{Name: "cors-origin", Category: catListen, EnvVars: envVar("cors-origin"),
 			Usage: "let pages of this `ORIGIN` (or *) call the API; repeatable"},
 

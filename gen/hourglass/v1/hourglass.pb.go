@@ -5390,6 +5390,354 @@ func (x *ListSchedulesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credential's name: "admin" for the server's --auth-token,
+	// "anonymous" on a server without credentials (everyone is admin).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its role (admin, producer, consumer, viewer), or "" when it lists
+	// its verbs.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The verbs it may do: produce, consume, cancel, read, manage,
+	// schedule, audit.
+	Verbs []string `protobuf:"bytes,3,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	// The topic patterns they apply to ("*" for every topic).
+	Topics []string `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How the call was authenticated: "token", "certificate" or "none".
+	Method        string `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+// AuditEntry is one change an operator made, and its result.
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its place in the trail: later entries have larger numbers.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the server finished it.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The credential that made it.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// The RPC ("Cancel", "SetPolicy", ...) or "ReloadCredentials".
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// What it acted on: a topic, a message ID or a schedule's name.
+	Target string `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
+	// The request as JSON (message bodies left out).
+	Request string `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	// "OK", or the status code's name ("NOT_FOUND").
+	Result string `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// The error's message when result is not OK.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The client's address.
+	Peer          string `protobuf:"bytes,9,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *AuditEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many entries, 1 to 1000; 0 means 100.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries older than this seq (the previous page's
+	// next_before_seq); 0 starts from the newest.
+	BeforeSeq     uint64 `protobuf:"varint,2,opt,name=before_seq,json=beforeSeq,proto3" json:"before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetBeforeSeq() uint64 {
+	if x != nil {
+		return x.BeforeSeq
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Entries []*AuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Pass as before_seq for the next page; 0 when there are no older
+	// entries.
+	NextBeforeSeq uint64 `protobuf:"varint,2,opt,name=next_before_seq,json=nextBeforeSeq,proto3" json:"next_before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextBeforeSeq() uint64 {
+	if x != nil {
+		return x.NextBeforeSeq
+	}
+	return 0
+}
+
 var File_hourglass_v1_hourglass_proto protoreflect.FileDescriptor
 
 const file_hourglass_v1_hourglass_proto_rawDesc = "" +
@@ -5741,7 +6089,32 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
 	"\x15ListSchedulesResponse\x12?\n" +
 	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x0f\n" +
+	"\rWhoAmIRequest\"~\n" +
+	"\x0eWhoAmIResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x14\n" +
+	"\x05verbs\x18\x03 \x03(\tR\x05verbs\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\"\xe8\x01\n" +
+	"\n" +
+	"AuditEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
+	"\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x16\n" +
+	"\x06result\x18\a \x01(\tR\x06result\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
+	"\x04peer\x18\t \x01(\tR\x04peer\"G\n" +
+	"\x10ListAuditRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"before_seq\x18\x02 \x01(\x04R\tbeforeSeq\"o\n" +
+	"\x11ListAuditResponse\x122\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.hourglass.v1.AuditEntryR\aentries\x12&\n" +
+	"\x0fnext_before_seq\x18\x02 \x01(\x04R\rnextBeforeSeq*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
@@ -5771,7 +6144,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xe0\x11\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x032\xf3\x12\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -5802,7 +6175,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
 	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
 	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
-	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12C\n" +
+	"\x06WhoAmI\x12\x1b.hourglass.v1.WhoAmIRequest\x1a\x1c.hourglass.v1.WhoAmIResponse\x12L\n" +
+	"\tListAudit\x12\x1e.hourglass.v1.ListAuditRequest\x1a\x1f.hourglass.v1.ListAuditResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -5817,7 +6192,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
@@ -5900,141 +6275,152 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*GetScheduleResponse)(nil),    // 78: hourglass.v1.GetScheduleResponse
 	(*ListSchedulesRequest)(nil),   // 79: hourglass.v1.ListSchedulesRequest
 	(*ListSchedulesResponse)(nil),  // 80: hourglass.v1.ListSchedulesResponse
-	(*timestamppb.Timestamp)(nil),  // 81: google.protobuf.Timestamp
+	(*WhoAmIRequest)(nil),          // 81: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 82: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),             // 83: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),       // 84: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 85: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),  // 86: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	81, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	81, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	81, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	81, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	81, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	81, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	81, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	81, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	81, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	27, // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	28, // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	29, // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	30, // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	32, // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	81, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	5,  // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	7,  // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	6,  // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	8,  // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	35, // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	39, // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	40, // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	41, // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	42, // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	14, // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	44, // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	21, // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	21, // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,  // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	12, // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	81, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	81, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	81, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	12, // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	81, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,  // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	81, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,  // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	61, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	58, // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	60, // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	61, // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	61, // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	61, // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61, // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,  // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	81, // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	81, // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,  // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	66, // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	81, // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66, // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	81, // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78, // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	5,  // 69: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,  // 70: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	36, // 71: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,  // 72: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11, // 73: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15, // 74: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	38, // 75: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17, // 76: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19, // 77: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22, // 78: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24, // 79: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26, // 80: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	33, // 81: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	45, // 82: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	47, // 83: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	49, // 84: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	51, // 85: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	53, // 86: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	55, // 87: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	57, // 88: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	62, // 89: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	64, // 90: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	67, // 91: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	69, // 92: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	71, // 93: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	73, // 94: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	75, // 95: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	77, // 96: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	79, // 97: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	6,  // 98: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,  // 99: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	37, // 100: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10, // 101: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14, // 102: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16, // 103: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	43, // 104: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18, // 105: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20, // 106: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23, // 107: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 108: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31, // 109: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	34, // 110: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46, // 111: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	48, // 112: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	50, // 113: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	52, // 114: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	54, // 115: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	56, // 116: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	59, // 117: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	63, // 118: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	65, // 119: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	68, // 120: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	70, // 121: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	72, // 122: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	74, // 123: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	76, // 124: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	78, // 125: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	80, // 126: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	98, // [98:127] is the sub-list for method output_type
-	69, // [69:98] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	4,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	86,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	86,  // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,   // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	6,   // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	4,   // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	86,  // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	86,  // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	86,  // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	86,  // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	12,  // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	12,  // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	21,  // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	86,  // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	86,  // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	86,  // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	86,  // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	27,  // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	28,  // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	29,  // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	30,  // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	32,  // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	86,  // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	5,   // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	7,   // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	6,   // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	8,   // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	35,  // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	39,  // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	40,  // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	41,  // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	42,  // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	14,  // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	44,  // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	21,  // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	21,  // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	12,  // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	86,  // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	86,  // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	86,  // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	12,  // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	86,  // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	86,  // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	61,  // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	58,  // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	60,  // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	61,  // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	61,  // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	61,  // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	61,  // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	61,  // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	4,   // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	86,  // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	86,  // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	3,   // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	66,  // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	86,  // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	66,  // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	86,  // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	86,  // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	66,  // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	86,  // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	78,  // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	86,  // 69: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	83,  // 70: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	5,   // 71: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	7,   // 72: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	36,  // 73: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	9,   // 74: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	11,  // 75: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	15,  // 76: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	38,  // 77: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	17,  // 78: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	19,  // 79: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	22,  // 80: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	24,  // 81: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	26,  // 82: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	33,  // 83: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	45,  // 84: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	47,  // 85: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	49,  // 86: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	51,  // 87: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	53,  // 88: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	55,  // 89: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	57,  // 90: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	62,  // 91: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	64,  // 92: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	67,  // 93: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	69,  // 94: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	71,  // 95: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	73,  // 96: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	75,  // 97: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	77,  // 98: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	79,  // 99: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	81,  // 100: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	84,  // 101: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	6,   // 102: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	8,   // 103: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	37,  // 104: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	10,  // 105: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	14,  // 106: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	16,  // 107: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	43,  // 108: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	18,  // 109: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	20,  // 110: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	23,  // 111: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	25,  // 112: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	31,  // 113: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	34,  // 114: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	46,  // 115: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	48,  // 116: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	50,  // 117: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	52,  // 118: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	54,  // 119: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	56,  // 120: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	59,  // 121: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	63,  // 122: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	65,  // 123: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	68,  // 124: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	70,  // 125: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	72,  // 126: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	74,  // 127: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	76,  // 128: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	78,  // 129: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	80,  // 130: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	82,  // 131: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	85,  // 132: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	102, // [102:133] is the sub-list for method output_type
+	71,  // [71:102] is the sub-list for method input_type
+	71,  // [71:71] is the sub-list for extension type_name
+	71,  // [71:71] is the sub-list for extension extendee
+	0,   // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6077,7 +6463,7 @@ func file_hourglass_v1_hourglass_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   77,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -76,6 +76,8 @@ const (
 	HourglassService_DeleteSchedule_FullMethodName = "/hourglass.v1.HourglassService/DeleteSchedule"
 	HourglassService_GetSchedule_FullMethodName    = "/hourglass.v1.HourglassService/GetSchedule"
 	HourglassService_ListSchedules_FullMethodName  = "/hourglass.v1.HourglassService/ListSchedules"
+	HourglassService_WhoAmI_FullMethodName         = "/hourglass.v1.HourglassService/WhoAmI"
+	HourglassService_ListAudit_FullMethodName      = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is the client API for HourglassService service.
@@ -189,6 +191,12 @@ type HourglassServiceClient interface {
 	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
 type hourglassServiceClient struct {
@@ -504,6 +512,26 @@ func (c *hourglassServiceClient) ListSchedules(ctx context.Context, in *ListSche
 	return out, nil
 }
 
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, HourglassService_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HourglassServiceServer is the server API for HourglassService service.
 // All implementations must embed UnimplementedHourglassServiceServer
 // for forward compatibility.
@@ -615,6 +643,12 @@ type HourglassServiceServer interface {
 	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedHourglassServiceServer()
 }
 
@@ -711,6 +745,12 @@ func (UnimplementedHourglassServiceServer) GetSchedule(context.Context, *GetSche
 }
 func (UnimplementedHourglassServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedHourglassServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedHourglassServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
 }
 func (UnimplementedHourglassServiceServer) mustEmbedUnimplementedHourglassServiceServer() {}
 func (UnimplementedHourglassServiceServer) testEmbeddedByValue()                          {}
@@ -1226,6 +1266,42 @@ func _HourglassService_ListSchedules_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HourglassService_ServiceDesc is the grpc.ServiceDesc for HourglassService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1336,6 +1412,14 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSchedules",
 			Handler:    _HourglassService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _HourglassService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _HourglassService_ListAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -138,6 +138,11 @@ const (
 	// HourglassServiceListSchedulesProcedure is the fully-qualified name of the HourglassService's
 	// ListSchedules RPC.
 	HourglassServiceListSchedulesProcedure = "/hourglass.v1.HourglassService/ListSchedules"
+	// HourglassServiceWhoAmIProcedure is the fully-qualified name of the HourglassService's WhoAmI RPC.
+	HourglassServiceWhoAmIProcedure = "/hourglass.v1.HourglassService/WhoAmI"
+	// HourglassServiceListAuditProcedure is the fully-qualified name of the HourglassService's
+	// ListAudit RPC.
+	HourglassServiceListAuditProcedure = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is a client for the hourglass.v1.HourglassService service.
@@ -247,6 +252,12 @@ type HourglassServiceClient interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceClient constructs a client for the hourglass.v1.HourglassService service. By
@@ -434,6 +445,18 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+HourglassServiceWhoAmIProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
+		listAudit: connect.NewClient[v1.ListAuditRequest, v1.ListAuditResponse](
+			httpClient,
+			baseURL+HourglassServiceListAuditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -468,6 +491,8 @@ type hourglassServiceClient struct {
 	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
 	getSchedule    *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
 	listSchedules  *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
+	whoAmI         *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	listAudit      *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -615,6 +640,16 @@ func (c *hourglassServiceClient) ListSchedules(ctx context.Context, req *connect
 	return c.listSchedules.CallUnary(ctx, req)
 }
 
+// WhoAmI calls hourglass.v1.HourglassService.WhoAmI.
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// ListAudit calls hourglass.v1.HourglassService.ListAudit.
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, req *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return c.listAudit.CallUnary(ctx, req)
+}
+
 // HourglassServiceHandler is an implementation of the hourglass.v1.HourglassService service.
 type HourglassServiceHandler interface {
 	// Schedule stores one message and answers with its ID once it is durable
@@ -722,6 +757,12 @@ type HourglassServiceHandler interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -905,6 +946,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceWhoAmIHandler := connect.NewUnaryHandler(
+		HourglassServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListAuditHandler := connect.NewUnaryHandler(
+		HourglassServiceListAuditProcedure,
+		svc.ListAudit,
+		connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hourglass.v1.HourglassService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HourglassServiceScheduleProcedure:
@@ -965,6 +1018,10 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceGetScheduleHandler.ServeHTTP(w, r)
 		case HourglassServiceListSchedulesProcedure:
 			hourglassServiceListSchedulesHandler.ServeHTTP(w, r)
+		case HourglassServiceWhoAmIProcedure:
+			hourglassServiceWhoAmIHandler.ServeHTTP(w, r)
+		case HourglassServiceListAuditProcedure:
+			hourglassServiceListAuditHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1088,4 +1145,12 @@ func (UnimplementedHourglassServiceHandler) GetSchedule(context.Context, *connec
 
 func (UnimplementedHourglassServiceHandler) ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListSchedules is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListAudit is not implemented"))
 }

@@ -68,6 +68,28 @@ class AckResult(_message.Message):
     error: str
     def __init__(self, acked: bool = ..., error: _Optional[str] = ...) -> None: ...
 
+class AuditEntry(_message.Message):
+    __slots__ = ["action", "at", "error", "peer", "request", "result", "seq", "target", "who"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    at: _timestamp_pb2.Timestamp
+    error: str
+    peer: str
+    request: str
+    result: str
+    seq: int
+    target: str
+    who: str
+    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+
 class Backoff(_message.Message):
     __slots__ = ["initial_ms", "jitter", "max_ms", "multiplier"]
     INITIAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -343,6 +365,22 @@ class Lateness(_message.Message):
     p90_ms: float
     p99_ms: float
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ["before_seq", "limit"]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    before_seq: int
+    limit: int
+    def __init__(self, limit: _Optional[int] = ..., before_seq: _Optional[int] = ...) -> None: ...
+
+class ListAuditResponse(_message.Message):
+    __slots__ = ["entries", "next_before_seq"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
+    next_before_seq: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "state", "to", "topic"]
@@ -798,6 +836,24 @@ class UpdateScheduleResponse(_message.Message):
     NEXT_FIELD_NUMBER: _ClassVar[int]
     next: _timestamp_pb2.Timestamp
     def __init__(self, next: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ["method", "name", "role", "topics", "verbs"]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERBS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    name: str
+    role: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    verbs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., verbs: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., method: _Optional[str] = ...) -> None: ...
 
 class CancelResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -160,6 +160,16 @@ class HourglassServiceStub(object):
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.FromString,
                 )
+        self.WhoAmI = channel.unary_unary(
+                '/hourglass.v1.HourglassService/WhoAmI',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.FromString,
+                )
+        self.ListAudit = channel.unary_unary(
+                '/hourglass.v1.HourglassService/ListAudit',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.FromString,
+                )
 
 
 class HourglassServiceServicer(object):
@@ -416,6 +426,22 @@ class HourglassServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """WhoAmI says which credential the call is made with and what it may
+        do (the console hides what its caller may not do).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """ListAudit returns the audit trail, newest first, a page at a time:
+        every change an operator made, who made it, when, and its result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HourglassServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -563,6 +589,16 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.ListSchedules,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1065,5 +1101,39 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListSchedules',
             hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/WhoAmI',
+            hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListAudit',
+            hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
