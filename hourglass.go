@@ -154,6 +154,12 @@ type Config struct {
 	// read at Open and by ReloadCredentials. With neither AuthToken nor
 	// CredentialsFile every caller may do everything.
 	CredentialsFile string
+	// AuditMaxBytes bounds the audit trail (DataDir/audit): whole old
+	// segments are deleted beyond it; default audit.DefaultMaxBytes.
+	AuditMaxBytes int64
+	// AuditMaxAge deletes the audit trail's entries older than this, a
+	// segment at a time; 0 keeps them until AuditMaxBytes needs the room.
+	AuditMaxAge time.Duration
 	// CORSOrigins are the browser origins allowed to call the API
 	// (Connect, gRPC-Web); none by default.
 	CORSOrigins []string

@@ -9,9 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hourglassmq/hourglass/access"
@@ -30,22 +28,29 @@ func (s *Server) ReloadCredentials(who string) error {
 	if err == nil {
 		s.creds.Store(set)
 	}
-	s.auditChange(context.Background(), who, "ReloadCredentials", "", nil, "", err)
+	s.auditChange(context.Background(), who, "ReloadCredentials", s.paths.text(s.opts.CredentialsFile), err)
 	return err
 }
 
 // accessConnect checks every request of a Connect or gRPC-Web call
 // against the rules: the unary request, a stream's open and each message
 // a stream receives. The request gate (authGate) authenticated the call.
-type accessConnect struct{}
+type accessConnect struct{ s *Server }
 
-func (accessConnect) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (a accessConnect) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	s := a.s
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		m, _ := req.Any().(proto.Message)
 		if err := authorize(callerOf(ctx), req.Spec().Procedure, m, false); err != nil {
 			return nil, toConnect(err)
 		}
-		return next(ctx, req)
+		res, err := next(ctx, req)
+		var msg any
+		if res != nil {
+			msg = res.Any()
+		}
+		s.auditCall(ctx, req.Spec().Procedure, req.Peer().Addr, m, msg, err)
+		return res, err
 	}
 }
 
@@ -157,13 +162,4 @@ func (a api) WhoAmI(ctx context.Context, _ *hourglassv1.WhoAmIRequest) (*hourgla
 		res.Verbs = append(res.Verbs, string(v))
 	}
 	return res, nil
-}
-
-// ListAudit is served once the audit trail exists.
-func (a api) ListAudit(ctx context.Context, _ *hourglassv1.ListAuditRequest) (*hourglassv1.ListAuditResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "this server keeps no audit trail yet")
-}
-
-// auditChange records an operator's change; the audit trail comes next.
-func (s *Server) auditChange(ctx context.Context, who, action, target string, req proto.Message, peer string, err error) {
 }

@@ -30,7 +30,7 @@ var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
 func (s *Server) connectHandler() (string, http.Handler) {
 	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{api{Server: s}},
 		s.authGate(),
-		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}, accessConnect{}),
+		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}, accessConnect{s}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
 		// Binary protobuf through vtprotobuf's reflection-free code.
 		connect.WithCodec(vtcodec.Connect{}),

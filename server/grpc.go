@@ -150,7 +150,7 @@ func (s *Server) grpcCtx(ctx context.Context, method string) (context.Context, s
 	return withInfo(ctx, callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}), addr, nil
 }
 
-// api reports whether method is one of the API's (not health's or
+// isAPI reports whether method is one of the API's (not health's or
 // reflection's): those are checked against the access rules.
 func isAPI(method string) bool { return strings.HasPrefix(method, svc) }
 
@@ -162,8 +162,11 @@ func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerI
 		err = authorize(callerOf(ctx), info.FullMethod, m, false)
 	}
 	if err == nil {
-		defer s.recoverGRPC(info.FullMethod, &err)
-		resp, err = handler(ctx, req)
+		func() {
+			defer s.recoverGRPC(info.FullMethod, &err)
+			resp, err = handler(ctx, req)
+		}()
+		s.auditCall(ctx, info.FullMethod, addr, req, resp, err)
 	}
 	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
 	return resp, s.paths.grpcErr(err)

@@ -44,6 +44,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/hourglassmq/hourglass/access"
+	"github.com/hourglassmq/hourglass/audit"
 	"github.com/hourglassmq/hourglass/console"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/units"
@@ -111,6 +112,10 @@ type Options struct {
 	// AuthToken, if set, is a bearer token that may do everything (the
 	// credential "admin").
 	AuthToken string
+	// Audit, if set, is the audit trail: every operator change (the RPCs
+	// access_rules.go marks, a credentials reload) is appended to it, and
+	// ListAudit reads it.
+	Audit *audit.Log
 	// CredentialsFile, if set, names the credentials file (package
 	// access): named tokens and client certificate names, each with its
 	// verbs on its topics. It is read by New and by ReloadCredentials.

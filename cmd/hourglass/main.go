@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			scheduleCommand(),
 			statsCommand(),
 			credentialsCommand(),
+			auditCommand(),
 			inspectCommand(),
 			repairCommand(),
 			versionCommand(),

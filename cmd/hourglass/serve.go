@@ -162,6 +162,14 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
 	}
+	if n.AuditMaxBytes, err = units.ParseSize(c.String("audit-max-size")); err != nil || n.AuditMaxBytes < 64<<10 {
+		return nil, fmt.Errorf("--audit-max-size %q: a size of at least 64KiB (64MiB, 1GiB)", c.String("audit-max-size"))
+	}
+	if a := c.String("audit-max-age"); a != "0" {
+		if n.AuditMaxAge, err = units.ParseDuration(a); err != nil || n.AuditMaxAge <= 0 {
+			return nil, fmt.Errorf("--audit-max-age %q: a positive duration (30d, 1y), or 0 to keep entries until --audit-max-size needs the room", a)
+		}
+	}
 	if cfg.clientCA != "" && (cfg.tlsCert == "" || n.CredentialsFile == "") {
 		return nil, errors.New("--tls-client-ca needs --tls-cert (client certificates come over TLS) and --credentials (which names the certificates)")
 	}

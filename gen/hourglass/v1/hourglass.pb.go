@@ -5525,6 +5525,8 @@ type AuditEntry struct {
 	Target string `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
 	// The request as JSON (message bodies left out).
 	Request string `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	// The answer as JSON when result is OK (a Cancel's result, say).
+	Response string `protobuf:"bytes,10,opt,name=response,proto3" json:"response,omitempty"`
 	// "OK", or the status code's name ("NOT_FOUND").
 	Result string `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
 	// The error's message when result is not OK.
@@ -5603,6 +5605,13 @@ func (x *AuditEntry) GetTarget() string {
 func (x *AuditEntry) GetRequest() string {
 	if x != nil {
 		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResponse() string {
+	if x != nil {
+		return x.Response
 	}
 	return ""
 }
@@ -6096,7 +6105,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x14\n" +
 	"\x05verbs\x18\x03 \x03(\tR\x05verbs\x12\x16\n" +
 	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x16\n" +
-	"\x06method\x18\x05 \x01(\tR\x06method\"\xe8\x01\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\"\x84\x02\n" +
 	"\n" +
 	"AuditEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
@@ -6104,7 +6113,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x03who\x18\x03 \x01(\tR\x03who\x12\x16\n" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
 	"\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n" +
-	"\arequest\x18\x06 \x01(\tR\arequest\x12\x16\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x1a\n" +
+	"\bresponse\x18\n" +
+	" \x01(\tR\bresponse\x12\x16\n" +
 	"\x06result\x18\a \x01(\tR\x06result\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
 	"\x04peer\x18\t \x01(\tR\x04peer\"G\n" +

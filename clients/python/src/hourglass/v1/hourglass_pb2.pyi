@@ -69,12 +69,13 @@ class AckResult(_message.Message):
     def __init__(self, acked: bool = ..., error: _Optional[str] = ...) -> None: ...
 
 class AuditEntry(_message.Message):
-    __slots__ = ["action", "at", "error", "peer", "request", "result", "seq", "target", "who"]
+    __slots__ = ["action", "at", "error", "peer", "request", "response", "result", "seq", "target", "who"]
     ACTION_FIELD_NUMBER: _ClassVar[int]
     AT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PEER_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
@@ -84,11 +85,12 @@ class AuditEntry(_message.Message):
     error: str
     peer: str
     request: str
+    response: str
     result: str
     seq: int
     target: str
     who: str
-    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., response: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
 
 class Backoff(_message.Message):
     __slots__ = ["initial_ms", "jitter", "max_ms", "multiplier"]
