@@ -1,7 +1,7 @@
 // Package access is who may do what on a Hourglass server: named
 // credentials, each a bearer token (stored as its SHA-256 digest) or a
 // client certificate's name, with a role or a set of verbs and the topic
-// patterns they apply to, and the quotas on pending messages.
+// patterns they apply to.
 //
 // It knows nothing of the network: the server authenticates a call (a
 // token, a verified certificate), asks a Set for the Credential, and asks
@@ -77,23 +77,9 @@ type Credential struct {
 	// syntax: "orders.*", "*"); a verb on a call that names no topic
 	// (Stats, Cancel by id) needs a pattern that matches every topic.
 	Topics []string
-	// Quota bounds what its producers may leave pending; zero fields are
-	// unbounded.
-	Quota Quota
 
 	verbs []Verb
 }
-
-// Quota bounds the messages left pending (scheduled, not yet due).
-type Quota struct {
-	// Messages is the most pending messages; 0 for no bound.
-	Messages int64
-	// Bytes is the most pending message bytes (bodies); 0 for no bound.
-	Bytes int64
-}
-
-// Zero reports whether the quota bounds nothing.
-func (q Quota) Zero() bool { return q.Messages == 0 && q.Bytes == 0 }
 
 // Verbs returns the verbs the credential may do.
 func (c *Credential) Verbs() []Verb { return slices.Clone(c.verbs) }

@@ -19,14 +19,10 @@ credentials:
     token_sha256: ` + Digest("orders-token") + `
     role: producer
     topics: ["orders", "orders.*"]
-    quota: {pending_messages: 10, pending_bytes: 1KiB}
   - name: billing
     certificate: ["billing.internal", "spiffe://example/billing"]
     verbs: [consume, read]
     topics: ["billing"]
-quotas:
-  - topics: ["bulk.*"]
-    pending_messages: 100
 `
 
 func TestParse(t *testing.T) {
@@ -37,9 +33,6 @@ func TestParse(t *testing.T) {
 	c, ok := s.Token("orders-token")
 	if !ok || c.Name != "orders-producer" {
 		t.Fatalf("Token(orders-token) = %v, %v", c, ok)
-	}
-	if c.Quota != (Quota{Messages: 10, Bytes: 1024}) {
-		t.Errorf("quota %+v", c.Quota)
 	}
 	if _, ok := s.Token("orders-token "); ok {
 		t.Error("a token with a trailing space matched")
@@ -53,9 +46,6 @@ func TestParse(t *testing.T) {
 	}
 	if _, ok := s.Certificate(&x509.Certificate{Subject: pkix.Name{CommonName: "nobody"}}); ok {
 		t.Error("an unknown certificate matched")
-	}
-	if q := s.TopicQuotas(); len(q) != 1 || q[0].Messages != 100 {
-		t.Errorf("topic quotas %+v", q)
 	}
 }
 
@@ -73,8 +63,7 @@ func TestParseErrors(t *testing.T) {
 		{"no_topics", "credentials: [{name: a, token_sha256: " + d + ", role: admin}]", "needs topics"},
 		{"bad_pattern", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['[']}]", `topic pattern "["`},
 		{"no_secret", "credentials: [{name: a, role: admin, topics: ['*']}]", "needs token_sha256"},
-		{"bad_size", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {pending_bytes: lots}}]", "pending_bytes"},
-		{"empty_quota", "quotas: [{topics: ['*']}]", "quota 1: sets neither"},
+		{"quota_not_served", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {pending_messages: 1}}]", "field quota not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -127,7 +116,7 @@ func TestAllow(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
 	f.Add([]byte("credentials: [{name: a}]"))
-	f.Add([]byte("quotas: [{topics: ['*'], pending_messages: -1}]"))
+	f.Add([]byte("credentials: [{name: a, certificate: [x], verbs: [read, read], topics: ['o.*']}]"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Parse(b)
 		if err != nil {

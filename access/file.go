@@ -11,8 +11,6 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/hourglassmq/hourglass/internal/units"
 )
 
 // DigestPrefix starts a token's digest in a credentials file.
@@ -20,35 +18,16 @@ const DigestPrefix = "sha256:"
 
 // fileCredential is one entry of the credentials file, as written.
 type fileCredential struct {
-	Name        string     `yaml:"name"`
-	Token       string     `yaml:"token_sha256"`
-	Certificate []string   `yaml:"certificate"`
-	Role        string     `yaml:"role"`
-	Verbs       []string   `yaml:"verbs"`
-	Topics      []string   `yaml:"topics"`
-	Quota       *fileQuota `yaml:"quota"`
-}
-
-type fileQuota struct {
-	Messages int64  `yaml:"pending_messages"`
-	Bytes    string `yaml:"pending_bytes"`
-}
-
-type fileTopicQuota struct {
-	Topics    []string `yaml:"topics"`
-	fileQuota `yaml:",inline"`
+	Name        string   `yaml:"name"`
+	Token       string   `yaml:"token_sha256"`
+	Certificate []string `yaml:"certificate"`
+	Role        string   `yaml:"role"`
+	Verbs       []string `yaml:"verbs"`
+	Topics      []string `yaml:"topics"`
 }
 
 type file struct {
 	Credentials []fileCredential `yaml:"credentials"`
-	Quotas      []fileTopicQuota `yaml:"quotas"`
-}
-
-// TopicQuota is a quota on the topics a pattern matches, each topic on
-// its own.
-type TopicQuota struct {
-	Topics []string
-	Quota
 }
 
 // Set is the credentials of one credentials file. It is immutable and
@@ -57,7 +36,6 @@ type Set struct {
 	byDigest  map[[sha256.Size]byte]*Credential
 	bySubject map[string]*Credential
 	all       []*Credential
-	quotas    []TopicQuota
 }
 
 // Digest returns the digest a credentials file stores for token:
@@ -103,38 +81,7 @@ func Parse(b []byte) (*Set, error) {
 		}
 		s.all = append(s.all, c)
 	}
-	for i, fq := range f.Quotas {
-		q, err := fq.quota()
-		if err == nil {
-			err = checkPatterns(fq.Topics)
-		}
-		if err == nil && q.Zero() {
-			err = errors.New("sets neither pending_messages nor pending_bytes")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: quota %d: %v", ErrInvalid, i+1, err)
-		}
-		s.quotas = append(s.quotas, TopicQuota{Topics: fq.Topics, Quota: q})
-	}
 	return s, nil
-}
-
-func (fq *fileQuota) quota() (Quota, error) {
-	if fq == nil {
-		return Quota{}, nil
-	}
-	q := Quota{Messages: fq.Messages}
-	if fq.Messages < 0 {
-		return q, fmt.Errorf("pending_messages %d: 0 (no bound) or more", fq.Messages)
-	}
-	if fq.Bytes != "" {
-		n, err := units.ParseSize(fq.Bytes)
-		if err != nil {
-			return q, fmt.Errorf("pending_bytes: %v", err)
-		}
-		q.Bytes = n
-	}
-	return q, nil
 }
 
 func (s *Set) add(fc fileCredential, names map[string]bool) (*Credential, error) {
@@ -152,11 +99,7 @@ func (s *Set) add(fc fileCredential, names map[string]bool) (*Credential, error)
 	if err := checkPatterns(fc.Topics); err != nil {
 		return nil, err
 	}
-	q, err := fc.Quota.quota()
-	if err != nil {
-		return nil, err
-	}
-	c := &Credential{Name: fc.Name, Role: fc.Role, Topics: fc.Topics, Quota: q, verbs: verbs}
+	c := &Credential{Name: fc.Name, Role: fc.Role, Topics: fc.Topics, verbs: verbs}
 	if fc.Token == "" && len(fc.Certificate) == 0 {
 		return nil, errors.New("needs token_sha256 (hourglass credentials hash makes one) or certificate (names of client certificates)")
 	}
@@ -241,12 +184,4 @@ func (s *Set) Credentials() []*Credential {
 		return nil
 	}
 	return s.all
-}
-
-// TopicQuotas returns the file's quotas on topic patterns, in its order.
-func (s *Set) TopicQuotas() []TopicQuota {
-	if s == nil {
-		return nil
-	}
-	return s.quotas
 }
