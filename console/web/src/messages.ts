@@ -70,14 +70,14 @@ export function messagesPage(params: URLSearchParams): Page {
     h("option", { value: "selected" }, "the selected messages"),
     h("option", { value: "all" }, "every message the filter matches"));
   const progress = h("div", { id: "bulk-progress", class: "muted" });
-  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false) =>
-    h("button", { type: "button", id, class: danger ? "danger" : "", onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
+  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false, verb = "cancel") =>
+    h("button", { type: "button", id, class: danger ? "danger" : "", "data-verb": verb, onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
   const bulk = h("div", { class: "toolbar bulk" },
     selInfo, h("label", null, h("span", null, "Apply to"), scope),
     pending ? bulkBtn("bulk-cancel", "Cancel", (b) => runBulk("cancel", b), true) : null,
     pending ? bulkBtn("bulk-reschedule", "Shift…", (b) => runBulk("shift", b)) : null,
     pending ? bulkBtn("bulk-promote", "Deliver now", (b) => runBulk("promote", b)) : null,
-    state !== MessageState.LEASED ? bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true) : null);
+    state !== MessageState.LEASED ? bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true, "manage") : null);
   let token = params.get("page") ?? "";
   const pager = h("div", { class: "toolbar pager" },
     h("button", { type: "button", id: "msg-first", class: "small", onclick: () => { token = ""; void refresh(); } }, "First page"),
