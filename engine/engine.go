@@ -151,9 +151,9 @@ type Engine struct {
 	openEnd int64
 	opened  time.Time
 	fresh   bool
-	// calls counts Schedules accepted and Cancel and Reschedule calls
-	// answered Cancelled and Rescheduled.
-	calls struct{ scheduled, cancelled, rescheduled atomic.Int64 }
+	// calls counts Schedules accepted and Cancel calls answered
+	// Cancelled.
+	calls struct{ scheduled, cancelled atomic.Int64 }
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
