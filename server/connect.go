@@ -144,6 +144,10 @@ func (a connectAPI) List(ctx context.Context, r *connect.Request[hourglassv1.Lis
 	return unary(ctx, r, a.api.List)
 }
 
+func (a connectAPI) Edit(ctx context.Context, r *connect.Request[hourglassv1.EditRequest]) (*connect.Response[hourglassv1.EditResponse], error) {
+	return unary(ctx, r, a.api.Edit)
+}
+
 func (a connectAPI) Reschedule(ctx context.Context, r *connect.Request[hourglassv1.RescheduleRequest]) (*connect.Response[hourglassv1.RescheduleResponse], error) {
 	return unary(ctx, r, a.api.Reschedule)
 }

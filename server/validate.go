@@ -136,26 +136,11 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
 	}
 	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
-	if len(m.Headers) > 0 {
-		req.Headers = make([]message.Header, len(m.Headers))
-		size := 0
-		for i, h := range m.Headers {
-			if h == nil || h.Key == "" {
-				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
-			}
-			if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
-				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
-			}
-			if message.Reserved(h.Key) {
-				return invalid("%s", field(prefix, reservedText(i, h.Key)))
-			}
-			size += len(h.Key) + len(h.Value)
-			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
-		}
-		if size > MaxHeaderBytes {
-			return invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
-		}
+	hs, err := checkHeaders(prefix, m.Headers)
+	if err != nil {
+		return err
 	}
+	req.Headers = hs
 	maxDelay := s.opts.MaxDelay
 	switch w := m.When.(type) {
 	case nil:
@@ -197,6 +182,33 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		return s.admit(prefix, m.Topic)
 	}
 	return nil
+}
+
+// checkHeaders checks a request's headers (their number is checked
+// already) and returns them as the engine's; nil for none.
+func checkHeaders(prefix string, in []*hourglassv1.Header) ([]message.Header, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	hs := make([]message.Header, len(in))
+	size := 0
+	for i, h := range in {
+		if h == nil || h.Key == "" {
+			return nil, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
+		}
+		if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
+			return nil, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
+		}
+		if message.Reserved(h.Key) {
+			return nil, invalid("%s", field(prefix, reservedText(i, h.Key)))
+		}
+		size += len(h.Key) + len(h.Value)
+		hs[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
+	}
+	if size > MaxHeaderBytes {
+		return nil, invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
+	}
+	return hs, nil
 }
 
 // reservedText says why headers[i], named key, is refused: the server

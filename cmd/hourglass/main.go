@@ -55,6 +55,7 @@ func newApp() *cli.App {
 			recvCommand(),
 			cancelCommand(),
 			rescheduleCommand(),
+			editCommand(),
 			getCommand(),
 			listCommand(),
 			ackCommand(),

@@ -262,6 +262,67 @@ func (RescheduleResult) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
 }
 
+// EditResult is what Edit did.
+type EditResult int32
+
+const (
+	EditResult_EDIT_RESULT_UNSPECIFIED EditResult = 0
+	// Its next delivery carries the new content, under the new id; the old
+	// content is never delivered.
+	EditResult_EDIT_RESULT_EDITED EditResult = 1
+	// Too late: it was delivered (or is being delivered). Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_DELIVERED EditResult = 2
+	// No such message is pending here. Nothing changed.
+	EditResult_EDIT_RESULT_UNKNOWN EditResult = 3
+	// It was cancelled. Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_CANCELLED EditResult = 4
+)
+
+// Enum value maps for EditResult.
+var (
+	EditResult_name = map[int32]string{
+		0: "EDIT_RESULT_UNSPECIFIED",
+		1: "EDIT_RESULT_EDITED",
+		2: "EDIT_RESULT_ALREADY_DELIVERED",
+		3: "EDIT_RESULT_UNKNOWN",
+		4: "EDIT_RESULT_ALREADY_CANCELLED",
+	}
+	EditResult_value = map[string]int32{
+		"EDIT_RESULT_UNSPECIFIED":       0,
+		"EDIT_RESULT_EDITED":            1,
+		"EDIT_RESULT_ALREADY_DELIVERED": 2,
+		"EDIT_RESULT_UNKNOWN":           3,
+		"EDIT_RESULT_ALREADY_CANCELLED": 4,
+	}
+)
+
+func (x EditResult) Enum() *EditResult {
+	p := new(EditResult)
+	*p = x
+	return p
+}
+
+func (x EditResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EditResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+}
+
+func (EditResult) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+}
+
+func (x EditResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EditResult.Descriptor instead.
+func (EditResult) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+}
+
 // MisfirePolicy says what a recurring schedule does with the occurrences
 // that fell while the server was down.
 type MisfirePolicy int32
@@ -306,11 +367,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -319,7 +380,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 // Header is one message header.
@@ -3702,6 +3763,160 @@ func (x *RescheduleResponse) GetDeliverAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// EditRequest names the message by id (any id it had: the one Schedule
+// returned names it through its edits and reschedules), or by topic and
+// key, and what to replace: the body, the headers, or both.
+type EditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key   string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The new body, at most the server's --max-body; unset keeps the body.
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3,oneof" json:"body,omitempty"`
+	// With set_headers: the new headers (none: no headers of its own), as
+	// in ScheduleRequest.headers. The headers the server set (its
+	// idempotency key, a recurring occurrence) are kept.
+	Headers []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	// Replace the headers with headers; false keeps them (headers must then
+	// be empty).
+	SetHeaders    bool `protobuf:"varint,6,opt,name=set_headers,json=setHeaders,proto3" json:"set_headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditRequest) Reset() {
+	*x = EditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditRequest) ProtoMessage() {}
+
+func (x *EditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
+func (*EditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *EditRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EditRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *EditRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *EditRequest) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EditRequest) GetSetHeaders() bool {
+	if x != nil {
+		return x.SetHeaders
+	}
+	return false
+}
+
+type EditResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result EditResult             `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.EditResult" json:"result,omitempty"`
+	// EDITED: the edited message's id and delivery time.
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditResponse) Reset() {
+	*x = EditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditResponse) ProtoMessage() {}
+
+func (x *EditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
+func (*EditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EditResponse) GetResult() EditResult {
+	if x != nil {
+		return x.Result
+	}
+	return EditResult_EDIT_RESULT_UNSPECIFIED
+}
+
+func (x *EditResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditResponse) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
 type RedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dead-letter topic to drain, "<topic>.dlq".
@@ -3724,7 +3939,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3951,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3964,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -3808,7 +4023,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3820,7 +4035,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3833,7 +4048,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -3868,7 +4083,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +4095,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4108,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -3920,7 +4135,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4147,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4160,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -3964,7 +4179,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3976,7 +4191,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3989,7 +4204,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4010,7 +4225,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4022,7 +4237,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4035,7 +4250,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4060,7 +4275,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4072,7 +4287,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4085,7 +4300,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4108,7 +4323,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4335,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4348,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4188,7 +4403,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4415,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4428,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4241,7 +4456,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4253,7 +4468,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4266,7 +4481,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4318,7 +4533,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4545,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4558,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4390,7 +4605,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4402,7 +4617,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4415,7 +4630,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4437,7 +4652,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4449,7 +4664,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4462,7 +4677,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4494,7 +4709,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4721,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4734,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4553,7 +4768,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4780,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4793,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4626,7 +4841,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4853,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4866,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -4733,7 +4948,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +4960,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +4973,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4778,7 +4993,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +5005,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +5018,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4824,7 +5039,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +5051,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +5064,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4868,7 +5083,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +5095,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +5108,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -4912,7 +5127,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4924,7 +5139,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4937,7 +5152,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -4955,7 +5170,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4967,7 +5182,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4980,7 +5195,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 type ResumeScheduleRequest struct {
@@ -4992,7 +5207,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5004,7 +5219,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5017,7 +5232,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5036,7 +5251,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5048,7 +5263,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5061,7 +5276,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5080,7 +5295,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5092,7 +5307,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5105,7 +5320,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5123,7 +5338,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5350,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5363,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 type GetScheduleRequest struct {
@@ -5162,7 +5377,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5174,7 +5389,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5187,7 +5402,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5219,7 +5434,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5231,7 +5446,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5244,7 +5459,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5289,7 +5504,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5516,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5529,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5348,7 +5563,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5575,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5588,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5398,7 +5613,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5410,7 +5625,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5423,7 +5638,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 type WhoAmIResponse struct {
@@ -5447,7 +5662,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5674,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5687,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -5539,7 +5754,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5551,7 +5766,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5564,7 +5779,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -5650,7 +5865,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5662,7 +5877,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5675,7 +5890,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -5705,7 +5920,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5717,7 +5932,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5730,7 +5945,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -5990,6 +6205,20 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\x0e2\x1e.hourglass.v1.RescheduleResultR\x06result\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
 	"\n" +
+	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xb8\x01\n" +
+	"\vEditRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x17\n" +
+	"\x04body\x18\x04 \x01(\fH\x00R\x04body\x88\x01\x01\x12.\n" +
+	"\aheaders\x18\x05 \x03(\v2\x14.hourglass.v1.HeaderR\aheaders\x12\x1f\n" +
+	"\vset_headers\x18\x06 \x01(\bR\n" +
+	"setHeadersB\a\n" +
+	"\x05_body\"\x8b\x01\n" +
+	"\fEditResponse\x120\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x18.hourglass.v1.EditResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
+	"\n" +
 	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xcc\x01\n" +
 	"\x0eRedriveRequest\x12*\n" +
 	"\x11dead_letter_topic\x18\x01 \x01(\tR\x0fdeadLetterTopic\x12\x19\n" +
@@ -6150,12 +6379,19 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1dRESCHEDULE_RESULT_RESCHEDULED\x10\x01\x12'\n" +
 	"#RESCHEDULE_RESULT_ALREADY_DELIVERED\x10\x02\x12\x1d\n" +
 	"\x19RESCHEDULE_RESULT_UNKNOWN\x10\x03\x12'\n" +
-	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
+	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\xa0\x01\n" +
+	"\n" +
+	"EditResult\x12\x1b\n" +
+	"\x17EDIT_RESULT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12EDIT_RESULT_EDITED\x10\x01\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_DELIVERED\x10\x02\x12\x17\n" +
+	"\x13EDIT_RESULT_UNKNOWN\x10\x03\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
 	"\rMisfirePolicy\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xf3\x12\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x032\xb2\x13\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -6173,7 +6409,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x03Get\x12\x18.hourglass.v1.GetRequest\x1a\x19.hourglass.v1.GetResponse\x12=\n" +
 	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponse\x12O\n" +
 	"\n" +
-	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12F\n" +
+	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12=\n" +
+	"\x04Edit\x12\x19.hourglass.v1.EditRequest\x1a\x1a.hourglass.v1.EditResponse\x12F\n" +
 	"\aRedrive\x12\x1c.hourglass.v1.RedriveRequest\x1a\x1d.hourglass.v1.RedriveResponse\x12@\n" +
 	"\x05Purge\x12\x1a.hourglass.v1.PurgeRequest\x1a\x1b.hourglass.v1.PurgeResponse\x12R\n" +
 	"\vDeleteTopic\x12 .hourglass.v1.DeleteTopicRequest\x1a!.hourglass.v1.DeleteTopicResponse\x12C\n" +
@@ -6202,236 +6439,244 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
 	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
-	(MisfirePolicy)(0),             // 3: hourglass.v1.MisfirePolicy
-	(*Header)(nil),                 // 4: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 5: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 6: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 7: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 8: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 9: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 10: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 11: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 12: hourglass.v1.Message
-	(*DeadLetter)(nil),             // 13: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),        // 14: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 15: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 16: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 17: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 18: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 19: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 20: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 21: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 22: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 23: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),          // 24: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),         // 25: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),           // 26: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 27: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 28: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 29: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 30: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 31: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),           // 32: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),            // 33: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 34: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 35: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 36: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 37: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 38: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 39: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 40: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 41: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 42: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 43: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 44: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 45: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 46: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 47: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 48: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 49: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 50: hourglass.v1.RescheduleResponse
-	(*RedriveRequest)(nil),         // 51: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 52: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 53: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 54: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 55: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 56: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 57: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 58: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),         // 59: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 60: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 61: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 62: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 63: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 64: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 65: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 66: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 67: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 68: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 69: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 70: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 71: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 72: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 73: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 74: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 75: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 76: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 77: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 78: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 79: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 80: hourglass.v1.ListSchedulesResponse
-	(*WhoAmIRequest)(nil),          // 81: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 82: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),             // 83: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),       // 84: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 85: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),  // 86: google.protobuf.Timestamp
+	(EditResult)(0),                // 3: hourglass.v1.EditResult
+	(MisfirePolicy)(0),             // 4: hourglass.v1.MisfirePolicy
+	(*Header)(nil),                 // 5: hourglass.v1.Header
+	(*ScheduleRequest)(nil),        // 6: hourglass.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),       // 7: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),   // 8: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),  // 9: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),          // 10: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),         // 11: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),         // 12: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                // 13: hourglass.v1.Message
+	(*DeadLetter)(nil),             // 14: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),        // 15: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),   // 16: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),  // 17: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),             // 18: hourglass.v1.AckRequest
+	(*AckResponse)(nil),            // 19: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),        // 20: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),       // 21: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),              // 22: hourglass.v1.AckResult
+	(*NackRequest)(nil),            // 23: hourglass.v1.NackRequest
+	(*NackResponse)(nil),           // 24: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),          // 25: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),         // 26: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),           // 27: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),            // 28: hourglass.v1.EngineStats
+	(*TopicStats)(nil),             // 29: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),          // 30: hourglass.v1.PendingBucket
+	(*Lateness)(nil),               // 31: hourglass.v1.Lateness
+	(*StatsResponse)(nil),          // 32: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),           // 33: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),            // 34: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),           // 35: hourglass.v1.TimeResponse
+	(*Status)(nil),                 // 36: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),  // 37: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil), // 38: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),         // 39: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),            // 40: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),          // 41: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),          // 42: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),            // 43: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),        // 44: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),         // 45: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),             // 46: hourglass.v1.GetRequest
+	(*GetResponse)(nil),            // 47: hourglass.v1.GetResponse
+	(*ListRequest)(nil),            // 48: hourglass.v1.ListRequest
+	(*ListResponse)(nil),           // 49: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),      // 50: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),     // 51: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),            // 52: hourglass.v1.EditRequest
+	(*EditResponse)(nil),           // 53: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),         // 54: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 55: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),           // 56: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 57: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),     // 58: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 59: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),          // 60: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),              // 61: hourglass.v1.TopicInfo
+	(*TopicsResponse)(nil),         // 62: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 63: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 64: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 65: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 66: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 67: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 68: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 69: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 70: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 71: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 72: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 73: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 74: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 75: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 76: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 77: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 78: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 79: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 80: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 81: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 82: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 83: hourglass.v1.ListSchedulesResponse
+	(*WhoAmIRequest)(nil),          // 84: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 85: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),             // 86: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),       // 87: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 88: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),  // 89: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	4,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	86,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	86,  // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,   // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	6,   // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	89,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	89,  // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	6,   // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	7,   // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	4,   // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	86,  // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	86,  // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	86,  // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13,  // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	86,  // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	12,  // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	12,  // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	21,  // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	86,  // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	86,  // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	86,  // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	86,  // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	27,  // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	28,  // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	29,  // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	30,  // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	32,  // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	86,  // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	5,   // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	7,   // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	6,   // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	8,   // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	35,  // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	39,  // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	40,  // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	41,  // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	42,  // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	14,  // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	44,  // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	21,  // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	21,  // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	5,   // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	89,  // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	89,  // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	89,  // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	14,  // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	89,  // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	13,  // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	13,  // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	22,  // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	89,  // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	89,  // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	89,  // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	28,  // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	29,  // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	30,  // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	31,  // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	33,  // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	89,  // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	6,   // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	8,   // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	7,   // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	9,   // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	36,  // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	40,  // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	41,  // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	42,  // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	43,  // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	15,  // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	45,  // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	22,  // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	22,  // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
 	1,   // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	12,  // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	86,  // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	13,  // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	89,  // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	1,   // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	86,  // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	86,  // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	12,  // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	86,  // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	89,  // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	89,  // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	13,  // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	89,  // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	2,   // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	86,  // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	61,  // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	58,  // 50: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	60,  // 51: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	61,  // 52: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61,  // 53: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	61,  // 54: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	61,  // 55: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	61,  // 56: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,   // 57: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	86,  // 58: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	86,  // 59: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,   // 60: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	66,  // 61: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	86,  // 62: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66,  // 63: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	86,  // 64: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	86,  // 65: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	66,  // 66: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	86,  // 67: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78,  // 68: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	86,  // 69: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	83,  // 70: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	5,   // 71: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,   // 72: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	36,  // 73: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,   // 74: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11,  // 75: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15,  // 76: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	38,  // 77: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17,  // 78: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19,  // 79: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22,  // 80: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24,  // 81: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26,  // 82: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	33,  // 83: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	45,  // 84: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	47,  // 85: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	49,  // 86: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	51,  // 87: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	53,  // 88: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	55,  // 89: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	57,  // 90: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	62,  // 91: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	64,  // 92: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	67,  // 93: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	69,  // 94: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	71,  // 95: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	73,  // 96: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	75,  // 97: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	77,  // 98: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	79,  // 99: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	81,  // 100: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	84,  // 101: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	6,   // 102: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,   // 103: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	37,  // 104: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10,  // 105: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14,  // 106: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16,  // 107: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	43,  // 108: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18,  // 109: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20,  // 110: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23,  // 111: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25,  // 112: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31,  // 113: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	34,  // 114: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46,  // 115: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	48,  // 116: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	50,  // 117: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	52,  // 118: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	54,  // 119: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	56,  // 120: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	59,  // 121: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	63,  // 122: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	65,  // 123: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	68,  // 124: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	70,  // 125: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	72,  // 126: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	74,  // 127: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	76,  // 128: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	78,  // 129: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	80,  // 130: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	82,  // 131: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	85,  // 132: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	102, // [102:133] is the sub-list for method output_type
-	71,  // [71:102] is the sub-list for method input_type
-	71,  // [71:71] is the sub-list for extension type_name
-	71,  // [71:71] is the sub-list for extension extendee
-	0,   // [0:71] is the sub-list for field type_name
+	89,  // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,   // 48: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 49: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	89,  // 50: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 51: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	64,  // 52: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	61,  // 53: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	63,  // 54: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	64,  // 55: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	64,  // 56: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	64,  // 57: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	64,  // 58: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	64,  // 59: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	5,   // 60: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	89,  // 61: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	89,  // 62: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 63: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	69,  // 64: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 65: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	69,  // 66: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 67: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	89,  // 68: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	69,  // 69: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 70: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	81,  // 71: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	89,  // 72: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	86,  // 73: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	6,   // 74: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	8,   // 75: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	37,  // 76: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	10,  // 77: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	12,  // 78: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	16,  // 79: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	39,  // 80: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	18,  // 81: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	20,  // 82: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	23,  // 83: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	25,  // 84: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	27,  // 85: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	34,  // 86: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	46,  // 87: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	48,  // 88: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	50,  // 89: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	52,  // 90: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	54,  // 91: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	56,  // 92: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	58,  // 93: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	60,  // 94: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	65,  // 95: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	67,  // 96: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	70,  // 97: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	72,  // 98: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	74,  // 99: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	76,  // 100: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	78,  // 101: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	80,  // 102: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	82,  // 103: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	84,  // 104: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	87,  // 105: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	7,   // 106: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	9,   // 107: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	38,  // 108: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	11,  // 109: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	15,  // 110: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	17,  // 111: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	44,  // 112: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	19,  // 113: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	21,  // 114: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	24,  // 115: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26,  // 116: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	32,  // 117: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	35,  // 118: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	47,  // 119: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	49,  // 120: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	51,  // 121: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	53,  // 122: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	55,  // 123: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	57,  // 124: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	59,  // 125: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	62,  // 126: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	66,  // 127: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	68,  // 128: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	71,  // 129: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	73,  // 130: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	75,  // 131: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	77,  // 132: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	79,  // 133: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	81,  // 134: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	83,  // 135: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	85,  // 136: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	88,  // 137: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	106, // [106:138] is the sub-list for method output_type
+	74,  // [74:106] is the sub-list for method input_type
+	74,  // [74:74] is the sub-list for extension type_name
+	74,  // [74:74] is the sub-list for extension extendee
+	0,   // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6467,14 +6712,15 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[57].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[47].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[59].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   82,
+			NumEnums:      5,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

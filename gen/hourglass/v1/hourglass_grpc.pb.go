@@ -63,6 +63,7 @@ const (
 	HourglassService_Get_FullMethodName            = "/hourglass.v1.HourglassService/Get"
 	HourglassService_List_FullMethodName           = "/hourglass.v1.HourglassService/List"
 	HourglassService_Reschedule_FullMethodName     = "/hourglass.v1.HourglassService/Reschedule"
+	HourglassService_Edit_FullMethodName           = "/hourglass.v1.HourglassService/Edit"
 	HourglassService_Redrive_FullMethodName        = "/hourglass.v1.HourglassService/Redrive"
 	HourglassService_Purge_FullMethodName          = "/hourglass.v1.HourglassService/Purge"
 	HourglassService_DeleteTopic_FullMethodName    = "/hourglass.v1.HourglassService/DeleteTopic"
@@ -151,6 +152,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -382,6 +392,16 @@ func (c *hourglassServiceClient) Reschedule(ctx context.Context, in *RescheduleR
 	return out, nil
 }
 
+func (c *hourglassServiceClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_Edit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hourglassServiceClient) Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RedriveResponse)
@@ -603,6 +623,15 @@ type HourglassServiceServer interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *EditRequest) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -706,6 +735,9 @@ func (UnimplementedHourglassServiceServer) List(context.Context, *ListRequest) (
 }
 func (UnimplementedHourglassServiceServer) Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reschedule not implemented")
+}
+func (UnimplementedHourglassServiceServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
 }
 func (UnimplementedHourglassServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
@@ -1028,6 +1060,24 @@ func _HourglassService_Reschedule_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HourglassServiceServer).Reschedule(ctx, req.(*RescheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_Edit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).Edit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_Edit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).Edit(ctx, req.(*EditRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1360,6 +1410,10 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reschedule",
 			Handler:    _HourglassService_Reschedule_Handler,
+		},
+		{
+			MethodName: "Edit",
+			Handler:    _HourglassService_Edit_Handler,
 		},
 		{
 			MethodName: "Redrive",

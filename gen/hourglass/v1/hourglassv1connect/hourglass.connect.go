@@ -101,6 +101,8 @@ const (
 	// HourglassServiceRescheduleProcedure is the fully-qualified name of the HourglassService's
 	// Reschedule RPC.
 	HourglassServiceRescheduleProcedure = "/hourglass.v1.HourglassService/Reschedule"
+	// HourglassServiceEditProcedure is the fully-qualified name of the HourglassService's Edit RPC.
+	HourglassServiceEditProcedure = "/hourglass.v1.HourglassService/Edit"
 	// HourglassServiceRedriveProcedure is the fully-qualified name of the HourglassService's Redrive
 	// RPC.
 	HourglassServiceRedriveProcedure = "/hourglass.v1.HourglassService/Redrive"
@@ -212,6 +214,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -367,6 +378,12 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
 			connect.WithClientOptions(opts...),
 		),
+		edit: connect.NewClient[v1.EditRequest, v1.EditResponse](
+			httpClient,
+			baseURL+HourglassServiceEditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
+			connect.WithClientOptions(opts...),
+		),
 		redrive: connect.NewClient[v1.RedriveRequest, v1.RedriveResponse](
 			httpClient,
 			baseURL+HourglassServiceRedriveProcedure,
@@ -478,6 +495,7 @@ type hourglassServiceClient struct {
 	get            *connect.Client[v1.GetRequest, v1.GetResponse]
 	list           *connect.Client[v1.ListRequest, v1.ListResponse]
 	reschedule     *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
+	edit           *connect.Client[v1.EditRequest, v1.EditResponse]
 	redrive        *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
 	purge          *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
 	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
@@ -573,6 +591,11 @@ func (c *hourglassServiceClient) List(ctx context.Context, req *connect.Request[
 // Reschedule calls hourglass.v1.HourglassService.Reschedule.
 func (c *hourglassServiceClient) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
 	return c.reschedule.CallUnary(ctx, req)
+}
+
+// Edit calls hourglass.v1.HourglassService.Edit.
+func (c *hourglassServiceClient) Edit(ctx context.Context, req *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return c.edit.CallUnary(ctx, req)
 }
 
 // Redrive calls hourglass.v1.HourglassService.Redrive.
@@ -717,6 +740,15 @@ type HourglassServiceHandler interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -868,6 +900,12 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceEditHandler := connect.NewUnaryHandler(
+		HourglassServiceEditProcedure,
+		svc.Edit,
+		connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hourglassServiceRedriveHandler := connect.NewUnaryHandler(
 		HourglassServiceRedriveProcedure,
 		svc.Redrive,
@@ -992,6 +1030,8 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceListHandler.ServeHTTP(w, r)
 		case HourglassServiceRescheduleProcedure:
 			hourglassServiceRescheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceEditProcedure:
+			hourglassServiceEditHandler.ServeHTTP(w, r)
 		case HourglassServiceRedriveProcedure:
 			hourglassServiceRedriveHandler.ServeHTTP(w, r)
 		case HourglassServicePurgeProcedure:
@@ -1093,6 +1133,10 @@ func (UnimplementedHourglassServiceHandler) List(context.Context, *connect.Reque
 
 func (UnimplementedHourglassServiceHandler) Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Reschedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Edit is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {

@@ -11,6 +11,11 @@ CANCEL_RESULT_CANCELLED: CancelResult
 CANCEL_RESULT_UNKNOWN: CancelResult
 CANCEL_RESULT_UNSPECIFIED: CancelResult
 DESCRIPTOR: _descriptor.FileDescriptor
+EDIT_RESULT_ALREADY_CANCELLED: EditResult
+EDIT_RESULT_ALREADY_DELIVERED: EditResult
+EDIT_RESULT_EDITED: EditResult
+EDIT_RESULT_UNKNOWN: EditResult
+EDIT_RESULT_UNSPECIFIED: EditResult
 MESSAGE_STATE_ACKED: MessageState
 MESSAGE_STATE_CANCELLED: MessageState
 MESSAGE_STATE_DEAD_LETTERED: MessageState
@@ -239,6 +244,32 @@ class DeleteTopicResponse(_message.Message):
     cancelled: int
     removed: int
     def __init__(self, cancelled: _Optional[int] = ..., removed: _Optional[int] = ...) -> None: ...
+
+class EditRequest(_message.Message):
+    __slots__ = ["body", "headers", "id", "key", "set_headers", "topic"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SET_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    id: str
+    key: str
+    set_headers: bool
+    topic: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., set_headers: bool = ...) -> None: ...
+
+class EditResponse(_message.Message):
+    __slots__ = ["deliver_at", "id", "result"]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    deliver_at: _timestamp_pb2.Timestamp
+    id: str
+    result: EditResult
+    def __init__(self, result: _Optional[_Union[EditResult, str]] = ..., id: _Optional[str] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class EngineStats(_message.Message):
     __slots__ = ["cancelled", "corrupt", "delivered", "fired", "inflight", "loaded_buckets", "pending_loaded", "reput_lag_bytes", "retries", "scheduled", "segments", "unconfirmed"]
@@ -864,6 +895,9 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class RescheduleResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class EditResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

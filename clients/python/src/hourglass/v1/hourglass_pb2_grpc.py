@@ -95,6 +95,11 @@ class HourglassServiceStub(object):
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.FromString,
                 )
+        self.Edit = channel.unary_unary(
+                '/hourglass.v1.HourglassService/Edit',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
+                )
         self.Redrive = channel.unary_unary(
                 '/hourglass.v1.HourglassService/Redrive',
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.RedriveRequest.SerializeToString,
@@ -321,6 +326,20 @@ class HourglassServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Edit(self, request, context):
+        """Edit replaces the body and/or headers of a pending message,
+        atomically, keeping its delivery time: like Reschedule, one commitlog
+        record cancels the old entry and schedules the edited one (a new id,
+        the same origin_id), so the first id and the key go on naming it. Its
+        answer is truthful: EDITED only if the next delivery carries the new
+        content; once the message is being delivered it answers
+        ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+        FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Redrive(self, request, context):
         """Redrive moves dead letters back to a topic (by default the one they
         died on) as new first attempts that keep their origin_id, at most
@@ -524,6 +543,11 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.Reschedule,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.SerializeToString,
+            ),
+            'Edit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Edit,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
                     servicer.Redrive,
@@ -880,6 +904,23 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/Reschedule',
             hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Edit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/Edit',
+            hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
