@@ -76,6 +76,12 @@ type Request struct {
 	// stored as the header IdempotencyHeader; at most MaxIdempotencyKey
 	// bytes.
 	IdempotencyKey string
+	// ExpireAt, or TTL after its delivery time, is when the message
+	// expires: from then on it is never handed to a consumer (at most one
+	// of them; neither: it never expires). It is stored as the header
+	// message.ExpireAtHeader and must be after the delivery time.
+	ExpireAt time.Time
+	TTL      time.Duration
 }
 
 // CancelResult is Cancel's answer.
@@ -300,6 +306,7 @@ type Stats struct {
 	ReputLag    int64 // commitlog bytes appended and not yet routed
 	Corrupt     int64 // damaged schedule entries or regions found when loading or firing, and unreadable segments
 	Unconfirmed int64 // done-records that failed to be written
+	Expired     int64 // messages past their expiry at hand-over, recorded dead-lettered instead (a Sink that is no ExpiryHandler)
 	Rebuilt     int64 // damaged entries rebuilt from the commitlog
 	Held        int64 // entries held back because their dispatch log is damaged or missing (`hourglass repair`)
 }

@@ -56,6 +56,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -360,6 +361,30 @@ const ReservedPrefix = "hourglass-"
 // its name begins with ReservedPrefix, in any letter case.
 func Reserved(key string) bool {
 	return len(key) >= len(ReservedPrefix) && strings.EqualFold(key[:len(ReservedPrefix)], ReservedPrefix)
+}
+
+// ExpireAtHeader holds a message's expiry, UTC epoch milliseconds in
+// decimal: from then on it is never handed to a consumer (the engine and
+// the built-in queue check it; docs/API.md, "Expiry").
+const ExpireAtHeader = "hourglass-expire-at"
+
+// ExpireAt returns the expiry of a message with headers hs, and whether it
+// has one.
+func ExpireAt(hs []Header) (int64, bool) {
+	for _, h := range hs {
+		if string(h.Key) == ExpireAtHeader {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return ms, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Expired reports whether a message with headers hs is past its expiry
+// at nowMs (UTC epoch milliseconds): its expiry is at or before nowMs.
+func Expired(hs []Header, nowMs int64) bool {
+	at, ok := ExpireAt(hs)
+	return ok && at <= nowMs
 }
 
 // Control is a decoded control payload; Name and Value alias the input.
