@@ -177,6 +177,26 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	default:
 		return invalid("%s", field(prefix, "unknown kind of delivery time"))
 	}
+	switch x := m.Expiry.(type) {
+	case *hourglassv1.ScheduleRequest_ExpireAt:
+		if err := x.ExpireAt.CheckValid(); err != nil {
+			return invalid("%s", field(prefix, "expire_at is not a valid time: "+err.Error()+"; want 0001-01-01 to 9999-12-31 UTC"))
+		}
+		req.ExpireAt = x.ExpireAt.AsTime()
+		if req.ExpireAt.IsZero() {
+			req.ExpireAt = time.UnixMilli(0) // the engine reads a zero ExpireAt as none
+		}
+	case *hourglassv1.ScheduleRequest_TtlMs:
+		if x.TtlMs < 1 || x.TtlMs > maxDelay.Milliseconds() {
+			return invalid("%s", field(prefix, fmt.Sprintf("ttl_ms %d: from 1 to %d (%s, the server's --max-delay), milliseconds after the delivery time",
+				x.TtlMs, maxDelay.Milliseconds(), units.FormatDuration(maxDelay))))
+		}
+		req.TTL = time.Duration(x.TtlMs) * time.Millisecond
+	}
+	if m.Expiry != nil && len(m.Headers) > message.MaxHeaders-1-2*min(len(m.IdempotencyKey), 1) {
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an expiry, which is stored as a header (and an idempotency_key as two): at most %d headers of one's own",
+			len(m.Headers), message.MaxHeaders-1-2*min(len(m.IdempotencyKey), 1))))
+	}
 	if !topicOK {
 		// Last: a message refused for another reason admits no topic.
 		return s.admit(prefix, m.Topic)

@@ -465,8 +465,20 @@ type ScheduleRequest struct {
 	// crash) without a second message. The key is delivered as the header
 	// "hourglass-idempotency-key".
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// When the message expires: from then on it is never handed to a
+	// consumer. The built-in queue dead-letters it to "<topic>.dlq" with
+	// reason "expired" when a Receive reaches it; another sink is never
+	// handed it (it is recorded dead-lettered). None set: it never expires.
+	// Kept as the header "hourglass-expire-at" (UTC epoch milliseconds),
+	// which counts as one of the 64 headers.
+	//
+	// Types that are valid to be assigned to Expiry:
+	//
+	//	*ScheduleRequest_ExpireAt
+	//	*ScheduleRequest_TtlMs
+	Expiry        isScheduleRequest_Expiry `protobuf_oneof:"expiry"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRequest) Reset() {
@@ -561,6 +573,31 @@ func (x *ScheduleRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ScheduleRequest) GetExpiry() isScheduleRequest_Expiry {
+	if x != nil {
+		return x.Expiry
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetExpireAt() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_ExpireAt); ok {
+			return x.ExpireAt
+		}
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetTtlMs() int64 {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_TtlMs); ok {
+			return x.TtlMs
+		}
+	}
+	return 0
+}
+
 type isScheduleRequest_When interface {
 	isScheduleRequest_When()
 }
@@ -588,6 +625,24 @@ func (*ScheduleRequest_DelayMs) isScheduleRequest_When() {}
 func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
+
+type isScheduleRequest_Expiry interface {
+	isScheduleRequest_Expiry()
+}
+
+type ScheduleRequest_ExpireAt struct {
+	// An absolute time, after the delivery time.
+	ExpireAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_at,json=expireAt,proto3,oneof"`
+}
+
+type ScheduleRequest_TtlMs struct {
+	// Milliseconds after the delivery time, 1 or more.
+	TtlMs int64 `protobuf:"varint,9,opt,name=ttl_ms,json=ttlMs,proto3,oneof"`
+}
+
+func (*ScheduleRequest_ExpireAt) isScheduleRequest_Expiry() {}
+
+func (*ScheduleRequest_TtlMs) isScheduleRequest_Expiry() {}
 
 type ScheduleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1059,8 +1114,9 @@ type DeadLetter struct {
 	// The topic it died on.
 	OriginTopic string `protobuf:"bytes,1,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
 	// "max-attempts" (nacked or expired past the topic's max attempts),
-	// "nacked" (a consumer asked for it), or "sink" (the sink refused it for
-	// good).
+	// "nacked" (a consumer asked for it), "sink" (the sink refused it for
+	// good), or "expired" (a Receive reached it past its expire_at or
+	// ttl_ms).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The last error a consumer gave with a Nack, or "lease expired".
 	LastError string `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
@@ -5969,7 +6025,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x99\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xf7\x02\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -5979,8 +6035,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
 	"delayLevel\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\x06\n" +
-	"\x04when\"]\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
+	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
+	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMsB\x06\n" +
+	"\x04whenB\b\n" +
+	"\x06expiry\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
 	"\n" +
@@ -6536,147 +6595,148 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
 	89,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	89,  // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	6,   // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	7,   // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,   // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	5,   // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	89,  // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	89,  // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	89,  // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14,  // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	89,  // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	13,  // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	13,  // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	22,  // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	89,  // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	89,  // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	89,  // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	89,  // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	28,  // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	29,  // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	30,  // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	31,  // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	33,  // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	89,  // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	6,   // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	8,   // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	7,   // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	9,   // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	36,  // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	40,  // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	41,  // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	42,  // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	43,  // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	15,  // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	45,  // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	22,  // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	22,  // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	13,  // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	89,  // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	89,  // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	89,  // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	13,  // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	89,  // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	89,  // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,   // 48: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 49: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	89,  // 50: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 51: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	64,  // 52: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	61,  // 53: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	63,  // 54: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	64,  // 55: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	64,  // 56: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	64,  // 57: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	64,  // 58: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	64,  // 59: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	5,   // 60: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	89,  // 61: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	89,  // 62: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 63: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	69,  // 64: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 65: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	69,  // 66: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 67: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	89,  // 68: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	69,  // 69: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 70: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	81,  // 71: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	89,  // 72: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	86,  // 73: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	6,   // 74: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	8,   // 75: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	37,  // 76: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	10,  // 77: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	12,  // 78: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	16,  // 79: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	39,  // 80: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	18,  // 81: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	20,  // 82: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	23,  // 83: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	25,  // 84: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	27,  // 85: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	34,  // 86: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	46,  // 87: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	48,  // 88: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	50,  // 89: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	52,  // 90: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	54,  // 91: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	56,  // 92: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	58,  // 93: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	60,  // 94: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	65,  // 95: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	67,  // 96: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	70,  // 97: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	72,  // 98: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	74,  // 99: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	76,  // 100: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	78,  // 101: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	80,  // 102: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	82,  // 103: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	84,  // 104: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	87,  // 105: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	7,   // 106: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	9,   // 107: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	38,  // 108: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	11,  // 109: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	15,  // 110: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	17,  // 111: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	44,  // 112: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	19,  // 113: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	21,  // 114: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	24,  // 115: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26,  // 116: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	32,  // 117: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	35,  // 118: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	47,  // 119: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	49,  // 120: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	51,  // 121: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	53,  // 122: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	55,  // 123: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	57,  // 124: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	59,  // 125: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	62,  // 126: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	66,  // 127: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	68,  // 128: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	71,  // 129: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	73,  // 130: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	75,  // 131: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	77,  // 132: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	79,  // 133: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	81,  // 134: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	83,  // 135: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	85,  // 136: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	88,  // 137: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	106, // [106:138] is the sub-list for method output_type
-	74,  // [74:106] is the sub-list for method input_type
-	74,  // [74:74] is the sub-list for extension type_name
-	74,  // [74:74] is the sub-list for extension extendee
-	0,   // [0:74] is the sub-list for field type_name
+	89,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	89,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	89,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	89,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	89,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	89,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	13,  // 13: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	13,  // 14: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	22,  // 15: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	89,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	89,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	89,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	89,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	28,  // 20: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	29,  // 21: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	30,  // 22: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	31,  // 23: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	33,  // 24: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	89,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	6,   // 26: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	8,   // 27: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	7,   // 28: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	9,   // 29: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	36,  // 30: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	40,  // 31: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	41,  // 32: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	42,  // 33: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	43,  // 34: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	15,  // 35: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	45,  // 36: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	22,  // 37: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	22,  // 38: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 39: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	13,  // 40: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	89,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 42: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	89,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	89,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	13,  // 45: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	89,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 47: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	89,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,   // 49: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 50: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	89,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 52: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	64,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	61,  // 54: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	63,  // 55: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	64,  // 56: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	64,  // 57: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	64,  // 58: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	64,  // 59: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	64,  // 60: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	5,   // 61: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	89,  // 62: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	89,  // 63: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 64: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	69,  // 65: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 66: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	69,  // 67: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 68: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	89,  // 69: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	69,  // 70: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	89,  // 71: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	81,  // 72: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	89,  // 73: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	86,  // 74: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	6,   // 75: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	8,   // 76: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	37,  // 77: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	10,  // 78: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	12,  // 79: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	16,  // 80: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	39,  // 81: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	18,  // 82: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	20,  // 83: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	23,  // 84: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	25,  // 85: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	27,  // 86: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	34,  // 87: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	46,  // 88: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	48,  // 89: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	50,  // 90: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	52,  // 91: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	54,  // 92: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	56,  // 93: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	58,  // 94: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	60,  // 95: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	65,  // 96: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	67,  // 97: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	70,  // 98: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	72,  // 99: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	74,  // 100: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	76,  // 101: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	78,  // 102: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	80,  // 103: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	82,  // 104: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	84,  // 105: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	87,  // 106: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	7,   // 107: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	9,   // 108: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	38,  // 109: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	11,  // 110: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	15,  // 111: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	17,  // 112: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	44,  // 113: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	19,  // 114: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	21,  // 115: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	24,  // 116: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26,  // 117: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	32,  // 118: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	35,  // 119: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	47,  // 120: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	49,  // 121: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	51,  // 122: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	53,  // 123: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	55,  // 124: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	57,  // 125: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	59,  // 126: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	62,  // 127: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	66,  // 128: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	68,  // 129: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	71,  // 130: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	73,  // 131: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	75,  // 132: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	77,  // 133: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	79,  // 134: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	81,  // 135: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	83,  // 136: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	85,  // 137: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	88,  // 138: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	107, // [107:139] is the sub-list for method output_type
+	75,  // [75:107] is the sub-list for method input_type
+	75,  // [75:75] is the sub-list for extension type_name
+	75,  // [75:75] is the sub-list for extension extendee
+	0,   // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6688,6 +6748,8 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DelayMs)(nil),
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
+		(*ScheduleRequest_ExpireAt)(nil),
+		(*ScheduleRequest_TtlMs)(nil),
 	}
 	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),

@@ -689,22 +689,26 @@ class ScheduleBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "headers", "idempotency_key", "topic"]
+    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "headers", "idempotency_key", "topic", "ttl_ms"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     delay_level: int
     delay_ms: int
     deliver_at: _timestamp_pb2.Timestamp
+    expire_at: _timestamp_pb2.Timestamp
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     idempotency_key: str
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    ttl_ms: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ["deliver_at", "id"]
