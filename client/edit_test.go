@@ -49,3 +49,17 @@ func TestEdit(t *testing.T) {
 		t.Fatalf("Edit of an unknown key: %v; want ErrNotPending", err)
 	}
 }
+
+// TestScheduleRefusesTwoExpiries: a Message with both ExpireAt and TTL,
+// or a negative TTL, is refused before anything is sent.
+func TestScheduleRefusesTwoExpiries(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1") // never called: refused before sending
+	for _, m := range []Message{
+		{Topic: "x", TTL: time.Second, ExpireAt: time.Now().Add(time.Hour)},
+		{Topic: "x", TTL: -time.Second},
+	} {
+		if _, err := c.Schedule(context.Background(), m); !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("Schedule(TTL %v, ExpireAt %v): %v; want ErrInvalidMessage", m.TTL, m.ExpireAt, err)
+		}
+	}
+}
