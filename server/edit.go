@@ -59,6 +59,10 @@ func (s api) Edit(ctx context.Context, m *hourglassv1.EditRequest) (*hourglassv1
 		out.Result = hourglassv1.EditResult_EDIT_RESULT_ALREADY_DELIVERED
 	case engine.EditCancelled:
 		out.Result = hourglassv1.EditResult_EDIT_RESULT_ALREADY_CANCELLED
+	case engine.EditUnknown:
+		if s.retiredDelivered(ctx, id) {
+			out.Result = hourglassv1.EditResult_EDIT_RESULT_ALREADY_DELIVERED
+		}
 	}
 	return out, nil
 }
