@@ -94,6 +94,8 @@ var rules = map[string]rule{
 	svc + "List": {verb: access.Read, topics: one((*hourglassv1.ListRequest).GetTopic)},
 	svc + "Reschedule": {verb: access.Cancel, audited: true,
 		topics: byKey((*hourglassv1.RescheduleRequest).GetId, (*hourglassv1.RescheduleRequest).GetTopic)},
+	svc + "Edit": {verb: access.Cancel, audited: true,
+		topics: byKey((*hourglassv1.EditRequest).GetId, (*hourglassv1.EditRequest).GetTopic)},
 	svc + "Redrive": {verb: access.Manage, audited: true, topics: func(m proto.Message) ([]string, bool) {
 		r := m.(*hourglassv1.RedriveRequest)
 		if r.GetDeadLetterTopic() == "" {
