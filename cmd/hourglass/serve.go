@@ -92,6 +92,9 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if c.NArg() > 0 {
 		return nil, fmt.Errorf("serve takes no arguments, got %q", c.Args().Slice())
 	}
+	if err := applyConfigFile(c); err != nil {
+		return nil, err
+	}
 	cfg := &serveConfig{listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"), clientCA: c.String("tls-client-ca"), shutdownTO: c.Duration("shutdown-timeout")}
 	n := &cfg.node
 	*n = hourglass.DefaultConfig()

@@ -24,11 +24,17 @@ const (
 	catLimits   = "Resource limits"
 	catSinks    = "Sinks (--sink)"
 	catCluster  = "With --cluster (cluster mode, docs/CLUSTER.md)"
+	catConfig   = "Config file"
 )
 
 // serveFlags are serve's flags, each with a usage of one short line;
-// docs/CLI.md ("The server") says the rest.
+// docs/CLI.md ("The server") says the rest. Each can be set in the file
+// --config names, too.
 func serveFlags() []cli.Flag {
+	return withConfigFile(append([]cli.Flag{configFlag()}, serveFlagList()...))
+}
+
+func serveFlagList() []cli.Flag {
 	data := dataDirFlag("`PATH` of the messages; created if missing, locked while serving").(*cli.StringFlag)
 	data.Category = catData
 	d := hourglass.DefaultConfig() // the one owner of the defaults
