@@ -327,6 +327,10 @@ func (e *Engine) Stats() Stats {
 // once reput has read the segment's header (see reput.Reput.Segments).
 func (e *Engine) Segments() []schedulelog.SegmentInfo { return e.reput.Segments() }
 
+// CopyCatalog writes a consistent copy of the catalog, as last committed,
+// to path (for a backup of the running engine: internal/backup).
+func (e *Engine) CopyCatalog(path string) error { return e.cat.CopyTo(path) }
+
 // PendingByBucket returns how many messages each segment on disk holds
 // that are not done (cancelled ones left out at once, as in Stats.Pending),
 // for loaded buckets, keyed by bucket start (UTC ms).

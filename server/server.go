@@ -184,6 +184,7 @@ const (
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
 	opts    Options
+	backup  sync.Mutex // held while a backup (serveBackup) runs: one at a time
 	eng     core
 	q       *queue.Queue // nil in cluster mode
 	recv    Receiver     // q, or the cluster node
@@ -317,6 +318,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.require(access.Read,
 		promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
+	mux.Handle("POST "+BackupPath, requireToken(s.opts.AuthToken, http.HandlerFunc(s.serveBackup)))
 	// The web console: static files; its data comes from the API above.
 	mux.Handle("GET "+console.Prefix, console.Handler())
 	if s.opts.Pprof {

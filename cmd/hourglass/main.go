@@ -75,6 +75,7 @@ func newApp() *cli.App {
 			auditCommand(),
 			inspectCommand(),
 			repairCommand(),
+			backupCommand(),
 			versionCommand(),
 		},
 	}
