@@ -30,6 +30,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -169,6 +171,9 @@ type Config struct {
 	IdleTimeout                                    time.Duration
 	// Pprof serves Go runtime profiles under /debug/pprof/.
 	Pprof bool
+	// TracerProvider records the server's spans (server.Options); nil:
+	// none.
+	TracerProvider trace.TracerProvider
 
 	// Logger; default slog.Default().
 	Logger *slog.Logger

@@ -244,6 +244,7 @@ func (n *Node) serverOptions(o server.Options) server.Options {
 	o.SegmentDuration, o.MaxBody, o.MaxDelay, o.DelayLevels = c.SegmentDuration, c.MaxBody, c.MaxDelay, c.DelayLevels
 	o.AuthToken, o.Logger, o.Pprof, o.CORSOrigins = c.AuthToken, n.log, c.Pprof, c.CORSOrigins
 	o.CredentialsFile, o.Audit = c.CredentialsFile, n.audit
+	o.TracerProvider = c.TracerProvider
 	o.MaxStreams, o.MaxStreamsPerConn, o.MaxRequestBytes, o.IdleTimeout = c.MaxStreams, c.MaxStreamsPerConn, c.MaxRequestBytes, c.IdleTimeout
 	return o
 }

@@ -54,6 +54,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -178,6 +179,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes),
 			grpc.ForceCodecV2(vtcodec.GRPCShared{})),
 	}
+	dopts = append(dopts, grpc.WithChainUnaryInterceptor(injectTrace))
 	if len(md) > 0 {
 		dopts = append(dopts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(withMD(ctx, md), method, req, reply, cc, opts...)
@@ -330,7 +332,9 @@ func (c *Client) Schedule(ctx context.Context, m Message) (ID, error) {
 	// mode a key is deduplicated only against a resend of the same
 	// request, so a retry of this Schedule must be the same request.
 	var id string
-	if c.merge != nil && m.IdempotencyKey == "" {
+	// A call with a span goes alone: a merged batch carries one trace
+	// context, the batch's.
+	if c.merge != nil && m.IdempotencyKey == "" && !trace.SpanContextFromContext(ctx).IsValid() {
 		id, err = c.merge.schedule(ctx, req)
 	} else {
 		var res *hourglassv1.ScheduleResponse

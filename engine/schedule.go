@@ -276,14 +276,18 @@ func validate(r *Request) error {
 	if len(r.Topic) > message.MaxTopicLen {
 		return fmt.Errorf("%w: topic is %d bytes; at most %d", ErrInvalid, len(r.Topic), message.MaxTopicLen)
 	}
-	if len(r.Headers) > message.MaxHeaders {
-		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	user := len(r.Headers)
+	if user > message.MaxHeaders-2 { // a trace context's headers count against no limit
+		user = message.UserHeaders(r.Headers)
+	}
+	if user > message.MaxHeaders || len(r.Headers) > user+2 {
+		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, user, message.MaxHeaders)
 	}
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
 	}
-	if r.IdempotencyKey != "" && len(r.Headers) > message.MaxHeaders-2 {
-		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, len(r.Headers), message.MaxHeaders-2)
+	if r.IdempotencyKey != "" && user > message.MaxHeaders-2 {
+		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, user, message.MaxHeaders-2)
 	}
 	if !r.ExpireAt.IsZero() || r.TTL != 0 {
 		switch n := len(r.Headers) + 1; {

@@ -101,9 +101,39 @@ const (
 const (
 	// MaxTopicLen is the longest topic name in bytes.
 	MaxTopicLen = 255
-	// MaxHeaders is the largest number of headers on one message.
+	// MaxHeaders is the largest number of headers a producer may give one
+	// message (the idempotency key's two count against it).
 	MaxHeaders = 64
+	// MaxStoredHeaders is the largest number of headers a stored message
+	// holds: MaxHeaders and the two of its trace context, which count
+	// against no producer's limit.
+	MaxStoredHeaders = MaxHeaders + 2
 )
+
+// The headers that carry the W3C trace context (traceparent, tracestate)
+// of the Schedule call that made a message, to its consumers.
+const (
+	TraceParentHeader = "hourglass-traceparent"
+	TraceStateHeader  = "hourglass-tracestate"
+)
+
+// IsTraceHeader reports whether key is TraceParentHeader or
+// TraceStateHeader.
+func IsTraceHeader(key []byte) bool {
+	return string(key) == TraceParentHeader || string(key) == TraceStateHeader
+}
+
+// UserHeaders counts the headers of hs a producer gave: all but the
+// trace context's.
+func UserHeaders(hs []Header) int {
+	n := 0
+	for _, h := range hs {
+		if !IsTraceHeader(h.Key) {
+			n++
+		}
+	}
+	return n
+}
 
 // ErrMalformed is returned for a payload that is not a valid encoding.
 var ErrMalformed = errors.New("message: malformed payload")
@@ -229,7 +259,7 @@ func DecodeSchedule(src []byte, m *Message) error {
 		return ErrMalformed
 	}
 	nh, k := binary.Uvarint(p)
-	if k <= 0 || nh > MaxHeaders {
+	if k <= 0 || nh > MaxStoredHeaders {
 		return ErrMalformed
 	}
 	p = p[k:]
@@ -268,7 +298,7 @@ func OriginOf(src []byte) (ID, bool) {
 		return ID{}, false
 	}
 	nh, k := binary.Uvarint(p)
-	if k <= 0 || nh > MaxHeaders {
+	if k <= 0 || nh > MaxStoredHeaders {
 		return ID{}, false
 	}
 	p = p[k:]

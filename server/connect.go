@@ -88,7 +88,8 @@ func toConnect(err error) error {
 
 // connectCtx is ctx with what the neutral methods need of a connect call.
 func connectCtx(ctx context.Context, peer connect.Peer, h http.Header) context.Context {
-	return withInfo(ctx, callInfo{conn: peer.Addr, forwarded: h.Get(ForwardedHeader) != ""})
+	return withInfo(ctx, callInfo{conn: peer.Addr, forwarded: h.Get(ForwardedHeader) != "",
+		traceparent: h.Get("traceparent"), tracestate: h.Get("tracestate")})
 }
 
 // unary serves one unary call through f.

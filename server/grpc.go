@@ -147,7 +147,14 @@ func (s *Server) grpcCtx(ctx context.Context, method string) (context.Context, s
 		}
 		ctx = context.WithValue(ctx, callerKey{}, c)
 	}
-	return withInfo(ctx, callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}), addr, nil
+	ci := callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}
+	if v := md.Get("traceparent"); len(v) > 0 {
+		ci.traceparent = v[0]
+		if v := md.Get("tracestate"); len(v) > 0 {
+			ci.tracestate = v[0]
+		}
+	}
+	return withInfo(ctx, ci), addr, nil
 }
 
 // isAPI reports whether method is one of the API's (not health's or

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/health"
 
 	"github.com/hourglassmq/hourglass/access"
@@ -129,6 +130,10 @@ type Options struct {
 	// letters, and Receive of any other topic is refused with a message
 	// saying where the messages go. "" for the queue.
 	ExternalSink string
+	// TracerProvider, if set, records a span per Schedule call and per
+	// message handed to a consumer (tracing.go); nil: no spans (a
+	// caller's trace context is still stored with its messages).
+	TracerProvider trace.TracerProvider
 	// Pprof serves the Go runtime profiles (net/http/pprof) under
 	// /debug/pprof/, behind AuthToken like /metrics.
 	Pprof bool
@@ -184,7 +189,8 @@ const (
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
 	opts    Options
-	backup  sync.Mutex // held while a backup (serveBackup) runs: one at a time
+	backup  sync.Mutex   // held while a backup (serveBackup) runs: one at a time
+	tracer  trace.Tracer // nil: tracing off (tracing.go)
 	eng     core
 	q       *queue.Queue // nil in cluster mode
 	recv    Receiver     // q, or the cluster node
@@ -296,6 +302,9 @@ func New(opts Options) (*Server, error) {
 		}
 		s.creds.Store(set)
 	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	s.polls, s.stopPolls = context.WithCancel(context.Background())
 	s.levelsText = levelsText(opts.DelayLevels)
 	return s, nil
@@ -318,7 +327,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.require(access.Read,
 		promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
-	mux.Handle("POST "+BackupPath, requireToken(s.opts.AuthToken, http.HandlerFunc(s.serveBackup)))
+	mux.Handle("POST "+BackupPath, s.require(access.Manage, http.HandlerFunc(s.serveBackup)))
 	// The web console: static files; its data comes from the API above.
 	mux.Handle("GET "+console.Prefix, console.Handler())
 	if s.opts.Pprof {

@@ -286,6 +286,22 @@ func openAndServe(c *cli.Context, cfg *serveConfig) error {
 		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
 	hc := cfg.node
+	tp, err := tracerProvider(c.Context)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tp != nil {
+		hc.TracerProvider = tp
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				cfg.logger.Warn("traces: the last spans were not exported", "err", err)
+			}
+		}()
+		cfg.logger.Info("traces: exporting spans over OTLP (OTEL_* environment)")
+	}
 	attrs := []any{"sink", hc.Sink, "handoff_lead", hc.HandoffLead}
 	if cl := hc.Cluster; cl != nil {
 		if err := defaultNodeID(cl, cfg.tlsCert != "", ln); err != nil {
