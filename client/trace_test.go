@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hourglassmq/hourglass/server"
 )
@@ -18,9 +19,10 @@ import (
 // global TracerProvider.
 func TestWorkerTraces(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	// The global one cannot be put back once replaced: a no-op one
+	// records nothing, as the default does.
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
 
 	rs := startServer(t, server.Options{})
 	c := newClient(t, rs.addr)
