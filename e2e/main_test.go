@@ -73,6 +73,12 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 // buckets, and extra args, and waits until it listens and is ready.
 func start(t *testing.T, dataDir string, env []string, args ...string) *proc {
 	t.Helper()
+	return startWith(t, dataDir, env, (*proc).waitReady, args...)
+}
+
+// startWith is start with its own wait for readiness (over TLS, say).
+func startWith(t *testing.T, dataDir string, env []string, ready func(*proc), args ...string) *proc {
+	t.Helper()
 	all := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--segment-duration", "2s"}, args...)
 	cmd := exec.Command(binary, all...)
 	cmd.Env = append(os.Environ(), env...)
@@ -123,7 +129,7 @@ func start(t *testing.T, dataDir string, env []string, args ...string) *proc {
 	}
 	p.url = "http://" + p.addr
 	p.client = hourglassv1connect.NewHourglassServiceClient(http.DefaultClient, p.url)
-	p.waitReady()
+	ready(p)
 	return p
 }
 

@@ -3,6 +3,7 @@
 // any Connect transport (see ./node.ts and ./web.ts).
 
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { context, propagation, type TextMapSetter } from "@opentelemetry/api";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   CancelResult as PbCancelResult,
@@ -152,7 +153,14 @@ export interface ClientOptions {
 
 /** The interceptors options ask for. */
 export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
-  const out: Interceptor[] = [];
+  // The W3C trace context of the active span (with an OpenTelemetry SDK registered): the server
+  // stores a Schedule's with its messages, and consume starts each handler's span under it.
+  const out: Interceptor[] = [
+    (next) => (req) => {
+      propagation.inject(context.active(), req.header, headerSetter);
+      return next(req);
+    },
+  ];
   const token = options.token;
   if (token) {
     out.push((next) => (req) => {
@@ -162,6 +170,8 @@ export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
   }
   return out.concat(options.interceptors ?? []);
 }
+
+const headerSetter: TextMapSetter<Headers> = { set: (h, k, v) => h.set(k, v) };
 
 const encoder = new TextEncoder();
 

@@ -28,8 +28,8 @@ export function deadLettersPage(params: URLSearchParams): Page {
   const progress = h("span", { id: "redrive-progress", class: "muted" });
   let stop = false;
   const stopBtn = h("button", { type: "button", class: "small", hidden: true, onclick: () => { stop = true; } }, "Stop");
-  const redriveBtn = h("button", { type: "button", id: "redrive-go", onclick: () => redrive() }, "Redrive");
-  const purgeBtn = h("button", { type: "button", id: "dlq-purge", class: "danger", onclick: () => purge() }, "Purge all");
+  const redriveBtn = h("button", { type: "button", id: "redrive-go", "data-verb": "manage", onclick: () => redrive() }, "Redrive");
+  const purgeBtn = h("button", { type: "button", id: "dlq-purge", class: "danger", "data-verb": "manage", onclick: () => purge() }, "Purge all");
   const selected = new Set<string>();
 
   const el = h("div", { class: "page deadletters" },

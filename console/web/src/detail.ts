@@ -53,11 +53,11 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
   const reload = () => openDetail(el, { id: m.id }, onChange);
   const pending = res.state === MessageState.PENDING;
   const actionBar = h("div", { class: "actions" },
-    pending ? h("button", { id: "act-cancel", type: "button", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel message") : null,
-    pending ? h("button", { id: "act-reschedule", type: "button", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
-    pending ? h("button", { id: "act-promote", type: "button", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
+    pending ? h("button", { id: "act-cancel", type: "button", "data-verb": "cancel", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel message") : null,
+    pending ? h("button", { id: "act-reschedule", type: "button", "data-verb": "cancel", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
+    pending ? h("button", { id: "act-promote", type: "button", "data-verb": "cancel", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
     res.state === MessageState.DEAD_LETTERED && res.deadLetterTopic
-      ? h("button", { id: "act-redrive", type: "button", onclick: (ev: Event) => redriveOne(m, res.deadLetterTopic, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Redrive")
+      ? h("button", { id: "act-redrive", type: "button", "data-verb": "manage", onclick: (ev: Event) => redriveOne(m, res.deadLetterTopic, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Redrive")
       : null,
     h("button", { type: "button", class: "small", onclick: reload }, "Reload"));
   const body = h("pre", { id: "detail-body", class: "body" });

@@ -73,8 +73,8 @@ export function messagesPage(params: URLSearchParams): Page {
     h("option", { value: "selected" }, "the selected messages"),
     h("option", { value: "all" }, "every message the filter matches"));
   const progress = h("div", { id: "bulk-progress", class: "muted" });
-  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false) =>
-    h("button", { type: "button", id, class: danger ? "danger" : "", onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
+  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false, verb = "cancel") =>
+    h("button", { type: "button", id, class: danger ? "danger" : "", "data-verb": verb, onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
   // Leased messages are their consumers' (only a receipt acks, nacks or
   // extends one, and List gives none): nothing to select or act on.
   const leased = state === MessageState.LEASED;
@@ -85,7 +85,7 @@ export function messagesPage(params: URLSearchParams): Page {
     pending ? bulkBtn("bulk-cancel", "Cancel messages…", (b) => runBulk("cancel", b), true) : null,
     pending ? bulkBtn("bulk-reschedule", "Shift…", (b) => runBulk("shift", b)) : null,
     pending ? bulkBtn("bulk-promote", "Deliver now", (b) => runBulk("promote", b)) : null,
-    bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true));
+    bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true, "manage"));
   let token = params.get("page") ?? "";
   const pager = h("div", { class: "toolbar pager" },
     h("button", { type: "button", id: "msg-first", class: "small", onclick: () => { token = ""; void refresh(); } }, "First page"),

@@ -214,10 +214,10 @@ function policyText(p: Policy | undefined): Child {
 function actions(topic: string, p: Policy | undefined): HTMLElement {
   const paused = p?.paused === true;
   const pauseBtn = h("button", {
-    class: paused ? "small resume" : "small pause", type: "button",
+    class: paused ? "small resume" : "small pause", type: "button", "data-verb": "manage",
     onclick: () => (paused ? setPaused(topic, false, pauseBtn) : pause(topic, pauseBtn)),
   }, paused ? "Resume" : "Pause");
-  const rateBtn = h("button", { class: "small rate", type: "button", onclick: () => setRate(topic, p, rateBtn) }, "Rate…");
+  const rateBtn = h("button", { class: "small rate", type: "button", "data-verb": "manage", onclick: () => setRate(topic, p, rateBtn) }, "Rate…");
   const polBtn = h("button", { class: "small policy", type: "button", onclick: () => showPolicy(topic, polBtn) }, "Policy");
   return h("span", { class: "actions" }, pauseBtn, rateBtn, polBtn);
 }

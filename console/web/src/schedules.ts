@@ -17,7 +17,7 @@ export function schedulesPage(params: URLSearchParams): Page {
     go("schedules", topicIn.value.trim() ? { topic: topicIn.value.trim() } : {});
   });
 
-  const create = h("form", { id: "sch-form", class: "grid-form" },
+  const create = h("form", { id: "sch-form", class: "grid-form", "data-verb": "schedule" },
     h("label", null, h("span", null, "Name"), field({ name: "name", required: true, placeholder: "daily-report" })),
     h("label", null, h("span", null, "Topic"), field({ name: "topic", required: true, placeholder: "reports", value: topic })),
     h("label", null, h("span", null, "When"), field({ name: "spec", required: true, placeholder: "0 9 * * MON-FRI, @every 90s, @daily" })),
@@ -77,10 +77,10 @@ export function schedulesPage(params: URLSearchParams): Page {
   function scheduleRow(g: GetScheduleResponse, now: number): HTMLTableRowElement {
     const s = g.schedule!;
     const toggle = h("button", {
-      type: "button", class: s.paused ? "small resume" : "small pause",
+      type: "button", class: s.paused ? "small resume" : "small pause", "data-verb": "schedule",
       onclick: () => setPaused(s.name, !s.paused, toggle),
     }, s.paused ? "Resume" : "Pause");
-    const del = h("button", { type: "button", class: "small danger delete", onclick: () => remove(s.name, del) }, "Delete");
+    const del = h("button", { type: "button", class: "small danger delete", "data-verb": "schedule", onclick: () => remove(s.name, del) }, "Delete");
     return row({ "data-name": s.name }, [
       h("strong", null, s.name), s.topic,
       h("code", null, s.spec), h("span", { class: "tz" }, s.timeZone || "UTC"),
