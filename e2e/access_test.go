@@ -115,6 +115,10 @@ var accessCalls = []accessCall{
 		_, err := c.Reschedule(ctx, req(&hourglassv1.RescheduleRequest{Topic: topic, Key: "k", When: &hourglassv1.RescheduleRequest_DelayMs{DelayMs: 1000}}))
 		return err
 	}},
+	{"Edit", access.Cancel, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.Edit(ctx, req(&hourglassv1.EditRequest{Topic: topic, Key: "k", Body: []byte("edited")}))
+		return err
+	}},
 	{"Redrive", access.Manage, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
 		_, err := c.Redrive(ctx, req(&hourglassv1.RedriveRequest{DeadLetterTopic: topic + ".dlq"}))
 		return err
