@@ -207,22 +207,22 @@ func (pg *page) screenshot(name string) {
 	}
 }
 
-// needRPC skips t when err, a call of rpc, was answered UNIMPLEMENTED:
-// the test turns on by itself once the server implements rpc.
+// needRPC fails t when err, a call of rpc, was answered UNIMPLEMENTED:
+// the server serves every RPC the console calls.
 func needRPC(t *testing.T, rpc string, err error) {
 	t.Helper()
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
-		t.Skipf("%s answers UNIMPLEMENTED on this server (%v): this console test runs once the server implements it", rpc, err)
+		t.Fatalf("%s answers UNIMPLEMENTED (%v): the console calls it, the server must serve it", rpc, err)
 	}
 }
 
-// needListState skips t while List refuses a queue state as not listed
-// yet (the server answers INVALID_ARGUMENT for it today, or UNIMPLEMENTED).
+// needListState fails t when List refuses a queue state: the server lists
+// every state.
 func needListState(t *testing.T, state string, err error) {
 	t.Helper()
 	needRPC(t, "List of "+state, err)
 	if connect.CodeOf(err) == connect.CodeInvalidArgument && strings.Contains(err.Error(), "not listed yet") {
-		t.Skipf("List of %s messages is not implemented on this server (%v): this console test runs once it is", state, err)
+		t.Fatalf("List of %s messages refused (%v): the server lists every state", state, err)
 	}
 }
 
