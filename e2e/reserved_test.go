@@ -24,6 +24,7 @@ var reservedHeaders = []string{
 	"hourglass-idempotency-key", "hourglass-idempotency-at", "hourglass-flow-key", "hourglass-schedule", "hourglass-occurrence",
 	"hourglass-dead-letter-origin", "hourglass-dead-letter-reason", "hourglass-dead-letter-error",
 	"hourglass-dead-lettered-at", "hourglass-last-error", "hourglass-cluster-id", "hourglass-replaces",
+	"hourglass-traceparent", "hourglass-tracestate",
 	"Hourglass-Something-New",
 }
 

@@ -78,12 +78,16 @@ type Message struct {
 // TopicStats are one topic's counters and gauges. Counters start at zero
 // when the queue is opened.
 type TopicStats struct {
-	Delivered    uint64 // messages appended to the topic (Deliver, dead-lettering into it)
-	Backlog      int64  // receivable now: never received, or waiting to be received again
-	Leased       int    // received and not yet acked, nacked or expired
-	Acked        uint64 // Acks that succeeded
-	Nacked       uint64 // Nacks that succeeded
-	Expired      uint64 // leases that ran out
+	Delivered uint64 // messages appended to the topic (Deliver, dead-lettering into it)
+	Backlog   int64  // receivable now: never received, or waiting to be received again
+	Leased    int    // received and not yet acked, nacked or expired
+	Acked     uint64 // Acks that succeeded
+	Nacked    uint64 // Nacks that succeeded
+	Expired   uint64 // leases that ran out
+	// PastExpiry counts messages a Receive reached past their expiry
+	// (message.ExpireAtHeader): dead-lettered with ReasonExpired, never
+	// handed out.
+	PastExpiry   uint64
 	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
 	DeadLettered uint64 // messages moved to <topic>.dlq
 	// OldestReady is the delivery time (UTC epoch ms) of the oldest due

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,20 @@ func (t *topic) wake() {
 // receive leases up to max messages for lease. With none available it
 // returns a channel that is closed when that may have changed.
 func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan struct{}, error) {
+	// Messages past their expiry are settled (dead-lettered) by workers,
+	// started once t.mu is released.
+	var expired []*lease
+	defer func() {
+		for _, l := range expired {
+			held := t.q.hold(t)
+			t.q.wg.Go(func() {
+				if held {
+					defer t.q.release(t)
+				}
+				t.deadLetterPastExpiry(l)
+			})
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed {
@@ -226,6 +241,14 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		if _, dup := t.mu.leases.byID[id]; dup {
 			// Another copy of this message (delivered again after a crash)
 			// is leased: this one is settled with it.
+			continue
+		}
+		if message.Expired(m.Headers, now.UnixMilli()) && !strings.HasSuffix(t.name, DLQSuffix) {
+			// Past its expiry: never handed out. Settling, out of the
+			// heap, until its worker has dead-lettered it.
+			l := &lease{off: off, id: id, attempt: attempt, state: settling, hi: -1, serial: t.q.serial.Add(1)}
+			t.mu.leases.byOff[off], t.mu.leases.byID[id] = l, l
+			expired = append(expired, l)
 			continue
 		}
 		if redelivery {

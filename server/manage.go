@@ -81,7 +81,8 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 			if d.Held != queue.NotHeld {
 				out.State = hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED
 				out.DeadLetterTopic = dlq
-				out.Message.DeadLetter = deadLetterInfo(d.Message.Headers, f.Message.Attempt)
+				// The dead-letter topic counts the attempts made.
+				out.Message.DeadLetter = deadLetterInfo(d.Message.Headers, d.Message.Attempt)
 				return out, nil
 			}
 		}

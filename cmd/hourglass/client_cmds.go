@@ -119,7 +119,7 @@ func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
 		Usage:     "schedule messages on a running server and print their IDs",
-		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--count N]",
+		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--ttl D | --expire-at TIME] [--count N]",
 		Description: `Schedules --count messages (default 1) with the same --topic, --body and time,
 and prints each message's ID (32 hex digits) on its own line, in order.
 
@@ -160,6 +160,8 @@ With --count above 1 the messages go through the client's batching producer
 		}, bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
 			&cli.StringFlag{Name: "flow-key", Usage: "flow `KEY` the topic's flow policy counts the message under (a tenant, an account), at most 200 bytes; not the idempotency key"},
+			&cli.StringFlag{Name: "ttl", Usage: "expire `DURATION` after the delivery time: never delivered after (dead-lettered, reason expired)"},
+			&cli.StringFlag{Name: "expire-at", Usage: "expire at this `TIME` (RFC 3339), after the delivery time"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
 		})...),
 		OnUsageError: usageError,
@@ -181,6 +183,22 @@ func runSend(c *cli.Context) error {
 	}
 	if h, ok := c.Generic("header").(*headerFlag); ok && len(h.m) > 0 {
 		m.Headers = h.m
+	}
+	switch {
+	case c.IsSet("ttl") && c.IsSet("expire-at"):
+		return commandError(c, "--ttl and --expire-at: give one of them (when the message expires)")
+	case c.IsSet("ttl"):
+		d, err := units.ParseDuration(c.String("ttl"))
+		if err != nil || d <= 0 {
+			return commandError(c, "--ttl %q: want a duration above 0 with a unit, such as 30s, 10m or 7d", c.String("ttl"))
+		}
+		m.TTL = d
+	case c.IsSet("expire-at"):
+		at, err := time.Parse(time.RFC3339Nano, c.String("expire-at"))
+		if err != nil {
+			return commandError(c, "--expire-at %q: want an RFC 3339 time such as 2030-01-02T09:00:00Z", c.String("expire-at"))
+		}
+		m.ExpireAt = at
 	}
 	if c.IsSet("key") && m.IdempotencyKey == "" {
 		return commandError(c, "--key is empty: give a key, or leave --key out")

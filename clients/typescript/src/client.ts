@@ -3,6 +3,7 @@
 // any Connect transport (see ./node.ts and ./web.ts).
 
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { context, propagation, type TextMapSetter } from "@opentelemetry/api";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   CancelResult as PbCancelResult,
@@ -128,6 +129,15 @@ export interface StoredMessage {
   attempt: number;
   /** The first attempt's id of a retry or reschedule; the id itself otherwise. */
   originId: string;
+  /** Set on a dead letter (a message of "<topic>.dlq", or one get finds dead-lettered): why it died. */
+  deadLetter?: {
+    originTopic: string;
+    /** "max-attempts", "nacked" or "sink". */
+    reason: string;
+    lastError: string;
+    attempts: number;
+    at?: Date;
+  };
 }
 
 /** A due message handed to a consumer under a lease. */
@@ -137,15 +147,6 @@ export interface Delivery extends StoredMessage {
   leaseExpiresAt: Date;
   /** Names this lease: acks and nacks act only while it holds. */
   receipt: string;
-  /** Set on a message of a dead-letter topic ("<topic>.dlq"). */
-  deadLetter?: {
-    originTopic: string;
-    /** "max-attempts", "nacked" or "sink". */
-    reason: string;
-    lastError: string;
-    attempts: number;
-    at?: Date;
-  };
 }
 
 /** Options of every client. */
@@ -158,7 +159,14 @@ export interface ClientOptions {
 
 /** The interceptors options ask for. */
 export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
-  const out: Interceptor[] = [];
+  // The W3C trace context of the active span (with an OpenTelemetry SDK registered): the server
+  // stores a Schedule's with its messages, and consume starts each handler's span under it.
+  const out: Interceptor[] = [
+    (next) => (req) => {
+      propagation.inject(context.active(), req.header, headerSetter);
+      return next(req);
+    },
+  ];
   const token = options.token;
   if (token) {
     out.push((next) => (req) => {
@@ -168,6 +176,8 @@ export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
   }
   return out.concat(options.interceptors ?? []);
 }
+
+const headerSetter: TextMapSetter<Headers> = { set: (h, k, v) => h.set(k, v) };
 
 const encoder = new TextEncoder();
 
@@ -212,7 +222,7 @@ function headersOf(m: PbMessage): Record<string, string> {
 }
 
 function storedOf(m: PbMessage): StoredMessage {
-  return {
+  const s: StoredMessage = {
     id: m.id,
     topic: m.topic,
     headers: headersOf(m),
@@ -221,6 +231,17 @@ function storedOf(m: PbMessage): StoredMessage {
     attempt: m.attempt,
     originId: m.originId || m.id,
   };
+  if (m.deadLetter) {
+    const dl = m.deadLetter;
+    s.deadLetter = {
+      originTopic: dl.originTopic,
+      reason: dl.reason,
+      lastError: dl.lastError,
+      attempts: dl.attempts,
+      at: dateOf(dl.at),
+    };
+  }
+  return s;
 }
 
 /** deliveryOf turns a received message into a Delivery. */
@@ -233,16 +254,6 @@ export function deliveryOf(m: PbMessage): Delivery {
     leaseExpiresAt: dateOf(m.leaseExpiresAt) ?? epoch,
     receipt: m.receipt,
   };
-  if (m.deadLetter) {
-    const dl = m.deadLetter;
-    d.deadLetter = {
-      originTopic: dl.originTopic,
-      reason: dl.reason,
-      lastError: dl.lastError,
-      attempts: dl.attempts,
-      at: dateOf(dl.at),
-    };
-  }
   return d;
 }
 

@@ -262,6 +262,67 @@ func (RescheduleResult) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
 }
 
+// EditResult is what Edit did.
+type EditResult int32
+
+const (
+	EditResult_EDIT_RESULT_UNSPECIFIED EditResult = 0
+	// Its next delivery carries the new content, under the new id; the old
+	// content is never delivered.
+	EditResult_EDIT_RESULT_EDITED EditResult = 1
+	// Too late: it was delivered (or is being delivered). Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_DELIVERED EditResult = 2
+	// No such message is pending here. Nothing changed.
+	EditResult_EDIT_RESULT_UNKNOWN EditResult = 3
+	// It was cancelled. Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_CANCELLED EditResult = 4
+)
+
+// Enum value maps for EditResult.
+var (
+	EditResult_name = map[int32]string{
+		0: "EDIT_RESULT_UNSPECIFIED",
+		1: "EDIT_RESULT_EDITED",
+		2: "EDIT_RESULT_ALREADY_DELIVERED",
+		3: "EDIT_RESULT_UNKNOWN",
+		4: "EDIT_RESULT_ALREADY_CANCELLED",
+	}
+	EditResult_value = map[string]int32{
+		"EDIT_RESULT_UNSPECIFIED":       0,
+		"EDIT_RESULT_EDITED":            1,
+		"EDIT_RESULT_ALREADY_DELIVERED": 2,
+		"EDIT_RESULT_UNKNOWN":           3,
+		"EDIT_RESULT_ALREADY_CANCELLED": 4,
+	}
+)
+
+func (x EditResult) Enum() *EditResult {
+	p := new(EditResult)
+	*p = x
+	return p
+}
+
+func (x EditResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EditResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+}
+
+func (EditResult) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+}
+
+func (x EditResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EditResult.Descriptor instead.
+func (EditResult) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+}
+
 // MisfirePolicy says what a recurring schedule does with the occurrences
 // that fell while the server was down.
 type MisfirePolicy int32
@@ -306,11 +367,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -319,7 +380,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 // Header is one message header.
@@ -404,12 +465,24 @@ type ScheduleRequest struct {
 	// crash) without a second message. The key is delivered as the header
 	// "hourglass-idempotency-key".
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// When the message expires: from then on it is never handed to a
+	// consumer. The built-in queue dead-letters it to "<topic>.dlq" with
+	// reason "expired" when a Receive reaches it; another sink is never
+	// handed it (it is recorded dead-lettered). None set: it never expires.
+	// Kept as the header "hourglass-expire-at" (UTC epoch milliseconds),
+	// which counts as one of the 64 headers.
+	//
+	// Types that are valid to be assigned to Expiry:
+	//
+	//	*ScheduleRequest_ExpireAt
+	//	*ScheduleRequest_TtlMs
+	Expiry isScheduleRequest_Expiry `protobuf_oneof:"expiry"`
 	// Optional, at most 200 bytes of text: the flow key the topic's per-key
 	// policy (TopicPolicy flow_*) applies to, such as a tenant or account.
 	// Many messages share a flow key; it is not the idempotency key. Absent,
 	// the message has no key of its own: no per-key bound applies to it.
 	// The key is delivered as the header "hourglass-flow-key".
-	FlowKey       string `protobuf:"bytes,8,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	FlowKey       string `protobuf:"bytes,10,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -506,6 +579,31 @@ func (x *ScheduleRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ScheduleRequest) GetExpiry() isScheduleRequest_Expiry {
+	if x != nil {
+		return x.Expiry
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetExpireAt() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_ExpireAt); ok {
+			return x.ExpireAt
+		}
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetTtlMs() int64 {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_TtlMs); ok {
+			return x.TtlMs
+		}
+	}
+	return 0
+}
+
 func (x *ScheduleRequest) GetFlowKey() string {
 	if x != nil {
 		return x.FlowKey
@@ -540,6 +638,24 @@ func (*ScheduleRequest_DelayMs) isScheduleRequest_When() {}
 func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
+
+type isScheduleRequest_Expiry interface {
+	isScheduleRequest_Expiry()
+}
+
+type ScheduleRequest_ExpireAt struct {
+	// An absolute time, after the delivery time.
+	ExpireAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_at,json=expireAt,proto3,oneof"`
+}
+
+type ScheduleRequest_TtlMs struct {
+	// Milliseconds after the delivery time, 1 or more.
+	TtlMs int64 `protobuf:"varint,9,opt,name=ttl_ms,json=ttlMs,proto3,oneof"`
+}
+
+func (*ScheduleRequest_ExpireAt) isScheduleRequest_Expiry() {}
+
+func (*ScheduleRequest_TtlMs) isScheduleRequest_Expiry() {}
 
 type ScheduleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1011,8 +1127,9 @@ type DeadLetter struct {
 	// The topic it died on.
 	OriginTopic string `protobuf:"bytes,1,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
 	// "max-attempts" (nacked or expired past the topic's max attempts),
-	// "nacked" (a consumer asked for it), or "sink" (the sink refused it for
-	// good).
+	// "nacked" (a consumer asked for it), "sink" (the sink refused it for
+	// good), or "expired" (a Receive reached it past its expire_at or
+	// ttl_ms).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The last error a consumer gave with a Nack, or "lease expired".
 	LastError string `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
@@ -2314,13 +2431,17 @@ type ServerHealth struct {
 	FsyncCount int64   `protobuf:"varint,3,opt,name=fsync_count,json=fsyncCount,proto3" json:"fsync_count,omitempty"`
 	FsyncP50Ms float64 `protobuf:"fixed64,4,opt,name=fsync_p50_ms,json=fsyncP50Ms,proto3" json:"fsync_p50_ms,omitempty"`
 	FsyncP99Ms float64 `protobuf:"fixed64,5,opt,name=fsync_p99_ms,json=fsyncP99Ms,proto3" json:"fsync_p99_ms,omitempty"`
-	// The data directory's size, and the free and total space of its file
-	// system (refreshed at most every 10 s).
+	// The data directory's size: the sum of its files' sizes (preallocated
+	// segments count in full, written or not), and the free and total space
+	// of its file system (refreshed at most every 10 s).
 	DataBytes      int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
 	DiskFreeBytes  int64 `protobuf:"varint,7,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	DiskTotalBytes int64 `protobuf:"varint,8,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The space the data directory's files take on disk, as du counts it:
+	// the blocks allocated to them.
+	DataAllocatedBytes int64 `protobuf:"varint,9,opt,name=data_allocated_bytes,json=dataAllocatedBytes,proto3" json:"data_allocated_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ServerHealth) Reset() {
@@ -2405,6 +2526,13 @@ func (x *ServerHealth) GetDiskFreeBytes() int64 {
 func (x *ServerHealth) GetDiskTotalBytes() int64 {
 	if x != nil {
 		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDataAllocatedBytes() int64 {
+	if x != nil {
+		return x.DataAllocatedBytes
 	}
 	return 0
 }
@@ -3753,6 +3881,160 @@ func (x *RescheduleResponse) GetDeliverAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// EditRequest names the message by id (any id it had: the one Schedule
+// returned names it through its edits and reschedules), or by topic and
+// key, and what to replace: the body, the headers, or both.
+type EditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key   string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The new body, at most the server's --max-body; unset keeps the body.
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3,oneof" json:"body,omitempty"`
+	// With set_headers: the new headers (none: no headers of its own), as
+	// in ScheduleRequest.headers. The headers the server set (its
+	// idempotency key, a recurring occurrence) are kept.
+	Headers []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	// Replace the headers with headers; false keeps them (headers must then
+	// be empty).
+	SetHeaders    bool `protobuf:"varint,6,opt,name=set_headers,json=setHeaders,proto3" json:"set_headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditRequest) Reset() {
+	*x = EditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditRequest) ProtoMessage() {}
+
+func (x *EditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
+func (*EditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *EditRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EditRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *EditRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *EditRequest) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EditRequest) GetSetHeaders() bool {
+	if x != nil {
+		return x.SetHeaders
+	}
+	return false
+}
+
+type EditResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result EditResult             `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.EditResult" json:"result,omitempty"`
+	// EDITED: the edited message's id and delivery time.
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditResponse) Reset() {
+	*x = EditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditResponse) ProtoMessage() {}
+
+func (x *EditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
+func (*EditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EditResponse) GetResult() EditResult {
+	if x != nil {
+		return x.Result
+	}
+	return EditResult_EDIT_RESULT_UNSPECIFIED
+}
+
+func (x *EditResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditResponse) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
 type RedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dead-letter topic to drain, "<topic>.dlq".
@@ -3775,7 +4057,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3787,7 +4069,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3800,7 +4082,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -3859,7 +4141,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3871,7 +4153,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3884,7 +4166,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -3919,7 +4201,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4213,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4226,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -3971,7 +4253,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4265,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4278,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -4015,7 +4297,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4309,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4322,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4061,7 +4343,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4355,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4368,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4111,7 +4393,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4405,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4418,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4167,7 +4449,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4461,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4474,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4274,7 +4556,7 @@ type FlowBacklog struct {
 
 func (x *FlowBacklog) Reset() {
 	*x = FlowBacklog{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4568,7 @@ func (x *FlowBacklog) String() string {
 func (*FlowBacklog) ProtoMessage() {}
 
 func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4581,7 @@ func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
 func (*FlowBacklog) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FlowBacklog) GetFlowKey() string {
@@ -4340,7 +4622,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4352,7 +4634,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4365,7 +4647,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4393,7 +4675,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4405,7 +4687,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4418,7 +4700,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4486,7 +4768,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4780,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4793,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4593,7 +4875,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4605,7 +4887,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4618,7 +4900,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4640,7 +4922,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4652,7 +4934,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4665,7 +4947,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4699,7 +4981,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4711,7 +4993,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4724,7 +5006,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4758,7 +5040,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +5052,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +5065,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4831,7 +5113,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +5125,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +5138,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -4938,7 +5220,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4950,7 +5232,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4963,7 +5245,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -4983,7 +5265,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4995,7 +5277,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5008,7 +5290,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5029,7 +5311,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5323,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5336,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5073,7 +5355,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5085,7 +5367,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5098,7 +5380,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5117,7 +5399,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5129,7 +5411,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5142,7 +5424,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5160,7 +5442,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5172,7 +5454,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5185,7 +5467,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 type ResumeScheduleRequest struct {
@@ -5197,7 +5479,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5209,7 +5491,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5222,7 +5504,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5241,7 +5523,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5253,7 +5535,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5266,7 +5548,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5285,7 +5567,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5579,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5592,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5328,7 +5610,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5340,7 +5622,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5353,7 +5635,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 type GetScheduleRequest struct {
@@ -5367,7 +5649,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5379,7 +5661,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5392,7 +5674,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5424,7 +5706,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5436,7 +5718,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5449,7 +5731,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5494,7 +5776,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5506,7 +5788,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5519,7 +5801,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5553,7 +5835,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5565,7 +5847,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5578,7 +5860,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5595,6 +5877,363 @@ func (x *ListSchedulesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credential's name: "admin" for the server's --auth-token,
+	// "anonymous" on a server without credentials (everyone is admin).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its role (admin, producer, consumer, viewer), or "" when it lists
+	// its verbs.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The verbs it may do: produce, consume, cancel, read, manage,
+	// schedule, audit.
+	Verbs []string `protobuf:"bytes,3,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	// The topic patterns they apply to ("*" for every topic).
+	Topics []string `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How the call was authenticated: "token", "certificate" or "none".
+	Method        string `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+// AuditEntry is one change an operator made, and its result.
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its place in the trail: later entries have larger numbers.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the server finished it.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The credential that made it.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// The RPC ("Cancel", "SetPolicy", ...) or "ReloadCredentials".
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// What it acted on: a topic, a message ID or a schedule's name.
+	Target string `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
+	// The request as JSON (message bodies left out).
+	Request string `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	// The answer as JSON when result is OK (a Cancel's result, say).
+	Response string `protobuf:"bytes,10,opt,name=response,proto3" json:"response,omitempty"`
+	// "OK", or the status code's name ("NOT_FOUND").
+	Result string `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// The error's message when result is not OK.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The client's address.
+	Peer          string `protobuf:"bytes,9,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *AuditEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResponse() string {
+	if x != nil {
+		return x.Response
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many entries, 1 to 1000; 0 means 100.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries older than this seq (the previous page's
+	// next_before_seq); 0 starts from the newest.
+	BeforeSeq     uint64 `protobuf:"varint,2,opt,name=before_seq,json=beforeSeq,proto3" json:"before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetBeforeSeq() uint64 {
+	if x != nil {
+		return x.BeforeSeq
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Entries []*AuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Pass as before_seq for the next page; 0 when there are no older
+	// entries.
+	NextBeforeSeq uint64 `protobuf:"varint,2,opt,name=next_before_seq,json=nextBeforeSeq,proto3" json:"next_before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextBeforeSeq() uint64 {
+	if x != nil {
+		return x.NextBeforeSeq
+	}
+	return 0
+}
+
 var File_hourglass_v1_hourglass_proto protoreflect.FileDescriptor
 
 const file_hourglass_v1_hourglass_proto_rawDesc = "" +
@@ -5602,7 +6241,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xb4\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x92\x03\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -5612,9 +6251,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
 	"delayLevel\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x12\x19\n" +
-	"\bflow_key\x18\b \x01(\tR\aflowKeyB\x06\n" +
-	"\x04when\"]\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
+	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
+	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMs\x12\x19\n" +
+	"\bflow_key\x18\n" +
+	" \x01(\tR\aflowKeyB\x06\n" +
+	"\x04whenB\b\n" +
+	"\x06expiry\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
 	"\n" +
@@ -5745,7 +6388,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2\x18.hourglass.v1.TopicStatsR\x06topics\x125\n" +
 	"\apending\x18\x04 \x03(\v2\x1b.hourglass.v1.PendingBucketR\apending\x122\n" +
 	"\blateness\x18\x05 \x01(\v2\x16.hourglass.v1.LatenessR\blateness\x122\n" +
-	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\x97\x02\n" +
+	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\xc9\x02\n" +
 	"\fServerHealth\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1b\n" +
 	"\tnot_ready\x18\x02 \x01(\tR\bnotReady\x12\x1f\n" +
@@ -5758,7 +6401,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\a \x01(\x03R\rdiskFreeBytes\x12(\n" +
-	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\"\r\n" +
+	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\x120\n" +
+	"\x14data_allocated_bytes\x18\t \x01(\x03R\x12dataAllocatedBytes\"\r\n" +
 	"\vTimeRequest\"<\n" +
 	"\fTimeResponse\x12,\n" +
 	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"6\n" +
@@ -5841,6 +6485,20 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x04when\"\x97\x01\n" +
 	"\x12RescheduleResponse\x126\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x1e.hourglass.v1.RescheduleResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
+	"\n" +
+	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xb8\x01\n" +
+	"\vEditRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x17\n" +
+	"\x04body\x18\x04 \x01(\fH\x00R\x04body\x88\x01\x01\x12.\n" +
+	"\aheaders\x18\x05 \x03(\v2\x14.hourglass.v1.HeaderR\aheaders\x12\x1f\n" +
+	"\vset_headers\x18\x06 \x01(\bR\n" +
+	"setHeadersB\a\n" +
+	"\x05_body\"\x8b\x01\n" +
+	"\fEditResponse\x120\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x18.hourglass.v1.EditResultR\x06result\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
 	"\n" +
 	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xcc\x01\n" +
@@ -5974,7 +6632,34 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
 	"\x15ListSchedulesResponse\x12?\n" +
 	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x0f\n" +
+	"\rWhoAmIRequest\"~\n" +
+	"\x0eWhoAmIResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x14\n" +
+	"\x05verbs\x18\x03 \x03(\tR\x05verbs\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\"\x84\x02\n" +
+	"\n" +
+	"AuditEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
+	"\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x1a\n" +
+	"\bresponse\x18\n" +
+	" \x01(\tR\bresponse\x12\x16\n" +
+	"\x06result\x18\a \x01(\tR\x06result\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
+	"\x04peer\x18\t \x01(\tR\x04peer\"G\n" +
+	"\x10ListAuditRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"before_seq\x18\x02 \x01(\x04R\tbeforeSeq\"o\n" +
+	"\x11ListAuditResponse\x122\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.hourglass.v1.AuditEntryR\aentries\x12&\n" +
+	"\x0fnext_before_seq\x18\x02 \x01(\x04R\rnextBeforeSeq*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
@@ -5999,12 +6684,19 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1dRESCHEDULE_RESULT_RESCHEDULED\x10\x01\x12'\n" +
 	"#RESCHEDULE_RESULT_ALREADY_DELIVERED\x10\x02\x12\x1d\n" +
 	"\x19RESCHEDULE_RESULT_UNKNOWN\x10\x03\x12'\n" +
-	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
+	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\xa0\x01\n" +
+	"\n" +
+	"EditResult\x12\x1b\n" +
+	"\x17EDIT_RESULT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12EDIT_RESULT_EDITED\x10\x01\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_DELIVERED\x10\x02\x12\x17\n" +
+	"\x13EDIT_RESULT_UNKNOWN\x10\x03\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
 	"\rMisfirePolicy\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xe0\x11\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x032\xb2\x13\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -6022,7 +6714,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x03Get\x12\x18.hourglass.v1.GetRequest\x1a\x19.hourglass.v1.GetResponse\x12=\n" +
 	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponse\x12O\n" +
 	"\n" +
-	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12F\n" +
+	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12=\n" +
+	"\x04Edit\x12\x19.hourglass.v1.EditRequest\x1a\x1a.hourglass.v1.EditResponse\x12F\n" +
 	"\aRedrive\x12\x1c.hourglass.v1.RedriveRequest\x1a\x1d.hourglass.v1.RedriveResponse\x12@\n" +
 	"\x05Purge\x12\x1a.hourglass.v1.PurgeRequest\x1a\x1b.hourglass.v1.PurgeResponse\x12R\n" +
 	"\vDeleteTopic\x12 .hourglass.v1.DeleteTopicRequest\x1a!.hourglass.v1.DeleteTopicResponse\x12C\n" +
@@ -6035,7 +6728,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
 	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
 	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
-	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12C\n" +
+	"\x06WhoAmI\x12\x1b.hourglass.v1.WhoAmIRequest\x1a\x1c.hourglass.v1.WhoAmIResponse\x12L\n" +
+	"\tListAudit\x12\x1e.hourglass.v1.ListAuditRequest\x1a\x1f.hourglass.v1.ListAuditResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -6049,227 +6744,247 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
 	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
-	(MisfirePolicy)(0),             // 3: hourglass.v1.MisfirePolicy
-	(*Header)(nil),                 // 4: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 5: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 6: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 7: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 8: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 9: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 10: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 11: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 12: hourglass.v1.Message
-	(*DeadLetter)(nil),             // 13: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),        // 14: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 15: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 16: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 17: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 18: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 19: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 20: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 21: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 22: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 23: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),          // 24: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),         // 25: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),           // 26: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 27: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 28: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 29: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 30: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 31: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),           // 32: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),            // 33: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 34: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 35: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 36: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 37: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 38: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 39: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 40: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 41: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 42: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 43: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 44: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 45: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 46: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 47: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 48: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 49: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 50: hourglass.v1.RescheduleResponse
-	(*RedriveRequest)(nil),         // 51: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 52: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 53: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 54: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 55: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 56: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 57: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 58: hourglass.v1.TopicInfo
-	(*FlowBacklog)(nil),            // 59: hourglass.v1.FlowBacklog
-	(*TopicsResponse)(nil),         // 60: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 61: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 62: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 63: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 64: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 65: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 66: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 67: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 68: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 69: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 70: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 71: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 72: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 73: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 74: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 75: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 76: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 77: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 78: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 79: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 80: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 81: hourglass.v1.ListSchedulesResponse
-	(*timestamppb.Timestamp)(nil),  // 82: google.protobuf.Timestamp
+	(EditResult)(0),                // 3: hourglass.v1.EditResult
+	(MisfirePolicy)(0),             // 4: hourglass.v1.MisfirePolicy
+	(*Header)(nil),                 // 5: hourglass.v1.Header
+	(*ScheduleRequest)(nil),        // 6: hourglass.v1.ScheduleRequest
+	(*ScheduleResponse)(nil),       // 7: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),   // 8: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),  // 9: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),          // 10: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),         // 11: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),         // 12: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                // 13: hourglass.v1.Message
+	(*DeadLetter)(nil),             // 14: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),        // 15: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),   // 16: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),  // 17: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),             // 18: hourglass.v1.AckRequest
+	(*AckResponse)(nil),            // 19: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),        // 20: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),       // 21: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),              // 22: hourglass.v1.AckResult
+	(*NackRequest)(nil),            // 23: hourglass.v1.NackRequest
+	(*NackResponse)(nil),           // 24: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),          // 25: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),         // 26: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),           // 27: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),            // 28: hourglass.v1.EngineStats
+	(*TopicStats)(nil),             // 29: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),          // 30: hourglass.v1.PendingBucket
+	(*Lateness)(nil),               // 31: hourglass.v1.Lateness
+	(*StatsResponse)(nil),          // 32: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),           // 33: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),            // 34: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),           // 35: hourglass.v1.TimeResponse
+	(*Status)(nil),                 // 36: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),  // 37: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil), // 38: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),         // 39: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),            // 40: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),          // 41: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),          // 42: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),            // 43: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),        // 44: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),         // 45: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),             // 46: hourglass.v1.GetRequest
+	(*GetResponse)(nil),            // 47: hourglass.v1.GetResponse
+	(*ListRequest)(nil),            // 48: hourglass.v1.ListRequest
+	(*ListResponse)(nil),           // 49: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),      // 50: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),     // 51: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),            // 52: hourglass.v1.EditRequest
+	(*EditResponse)(nil),           // 53: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),         // 54: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),        // 55: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),           // 56: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),          // 57: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),     // 58: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),    // 59: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),          // 60: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),              // 61: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),            // 62: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),         // 63: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 64: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 65: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 66: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 67: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 68: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 69: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 70: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 71: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 72: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 73: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 74: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 75: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 76: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 77: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 78: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 79: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 80: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 81: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 82: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 83: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 84: hourglass.v1.ListSchedulesResponse
+	(*WhoAmIRequest)(nil),          // 85: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 86: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),             // 87: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),       // 88: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 89: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),  // 90: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	4,  // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	82, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	82, // 2: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,  // 3: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	6,  // 4: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,  // 5: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	4,  // 6: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	82, // 7: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	82, // 8: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	82, // 9: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	13, // 10: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	82, // 11: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	12, // 12: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	12, // 13: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	21, // 14: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	82, // 15: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	82, // 16: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	82, // 17: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	82, // 18: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	27, // 19: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	28, // 20: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	29, // 21: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	30, // 22: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	32, // 23: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	82, // 24: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	5,  // 25: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	7,  // 26: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	6,  // 27: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	8,  // 28: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	35, // 29: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	39, // 30: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	40, // 31: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	41, // 32: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	42, // 33: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	14, // 34: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	44, // 35: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	21, // 36: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	21, // 37: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,  // 38: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	12, // 39: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	82, // 40: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 41: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	82, // 42: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	82, // 43: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	12, // 44: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	82, // 45: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,  // 46: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	82, // 47: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,  // 48: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	62, // 49: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	59, // 50: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	58, // 51: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	61, // 52: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	62, // 53: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	62, // 54: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	62, // 55: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	62, // 56: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	62, // 57: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	4,  // 58: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	82, // 59: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	82, // 60: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,  // 61: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	67, // 62: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	82, // 63: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	67, // 64: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	82, // 65: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	82, // 66: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	67, // 67: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	82, // 68: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	79, // 69: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	5,  // 70: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	7,  // 71: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	36, // 72: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	9,  // 73: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	11, // 74: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	15, // 75: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	38, // 76: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	17, // 77: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	19, // 78: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	22, // 79: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	24, // 80: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	26, // 81: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	33, // 82: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	45, // 83: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	47, // 84: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	49, // 85: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	51, // 86: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	53, // 87: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	55, // 88: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	57, // 89: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	63, // 90: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	65, // 91: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	68, // 92: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	70, // 93: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	72, // 94: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	74, // 95: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	76, // 96: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	78, // 97: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	80, // 98: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	6,  // 99: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	8,  // 100: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	37, // 101: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	10, // 102: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	14, // 103: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	16, // 104: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	43, // 105: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	18, // 106: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	20, // 107: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	23, // 108: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	25, // 109: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	31, // 110: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	34, // 111: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	46, // 112: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	48, // 113: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	50, // 114: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	52, // 115: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	54, // 116: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	56, // 117: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	60, // 118: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	64, // 119: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	66, // 120: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	69, // 121: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	71, // 122: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	73, // 123: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	75, // 124: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	77, // 125: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	79, // 126: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	81, // 127: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	99, // [99:128] is the sub-list for method output_type
-	70, // [70:99] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	90,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	90,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	90,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	90,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	90,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	13,  // 13: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	13,  // 14: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	22,  // 15: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	90,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	90,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	90,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	28,  // 20: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	29,  // 21: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	30,  // 22: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	31,  // 23: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	33,  // 24: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	90,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	6,   // 26: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	8,   // 27: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	7,   // 28: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	9,   // 29: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	36,  // 30: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	40,  // 31: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	41,  // 32: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	42,  // 33: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	43,  // 34: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	15,  // 35: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	45,  // 36: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	22,  // 37: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	22,  // 38: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 39: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	13,  // 40: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	90,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 42: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	90,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	90,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	13,  // 45: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	90,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 47: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	90,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,   // 49: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 50: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	90,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 52: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	65,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	62,  // 54: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	61,  // 55: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	64,  // 56: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	65,  // 57: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 58: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	65,  // 59: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	65,  // 60: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 61: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	5,   // 62: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	90,  // 63: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	90,  // 64: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 65: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	70,  // 66: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 67: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 68: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 69: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	90,  // 70: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 71: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 72: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	90,  // 74: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	87,  // 75: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	6,   // 76: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	8,   // 77: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	37,  // 78: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	10,  // 79: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	12,  // 80: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	16,  // 81: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	39,  // 82: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	18,  // 83: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	20,  // 84: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	23,  // 85: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	25,  // 86: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	27,  // 87: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	34,  // 88: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	46,  // 89: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	48,  // 90: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	50,  // 91: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	52,  // 92: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	54,  // 93: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	56,  // 94: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	58,  // 95: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	60,  // 96: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	66,  // 97: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	68,  // 98: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	71,  // 99: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	73,  // 100: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	75,  // 101: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	77,  // 102: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	79,  // 103: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	81,  // 104: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	83,  // 105: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	85,  // 106: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	88,  // 107: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	7,   // 108: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	9,   // 109: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	38,  // 110: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	11,  // 111: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	15,  // 112: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	17,  // 113: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	44,  // 114: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	19,  // 115: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	21,  // 116: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	24,  // 117: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26,  // 118: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	32,  // 119: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	35,  // 120: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	47,  // 121: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	49,  // 122: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	51,  // 123: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	53,  // 124: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	55,  // 125: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	57,  // 126: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	59,  // 127: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	63,  // 128: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	67,  // 129: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	69,  // 130: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	72,  // 131: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	74,  // 132: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	76,  // 133: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	78,  // 134: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	80,  // 135: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	82,  // 136: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	84,  // 137: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	86,  // 138: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	89,  // 139: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	108, // [108:140] is the sub-list for method output_type
+	76,  // [76:108] is the sub-list for method input_type
+	76,  // [76:76] is the sub-list for extension type_name
+	76,  // [76:76] is the sub-list for extension extendee
+	0,   // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6281,6 +6996,8 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DelayMs)(nil),
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
+		(*ScheduleRequest_ExpireAt)(nil),
+		(*ScheduleRequest_TtlMs)(nil),
 	}
 	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
@@ -6305,14 +7022,15 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[58].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[47].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   78,
+			NumEnums:      5,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -63,6 +63,7 @@ const (
 	HourglassService_Get_FullMethodName            = "/hourglass.v1.HourglassService/Get"
 	HourglassService_List_FullMethodName           = "/hourglass.v1.HourglassService/List"
 	HourglassService_Reschedule_FullMethodName     = "/hourglass.v1.HourglassService/Reschedule"
+	HourglassService_Edit_FullMethodName           = "/hourglass.v1.HourglassService/Edit"
 	HourglassService_Redrive_FullMethodName        = "/hourglass.v1.HourglassService/Redrive"
 	HourglassService_Purge_FullMethodName          = "/hourglass.v1.HourglassService/Purge"
 	HourglassService_DeleteTopic_FullMethodName    = "/hourglass.v1.HourglassService/DeleteTopic"
@@ -76,6 +77,8 @@ const (
 	HourglassService_DeleteSchedule_FullMethodName = "/hourglass.v1.HourglassService/DeleteSchedule"
 	HourglassService_GetSchedule_FullMethodName    = "/hourglass.v1.HourglassService/GetSchedule"
 	HourglassService_ListSchedules_FullMethodName  = "/hourglass.v1.HourglassService/ListSchedules"
+	HourglassService_WhoAmI_FullMethodName         = "/hourglass.v1.HourglassService/WhoAmI"
+	HourglassService_ListAudit_FullMethodName      = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is the client API for HourglassService service.
@@ -149,6 +152,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -189,6 +201,12 @@ type HourglassServiceClient interface {
 	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
 type hourglassServiceClient struct {
@@ -374,6 +392,16 @@ func (c *hourglassServiceClient) Reschedule(ctx context.Context, in *RescheduleR
 	return out, nil
 }
 
+func (c *hourglassServiceClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_Edit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hourglassServiceClient) Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RedriveResponse)
@@ -504,6 +532,26 @@ func (c *hourglassServiceClient) ListSchedules(ctx context.Context, in *ListSche
 	return out, nil
 }
 
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, HourglassService_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HourglassServiceServer is the server API for HourglassService service.
 // All implementations must embed UnimplementedHourglassServiceServer
 // for forward compatibility.
@@ -575,6 +623,15 @@ type HourglassServiceServer interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *EditRequest) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -615,6 +672,12 @@ type HourglassServiceServer interface {
 	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedHourglassServiceServer()
 }
 
@@ -673,6 +736,9 @@ func (UnimplementedHourglassServiceServer) List(context.Context, *ListRequest) (
 func (UnimplementedHourglassServiceServer) Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reschedule not implemented")
 }
+func (UnimplementedHourglassServiceServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
+}
 func (UnimplementedHourglassServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
 }
@@ -711,6 +777,12 @@ func (UnimplementedHourglassServiceServer) GetSchedule(context.Context, *GetSche
 }
 func (UnimplementedHourglassServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedHourglassServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedHourglassServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
 }
 func (UnimplementedHourglassServiceServer) mustEmbedUnimplementedHourglassServiceServer() {}
 func (UnimplementedHourglassServiceServer) testEmbeddedByValue()                          {}
@@ -992,6 +1064,24 @@ func _HourglassService_Reschedule_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_Edit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).Edit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_Edit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).Edit(ctx, req.(*EditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HourglassService_Redrive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RedriveRequest)
 	if err := dec(in); err != nil {
@@ -1226,6 +1316,42 @@ func _HourglassService_ListSchedules_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HourglassService_ServiceDesc is the grpc.ServiceDesc for HourglassService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1286,6 +1412,10 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _HourglassService_Reschedule_Handler,
 		},
 		{
+			MethodName: "Edit",
+			Handler:    _HourglassService_Edit_Handler,
+		},
+		{
 			MethodName: "Redrive",
 			Handler:    _HourglassService_Redrive_Handler,
 		},
@@ -1336,6 +1466,14 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSchedules",
 			Handler:    _HourglassService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _HourglassService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _HourglassService_ListAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -101,6 +101,8 @@ const (
 	// HourglassServiceRescheduleProcedure is the fully-qualified name of the HourglassService's
 	// Reschedule RPC.
 	HourglassServiceRescheduleProcedure = "/hourglass.v1.HourglassService/Reschedule"
+	// HourglassServiceEditProcedure is the fully-qualified name of the HourglassService's Edit RPC.
+	HourglassServiceEditProcedure = "/hourglass.v1.HourglassService/Edit"
 	// HourglassServiceRedriveProcedure is the fully-qualified name of the HourglassService's Redrive
 	// RPC.
 	HourglassServiceRedriveProcedure = "/hourglass.v1.HourglassService/Redrive"
@@ -138,6 +140,11 @@ const (
 	// HourglassServiceListSchedulesProcedure is the fully-qualified name of the HourglassService's
 	// ListSchedules RPC.
 	HourglassServiceListSchedulesProcedure = "/hourglass.v1.HourglassService/ListSchedules"
+	// HourglassServiceWhoAmIProcedure is the fully-qualified name of the HourglassService's WhoAmI RPC.
+	HourglassServiceWhoAmIProcedure = "/hourglass.v1.HourglassService/WhoAmI"
+	// HourglassServiceListAuditProcedure is the fully-qualified name of the HourglassService's
+	// ListAudit RPC.
+	HourglassServiceListAuditProcedure = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is a client for the hourglass.v1.HourglassService service.
@@ -207,6 +214,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -247,6 +263,12 @@ type HourglassServiceClient interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceClient constructs a client for the hourglass.v1.HourglassService service. By
@@ -356,6 +378,12 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
 			connect.WithClientOptions(opts...),
 		),
+		edit: connect.NewClient[v1.EditRequest, v1.EditResponse](
+			httpClient,
+			baseURL+HourglassServiceEditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
+			connect.WithClientOptions(opts...),
+		),
 		redrive: connect.NewClient[v1.RedriveRequest, v1.RedriveResponse](
 			httpClient,
 			baseURL+HourglassServiceRedriveProcedure,
@@ -434,6 +462,18 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+HourglassServiceWhoAmIProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
+		listAudit: connect.NewClient[v1.ListAuditRequest, v1.ListAuditResponse](
+			httpClient,
+			baseURL+HourglassServiceListAuditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -455,6 +495,7 @@ type hourglassServiceClient struct {
 	get            *connect.Client[v1.GetRequest, v1.GetResponse]
 	list           *connect.Client[v1.ListRequest, v1.ListResponse]
 	reschedule     *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
+	edit           *connect.Client[v1.EditRequest, v1.EditResponse]
 	redrive        *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
 	purge          *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
 	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
@@ -468,6 +509,8 @@ type hourglassServiceClient struct {
 	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
 	getSchedule    *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
 	listSchedules  *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
+	whoAmI         *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	listAudit      *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -550,6 +593,11 @@ func (c *hourglassServiceClient) Reschedule(ctx context.Context, req *connect.Re
 	return c.reschedule.CallUnary(ctx, req)
 }
 
+// Edit calls hourglass.v1.HourglassService.Edit.
+func (c *hourglassServiceClient) Edit(ctx context.Context, req *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return c.edit.CallUnary(ctx, req)
+}
+
 // Redrive calls hourglass.v1.HourglassService.Redrive.
 func (c *hourglassServiceClient) Redrive(ctx context.Context, req *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
 	return c.redrive.CallUnary(ctx, req)
@@ -613,6 +661,16 @@ func (c *hourglassServiceClient) GetSchedule(ctx context.Context, req *connect.R
 // ListSchedules calls hourglass.v1.HourglassService.ListSchedules.
 func (c *hourglassServiceClient) ListSchedules(ctx context.Context, req *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
 	return c.listSchedules.CallUnary(ctx, req)
+}
+
+// WhoAmI calls hourglass.v1.HourglassService.WhoAmI.
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// ListAudit calls hourglass.v1.HourglassService.ListAudit.
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, req *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return c.listAudit.CallUnary(ctx, req)
 }
 
 // HourglassServiceHandler is an implementation of the hourglass.v1.HourglassService service.
@@ -682,6 +740,15 @@ type HourglassServiceHandler interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -722,6 +789,12 @@ type HourglassServiceHandler interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -827,6 +900,12 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceEditHandler := connect.NewUnaryHandler(
+		HourglassServiceEditProcedure,
+		svc.Edit,
+		connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hourglassServiceRedriveHandler := connect.NewUnaryHandler(
 		HourglassServiceRedriveProcedure,
 		svc.Redrive,
@@ -905,6 +984,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceWhoAmIHandler := connect.NewUnaryHandler(
+		HourglassServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListAuditHandler := connect.NewUnaryHandler(
+		HourglassServiceListAuditProcedure,
+		svc.ListAudit,
+		connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hourglass.v1.HourglassService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HourglassServiceScheduleProcedure:
@@ -939,6 +1030,8 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceListHandler.ServeHTTP(w, r)
 		case HourglassServiceRescheduleProcedure:
 			hourglassServiceRescheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceEditProcedure:
+			hourglassServiceEditHandler.ServeHTTP(w, r)
 		case HourglassServiceRedriveProcedure:
 			hourglassServiceRedriveHandler.ServeHTTP(w, r)
 		case HourglassServicePurgeProcedure:
@@ -965,6 +1058,10 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceGetScheduleHandler.ServeHTTP(w, r)
 		case HourglassServiceListSchedulesProcedure:
 			hourglassServiceListSchedulesHandler.ServeHTTP(w, r)
+		case HourglassServiceWhoAmIProcedure:
+			hourglassServiceWhoAmIHandler.ServeHTTP(w, r)
+		case HourglassServiceListAuditProcedure:
+			hourglassServiceListAuditHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1038,6 +1135,10 @@ func (UnimplementedHourglassServiceHandler) Reschedule(context.Context, *connect
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Reschedule is not implemented"))
 }
 
+func (UnimplementedHourglassServiceHandler) Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Edit is not implemented"))
+}
+
 func (UnimplementedHourglassServiceHandler) Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Redrive is not implemented"))
 }
@@ -1088,4 +1189,12 @@ func (UnimplementedHourglassServiceHandler) GetSchedule(context.Context, *connec
 
 func (UnimplementedHourglassServiceHandler) ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListSchedules is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListAudit is not implemented"))
 }

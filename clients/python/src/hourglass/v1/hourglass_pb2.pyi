@@ -11,6 +11,11 @@ CANCEL_RESULT_CANCELLED: CancelResult
 CANCEL_RESULT_UNKNOWN: CancelResult
 CANCEL_RESULT_UNSPECIFIED: CancelResult
 DESCRIPTOR: _descriptor.FileDescriptor
+EDIT_RESULT_ALREADY_CANCELLED: EditResult
+EDIT_RESULT_ALREADY_DELIVERED: EditResult
+EDIT_RESULT_EDITED: EditResult
+EDIT_RESULT_UNKNOWN: EditResult
+EDIT_RESULT_UNSPECIFIED: EditResult
 MESSAGE_STATE_ACKED: MessageState
 MESSAGE_STATE_CANCELLED: MessageState
 MESSAGE_STATE_DEAD_LETTERED: MessageState
@@ -67,6 +72,30 @@ class AckResult(_message.Message):
     acked: bool
     error: str
     def __init__(self, acked: bool = ..., error: _Optional[str] = ...) -> None: ...
+
+class AuditEntry(_message.Message):
+    __slots__ = ["action", "at", "error", "peer", "request", "response", "result", "seq", "target", "who"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    at: _timestamp_pb2.Timestamp
+    error: str
+    peer: str
+    request: str
+    response: str
+    result: str
+    seq: int
+    target: str
+    who: str
+    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., response: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
 
 class Backoff(_message.Message):
     __slots__ = ["initial_ms", "jitter", "max_ms", "multiplier"]
@@ -216,6 +245,32 @@ class DeleteTopicResponse(_message.Message):
     removed: int
     def __init__(self, cancelled: _Optional[int] = ..., removed: _Optional[int] = ...) -> None: ...
 
+class EditRequest(_message.Message):
+    __slots__ = ["body", "headers", "id", "key", "set_headers", "topic"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SET_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    id: str
+    key: str
+    set_headers: bool
+    topic: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., set_headers: bool = ...) -> None: ...
+
+class EditResponse(_message.Message):
+    __slots__ = ["deliver_at", "id", "result"]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    deliver_at: _timestamp_pb2.Timestamp
+    id: str
+    result: EditResult
+    def __init__(self, result: _Optional[_Union[EditResult, str]] = ..., id: _Optional[str] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class EngineStats(_message.Message):
     __slots__ = ["cancelled", "corrupt", "delivered", "fired", "inflight", "loaded_buckets", "pending_loaded", "reput_lag_bytes", "retries", "scheduled", "segments", "unconfirmed"]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
@@ -359,6 +414,22 @@ class Lateness(_message.Message):
     p90_ms: float
     p99_ms: float
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ["before_seq", "limit"]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    before_seq: int
+    limit: int
+    def __init__(self, limit: _Optional[int] = ..., before_seq: _Optional[int] = ...) -> None: ...
+
+class ListAuditResponse(_message.Message):
+    __slots__ = ["entries", "next_before_seq"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
+    next_before_seq: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "state", "to", "topic"]
@@ -644,24 +715,28 @@ class ScheduleBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "flow_key", "headers", "idempotency_key", "topic"]
+    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "flow_key", "headers", "idempotency_key", "topic", "ttl_ms"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
     FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     delay_level: int
     delay_ms: int
     deliver_at: _timestamp_pb2.Timestamp
+    expire_at: _timestamp_pb2.Timestamp
     flow_key: str
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     idempotency_key: str
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., flow_key: _Optional[str] = ...) -> None: ...
+    ttl_ms: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., flow_key: _Optional[str] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ["deliver_at", "id"]
@@ -690,7 +765,8 @@ class ScheduleStreamResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., batch: _Optional[_Union[ScheduleBatchResponse, _Mapping]] = ..., error: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
 
 class ServerHealth(_message.Message):
-    __slots__ = ["data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    __slots__ = ["data_allocated_bytes", "data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    DATA_ALLOCATED_BYTES_FIELD_NUMBER: _ClassVar[int]
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -699,6 +775,7 @@ class ServerHealth(_message.Message):
     FSYNC_P99_MS_FIELD_NUMBER: _ClassVar[int]
     NOT_READY_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    data_allocated_bytes: int
     data_bytes: int
     disk_free_bytes: int
     disk_total_bytes: int
@@ -707,7 +784,7 @@ class ServerHealth(_message.Message):
     fsync_p99_ms: float
     not_ready: str
     ready: bool
-    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ..., data_allocated_bytes: _Optional[int] = ...) -> None: ...
 
 class SetPolicyRequest(_message.Message):
     __slots__ = ["defaults", "policy", "topic"]
@@ -837,6 +914,24 @@ class UpdateScheduleResponse(_message.Message):
     next: _timestamp_pb2.Timestamp
     def __init__(self, next: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class WhoAmIRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ["method", "name", "role", "topics", "verbs"]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERBS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    name: str
+    role: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    verbs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., verbs: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., method: _Optional[str] = ...) -> None: ...
+
 class CancelResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -844,6 +939,9 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class RescheduleResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class EditResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
