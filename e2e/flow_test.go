@@ -111,8 +111,8 @@ func consume(t *testing.T, c hourglassv1connect.HourglassServiceClient, topic st
 }
 
 // TestFlowFair: a topic with 1,000 flow keys under a fair policy, one key
-// with 100,000 due messages and 999 with 10 each coming due while the big
-// key drains, and 4 consumers: every message of the 999 keys is received
+// with 100,000 messages due at once and 999 with 10 each coming due over
+// the next second, while the big key drains, and 4 consumers: every message of the 999 keys is received
 // within 2 s of its due time, and the big key still had messages waiting
 // when the last of them was received.
 func TestFlowFair(t *testing.T) {
@@ -122,16 +122,20 @@ func TestFlowFair(t *testing.T) {
 	p := start(t, t.TempDir(), nil)
 	const topic, big, bigN, small, smallN = "fair", "big", 100_000, 999, 10
 	setFlow(t, p.client, topic, &hourglassv1.Policy{FlowFair: new(true)})
-	now := time.Now()
-	scheduleKeyed(t, p.client, topic, big, bigN, func(int) time.Time { return now })
-	// The small keys' messages come due over two seconds, a few seconds
-	// from now, while the big key's backlog is received.
-	first := time.Now().Add(3 * time.Second)
+	// The big key's messages all come due at first, a few seconds from
+	// now (time to store them all), and the small keys' over the second
+	// that follows, while the big key's backlog is received: a drain of
+	// 100,000 takes longer than a second here, whatever the machine.
+	first := time.Now().Add(5 * time.Second)
+	scheduleKeyed(t, p.client, topic, big, bigN, func(int) time.Time { return first })
 	for k := range small {
 		key := fmt.Sprintf("k%03d", k)
 		scheduleKeyed(t, p.client, topic, key, smallN, func(i int) time.Time {
-			return first.Add(time.Duration(k*smallN+i) * 2 * time.Second / (small * smallN))
+			return first.Add(time.Duration(k*smallN+i) * time.Second / (small * smallN))
 		})
+	}
+	if time.Now().After(first) {
+		t.Fatalf("storing the messages took past their due time %v; the test needs them stored before", first)
 	}
 	var mu sync.Mutex
 	bigGot, smallGot := 0, 0
