@@ -30,6 +30,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -146,8 +148,20 @@ type Config struct {
 	// NATS JetStream (docs/CLUSTER.md) instead of a local engine and queue.
 	Cluster *ClusterConfig
 
-	// AuthToken, if set, is the bearer token every RPC and /metrics need.
+	// AuthToken, if set, is a bearer token that may do everything (the
+	// credential "admin"); cluster nodes forward calls to each other with it.
 	AuthToken string
+	// CredentialsFile names the credentials file (package access): named
+	// tokens and client certificate names with their verbs and topics;
+	// read at Open and by ReloadCredentials. With neither AuthToken nor
+	// CredentialsFile every caller may do everything.
+	CredentialsFile string
+	// AuditMaxBytes bounds the audit trail (DataDir/audit): whole old
+	// segments are deleted beyond it; default audit.DefaultMaxBytes.
+	AuditMaxBytes int64
+	// AuditMaxAge deletes the audit trail's entries older than this, a
+	// segment at a time; 0 keeps them until AuditMaxBytes needs the room.
+	AuditMaxAge time.Duration
 	// CORSOrigins are the browser origins allowed to call the API
 	// (Connect, gRPC-Web); none by default.
 	CORSOrigins []string
@@ -157,6 +171,9 @@ type Config struct {
 	IdleTimeout                                    time.Duration
 	// Pprof serves Go runtime profiles under /debug/pprof/.
 	Pprof bool
+	// TracerProvider records the server's spans (server.Options); nil:
+	// none.
+	TracerProvider trace.TracerProvider
 
 	// Logger; default slog.Default().
 	Logger *slog.Logger

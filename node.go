@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hourglassmq/hourglass/audit"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
@@ -35,6 +36,7 @@ type Node struct {
 	ready   <-chan struct{}
 	eng     *engine.Engine // nil in cluster mode
 	closers []func() error // in the order Close runs them
+	audit   *audit.Log
 	log     *slog.Logger
 	opened  time.Time
 }
@@ -60,6 +62,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.log.Info("hourglass: new, empty data directory: nothing to recover", "data_dir", abs)
 	}
+	n.audit, err = audit.Open(audit.Options{Dir: AuditDir(cfg.DataDir), MaxBytes: cfg.AuditMaxBytes, MaxAge: cfg.AuditMaxAge, Logger: n.log})
+	if err != nil {
+		n.closeAll()
+		return nil, fmt.Errorf("hourglass: the audit trail: %w", err)
+	}
+	n.closers = append(n.closers, n.audit.Close)
 	if cfg.Cluster != nil {
 		err = n.openCluster(ctx)
 	} else {
@@ -89,6 +97,9 @@ func newDataDir(dir string) bool {
 	}
 	return true
 }
+
+// AuditDir is where the audit trail is kept in a data directory.
+func AuditDir(dataDir string) string { return filepath.Join(dataDir, "audit") }
 
 // QueueDir is where the built-in queue keeps its logs in a data directory.
 func QueueDir(dataDir string) string { return filepath.Join(dataDir, "queue") }
@@ -232,6 +243,8 @@ func (n *Node) serverOptions(o server.Options) server.Options {
 	c := &n.cfg
 	o.SegmentDuration, o.MaxBody, o.MaxDelay, o.DelayLevels = c.SegmentDuration, c.MaxBody, c.MaxDelay, c.DelayLevels
 	o.AuthToken, o.Logger, o.Pprof, o.CORSOrigins = c.AuthToken, n.log, c.Pprof, c.CORSOrigins
+	o.CredentialsFile, o.Audit = c.CredentialsFile, n.audit
+	o.TracerProvider = c.TracerProvider
 	o.MaxStreams, o.MaxStreamsPerConn, o.MaxRequestBytes, o.IdleTimeout = c.MaxStreams, c.MaxStreamsPerConn, c.MaxRequestBytes, c.IdleTimeout
 	return o
 }
@@ -277,6 +290,11 @@ func (n *Node) Serve(ln net.Listener) error { return n.srv.Serve(ln, nil) }
 
 // ServeTLS is Serve over TLS with config's certificates.
 func (n *Node) ServeTLS(ln net.Listener, config *tls.Config) error { return n.srv.Serve(ln, config) }
+
+// ReloadCredentials reads Config.CredentialsFile again; a file that is
+// not valid is the error and leaves the credentials in use. who names the
+// operator (or signal) in the audit trail.
+func (n *Node) ReloadCredentials(who string) error { return n.srv.ReloadCredentials(who) }
 
 // Shutdown stops Serve gracefully: readiness goes false, long polls and
 // streams end, calls in flight finish until ctx ends. The node keeps its

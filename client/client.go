@@ -54,6 +54,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -178,6 +179,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgBytes), grpc.MaxCallSendMsgSize(maxMsgBytes),
 			grpc.ForceCodecV2(vtcodec.GRPCShared{})),
 	}
+	dopts = append(dopts, grpc.WithChainUnaryInterceptor(injectTrace))
 	if len(md) > 0 {
 		dopts = append(dopts, grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			return invoker(withMD(ctx, md), method, req, reply, cc, opts...)
@@ -270,6 +272,18 @@ type Message struct {
 	// the message (ID.Time says what it found); a later change of the
 	// calendar does not move it. Set none of Delay, At and Level with it.
 	Working *WorkingTime
+	// FlowKey, if set (at most 200 bytes), is the key the topic's flow
+	// policy counts the message under (PolicyChange's Flow fields): a
+	// tenant, a customer, an account. Many messages share one; it is not
+	// the IdempotencyKey. It is delivered as the header
+	// "hourglass-flow-key".
+	FlowKey string
+	// ExpireAt, or TTL after its delivery time, is when the message
+	// expires: from then on it is never handed to a consumer (the queue
+	// dead-letters it with reason "expired"). At most one of them; neither:
+	// it never expires.
+	ExpireAt time.Time
+	TTL      time.Duration
 }
 
 // request checks m and builds its protobuf form.
@@ -283,7 +297,17 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	if set > 1 {
 		return nil, fmt.Errorf("%w: Delay %v, At %v, Level %d and Working: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
-	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, Headers: headersProto(m.Headers)}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, FlowKey: m.FlowKey, Headers: headersProto(m.Headers)}
+	switch {
+	case !m.ExpireAt.IsZero() && m.TTL != 0:
+		return nil, fmt.Errorf("%w: ExpireAt %v and TTL %v: set at most one of them", ErrInvalidMessage, m.ExpireAt, m.TTL)
+	case !m.ExpireAt.IsZero():
+		r.Expiry = &hourglassv1.ScheduleRequest_ExpireAt{ExpireAt: timestamppb.New(m.ExpireAt)}
+	case m.TTL < 0:
+		return nil, fmt.Errorf("%w: TTL %v: a TTL is more than 0", ErrInvalidMessage, m.TTL)
+	case m.TTL > 0:
+		r.Expiry = &hourglassv1.ScheduleRequest_TtlMs{TtlMs: int64((m.TTL + time.Millisecond - 1) / time.Millisecond)}
+	}
 	switch {
 	case m.Delay < 0:
 		return nil, fmt.Errorf("%w: Delay %v is negative; use 0 (or nothing) for now", ErrInvalidMessage, m.Delay)
@@ -325,7 +349,9 @@ func (c *Client) Schedule(ctx context.Context, m Message) (ID, error) {
 	// mode a key is deduplicated only against a resend of the same
 	// request, so a retry of this Schedule must be the same request.
 	var id string
-	if c.merge != nil && m.IdempotencyKey == "" {
+	// A call with a span goes alone: a merged batch carries one trace
+	// context, the batch's.
+	if c.merge != nil && m.IdempotencyKey == "" && !trace.SpanContextFromContext(ctx).IsValid() {
 		id, err = c.merge.schedule(ctx, req)
 	} else {
 		var res *hourglassv1.ScheduleResponse

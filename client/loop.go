@@ -177,7 +177,9 @@ func (cs *consumeState) handle(ctx context.Context, h held) {
 		cs.extendLater(r, lease, time.Until(h.got.Add(lease*2/3)))
 	}
 	cs.runMu.Unlock()
+	ctx, span := startHandlerSpan(ctx, h.d)
 	err := cs.handler.Handle(ctx, h.d)
+	endHandlerSpan(span, err)
 	cs.finish(r, cs.outcomeOf(h, err))
 }
 

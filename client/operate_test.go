@@ -370,3 +370,42 @@ func TestPurgeDeleteTopic(t *testing.T) {
 		t.Errorf("policy after DeleteTopic = %+v, %v; want none set", p, err)
 	}
 }
+
+// TestGetAfterBackoffRetries: three nacks under a topic's backoff policy
+// (each retry scheduled under an ID of its own) end in a dead letter, and
+// Get by the ID Schedule answered says so, with the reason and the
+// consumer's last error, under the ID that carries the message now.
+func TestGetAfterBackoffRetries(t *testing.T) {
+	c := startNode(t, nil)
+	ctx := context.Background()
+	three := 3
+	if _, err := c.SetPolicy(ctx, "retried", client.Policy{MaxAttempts: &three,
+		Backoff: &client.Backoff{Initial: 50 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.Schedule(ctx, client.Message{Topic: "retried", Body: []byte("job")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last client.ID
+	for attempt := range 3 {
+		d := receiveN(t, c, "retried", 1)[0]
+		if d.Attempt != attempt {
+			t.Fatalf("attempt %d: received attempt %d", attempt, d.Attempt)
+		}
+		if err := c.NackWith(ctx, d, client.NackOptions{Reason: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+		last = d.ID
+	}
+	f, err := c.Get(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.State != client.StateDeadLettered || f.DeadLetterTopic != "retried.dlq" || f.RescheduledTo != last {
+		t.Fatalf("Get(first) after three nacks: %s in %q as %s; want dead-lettered in retried.dlq as %s", f.State, f.DeadLetterTopic, f.RescheduledTo, last)
+	}
+	if dl := f.Message.DeadLetter; dl == nil || dl.Reason != "max-attempts" || dl.LastError != "boom" || dl.Attempts != 3 {
+		t.Errorf("Get(first) after three nacks: dead letter %+v; want max-attempts after 3 attempts, boom", dl)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 )
@@ -16,8 +17,11 @@ import (
 const unknownID = "0000000000000001000000000000002a"
 
 // TestConsoleOverview: the overview shows readiness, the engine's counts,
-// a row per topic with its queue counts, and rate charts; on a
-// phone-sized window nothing is wider than the screen.
+// the disk's allocated and file sizes, a row per topic with its pending
+// and queue counts, and rate charts from the first second; the leased
+// view offers nothing to select; an error notice goes away by itself and
+// does not follow to another page; on a phone-sized window nothing is
+// wider than the screen and every tab is on it.
 func TestConsoleOverview(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
 	for i := range 3 {
@@ -29,10 +33,13 @@ func TestConsoleOverview(t *testing.T) {
 
 	pg := openConsole(t, p, 1280, 900)
 	pg.waitText("#readiness", "ready")
-	pg.wait("orders: 2 due, 1 leased", `(() => { const r = document.querySelector('#topics tr[data-topic="orders"]');
-		return !!r && r.cells[1].innerText === "2" && r.cells[2].innerText === "1"; })()`)
-	pg.wait("a row for emails", `!!document.querySelector('#topics tr[data-topic="emails"]')`)
+	pg.waitText("#rates-note", "Sampled every 2 s since")
+	pg.wait("orders: 3 pending, 2 due, 1 leased", `(() => { const r = document.querySelector('#topics tr[data-topic="orders"]');
+		return !!r && r.cells[1].innerText === "3" && r.cells[2].innerText === "2" && r.cells[3].innerText === "1"; })()`)
+	pg.wait("emails: 1 pending", `document.querySelector('#topics tr[data-topic="emails"]')?.cells[1].innerText === "1"`)
 	pg.waitText("#health", "7 scheduled")
+	pg.waitText("#disk", "on disk (allocated, as du counts)")
+	pg.waitText("#disk", "of file size")
 	pg.waitText("#disk", "free of")
 	pg.waitText("#fsync", "p99")
 	if n := pg.count(".overview .chart canvas"); n < 2 {
@@ -43,10 +50,10 @@ func TestConsoleOverview(t *testing.T) {
 	if connect.CodeOf(terr) == connect.CodeUnimplemented {
 		pg.wait("the notice naming Topics", `!!document.querySelector('#topics .unimpl[data-rpc="Topics"]')`)
 	} else if terr == nil {
-		pg.wait("orders: the age of its oldest due message", `/\d/.test(document.querySelector('#topics tr[data-topic="orders"]')?.cells[4].innerText || "")`)
+		pg.wait("orders: the age of its oldest due message", `/\d/.test(document.querySelector('#topics tr[data-topic="orders"]')?.cells[5].innerText || "")`)
 	}
 	// A second sample gives the rates.
-	pg.wait("a rate per topic", `/\/s/.test(document.querySelector('#topics tr[data-topic="orders"]')?.cells[5].innerText || "")`)
+	pg.wait("a rate per topic", `/\/s/.test(document.querySelector('#topics tr[data-topic="orders"]')?.cells[6].innerText || "")`)
 	if os.Getenv("HOURGLASS_CONSOLE_SCREENSHOTS") != "" {
 		// Some traffic for the rate charts: a burst per sample the page takes.
 		for i := 1; i <= 8; i++ {
@@ -62,11 +69,33 @@ func TestConsoleOverview(t *testing.T) {
 	}
 	pg.screenshot("overview")
 
+	// The leased view: the consumer holds the message; nothing to select.
+	pg.show("#/messages?topic=orders&state=leased")
+	pg.wait("the leased message", `document.querySelectorAll("#msg-table tbody tr").length === 1`)
+	pg.waitText("#leased-note", "only a consumer, with its receipt")
+	if n := pg.count("#msg-table input[type=checkbox], #bulk-cancel, #bulk-purge"); n != 0 {
+		t.Errorf("the leased view has %d checkboxes or bulk buttons, want none", n)
+	}
+
+	// An error notice goes away by itself, and one left when the page
+	// changes goes with it.
+	pg.click("#lookup-go")
+	pg.waitText("#notices", "Give an ID")
+	pg.wait("the notice to go away by itself", `document.querySelectorAll("#notices .notice").length === 0`)
+	pg.click("#lookup-go")
+	pg.waitText("#notices", "Give an ID")
+	pg.show("#/schedules")
+	if n := pg.count("#notices .notice"); n != 0 {
+		t.Errorf("%d notices followed to the schedules page", n)
+	}
+
 	phone := openConsole(t, p, 390, 844)
 	for _, hash := range []string{"#/overview", "#/timeline?topic=orders", "#/messages?topic=orders", "#/deadletters?topic=orders", "#/schedules"} {
 		phone.show(hash)
 		phone.wait(hash+" loaded", `/updated/.test(document.querySelector("#live-status")?.innerText || "")`)
 		phone.wait(hash+" no wider than the phone", `document.documentElement.scrollWidth <= window.innerWidth`)
+		phone.wait(hash+": every tab on the screen", `[...document.querySelectorAll("#nav a")].every((a) => {
+			const r = a.getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= window.innerWidth; })`)
 		if hash == "#/overview" {
 			phone.wait("the topics on the phone", `!!document.querySelector('#topics tr[data-topic="orders"]')`)
 			phone.screenshot("phone-overview")
@@ -159,45 +188,88 @@ func TestConsoleBulkReschedule(t *testing.T) {
 	receive(t, p.client, "bs", 3, 10*time.Second)
 }
 
-// TestConsoleDeadLetters: a message dead-lettered after its attempts shows
-// in the overview's count, with its reason on the dead-letters page, and a
-// redrive from the page brings it back to its topic.
+// TestConsoleDeadLetters: the dead-letters page opens on the first topic
+// with dead letters; a dead letter opened there shows its state, reason
+// and a Redrive button that brings it back. A message nacked three times
+// under a backoff policy (each retry under an ID of its own) looked up by
+// its first ID is shown dead-lettered, with the reason, the consumer's
+// error and the ID it is now, and "redrive all" brings it back.
 func TestConsoleDeadLetters(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h", "--max-attempts", "1")
-	id := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "dl", Body: []byte("poison"), When: delayMs(0)})
+	ctx := ctxT(t)
+	poison := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "dl", Body: []byte("poison"), When: delayMs(0)})
 	m := receive(t, p.client, "dl", 1, 10*time.Second)[0].m
-	if _, err := p.client.Nack(ctxT(t), connect.NewRequest(&hourglassv1.NackRequest{Topic: "dl", Receipt: m.Receipt})); err != nil {
+	if _, err := p.client.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "dl", Receipt: m.Receipt})); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := p.client.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: "work",
+		Policy: &hourglassv1.Policy{MaxAttempts: ptr(int32(3)), Backoff: &hourglassv1.Backoff{InitialMs: 50, MaxMs: 50, Multiplier: 1}}})); err != nil {
+		t.Fatal(err)
+	}
+	first := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "work", Body: []byte("job"), When: delayMs(0)})
+	var last string
+	for range 3 {
+		w := receive(t, p.client, "work", 1, 10*time.Second)[0].m
+		if _, err := p.client.Nack(ctx, connect.NewRequest(&hourglassv1.NackRequest{Topic: "work", Receipt: w.Receipt, Reason: "boom"})); err != nil {
+			t.Fatal(err)
+		}
+		last = w.Id
 	}
 
 	pg := openConsole(t, p, 1280, 900)
-	pg.wait("one dead letter of dl in the overview", `document.querySelector('#topics tr[data-topic="dl"]')?.cells[3].innerText === "1"`)
+	pg.wait("one dead letter of dl in the overview", `document.querySelector('#topics tr[data-topic="dl"]')?.cells[4].innerText === "1"`)
 
-	pg.show("#/deadletters?topic=dl")
-	_, lerr := p.client.List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: "dl", State: hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED}))
-	if lerr != nil {
-		pg.wait("the page to say why it cannot list", `/List/.test(document.querySelector("#dlq-list .unimpl, #dlq-list .error")?.innerText || "")`)
-		pg.screenshot("deadletters")
+	// No topic asked for: the first one with dead letters.
+	pg.show("#/deadletters")
+	pg.wait("the page on dl", `location.hash.includes("topic=dl") && document.querySelector("#dlq-topic")?.value === "dl"`)
+	if opts := value(pg, "the topic picker", chromedp.Evaluate[string](`[...document.querySelectorAll("#dlq-topic option")].map((o) => o.value).join(",")`)); opts != "dl,work" {
+		t.Errorf("the dead-letter topic picker offers %q, want dl,work", opts)
 	}
-	needListState(t, "DEAD_LETTERED", lerr)
-	_, err := p.client.Redrive(ctxT(t), connect.NewRequest(&hourglassv1.RedriveRequest{DeadLetterTopic: "nothing-here.dlq"}))
-	needRPC(t, "Redrive", err)
-
 	pg.wait("the dead letter with its reason", fmt.Sprintf(`document.querySelector('#dlq-table tr[data-id="%s"]')?.innerText.includes("max-attempts")`, m.Id))
 	pg.screenshot("deadletters")
+
+	// Its detail: dead-lettered, why, and a Redrive button.
+	pg.click(fmt.Sprintf(`#dlq-table tr[data-id="%s"] a.open`, m.Id))
+	pg.waitText("#detail-state", "DEAD_LETTERED")
+	pg.waitText("#detail-dead-letter", "max-attempts on dl after 1 attempts")
+	pg.click("#act-redrive")
+	pg.waitText("dialog[open]", "goes back to dl")
+	pg.confirm()
+	pg.waitText("#notices", "is back in dl")
+	back := receive(t, p.client, "dl", 1, 10*time.Second)[0].m
+	if string(back.Body) != "poison" || back.OriginId != poison {
+		t.Errorf("after the redrive from the detail: %q, origin %s; want poison, origin %s", back.Body, back.OriginId, poison)
+	}
+
+	// The retried one, by the ID Schedule answered.
+	pg.show("#/messages?topic=work")
+	pg.setValue("#lookup-id", first)
+	pg.click("#lookup-go")
+	pg.waitText("#detail-state", "DEAD_LETTERED")
+	pg.waitText("#detail-dead-letter", "max-attempts on work after 3 attempts: boom")
+	pg.waitText("#detail-now-as", last)
+	pg.screenshot("deadletter-detail")
+	if n := pg.count("#act-redrive"); n != 1 {
+		t.Errorf("%d Redrive buttons in the detail of a dead letter, want 1", n)
+	}
+
+	pg.show("#/deadletters?topic=work")
+	pg.wait("work's dead letter", fmt.Sprintf(`!!document.querySelector('#dlq-table tr[data-id="%s"]')`, last))
 	pg.setValue("#redrive-rate", "10")
 	pg.click("#redrive-go")
-	pg.waitText("dialog[open]", "every dead letter of dl")
+	pg.waitText("dialog[open]", "every dead letter of work")
 	pg.confirm()
 	pg.waitText("#redrive-progress", "1 of 1 redriven")
-	back := receive(t, p.client, "dl", 1, 10*time.Second)[0].m
-	if string(back.Body) != "poison" || back.OriginId != id {
-		t.Errorf("after the redrive: %q, origin %s; want poison, origin %s", back.Body, back.OriginId, id)
+	again := receive(t, p.client, "work", 1, 10*time.Second)[0].m
+	if string(again.Body) != "job" || again.OriginId != first {
+		t.Errorf("after redrive all: %q, origin %s; want job, origin %s", again.Body, again.OriginId, first)
 	}
 }
 
 // TestConsolePauseTopic: a topic paused from the overview is paused (the
-// API's policy says so), and resumed again.
+// API's policy says so), and resumed again; its policy edited in the
+// policy dialog (Save and Close, no two buttons of one name) is the one
+// GetPolicy answers, and a field emptied goes back to the default.
 func TestConsolePauseTopic(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
 	_, err := p.client.SetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.SetPolicyRequest{}))
@@ -228,10 +300,47 @@ func TestConsolePauseTopic(t *testing.T) {
 	if paused() {
 		t.Fatal("GetPolicy(pz) after resuming from the page: paused")
 	}
+
+	policy := func() *hourglassv1.Policy {
+		res, err := p.client.GetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"}))
+		if err != nil {
+			t.Fatalf("GetPolicy(pz): %v", err)
+		}
+		return res.Msg.Policy
+	}
+	pg.click(`#topics tr[data-topic="pz"] button.policy`)
+	pg.waitText("dialog[open]", "Policy of pz")
+	if got := pg.text("dialog[open] .dialog-buttons"); got != "Close\nSave" && got != "CloseSave" && got != "Close Save" {
+		t.Errorf("the policy dialog's buttons: %q, want Close and Save", got)
+	}
+	pg.setValue(`dialog[open] input[name="maxAttempts"]`, "5")
+	pg.setValue(`dialog[open] input[name="lease"]`, "45s")
+	pg.setValue(`dialog[open] input[name="backoffInitial"]`, "2s")
+	pg.setValue(`dialog[open] input[name="backoffMax"]`, "1m")
+	pg.setValue(`dialog[open] input[name="backoffMultiplier"]`, "2")
+	pg.screenshot("policy")
+	pg.click("dialog[open] .dialog-ok")
+	pg.waitText("#notices", "Policy of pz saved")
+	got := policy()
+	if got.GetMaxAttempts() != 5 || got.GetLeaseMs() != 45_000 || got.GetBackoff().GetInitialMs() != 2000 ||
+		got.GetBackoff().GetMaxMs() != 60_000 || got.GetBackoff().GetMultiplier() != 2 || got.MaxDispatchRate != nil {
+		t.Errorf("GetPolicy(pz) after saving the dialog: %v; want 5 attempts, lease 45s, backoff 2s ×2 up to 1m, no rate", got)
+	}
+	pg.click(`#topics tr[data-topic="pz"] button.policy`)
+	pg.wait("the dialog showing the policy set", `document.querySelector('dialog[open] input[name="maxAttempts"]')?.value === "5" &&
+		document.querySelector('dialog[open] input[name="lease"]')?.value === "45s"`)
+	pg.setValue(`dialog[open] input[name="maxAttempts"]`, "")
+	pg.wait("the first save's notice gone", `document.querySelectorAll("#notices .notice").length === 0`)
+	pg.click("dialog[open] .dialog-ok")
+	pg.waitText("#notices", "Policy of pz saved")
+	if got := policy(); got.MaxAttempts != nil || got.GetLeaseMs() != 45_000 {
+		t.Errorf("GetPolicy(pz) after emptying max attempts: %v; want it back to the default, the lease kept", got)
+	}
 }
 
 // TestConsoleSchedules: a recurring schedule created from the page is
-// listed with its next fire times, paused and deleted from the page, and
+// listed with its time zone and its next fire times on that zone's
+// clocks, paused and deleted from the page, and
 // the API agrees at each step. Where ListSchedules is not built the page
 // says so.
 func TestConsoleSchedules(t *testing.T) {
@@ -258,11 +367,19 @@ func TestConsoleSchedules(t *testing.T) {
 
 	pg.setValue(`#sch-form input[name="name"]`, "nightly")
 	pg.setValue(`#sch-form input[name="topic"]`, "reports")
-	pg.setValue(`#sch-form input[name="spec"]`, "@every 1h")
+	pg.setValue(`#sch-form input[name="spec"]`, "0 3 * * *")
+	pg.setValue(`#sch-form input[name="tz"]`, "America/New_York")
 	pg.setValue(`#sch-form textarea[name="body"]`, `{"report":"nightly"}`)
 	pg.click("#sch-create")
 	pg.waitText("#notices", "Created nightly")
 	pg.wait("the schedule listed with its next times", `document.querySelectorAll('#sch-table tr[data-name="nightly"] .next > div').length > 0`)
+	// Its zone has a column, and its next times are read on that zone's clocks.
+	if tz := pg.text(`#sch-table tr[data-name="nightly"] .tz`); tz != "America/New_York" {
+		t.Errorf("the time-zone column shows %q, want America/New_York", tz)
+	}
+	if next := pg.text(`#sch-table tr[data-name="nightly"] .next > div`); !strings.Contains(next, " 03:00:00") {
+		t.Errorf("the next time %q: want 03:00:00 New York time", next)
+	}
 	pg.screenshot("schedules")
 	get := func() (*hourglassv1.GetScheduleResponse, error) {
 		res, err := p.client.GetSchedule(ctxT(t), connect.NewRequest(&hourglassv1.GetScheduleRequest{Name: "nightly"}))
@@ -271,7 +388,7 @@ func TestConsoleSchedules(t *testing.T) {
 		}
 		return res.Msg, nil
 	}
-	if g, err := get(); err != nil || g.Schedule.Topic != "reports" || g.Schedule.Spec != "@every 1h" {
+	if g, err := get(); err != nil || g.Schedule.Topic != "reports" || g.Schedule.Spec != "0 3 * * *" || g.Schedule.TimeZone != "America/New_York" {
 		t.Fatalf("GetSchedule(nightly) after creating it from the page: %v, %v", g, err)
 	}
 

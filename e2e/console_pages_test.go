@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -98,8 +99,10 @@ func TestConsoleLogin(t *testing.T) {
 }
 
 // TestConsoleTimeline: pending messages show on the timeline of their
-// topic (read with List) and of all topics (Stats' buckets), and a
-// second holding 500 of them stands out as a hot spot.
+// topic (read with List) and of all topics (Stats' buckets); a second
+// holding 500 of them stands out as a hot spot, each of the fullest bars
+// named by its start and end with their dates; over 30 days of a steady
+// load, only the burst among the fullest bars is a hot spot.
 func TestConsoleTimeline(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
 	now := time.Now()
@@ -121,6 +124,10 @@ func TestConsoleTimeline(t *testing.T) {
 	pg.show("#/timeline?topic=tl&range=1h")
 	pg.wait("503 pending in the next hour of tl", `document.querySelector("#timeline-total")?.dataset.total === "503"`)
 	pg.wait("the hot spot first", `(() => { const li = document.querySelector("#hotspots li"); return li && li.dataset.count === "500" && li.classList.contains("hot"); })()`)
+	dated := regexp.MustCompile(`^500 due \d{4}-\d\d-\d\d \d\d:\d\d:\d\d – \d{4}-\d\d-\d\d \d\d:\d\d:\d\d`)
+	if li := pg.text("#hotspots li a"); !dated.MatchString(li) {
+		t.Errorf("the hot spot reads %q: want its start and its end, each with its date", li)
+	}
 	if n := pg.count("#timeline-chart canvas"); n == 0 {
 		t.Error("no chart canvas on the timeline")
 	}
@@ -136,11 +143,43 @@ func TestConsoleTimeline(t *testing.T) {
 	pg.wait("the hot spot", `document.querySelector("#hotspots li")?.dataset.count === "500"`)
 	pg.click("#hotspots li a")
 	pg.wait("the zoomed bar", `location.hash.includes("from=") && document.querySelector("#timeline-total")?.dataset.total === "500"`)
+
+	// 30 days of a steady load, one message every 9 minutes (40 in each
+	// 6-hour bar), and a burst of 500 ten days ahead.
+	start := now.Add(time.Hour).Truncate(time.Minute)
+	batch = batch[:0]
+	for i := range 4700 {
+		batch = append(batch, &hourglassv1.ScheduleRequest{Topic: "steady",
+			When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(start.Add(time.Duration(i) * 9 * time.Minute))}})
+		if len(batch) == 1000 || i == 4699 {
+			if _, err := p.client.ScheduleBatch(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: batch})); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	for range 500 {
+		batch = append(batch, &hourglassv1.ScheduleRequest{Topic: "steady",
+			When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(start.Add(10 * 24 * time.Hour).Add(time.Minute))}})
+	}
+	if _, err := p.client.ScheduleBatch(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleBatchRequest{Messages: batch})); err != nil {
+		t.Fatal(err)
+	}
+	pg.show("#/timeline?topic=steady&range=30d")
+	pg.wait("5,200 pending in the next 30 days of steady", `document.querySelector("#timeline-total")?.dataset.total === "5200"`)
+	pg.wait("five fullest bars", `document.querySelectorAll("#hotspots li").length === 5`)
+	if hot := value(pg, "the hot spots", chromedp.Evaluate[[]string](`[...document.querySelectorAll("#hotspots li.hot")].map((li) => li.dataset.count)`)); len(hot) != 1 || hot[0] != "540" {
+		t.Errorf("hot spots over 30 days of a steady load with one burst: bars of %v; want one, of 540 (the burst and its bar's 40)", hot)
+	}
 }
 
-// TestConsoleMessages: a topic's pending messages a page at a time; one
-// opened by its row and by its ID, its body as JSON and hex; one cancelled
-// from the page and two more in bulk, each confirmed, and the API agrees.
+// TestConsoleMessages: the page opens on the first topic of a picker of
+// the known ones; a topic's pending messages a page at a time, each with
+// a preview of its body and its own headers (the server's internal ones
+// only in the detail); one opened by its row and by its ID, its body as
+// JSON and hex; one cancelled from the page and two more in bulk, each
+// confirmed with a button that says how many ("Cancel 2 messages", not a
+// second "Cancel"), and the API agrees.
 func TestConsoleMessages(t *testing.T) {
 	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
 	base := time.Now().Add(10 * time.Minute).Truncate(time.Second)
@@ -159,15 +198,36 @@ func TestConsoleMessages(t *testing.T) {
 		ids[i] = r.Id
 	}
 	keyed := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "shop", Body: []byte("keyed"), IdempotencyKey: "order-7", When: delayMs(7_200_000)})
+	schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "alpha", Body: []byte("a"), When: delayMs(7_200_000)})
 
 	pg := openConsole(t, p, 1280, 900)
-	pg.show("#/messages?topic=shop")
-	pg.wait("a full first page", `document.querySelectorAll("#msg-table tbody tr").length === 100 && !document.querySelector("#msg-next").disabled`)
+	pg.show("#/messages")
+	pg.wait("the first topic chosen", `location.hash.includes("topic=alpha") && document.querySelector("#msg-topic")?.value === "alpha" &&
+		document.querySelectorAll("#msg-table tbody tr").length === 1`)
+	if opts := value(pg, "the topic picker", chromedp.Evaluate[string](`[...document.querySelectorAll("#msg-topic option")].map((o) => o.value).join(",")`)); opts != "alpha,shop" {
+		t.Errorf("the topic picker offers %q, want alpha,shop", opts)
+	}
+	pg.setValue("#msg-topic", "shop")
+	pg.wait("a full first page", `location.hash.includes("topic=shop") && document.querySelectorAll("#msg-table tbody tr").length === 100 && !document.querySelector("#msg-next").disabled`)
 	if first := pg.text("#msg-table tbody tr:first-child"); !strings.Contains(first, ids[0]) {
 		t.Errorf("first row %q: want the earliest message %s", first, ids[0])
 	}
+	if body := pg.text("#msg-table tbody tr:first-child td:last-child"); !strings.Contains(body, `{"n":0,"item":"cup"}`) || !strings.Contains(body, "20 B") {
+		t.Errorf("first row's body cell %q: want a preview of its text and its size", body)
+	}
+	if hs := pg.text("#msg-table tbody tr:first-child td:nth-child(5)"); hs != "kind=order" {
+		t.Errorf("first row's headers %q, want kind=order", hs)
+	}
 	pg.click("#msg-next")
 	pg.wait("the second page", `document.querySelectorAll("#msg-table tbody tr").length === 6`)
+	if list := pg.text("#msg-table"); strings.Contains(list, "hourglass-") || !strings.Contains(list, "keyed") {
+		t.Errorf("the second page shows an internal header, or not the keyed message:\n%s", list)
+	}
+	pg.click(fmt.Sprintf(`#msg-table tr[data-id="%s"] a.open`, keyed))
+	pg.waitText("#detail-internal", "hourglass-idempotency-key")
+	if hs := pg.text("#detail-headers"); strings.Contains(hs, "hourglass-") {
+		t.Errorf("the detail's headers show an internal one: %q", hs)
+	}
 	pg.click("#msg-first")
 	pg.wait("the first page again", `document.querySelectorAll("#msg-table tbody tr").length === 100`)
 
@@ -218,6 +278,9 @@ func TestConsoleMessages(t *testing.T) {
 	pg.waitText("#sel-info", "2 selected")
 	pg.click("#bulk-cancel")
 	pg.waitText("dialog[open]", "the 2 selected messages")
+	if ok, keep := pg.text("dialog[open] .dialog-ok"), pg.text("dialog[open] .dialog-cancel"); ok != "Cancel 2 messages" || keep != "Keep" {
+		t.Errorf("the bulk cancel's buttons: %q and %q; want \"Cancel 2 messages\" and \"Keep\"", ok, keep)
+	}
 	pg.confirm()
 	pg.waitText("#bulk-progress", "2 done, 0 not")
 	for _, id := range ids[2:4] {

@@ -59,8 +59,8 @@ func openConsole(t *testing.T, p *proc, width, height int) *page {
 	t.Helper()
 	bin := chromiumPath()
 	if bin == "" {
-		t.Skip("the console's browser tests need Chromium: apt-get install -y --no-install-recommends chromium " +
-			"(Debian; .ci/run does), or set HOURGLASS_CHROMIUM to a Chromium binary")
+		skipForTool(t, "the console's browser tests need Chromium",
+			"apt-get install -y --no-install-recommends chromium (Debian; .ci/run does), or set HOURGLASS_CHROMIUM to a Chromium binary")
 	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(bin),
@@ -159,9 +159,15 @@ func (pg *page) click(sel string) {
 	pg.wait(sel, fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e || !e.offsetParent || e.disabled) return false; e.click(); return true; })()`, sel))
 }
 
-// confirm answers the open confirmation dialog with its action button.
+// confirm answers the open confirmation dialog with its action button,
+// after checking that no two of its buttons have one label.
 func (pg *page) confirm() {
 	pg.t.Helper()
+	pg.wait("the dialog's buttons", `document.querySelectorAll("dialog[open] .dialog-buttons button").length === 2`)
+	labels := value(pg, "the dialog's buttons", chromedp.Evaluate[[]string](`[...document.querySelectorAll("dialog[open] .dialog-buttons button")].map((b) => b.innerText)`))
+	if len(labels) != 2 || labels[0] == labels[1] {
+		pg.t.Errorf("the dialog's buttons are labelled %q: want two different labels", labels)
+	}
 	pg.click("dialog[open] .dialog-ok")
 	pg.wait("the dialog to close", `!document.querySelector("dialog[open]")`)
 }
@@ -201,22 +207,22 @@ func (pg *page) screenshot(name string) {
 	}
 }
 
-// needRPC skips t when err, a call of rpc, was answered UNIMPLEMENTED:
-// the test turns on by itself once the server implements rpc.
+// needRPC fails t when err, a call of rpc, was answered UNIMPLEMENTED:
+// the server serves every RPC the console calls.
 func needRPC(t *testing.T, rpc string, err error) {
 	t.Helper()
 	if connect.CodeOf(err) == connect.CodeUnimplemented {
-		t.Skipf("%s answers UNIMPLEMENTED on this server (%v): this console test runs once the server implements it", rpc, err)
+		t.Fatalf("%s answers UNIMPLEMENTED (%v): the console calls it, the server must serve it", rpc, err)
 	}
 }
 
-// needListState skips t while List refuses a queue state as not listed
-// yet (the server answers INVALID_ARGUMENT for it today, or UNIMPLEMENTED).
+// needListState fails t when List refuses a queue state: the server lists
+// every state.
 func needListState(t *testing.T, state string, err error) {
 	t.Helper()
 	needRPC(t, "List of "+state, err)
 	if connect.CodeOf(err) == connect.CodeInvalidArgument && strings.Contains(err.Error(), "not listed yet") {
-		t.Skipf("List of %s messages is not implemented on this server (%v): this console test runs once it is", state, err)
+		t.Fatalf("List of %s messages refused (%v): the server lists every state", state, err)
 	}
 }
 

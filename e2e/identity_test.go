@@ -58,7 +58,8 @@ func TestOneIdentityThroughRetries(t *testing.T) {
 			continue
 		}
 		if g.State != hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED || g.DeadLetterTopic != "work.dlq" ||
-			g.Message.GetDeadLetter().GetReason() != "max-attempts" || g.Message.GetDeadLetter().GetLastError() != "boom" {
+			g.Message.GetDeadLetter().GetReason() != "max-attempts" || g.Message.GetDeadLetter().GetLastError() != "boom" ||
+			g.Message.GetDeadLetter().GetAttempts() != 3 {
 			t.Errorf("after the last nack: Get(first) = %v", g)
 		}
 	}

@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	reportSkips(os.Stdout)
 	os.Exit(code)
 }
 
@@ -71,6 +72,12 @@ var listenRE = regexp.MustCompile(`listening on (\S+)`)
 // start runs `hourglass serve` on dataDir with a free port, short
 // buckets, and extra args, and waits until it listens and is ready.
 func start(t *testing.T, dataDir string, env []string, args ...string) *proc {
+	t.Helper()
+	return startWith(t, dataDir, env, (*proc).waitReady, args...)
+}
+
+// startWith is start with its own wait for readiness (over TLS, say).
+func startWith(t *testing.T, dataDir string, env []string, ready func(*proc), args ...string) *proc {
 	t.Helper()
 	all := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--segment-duration", "2s"}, args...)
 	cmd := exec.Command(binary, all...)
@@ -122,7 +129,7 @@ func start(t *testing.T, dataDir string, env []string, args ...string) *proc {
 	}
 	p.url = "http://" + p.addr
 	p.client = hourglassv1connect.NewHourglassServiceClient(http.DefaultClient, p.url)
-	p.waitReady()
+	ready(p)
 	return p
 }
 

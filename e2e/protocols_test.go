@@ -40,7 +40,7 @@ func tool(t *testing.T, env, name, install string) string {
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	t.Skipf("%s not found (set %s or put it on PATH): install it with %s", name, env, install)
+	skipForTool(t, name+" not found", fmt.Sprintf("install it with %s, or set %s to it", install, env))
 	return ""
 }
 

@@ -148,11 +148,11 @@ func newDriver(e *Engine) *driver {
 // counters are the driver's counters and gauges, read by Stats from any
 // goroutine.
 type counters struct {
-	fired, delivered, retries, corrupt, unconfirmed atomic.Int64
-	inflightN                                       atomic.Int64
-	pendingN                                        atomic.Int64
-	loadedN                                         atomic.Int64
-	loops                                           atomic.Int64 // iterations of run's loop, for tests
+	fired, delivered, retries, corrupt, unconfirmed, expired atomic.Int64
+	inflightN                                                atomic.Int64
+	pendingN                                                 atomic.Int64
+	loadedN                                                  atomic.Int64
+	loops                                                    atomic.Int64 // iterations of run's loop, for tests
 	// heldN counts loaded buckets held back because their dispatch log is
 	// damaged or missing, heldEntries their entries not loaded; rebuiltN
 	// the entries rebuilt from the commitlog.
@@ -249,7 +249,7 @@ func (d *driver) stats() Stats {
 	return Stats{
 		Fired: d.n.fired.Load(), Delivered: d.n.delivered.Load(), Retries: d.n.retries.Load(),
 		Pending: d.n.pendingN.Load(), Inflight: d.n.inflightN.Load(), Loaded: int(d.n.loadedN.Load()),
-		Corrupt: d.n.corrupt.Load(), Unconfirmed: d.n.unconfirmed.Load(),
+		Corrupt: d.n.corrupt.Load(), Unconfirmed: d.n.unconfirmed.Load(), Expired: d.n.expired.Load(),
 		Rebuilt: d.n.rebuiltN.Load(), Held: d.n.heldEntries.Load(),
 	}
 }

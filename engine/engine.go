@@ -76,6 +76,17 @@ type Request struct {
 	// stored as the header IdempotencyHeader; at most MaxIdempotencyKey
 	// bytes.
 	IdempotencyKey string
+	// FlowKey, if set, is the message's flow key (at most
+	// message.MaxFlowKey bytes), stored as the header
+	// message.FlowKeyHeader: the built-in queue applies the topic's
+	// per-key flow policy to it.
+	FlowKey string
+	// ExpireAt, or TTL after its delivery time, is when the message
+	// expires: from then on it is never handed to a consumer (at most one
+	// of them; neither: it never expires). It is stored as the header
+	// message.ExpireAtHeader and must be after the delivery time.
+	ExpireAt time.Time
+	TTL      time.Duration
 }
 
 // CancelResult is Cancel's answer.
@@ -151,9 +162,9 @@ type Engine struct {
 	openEnd int64
 	opened  time.Time
 	fresh   bool
-	// calls counts Schedules accepted and Cancel and Reschedule calls
-	// answered Cancelled and Rescheduled.
-	calls struct{ scheduled, cancelled, rescheduled atomic.Int64 }
+	// calls counts Schedules accepted and Cancel calls answered
+	// Cancelled.
+	calls struct{ scheduled, cancelled atomic.Int64 }
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
@@ -300,6 +311,7 @@ type Stats struct {
 	ReputLag    int64 // commitlog bytes appended and not yet routed
 	Corrupt     int64 // damaged schedule entries or regions found when loading or firing, and unreadable segments
 	Unconfirmed int64 // done-records that failed to be written
+	Expired     int64 // messages past their expiry at hand-over, recorded dead-lettered instead (a Sink that is no ExpiryHandler)
 	Rebuilt     int64 // damaged entries rebuilt from the commitlog
 	Held        int64 // entries held back because their dispatch log is damaged or missing (`hourglass repair`)
 }
@@ -319,6 +331,10 @@ func (e *Engine) Stats() Stats {
 // read. Name and Start are set; Duration and the synced-length hint only
 // once reput has read the segment's header (see reput.Reput.Segments).
 func (e *Engine) Segments() []schedulelog.SegmentInfo { return e.reput.Segments() }
+
+// CopyCatalog writes a consistent copy of the catalog, as last committed,
+// to path (for a backup of the running engine: internal/backup).
+func (e *Engine) CopyCatalog(path string) error { return e.cat.CopyTo(path) }
 
 // PendingByBucket returns how many messages each segment on disk holds
 // that are not done (cancelled ones left out at once, as in Stats.Pending),

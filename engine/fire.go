@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/wheel"
 )
 
@@ -178,7 +177,7 @@ func (d *driver) confirmed(l *lane, items []item, err error) {
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			if err == nil {
-				b.done.Add(it.seq, dispatchlog.Delivered)
+				b.done.Add(it.seq, it.reason())
 			}
 		}
 	}

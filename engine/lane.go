@@ -29,6 +29,17 @@ type item struct {
 	deliverAt int64
 	off       int64 // entry offset in its segment
 	p0, p1    int   // its schedule payload in batch.buf
+	// expired: past its expiry when the lane took it, so not handed to
+	// the sink (which is no ExpiryHandler) and recorded dead-lettered.
+	expired bool
+}
+
+// reason is the done reason of it once its batch is over.
+func (it *item) reason() dispatchlog.Reason {
+	if it.expired {
+		return dispatchlog.DeadLettered
+	}
+	return dispatchlog.Delivered
 }
 
 // batch is a run of fired entries of one topic, with copies of their
@@ -169,16 +180,32 @@ func (l *lane) deliverer() {
 				}
 			}
 		}
-		i := 0
-		for _, bt := range bts {
-			for _, it := range bt.items {
-				dels = append(dels, Delivery{ID: message.ID{DeliverAt: it.deliverAt, Seq: it.seq}, Message: &msgs[i]})
-				i++
-			}
-		}
+		_, sinkExpires := e.opts.Sink.(ExpiryHandler)
 		backoff := min(minBackoff, e.opts.MaxSinkBackoff)
 		var err error
 		for {
+			// Each attempt hands over only what is not past its expiry
+			// now (never delivered after it); the rest is recorded
+			// dead-lettered.
+			dels = dels[:0]
+			nowMs := e.opts.Now().UnixMilli()
+			i := 0
+			for _, bt := range bts {
+				for k := range bt.items {
+					it := &bt.items[k]
+					if !it.expired && !sinkExpires && message.Expired(msgs[i].Headers, nowMs) {
+						it.expired = true
+						l.d.n.expired.Add(1)
+					}
+					if !it.expired {
+						dels = append(dels, Delivery{ID: message.ID{DeliverAt: it.deliverAt, Seq: it.seq}, Message: &msgs[i]})
+					}
+					i++
+				}
+			}
+			if len(dels) == 0 {
+				break
+			}
 			err = e.opts.Sink.Deliver(l.d.ctx, l.topic, dels)
 			if err == nil || l.d.ctx.Err() != nil {
 				l.failing.Store(false)
@@ -237,7 +264,7 @@ func (l *lane) committer() {
 		n := 0
 		for _, bt := range bts {
 			for _, it := range bt.items {
-				done[it.bucket] = append(done[it.bucket], dispatchlog.Done{Seq: it.seq, Reason: dispatchlog.Delivered})
+				done[it.bucket] = append(done[it.bucket], dispatchlog.Done{Seq: it.seq, Reason: it.reason()})
 			}
 			n += len(bt.items)
 		}

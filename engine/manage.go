@@ -150,16 +150,29 @@ func (r RescheduleResult) String() string {
 // headers, body and attempt. Its answer is truthful like Cancel's (I7):
 // Rescheduled only if the old time will never fire.
 func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (RescheduleResult, message.ID, error) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if e.mu.closed {
-		return RescheduleUnknown, message.ID{}, ErrClosed
-	}
 	now := e.opts.Now()
 	if at.After(now.Add(e.opts.MaxDelay)) {
 		return RescheduleUnknown, message.ID{}, e.tooFar(0, now, at)
 	}
 	ms := max(ceilMs(at), ceilMs(now))
+	return e.replace(ctx, id, func(m *message.Message) error {
+		m.DeliverAt = ms
+		return nil
+	})
+}
+
+// replace puts a new incarnation of the pending message id in its place,
+// atomically: change makes the replacement from a copy of the message (its
+// origin already set to the first ID); one reschedule record then cancels
+// id and schedules the replacement, whose ID is its deliverAt and the
+// record's offset. Rescheduled only if id will never fire; an error of
+// change leaves id pending. Reschedule and Edit are this.
+func (e *Engine) replace(ctx context.Context, id message.ID, change func(m *message.Message) error) (RescheduleResult, message.ID, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return RescheduleUnknown, message.ID{}, ErrClosed
+	}
 	if id.DeliverAt < 0 || int64(id.Seq) >= e.log.EndOffset() || int64(id.Seq) < 0 {
 		return RescheduleUnknown, message.ID{}, nil
 	}
@@ -175,6 +188,12 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	if err != nil || !ok || m.DeliverAt != id.DeliverAt {
 		return RescheduleUnknown, message.ID{}, err
 	}
+	if m.Origin.IsZero() {
+		m.Origin = id
+	}
+	if err := change(&m); err != nil {
+		return RescheduleUnknown, message.ID{}, err
+	}
 	res, claimed, err := e.claim(ctx, id, dispatchlog.Rescheduled)
 	if err != nil || !claimed {
 		switch res {
@@ -185,21 +204,16 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 		}
 		return RescheduleUnknown, message.ID{}, err
 	}
-	if m.Origin.IsZero() {
-		m.Origin = id
-	}
-	m.DeliverAt = ms
 	offs, err := e.appendCancel(nil, commitlog.Record{Type: message.TypeReschedule, Payload: message.AppendReschedule(nil, id, &m)})
 	if err != nil {
 		e.d.decide(id.Seq, -1)
 		return RescheduleUnknown, message.ID{}, err
 	}
 	e.d.decide(id.Seq, offs[0])
-	nid := message.ID{DeliverAt: ms, Seq: uint64(offs[0])}
+	nid := message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
 	if e.keys != nil {
 		e.keys.moved(string(m.Topic), m.Headers, nid)
 	}
-	e.calls.rescheduled.Add(1)
 	return Rescheduled, nid, nil
 }
 

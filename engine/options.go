@@ -60,6 +60,16 @@ type Sink interface {
 	Deliver(ctx context.Context, topic string, batch []Delivery) error
 }
 
+// ExpiryHandler is implemented by a Sink that keeps messages past their
+// expiry (message.ExpireAtHeader) from consumers itself, as the built-in
+// queue does when a Receive reaches one. To any other Sink the engine
+// hands no message past its expiry: it records it dead-lettered instead
+// (Stats.Expired).
+type ExpiryHandler interface {
+	// HandlesExpiry marks the Sink; it is never called.
+	HandlesExpiry()
+}
+
 // SinkFunc adapts a function to Sink.
 type SinkFunc func(ctx context.Context, topic string, batch []Delivery) error
 

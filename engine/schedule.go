@@ -53,7 +53,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 	sc := getScratch(len(reqs))
 	defer putScratch(sc)
 	msgs := sc.msgs
-	keyed := false
+	keyed, expiring := false, false
 	for i := range reqs {
 		r := &reqs[i]
 		if err := validate(r); err != nil {
@@ -80,10 +80,19 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 		if r.IdempotencyKey != "" {
 			keyed = true
 		}
+		if !r.ExpireAt.IsZero() || r.TTL != 0 {
+			expiring = true
+		}
 	}
 	var iks []string
 	if keyed {
 		iks = keyHeaders(reqs, msgs, now)
+	}
+	flowHeaders(reqs, msgs)
+	if expiring {
+		if err := expiryHeaders(reqs, msgs); err != nil {
+			return nil, err
+		}
 	}
 	ids := make([]message.ID, len(reqs))
 	// skip[i]: not appended; its ID is a stored one, or that of an
@@ -194,6 +203,50 @@ func keyHeaders(reqs []Request, msgs []message.Message, now time.Time) []string 
 	return iks
 }
 
+var flowKeyName = []byte(message.FlowKeyHeader)
+
+// flowHeaders adds the flow-key header to the messages of the requests
+// that carry a flow key; a header's value points into its request.
+func flowHeaders(reqs []Request, msgs []message.Message) {
+	for i := range reqs {
+		r := &reqs[i]
+		if r.FlowKey == "" {
+			continue
+		}
+		hs := msgs[i].Headers
+		out := make([]message.Header, len(hs), len(hs)+1)
+		copy(out, hs)
+		key := unsafe.Slice(unsafe.StringData(r.FlowKey), len(r.FlowKey)) // read only
+		msgs[i].Headers = append(out, message.Header{Key: flowKeyName, Value: key})
+	}
+}
+
+// expiryHeaders adds the expiry header to the messages of the requests
+// that set ExpireAt or TTL, after their other headers, and refuses an
+// expiry not after the message's delivery time.
+func expiryHeaders(reqs []Request, msgs []message.Message) error {
+	for i := range reqs {
+		r := &reqs[i]
+		if r.ExpireAt.IsZero() && r.TTL == 0 {
+			continue
+		}
+		exp := msgs[i].DeliverAt + r.TTL.Milliseconds() // TTL in whole ms, never longer than asked
+		if !r.ExpireAt.IsZero() {
+			exp = r.ExpireAt.UnixMilli()
+		}
+		if exp <= msgs[i].DeliverAt {
+			return fmt.Errorf("message %d: %w: it expires at %s, not after its delivery time %s: it could never be delivered",
+				i, ErrInvalid, time.UnixMilli(exp).UTC().Format(time.RFC3339Nano), time.UnixMilli(msgs[i].DeliverAt).UTC().Format(time.RFC3339Nano))
+		}
+		hs := make([]message.Header, 0, len(msgs[i].Headers)+1)
+		msgs[i].Headers = append(append(hs, msgs[i].Headers...),
+			message.Header{Key: expireAtName, Value: strconv.AppendInt(nil, exp, 10)})
+	}
+	return nil
+}
+
+var expireAtName = []byte(message.ExpireAtHeader)
+
 // tooFar is ScheduleBatch's error for message i, due at at.
 func (e *Engine) tooFar(i int, now, at time.Time) error {
 	return fmt.Errorf("message %d: %w: deliverAt %s is %s ahead; the maximum delay is %s",
@@ -242,14 +295,28 @@ func validate(r *Request) error {
 	if len(r.Topic) > message.MaxTopicLen {
 		return fmt.Errorf("%w: topic is %d bytes; at most %d", ErrInvalid, len(r.Topic), message.MaxTopicLen)
 	}
-	if len(r.Headers) > message.MaxHeaders {
-		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, len(r.Headers), message.MaxHeaders)
+	user := len(r.Headers)
+	if user > message.MaxHeaders-2 { // a trace context's headers count against no limit
+		user = message.UserHeaders(r.Headers)
+	}
+	if user > message.MaxHeaders || len(r.Headers) > user+2 {
+		return fmt.Errorf("%w: %d headers; at most %d", ErrInvalid, user, message.MaxHeaders)
 	}
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
 	}
-	if r.IdempotencyKey != "" && len(r.Headers) > message.MaxHeaders-2 {
-		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, len(r.Headers), message.MaxHeaders-2)
+	if !r.ExpireAt.IsZero() && r.TTL != 0 {
+		return fmt.Errorf("%w: both an expiry time and a TTL; give one of them", ErrInvalid)
+	}
+	if r.TTL < 0 {
+		return fmt.Errorf("%w: TTL %v is negative; it counts from the delivery time", ErrInvalid, r.TTL)
+	}
+	if len(r.FlowKey) > message.MaxFlowKey {
+		return fmt.Errorf("%w: flow key of %d bytes; at most %d", ErrInvalid, len(r.FlowKey), message.MaxFlowKey)
+	}
+	if n := r.AddedHeaders(); n > 0 && user+n > message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers; at most %d of one's own with these fields (an idempotency key is stored as two headers, a flow key and an expiry as one each)",
+			ErrInvalid, user, message.MaxHeaders-n)
 	}
 	return nil
 }
@@ -265,4 +332,20 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.4gd", float64(d)/float64(day))
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// AddedHeaders is how many headers the engine stores beside r's own: two
+// for an idempotency key, one for a flow key, one for an expiry.
+func (r *Request) AddedHeaders() int {
+	n := 0
+	if r.IdempotencyKey != "" {
+		n += 2
+	}
+	if r.FlowKey != "" {
+		n++
+	}
+	if !r.ExpireAt.IsZero() || r.TTL != 0 {
+		n++
+	}
+	return n
 }

@@ -57,6 +57,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -104,9 +105,39 @@ const (
 const (
 	// MaxTopicLen is the longest topic name in bytes.
 	MaxTopicLen = 255
-	// MaxHeaders is the largest number of headers on one message.
+	// MaxHeaders is the largest number of headers a producer may give one
+	// message (the idempotency key's two count against it).
 	MaxHeaders = 64
+	// MaxStoredHeaders is the largest number of headers a stored message
+	// holds: MaxHeaders and the two of its trace context, which count
+	// against no producer's limit.
+	MaxStoredHeaders = MaxHeaders + 2
 )
+
+// The headers that carry the W3C trace context (traceparent, tracestate)
+// of the Schedule call that made a message, to its consumers.
+const (
+	TraceParentHeader = "hourglass-traceparent"
+	TraceStateHeader  = "hourglass-tracestate"
+)
+
+// IsTraceHeader reports whether key is TraceParentHeader or
+// TraceStateHeader.
+func IsTraceHeader(key []byte) bool {
+	return string(key) == TraceParentHeader || string(key) == TraceStateHeader
+}
+
+// UserHeaders counts the headers of hs a producer gave: all but the
+// trace context's.
+func UserHeaders(hs []Header) int {
+	n := 0
+	for _, h := range hs {
+		if !IsTraceHeader(h.Key) {
+			n++
+		}
+	}
+	return n
+}
 
 // ErrMalformed is returned for a payload that is not a valid encoding.
 var ErrMalformed = errors.New("message: malformed payload")
@@ -232,7 +263,7 @@ func DecodeSchedule(src []byte, m *Message) error {
 		return ErrMalformed
 	}
 	nh, k := binary.Uvarint(p)
-	if k <= 0 || nh > MaxHeaders {
+	if k <= 0 || nh > MaxStoredHeaders {
 		return ErrMalformed
 	}
 	p = p[k:]
@@ -271,7 +302,7 @@ func OriginOf(src []byte) (ID, bool) {
 		return ID{}, false
 	}
 	nh, k := binary.Uvarint(p)
-	if k <= 0 || nh > MaxHeaders {
+	if k <= 0 || nh > MaxStoredHeaders {
 		return ID{}, false
 	}
 	p = p[k:]
@@ -360,10 +391,42 @@ func HeaderValue(hs []Header, key string) string {
 // it, in any letter case: the server refuses such a Schedule.
 const ReservedPrefix = "hourglass-"
 
+// FlowKeyHeader carries a message's flow key (a Schedule's flow_key):
+// the key a topic's per-key flow policy counts it under. The server sets
+// it; a producer gives the key as a field of its Schedule.
+const FlowKeyHeader = "hourglass-flow-key"
+
+// MaxFlowKey bounds a flow key in bytes.
+const MaxFlowKey = 200
+
 // Reserved reports whether a header named key is one only Hourglass sets:
 // its name begins with ReservedPrefix, in any letter case.
 func Reserved(key string) bool {
 	return len(key) >= len(ReservedPrefix) && strings.EqualFold(key[:len(ReservedPrefix)], ReservedPrefix)
+}
+
+// ExpireAtHeader holds a message's expiry, UTC epoch milliseconds in
+// decimal: from then on it is never handed to a consumer (the engine and
+// the built-in queue check it; docs/API.md, "Expiry").
+const ExpireAtHeader = "hourglass-expire-at"
+
+// ExpireAt returns the expiry of a message with headers hs, and whether it
+// has one.
+func ExpireAt(hs []Header) (int64, bool) {
+	for _, h := range hs {
+		if string(h.Key) == ExpireAtHeader {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return ms, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Expired reports whether a message with headers hs is past its expiry
+// at nowMs (UTC epoch milliseconds): its expiry is at or before nowMs.
+func Expired(hs []Header, nowMs int64) bool {
+	at, ok := ExpireAt(hs)
+	return ok && at <= nowMs
 }
 
 // Control is a decoded control payload; Name and Value alias the input.

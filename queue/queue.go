@@ -23,6 +23,7 @@ type Queue struct {
 	opts       Options
 	dir        string    // Dir/topics
 	origin     time.Time // when Open began, with a monotonic reading: lease deadlines count from it
+	openedAt   time.Time // when Open began on the wall clock (Options.Now): flow-key rate buckets fill from it
 	reschedule atomic.Pointer[RescheduleFunc]
 	serial     atomic.Uint64 // last lease serial handed out
 	tokens     tokenKey      // signs List's page tokens (listtoken.go)
@@ -77,18 +78,27 @@ type Message struct {
 // TopicStats are one topic's counters and gauges. Counters start at zero
 // when the queue is opened.
 type TopicStats struct {
-	Delivered    uint64 // messages appended to the topic (Deliver, dead-lettering into it)
-	Backlog      int64  // receivable now: never received, or waiting to be received again
-	Leased       int    // received and not yet acked, nacked or expired
-	Acked        uint64 // Acks that succeeded
-	Nacked       uint64 // Nacks that succeeded
-	Expired      uint64 // leases that ran out
+	Delivered uint64 // messages appended to the topic (Deliver, dead-lettering into it)
+	Backlog   int64  // receivable now: never received, or waiting to be received again
+	Leased    int    // received and not yet acked, nacked or expired
+	Acked     uint64 // Acks that succeeded
+	Nacked    uint64 // Nacks that succeeded
+	Expired   uint64 // leases that ran out
+	// PastExpiry counts messages a Receive reached past their expiry
+	// (message.ExpireAtHeader): dead-lettered with ReasonExpired, never
+	// handed out.
+	PastExpiry   uint64
 	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
 	DeadLettered uint64 // messages moved to <topic>.dlq
 	// OldestReady is the delivery time (UTC epoch ms) of the oldest due
 	// message waiting to be received: the older of the next one never
 	// received and the first waiting to be received again; 0 if none.
 	OldestReady int64
+	// FlowHeld is the due messages (counted in Backlog) that wait because
+	// their flow key's bound holds them back (Policy.Flow), and
+	// FlowKeysHeld the keys holding them.
+	FlowHeld     int64
+	FlowKeysHeld int
 }
 
 // Open opens (or creates) the queue in opts.Dir and recovers and checks
@@ -102,7 +112,7 @@ func Open(opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		opts:   opts,
-		origin: time.Now(),
+		origin: time.Now(), openedAt: opts.Now(),
 		dir:    filepath.Join(opts.Dir, "topics"),
 		done:   make(chan struct{}),
 		ckpts:  ckptQueue{wake: make(chan struct{}, 1)},

@@ -54,6 +54,7 @@ const MaxReason = 1000
 const (
 	ReasonMaxAttempts = "max-attempts" // nacked or expired past the topic's max attempts
 	ReasonNacked      = "nacked"       // a consumer dead-lettered it (NackOptions.DeadLetter)
+	ReasonExpired     = "expired"      // a Receive reached it past its expiry (message.ExpireAtHeader)
 )
 
 // Headers a dead-lettered message carries in the dead-letter topic, and
@@ -96,7 +97,7 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 	}
 	heap.Remove(&t.mu.leases.heap, l.hi)
 	if nack != nil && nack.Release {
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		if !l.ahead || l.off < t.mu.read.cursor() {
 			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		}
@@ -133,6 +134,13 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 		l.state = settling
 		t.mu.Unlock()
 		err = t.deadLetter(l, &t.mu.stats.Nacked, ReasonMaxAttempts)
+	case t.orderedLocked(l):
+		// An ordered key's retry waits in place, at the key's head: the
+		// key's later messages wait for it to be settled.
+		t.retryInPlaceLocked(l, delay)
+		t.mu.stats.Nacked++
+		t.mu.Unlock()
+		return nil
 	default:
 		l.state = settling
 		t.mu.Unlock()
@@ -245,7 +253,7 @@ func (t *topic) ackAll(ls []*lease, counter *uint64) error {
 	}
 	for _, l := range ls {
 		t.mu.read.settledAhead(l)
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		delete(t.mu.lastErr, l.off)
 	}
 	*counter += uint64(len(ls))
@@ -305,12 +313,36 @@ func (t *topic) deadLetterExpired(l *lease) {
 	if err := t.deadLetter(l, &n, ReasonMaxAttempts); err != nil {
 		t.q.opts.Logger.Error("queue: dead-lettering failed; the message stays receivable", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		t.wake()
 		t.mu.Unlock()
 	}
 }
+
+// deadLetterPastExpiry dead-letters a message a Receive reached past its
+// expiry, with ReasonExpired. On failure it is left to the next Receive,
+// which finds it expired again; it is never handed out.
+func (t *topic) deadLetterPastExpiry(l *lease) {
+	var n uint64
+	if err := t.deadLetter(l, &n, ReasonExpired); err != nil {
+		t.q.opts.Logger.Error("queue: dead-lettering an expired message failed; the next Receive tries again", "topic", t.name, "id", l.id, "err", err)
+		t.mu.Lock()
+		t.mu.leases.forget(l)
+		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
+		t.wake()
+		t.mu.Unlock()
+		return
+	}
+	t.mu.Lock()
+	t.mu.stats.PastExpiry++
+	t.mu.Unlock()
+}
+
+// HandlesExpiry marks the queue as an engine.ExpiryHandler: the engine
+// hands it messages past their expiry, and Receive dead-letters them
+// (ReasonExpired) instead of handing them out.
+func (q *Queue) HandlesExpiry() {}
 
 // Ack completes the leased message id of topic: once Ack returns nil the
 // message is never handed out again, even after a crash (under the always

@@ -19,6 +19,9 @@ type callInfo struct {
 	conn string
 	// forwarded marks a call another cluster node forwarded here.
 	forwarded bool
+	// traceparent and tracestate are the call's W3C trace context
+	// headers, "" when it has none (tracing.go).
+	traceparent, tracestate string
 }
 
 type callInfoKey struct{}

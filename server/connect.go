@@ -29,8 +29,8 @@ var _ hourglassv1connect.HourglassServiceHandler = connectAPI{}
 // connectHandler returns the path and handler of the connect-go service.
 func (s *Server) connectHandler() (string, http.Handler) {
 	return hourglassv1connect.NewHourglassServiceHandler(connectAPI{api{Server: s}},
-		authGate(s.opts.AuthToken),
-		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}),
+		s.authGate(),
+		connect.WithInterceptors(s.metrics.connectInterceptor(), connectLog{s}, accessConnect{s}),
 		connect.WithReadMaxBytes(s.opts.MaxRequestBytes),
 		// Binary protobuf through vtprotobuf's reflection-free code.
 		connect.WithCodec(vtcodec.Connect{}),
@@ -88,7 +88,8 @@ func toConnect(err error) error {
 
 // connectCtx is ctx with what the neutral methods need of a connect call.
 func connectCtx(ctx context.Context, peer connect.Peer, h http.Header) context.Context {
-	return withInfo(ctx, callInfo{conn: peer.Addr, forwarded: h.Get(ForwardedHeader) != ""})
+	return withInfo(ctx, callInfo{conn: peer.Addr, forwarded: h.Get(ForwardedHeader) != "",
+		traceparent: h.Get("traceparent"), tracestate: h.Get("tracestate")})
 }
 
 // unary serves one unary call through f.
@@ -142,6 +143,10 @@ func (a connectAPI) Get(ctx context.Context, r *connect.Request[hourglassv1.GetR
 
 func (a connectAPI) List(ctx context.Context, r *connect.Request[hourglassv1.ListRequest]) (*connect.Response[hourglassv1.ListResponse], error) {
 	return unary(ctx, r, a.api.List)
+}
+
+func (a connectAPI) Edit(ctx context.Context, r *connect.Request[hourglassv1.EditRequest]) (*connect.Response[hourglassv1.EditResponse], error) {
+	return unary(ctx, r, a.api.Edit)
 }
 
 func (a connectAPI) Reschedule(ctx context.Context, r *connect.Request[hourglassv1.RescheduleRequest]) (*connect.Response[hourglassv1.RescheduleResponse], error) {
@@ -226,6 +231,14 @@ func (a connectAPI) ListCalendars(ctx context.Context, r *connect.Request[hourgl
 
 func (a connectAPI) Extend(ctx context.Context, r *connect.Request[hourglassv1.ExtendRequest]) (*connect.Response[hourglassv1.ExtendResponse], error) {
 	return unary(ctx, r, a.api.Extend)
+}
+
+func (a connectAPI) WhoAmI(ctx context.Context, r *connect.Request[hourglassv1.WhoAmIRequest]) (*connect.Response[hourglassv1.WhoAmIResponse], error) {
+	return unary(ctx, r, a.api.WhoAmI)
+}
+
+func (a connectAPI) ListAudit(ctx context.Context, r *connect.Request[hourglassv1.ListAuditRequest]) (*connect.Response[hourglassv1.ListAuditResponse], error) {
+	return unary(ctx, r, a.api.ListAudit)
 }
 
 func (a connectAPI) ReceiveStream(ctx context.Context, r *connect.Request[hourglassv1.ReceiveStreamRequest], st *connect.ServerStream[hourglassv1.ReceiveStreamResponse]) error {

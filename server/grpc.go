@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // gRPC clients may compress requests, as Connect clients may
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -16,6 +18,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/internal/vtcodec"
@@ -39,6 +42,8 @@ func (s *Server) GRPCServer() *grpc.Server {
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
 		// Clients may ping to keep a connection with a long poll alive.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		// TLS is Serve's listener's; this hands its state to the calls.
+		grpc.Creds(muxTLS{}),
 		grpc.ChainUnaryInterceptor(s.metrics.rpcUnary(), s.grpcUnary),
 		grpc.ChainStreamInterceptor(s.metrics.rpcStream(), s.grpcStream),
 	)
@@ -118,31 +123,57 @@ func open(method string) bool {
 	return strings.HasPrefix(method, "/grpc.health.v1.") || strings.HasPrefix(method, "/grpc.reflection.")
 }
 
-// grpcCtx checks the token and puts the call's info into ctx.
+// grpcCtx authenticates the call and puts its caller and info into ctx.
 func (s *Server) grpcCtx(ctx context.Context, method string) (context.Context, string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	addr := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		addr = p.Addr.String()
+	var tlsState *tls.ConnectionState
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			addr = p.Addr.String()
+		}
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+			tlsState = &ti.State
+		}
 	}
-	if s.opts.AuthToken != "" && !open(method) {
+	if !open(method) {
 		auth := ""
 		if v := md.Get("authorization"); len(v) > 0 {
 			auth = v[0]
 		}
-		if err := checkAuth(s.opts.AuthToken, auth); err != nil {
+		c, err := s.authenticate(auth, tlsState)
+		if err != nil {
 			return ctx, addr, status.Error(codes.Unauthenticated, err.Error())
 		}
+		ctx = context.WithValue(ctx, callerKey{}, c)
 	}
-	return withInfo(ctx, callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}), addr, nil
+	ci := callInfo{conn: addr, forwarded: len(md.Get(ForwardedHeader)) > 0}
+	if v := md.Get("traceparent"); len(v) > 0 {
+		ci.traceparent = v[0]
+		if v := md.Get("tracestate"); len(v) > 0 {
+			ci.tracestate = v[0]
+		}
+	}
+	return withInfo(ctx, ci), addr, nil
 }
+
+// isAPI reports whether method is one of the API's (not health's or
+// reflection's): those are checked against the access rules.
+func isAPI(method string) bool { return strings.HasPrefix(method, svc) }
 
 func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	start := time.Now()
 	ctx, addr, err := s.grpcCtx(ctx, info.FullMethod)
+	if err == nil && isAPI(info.FullMethod) {
+		m, _ := req.(proto.Message)
+		err = authorize(callerOf(ctx), info.FullMethod, m, false)
+	}
 	if err == nil {
-		defer s.recoverGRPC(info.FullMethod, &err)
-		resp, err = handler(ctx, req)
+		func() {
+			defer s.recoverGRPC(info.FullMethod, &err)
+			resp, err = handler(ctx, req)
+		}()
+		s.auditCall(ctx, info.FullMethod, addr, req, resp, err)
 	}
 	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
 	return resp, s.paths.grpcErr(err)
@@ -160,9 +191,14 @@ func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 			defer release()
 		}
 	}
+	var st grpc.ServerStream = &ctxStream{ServerStream: ss, ctx: ctx}
+	if err == nil && isAPI(info.FullMethod) {
+		err = authorize(callerOf(ctx), info.FullMethod, nil, true)
+		st = accessStream{ServerStream: st, c: callerOf(ctx), proc: info.FullMethod}
+	}
 	if err == nil {
 		defer s.recoverGRPC(info.FullMethod, &err)
-		err = handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
+		err = handler(srv, st)
 	}
 	s.report(ctx, info.FullMethod, addr, start, uint32(status.Code(err)), err)
 	return s.paths.grpcErr(err)

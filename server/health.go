@@ -14,28 +14,34 @@ const diskEvery = 10 * time.Second
 // diskSample is the data directory's size and its file system's space,
 // measured at most every diskEvery.
 type diskSample struct {
-	mu                sync.Mutex
-	at                time.Time
-	data, free, total int64
+	mu sync.Mutex
+	at time.Time
+	disk
 }
 
-func (d *diskSample) read(dir string) (data, free, total int64) {
+// disk is the data directory's size (its files' sizes, and the space
+// allocated to them) and its file system's free and total space.
+type disk struct {
+	data, allocated, free, total int64
+}
+
+func (d *diskSample) read(dir string) disk {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if dir == "" || time.Since(d.at) < diskEvery {
-		return d.data, d.free, d.total
+		return d.disk
 	}
 	d.at = time.Now()
 	var st syscall.Statfs_t
 	if syscall.Statfs(dir, &st) == nil {
 		d.free, d.total = int64(st.Bavail)*int64(st.Bsize), int64(st.Blocks)*int64(st.Bsize)
 	}
-	var n int64
+	d.data, d.allocated = 0, 0
 	for _, u := range diskUsage(dir) {
-		n += u.bytes
+		d.data += u.bytes
+		d.allocated += u.allocated
 	}
-	d.data = n
-	return d.data, d.free, d.total
+	return d.disk
 }
 
 // health is Stats' health section.
@@ -45,6 +51,7 @@ func (s *Server) health() *hourglassv1.ServerHealth {
 	h.Ready = h.NotReady == ""
 	f := s.metrics.fsyncs.summary()
 	h.FsyncCount, h.FsyncP50Ms, h.FsyncP99Ms = f.Count, f.P50Ms, f.P99Ms
-	h.DataBytes, h.DiskFreeBytes, h.DiskTotalBytes = s.disk.read(s.opts.DataDir)
+	d := s.disk.read(s.opts.DataDir)
+	h.DataBytes, h.DataAllocatedBytes, h.DiskFreeBytes, h.DiskTotalBytes = d.data, d.allocated, d.free, d.total
 	return h
 }

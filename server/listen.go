@@ -70,6 +70,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnContext:       connTLS,
 	}
 	h1.Protocols.SetHTTP1(true)
 	h2 := &http.Server{
@@ -79,6 +80,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 		IdleTimeout:       h1.IdleTimeout,
 		MaxHeaderBytes:    h1.MaxHeaderBytes,
 		ErrorLog:          h1.ErrorLog,
+		ConnContext:       connTLS,
 	}
 	h2.Protocols.SetUnencryptedHTTP2(true) // TLS is the listener's: net/http sees what it carries
 	sv := &serving{

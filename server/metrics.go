@@ -66,6 +66,7 @@ var (
 	descRedelivered  = prometheus.NewDesc("hourglass_redelivered_total", "Messages handed out again: after an expired lease, a Nack without delay, or a restart.", []string{"topic"}, nil)
 	descExpired      = prometheus.NewDesc("hourglass_lease_expired_total", "Leases that ran out before an Ack or Nack.", []string{"topic"}, nil)
 	descDeadLettered = prometheus.NewDesc("hourglass_dead_lettered_total", "Messages moved to <topic>.dlq after the maximum attempts.", []string{"topic"}, nil)
+	descPastExpiry   = prometheus.NewDesc("hourglass_expired_total", "Messages a Receive reached past their expiry (expire_at, ttl_ms): dead-lettered with reason expired, never handed out.", []string{"topic"}, nil)
 	descReady        = prometheus.NewDesc("hourglass_queue_ready", "Due messages waiting to be received.", []string{"topic"}, nil)
 	descLeased       = prometheus.NewDesc("hourglass_queue_leased", "Received messages not yet acked, nacked or expired.", []string{"topic"}, nil)
 	descLag          = prometheus.NewDesc("hourglass_queue_lag", "Consumer lag: due messages in the topic not yet acked (waiting to be received, or leased).", []string{"topic"}, nil)
@@ -82,6 +83,7 @@ var (
 	descSegments      = prometheus.NewDesc("hourglass_schedule_segments", "Schedule segments on disk.", nil, nil)
 	descReputLag      = prometheus.NewDesc("hourglass_reput_lag_bytes", "Commitlog bytes not yet routed into the schedule segments.", nil, nil)
 	descCorrupt       = prometheus.NewDesc("hourglass_corrupt_entries_total", "Damaged schedule entries or regions found when a bucket loads or an entry is due, unreadable segments, and buckets held for a damaged or missing dispatch log.", nil, nil)
+	descEngineExpired = prometheus.NewDesc("hourglass_engine_expired_total", "Messages past their expiry when due, not handed to a webhook or NATS sink but recorded dead-lettered.", nil, nil)
 	descUnconfirmed   = prometheus.NewDesc("hourglass_unconfirmed_total", "Done-records that failed to be written (those messages are delivered again after a restart).", nil, nil)
 	descEngineSched   = prometheus.NewDesc("hourglass_engine_scheduled_total", "Messages the engine accepted (all producers, retries of Nacks included).", nil, nil)
 	descDiskBytes     = prometheus.NewDesc("hourglass_disk_bytes", "Bytes of files under the data directory, by log: commitlog, schedule (segments and dispatch logs), queue.", []string{"log"}, nil)
@@ -146,9 +148,9 @@ func (m *Metrics) attach(s *sources) { m.src.Store(s) }
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScheduled, descDelivered, descSinkRetries, descCancelled, descAppended,
-		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descReady, descLeased, descLag,
+		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descPastExpiry, descReady, descLeased, descLag,
 		descOldestReady, descDeadLetters, descPending,
-		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed,
+		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed, descEngineExpired,
 		descEngineSched, descDiskBytes, descDiskFiles, descStalled, descBuildInfo, descStreamsOpen} {
 		ch <- d
 	}
@@ -213,6 +215,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		a.Redelivered += s.Redelivered
 		a.Expired += s.Expired
 		a.DeadLettered += s.DeadLettered
+		a.PastExpiry += s.PastExpiry
 		a.Backlog += s.Backlog
 		a.Leased += s.Leased
 		qs[l] = a
@@ -224,6 +227,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descRedelivered, float64(s.Redelivered), topic)
 		counter(descExpired, float64(s.Expired), topic)
 		counter(descDeadLettered, float64(s.DeadLettered), topic)
+		counter(descPastExpiry, float64(s.PastExpiry), topic)
 		gauge(descReady, float64(s.Backlog), topic)
 		gauge(descLeased, float64(s.Leased), topic)
 		gauge(descLag, float64(s.Backlog+int64(s.Leased)), topic)
@@ -244,6 +248,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReputLag, float64(es.ReputLag))
 	counter(descCorrupt, float64(es.Corrupt))
 	counter(descUnconfirmed, float64(es.Unconfirmed))
+	counter(descEngineExpired, float64(es.Expired))
 	counter(descEngineSched, float64(es.Scheduled))
 	stalled := map[string]float64{engine.StageRoute: 0, engine.StageLoad: 0, engine.StageFire: 0}
 	for _, st := range src.eng.Stalls() {

@@ -38,7 +38,10 @@ func (s api) Schedule(ctx context.Context, m *hourglassv1.ScheduleRequest) (*hou
 	if err := s.request("", m, s.eng.Now(), false, &r); err != nil {
 		return nil, err
 	}
-	ids, err := s.schedule(ctx, []engine.Request{r})
+	reqs := []engine.Request{r}
+	end := s.traceSchedule(ctx, reqs)
+	ids, err := s.schedule(ctx, reqs)
+	end(ids, err)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +54,9 @@ func (s api) ScheduleBatch(ctx context.Context, m *hourglassv1.ScheduleBatchRequ
 	if err != nil {
 		return nil, err
 	}
+	end := s.traceSchedule(ctx, reqs)
 	ids, err := s.schedule(ctx, reqs)
+	end(ids, err)
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +218,7 @@ func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourg
 		}
 		return nil, serverError(err)
 	}
+	s.traceDeliveries(ctx, m.Topic, msgs)
 	return &hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}, nil
 }
 
@@ -294,6 +300,7 @@ func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStream
 		}
 		// A message leased here that fails to reach the caller is handed
 		// out again when its lease ends.
+		s.traceDeliveries(ctx, m.Topic, msgs)
 		if err := send(&hourglassv1.ReceiveStreamResponse{Messages: toMessages(msgs)}); err != nil {
 			return err
 		}
@@ -499,6 +506,7 @@ func (s api) Stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourglass
 			Topic: t.name, Delivered: int64(t.q.Delivered), Acked: int64(t.q.Acked), Nacked: int64(t.q.Nacked),
 			Redelivered: int64(t.q.Redelivered), DeadLettered: int64(t.q.DeadLettered), Ready: t.q.Backlog,
 			Leased: int64(t.q.Leased), Scheduled: t.scheduled, Expired: int64(t.q.Expired),
+			FlowHeld: t.q.FlowHeld, FlowKeysHeld: int64(t.q.FlowKeysHeld),
 		})
 	}
 	buckets, err := s.metrics.src.Load().pending(now)

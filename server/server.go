@@ -17,9 +17,11 @@
 //     Nothing of a rejected Schedule or ScheduleBatch is stored: every
 //     message of a batch is checked before the batch is handed, whole, to
 //     the engine's atomic ScheduleBatch.
-//   - With a token set, every RPC and /metrics need "Authorization: Bearer
-//     <token>"; /healthz, /readyz, grpc.health.v1's Check and reflection
-//     stay open (the health Watch stream needs the token).
+//   - With a token or credentials set, every RPC and /metrics need a
+//     credential (a bearer token or a client certificate) whose verbs and
+//     topics allow the call (access_rules.go); /healthz, /readyz,
+//     grpc.health.v1's Check and reflection stay open (the health Watch
+//     stream needs a credential).
 //   - Conditions a client should retry later answer Unavailable or
 //     ResourceExhausted, never Internal: shutting down, a full disk, too
 //     many open files, a limit on long polls, streams or request size.
@@ -39,8 +41,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/health"
 
+	"github.com/hourglassmq/hourglass/access"
+	"github.com/hourglassmq/hourglass/audit"
 	"github.com/hourglassmq/hourglass/console"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/units"
@@ -105,8 +110,19 @@ type Options struct {
 	// DelayLevels maps delay_level 1, 2, ... to delays; default
 	// units.DefaultDelayLevels.
 	DelayLevels []time.Duration
-	// AuthToken, if set, is the bearer token every RPC and /metrics need.
+	// AuthToken, if set, is a bearer token that may do everything (the
+	// credential "admin").
 	AuthToken string
+	// Audit, if set, is the audit trail: every operator change (the RPCs
+	// access_rules.go marks, a credentials reload) is appended to it, and
+	// ListAudit reads it.
+	Audit *audit.Log
+	// CredentialsFile, if set, names the credentials file (package
+	// access): named tokens and client certificate names, each with its
+	// verbs on its topics. It is read by New and by ReloadCredentials.
+	// With neither AuthToken nor CredentialsFile every caller may do
+	// everything.
+	CredentialsFile string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// ExternalSink names the sink due messages go to when it is not the
@@ -114,6 +130,10 @@ type Options struct {
 	// letters, and Receive of any other topic is refused with a message
 	// saying where the messages go. "" for the queue.
 	ExternalSink string
+	// TracerProvider, if set, records a span per Schedule call and per
+	// message handed to a consumer (tracing.go); nil: no spans (a
+	// caller's trace context is still stored with its messages).
+	TracerProvider trace.TracerProvider
 	// Pprof serves the Go runtime profiles (net/http/pprof) under
 	// /debug/pprof/, behind AuthToken like /metrics.
 	Pprof bool
@@ -169,6 +189,8 @@ const (
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
 	opts    Options
+	backup  sync.Mutex   // held while a backup (serveBackup) runs: one at a time
+	tracer  trace.Tracer // nil: tracing off (tracing.go)
 	eng     core
 	q       *queue.Queue // nil in cluster mode
 	recv    Receiver     // q, or the cluster node
@@ -197,6 +219,9 @@ type Server struct {
 	// stored, then a control record) with those of the recurring schedules
 	// that name one (calendarsLocked).
 	calendarMu sync.Mutex
+	// creds are the credentials of Options.CredentialsFile, swapped whole
+	// by ReloadCredentials; nil without a file.
+	creds atomic.Pointer[access.Set]
 }
 
 // New returns a Server over opts.Engine and opts.Queue.
@@ -274,6 +299,16 @@ func New(opts Options) (*Server, error) {
 		s.eng, s.recv = engineCore{opts.Engine}, opts.Queue
 		s.metrics.attach(&sources{eng: opts.Engine, q: opts.Queue, dataDir: opts.DataDir, segDur: opts.SegmentDuration})
 	}
+	if opts.CredentialsFile != "" {
+		set, err := access.Load(opts.CredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.creds.Store(set)
+	}
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer(tracerName)
+	}
 	s.polls, s.stopPolls = context.WithCancel(context.Background())
 	s.levelsText = levelsText(opts.DelayLevels)
 	return s, nil
@@ -294,16 +329,17 @@ func (s *Server) Handler() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", requireToken(s.opts.AuthToken,
+	mux.Handle("GET /metrics", s.require(access.Read,
 		promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})))
+	mux.Handle("POST "+BackupPath, s.require(access.Manage, http.HandlerFunc(s.serveBackup)))
 	// The web console: static files; its data comes from the API above.
 	mux.Handle("GET "+console.Prefix, console.Handler())
 	if s.opts.Pprof {
-		mux.Handle("GET /debug/pprof/", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Index)))
-		mux.Handle("GET /debug/pprof/cmdline", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Cmdline)))
-		mux.Handle("GET /debug/pprof/profile", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Profile)))
-		mux.Handle("GET /debug/pprof/symbol", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Symbol)))
-		mux.Handle("GET /debug/pprof/trace", requireToken(s.opts.AuthToken, http.HandlerFunc(pprof.Trace)))
+		mux.Handle("GET /debug/pprof/", s.require(access.Manage, http.HandlerFunc(pprof.Index)))
+		mux.Handle("GET /debug/pprof/cmdline", s.require(access.Manage, http.HandlerFunc(pprof.Cmdline)))
+		mux.Handle("GET /debug/pprof/profile", s.require(access.Manage, http.HandlerFunc(pprof.Profile)))
+		mux.Handle("GET /debug/pprof/symbol", s.require(access.Manage, http.HandlerFunc(pprof.Symbol)))
+		mux.Handle("GET /debug/pprof/trace", s.require(access.Manage, http.HandlerFunc(pprof.Trace)))
 	}
 	return s.withCORS(bodyDeadline(s.opts.BodyTimeout, s.opts.MaxRequestBytes+(64<<10), mux))
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hourglassmq/hourglass/engine"
@@ -102,10 +103,13 @@ func (s *sources) pending(now time.Time) ([]bucketCount, error) {
 	return out, err
 }
 
-// usage is the size of one log's files.
+// usage is the size of one log's files: the sum of their sizes, and the
+// space allocated to them on disk (what du counts; less than bytes while
+// preallocated segments are unwritten, on file systems that leave them
+// sparse).
 type usage struct {
-	log          string
-	bytes, files int64
+	log                     string
+	bytes, allocated, files int64
 }
 
 // diskUsage adds up the files of the engine's and the queue's logs. It
@@ -123,12 +127,22 @@ func diskUsage(dataDir string) []usage {
 			}
 			if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
 				out[i].bytes += info.Size()
+				out[i].allocated += allocated(info)
 				out[i].files++
 			}
 			return nil
 		})
 	}
 	return out
+}
+
+// allocated is the space a file takes on disk: its 512-byte blocks, as
+// du counts them, or its size where the system does not say.
+func allocated(info fs.FileInfo) int64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return int64(st.Blocks) * 512
+	}
+	return info.Size()
 }
 
 // QueueDir is where the server's queue lives inside a data directory.

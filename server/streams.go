@@ -225,7 +225,9 @@ func (c *streamCommit) commit(items []streamItem) {
 			reqs = append(reqs, it.reqs...)
 		}
 	}
+	end := c.s.traceSchedule(c.ctx, reqs)
 	ids, err := c.s.schedule(c.ctx, reqs)
+	end(ids, err)
 	if err != nil && len(items) > 1 && status.Code(err) == codes.InvalidArgument {
 		// Refused whole, nothing stored: let each request answer for
 		// itself (the engine checks times against its own clock, a moment
@@ -436,6 +438,7 @@ func (c *consumer) push(ctx context.Context, maxBatch int, lease time.Duration) 
 		c.mu.Unlock()
 		// A message leased here that fails to reach the consumer is handed
 		// out again when its lease ends.
+		c.s.traceDeliveries(ctx, c.topic, msgs)
 		if err := c.send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{
 			Messages: &hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}}}); err != nil {
 			return err

@@ -129,33 +129,21 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if len(m.IdempotencyKey) > engine.MaxIdempotencyKey {
 		return invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
 	}
-	if m.IdempotencyKey != "" && len(m.Headers) > message.MaxHeaders-2 {
-		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as two headers (the key and its time): at most %d headers with a key", len(m.Headers), message.MaxHeaders-2)))
-	}
 	if !utf8.ValidString(m.IdempotencyKey) {
 		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
 	}
-	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
-	if len(m.Headers) > 0 {
-		req.Headers = make([]message.Header, len(m.Headers))
-		size := 0
-		for i, h := range m.Headers {
-			if h == nil || h.Key == "" {
-				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
-			}
-			if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
-				return invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
-			}
-			if message.Reserved(h.Key) {
-				return invalid("%s", field(prefix, reservedText(i, h.Key)))
-			}
-			size += len(h.Key) + len(h.Value)
-			req.Headers[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
-		}
-		if size > MaxHeaderBytes {
-			return invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
-		}
+	if len(m.FlowKey) > message.MaxFlowKey {
+		return invalid("%s", field(prefix, fmt.Sprintf("flow_key is %d bytes; at most %d", len(m.FlowKey), message.MaxFlowKey)))
 	}
+	if !utf8.ValidString(m.FlowKey) {
+		return invalid("%s", field(prefix, "flow_key is not valid UTF-8; a key is text"))
+	}
+	req.Topic, req.Body, req.IdempotencyKey, req.FlowKey = m.Topic, m.Body, m.IdempotencyKey, m.FlowKey
+	hs, err := checkHeaders(prefix, m.Headers)
+	if err != nil {
+		return err
+	}
+	req.Headers = hs
 	maxDelay := s.opts.MaxDelay
 	switch w := m.When.(type) {
 	case nil:
@@ -198,6 +186,26 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	default:
 		return invalid("%s", field(prefix, "unknown kind of delivery time"))
 	}
+	switch x := m.Expiry.(type) {
+	case *hourglassv1.ScheduleRequest_ExpireAt:
+		if err := x.ExpireAt.CheckValid(); err != nil {
+			return invalid("%s", field(prefix, "expire_at is not a valid time: "+err.Error()+"; want 0001-01-01 to 9999-12-31 UTC"))
+		}
+		req.ExpireAt = x.ExpireAt.AsTime()
+		if req.ExpireAt.IsZero() {
+			req.ExpireAt = time.UnixMilli(0) // the engine reads a zero ExpireAt as none
+		}
+	case *hourglassv1.ScheduleRequest_TtlMs:
+		if x.TtlMs < 1 || x.TtlMs > maxDelay.Milliseconds() {
+			return invalid("%s", field(prefix, fmt.Sprintf("ttl_ms %d: from 1 to %d (%s, the server's --max-delay), milliseconds after the delivery time",
+				x.TtlMs, maxDelay.Milliseconds(), units.FormatDuration(maxDelay))))
+		}
+		req.TTL = time.Duration(x.TtlMs) * time.Millisecond
+	}
+	if n := req.AddedHeaders(); n > 0 && len(m.Headers) > message.MaxHeaders-n {
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d of one's own with these fields: the server stores an idempotency_key as two headers, a flow_key and an expiry as one each, of %d in all",
+			len(m.Headers), message.MaxHeaders-n, message.MaxHeaders)))
+	}
 	if !topicOK {
 		// Last: a message refused for another reason admits no topic.
 		return s.admit(prefix, m.Topic)
@@ -205,13 +213,43 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	return nil
 }
 
+// checkHeaders checks a request's headers (their number is checked
+// already) and returns them as the engine's; nil for none.
+func checkHeaders(prefix string, in []*hourglassv1.Header) ([]message.Header, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	hs := make([]message.Header, len(in))
+	size := 0
+	for i, h := range in {
+		if h == nil || h.Key == "" {
+			return nil, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] has an empty key; a header needs a key", i)))
+		}
+		if !utf8.ValidString(h.Key) || !utf8.ValidString(h.Value) {
+			return nil, invalid("%s", field(prefix, fmt.Sprintf("headers[%d] is not valid UTF-8; keys and values are text", i)))
+		}
+		if message.Reserved(h.Key) {
+			return nil, invalid("%s", field(prefix, reservedText(i, h.Key)))
+		}
+		size += len(h.Key) + len(h.Value)
+		hs[i] = message.Header{Key: []byte(h.Key), Value: []byte(h.Value)}
+	}
+	if size > MaxHeaderBytes {
+		return nil, invalid("%s", field(prefix, fmt.Sprintf("headers hold %d bytes of keys and values; at most %d", size, MaxHeaderBytes)))
+	}
+	return hs, nil
+}
+
 // reservedText says why headers[i], named key, is refused: the server
 // sets the headers of its prefix itself, from the request's own fields.
 func reservedText(i int, key string) string {
 	why := fmt.Sprintf("headers[%d] %q: the prefix %q is reserved for the headers the server sets itself "+
-		"(idempotency keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
-	if strings.EqualFold(key, engine.IdempotencyHeader) {
+		"(idempotency keys, flow keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
+	switch {
+	case strings.EqualFold(key, engine.IdempotencyHeader):
 		why += ", or set idempotency_key"
+	case strings.EqualFold(key, message.FlowKeyHeader):
+		why += ", or set flow_key"
 	}
 	return why
 }

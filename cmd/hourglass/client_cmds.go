@@ -120,7 +120,7 @@ func sendCommand() *cli.Command {
 		Name:  "send",
 		Usage: "schedule messages on a running server and print their IDs",
 		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now | --calendar C (--working-days N [--at-time HH:MM] | --working-hours H))\n" +
-			"               [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--count N]",
+			"               [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--flow-key K] [--ttl D | --expire-at TIME] [--count N]",
 		Description: `Schedules --count messages (default 1) with the same --topic, --body and time,
 and prints each message's ID (32 hex digits) on its own line, in order.
 
@@ -164,6 +164,9 @@ With --count above 1 the messages go through the client's batching producer
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
 		}, workingFlags(), bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
+			&cli.StringFlag{Name: "flow-key", Usage: "flow `KEY` the topic's flow policy counts the message under (a tenant, an account), at most 200 bytes; not the idempotency key"},
+			&cli.StringFlag{Name: "ttl", Usage: "expire `DURATION` after the delivery time: never delivered after (dead-lettered, reason expired)"},
+			&cli.StringFlag{Name: "expire-at", Usage: "expire at this `TIME` (RFC 3339), after the delivery time"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
 		})...),
 		OnUsageError: usageError,
@@ -179,9 +182,28 @@ func runSend(c *cli.Context) error {
 	if len(rest) > 0 {
 		return commandError(c, "takes one topic, got %q after %q; the body goes in --body", rest, topic)
 	}
-	m := client.Message{Topic: topic, IdempotencyKey: c.String("key")}
+	m := client.Message{Topic: topic, IdempotencyKey: c.String("key"), FlowKey: c.String("flow-key")}
+	if c.IsSet("flow-key") && m.FlowKey == "" {
+		return commandError(c, "--flow-key is empty: give a key, or leave --flow-key out")
+	}
 	if h, ok := c.Generic("header").(*headerFlag); ok && len(h.m) > 0 {
 		m.Headers = h.m
+	}
+	switch {
+	case c.IsSet("ttl") && c.IsSet("expire-at"):
+		return commandError(c, "--ttl and --expire-at: give one of them (when the message expires)")
+	case c.IsSet("ttl"):
+		d, err := units.ParseDuration(c.String("ttl"))
+		if err != nil || d <= 0 {
+			return commandError(c, "--ttl %q: want a duration above 0 with a unit, such as 30s, 10m or 7d", c.String("ttl"))
+		}
+		m.TTL = d
+	case c.IsSet("expire-at"):
+		at, err := time.Parse(time.RFC3339Nano, c.String("expire-at"))
+		if err != nil {
+			return commandError(c, "--expire-at %q: want an RFC 3339 time such as 2030-01-02T09:00:00Z", c.String("expire-at"))
+		}
+		m.ExpireAt = at
 	}
 	if c.IsSet("key") && m.IdempotencyKey == "" {
 		return commandError(c, "--key is empty: give a key, or leave --key out")

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
 
 	"github.com/hourglassmq/hourglass/internal/buildinfo"
 )
@@ -55,6 +56,7 @@ func newApp() *cli.App {
 			recvCommand(),
 			cancelCommand(),
 			rescheduleCommand(),
+			editCommand(),
 			getCommand(),
 			listCommand(),
 			ackCommand(),
@@ -70,8 +72,11 @@ func newApp() *cli.App {
 			scheduleCommand(),
 			calendarCommand(),
 			statsCommand(),
+			credentialsCommand(),
+			auditCommand(),
 			inspectCommand(),
 			repairCommand(),
+			backupCommand(),
 			versionCommand(),
 		},
 	}
@@ -100,9 +105,9 @@ func usageError(c *cli.Context, err error, _ bool) error {
 			continue
 		}
 		switch f.(type) {
-		case *cli.DurationFlag:
+		case *cli.DurationFlag, *altsrc.DurationFlag:
 			hint = "; --" + name + " takes a duration with a unit, such as 500ms, 10s, 2m or 1h"
-		case *cli.IntFlag:
+		case *cli.IntFlag, *altsrc.IntFlag:
 			hint = "; --" + name + " takes a whole number"
 		case *cli.Float64Flag:
 			hint = "; --" + name + " takes a number, such as 50 or 0.5"

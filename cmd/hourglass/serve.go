@@ -81,6 +81,7 @@ type serveConfig struct {
 	node            hourglass.Config
 	listen          string
 	tlsCert, tlsKey string
+	clientCA        string // --tls-client-ca
 	shutdownTO      time.Duration
 	memLimit        uint64       // --memory-limit; 0: leave the runtime's alone
 	logger          *slog.Logger // log.Logger, for what takes a *slog.Logger
@@ -91,10 +92,14 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	if c.NArg() > 0 {
 		return nil, fmt.Errorf("serve takes no arguments, got %q", c.Args().Slice())
 	}
-	cfg := &serveConfig{listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"), shutdownTO: c.Duration("shutdown-timeout")}
+	if err := applyConfigFile(c); err != nil {
+		return nil, err
+	}
+	cfg := &serveConfig{listen: c.String("listen"), tlsCert: c.String("tls-cert"), tlsKey: c.String("tls-key"), clientCA: c.String("tls-client-ca"), shutdownTO: c.Duration("shutdown-timeout")}
 	n := &cfg.node
 	*n = hourglass.DefaultConfig()
 	n.DataDir, n.SegmentDuration, n.AuthToken, n.Pprof = c.String("data-dir"), c.Duration("segment-duration"), c.String("auth-token"), c.Bool("pprof")
+	n.CredentialsFile = c.String("credentials")
 	n.MaxAttempts, n.DefaultLease, n.MaxTopics, n.TopicIdleTimeout = c.Int("max-attempts"), c.Duration("default-lease"), c.Int("max-topics"), c.Duration("topic-idle-timeout")
 	n.CORSOrigins, n.MaxStreams, n.MaxStreamsPerConn, n.IdleTimeout = c.StringSlice("cors-origin"), c.Int("max-streams"), c.Int("max-streams-per-conn"), c.Duration("idle-timeout")
 	n.HandoffLead, n.IdempotencyWindow = c.Duration("handoff-lead"), c.Duration("idempotency-window")
@@ -159,6 +164,17 @@ func parseServe(c *cli.Context) (*serveConfig, error) {
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither for plain text (h2c)")
+	}
+	if n.AuditMaxBytes, err = units.ParseSize(c.String("audit-max-size")); err != nil || n.AuditMaxBytes < 64<<10 {
+		return nil, fmt.Errorf("--audit-max-size %q: a size of at least 64KiB (64MiB, 1GiB)", c.String("audit-max-size"))
+	}
+	if a := c.String("audit-max-age"); a != "0" {
+		if n.AuditMaxAge, err = units.ParseDuration(a); err != nil || n.AuditMaxAge <= 0 {
+			return nil, fmt.Errorf("--audit-max-age %q: a positive duration (30d, 1y), or 0 to keep entries until --audit-max-size needs the room", a)
+		}
+	}
+	if cfg.clientCA != "" && (cfg.tlsCert == "" || n.CredentialsFile == "") {
+		return nil, errors.New("--tls-client-ca needs --tls-cert (client certificates come over TLS) and --credentials (which names the certificates)")
 	}
 	if n.DelayLevels, err = units.ParseDelayLevels(c.String("delay-levels")); err != nil {
 		return nil, fmt.Errorf("--delay-levels: %w", err)
@@ -270,6 +286,22 @@ func openAndServe(c *cli.Context, cfg *serveConfig) error {
 		return fmt.Errorf("--listen %s: %w", cfg.listen, err)
 	}
 	hc := cfg.node
+	tp, err := tracerProvider(c.Context)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tp != nil {
+		hc.TracerProvider = tp
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				cfg.logger.Warn("traces: the last spans were not exported", "err", err)
+			}
+		}()
+		cfg.logger.Info("traces: exporting spans over OTLP (OTEL_* environment)")
+	}
 	attrs := []any{"sink", hc.Sink, "handoff_lead", hc.HandoffLead}
 	if cl := hc.Cluster; cl != nil {
 		if err := defaultNodeID(cl, cfg.tlsCert != "", ln); err != nil {
@@ -320,9 +352,19 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
 		}
 		scheme += ", over TLS"
-		go func() {
-			served <- node.ServeTLS(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-		}()
+		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if cfg.clientCA != "" {
+			pool, err := loadCAs(cfg.clientCA)
+			if err != nil {
+				ln.Close()
+				node.Close()
+				return err
+			}
+			// A client without a certificate may still send a token.
+			tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+			scheme += " with client certificates"
+		}
+		go func() { served <- node.ServeTLS(ln, tc) }()
 	} else {
 		go func() { served <- node.Serve(ln) }()
 	}
@@ -330,8 +372,10 @@ func serveNode(c *cli.Context, cfg *serveConfig, ln net.Listener, node *hourglas
 	n := &cfg.node
 	log.Info("serving", append([]any{"addr", ln.Addr().String(), "data_dir", n.DataDir, "fsync", n.Fsync.String(),
 		"segment_duration", n.SegmentDuration, "max_delay", units.FormatDuration(n.MaxDelay), "max_body", n.MaxBody,
-		"max_attempts", n.MaxAttempts, "auth", n.AuthToken != "", "tls", cfg.tlsCert != "", "cors", len(n.CORSOrigins) > 0}, attrs...)...)
+		"max_attempts", n.MaxAttempts, "auth", n.AuthToken != "" || n.CredentialsFile != "", "tls", cfg.tlsCert != "", "cors", len(n.CORSOrigins) > 0}, attrs...)...)
 	go waitReady()
+	stopHUP := reloadOnHUP(log, cfg, node)
+	defer stopHUP()
 
 	var serveErr error
 	select {

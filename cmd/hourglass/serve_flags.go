@@ -15,6 +15,7 @@ import (
 // The categories serve --help groups its flags in; urfave/cli lists them
 // in the order of their names.
 const (
+	catAccess   = "Access (docs/OPERATIONS.md, Access)"
 	catData     = "Data and durability"
 	catListen   = "Listening"
 	catLogs     = "Logs and profiles"
@@ -23,11 +24,17 @@ const (
 	catLimits   = "Resource limits"
 	catSinks    = "Sinks (--sink)"
 	catCluster  = "With --cluster (cluster mode, docs/CLUSTER.md)"
+	catConfig   = "Config file"
 )
 
 // serveFlags are serve's flags, each with a usage of one short line;
-// docs/CLI.md ("The server") says the rest.
+// docs/CLI.md ("The server") says the rest. Each can be set in the file
+// --config names, too.
 func serveFlags() []cli.Flag {
+	return withConfigFile(append([]cli.Flag{configFlag()}, serveFlagList()...))
+}
+
+func serveFlagList() []cli.Flag {
 	data := dataDirFlag("`PATH` of the messages; created if missing, locked while serving").(*cli.StringFlag)
 	data.Category = catData
 	d := hourglass.DefaultConfig() // the one owner of the defaults
@@ -46,8 +53,16 @@ func serveFlags() []cli.Flag {
 			Usage: "serve TLS with this certificate `FILE` (PEM)"},
 		&cli.StringFlag{Name: "tls-key", Category: catListen, EnvVars: envVar("tls-key"),
 			Usage: "the private key `FILE` (PEM) of --tls-cert"},
-		&cli.StringFlag{Name: "auth-token", Category: catListen, EnvVars: envVar("auth-token"),
-			Usage: "require this bearer `TOKEN` on each RPC and /metrics"},
+		&cli.StringFlag{Name: "auth-token", Category: catAccess, EnvVars: envVar("auth-token"),
+			Usage: "a bearer `TOKEN` that may do everything (credential admin)"},
+		&cli.StringFlag{Name: "credentials", Category: catAccess, EnvVars: envVar("credentials"),
+			Usage: "named credentials `FILE` (YAML: tokens, roles, topics); reread on SIGHUP"},
+		&cli.StringFlag{Name: "audit-max-size", Category: catAccess, Value: "64MiB", EnvVars: envVar("audit-max-size"),
+			Usage: "keep at most this `SIZE` of audit trail (data-dir/audit)"},
+		&cli.StringFlag{Name: "audit-max-age", Category: catAccess, Value: "0", EnvVars: envVar("audit-max-age"),
+			Usage: "drop audit entries older than this `DURATION` (90d); 0: by size only"},
+		&cli.StringFlag{Name: "tls-client-ca", Category: catAccess, EnvVars: envVar("tls-client-ca"),
+			Usage: "verify client certificates against this CA `FILE` (PEM); needs --tls-cert"},
 		&cli.StringSliceFlag{Name: "cors-origin", Category: catListen, EnvVars: envVar("cors-origin"),
 			Usage: "let pages of this `ORIGIN` (or *) call the API; repeatable"},
 

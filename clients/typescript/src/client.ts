@@ -3,6 +3,7 @@
 // any Connect transport (see ./node.ts and ./web.ts).
 
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { context, propagation, type TextMapSetter } from "@opentelemetry/api";
 import { timestampDate, timestampFromDate, type Timestamp } from "@bufbuild/protobuf/wkt";
 import {
   CancelResult as PbCancelResult,
@@ -62,6 +63,12 @@ export interface ScheduleInput {
    * cancelled, looked up and rescheduled by { topic, key } for its whole life.
    */
   key?: string;
+  /**
+   * A flow key (a tenant, an account): the topic's flow policy bounds and orders messages per
+   * key (flowConcurrency, flowRate, flowOrdered, flowFair). Not the idempotency key: many
+   * messages share one. Delivered as the header "hourglass-flow-key".
+   */
+  flowKey?: string;
 }
 
 /** What the server stored: the message's id and when it will be delivered. */
@@ -125,6 +132,15 @@ export interface StoredMessage {
   attempt: number;
   /** The first attempt's id of a retry or reschedule; the id itself otherwise. */
   originId: string;
+  /** Set on a dead letter (a message of "<topic>.dlq", or one get finds dead-lettered): why it died. */
+  deadLetter?: {
+    originTopic: string;
+    /** "max-attempts", "nacked" or "sink". */
+    reason: string;
+    lastError: string;
+    attempts: number;
+    at?: Date;
+  };
 }
 
 /** A due message handed to a consumer under a lease. */
@@ -134,15 +150,6 @@ export interface Delivery extends StoredMessage {
   leaseExpiresAt: Date;
   /** Names this lease: acks and nacks act only while it holds. */
   receipt: string;
-  /** Set on a message of a dead-letter topic ("<topic>.dlq"). */
-  deadLetter?: {
-    originTopic: string;
-    /** "max-attempts", "nacked" or "sink". */
-    reason: string;
-    lastError: string;
-    attempts: number;
-    at?: Date;
-  };
 }
 
 /** Options of every client. */
@@ -155,7 +162,14 @@ export interface ClientOptions {
 
 /** The interceptors options ask for. */
 export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
-  const out: Interceptor[] = [];
+  // The W3C trace context of the active span (with an OpenTelemetry SDK registered): the server
+  // stores a Schedule's with its messages, and consume starts each handler's span under it.
+  const out: Interceptor[] = [
+    (next) => (req) => {
+      propagation.inject(context.active(), req.header, headerSetter);
+      return next(req);
+    },
+  ];
   const token = options.token;
   if (token) {
     out.push((next) => (req) => {
@@ -165,6 +179,8 @@ export function interceptorsOf(options: ClientOptions = {}): Interceptor[] {
   }
   return out.concat(options.interceptors ?? []);
 }
+
+const headerSetter: TextMapSetter<Headers> = { set: (h, k, v) => h.set(k, v) };
 
 const encoder = new TextEncoder();
 
@@ -192,6 +208,7 @@ function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequ
     headers: Object.entries(m.headers ?? {}).map(([key, value]) => ({ key, value })),
     when,
     idempotencyKey: m.key ?? "",
+    flowKey: m.flowKey ?? "",
   };
 }
 
@@ -210,7 +227,7 @@ function headersOf(m: PbMessage): Record<string, string> {
 }
 
 function storedOf(m: PbMessage): StoredMessage {
-  return {
+  const s: StoredMessage = {
     id: m.id,
     topic: m.topic,
     headers: headersOf(m),
@@ -219,6 +236,17 @@ function storedOf(m: PbMessage): StoredMessage {
     attempt: m.attempt,
     originId: m.originId || m.id,
   };
+  if (m.deadLetter) {
+    const dl = m.deadLetter;
+    s.deadLetter = {
+      originTopic: dl.originTopic,
+      reason: dl.reason,
+      lastError: dl.lastError,
+      attempts: dl.attempts,
+      at: dateOf(dl.at),
+    };
+  }
+  return s;
 }
 
 /** deliveryOf turns a received message into a Delivery. */
@@ -231,16 +259,6 @@ export function deliveryOf(m: PbMessage): Delivery {
     leaseExpiresAt: dateOf(m.leaseExpiresAt) ?? epoch,
     receipt: m.receipt,
   };
-  if (m.deadLetter) {
-    const dl = m.deadLetter;
-    d.deadLetter = {
-      originTopic: dl.originTopic,
-      reason: dl.reason,
-      lastError: dl.lastError,
-      attempts: dl.attempts,
-      at: dateOf(dl.at),
-    };
-  }
   return d;
 }
 

@@ -3,6 +3,7 @@
 // once, and settles it by the handler's result: acks in batches (AckBatch), nacks one by one.
 
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type TextMapGetter } from "@opentelemetry/api";
 import type { Delivery, HourglassClient } from "./client.js";
 
 /** Have the message delivered again after delayMs (a nack with that delay). */
@@ -117,7 +118,7 @@ async function handle(
 ): Promise<void> {
   let result: HandlerResult;
   try {
-    result = await handler(d, { signal });
+    result = await traced(d, () => handler(d, { signal }));
   } catch (err) {
     await c.nack(d, { reason: reasonOf(err) }).catch(report);
     return;
@@ -131,6 +132,45 @@ async function handle(
       ? c.nack(d, { delayMs: result.delayMs, reason: cut(result.reason) })
       : c.nack(d, { deadLetter: true, reason: cut(result.reason) });
   await settle.catch(report);
+}
+
+/** The headers in which the server hands over the producer's W3C trace context. */
+export const traceParentHeader = "hourglass-traceparent";
+export const traceStateHeader = "hourglass-tracestate";
+
+/** Reads a delivery's stored trace context as the standard traceparent and tracestate. */
+const deliveryGetter: TextMapGetter<Record<string, string>> = {
+  keys: () => ["traceparent", "tracestate"],
+  get: (h, key) => (key === "traceparent" ? h[traceParentHeader] : key === "tracestate" ? h[traceStateHeader] : undefined),
+};
+
+/**
+ * Runs f in a span "process <topic>" (kind consumer), a child of the producer's span when d
+ * carries its context, on the global OpenTelemetry tracer provider (a no-op until an SDK is
+ * registered); the span is active while f runs.
+ */
+function traced<T>(d: Delivery, f: () => T | Promise<T>): Promise<T> {
+  const parent = propagation.extract(ROOT_CONTEXT, d.headers, deliveryGetter);
+  const attributes = {
+    "messaging.system": "hourglass",
+    "messaging.operation.type": "process",
+    "messaging.destination.name": d.topic,
+    "messaging.message.id": d.id,
+    "hourglass.attempt": d.attempt,
+  };
+  return trace
+    .getTracer("@hourglassmq/client")
+    .startActiveSpan(`process ${d.topic}`, { kind: SpanKind.CONSUMER, attributes }, parent, async (span) => {
+      try {
+        return await f();
+      } catch (err) {
+        span.recordException(err instanceof Error ? err : String(err));
+        span.setStatus({ code: SpanStatusCode.ERROR, message: reasonOf(err) });
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
 }
 
 function reasonOf(err: unknown): string {

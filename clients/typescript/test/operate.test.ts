@@ -164,6 +164,27 @@ for (const [name, make] of Object.entries(clients)) {
       await rejectsWith(c.setPolicy(t, { maxAttempts: 1001 }), Code.InvalidArgument);
     });
 
+    test("get of the first id after three nacks under a backoff policy: dead-lettered, with why", async () => {
+      const t = topic("retried");
+      await c.setPolicy(t, { maxAttempts: 3, backoff: { initialMs: 50, maxMs: 50, multiplier: 1 } });
+      const m = await c.schedule({ topic: t, body: "job" });
+      let last = "";
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const [d] = await c.receive(t, { waitMs: 10_000 });
+        assert.equal(d?.attempt, attempt);
+        assert.equal(d.originId, m.id);
+        await c.nack(d, { reason: "boom" });
+        last = d.id;
+      }
+      const f = await c.get(m.id);
+      assert.equal(f.state, "dead-lettered");
+      assert.equal(f.deadLetterTopic, `${t}.dlq`);
+      assert.equal(f.rescheduledTo, last);
+      assert.equal(f.message?.deadLetter?.reason, "max-attempts");
+      assert.equal(f.message?.deadLetter?.lastError, "boom");
+      assert.equal(f.message?.deadLetter?.attempts, 3);
+    });
+
     test("redrive moves dead letters back; purge and deleteTopic remove what a topic holds", async () => {
       const t = topic("dl");
       const m = await c.schedule({ topic: t, body: "poison" });

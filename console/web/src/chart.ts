@@ -20,6 +20,29 @@ function follow(u: uPlot, el: HTMLElement, height: number): () => void {
   return () => ro.disconnect();
 }
 
+const pad = (n: number) => String(n).padStart(2, "0");
+
+/**
+ * timeAxis labels a time axis in local time, unambiguously: the year in
+ * full, month and day as numbers, as fine as the ticks are apart
+ * (2026-12-05, 12-05 14:00, 14:05:30).
+ */
+const timeAxis: uPlot.Axis = {
+  space: 70,
+  values: (u, splits, _axis, _space, incr) => {
+    const range = (u.scales.x.max ?? 0) - (u.scales.x.min ?? 0);
+    return splits.map((v) => {
+      const d = new Date(v * 1000);
+      const ymd = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+      const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+      if (incr >= 28 * 86400) return `${d.getFullYear()}-${pad(d.getMonth() + 1)}`;
+      if (incr >= 86400) return ymd;
+      if (range > 86400) return `${ymd.slice(5)} ${hm}`;
+      return incr < 60 ? `${hm}:${pad(d.getSeconds())}` : hm;
+    });
+  },
+};
+
 const colors = ["#2563eb", "#16a34a", "#dc2626", "#9333ea"];
 
 /**
@@ -34,7 +57,7 @@ export function bars(el: HTMLElement, label: string, height: number, log: boolea
     legend: { live: true },
     cursor: { drag: { x: true, y: false, setScale: false } },
     scales: { x: { time: true }, y: log ? { distr: 3, log: 10 } : {} },
-    axes: [{}, { size: 70, values: (_u, vals) => vals.map((v) => (v === null ? "" : compact(v))) }],
+    axes: [timeAxis, { size: 70, values: (_u, vals) => vals.map((v) => (v === null ? "" : compact(v))) }],
     series: [
       {},
       {
@@ -89,7 +112,7 @@ export function lines(el: HTMLElement, labels: string[], height: number, unit: s
       },
       y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] },
     },
-    axes: [{}, { size: 60, values: (_u, vals) => vals.map((v) => compact(v) + unit) }],
+    axes: [timeAxis, { size: 60, values: (_u, vals) => vals.map((v) => compact(v) + unit) }],
     series: [{}, ...labels.map((l, i) => ({ label: l, stroke: colors[i % colors.length], width: 2 }))],
   };
   const u = new uPlot(opts, [[], ...labels.map(() => [])], el);

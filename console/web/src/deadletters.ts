@@ -5,7 +5,7 @@ import { api, call, isUnimplemented, MessageState, type ListResponse, type Messa
 import { openDetail } from "./detail.js";
 import { busy, confirm, failed, fill, h, notify, row, setOptions, table, unavailable } from "./dom.js";
 import { num, shortId, when } from "./format.js";
-import { dlqSuffix, go, loadTopics, type Page } from "./page.js";
+import { dlqSuffix, go, loadTopics, replaceRoute, type Page } from "./page.js";
 
 const reasons = ["max-attempts", "nacked", "sink"];
 
@@ -16,7 +16,7 @@ export function deadLettersPage(params: URLSearchParams): Page {
   const reasonSel = h("select", { id: "dlq-reason", onchange: () => go("deadletters", reasonSel.value ? { topic, reason: reasonSel.value } : { topic }) },
     h("option", { value: "" }, "any reason"), reasons.map((r) => h("option", { value: r, selected: r === reason }, r)));
   const counts = h("p", { id: "dlq-count", class: "muted" });
-  const listEl = h("div", { id: "dlq-list" }, topic ? "Loading…" : h("p", { class: "empty" }, "Choose a topic."));
+  const listEl = h("div", { id: "dlq-list" }, "Loading…");
   const detail = h("section", { id: "detail", class: "card wide", hidden: true });
 
   const toIn = h("input", { id: "redrive-to", placeholder: "the topic each died on" });
@@ -28,8 +28,8 @@ export function deadLettersPage(params: URLSearchParams): Page {
   const progress = h("span", { id: "redrive-progress", class: "muted" });
   let stop = false;
   const stopBtn = h("button", { type: "button", class: "small", hidden: true, onclick: () => { stop = true; } }, "Stop");
-  const redriveBtn = h("button", { type: "button", id: "redrive-go", onclick: () => redrive() }, "Redrive");
-  const purgeBtn = h("button", { type: "button", id: "dlq-purge", class: "danger", onclick: () => purge() }, "Purge all");
+  const redriveBtn = h("button", { type: "button", id: "redrive-go", "data-verb": "manage", onclick: () => redrive() }, "Redrive");
+  const purgeBtn = h("button", { type: "button", id: "dlq-purge", class: "danger", "data-verb": "manage", onclick: () => purge() }, "Purge all");
   const selected = new Set<string>();
 
   const el = h("div", { class: "page deadletters" },
@@ -57,8 +57,16 @@ export function deadLettersPage(params: URLSearchParams): Page {
     for (const t of tp.infos ?? []) if (t.deadLettered > 0n) withDead.set(t.topic, Number(t.deadLettered));
     if (!tp.infos) for (const t of tp.stats.topics) if (t.topic.endsWith(dlqSuffix)) withDead.set(t.topic.slice(0, -dlqSuffix.length), Number(t.ready));
     const names = [...new Set([...tp.names, ...withDead.keys()])].sort();
-    setOptions(select, [["", "choose a topic"], ...names.map((n): [string, string] => [n, withDead.has(n) ? `${n} (${num(withDead.get(n)!)})` : n])], topic);
-    if (!topic) return;
+    if (!topic && names.length) {
+      // No topic asked for: the first with dead letters, else the first.
+      replaceRoute("deadletters", { topic: [...withDead.keys()].sort()[0] ?? names[0] });
+      return;
+    }
+    const shownNames = topic && !names.includes(topic) ? [...names, topic] : names;
+    setOptions(select, shownNames.length
+      ? shownNames.map((n): [string, string] => [n, withDead.has(n) ? `${n} (${num(withDead.get(n)!)})` : n])
+      : [["", "no topics yet"]], topic);
+    if (!topic) return void fill(listEl, h("p", { class: "empty" }, "No topics yet: schedule a message to create one."));
     total = withDead.get(topic) ?? 0;
     counts.textContent = `${num(total)} dead letters in ${topic}${dlqSuffix}`;
     let res: ListResponse;
@@ -78,7 +86,7 @@ export function deadLettersPage(params: URLSearchParams): Page {
         const d = m.deadLetter;
         return row({ "data-id": m.id }, [
           cb,
-          h("a", { href: "#", onclick: (ev: Event) => { ev.preventDefault(); openDetail(detail, { id: m.id }); } }, shortId(m.id)),
+          h("a", { href: "#", class: "open", onclick: (ev: Event) => { ev.preventDefault(); openDetail(detail, { id: m.id }, () => void refresh()); } }, shortId(m.id)),
           d?.reason ?? "—", d?.lastError ?? "", String(d?.attempts ?? m.attempt), when(d?.at, now), d?.originTopic ?? topic,
         ]);
       }), { id: "dlq-table" }),

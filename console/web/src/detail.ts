@@ -8,7 +8,8 @@ import {
 } from "./api.js";
 import { busy, confirm, failed, fill, form, h, notify, unavailable, type Child } from "./dom.js";
 import {
-  bodyHex, bodyJSON, bodyText, bytes, duration, parseDuration, shortId, toDate, toLocalInput, truncatedNote, when,
+  bodyHex, bodyJSON, bodyText, bytes, duration, internalHeaders, parseDuration, shortId, toDate, toLocalInput, truncatedNote,
+  userHeaders, when,
 } from "./format.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { GetRequestSchema, RescheduleRequestSchema } from "./api.js";
@@ -52,9 +53,12 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
   const reload = () => openDetail(el, { id: m.id }, onChange);
   const pending = res.state === MessageState.PENDING;
   const actionBar = h("div", { class: "actions" },
-    pending ? h("button", { id: "act-cancel", type: "button", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel") : null,
-    pending ? h("button", { id: "act-reschedule", type: "button", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
-    pending ? h("button", { id: "act-promote", type: "button", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
+    pending ? h("button", { id: "act-cancel", type: "button", "data-verb": "cancel", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel message") : null,
+    pending ? h("button", { id: "act-reschedule", type: "button", "data-verb": "cancel", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
+    pending ? h("button", { id: "act-promote", type: "button", "data-verb": "cancel", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
+    res.state === MessageState.DEAD_LETTERED && res.deadLetterTopic
+      ? h("button", { id: "act-redrive", type: "button", "data-verb": "manage", onclick: (ev: Event) => redriveOne(m, res.deadLetterTopic, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Redrive")
+      : null,
     h("button", { type: "button", class: "small", onclick: reload }, "Reload"));
   const body = h("pre", { id: "detail-body", class: "body" });
   const views: [string, () => string | null][] = [
@@ -83,13 +87,14 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
       res.state === MessageState.LEASED ? kv("Lease ends", when(res.leaseExpiresAt)) : null,
       res.queueAttempt ? kv("Queue attempts", String(res.queueAttempt)) : null,
       res.deadLetterTopic ? kv("Dead-letter topic", res.deadLetterTopic) : null,
-      res.rescheduledTo ? kv("Rescheduled to", h("a", { href: "#", onclick: (ev: Event) => { ev.preventDefault(); openDetail(el, { id: res.rescheduledTo }, onChange); } }, res.rescheduledTo)) : null,
-      dl ? kv("Dead letter", `${dl.reason} on ${dl.originTopic} after ${dl.attempts} attempts${dl.lastError ? `: ${dl.lastError}` : ""}`) : null,
+      // Get by an earlier ID answers for the message as it is now: under
+      // the ID of its latest incarnation (a retry, a reschedule).
+      res.rescheduledTo ? kv("Now as", h("a", { id: "detail-now-as", href: "#", onclick: (ev: Event) => { ev.preventDefault(); openDetail(el, { id: res.rescheduledTo }, onChange); } }, res.rescheduledTo)) : null,
+      dl ? kv("Dead letter", h("span", { id: "detail-dead-letter" }, `${dl.reason} on ${dl.originTopic} after ${dl.attempts} attempts${dl.lastError ? `: ${dl.lastError}` : ""}`)) : null,
       kv("Body", bytes(m.body.length))),
     h("h3", null, "Headers"),
-    m.headers.length
-      ? h("table", { class: "headers" }, h("tbody", null, m.headers.map((x) => h("tr", null, h("th", null, x.key), h("td", null, x.value)))))
-      : h("p", { class: "muted" }, "none"),
+    headerTable(userHeaders(m.headers), "detail-headers"),
+    internalHeaders(m.headers).length ? [h("h3", null, "Internal"), headerTable(internalHeaders(m.headers), "detail-internal")] : null,
     h("h3", null, "Body"),
     tabs,
     truncatedNote(m.body) ? h("small", { class: "muted" }, truncatedNote(m.body)) : null,
@@ -97,8 +102,29 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
   showView(bodyJSON(m.body) !== null ? "json" : bodyText(m.body) !== null ? "text" : "hex");
 }
 
+function headerTable(hs: { key: string; value: string }[], id: string): HTMLElement {
+  return hs.length
+    ? h("table", { class: "headers", id }, h("tbody", null, hs.map((x) => h("tr", null, h("th", null, x.key), h("td", null, x.value)))))
+    : h("p", { class: "muted", id }, "none");
+}
+
+async function redriveOne(m: Message, dlq: string, btn: HTMLButtonElement, reload: () => void, onChange?: () => void): Promise<void> {
+  const to = m.deadLetter?.originTopic || m.topic;
+  if (!(await confirm("Redrive this dead letter?", `${m.id} goes back to ${to} from ${dlq} as a new first attempt.`, "Redrive"))) return;
+  await busy(btn, async () => {
+    try {
+      const res = await call("Redrive", () => api.redrive({ deadLetterTopic: dlq, ids: [m.id], maxMessages: 1 }));
+      notify(res.redriven > 0n ? "ok" : "err", res.redriven > 0n ? `Redriven: ${m.id} is back in ${to}` : `Redrive ${m.id}: not in ${dlq} any more`);
+      reload();
+      onChange?.();
+    } catch (e) {
+      failed(e);
+    }
+  });
+}
+
 async function cancelOne(m: Message, btn: HTMLButtonElement, reload: () => void, onChange?: () => void): Promise<void> {
-  if (!(await confirm("Cancel this message?", `${m.id} on ${m.topic} will never be delivered.`, "Cancel message"))) return;
+  if (!(await confirm("Cancel this message?", `${m.id} on ${m.topic} will never be delivered.`, "Cancel message", "Keep"))) return;
   await busy(btn, async () => {
     try {
       const res = await call("Cancel", () => api.cancel({ id: m.id }));

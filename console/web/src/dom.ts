@@ -38,7 +38,13 @@ export function fill(el: Element, ...children: Child[]): void {
   append(el, children);
 }
 
-/** notify shows a notice; successes go away by themselves, errors stay until closed. */
+/** How long a notice stays, in ms: an error a little longer than a success. */
+export const noticeMs = { ok: 4000, err: 8000 };
+
+/**
+ * notify shows a notice in the corner. It goes away by itself after
+ * noticeMs (sooner with its ×), and when the page changes (clearNotices).
+ */
 export function notify(kind: "ok" | "err", text: string): void {
   const box = document.getElementById("notices");
   if (!box) return;
@@ -46,7 +52,12 @@ export function notify(kind: "ok" | "err", text: string): void {
     h("span", null, text),
     h("button", { class: "close", "aria-label": "close", onclick: () => n.remove() }, "×"));
   box.appendChild(n);
-  if (kind === "ok") setTimeout(() => n.remove(), 8000);
+  setTimeout(() => n.remove(), noticeMs[kind]);
+}
+
+/** clearNotices removes every notice: what they said was about the page left. */
+export function clearNotices(): void {
+  document.getElementById("notices")?.replaceChildren();
 }
 
 /** failed shows an error of a call as a notice and returns it. */
@@ -73,15 +84,19 @@ function dialog(...children: Child[]): HTMLDialogElement {
   return d;
 }
 
-/** confirm asks before a destructive action; it resolves true only on the confirm button. */
-export function confirm(title: string, body: Child, action: string): Promise<boolean> {
+/**
+ * confirm asks before a destructive action; it resolves true only on the
+ * action button. The other button says what not acting means ("Keep" for
+ * a cancel), so that no dialog has two buttons of one name.
+ */
+export function confirm(title: string, body: Child, action: string, dismiss = "Back"): Promise<boolean> {
   return new Promise((resolve) => {
     let ok = false;
     const d = dialog(
       h("h2", null, title),
       h("div", { class: "dialog-body" }, body),
       h("div", { class: "dialog-buttons" },
-        h("button", { class: "dialog-cancel", type: "button", onclick: () => d.close() }, "Cancel"),
+        h("button", { class: "dialog-cancel", type: "button", onclick: () => d.close() }, dismiss),
         h("button", { class: "dialog-ok danger", type: "button", onclick: () => { ok = true; d.close(); } }, action)),
     );
     d.addEventListener("close", () => resolve(ok));
@@ -99,15 +114,16 @@ export interface Field {
   hint?: string;
 }
 
-/** form asks for some values; null when cancelled. */
-export function form(title: string, fields: Field[], action: string): Promise<Record<string, string> | null> {
+/** form asks for some values; null when closed without its action. */
+export function form(title: string, fields: Field[], action: string, intro?: Child): Promise<Record<string, string> | null> {
   return new Promise((resolve) => {
     let result: Record<string, string> | null = null;
     const f = h("form", { method: "dialog" },
       h("h2", null, title),
+      intro ? h("div", { class: "dialog-body" }, intro) : null,
       fields.map((fd) => h("label", null, h("span", null, fd.label), field(fd), fd.hint ? h("small", null, fd.hint) : null)),
       h("div", { class: "dialog-buttons" },
-        h("button", { class: "dialog-cancel", type: "button", onclick: () => d.close() }, "Cancel"),
+        h("button", { class: "dialog-cancel", type: "button", onclick: () => d.close() }, "Close"),
         h("button", { class: "dialog-ok", type: "submit" }, action)));
     f.addEventListener("submit", () => {
       result = {};

@@ -132,3 +132,36 @@ export function bodyHex(b: Uint8Array): string {
 export function truncatedNote(b: Uint8Array): string | null {
   return b.length > maxShown ? `showing the first ${bytes(maxShown)} of ${bytes(b.length)}` : null;
 }
+
+const previewChars = 60;
+
+/** bodyPreview is the start of a body as text (or its size, when it is not text), with its size. */
+export function bodyPreview(b: Uint8Array): HTMLElement {
+  const size = bytes(b.length);
+  if (b.length === 0) return h("span", { class: "preview muted" }, "empty");
+  let t: string | null;
+  try {
+    // stream: a character cut at the slice's end is not an error.
+    t = new TextDecoder("utf-8", { fatal: true }).decode(b.subarray(0, previewChars * 4), { stream: true });
+  } catch {
+    t = null;
+  }
+  if (t === null) return h("span", { class: "preview muted", title: size }, `binary, ${size}`);
+  const flat = t.replace(/\s+/g, " ").trim();
+  const cut = [...flat].length > previewChars || b.length > previewChars * 4;
+  const shown = cut ? `${[...flat].slice(0, previewChars).join("")}…` : flat;
+  return h("span", { class: "preview", title: size }, h("code", null, shown), h("small", null, ` ${size}`));
+}
+
+/** internalPrefix starts the headers the server sets (idempotency, dead letters, retries). */
+export const internalPrefix = "hourglass-";
+
+/** userHeaders are a message's headers without the server's own. */
+export function userHeaders<T extends { key: string }>(hs: T[]): T[] {
+  return hs.filter((x) => !x.key.startsWith(internalPrefix));
+}
+
+/** internalHeaders are the headers the server set on a message. */
+export function internalHeaders<T extends { key: string }>(hs: T[]): T[] {
+  return hs.filter((x) => x.key.startsWith(internalPrefix));
+}

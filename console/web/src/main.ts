@@ -3,8 +3,9 @@
 // page shown.
 
 import "./style.css";
-import { api, call, codeName, hasToken, RpcError, setToken, whenUnauthenticated } from "./api.js";
-import { fill, h } from "./dom.js";
+import { api, call, codeName, hasToken, RpcError, setToken, whenUnauthenticated, type WhoAmIResponse } from "./api.js";
+import { auditPage } from "./audit.js";
+import { clearNotices, fill, h } from "./dom.js";
 import { time } from "./format.js";
 import { calendarsPage } from "./calendars.js";
 import { deadLettersPage } from "./deadletters.js";
@@ -21,7 +22,11 @@ const pages: Record<string, { title: string; make: (p: URLSearchParams) => Page 
   deadletters: { title: "Dead letters", make: deadLettersPage },
   schedules: { title: "Schedules", make: schedulesPage },
   calendars: { title: "Calendars", make: calendarsPage },
+  audit: { title: "Audit", make: auditPage },
 };
+
+/** verbs are those a credential may have; the body's may-<verb> classes show the actions of those it has. */
+const verbs = ["produce", "consume", "cancel", "read", "manage", "schedule", "audit"];
 
 let current: Page | null = null;
 let timer: number | undefined;
@@ -33,10 +38,18 @@ const status = h("span", { id: "live-status", class: "live" });
 const liveBtn = h("button", { id: "live-toggle", class: "small", type: "button", onclick: () => setLive(!live) }, "Pause updates");
 const logout = h("button", {
   id: "logout", class: "small", type: "button", hidden: true,
-  onclick: () => { setToken(""); showLogin("Logged out."); },
+  onclick: () => { setToken(""); setIdentity(null); showLogin("Logged out."); },
 }, "Log out");
 const nav = h("nav", { id: "nav" },
-  Object.entries(pages).map(([k, p]) => h("a", { href: `#/${k}`, "data-page": k }, p.title)));
+  Object.entries(pages).map(([k, p]) => h("a", { href: `#/${k}`, "data-page": k, "data-verb": k === "audit" ? "audit" : null }, p.title)));
+const whoami = h("span", { id: "whoami" });
+
+/** setIdentity shows who is logged in and lets the page show what they may do. */
+function setIdentity(id: WhoAmIResponse | null): void {
+  for (const v of verbs) document.body.classList.toggle(`may-${v}`, id?.verbs.includes(v) ?? false);
+  whoami.textContent = id ? `${id.name} (${id.role || id.verbs.join(", ")})` : "";
+  whoami.title = id ? `verbs: ${id.verbs.join(", ")}; topics: ${id.topics.join(", ")}; by ${id.method}` : "";
+}
 
 function route(): { name: string; params: URLSearchParams } {
   const m = /^#\/([a-z]*)(?:\?(.*))?$/.exec(location.hash);
@@ -49,6 +62,7 @@ function show(): void {
   const { name, params } = route();
   current?.dispose?.();
   clearTimeout(timer);
+  clearNotices();
   current = pages[name].make(params);
   document.title = `${pages[name].title} · Hourglass`;
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.page === name);
@@ -99,7 +113,7 @@ function showLogin(why: string): void {
   const err = h("p", { id: "login-error", class: "error", hidden: !why }, why);
   const f = h("form", { id: "login", class: "card login" },
     h("h1", null, "Hourglass console"),
-    h("p", null, "This server needs a bearer token (its --auth-token) for every call. It is kept in this tab only."),
+    h("p", null, "This server needs a bearer token (its --auth-token, or one of its credentials) for every call. It is kept in this tab only."),
     h("label", null, h("span", null, "Token"), input),
     err,
     h("button", { id: "login-submit", type: "submit" }, "Log in"));
@@ -113,13 +127,15 @@ function showLogin(why: string): void {
   input.focus();
 }
 
-/** probe calls Stats to learn whether the page may show anything. */
+/** probe asks WhoAmI (any credential may) whether the page may show anything, and what. */
 async function probe(): Promise<boolean> {
   try {
-    await call("Stats", () => api.stats({}));
+    setIdentity(await call("WhoAmI", () => api.whoAmI({})));
     return true;
   } catch (e) {
     if (e instanceof RpcError && codeName(e.code) === "UNAUTHENTICATED") return false;
+    // A server without WhoAmI: show every action, as before.
+    if (e instanceof RpcError && e.unimplemented) for (const v of verbs) document.body.classList.add(`may-${v}`);
     // Another failure (the server stopping, say) is shown by the pages.
     return true;
   }
@@ -141,7 +157,7 @@ document.body.append(
   h("header", { class: "top" },
     h("a", { class: "brand", href: "#/overview" }, "Hourglass"),
     nav,
-    h("div", { class: "right" }, status, liveBtn, logout)),
+    h("div", { class: "right" }, whoami, status, liveBtn, logout)),
   h("div", { id: "notices" }),
   main,
 );

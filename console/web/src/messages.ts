@@ -6,9 +6,9 @@
 import { timestampDate, timestampFromDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { api, call, CancelResult, isUnimplemented, MessageState, RescheduleResult, type ListResponse, type Message } from "./api.js";
 import { enumName, openDetail } from "./detail.js";
-import { busy, confirm, failed, fill, form, h, notify, row, table, unavailable } from "./dom.js";
-import { bytes, num, parseDuration, shortId, when } from "./format.js";
-import { go, loadTopics, type Page } from "./page.js";
+import { busy, confirm, failed, fill, form, h, notify, row, setOptions, table, unavailable } from "./dom.js";
+import { bodyPreview, num, parseDuration, shortId, userHeaders, when } from "./format.js";
+import { go, loadTopics, replaceRoute, type Page } from "./page.js";
 
 const states: [string, MessageState][] = [
   ["pending", MessageState.PENDING],
@@ -25,7 +25,10 @@ export function messagesPage(params: URLSearchParams): Page {
   const toP = params.get("to") ?? "";
   const pending = state === MessageState.PENDING;
 
-  const topicIn = h("input", { id: "msg-topic", list: "topic-names", value: topic, placeholder: "topic", required: true });
+  // The topic is picked from those the server knows; refresh fills the
+  // list, and with no topic in the URL, shows the first.
+  const topicIn = h("select", { id: "msg-topic", onchange: () => filter.requestSubmit() },
+    topic ? h("option", { value: topic, selected: true }, topic) : h("option", { value: "" }, "loading topics…"));
   const names = h("datalist", { id: "topic-names" });
   const stateIn = h("select", { id: "msg-state" }, states.map(([k]) => h("option", { value: k, selected: k === stateKey }, k)));
   const fromIn = h("input", { id: "msg-from", type: "datetime-local", step: "1", value: fromP, disabled: !pending });
@@ -64,20 +67,25 @@ export function messagesPage(params: URLSearchParams): Page {
   });
 
   const selected = new Set<string>();
-  const listEl = h("div", { id: "msg-list" }, topic ? "Loading…" : h("p", { class: "empty" }, "Choose a topic."));
+  const listEl = h("div", { id: "msg-list" }, "Loading…");
   const selInfo = h("span", { id: "sel-info" });
   const scope = h("select", { id: "bulk-scope" },
     h("option", { value: "selected" }, "the selected messages"),
     h("option", { value: "all" }, "every message the filter matches"));
   const progress = h("div", { id: "bulk-progress", class: "muted" });
-  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false) =>
-    h("button", { type: "button", id, class: danger ? "danger" : "", onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
-  const bulk = h("div", { class: "toolbar bulk" },
+  const bulkBtn = (id: string, label: string, f: (b: HTMLButtonElement) => void, danger = false, verb = "cancel") =>
+    h("button", { type: "button", id, class: danger ? "danger" : "", "data-verb": verb, onclick: (ev: Event) => f(ev.currentTarget as HTMLButtonElement) }, label);
+  // Leased messages are their consumers' (only a receipt acks, nacks or
+  // extends one, and List gives none): nothing to select or act on.
+  const leased = state === MessageState.LEASED;
+  const bulk = leased
+    ? h("p", { class: "muted", id: "leased-note" }, "Leased messages are held by the consumers that received them: only a consumer, with its receipt, can ack, nack or extend one. Each is due again when its lease ends.")
+    : h("div", { class: "toolbar bulk" },
     selInfo, h("label", null, h("span", null, "Apply to"), scope),
-    pending ? bulkBtn("bulk-cancel", "Cancel", (b) => runBulk("cancel", b), true) : null,
+    pending ? bulkBtn("bulk-cancel", "Cancel messages…", (b) => runBulk("cancel", b), true) : null,
     pending ? bulkBtn("bulk-reschedule", "Shift…", (b) => runBulk("shift", b)) : null,
     pending ? bulkBtn("bulk-promote", "Deliver now", (b) => runBulk("promote", b)) : null,
-    state !== MessageState.LEASED ? bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true) : null);
+    bulkBtn("bulk-purge", `Purge all ${stateKey}`, (b) => purge(b), true, "manage"));
   let token = params.get("page") ?? "";
   const pager = h("div", { class: "toolbar pager" },
     h("button", { type: "button", id: "msg-first", class: "small", onclick: () => { token = ""; void refresh(); } }, "First page"),
@@ -89,6 +97,18 @@ export function messagesPage(params: URLSearchParams): Page {
     detail,
     h("section", { class: "card wide" }, topic ? bulk : null, progress, listEl, topic ? pager : null));
 
+  async function loadNames(): Promise<void> {
+    const tp = await loadTopics();
+    fill(names, tp.names.map((n) => h("option", { value: n })));
+    if (!topic && tp.names.length) {
+      replaceRoute("messages", { topic: tp.names[0], state: stateKey });
+      return;
+    }
+    const list = topic && !tp.names.includes(topic) ? [...tp.names, topic] : tp.names;
+    setOptions(topicIn, list.length ? list.map((n): [string, string] => [n, n]) : [["", "no topics yet"]], topic);
+    if (!topic) fill(listEl, h("p", { class: "empty" }, "No topics yet: schedule a message to create one."));
+  }
+
   const localTime = (s: string) => (s ? timestampFromDate(new Date(s)) : undefined);
   const listPage = (pageToken: string, pageSize = 100): Promise<ListResponse> =>
     call("List", () => api.list({ topic, state, from: localTime(fromP), to: localTime(toP), pageToken, pageSize }));
@@ -97,7 +117,7 @@ export function messagesPage(params: URLSearchParams): Page {
   let shown: Message[] = [];
 
   async function refresh(): Promise<void> {
-    loadTopics().then((tp) => fill(names, tp.names.map((n) => h("option", { value: n })))).catch(() => {});
+    await loadNames().catch((e) => fill(listEl, unavailable(e, "Listing topics")));
     if (!topic || running) return;
     let res: ListResponse;
     try {
@@ -117,25 +137,26 @@ export function messagesPage(params: URLSearchParams): Page {
       for (const c of listEl.querySelectorAll<HTMLInputElement>("input.sel")) c.checked = all.checked;
       updateSel();
     });
-    const extraHead = state === MessageState.LEASED ? "Lease ends" : state === MessageState.DEAD_LETTERED ? "Why" : "Headers";
+    const extraHead = leased ? "Lease ends" : state === MessageState.DEAD_LETTERED ? "Why" : "Headers";
     const rows = shown.map((m) => {
-      const cb = h("input", { type: "checkbox", class: "sel", "aria-label": `select ${m.id}` });
-      cb.checked = selected.has(m.id);
-      cb.addEventListener("change", () => {
-        cb.checked ? selected.add(m.id) : selected.delete(m.id);
-        updateSel();
-      });
-      const extra = state === MessageState.LEASED ? when(m.leaseExpiresAt, now)
+      const cb = leased ? null : h("input", { type: "checkbox", class: "sel", "aria-label": `select ${m.id}` });
+      if (cb) {
+        cb.checked = selected.has(m.id);
+        cb.addEventListener("change", () => {
+          cb.checked ? selected.add(m.id) : selected.delete(m.id);
+          updateSel();
+        });
+      }
+      const extra = leased ? when(m.leaseExpiresAt, now)
         : m.deadLetter ? `${m.deadLetter.reason}${m.deadLetter.lastError ? `: ${m.deadLetter.lastError}` : ""}`
-        : m.headers.map((x) => `${x.key}=${x.value}`).join(", ") || "—";
+        : userHeaders(m.headers).map((x) => `${x.key}=${x.value}`).join(", ") || "—";
+      const open = h("a", { href: "#", class: "open", onclick: (ev: Event) => { ev.preventDefault(); openDetail(detail, { id: m.id }, () => void refresh()); } }, shortId(m.id));
       return row({ "data-id": m.id }, [
-        cb,
-        h("a", { href: "#", class: "open", onclick: (ev: Event) => { ev.preventDefault(); openDetail(detail, { id: m.id }, () => void refresh()); } }, shortId(m.id)),
-        when(m.deliverAt, now), String(m.attempt), extra, bytes(m.body.length),
+        ...(leased ? [] : [cb]), open, when(m.deliverAt, now), String(m.attempt), extra, bodyPreview(m.body),
       ]);
     });
     fill(listEl, rows.length
-      ? table([all, "ID", "Deliver at", "Attempt", extraHead, "Body"], rows, { id: "msg-table" })
+      ? table([...(leased ? [] : [all]), "ID", "Deliver at", "Attempt", extraHead, "Body"], rows, { id: "msg-table" })
       : h("p", { class: "empty" }, `No ${stateKey} messages in ${topic}${fromP || toP ? " in this time range" : ""}.`));
     updateSel();
   }
@@ -197,7 +218,8 @@ export function messagesPage(params: URLSearchParams): Page {
         : at ? `They are all delivered at ${timestampDate(at).toISOString()}.` : `Each moves by ${shiftMs >= 0 ? "+" : ""}${shiftMs / 1000}s from its own time.`;
       progress.textContent = "";
       if (ms.length === 0) return void notify("err", "No messages to act on.");
-      if (!(await confirm(`${verb} ${what}?`, detailText, verb))) return;
+      const action = kind === "cancel" ? `Cancel ${num(ms.length)} message${ms.length === 1 ? "" : "s"}` : verb;
+      if (!(await confirm(`${verb} ${what}?`, detailText, action, kind === "cancel" ? "Keep" : "Back"))) return;
       let done = 0;
       let failedN = 0;
       let firstErr: unknown = null;

@@ -1,10 +1,10 @@
 // Overview: the server's health and, per topic, its counts, rates and
 // policy, with pause, resume and a dispatch rate limit.
 
-import { api, call, readiness, type Policy, type StatsResponse } from "./api.js";
+import { api, call, MessageState, readiness, type GetPolicyResponse, type Policy, type StatsResponse } from "./api.js";
 import { lines, type Chart } from "./chart.js";
-import { busy, confirm, failed, fill, form, h, notify, row, table, unavailable, type Child } from "./dom.js";
-import { bytes, duration, num, rate, time, toDate } from "./format.js";
+import { busy, confirm, failed, fill, form, h, notify, row, table, unavailable, type Child, type Field } from "./dom.js";
+import { bytes, duration, num, parseDuration, rate, time, toDate } from "./format.js";
 import { loadTopics, type Page } from "./page.js";
 
 interface Sample {
@@ -14,7 +14,43 @@ interface Sample {
   topics: Map<string, { scheduled: number; delivered: number }>;
 }
 
-const historyLength = 300; // samples kept for the charts: 10 minutes at one every 2 s
+const historyLength = 300;
+
+/** pendingCap bounds how many pending messages of a topic the overview counts with List. */
+const pendingCap = 10_000;
+/** pendingEvery is how often (ms) the overview counts a topic's pending messages again. */
+const pendingEvery = 30_000;
+
+interface PendingCount {
+  n: number; // -1 until counted
+  capped: boolean;
+  at: number; // when the count started, ms
+}
+
+/**
+ * countPending counts a topic's pending messages by paging through List
+ * (the engine counts pending per delivery bucket, not per topic), at most
+ * pendingCap of them, again pendingEvery ms after the last count. The
+ * table shows the count the next time it is drawn.
+ */
+function countPending(counts: Map<string, PendingCount>, topic: string): void {
+  const c = counts.get(topic);
+  const now = Date.now();
+  if (c && now - c.at < pendingEvery) return;
+  const next: PendingCount = { n: c?.n ?? -1, capped: c?.capped ?? false, at: now };
+  counts.set(topic, next);
+  void (async () => {
+    let n = 0;
+    let token = "";
+    do {
+      const res = await call("List", () => api.list({ topic, state: MessageState.PENDING, pageToken: token, pageSize: 1000 }));
+      n += res.messages.length;
+      token = res.messages.length ? res.nextPageToken : "";
+    } while (token && n < pendingCap);
+    next.n = n;
+    next.capped = token !== "";
+  })().catch(() => {});
+} // samples kept for the charts: 10 minutes at one every 2 s
 
 export function overviewPage(): Page {
   const health = h("section", { id: "health", class: "card" }, h("h2", null, "Server"), h("p", null, "Loading…"));
@@ -24,7 +60,8 @@ export function overviewPage(): Page {
   const el = h("div", { class: "page overview" },
     h("div", { class: "grid" },
       health,
-      h("section", { class: "card" }, h("h2", null, "Schedule and delivery rates"), ratesEl),
+      h("section", { class: "card" }, h("h2", null, "Schedule and delivery rates"), ratesEl,
+        h("small", { class: "muted", id: "rates-note" }, "Sampled while this page is open: the first rates in a second.")),
       h("section", { class: "card" }, h("h2", null, "Lateness of recent deliveries"), latEl)),
     topicsEl);
 
@@ -32,6 +69,7 @@ export function overviewPage(): Page {
   let latChart: Chart | null = null;
   const hist: { x: number[]; sched: number[]; deliv: number[]; p50: number[]; p99: number[] } = { x: [], sched: [], deliv: [], p50: [], p99: [] };
   let prev: Sample | null = null;
+  const pending = new Map<string, PendingCount>();
 
   function sample(st: StatsResponse): Sample {
     const topics = new Map<string, { scheduled: number; delivered: number }>();
@@ -63,6 +101,9 @@ export function overviewPage(): Page {
     ratesChart.set(hist.x, hist.sched, hist.deliv);
     latChart.set(hist.x, hist.p50, hist.p99);
     ratesEl.dataset.samples = String(hist.x.length);
+    if (hist.x.length === 1) {
+      fill(el.querySelector("#rates-note")!, `Sampled every 2 s since ${time(new Date(hist.x[0] * 1000)).slice(11, 19)}, while this page is open; the last 10 minutes are kept.`);
+    }
 
     renderHealth(st, ready);
 
@@ -76,13 +117,19 @@ export function overviewPage(): Page {
       };
     };
     const rateCell = (v: number) => (Number.isNaN(v) ? "…" : rate(v));
-    const head = ["Topic", "Due", "Leased", "Dead letters", "Oldest due", "Scheduled", "Delivered", "Policy", ""];
+    const head = ["Topic", "Pending", "Due", "Leased", "Dead letters", "Oldest due", "Scheduled", "Delivered", "Policy", ""];
+    for (const name of tp.names) countPending(pending, name);
+    const pendingCell = (topic: string) => {
+      const c = pending.get(topic);
+      return h("span", { class: "pending", title: c?.capped ? `more than ${num(pendingCap)}: counted with List up to there` : "counted with List" },
+        !c || c.n < 0 ? "…" : c.capped ? `${num(c.n)}+` : num(c.n));
+    };
     let rows: HTMLTableRowElement[];
     if (tp.infos) {
       rows = tp.infos.map((t) => {
         const c = counters(t.topic);
         return row({ "data-topic": t.topic }, [
-          topicLinks(t.topic), num(t.due), num(t.leased), num(t.deadLettered),
+          topicLinks(t.topic), pendingCell(t.topic), num(t.due), num(t.leased), num(t.deadLettered),
           t.oldestDueAgeSeconds > 0 ? duration(t.oldestDueAgeSeconds * 1000) : "—",
           rateCell(c.sched), rateCell(c.deliv), policyText(t.policy), actions(t.topic, t.policy),
         ]);
@@ -92,7 +139,7 @@ export function overviewPage(): Page {
         const c = counters(name);
         const dlq = st.topics.find((t) => t.topic === `${name}.dlq`);
         return row({ "data-topic": name }, [
-          topicLinks(name), c.ready ? num(c.ready.ready) : "0", c.ready ? num(c.ready.leased) : "0",
+          topicLinks(name), pendingCell(name), c.ready ? num(c.ready.ready) : "0", c.ready ? num(c.ready.leased) : "0",
           dlq ? num(dlq.ready) : "0", "?", rateCell(c.sched), rateCell(c.deliv), "?", actions(name, undefined),
         ]);
       });
@@ -126,13 +173,18 @@ export function overviewPage(): Page {
           ? `p50 ${st.health.fsyncP50Ms.toFixed(2)} ms · p99 ${st.health.fsyncP99Ms.toFixed(2)} ms (${num(st.health.fsyncCount)} recent)`
           : "no recent fsyncs", { id: "fsync" }),
         kv("Disk", st.health && st.health.diskTotalBytes > 0n
-          ? `${bytes(st.health.dataBytes)} of data · ${bytes(st.health.diskFreeBytes)} free of ${bytes(st.health.diskTotalBytes)}`
+          ? `data directory: ${bytes(st.health.dataAllocatedBytes)} on disk (allocated, as du counts) · ${bytes(st.health.dataBytes)} of file size (segments are preallocated) · file system: ${bytes(st.health.diskFreeBytes)} free of ${bytes(st.health.diskTotalBytes)}`
           : "—", { id: "disk" })));
   }
 
   return {
     el,
     refresh,
+    // The first rates need two samples: the second comes half a second
+    // after the first, the others every 2 s.
+    get every() {
+      return hist.x.length === 0 ? 500 : 2000;
+    },
     dispose() {
       ratesChart?.destroy();
       latChart?.destroy();
@@ -162,10 +214,10 @@ function policyText(p: Policy | undefined): Child {
 function actions(topic: string, p: Policy | undefined): HTMLElement {
   const paused = p?.paused === true;
   const pauseBtn = h("button", {
-    class: paused ? "small resume" : "small pause", type: "button",
+    class: paused ? "small resume" : "small pause", type: "button", "data-verb": "manage",
     onclick: () => (paused ? setPaused(topic, false, pauseBtn) : pause(topic, pauseBtn)),
   }, paused ? "Resume" : "Pause");
-  const rateBtn = h("button", { class: "small rate", type: "button", onclick: () => setRate(topic, p, rateBtn) }, "Rate…");
+  const rateBtn = h("button", { class: "small rate", type: "button", "data-verb": "manage", onclick: () => setRate(topic, p, rateBtn) }, "Rate…");
   const polBtn = h("button", { class: "small policy", type: "button", onclick: () => showPolicy(topic, polBtn) }, "Policy");
   return h("span", { class: "actions" }, pauseBtn, rateBtn, polBtn);
 }
@@ -205,20 +257,82 @@ async function setRate(topic: string, p: Policy | undefined, btn: HTMLButtonElem
   });
 }
 
+/** policyFields are the policy dialog's fields: empty means the server's default. */
+function policyFields(p: Policy | undefined, eff: Policy | undefined): Field[] {
+  const b = p?.backoff;
+  const eb = eff?.backoff;
+  const dur = (ms: bigint | undefined) => (ms === undefined ? "" : duration(Number(ms)).replace(/ /g, ""));
+  const def = (v: string) => `default: ${v}`;
+  return [
+    { name: "maxAttempts", label: "Max attempts (1 to 1000)", type: "number", value: p?.maxAttempts?.toString() ?? "", placeholder: def(String(eff?.maxAttempts ?? "")) },
+    { name: "lease", label: "Lease (1ms to 12h)", value: dur(p?.leaseMs), placeholder: def(dur(eff?.leaseMs)) },
+    { name: "rate", label: "Max dispatch rate per second (0: no limit)", type: "number", value: p?.maxDispatchRate?.toString() ?? "", placeholder: def(String(eff?.maxDispatchRate ?? 0)) },
+    { name: "backoffInitial", label: "Retry backoff: first delay", value: b ? dur(b.initialMs) : "", placeholder: eb ? def(dur(eb.initialMs)) : "none: retried at once" },
+    { name: "backoffMax", label: "Retry backoff: at most", value: b ? dur(b.maxMs) : "", placeholder: eb ? def(dur(eb.maxMs)) : "" },
+    { name: "backoffMultiplier", label: "Retry backoff: multiplier (1 to 10)", type: "number", value: b ? String(b.multiplier) : "", placeholder: eb ? def(String(eb.multiplier)) : "2" },
+    { name: "backoffJitter", label: "Retry backoff: jitter (0 to 1)", type: "number", value: b ? String(b.jitter) : "", placeholder: eb ? def(String(eb.jitter)) : "0" },
+  ];
+}
+
+/**
+ * policyChange reads the dialog's values as a SetPolicy request: a field
+ * given is set, one left empty goes back to the server's default. It
+ * throws an Error that names a value it cannot read.
+ */
+export function policyChange(v: Record<string, string>): { policy: Partial<Policy>; defaults: string[] } {
+  const policy: Partial<Policy> = {};
+  const defaults: string[] = [];
+  const num = (name: string, label: string) => {
+    const n = Number(v[name]);
+    if (!Number.isFinite(n)) throw new Error(`${label} ${v[name]}: a number`);
+    return n;
+  };
+  const ms = (name: string, label: string) => {
+    const d = parseDuration(v[name]);
+    if (Number.isNaN(d)) throw new Error(`${label} ${v[name]}: write it as 500ms, 30s, 5m or 2h`);
+    return BigInt(Math.round(d));
+  };
+  if (v.maxAttempts.trim()) policy.maxAttempts = num("maxAttempts", "max attempts");
+  else defaults.push("max_attempts");
+  if (v.lease.trim()) policy.leaseMs = ms("lease", "lease");
+  else defaults.push("lease_ms");
+  if (v.rate.trim()) policy.maxDispatchRate = num("rate", "rate");
+  else defaults.push("max_dispatch_rate");
+  if (v.backoffInitial.trim()) {
+    const initialMs = ms("backoffInitial", "first delay");
+    policy.backoff = {
+      $typeName: "hourglass.v1.Backoff",
+      initialMs,
+      maxMs: v.backoffMax.trim() ? ms("backoffMax", "at most") : initialMs,
+      multiplier: v.backoffMultiplier.trim() ? num("backoffMultiplier", "multiplier") : 2,
+      jitter: v.backoffJitter.trim() ? num("backoffJitter", "jitter") : 0,
+    };
+  } else defaults.push("backoff");
+  return { policy, defaults };
+}
+
 async function showPolicy(topic: string, btn: HTMLButtonElement): Promise<void> {
+  let res: GetPolicyResponse;
+  try {
+    res = await busy(btn, () => call("GetPolicy", () => api.getPolicy({ topic })));
+  } catch (e) {
+    failed(e);
+    return;
+  }
+  const v = await form(`Policy of ${topic}`, policyFields(res.policy, res.effective), "Save",
+    h("p", { class: "muted" }, "A field left empty takes the server's default. Pause and resume with the topic's own button."));
+  if (!v) return;
+  let change: ReturnType<typeof policyChange>;
+  try {
+    change = policyChange(v);
+  } catch (e) {
+    failed(e);
+    return;
+  }
   await busy(btn, async () => {
     try {
-      const res = await call("GetPolicy", () => api.getPolicy({ topic }));
-      const line = (p: Policy | undefined) => [
-        `max attempts ${p?.maxAttempts ?? "default"}`,
-        `lease ${p?.leaseMs !== undefined ? duration(Number(p.leaseMs)) : "default"}`,
-        `rate ${p?.maxDispatchRate ? rate(p.maxDispatchRate) : "no limit"}`,
-        p?.paused ? "paused" : "not paused",
-        p?.backoff ? `backoff ${duration(Number(p.backoff.initialMs))} ×${p.backoff.multiplier} up to ${duration(Number(p.backoff.maxMs))}` : "no backoff set",
-      ].join(" · ");
-      await confirm(`Policy of ${topic}`, h("dl", null,
-        h("div", { class: "kv" }, h("dt", null, "Set on the topic"), h("dd", null, line(res.policy))),
-        h("div", { class: "kv" }, h("dt", null, "In effect"), h("dd", null, line(res.effective)))), "Close");
+      await call("SetPolicy", () => api.setPolicy({ topic, policy: change.policy, defaults: change.defaults }));
+      notify("ok", `Policy of ${topic} saved`);
     } catch (e) {
       failed(e);
     }

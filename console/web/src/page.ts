@@ -17,6 +17,12 @@ export function go(page: string, params: Record<string, string> = {}): void {
   location.hash = `#/${page}${q ? `?${q}` : ""}`;
 }
 
+/** replaceRoute shows a page in place of this one, leaving no history entry (a default filled in). */
+export function replaceRoute(page: string, params: Record<string, string>): void {
+  const q = new URLSearchParams(params).toString();
+  location.replace(`#/${page}${q ? `?${q}` : ""}`);
+}
+
 export interface Topics {
   /** Topics' answer, or null when it failed (topicsErr says why). */
   infos: TopicInfo[] | null;

@@ -4,7 +4,7 @@
 import { api, call, CalendarPolicy, MisfirePolicy, OverlapPolicy, type GetScheduleResponse, type ListSchedulesResponse, type RecurringSchedule } from "./api.js";
 import { enumName } from "./detail.js";
 import { busy, confirm, failed, field, fill, h, notify, row, table, unavailable } from "./dom.js";
-import { duration, num, parseDuration, shortId, time, when } from "./format.js";
+import { duration, num, parseDuration, shortId, time } from "./format.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { go, type Page } from "./page.js";
 
@@ -17,7 +17,7 @@ export function schedulesPage(params: URLSearchParams): Page {
     go("schedules", topicIn.value.trim() ? { topic: topicIn.value.trim() } : {});
   });
 
-  const create = h("form", { id: "sch-form", class: "grid-form" },
+  const create = h("form", { id: "sch-form", class: "grid-form", "data-verb": "schedule" },
     h("label", null, h("span", null, "Name"), field({ name: "name", required: true, placeholder: "daily-report" })),
     h("label", null, h("span", null, "Topic"), field({ name: "topic", required: true, placeholder: "reports", value: topic })),
     h("label", null, h("span", null, "When"), field({ name: "spec", required: true, placeholder: "0 9 * * MON-FRI, @every 90s, @daily" })),
@@ -88,21 +88,22 @@ export function schedulesPage(params: URLSearchParams): Page {
     (pager.querySelector("#sch-next") as HTMLButtonElement).disabled = !next;
     const now = Date.now();
     fill(listEl, res.schedules.length
-      ? table(["Name", "Topic", "When", "State", "Next", "Fired", "Policies", "Armed", ""], res.schedules.map((s) => scheduleRow(s, now)), { id: "sch-table" })
+      ? table(["Name", "Topic", "When", "Time zone", "State", "Next (in the schedule's zone)", "Fired", "Policies", "Armed", ""], res.schedules.map((s) => scheduleRow(s, now)), { id: "sch-table" })
       : h("p", { class: "empty" }, `No recurring schedules${topic ? ` of ${topic}` : ""}.`));
   }
 
   function scheduleRow(g: GetScheduleResponse, now: number): HTMLTableRowElement {
     const s = g.schedule!;
     const toggle = h("button", {
-      type: "button", class: s.paused ? "small resume" : "small pause",
+      type: "button", class: s.paused ? "small resume" : "small pause", "data-verb": "schedule",
       onclick: () => setPaused(s.name, !s.paused, toggle),
     }, s.paused ? "Resume" : "Pause");
-    const del = h("button", { type: "button", class: "small danger delete", onclick: () => remove(s.name, del) }, "Delete");
+    const del = h("button", { type: "button", class: "small danger delete", "data-verb": "schedule", onclick: () => remove(s.name, del) }, "Delete");
     return row({ "data-name": s.name }, [
       h("strong", null, s.name), s.topic,
-      h("code", null, s.spec), s.paused ? h("span", { class: "badge paused" }, "paused") : h("span", { class: "badge ok" }, "active"),
-      g.next.length ? h("div", { class: "next" }, g.next.slice(0, 3).map((t) => h("div", null, when(t, now)))) : "—",
+      h("code", null, s.spec), h("span", { class: "tz" }, s.timeZone || "UTC"),
+      s.paused ? h("span", { class: "badge paused" }, "paused") : h("span", { class: "badge ok" }, "active"),
+      g.next.length ? h("div", { class: "next" }, g.next.slice(0, 3).map((t) => h("div", null, zoned(timestampDate(t), s.timeZone || "UTC", now)))) : "—",
       num(g.fired), policies(s, g), g.armedId ? shortId(g.armedId) : "—",
       h("span", { class: "actions" }, toggle, del),
     ]);
@@ -148,4 +149,23 @@ export function schedulesPage(params: URLSearchParams): Page {
   }
 
   return { el, refresh, every: 5000 };
+}
+
+/**
+ * zoned shows a moment as the clocks of a time zone read it (the zone
+ * the schedule's spec is in), how far it is from now, and in its title
+ * the browser's local time.
+ */
+function zoned(d: Date, tz: string, now: number): HTMLElement {
+  let text: string;
+  try {
+    text = new Intl.DateTimeFormat("sv-SE", {
+      timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+    }).format(d);
+  } catch {
+    text = `${time(d).slice(0, 19)} (local)`;
+  }
+  const diff = d.getTime() - now;
+  const rel = Math.abs(diff) < 1000 ? "now" : diff > 0 ? `in ${duration(diff)}` : `${duration(diff)} ago`;
+  return h("span", { class: "when", title: `${time(d)} local · ${d.toISOString()}` }, text, h("small", null, ` (${rel})`));
 }

@@ -56,7 +56,9 @@ export function timelinePage(params: URLSearchParams): Page {
         custom ? h("button", { type: "button", class: "small", onclick: () => nav({ from: "", to: "" }) }, "Reset zoom") : null),
       h("p", { class: "muted" }, "Drag across the chart to zoom in."),
       chartEl, summary, note),
-    h("section", { class: "card wide" }, h("h2", null, "Hot spots"), hot));
+    h("section", { class: "card wide" }, h("h2", null, "Fullest bars"),
+      h("p", { class: "muted" }, `A hot spot holds at least ${hotMin} messages and more than ${hotFactor} times the median of the bars that hold any.`),
+      hot));
 
   function nav(change: Record<string, string>): void {
     const p: Record<string, string> = { topic, range: ranges.find(([, ms]) => ms === span)?.[0] ?? "1d", scale: log ? "log" : "" };
@@ -97,18 +99,15 @@ export function timelinePage(params: URLSearchParams): Page {
       ` from ${time(new Date(lo))} to ${time(new Date(hi))} (${duration(hi - lo)}), ${topic || "all topics"}; one bar is ${duration(b.width)}.`);
     fill(note, h("small", { class: "muted" }, b.source, b.capped ? ` The first ${num(listCap)} were read: bars after the last one read are incomplete.` : ""));
 
-    // A hot spot: a bar of at least 10 that holds 5 times the mean of the
-    // other bars that hold any.
-    const nonEmpty = b.counts.filter((c) => c > 0).length;
-    const hotSpot = (c: number) => c >= 10 && nonEmpty > 1 && c >= (5 * (total - c)) / (nonEmpty - 1);
+    const hotSpot = hotSpotRule(b.counts);
     const top = b.counts.map((c, i) => ({ c, i })).filter((x) => x.c > 0).sort((x, y) => y.c - x.c).slice(0, 5);
     fill(hot, top.length
       ? top.map(({ c, i }) => {
         const s = b.start + i * b.width;
         const isHot = hotSpot(c);
-        return h("li", { class: isHot ? "hot" : "", "data-count": c },
+        return h("li", { class: isHot ? "hot" : "", "data-count": c, "data-from": s, "data-to": s + b.width },
           h("a", { href: "#", onclick: (ev: Event) => { ev.preventDefault(); nav({ from: String(s), to: String(s + b.width) }); } },
-            `${num(c)} due ${time(new Date(s))} – ${time(new Date(s + b.width)).slice(11)}`),
+            `${num(c)} due ${timeSpan(s, s + b.width)}`),
           isHot ? h("span", { class: "badge bad" }, "hot spot") : null);
       })
       : h("li", { class: "empty" }, "Nothing pending in this range."));
@@ -120,6 +119,28 @@ export function timelinePage(params: URLSearchParams): Page {
     every: 5000,
     dispose: () => chart?.destroy(),
   };
+}
+
+/** A hot spot: a bar of at least hotMin messages, more than hotFactor times the median non-empty bar. */
+const hotMin = 10;
+const hotFactor = 3;
+
+/**
+ * hotSpotRule says which counts are hot spots among counts: measured
+ * against the median of the bars that hold any, so that a steady load
+ * spread over the range has none, and one second holding a burst is one.
+ */
+export function hotSpotRule(counts: number[]): (c: number) => boolean {
+  const held = counts.filter((c) => c > 0).sort((a, b) => a - b);
+  if (held.length < 2) return () => false;
+  const mid = held.length >> 1;
+  const median = held.length % 2 ? held[mid] : (held[mid - 1] + held[mid]) / 2;
+  return (c) => c >= hotMin && c > hotFactor * median;
+}
+
+/** timeSpan is a range of times, each with its date, to the second. */
+function timeSpan(from: number, to: number): string {
+  return `${time(new Date(from)).slice(0, 19)} – ${time(new Date(to)).slice(0, 19)}`;
 }
 
 /** bucketWidth is the length of Stats' pending buckets (the server's segment duration). */

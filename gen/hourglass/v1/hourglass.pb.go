@@ -262,6 +262,67 @@ func (RescheduleResult) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
 }
 
+// EditResult is what Edit did.
+type EditResult int32
+
+const (
+	EditResult_EDIT_RESULT_UNSPECIFIED EditResult = 0
+	// Its next delivery carries the new content, under the new id; the old
+	// content is never delivered.
+	EditResult_EDIT_RESULT_EDITED EditResult = 1
+	// Too late: it was delivered (or is being delivered). Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_DELIVERED EditResult = 2
+	// No such message is pending here. Nothing changed.
+	EditResult_EDIT_RESULT_UNKNOWN EditResult = 3
+	// It was cancelled. Nothing changed.
+	EditResult_EDIT_RESULT_ALREADY_CANCELLED EditResult = 4
+)
+
+// Enum value maps for EditResult.
+var (
+	EditResult_name = map[int32]string{
+		0: "EDIT_RESULT_UNSPECIFIED",
+		1: "EDIT_RESULT_EDITED",
+		2: "EDIT_RESULT_ALREADY_DELIVERED",
+		3: "EDIT_RESULT_UNKNOWN",
+		4: "EDIT_RESULT_ALREADY_CANCELLED",
+	}
+	EditResult_value = map[string]int32{
+		"EDIT_RESULT_UNSPECIFIED":       0,
+		"EDIT_RESULT_EDITED":            1,
+		"EDIT_RESULT_ALREADY_DELIVERED": 2,
+		"EDIT_RESULT_UNKNOWN":           3,
+		"EDIT_RESULT_ALREADY_CANCELLED": 4,
+	}
+)
+
+func (x EditResult) Enum() *EditResult {
+	p := new(EditResult)
+	*p = x
+	return p
+}
+
+func (x EditResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EditResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+}
+
+func (EditResult) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+}
+
+func (x EditResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EditResult.Descriptor instead.
+func (EditResult) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+}
+
 // MisfirePolicy says what a recurring schedule does with the occurrences
 // that fell while the server was down.
 type MisfirePolicy int32
@@ -306,11 +367,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[3].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[3]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -319,7 +380,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 // OverlapPolicy says what an occurrence of a recurring schedule does when
@@ -366,11 +427,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -379,7 +440,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
 }
 
 // CalendarPolicy says what becomes of an occurrence outside the working
@@ -421,11 +482,11 @@ func (x CalendarPolicy) String() string {
 }
 
 func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
 }
 
 func (CalendarPolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
 }
 
 func (x CalendarPolicy) Number() protoreflect.EnumNumber {
@@ -434,7 +495,7 @@ func (x CalendarPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CalendarPolicy.Descriptor instead.
 func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
 }
 
 // Weekday is a day of the week.
@@ -486,11 +547,11 @@ func (x Weekday) String() string {
 }
 
 func (Weekday) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[7].Descriptor()
 }
 
 func (Weekday) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[7]
 }
 
 func (x Weekday) Number() protoreflect.EnumNumber {
@@ -499,7 +560,7 @@ func (x Weekday) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Weekday.Descriptor instead.
 func (Weekday) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
 }
 
 // Header is one message header.
@@ -585,8 +646,26 @@ type ScheduleRequest struct {
 	// crash) without a second message. The key is delivered as the header
 	// "hourglass-idempotency-key".
 	IdempotencyKey string `protobuf:"bytes,7,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// When the message expires: from then on it is never handed to a
+	// consumer. The built-in queue dead-letters it to "<topic>.dlq" with
+	// reason "expired" when a Receive reaches it; another sink is never
+	// handed it (it is recorded dead-lettered). None set: it never expires.
+	// Kept as the header "hourglass-expire-at" (UTC epoch milliseconds),
+	// which counts as one of the 64 headers.
+	//
+	// Types that are valid to be assigned to Expiry:
+	//
+	//	*ScheduleRequest_ExpireAt
+	//	*ScheduleRequest_TtlMs
+	Expiry isScheduleRequest_Expiry `protobuf_oneof:"expiry"`
+	// Optional, at most 200 bytes of text: the flow key the topic's per-key
+	// policy (TopicPolicy flow_*) applies to, such as a tenant or account.
+	// Many messages share a flow key; it is not the idempotency key. Absent,
+	// the message has no key of its own: no per-key bound applies to it.
+	// The key is delivered as the header "hourglass-flow-key".
+	FlowKey       string `protobuf:"bytes,10,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScheduleRequest) Reset() {
@@ -690,6 +769,38 @@ func (x *ScheduleRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ScheduleRequest) GetExpiry() isScheduleRequest_Expiry {
+	if x != nil {
+		return x.Expiry
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetExpireAt() *timestamppb.Timestamp {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_ExpireAt); ok {
+			return x.ExpireAt
+		}
+	}
+	return nil
+}
+
+func (x *ScheduleRequest) GetTtlMs() int64 {
+	if x != nil {
+		if x, ok := x.Expiry.(*ScheduleRequest_TtlMs); ok {
+			return x.TtlMs
+		}
+	}
+	return 0
+}
+
+func (x *ScheduleRequest) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
 type isScheduleRequest_When interface {
 	isScheduleRequest_When()
 }
@@ -727,6 +838,24 @@ func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_Working) isScheduleRequest_When() {}
+
+type isScheduleRequest_Expiry interface {
+	isScheduleRequest_Expiry()
+}
+
+type ScheduleRequest_ExpireAt struct {
+	// An absolute time, after the delivery time.
+	ExpireAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expire_at,json=expireAt,proto3,oneof"`
+}
+
+type ScheduleRequest_TtlMs struct {
+	// Milliseconds after the delivery time, 1 or more.
+	TtlMs int64 `protobuf:"varint,9,opt,name=ttl_ms,json=ttlMs,proto3,oneof"`
+}
+
+func (*ScheduleRequest_ExpireAt) isScheduleRequest_Expiry() {}
+
+func (*ScheduleRequest_TtlMs) isScheduleRequest_Expiry() {}
 
 // WorkingTime is a delivery time computed in a calendar's working time
 // (CreateCalendar), on its zone's wall clock.
@@ -1322,8 +1451,9 @@ type DeadLetter struct {
 	// The topic it died on.
 	OriginTopic string `protobuf:"bytes,1,opt,name=origin_topic,json=originTopic,proto3" json:"origin_topic,omitempty"`
 	// "max-attempts" (nacked or expired past the topic's max attempts),
-	// "nacked" (a consumer asked for it), or "sink" (the sink refused it for
-	// good).
+	// "nacked" (a consumer asked for it), "sink" (the sink refused it for
+	// good), or "expired" (a Receive reached it past its expire_at or
+	// ttl_ms).
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// The last error a consumer gave with a Nack, or "lease expired".
 	LastError string `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
@@ -2256,7 +2386,11 @@ type TopicStats struct {
 	// Scheduled through this server since it started.
 	Scheduled int64 `protobuf:"varint,9,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	// Leases that ran out.
-	Expired       int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	Expired int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Due messages held back by their flow key's bound, and the keys
+	// holding them (see TopicInfo).
+	FlowHeld      int64 `protobuf:"varint,11,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld  int64 `protobuf:"varint,12,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2357,6 +2491,20 @@ func (x *TopicStats) GetScheduled() int64 {
 func (x *TopicStats) GetExpired() int64 {
 	if x != nil {
 		return x.Expired
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
 	}
 	return 0
 }
@@ -2607,13 +2755,17 @@ type ServerHealth struct {
 	FsyncCount int64   `protobuf:"varint,3,opt,name=fsync_count,json=fsyncCount,proto3" json:"fsync_count,omitempty"`
 	FsyncP50Ms float64 `protobuf:"fixed64,4,opt,name=fsync_p50_ms,json=fsyncP50Ms,proto3" json:"fsync_p50_ms,omitempty"`
 	FsyncP99Ms float64 `protobuf:"fixed64,5,opt,name=fsync_p99_ms,json=fsyncP99Ms,proto3" json:"fsync_p99_ms,omitempty"`
-	// The data directory's size, and the free and total space of its file
-	// system (refreshed at most every 10 s).
+	// The data directory's size: the sum of its files' sizes (preallocated
+	// segments count in full, written or not), and the free and total space
+	// of its file system (refreshed at most every 10 s).
 	DataBytes      int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
 	DiskFreeBytes  int64 `protobuf:"varint,7,opt,name=disk_free_bytes,json=diskFreeBytes,proto3" json:"disk_free_bytes,omitempty"`
 	DiskTotalBytes int64 `protobuf:"varint,8,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The space the data directory's files take on disk, as du counts it:
+	// the blocks allocated to them.
+	DataAllocatedBytes int64 `protobuf:"varint,9,opt,name=data_allocated_bytes,json=dataAllocatedBytes,proto3" json:"data_allocated_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ServerHealth) Reset() {
@@ -2698,6 +2850,13 @@ func (x *ServerHealth) GetDiskFreeBytes() int64 {
 func (x *ServerHealth) GetDiskTotalBytes() int64 {
 	if x != nil {
 		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *ServerHealth) GetDataAllocatedBytes() int64 {
+	if x != nil {
+		return x.DataAllocatedBytes
 	}
 	return 0
 }
@@ -3612,6 +3771,12 @@ type GetResponse struct {
 	DeadLetterTopic string `protobuf:"bytes,5,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
 	// RESCHEDULED: the ID of the message that replaced it.
 	RescheduledTo string `protobuf:"bytes,6,opt,name=rescheduled_to,json=rescheduledTo,proto3" json:"rescheduled_to,omitempty"`
+	// The message's flow key, if it has one.
+	FlowKey string `protobuf:"bytes,7,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// DELIVERED and due but waiting for its flow key: why (such as
+	// "flow key \"acct-1\": ordered, a message of the key is leased");
+	// empty otherwise.
+	FlowWait      string `protobuf:"bytes,8,opt,name=flow_wait,json=flowWait,proto3" json:"flow_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3684,6 +3849,20 @@ func (x *GetResponse) GetDeadLetterTopic() string {
 func (x *GetResponse) GetRescheduledTo() string {
 	if x != nil {
 		return x.RescheduledTo
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowWait() string {
+	if x != nil {
+		return x.FlowWait
 	}
 	return ""
 }
@@ -4026,6 +4205,160 @@ func (x *RescheduleResponse) GetDeliverAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// EditRequest names the message by id (any id it had: the one Schedule
+// returned names it through its edits and reschedules), or by topic and
+// key, and what to replace: the body, the headers, or both.
+type EditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key   string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// The new body, at most the server's --max-body; unset keeps the body.
+	Body []byte `protobuf:"bytes,4,opt,name=body,proto3,oneof" json:"body,omitempty"`
+	// With set_headers: the new headers (none: no headers of its own), as
+	// in ScheduleRequest.headers. The headers the server set (its
+	// idempotency key, a recurring occurrence) are kept.
+	Headers []*Header `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty"`
+	// Replace the headers with headers; false keeps them (headers must then
+	// be empty).
+	SetHeaders    bool `protobuf:"varint,6,opt,name=set_headers,json=setHeaders,proto3" json:"set_headers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditRequest) Reset() {
+	*x = EditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditRequest) ProtoMessage() {}
+
+func (x *EditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
+func (*EditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EditRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EditRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *EditRequest) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *EditRequest) GetHeaders() []*Header {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *EditRequest) GetSetHeaders() bool {
+	if x != nil {
+		return x.SetHeaders
+	}
+	return false
+}
+
+type EditResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result EditResult             `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.EditResult" json:"result,omitempty"`
+	// EDITED: the edited message's id and delivery time.
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditResponse) Reset() {
+	*x = EditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditResponse) ProtoMessage() {}
+
+func (x *EditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
+func (*EditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *EditResponse) GetResult() EditResult {
+	if x != nil {
+		return x.Result
+	}
+	return EditResult_EDIT_RESULT_UNSPECIFIED
+}
+
+func (x *EditResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EditResponse) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
 type RedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dead-letter topic to drain, "<topic>.dlq".
@@ -4048,7 +4381,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4393,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4406,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -4132,7 +4465,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4477,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4490,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -4192,7 +4525,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4537,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4550,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -4244,7 +4577,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4589,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4602,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -4288,7 +4621,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4300,7 +4633,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4313,7 +4646,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4334,7 +4667,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4679,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4692,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4384,7 +4717,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4396,7 +4729,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4409,7 +4742,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4426,13 +4759,21 @@ type TopicInfo struct {
 	Policy       *Policy `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Seconds since the oldest due message became receivable; 0 if none.
 	OldestDueAgeSeconds float64 `protobuf:"fixed64,7,opt,name=oldest_due_age_seconds,json=oldestDueAgeSeconds,proto3" json:"oldest_due_age_seconds,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Under a flow policy: the due messages waiting because their key's
+	// bound (concurrency, rate, order) holds them back, and how many keys
+	// hold messages back.
+	FlowHeld     int64 `protobuf:"varint,8,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld int64 `protobuf:"varint,9,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
+	// Under a flow policy: the largest backlogs by flow key, largest first,
+	// at most 20.
+	FlowBacklogs  []*FlowBacklog `protobuf:"bytes,10,rep,name=flow_backlogs,json=flowBacklogs,proto3" json:"flow_backlogs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4444,7 +4785,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4457,7 +4798,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4502,6 +4843,99 @@ func (x *TopicInfo) GetOldestDueAgeSeconds() float64 {
 	return 0
 }
 
+func (x *TopicInfo) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowBacklogs() []*FlowBacklog {
+	if x != nil {
+		return x.FlowBacklogs
+	}
+	return nil
+}
+
+// FlowBacklog is what one flow key of a topic holds in the queue.
+type FlowBacklog struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	FlowKey string                 `protobuf:"bytes,1,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// Due and waiting to be received.
+	Due    int64 `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
+	Leased int64 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	// Why the key's due messages wait, if they do: "concurrency", "rate",
+	// "ordered"; empty when a consumer may take one now.
+	HeldBy        string `protobuf:"bytes,4,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowBacklog) Reset() {
+	*x = FlowBacklog{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowBacklog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowBacklog) ProtoMessage() {}
+
+func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
+func (*FlowBacklog) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *FlowBacklog) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *FlowBacklog) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
 type TopicsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by name.
@@ -4512,7 +4946,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4524,7 +4958,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4537,7 +4971,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4565,7 +4999,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4577,7 +5011,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4590,7 +5024,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4635,14 +5069,30 @@ type Policy struct {
 	// a burst of one second); 0 means no limit.
 	MaxDispatchRate *float64 `protobuf:"fixed64,4,opt,name=max_dispatch_rate,json=maxDispatchRate,proto3,oneof" json:"max_dispatch_rate,omitempty"`
 	// Lease of a Receive that gives none, 1 ms to 12 h.
-	LeaseMs       *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	LeaseMs *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	// Per flow key (ScheduleRequest.flow_key): at most this many messages
+	// of one key leased at once, the others waiting, due; 0 means no bound.
+	FlowConcurrency *int32 `protobuf:"varint,6,opt,name=flow_concurrency,json=flowConcurrency,proto3,oneof" json:"flow_concurrency,omitempty"`
+	// Per flow key: at most this many messages handed out per second, a
+	// token bucket of flow_burst; 0 means no bound.
+	FlowRate *float64 `protobuf:"fixed64,7,opt,name=flow_rate,json=flowRate,proto3,oneof" json:"flow_rate,omitempty"`
+	// The bucket of flow_rate: how many a key may take at once; 0 means
+	// one second's worth (at least 1).
+	FlowBurst *int32 `protobuf:"varint,8,opt,name=flow_burst,json=flowBurst,proto3,oneof" json:"flow_burst,omitempty"`
+	// Per flow key: one message at a time, in the order they came due; the
+	// next only once the one before is acked or dead-lettered (a Nack holds
+	// the key until its retry is settled).
+	FlowOrdered *bool `protobuf:"varint,9,opt,name=flow_ordered,json=flowOrdered,proto3,oneof" json:"flow_ordered,omitempty"`
+	// Across flow keys: consumers are served one key at a time in turn, so
+	// a key with a large backlog delays another key by a bounded amount.
+	FlowFair      *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4654,7 +5104,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4667,7 +5117,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4705,6 +5155,41 @@ func (x *Policy) GetLeaseMs() int64 {
 	return 0
 }
 
+func (x *Policy) GetFlowConcurrency() int32 {
+	if x != nil && x.FlowConcurrency != nil {
+		return *x.FlowConcurrency
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowRate() float64 {
+	if x != nil && x.FlowRate != nil {
+		return *x.FlowRate
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowBurst() int32 {
+	if x != nil && x.FlowBurst != nil {
+		return *x.FlowBurst
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowOrdered() bool {
+	if x != nil && x.FlowOrdered != nil {
+		return *x.FlowOrdered
+	}
+	return false
+}
+
+func (x *Policy) GetFlowFair() bool {
+	if x != nil && x.FlowFair != nil {
+		return *x.FlowFair
+	}
+	return false
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -4714,7 +5199,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4726,7 +5211,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4739,7 +5224,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4761,7 +5246,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4773,7 +5258,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4786,7 +5271,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4810,7 +5295,9 @@ type SetPolicyRequest struct {
 	// default, name the field in defaults.
 	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Fields to set back to the server's default: "max_attempts",
-	// "backoff", "paused", "max_dispatch_rate", "lease_ms".
+	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
+	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
+	// "flow_fair".
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4818,7 +5305,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +5317,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +5330,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4877,7 +5364,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4889,7 +5376,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4902,7 +5389,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4961,7 +5448,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4973,7 +5460,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4986,7 +5473,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5096,7 +5583,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5108,7 +5595,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5121,7 +5608,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5141,7 +5628,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5153,7 +5640,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5166,7 +5653,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5187,7 +5674,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5199,7 +5686,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5212,7 +5699,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5231,7 +5718,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5243,7 +5730,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5256,7 +5743,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5275,7 +5762,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5287,7 +5774,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5300,7 +5787,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5318,7 +5805,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5330,7 +5817,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5343,7 +5830,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 type ResumeScheduleRequest struct {
@@ -5355,7 +5842,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5367,7 +5854,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5380,7 +5867,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5399,7 +5886,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5411,7 +5898,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5424,7 +5911,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5443,7 +5930,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5455,7 +5942,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5468,7 +5955,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5486,7 +5973,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5498,7 +5985,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5511,7 +5998,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 type GetScheduleRequest struct {
@@ -5525,7 +6012,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5537,7 +6024,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5550,7 +6037,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5588,7 +6075,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5600,7 +6087,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5613,7 +6100,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5672,7 +6159,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5684,7 +6171,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5697,7 +6184,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5731,7 +6218,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5743,7 +6230,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5756,7 +6243,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5786,7 +6273,7 @@ type BackfillScheduleRequest struct {
 
 func (x *BackfillScheduleRequest) Reset() {
 	*x = BackfillScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5798,7 +6285,7 @@ func (x *BackfillScheduleRequest) String() string {
 func (*BackfillScheduleRequest) ProtoMessage() {}
 
 func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5811,7 +6298,7 @@ func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *BackfillScheduleRequest) GetName() string {
@@ -5848,7 +6335,7 @@ type BackfillScheduleResponse struct {
 
 func (x *BackfillScheduleResponse) Reset() {
 	*x = BackfillScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5860,7 +6347,7 @@ func (x *BackfillScheduleResponse) String() string {
 func (*BackfillScheduleResponse) ProtoMessage() {}
 
 func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5873,7 +6360,7 @@ func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *BackfillScheduleResponse) GetStored() int32 {
@@ -5905,7 +6392,7 @@ type WorkingHours struct {
 
 func (x *WorkingHours) Reset() {
 	*x = WorkingHours{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5917,7 +6404,7 @@ func (x *WorkingHours) String() string {
 func (*WorkingHours) ProtoMessage() {}
 
 func (x *WorkingHours) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5930,7 +6417,7 @@ func (x *WorkingHours) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
 func (*WorkingHours) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *WorkingHours) GetDay() Weekday {
@@ -5976,7 +6463,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5988,7 +6475,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6001,7 +6488,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *Calendar) GetName() string {
@@ -6041,7 +6528,7 @@ type CreateCalendarRequest struct {
 
 func (x *CreateCalendarRequest) Reset() {
 	*x = CreateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6053,7 +6540,7 @@ func (x *CreateCalendarRequest) String() string {
 func (*CreateCalendarRequest) ProtoMessage() {}
 
 func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6066,7 +6553,7 @@ func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *CreateCalendarRequest) GetCalendar() *Calendar {
@@ -6084,7 +6571,7 @@ type CreateCalendarResponse struct {
 
 func (x *CreateCalendarResponse) Reset() {
 	*x = CreateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6096,7 +6583,7 @@ func (x *CreateCalendarResponse) String() string {
 func (*CreateCalendarResponse) ProtoMessage() {}
 
 func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6109,7 +6596,7 @@ func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
 }
 
 type UpdateCalendarRequest struct {
@@ -6122,7 +6609,7 @@ type UpdateCalendarRequest struct {
 
 func (x *UpdateCalendarRequest) Reset() {
 	*x = UpdateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6134,7 +6621,7 @@ func (x *UpdateCalendarRequest) String() string {
 func (*UpdateCalendarRequest) ProtoMessage() {}
 
 func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6147,7 +6634,7 @@ func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
@@ -6165,7 +6652,7 @@ type UpdateCalendarResponse struct {
 
 func (x *UpdateCalendarResponse) Reset() {
 	*x = UpdateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6177,7 +6664,7 @@ func (x *UpdateCalendarResponse) String() string {
 func (*UpdateCalendarResponse) ProtoMessage() {}
 
 func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6190,7 +6677,7 @@ func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
 }
 
 type DeleteCalendarRequest struct {
@@ -6202,7 +6689,7 @@ type DeleteCalendarRequest struct {
 
 func (x *DeleteCalendarRequest) Reset() {
 	*x = DeleteCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6214,7 +6701,7 @@ func (x *DeleteCalendarRequest) String() string {
 func (*DeleteCalendarRequest) ProtoMessage() {}
 
 func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6227,7 +6714,7 @@ func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *DeleteCalendarRequest) GetName() string {
@@ -6245,7 +6732,7 @@ type DeleteCalendarResponse struct {
 
 func (x *DeleteCalendarResponse) Reset() {
 	*x = DeleteCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6257,7 +6744,7 @@ func (x *DeleteCalendarResponse) String() string {
 func (*DeleteCalendarResponse) ProtoMessage() {}
 
 func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6270,7 +6757,7 @@ func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
 }
 
 type GetCalendarRequest struct {
@@ -6282,7 +6769,7 @@ type GetCalendarRequest struct {
 
 func (x *GetCalendarRequest) Reset() {
 	*x = GetCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6294,7 +6781,7 @@ func (x *GetCalendarRequest) String() string {
 func (*GetCalendarRequest) ProtoMessage() {}
 
 func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6307,7 +6794,7 @@ func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
 func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *GetCalendarRequest) GetName() string {
@@ -6326,7 +6813,7 @@ type GetCalendarResponse struct {
 
 func (x *GetCalendarResponse) Reset() {
 	*x = GetCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6338,7 +6825,7 @@ func (x *GetCalendarResponse) String() string {
 func (*GetCalendarResponse) ProtoMessage() {}
 
 func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6351,7 +6838,7 @@ func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
 func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *GetCalendarResponse) GetCalendar() *Calendar {
@@ -6373,7 +6860,7 @@ type ListCalendarsRequest struct {
 
 func (x *ListCalendarsRequest) Reset() {
 	*x = ListCalendarsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6385,7 +6872,7 @@ func (x *ListCalendarsRequest) String() string {
 func (*ListCalendarsRequest) ProtoMessage() {}
 
 func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6398,7 +6885,7 @@ func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
 func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *ListCalendarsRequest) GetPageToken() string {
@@ -6425,7 +6912,7 @@ type ListCalendarsResponse struct {
 
 func (x *ListCalendarsResponse) Reset() {
 	*x = ListCalendarsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6437,7 +6924,7 @@ func (x *ListCalendarsResponse) String() string {
 func (*ListCalendarsResponse) ProtoMessage() {}
 
 func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6450,7 +6937,7 @@ func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
 func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
@@ -6467,6 +6954,363 @@ func (x *ListCalendarsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
+}
+
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The credential's name: "admin" for the server's --auth-token,
+	// "anonymous" on a server without credentials (everyone is admin).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its role (admin, producer, consumer, viewer), or "" when it lists
+	// its verbs.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// The verbs it may do: produce, consume, cancel, read, manage,
+	// schedule, audit.
+	Verbs []string `protobuf:"bytes,3,rep,name=verbs,proto3" json:"verbs,omitempty"`
+	// The topic patterns they apply to ("*" for every topic).
+	Topics []string `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
+	// How the call was authenticated: "token", "certificate" or "none".
+	Method        string `protobuf:"bytes,5,opt,name=method,proto3" json:"method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetVerbs() []string {
+	if x != nil {
+		return x.Verbs
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *WhoAmIResponse) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+// AuditEntry is one change an operator made, and its result.
+type AuditEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its place in the trail: later entries have larger numbers.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the server finished it.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The credential that made it.
+	Who string `protobuf:"bytes,3,opt,name=who,proto3" json:"who,omitempty"`
+	// The RPC ("Cancel", "SetPolicy", ...) or "ReloadCredentials".
+	Action string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	// What it acted on: a topic, a message ID or a schedule's name.
+	Target string `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
+	// The request as JSON (message bodies left out).
+	Request string `protobuf:"bytes,6,opt,name=request,proto3" json:"request,omitempty"`
+	// The answer as JSON when result is OK (a Cancel's result, say).
+	Response string `protobuf:"bytes,10,opt,name=response,proto3" json:"response,omitempty"`
+	// "OK", or the status code's name ("NOT_FOUND").
+	Result string `protobuf:"bytes,7,opt,name=result,proto3" json:"result,omitempty"`
+	// The error's message when result is not OK.
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"`
+	// The client's address.
+	Peer          string `protobuf:"bytes,9,opt,name=peer,proto3" json:"peer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEntry) Reset() {
+	*x = AuditEntry{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEntry) ProtoMessage() {}
+
+func (x *AuditEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
+func (*AuditEntry) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
+}
+
+func (x *AuditEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEntry) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEntry) GetWho() string {
+	if x != nil {
+		return x.Who
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResponse() string {
+	if x != nil {
+		return x.Response
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetResult() string {
+	if x != nil {
+		return x.Result
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most this many entries, 1 to 1000; 0 means 100.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries older than this seq (the previous page's
+	// next_before_seq); 0 starts from the newest.
+	BeforeSeq     uint64 `protobuf:"varint,2,opt,name=before_seq,json=beforeSeq,proto3" json:"before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetBeforeSeq() uint64 {
+	if x != nil {
+		return x.BeforeSeq
+	}
+	return 0
+}
+
+type ListAuditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Entries []*AuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Pass as before_seq for the next page; 0 when there are no older
+	// entries.
+	NextBeforeSeq uint64 `protobuf:"varint,2,opt,name=next_before_seq,json=nextBeforeSeq,proto3" json:"next_before_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
+}
+
+func (x *ListAuditResponse) GetEntries() []*AuditEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetNextBeforeSeq() uint64 {
+	if x != nil {
+		return x.NextBeforeSeq
+	}
+	return 0
+}
+
 var File_hourglass_v1_hourglass_proto protoreflect.FileDescriptor
 
 const file_hourglass_v1_hourglass_proto_rawDesc = "" +
@@ -6474,7 +7318,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xd0\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xc9\x03\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -6485,8 +7329,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
 	"delayLevel\x125\n" +
 	"\aworking\x18\x14 \x01(\v2\x19.hourglass.v1.WorkingTimeH\x00R\aworking\x12'\n" +
-	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\x06\n" +
-	"\x04when\"\xb7\x01\n" +
+	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
+	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
+	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMs\x12\x19\n" +
+	"\bflow_key\x18\n" +
+	" \x01(\tR\aflowKeyB\x06\n" +
+	"\x04whenB\b\n" +
+	"\x06expiry\"\xb7\x01\n" +
 	"\vWorkingTime\x12\x1a\n" +
 	"\bcalendar\x18\x01 \x01(\tR\bcalendar\x12\x14\n" +
 	"\x04days\x18\x02 \x01(\x05H\x00R\x04days\x12!\n" +
@@ -6591,7 +7440,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0freput_lag_bytes\x18\n" +
 	" \x01(\x03R\rreputLagBytes\x12\x18\n" +
 	"\acorrupt\x18\v \x01(\x03R\acorrupt\x12 \n" +
-	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\x9b\x02\n" +
+	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\xde\x02\n" +
 	"\n" +
 	"TopicStats\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -6604,7 +7453,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06leased\x18\b \x01(\x03R\x06leased\x12\x1c\n" +
 	"\tscheduled\x18\t \x01(\x03R\tscheduled\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x03R\aexpired\"\xab\x01\n" +
+	" \x01(\x03R\aexpired\x12\x1b\n" +
+	"\tflow_held\x18\v \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\f \x01(\x03R\fflowKeysHeld\"\xab\x01\n" +
 	"\rPendingBucket\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
 	"\x03end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x12\x18\n" +
@@ -6623,7 +7474,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2\x18.hourglass.v1.TopicStatsR\x06topics\x125\n" +
 	"\apending\x18\x04 \x03(\v2\x1b.hourglass.v1.PendingBucketR\apending\x122\n" +
 	"\blateness\x18\x05 \x01(\v2\x16.hourglass.v1.LatenessR\blateness\x122\n" +
-	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\x97\x02\n" +
+	"\x06health\x18\x06 \x01(\v2\x1a.hourglass.v1.ServerHealthR\x06health\"\xc9\x02\n" +
 	"\fServerHealth\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x1b\n" +
 	"\tnot_ready\x18\x02 \x01(\tR\bnotReady\x12\x1f\n" +
@@ -6636,7 +7487,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12&\n" +
 	"\x0fdisk_free_bytes\x18\a \x01(\x03R\rdiskFreeBytes\x12(\n" +
-	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\"\r\n" +
+	"\x10disk_total_bytes\x18\b \x01(\x03R\x0ediskTotalBytes\x120\n" +
+	"\x14data_allocated_bytes\x18\t \x01(\x03R\x12dataAllocatedBytes\"\r\n" +
 	"\vTimeRequest\"<\n" +
 	"\fTimeResponse\x12,\n" +
 	"\x03now\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x03now\"6\n" +
@@ -6687,14 +7539,16 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"\xae\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\xe6\x02\n" +
 	"\vGetResponse\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.hourglass.v1.MessageR\amessage\x12#\n" +
 	"\rqueue_attempt\x18\x03 \x01(\rR\fqueueAttempt\x12D\n" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
 	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\x12%\n" +
-	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\"\xed\x01\n" +
+	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\x12\x19\n" +
+	"\bflow_key\x18\a \x01(\tR\aflowKey\x12\x1b\n" +
+	"\tflow_wait\x18\b \x01(\tR\bflowWait\"\xed\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12.\n" +
@@ -6719,6 +7573,20 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\x0e2\x1e.hourglass.v1.RescheduleResultR\x06result\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
 	"\n" +
+	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xb8\x01\n" +
+	"\vEditRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x17\n" +
+	"\x04body\x18\x04 \x01(\fH\x00R\x04body\x88\x01\x01\x12.\n" +
+	"\aheaders\x18\x05 \x03(\v2\x14.hourglass.v1.HeaderR\aheaders\x12\x1f\n" +
+	"\vset_headers\x18\x06 \x01(\bR\n" +
+	"setHeadersB\a\n" +
+	"\x05_body\"\x8b\x01\n" +
+	"\fEditResponse\x120\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x18.hourglass.v1.EditResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
+	"\n" +
 	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xcc\x01\n" +
 	"\x0eRedriveRequest\x12*\n" +
 	"\x11dead_letter_topic\x18\x01 \x01(\tR\x0fdeadLetterTopic\x12\x19\n" +
@@ -6741,14 +7609,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x13DeleteTopicResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\x03R\aremoved\"\x0f\n" +
-	"\rTopicsRequest\"\xd9\x01\n" +
+	"\rTopicsRequest\"\xdc\x02\n" +
 	"\tTopicInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03due\x18\x03 \x01(\x03R\x03due\x12\x16\n" +
 	"\x06leased\x18\x04 \x01(\x03R\x06leased\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12,\n" +
 	"\x06policy\x18\x06 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x123\n" +
-	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSecondsJ\x04\b\x02\x10\x03\"A\n" +
+	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSeconds\x12\x1b\n" +
+	"\tflow_held\x18\b \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\t \x01(\x03R\fflowKeysHeld\x12>\n" +
+	"\rflow_backlogs\x18\n" +
+	" \x03(\v2\x19.hourglass.v1.FlowBacklogR\fflowBacklogsJ\x04\b\x02\x10\x03\"k\n" +
+	"\vFlowBacklog\x12\x19\n" +
+	"\bflow_key\x18\x01 \x01(\tR\aflowKey\x12\x10\n" +
+	"\x03due\x18\x02 \x01(\x03R\x03due\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\x03R\x06leased\x12\x17\n" +
+	"\aheld_by\x18\x04 \x01(\tR\x06heldBy\"A\n" +
 	"\x0eTopicsResponse\x12/\n" +
 	"\x06topics\x18\x01 \x03(\v2\x17.hourglass.v1.TopicInfoR\x06topics\"w\n" +
 	"\aBackoff\x12\x1d\n" +
@@ -6758,17 +7635,31 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x8e\x02\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
 	"\x06paused\x18\x03 \x01(\bH\x01R\x06paused\x88\x01\x01\x12/\n" +
 	"\x11max_dispatch_rate\x18\x04 \x01(\x01H\x02R\x0fmaxDispatchRate\x88\x01\x01\x12\x1e\n" +
-	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01B\x0f\n" +
+	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01\x12.\n" +
+	"\x10flow_concurrency\x18\x06 \x01(\x05H\x04R\x0fflowConcurrency\x88\x01\x01\x12 \n" +
+	"\tflow_rate\x18\a \x01(\x01H\x05R\bflowRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"flow_burst\x18\b \x01(\x05H\x06R\tflowBurst\x88\x01\x01\x12&\n" +
+	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
+	"\tflow_fair\x18\n" +
+	" \x01(\bH\bR\bflowFair\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
-	"\t_lease_ms\"(\n" +
+	"\t_lease_msB\x13\n" +
+	"\x11_flow_concurrencyB\f\n" +
+	"\n" +
+	"_flow_rateB\r\n" +
+	"\v_flow_burstB\x0f\n" +
+	"\r_flow_orderedB\f\n" +
+	"\n" +
+	"_flow_fair\"(\n" +
 	"\x10GetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
 	"\x11GetPolicyResponse\x12,\n" +
@@ -6869,7 +7760,34 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"u\n" +
 	"\x15ListCalendarsResponse\x124\n" +
 	"\tcalendars\x18\x01 \x03(\v2\x16.hourglass.v1.CalendarR\tcalendars\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xaf\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x0f\n" +
+	"\rWhoAmIRequest\"~\n" +
+	"\x0eWhoAmIResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x14\n" +
+	"\x05verbs\x18\x03 \x03(\tR\x05verbs\x12\x16\n" +
+	"\x06topics\x18\x04 \x03(\tR\x06topics\x12\x16\n" +
+	"\x06method\x18\x05 \x01(\tR\x06method\"\x84\x02\n" +
+	"\n" +
+	"AuditEntry\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03who\x18\x03 \x01(\tR\x03who\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x16\n" +
+	"\x06target\x18\x05 \x01(\tR\x06target\x12\x18\n" +
+	"\arequest\x18\x06 \x01(\tR\arequest\x12\x1a\n" +
+	"\bresponse\x18\n" +
+	" \x01(\tR\bresponse\x12\x16\n" +
+	"\x06result\x18\a \x01(\tR\x06result\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12\x12\n" +
+	"\x04peer\x18\t \x01(\tR\x04peer\"G\n" +
+	"\x10ListAuditRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"before_seq\x18\x02 \x01(\x04R\tbeforeSeq\"o\n" +
+	"\x11ListAuditResponse\x122\n" +
+	"\aentries\x18\x01 \x03(\v2\x18.hourglass.v1.AuditEntryR\aentries\x12&\n" +
+	"\x0fnext_before_seq\x18\x02 \x01(\x04R\rnextBeforeSeq*\xaf\x01\n" +
 	"\fCancelResult\x12\x1d\n" +
 	"\x19CANCEL_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17CANCEL_RESULT_CANCELLED\x10\x01\x12#\n" +
@@ -6894,7 +7812,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1dRESCHEDULE_RESULT_RESCHEDULED\x10\x01\x12'\n" +
 	"#RESCHEDULE_RESULT_ALREADY_DELIVERED\x10\x02\x12\x1d\n" +
 	"\x19RESCHEDULE_RESULT_UNKNOWN\x10\x03\x12'\n" +
-	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
+	"#RESCHEDULE_RESULT_ALREADY_CANCELLED\x10\x04*\xa0\x01\n" +
+	"\n" +
+	"EditResult\x12\x1b\n" +
+	"\x17EDIT_RESULT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12EDIT_RESULT_EDITED\x10\x01\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_DELIVERED\x10\x02\x12\x17\n" +
+	"\x13EDIT_RESULT_UNKNOWN\x10\x03\x12!\n" +
+	"\x1dEDIT_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
 	"\rMisfirePolicy\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
@@ -6917,7 +7842,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x10WEEKDAY_THURSDAY\x10\x04\x12\x12\n" +
 	"\x0eWEEKDAY_FRIDAY\x10\x05\x12\x14\n" +
 	"\x10WEEKDAY_SATURDAY\x10\x06\x12\x12\n" +
-	"\x0eWEEKDAY_SUNDAY\x10\a2\x88\x16\n" +
+	"\x0eWEEKDAY_SUNDAY\x10\a2\xda\x17\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -6935,7 +7860,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x03Get\x12\x18.hourglass.v1.GetRequest\x1a\x19.hourglass.v1.GetResponse\x12=\n" +
 	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponse\x12O\n" +
 	"\n" +
-	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12F\n" +
+	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12=\n" +
+	"\x04Edit\x12\x19.hourglass.v1.EditRequest\x1a\x1a.hourglass.v1.EditResponse\x12F\n" +
 	"\aRedrive\x12\x1c.hourglass.v1.RedriveRequest\x1a\x1d.hourglass.v1.RedriveResponse\x12@\n" +
 	"\x05Purge\x12\x1a.hourglass.v1.PurgeRequest\x1a\x1b.hourglass.v1.PurgeResponse\x12R\n" +
 	"\vDeleteTopic\x12 .hourglass.v1.DeleteTopicRequest\x1a!.hourglass.v1.DeleteTopicResponse\x12C\n" +
@@ -6954,7 +7880,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eUpdateCalendar\x12#.hourglass.v1.UpdateCalendarRequest\x1a$.hourglass.v1.UpdateCalendarResponse\x12[\n" +
 	"\x0eDeleteCalendar\x12#.hourglass.v1.DeleteCalendarRequest\x1a$.hourglass.v1.DeleteCalendarResponse\x12R\n" +
 	"\vGetCalendar\x12 .hourglass.v1.GetCalendarRequest\x1a!.hourglass.v1.GetCalendarResponse\x12X\n" +
-	"\rListCalendars\x12\".hourglass.v1.ListCalendarsRequest\x1a#.hourglass.v1.ListCalendarsResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
+	"\rListCalendars\x12\".hourglass.v1.ListCalendarsRequest\x1a#.hourglass.v1.ListCalendarsResponse\x12C\n" +
+	"\x06WhoAmI\x12\x1b.hourglass.v1.WhoAmIRequest\x1a\x1c.hourglass.v1.WhoAmIResponse\x12L\n" +
+	"\tListAudit\x12\x1e.hourglass.v1.ListAuditRequest\x1a\x1f.hourglass.v1.ListAuditResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
 var (
 	file_hourglass_v1_hourglass_proto_rawDescOnce sync.Once
@@ -6968,268 +7896,290 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 92)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
 	(MessageState)(0),                // 1: hourglass.v1.MessageState
 	(RescheduleResult)(0),            // 2: hourglass.v1.RescheduleResult
-	(MisfirePolicy)(0),               // 3: hourglass.v1.MisfirePolicy
-	(OverlapPolicy)(0),               // 4: hourglass.v1.OverlapPolicy
-	(CalendarPolicy)(0),              // 5: hourglass.v1.CalendarPolicy
-	(Weekday)(0),                     // 6: hourglass.v1.Weekday
-	(*Header)(nil),                   // 7: hourglass.v1.Header
-	(*ScheduleRequest)(nil),          // 8: hourglass.v1.ScheduleRequest
-	(*WorkingTime)(nil),              // 9: hourglass.v1.WorkingTime
-	(*ScheduleResponse)(nil),         // 10: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),     // 11: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),    // 12: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),            // 13: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),           // 14: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),           // 15: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                  // 16: hourglass.v1.Message
-	(*DeadLetter)(nil),               // 17: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),          // 18: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),     // 19: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),    // 20: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),               // 21: hourglass.v1.AckRequest
-	(*AckResponse)(nil),              // 22: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),          // 23: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),         // 24: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),                // 25: hourglass.v1.AckResult
-	(*NackRequest)(nil),              // 26: hourglass.v1.NackRequest
-	(*NackResponse)(nil),             // 27: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),            // 28: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),           // 29: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),             // 30: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),              // 31: hourglass.v1.EngineStats
-	(*TopicStats)(nil),               // 32: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),            // 33: hourglass.v1.PendingBucket
-	(*Lateness)(nil),                 // 34: hourglass.v1.Lateness
-	(*StatsResponse)(nil),            // 35: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),             // 36: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),              // 37: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),             // 38: hourglass.v1.TimeResponse
-	(*Status)(nil),                   // 39: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),    // 40: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil),   // 41: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),           // 42: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),              // 43: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),            // 44: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),            // 45: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),              // 46: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),          // 47: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),           // 48: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),               // 49: hourglass.v1.GetRequest
-	(*GetResponse)(nil),              // 50: hourglass.v1.GetResponse
-	(*ListRequest)(nil),              // 51: hourglass.v1.ListRequest
-	(*ListResponse)(nil),             // 52: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),        // 53: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),       // 54: hourglass.v1.RescheduleResponse
-	(*RedriveRequest)(nil),           // 55: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 56: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),             // 57: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),            // 58: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),       // 59: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 60: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),            // 61: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),                // 62: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),           // 63: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                  // 64: hourglass.v1.Backoff
-	(*Policy)(nil),                   // 65: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),         // 66: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 67: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),         // 68: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),        // 69: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),        // 70: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),    // 71: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 72: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),    // 73: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 74: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),     // 75: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),    // 76: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),    // 77: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil),   // 78: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 79: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 80: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),       // 81: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),      // 82: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),     // 83: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 84: hourglass.v1.ListSchedulesResponse
-	(*BackfillScheduleRequest)(nil),  // 85: hourglass.v1.BackfillScheduleRequest
-	(*BackfillScheduleResponse)(nil), // 86: hourglass.v1.BackfillScheduleResponse
-	(*WorkingHours)(nil),             // 87: hourglass.v1.WorkingHours
-	(*Calendar)(nil),                 // 88: hourglass.v1.Calendar
-	(*CreateCalendarRequest)(nil),    // 89: hourglass.v1.CreateCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 90: hourglass.v1.CreateCalendarResponse
-	(*UpdateCalendarRequest)(nil),    // 91: hourglass.v1.UpdateCalendarRequest
-	(*UpdateCalendarResponse)(nil),   // 92: hourglass.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),    // 93: hourglass.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil),   // 94: hourglass.v1.DeleteCalendarResponse
-	(*GetCalendarRequest)(nil),       // 95: hourglass.v1.GetCalendarRequest
-	(*GetCalendarResponse)(nil),      // 96: hourglass.v1.GetCalendarResponse
-	(*ListCalendarsRequest)(nil),     // 97: hourglass.v1.ListCalendarsRequest
-	(*ListCalendarsResponse)(nil),    // 98: hourglass.v1.ListCalendarsResponse
-	(*timestamppb.Timestamp)(nil),    // 99: google.protobuf.Timestamp
+	(EditResult)(0),                  // 3: hourglass.v1.EditResult
+	(MisfirePolicy)(0),               // 4: hourglass.v1.MisfirePolicy
+	(OverlapPolicy)(0),               // 5: hourglass.v1.OverlapPolicy
+	(CalendarPolicy)(0),              // 6: hourglass.v1.CalendarPolicy
+	(Weekday)(0),                     // 7: hourglass.v1.Weekday
+	(*Header)(nil),                   // 8: hourglass.v1.Header
+	(*ScheduleRequest)(nil),          // 9: hourglass.v1.ScheduleRequest
+	(*WorkingTime)(nil),              // 10: hourglass.v1.WorkingTime
+	(*ScheduleResponse)(nil),         // 11: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),     // 12: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),    // 13: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),            // 14: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),           // 15: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),           // 16: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                  // 17: hourglass.v1.Message
+	(*DeadLetter)(nil),               // 18: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),          // 19: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),     // 20: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),    // 21: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),               // 22: hourglass.v1.AckRequest
+	(*AckResponse)(nil),              // 23: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),          // 24: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 25: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),                // 26: hourglass.v1.AckResult
+	(*NackRequest)(nil),              // 27: hourglass.v1.NackRequest
+	(*NackResponse)(nil),             // 28: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),            // 29: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 30: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 31: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),              // 32: hourglass.v1.EngineStats
+	(*TopicStats)(nil),               // 33: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),            // 34: hourglass.v1.PendingBucket
+	(*Lateness)(nil),                 // 35: hourglass.v1.Lateness
+	(*StatsResponse)(nil),            // 36: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),             // 37: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),              // 38: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),             // 39: hourglass.v1.TimeResponse
+	(*Status)(nil),                   // 40: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),    // 41: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil),   // 42: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),           // 43: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),              // 44: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),            // 45: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),            // 46: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 47: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),          // 48: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),           // 49: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),               // 50: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 51: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 52: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 53: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 54: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 55: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),              // 56: hourglass.v1.EditRequest
+	(*EditResponse)(nil),             // 57: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),           // 58: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 59: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 60: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 61: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 62: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 63: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 64: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 65: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),              // 66: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),           // 67: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 68: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 69: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),         // 70: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 71: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 72: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 73: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 74: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 75: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 76: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 77: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 78: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 79: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 80: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 81: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 82: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 83: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 84: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 85: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 86: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 87: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 88: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 89: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 90: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 91: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 92: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 93: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 94: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 95: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 96: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 97: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 98: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 99: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 100: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 101: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 102: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 103: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 104: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 105: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 106: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 107: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 108: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	7,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	99,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	9,   // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
-	99,  // 3: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
-	99,  // 4: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	8,   // 5: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	10,  // 6: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,   // 7: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	7,   // 8: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	99,  // 9: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	99,  // 10: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	99,  // 11: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	17,  // 12: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	99,  // 13: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	16,  // 14: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	16,  // 15: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	25,  // 16: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	99,  // 17: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	99,  // 18: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	99,  // 19: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	99,  // 20: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	31,  // 21: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	32,  // 22: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	33,  // 23: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	34,  // 24: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	36,  // 25: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	99,  // 26: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	8,   // 27: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	11,  // 28: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	10,  // 29: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	12,  // 30: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	39,  // 31: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	43,  // 32: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	44,  // 33: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	45,  // 34: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	46,  // 35: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	18,  // 36: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	48,  // 37: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	25,  // 38: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	25,  // 39: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 40: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	16,  // 41: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	99,  // 42: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 43: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	99,  // 44: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	99,  // 45: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	16,  // 46: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	99,  // 47: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 48: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	99,  // 49: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 50: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	65,  // 51: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	62,  // 52: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	64,  // 53: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	65,  // 54: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 55: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	65,  // 56: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	65,  // 57: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 58: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	7,   // 59: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	99,  // 60: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	99,  // 61: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	3,   // 62: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	4,   // 63: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
-	5,   // 64: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
-	70,  // 65: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	99,  // 66: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 67: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	99,  // 68: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	99,  // 69: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 70: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	99,  // 71: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	99,  // 72: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
-	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	99,  // 74: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	99,  // 75: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	6,   // 76: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
-	87,  // 77: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
-	88,  // 78: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	88,  // 79: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	88,  // 80: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
-	88,  // 81: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
-	8,   // 82: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	11,  // 83: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	40,  // 84: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	13,  // 85: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	15,  // 86: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	19,  // 87: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	42,  // 88: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	21,  // 89: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	23,  // 90: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	26,  // 91: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	28,  // 92: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	30,  // 93: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	37,  // 94: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	49,  // 95: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	51,  // 96: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	53,  // 97: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	55,  // 98: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	57,  // 99: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	59,  // 100: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	61,  // 101: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	66,  // 102: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	68,  // 103: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	71,  // 104: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	73,  // 105: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	75,  // 106: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	77,  // 107: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	79,  // 108: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	81,  // 109: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	83,  // 110: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	85,  // 111: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
-	89,  // 112: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
-	91,  // 113: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
-	93,  // 114: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
-	95,  // 115: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
-	97,  // 116: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
-	10,  // 117: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	12,  // 118: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	41,  // 119: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	14,  // 120: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	18,  // 121: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	20,  // 122: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	47,  // 123: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	22,  // 124: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	24,  // 125: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	27,  // 126: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	29,  // 127: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	35,  // 128: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	38,  // 129: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	50,  // 130: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	52,  // 131: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	54,  // 132: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	56,  // 133: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	58,  // 134: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	60,  // 135: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	63,  // 136: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	67,  // 137: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	69,  // 138: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	72,  // 139: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	74,  // 140: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	76,  // 141: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	78,  // 142: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	80,  // 143: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	82,  // 144: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	84,  // 145: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	86,  // 146: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
-	90,  // 147: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
-	92,  // 148: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
-	94,  // 149: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
-	96,  // 150: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
-	98,  // 151: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
-	117, // [117:152] is the sub-list for method output_type
-	82,  // [82:117] is the sub-list for method input_type
-	82,  // [82:82] is the sub-list for extension type_name
-	82,  // [82:82] is the sub-list for extension extendee
-	0,   // [0:82] is the sub-list for field type_name
+	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	108, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
+	108, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	108, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	108, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	108, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	108, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	108, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	108, // 14: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	17,  // 15: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	17,  // 16: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	26,  // 17: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	108, // 18: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	108, // 19: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	108, // 20: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	108, // 21: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	32,  // 22: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	33,  // 23: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	34,  // 24: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	35,  // 25: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	37,  // 26: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	108, // 27: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 28: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	12,  // 29: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	11,  // 30: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	13,  // 31: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	40,  // 32: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	44,  // 33: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	45,  // 34: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	46,  // 35: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	47,  // 36: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	19,  // 37: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	49,  // 38: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	26,  // 39: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	26,  // 40: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 41: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	17,  // 42: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	108, // 43: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 44: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	108, // 45: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	108, // 46: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	17,  // 47: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	108, // 48: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 49: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	108, // 50: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 51: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 52: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	108, // 53: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 54: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	69,  // 55: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	66,  // 56: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	65,  // 57: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	68,  // 58: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	69,  // 59: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 60: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	69,  // 61: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	69,  // 62: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 63: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	8,   // 64: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	108, // 65: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	108, // 66: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 67: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	5,   // 68: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	6,   // 69: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	74,  // 70: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 71: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	74,  // 72: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 73: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	108, // 74: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	74,  // 75: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 76: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	108, // 77: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	86,  // 78: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	108, // 79: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	108, // 80: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	7,   // 81: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	91,  // 82: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	92,  // 83: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 84: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 85: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 86: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	108, // 87: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	105, // 88: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	9,   // 89: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	12,  // 90: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	41,  // 91: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	14,  // 92: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	16,  // 93: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	20,  // 94: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	43,  // 95: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	22,  // 96: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	24,  // 97: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	27,  // 98: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	29,  // 99: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	31,  // 100: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	38,  // 101: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	50,  // 102: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	52,  // 103: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	54,  // 104: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	56,  // 105: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	58,  // 106: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	60,  // 107: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	62,  // 108: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	64,  // 109: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	70,  // 110: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	72,  // 111: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	75,  // 112: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	77,  // 113: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	79,  // 114: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	81,  // 115: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	83,  // 116: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	85,  // 117: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	87,  // 118: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	89,  // 119: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	93,  // 120: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	95,  // 121: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	97,  // 122: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	99,  // 123: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	101, // 124: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	103, // 125: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	106, // 126: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	11,  // 127: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	13,  // 128: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	42,  // 129: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	15,  // 130: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	19,  // 131: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	21,  // 132: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	48,  // 133: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	23,  // 134: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	25,  // 135: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	28,  // 136: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	30,  // 137: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	36,  // 138: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	39,  // 139: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	51,  // 140: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	53,  // 141: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	55,  // 142: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	57,  // 143: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	59,  // 144: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	61,  // 145: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	63,  // 146: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	67,  // 147: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	71,  // 148: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	73,  // 149: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	76,  // 150: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	78,  // 151: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	80,  // 152: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	82,  // 153: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	84,  // 154: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	86,  // 155: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	88,  // 156: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	90,  // 157: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	94,  // 158: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	96,  // 159: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	98,  // 160: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	100, // 161: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	102, // 162: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	104, // 163: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	107, // 164: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	127, // [127:165] is the sub-list for method output_type
+	89,  // [89:127] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -7242,6 +8192,8 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
 		(*ScheduleRequest_Working)(nil),
+		(*ScheduleRequest_ExpireAt)(nil),
+		(*ScheduleRequest_TtlMs)(nil),
 	}
 	file_hourglass_v1_hourglass_proto_msgTypes[2].OneofWrappers = []any{
 		(*WorkingTime_Days)(nil),
@@ -7270,14 +8222,15 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[58].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[48].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   92,
+			NumEnums:      8,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -63,6 +63,7 @@ const (
 	HourglassService_Get_FullMethodName              = "/hourglass.v1.HourglassService/Get"
 	HourglassService_List_FullMethodName             = "/hourglass.v1.HourglassService/List"
 	HourglassService_Reschedule_FullMethodName       = "/hourglass.v1.HourglassService/Reschedule"
+	HourglassService_Edit_FullMethodName             = "/hourglass.v1.HourglassService/Edit"
 	HourglassService_Redrive_FullMethodName          = "/hourglass.v1.HourglassService/Redrive"
 	HourglassService_Purge_FullMethodName            = "/hourglass.v1.HourglassService/Purge"
 	HourglassService_DeleteTopic_FullMethodName      = "/hourglass.v1.HourglassService/DeleteTopic"
@@ -82,6 +83,8 @@ const (
 	HourglassService_DeleteCalendar_FullMethodName   = "/hourglass.v1.HourglassService/DeleteCalendar"
 	HourglassService_GetCalendar_FullMethodName      = "/hourglass.v1.HourglassService/GetCalendar"
 	HourglassService_ListCalendars_FullMethodName    = "/hourglass.v1.HourglassService/ListCalendars"
+	HourglassService_WhoAmI_FullMethodName           = "/hourglass.v1.HourglassService/WhoAmI"
+	HourglassService_ListAudit_FullMethodName        = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is the client API for HourglassService service.
@@ -155,6 +158,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(ctx context.Context, in *RescheduleRequest, opts ...grpc.CallOption) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -213,6 +225,12 @@ type HourglassServiceClient interface {
 	GetCalendar(ctx context.Context, in *GetCalendarRequest, opts ...grpc.CallOption) (*GetCalendarResponse, error)
 	// ListCalendars lists calendars by name, a page at a time.
 	ListCalendars(ctx context.Context, in *ListCalendarsRequest, opts ...grpc.CallOption) (*ListCalendarsResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
 type hourglassServiceClient struct {
@@ -392,6 +410,16 @@ func (c *hourglassServiceClient) Reschedule(ctx context.Context, in *RescheduleR
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RescheduleResponse)
 	err := c.cc.Invoke(ctx, HourglassService_Reschedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_Edit_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -588,6 +616,26 @@ func (c *hourglassServiceClient) ListCalendars(ctx context.Context, in *ListCale
 	return out, nil
 }
 
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WhoAmIResponse)
+	err := c.cc.Invoke(ctx, HourglassService_WhoAmI_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, HourglassService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HourglassServiceServer is the server API for HourglassService service.
 // All implementations must embed UnimplementedHourglassServiceServer
 // for forward compatibility.
@@ -659,6 +707,15 @@ type HourglassServiceServer interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *EditRequest) (*EditResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -717,6 +774,12 @@ type HourglassServiceServer interface {
 	GetCalendar(context.Context, *GetCalendarRequest) (*GetCalendarResponse, error)
 	// ListCalendars lists calendars by name, a page at a time.
 	ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedHourglassServiceServer()
 }
 
@@ -775,6 +838,9 @@ func (UnimplementedHourglassServiceServer) List(context.Context, *ListRequest) (
 func (UnimplementedHourglassServiceServer) Reschedule(context.Context, *RescheduleRequest) (*RescheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reschedule not implemented")
 }
+func (UnimplementedHourglassServiceServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
+}
 func (UnimplementedHourglassServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
 }
@@ -831,6 +897,12 @@ func (UnimplementedHourglassServiceServer) GetCalendar(context.Context, *GetCale
 }
 func (UnimplementedHourglassServiceServer) ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCalendars not implemented")
+}
+func (UnimplementedHourglassServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
+}
+func (UnimplementedHourglassServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
 }
 func (UnimplementedHourglassServiceServer) mustEmbedUnimplementedHourglassServiceServer() {}
 func (UnimplementedHourglassServiceServer) testEmbeddedByValue()                          {}
@@ -1108,6 +1180,24 @@ func _HourglassService_Reschedule_Handler(srv interface{}, ctx context.Context, 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HourglassServiceServer).Reschedule(ctx, req.(*RescheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_Edit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).Edit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_Edit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).Edit(ctx, req.(*EditRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1454,6 +1544,42 @@ func _HourglassService_ListCalendars_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WhoAmIRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_WhoAmI_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).WhoAmI(ctx, req.(*WhoAmIRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HourglassService_ServiceDesc is the grpc.ServiceDesc for HourglassService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1512,6 +1638,10 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reschedule",
 			Handler:    _HourglassService_Reschedule_Handler,
+		},
+		{
+			MethodName: "Edit",
+			Handler:    _HourglassService_Edit_Handler,
 		},
 		{
 			MethodName: "Redrive",
@@ -1588,6 +1718,14 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListCalendars",
 			Handler:    _HourglassService_ListCalendars_Handler,
+		},
+		{
+			MethodName: "WhoAmI",
+			Handler:    _HourglassService_WhoAmI_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _HourglassService_ListAudit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

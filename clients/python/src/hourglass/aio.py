@@ -128,9 +128,10 @@ class AsyncClient:
         level: Optional[int] = None,
         key: str = "",
         working: Optional[WorkingTime] = None,
+        flow_key: str = "",
     ) -> ID:
         """As Client.schedule."""
-        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, working))
+        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
 
     async def schedule_message(self, m: Message) -> ID:
         """As Client.schedule_message."""

@@ -121,13 +121,14 @@ class Client:
         level: Optional[int] = None,
         key: str = "",
         working: Optional[WorkingTime] = None,
+        flow_key: str = "",
     ) -> ID:
         """Stores one message and returns its ID once the server has made it
         durable under its fsync policy (``ID.time`` is when it will be
         delivered). At most one of delay, at, level and working; none means
         now.
         See :class:`hourglass.Message` for each field."""
-        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, working))
+        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
 
     def schedule_message(self, m: Message) -> ID:
         """schedule, with the message as a :class:`hourglass.Message`."""

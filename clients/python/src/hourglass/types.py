@@ -110,6 +110,9 @@ class Message:
     stores nothing, and ``Key(topic, key)`` names the message for good.
     ``working`` is a time in a calendar's working time (:class:`WorkingTime`),
     computed by the server when it stores the message.
+    ``flow_key`` (at most 200 bytes) is the key the topic's flow policy
+    bounds and orders messages by (a tenant, an account); many messages
+    share one, and it is delivered as the header "hourglass-flow-key".
     """
 
     topic: str
@@ -120,6 +123,7 @@ class Message:
     level: Optional[int] = None
     key: str = ""
     working: Optional["WorkingTime"] = None
+    flow_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,18 @@ class Policy:
     max_dispatch_rate: Optional[float] = None
     #: The lease of a receive that asks for none, 1 ms to 12 h.
     lease: Optional[Seconds] = None
+    #: Per flow key (a message's flow_key): at most this many of one key
+    #: leased at once; 0: no bound.
+    flow_concurrency: Optional[int] = None
+    #: Per flow key: at most this many handed out per second, a token
+    #: bucket of flow_burst (0: one second's worth); 0: no bound.
+    flow_rate: Optional[float] = None
+    flow_burst: Optional[int] = None
+    #: One message of a key at a time, in due order; the next once it is
+    #: acked or dead-lettered.
+    flow_ordered: Optional[bool] = None
+    #: The keys with due messages are served in turn, one message each.
+    flow_fair: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -297,6 +313,11 @@ class PolicyField(str, enum.Enum):
     PAUSED = "paused"
     MAX_DISPATCH_RATE = "max_dispatch_rate"
     LEASE = "lease_ms"
+    FLOW_CONCURRENCY = "flow_concurrency"
+    FLOW_RATE = "flow_rate"
+    FLOW_BURST = "flow_burst"
+    FLOW_ORDERED = "flow_ordered"
+    FLOW_FAIR = "flow_fair"
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,8 @@ const (
 	// HourglassServiceRescheduleProcedure is the fully-qualified name of the HourglassService's
 	// Reschedule RPC.
 	HourglassServiceRescheduleProcedure = "/hourglass.v1.HourglassService/Reschedule"
+	// HourglassServiceEditProcedure is the fully-qualified name of the HourglassService's Edit RPC.
+	HourglassServiceEditProcedure = "/hourglass.v1.HourglassService/Edit"
 	// HourglassServiceRedriveProcedure is the fully-qualified name of the HourglassService's Redrive
 	// RPC.
 	HourglassServiceRedriveProcedure = "/hourglass.v1.HourglassService/Redrive"
@@ -156,6 +158,11 @@ const (
 	// HourglassServiceListCalendarsProcedure is the fully-qualified name of the HourglassService's
 	// ListCalendars RPC.
 	HourglassServiceListCalendarsProcedure = "/hourglass.v1.HourglassService/ListCalendars"
+	// HourglassServiceWhoAmIProcedure is the fully-qualified name of the HourglassService's WhoAmI RPC.
+	HourglassServiceWhoAmIProcedure = "/hourglass.v1.HourglassService/WhoAmI"
+	// HourglassServiceListAuditProcedure is the fully-qualified name of the HourglassService's
+	// ListAudit RPC.
+	HourglassServiceListAuditProcedure = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is a client for the hourglass.v1.HourglassService service.
@@ -225,6 +232,15 @@ type HourglassServiceClient interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -283,6 +299,12 @@ type HourglassServiceClient interface {
 	GetCalendar(context.Context, *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error)
 	// ListCalendars lists calendars by name, a page at a time.
 	ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceClient constructs a client for the hourglass.v1.HourglassService service. By
@@ -390,6 +412,12 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			httpClient,
 			baseURL+HourglassServiceRescheduleProcedure,
 			connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
+			connect.WithClientOptions(opts...),
+		),
+		edit: connect.NewClient[v1.EditRequest, v1.EditResponse](
+			httpClient,
+			baseURL+HourglassServiceEditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
 			connect.WithClientOptions(opts...),
 		),
 		redrive: connect.NewClient[v1.RedriveRequest, v1.RedriveResponse](
@@ -506,6 +534,18 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("ListCalendars")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+HourglassServiceWhoAmIProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
+		listAudit: connect.NewClient[v1.ListAuditRequest, v1.ListAuditResponse](
+			httpClient,
+			baseURL+HourglassServiceListAuditProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -527,6 +567,7 @@ type hourglassServiceClient struct {
 	get              *connect.Client[v1.GetRequest, v1.GetResponse]
 	list             *connect.Client[v1.ListRequest, v1.ListResponse]
 	reschedule       *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
+	edit             *connect.Client[v1.EditRequest, v1.EditResponse]
 	redrive          *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
 	purge            *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
 	deleteTopic      *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
@@ -546,6 +587,8 @@ type hourglassServiceClient struct {
 	deleteCalendar   *connect.Client[v1.DeleteCalendarRequest, v1.DeleteCalendarResponse]
 	getCalendar      *connect.Client[v1.GetCalendarRequest, v1.GetCalendarResponse]
 	listCalendars    *connect.Client[v1.ListCalendarsRequest, v1.ListCalendarsResponse]
+	whoAmI           *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	listAudit        *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -626,6 +669,11 @@ func (c *hourglassServiceClient) List(ctx context.Context, req *connect.Request[
 // Reschedule calls hourglass.v1.HourglassService.Reschedule.
 func (c *hourglassServiceClient) Reschedule(ctx context.Context, req *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
 	return c.reschedule.CallUnary(ctx, req)
+}
+
+// Edit calls hourglass.v1.HourglassService.Edit.
+func (c *hourglassServiceClient) Edit(ctx context.Context, req *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return c.edit.CallUnary(ctx, req)
 }
 
 // Redrive calls hourglass.v1.HourglassService.Redrive.
@@ -723,6 +771,16 @@ func (c *hourglassServiceClient) ListCalendars(ctx context.Context, req *connect
 	return c.listCalendars.CallUnary(ctx, req)
 }
 
+// WhoAmI calls hourglass.v1.HourglassService.WhoAmI.
+func (c *hourglassServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// ListAudit calls hourglass.v1.HourglassService.ListAudit.
+func (c *hourglassServiceClient) ListAudit(ctx context.Context, req *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return c.listAudit.CallUnary(ctx, req)
+}
+
 // HourglassServiceHandler is an implementation of the hourglass.v1.HourglassService service.
 type HourglassServiceHandler interface {
 	// Schedule stores one message and answers with its ID once it is durable
@@ -790,6 +848,15 @@ type HourglassServiceHandler interface {
 	// RESCHEDULED only if the old time will never fire. A reschedule to now
 	// delivers at once ("promote").
 	Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error)
+	// Edit replaces the body and/or headers of a pending message,
+	// atomically, keeping its delivery time: like Reschedule, one commitlog
+	// record cancels the old entry and schedules the edited one (a new id,
+	// the same origin_id), so the first id and the key go on naming it. Its
+	// answer is truthful: EDITED only if the next delivery carries the new
+	// content; once the message is being delivered it answers
+	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+	// FAILED_PRECONDITION.
+	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -848,6 +915,12 @@ type HourglassServiceHandler interface {
 	GetCalendar(context.Context, *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error)
 	// ListCalendars lists calendars by name, a page at a time.
 	ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error)
+	// WhoAmI says which credential the call is made with and what it may
+	// do (the console hides what its caller may not do).
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// ListAudit returns the audit trail, newest first, a page at a time:
+	// every change an operator made, who made it, when, and its result.
+	ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error)
 }
 
 // NewHourglassServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -951,6 +1024,12 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		HourglassServiceRescheduleProcedure,
 		svc.Reschedule,
 		connect.WithSchema(hourglassServiceMethods.ByName("Reschedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceEditHandler := connect.NewUnaryHandler(
+		HourglassServiceEditProcedure,
+		svc.Edit,
+		connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
 		connect.WithHandlerOptions(opts...),
 	)
 	hourglassServiceRedriveHandler := connect.NewUnaryHandler(
@@ -1067,6 +1146,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("ListCalendars")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceWhoAmIHandler := connect.NewUnaryHandler(
+		HourglassServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(hourglassServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListAuditHandler := connect.NewUnaryHandler(
+		HourglassServiceListAuditProcedure,
+		svc.ListAudit,
+		connect.WithSchema(hourglassServiceMethods.ByName("ListAudit")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/hourglass.v1.HourglassService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case HourglassServiceScheduleProcedure:
@@ -1101,6 +1192,8 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceListHandler.ServeHTTP(w, r)
 		case HourglassServiceRescheduleProcedure:
 			hourglassServiceRescheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceEditProcedure:
+			hourglassServiceEditHandler.ServeHTTP(w, r)
 		case HourglassServiceRedriveProcedure:
 			hourglassServiceRedriveHandler.ServeHTTP(w, r)
 		case HourglassServicePurgeProcedure:
@@ -1139,6 +1232,10 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceGetCalendarHandler.ServeHTTP(w, r)
 		case HourglassServiceListCalendarsProcedure:
 			hourglassServiceListCalendarsHandler.ServeHTTP(w, r)
+		case HourglassServiceWhoAmIProcedure:
+			hourglassServiceWhoAmIHandler.ServeHTTP(w, r)
+		case HourglassServiceListAuditProcedure:
+			hourglassServiceListAuditHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1210,6 +1307,10 @@ func (UnimplementedHourglassServiceHandler) List(context.Context, *connect.Reque
 
 func (UnimplementedHourglassServiceHandler) Reschedule(context.Context, *connect.Request[v1.RescheduleRequest]) (*connect.Response[v1.RescheduleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Reschedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Edit is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {
@@ -1286,4 +1387,12 @@ func (UnimplementedHourglassServiceHandler) GetCalendar(context.Context, *connec
 
 func (UnimplementedHourglassServiceHandler) ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListCalendars is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ListAudit(context.Context, *connect.Request[v1.ListAuditRequest]) (*connect.Response[v1.ListAuditResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListAudit is not implemented"))
 }

@@ -14,6 +14,11 @@ CANCEL_RESULT_CANCELLED: CancelResult
 CANCEL_RESULT_UNKNOWN: CancelResult
 CANCEL_RESULT_UNSPECIFIED: CancelResult
 DESCRIPTOR: _descriptor.FileDescriptor
+EDIT_RESULT_ALREADY_CANCELLED: EditResult
+EDIT_RESULT_ALREADY_DELIVERED: EditResult
+EDIT_RESULT_EDITED: EditResult
+EDIT_RESULT_UNKNOWN: EditResult
+EDIT_RESULT_UNSPECIFIED: EditResult
 MESSAGE_STATE_ACKED: MessageState
 MESSAGE_STATE_CANCELLED: MessageState
 MESSAGE_STATE_DEAD_LETTERED: MessageState
@@ -82,6 +87,30 @@ class AckResult(_message.Message):
     acked: bool
     error: str
     def __init__(self, acked: bool = ..., error: _Optional[str] = ...) -> None: ...
+
+class AuditEntry(_message.Message):
+    __slots__ = ["action", "at", "error", "peer", "request", "response", "result", "seq", "target", "who"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    WHO_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    at: _timestamp_pb2.Timestamp
+    error: str
+    peer: str
+    request: str
+    response: str
+    result: str
+    seq: int
+    target: str
+    who: str
+    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., response: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
 
 class BackfillScheduleRequest(_message.Message):
     __slots__ = ["name", "to"]
@@ -280,6 +309,32 @@ class DeleteTopicResponse(_message.Message):
     removed: int
     def __init__(self, cancelled: _Optional[int] = ..., removed: _Optional[int] = ...) -> None: ...
 
+class EditRequest(_message.Message):
+    __slots__ = ["body", "headers", "id", "key", "set_headers", "topic"]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    HEADERS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    SET_HEADERS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    body: bytes
+    headers: _containers.RepeatedCompositeFieldContainer[Header]
+    id: str
+    key: str
+    set_headers: bool
+    topic: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., set_headers: bool = ...) -> None: ...
+
+class EditResponse(_message.Message):
+    __slots__ = ["deliver_at", "id", "result"]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    deliver_at: _timestamp_pb2.Timestamp
+    id: str
+    result: EditResult
+    def __init__(self, result: _Optional[_Union[EditResult, str]] = ..., id: _Optional[str] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class EngineStats(_message.Message):
     __slots__ = ["cancelled", "corrupt", "delivered", "fired", "inflight", "loaded_buckets", "pending_loaded", "reput_lag_bytes", "retries", "scheduled", "segments", "unconfirmed"]
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
@@ -326,6 +381,18 @@ class ExtendResponse(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     def __init__(self, lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class FlowBacklog(_message.Message):
+    __slots__ = ["due", "flow_key", "held_by", "leased"]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    due: int
+    flow_key: str
+    held_by: str
+    leased: int
+    def __init__(self, flow_key: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., held_by: _Optional[str] = ...) -> None: ...
+
 class GetCalendarRequest(_message.Message):
     __slots__ = ["name"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -363,20 +430,24 @@ class GetRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class GetResponse(_message.Message):
-    __slots__ = ["dead_letter_topic", "lease_expires_at", "message", "queue_attempt", "rescheduled_to", "state"]
+    __slots__ = ["dead_letter_topic", "flow_key", "flow_wait", "lease_expires_at", "message", "queue_attempt", "rescheduled_to", "state"]
     DEAD_LETTER_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
+    FLOW_WAIT_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULED_TO_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     dead_letter_topic: str
+    flow_key: str
+    flow_wait: str
     lease_expires_at: _timestamp_pb2.Timestamp
     message: Message
     queue_attempt: int
     rescheduled_to: str
     state: MessageState
-    def __init__(self, state: _Optional[_Union[MessageState, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_attempt: _Optional[int] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dead_letter_topic: _Optional[str] = ..., rescheduled_to: _Optional[str] = ...) -> None: ...
+    def __init__(self, state: _Optional[_Union[MessageState, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_attempt: _Optional[int] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dead_letter_topic: _Optional[str] = ..., rescheduled_to: _Optional[str] = ..., flow_key: _Optional[str] = ..., flow_wait: _Optional[str] = ...) -> None: ...
 
 class GetScheduleRequest(_message.Message):
     __slots__ = ["name", "next_count"]
@@ -423,6 +494,22 @@ class Lateness(_message.Message):
     p90_ms: float
     p99_ms: float
     def __init__(self, count: _Optional[int] = ..., p50_ms: _Optional[float] = ..., p90_ms: _Optional[float] = ..., p99_ms: _Optional[float] = ..., max_ms: _Optional[float] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ["before_seq", "limit"]
+    BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    before_seq: int
+    limit: int
+    def __init__(self, limit: _Optional[int] = ..., before_seq: _Optional[int] = ...) -> None: ...
+
+class ListAuditResponse(_message.Message):
+    __slots__ = ["entries", "next_before_seq"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_BEFORE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
+    next_before_seq: int
+    def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
 
 class ListCalendarsRequest(_message.Message):
     __slots__ = ["page_size", "page_token"]
@@ -552,18 +639,28 @@ class PendingBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., approximate: bool = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ["backoff", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
+    __slots__ = ["backoff", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    FLOW_BURST_FIELD_NUMBER: _ClassVar[int]
+    FLOW_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FAIR_FIELD_NUMBER: _ClassVar[int]
+    FLOW_ORDERED_FIELD_NUMBER: _ClassVar[int]
+    FLOW_RATE_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MAX_DISPATCH_RATE_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     backoff: Backoff
+    flow_burst: int
+    flow_concurrency: int
+    flow_fair: bool
+    flow_ordered: bool
+    flow_rate: float
     lease_ms: int
     max_attempts: int
     max_dispatch_rate: float
     paused: bool
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
     __slots__ = ["state", "topic"]
@@ -722,24 +819,30 @@ class ScheduleBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "headers", "idempotency_key", "topic", "working"]
+    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "flow_key", "headers", "idempotency_key", "topic", "ttl_ms", "working"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     WORKING_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     delay_level: int
     delay_ms: int
     deliver_at: _timestamp_pb2.Timestamp
+    expire_at: _timestamp_pb2.Timestamp
+    flow_key: str
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     idempotency_key: str
     topic: str
+    ttl_ms: int
     working: WorkingTime
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., working: _Optional[_Union[WorkingTime, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., working: _Optional[_Union[WorkingTime, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., flow_key: _Optional[str] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ["deliver_at", "id"]
@@ -768,7 +871,8 @@ class ScheduleStreamResponse(_message.Message):
     def __init__(self, result: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., batch: _Optional[_Union[ScheduleBatchResponse, _Mapping]] = ..., error: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
 
 class ServerHealth(_message.Message):
-    __slots__ = ["data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    __slots__ = ["data_allocated_bytes", "data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]
+    DATA_ALLOCATED_BYTES_FIELD_NUMBER: _ClassVar[int]
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_FREE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -777,6 +881,7 @@ class ServerHealth(_message.Message):
     FSYNC_P99_MS_FIELD_NUMBER: _ClassVar[int]
     NOT_READY_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    data_allocated_bytes: int
     data_bytes: int
     disk_free_bytes: int
     disk_total_bytes: int
@@ -785,7 +890,7 @@ class ServerHealth(_message.Message):
     fsync_p99_ms: float
     not_ready: str
     ready: bool
-    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, ready: bool = ..., not_ready: _Optional[str] = ..., fsync_count: _Optional[int] = ..., fsync_p50_ms: _Optional[float] = ..., fsync_p99_ms: _Optional[float] = ..., data_bytes: _Optional[int] = ..., disk_free_bytes: _Optional[int] = ..., disk_total_bytes: _Optional[int] = ..., data_allocated_bytes: _Optional[int] = ...) -> None: ...
 
 class SetPolicyRequest(_message.Message):
     __slots__ = ["defaults", "policy", "topic"]
@@ -844,27 +949,35 @@ class TimeResponse(_message.Message):
     def __init__(self, now: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ["dead_lettered", "due", "leased", "oldest_due_age_seconds", "policy", "topic"]
+    __slots__ = ["dead_lettered", "due", "flow_backlogs", "flow_held", "flow_keys_held", "leased", "oldest_due_age_seconds", "policy", "topic"]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_BACKLOGS_FIELD_NUMBER: _ClassVar[int]
+    FLOW_HELD_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEYS_HELD_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     OLDEST_DUE_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     dead_lettered: int
     due: int
+    flow_backlogs: _containers.RepeatedCompositeFieldContainer[FlowBacklog]
+    flow_held: int
+    flow_keys_held: int
     leased: int
     oldest_due_age_seconds: float
     policy: Policy
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., oldest_due_age_seconds: _Optional[float] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., oldest_due_age_seconds: _Optional[float] = ..., flow_held: _Optional[int] = ..., flow_keys_held: _Optional[int] = ..., flow_backlogs: _Optional[_Iterable[_Union[FlowBacklog, _Mapping]]] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ["acked", "dead_lettered", "delivered", "expired", "leased", "nacked", "ready", "redelivered", "scheduled", "topic"]
+    __slots__ = ["acked", "dead_lettered", "delivered", "expired", "flow_held", "flow_keys_held", "leased", "nacked", "ready", "redelivered", "scheduled", "topic"]
     ACKED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    FLOW_HELD_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEYS_HELD_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     NACKED_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
@@ -875,13 +988,15 @@ class TopicStats(_message.Message):
     dead_lettered: int
     delivered: int
     expired: int
+    flow_held: int
+    flow_keys_held: int
     leased: int
     nacked: int
     ready: int
     redelivered: int
     scheduled: int
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., delivered: _Optional[int] = ..., acked: _Optional[int] = ..., nacked: _Optional[int] = ..., redelivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., scheduled: _Optional[int] = ..., expired: _Optional[int] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., delivered: _Optional[int] = ..., acked: _Optional[int] = ..., nacked: _Optional[int] = ..., redelivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., scheduled: _Optional[int] = ..., expired: _Optional[int] = ..., flow_held: _Optional[int] = ..., flow_keys_held: _Optional[int] = ...) -> None: ...
 
 class TopicsRequest(_message.Message):
     __slots__ = []
@@ -915,6 +1030,24 @@ class UpdateScheduleResponse(_message.Message):
     next: _timestamp_pb2.Timestamp
     def __init__(self, next: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class WhoAmIRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ["method", "name", "role", "topics", "verbs"]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VERBS_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    name: str
+    role: str
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    verbs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., verbs: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., method: _Optional[str] = ...) -> None: ...
+
 class WorkingHours(_message.Message):
     __slots__ = ["day", "end", "start"]
     DAY_FIELD_NUMBER: _ClassVar[int]
@@ -946,6 +1079,9 @@ class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class RescheduleResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class EditResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

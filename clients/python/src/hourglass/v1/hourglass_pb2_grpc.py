@@ -95,6 +95,11 @@ class HourglassServiceStub(object):
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.FromString,
                 )
+        self.Edit = channel.unary_unary(
+                '/hourglass.v1.HourglassService/Edit',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
+                )
         self.Redrive = channel.unary_unary(
                 '/hourglass.v1.HourglassService/Redrive',
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.RedriveRequest.SerializeToString,
@@ -189,6 +194,16 @@ class HourglassServiceStub(object):
                 '/hourglass.v1.HourglassService/ListCalendars',
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.FromString,
+                )
+        self.WhoAmI = channel.unary_unary(
+                '/hourglass.v1.HourglassService/WhoAmI',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.FromString,
+                )
+        self.ListAudit = channel.unary_unary(
+                '/hourglass.v1.HourglassService/ListAudit',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.FromString,
                 )
 
 
@@ -336,6 +351,20 @@ class HourglassServiceServicer(object):
         (a new id, the same origin_id). Its answer is truthful like Cancel's:
         RESCHEDULED only if the old time will never fire. A reschedule to now
         delivers at once ("promote").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Edit(self, request, context):
+        """Edit replaces the body and/or headers of a pending message,
+        atomically, keeping its delivery time: like Reschedule, one commitlog
+        record cancels the old entry and schedules the edited one (a new id,
+        the same origin_id), so the first id and the key go on naming it. Its
+        answer is truthful: EDITED only if the next delivery carries the new
+        content; once the message is being delivered it answers
+        ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
+        FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -494,6 +523,22 @@ class HourglassServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """WhoAmI says which credential the call is made with and what it may
+        do (the console hides what its caller may not do).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """ListAudit returns the audit trail, newest first, a page at a time:
+        every change an operator made, who made it, when, and its result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HourglassServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -576,6 +621,11 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.Reschedule,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.SerializeToString,
+            ),
+            'Edit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Edit,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
                     servicer.Redrive,
@@ -671,6 +721,16 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.ListCalendars,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -952,6 +1012,23 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/Reschedule',
             hourglass_dot_v1_dot_hourglass__pb2.RescheduleRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.RescheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Edit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/Edit',
+            hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
@@ -1275,5 +1352,39 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListCalendars',
             hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/WhoAmI',
+            hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.WhoAmIResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListAudit',
+            hourglass_dot_v1_dot_hourglass__pb2.ListAuditRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.ListAuditResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
