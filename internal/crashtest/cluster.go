@@ -379,6 +379,7 @@ func (cr *clusterRunner) drain(ctx context.Context) error {
 		}
 		if res := Check(cr.hist.Snapshot(), cr.checkParams()); len(res.Pending) == 0 {
 			complete = true
+			cr.hist.SetDrainEnd(time.Now())
 			sleep(dctx, time.Second) // late duplicates
 			break
 		}

@@ -225,6 +225,10 @@ type Events struct {
 	// DrainFrom is when the final drain began (zero before): a recurring
 	// schedule alive then owes an occurrence at or after it.
 	DrainFrom time.Time `json:",omitempty"`
+	// DrainEnd is when the drain found nothing owed and began its quiet
+	// second (zero before): the schedules outlive the run, so an
+	// occurrence first handed out after it may be left unacked.
+	DrainEnd time.Time `json:",omitempty"`
 }
 
 // Snapshot copies the events recorded so far.
@@ -243,6 +247,7 @@ func (h *History) Snapshot() Events {
 		Policies:     append([]PolicyChange(nil), h.policies...),
 		ScheduleOps:  append([]ScheduleOp(nil), h.schedOps...),
 		DrainFrom:    h.drainFrom,
+		DrainEnd:     h.drainEnd,
 	}
 }
 

@@ -514,6 +514,7 @@ func (r *runner) drainRun(ctx context.Context, cons lanes, last, deadline time.T
 		res := Check(ev, r.checkParams())
 		if r.owed(ev, res) == 0 && (r.wl.flow == nil || r.wl.flow.owed() == 0) {
 			*complete = true
+			r.hist.SetDrainEnd(time.Now())
 			// A short quiet period lets late duplicates show themselves.
 			sleep(dctx, time.Second)
 			return false
