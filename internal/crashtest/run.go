@@ -424,7 +424,9 @@ func (r *runner) drain(ctx context.Context) error {
 	r.wl.settleOperations(ctx, cons)
 	r.hist.SetDrainFrom(time.Now())
 	last := lastDue(r.hist.Snapshot())
-	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
+	// The grace counts from the later of the last due time and now: the
+	// restarts and repairs before the drain may have taken longer than it.
+	deadline := laterOf(last, time.Now()).Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
 	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	complete := false
 	for {
