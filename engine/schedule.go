@@ -153,6 +153,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 				continue
 			}
 			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
+			e.pending.add(reqs[i].Topic, 1, int64(len(recs[k].Payload)))
 			k++
 		}
 		e.calls.scheduled.Add(int64(k))
