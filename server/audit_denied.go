@@ -70,4 +70,3 @@ func (s *Server) auditDenied(ctx context.Context, c *caller, procedure, peer str
 	s.record(ctx, audit.Entry{Who: who, Action: procedure[strings.LastIndexByte(procedure, '/')+1:], Target: target,
 		Request: bodiless(m), Peer: peer}, err)
 }
-
