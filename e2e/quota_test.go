@@ -101,3 +101,24 @@ func TestQuotaReachedAndFreed(t *testing.T) {
 	}
 	p.stop(syscall.SIGTERM)
 }
+
+// TestQuotaAddedByReloadNeedsRestart: a server started without quotas
+// does not count what is pending (a start after a crash would read every
+// schedule segment), so a SIGHUP that brings the first quota is refused,
+// saying to restart, and the credentials in use stay.
+func TestQuotaAddedByReloadNeedsRestart(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "credentials.yaml")
+	writeCredentials(t, creds, "")
+	p := start(t, t.TempDir(), nil, "--credentials", creds)
+	writeCredentials(t, creds, "quotas:\n  - {topics: \"*\", max_pending_messages: 1}\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitLog(t, p, "credentials not reloaded")
+	if !strings.Contains(p.log(), "restart the server to use them") {
+		t.Errorf("the refused reload does not say to restart:\n%s", p.log())
+	}
+	c := protocolClients(p, "admin-token")["connect"]
+	for range 2 {
+		schedule(t, c, &hourglassv1.ScheduleRequest{Topic: "any", When: delayMs(3_600_000)})
+	}
+	p.stop(syscall.SIGTERM)
+}

@@ -282,7 +282,7 @@ func (d *driver) stop() {
 func (d *driver) run(startEnd int64) {
 	defer close(d.stopped)
 	d.ld.startEnd = startEnd
-	if !isClosed(d.e.pending.counted) && !d.countAtStart(startEnd) {
+	if d.e.opts.CountPending && !isClosed(d.e.pending.counted) && !d.countAtStart(startEnd) {
 		d.shutdown()
 		return
 	}

@@ -73,9 +73,19 @@ func (p *pendingCounts) add(topic string, n, b int64) {
 	p.mu.Unlock()
 }
 
+// ErrNotCounted is PendingOf's error on an engine that does not count
+// (Options.CountPending).
+var ErrNotCounted = errors.New("engine: pending messages are not counted: Options.CountPending is off")
+
+// CountsPending reports whether PendingOf answers.
+func (e *Engine) CountsPending() bool { return e.opts.CountPending || isClosed(e.pending.counted) }
+
 // PendingOf returns the sum of what the topics for which match is true
 // hold pending. It waits until the count covers what was on disk at Open.
 func (e *Engine) PendingOf(ctx context.Context, match func(topic string) bool) (Pending, error) {
+	if !e.CountsPending() {
+		return Pending{}, ErrNotCounted
+	}
 	select {
 	case <-e.pending.counted:
 	case <-e.d.stopped:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/hourglassmq/hourglass/message"
 )
+
+func counting(o *Options) { o.CountPending = true }
 
 func pendingOf(t *testing.T, e *Engine, topic string) Pending {
 	t.Helper()
@@ -31,7 +34,7 @@ func TestPendingCounts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
 		sink := &recSink{}
-		e := openEngine(t, dir, sink, nil)
+		e := openEngine(t, dir, sink, counting)
 		schedule(t, e, "a", time.Second, "soon")      // delivered below
 		far := schedule(t, e, "a", time.Hour, "far")  // cancelled below
 		schedule(t, e, "a", 2*time.Hour, "stays")     // pending throughout
@@ -79,7 +82,7 @@ func TestPendingCounts(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, "schedule", PendingFileName)); err != nil {
 			t.Fatalf("Close left no counts file: %v", err)
 		}
-		e = openEngine(t, dir, &recSink{}, nil)
+		e = openEngine(t, dir, &recSink{}, counting)
 		if _, err := os.Stat(filepath.Join(dir, "schedule", PendingFileName)); !os.IsNotExist(err) {
 			t.Errorf("Open kept the counts file (a crash would reuse it): %v", err)
 		}
@@ -89,7 +92,7 @@ func TestPendingCounts(t *testing.T) {
 		check("scheduled after the restart", e)
 		e.Close()
 
-		e = openEngine(t, crash, &recSink{}, nil)
+		e = openEngine(t, crash, &recSink{}, counting)
 		want["b"] = Pending{2, want["b"].Bytes - size("b", "new")}
 		check("after a crash (counted)", e)
 		e.Close()
@@ -102,7 +105,7 @@ func TestPendingCounts(t *testing.T) {
 func TestPendingFileThatDoesNotHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
-		e := openEngine(t, dir, &recSink{}, nil)
+		e := openEngine(t, dir, &recSink{}, counting)
 		schedule(t, e, "a", time.Hour, "x")
 		e.Close()
 		path := filepath.Join(dir, "schedule", PendingFileName)
@@ -113,7 +116,7 @@ func TestPendingFileThatDoesNotHold(t *testing.T) {
 			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			e = openEngine(t, dir, &recSink{}, nil)
+			e = openEngine(t, dir, &recSink{}, counting)
 			if got, want := pendingOf(t, e, "a"), (Pending{1, size("a", "x")}); got != want {
 				t.Errorf("counts file %q: pending %+v, want %+v", content, got, want)
 			}
@@ -135,5 +138,28 @@ func FuzzDecodePending(f *testing.F) {
 				t.Fatalf("decoded topic %q with %+v", topic, c)
 			}
 		}
+	})
+}
+
+// TestPendingNotCounted: without CountPending and without a counts file,
+// PendingOf refuses rather than answer a count that misses what was on
+// disk; a counts file left by a clean Close is used all the same.
+func TestPendingNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		e := openEngine(t, dir, &recSink{}, nil)
+		schedule(t, e, "a", time.Hour, "x")
+		if _, err := e.PendingOf(context.Background(), func(string) bool { return true }); !errors.Is(err, ErrNotCounted) {
+			t.Errorf("PendingOf without CountPending: %v, want ErrNotCounted", err)
+		}
+		e.Close()
+		e = openEngine(t, dir, &recSink{}, counting)
+		schedule(t, e, "a", time.Hour, "y")
+		e.Close()
+		e = openEngine(t, dir, &recSink{}, nil)
+		if got, want := pendingOf(t, e, "a"), (Pending{2, size("a", "x") + size("a", "y")}); got != want {
+			t.Errorf("from the counts file: %+v, want %+v", got, want)
+		}
+		e.Close()
 	})
 }

@@ -25,8 +25,10 @@ func (s *Server) ReloadCredentials(who string) error {
 		return fmt.Errorf("server: no credentials file to reload (serve --credentials)")
 	}
 	set, err := access.Load(s.opts.CredentialsFile)
-	if err == nil && set.HasQuotas() && s.opts.Cluster != nil {
-		err = fmt.Errorf("%s: %w", s.opts.CredentialsFile, errQuotasInCluster)
+	if err == nil {
+		if qerr := s.quotasUsable(set); qerr != nil {
+			err = fmt.Errorf("%s: %w", s.opts.CredentialsFile, qerr)
+		}
 	}
 	if err == nil {
 		s.creds.Store(set)

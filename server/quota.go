@@ -19,6 +19,24 @@ import (
 // mode: the pending counts are a local engine's.
 var errQuotasInCluster = errors.New("quotas need the local engine's pending counts, which cluster mode has not: remove the quotas from the credentials file or serve without --cluster")
 
+// errQuotasNotCounted refuses a reload that brings the first quota to a
+// server whose engine does not count (it counts when the file it started
+// with had quotas).
+var errQuotasNotCounted = errors.New("quotas need the engine's pending counts, which it makes at start when the credentials file has quotas: restart the server to use them")
+
+// quotasUsable checks that a credentials file's quotas can be kept.
+func (s *Server) quotasUsable(set *access.Set) error {
+	switch {
+	case !set.HasQuotas():
+		return nil
+	case s.opts.Cluster != nil:
+		return errQuotasInCluster
+	case !s.opts.Engine.CountsPending():
+		return errQuotasNotCounted
+	}
+	return nil
+}
+
 // checkQuotas refuses, with ResourceExhausted naming the quota, a
 // Schedule whose messages would take what a quota bounds past it: the
 // caller's credential's quota and those of the topic patterns of the

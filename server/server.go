@@ -299,8 +299,10 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CredentialsFile != "" {
 		set, err := access.Load(opts.CredentialsFile)
-		if err == nil && set.HasQuotas() && opts.Cluster != nil {
-			err = fmt.Errorf("%s: %w", opts.CredentialsFile, errQuotasInCluster)
+		if err == nil {
+			if qerr := s.quotasUsable(set); qerr != nil {
+				err = fmt.Errorf("%s: %w", opts.CredentialsFile, qerr)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
