@@ -116,6 +116,9 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 // topic and size are read from its segment (which cannot retire before the
 // cancel record is routed).
 func (e *Engine) uncount(id message.ID) {
+	if !e.CountsPending() {
+		return
+	}
 	seg, ok := e.reput.FindSegment(id.DeliverAt)
 	var m message.Message
 	var err error

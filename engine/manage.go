@@ -193,7 +193,9 @@ func (e *Engine) replace(ctx context.Context, id message.ID, change func(m *mess
 		return RescheduleUnknown, message.ID{}, err
 	}
 	e.d.decide(id.Seq, offs[0])
-	e.pending.add(string(m.Topic), 0, int64(message.ScheduleSize(&m)-oldSize))
+	if e.CountsPending() {
+		e.pending.add(string(m.Topic), 0, int64(message.ScheduleSize(&m)-oldSize))
+	}
 	nid := message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
 	if e.keys != nil {
 		e.keys.moved(string(m.Topic), m.Headers, nid)

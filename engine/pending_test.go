@@ -163,3 +163,27 @@ func TestPendingNotCounted(t *testing.T) {
 		e.Close()
 	})
 }
+
+// TestPendingBatch: a batch of several topics counts each message under
+// its topic, and a request whose idempotency key was used is not counted
+// again.
+func TestPendingBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := openEngine(t, t.TempDir(), &recSink{}, func(o *Options) { counting(o); o.IdempotencyWindow = time.Hour })
+		reqs := []Request{
+			{Topic: "x", Delay: time.Hour, Body: []byte("1")},
+			{Topic: "x", Delay: time.Hour, Body: []byte("2"), IdempotencyKey: "k"},
+			{Topic: "y", Delay: time.Hour, Body: []byte("3")},
+			{Topic: "x", Delay: time.Hour, Body: []byte("4"), IdempotencyKey: "k"}, // the same key: not stored again
+			{Topic: "y", Delay: time.Hour, Body: []byte("5")},
+		}
+		if _, err := e.ScheduleBatch(context.Background(), reqs); err != nil {
+			t.Fatal(err)
+		}
+		x, y := pendingOf(t, e, "x"), pendingOf(t, e, "y")
+		if x.Messages != 2 || y.Messages != 2 || y.Bytes != 2*size("y", "3") {
+			t.Errorf("pending x %+v, y %+v; want 2 and 2 (y %d bytes)", x, y, 2*size("y", "3"))
+		}
+		e.Close()
+	})
+}
