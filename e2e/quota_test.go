@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -100,6 +102,14 @@ func TestQuotaReachedAndFreed(t *testing.T) {
 		t.Errorf("the counts file is there while the server runs: %v", err)
 	}
 	p.stop(syscall.SIGTERM)
+	if _, err := os.Stat(filepath.Join(dir, "schedule", "pending.counts")); err != nil {
+		t.Errorf("a clean stop left no counts file: %v", err)
+	}
+	ctx2, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx2, binary, "inspect", "verify", "--data-dir", dir).CombinedOutput(); err != nil {
+		t.Errorf("inspect verify after a clean stop: %v\n%s", err, out)
+	}
 }
 
 // TestQuotaAddedByReloadNeedsRestart: a server started without quotas

@@ -133,6 +133,17 @@ func decodePending(b []byte) (pendingFile, error) {
 	return f, nil
 }
 
+// CheckPendingFile reports whether the pending counts file at path
+// decodes (hourglass inspect verify).
+func CheckPendingFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	_, err = decodePending(b)
+	return err
+}
+
 // takePendingFile reads and removes the file Close left, and reports
 // whether it covers the commitlog as recovered (end): only then do its
 // counts hold. It is removed before anything changes, so a crash later
