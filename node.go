@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hourglassmq/hourglass/access"
 	"github.com/hourglassmq/hourglass/audit"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
@@ -179,6 +180,9 @@ func (n *Node) openLocal(ctx context.Context) error {
 		Observer:  metrics,
 		OnFsync:   metrics.Fsynced,
 		OnControl: pol.onControl,
+		// Quotas ask the engine's pending counts, which a start after a
+		// crash must make by reading what is scheduled.
+		CountPending: credentialsHaveQuotas(cfg.CredentialsFile),
 	})
 	if err != nil {
 		return err
@@ -331,4 +335,14 @@ func (n *Node) closeAll() error {
 		n.lock = nil
 	}
 	return err
+}
+
+// credentialsHaveQuotas reports whether the credentials file at path sets
+// quotas (a file that does not load is server.New's to report).
+func credentialsHaveQuotas(path string) bool {
+	if path == "" {
+		return false
+	}
+	set, err := access.Load(path)
+	return err == nil && set.HasQuotas()
 }

@@ -156,6 +156,13 @@ type Options struct {
 	// timeout, so that an idle topic holds no goroutine anywhere.
 	LaneIdle time.Duration
 
+	// CountPending makes Open count what each topic holds pending
+	// (Engine.PendingOf) when the last Close left no counts file (after a
+	// crash): every schedule segment and dispatch log is read once before
+	// the first bucket loads, which delays Ready. Without it PendingOf
+	// answers ErrNotCounted unless that file was there.
+	CountPending bool
+
 	// fireBatch bounds the messages the driver puts in one batch for a
 	// topic's lane; default defaultFireBatch. Tests make it small.
 	fireBatch int

@@ -149,12 +149,27 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 			return nil, err
 		}
 		k := 0
+		counting := e.CountsPending()
+		var run Pending // counted for runTopic, added when the topic changes
+		var runTopic string
 		for i := range reqs {
 			if skip != nil && skip[i] {
 				continue
 			}
 			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
+			if counting {
+				if run.Messages > 0 && reqs[i].Topic != runTopic {
+					e.pending.add(runTopic, run.Messages, run.Bytes)
+					run = Pending{}
+				}
+				runTopic = reqs[i].Topic
+				run.Messages++
+				run.Bytes += int64(len(recs[k].Payload))
+			}
 			k++
+		}
+		if run.Messages > 0 {
+			e.pending.add(runTopic, run.Messages, run.Bytes)
 		}
 		e.calls.scheduled.Add(int64(k))
 	}

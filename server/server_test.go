@@ -66,7 +66,7 @@ func newBackend(t testing.TB, opts *Options, now func() time.Time) *engine.Engin
 	}
 	m := NewMetrics()
 	eng, err := engine.Open(engine.Options{Dir: dir, Fsync: commitlog.SyncNone, Sink: q, Observer: m,
-		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now})
+		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now, CountPending: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,10 +228,10 @@ func (c *streamCommit) commit(items []streamItem) {
 	end := c.s.traceSchedule(c.ctx, reqs)
 	ids, err := c.s.schedule(c.ctx, reqs)
 	end(ids, err)
-	if err != nil && len(items) > 1 && status.Code(err) == codes.InvalidArgument {
+	if err != nil && len(items) > 1 && (status.Code(err) == codes.InvalidArgument || status.Code(err) == codes.ResourceExhausted) {
 		// Refused whole, nothing stored: let each request answer for
 		// itself (the engine checks times against its own clock, a moment
-		// after the server did).
+		// after the server did; a quota may hold some of them).
 		for _, it := range items {
 			c.commit([]streamItem{it})
 		}
