@@ -25,7 +25,9 @@ type Delivery struct {
 	// expired lease.
 	Attempt int
 	// Receipt names this lease; Ack and Nack use it, so they act only
-	// while this lease holds.
+	// while this lease holds. It is empty on a message a Consume or a
+	// Worker got from a single node (the stream settles it by its number
+	// there): Ack, Nack and Extend then name it by ID.
 	Receipt string
 	// DeadLetter is set on a message of a dead-letter topic
 	// ("<topic>.dlq"): why it died and where.
