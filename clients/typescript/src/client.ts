@@ -153,7 +153,11 @@ export interface Delivery extends StoredMessage {
   deliverAt: Date;
   receivedAt: Date;
   leaseExpiresAt: Date;
-  /** Names this lease: acks and nacks act only while it holds. */
+  /**
+   * Names this lease: acks and nacks act only while it holds. Empty on a message a consume on a
+   * Consume stream got from a single node (the stream settles it by its number there): ack and
+   * nack then name it by id.
+   */
   receipt: string;
 }
 
@@ -313,6 +317,8 @@ export class HourglassClient {
   constructor(
     transport: Transport,
     private readonly onClose: () => void = () => {},
+    /** Whether transport carries bidirectional streams (HTTP/2 in Node): consume then runs on a Consume stream. */
+    readonly streams = false,
   ) {
     this.rpc = createClient(HourglassService, transport);
   }
@@ -401,17 +407,18 @@ export class HourglassClient {
 
   /** Completes a received message: it is never delivered again. */
   async ack(d: Delivery): Promise<void> {
-    await this.rpc.ack({ topic: d.topic, receipt: d.receipt });
+    await this.rpc.ack(d.receipt ? { topic: d.topic, receipt: d.receipt } : { topic: d.topic, id: d.id });
   }
 
   /**
    * Gives a received message back: delivered again after delayMs (0: the topic's retry backoff
    * on the server), or dead-lettered at once; reason is kept with it.
    */
-  async nack(d: Delivery, o: { delayMs?: number; reason?: string; deadLetter?: boolean } = {}): Promise<void> {
+  async nack(d: Delivery, o: { delayMs?: number; reason?: string; deadLetter?: boolean; release?: boolean } = {}): Promise<void> {
     await this.rpc.nack({
       topic: d.topic,
-      receipt: d.receipt,
+      ...(d.receipt ? { receipt: d.receipt } : { id: d.id }),
+      release: o.release ?? false,
       delayMs: BigInt(Math.ceil(o.delayMs ?? 0)),
       reason: o.reason ?? "",
       deadLetter: o.deadLetter ?? false,
