@@ -217,17 +217,13 @@ func (n *Node) openCluster(ctx context.Context) error {
 		return fmt.Errorf("hourglass: cluster: the delivery stream: %w", err)
 	}
 	n.closers = append(n.closers, ns.Close)
-	idem := cfg.IdempotencyWindow // 0 is off here, the default there
-	if idem == 0 {
-		idem = -1
-	}
 	node, err := cluster.Open(ctx, cluster.Options{
 		URL: cl.URL, NodeID: cl.NodeID, Advertise: cl.Advertise, Partitions: cl.Partitions,
 		LeaseTTL: cl.LeaseTTL, Replicas: cl.Replicas, DataDir: filepath.Join(cfg.DataDir, "cluster"),
 		MaxDelay: cfg.MaxDelay, SegmentDuration: cfg.SegmentDuration, Sink: ns, AuthToken: cfg.AuthToken,
 		Observer: metrics, Logger: n.log, CompactMargin: cl.CompactMargin, CompactInterval: cl.CompactInterval,
 		DeliveryStream: ns.Stream(), DeliveryPrefix: ns.Prefix(), Lease: cfg.DefaultLease, MaxAttempts: cfg.MaxAttempts, MaxTopics: cfg.MaxTopics,
-		IdempotencyWindow: idem,
+		IdempotencyWindow: cfg.IdempotencyWindow,
 	})
 	if err != nil {
 		return fmt.Errorf("hourglass: cluster %s: %w", cl.URL, err)
