@@ -350,7 +350,7 @@ func Check(ev Events, p CheckParams) Result {
 
 	slack := p.SkewBound + p.Precision
 	order := slices.Sorted(maps.Keys(keys))
-	counts := newDeliveryCounts(order, keys, slack, p.Cluster)
+	counts := newDeliveryCounts(order, keys, occ, slack, p.Cluster)
 	for i, key := range order {
 		s := keys[key]
 		sc := s.sched
@@ -520,14 +520,14 @@ func Check(ev Events, p CheckParams) Result {
 			add(*v)
 		}
 	}
-	counts.total(c, len(occ))
 	res.Violations = append(res.Violations, checkPauses(ev, c)...)
 	cutOcc := false
 	for _, k := range ev.Cuts {
 		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic
 	}
-	vs, owed := checkSchedules(ev, occ, occSettles, p, cutOcc, c)
+	vs, owed := checkSchedules(ev, occ, occSettles, p, cutOcc, counts.copies, c)
 	res.Violations = append(res.Violations, vs...)
+	counts.total(c, len(occ))
 	res.Pending = append(res.Pending, owed...)
 	c.Pending += len(owed)
 	for _, v := range res.Violations {

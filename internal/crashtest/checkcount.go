@@ -14,13 +14,25 @@ import (
 // against it too): msgs numbers the history's messages (message i is the
 // i-th key in order; owed ones are marked Acked), copies numbers each
 // copy a consumer can be handed again: an ID on a topic (in a cluster,
-// with its delivery-stream sequence). Check's rules then say which of
+// with its delivery-stream sequence), a recurring schedule's occurrences'
+// too. Check's rules then say which of
 // what it counted break a promise and which a crash or an answer in
 // doubt explains.
 type deliveryCounts struct {
 	msgs   *deliverycheck.Counter
-	copies *deliverycheck.Counter
-	copyOf map[string]uint64 // copyKey -> number in copies
+	copies *copies
+}
+
+// copies counts the deliveries of each copy.
+type copies struct {
+	n  *deliverycheck.Counter
+	of map[string]uint64 // copyKey -> number in n
+}
+
+// repeat records d, a delivery of the copy named by copyKey(d, cluster),
+// and reports whether it repeats one (deliverycheck's duplicate).
+func (cs *copies) repeat(d *Delivery, cluster bool) bool {
+	return !cs.n.Delivered(cs.of[copyKey(d, cluster)], time.Time{}, d.Received)
 }
 
 // copyKey names the copy d is of.
@@ -33,21 +45,26 @@ func copyKey(d *Delivery, cluster bool) string {
 }
 
 // newDeliveryCounts numbers the messages of order and the copies their
-// deliveries are of, after sorting each message's deliveries by the time
-// they were received (the first one received is a copy's first).
-func newDeliveryCounts(order []string, keys map[string]*keyState, slack time.Duration, cluster bool) *deliveryCounts {
-	dc := &deliveryCounts{msgs: deliverycheck.New(len(order), slack), copyOf: map[string]uint64{}}
+// deliveries and the occurrences occ are of, after sorting each message's
+// deliveries by the time they were received (the first one received is a
+// copy's first).
+func newDeliveryCounts(order []string, keys map[string]*keyState, occ []*Delivery, slack time.Duration, cluster bool) *deliveryCounts {
+	of := map[string]uint64{}
 	for _, key := range order {
 		s := keys[key]
 		slices.SortFunc(s.deliveries, func(a, b *Delivery) int { return a.Received.Compare(b.Received) })
 		for _, d := range s.deliveries {
-			if k := copyKey(d, cluster); !hasKey(dc.copyOf, k) {
-				dc.copyOf[k] = uint64(len(dc.copyOf))
+			if k := copyKey(d, cluster); !hasKey(of, k) {
+				of[k] = uint64(len(of))
 			}
 		}
 	}
-	dc.copies = deliverycheck.New(len(dc.copyOf), 0)
-	return dc
+	for _, d := range occ {
+		if k := copyKey(d, false); !hasKey(of, k) {
+			of[k] = uint64(len(of))
+		}
+	}
+	return &deliveryCounts{msgs: deliverycheck.New(len(order), slack), copies: &copies{n: deliverycheck.New(len(of), 0), of: of}}
 }
 
 func hasKey(m map[string]uint64, k string) bool { _, ok := m[k]; return ok }
@@ -55,7 +72,7 @@ func hasKey(m map[string]uint64, k string) bool { _, ok := m[k]; return ok }
 // total sets c's counts of deliveries from what was counted; occurrences
 // are the deliveries of recurring schedules, which checkSchedules judges.
 func (dc *deliveryCounts) total(c *Counts, occurrences int) {
-	m, k := dc.msgs.Tally(), dc.copies.Tally()
+	m, k := dc.msgs.Tally(), dc.copies.n.Tally()
 	c.Delivered = int(m.Delivered)
 	c.Deliveries = int(m.Deliveries) + occurrences
 	c.Early += int(m.Early)
@@ -87,7 +104,7 @@ func (s *keyState) judgeRepeats(key string, cutNamed bool, cutAcks map[string][]
 				c.DupStream++ // another copy of the ID in the stream
 			}
 		}
-		if dc.copies.Delivered(dc.copyOf[copyKey(d, p.Cluster)], time.Time{}, d.Received) {
+		if !dc.copies.repeat(d, p.Cluster) {
 			continue
 		}
 		var durable, doubt *Settle
