@@ -4,30 +4,17 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hourglassmq/hourglass/engine"
-	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/internal/msgtrace"
 )
 
-// Span and attribute names of a delivery span; the messaging.* ones are
-// OpenTelemetry's semantic conventions, the hourglass.* ones the server's
-// deliver spans' (server/tracing.go).
-const (
-	tracerName      = "github.com/hourglassmq/hourglass/sink"
-	attrSystem      = attribute.Key("messaging.system")
-	attrDestination = attribute.Key("messaging.destination.name")
-	attrOperation   = attribute.Key("messaging.operation.type")
-	attrMessageID   = attribute.Key("messaging.message.id")
-	attrLateness    = attribute.Key("hourglass.lateness_ms")
-	attrAttempt     = attribute.Key("hourglass.attempt")
-)
-
-var w3c = propagation.TraceContext{}
+// tracerName names the sinks' tracer; the attribute names are msgtrace's,
+// as on the server's deliver spans.
+const tracerName = "github.com/hourglassmq/hourglass/sink"
 
 // Tracing carries a message's trace across an external sink: each
 // delivery attempt is a span "deliver <topic>", a child of the producer's
@@ -60,14 +47,13 @@ func (t *Tracing) Start(ctx context.Context, topic string, d engine.Delivery, se
 	if t == nil {
 		return func(error) {}
 	}
-	hs := d.Message.Headers
-	parent := w3c.Extract(ctx, headerCarrier{message.HeaderValue(hs, message.TraceParentHeader), message.HeaderValue(hs, message.TraceStateHeader)})
+	parent := msgtrace.Producer(ctx, d.Message.Headers)
 	now := time.Now()
 	_, span := t.tracer.Start(parent, "deliver "+topic, trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(now),
-		trace.WithAttributes(attrSystem.String(t.system), attrOperation.String("send"), attrDestination.String(topic),
-			attrMessageID.String(d.ID.String()), attrLateness.Int64(now.UnixMilli()-d.ID.DeliverAt),
-			attrAttempt.Int64(int64(d.Message.Attempt))))
-	w3c.Inject(trace.ContextWithSpan(ctx, span), setCarrier(set))
+		trace.WithAttributes(msgtrace.System.String(t.system), msgtrace.Operation.String("send"), msgtrace.Destination.String(topic),
+			msgtrace.MessageID.String(d.ID.String()), msgtrace.Lateness.Int64(now.UnixMilli()-d.ID.DeliverAt),
+			msgtrace.Attempt.Int64(int64(d.Message.Attempt))))
+	msgtrace.W3C.Inject(trace.ContextWithSpan(ctx, span), setCarrier(set))
 	ended := false
 	return func(err error) {
 		if ended {
@@ -81,21 +67,6 @@ func (t *Tracing) Start(ctx context.Context, topic string, d engine.Delivery, se
 		span.End()
 	}
 }
-
-// headerCarrier reads a stored trace context.
-type headerCarrier struct{ parent, state string }
-
-func (c headerCarrier) Get(key string) string {
-	switch key {
-	case "traceparent":
-		return c.parent
-	case "tracestate":
-		return c.state
-	}
-	return ""
-}
-func (headerCarrier) Set(string, string) {}
-func (headerCarrier) Keys() []string     { return []string{"traceparent", "tracestate"} }
 
 // setCarrier writes a trace context with a sink's header setter.
 type setCarrier func(key, value string)
