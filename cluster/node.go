@@ -25,9 +25,6 @@ const (
 	DefaultPartitions = 8
 	DefaultLeaseTTL   = 10 * time.Second
 	DefaultReplicas   = 3
-	// DefaultIdempotencyWindow is the default of
-	// Options.IdempotencyWindow, a single node's default.
-	DefaultIdempotencyWindow = 10 * time.Minute
 	// offDuplicates is the intake streams' duplicate window while keys
 	// are off (no intake publish then carries a Nats-Msg-Id).
 	offDuplicates = 2 * time.Minute
@@ -115,9 +112,9 @@ type Options struct {
 	// batch's keys, in order) names the first message, measured from
 	// when JetStream stored it: it is the intake streams' duplicate
 	// window, set on every intake stream when the node opens. Default
-	// DefaultIdempotencyWindow; negative turns keys off (nothing is
-	// deduplicated). At least 100 ms and at most MaxDelay + 1 day (the
-	// streams' MaxAge).
+	// 0 turns keys off (nothing is deduplicated), as in engine.Options and
+	// hourglass.Config. Else at least 100 ms and at most MaxDelay + 1 day
+	// (the streams' MaxAge).
 	IdempotencyWindow time.Duration
 	// StallChecksPerSecond bounds how often this node's partitions ask
 	// their intake stream whether their reader has stalled (see feed):
@@ -241,11 +238,8 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StallChecksPerSecond == 0 {
 		opts.StallChecksPerSecond = DefaultStallChecksPerSecond
 	}
-	if opts.IdempotencyWindow == 0 {
-		opts.IdempotencyWindow = DefaultIdempotencyWindow
-	}
-	if w := opts.IdempotencyWindow; w > 0 && (w < 100*time.Millisecond || w > opts.MaxDelay+24*time.Hour) {
-		return nil, fmt.Errorf("cluster: idempotency window %v: from 100ms (JetStream's least duplicate window) to the max delay + 1 day, %v (the intake streams' MaxAge)", w, opts.MaxDelay+24*time.Hour)
+	if w := opts.IdempotencyWindow; w != 0 && (w < 100*time.Millisecond || w > opts.MaxDelay+24*time.Hour) {
+		return nil, fmt.Errorf("cluster: idempotency window %v: 0 (keys off) or from 100ms (JetStream's least duplicate window) to the max delay + 1 day, %v (the intake streams' MaxAge)", w, opts.MaxDelay+24*time.Hour)
 	}
 	if opts.CompactInterval < 0 {
 		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
@@ -319,7 +313,7 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	maxAge := o.MaxDelay + 24*time.Hour
 	dups := o.IdempotencyWindow
-	if dups < 0 {
+	if dups == 0 {
 		dups = offDuplicates
 	}
 	for p := 0; p < o.Partitions; p++ {
