@@ -285,12 +285,23 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	case <-ctx.Done():
 		return engine.Unknown, ctx.Err()
 	}
+	// settled answers for a message cancelled, done, being delivered or
+	// due. pt.mu is held.
+	settled := func() (engine.CancelResult, bool) {
+		r, done := pt.done[id]
+		switch {
+		case done && r == CancelledReason:
+			return engine.AlreadyCancelled, true
+		case done || pt.firing[id] || id.DeliverAt <= pt.n.now().UnixMilli():
+			return engine.AlreadyDone, true
+		}
+		return 0, false
+	}
 	pt.mu.Lock()
-	_, done := pt.done[id]
-	firing := pt.firing[id]
+	res, ok := settled()
 	pt.mu.Unlock()
-	if done || firing || id.DeliverAt <= pt.n.now().UnixMilli() {
-		return engine.AlreadyDone, nil
+	if ok {
+		return res, nil
 	}
 	_, seq, idx := SplitID(id)
 	raw, err := pt.n.inStreams[pt.p].GetMsg(ctx, seq)
@@ -313,9 +324,9 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 		}
 	}
 	pt.mu.Lock()
-	if _, done := pt.done[id]; done || pt.firing[id] {
+	if res, ok := settled(); ok {
 		pt.mu.Unlock()
-		return engine.AlreadyDone, nil
+		return res, nil
 	}
 	if _, taken := pt.taken[id]; compacted && !taken {
 		// Its intake message was compacted away and, the stream read to

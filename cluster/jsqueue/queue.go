@@ -578,19 +578,27 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 	out.ID, _ = message.ParseID(m.Header.Get(sink.HeaderID))
 	out.Origin, _ = message.ParseID(m.Header.Get(sink.HeaderOriginID))
 	out.DeliverAt = out.ID.DeliverAt
-	keys := make([]string, 0, len(m.Header))
-	for k := range m.Header {
+	out.Headers = visibleHeaders(m.Header)
+	return out, true
+}
+
+// visibleHeaders is the producer's headers of a stored message, in key
+// order.
+func visibleHeaders(h nats.Header) []message.Header {
+	keys := make([]string, 0, len(h))
+	for k := range h {
 		if !hiddenHeader(k) {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
+	var out []message.Header
 	for _, k := range keys {
-		for _, v := range m.Header[k] {
-			out.Headers = append(out.Headers, message.Header{Key: []byte(k), Value: []byte(v)})
+		for _, v := range h[k] {
+			out = append(out, message.Header{Key: []byte(k), Value: []byte(v)})
 		}
 	}
-	return out, true
+	return out
 }
 
 func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix) }
