@@ -151,6 +151,8 @@ func caseListQueue(t *testing.T, tg *conformTarget, topic string) {
 	if err != nil || len(due) != 2 || due[0].Id != first || due[1].Id != second || due[0].Receipt != "" {
 		t.Errorf("List due = %v, %v; want %s, %s without receipts", due, err, first, second)
 	}
+	_, err = tg.c().List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_DUE, PageToken: "x"}))
+	wantCode(t, "List due with a made-up token", err, connect.CodeInvalidArgument, "page_token")
 	m := cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0]
 	leased, err := cfList(t, tg, topic, hourglassv1.MessageState_MESSAGE_STATE_LEASED, 0)
 	if tg.differs(t, "list-leased") {
@@ -250,6 +252,11 @@ func casePolicy(t *testing.T, tg *conformTarget, topic string) {
 	sp := cfSetPolicy(t, c, topic, &hourglassv1.Policy{LeaseMs: ptr(int64(2000)), MaxAttempts: ptr(int32(5))})
 	if sp.Effective.GetLeaseMs() != 2000 || sp.Effective.GetMaxAttempts() != 5 {
 		t.Errorf("SetPolicy = %v", sp)
+	}
+	last := tg.nodes[len(tg.nodes)-1].client // another node in a cluster
+	if gp, err := last.GetPolicy(ctx, connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: topic})); err != nil ||
+		gp.Msg.Policy.GetLeaseMs() != 2000 || gp.Msg.Policy.GetMaxAttempts() != 5 || gp.Msg.Effective.GetPaused() {
+		t.Errorf("GetPolicy after SetPolicy, through the last node = %v, %v", gp, err)
 	}
 	_, err = c.SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: topic, Policy: &hourglassv1.Policy{Backoff: &hourglassv1.Backoff{InitialMs: 100, MaxMs: 1000, Multiplier: 2}}}))
 	if tg.differs(t, "policy-backoff") {

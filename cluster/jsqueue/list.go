@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hourglassmq/hourglass/message"
@@ -72,5 +74,24 @@ func stored(topic string, raw *jetstream.RawStreamMsg) queue.Message {
 	base, _ := strconv.ParseUint(raw.Header.Get(sink.HeaderAttempt), 10, 32)
 	out.Attempt = uint32(base)
 	out.Headers = visibleHeaders(raw.Header)
+	return out
+}
+
+// visibleHeaders is the producer's headers of a stored message, in key
+// order.
+func visibleHeaders(h nats.Header) []message.Header {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		if !hiddenHeader(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []message.Header
+	for _, k := range keys {
+		for _, v := range h[k] {
+			out = append(out, message.Header{Key: []byte(k), Value: []byte(v)})
+		}
+	}
 	return out
 }

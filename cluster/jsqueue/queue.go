@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -580,25 +579,6 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 	out.DeliverAt = out.ID.DeliverAt
 	out.Headers = visibleHeaders(m.Header)
 	return out, true
-}
-
-// visibleHeaders is the producer's headers of a stored message, in key
-// order.
-func visibleHeaders(h nats.Header) []message.Header {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		if !hiddenHeader(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var out []message.Header
-	for _, k := range keys {
-		for _, v := range h[k] {
-			out = append(out, message.Header{Key: []byte(k), Value: []byte(v)})
-		}
-	}
-	return out
 }
 
 func isDLQ(topic string) bool { return strings.HasSuffix(topic, queue.DLQSuffix) }
