@@ -267,6 +267,12 @@ type Message struct {
 	// nothing, even if the server crashed in between. Key{Topic, key}
 	// names the message for Cancel, Get and Reschedule.
 	IdempotencyKey string
+	// FlowKey, if set (at most 200 bytes), is the key the topic's flow
+	// policy counts the message under (PolicyChange's Flow fields): a
+	// tenant, a customer, an account. Many messages share one; it is not
+	// the IdempotencyKey. It is delivered as the header
+	// "hourglass-flow-key".
+	FlowKey string
 	// ExpireAt, or TTL after its delivery time, is when the message
 	// expires: from then on it is never handed to a consumer (the queue
 	// dead-letters it with reason "expired"). At most one of them; neither:
@@ -286,7 +292,7 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	if set > 1 {
 		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
-	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, Headers: headersProto(m.Headers)}
+	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, FlowKey: m.FlowKey, Headers: headersProto(m.Headers)}
 	switch {
 	case !m.ExpireAt.IsZero() && m.TTL != 0:
 		return nil, fmt.Errorf("%w: ExpireAt %v and TTL %v: set at most one of them", ErrInvalidMessage, m.ExpireAt, m.TTL)

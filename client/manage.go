@@ -100,6 +100,9 @@ type Found struct {
 	LeaseUntil   time.Time
 	// DeadLetterTopic holds a message the queue dead-lettered.
 	DeadLetterTopic string
+	// FlowWait says why a due message waits for its flow key (the
+	// topic's flow policy holds it back); "" when it does not.
+	FlowWait string
 	// RescheduledTo is the ID that carries the message now, when it is
 	// not the one asked for: after a Reschedule, a retry (a Nack with a
 	// delay, or the topic's backoff) or a redrive. Message and State are
@@ -116,7 +119,7 @@ func (c *Client) Get(ctx context.Context, ref Ref) (Found, error) {
 	if err != nil {
 		return Found{}, wrap("Get", err)
 	}
-	f := Found{State: stateOf(res.State), QueueAttempt: res.QueueAttempt, DeadLetterTopic: res.DeadLetterTopic}
+	f := Found{State: stateOf(res.State), QueueAttempt: res.QueueAttempt, DeadLetterTopic: res.DeadLetterTopic, FlowWait: res.FlowWait}
 	if res.RescheduledTo != "" {
 		if f.RescheduledTo, err = idOf("Get", res.RescheduledTo); err != nil {
 			return Found{}, err

@@ -176,6 +176,20 @@ type TopicInfo struct {
 	// Policy is what the topic set; its nil fields take the server's
 	// defaults.
 	Policy Policy
+	// Under a flow policy: FlowHeld due messages wait because their flow
+	// key's bound holds them back, in FlowKeysHeld keys; FlowBacklogs are
+	// the largest backlogs by key (at most 20), largest first.
+	FlowHeld, FlowKeysHeld int64
+	FlowBacklogs           []FlowBacklog
+}
+
+// FlowBacklog is what one flow key of a topic holds in the queue.
+type FlowBacklog struct {
+	Key         string
+	Due, Leased int64
+	// HeldBy says what holds the key's due messages back: "concurrency",
+	// "rate" or "ordered"; "" when a consumer may take one now.
+	HeldBy string
 }
 
 // Topics lists the topics the server knows (those of the queue, and
@@ -189,7 +203,11 @@ func (c *Client) Topics(ctx context.Context) ([]TopicInfo, error) {
 	out := make([]TopicInfo, len(res.Topics))
 	for i, t := range res.Topics {
 		out[i] = TopicInfo{Topic: t.Topic, Due: t.Due, Leased: t.Leased, DeadLettered: t.DeadLettered,
-			OldestDueAge: time.Duration(t.OldestDueAgeSeconds * float64(time.Second)), Policy: policyOf(t.Policy)}
+			OldestDueAge: time.Duration(t.OldestDueAgeSeconds * float64(time.Second)), Policy: policyOf(t.Policy),
+			FlowHeld: t.FlowHeld, FlowKeysHeld: t.FlowKeysHeld}
+		for _, b := range t.FlowBacklogs {
+			out[i].FlowBacklogs = append(out[i].FlowBacklogs, FlowBacklog{Key: b.FlowKey, Due: b.Due, Leased: b.Leased, HeldBy: b.HeldBy})
+		}
 	}
 	return out, nil
 }
@@ -214,6 +232,18 @@ type Policy struct {
 	// Lease is the lease of a Receive that gives none, 1ms to 12h
 	// (whole milliseconds).
 	Lease *time.Duration
+	// Per flow key (Message.FlowKey): FlowConcurrency bounds a key's
+	// messages leased at once (1 to 10000; 0: no bound); FlowRate its
+	// messages handed out per second, a token bucket of FlowBurst (0: one
+	// second's worth); FlowOrdered hands a key's messages out one at a
+	// time in the order they came due, the next once the one before is
+	// acked or dead-lettered; FlowFair serves the keys with due messages
+	// in turn. Refused in cluster mode (FailedPrecondition).
+	FlowConcurrency *int
+	FlowRate        *float64
+	FlowBurst       *int
+	FlowOrdered     *bool
+	FlowFair        *bool
 }
 
 // Backoff is a retry delay: Initial × Multiplier^(retry-1), at most Max,
@@ -240,10 +270,16 @@ const (
 	FieldPaused          PolicyField = "paused"
 	FieldMaxDispatchRate PolicyField = "max_dispatch_rate"
 	FieldLease           PolicyField = "lease_ms"
+	FieldFlowConcurrency PolicyField = "flow_concurrency"
+	FieldFlowRate        PolicyField = "flow_rate"
+	FieldFlowBurst       PolicyField = "flow_burst"
+	FieldFlowOrdered     PolicyField = "flow_ordered"
+	FieldFlowFair        PolicyField = "flow_fair"
 )
 
 // PolicyFields are all the fields of Policy.
-var PolicyFields = []PolicyField{FieldMaxAttempts, FieldBackoff, FieldPaused, FieldMaxDispatchRate, FieldLease}
+var PolicyFields = []PolicyField{FieldMaxAttempts, FieldBackoff, FieldPaused, FieldMaxDispatchRate, FieldLease,
+	FieldFlowConcurrency, FieldFlowRate, FieldFlowBurst, FieldFlowOrdered, FieldFlowFair}
 
 // Policies is a topic's policy as GetPolicy and SetPolicy answer it.
 type Policies struct {
@@ -270,6 +306,21 @@ func policyOf(p *hourglassv1.Policy) Policy {
 	}
 	if p.LeaseMs != nil {
 		out.Lease = new(time.Duration(*p.LeaseMs) * time.Millisecond)
+	}
+	if p.FlowConcurrency != nil {
+		out.FlowConcurrency = new(int(*p.FlowConcurrency))
+	}
+	if p.FlowRate != nil {
+		out.FlowRate = new(*p.FlowRate)
+	}
+	if p.FlowBurst != nil {
+		out.FlowBurst = new(int(*p.FlowBurst))
+	}
+	if p.FlowOrdered != nil {
+		out.FlowOrdered = new(*p.FlowOrdered)
+	}
+	if p.FlowFair != nil {
+		out.FlowFair = new(*p.FlowFair)
 	}
 	if b := p.Backoff; b != nil {
 		out.Backoff = &Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
@@ -299,6 +350,27 @@ func (p Policy) proto() (*hourglassv1.Policy, error) {
 			return nil, fmt.Errorf("%w: Policy.Lease %v: from 1ms to 12h", ErrInvalidMessage, *p.Lease)
 		}
 		out.LeaseMs = new(p.Lease.Milliseconds())
+	}
+	if p.FlowConcurrency != nil {
+		if !fitsInt32(*p.FlowConcurrency) {
+			return nil, fmt.Errorf("%w: Policy.FlowConcurrency %d: from 1 to 10000", ErrInvalidMessage, *p.FlowConcurrency)
+		}
+		out.FlowConcurrency = new(int32(*p.FlowConcurrency))
+	}
+	if p.FlowRate != nil {
+		out.FlowRate = new(*p.FlowRate)
+	}
+	if p.FlowBurst != nil {
+		if !fitsInt32(*p.FlowBurst) {
+			return nil, fmt.Errorf("%w: Policy.FlowBurst %d: from 1 to 1000000", ErrInvalidMessage, *p.FlowBurst)
+		}
+		out.FlowBurst = new(int32(*p.FlowBurst))
+	}
+	if p.FlowOrdered != nil {
+		out.FlowOrdered = new(*p.FlowOrdered)
+	}
+	if p.FlowFair != nil {
+		out.FlowFair = new(*p.FlowFair)
 	}
 	if b := p.Backoff; b != nil {
 		if b.Initial < 0 || b.Max < 0 {

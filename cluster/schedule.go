@@ -55,6 +55,11 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 		if r.IdempotencyKey != "" {
 			ms[i].Headers = append(ms[i].Headers[:len(ms[i].Headers):len(ms[i].Headers)], message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(r.IdempotencyKey)})
 		}
+		if r.FlowKey != "" {
+			// Delivered as the header only: the cluster applies no flow
+			// policy (SetPolicy refuses the flow fields).
+			ms[i].Headers = append(ms[i].Headers[:len(ms[i].Headers):len(ms[i].Headers)], message.Header{Key: []byte(message.FlowKeyHeader), Value: []byte(r.FlowKey)})
+		}
 		topics[i], keys[i] = r.Topic, r.IdempotencyKey
 	}
 	var ids []message.ID

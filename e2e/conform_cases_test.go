@@ -29,6 +29,7 @@ var conformCases = []conformCase{
 	{"dead-letters", caseDeadLetters},
 	{"policy", casePolicy},
 	{"purge-due", casePurgeDue},
+	{"flow", caseFlow},
 }
 
 // caseScheduleGetCancel: Get of a pending message; Cancel, twice; Cancel

@@ -152,7 +152,7 @@ func caseListQueue(t *testing.T, tg *conformTarget, topic string) {
 		t.Errorf("List due = %v, %v; want %s, %s without receipts", due, err, first, second)
 	}
 	_, err = tg.c().List(ctxT(t), connect.NewRequest(&hourglassv1.ListRequest{Topic: topic, State: hourglassv1.MessageState_MESSAGE_STATE_DUE, PageToken: "x"}))
-	wantCode(t, "List due with a made-up token", err, connect.CodeInvalidArgument, "page_token")
+	wantCode(t, "List due with a made-up token", err, connect.CodeInvalidArgument, "token")
 	m := cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0]
 	leased, err := cfList(t, tg, topic, hourglassv1.MessageState_MESSAGE_STATE_LEASED, 0)
 	if tg.differs(t, "list-leased") {
@@ -330,4 +330,39 @@ func casePurgeDue(t *testing.T, tg *conformTarget, topic string) {
 		cfAck(t, tg, m)
 	}
 	cfNone(t, tg.c(), topic, 300*time.Millisecond)
+}
+
+// caseFlow: a message's flow key reaches the consumer as a header; a
+// topic's per-key bound (flow_concurrency 1) holds a key's second message
+// back until the first is acked.
+func caseFlow(t *testing.T, tg *conformTarget, topic string) {
+	ctx := ctxT(t)
+	_, err := tg.one().SetPolicy(ctx, connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: topic, Policy: &hourglassv1.Policy{FlowConcurrency: ptr(int32(1))}}))
+	bounded := !tg.differs(t, "policy-flow")
+	if bounded && err != nil {
+		t.Fatalf("SetPolicy flow_concurrency 1: %v", err)
+	} else if !bounded {
+		wantCode(t, "SetPolicy flow_concurrency", err, connect.CodeFailedPrecondition, "flow_concurrency")
+	}
+	for _, b := range []string{"a1", "a2"} {
+		cfSchedule(t, tg, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(b), FlowKey: "tenant-a", When: delayMs(0)})
+	}
+	first := cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0]
+	if string(first.Body) != "a1" || headerFold(first.Headers, "hourglass-flow-key") != "tenant-a" {
+		t.Errorf("first: %q with headers %v; want a1 with its flow key", first.Body, first.Headers)
+	}
+	if bounded {
+		cfNone(t, tg.c(), topic, 500*time.Millisecond) // a2 waits for a1
+	}
+	if !bounded {
+		m := cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0]
+		if string(m.Body) != "a2" {
+			t.Errorf("second: %q; want a2", m.Body)
+		}
+		cfAck(t, tg, m)
+	}
+	cfAck(t, tg, first)
+	if bounded {
+		cfAck(t, tg, cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0])
+	}
 }

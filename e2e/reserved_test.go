@@ -21,7 +21,7 @@ import (
 // one of the same prefix, in another letter case): each is refused from a
 // client.
 var reservedHeaders = []string{
-	"hourglass-idempotency-key", "hourglass-idempotency-at", "hourglass-schedule", "hourglass-occurrence",
+	"hourglass-idempotency-key", "hourglass-idempotency-at", "hourglass-flow-key", "hourglass-schedule", "hourglass-occurrence",
 	"hourglass-dead-letter-origin", "hourglass-dead-letter-reason", "hourglass-dead-letter-error",
 	"hourglass-dead-lettered-at", "hourglass-last-error", "hourglass-cluster-id", "hourglass-replaces",
 	"hourglass-traceparent", "hourglass-tracestate",

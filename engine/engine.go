@@ -76,6 +76,11 @@ type Request struct {
 	// stored as the header IdempotencyHeader; at most MaxIdempotencyKey
 	// bytes.
 	IdempotencyKey string
+	// FlowKey, if set, is the message's flow key (at most
+	// message.MaxFlowKey bytes), stored as the header
+	// message.FlowKeyHeader: the built-in queue applies the topic's
+	// per-key flow policy to it.
+	FlowKey string
 	// ExpireAt, or TTL after its delivery time, is when the message
 	// expires: from then on it is never handed to a consumer (at most one
 	// of them; neither: it never expires). It is stored as the header

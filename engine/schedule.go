@@ -88,6 +88,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 	if keyed {
 		iks = keyHeaders(reqs, msgs, now)
 	}
+	flowHeaders(reqs, msgs)
 	if expiring {
 		if err := expiryHeaders(reqs, msgs); err != nil {
 			return nil, err
@@ -202,6 +203,24 @@ func keyHeaders(reqs []Request, msgs []message.Message, now time.Time) []string 
 	return iks
 }
 
+var flowKeyName = []byte(message.FlowKeyHeader)
+
+// flowHeaders adds the flow-key header to the messages of the requests
+// that carry a flow key; a header's value points into its request.
+func flowHeaders(reqs []Request, msgs []message.Message) {
+	for i := range reqs {
+		r := &reqs[i]
+		if r.FlowKey == "" {
+			continue
+		}
+		hs := msgs[i].Headers
+		out := make([]message.Header, len(hs), len(hs)+1)
+		copy(out, hs)
+		key := unsafe.Slice(unsafe.StringData(r.FlowKey), len(r.FlowKey)) // read only
+		msgs[i].Headers = append(out, message.Header{Key: flowKeyName, Value: key})
+	}
+}
+
 // expiryHeaders adds the expiry header to the messages of the requests
 // that set ExpireAt or TTL, after their other headers, and refuses an
 // expiry not after the message's delivery time.
@@ -286,18 +305,18 @@ func validate(r *Request) error {
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return fmt.Errorf("%w: idempotency key of %d bytes; at most %d", ErrInvalid, len(r.IdempotencyKey), MaxIdempotencyKey)
 	}
-	if r.IdempotencyKey != "" && user > message.MaxHeaders-2 {
-		return fmt.Errorf("%w: %d headers and an idempotency key (stored as two headers, the key and its time); at most %d headers with a key", ErrInvalid, user, message.MaxHeaders-2)
+	if !r.ExpireAt.IsZero() && r.TTL != 0 {
+		return fmt.Errorf("%w: both an expiry time and a TTL; give one of them", ErrInvalid)
 	}
-	if !r.ExpireAt.IsZero() || r.TTL != 0 {
-		switch n := len(r.Headers) + 1; {
-		case !r.ExpireAt.IsZero() && r.TTL != 0:
-			return fmt.Errorf("%w: both an expiry time and a TTL; give one of them", ErrInvalid)
-		case r.TTL < 0:
-			return fmt.Errorf("%w: TTL %v is negative; it counts from the delivery time", ErrInvalid, r.TTL)
-		case r.IdempotencyKey != "" && n > message.MaxHeaders-2, n > message.MaxHeaders:
-			return fmt.Errorf("%w: %d headers and an expiry (stored as a header, beside an idempotency key's two); at most %d in all", ErrInvalid, len(r.Headers), message.MaxHeaders)
-		}
+	if r.TTL < 0 {
+		return fmt.Errorf("%w: TTL %v is negative; it counts from the delivery time", ErrInvalid, r.TTL)
+	}
+	if len(r.FlowKey) > message.MaxFlowKey {
+		return fmt.Errorf("%w: flow key of %d bytes; at most %d", ErrInvalid, len(r.FlowKey), message.MaxFlowKey)
+	}
+	if n := r.AddedHeaders(); n > 0 && user+n > message.MaxHeaders {
+		return fmt.Errorf("%w: %d headers; at most %d of one's own with these fields (an idempotency key is stored as two headers, a flow key and an expiry as one each)",
+			ErrInvalid, user, message.MaxHeaders-n)
 	}
 	return nil
 }
@@ -313,4 +332,20 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.4gd", float64(d)/float64(day))
 	}
 	return d.Round(time.Millisecond).String()
+}
+
+// AddedHeaders is how many headers the engine stores beside r's own: two
+// for an idempotency key, one for a flow key, one for an expiry.
+func (r *Request) AddedHeaders() int {
+	n := 0
+	if r.IdempotencyKey != "" {
+		n += 2
+	}
+	if r.FlowKey != "" {
+		n++
+	}
+	if !r.ExpireAt.IsZero() || r.TTL != 0 {
+		n++
+	}
+	return n
 }

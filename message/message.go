@@ -387,6 +387,14 @@ func HeaderValue(hs []Header, key string) string {
 // it, in any letter case: the server refuses such a Schedule.
 const ReservedPrefix = "hourglass-"
 
+// FlowKeyHeader carries a message's flow key (a Schedule's flow_key):
+// the key a topic's per-key flow policy counts it under. The server sets
+// it; a producer gives the key as a field of its Schedule.
+const FlowKeyHeader = "hourglass-flow-key"
+
+// MaxFlowKey bounds a flow key in bytes.
+const MaxFlowKey = 200
+
 // Reserved reports whether a header named key is one only Hourglass sets:
 // its name begins with ReservedPrefix, in any letter case.
 func Reserved(key string) bool {

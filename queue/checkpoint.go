@@ -81,6 +81,7 @@ func (t *topic) snapshotLocked() checkpoint {
 		ents = append(ents, entry{off: l.off, attempt: l.attempt})
 	}
 	ents = append(ents, t.mu.read.fifo...)
+	ents = t.mu.flow.entries(ents)
 	slices.SortFunc(ents, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
 	ck.lwm = ck.cursor
 	if len(ents) > 0 {

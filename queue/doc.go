@@ -150,6 +150,21 @@
 // that has been failing for DefaultStallAfter (2 s), naming the topic,
 // the stage and since when; the server's /readyz includes it.
 //
+// # Flow control
+//
+// Under a flow policy (Policy.Flow) a topic's receivable messages go
+// through one in-memory queue per flow key (the header
+// message.FlowKeyHeader), kept only for keys with due or leased
+// messages: Receive moves due records from the reader, and the messages
+// waiting to be received again, into their keys' queues, and takes from
+// the keys whose concurrency, rate and order allow it, in turn under
+// Fair. A held message is outstanding: checkpoints name it as an entry
+// with its attempt, and a restart makes it receivable again. An ordered
+// key's retry (a Nack, or an expired lease under a backoff) waits in
+// place at the key's head instead of being rescheduled, so the key does
+// not move past it, across a restart too. A key's rate bucket fills from
+// Open, so a restart gives no extra burst.
+//
 // # Nack, retries and dead letters
 //
 // Nack with delay <= 0 makes the message receivable again at once (no

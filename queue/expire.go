@@ -55,6 +55,9 @@ func (t *topic) expire() {
 		n++
 		t.noteErrLocked(l.off, errExpired)
 		switch {
+		case backoff && !t.exhausted(l) && t.orderedLocked(l):
+			// An ordered key's retry waits out the backoff in place.
+			t.retryInPlaceLocked(l, q.backoffDelay(t.name, l.attempt+1))
 		case backoff && !t.exhausted(l):
 			// The topic's backoff: a retry after a delay, as a Nack
 			// without one gets.
@@ -103,7 +106,7 @@ func (t *topic) retryExpired(l *lease) {
 	if err != nil {
 		t.q.opts.Logger.Error("queue: retrying an expired message after its backoff failed; it is receivable again at once", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt + 1})
 		t.wake()
 		t.mu.Unlock()
@@ -122,7 +125,7 @@ func (t *topic) failLocked(l *lease) bool {
 	if next == 0 {
 		next = l.attempt // saturate
 	}
-	t.mu.leases.forget(l)
+	t.forgetLocked(l)
 	if l.ahead && l.off >= t.mu.read.cursor() {
 		// Taken out of turn: the reader hands it out when it gets there.
 		t.wake()

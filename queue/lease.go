@@ -27,6 +27,9 @@ type lease struct {
 	// ahead: taken out of turn (Take) at or after the cursor, never
 	// received: once acked, the reader must skip its record.
 	ahead bool
+	// key is the message's flow key under a flow policy (Policy.Flow);
+	// nil otherwise.
+	key *flowKey
 }
 
 // leaseHeap orders leases in the leased state by deadline.

@@ -35,6 +35,9 @@ type Lookup struct {
 	Attempt uint32
 	// LeaseUntil is when the lease ends on the wall clock (Leased).
 	LeaseUntil time.Time
+	// FlowWait says why a Waiting message waits for its flow key (its
+	// key's bound holds it back, Policy.Flow); "" when it does not.
+	FlowWait string
 	// Message is the topic's copy of the message, the caller's to keep
 	// (not set for NotHeld): in a dead-letter topic its headers say why it
 	// died (DeadLetterReasonHeader and the others).
@@ -113,6 +116,16 @@ func (t *topic) stateAt(off int64, id message.ID) Lookup {
 	for _, e := range t.mu.read.fifo {
 		if e.off == off {
 			return Lookup{Held: Waiting, Attempt: e.attempt}
+		}
+	}
+	if t.mu.flow.held > 0 {
+		var rid message.ID
+		var m message.Message
+		if t.readAt(off, &rid, &m) == nil {
+			key := string(flowKeyOf(m.Headers))
+			if e, ok := t.mu.flow.find(off, key); ok {
+				return Lookup{Held: Waiting, Attempt: e.attempt, FlowWait: t.flowWaitLocked(off, key)}
+			}
 		}
 	}
 	if off >= t.mu.read.cursor() {

@@ -133,7 +133,7 @@ func (t *topic) listDueLocked(from *listToken, n int) ([]Message, string, error)
 	if from != nil {
 		start = from.off
 	}
-	fifo := slices.Clone(t.mu.read.fifo)
+	fifo := t.mu.flow.entries(slices.Clone(t.mu.read.fifo))
 	slices.SortFunc(fifo, func(a, b entry) int { return cmp.Compare(a.off, b.off) })
 	for _, e := range fifo {
 		if e.off < start {
@@ -229,10 +229,11 @@ func (q *Queue) PurgeDue(ctx context.Context, name string) (int64, error) {
 		t.ackMu.Unlock()
 		return 0, t.missing(rd.end, err)
 	}
-	purged := rd.backlog()
-	for _, e := range rd.fifo {
+	purged := rd.backlog() + t.mu.flow.held
+	for _, e := range t.mu.flow.entries(rd.fifo) {
 		delete(t.mu.lastErr, e.off)
 	}
+	t.mu.flow.clear()
 	rd.fifo, rd.skip = nil, nil
 	rd.it.Close()
 	rd.it, rd.peeked, rd.unread = it, false, 0
@@ -345,6 +346,14 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 			break
 		}
 	}
+	var key *flowKey
+	if !waiting {
+		if e, k := t.mu.flow.take(off); k != nil {
+			// Held by its flow key: taken by name, it counts against the
+			// key's bounds as it is leased.
+			attempt, waiting, key = e.attempt, true, k
+		}
+	}
 	if _, acked := slices.BinarySearch(t.mu.read.skip, off); !waiting && (off < t.mu.read.cursor() || acked) {
 		return Message{}, ErrNotWaiting
 	}
@@ -354,17 +363,27 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 		if waiting {
 			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: off, attempt: attempt})
 		}
+		if key != nil {
+			t.ringLocked(key)
+		}
 		return Message{}, errors.Join(ErrNotWaiting, err)
 	}
 	if !waiting {
 		attempt = m.Attempt
 	}
 	if _, dup := t.mu.leases.byID[id]; dup {
+		if key != nil {
+			t.ringLocked(key)
+		}
 		return Message{}, ErrNotWaiting
 	}
 	now := t.q.now()
 	l := &lease{off: off, id: id, attempt: attempt, deadline: t.q.mono() + int64(dur), until: now.Add(dur).UnixNano(),
-		serial: t.q.serial.Add(1), ahead: !waiting}
+		serial: t.q.serial.Add(1), ahead: !waiting, key: key}
+	if key != nil {
+		key.leased++
+		t.ringLocked(key)
+	}
 	t.mu.leases.add(l)
 	t.armLocked()
 	var arena []byte

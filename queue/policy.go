@@ -29,6 +29,52 @@ type Policy struct {
 	// Lease is the lease of a Receive that asks for none; 0 means
 	// Options.DefaultLease.
 	Lease time.Duration
+	// Flow bounds and orders the messages of each flow key (the header
+	// message.FlowKeyHeader); the zero Flow applies none.
+	Flow Flow
+}
+
+// Flow is a topic's per-key policy. A message without a flow key is not
+// bound by it (it is served with the keys in turn under Fair).
+type Flow struct {
+	// Concurrency: at most this many messages of one key leased at once;
+	// the others wait, due. 0 means no bound.
+	Concurrency int
+	// Rate: at most this many messages of one key handed out per second,
+	// a token bucket of Burst; 0 means no bound.
+	Rate float64
+	// Burst is Rate's bucket; 0 means one second's worth (at least 1).
+	Burst int
+	// Ordered: one message of a key at a time, in the order they came
+	// due (the topic's queue log); the next only once the one before is
+	// acked or dead-lettered. A Nack (or an expired lease under a
+	// backoff) keeps the message at the key's head, its retry waiting out
+	// the delay in place, so the key is held until it is settled.
+	Ordered bool
+	// Fair serves the keys with due messages in turn, one message each,
+	// so that a key with a large backlog delays another by at most one
+	// message per key with due messages; without it keys are served in
+	// the order their messages came due, each as far as its bounds allow.
+	Fair bool
+}
+
+// On reports whether f asks for per-key handling.
+func (f Flow) On() bool { return f != (Flow{}) }
+
+// limit is how many messages of one key may be leased at once; 0: any.
+func (f Flow) limit() int {
+	if f.Ordered {
+		return 1
+	}
+	return f.Concurrency
+}
+
+// burst is the bucket of f's rate.
+func (f Flow) burst() int {
+	if f.Burst > 0 {
+		return f.Burst
+	}
+	return max(1, int(math.Ceil(f.Rate)))
 }
 
 // Backoff is a retry delay: Initial × Multiplier^(attempt-1), at most Max,
@@ -75,9 +121,25 @@ func (p Policy) Validate(maxLease time.Duration) error {
 		return fmt.Errorf("%w: max dispatch rate %g; 0 (no limit) or more", ErrInvalid, p.Rate)
 	case p.Lease < 0 || (maxLease > 0 && p.Lease > maxLease):
 		return fmt.Errorf("%w: lease %v; from 1ms to %v (0: the default)", ErrInvalid, p.Lease, maxLease)
+	case p.Flow.Concurrency < 0 || p.Flow.Concurrency > MaxFlowConcurrency:
+		return fmt.Errorf("%w: flow concurrency %d; from 1 to %d (0: no bound)", ErrInvalid, p.Flow.Concurrency, MaxFlowConcurrency)
+	case p.Flow.Rate < 0 || math.IsNaN(p.Flow.Rate) || math.IsInf(p.Flow.Rate, 0):
+		return fmt.Errorf("%w: flow rate %g; 0 (no bound) or more messages per second", ErrInvalid, p.Flow.Rate)
+	case p.Flow.Burst < 0 || p.Flow.Burst > MaxFlowBurst:
+		return fmt.Errorf("%w: flow burst %d; from 1 to %d (0: one second of the flow rate)", ErrInvalid, p.Flow.Burst, MaxFlowBurst)
+	case p.Flow.Burst > 0 && p.Flow.Rate == 0:
+		return fmt.Errorf("%w: flow burst %d without a flow rate; set the rate too", ErrInvalid, p.Flow.Burst)
+	case p.Flow.Ordered && p.Flow.Concurrency > 1:
+		return fmt.Errorf("%w: flow ordered with flow concurrency %d: an ordered key has one message leased at a time; leave concurrency 0", ErrInvalid, p.Flow.Concurrency)
 	}
 	return nil
 }
+
+// Bounds of a Flow's fields.
+const (
+	MaxFlowConcurrency = 10_000
+	MaxFlowBurst       = 1_000_000
+)
 
 // policies holds the topics' policies and their rate limiters.
 type policies struct {
@@ -153,26 +215,26 @@ func (q *Queue) maxAttempts(topic string) int {
 
 // allow returns how many of want messages topic may hand out now (its
 // policy: paused, rate), and when it returns 0 for a rate, the wait until
-// one more is allowed. It takes nothing: the caller, holding the topic's
+// one more is allowed; and topic's flow policy. It takes nothing: the caller, holding the topic's
 // lock (so that no other Receive of the topic runs meanwhile), takes what
 // it handed out with took.
-func (q *Queue) allow(topic string, want int, now time.Time) (int, time.Duration) {
+func (q *Queue) allow(topic string, want int, now time.Time) (int, time.Duration, Flow) {
 	q.pol.mu.RLock()
 	p, lim := q.pol.set[topic], q.pol.lim[topic]
 	q.pol.mu.RUnlock()
 	if p.Paused {
-		return 0, 0
+		return 0, 0, p.Flow
 	}
 	if lim == nil {
-		return want, 0
+		return want, 0, p.Flow
 	}
 	if n := min(want, int(lim.TokensAt(now))); n > 0 {
-		return n, 0
+		return n, 0, p.Flow
 	}
 	r := lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	r.CancelAt(now)
-	return 0, max(d, time.Millisecond)
+	return 0, max(d, time.Millisecond), p.Flow
 }
 
 // took takes n messages handed out from topic's rate limiter.

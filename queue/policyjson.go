@@ -18,6 +18,11 @@ type policyJSON struct {
 	Paused            bool    `json:"paused,omitempty"`
 	Rate              float64 `json:"max_dispatch_rate,omitempty"`
 	LeaseMs           int64   `json:"lease_ms,omitempty"`
+	FlowConcurrency   int     `json:"flow_concurrency,omitempty"`
+	FlowRate          float64 `json:"flow_rate,omitempty"`
+	FlowBurst         int     `json:"flow_burst,omitempty"`
+	FlowOrdered       bool    `json:"flow_ordered,omitempty"`
+	FlowFair          bool    `json:"flow_fair,omitempty"`
 }
 
 // EncodePolicy returns p as it is stored; the zero Policy is empty.
@@ -29,6 +34,7 @@ func EncodePolicy(p Policy) []byte {
 		MaxAttempts: p.MaxAttempts, Paused: p.Paused, Rate: p.Rate, LeaseMs: p.Lease.Milliseconds(),
 		BackoffInitialMs: p.Backoff.Initial.Milliseconds(), BackoffMaxMs: p.Backoff.Max.Milliseconds(),
 		BackoffMultiplier: p.Backoff.Multiplier, BackoffJitter: p.Backoff.Jitter,
+		FlowConcurrency: p.Flow.Concurrency, FlowRate: p.Flow.Rate, FlowBurst: p.Flow.Burst, FlowOrdered: p.Flow.Ordered, FlowFair: p.Flow.Fair,
 	})
 	return b
 }
@@ -46,5 +52,6 @@ func DecodePolicy(b []byte) (Policy, error) {
 	return Policy{
 		MaxAttempts: j.MaxAttempts, Paused: j.Paused, Rate: j.Rate, Lease: ms(j.LeaseMs),
 		Backoff: Backoff{Initial: ms(j.BackoffInitialMs), Max: ms(j.BackoffMaxMs), Multiplier: j.BackoffMultiplier, Jitter: j.BackoffJitter},
+		Flow:    Flow{Concurrency: j.FlowConcurrency, Rate: j.FlowRate, Burst: j.FlowBurst, Ordered: j.FlowOrdered, Fair: j.FlowFair},
 	}, nil
 }

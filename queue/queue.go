@@ -23,6 +23,7 @@ type Queue struct {
 	opts       Options
 	dir        string    // Dir/topics
 	origin     time.Time // when Open began, with a monotonic reading: lease deadlines count from it
+	openedAt   time.Time // when Open began on the wall clock (Options.Now): flow-key rate buckets fill from it
 	reschedule atomic.Pointer[RescheduleFunc]
 	serial     atomic.Uint64 // last lease serial handed out
 	tokens     tokenKey      // signs List's page tokens (listtoken.go)
@@ -93,6 +94,11 @@ type TopicStats struct {
 	// message waiting to be received: the older of the next one never
 	// received and the first waiting to be received again; 0 if none.
 	OldestReady int64
+	// FlowHeld is the due messages (counted in Backlog) that wait because
+	// their flow key's bound holds them back (Policy.Flow), and
+	// FlowKeysHeld the keys holding them.
+	FlowHeld     int64
+	FlowKeysHeld int
 }
 
 // Open opens (or creates) the queue in opts.Dir and recovers and checks
@@ -106,7 +112,7 @@ func Open(opts Options) (*Queue, error) {
 	}
 	q := &Queue{
 		opts:   opts,
-		origin: time.Now(),
+		origin: time.Now(), openedAt: opts.Now(),
 		dir:    filepath.Join(opts.Dir, "topics"),
 		done:   make(chan struct{}),
 		ckpts:  ckptQueue{wake: make(chan struct{}, 1)},

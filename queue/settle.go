@@ -97,7 +97,7 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 	}
 	heap.Remove(&t.mu.leases.heap, l.hi)
 	if nack != nil && nack.Release {
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		if !l.ahead || l.off < t.mu.read.cursor() {
 			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		}
@@ -134,6 +134,13 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 		l.state = settling
 		t.mu.Unlock()
 		err = t.deadLetter(l, &t.mu.stats.Nacked, ReasonMaxAttempts)
+	case t.orderedLocked(l):
+		// An ordered key's retry waits in place, at the key's head: the
+		// key's later messages wait for it to be settled.
+		t.retryInPlaceLocked(l, delay)
+		t.mu.stats.Nacked++
+		t.mu.Unlock()
+		return nil
 	default:
 		l.state = settling
 		t.mu.Unlock()
@@ -246,7 +253,7 @@ func (t *topic) ackAll(ls []*lease, counter *uint64) error {
 	}
 	for _, l := range ls {
 		t.mu.read.settledAhead(l)
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		delete(t.mu.lastErr, l.off)
 	}
 	*counter += uint64(len(ls))
@@ -306,7 +313,7 @@ func (t *topic) deadLetterExpired(l *lease) {
 	if err := t.deadLetter(l, &n, ReasonMaxAttempts); err != nil {
 		t.q.opts.Logger.Error("queue: dead-lettering failed; the message stays receivable", "topic", t.name, "id", l.id, "err", err)
 		t.mu.Lock()
-		t.mu.leases.forget(l)
+		t.forgetLocked(l)
 		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
 		t.wake()
 		t.mu.Unlock()

@@ -45,6 +45,7 @@ type topic struct {
 		read   readState  // what is receivable
 		leases leaseSet   // what is received and not yet acked
 		ck     ckptState  // what the last checkpoint holds, what came since
+		flow   flowState  // the flow keys' queues under a flow policy (flow.go)
 		// lastErr holds, by queue-log offset, the error a consumer gave
 		// with its last Nack of an outstanding message (or "lease
 		// expired"), shown if the message is dead-lettered. In memory
@@ -165,12 +166,25 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		return nil, nil, ErrClosed
 	}
 	now := t.q.now()
-	max, wait := t.q.allow(t.name, max, now)
+	max, wait, flow := t.q.allow(t.name, max, now)
+	t.syncFlowLocked(flow, now)
 	if max == 0 {
 		if wait > 0 {
 			t.armRateLocked(wait)
 		}
 		return nil, t.waitChan(), nil
+	}
+	if flow.On() {
+		out, err := t.receiveFlowLocked(max, leaseDur, now)
+		if len(out) == 0 {
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, t.waitChan(), nil
+		}
+		t.q.took(t.name, len(out), now)
+		t.armLocked()
+		return out, nil, nil
 	}
 	deadline, until := t.q.mono()+int64(leaseDur), now.Add(leaseDur).UnixNano()
 	var out []Message
@@ -211,16 +225,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 				continue // acked before a restart
 			}
 			if err := t.decode(rd.it, &id, m); err != nil {
-				// Stay at the damaged record: every Receive reports it,
-				// and no checkpoint counts it as received.
-				it, ierr := t.log.NewIterator(off)
-				if ierr != nil {
-					return t.failed(out, errors.Join(err, ierr))
-				}
-				rd.it.Close()
-				rd.it = it
-				rd.peeked = false
-				return t.failed(out, err)
+				return t.failed(out, t.stayAt(off, err))
 			}
 			if due := m.DeliverAt * int64(time.Millisecond); due > now.UnixNano() {
 				// Handed over before its time: it and everything after it
@@ -259,6 +264,20 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	t.q.took(t.name, len(out), now)
 	t.armLocked()
 	return out, nil, nil
+}
+
+// stayAt puts the reader back at the damaged record at off, whose
+// decoding failed with err, and returns err: every Receive reports it,
+// and no checkpoint counts it as received. t.mu is held.
+func (t *topic) stayAt(off int64, err error) error {
+	it, ierr := t.log.NewIterator(off)
+	if ierr != nil {
+		return errors.Join(err, ierr)
+	}
+	t.mu.read.it.Close()
+	t.mu.read.it = it
+	t.mu.read.peeked = false
+	return err
 }
 
 // armRateLocked wakes waiting Receives after d, when the topic's rate
@@ -395,7 +414,7 @@ func (t *topic) maybeCheckpointLocked() {
 	if t.mu.ck.queued || t.mu.closed {
 		return
 	}
-	outstanding := len(t.mu.leases.byOff) + len(t.mu.read.fifo) + len(t.mu.read.skip)
+	outstanding := len(t.mu.leases.byOff) + len(t.mu.read.fifo) + len(t.mu.read.skip) + int(t.mu.flow.held)
 	if t.mu.ck.acks >= max(t.q.opts.checkpointEvery, outstanding) || t.mu.ck.bytes >= t.q.opts.SegmentSize {
 		t.mu.ck.queued = true
 		t.q.ckpts.push(t)
@@ -408,8 +427,9 @@ func (t *topic) statsSnapshot() TopicStats {
 	defer t.mu.Unlock()
 	s := t.mu.stats
 	s.Leased = len(t.mu.leases.heap)
-	s.Backlog = t.mu.read.backlog()
+	s.Backlog = t.mu.read.backlog() + t.mu.flow.held
 	s.OldestReady = t.oldestReadyLocked()
+	s.FlowHeld, s.FlowKeysHeld, _ = t.flowStatsLocked(0)
 	return s
 }
 
@@ -429,6 +449,17 @@ func (t *topic) oldestReadyLocked() int64 {
 	if len(rd.fifo) > 0 {
 		var m message.Message
 		if t.readAt(rd.fifo[0].off, &id, &m) == nil {
+			consider(id.DeliverAt)
+		}
+	}
+	if first := int64(-1); t.mu.flow.held > 0 {
+		for _, k := range t.mu.flow.keys {
+			if len(k.wait) > 0 && (first < 0 || k.wait[0].off < first) {
+				first = k.wait[0].off
+			}
+		}
+		var m message.Message
+		if first >= 0 && t.readAt(first, &id, &m) == nil {
 			consider(id.DeliverAt)
 		}
 	}

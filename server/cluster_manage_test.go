@@ -123,6 +123,13 @@ func TestClusterQueueManage(t *testing.T) {
 	if p := sp.Policy; p.GetLeaseMs() != 1500 || p.GetMaxAttempts() != 3 || p.Paused != nil {
 		t.Errorf("SetPolicy answered %v; want lease 1500, max attempts 3, not paused", p)
 	}
+	for field, p := range map[string]*hourglassv1.Policy{
+		"flow_concurrency": {FlowConcurrency: ptr(int32(3))}, "flow_rate": {FlowRate: ptr(50.0)},
+		"flow_ordered": {FlowOrdered: ptr(true)}, "flow_fair": {FlowFair: ptr(true)},
+	} {
+		_, err = c.SetPolicy(ctx, &hourglassv1.SetPolicyRequest{Topic: "orders", Policy: p})
+		wantStatus(t, "SetPolicy with "+field, err, codes.FailedPrecondition, field, "cluster mode")
+	}
 	_, err = c.SetPolicy(ctx, &hourglassv1.SetPolicyRequest{Topic: "orders", Policy: &hourglassv1.Policy{MaxAttempts: ptr(int32(0))}, Defaults: []string{"nope"}})
 	wantStatus(t, "SetPolicy with an unknown default", err, codes.InvalidArgument, "nope")
 	gp, err := c.GetPolicy(ctx, &hourglassv1.GetPolicyRequest{Topic: "fresh"})

@@ -51,6 +51,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		return s.heldAfterRetirement(ctx, eng, id, f.ID)
 	}
 	out.Message = protoMessage(f.ID, &f.Message)
+	out.FlowKey = message.HeaderValue(f.Message.Headers, message.FlowKeyHeader)
 	if f.ID != id {
 		out.RescheduledTo = f.ID.String()
 	}
@@ -90,6 +91,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	case queue.Waiting:
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_DUE
 		out.QueueAttempt = l.Attempt
+		out.FlowWait = l.FlowWait
 	case queue.Leased:
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_LEASED
 		out.QueueAttempt = l.Attempt

@@ -454,6 +454,10 @@ func (s api) Topics(ctx context.Context, _ *hourglassv1.TopicsRequest) (*hourgla
 		if st.OldestReady > 0 {
 			ti.OldestDueAgeSeconds = max(0, now.Sub(time.UnixMilli(st.OldestReady)).Seconds())
 		}
+		ti.FlowHeld, ti.FlowKeysHeld = st.FlowHeld, int64(st.FlowKeysHeld)
+		for _, b := range s.q.FlowBacklogs(t, MaxFlowBacklogs) {
+			ti.FlowBacklogs = append(ti.FlowBacklogs, &hourglassv1.FlowBacklog{FlowKey: b.Key, Due: b.Due, Leased: int64(b.Leased), HeldBy: b.HeldBy})
+		}
 		out.Topics = append(out.Topics, ti)
 	}
 	return out, nil
@@ -473,3 +477,7 @@ func deadLetterInfo(hs []message.Header, attempts uint32) *hourglassv1.DeadLette
 	}
 	return dl
 }
+
+// MaxFlowBacklogs bounds the flow keys Topics shows per topic: the
+// largest backlogs.
+const MaxFlowBacklogs = 20

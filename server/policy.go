@@ -5,7 +5,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/internal/units"
@@ -38,6 +42,8 @@ func (s *Server) effective(topic string) *hourglassv1.Policy {
 func effectivePolicy(e queue.Policy) *hourglassv1.Policy {
 	p := toProtoPolicy(e)
 	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
+	p.FlowConcurrency, p.FlowRate, p.FlowBurst = ptr(int32(e.Flow.Concurrency)), ptr(e.Flow.Rate), ptr(int32(e.Flow.Burst))
+	p.FlowOrdered, p.FlowFair = ptr(e.Flow.Ordered), ptr(e.Flow.Fair)
 	if p.Backoff == nil {
 		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
 	}
@@ -59,6 +65,9 @@ func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*h
 		}
 		p, err := s.changePolicy(set, m)
 		if err != nil {
+			return nil, err
+		}
+		if err := clusterFlow(p.Flow); err != nil {
 			return nil, err
 		}
 		// Answered from what the node made, not a read of the consumer
@@ -99,6 +108,21 @@ func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest) (
 		if np.LeaseMs != nil {
 			p.Lease = time.Duration(*np.LeaseMs) * time.Millisecond
 		}
+		if np.FlowConcurrency != nil {
+			p.Flow.Concurrency = int(*np.FlowConcurrency)
+		}
+		if np.FlowRate != nil {
+			p.Flow.Rate = *np.FlowRate
+		}
+		if np.FlowBurst != nil {
+			p.Flow.Burst = int(*np.FlowBurst)
+		}
+		if np.FlowOrdered != nil {
+			p.Flow.Ordered = *np.FlowOrdered
+		}
+		if np.FlowFair != nil {
+			p.Flow.Fair = *np.FlowFair
+		}
 		if b := np.Backoff; b != nil {
 			if b.InitialMs > s.opts.MaxDelay.Milliseconds() || b.MaxMs > s.opts.MaxDelay.Milliseconds() {
 				return p, invalid("backoff: delays up to %d ms (%s, the server's --max-delay)", s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
@@ -119,8 +143,18 @@ func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest) (
 			p.Rate = 0
 		case "lease_ms":
 			p.Lease = 0
+		case "flow_concurrency":
+			p.Flow.Concurrency = 0
+		case "flow_rate":
+			p.Flow.Rate = 0
+		case "flow_burst":
+			p.Flow.Burst = 0
+		case "flow_ordered":
+			p.Flow.Ordered = false
+		case "flow_fair":
+			p.Flow.Fair = false
 		default:
-			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate and lease_ms", f)
+			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate, lease_ms, flow_concurrency, flow_rate, flow_burst, flow_ordered and flow_fair", f)
 		}
 	}
 	if err := p.Validate(queue.DefaultMaxLease); err != nil {
@@ -144,9 +178,48 @@ func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
 	if p.Lease != 0 {
 		out.LeaseMs = ptr(p.Lease.Milliseconds())
 	}
+	if f := p.Flow; f.Concurrency != 0 {
+		out.FlowConcurrency = ptr(int32(f.Concurrency))
+	}
+	if f := p.Flow; f.Rate != 0 {
+		out.FlowRate = ptr(f.Rate)
+	}
+	if f := p.Flow; f.Burst != 0 {
+		out.FlowBurst = ptr(int32(f.Burst))
+	}
+	if p.Flow.Ordered {
+		out.FlowOrdered = ptr(true)
+	}
+	if p.Flow.Fair {
+		out.FlowFair = ptr(true)
+	}
 	if !p.Backoff.IsZero() {
 		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
 			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
 	}
 	return out
+}
+
+// clusterFlow refuses, in cluster mode, a policy with flow fields: the
+// cluster's consumers are JetStream's, which bound a consumer's messages
+// in flight, not a key's, and keep no per-key order across partitions
+// (docs/CLUSTER.md). It names the first field set.
+func clusterFlow(f queue.Flow) error {
+	var field string
+	switch {
+	case f.Concurrency != 0:
+		field = "flow_concurrency"
+	case f.Rate != 0:
+		field = "flow_rate"
+	case f.Burst != 0:
+		field = "flow_burst"
+	case f.Ordered:
+		field = "flow_ordered"
+	case f.Fair:
+		field = "flow_fair"
+	default:
+		return nil
+	}
+	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
+		"policy %s: this server runs in cluster mode (serve --cluster), whose JetStream consumers do not bound, order or share out messages per flow key; flow policies are served by a single node (docs/CLUSTER.md)", field))
 }

@@ -506,6 +506,7 @@ func (s api) Stats(ctx context.Context, _ *hourglassv1.StatsRequest) (*hourglass
 			Topic: t.name, Delivered: int64(t.q.Delivered), Acked: int64(t.q.Acked), Nacked: int64(t.q.Nacked),
 			Redelivered: int64(t.q.Redelivered), DeadLettered: int64(t.q.DeadLettered), Ready: t.q.Backlog,
 			Leased: int64(t.q.Leased), Scheduled: t.scheduled, Expired: int64(t.q.Expired),
+			FlowHeld: t.q.FlowHeld, FlowKeysHeld: int64(t.q.FlowKeysHeld),
 		})
 	}
 	buckets, err := s.metrics.src.Load().pending(now)

@@ -129,13 +129,16 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 	if len(m.IdempotencyKey) > engine.MaxIdempotencyKey {
 		return invalid("%s", field(prefix, fmt.Sprintf("idempotency_key is %d bytes; at most %d", len(m.IdempotencyKey), engine.MaxIdempotencyKey)))
 	}
-	if m.IdempotencyKey != "" && len(m.Headers) > message.MaxHeaders-2 {
-		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an idempotency_key, which is stored as two headers (the key and its time): at most %d headers with a key", len(m.Headers), message.MaxHeaders-2)))
-	}
 	if !utf8.ValidString(m.IdempotencyKey) {
 		return invalid("%s", field(prefix, "idempotency_key is not valid UTF-8; a key is text"))
 	}
-	req.Topic, req.Body, req.IdempotencyKey = m.Topic, m.Body, m.IdempotencyKey
+	if len(m.FlowKey) > message.MaxFlowKey {
+		return invalid("%s", field(prefix, fmt.Sprintf("flow_key is %d bytes; at most %d", len(m.FlowKey), message.MaxFlowKey)))
+	}
+	if !utf8.ValidString(m.FlowKey) {
+		return invalid("%s", field(prefix, "flow_key is not valid UTF-8; a key is text"))
+	}
+	req.Topic, req.Body, req.IdempotencyKey, req.FlowKey = m.Topic, m.Body, m.IdempotencyKey, m.FlowKey
 	hs, err := checkHeaders(prefix, m.Headers)
 	if err != nil {
 		return err
@@ -193,9 +196,9 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 		}
 		req.TTL = time.Duration(x.TtlMs) * time.Millisecond
 	}
-	if m.Expiry != nil && len(m.Headers) > message.MaxHeaders-1-2*min(len(m.IdempotencyKey), 1) {
-		return invalid("%s", field(prefix, fmt.Sprintf("%d headers and an expiry, which is stored as a header (and an idempotency_key as two): at most %d headers of one's own",
-			len(m.Headers), message.MaxHeaders-1-2*min(len(m.IdempotencyKey), 1))))
+	if n := req.AddedHeaders(); n > 0 && len(m.Headers) > message.MaxHeaders-n {
+		return invalid("%s", field(prefix, fmt.Sprintf("%d headers; at most %d of one's own with these fields: the server stores an idempotency_key as two headers, a flow_key and an expiry as one each, of %d in all",
+			len(m.Headers), message.MaxHeaders-n, message.MaxHeaders)))
 	}
 	if !topicOK {
 		// Last: a message refused for another reason admits no topic.
@@ -235,9 +238,12 @@ func checkHeaders(prefix string, in []*hourglassv1.Header) ([]message.Header, er
 // sets the headers of its prefix itself, from the request's own fields.
 func reservedText(i int, key string) string {
 	why := fmt.Sprintf("headers[%d] %q: the prefix %q is reserved for the headers the server sets itself "+
-		"(idempotency keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
-	if strings.EqualFold(key, engine.IdempotencyHeader) {
+		"(idempotency keys, flow keys, dead letters, recurring schedules); use another name", i, key, message.ReservedPrefix)
+	switch {
+	case strings.EqualFold(key, engine.IdempotencyHeader):
 		why += ", or set idempotency_key"
+	case strings.EqualFold(key, message.FlowKeyHeader):
+		why += ", or set flow_key"
 	}
 	return why
 }

@@ -97,6 +97,20 @@ when no retry and no Reschedule in doubt may be it.
     of the topic is handed out by a Receive sent after the pause was answered
     OK and returned before the next resume was sent (delivered-while-paused),
     across restarts. A pause in doubt judges nothing.
+  - Flow topics (one node, without --damage or --corrupt-tail: cluster mode
+    refuses flow policies, and the flow checker does not attribute losses to
+    damage): cf-ord
+    (flow_ordered), cf-conc (flow_concurrency 3) and cf-rate (flow_rate 20,
+    flow_burst 5), 4 flow keys each, a message every 10-40 ms due 50-400 ms
+    later, 2 consumers holding each for up to 60 ms (cf-ord nacked once with a
+    200 ms delay one time in ten). A lease is taken to hold from its Receive's
+    return to the earliest of its Ack or Nack sent, its Receive's send plus the
+    lease and the next stop of the server: no more leased at once per key than
+    the bound, 1 on cf-ord (flow-concurrency-exceeded); on cf-ord no message
+    received before every earlier one of its key answered OK had an ack sent
+    (flow-out-of-order); on cf-rate no second of the server's received_at with
+    more than 25 deliveries of a key (flow-rate-exceeded); every one answered
+    OK acked by the end of the drain (flow-lost).
   - Recurring schedules on topic ctr, FIRE_ALL: cr-a @every 1s, cr-b @every 2s,
     cr-c @every 1s from cycle 1; cr-b updated to @every 1s a third of the way
     through, cr-c deleted and cr-d (@every 2s) created half way; each call

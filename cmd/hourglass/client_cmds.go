@@ -159,6 +159,7 @@ With --count above 1 the messages go through the client's batching producer
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
 		}, bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
+			&cli.StringFlag{Name: "flow-key", Usage: "flow `KEY` the topic's flow policy counts the message under (a tenant, an account), at most 200 bytes; not the idempotency key"},
 			&cli.StringFlag{Name: "ttl", Usage: "expire `DURATION` after the delivery time: never delivered after (dead-lettered, reason expired)"},
 			&cli.StringFlag{Name: "expire-at", Usage: "expire at this `TIME` (RFC 3339), after the delivery time"},
 			&cli.IntFlag{Name: "count", Value: 1, Usage: "send `N` identical messages"},
@@ -176,7 +177,10 @@ func runSend(c *cli.Context) error {
 	if len(rest) > 0 {
 		return commandError(c, "takes one topic, got %q after %q; the body goes in --body", rest, topic)
 	}
-	m := client.Message{Topic: topic, IdempotencyKey: c.String("key")}
+	m := client.Message{Topic: topic, IdempotencyKey: c.String("key"), FlowKey: c.String("flow-key")}
+	if c.IsSet("flow-key") && m.FlowKey == "" {
+		return commandError(c, "--flow-key is empty: give a key, or leave --flow-key out")
+	}
 	if h, ok := c.Generic("header").(*headerFlag); ok && len(h.m) > 0 {
 		m.Headers = h.m
 	}

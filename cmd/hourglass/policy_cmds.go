@@ -28,6 +28,11 @@ type policyJSON struct {
 	Paused          *bool        `json:"paused,omitempty"`
 	MaxDispatchRate *float64     `json:"max_dispatch_rate,omitempty"`
 	LeaseMs         *int64       `json:"lease_ms,omitempty"`
+	FlowConcurrency *int         `json:"flow_concurrency,omitempty"`
+	FlowRate        *float64     `json:"flow_rate,omitempty"`
+	FlowBurst       *int         `json:"flow_burst,omitempty"`
+	FlowOrdered     *bool        `json:"flow_ordered,omitempty"`
+	FlowFair        *bool        `json:"flow_fair,omitempty"`
 }
 
 type backoffJSON struct {
@@ -38,7 +43,8 @@ type backoffJSON struct {
 }
 
 func newPolicyJSON(p client.Policy) policyJSON {
-	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate}
+	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate,
+		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair}
 	if p.Lease != nil {
 		j.LeaseMs = new(p.Lease.Milliseconds())
 	}
@@ -102,6 +108,49 @@ var policyFields = []policyField{
 		}
 		return units.FormatDuration(*p.Lease)
 	}},
+	{"flow-concurrency", client.FieldFlowConcurrency, func(p client.Policy) string { return showLimit(p.FlowConcurrency) }},
+	{"flow-rate", client.FieldFlowRate, func(p client.Policy) string {
+		switch {
+		case p.FlowRate == nil:
+			return ""
+		case *p.FlowRate == 0:
+			return "unlimited"
+		}
+		return strconv.FormatFloat(*p.FlowRate, 'g', -1, 64) + "/s"
+	}},
+	{"flow-burst", client.FieldFlowBurst, func(p client.Policy) string {
+		switch {
+		case p.FlowBurst == nil:
+			return ""
+		case *p.FlowBurst == 0:
+			return "a second of flow-rate"
+		}
+		return strconv.Itoa(*p.FlowBurst)
+	}},
+	{"flow-ordered", client.FieldFlowOrdered, func(p client.Policy) string { return yesNoSet(p.FlowOrdered) }},
+	{"flow-fair", client.FieldFlowFair, func(p client.Policy) string { return yesNoSet(p.FlowFair) }},
+}
+
+// showLimit prints a bound: "" when unset, "unlimited" for 0.
+func showLimit(n *int) string {
+	switch {
+	case n == nil:
+		return ""
+	case *n == 0:
+		return "unlimited"
+	}
+	return strconv.Itoa(*n)
+}
+
+// yesNoSet prints a flag: "" when unset.
+func yesNoSet(b *bool) string {
+	switch {
+	case b == nil:
+		return ""
+	case *b:
+		return "yes"
+	}
+	return "no"
 }
 
 // formatBackoff prints b as --backoff reads it, or "none".
@@ -194,6 +243,18 @@ const policyHelp = `The fields of a policy, as --default names them:
                  burst of one second's worth (default: unlimited)
   lease          the lease of a receive that asks for none, 1ms to 12h
                  (default: the server's --default-lease)
+Per flow key (send --flow-key; a message without one is not bound):
+  flow-concurrency  at most N messages of one key leased at once, the others
+                 wait, due (default: unlimited)
+  flow-rate      at most N messages of one key handed out per second
+                 (default: unlimited)
+  flow-burst     how many of flow-rate a key may take at once (default: one
+                 second's worth)
+  flow-ordered   one message of a key at a time, in the order they came due;
+                 the next once it is acked or dead-lettered (default: no)
+  flow-fair      serve the keys with due messages in turn, one message each,
+                 so a key with a large backlog does not hold up the others
+                 (default: no)
 A field the topic did not set takes the server's default; "effective" is what
 applies. Policies are durable: they hold across restarts and crashes.`
 
@@ -211,12 +272,17 @@ a policy), sorted by name:
   oldest due     how long the oldest due message has waited ("-": none)
   policy         the policy fields the topic set ('hourglass policy show TOPIC'
                  has them all), or "defaults"
+Under a flow policy a line follows the topic's: how many due messages their
+flow key holds back (its concurrency, rate or order), in how many keys, and
+the largest backlogs by key (at most 20) as KEY=DUE/LEASED[:HELD-BY].
 Pending messages (not yet due) are not counted per topic: 'hourglass list
 --topic T' pages through them, and 'hourglass stats' counts them by hour.
 
 With --json it prints one JSON object per topic and line instead:
   {"topic":"orders","due":3,"leased":1,"dead_lettered":2,"oldest_due_age_seconds":1.5,
    "policy":{"max_attempts":5,"paused":true}}
+and under a flow policy "flow_held", "flow_keys_held" and "flow_backlogs"
+([{"flow_key":"acct-1","due":40,"leased":3,"held_by":"concurrency"}]).
 ` + exitCodes,
 		Flags:        clientFlags(&cli.BoolFlag{Name: "json", Usage: "print one JSON object per topic instead of the table"}),
 		OnUsageError: usageError,
@@ -232,6 +298,17 @@ type topicsJSON struct {
 	DeadLettered        int64      `json:"dead_lettered"`
 	OldestDueAgeSeconds float64    `json:"oldest_due_age_seconds"`
 	Policy              policyJSON `json:"policy"`
+	FlowHeld            int64      `json:"flow_held,omitempty"`
+	FlowKeysHeld        int64      `json:"flow_keys_held,omitempty"`
+	FlowBacklogs        []flowJSON `json:"flow_backlogs,omitempty"`
+}
+
+// flowJSON is one key of topics --json's flow_backlogs.
+type flowJSON struct {
+	FlowKey string `json:"flow_key"`
+	Due     int64  `json:"due"`
+	Leased  int64  `json:"leased"`
+	HeldBy  string `json:"held_by,omitempty"`
 }
 
 func runTopics(c *cli.Context) error {
@@ -245,8 +322,12 @@ func runTopics(c *cli.Context) error {
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		for _, t := range topics {
-			if err := enc.Encode(topicsJSON{Topic: t.Topic, Due: t.Due, Leased: t.Leased, DeadLettered: t.DeadLettered,
-				OldestDueAgeSeconds: t.OldestDueAge.Seconds(), Policy: newPolicyJSON(t.Policy)}); err != nil {
+			j := topicsJSON{Topic: t.Topic, Due: t.Due, Leased: t.Leased, DeadLettered: t.DeadLettered,
+				OldestDueAgeSeconds: t.OldestDueAge.Seconds(), Policy: newPolicyJSON(t.Policy), FlowHeld: t.FlowHeld, FlowKeysHeld: t.FlowKeysHeld}
+			for _, b := range t.FlowBacklogs {
+				j.FlowBacklogs = append(j.FlowBacklogs, flowJSON{FlowKey: b.Key, Due: b.Due, Leased: b.Leased, HeldBy: b.HeldBy})
+			}
+			if err := enc.Encode(j); err != nil {
 				return err
 			}
 		}
@@ -256,6 +337,9 @@ func runTopics(c *cli.Context) error {
 	fmt.Fprintln(w, "topic\tdue\tleased\tdead letters\toldest due\tpolicy")
 	for _, t := range topics {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%s\t%s\n", t.Topic, t.Due, t.Leased, t.DeadLettered, age(t.OldestDueAge), summary(t.Policy))
+		if len(t.FlowBacklogs) > 0 {
+			fmt.Fprintf(w, "  flow keys\t%d held\tin %d keys\t\t\t%s\n", t.FlowHeld, t.FlowKeysHeld, flowSummary(t.FlowBacklogs))
+		}
 	}
 	return w.Flush()
 }
@@ -310,7 +394,7 @@ func policySetCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "set",
 		Usage:     "change fields of a topic's policy; the others keep their values",
-		UsageText: "hourglass policy set TOPIC [--max-attempts N] [--backoff INITIAL[:MAX[:MULTIPLIER[:JITTER]]]] [--rate N] [--lease D] [--default FIELD]... [--json]",
+		UsageText: "hourglass policy set TOPIC [--max-attempts N] [--backoff INITIAL[:MAX[:MULTIPLIER[:JITTER]]]] [--rate N] [--lease D] [--flow-concurrency N] [--flow-rate N] [--flow-burst N] [--flow-ordered] [--flow-fair] [--default FIELD]... [--json]",
 		Description: `Changes the fields of TOPIC's policy that the flags name, durably, at once
 (consumers need not restart); the other fields keep their values. --default
 FIELD sets a field back to the server's default (repeat it for more fields).
@@ -326,6 +410,8 @@ MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
   hourglass policy set orders --max-attempts 5 --backoff 1s:5m:2:0.1
   hourglass policy set orders --rate 50 --lease 2m
   hourglass policy set orders --default rate --default lease
+  hourglass policy set orders --flow-concurrency 3 --flow-fair
+  hourglass policy set payments --flow-ordered --flow-rate 50 --flow-burst 10
 ` + exitCodes,
 		Flags: clientFlags(
 			topicFlag("whose policy to change"),
@@ -333,7 +419,12 @@ MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
 			&cli.StringFlag{Name: "backoff", Usage: "retry delay `SPEC` INITIAL[:MAX[:MULTIPLIER[:JITTER]]], such as 1s:5m:2:0.1"},
 			&cli.Float64Flag{Name: "rate", Usage: "hand out at most `N` messages per second; 0 means no limit"},
 			&cli.StringFlag{Name: "lease", Usage: "lease (`DURATION`, 1ms to 12h) of a receive that asks for none"},
-			&cli.StringSliceFlag{Name: "default", Usage: "set `FIELD` back to the server's default: max-attempts, backoff, paused, rate or lease (repeatable)"},
+			&cli.IntFlag{Name: "flow-concurrency", Usage: "at most `N` messages of one flow key leased at once, 1 to 10000; 0 means no bound"},
+			&cli.Float64Flag{Name: "flow-rate", Usage: "at most `N` messages of one flow key handed out per second; 0 means no bound"},
+			&cli.IntFlag{Name: "flow-burst", Usage: "the bucket of --flow-rate, `N` messages; 0 means one second's worth"},
+			&cli.BoolFlag{Name: "flow-ordered", Usage: "one message of a flow key at a time, in due order (--flow-ordered=false to stop)"},
+			&cli.BoolFlag{Name: "flow-fair", Usage: "serve the flow keys with due messages in turn (--flow-fair=false to stop)"},
+			&cli.StringSliceFlag{Name: "default", Usage: "set `FIELD` back to the server's default: max-attempts, backoff, paused, rate, lease or a flow-* field (repeatable)"},
 			jsonFlag(),
 		),
 		OnUsageError: usageError,
@@ -374,11 +465,40 @@ func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) 
 		}
 		p.Lease, set = &d, append(set, "lease")
 	}
+	if c.IsSet("flow-concurrency") {
+		n := c.Int("flow-concurrency")
+		if n < 0 || n > 10000 {
+			return p, nil, commandError(c, "--flow-concurrency %d: from 1 to 10000, or 0 for no bound", n)
+		}
+		p.FlowConcurrency, set = &n, append(set, "flow-concurrency")
+	}
+	if c.IsSet("flow-rate") {
+		r := c.Float64("flow-rate")
+		if r < 0 {
+			return p, nil, commandError(c, "--flow-rate %g: 0 (no bound) or more messages per second", r)
+		}
+		p.FlowRate, set = &r, append(set, "flow-rate")
+	}
+	if c.IsSet("flow-burst") {
+		n := c.Int("flow-burst")
+		if n < 0 || n > 1000000 {
+			return p, nil, commandError(c, "--flow-burst %d: from 1 to 1000000, or 0 for one second of --flow-rate", n)
+		}
+		p.FlowBurst, set = &n, append(set, "flow-burst")
+	}
+	if c.IsSet("flow-ordered") {
+		b := c.Bool("flow-ordered")
+		p.FlowOrdered, set = &b, append(set, "flow-ordered")
+	}
+	if c.IsSet("flow-fair") {
+		b := c.Bool("flow-fair")
+		p.FlowFair, set = &b, append(set, "flow-fair")
+	}
 	var defaults []client.PolicyField
 	for _, name := range c.StringSlice("default") {
 		i := slices.IndexFunc(policyFields, func(f policyField) bool { return f.name == name || string(f.field) == name })
 		if i < 0 {
-			return p, nil, commandError(c, "--default %q: not a policy field; give max-attempts, backoff, paused, rate or lease", name)
+			return p, nil, commandError(c, "--default %q: not a policy field; give max-attempts, backoff, paused, rate, lease, flow-concurrency, flow-rate, flow-burst, flow-ordered or flow-fair", name)
 		}
 		if slices.Contains(set, policyFields[i].name) {
 			return p, nil, commandError(c, "--%s and --default %s: set the field or set it back to its default, not both", policyFields[i].name, name)
@@ -386,7 +506,7 @@ func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) 
 		defaults = append(defaults, policyFields[i].field)
 	}
 	if len(set) == 0 && len(defaults) == 0 {
-		return p, nil, commandError(c, "nothing to change: give --max-attempts, --backoff, --rate, --lease or --default FIELD")
+		return p, nil, commandError(c, "nothing to change: give --max-attempts, --backoff, --rate, --lease, a --flow-* flag or --default FIELD")
 	}
 	return p, defaults, nil
 }
@@ -453,4 +573,17 @@ func pauseResume(name, usage, help string) *cli.Command {
 			return err
 		}),
 	}
+}
+
+// flowSummary prints a topic's largest backlogs by flow key as
+// KEY=DUE/LEASED[:HELD-BY], largest first.
+func flowSummary(bs []client.FlowBacklog) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = fmt.Sprintf("%q=%d/%d", b.Key, b.Due, b.Leased)
+		if b.HeldBy != "" {
+			parts[i] += ":" + b.HeldBy
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -35,7 +35,7 @@ func TestTopicSpellings(t *testing.T) {
 		{"policy_show", []string{"policy", "show", "t1"}, []string{"policy", "show", "--topic", "t1"}, "max-attempts"},
 		{"pause", []string{"pause", "t1"}, []string{"pause", "--topic", "t1"}, "t1 paused"},
 		{"resume", []string{"resume", "t1"}, []string{"resume", "--topic", "t1"}, "t1 resumed"},
-		{"policy_set", []string{"policy", "set", "t1", "--max-attempts", "4"}, []string{"policy", "set", "--max-attempts", "4", "--topic", "t1"}, "max-attempts   4"},
+		{"policy_set", []string{"policy", "set", "t1", "--max-attempts", "4"}, []string{"policy", "set", "--max-attempts", "4", "--topic", "t1"}, "max-attempts       4"},
 		{"redrive", []string{"redrive", "t1.dlq"}, []string{"redrive", "--topic", "t1.dlq"}, "t1.dlq: 0 redriven, 0 skipped"},
 		{"purge", []string{"purge", "t2", "--state", "due", "--yes"}, []string{"purge", "--yes", "--topic", "t2", "--state", "due"}, "purged 0 due messages of t2"},
 	} {

@@ -76,7 +76,7 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
 	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed, VKeyForgotten,
 	VAfterReschedule, VRescheduleUntruthful, VRescheduleBoth, VRescheduledLost, VRedrivenTwice, VRedriveUnfounded,
-	VDeliveredWhilePaused, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected}
+	VDeliveredWhilePaused, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected, VFlowConcurrency, VFlowOrder, VFlowRate, VFlowLost}
 
 // Check judges a history. The rules, message by message (key = body):
 //

@@ -68,6 +68,9 @@ type workload struct {
 	failures map[string]int  // deliberate failures (nack, lease left to expire) per key; guarded by mu
 	paused   map[string]bool // topics a pause may hold (not yet resumed OK); guarded by mu
 	recur    *recurPlan      // the recurring schedules' calls (recurwork.go)
+	// flow is the flow-keyed topics' workload (flowwork.go); nil in
+	// cluster mode, which refuses flow policies, and under damage.
+	flow *flowWork
 }
 
 func newWorkload(cfg *Config, hist *History) *workload {
@@ -75,6 +78,11 @@ func newWorkload(cfg *Config, hist *History) *workload {
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.Cluster {
 		w.operating = clusterOperations
+	}
+	if !cfg.Cluster && !cfg.Damage && !cfg.CorruptTail {
+		// Not under damage: the flow checker knows nothing of what a
+		// repair or a cut may take, and would call it lost.
+		w.flow = newFlowWork()
 	}
 	for i := range cfg.Topics {
 		w.topics = append(w.topics, fmt.Sprintf("ct%d", i))

@@ -104,6 +104,8 @@ func main() {
 			&cli.StringFlag{Name: "pg-bin", Value: "/usr/lib/postgresql/15/bin", Usage: "PostgreSQL's bin directory"},
 			&cli.StringFlag{Name: "note", Value: "", Usage: "what else ran on the machine during the run, for the document"},
 			&cli.BoolFlag{Name: "no-doc", Usage: "print the runs only; write no document or plots (the JSON is still written)"},
+			&cli.IntFlag{Name: "flow-keys", Usage: "Hourglass only: give each message the flow key k<number mod N> (0: none), to measure flow keys' cost"},
+			&cli.BoolFlag{Name: "flow-fair", Usage: "Hourglass only: set the topic's flow_fair policy before producing"},
 		},
 		Action: run,
 		Commands: []*cli.Command{{
@@ -204,12 +206,23 @@ func run(c *cli.Context) error {
 	slices.Sort(workloads)
 	bin := func(p string) string { a, _ := filepath.Abs(p); return a }
 	cfg := peers.Config{HourglassBin: bin(c.String("hourglass-bin")), PebbleBin: bin(c.String("pebble-bin")), NatsBin: bin(c.String("nats-bin")), PgBin: c.String("pg-bin"),
-		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch")}
+		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch"),
+		FlowKeys: c.Int("flow-keys"), FlowFair: c.Bool("flow-fair")}
+	if cfg.FlowKeys < 0 {
+		return fmt.Errorf("--flow-keys %d: 0 (none) or more", cfg.FlowKeys)
+	}
 	var systems []peers.System
 	names := splitList(strings.ToLower(c.String("systems")))
 	for _, s := range peers.Systems(cfg) {
 		if slices.Contains(names, strings.ToUpper(s.Name)) {
 			systems = append(systems, s)
+		}
+	}
+	if cfg.FlowKeys > 0 || cfg.FlowFair {
+		for _, s := range systems {
+			if !strings.HasPrefix(s.Name, "hourglass") {
+				return fmt.Errorf("--flow-keys and --flow-fair are Hourglass's: run them with --systems hourglass (not %s)", s.Name)
+			}
 		}
 	}
 	if len(systems) == 0 {

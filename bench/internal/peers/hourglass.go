@@ -112,6 +112,7 @@ func hourglassDriver(cfg Config, s *Server, proto Protocol) (Driver, error) {
 		return nil, err
 	}
 	h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
+	h.FlowKeys, h.FlowFair = cfg.FlowKeys, cfg.FlowFair
 	return h, nil
 }
 
@@ -128,6 +129,10 @@ type Hourglass struct {
 	// ConsumeBatch is the Consume stream's credits, or the most messages
 	// of one Receive (0: 100).
 	ConsumeBatch int
+	// FlowKeys, if not 0, gives each message the flow key "k<ID mod
+	// FlowKeys>"; FlowFair sets the topic's flow_fair policy in Setup.
+	FlowKeys int
+	FlowFair bool
 }
 
 // NewHourglass returns a driver on addr over proto with a topic of its own.
@@ -148,8 +153,18 @@ func NewHourglass(addr string, proto Protocol) (*Hourglass, error) {
 	return h, nil
 }
 
-// Setup does nothing: a topic exists once used.
-func (h *Hourglass) Setup(context.Context) error { return nil }
+// Setup sets the topic's fair flow policy if asked (FlowFair); a topic
+// exists once used.
+func (h *Hourglass) Setup(ctx context.Context) error {
+	if !h.FlowFair {
+		return nil
+	}
+	if h.c == nil {
+		return fmt.Errorf("peers: a flow policy over %s: set it over gRPC (the default protocol)", h.proto)
+	}
+	_, err := h.c.SetPolicy(ctx, h.topic, client.Policy{FlowFair: new(true)})
+	return err
+}
 
 // Close closes the client.
 func (h *Hourglass) Close() error {
@@ -177,12 +192,16 @@ func (h *Hourglass) NewConsumer(context.Context) (Consumer, error) {
 
 // message is m as an Hourglass message of the driver's topic.
 func (h *Hourglass) message(m Msg) client.Message {
-	return client.Message{
+	cm := client.Message{
 		Topic: h.topic, Body: m.Body, At: m.DeliverAt,
 		// The message's ID as its key, as Redis and PostgreSQL use it:
 		// a retried batch is not stored twice.
 		IdempotencyKey: strconv.FormatUint(m.ID, 10),
 	}
+	if h.FlowKeys > 0 {
+		cm.FlowKey = "k" + strconv.FormatUint(m.ID%uint64(h.FlowKeys), 10)
+	}
+	return cm
 }
 
 // hgProducer sends each batch as one unary ScheduleBatch.

@@ -105,6 +105,11 @@ type Config struct {
 	// the NATS Fetch); 0 keeps each driver's own default (100, 1000, 1000
 	// and 100). beanstalkd reserves one job per call whatever this says.
 	ConsumeBatch int
+	// FlowKeys, if not 0, gives Hourglass's messages a flow key each, the
+	// message's number modulo FlowKeys; FlowFair sets the topic's policy
+	// to flow_fair first. Hourglass and pebbledelay's drivers only.
+	FlowKeys int
+	FlowFair bool
 }
 
 // orDefault is n, or def when n is 0.

@@ -60,6 +60,12 @@ export interface ScheduleInput {
    * cancelled, looked up and rescheduled by { topic, key } for its whole life.
    */
   key?: string;
+  /**
+   * A flow key (a tenant, an account): the topic's flow policy bounds and orders messages per
+   * key (flowConcurrency, flowRate, flowOrdered, flowFair). Not the idempotency key: many
+   * messages share one. Delivered as the header "hourglass-flow-key".
+   */
+  flowKey?: string;
 }
 
 /** What the server stored: the message's id and when it will be delivered. */
@@ -197,6 +203,7 @@ function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequ
     headers: Object.entries(m.headers ?? {}).map(([key, value]) => ({ key, value })),
     when,
     idempotencyKey: m.key ?? "",
+    flowKey: m.flowKey ?? "",
   };
 }
 

@@ -24,6 +24,16 @@ export interface Policy {
   maxDispatchRate?: number;
   /** The lease of a receive that asks for none, in whole milliseconds, 1 ms to 12 h. */
   leaseMs?: number;
+  /** Per flow key (a message's flowKey): at most this many of one key leased at once; 0: no bound. */
+  flowConcurrency?: number;
+  /** Per flow key: at most this many handed out per second, a token bucket of flowBurst; 0: no bound. */
+  flowRate?: number;
+  /** flowRate's bucket; 0: one second's worth. */
+  flowBurst?: number;
+  /** One message of a key at a time, in due order; the next once it is acked or dead-lettered. */
+  flowOrdered?: boolean;
+  /** The keys with due messages are served in turn, one message each. */
+  flowFair?: boolean;
 }
 
 /** A retry delay: initialMs × multiplier^(retry−1), at most maxMs (0: no cap), less up to jitter of it. */
@@ -43,7 +53,17 @@ export interface Policies {
 }
 
 /** A field of Policy, for setPolicy to set back to the server's default. */
-export type PolicyField = "maxAttempts" | "backoff" | "paused" | "maxDispatchRate" | "leaseMs";
+export type PolicyField =
+  | "maxAttempts"
+  | "backoff"
+  | "paused"
+  | "maxDispatchRate"
+  | "leaseMs"
+  | "flowConcurrency"
+  | "flowRate"
+  | "flowBurst"
+  | "flowOrdered"
+  | "flowFair";
 
 const policyFieldNames: Record<PolicyField, string> = {
   maxAttempts: "max_attempts",
@@ -51,6 +71,11 @@ const policyFieldNames: Record<PolicyField, string> = {
   paused: "paused",
   maxDispatchRate: "max_dispatch_rate",
   leaseMs: "lease_ms",
+  flowConcurrency: "flow_concurrency",
+  flowRate: "flow_rate",
+  flowBurst: "flow_burst",
+  flowOrdered: "flow_ordered",
+  flowFair: "flow_fair",
 };
 
 /** One topic's counts and policy, as topics() tells them. */
@@ -121,6 +146,11 @@ export function policyOf(p: PbPolicy | undefined): Policy {
   if (p.paused !== undefined) out.paused = p.paused;
   if (p.maxDispatchRate !== undefined) out.maxDispatchRate = p.maxDispatchRate;
   if (p.leaseMs !== undefined) out.leaseMs = Number(p.leaseMs);
+  if (p.flowConcurrency !== undefined) out.flowConcurrency = p.flowConcurrency;
+  if (p.flowRate !== undefined) out.flowRate = p.flowRate;
+  if (p.flowBurst !== undefined) out.flowBurst = p.flowBurst;
+  if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
+  if (p.flowFair !== undefined) out.flowFair = p.flowFair;
   return out;
 }
 
@@ -143,6 +173,11 @@ export function policyInit(p: Policy): MessageInitShape<typeof PolicySchema> {
   if (p.paused !== undefined) out.paused = p.paused;
   if (p.maxDispatchRate !== undefined) out.maxDispatchRate = p.maxDispatchRate;
   if (p.leaseMs !== undefined) out.leaseMs = wholeMs("leaseMs", p.leaseMs);
+  if (p.flowConcurrency !== undefined) out.flowConcurrency = p.flowConcurrency;
+  if (p.flowRate !== undefined) out.flowRate = p.flowRate;
+  if (p.flowBurst !== undefined) out.flowBurst = p.flowBurst;
+  if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
+  if (p.flowFair !== undefined) out.flowFair = p.flowFair;
   return out;
 }
 

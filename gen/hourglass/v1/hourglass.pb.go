@@ -476,7 +476,13 @@ type ScheduleRequest struct {
 	//
 	//	*ScheduleRequest_ExpireAt
 	//	*ScheduleRequest_TtlMs
-	Expiry        isScheduleRequest_Expiry `protobuf_oneof:"expiry"`
+	Expiry isScheduleRequest_Expiry `protobuf_oneof:"expiry"`
+	// Optional, at most 200 bytes of text: the flow key the topic's per-key
+	// policy (TopicPolicy flow_*) applies to, such as a tenant or account.
+	// Many messages share a flow key; it is not the idempotency key. Absent,
+	// the message has no key of its own: no per-key bound applies to it.
+	// The key is delivered as the header "hourglass-flow-key".
+	FlowKey       string `protobuf:"bytes,10,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +602,13 @@ func (x *ScheduleRequest) GetTtlMs() int64 {
 		}
 	}
 	return 0
+}
+
+func (x *ScheduleRequest) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
 }
 
 type isScheduleRequest_When interface {
@@ -2049,7 +2062,11 @@ type TopicStats struct {
 	// Scheduled through this server since it started.
 	Scheduled int64 `protobuf:"varint,9,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	// Leases that ran out.
-	Expired       int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	Expired int64 `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	// Due messages held back by their flow key's bound, and the keys
+	// holding them (see TopicInfo).
+	FlowHeld      int64 `protobuf:"varint,11,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld  int64 `protobuf:"varint,12,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2150,6 +2167,20 @@ func (x *TopicStats) GetScheduled() int64 {
 func (x *TopicStats) GetExpired() int64 {
 	if x != nil {
 		return x.Expired
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicStats) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
 	}
 	return 0
 }
@@ -3416,6 +3447,12 @@ type GetResponse struct {
 	DeadLetterTopic string `protobuf:"bytes,5,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
 	// RESCHEDULED: the ID of the message that replaced it.
 	RescheduledTo string `protobuf:"bytes,6,opt,name=rescheduled_to,json=rescheduledTo,proto3" json:"rescheduled_to,omitempty"`
+	// The message's flow key, if it has one.
+	FlowKey string `protobuf:"bytes,7,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// DELIVERED and due but waiting for its flow key: why (such as
+	// "flow key \"acct-1\": ordered, a message of the key is leased");
+	// empty otherwise.
+	FlowWait      string `protobuf:"bytes,8,opt,name=flow_wait,json=flowWait,proto3" json:"flow_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3488,6 +3525,20 @@ func (x *GetResponse) GetDeadLetterTopic() string {
 func (x *GetResponse) GetRescheduledTo() string {
 	if x != nil {
 		return x.RescheduledTo
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *GetResponse) GetFlowWait() string {
+	if x != nil {
+		return x.FlowWait
 	}
 	return ""
 }
@@ -4384,8 +4435,16 @@ type TopicInfo struct {
 	Policy       *Policy `protobuf:"bytes,6,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Seconds since the oldest due message became receivable; 0 if none.
 	OldestDueAgeSeconds float64 `protobuf:"fixed64,7,opt,name=oldest_due_age_seconds,json=oldestDueAgeSeconds,proto3" json:"oldest_due_age_seconds,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Under a flow policy: the due messages waiting because their key's
+	// bound (concurrency, rate, order) holds them back, and how many keys
+	// hold messages back.
+	FlowHeld     int64 `protobuf:"varint,8,opt,name=flow_held,json=flowHeld,proto3" json:"flow_held,omitempty"`
+	FlowKeysHeld int64 `protobuf:"varint,9,opt,name=flow_keys_held,json=flowKeysHeld,proto3" json:"flow_keys_held,omitempty"`
+	// Under a flow policy: the largest backlogs by flow key, largest first,
+	// at most 20.
+	FlowBacklogs  []*FlowBacklog `protobuf:"bytes,10,rep,name=flow_backlogs,json=flowBacklogs,proto3" json:"flow_backlogs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopicInfo) Reset() {
@@ -4460,6 +4519,99 @@ func (x *TopicInfo) GetOldestDueAgeSeconds() float64 {
 	return 0
 }
 
+func (x *TopicInfo) GetFlowHeld() int64 {
+	if x != nil {
+		return x.FlowHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowKeysHeld() int64 {
+	if x != nil {
+		return x.FlowKeysHeld
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetFlowBacklogs() []*FlowBacklog {
+	if x != nil {
+		return x.FlowBacklogs
+	}
+	return nil
+}
+
+// FlowBacklog is what one flow key of a topic holds in the queue.
+type FlowBacklog struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	FlowKey string                 `protobuf:"bytes,1,opt,name=flow_key,json=flowKey,proto3" json:"flow_key,omitempty"`
+	// Due and waiting to be received.
+	Due    int64 `protobuf:"varint,2,opt,name=due,proto3" json:"due,omitempty"`
+	Leased int64 `protobuf:"varint,3,opt,name=leased,proto3" json:"leased,omitempty"`
+	// Why the key's due messages wait, if they do: "concurrency", "rate",
+	// "ordered"; empty when a consumer may take one now.
+	HeldBy        string `protobuf:"bytes,4,opt,name=held_by,json=heldBy,proto3" json:"held_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FlowBacklog) Reset() {
+	*x = FlowBacklog{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FlowBacklog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FlowBacklog) ProtoMessage() {}
+
+func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
+func (*FlowBacklog) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *FlowBacklog) GetFlowKey() string {
+	if x != nil {
+		return x.FlowKey
+	}
+	return ""
+}
+
+func (x *FlowBacklog) GetDue() int64 {
+	if x != nil {
+		return x.Due
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetLeased() int64 {
+	if x != nil {
+		return x.Leased
+	}
+	return 0
+}
+
+func (x *FlowBacklog) GetHeldBy() string {
+	if x != nil {
+		return x.HeldBy
+	}
+	return ""
+}
+
 type TopicsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by name.
@@ -4470,7 +4622,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4634,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4647,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4523,7 +4675,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4535,7 +4687,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4548,7 +4700,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4593,14 +4745,30 @@ type Policy struct {
 	// a burst of one second); 0 means no limit.
 	MaxDispatchRate *float64 `protobuf:"fixed64,4,opt,name=max_dispatch_rate,json=maxDispatchRate,proto3,oneof" json:"max_dispatch_rate,omitempty"`
 	// Lease of a Receive that gives none, 1 ms to 12 h.
-	LeaseMs       *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	LeaseMs *int64 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3,oneof" json:"lease_ms,omitempty"`
+	// Per flow key (ScheduleRequest.flow_key): at most this many messages
+	// of one key leased at once, the others waiting, due; 0 means no bound.
+	FlowConcurrency *int32 `protobuf:"varint,6,opt,name=flow_concurrency,json=flowConcurrency,proto3,oneof" json:"flow_concurrency,omitempty"`
+	// Per flow key: at most this many messages handed out per second, a
+	// token bucket of flow_burst; 0 means no bound.
+	FlowRate *float64 `protobuf:"fixed64,7,opt,name=flow_rate,json=flowRate,proto3,oneof" json:"flow_rate,omitempty"`
+	// The bucket of flow_rate: how many a key may take at once; 0 means
+	// one second's worth (at least 1).
+	FlowBurst *int32 `protobuf:"varint,8,opt,name=flow_burst,json=flowBurst,proto3,oneof" json:"flow_burst,omitempty"`
+	// Per flow key: one message at a time, in the order they came due; the
+	// next only once the one before is acked or dead-lettered (a Nack holds
+	// the key until its retry is settled).
+	FlowOrdered *bool `protobuf:"varint,9,opt,name=flow_ordered,json=flowOrdered,proto3,oneof" json:"flow_ordered,omitempty"`
+	// Across flow keys: consumers are served one key at a time in turn, so
+	// a key with a large backlog delays another key by a bounded amount.
+	FlowFair      *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4612,7 +4780,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4625,7 +4793,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4663,6 +4831,41 @@ func (x *Policy) GetLeaseMs() int64 {
 	return 0
 }
 
+func (x *Policy) GetFlowConcurrency() int32 {
+	if x != nil && x.FlowConcurrency != nil {
+		return *x.FlowConcurrency
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowRate() float64 {
+	if x != nil && x.FlowRate != nil {
+		return *x.FlowRate
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowBurst() int32 {
+	if x != nil && x.FlowBurst != nil {
+		return *x.FlowBurst
+	}
+	return 0
+}
+
+func (x *Policy) GetFlowOrdered() bool {
+	if x != nil && x.FlowOrdered != nil {
+		return *x.FlowOrdered
+	}
+	return false
+}
+
+func (x *Policy) GetFlowFair() bool {
+	if x != nil && x.FlowFair != nil {
+		return *x.FlowFair
+	}
+	return false
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -4672,7 +4875,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4684,7 +4887,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4697,7 +4900,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4719,7 +4922,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4731,7 +4934,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4744,7 +4947,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4768,7 +4971,9 @@ type SetPolicyRequest struct {
 	// default, name the field in defaults.
 	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Fields to set back to the server's default: "max_attempts",
-	// "backoff", "paused", "max_dispatch_rate", "lease_ms".
+	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
+	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
+	// "flow_fair".
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4776,7 +4981,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4788,7 +4993,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4801,7 +5006,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -4835,7 +5040,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4847,7 +5052,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4860,7 +5065,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -4908,7 +5113,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4920,7 +5125,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4933,7 +5138,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5015,7 +5220,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5232,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5245,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5060,7 +5265,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5072,7 +5277,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5085,7 +5290,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5106,7 +5311,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5118,7 +5323,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5131,7 +5336,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5150,7 +5355,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5162,7 +5367,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5175,7 +5380,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5194,7 +5399,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5206,7 +5411,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5219,7 +5424,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5237,7 +5442,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5249,7 +5454,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5262,7 +5467,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 type ResumeScheduleRequest struct {
@@ -5274,7 +5479,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5286,7 +5491,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5299,7 +5504,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5318,7 +5523,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5330,7 +5535,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5343,7 +5548,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5362,7 +5567,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5579,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5592,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5405,7 +5610,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5417,7 +5622,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5430,7 +5635,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 type GetScheduleRequest struct {
@@ -5444,7 +5649,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5456,7 +5661,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5469,7 +5674,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5501,7 +5706,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5513,7 +5718,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5526,7 +5731,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5571,7 +5776,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5583,7 +5788,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5596,7 +5801,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5630,7 +5835,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5642,7 +5847,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5655,7 +5860,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5680,7 +5885,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5692,7 +5897,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5705,7 +5910,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 type WhoAmIResponse struct {
@@ -5729,7 +5934,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5741,7 +5946,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5754,7 +5959,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -5821,7 +6026,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5833,7 +6038,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5846,7 +6051,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -5932,7 +6137,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5944,7 +6149,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5957,7 +6162,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -5987,7 +6192,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5999,7 +6204,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6012,7 +6217,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -6036,7 +6241,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\xf7\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x92\x03\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -6048,7 +6253,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"delayLevel\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
-	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMsB\x06\n" +
+	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMs\x12\x19\n" +
+	"\bflow_key\x18\n" +
+	" \x01(\tR\aflowKeyB\x06\n" +
 	"\x04whenB\b\n" +
 	"\x06expiry\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
@@ -6147,7 +6354,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0freput_lag_bytes\x18\n" +
 	" \x01(\x03R\rreputLagBytes\x12\x18\n" +
 	"\acorrupt\x18\v \x01(\x03R\acorrupt\x12 \n" +
-	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\x9b\x02\n" +
+	"\vunconfirmed\x18\f \x01(\x03R\vunconfirmed\"\xde\x02\n" +
 	"\n" +
 	"TopicStats\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
@@ -6160,7 +6367,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06leased\x18\b \x01(\x03R\x06leased\x12\x1c\n" +
 	"\tscheduled\x18\t \x01(\x03R\tscheduled\x12\x18\n" +
 	"\aexpired\x18\n" +
-	" \x01(\x03R\aexpired\"\xab\x01\n" +
+	" \x01(\x03R\aexpired\x12\x1b\n" +
+	"\tflow_held\x18\v \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\f \x01(\x03R\fflowKeysHeld\"\xab\x01\n" +
 	"\rPendingBucket\x120\n" +
 	"\x05start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12,\n" +
 	"\x03end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x03end\x12\x18\n" +
@@ -6244,14 +6453,16 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
-	"\x03key\x18\x03 \x01(\tR\x03key\"\xae\x02\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\xe6\x02\n" +
 	"\vGetResponse\x120\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12/\n" +
 	"\amessage\x18\x02 \x01(\v2\x15.hourglass.v1.MessageR\amessage\x12#\n" +
 	"\rqueue_attempt\x18\x03 \x01(\rR\fqueueAttempt\x12D\n" +
 	"\x10lease_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12*\n" +
 	"\x11dead_letter_topic\x18\x05 \x01(\tR\x0fdeadLetterTopic\x12%\n" +
-	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\"\xed\x01\n" +
+	"\x0erescheduled_to\x18\x06 \x01(\tR\rrescheduledTo\x12\x19\n" +
+	"\bflow_key\x18\a \x01(\tR\aflowKey\x12\x1b\n" +
+	"\tflow_wait\x18\b \x01(\tR\bflowWait\"\xed\x01\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x1a.hourglass.v1.MessageStateR\x05state\x12.\n" +
@@ -6312,14 +6523,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x13DeleteTopicResponse\x12\x1c\n" +
 	"\tcancelled\x18\x01 \x01(\x03R\tcancelled\x12\x18\n" +
 	"\aremoved\x18\x02 \x01(\x03R\aremoved\"\x0f\n" +
-	"\rTopicsRequest\"\xd9\x01\n" +
+	"\rTopicsRequest\"\xdc\x02\n" +
 	"\tTopicInfo\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x10\n" +
 	"\x03due\x18\x03 \x01(\x03R\x03due\x12\x16\n" +
 	"\x06leased\x18\x04 \x01(\x03R\x06leased\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x12,\n" +
 	"\x06policy\x18\x06 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x123\n" +
-	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSecondsJ\x04\b\x02\x10\x03\"A\n" +
+	"\x16oldest_due_age_seconds\x18\a \x01(\x01R\x13oldestDueAgeSeconds\x12\x1b\n" +
+	"\tflow_held\x18\b \x01(\x03R\bflowHeld\x12$\n" +
+	"\x0eflow_keys_held\x18\t \x01(\x03R\fflowKeysHeld\x12>\n" +
+	"\rflow_backlogs\x18\n" +
+	" \x03(\v2\x19.hourglass.v1.FlowBacklogR\fflowBacklogsJ\x04\b\x02\x10\x03\"k\n" +
+	"\vFlowBacklog\x12\x19\n" +
+	"\bflow_key\x18\x01 \x01(\tR\aflowKey\x12\x10\n" +
+	"\x03due\x18\x02 \x01(\x03R\x03due\x12\x16\n" +
+	"\x06leased\x18\x03 \x01(\x03R\x06leased\x12\x17\n" +
+	"\aheld_by\x18\x04 \x01(\tR\x06heldBy\"A\n" +
 	"\x0eTopicsResponse\x12/\n" +
 	"\x06topics\x18\x01 \x03(\v2\x17.hourglass.v1.TopicInfoR\x06topics\"w\n" +
 	"\aBackoff\x12\x1d\n" +
@@ -6329,17 +6549,31 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x8e\x02\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
 	"\x06paused\x18\x03 \x01(\bH\x01R\x06paused\x88\x01\x01\x12/\n" +
 	"\x11max_dispatch_rate\x18\x04 \x01(\x01H\x02R\x0fmaxDispatchRate\x88\x01\x01\x12\x1e\n" +
-	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01B\x0f\n" +
+	"\blease_ms\x18\x05 \x01(\x03H\x03R\aleaseMs\x88\x01\x01\x12.\n" +
+	"\x10flow_concurrency\x18\x06 \x01(\x05H\x04R\x0fflowConcurrency\x88\x01\x01\x12 \n" +
+	"\tflow_rate\x18\a \x01(\x01H\x05R\bflowRate\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"flow_burst\x18\b \x01(\x05H\x06R\tflowBurst\x88\x01\x01\x12&\n" +
+	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
+	"\tflow_fair\x18\n" +
+	" \x01(\bH\bR\bflowFair\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
-	"\t_lease_ms\"(\n" +
+	"\t_lease_msB\x13\n" +
+	"\x11_flow_concurrencyB\f\n" +
+	"\n" +
+	"_flow_rateB\r\n" +
+	"\v_flow_burstB\x0f\n" +
+	"\r_flow_orderedB\f\n" +
+	"\n" +
+	"_flow_fair\"(\n" +
 	"\x10GetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
 	"\x11GetPolicyResponse\x12,\n" +
@@ -6511,7 +6745,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
@@ -6575,62 +6809,63 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*DeleteTopicResponse)(nil),    // 59: hourglass.v1.DeleteTopicResponse
 	(*TopicsRequest)(nil),          // 60: hourglass.v1.TopicsRequest
 	(*TopicInfo)(nil),              // 61: hourglass.v1.TopicInfo
-	(*TopicsResponse)(nil),         // 62: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 63: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 64: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 65: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 66: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 67: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 68: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 69: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 70: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 71: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 72: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 73: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 74: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 75: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 76: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 77: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 78: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 79: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 80: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 81: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 82: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 83: hourglass.v1.ListSchedulesResponse
-	(*WhoAmIRequest)(nil),          // 84: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 85: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),             // 86: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),       // 87: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 88: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),  // 89: google.protobuf.Timestamp
+	(*FlowBacklog)(nil),            // 62: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),         // 63: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                // 64: hourglass.v1.Backoff
+	(*Policy)(nil),                 // 65: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),       // 66: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 67: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 68: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 69: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 70: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 71: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 72: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 73: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 74: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 75: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 76: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 77: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 78: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 79: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 80: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 81: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 82: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 83: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 84: hourglass.v1.ListSchedulesResponse
+	(*WhoAmIRequest)(nil),          // 85: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 86: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),             // 87: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),       // 88: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 89: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),  // 90: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	89,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	89,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	89,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	90,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	89,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	89,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	89,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	90,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	89,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	90,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
 	13,  // 13: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
 	13,  // 14: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
 	22,  // 15: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	89,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	89,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	89,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	89,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	90,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	90,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	90,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
 	28,  // 20: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
 	29,  // 21: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
 	30,  // 22: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
 	31,  // 23: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
 	33,  // 24: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	89,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	90,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
 	6,   // 26: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
 	8,   // 27: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
 	7,   // 28: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
@@ -6646,109 +6881,110 @@ var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	22,  // 38: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
 	1,   // 39: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
 	13,  // 40: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	89,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	90,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	1,   // 42: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	89,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	89,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	90,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	90,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
 	13,  // 45: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	89,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	2,   // 47: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	89,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	5,   // 49: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
 	3,   // 50: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	89,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	90,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	1,   // 52: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	64,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	61,  // 54: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	63,  // 55: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	64,  // 56: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	64,  // 57: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	64,  // 58: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	64,  // 59: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	64,  // 60: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	5,   // 61: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	89,  // 62: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	89,  // 63: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 64: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	69,  // 65: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 66: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	69,  // 67: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 68: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	89,  // 69: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	69,  // 70: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	89,  // 71: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	81,  // 72: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	89,  // 73: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	86,  // 74: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	6,   // 75: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	8,   // 76: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	37,  // 77: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	10,  // 78: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	12,  // 79: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	16,  // 80: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	39,  // 81: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	18,  // 82: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	20,  // 83: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	23,  // 84: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	25,  // 85: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	27,  // 86: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	34,  // 87: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	46,  // 88: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	48,  // 89: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	50,  // 90: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	52,  // 91: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	54,  // 92: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	56,  // 93: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	58,  // 94: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	60,  // 95: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	65,  // 96: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	67,  // 97: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	70,  // 98: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	72,  // 99: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	74,  // 100: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	76,  // 101: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	78,  // 102: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	80,  // 103: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	82,  // 104: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	84,  // 105: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	87,  // 106: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	7,   // 107: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	9,   // 108: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	38,  // 109: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	11,  // 110: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	15,  // 111: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	17,  // 112: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	44,  // 113: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	19,  // 114: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	21,  // 115: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	24,  // 116: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26,  // 117: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	32,  // 118: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	35,  // 119: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	47,  // 120: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	49,  // 121: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	51,  // 122: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	53,  // 123: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	55,  // 124: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	57,  // 125: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	59,  // 126: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	62,  // 127: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	66,  // 128: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	68,  // 129: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	71,  // 130: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	73,  // 131: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	75,  // 132: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	77,  // 133: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	79,  // 134: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	81,  // 135: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	83,  // 136: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	85,  // 137: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	88,  // 138: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	107, // [107:139] is the sub-list for method output_type
-	75,  // [75:107] is the sub-list for method input_type
-	75,  // [75:75] is the sub-list for extension type_name
-	75,  // [75:75] is the sub-list for extension extendee
-	0,   // [0:75] is the sub-list for field type_name
+	65,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	62,  // 54: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	61,  // 55: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	64,  // 56: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	65,  // 57: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 58: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	65,  // 59: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	65,  // 60: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 61: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	5,   // 62: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	90,  // 63: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	90,  // 64: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 65: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	70,  // 66: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 67: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 68: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 69: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	90,  // 70: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	70,  // 71: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	90,  // 72: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	90,  // 74: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	87,  // 75: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	6,   // 76: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	8,   // 77: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	37,  // 78: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	10,  // 79: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	12,  // 80: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	16,  // 81: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	39,  // 82: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	18,  // 83: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	20,  // 84: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	23,  // 85: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	25,  // 86: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	27,  // 87: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	34,  // 88: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	46,  // 89: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	48,  // 90: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	50,  // 91: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	52,  // 92: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	54,  // 93: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	56,  // 94: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	58,  // 95: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	60,  // 96: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	66,  // 97: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	68,  // 98: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	71,  // 99: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	73,  // 100: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	75,  // 101: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	77,  // 102: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	79,  // 103: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	81,  // 104: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	83,  // 105: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	85,  // 106: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	88,  // 107: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	7,   // 108: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	9,   // 109: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	38,  // 110: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	11,  // 111: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	15,  // 112: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	17,  // 113: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	44,  // 114: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	19,  // 115: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	21,  // 116: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	24,  // 117: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26,  // 118: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	32,  // 119: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	35,  // 120: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	47,  // 121: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	49,  // 122: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	51,  // 123: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	53,  // 124: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	55,  // 125: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	57,  // 126: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	59,  // 127: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	63,  // 128: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	67,  // 129: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	69,  // 130: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	72,  // 131: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	74,  // 132: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	76,  // 133: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	78,  // 134: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	80,  // 135: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	82,  // 136: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	84,  // 137: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	86,  // 138: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	89,  // 139: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	108, // [108:140] is the sub-list for method output_type
+	76,  // [76:108] is the sub-list for method input_type
+	76,  // [76:76] is the sub-list for extension type_name
+	76,  // [76:76] is the sub-list for extension extendee
+	0,   // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6787,14 +7023,14 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_Now)(nil),
 	}
 	file_hourglass_v1_hourglass_proto_msgTypes[47].OneofWrappers = []any{}
-	file_hourglass_v1_hourglass_proto_msgTypes[59].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   84,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -87,7 +87,7 @@ def schedule_request(m: Message) -> pb.ScheduleRequest:
     set_ = [x for x in (m.delay, m.at, m.level) if x is not None]
     if len(set_) > 1:
         raise errors.InvalidMessage(f"delay {m.delay!r}, at {m.at!r} and level {m.level!r}: set at most one of them")
-    r = pb.ScheduleRequest(topic=m.topic, body=body_of(m.body), headers=headers_pb(m.headers), idempotency_key=m.key)
+    r = pb.ScheduleRequest(topic=m.topic, body=body_of(m.body), headers=headers_pb(m.headers), idempotency_key=m.key, flow_key=m.flow_key)
     if m.delay is not None:
         r.delay_ms = delay_ms("delay", m.delay)
     elif m.at is not None:
@@ -320,6 +320,11 @@ def policy_of(p: pb.Policy) -> Policy:
         paused=p.paused if p.HasField("paused") else None,
         max_dispatch_rate=p.max_dispatch_rate if p.HasField("max_dispatch_rate") else None,
         lease=timedelta(milliseconds=p.lease_ms) if p.HasField("lease_ms") else None,
+        flow_concurrency=p.flow_concurrency if p.HasField("flow_concurrency") else None,
+        flow_rate=p.flow_rate if p.HasField("flow_rate") else None,
+        flow_burst=p.flow_burst if p.HasField("flow_burst") else None,
+        flow_ordered=p.flow_ordered if p.HasField("flow_ordered") else None,
+        flow_fair=p.flow_fair if p.HasField("flow_fair") else None,
     )
 
 
@@ -343,6 +348,16 @@ def policy_pb(p: Policy) -> pb.Policy:
         out.max_dispatch_rate = p.max_dispatch_rate
     if p.lease is not None:
         out.lease_ms = delay_ms("lease", p.lease)
+    if p.flow_concurrency is not None:
+        out.flow_concurrency = p.flow_concurrency
+    if p.flow_rate is not None:
+        out.flow_rate = p.flow_rate
+    if p.flow_burst is not None:
+        out.flow_burst = p.flow_burst
+    if p.flow_ordered is not None:
+        out.flow_ordered = p.flow_ordered
+    if p.flow_fair is not None:
+        out.flow_fair = p.flow_fair
     return out
 
 

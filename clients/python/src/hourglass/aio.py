@@ -124,9 +124,10 @@ class AsyncClient:
         at: Optional[datetime] = None,
         level: Optional[int] = None,
         key: str = "",
+        flow_key: str = "",
     ) -> ID:
         """As Client.schedule."""
-        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key))
+        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, flow_key))
 
     async def schedule_message(self, m: Message) -> ID:
         """As Client.schedule_message."""

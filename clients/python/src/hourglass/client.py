@@ -117,12 +117,13 @@ class Client:
         at: Optional[datetime] = None,
         level: Optional[int] = None,
         key: str = "",
+        flow_key: str = "",
     ) -> ID:
         """Stores one message and returns its ID once the server has made it
         durable under its fsync policy (``ID.time`` is when it will be
         delivered). At most one of delay, at and level; none means now.
         See :class:`hourglass.Message` for each field."""
-        return self.schedule_message(Message(topic, body, headers, delay, at, level, key))
+        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, flow_key))
 
     def schedule_message(self, m: Message) -> ID:
         """schedule, with the message as a :class:`hourglass.Message`."""

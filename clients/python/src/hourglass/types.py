@@ -102,6 +102,9 @@ class Message:
     200 bytes): a second schedule of the same topic and key within the
     server's --idempotency-window answers the first message's ID and
     stores nothing, and ``Key(topic, key)`` names the message for good.
+    ``flow_key`` (at most 200 bytes) is the key the topic's flow policy
+    bounds and orders messages by (a tenant, an account); many messages
+    share one, and it is delivered as the header "hourglass-flow-key".
     """
 
     topic: str
@@ -111,6 +114,7 @@ class Message:
     at: Optional[datetime] = None
     level: Optional[int] = None
     key: str = ""
+    flow_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -268,6 +272,18 @@ class Policy:
     max_dispatch_rate: Optional[float] = None
     #: The lease of a receive that asks for none, 1 ms to 12 h.
     lease: Optional[Seconds] = None
+    #: Per flow key (a message's flow_key): at most this many of one key
+    #: leased at once; 0: no bound.
+    flow_concurrency: Optional[int] = None
+    #: Per flow key: at most this many handed out per second, a token
+    #: bucket of flow_burst (0: one second's worth); 0: no bound.
+    flow_rate: Optional[float] = None
+    flow_burst: Optional[int] = None
+    #: One message of a key at a time, in due order; the next once it is
+    #: acked or dead-lettered.
+    flow_ordered: Optional[bool] = None
+    #: The keys with due messages are served in turn, one message each.
+    flow_fair: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +304,11 @@ class PolicyField(str, enum.Enum):
     PAUSED = "paused"
     MAX_DISPATCH_RATE = "max_dispatch_rate"
     LEASE = "lease_ms"
+    FLOW_CONCURRENCY = "flow_concurrency"
+    FLOW_RATE = "flow_rate"
+    FLOW_BURST = "flow_burst"
+    FLOW_ORDERED = "flow_ordered"
+    FLOW_FAIR = "flow_fair"
 
 
 @dataclass(frozen=True)

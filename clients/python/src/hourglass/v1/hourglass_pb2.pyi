@@ -317,6 +317,18 @@ class ExtendResponse(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     def __init__(self, lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class FlowBacklog(_message.Message):
+    __slots__ = ["due", "flow_key", "held_by", "leased"]
+    DUE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    due: int
+    flow_key: str
+    held_by: str
+    leased: int
+    def __init__(self, flow_key: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., held_by: _Optional[str] = ...) -> None: ...
+
 class GetPolicyRequest(_message.Message):
     __slots__ = ["topic"]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -342,20 +354,24 @@ class GetRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
 
 class GetResponse(_message.Message):
-    __slots__ = ["dead_letter_topic", "lease_expires_at", "message", "queue_attempt", "rescheduled_to", "state"]
+    __slots__ = ["dead_letter_topic", "flow_key", "flow_wait", "lease_expires_at", "message", "queue_attempt", "rescheduled_to", "state"]
     DEAD_LETTER_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
+    FLOW_WAIT_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULED_TO_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     dead_letter_topic: str
+    flow_key: str
+    flow_wait: str
     lease_expires_at: _timestamp_pb2.Timestamp
     message: Message
     queue_attempt: int
     rescheduled_to: str
     state: MessageState
-    def __init__(self, state: _Optional[_Union[MessageState, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_attempt: _Optional[int] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dead_letter_topic: _Optional[str] = ..., rescheduled_to: _Optional[str] = ...) -> None: ...
+    def __init__(self, state: _Optional[_Union[MessageState, str]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., queue_attempt: _Optional[int] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., dead_letter_topic: _Optional[str] = ..., rescheduled_to: _Optional[str] = ..., flow_key: _Optional[str] = ..., flow_wait: _Optional[str] = ...) -> None: ...
 
 class GetScheduleRequest(_message.Message):
     __slots__ = ["name", "next_count"]
@@ -527,18 +543,28 @@ class PendingBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., approximate: bool = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ["backoff", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
+    __slots__ = ["backoff", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    FLOW_BURST_FIELD_NUMBER: _ClassVar[int]
+    FLOW_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    FLOW_FAIR_FIELD_NUMBER: _ClassVar[int]
+    FLOW_ORDERED_FIELD_NUMBER: _ClassVar[int]
+    FLOW_RATE_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MAX_DISPATCH_RATE_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     backoff: Backoff
+    flow_burst: int
+    flow_concurrency: int
+    flow_fair: bool
+    flow_ordered: bool
+    flow_rate: float
     lease_ms: int
     max_attempts: int
     max_dispatch_rate: float
     paused: bool
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
     __slots__ = ["state", "topic"]
@@ -689,12 +715,13 @@ class ScheduleBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "headers", "idempotency_key", "topic", "ttl_ms"]
+    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "flow_key", "headers", "idempotency_key", "topic", "ttl_ms"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRE_AT_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEY_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -704,11 +731,12 @@ class ScheduleRequest(_message.Message):
     delay_ms: int
     deliver_at: _timestamp_pb2.Timestamp
     expire_at: _timestamp_pb2.Timestamp
+    flow_key: str
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     idempotency_key: str
     topic: str
     ttl_ms: int
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., flow_key: _Optional[str] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ["deliver_at", "id"]
@@ -815,27 +843,35 @@ class TimeResponse(_message.Message):
     def __init__(self, now: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class TopicInfo(_message.Message):
-    __slots__ = ["dead_lettered", "due", "leased", "oldest_due_age_seconds", "policy", "topic"]
+    __slots__ = ["dead_lettered", "due", "flow_backlogs", "flow_held", "flow_keys_held", "leased", "oldest_due_age_seconds", "policy", "topic"]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
+    FLOW_BACKLOGS_FIELD_NUMBER: _ClassVar[int]
+    FLOW_HELD_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEYS_HELD_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     OLDEST_DUE_AGE_SECONDS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     dead_lettered: int
     due: int
+    flow_backlogs: _containers.RepeatedCompositeFieldContainer[FlowBacklog]
+    flow_held: int
+    flow_keys_held: int
     leased: int
     oldest_due_age_seconds: float
     policy: Policy
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., oldest_due_age_seconds: _Optional[float] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., oldest_due_age_seconds: _Optional[float] = ..., flow_held: _Optional[int] = ..., flow_keys_held: _Optional[int] = ..., flow_backlogs: _Optional[_Iterable[_Union[FlowBacklog, _Mapping]]] = ...) -> None: ...
 
 class TopicStats(_message.Message):
-    __slots__ = ["acked", "dead_lettered", "delivered", "expired", "leased", "nacked", "ready", "redelivered", "scheduled", "topic"]
+    __slots__ = ["acked", "dead_lettered", "delivered", "expired", "flow_held", "flow_keys_held", "leased", "nacked", "ready", "redelivered", "scheduled", "topic"]
     ACKED_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
     DELIVERED_FIELD_NUMBER: _ClassVar[int]
     EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    FLOW_HELD_FIELD_NUMBER: _ClassVar[int]
+    FLOW_KEYS_HELD_FIELD_NUMBER: _ClassVar[int]
     LEASED_FIELD_NUMBER: _ClassVar[int]
     NACKED_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
@@ -846,13 +882,15 @@ class TopicStats(_message.Message):
     dead_lettered: int
     delivered: int
     expired: int
+    flow_held: int
+    flow_keys_held: int
     leased: int
     nacked: int
     ready: int
     redelivered: int
     scheduled: int
     topic: str
-    def __init__(self, topic: _Optional[str] = ..., delivered: _Optional[int] = ..., acked: _Optional[int] = ..., nacked: _Optional[int] = ..., redelivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., scheduled: _Optional[int] = ..., expired: _Optional[int] = ...) -> None: ...
+    def __init__(self, topic: _Optional[str] = ..., delivered: _Optional[int] = ..., acked: _Optional[int] = ..., nacked: _Optional[int] = ..., redelivered: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., ready: _Optional[int] = ..., leased: _Optional[int] = ..., scheduled: _Optional[int] = ..., expired: _Optional[int] = ..., flow_held: _Optional[int] = ..., flow_keys_held: _Optional[int] = ...) -> None: ...
 
 class TopicsRequest(_message.Message):
     __slots__ = []
