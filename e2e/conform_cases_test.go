@@ -30,6 +30,7 @@ var conformCases = []conformCase{
 	{"policy", casePolicy},
 	{"purge-due", casePurgeDue},
 	{"flow", caseFlow},
+	{"backoff", caseBackoff},
 }
 
 // caseScheduleGetCancel: Get of a pending message; Cancel, twice; Cancel

@@ -39,6 +39,7 @@ const (
 const (
 	metaMaxAttempts = "hourglass-max-attempts"
 	metaPolicySet   = "hourglass-policy-set"
+	metaBackoff     = "hourglass-backoff" // formatBackoff
 )
 
 // DefaultRefresh is how long a node uses what it read of a topic's
@@ -105,8 +106,9 @@ type consumer struct {
 	next        string // the subject pull requests go to
 	ackWait     time.Duration
 	maxAttempts int
-	pausedUntil time.Time // zero: not paused
-	set         []string  // the policy fields SetPolicy set (metaPolicySet)
+	backoff     queue.Backoff // of a Nack without a delay
+	pausedUntil time.Time     // zero: not paused
+	set         []string      // the policy fields SetPolicy set (metaPolicySet)
 	read        time.Time
 	refreshing  *atomic.Bool // shared by the reads of one topic's consumer: one read again at a time
 }
@@ -261,6 +263,7 @@ func (q *Queue) fromInfo(topic string, info *jetstream.ConsumerInfo, refreshing 
 	if n, err := strconv.Atoi(info.Config.Metadata[metaMaxAttempts]); err == nil && n > 0 {
 		c.maxAttempts = n
 	}
+	c.backoff = parseBackoff(info.Config.Metadata[metaBackoff])
 	if p := info.Config.PauseUntil; p != nil && !p.IsZero() {
 		c.pausedUntil = *p
 	}
