@@ -236,7 +236,7 @@ func compactions(n *Node) []compactStats {
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return append([]compactStats(nil), pt.compactions...)
+	return append([]compactStats(nil), pt.mu.compactions...)
 }
 
 // scheduleMix schedules rounds × (a batch of farPer messages due at far,
@@ -340,7 +340,7 @@ func TestCompaction(t *testing.T) {
 	}
 	pt := a.partition(0)
 	pt.mu.Lock()
-	left := len(pt.done)
+	left := len(pt.mu.done)
 	pt.mu.Unlock()
 	if left != 3 {
 		t.Fatalf("done set holds %d entries after the compaction; want the 2 cancels and the delivery during it", left)
