@@ -22,6 +22,9 @@ type difference struct {
 // conformDifferences is the one list of what differs; a case checks each
 // row unless its untested field says why not.
 var conformDifferences = []difference{
+	{key: "order", rpcs: "`Receive` of messages due together",
+		single: "in (`deliver_at`, ID) order", cluster: "in that order within a partition (a batch; a key's messages); across partitions as each owner delivers them",
+		why: "each partition's owner delivers on its own; put messages that must stay in order in one batch, or give them one key"},
 	{key: "list-due", rpcs: "`List` of `DUE` and `DEAD_LETTERED`",
 		single: "every message waiting to be handed out", cluster: "those not handed out yet (as `Topics` counts `due`), oldest first",
 		why: "a message nacked or past its lease waits inside the consumer, which tells how many, not which (`Topics` counts it as `leased`)"},
@@ -72,13 +75,13 @@ var conformDifferences = []difference{
 		why: "JetStream has no atomic replace of a stored message; `Cancel` and `Schedule` again"},
 	{key: "stats", rpcs: "`Stats`",
 		single: "the server", cluster: "this node's partitions",
-		why: "each node runs its own engines", untested: "counts differ by design and are asserted by server/cluster_test.go"},
+		why: "each node runs its own engines", untested: "the counts are each node's own; other cases' messages run through the same nodes at once"},
 	{key: "receive-ends", rpcs: "a `Receive` or `Consume` that ends while waiting",
 		single: "nothing leased", cluster: "what was fetched is Nak'd: again at once, `attempt` + 1",
-		why: "a pull cannot be taken back", untested: "a race between the fetch and the caller leaving; cluster/jsqueue TestGiveBack"},
+		why: "a pull cannot be taken back", untested: "a race between the fetch and the caller leaving; cluster/jsqueue TestAbandonedPullGivesBack"},
 	{key: "max-attempts-expired", rpcs: "a lease ending at max attempts",
 		single: "dead-lettered when the lease ends", cluster: "when a `Receive` next fetches it",
-		why: "JetStream's `MaxDeliver` reports only in an advisory", untested: "the dead letter's moment; cluster/jsqueue queue_test.go"},
+		why: "JetStream's `MaxDeliver` reports only in an advisory", untested: "the dead letter's moment; cluster/jsqueue TestDeadLetters"},
 	{key: "ack-pending", rpcs: "messages leased or delayed at once per topic",
 		single: "unbounded", cluster: "100,000 (`MaxAckPending`)",
 		why: "JetStream's bound on a consumer's unacked deliveries", untested: "needs 100,000 leases"},

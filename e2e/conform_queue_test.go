@@ -342,8 +342,12 @@ func caseFlow(t *testing.T, tg *conformTarget, topic string) {
 	} else if !bounded {
 		wantCode(t, "SetPolicy flow_concurrency", err, connect.CodeFailedPrecondition, "flow_concurrency")
 	}
+	batch := &hourglassv1.ScheduleBatchRequest{} // one partition in a cluster: in order
 	for _, b := range []string{"a1", "a2"} {
-		cfSchedule(t, tg, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(b), FlowKey: "tenant-a", When: delayMs(0)})
+		batch.Messages = append(batch.Messages, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte(b), FlowKey: "tenant-a", When: delayMs(0)})
+	}
+	if _, err := tg.c().ScheduleBatch(ctx, connect.NewRequest(batch)); err != nil {
+		t.Fatal(err)
 	}
 	first := cfReceive(t, tg.c(), topic, 1, 15*time.Second)[0]
 	if string(first.Body) != "a1" || headerFold(first.Headers, "hourglass-flow-key") != "tenant-a" {
