@@ -318,6 +318,14 @@ func caseSchedules(t *testing.T, tg *conformTarget, topic string) {
 	}
 	_, err := tg.c().CreateSchedule(ctx, connect.NewRequest(&hourglassv1.CreateScheduleRequest{Schedule: def}))
 	wantCode(t, "CreateSchedule of a taken name", err, connect.CodeAlreadyExists)
+	for _, bad := range []*hourglassv1.RecurringSchedule{
+		{Name: "b", Topic: topic, Spec: "61 * * * *"},
+		{Name: "b", Topic: topic, Spec: "@daily", TimeZone: "Mars/Base"},
+		{Name: "b c", Topic: topic, Spec: "@daily"},
+	} {
+		_, err := tg.c().CreateSchedule(ctx, connect.NewRequest(&hourglassv1.CreateScheduleRequest{Schedule: bad}))
+		wantCode(t, "CreateSchedule("+bad.String()+")", err, connect.CodeInvalidArgument)
+	}
 	g, err := tg.c().GetSchedule(ctx, connect.NewRequest(&hourglassv1.GetScheduleRequest{Name: name, NextCount: 3}))
 	if err != nil || len(g.Msg.Next) != 3 || g.Msg.ArmedId == "" || g.Msg.Schedule.Spec != "@every 1s" {
 		t.Fatalf("GetSchedule = %v, %v", g, err)
