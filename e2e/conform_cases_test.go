@@ -33,6 +33,7 @@ var conformCases = []conformCase{
 	{"flow", caseFlow},
 	{"backoff", caseBackoff},
 	{"streams", caseStreams},
+	{"expiry", caseExpiry},
 }
 
 // caseScheduleGetCancel: Get of a pending message; Cancel, twice; Cancel

@@ -414,3 +414,36 @@ func caseBackoff(t *testing.T, tg *conformTarget, topic string) {
 		cfAck(t, tg, m)
 	}
 }
+
+// caseExpiry: on a paused topic, a message past its expiry is never
+// handed out but dead-lettered with reason expired once the topic
+// resumes; one whose expiry is later is received.
+func caseExpiry(t *testing.T, tg *conformTarget, topic string) {
+	c := tg.one()
+	cfSetPolicy(t, c, topic, &hourglassv1.Policy{Paused: ptr(true)})
+	stale := cfSchedule(t, tg, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte("stale"), When: delayMs(0),
+		Expiry: &hourglassv1.ScheduleRequest_TtlMs{TtlMs: 300}})
+	fresh := cfSchedule(t, tg, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte("fresh"), When: delayMs(0),
+		Expiry: &hourglassv1.ScheduleRequest_TtlMs{TtlMs: 3_600_000}})
+	_, err := tg.c().Schedule(ctxT(t), connect.NewRequest(&hourglassv1.ScheduleRequest{Topic: topic, When: delayMs(0),
+		Expiry: &hourglassv1.ScheduleRequest_TtlMs{TtlMs: -1}}))
+	wantCode(t, "Schedule with ttl_ms -1", err, connect.CodeInvalidArgument, "ttl_ms")
+	cfEventually(t, 15*time.Second, "both messages due", func() bool { return cfTopic(t, c, topic).Due == 2 })
+	expires := stale.DeliverAt.AsTime().Add(300 * time.Millisecond)
+	cfEventually(t, 10*time.Second, "the server's clock past the expiry", func() bool {
+		res, err := c.Time(ctxT(t), connect.NewRequest(&hourglassv1.TimeRequest{}))
+		return err == nil && res.Msg.Now.AsTime().After(expires.Add(100*time.Millisecond))
+	})
+	cfSetPolicy(t, c, topic, nil, "paused")
+	m := cfReceive(t, c, topic, 1, 15*time.Second)[0]
+	if m.Id != fresh.Id {
+		t.Errorf("received %s %q; want only %s (fresh)", m.Id, m.Body, fresh.Id)
+	}
+	cfAck(t, tg, m)
+	cfNone(t, c, topic, 300*time.Millisecond)
+	d := cfReceive(t, c, topic+".dlq", 1, 15*time.Second)[0]
+	if d.Id != stale.Id || d.DeadLetter.GetReason() != "expired" || d.DeadLetter.GetOriginTopic() != topic {
+		t.Errorf("dead letter %s %v; want %s, reason expired, from %s", d.Id, d.DeadLetter, stale.Id, topic)
+	}
+	cfAck(t, tg, d)
+}

@@ -563,6 +563,13 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 		}
 		return queue.Message{}, false
 	}
+	if exp, err := strconv.ParseInt(m.Header.Get(message.ExpireAtHeader), 10, 64); err == nil && !isDLQ(c.topic) && q.opts.Now().UnixMilli() >= exp {
+		// Past its expiry: never handed out, as on one node.
+		if err := q.deadLetter(ctx, c, r, queue.ReasonExpired, "", r.delivered); err != nil {
+			q.opts.Logger.Error("jsqueue: dead-lettering an expired message failed; tried again at its next delivery", "topic", c.topic, "seq", r.sseq, "err", err)
+		}
+		return queue.Message{}, false
+	}
 	base, _ := strconv.ParseUint(m.Header.Get(sink.HeaderAttempt), 10, 32)
 	// JetStream starts AckWait when it sends the message, before it
 	// arrives here: the lease is taken to start DeliveryMargin earlier,
