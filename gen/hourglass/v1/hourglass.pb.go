@@ -383,6 +383,186 @@ func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
+// OverlapPolicy says what an occurrence of a recurring schedule does when
+// its time comes while the previous occurrence delivered is not yet acked
+// (still due, leased, or waiting for a retry).
+type OverlapPolicy int32
+
+const (
+	// The default: ALLOW.
+	OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED OverlapPolicy = 0
+	// Deliver it all the same.
+	OverlapPolicy_OVERLAP_POLICY_ALLOW OverlapPolicy = 1
+	// Do not deliver it.
+	OverlapPolicy_OVERLAP_POLICY_SKIP OverlapPolicy = 2
+	// Hold it, and deliver it once the previous one is acked; of the
+	// occurrences that come while one is held, none is delivered.
+	OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE OverlapPolicy = 3
+)
+
+// Enum value maps for OverlapPolicy.
+var (
+	OverlapPolicy_name = map[int32]string{
+		0: "OVERLAP_POLICY_UNSPECIFIED",
+		1: "OVERLAP_POLICY_ALLOW",
+		2: "OVERLAP_POLICY_SKIP",
+		3: "OVERLAP_POLICY_BUFFER_ONE",
+	}
+	OverlapPolicy_value = map[string]int32{
+		"OVERLAP_POLICY_UNSPECIFIED": 0,
+		"OVERLAP_POLICY_ALLOW":       1,
+		"OVERLAP_POLICY_SKIP":        2,
+		"OVERLAP_POLICY_BUFFER_ONE":  3,
+	}
+)
+
+func (x OverlapPolicy) Enum() *OverlapPolicy {
+	p := new(OverlapPolicy)
+	*p = x
+	return p
+}
+
+func (x OverlapPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
+}
+
+func (OverlapPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
+}
+
+func (x OverlapPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OverlapPolicy.Descriptor instead.
+func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+}
+
+// CalendarPolicy says what becomes of an occurrence outside the working
+// time of a recurring schedule's calendar.
+type CalendarPolicy int32
+
+const (
+	// The default: SKIP.
+	CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED CalendarPolicy = 0
+	// Not delivered: the next occurrence inside working time is.
+	CalendarPolicy_CALENDAR_POLICY_SKIP CalendarPolicy = 1
+	// Delivered at the next working instant instead; the occurrences
+	// between it and that instant are merged into it.
+	CalendarPolicy_CALENDAR_POLICY_SHIFT CalendarPolicy = 2
+)
+
+// Enum value maps for CalendarPolicy.
+var (
+	CalendarPolicy_name = map[int32]string{
+		0: "CALENDAR_POLICY_UNSPECIFIED",
+		1: "CALENDAR_POLICY_SKIP",
+		2: "CALENDAR_POLICY_SHIFT",
+	}
+	CalendarPolicy_value = map[string]int32{
+		"CALENDAR_POLICY_UNSPECIFIED": 0,
+		"CALENDAR_POLICY_SKIP":        1,
+		"CALENDAR_POLICY_SHIFT":       2,
+	}
+)
+
+func (x CalendarPolicy) Enum() *CalendarPolicy {
+	p := new(CalendarPolicy)
+	*p = x
+	return p
+}
+
+func (x CalendarPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
+}
+
+func (CalendarPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
+}
+
+func (x CalendarPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CalendarPolicy.Descriptor instead.
+func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+}
+
+// Weekday is a day of the week.
+type Weekday int32
+
+const (
+	Weekday_WEEKDAY_UNSPECIFIED Weekday = 0
+	Weekday_WEEKDAY_MONDAY      Weekday = 1
+	Weekday_WEEKDAY_TUESDAY     Weekday = 2
+	Weekday_WEEKDAY_WEDNESDAY   Weekday = 3
+	Weekday_WEEKDAY_THURSDAY    Weekday = 4
+	Weekday_WEEKDAY_FRIDAY      Weekday = 5
+	Weekday_WEEKDAY_SATURDAY    Weekday = 6
+	Weekday_WEEKDAY_SUNDAY      Weekday = 7
+)
+
+// Enum value maps for Weekday.
+var (
+	Weekday_name = map[int32]string{
+		0: "WEEKDAY_UNSPECIFIED",
+		1: "WEEKDAY_MONDAY",
+		2: "WEEKDAY_TUESDAY",
+		3: "WEEKDAY_WEDNESDAY",
+		4: "WEEKDAY_THURSDAY",
+		5: "WEEKDAY_FRIDAY",
+		6: "WEEKDAY_SATURDAY",
+		7: "WEEKDAY_SUNDAY",
+	}
+	Weekday_value = map[string]int32{
+		"WEEKDAY_UNSPECIFIED": 0,
+		"WEEKDAY_MONDAY":      1,
+		"WEEKDAY_TUESDAY":     2,
+		"WEEKDAY_WEDNESDAY":   3,
+		"WEEKDAY_THURSDAY":    4,
+		"WEEKDAY_FRIDAY":      5,
+		"WEEKDAY_SATURDAY":    6,
+		"WEEKDAY_SUNDAY":      7,
+	}
+)
+
+func (x Weekday) Enum() *Weekday {
+	p := new(Weekday)
+	*p = x
+	return p
+}
+
+func (x Weekday) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Weekday) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[7].Descriptor()
+}
+
+func (Weekday) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[7]
+}
+
+func (x Weekday) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Weekday.Descriptor instead.
+func (Weekday) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+}
+
 // Header is one message header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -457,6 +637,7 @@ type ScheduleRequest struct {
 	//	*ScheduleRequest_DelayMs
 	//	*ScheduleRequest_DeliverAt
 	//	*ScheduleRequest_DelayLevel
+	//	*ScheduleRequest_Working
 	When isScheduleRequest_When `protobuf_oneof:"when"`
 	// Optional, at most 200 bytes. Within the server's --idempotency-window
 	// (default 10m), a Schedule of the same topic and key is not scheduled
@@ -572,6 +753,15 @@ func (x *ScheduleRequest) GetDelayLevel() int32 {
 	return 0
 }
 
+func (x *ScheduleRequest) GetWorking() *WorkingTime {
+	if x != nil {
+		if x, ok := x.When.(*ScheduleRequest_Working); ok {
+			return x.Working
+		}
+	}
+	return nil
+}
+
 func (x *ScheduleRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
@@ -633,11 +823,21 @@ type ScheduleRequest_DelayLevel struct {
 	DelayLevel int32 `protobuf:"varint,6,opt,name=delay_level,json=delayLevel,proto3,oneof"`
 }
 
+type ScheduleRequest_Working struct {
+	// In working time: N working days or a duration of working time after
+	// now (or after a given time), in a calendar. The server computes the
+	// time when it stores the message and answers it as deliver_at; a
+	// later change of the calendar does not move it.
+	Working *WorkingTime `protobuf:"bytes,20,opt,name=working,proto3,oneof"`
+}
+
 func (*ScheduleRequest_DelayMs) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
+
+func (*ScheduleRequest_Working) isScheduleRequest_When() {}
 
 type isScheduleRequest_Expiry interface {
 	isScheduleRequest_Expiry()
@@ -657,6 +857,130 @@ func (*ScheduleRequest_ExpireAt) isScheduleRequest_Expiry() {}
 
 func (*ScheduleRequest_TtlMs) isScheduleRequest_Expiry() {}
 
+// WorkingTime is a delivery time computed in a calendar's working time
+// (CreateCalendar), on its zone's wall clock.
+type WorkingTime struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The calendar's name.
+	Calendar string `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// How much working time: exactly one of them.
+	//
+	// Types that are valid to be assigned to Amount:
+	//
+	//	*WorkingTime_Days
+	//	*WorkingTime_DurationMs
+	Amount isWorkingTime_Amount `protobuf_oneof:"amount"`
+	// With days: the time of day, "HH:MM" (00:00 to 23:59) on the
+	// calendar's wall clock; empty means the start's time of day. A time
+	// the clocks skip that day is the first instant after the gap; one
+	// they repeat, its first instant.
+	AtTime string `protobuf:"bytes,4,opt,name=at_time,json=atTime,proto3" json:"at_time,omitempty"`
+	// The start; unset means the server's clock when the request arrives.
+	After         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingTime) Reset() {
+	*x = WorkingTime{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingTime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingTime) ProtoMessage() {}
+
+func (x *WorkingTime) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingTime.ProtoReflect.Descriptor instead.
+func (*WorkingTime) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkingTime) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAmount() isWorkingTime_Amount {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *WorkingTime) GetDays() int32 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_Days); ok {
+			return x.Days
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetDurationMs() int64 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_DurationMs); ok {
+			return x.DurationMs
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetAtTime() string {
+	if x != nil {
+		return x.AtTime
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+type isWorkingTime_Amount interface {
+	isWorkingTime_Amount()
+}
+
+type WorkingTime_Days struct {
+	// The n-th working day after the start's date (1 to 3650): a working
+	// day is one that is not a non-working date and has working hours.
+	// Delivered at at_time that day, or at the first working instant
+	// after it when at_time is outside the day's hours.
+	Days int32 `protobuf:"varint,2,opt,name=days,proto3,oneof"`
+}
+
+type WorkingTime_DurationMs struct {
+	// Working time after the start, in milliseconds (0 or more): the
+	// instant the last of it ends, within working time or at the end of a
+	// stretch of it (8 working hours from Monday 09:00, with hours 09:00
+	// to 17:00, is Monday 17:00). 0 means the next working instant.
+	DurationMs int64 `protobuf:"varint,3,opt,name=duration_ms,json=durationMs,proto3,oneof"`
+}
+
+func (*WorkingTime_Days) isWorkingTime_Amount() {}
+
+func (*WorkingTime_DurationMs) isWorkingTime_Amount() {}
+
 type ScheduleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The message's ID, 32 hex digits.
@@ -669,7 +993,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1005,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1018,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ScheduleResponse) GetId() string {
@@ -721,7 +1045,7 @@ type ScheduleBatchRequest struct {
 
 func (x *ScheduleBatchRequest) Reset() {
 	*x = ScheduleBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1057,7 @@ func (x *ScheduleBatchRequest) String() string {
 func (*ScheduleBatchRequest) ProtoMessage() {}
 
 func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1070,7 @@ func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ScheduleBatchRequest) GetMessages() []*ScheduleRequest {
@@ -766,7 +1090,7 @@ type ScheduleBatchResponse struct {
 
 func (x *ScheduleBatchResponse) Reset() {
 	*x = ScheduleBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +1102,7 @@ func (x *ScheduleBatchResponse) String() string {
 func (*ScheduleBatchResponse) ProtoMessage() {}
 
 func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1115,7 @@ func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScheduleBatchResponse) GetResults() []*ScheduleResponse {
@@ -818,7 +1142,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1154,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1167,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelRequest) GetId() string {
@@ -876,7 +1200,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1212,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1225,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelResponse) GetResult() CancelResult {
@@ -929,7 +1253,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1265,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1278,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReceiveRequest) GetTopic() string {
@@ -1016,7 +1340,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1352,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1365,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Message) GetId() string {
@@ -1143,7 +1467,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1479,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1492,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeadLetter) GetOriginTopic() string {
@@ -1216,7 +1540,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1552,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1565,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReceiveResponse) GetMessages() []*Message {
@@ -1265,7 +1589,7 @@ type ReceiveStreamRequest struct {
 
 func (x *ReceiveStreamRequest) Reset() {
 	*x = ReceiveStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1601,7 @@ func (x *ReceiveStreamRequest) String() string {
 func (*ReceiveStreamRequest) ProtoMessage() {}
 
 func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1614,7 @@ func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveStreamRequest) GetTopic() string {
@@ -1324,7 +1648,7 @@ type ReceiveStreamResponse struct {
 
 func (x *ReceiveStreamResponse) Reset() {
 	*x = ReceiveStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1660,7 @@ func (x *ReceiveStreamResponse) String() string {
 func (*ReceiveStreamResponse) ProtoMessage() {}
 
 func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1673,7 @@ func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiveStreamResponse) GetMessages() []*Message {
@@ -1373,7 +1697,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1385,7 +1709,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1398,7 +1722,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckRequest) GetTopic() string {
@@ -1430,7 +1754,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1766,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1779,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
 }
 
 type AckBatchRequest struct {
@@ -1469,7 +1793,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1805,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1818,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckBatchRequest) GetTopic() string {
@@ -1521,7 +1845,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1533,7 +1857,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1546,7 +1870,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1570,7 +1894,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1906,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1919,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckResult) GetAcked() bool {
@@ -1641,7 +1965,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1977,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1990,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NackRequest) GetTopic() string {
@@ -1726,7 +2050,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +2062,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +2075,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
 }
 
 // ExtendRequest names the message by exactly one of id and receipt.
@@ -1768,7 +2092,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2104,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2117,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExtendRequest) GetTopic() string {
@@ -1834,7 +2158,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2170,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2183,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExtendResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1877,7 +2201,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +2213,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +2226,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
 }
 
 // EngineStats are the engine's counters since the server started.
@@ -1928,7 +2252,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2264,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2277,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EngineStats) GetScheduled() int64 {
@@ -2073,7 +2397,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2085,7 +2409,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2098,7 +2422,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -2201,7 +2525,7 @@ type PendingBucket struct {
 
 func (x *PendingBucket) Reset() {
 	*x = PendingBucket{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2537,7 @@ func (x *PendingBucket) String() string {
 func (*PendingBucket) ProtoMessage() {}
 
 func (x *PendingBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2550,7 @@ func (x *PendingBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingBucket.ProtoReflect.Descriptor instead.
 func (*PendingBucket) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PendingBucket) GetStart() *timestamppb.Timestamp {
@@ -2273,7 +2597,7 @@ type Lateness struct {
 
 func (x *Lateness) Reset() {
 	*x = Lateness{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2609,7 @@ func (x *Lateness) String() string {
 func (*Lateness) ProtoMessage() {}
 
 func (x *Lateness) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2622,7 @@ func (x *Lateness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lateness.ProtoReflect.Descriptor instead.
 func (*Lateness) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lateness) GetCount() int64 {
@@ -2351,7 +2675,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2363,7 +2687,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2376,7 +2700,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsResponse) GetServerTime() *timestamppb.Timestamp {
@@ -2446,7 +2770,7 @@ type ServerHealth struct {
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2782,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2795,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServerHealth) GetReady() bool {
@@ -2545,7 +2869,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2881,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2894,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
 }
 
 type TimeResponse struct {
@@ -2583,7 +2907,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2595,7 +2919,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2608,7 +2932,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -2631,7 +2955,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2967,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2980,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Status) GetCode() int32 {
@@ -2686,7 +3010,7 @@ type ScheduleStreamRequest struct {
 
 func (x *ScheduleStreamRequest) Reset() {
 	*x = ScheduleStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +3022,7 @@ func (x *ScheduleStreamRequest) String() string {
 func (*ScheduleStreamRequest) ProtoMessage() {}
 
 func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +3035,7 @@ func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleStreamRequest) GetKind() isScheduleStreamRequest_Kind {
@@ -2771,7 +3095,7 @@ type ScheduleStreamResponse struct {
 
 func (x *ScheduleStreamResponse) Reset() {
 	*x = ScheduleStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3107,7 @@ func (x *ScheduleStreamResponse) String() string {
 func (*ScheduleStreamResponse) ProtoMessage() {}
 
 func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3120,7 @@ func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScheduleStreamResponse) GetKind() isScheduleStreamResponse_Kind {
@@ -2872,7 +3196,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +3208,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +3221,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -2977,7 +3301,7 @@ type ConsumeOpen struct {
 
 func (x *ConsumeOpen) Reset() {
 	*x = ConsumeOpen{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3313,7 @@ func (x *ConsumeOpen) String() string {
 func (*ConsumeOpen) ProtoMessage() {}
 
 func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3326,7 @@ func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeOpen.ProtoReflect.Descriptor instead.
 func (*ConsumeOpen) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsumeOpen) GetTopic() string {
@@ -3043,7 +3367,7 @@ type ConsumeCredit struct {
 
 func (x *ConsumeCredit) Reset() {
 	*x = ConsumeCredit{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3379,7 @@ func (x *ConsumeCredit) String() string {
 func (*ConsumeCredit) ProtoMessage() {}
 
 func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3392,7 @@ func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeCredit.ProtoReflect.Descriptor instead.
 func (*ConsumeCredit) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumeCredit) GetCredits() int32 {
@@ -3092,7 +3416,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3104,7 +3428,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3117,7 +3441,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -3159,7 +3483,7 @@ type ConsumeNack struct {
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3171,7 +3495,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3184,7 +3508,7 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsumeNack) GetReceipt() string {
@@ -3235,7 +3559,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3571,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3584,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -3319,7 +3643,7 @@ type ConsumeSettled struct {
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3331,7 +3655,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3344,7 +3668,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -3384,7 +3708,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3720,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3733,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetRequest) GetId() string {
@@ -3459,7 +3783,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3795,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3808,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -3567,7 +3891,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3579,7 +3903,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3592,7 +3916,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -3651,7 +3975,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3663,7 +3987,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3676,7 +4000,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -3712,7 +4036,7 @@ type RescheduleRequest struct {
 
 func (x *RescheduleRequest) Reset() {
 	*x = RescheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +4048,7 @@ func (x *RescheduleRequest) String() string {
 func (*RescheduleRequest) ProtoMessage() {}
 
 func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +4061,7 @@ func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RescheduleRequest) GetId() string {
@@ -3832,7 +4156,7 @@ type RescheduleResponse struct {
 
 func (x *RescheduleResponse) Reset() {
 	*x = RescheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +4168,7 @@ func (x *RescheduleResponse) String() string {
 func (*RescheduleResponse) ProtoMessage() {}
 
 func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4181,7 @@ func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RescheduleResponse) GetResult() RescheduleResult {
@@ -3904,7 +4228,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4240,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4253,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EditRequest) GetId() string {
@@ -3986,7 +4310,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4322,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4335,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EditResponse) GetResult() EditResult {
@@ -4057,7 +4381,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4393,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4406,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -4141,7 +4465,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4477,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4490,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -4201,7 +4525,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4213,7 +4537,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4226,7 +4550,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -4253,7 +4577,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4265,7 +4589,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4278,7 +4602,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -4297,7 +4621,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4633,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4646,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4343,7 +4667,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +4679,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +4692,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4393,7 +4717,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4405,7 +4729,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4418,7 +4742,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4449,7 +4773,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4785,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4798,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4556,7 +4880,7 @@ type FlowBacklog struct {
 
 func (x *FlowBacklog) Reset() {
 	*x = FlowBacklog{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4568,7 +4892,7 @@ func (x *FlowBacklog) String() string {
 func (*FlowBacklog) ProtoMessage() {}
 
 func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4581,7 +4905,7 @@ func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
 func (*FlowBacklog) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FlowBacklog) GetFlowKey() string {
@@ -4622,7 +4946,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4958,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4971,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4675,7 +4999,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4687,7 +5011,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4700,7 +5024,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4768,7 +5092,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4780,7 +5104,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4793,7 +5117,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4875,7 +5199,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4887,7 +5211,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4900,7 +5224,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4922,7 +5246,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5258,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5271,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4981,7 +5305,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4993,7 +5317,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5006,7 +5330,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5040,7 +5364,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5376,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5389,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5106,14 +5430,25 @@ type RecurringSchedule struct {
 	TimeZone      string        `protobuf:"bytes,8,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	MisfirePolicy MisfirePolicy `protobuf:"varint,9,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=hourglass.v1.MisfirePolicy" json:"misfire_policy,omitempty"`
 	// Set by PauseSchedule, cleared by ResumeSchedule.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Each occurrence is delivered at an offset of 0 to jitter_ms after its
+	// time (never before it), the same offset every time for the same
+	// occurrence: derived from the schedule's name and the occurrence's
+	// time. 0 (the default) to 604800000 (7 days).
+	JitterMs int64 `protobuf:"varint,11,opt,name=jitter_ms,json=jitterMs,proto3" json:"jitter_ms,omitempty"`
+	// What an occurrence does while the previous one is not yet acked.
+	OverlapPolicy OverlapPolicy `protobuf:"varint,12,opt,name=overlap_policy,json=overlapPolicy,proto3,enum=hourglass.v1.OverlapPolicy" json:"overlap_policy,omitempty"`
+	// A calendar (CreateCalendar) whose working time the occurrences keep
+	// to, as calendar_policy says; empty means none.
+	Calendar       string         `protobuf:"bytes,13,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	CalendarPolicy CalendarPolicy `protobuf:"varint,14,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=hourglass.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5460,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5473,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5211,6 +5546,34 @@ func (x *RecurringSchedule) GetPaused() bool {
 	return false
 }
 
+func (x *RecurringSchedule) GetJitterMs() int64 {
+	if x != nil {
+		return x.JitterMs
+	}
+	return 0
+}
+
+func (x *RecurringSchedule) GetOverlapPolicy() OverlapPolicy {
+	if x != nil {
+		return x.OverlapPolicy
+	}
+	return OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED
+}
+
+func (x *RecurringSchedule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetCalendarPolicy() CalendarPolicy {
+	if x != nil {
+		return x.CalendarPolicy
+	}
+	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
+}
+
 type CreateScheduleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Schedule      *RecurringSchedule     `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
@@ -5220,7 +5583,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5232,7 +5595,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5245,7 +5608,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5265,7 +5628,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +5640,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +5653,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5311,7 +5674,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5686,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5699,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5355,7 +5718,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5367,7 +5730,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5380,7 +5743,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5399,7 +5762,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5411,7 +5774,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5424,7 +5787,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5442,7 +5805,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5817,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5830,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 type ResumeScheduleRequest struct {
@@ -5479,7 +5842,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +5854,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +5867,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5523,7 +5886,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5535,7 +5898,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5548,7 +5911,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5567,7 +5930,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5579,7 +5942,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5592,7 +5955,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5610,7 +5973,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5622,7 +5985,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5635,7 +5998,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 type GetScheduleRequest struct {
@@ -5649,7 +6012,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +6024,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +6037,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5699,14 +6062,20 @@ type GetScheduleResponse struct {
 	// The armed occurrence's message id, if one is pending.
 	ArmedId string `protobuf:"bytes,3,opt,name=armed_id,json=armedId,proto3" json:"armed_id,omitempty"`
 	// Occurrences delivered since the schedule was created.
-	Fired         int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	Fired int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	// Occurrences not delivered because the previous one was not acked
+	// (overlap_policy SKIP or BUFFER_ONE) since the schedule was created.
+	Skipped int64 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The time of the occurrence held until the previous one is acked
+	// (BUFFER_ONE), if one is.
+	Buffered      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=buffered,proto3" json:"buffered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5718,7 +6087,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5731,7 +6100,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5762,6 +6131,20 @@ func (x *GetScheduleResponse) GetFired() int64 {
 	return 0
 }
 
+func (x *GetScheduleResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *GetScheduleResponse) GetBuffered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
 type ListSchedulesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The next_page_token of the previous page; empty for the first.
@@ -5776,7 +6159,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +6171,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +6184,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5835,7 +6218,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5847,7 +6230,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5860,7 +6243,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5877,6 +6260,700 @@ func (x *ListSchedulesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type BackfillScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The range: the occurrences at or after from and before to (both
+	// required; to not after the server's clock). At most 10000 occurrences.
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleRequest) Reset() {
+	*x = BackfillScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleRequest) ProtoMessage() {}
+
+func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *BackfillScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackfillScheduleRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *BackfillScheduleRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type BackfillScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Occurrences stored, each a message due at once.
+	Stored int32 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
+	// Occurrences of the range whose message exists already (a live
+	// occurrence, or an earlier backfill's), not stored again.
+	Existing      int32 `protobuf:"varint,2,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleResponse) Reset() {
+	*x = BackfillScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleResponse) ProtoMessage() {}
+
+func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *BackfillScheduleResponse) GetStored() int32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *BackfillScheduleResponse) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
+// WorkingHours is working time on one weekday: from start up to (not
+// including) end.
+type WorkingHours struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Day   Weekday                `protobuf:"varint,1,opt,name=day,proto3,enum=hourglass.v1.Weekday" json:"day,omitempty"`
+	// "HH:MM", 00:00 to 23:59.
+	Start string `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// "HH:MM", after start; "24:00" is the end of the day.
+	End           string `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingHours) Reset() {
+	*x = WorkingHours{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingHours) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingHours) ProtoMessage() {}
+
+func (x *WorkingHours) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
+func (*WorkingHours) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *WorkingHours) GetDay() Weekday {
+	if x != nil {
+		return x.Day
+	}
+	return Weekday_WEEKDAY_UNSPECIFIED
+}
+
+func (x *WorkingHours) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *WorkingHours) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+// Calendar is working time: the working hours of each weekday, except on
+// the non-working dates, read on the wall clock of a time zone. An
+// instant is working time when its wall-clock date is not a closed date
+// and its time of day lies in one of that weekday's spans.
+type Calendar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 160 bytes of ASCII letters, digits, '.', '_' and '-'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// An IANA time zone ("Europe/Berlin"); empty means UTC.
+	TimeZone string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// At least one; at most 16 a weekday, none overlapping another of its
+	// day (spans that touch, 12:00-13:00 and 13:00-17:00, are one).
+	Hours []*WorkingHours `protobuf:"bytes,3,rep,name=hours,proto3" json:"hours,omitempty"`
+	// Non-working dates, "YYYY-MM-DD" in the calendar's zone; at most
+	// 10000. Answered sorted, without repeats.
+	ClosedDates   []string `protobuf:"bytes,4,rep,name=closed_dates,json=closedDates,proto3" json:"closed_dates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Calendar) Reset() {
+	*x = Calendar{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Calendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Calendar) ProtoMessage() {}
+
+func (x *Calendar) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
+func (*Calendar) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *Calendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Calendar) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Calendar) GetHours() []*WorkingHours {
+	if x != nil {
+		return x.Hours
+	}
+	return nil
+}
+
+func (x *Calendar) GetClosedDates() []string {
+	if x != nil {
+		return x.ClosedDates
+	}
+	return nil
+}
+
+type CreateCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarRequest) Reset() {
+	*x = CreateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarRequest) ProtoMessage() {}
+
+func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *CreateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type CreateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarResponse) Reset() {
+	*x = CreateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarResponse) ProtoMessage() {}
+
+func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+}
+
+type UpdateCalendarRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replaces the definition of the calendar with the same name.
+	Calendar      *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarRequest) Reset() {
+	*x = UpdateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarRequest) ProtoMessage() {}
+
+func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+}
+
+func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type UpdateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarResponse) Reset() {
+	*x = UpdateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarResponse) ProtoMessage() {}
+
+func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+}
+
+type DeleteCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarRequest) Reset() {
+	*x = DeleteCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarRequest) ProtoMessage() {}
+
+func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+}
+
+func (x *DeleteCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarResponse) Reset() {
+	*x = DeleteCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarResponse) ProtoMessage() {}
+
+func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+}
+
+type GetCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarRequest) Reset() {
+	*x = GetCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarRequest) ProtoMessage() {}
+
+func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
+func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+}
+
+func (x *GetCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarResponse) Reset() {
+	*x = GetCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarResponse) ProtoMessage() {}
+
+func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
+func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *GetCalendarResponse) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type ListCalendarsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// 1 to 1000; 0 means 100.
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsRequest) Reset() {
+	*x = ListCalendarsRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsRequest) ProtoMessage() {}
+
+func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
+func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *ListCalendarsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListCalendarsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListCalendarsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendars     []*Calendar            `protobuf:"bytes,1,rep,name=calendars,proto3" json:"calendars,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsResponse) Reset() {
+	*x = ListCalendarsResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsResponse) ProtoMessage() {}
+
+func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
+func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
+	if x != nil {
+		return x.Calendars
+	}
+	return nil
+}
+
+func (x *ListCalendarsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5885,7 +6962,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5897,7 +6974,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5910,7 +6987,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
 }
 
 type WhoAmIResponse struct {
@@ -5934,7 +7011,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5946,7 +7023,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5959,7 +7036,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -6026,7 +7103,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6038,7 +7115,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6051,7 +7128,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -6137,7 +7214,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6149,7 +7226,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6162,7 +7239,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -6192,7 +7269,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6204,7 +7281,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6217,7 +7294,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -6241,7 +7318,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x92\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xc9\x03\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -6250,14 +7327,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
-	"delayLevel\x12'\n" +
+	"delayLevel\x125\n" +
+	"\aworking\x18\x14 \x01(\v2\x19.hourglass.v1.WorkingTimeH\x00R\aworking\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
 	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMs\x12\x19\n" +
 	"\bflow_key\x18\n" +
 	" \x01(\tR\aflowKeyB\x06\n" +
 	"\x04whenB\b\n" +
-	"\x06expiry\"]\n" +
+	"\x06expiry\"\xb7\x01\n" +
+	"\vWorkingTime\x12\x1a\n" +
+	"\bcalendar\x18\x01 \x01(\tR\bcalendar\x12\x14\n" +
+	"\x04days\x18\x02 \x01(\x05H\x00R\x04days\x12!\n" +
+	"\vduration_ms\x18\x03 \x01(\x03H\x00R\n" +
+	"durationMs\x12\x17\n" +
+	"\aat_time\x18\x04 \x01(\tR\x06atTime\x120\n" +
+	"\x05after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05afterB\b\n" +
+	"\x06amount\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
 	"\n" +
@@ -6585,7 +7671,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"u\n" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xee\x02\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xb2\x04\n" +
 	"\x11RecurringSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -6597,7 +7683,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\ttime_zone\x18\b \x01(\tR\btimeZone\x12B\n" +
 	"\x0emisfire_policy\x18\t \x01(\x0e2\x1b.hourglass.v1.MisfirePolicyR\rmisfirePolicy\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"T\n" +
+	" \x01(\bR\x06paused\x12\x1b\n" +
+	"\tjitter_ms\x18\v \x01(\x03R\bjitterMs\x12B\n" +
+	"\x0eoverlap_policy\x18\f \x01(\x0e2\x1b.hourglass.v1.OverlapPolicyR\roverlapPolicy\x12\x1a\n" +
+	"\bcalendar\x18\r \x01(\tR\bcalendar\x12E\n" +
+	"\x0fcalendar_policy\x18\x0e \x01(\x0e2\x1c.hourglass.v1.CalendarPolicyR\x0ecalendarPolicy\"T\n" +
 	"\x15CreateScheduleRequest\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\"H\n" +
 	"\x16CreateScheduleResponse\x12.\n" +
@@ -6619,12 +7709,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x12GetScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"next_count\x18\x02 \x01(\x05R\tnextCount\"\xb3\x01\n" +
+	"next_count\x18\x02 \x01(\x05R\tnextCount\"\x85\x02\n" +
 	"\x13GetScheduleResponse\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\x12.\n" +
 	"\x04next\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\x04next\x12\x19\n" +
 	"\barmed_id\x18\x03 \x01(\tR\aarmedId\x12\x14\n" +
-	"\x05fired\x18\x04 \x01(\x03R\x05fired\"h\n" +
+	"\x05fired\x18\x04 \x01(\x03R\x05fired\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x03R\askipped\x126\n" +
+	"\bbuffered\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bbuffered\"h\n" +
 	"\x14ListSchedulesRequest\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
@@ -6632,6 +7724,42 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
 	"\x15ListSchedulesResponse\x12?\n" +
 	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x17BackfillScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"N\n" +
+	"\x18BackfillScheduleResponse\x12\x16\n" +
+	"\x06stored\x18\x01 \x01(\x05R\x06stored\x12\x1a\n" +
+	"\bexisting\x18\x02 \x01(\x05R\bexisting\"_\n" +
+	"\fWorkingHours\x12'\n" +
+	"\x03day\x18\x01 \x01(\x0e2\x15.hourglass.v1.WeekdayR\x03day\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\x90\x01\n" +
+	"\bCalendar\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x120\n" +
+	"\x05hours\x18\x03 \x03(\v2\x1a.hourglass.v1.WorkingHoursR\x05hours\x12!\n" +
+	"\fclosed_dates\x18\x04 \x03(\tR\vclosedDates\"K\n" +
+	"\x15CreateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16CreateCalendarResponse\"K\n" +
+	"\x15UpdateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16UpdateCalendarResponse\"+\n" +
+	"\x15DeleteCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteCalendarResponse\"(\n" +
+	"\x12GetCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
+	"\x13GetCalendarResponse\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"R\n" +
+	"\x14ListCalendarsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"u\n" +
+	"\x15ListCalendarsResponse\x124\n" +
+	"\tcalendars\x18\x01 \x03(\v2\x16.hourglass.v1.CalendarR\tcalendars\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x0f\n" +
 	"\rWhoAmIRequest\"~\n" +
 	"\x0eWhoAmIResponse\x12\x12\n" +
@@ -6696,7 +7824,25 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xb2\x13\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x03*\x81\x01\n" +
+	"\rOverlapPolicy\x12\x1e\n" +
+	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OVERLAP_POLICY_ALLOW\x10\x01\x12\x17\n" +
+	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03*f\n" +
+	"\x0eCalendarPolicy\x12\x1f\n" +
+	"\x1bCALENDAR_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CALENDAR_POLICY_SKIP\x10\x01\x12\x19\n" +
+	"\x15CALENDAR_POLICY_SHIFT\x10\x02*\xb6\x01\n" +
+	"\aWeekday\x12\x17\n" +
+	"\x13WEEKDAY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eWEEKDAY_MONDAY\x10\x01\x12\x13\n" +
+	"\x0fWEEKDAY_TUESDAY\x10\x02\x12\x15\n" +
+	"\x11WEEKDAY_WEDNESDAY\x10\x03\x12\x14\n" +
+	"\x10WEEKDAY_THURSDAY\x10\x04\x12\x12\n" +
+	"\x0eWEEKDAY_FRIDAY\x10\x05\x12\x14\n" +
+	"\x10WEEKDAY_SATURDAY\x10\x06\x12\x12\n" +
+	"\x0eWEEKDAY_SUNDAY\x10\a2\xda\x17\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -6728,7 +7874,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
 	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
 	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
-	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12C\n" +
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12a\n" +
+	"\x10BackfillSchedule\x12%.hourglass.v1.BackfillScheduleRequest\x1a&.hourglass.v1.BackfillScheduleResponse\x12[\n" +
+	"\x0eCreateCalendar\x12#.hourglass.v1.CreateCalendarRequest\x1a$.hourglass.v1.CreateCalendarResponse\x12[\n" +
+	"\x0eUpdateCalendar\x12#.hourglass.v1.UpdateCalendarRequest\x1a$.hourglass.v1.UpdateCalendarResponse\x12[\n" +
+	"\x0eDeleteCalendar\x12#.hourglass.v1.DeleteCalendarRequest\x1a$.hourglass.v1.DeleteCalendarResponse\x12R\n" +
+	"\vGetCalendar\x12 .hourglass.v1.GetCalendarRequest\x1a!.hourglass.v1.GetCalendarResponse\x12X\n" +
+	"\rListCalendars\x12\".hourglass.v1.ListCalendarsRequest\x1a#.hourglass.v1.ListCalendarsResponse\x12C\n" +
 	"\x06WhoAmI\x12\x1b.hourglass.v1.WhoAmIRequest\x1a\x1c.hourglass.v1.WhoAmIResponse\x12L\n" +
 	"\tListAudit\x12\x1e.hourglass.v1.ListAuditRequest\x1a\x1f.hourglass.v1.ListAuditResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
@@ -6744,247 +7896,290 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 100)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
-	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
-	(MessageState)(0),              // 1: hourglass.v1.MessageState
-	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
-	(EditResult)(0),                // 3: hourglass.v1.EditResult
-	(MisfirePolicy)(0),             // 4: hourglass.v1.MisfirePolicy
-	(*Header)(nil),                 // 5: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 6: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 7: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 8: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 9: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 10: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 11: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 12: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 13: hourglass.v1.Message
-	(*DeadLetter)(nil),             // 14: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),        // 15: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 16: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 17: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 18: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 19: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 20: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 21: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 22: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 23: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 24: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),          // 25: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),         // 26: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),           // 27: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 28: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 29: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 30: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 31: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 32: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),           // 33: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),            // 34: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 35: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 36: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 37: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 38: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 39: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 40: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 41: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 42: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 43: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 44: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 45: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 46: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 47: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 48: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 49: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 50: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 51: hourglass.v1.RescheduleResponse
-	(*EditRequest)(nil),            // 52: hourglass.v1.EditRequest
-	(*EditResponse)(nil),           // 53: hourglass.v1.EditResponse
-	(*RedriveRequest)(nil),         // 54: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 55: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 56: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 57: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 58: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 59: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 60: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 61: hourglass.v1.TopicInfo
-	(*FlowBacklog)(nil),            // 62: hourglass.v1.FlowBacklog
-	(*TopicsResponse)(nil),         // 63: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 64: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 65: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 66: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 67: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 68: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 69: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 70: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 71: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 72: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 73: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 74: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 75: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 76: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 77: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 78: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 79: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 80: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 81: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 82: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 83: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 84: hourglass.v1.ListSchedulesResponse
-	(*WhoAmIRequest)(nil),          // 85: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 86: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),             // 87: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),       // 88: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 89: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),  // 90: google.protobuf.Timestamp
+	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
+	(MessageState)(0),                // 1: hourglass.v1.MessageState
+	(RescheduleResult)(0),            // 2: hourglass.v1.RescheduleResult
+	(EditResult)(0),                  // 3: hourglass.v1.EditResult
+	(MisfirePolicy)(0),               // 4: hourglass.v1.MisfirePolicy
+	(OverlapPolicy)(0),               // 5: hourglass.v1.OverlapPolicy
+	(CalendarPolicy)(0),              // 6: hourglass.v1.CalendarPolicy
+	(Weekday)(0),                     // 7: hourglass.v1.Weekday
+	(*Header)(nil),                   // 8: hourglass.v1.Header
+	(*ScheduleRequest)(nil),          // 9: hourglass.v1.ScheduleRequest
+	(*WorkingTime)(nil),              // 10: hourglass.v1.WorkingTime
+	(*ScheduleResponse)(nil),         // 11: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),     // 12: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),    // 13: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),            // 14: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),           // 15: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),           // 16: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                  // 17: hourglass.v1.Message
+	(*DeadLetter)(nil),               // 18: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),          // 19: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),     // 20: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),    // 21: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),               // 22: hourglass.v1.AckRequest
+	(*AckResponse)(nil),              // 23: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),          // 24: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 25: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),                // 26: hourglass.v1.AckResult
+	(*NackRequest)(nil),              // 27: hourglass.v1.NackRequest
+	(*NackResponse)(nil),             // 28: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),            // 29: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 30: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 31: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),              // 32: hourglass.v1.EngineStats
+	(*TopicStats)(nil),               // 33: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),            // 34: hourglass.v1.PendingBucket
+	(*Lateness)(nil),                 // 35: hourglass.v1.Lateness
+	(*StatsResponse)(nil),            // 36: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),             // 37: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),              // 38: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),             // 39: hourglass.v1.TimeResponse
+	(*Status)(nil),                   // 40: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),    // 41: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil),   // 42: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),           // 43: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),              // 44: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),            // 45: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),            // 46: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 47: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),          // 48: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),           // 49: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),               // 50: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 51: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 52: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 53: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 54: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 55: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),              // 56: hourglass.v1.EditRequest
+	(*EditResponse)(nil),             // 57: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),           // 58: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 59: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 60: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 61: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 62: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 63: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 64: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 65: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),              // 66: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),           // 67: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 68: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 69: hourglass.v1.Policy
+	(*GetPolicyRequest)(nil),         // 70: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 71: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 72: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 73: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 74: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 75: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 76: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 77: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 78: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 79: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 80: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 81: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 82: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 83: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 84: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 85: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 86: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 87: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 88: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 89: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 90: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 91: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 92: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 93: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 94: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 95: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 96: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 97: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 98: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 99: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 100: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 101: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 102: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 103: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 104: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 105: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 106: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 107: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 108: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	90,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	90,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	90,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	90,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	90,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	90,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	90,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	13,  // 13: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	13,  // 14: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	22,  // 15: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	90,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	90,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	90,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	90,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	28,  // 20: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	29,  // 21: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	30,  // 22: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	31,  // 23: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	33,  // 24: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	90,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	6,   // 26: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	8,   // 27: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	7,   // 28: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	9,   // 29: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	36,  // 30: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	40,  // 31: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	41,  // 32: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	42,  // 33: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	43,  // 34: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	15,  // 35: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	45,  // 36: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	22,  // 37: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	22,  // 38: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 39: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	13,  // 40: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	90,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 42: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	90,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	90,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	13,  // 45: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	90,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 47: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	90,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,   // 49: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 50: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	90,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 52: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	65,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	62,  // 54: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	61,  // 55: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	64,  // 56: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	65,  // 57: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 58: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	65,  // 59: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	65,  // 60: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 61: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	5,   // 62: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	90,  // 63: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	90,  // 64: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 65: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	70,  // 66: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 67: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 68: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 69: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	90,  // 70: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 71: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 72: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	90,  // 74: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	87,  // 75: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	6,   // 76: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	8,   // 77: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	37,  // 78: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	10,  // 79: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	12,  // 80: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	16,  // 81: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	39,  // 82: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	18,  // 83: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	20,  // 84: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	23,  // 85: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	25,  // 86: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	27,  // 87: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	34,  // 88: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	46,  // 89: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	48,  // 90: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	50,  // 91: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	52,  // 92: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	54,  // 93: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	56,  // 94: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	58,  // 95: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	60,  // 96: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	66,  // 97: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	68,  // 98: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	71,  // 99: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	73,  // 100: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	75,  // 101: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	77,  // 102: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	79,  // 103: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	81,  // 104: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	83,  // 105: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	85,  // 106: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	88,  // 107: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	7,   // 108: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	9,   // 109: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	38,  // 110: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	11,  // 111: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	15,  // 112: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	17,  // 113: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	44,  // 114: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	19,  // 115: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	21,  // 116: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	24,  // 117: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26,  // 118: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	32,  // 119: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	35,  // 120: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	47,  // 121: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	49,  // 122: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	51,  // 123: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	53,  // 124: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	55,  // 125: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	57,  // 126: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	59,  // 127: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	63,  // 128: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	67,  // 129: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	69,  // 130: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	72,  // 131: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	74,  // 132: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	76,  // 133: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	78,  // 134: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	80,  // 135: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	82,  // 136: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	84,  // 137: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	86,  // 138: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	89,  // 139: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	108, // [108:140] is the sub-list for method output_type
-	76,  // [76:108] is the sub-list for method input_type
-	76,  // [76:76] is the sub-list for extension type_name
-	76,  // [76:76] is the sub-list for extension extendee
-	0,   // [0:76] is the sub-list for field type_name
+	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	108, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
+	108, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	108, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	108, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	108, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	108, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	108, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	108, // 14: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	17,  // 15: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	17,  // 16: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	26,  // 17: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	108, // 18: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	108, // 19: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	108, // 20: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	108, // 21: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	32,  // 22: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	33,  // 23: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	34,  // 24: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	35,  // 25: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	37,  // 26: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	108, // 27: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 28: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	12,  // 29: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	11,  // 30: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	13,  // 31: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	40,  // 32: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	44,  // 33: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	45,  // 34: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	46,  // 35: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	47,  // 36: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	19,  // 37: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	49,  // 38: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	26,  // 39: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	26,  // 40: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 41: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	17,  // 42: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	108, // 43: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 44: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	108, // 45: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	108, // 46: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	17,  // 47: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	108, // 48: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 49: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	108, // 50: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 51: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 52: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	108, // 53: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 54: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	69,  // 55: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	66,  // 56: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	65,  // 57: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	68,  // 58: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	69,  // 59: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 60: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	69,  // 61: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	69,  // 62: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 63: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	8,   // 64: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	108, // 65: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	108, // 66: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 67: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	5,   // 68: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	6,   // 69: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	74,  // 70: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 71: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	74,  // 72: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 73: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	108, // 74: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	74,  // 75: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	108, // 76: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	108, // 77: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	86,  // 78: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	108, // 79: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	108, // 80: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	7,   // 81: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	91,  // 82: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	92,  // 83: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 84: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 85: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	92,  // 86: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	108, // 87: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	105, // 88: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	9,   // 89: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	12,  // 90: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	41,  // 91: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	14,  // 92: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	16,  // 93: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	20,  // 94: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	43,  // 95: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	22,  // 96: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	24,  // 97: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	27,  // 98: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	29,  // 99: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	31,  // 100: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	38,  // 101: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	50,  // 102: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	52,  // 103: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	54,  // 104: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	56,  // 105: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	58,  // 106: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	60,  // 107: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	62,  // 108: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	64,  // 109: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	70,  // 110: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	72,  // 111: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	75,  // 112: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	77,  // 113: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	79,  // 114: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	81,  // 115: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	83,  // 116: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	85,  // 117: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	87,  // 118: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	89,  // 119: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	93,  // 120: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	95,  // 121: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	97,  // 122: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	99,  // 123: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	101, // 124: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	103, // 125: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	106, // 126: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	11,  // 127: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	13,  // 128: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	42,  // 129: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	15,  // 130: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	19,  // 131: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	21,  // 132: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	48,  // 133: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	23,  // 134: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	25,  // 135: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	28,  // 136: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	30,  // 137: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	36,  // 138: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	39,  // 139: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	51,  // 140: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	53,  // 141: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	55,  // 142: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	57,  // 143: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	59,  // 144: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	61,  // 145: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	63,  // 146: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	67,  // 147: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	71,  // 148: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	73,  // 149: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	76,  // 150: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	78,  // 151: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	80,  // 152: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	82,  // 153: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	84,  // 154: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	86,  // 155: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	88,  // 156: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	90,  // 157: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	94,  // 158: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	96,  // 159: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	98,  // 160: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	100, // 161: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	102, // 162: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	104, // 163: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	107, // 164: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	127, // [127:165] is the sub-list for method output_type
+	89,  // [89:127] is the sub-list for method input_type
+	89,  // [89:89] is the sub-list for extension type_name
+	89,  // [89:89] is the sub-list for extension extendee
+	0,   // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -6996,41 +8191,46 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DelayMs)(nil),
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
+		(*ScheduleRequest_Working)(nil),
 		(*ScheduleRequest_ExpireAt)(nil),
 		(*ScheduleRequest_TtlMs)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[2].OneofWrappers = []any{
+		(*WorkingTime_Days)(nil),
+		(*WorkingTime_DurationMs)(nil),
+	}
+	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
 		(*ScheduleStreamResponse_Result)(nil),
 		(*ScheduleStreamResponse_Batch)(nil),
 		(*ScheduleStreamResponse_Error)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[35].OneofWrappers = []any{
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[39].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[40].OneofWrappers = []any{
 		(*ConsumeResponse_Messages)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[45].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[46].OneofWrappers = []any{
 		(*RescheduleRequest_DelayMs)(nil),
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[47].OneofWrappers = []any{}
-	file_hourglass_v1_hourglass_proto_msgTypes[60].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[48].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   85,
+			NumEnums:      8,
+			NumMessages:   100,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,7 +38,10 @@ from .errors import (
 from .results import DeadLetter, Outcome, Retry, outcome_of
 from .types import (
     ID,
+    Backfilled,
     Backoff,
+    Calendar,
+    CalendarPolicy,
     CancelResult,
     DeadLetterInfo,
     DeletedTopic,
@@ -47,6 +50,7 @@ from .types import (
     Key,
     Message,
     MisfirePolicy,
+    OverlapPolicy,
     Policies,
     Policy,
     PolicyField,
@@ -58,6 +62,8 @@ from .types import (
     State,
     StoredMessage,
     TopicInfo,
+    WorkingHours,
+    WorkingTime,
 )
 from .worker import TopicOptions, Worker
 
@@ -109,4 +115,10 @@ __all__ = [
     "MisfirePolicy",
     "RecurringSchedule",
     "ScheduleInfo",
+    "OverlapPolicy",
+    "CalendarPolicy",
+    "Backfilled",
+    "Calendar",
+    "WorkingHours",
+    "WorkingTime",
 ]
