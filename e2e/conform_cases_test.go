@@ -34,6 +34,7 @@ var conformCases = []conformCase{
 	{"backoff", caseBackoff},
 	{"streams", caseStreams},
 	{"expiry", caseExpiry},
+	{"calendars", caseCalendars},
 }
 
 // caseScheduleGetCancel: Get of a pending message; Cancel, twice; Cancel
@@ -368,4 +369,34 @@ func caseSchedules(t *testing.T, tg *conformTarget, topic string) {
 	wantCode(t, "GetSchedule after the delete", err, connect.CodeNotFound)
 	_, err = tg.c().DeleteSchedule(ctx, connect.NewRequest(&hourglassv1.DeleteScheduleRequest{Name: name}))
 	wantCode(t, "DeleteSchedule twice", err, connect.CodeNotFound)
+}
+
+// caseCalendars: a calendar created, read, listed, refused twice, deleted.
+func caseCalendars(t *testing.T, tg *conformTarget, topic string) {
+	ctx := ctxT(t)
+	cal := &hourglassv1.Calendar{Name: topic, TimeZone: "Europe/Berlin", ClosedDates: []string{"2027-01-01"},
+		Hours: []*hourglassv1.WorkingHours{{Day: hourglassv1.Weekday_WEEKDAY_MONDAY, Start: "09:00", End: "17:00"}}}
+	_, err := tg.c().CreateCalendar(ctx, connect.NewRequest(&hourglassv1.CreateCalendarRequest{Calendar: cal}))
+	if tg.differs(t, "calendars") {
+		wantCode(t, "CreateCalendar", err, connect.CodeUnimplemented, "cluster mode")
+		return
+	}
+	if err != nil {
+		t.Fatalf("CreateCalendar: %v", err)
+	}
+	_, err = tg.c().CreateCalendar(ctx, connect.NewRequest(&hourglassv1.CreateCalendarRequest{Calendar: cal}))
+	wantCode(t, "CreateCalendar twice", err, connect.CodeAlreadyExists)
+	g, err := tg.c().GetCalendar(ctx, connect.NewRequest(&hourglassv1.GetCalendarRequest{Name: topic}))
+	if err != nil || g.Msg.Calendar.GetTimeZone() != "Europe/Berlin" || len(g.Msg.Calendar.GetHours()) != 1 || !slices.Equal(g.Msg.Calendar.GetClosedDates(), cal.ClosedDates) {
+		t.Errorf("GetCalendar = %v, %v", g, err)
+	}
+	ls, err := tg.c().ListCalendars(ctx, connect.NewRequest(&hourglassv1.ListCalendarsRequest{}))
+	if err != nil || !slices.ContainsFunc(ls.Msg.Calendars, func(c *hourglassv1.Calendar) bool { return c.Name == topic }) {
+		t.Errorf("ListCalendars = %v, %v; want %s in it", ls, err, topic)
+	}
+	if _, err := tg.c().DeleteCalendar(ctx, connect.NewRequest(&hourglassv1.DeleteCalendarRequest{Name: topic})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tg.c().GetCalendar(ctx, connect.NewRequest(&hourglassv1.GetCalendarRequest{Name: topic}))
+	wantCode(t, "GetCalendar after the delete", err, connect.CodeNotFound)
 }
