@@ -180,7 +180,8 @@ func (l *lane) deliverer() {
 				}
 			}
 		}
-		_, sinkExpires := e.opts.Sink.(ExpiryHandler)
+		h, ok := e.opts.Sink.(ExpiryHandler)
+		sinkExpires := ok && h.HandlesExpiry()
 		backoff := min(minBackoff, e.opts.MaxSinkBackoff)
 		var err error
 		for {
