@@ -169,7 +169,8 @@ func caseBatchOrder(t *testing.T, tg *conformTarget, topic string) {
 		}
 		cfAck(t, tg, m)
 	}
-	// Single Schedules due at the same moment, through every node.
+	// Single Schedules due at the same moment, through every node: each
+	// comes once.
 	at := time.Now().Add(800 * time.Millisecond)
 	var same []string
 	for i := range 6 {
@@ -178,10 +179,10 @@ func caseBatchOrder(t *testing.T, tg *conformTarget, topic string) {
 	}
 	got = cfReceive(t, tg.c(), topic, 6, 15*time.Second)
 	ids := cfIDs(got)
-	if tg.differs(t, "order") { // the same messages, in any order
-		slices.Sort(ids)
-		slices.Sort(same)
-	}
+	// Due in the same millisecond: no order is promised (on one node the
+	// engine hands such messages over concurrently), only each once.
+	slices.Sort(ids)
+	slices.Sort(same)
 	if !slices.Equal(ids, same) {
 		t.Errorf("received %v; want %v", ids, same)
 	}

@@ -23,8 +23,9 @@ type difference struct {
 // row unless its untested field says why not.
 var conformDifferences = []difference{
 	{key: "order", rpcs: "`Receive` of messages due together",
-		single: "in (`deliver_at`, ID) order", cluster: "in that order within a partition (a batch; a key's messages); across partitions as each owner delivers them",
-		why: "each partition's owner delivers on its own; put messages that must stay in order in one batch, or give them one key"},
+		single: "in `deliver_at` order", cluster: "in that order within a partition (a batch; a key's messages); across partitions as each owner delivers them",
+		why: "each partition's owner delivers on its own; put messages that must stay in order in one batch, or give them one key",
+		untested: "a race between partitions' owners; messages due in the same millisecond have no fixed order on one node either"},
 	{key: "list-due", rpcs: "`List` of `DUE` and `DEAD_LETTERED`",
 		single: "every message waiting to be handed out", cluster: "those not handed out yet (as `Topics` counts `due`), oldest first",
 		why: "a message nacked or past its lease waits inside the consumer, which tells how many, not which (`Topics` counts it as `leased`)"},
