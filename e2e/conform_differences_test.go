@@ -24,7 +24,7 @@ type difference struct {
 var conformDifferences = []difference{
 	{key: "order", rpcs: "`Receive` of messages due together",
 		single: "in `deliver_at` order", cluster: "in that order within a partition (a batch; a key's messages); across partitions as each owner delivers them",
-		why: "each partition's owner delivers on its own; put messages that must stay in order in one batch, or give them one key",
+		why:      "each partition's owner delivers on its own; put messages that must stay in order in one batch, or give them one key",
 		untested: "a race between partitions' owners; messages due in the same millisecond have no fixed order on one node either"},
 	{key: "list-due", rpcs: "`List` of `DUE` and `DEAD_LETTERED`",
 		single: "every message waiting to be handed out", cluster: "those not handed out yet (as `Topics` counts `due`), oldest first",
