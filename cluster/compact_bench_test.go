@@ -327,7 +327,7 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	for {
 		pt := n.partition(0)
 		pt.mu.Lock()
-		taken := len(pt.taken)
+		taken := len(pt.mu.taken)
 		pt.mu.Unlock()
 		if taken >= pending+benchTimed-1 { // the first timed one may be delivered already
 			break

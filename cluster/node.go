@@ -184,8 +184,10 @@ type Node struct {
 	scheduled atomic.Int64
 	cancelled atomic.Int64
 
-	mu    sync.Mutex
-	parts map[int]*partition // guarded by mu
+	mu struct {
+		sync.Mutex
+		parts map[int]*partition // the partitions this node runs
+	}
 }
 
 // Open connects to NATS, creates or checks the cluster's streams and
@@ -259,7 +261,8 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect to %s: %w", opts.URL, err)
 	}
-	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{}), doneTimeout: DonePublishTimeout}
+	n := &Node{opts: opts, log: log, nc: nc, loop: make(chan struct{}), ready: make(chan struct{}), doneTimeout: DonePublishTimeout}
+	n.mu.parts = map[int]*partition{}
 	if r := opts.StallChecksPerSecond; r > 0 {
 		n.stallChecks = rate.NewLimiter(rate.Limit(r), int(math.Ceil(r)))
 	}
@@ -460,14 +463,14 @@ func (n *Node) ownStep() {
 	}
 	for _, l := range ch.acquired {
 		n.mu.Lock()
-		n.parts[l.p] = n.startPartition(l)
+		n.mu.parts[l.p] = n.startPartition(l)
 		n.mu.Unlock()
 	}
 	// A partition whose runner failed is given up, so that another node
 	// (or this one, later) tries again.
 	n.mu.Lock()
 	var failed []*partition
-	for _, pt := range n.parts {
+	for _, pt := range n.mu.parts {
 		select {
 		case <-pt.exited:
 			failed = append(failed, pt)
@@ -486,8 +489,8 @@ func (n *Node) ownStep() {
 
 func (n *Node) stopPartition(p int) {
 	n.mu.Lock()
-	pt := n.parts[p]
-	delete(n.parts, p)
+	pt := n.mu.parts[p]
+	delete(n.mu.parts, p)
 	n.mu.Unlock()
 	if pt != nil {
 		pt.stop()
@@ -497,16 +500,16 @@ func (n *Node) stopPartition(p int) {
 func (n *Node) partition(p int) *partition {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.parts[p]
+	return n.mu.parts[p]
 }
 
 // Owned returns the partitions this node runs.
 func (n *Node) Owned() []int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]int, 0, len(n.parts))
+	out := make([]int, 0, len(n.mu.parts))
 	for p := 0; p < n.opts.Partitions; p++ {
-		if n.parts[p] != nil {
+		if n.mu.parts[p] != nil {
 			out = append(out, p)
 		}
 	}
@@ -517,8 +520,8 @@ func (n *Node) Owned() []int {
 // Cancelled count this node's requests.
 func (n *Node) Stats() engine.Stats {
 	n.mu.Lock()
-	parts := make([]*partition, 0, len(n.parts))
-	for _, pt := range n.parts {
+	parts := make([]*partition, 0, len(n.mu.parts))
+	for _, pt := range n.mu.parts {
 		parts = append(parts, pt)
 	}
 	n.mu.Unlock()
@@ -548,8 +551,8 @@ func (n *Node) Stats() engine.Stats {
 // partition, or nil.
 func (n *Node) Health() error {
 	n.mu.Lock()
-	parts := make([]*partition, 0, len(n.parts))
-	for _, pt := range n.parts {
+	parts := make([]*partition, 0, len(n.mu.parts))
+	for _, pt := range n.mu.parts {
 		parts = append(parts, pt)
 	}
 	n.mu.Unlock()
@@ -567,8 +570,8 @@ func (n *Node) Close() error {
 	n.cancel()
 	<-n.loop
 	n.mu.Lock()
-	parts := n.parts
-	n.parts = map[int]*partition{}
+	parts := n.mu.parts
+	n.mu.parts = map[int]*partition{}
 	n.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL)
 	defer cancel()

@@ -137,8 +137,8 @@ func TestScheduleDeliverCancel(t *testing.T) {
 	if res, err := n.Cancel(ctx, far, false); err != nil || res != engine.Cancelled {
 		t.Fatalf("cancel %v: %v, %v; want cancelled", far, res, err)
 	}
-	if res, _ := n.Cancel(ctx, far, false); res != engine.AlreadyDone {
-		t.Fatalf("second cancel: %v, want already done", res)
+	if res, _ := n.Cancel(ctx, far, false); res != engine.AlreadyCancelled {
+		t.Fatalf("second cancel: %v, want already cancelled", res)
 	}
 	p, seq, idx := SplitID(far)
 	if res, _ := n.Cancel(ctx, MakeID(p, seq+1000, idx, far.DeliverAt), false); res != engine.Unknown {

@@ -90,7 +90,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 	}
 	flowHeaders(reqs, msgs)
 	if expiring {
-		if err := expiryHeaders(reqs, msgs); err != nil {
+		if err := ExpiryHeaders(reqs, msgs); err != nil {
 			return nil, err
 		}
 	}
@@ -236,10 +236,12 @@ func flowHeaders(reqs []Request, msgs []message.Message) {
 	}
 }
 
-// expiryHeaders adds the expiry header to the messages of the requests
+// ExpiryHeaders adds the expiry header to the messages of the requests
 // that set ExpireAt or TTL, after their other headers, and refuses an
-// expiry not after the message's delivery time.
-func expiryHeaders(reqs []Request, msgs []message.Message) error {
+// expiry not after the message's delivery time (ErrInvalid). msgs[i] is
+// reqs[i]'s message with its delivery time; a cluster node stores the
+// header as ScheduleBatch does.
+func ExpiryHeaders(reqs []Request, msgs []message.Message) error {
 	for i := range reqs {
 		r := &reqs[i]
 		if r.ExpireAt.IsZero() && r.TTL == 0 {
