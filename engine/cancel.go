@@ -152,6 +152,12 @@ func (e *Engine) claim(ctx context.Context, id message.ID, why dispatchlog.Reaso
 	if !ok {
 		return Unknown, false, nil
 	}
+	// The seq must name a message of this time: another time of the same
+	// bucket with a real message's seq names no message (as for Get).
+	var m message.Message
+	if ok, err := readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &m); err != nil || !ok || m.DeliverAt != id.DeliverAt {
+		return Unknown, false, err
+	}
 	if e.afterFind != nil {
 		e.afterFind()
 	}

@@ -141,6 +141,7 @@ func TestCancel(t *testing.T) {
 		far := schedule(t, e, "t", time.Hour, "far")       // future, unloaded bucket
 		keep := schedule(t, e, "t", 3*time.Second, "keep")
 		fired := schedule(t, e, "t", time.Second, "fired")
+		far2 := schedule(t, e, "t", time.Hour, "far2")
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		for _, tc := range []struct {
@@ -148,6 +149,10 @@ func TestCancel(t *testing.T) {
 			id   message.ID
 			want CancelResult
 		}{
+			// A real message's seq with another time of its bucket names
+			// no message: Unknown, and the real one is left alone.
+			{"seq_of_a_loaded_one_another_time", message.ID{DeliverAt: keep.DeliverAt + 1, Seq: keep.Seq}, Unknown},
+			{"seq_of_an_unloaded_one_another_time", message.ID{DeliverAt: far2.DeliverAt - 1, Seq: far2.Seq}, Unknown},
 			{"loaded_pending", near, Cancelled},
 			{"unloaded_future", far, Cancelled},
 			{"again", near, AlreadyCancelled},
@@ -162,7 +167,7 @@ func TestCancel(t *testing.T) {
 		}
 		time.Sleep(2 * time.Hour)
 		synctest.Wait()
-		checkDeliveries(t, sink.snapshot(), []message.ID{keep, fired}, 0)
+		checkDeliveries(t, sink.snapshot(), []message.ID{keep, fired, far2}, 0)
 		e.Close()
 	})
 }
