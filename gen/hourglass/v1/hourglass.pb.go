@@ -1009,7 +1009,14 @@ type Message struct {
 	// this lease holds (not on a later delivery of the same message).
 	Receipt string `protobuf:"bytes,10,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	// Set on a message in a dead-letter topic: why it died and where.
-	DeadLetter    *DeadLetter `protobuf:"bytes,11,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	DeadLetter *DeadLetter `protobuf:"bytes,11,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	// Get and List: when it is due with its topic's frozen pauses counted
+	// (Policy.freeze), set when they make it due after deliver_at: later by
+	// every frozen pause that began after it was stored and before it was
+	// due. While such a pause lasts, frozen is set and due_at counts the
+	// pause up to now (as if resumed now).
+	DueAt         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	Frozen        bool                   `protobuf:"varint,13,opt,name=frozen,proto3" json:"frozen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1119,6 +1126,20 @@ func (x *Message) GetDeadLetter() *DeadLetter {
 		return x.DeadLetter
 	}
 	return nil
+}
+
+func (x *Message) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
+func (x *Message) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
 }
 
 // DeadLetter says why a message was dead-lettered.
@@ -4761,7 +4782,15 @@ type Policy struct {
 	FlowOrdered *bool `protobuf:"varint,9,opt,name=flow_ordered,json=flowOrdered,proto3,oneof" json:"flow_ordered,omitempty"`
 	// Across flow keys: consumers are served one key at a time in turn, so
 	// a key with a large backlog delays another key by a bounded amount.
-	FlowFair      *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
+	FlowFair *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
+	// A frozen pause: paused, and the topic's clock stopped. On resume
+	// (paused false, or freeze false) every message stored before the pause
+	// began and not yet due then is due as much later as the pause lasted;
+	// no stored message is rewritten (pausing and resuming cost the same
+	// whatever the topic holds). Setting it sets paused. A message stored
+	// while frozen keeps its time (held until resumed if due before).
+	// Answered set while a frozen pause lasts. Not with flow policies.
+	Freeze        *bool `protobuf:"varint,11,opt,name=freeze,proto3,oneof" json:"freeze,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4866,6 +4895,67 @@ func (x *Policy) GetFlowFair() bool {
 	return false
 }
 
+func (x *Policy) GetFreeze() bool {
+	if x != nil && x.Freeze != nil {
+		return *x.Freeze
+	}
+	return false
+}
+
+// FrozenPause is one frozen pause of a topic that still shifts messages.
+type FrozenPause struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	BeganAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=began_at,json=beganAt,proto3" json:"began_at,omitempty"`
+	// Unset while it lasts.
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FrozenPause) Reset() {
+	*x = FrozenPause{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FrozenPause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FrozenPause) ProtoMessage() {}
+
+func (x *FrozenPause) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FrozenPause.ProtoReflect.Descriptor instead.
+func (*FrozenPause) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *FrozenPause) GetBeganAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeganAt
+	}
+	return nil
+}
+
+func (x *FrozenPause) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -4875,7 +4965,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4887,7 +4977,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4900,7 +4990,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -4915,14 +5005,17 @@ type GetPolicyResponse struct {
 	// What the topic set.
 	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// What applies: the topic's settings over the server's defaults.
-	Effective     *Policy `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	Effective *Policy `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	// The topic's frozen pauses that may still shift a message, oldest
+	// first.
+	Freezes       []*FrozenPause `protobuf:"bytes,3,rep,name=freezes,proto3" json:"freezes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4934,7 +5027,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4947,7 +5040,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -4964,6 +5057,13 @@ func (x *GetPolicyResponse) GetEffective() *Policy {
 	return nil
 }
 
+func (x *GetPolicyResponse) GetFreezes() []*FrozenPause {
+	if x != nil {
+		return x.Freezes
+	}
+	return nil
+}
+
 type SetPolicyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -4973,7 +5073,7 @@ type SetPolicyRequest struct {
 	// Fields to set back to the server's default: "max_attempts",
 	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
 	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
-	// "flow_fair".
+	// "flow_fair" ("paused" ends a frozen pause too).
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4981,7 +5081,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4993,7 +5093,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5006,7 +5106,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5031,16 +5131,18 @@ func (x *SetPolicyRequest) GetDefaults() []string {
 }
 
 type SetPolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
-	Effective     *Policy                `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Policy    *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Effective *Policy                `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	// As GetPolicyResponse.freezes.
+	Freezes       []*FrozenPause `protobuf:"bytes,3,rep,name=freezes,proto3" json:"freezes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5052,7 +5154,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5065,7 +5167,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5078,6 +5180,13 @@ func (x *SetPolicyResponse) GetPolicy() *Policy {
 func (x *SetPolicyResponse) GetEffective() *Policy {
 	if x != nil {
 		return x.Effective
+	}
+	return nil
+}
+
+func (x *SetPolicyResponse) GetFreezes() []*FrozenPause {
+	if x != nil {
+		return x.Freezes
 	}
 	return nil
 }
@@ -5113,7 +5222,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5125,7 +5234,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5138,7 +5247,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5220,7 +5329,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5232,7 +5341,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5245,7 +5354,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5265,7 +5374,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +5386,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +5399,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5311,7 +5420,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5432,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5445,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5355,7 +5464,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5367,7 +5476,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5380,7 +5489,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5399,7 +5508,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5411,7 +5520,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5424,7 +5533,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5442,7 +5551,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5454,7 +5563,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5467,7 +5576,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 type ResumeScheduleRequest struct {
@@ -5479,7 +5588,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5491,7 +5600,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5504,7 +5613,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5523,7 +5632,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5535,7 +5644,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5548,7 +5657,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5567,7 +5676,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5579,7 +5688,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5592,7 +5701,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5610,7 +5719,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5622,7 +5731,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5635,7 +5744,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 type GetScheduleRequest struct {
@@ -5649,7 +5758,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5661,7 +5770,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5674,7 +5783,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5706,7 +5815,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5718,7 +5827,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5731,7 +5840,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5776,7 +5885,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5788,7 +5897,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5801,7 +5910,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5835,7 +5944,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5847,7 +5956,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5860,7 +5969,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5885,7 +5994,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5897,7 +6006,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5910,7 +6019,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 type WhoAmIResponse struct {
@@ -5934,7 +6043,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5946,7 +6055,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5959,7 +6068,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -6026,7 +6135,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6038,7 +6147,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6051,7 +6160,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -6137,7 +6246,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6149,7 +6258,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6162,7 +6271,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -6192,7 +6301,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6204,7 +6313,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6217,7 +6326,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -6276,7 +6385,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\xbd\x03\n" +
+	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\x88\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12.\n" +
@@ -6292,7 +6401,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\areceipt\x18\n" +
 	" \x01(\tR\areceipt\x129\n" +
 	"\vdead_letter\x18\v \x01(\v2\x18.hourglass.v1.DeadLetterR\n" +
-	"deadLetter\"\xae\x01\n" +
+	"deadLetter\x121\n" +
+	"\x06due_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x16\n" +
+	"\x06frozen\x18\r \x01(\bR\x06frozen\"\xae\x01\n" +
 	"\n" +
 	"DeadLetter\x12!\n" +
 	"\forigin_topic\x18\x01 \x01(\tR\voriginTopic\x12\x16\n" +
@@ -6549,7 +6660,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xc7\x04\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
@@ -6562,7 +6673,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"flow_burst\x18\b \x01(\x05H\x06R\tflowBurst\x88\x01\x01\x12&\n" +
 	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
 	"\tflow_fair\x18\n" +
-	" \x01(\bH\bR\bflowFair\x88\x01\x01B\x0f\n" +
+	" \x01(\bH\bR\bflowFair\x88\x01\x01\x12\x1b\n" +
+	"\x06freeze\x18\v \x01(\bH\tR\x06freeze\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
@@ -6573,19 +6685,25 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\v_flow_burstB\x0f\n" +
 	"\r_flow_orderedB\f\n" +
 	"\n" +
-	"_flow_fair\"(\n" +
+	"_flow_fairB\t\n" +
+	"\a_freeze\"{\n" +
+	"\vFrozenPause\x125\n" +
+	"\bbegan_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\abeganAt\x125\n" +
+	"\bended_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"(\n" +
 	"\x10GetPolicyRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"\xaa\x01\n" +
 	"\x11GetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"r\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\x123\n" +
+	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"r\n" +
 	"\x10SetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
 	"\x06policy\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x12\x1a\n" +
-	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"u\n" +
+	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"\xaa\x01\n" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xee\x02\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\x123\n" +
+	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"\xee\x02\n" +
 	"\x11RecurringSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -6745,7 +6863,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
 	(MessageState)(0),              // 1: hourglass.v1.MessageState
@@ -6813,178 +6931,184 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*TopicsResponse)(nil),         // 63: hourglass.v1.TopicsResponse
 	(*Backoff)(nil),                // 64: hourglass.v1.Backoff
 	(*Policy)(nil),                 // 65: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),       // 66: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 67: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 68: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 69: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 70: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 71: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 72: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 73: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 74: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 75: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 76: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 77: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 78: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 79: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 80: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 81: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 82: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 83: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 84: hourglass.v1.ListSchedulesResponse
-	(*WhoAmIRequest)(nil),          // 85: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 86: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),             // 87: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),       // 88: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 89: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),  // 90: google.protobuf.Timestamp
+	(*FrozenPause)(nil),            // 66: hourglass.v1.FrozenPause
+	(*GetPolicyRequest)(nil),       // 67: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),      // 68: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),       // 69: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),      // 70: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),      // 71: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),  // 72: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil), // 73: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),  // 74: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil), // 75: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),   // 76: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 77: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 78: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 79: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 80: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 81: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),     // 82: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 83: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 84: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 85: hourglass.v1.ListSchedulesResponse
+	(*WhoAmIRequest)(nil),          // 86: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),         // 87: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),             // 88: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),       // 89: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 90: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),  // 91: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	90,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	90,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	90,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	91,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	91,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	91,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	90,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	90,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	90,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	91,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	91,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	91,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	90,  // 12: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	13,  // 13: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	13,  // 14: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	22,  // 15: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	90,  // 16: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	90,  // 17: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	90,  // 18: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	90,  // 19: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	28,  // 20: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	29,  // 21: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	30,  // 22: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	31,  // 23: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	33,  // 24: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	90,  // 25: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	6,   // 26: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	8,   // 27: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	7,   // 28: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	9,   // 29: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	36,  // 30: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	40,  // 31: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	41,  // 32: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	42,  // 33: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	43,  // 34: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	15,  // 35: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	45,  // 36: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	22,  // 37: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	22,  // 38: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 39: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	13,  // 40: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	90,  // 41: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 42: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	90,  // 43: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	90,  // 44: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	13,  // 45: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	90,  // 46: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 47: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	90,  // 48: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,   // 49: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 50: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	90,  // 51: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 52: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	65,  // 53: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	62,  // 54: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	61,  // 55: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	64,  // 56: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	65,  // 57: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 58: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	65,  // 59: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	65,  // 60: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 61: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	5,   // 62: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	90,  // 63: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	90,  // 64: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 65: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	70,  // 66: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 67: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 68: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 69: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	90,  // 70: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	70,  // 71: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	90,  // 72: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	82,  // 73: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	90,  // 74: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	87,  // 75: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	6,   // 76: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	8,   // 77: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	37,  // 78: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	10,  // 79: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	12,  // 80: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	16,  // 81: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	39,  // 82: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	18,  // 83: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	20,  // 84: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	23,  // 85: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	25,  // 86: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	27,  // 87: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	34,  // 88: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	46,  // 89: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	48,  // 90: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	50,  // 91: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	52,  // 92: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	54,  // 93: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	56,  // 94: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	58,  // 95: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	60,  // 96: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	66,  // 97: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	68,  // 98: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	71,  // 99: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	73,  // 100: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	75,  // 101: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	77,  // 102: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	79,  // 103: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	81,  // 104: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	83,  // 105: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	85,  // 106: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	88,  // 107: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	7,   // 108: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	9,   // 109: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	38,  // 110: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	11,  // 111: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	15,  // 112: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	17,  // 113: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	44,  // 114: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	19,  // 115: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	21,  // 116: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	24,  // 117: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26,  // 118: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	32,  // 119: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	35,  // 120: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	47,  // 121: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	49,  // 122: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	51,  // 123: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	53,  // 124: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	55,  // 125: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	57,  // 126: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	59,  // 127: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	63,  // 128: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	67,  // 129: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	69,  // 130: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	72,  // 131: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	74,  // 132: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	76,  // 133: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	78,  // 134: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	80,  // 135: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	82,  // 136: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	84,  // 137: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	86,  // 138: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	89,  // 139: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	108, // [108:140] is the sub-list for method output_type
-	76,  // [76:108] is the sub-list for method input_type
-	76,  // [76:76] is the sub-list for extension type_name
-	76,  // [76:76] is the sub-list for extension extendee
-	0,   // [0:76] is the sub-list for field type_name
+	91,  // 12: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
+	91,  // 13: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	13,  // 14: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	13,  // 15: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	22,  // 16: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	91,  // 17: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	91,  // 18: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	91,  // 19: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	91,  // 20: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	28,  // 21: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	29,  // 22: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	30,  // 23: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	31,  // 24: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	33,  // 25: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	91,  // 26: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	6,   // 27: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	8,   // 28: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	7,   // 29: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	9,   // 30: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	36,  // 31: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	40,  // 32: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	41,  // 33: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	42,  // 34: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	43,  // 35: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	15,  // 36: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	45,  // 37: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	22,  // 38: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	22,  // 39: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 40: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	13,  // 41: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	91,  // 42: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 43: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	91,  // 44: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	91,  // 45: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	13,  // 46: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	91,  // 47: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 48: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	91,  // 49: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	5,   // 50: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 51: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	91,  // 52: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 53: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	65,  // 54: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	62,  // 55: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	61,  // 56: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	64,  // 57: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	91,  // 58: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
+	91,  // 59: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
+	65,  // 60: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 61: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	66,  // 62: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	65,  // 63: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	65,  // 64: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	65,  // 65: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	66,  // 66: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	5,   // 67: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	91,  // 68: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	91,  // 69: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 70: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	71,  // 71: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	91,  // 72: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	71,  // 73: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	91,  // 74: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	91,  // 75: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	71,  // 76: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	91,  // 77: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	83,  // 78: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	91,  // 79: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	88,  // 80: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	6,   // 81: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	8,   // 82: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	37,  // 83: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	10,  // 84: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	12,  // 85: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	16,  // 86: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	39,  // 87: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	18,  // 88: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	20,  // 89: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	23,  // 90: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	25,  // 91: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	27,  // 92: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	34,  // 93: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	46,  // 94: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	48,  // 95: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	50,  // 96: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	52,  // 97: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	54,  // 98: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	56,  // 99: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	58,  // 100: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	60,  // 101: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	67,  // 102: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	69,  // 103: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	72,  // 104: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	74,  // 105: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	76,  // 106: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	78,  // 107: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	80,  // 108: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	82,  // 109: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	84,  // 110: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	86,  // 111: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	89,  // 112: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	7,   // 113: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	9,   // 114: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	38,  // 115: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	11,  // 116: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	15,  // 117: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	17,  // 118: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	44,  // 119: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	19,  // 120: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	21,  // 121: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	24,  // 122: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	26,  // 123: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	32,  // 124: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	35,  // 125: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	47,  // 126: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	49,  // 127: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	51,  // 128: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	53,  // 129: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	55,  // 130: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	57,  // 131: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	59,  // 132: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	63,  // 133: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	68,  // 134: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	70,  // 135: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	73,  // 136: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	75,  // 137: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	77,  // 138: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	79,  // 139: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	81,  // 140: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	83,  // 141: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	85,  // 142: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	87,  // 143: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	90,  // 144: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	113, // [113:145] is the sub-list for method output_type
+	81,  // [81:113] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -7030,7 +7154,7 @@ func file_hourglass_v1_hourglass_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   85,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
