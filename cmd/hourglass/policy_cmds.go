@@ -33,6 +33,7 @@ type policyJSON struct {
 	FlowBurst       *int         `json:"flow_burst,omitempty"`
 	FlowOrdered     *bool        `json:"flow_ordered,omitempty"`
 	FlowFair        *bool        `json:"flow_fair,omitempty"`
+	Freeze          *bool        `json:"freeze,omitempty"`
 }
 
 type backoffJSON struct {
@@ -44,7 +45,7 @@ type backoffJSON struct {
 
 func newPolicyJSON(p client.Policy) policyJSON {
 	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate,
-		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair}
+		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair, Freeze: p.Freeze}
 	if p.Lease != nil {
 		j.LeaseMs = new(p.Lease.Milliseconds())
 	}
@@ -60,6 +61,15 @@ type policiesJSON struct {
 	Topic     string     `json:"topic"`
 	Policy    policyJSON `json:"policy"`
 	Effective policyJSON `json:"effective"`
+	// Freezes are the frozen pauses that may still shift a message.
+	Freezes []freezeJSON `json:"freezes,omitempty"`
+}
+
+// freezeJSON is a frozen pause: RFC 3339 times, ended_at left out while
+// it lasts.
+type freezeJSON struct {
+	BeganAt string `json:"began_at"`
+	EndedAt string `json:"ended_at,omitempty"`
 }
 
 // policyField is a field of a policy as the command line names it (and
@@ -211,7 +221,15 @@ func summary(p client.Policy) string {
 // field, or with --json one object.
 func printPolicies(c *cli.Context, topic string, p client.Policies) error {
 	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(policiesJSON{Topic: topic, Policy: newPolicyJSON(p.Set), Effective: newPolicyJSON(p.Effective)})
+		out := policiesJSON{Topic: topic, Policy: newPolicyJSON(p.Set), Effective: newPolicyJSON(p.Effective)}
+		for _, f := range p.Freezes {
+			fj := freezeJSON{BeganAt: f.BeganAt.UTC().Format(time.RFC3339Nano)}
+			if !f.EndedAt.IsZero() {
+				fj.EndedAt = f.EndedAt.UTC().Format(time.RFC3339Nano)
+			}
+			out.Freezes = append(out.Freezes, fj)
+		}
+		return json.NewEncoder(c.App.Writer).Encode(out)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 3, ' ', 0)
 	fmt.Fprintf(w, "%s\tset\teffective\n", topic)
@@ -221,6 +239,14 @@ func printPolicies(c *cli.Context, topic string, p client.Policies) error {
 			set = "-"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", f.name, set, f.show(p.Effective))
+	}
+	fmt.Fprintf(w, "frozen\t%s\t%s\n", yesNoSet(p.Set.Freeze), yesNoSet(p.Effective.Freeze))
+	for _, f := range p.Freezes {
+		end := "lasting"
+		if !f.EndedAt.IsZero() {
+			end = f.EndedAt.UTC().Format(time.RFC3339Nano) + " (" + units.FormatDuration(f.EndedAt.Sub(f.BeganAt)) + ")"
+		}
+		fmt.Fprintf(w, "frozen pause\t%s\t%s\n", f.BeganAt.UTC().Format(time.RFC3339Nano), end)
 	}
 	return w.Flush()
 }
@@ -530,22 +556,50 @@ func runPolicySet(c *cli.Context) error {
 }
 
 func pauseCommand() *cli.Command {
-	return pauseResume("pause", "stop a topic from handing out messages, until resumed",
+	cmd := pauseResume("pause", "stop a topic from handing out messages, until resumed",
 		`Pauses TOPIC, durably (across restarts): it hands out nothing until
 'hourglass resume TOPIC'. Pending messages keep their times and become due as
 usual; due ones wait; leases already given run on, and acks and nacks work.
-Sends go on. Prints "TOPIC paused", or with --json the policy as 'policy show
---json' does.
+Sends go on. Prints "TOPIC paused" ("TOPIC frozen"), or with --json the policy
+as 'policy show --json' does.
 
-  hourglass pause orders      # while the payment service is down
+With --freeze the topic's clock stops too: on resume every message stored
+before the pause and not yet due then is due as much later as the pause
+lasted (a message due in 10 minutes when frozen for an hour is due 10 minutes
+after the resume). It costs the same whatever the topic holds. Messages sent
+while frozen keep their times. Not with flow policies, nor in cluster mode.
+'hourglass get ID' shows a message's due time with the freezes counted;
+'policy show' lists the freezes.
+
+  hourglass pause orders             # while the payment service is down
+  hourglass pause orders --freeze    # and keep every delay as it is now
   hourglass resume orders
 `)
+	cmd.Flags = append(cmd.Flags, &cli.BoolFlag{Name: "freeze", Usage: "stop the topic's clock too: on resume its messages are due as much later as the pause lasted"})
+	cmd.Action = func(c *cli.Context) error {
+		if c.Bool("freeze") {
+			return refAction(oneTopic, (*client.Client).Freeze, printPaused("frozen"))(c)
+		}
+		return refAction(oneTopic, (*client.Client).Pause, printPaused("paused"))(c)
+	}
+	return cmd
+}
+
+// printPaused prints "TOPIC <done>", or with --json the policy.
+func printPaused(done string) func(c *cli.Context, topic string, p client.Policies) error {
+	return func(c *cli.Context, topic string, p client.Policies) error {
+		if c.Bool("json") {
+			return printPolicies(c, topic, p)
+		}
+		_, err := io.WriteString(c.App.Writer, topic+" "+done+"\n")
+		return err
+	}
 }
 
 func resumeCommand() *cli.Command {
 	return pauseResume("resume", "let a paused topic hand out messages again",
 		`Resumes TOPIC: it hands out its due messages again, at once (its other policy
-fields are kept). Prints "TOPIC resumed", or with --json the policy as
+fields are kept), and ends a frozen pause (--freeze). Prints "TOPIC resumed", or with --json the policy as
 'policy show --json' does. Resuming a topic that is not paused changes nothing.
 
   hourglass resume orders
@@ -561,17 +615,11 @@ func pauseResume(name, usage, help string) *cli.Command {
 	return &cli.Command{
 		Name:         name,
 		Usage:        usage,
-		UsageText:    "hourglass " + name + " TOPIC [--json]",
+		UsageText:    "hourglass " + name + " TOPIC [--json]" + map[bool]string{true: " [--freeze]"}[name == "pause"],
 		Description:  help + exitCodes,
 		Flags:        clientFlags(topicFlag("to "+name), jsonFlag()),
 		OnUsageError: usageError,
-		Action: refAction(oneTopic, op, func(c *cli.Context, topic string, p client.Policies) error {
-			if c.Bool("json") {
-				return printPolicies(c, topic, p)
-			}
-			_, err := io.WriteString(c.App.Writer, topic+" "+name+"d\n")
-			return err
-		}),
+		Action:       refAction(oneTopic, op, printPaused(name+"d")),
 	}
 }
 
