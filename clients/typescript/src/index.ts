@@ -18,6 +18,7 @@ export {
 export type {
   Backoff,
   DeletedTopic,
+  FrozenPause,
   Policies,
   Policy,
   PolicyField,
