@@ -161,9 +161,7 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //     moved once.
 //   - Pause: nothing of a topic is handed out by a Receive sent after its
 //     pause was answered OK and returned before the next resume was sent
-//     (VDeliveredWhilePaused). A frozen pause's topic hands out no message
-//     scheduled before it and due after it began before its time plus the
-//     pause's least length (VFrozenEarly, freezecheck.go).
+//     (VDeliveredWhilePaused); a frozen pause, VFrozenEarly (freezecheck.go).
 //   - Recurring schedules: checkSchedules (recurcheck.go); their
 //     occurrences are routed there by the hourglass-schedule header.
 //
@@ -578,8 +576,7 @@ func Check(ev Events, p CheckParams) Result {
 			add(*v)
 		}
 	}
-	res.Violations = append(res.Violations, checkPauses(ev, c)...)
-	res.Violations = append(res.Violations, checkFreezes(ev, p, c)...)
+	res.Violations = append(append(res.Violations, checkPauses(ev, c)...), checkFreezes(ev, p, c)...)
 	cutOcc := false
 	for _, k := range ev.Cuts {
 		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic
