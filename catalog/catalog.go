@@ -8,8 +8,9 @@
 //     origin of a retry, reschedule or redrive) → the ID of its latest
 //     incarnation (directories written before 2026-12-05 also map a
 //     rescheduled message to its replacement);
-//   - Policies and Schedules: the durable settings control records carry
-//     (a topic's delivery policy, a recurring schedule), by name.
+//   - Policies, Schedules and Calendars: the durable settings control
+//     records carry (a topic's delivery policy, a recurring schedule, a
+//     working-time calendar), by name.
 //
 // The tables live in one B+tree file (go.etcd.io/bbolt), so their memory
 // is the operating system's page cache, not the heap, whatever their size.
@@ -53,6 +54,7 @@ const (
 	Moved     Table = "moved"     // origin message.ID (16 bytes) → latest incarnation's message.ID (16 bytes)
 	Policies  Table = "policies"  // topic → JSON (the owner's encoding)
 	Schedules Table = "schedules" // name → JSON (the owner's encoding)
+	Calendars Table = "calendars" // name → JSON (package calendar's encoding)
 	Meta      Table = "meta"      // "version" → the content version (decimal), see Version
 	// Delivered: a retired bucket's start (BucketKey) → its length and
 	// the topics its messages went to (the owner's encoding), so that a
@@ -60,7 +62,7 @@ const (
 	Delivered Table = "delivered"
 )
 
-var tables = []Table{Keys, Moved, Policies, Schedules, Meta, Delivered}
+var tables = []Table{Keys, Moved, Policies, Schedules, Meta, Delivered, Calendars}
 
 // BucketKey is a key of the Delivered table: a bucket's start, big-endian,
 // so that keys sort by time.
@@ -525,7 +527,9 @@ func Verify(path string) ([]error, error) {
 			found = append(found, e)
 		}
 		for _, t := range tables {
-			if tx.Bucket([]byte(t)) == nil {
+			// A catalog a build before calendars wrote has no such
+			// table; Open adds it.
+			if tx.Bucket([]byte(t)) == nil && t != Calendars {
 				found = append(found, fmt.Errorf("table %s is missing", t))
 			}
 		}

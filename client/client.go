@@ -267,6 +267,11 @@ type Message struct {
 	// nothing, even if the server crashed in between. Key{Topic, key}
 	// names the message for Cancel, Get and Reschedule.
 	IdempotencyKey string
+	// Working, if set, is the delivery time in the working time of a
+	// calendar (CreateCalendar): the server computes it when it stores
+	// the message (ID.Time says what it found); a later change of the
+	// calendar does not move it. Set none of Delay, At and Level with it.
+	Working *WorkingTime
 	// FlowKey, if set (at most 200 bytes), is the key the topic's flow
 	// policy counts the message under (PolicyChange's Flow fields): a
 	// tenant, a customer, an account. Many messages share one; it is not
@@ -284,13 +289,13 @@ type Message struct {
 // request checks m and builds its protobuf form.
 func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 	set := 0
-	for _, b := range []bool{m.Delay != 0, !m.At.IsZero(), m.Level != 0} {
+	for _, b := range []bool{m.Delay != 0, !m.At.IsZero(), m.Level != 0, m.Working != nil} {
 		if b {
 			set++
 		}
 	}
 	if set > 1 {
-		return nil, fmt.Errorf("%w: Delay %v, At %v and Level %d: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
+		return nil, fmt.Errorf("%w: Delay %v, At %v, Level %d and Working: set at most one of them", ErrInvalidMessage, m.Delay, m.At, m.Level)
 	}
 	r := &hourglassv1.ScheduleRequest{Topic: m.Topic, Body: m.Body, IdempotencyKey: m.IdempotencyKey, FlowKey: m.FlowKey, Headers: headersProto(m.Headers)}
 	switch {
@@ -314,6 +319,12 @@ func (m *Message) request() (*hourglassv1.ScheduleRequest, error) {
 		return nil, fmt.Errorf("%w: Level %d: levels start at 1", ErrInvalidMessage, m.Level)
 	case m.Level > 0:
 		r.When = &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: int32(m.Level)}
+	case m.Working != nil:
+		w, err := m.Working.proto()
+		if err != nil {
+			return nil, err
+		}
+		r.When = &hourglassv1.ScheduleRequest_Working{Working: w}
 	}
 	return r, nil
 }

@@ -51,6 +51,51 @@ const (
 // MisfirePolicies are the misfire policies, the default first.
 var MisfirePolicies = []MisfirePolicy{MisfireLatest, MisfireAll, MisfireSkip}
 
+// OverlapPolicy says what an occurrence of a recurring schedule does when
+// its time comes while the previous occurrence delivered is not yet acked
+// (due, leased, or waiting for a retry). Its string form is what
+// `hourglass schedule --overlap` takes.
+type OverlapPolicy string
+
+// Overlap policies. The empty OverlapPolicy is OverlapAllow.
+const (
+	// OverlapAllow (the default) delivers it all the same.
+	OverlapAllow OverlapPolicy = "allow"
+	// OverlapSkip does not deliver it.
+	OverlapSkip OverlapPolicy = "skip"
+	// OverlapBufferOne holds it and delivers it once the previous one is
+	// acked; of the occurrences that come while one is held, none is
+	// delivered.
+	OverlapBufferOne OverlapPolicy = "buffer-one"
+)
+
+// OverlapPolicies are the overlap policies, the default first.
+var OverlapPolicies = []OverlapPolicy{OverlapAllow, OverlapSkip, OverlapBufferOne}
+
+// CalendarPolicy says what becomes of an occurrence of a recurring
+// schedule outside the working time of its Calendar. Its string form is
+// what `hourglass schedule --outside` takes.
+type CalendarPolicy string
+
+// Calendar policies. The empty CalendarPolicy is CalendarSkip.
+const (
+	// CalendarSkip (the default): not delivered; the next occurrence in
+	// working time is.
+	CalendarSkip CalendarPolicy = "skip"
+	// CalendarShift: delivered at the next working instant instead; the
+	// occurrences between merge into it.
+	CalendarShift CalendarPolicy = "shift"
+)
+
+// Backfilled is what BackfillSchedule did.
+type Backfilled struct {
+	// Stored counts the occurrences stored, each a message due at once.
+	Stored int
+	// Existing counts the occurrences whose message existed already (a
+	// live occurrence, or an earlier backfill's), not stored again.
+	Existing int
+}
+
 // RecurringSchedule is a named message delivered to Topic at every
 // occurrence of Spec, in TimeZone. Each occurrence is an ordinary message
 // with the idempotency key "<Name>@<time>" (the occurrence's time, UTC,
@@ -83,6 +128,18 @@ type RecurringSchedule struct {
 	// ResumeSchedule). UpdateSchedule ignores it and keeps the schedule's
 	// paused state; PauseSchedule and ResumeSchedule change it.
 	Paused bool
+	// Jitter delays each occurrence's delivery by 0 to Jitter (whole
+	// milliseconds, at most 7 days), never before its time: the same
+	// offset for the same occurrence, derived from Name and its time, so
+	// that many schedules of one spec do not all fire at once.
+	Jitter time.Duration
+	// Overlap is what an occurrence does while the previous one is not
+	// yet acked; empty means OverlapAllow.
+	Overlap OverlapPolicy
+	// Calendar names a calendar (CreateCalendar) whose working time the
+	// occurrences keep to, as CalendarPolicy says; empty means none.
+	Calendar       string
+	CalendarPolicy CalendarPolicy
 }
 
 // ScheduleInfo is a recurring schedule as GetSchedule and ListSchedules
@@ -97,6 +154,11 @@ type ScheduleInfo struct {
 	Armed ID
 	// Fired counts the occurrences delivered since it was created.
 	Fired int64
+	// Skipped counts the occurrences its Overlap policy did not deliver.
+	Skipped int64
+	// Buffered is the time of the occurrence held until the previous one
+	// is acked (OverlapBufferOne); zero when none is.
+	Buffered time.Time
 }
 
 // proto checks s and builds its protobuf form.
@@ -121,6 +183,32 @@ func (s *RecurringSchedule) proto() (*hourglassv1.RecurringSchedule, error) {
 		return nil, fmt.Errorf("%w: schedule %q: misfire policy %q: want %q (the default), %q or %q",
 			ErrInvalidMessage, s.Name, s.Misfire, MisfireLatest, MisfireAll, MisfireSkip)
 	}
+	switch s.Overlap {
+	case "":
+	case OverlapAllow:
+		out.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+	case OverlapSkip:
+		out.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP
+	case OverlapBufferOne:
+		out.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE
+	default:
+		return nil, fmt.Errorf("%w: schedule %q: overlap policy %q: want %q (the default), %q or %q",
+			ErrInvalidMessage, s.Name, s.Overlap, OverlapAllow, OverlapSkip, OverlapBufferOne)
+	}
+	switch s.CalendarPolicy {
+	case "":
+	case CalendarSkip:
+		out.CalendarPolicy = hourglassv1.CalendarPolicy_CALENDAR_POLICY_SKIP
+	case CalendarShift:
+		out.CalendarPolicy = hourglassv1.CalendarPolicy_CALENDAR_POLICY_SHIFT
+	default:
+		return nil, fmt.Errorf("%w: schedule %q: calendar policy %q: want %q (the default) or %q",
+			ErrInvalidMessage, s.Name, s.CalendarPolicy, CalendarSkip, CalendarShift)
+	}
+	if s.Jitter < 0 {
+		return nil, fmt.Errorf("%w: schedule %q: jitter %v is negative", ErrInvalidMessage, s.Name, s.Jitter)
+	}
+	out.JitterMs, out.Calendar = s.Jitter.Milliseconds(), s.Calendar
 	return out, nil
 }
 
@@ -142,11 +230,24 @@ func recurringOf(m *hourglassv1.RecurringSchedule) RecurringSchedule {
 	case hourglassv1.MisfirePolicy_MISFIRE_POLICY_SKIP:
 		s.Misfire = MisfireSkip
 	}
+	s.Jitter, s.Calendar, s.Overlap = time.Duration(m.JitterMs)*time.Millisecond, m.Calendar, OverlapAllow
+	switch m.OverlapPolicy {
+	case hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP:
+		s.Overlap = OverlapSkip
+	case hourglassv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+		s.Overlap = OverlapBufferOne
+	}
+	if m.Calendar != "" {
+		s.CalendarPolicy = CalendarSkip
+		if m.CalendarPolicy == hourglassv1.CalendarPolicy_CALENDAR_POLICY_SHIFT {
+			s.CalendarPolicy = CalendarShift
+		}
+	}
 	return s
 }
 
 func scheduleInfoOf(op string, m *hourglassv1.GetScheduleResponse) (ScheduleInfo, error) {
-	in := ScheduleInfo{Schedule: recurringOf(m.Schedule), Fired: m.Fired}
+	in := ScheduleInfo{Schedule: recurringOf(m.Schedule), Fired: m.Fired, Skipped: m.Skipped, Buffered: timeOf(m.Buffered)}
 	for _, t := range m.Next {
 		in.Next = append(in.Next, t.AsTime())
 	}
@@ -160,14 +261,14 @@ func scheduleInfoOf(op string, m *hourglassv1.GetScheduleResponse) (ScheduleInfo
 	return in, nil
 }
 
-// scheduleError is an error of the server about a schedule: its text is
+// sentinelError is an error of the server about a schedule or calendar: its text is
 // the server's, and it is both the sentinel and the status error.
-type scheduleError struct {
+type sentinelError struct {
 	sentinel, err error
 }
 
-func (e *scheduleError) Error() string   { return e.err.Error() }
-func (e *scheduleError) Unwrap() []error { return []error{e.sentinel, e.err} }
+func (e *sentinelError) Error() string   { return e.err.Error() }
+func (e *sentinelError) Unwrap() []error { return []error{e.sentinel, e.err} }
 
 // wrapSchedule wraps an error of a schedule call, mapping NotFound and
 // AlreadyExists to their sentinels.
@@ -178,9 +279,9 @@ func wrapSchedule(op string, err error) error {
 	werr := wrap(op, err)
 	switch status.Code(err) {
 	case codes.NotFound:
-		return &scheduleError{ErrScheduleNotFound, werr}
+		return &sentinelError{ErrScheduleNotFound, werr}
 	case codes.AlreadyExists:
-		return &scheduleError{ErrScheduleExists, werr}
+		return &sentinelError{ErrScheduleExists, werr}
 	}
 	return werr
 }
@@ -252,6 +353,21 @@ func (c *Client) ResumeSchedule(ctx context.Context, name string) (time.Time, er
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	_, err := c.svc.DeleteSchedule(ctx, &hourglassv1.DeleteScheduleRequest{Name: name})
 	return wrapSchedule("DeleteSchedule", err)
+}
+
+// BackfillSchedule delivers now the occurrences of the schedule name from
+// from up to (not including) to, which must not be after the server's
+// clock (at most 10000 occurrences): one message per occurrence, keyed
+// "<name>@<time>" as the live occurrence was, none for an occurrence that
+// has its message already (a live one, or an earlier backfill's; so a
+// backfill cut short is run again safely). They carry the header
+// "hourglass-backfill". An unknown name fails with ErrScheduleNotFound.
+func (c *Client) BackfillSchedule(ctx context.Context, name string, from, to time.Time) (Backfilled, error) {
+	res, err := c.svc.BackfillSchedule(ctx, &hourglassv1.BackfillScheduleRequest{Name: name, From: timestamppb.New(from), To: timestamppb.New(to)})
+	if err != nil {
+		return Backfilled{}, wrapSchedule("BackfillSchedule", err)
+	}
+	return Backfilled{Stored: int(res.Stored), Existing: int(res.Existing)}, nil
 }
 
 // MaxNextTimes is the most fire times GetSchedule returns.

@@ -195,6 +195,10 @@ func (s recurStore) Load(name string) ([]byte, bool, error) {
 	return s.eng.Setting(catalog.Schedules, name)
 }
 
+// Calendar finds none: calendars are not served in cluster mode (the
+// server refuses schedules that name one).
+func (s recurStore) Calendar(string) ([]byte, bool, error) { return nil, false, nil }
+
 func (s recurStore) Scan(after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
 	return s.eng.ScanSettings(catalog.Schedules, after, n, fn)
 }
@@ -268,6 +272,11 @@ func (s recurStore) WaitRouted(ctx context.Context) error {
 }
 
 func (s recurStore) Lookup(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	return s.pt.lookup(ctx, topic, key)
+}
+
+// LookupKept is Lookup: a partition's keys are its own (Backfill asks).
+func (s recurStore) LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error) {
 	return s.pt.lookup(ctx, topic, key)
 }
 

@@ -99,6 +99,17 @@ func (s schedules) Get(ctx context.Context, name string, n int) (in recur.Info, 
 	return in, err
 }
 
+func (s schedules) Backfill(ctx context.Context, name string, from, to time.Time) (b recur.Backfilled, err error) {
+	err = s.on(ctx, name, "BackfillSchedule",
+		func(sch *recur.Scheduler) (err error) { b, err = sch.Backfill(ctx, name, from, to); return err },
+		func(fw forward) error {
+			cb, err := fw.c.BackfillSchedule(ctx, name, from, to)
+			b = recur.Backfilled{Stored: cb.Stored, Existing: cb.Existing}
+			return err
+		})
+	return b, err
+}
+
 // forwardedToken is the page token of a forwarded ListSchedules: the
 // partitions the receiver lists, then the name to list after. '~' is in
 // no schedule name, so no client's token looks like one.
@@ -238,7 +249,9 @@ func parseForwardedToken(tok string, partitions int) ([]int, string, error) {
 // clientSchedule is d as package client sends it to the owner. Headers go
 // as a map: a header repeated under one name goes once.
 func clientSchedule(d *recur.Def) client.RecurringSchedule {
-	cs := client.RecurringSchedule{Name: d.Name, Topic: d.Topic, Spec: d.Spec, TimeZone: d.TZ, Body: d.Body, Paused: d.Paused}
+	cs := client.RecurringSchedule{Name: d.Name, Topic: d.Topic, Spec: d.Spec, TimeZone: d.TZ, Body: d.Body, Paused: d.Paused,
+		Jitter: time.Duration(d.JitterMs) * time.Millisecond, Overlap: client.OverlapPolicy(d.Overlap),
+		Calendar: d.Calendar, CalendarPolicy: client.CalendarPolicy(d.CalendarPolicy)}
 	if len(d.Headers) > 0 {
 		cs.Headers = make(map[string]string, len(d.Headers))
 		for _, h := range d.Headers {
@@ -266,7 +279,9 @@ func clientSchedule(d *recur.Def) client.RecurringSchedule {
 // into recur's terms (headers in key order).
 func infoOf(ci client.ScheduleInfo) (recur.Info, error) {
 	cs := ci.Schedule
-	d := &recur.Def{Name: cs.Name, Topic: cs.Topic, Spec: cs.Spec, TZ: cs.TimeZone, Body: cs.Body, Paused: cs.Paused, Fired: ci.Fired}
+	d := &recur.Def{Name: cs.Name, Topic: cs.Topic, Spec: cs.Spec, TZ: cs.TimeZone, Body: cs.Body, Paused: cs.Paused, Fired: ci.Fired,
+		JitterMs: cs.Jitter.Milliseconds(), Overlap: recur.Overlap(cs.Overlap), Calendar: cs.Calendar, CalendarPolicy: recur.CalendarPolicy(cs.CalendarPolicy),
+		Held: recur.Held{Skipped: ci.Skipped, BufferedMs: msOf(ci.Buffered)}}
 	for _, k := range slices.Sorted(maps.Keys(cs.Headers)) {
 		d.Headers = append(d.Headers, [2]string{k, cs.Headers[k]})
 	}
@@ -293,6 +308,14 @@ func infoOf(ci client.ScheduleInfo) (recur.Info, error) {
 		in.Armed = id
 	}
 	return in, nil
+}
+
+// msOf is t in epoch milliseconds, 0 for the zero time.
+func msOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 func clientListOptions(topic string, n int) client.ListSchedulesOptions {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/hourglassmq/hourglass/access"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
@@ -172,6 +173,31 @@ var accessCalls = []accessCall{
 		_, err := c.DeleteSchedule(ctx, req(&hourglassv1.DeleteScheduleRequest{Name: topic}))
 		return err
 	}},
+	{"BackfillSchedule", access.Schedule, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		now := time.Now()
+		_, err := c.BackfillSchedule(ctx, req(&hourglassv1.BackfillScheduleRequest{Name: topic, From: timestamppb.New(now.Add(-time.Hour)), To: timestamppb.New(now)}))
+		return err
+	}},
+	{"CreateCalendar", access.Manage, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.CreateCalendar(ctx, req(&hourglassv1.CreateCalendarRequest{Calendar: accessCalendar(topic)}))
+		return err
+	}},
+	{"UpdateCalendar", access.Manage, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.UpdateCalendar(ctx, req(&hourglassv1.UpdateCalendarRequest{Calendar: accessCalendar(topic)}))
+		return err
+	}},
+	{"GetCalendar", access.Read, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.GetCalendar(ctx, req(&hourglassv1.GetCalendarRequest{Name: topic}))
+		return err
+	}},
+	{"ListCalendars", access.Read, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.ListCalendars(ctx, req(&hourglassv1.ListCalendarsRequest{}))
+		return err
+	}},
+	{"DeleteCalendar", access.Manage, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.DeleteCalendar(ctx, req(&hourglassv1.DeleteCalendarRequest{Name: topic}))
+		return err
+	}},
 	{"WhoAmI", "", func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
 		_, err := c.WhoAmI(ctx, req(&hourglassv1.WhoAmIRequest{}))
 		return err
@@ -180,6 +206,15 @@ var accessCalls = []accessCall{
 		_, err := c.ListAudit(ctx, req(&hourglassv1.ListAuditRequest{}))
 		return err
 	}},
+}
+
+// accessCalendar is a calendar named name: Monday to Friday, 09:00-17:00.
+func accessCalendar(name string) *hourglassv1.Calendar {
+	cal := &hourglassv1.Calendar{Name: name}
+	for d := hourglassv1.Weekday_WEEKDAY_MONDAY; d <= hourglassv1.Weekday_WEEKDAY_FRIDAY; d++ {
+		cal.Hours = append(cal.Hours, &hourglassv1.WorkingHours{Day: d, Start: "09:00", End: "17:00"})
+	}
+	return cal
 }
 
 // roleVerbs are the roles as docs/OPERATIONS.md states them.

@@ -45,6 +45,24 @@ func (e *Engine) Lookup(ctx context.Context, topic, key string) (message.ID, boo
 	return id, true, nil
 }
 
+// LookupKept is Lookup that also answers a key whose message's bucket is
+// gone (every message of it done: Get then answers not found): the
+// catalog keeps a key while its message's bucket exists and for the
+// idempotency window after its Schedule arrived (after its delivery time
+// for a key without an arrival time, such as a recurring schedule's
+// occurrence's). Backfill asks it whether an occurrence had its message.
+func (e *Engine) LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.mu.closed {
+		return message.ID{}, false, ErrClosed
+	}
+	if err := e.reput.WaitRouted(ctx, e.log.EndOffset()); err != nil {
+		return message.ID{}, false, err
+	}
+	return e.cat.LookupID(catalog.Keys, catalog.KeyOf(topic, key))
+}
+
 // maxHops bounds the Moved entries Current follows from one to the next:
 // a directory written before origins named their latest incarnation holds
 // chains of reschedules.
@@ -200,7 +218,7 @@ func (e *Engine) replace(ctx context.Context, id message.ID, change func(m *mess
 }
 
 // Control appends a control record (a durable setting: a topic's policy,
-// a recurring schedule) and returns once it is durable and routed: the
+// a recurring schedule, a calendar) and returns once it is durable and routed: the
 // catalog holds it and Options.OnControl has been told.
 func (e *Engine) Control(ctx context.Context, c message.Control) error {
 	e.mu.RLock()
@@ -219,8 +237,8 @@ func (e *Engine) Control(ctx context.Context, c message.Control) error {
 }
 
 // Settings returns the entries of a settings table of the catalog
-// (catalog.Policies, catalog.Schedules) by name, as control records set
-// them.
+// (catalog.Policies, catalog.Schedules, catalog.Calendars) by name, as
+// control records set them.
 func (e *Engine) Settings(t catalog.Table) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	var after []byte

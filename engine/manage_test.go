@@ -195,13 +195,18 @@ func TestControl(t *testing.T) {
 			{Kind: message.ControlPolicy, Name: []byte("a"), Value: []byte(`{"paused":true}`)},
 			{Kind: message.ControlPolicy, Name: []byte("b"), Value: []byte(`{"rate":1}`)},
 			{Kind: message.ControlPolicy, Name: []byte("a"), Value: nil},
+			{Kind: message.ControlCalendar, Name: []byte("office"), Value: []byte(`{"mon":["09:00-17:00"]}`)},
+			{Kind: message.ControlCalendar, Name: []byte("gone"), Value: []byte(`{"tue":["09:00-17:00"]}`)},
+			{Kind: message.ControlCalendar, Name: []byte("office"), Value: []byte(`{"mon":["08:00-16:00"]}`)},
+			{Kind: message.ControlCalendar, Name: []byte("gone"), Value: nil},
 		} {
 			if err := e.Control(ctx, c); err != nil {
 				t.Fatal(err)
 			}
 		}
 		mu.Lock()
-		if want := []string{`a={"paused":true}`, `b={"rate":1}`, `a=`}; !slices.Equal(seen, want) {
+		if want := []string{`a={"paused":true}`, `b={"rate":1}`, `a=`, `office={"mon":["09:00-17:00"]}`, `gone={"tue":["09:00-17:00"]}`,
+			`office={"mon":["08:00-16:00"]}`, `gone=`}; !slices.Equal(seen, want) {
 			t.Errorf("OnControl saw %v, want %v", seen, want)
 		}
 		mu.Unlock()
@@ -211,6 +216,12 @@ func TestControl(t *testing.T) {
 		got, err := e.Settings(catalog.Policies)
 		if err != nil || len(got) != 1 || string(got["b"]) != `{"rate":1}` {
 			t.Fatalf("Settings after a restart = %v, %v", got, err)
+		}
+		// A calendar's record replaces the one before; an empty one
+		// deletes it.
+		got, err = e.Settings(catalog.Calendars)
+		if err != nil || len(got) != 1 || string(got["office"]) != `{"mon":["08:00-16:00"]}` {
+			t.Fatalf("calendars after a restart = %q, %v", got, err)
 		}
 	})
 }

@@ -34,14 +34,15 @@
 //	+-----------------------+--------------------------------------+
 //
 // Control payload (record type TypeControl): a change to the server's
-// durable settings, routed to the catalog (policies, recurring schedules):
+// durable settings, routed to the catalog (policies, recurring schedules,
+// calendars):
 //
 //	+---------+---------+--------------------+---------------------+
 //	| ver u8  | kind u8 | name uvarint+bytes | value uvarint+bytes |
 //	+---------+---------+--------------------+---------------------+
 //
 // kind is a ControlKind; name is what it is about (a topic, a schedule's
-// name); value is the new setting, JSON-encoded by its owner (empty for a
+// or a calendar's name); value is the new setting, JSON-encoded by its owner (empty for a
 // deletion).
 //
 // These layouts are part of the on-disk format (docs/FORMAT.md) and must not
@@ -88,6 +89,9 @@ const (
 	ControlSchedule ControlKind = 2
 	// ControlScheduleDelete deletes a recurring schedule (value empty).
 	ControlScheduleDelete ControlKind = 3
+	// ControlCalendar creates or replaces a working-time calendar (value:
+	// its JSON, package calendar's encoding; empty: deletes it).
+	ControlCalendar ControlKind = 4
 )
 
 // Payload versions. Part of the on-disk format.

@@ -135,3 +135,17 @@ func (t *topic) stateAt(off int64, id message.ID) Lookup {
 	}
 	return Lookup{Held: Acked}
 }
+
+// Settled reports whether topic is done with the message id it was handed:
+// acked, dead-lettered, retried under another ID by a Nack with a delay,
+// or no longer in its retained log (the queue deletes what is acked). One
+// waiting or leased is not. The overlap policies of recurring schedules
+// ask it (recur.Settler) about an occurrence the engine delivered, which
+// the topic therefore holds or held; it costs what Lookup costs.
+func (q *Queue) Settled(ctx context.Context, topic string, id message.ID) (bool, error) {
+	l, err := q.Lookup(ctx, topic, id)
+	if err != nil {
+		return false, err
+	}
+	return l.Held != Waiting && l.Held != Leased, nil
+}

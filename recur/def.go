@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/hourglassmq/hourglass/calendar"
 )
 
 // Misfire says what a schedule does with occurrences that fell while the
@@ -48,6 +52,17 @@ type Def struct {
 	TZ      string  `json:"tz,omitempty"`
 	Misfire Misfire `json:"misfire,omitempty"`
 	Paused  bool    `json:"paused,omitempty"`
+	// JitterMs delays each occurrence's delivery by 0 to JitterMs ms
+	// (JitterOf), never before its time.
+	JitterMs int64 `json:"jitter_ms,omitempty"`
+	// Overlap is what an occurrence does while the previous one is not
+	// settled; "" is Allow.
+	Overlap Overlap `json:"overlap,omitempty"`
+	// Calendar names the calendar (package calendar, the catalog's
+	// calendars table) whose working time the occurrences keep to, as
+	// CalendarPolicy says; "" for none.
+	Calendar       string         `json:"calendar,omitempty"`
+	CalendarPolicy CalendarPolicy `json:"calendar_policy,omitempty"`
 	// CreatedMs is when it was created.
 	CreatedMs int64 `json:"created_ms"`
 
@@ -62,6 +77,28 @@ type Def struct {
 	Missed int `json:"missed,omitempty"`
 	// Ended: no occurrence is left before EndMs.
 	Ended bool `json:"ended,omitempty"`
+	// Held is what the overlap policy keeps.
+	Held
+}
+
+// Held is the state of a schedule's overlap policy (part of Def's stored
+// form).
+type Held struct {
+	// LastMs is the time of the last occurrence passed on to the sink
+	// (Overlap other than Allow): the previous one for the next; LastID
+	// is the message that passed it on (the one message of it passed on
+	// again if handed over again), whose latest incarnation (a retry
+	// follows it) says whether it is settled.
+	LastMs int64  `json:"last_ms,omitempty"`
+	LastID string `json:"last_id,omitempty"`
+	// BufferedMs is the time of the occurrence held until the previous one
+	// is settled (BufferOne), 0 if none; CheckMs is the delivery time of
+	// the copy of it that looks again (the one message that may pass it
+	// on).
+	BufferedMs int64 `json:"buffered_ms,omitempty"`
+	CheckMs    int64 `json:"check_ms,omitempty"`
+	// Skipped counts the occurrences the overlap policy did not deliver.
+	Skipped int64 `json:"skipped,omitempty"`
 }
 
 // Encode returns d as stored.
@@ -129,8 +166,39 @@ func (d *Def) misfire() Misfire {
 }
 
 // next returns the first occurrence of d strictly after after and at or
-// after its start, or false if there is none before its end.
-func (d *Def) next(s *Spec, after time.Time) (time.Time, bool) {
+// after its start, kept to the working time of cal (nil: none) as
+// d.CalendarPolicy says, or false if there is none before its end.
+func (d *Def) next(s *Spec, cal *calendar.Calendar, after time.Time) (time.Time, bool) {
+	for range maxCalendarSkips {
+		t, ok := d.nextOfSpec(s, after)
+		if !ok || cal == nil || cal.Working(t) {
+			return t, ok
+		}
+		// Every occurrence from t up to the next working instant is
+		// outside working time.
+		w, err := cal.Next(t)
+		if err != nil {
+			return time.Time{}, false
+		}
+		if d.CalendarPolicy == CalendarShift {
+			if d.EndMs > 0 && w.UnixMilli() > d.EndMs {
+				return time.Time{}, false
+			}
+			return w, true
+		}
+		after = w.Add(-time.Nanosecond)
+	}
+	return time.Time{}, false
+}
+
+// maxCalendarSkips bounds the non-working stretches next skips: five
+// years of a daily spec whose time is never working time.
+const maxCalendarSkips = 5 * 366
+
+// nextOfSpec returns the first occurrence of d's spec strictly after
+// after and at or after its start, or false if there is none before its
+// end.
+func (d *Def) nextOfSpec(s *Spec, after time.Time) (time.Time, bool) {
 	if d.StartMs > 0 {
 		if start := time.UnixMilli(d.StartMs); after.Before(start) {
 			after = start.Add(-time.Nanosecond)
@@ -156,4 +224,29 @@ const (
 	ScheduleHeader = "hourglass-schedule"
 	// OccurrenceHeader is the occurrence's time (RFC 3339, UTC, ms).
 	OccurrenceHeader = "hourglass-occurrence"
+	// HeldHeader ("true") marks the copy of an occurrence the overlap
+	// policy BufferOne held: it looks again whether the previous one is
+	// settled, and is delivered once it is.
+	HeldHeader = "hourglass-held"
+	// BackfillHeader ("true") marks an occurrence Backfill stored.
+	BackfillHeader = "hourglass-backfill"
 )
+
+// MaxJitter bounds a schedule's jitter.
+const MaxJitter = 7 * 24 * time.Hour
+
+// JitterOf is the delay of the occurrence at atMs of the schedule name
+// with jitter jitterMs (0 to jitterMs ms): the xxhash64 of its key
+// OccurrenceKey, modulo jitterMs+1. The same occurrence has the same
+// offset on every node and after every restart.
+func JitterOf(name string, atMs, jitterMs int64) time.Duration {
+	if jitterMs <= 0 {
+		return 0
+	}
+	return time.Duration(xxhash.Sum64String(OccurrenceKey(name, atMs))%uint64(jitterMs+1)) * time.Millisecond
+}
+
+// deliverAt is when d's occurrence at t is delivered: t plus its jitter.
+func (d *Def) deliverAt(t time.Time) time.Time {
+	return t.Add(JitterOf(d.Name, t.UnixMilli(), d.JitterMs))
+}

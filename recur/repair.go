@@ -63,6 +63,11 @@ func (s *Scheduler) Repair(ctx context.Context) error {
 			return err
 		}
 		for _, d := range defs {
+			if s.heldLost(d) {
+				if err := s.recheck(ctx, d.Name); err != nil {
+					return err
+				}
+			}
 			if !s.orphaned(ctx, d) {
 				continue
 			}
@@ -86,7 +91,7 @@ func (s *Scheduler) orphaned(ctx context.Context, d *Def) bool {
 	if d.ArmedMs == 0 {
 		return true
 	}
-	if time.UnixMilli(d.ArmedMs).After(s.eng.Now().Add(-RepairAfter)) {
+	if d.deliverAt(time.UnixMilli(d.ArmedMs)).After(s.eng.Now().Add(-RepairAfter)) {
 		return false
 	}
 	id, ok, err := s.eng.Lookup(ctx, d.Topic, OccurrenceKey(d.Name, d.ArmedMs))
@@ -126,7 +131,7 @@ func (s *Scheduler) rearm(ctx context.Context, name string) error {
 		// the armed time plus a whole number of intervals after now.
 		after = a.Add(after.Sub(a) / e * e)
 	}
-	reqs := d.armNext(sp, after)
+	reqs := d.armNext(sp, s.calendar(d), after)
 	s.log.Info("recur: the armed occurrence is gone (cancelled); the next one is armed", "schedule", name, "next", armedTime(d))
 	return s.store(ctx, d, reqs)
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hourglassmq/hourglass/calendar"
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
 )
@@ -96,17 +97,18 @@ func (d *Def) occurrence(t time.Time) engine.Request {
 		message.Header{Key: []byte(ScheduleHeader), Value: []byte(d.Name)},
 		message.Header{Key: []byte(OccurrenceHeader), Value: []byte(time.UnixMilli(t.UnixMilli()).UTC().Format(time.RFC3339Nano))},
 		message.Header{Key: []byte(engine.IdempotencyHeader), Value: []byte(OccurrenceKey(d.Name, t.UnixMilli()))})
-	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: t}
+	return engine.Request{Topic: d.Topic, Headers: hs, Body: d.Body, At: d.deliverAt(t)}
 }
 
 func (d *Def) control() message.Control {
 	return message.Control{Kind: message.ControlSchedule, Name: []byte(d.Name), Value: d.Encode()}
 }
 
-// armNext sets d to arm its first occurrence after after (or to have
-// ended), and returns the request that arms it, if any.
-func (d *Def) armNext(sp *Spec, after time.Time) []engine.Request {
-	t, ok := d.next(sp, after)
+// armNext sets d to arm its first occurrence after after, kept to the
+// working time of cal (nil: none), or to have ended, and returns the
+// request that arms it, if any.
+func (d *Def) armNext(sp *Spec, cal *calendar.Calendar, after time.Time) []engine.Request {
+	t, ok := d.next(sp, cal, after)
 	if !ok {
 		d.ArmedMs, d.Ended = 0, d.EndMs > 0
 		return nil
@@ -146,7 +148,7 @@ func (s *Scheduler) put(ctx context.Context, d *Def, update bool) (time.Time, er
 	case update && err != nil:
 		return time.Time{}, err
 	case update:
-		d.CreatedMs, d.Paused, d.FiredMs, d.Fired = old.CreatedMs, old.Paused, old.FiredMs, old.Fired
+		d.CreatedMs, d.Paused, d.FiredMs, d.Fired, d.Held = old.CreatedMs, old.Paused, old.FiredMs, old.Fired, old.Held
 	case err == nil:
 		return time.Time{}, fmt.Errorf("%w: %q (update it, or delete it first)", ErrExists, d.Name)
 	case !errors.Is(err, ErrNotFound):
@@ -154,12 +156,14 @@ func (s *Scheduler) put(ctx context.Context, d *Def, update bool) (time.Time, er
 	}
 	now := s.eng.Now()
 	if !update {
-		d.CreatedMs, d.FiredMs, d.Fired = now.UnixMilli(), 0, 0
+		d.CreatedMs, d.FiredMs, d.Fired, d.Held = now.UnixMilli(), 0, 0, Held{}
 	}
 	d.ArmedMs, d.Missed, d.Ended = 0, 0, false
 	var reqs []engine.Request
 	if !d.Paused {
-		reqs = d.armNext(sp, now)
+		if reqs = d.armNext(sp, s.calendar(d), now); len(reqs) == 0 && d.Calendar != "" && d.EndMs == 0 {
+			return time.Time{}, fmt.Errorf("%w: no occurrence of %q falls in the working time of the calendar %q within five years", ErrInvalid, d.Spec, d.Calendar)
+		}
 	}
 	// The armed occurrence is found before the new one is stored: armed
 	// for the same time, the new one has its key, and a lookup by key
@@ -204,6 +208,15 @@ func (s *Scheduler) check(d *Def) (*Spec, error) {
 	case "", FireOnce, FireAll, Skip:
 	default:
 		return nil, fmt.Errorf("%w: misfire policy %q: want %s, %s or %s", ErrInvalid, d.Misfire, FireOnce, FireAll, Skip)
+	}
+	if d.JitterMs < 0 || d.JitterMs > MaxJitter.Milliseconds() {
+		return nil, fmt.Errorf("%w: jitter %d ms: from 0 to %d (%v)", ErrInvalid, d.JitterMs, MaxJitter.Milliseconds(), MaxJitter)
+	}
+	if err := checkOverlap(d.Overlap); err != nil {
+		return nil, err
+	}
+	if err := s.checkCalendar(d); err != nil {
+		return nil, err
 	}
 	return d.spec()
 }
@@ -276,8 +289,9 @@ func (s *Scheduler) Resume(ctx context.Context, name string) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, err
 	}
-	d.Paused, d.Missed = false, 0
-	reqs := d.armNext(sp, s.eng.Now())
+	// An occurrence held when it was paused is not delivered.
+	d.Paused, d.Missed, d.BufferedMs = false, 0, 0
+	reqs := d.armNext(sp, s.calendar(d), s.eng.Now())
 	if err := s.store(ctx, d, reqs); err != nil {
 		return time.Time{}, err
 	}
@@ -340,8 +354,9 @@ func (s *Scheduler) info(ctx context.Context, d *Def, n int) (Info, error) {
 		in.Next = append(in.Next, at.UTC())
 		t = at
 	}
+	cal := s.calendar(d)
 	for len(in.Next) < n {
-		nt, ok := d.next(sp, t)
+		nt, ok := d.next(sp, cal, t)
 		if !ok {
 			break
 		}

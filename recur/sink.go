@@ -110,13 +110,34 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			}
 			defs[name] = d
 		}
+		if message.HeaderValue(m.Headers, BackfillHeader) != "" {
+			continue // asked for: delivered as it is
+		}
 		if d.Paused {
 			dropIt(i)
 			continue
 		}
+		if message.HeaderValue(m.Headers, HeldHeader) != "" {
+			deliver, changed, more, err := s.heldFire(ctx, d, batch[i].ID, m, at, now)
+			if err != nil {
+				return nil, err
+			}
+			if !deliver {
+				dropIt(i)
+			}
+			if changed {
+				reqs = append(reqs, more...)
+				ctls = append(ctls, d.control())
+			}
+			continue
+		}
 		if atMs != d.ArmedMs {
-			// Fired before (handed over again after a crash), or one
-			// the user rescheduled: delivered, nothing to arm.
+			// Fired before (handed over again after a crash), or a
+			// retry of one delivered, or one the user rescheduled:
+			// delivered if it was the first time, nothing to arm.
+			if !d.overlapAgain(batch[i].ID, m) {
+				dropIt(i)
+			}
 			continue
 		}
 		sp, err := d.spec()
@@ -124,7 +145,7 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			continue
 		}
 		after := at
-		missed := at.Before(s.opened)
+		missed := d.deliverAt(at).Before(s.opened)
 		switch {
 		case !missed:
 			d.Missed = 0
@@ -140,10 +161,19 @@ func (s *Scheduler) fire(ctx context.Context, batch []engine.Delivery, occ []int
 			}
 		}
 		if drop == nil || !drop[i] {
-			d.Fired++
+			deliver, held, err := s.overlapFire(ctx, d, batch[i].ID, at, now)
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, held...)
+			if deliver {
+				d.Fired++
+			} else {
+				dropIt(i)
+			}
 		}
 		d.FiredMs = atMs
-		reqs = append(reqs, d.armNext(sp, after)...)
+		reqs = append(reqs, d.armNext(sp, s.calendar(d), after)...)
 		ctls = append(ctls, d.control())
 	}
 	if len(ctls) > 0 {

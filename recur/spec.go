@@ -28,6 +28,8 @@ import (
 	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/hourglassmq/hourglass/calendar"
 )
 
 // ErrSpec wraps every error about a spec or time zone.
@@ -110,13 +112,13 @@ func (s *Spec) Next(after time.Time) time.Time {
 	limit := after.Add(5 * 366 * 24 * time.Hour)
 	// Walk the wall clock: c is a civil time (a time.Time in UTC used as
 	// a calendar), resolved to an instant in the zone.
-	c := civil(after, s.loc)
+	c := calendar.Wall(after, s.loc).Truncate(time.Second)
 	for {
 		c = s.nextCivil(c)
 		if c.IsZero() {
 			return time.Time{}
 		}
-		t := resolve(c, s.loc)
+		t := calendar.Resolve(c, s.loc)
 		if t.After(after) {
 			return t
 		}
@@ -124,49 +126,6 @@ func (s *Spec) Next(after time.Time) time.Time {
 			return time.Time{}
 		}
 	}
-}
-
-// civil returns t's wall-clock reading in loc, as a time in UTC. It looks
-// the zone up once (a zone's rules for years past its table are parsed at
-// each lookup).
-func civil(t time.Time, loc *time.Location) time.Time {
-	_, off := t.In(loc).Zone()
-	return t.UTC().Add(time.Duration(off) * time.Second).Truncate(time.Second)
-}
-
-// resolve returns the instant of civil time c in loc: for a time the
-// clocks repeat, the first of its two instants; for one they skip, the
-// first instant after the gap.
-func resolve(c time.Time, loc *time.Location) time.Time {
-	// Candidates: c read with the offsets in force a day before and a day
-	// after it (zones change their offset at most once within two days).
-	_, before := c.Add(-26 * time.Hour).In(loc).Zone()
-	_, after := c.Add(26 * time.Hour).In(loc).Zone()
-	tb := c.Add(-time.Duration(before) * time.Second)
-	okb := civil(tb, loc).Equal(c)
-	if before == after {
-		if okb {
-			return tb
-		}
-	} else {
-		ta := c.Add(-time.Duration(after) * time.Second)
-		oka := civil(ta, loc).Equal(c)
-		switch {
-		case okb && oka: // repeated: the first instant
-			if ta.Before(tb) {
-				return ta
-			}
-			return tb
-		case okb:
-			return tb
-		case oka:
-			return ta
-		}
-	}
-	// In a gap: the transition that opened it is the first instant after;
-	// tb, read with the earlier offset, lies after it.
-	start, _ := tb.In(loc).ZoneBounds()
-	return start
 }
 
 // nextCivil returns the first civil time after c that the cron fields

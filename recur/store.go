@@ -35,8 +35,13 @@ type Store interface {
 	// before the call (and, for a cluster partition, every write its
 	// previous owners made).
 	WaitRouted(ctx context.Context) error
-	// Lookup, Cancel and Get are the engine's, for the occurrences.
+	// Calendar returns the stored calendar name (a ControlCalendar
+	// record's value), if there is one.
+	Calendar(name string) ([]byte, bool, error)
+	// Lookup, LookupKept, Cancel and Get are the engine's, for the
+	// occurrences.
 	Lookup(ctx context.Context, topic, key string) (message.ID, bool, error)
+	LookupKept(ctx context.Context, topic, key string) (message.ID, bool, error)
 	Cancel(ctx context.Context, id message.ID) (engine.CancelResult, error)
 	Get(ctx context.Context, id message.ID) (engine.Found, error)
 }
@@ -47,6 +52,10 @@ type engineStore struct{ *engine.Engine }
 
 func (e engineStore) Load(name string) ([]byte, bool, error) {
 	return e.Setting(catalog.Schedules, name)
+}
+
+func (e engineStore) Calendar(name string) ([]byte, bool, error) {
+	return e.Setting(catalog.Calendars, name)
 }
 
 func (e engineStore) Scan(after []byte, n int, fn func(name, value []byte)) ([]byte, error) {
@@ -71,6 +80,7 @@ type Service interface {
 	Delete(ctx context.Context, name string) error
 	Get(ctx context.Context, name string, n int) (Info, error)
 	List(ctx context.Context, after, topic string, n, nextN int) ([]Info, string, error)
+	Backfill(ctx context.Context, name string, from, to time.Time) (Backfilled, error)
 }
 
 var _ Service = (*Scheduler)(nil)

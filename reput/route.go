@@ -133,6 +133,8 @@ func (r *Reput) routeControl(off int64, p []byte) error {
 		t = catalog.Policies
 	case message.ControlSchedule, message.ControlScheduleDelete:
 		t = catalog.Schedules
+	case message.ControlCalendar:
+		t = catalog.Calendars
 	default:
 		r.stats.malformed.Add(1)
 		r.log.Error("reput: control record of an unknown kind; skipped", "offset", off, "kind", c.Kind)

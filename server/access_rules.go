@@ -121,6 +121,16 @@ var rules = map[string]rule{
 	svc + "DeleteSchedule": {verb: access.Schedule, audited: true, topics: none},
 	svc + "GetSchedule":    {verb: access.Read, topics: none},
 	svc + "ListSchedules":  {verb: access.Read, topics: none},
+	// A backfill stores messages in its schedule's topic, which a name may
+	// not say: the schedule verb on every topic, as for UpdateSchedule.
+	svc + "BackfillSchedule": {verb: access.Schedule, audited: true, topics: none},
+	// Calendars are the server's, not a topic's: shared by every producer
+	// and schedule that names one, changed by those who manage the server.
+	svc + "CreateCalendar": {verb: access.Manage, audited: true, topics: none},
+	svc + "UpdateCalendar": {verb: access.Manage, audited: true, topics: none},
+	svc + "DeleteCalendar": {verb: access.Manage, audited: true, topics: none},
+	svc + "GetCalendar":    {verb: access.Read, topics: none},
+	svc + "ListCalendars":  {verb: access.Read, topics: none},
 	svc + "WhoAmI":         {topics: none},
 	svc + "ListAudit":      {verb: access.Audit, topics: none},
 }

@@ -205,6 +205,30 @@ func (a connectAPI) ListSchedules(ctx context.Context, r *connect.Request[hourgl
 	return unary(ctx, r, a.api.ListSchedules)
 }
 
+func (a connectAPI) BackfillSchedule(ctx context.Context, r *connect.Request[hourglassv1.BackfillScheduleRequest]) (*connect.Response[hourglassv1.BackfillScheduleResponse], error) {
+	return unary(ctx, r, a.api.BackfillSchedule)
+}
+
+func (a connectAPI) CreateCalendar(ctx context.Context, r *connect.Request[hourglassv1.CreateCalendarRequest]) (*connect.Response[hourglassv1.CreateCalendarResponse], error) {
+	return unary(ctx, r, a.api.CreateCalendar)
+}
+
+func (a connectAPI) UpdateCalendar(ctx context.Context, r *connect.Request[hourglassv1.UpdateCalendarRequest]) (*connect.Response[hourglassv1.UpdateCalendarResponse], error) {
+	return unary(ctx, r, a.api.UpdateCalendar)
+}
+
+func (a connectAPI) DeleteCalendar(ctx context.Context, r *connect.Request[hourglassv1.DeleteCalendarRequest]) (*connect.Response[hourglassv1.DeleteCalendarResponse], error) {
+	return unary(ctx, r, a.api.DeleteCalendar)
+}
+
+func (a connectAPI) GetCalendar(ctx context.Context, r *connect.Request[hourglassv1.GetCalendarRequest]) (*connect.Response[hourglassv1.GetCalendarResponse], error) {
+	return unary(ctx, r, a.api.GetCalendar)
+}
+
+func (a connectAPI) ListCalendars(ctx context.Context, r *connect.Request[hourglassv1.ListCalendarsRequest]) (*connect.Response[hourglassv1.ListCalendarsResponse], error) {
+	return unary(ctx, r, a.api.ListCalendars)
+}
+
 func (a connectAPI) Extend(ctx context.Context, r *connect.Request[hourglassv1.ExtendRequest]) (*connect.Response[hourglassv1.ExtendResponse], error) {
 	return unary(ctx, r, a.api.Extend)
 }

@@ -90,6 +90,41 @@ func (s *Server) toDef(m *hourglassv1.RecurringSchedule) (*recur.Def, error) {
 	default:
 		return nil, invalid("misfire_policy %v: want FIRE_LATEST (the default), FIRE_ALL or SKIP", m.MisfirePolicy)
 	}
+	if m.JitterMs < 0 || m.JitterMs > recur.MaxJitter.Milliseconds() {
+		return nil, invalid("jitter_ms %d: from 0 to %d (7 days)", m.JitterMs, recur.MaxJitter.Milliseconds())
+	}
+	d.JitterMs = m.JitterMs
+	switch m.OverlapPolicy {
+	case hourglassv1.OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED, hourglassv1.OverlapPolicy_OVERLAP_POLICY_ALLOW:
+	case hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP:
+		d.Overlap = recur.SkipOverlap
+	case hourglassv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE:
+		d.Overlap = recur.BufferOne
+	default:
+		return nil, invalid("overlap_policy %v: want ALLOW (the default), SKIP or BUFFER_ONE", m.OverlapPolicy)
+	}
+	if d.Overlap != "" && s.opts.Cluster != nil {
+		// Whether the previous occurrence is acked is the delivery
+		// stream's consumers' to say, which a partition does not ask.
+		return nil, status.Error(codes.Unimplemented, "overlap_policy: SKIP and BUFFER_ONE are not yet available in cluster mode")
+	}
+	switch m.CalendarPolicy {
+	case hourglassv1.CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED:
+	case hourglassv1.CalendarPolicy_CALENDAR_POLICY_SKIP:
+		d.CalendarPolicy = recur.CalendarSkip
+	case hourglassv1.CalendarPolicy_CALENDAR_POLICY_SHIFT:
+		d.CalendarPolicy = recur.CalendarShift
+	default:
+		return nil, invalid("calendar_policy %v: want SKIP (the default) or SHIFT", m.CalendarPolicy)
+	}
+	if d.Calendar = m.Calendar; d.Calendar != "" {
+		if s.opts.Cluster != nil {
+			return nil, status.Error(codes.Unimplemented, "calendar: calendars are not yet available in cluster mode")
+		}
+		if d.CalendarPolicy == "" {
+			d.CalendarPolicy = recur.CalendarSkip
+		}
+	}
 	return d, nil
 }
 
@@ -109,6 +144,8 @@ func (s api) CreateSchedule(ctx context.Context, m *hourglassv1.CreateScheduleRe
 	if err != nil {
 		return nil, err
 	}
+	// A calendar it keeps to is not deleted meanwhile.
+	defer s.calendarsLocked(d.Calendar != "")()
 	next, err := sch.Create(ctx, d)
 	if err != nil {
 		return nil, recurError(err)
@@ -125,6 +162,7 @@ func (s api) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateScheduleRe
 	if err != nil {
 		return nil, err
 	}
+	defer s.calendarsLocked(d.Calendar != "")()
 	next, err := sch.Update(ctx, d)
 	if err != nil {
 		return nil, recurError(err)
@@ -164,6 +202,32 @@ func (s api) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRe
 		return nil, recurError(err)
 	}
 	return &hourglassv1.DeleteScheduleResponse{}, nil
+}
+
+func (s api) BackfillSchedule(ctx context.Context, m *hourglassv1.BackfillScheduleRequest) (*hourglassv1.BackfillScheduleResponse, error) {
+	sch, err := s.schedules(ctx, "BackfillSchedule")
+	if err != nil {
+		return nil, err
+	}
+	var from, to time.Time
+	for _, t := range []struct {
+		name string
+		ts   *timestamppb.Timestamp
+		to   *time.Time
+	}{{"from", m.From, &from}, {"to", m.To, &to}} {
+		if t.ts == nil {
+			return nil, invalid("%s is missing: backfill the occurrences from one time up to (not including) another", t.name)
+		}
+		if err := t.ts.CheckValid(); err != nil {
+			return nil, invalid("%s: %v", t.name, err)
+		}
+		*t.to = t.ts.AsTime()
+	}
+	b, err := sch.Backfill(ctx, m.Name, from, to)
+	if err != nil {
+		return nil, recurError(err)
+	}
+	return &hourglassv1.BackfillScheduleResponse{Stored: int32(b.Stored), Existing: int32(b.Existing)}, nil
 }
 
 // maxNextTimes bounds GetScheduleRequest.next_count.
@@ -237,7 +301,26 @@ func scheduleInfo(in recur.Info) *hourglassv1.GetScheduleResponse {
 	default:
 		rs.MisfirePolicy = hourglassv1.MisfirePolicy_MISFIRE_POLICY_FIRE_LATEST
 	}
-	out := &hourglassv1.GetScheduleResponse{Schedule: rs, Fired: d.Fired}
+	rs.JitterMs, rs.Calendar = d.JitterMs, d.Calendar
+	switch d.Overlap {
+	case recur.SkipOverlap:
+		rs.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP
+	case recur.BufferOne:
+		rs.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE
+	default:
+		rs.OverlapPolicy = hourglassv1.OverlapPolicy_OVERLAP_POLICY_ALLOW
+	}
+	switch {
+	case d.Calendar == "":
+	case d.CalendarPolicy == recur.CalendarShift:
+		rs.CalendarPolicy = hourglassv1.CalendarPolicy_CALENDAR_POLICY_SHIFT
+	default:
+		rs.CalendarPolicy = hourglassv1.CalendarPolicy_CALENDAR_POLICY_SKIP
+	}
+	out := &hourglassv1.GetScheduleResponse{Schedule: rs, Fired: d.Fired, Skipped: d.Skipped}
+	if d.BufferedMs != 0 {
+		out.Buffered = timestamppb.New(time.UnixMilli(d.BufferedMs))
+	}
 	for _, t := range in.Next {
 		out.Next = append(out.Next, timestamppb.New(t))
 	}

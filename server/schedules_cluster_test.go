@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/recur"
@@ -56,6 +57,10 @@ func (s fakeSchedules) List(_ context.Context, after, topic string, n, nextN int
 	return []recur.Info{{Def: &recur.Def{Name: "a", Topic: "t", Spec: "@daily"}}}, "a", err
 }
 
+func (s fakeSchedules) Backfill(_ context.Context, name string, from, to time.Time) (recur.Backfilled, error) {
+	return recur.Backfilled{Stored: 2, Existing: 1}, s.note(fmt.Sprintf("Backfill/%d", to.Sub(from)/time.Hour), name)
+}
+
 // TestSchedulesCluster: in cluster mode the recurring-schedule RPCs reach
 // the node's schedules with the forwarded mark, and their errors come back
 // as the status codes of one node (a forwarded owner's status as it is).
@@ -93,11 +98,26 @@ func TestSchedulesCluster(t *testing.T) {
 	wantStatus(t, "GetSchedule forwarded to no owner", err, codes.Unavailable, "no owner")
 	_, err = c.CreateSchedule(ctx, &hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{Name: "bad", Topic: "t", Spec: "@daily", MisfirePolicy: 9}})
 	wantStatus(t, "CreateSchedule with a bad misfire policy", err, codes.InvalidArgument, "misfire_policy")
+	from := time.Now().Add(-3 * time.Hour)
+	b, err := c.BackfillSchedule(fwd, &hourglassv1.BackfillScheduleRequest{Name: "s1", From: timestamppb.New(from), To: timestamppb.New(from.Add(2 * time.Hour))})
+	if err != nil || b.Stored != 2 || b.Existing != 1 {
+		t.Fatalf("BackfillSchedule = %v, %v", b, err)
+	}
+	// Calendars are one node's for now: refused, saying so.
+	_, err = c.CreateSchedule(ctx, &hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{Name: "cal", Topic: "t", Spec: "@daily", Calendar: "office"}})
+	wantStatus(t, "CreateSchedule with a calendar", err, codes.Unimplemented, "cluster mode")
+	_, err = c.CreateSchedule(ctx, &hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{Name: "ov", Topic: "t", Spec: "@daily",
+		OverlapPolicy: hourglassv1.OverlapPolicy_OVERLAP_POLICY_SKIP}})
+	wantStatus(t, "CreateSchedule with an overlap policy", err, codes.Unimplemented, "cluster mode")
+	_, err = c.CreateCalendar(ctx, &hourglassv1.CreateCalendarRequest{Calendar: &hourglassv1.Calendar{Name: "office"}})
+	wantStatus(t, "CreateCalendar", err, codes.Unimplemented, "cluster mode")
+	_, err = c.Schedule(ctx, &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_Working{Working: &hourglassv1.WorkingTime{Calendar: "office"}}})
+	wantStatus(t, "Schedule in working time", err, codes.Unimplemented, "cluster mode")
 
 	fc.mmu.Lock()
 	defer fc.mmu.Unlock()
 	want := []string{"Create s1/@every 1s/fire-all false", "Update s1 true", "Pause s1 false", "Resume s1 true", "Get/5 s1 false",
-		"List/t/7/3 ~1,2~x true", "Delete missing false", "Get/5 moved false"}
+		"List/t/7/3 ~1,2~x true", "Delete missing false", "Get/5 moved false", "Backfill/2 s1 true"}
 	if fmt.Sprint(fc.manage) != fmt.Sprint(want) {
 		t.Errorf("calls\n%q\nwant\n%q", fc.manage, want)
 	}

@@ -218,6 +218,10 @@ type Server struct {
 
 	disk diskSample // Stats' measure of the data directory
 
+	// calendarMu serializes the changes of calendars (a check of what is
+	// stored, then a control record) with those of the recurring schedules
+	// that name one (calendarsLocked).
+	calendarMu sync.Mutex
 	// creds are the credentials of Options.CredentialsFile, swapped whole
 	// by ReloadCredentials; nil without a file.
 	creds atomic.Pointer[access.Set]

@@ -177,6 +177,12 @@ func (s *Server) request(prefix string, m *hourglassv1.ScheduleRequest, now time
 				w.DelayLevel, n, s.levelsText)))
 		}
 		req.Delay = s.opts.DelayLevels[w.DelayLevel-1]
+	case *hourglassv1.ScheduleRequest_Working:
+		at, err := s.workingTime(prefix, w.Working, now)
+		if err != nil {
+			return err
+		}
+		req.At = at
 	default:
 		return invalid("%s", field(prefix, "unknown kind of delivery time"))
 	}

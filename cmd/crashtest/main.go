@@ -125,7 +125,15 @@ when no retry and no Reschedule in doubt may be it.
     the 20 ms handoff lead and the skew (occurrence-after-delete, -update: one
     already handed over when the call took the schedule's lock still
     arrives, allowed and counted); each explained by a definition, on its
-    grid, not before it was sent (occurrence-unexpected).
+    grid, not before it was sent (occurrence-unexpected). cr-j ("* * * * * *")
+    has a jitter of 800 ms: each occurrence comes 0 to 800 ms after its time,
+    and the rules above hold on the time without jitter (never early).
+  - Messages in working time (one node only): a cycle creates the calendar
+    cr-cal (UTC, every day 16 spans of 89 minutes, a minute off after each),
+    then 6% of the producers' messages are due after 0 to 3 segments of its
+    working time; each is held to the deliver_at the server answered (the
+    ID's time), and one never answered to its send time plus that duration,
+    which working time never ends before (early).
 
 --damage allows these what hourglass repair reported lost: a lost commitlog span
 may hold reschedule and cancel records (bounded by the answers around them; the

@@ -117,9 +117,10 @@ func commandError(c *cli.Context, format string, args ...any) error {
 
 func sendCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "send",
-		Usage:     "schedule messages on a running server and print their IDs",
-		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now) [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--ttl D | --expire-at TIME] [--count N]",
+		Name:  "send",
+		Usage: "schedule messages on a running server and print their IDs",
+		UsageText: "hourglass send --topic T (--delay D | --at RFC3339 | --level N | --now | --calendar C (--working-days N [--at-time HH:MM] | --working-hours H))\n" +
+			"               [--body TEXT | --body-file F|-] [--header K=V]... [--key K] [--flow-key K] [--ttl D | --expire-at TIME] [--count N]",
 		Description: `Schedules --count messages (default 1) with the same --topic, --body and time,
 and prints each message's ID (32 hex digits) on its own line, in order.
 
@@ -131,6 +132,8 @@ The time is exactly one of:
   --now          due at once (the same as --delay 0)
 A message that names no time is due at once, so send refuses one without
 any of these: a forgotten flag must not mean "deliver now".
+
+` + workingHelp + `
 
 The body is --body TEXT, or the bytes of --body-file F as they are (any
 bytes; "-" reads standard input to its end), or empty; not both. Each
@@ -150,6 +153,8 @@ With --count above 1 the messages go through the client's batching producer
   hourglass send --topic orders --at 2030-01-02T09:00:00Z --key order-42 \
       --header content-type=application/json --body-file order.json
   gzip -c report.csv | hourglass send --topic reports --now --body-file -
+  hourglass send --topic invoices --calendar berlin --working-days 3 --at-time 09:00 --body 'remind'
+  hourglass send --topic tickets --calendar support --working-hours 4 --key ticket-7 --body 'escalate'
 ` + exitCodes,
 		Flags: clientFlags(slices.Concat([]cli.Flag{
 			topicFlag("to deliver to: ASCII letters, digits, '.', '_' and '-', starting with a letter, digit or '_'"),
@@ -157,7 +162,7 @@ With --count above 1 the messages go through the client's batching producer
 			&cli.StringFlag{Name: "at", Usage: "deliver at this `TIME` (RFC 3339, such as 2030-01-02T09:00:00Z)"},
 			&cli.IntFlag{Name: "level", Usage: "deliver after delay level `N` (1-based)"},
 			&cli.BoolFlag{Name: "now", Usage: "deliver at once"},
-		}, bodyFlags(""), []cli.Flag{
+		}, workingFlags(), bodyFlags(""), []cli.Flag{
 			&cli.StringFlag{Name: "key", Usage: "idempotency `KEY`, at most 200 bytes: a resend within the server's --idempotency-window prints the first ID"},
 			&cli.StringFlag{Name: "flow-key", Usage: "flow `KEY` the topic's flow policy counts the message under (a tenant, an account), at most 200 bytes; not the idempotency key"},
 			&cli.StringFlag{Name: "ttl", Usage: "expire `DURATION` after the delivery time: never delivered after (dead-lettered, reason expired)"},
@@ -204,18 +209,26 @@ func runSend(c *cli.Context) error {
 		return commandError(c, "--key is empty: give a key, or leave --key out")
 	}
 	var set []string
-	for _, f := range []string{"delay", "at", "level", "now"} {
+	for _, f := range []string{"delay", "at", "level", "now", "working-days", "working-hours"} {
 		if c.IsSet(f) {
 			set = append(set, "--"+f)
 		}
 	}
 	switch {
 	case len(set) == 0:
-		return commandError(c, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N or --now")
+		return commandError(c, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N, --now, or --calendar C with --working-days N or --working-hours H")
 	case len(set) > 1:
 		return commandError(c, "%s: give one of them (when to deliver)", strings.Join(set, " and "))
 	}
 	switch {
+	case c.IsSet("working-days") || c.IsSet("working-hours"):
+		w, err := workingOfFlags(c)
+		if err != nil {
+			return err
+		}
+		m.Working = w
+	case noWorkingFlags(c) != nil:
+		return noWorkingFlags(c)
 	case c.IsSet("now"):
 		if !c.Bool("now") {
 			return commandError(c, "--now=false: give --delay, --at or --level instead")
@@ -262,6 +275,9 @@ func send(c *cli.Context, cl *client.Client, m client.Message, n int) error {
 			return err
 		}
 		fmt.Fprintln(c.App.Writer, id)
+		if m.Working != nil {
+			printWorking(c, id)
+		}
 		return nil
 	}
 	p := client.NewProducer(cl, client.ProducerOptions{})

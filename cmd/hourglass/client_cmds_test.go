@@ -135,7 +135,7 @@ func TestClientCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no_time", []string{"send", "--topic", "t"}, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N or --now"},
+		{"no_time", []string{"send", "--topic", "t"}, "when to deliver is missing: give --delay D (such as 30s or 2h), --at TIME (RFC 3339, such as 2030-01-02T09:00:00Z), --level N, --now, or --calendar C with --working-days N or --working-hours H"},
 		{"two_times", []string{"send", "--topic", "t", "--delay", "1s", "--level", "2"}, "--delay and --level: give one of them"},
 		{"no_topic", []string{"send", "--delay", "1s"}, "the topic is missing"},
 		{"bad_delay", []string{"send", "--topic", "t", "--delay", "soon"}, "with a unit"},

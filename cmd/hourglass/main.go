@@ -70,6 +70,7 @@ func newApp() *cli.App {
 			pauseCommand(),
 			resumeCommand(),
 			scheduleCommand(),
+			calendarCommand(),
 			statsCommand(),
 			credentialsCommand(),
 			auditCommand(),

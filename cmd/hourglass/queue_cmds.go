@@ -234,8 +234,12 @@ func runRecv(c *cli.Context) error {
 	}
 	return withClient(c, func(cl *client.Client) error {
 		// A topic the server does not know may be a typo: say so once,
-		// then wait for it as asked.
-		if note, err := unknownTopic(ctx, cl, topic); err == nil && note != "" {
+		// then wait for it as asked. The question is not part of the
+		// wait: --timeout bounds the receiving, not the check.
+		check, cancel := context.WithTimeout(c.Context, 5*time.Second)
+		note, err := unknownTopic(check, cl, topic)
+		cancel()
+		if err == nil && note != "" {
 			fmt.Fprintf(c.App.ErrWriter, "hourglass recv: %s; waiting for messages sent to it (Ctrl-C stops)\n", note)
 		}
 		r := &receiver{

@@ -46,7 +46,9 @@ Each occurrence is an ordinary message of --topic, with the idempotency key
 work on it. Only the next occurrence exists; cancelling it skips it:
   hourglass cancel --topic reports --key daily-report@2030-01-02T08:00:00.000Z
 and the schedule arms its next one within two minutes of the skipped one's
-time. A NAME is 1 to 160 ASCII letters, digits, '.', '_' and '-'.`
+time. A NAME is 1 to 160 ASCII letters, digits, '.', '_' and '-'.
+
+` + schedulePolicyHelp
 
 // scheduleFlags are the flags of schedule create and update: the fields
 // of a schedule.
@@ -59,6 +61,7 @@ func scheduleFlags() []cli.Flag {
 		&cli.StringFlag{Name: "start", Usage: "deliver no occurrence before `TIME` (RFC 3339, or a duration from now such as 1h)"},
 		&cli.StringFlag{Name: "end", Usage: "deliver no occurrence after `TIME` (RFC 3339, or a duration from now such as 30d)"},
 		&cli.StringFlag{Name: "misfire", Usage: "what to do with occurrences missed while the server was down: `POLICY` fire-latest (the default), fire-all or skip"},
+	}, schedulePolicyFlags(), []cli.Flag{
 		&cli.BoolFlag{Name: "paused", Usage: "create it paused (update: --paused pauses it, --paused=false resumes it)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the text"},
 	})...)
@@ -117,7 +120,7 @@ func patchOfFlags(c *cli.Context) (schedulePatch, error) {
 		}
 		p = append(p, func(s *client.RecurringSchedule) { s.Misfire = m })
 	}
-	return p, nil
+	return policyPatch(c, p)
 }
 
 // scheduleName returns the one schedule name a command takes.
@@ -162,16 +165,20 @@ func scheduleCommand() *cli.Command {
 		Usage: "recurring schedules: a message delivered at every occurrence of a cron spec or interval",
 		UsageText: "hourglass schedule create NAME --topic T --spec SPEC [--tz ZONE] [--body TEXT | --body-file F|-] [--header K=V]...\n" +
 			"                          [--start TIME] [--end TIME] [--misfire fire-latest|fire-all|skip] [--paused]\n" +
+			"                          [--jitter D] [--overlap allow|skip|buffer-one] [--calendar C [--outside skip|shift]]\n" +
 			"hourglass schedule update NAME [the flags of create]\n" +
 			"hourglass schedule list [--topic T] [--json]\n" +
 			"hourglass schedule get NAME [--next N] [--json]\n" +
 			"hourglass schedule pause|resume NAME\n" +
+			"hourglass schedule backfill NAME --from TIME [--to TIME]\n" +
 			"hourglass schedule delete NAME [--yes]",
 		Description: scheduleHelp + `
 
   hourglass schedule create daily-report --topic reports --spec '0 8 * * MON-FRI' \
       --tz Europe/Berlin --body '{"report":"daily"}' --header content-type=application/json
   hourglass schedule create heartbeat --topic health --spec '@every 30s'
+  hourglass schedule create invoices --topic billing --spec '0 9 * * *' --tz Europe/Berlin \
+      --calendar berlin --outside shift --jitter 10m --overlap skip
   hourglass schedule list
   hourglass schedule get daily-report --next 10
   hourglass schedule update daily-report --spec '0 7 * * MON-FRI'
@@ -179,7 +186,7 @@ func scheduleCommand() *cli.Command {
   hourglass schedule delete heartbeat --yes`,
 		Subcommands: []*cli.Command{
 			scheduleCreateCommand(), scheduleUpdateCommand(), scheduleListCommand(), scheduleGetCommand(),
-			schedulePauseCommand(), scheduleResumeCommand(), scheduleDeleteCommand(),
+			schedulePauseCommand(), scheduleResumeCommand(), scheduleDeleteCommand(), scheduleBackfillCommand(),
 		},
 	}
 }
@@ -188,7 +195,7 @@ func scheduleCreateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "create",
 		Usage:     "create a recurring schedule and arm its first occurrence",
-		UsageText: "hourglass schedule create NAME --topic T --spec SPEC [--tz ZONE] [--body TEXT | --body-file F|-] [--header K=V]... [--start TIME] [--end TIME] [--misfire fire-latest|fire-all|skip] [--paused] [--json]",
+		UsageText: "hourglass schedule create NAME --topic T --spec SPEC [--tz ZONE] [--body TEXT | --body-file F|-] [--header K=V]... [--start TIME] [--end TIME] [--misfire fire-latest|fire-all|skip] [--paused] [--jitter D] [--overlap allow|skip|buffer-one] [--calendar C [--outside skip|shift]] [--json]",
 		Description: `Creates the schedule NAME, durably, and prints "NAME created, next TIME" (TIME:
 its first occurrence, RFC 3339 UTC), or "NAME created, paused" with --paused
 (nothing fires until 'hourglass schedule resume NAME'). A NAME that exists is
@@ -205,6 +212,8 @@ an RFC 3339 time (2030-01-02T09:00:00Z) or a duration from now (1h, 30d).
       --tz Europe/Berlin --body '{"report":"daily"}' --header content-type=application/json
   hourglass schedule create heartbeat --topic health --spec '@every 30s' --misfire skip
   hourglass schedule create poll --topic feeds --spec '*/20 * * * * *' --end 7d --paused
+  hourglass schedule create invoices --topic billing --spec '0 9 * * *' --tz Europe/Berlin \
+      --calendar berlin --outside shift --jitter 10m --overlap buffer-one
 ` + exitCodes,
 		Flags:        scheduleFlags(),
 		OnUsageError: usageError,
@@ -227,6 +236,9 @@ an RFC 3339 time (2030-01-02T09:00:00Z) or a duration from now (1h, 30d).
 			for _, f := range p {
 				f(&s)
 			}
+			if err := checkOutside(c, s); err != nil {
+				return err
+			}
 			next, err := call(c, name, func(cl *client.Client, ctx context.Context) (time.Time, error) {
 				next, err := cl.CreateSchedule(ctx, s)
 				if errors.Is(err, client.ErrScheduleExists) {
@@ -246,7 +258,7 @@ func scheduleUpdateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "update",
 		Usage:     "change fields of a recurring schedule; the others keep their values",
-		UsageText: "hourglass schedule update NAME [--topic T] [--spec SPEC] [--tz ZONE] [--body TEXT | --body-file F|-] [--header K=V]... [--start TIME] [--end TIME] [--misfire fire-latest|fire-all|skip] [--paused[=false]] [--json]",
+		UsageText: "hourglass schedule update NAME [--topic T] [--spec SPEC] [--tz ZONE] [--body TEXT | --body-file F|-] [--header K=V]... [--start TIME] [--end TIME] [--misfire fire-latest|fire-all|skip] [--paused[=false]] [--jitter D] [--overlap allow|skip|buffer-one] [--calendar C] [--outside skip|shift] [--json]",
 		Description: `Changes the fields of the schedule NAME that the flags name; the others keep
 their values (it reads the schedule, then writes it whole: a change another
 client makes in between is overwritten). Its armed occurrence is cancelled
@@ -261,6 +273,7 @@ with --json {"name":"...","result":"updated","paused":false,"next":"..."}.
   hourglass schedule update daily-report --spec '0 7 * * MON-FRI'
   hourglass schedule update daily-report --tz America/New_York --end 2030-12-31T23:59:59Z
   hourglass schedule update daily-report --body-file report.json --paused=false
+  hourglass schedule update invoices --calendar '' --jitter 0
 ` + exitCodes,
 		Flags:        scheduleFlags(),
 		OnUsageError: usageError,
@@ -278,7 +291,7 @@ func runScheduleUpdate(c *cli.Context) error {
 		return err
 	}
 	if len(p) == 0 && !c.IsSet("paused") {
-		return commandError(c, "nothing to change: give --topic, --spec, --tz, --body, --body-file, --header, --start, --end, --misfire or --paused")
+		return commandError(c, "nothing to change: give --topic, --spec, --tz, --body, --body-file, --header, --start, --end, --misfire, --jitter, --overlap, --calendar, --outside or --paused")
 	}
 	return withClient(c, func(cl *client.Client) error {
 		in, err := cl.GetSchedule(c.Context, name, 1)
@@ -290,6 +303,9 @@ func runScheduleUpdate(c *cli.Context) error {
 		if len(p) > 0 {
 			for _, f := range p {
 				f(&s)
+			}
+			if err := checkOutside(c, s); err != nil {
+				return err
 			}
 			if next, err = cl.UpdateSchedule(c.Context, s); err != nil {
 				return fmt.Errorf("schedule update %s: %w", name, err)

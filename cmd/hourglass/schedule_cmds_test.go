@@ -85,14 +85,16 @@ func TestScheduleJSON(t *testing.T) {
 		want scheduleJSON
 	}{
 		{"defaults", client.ScheduleInfo{Schedule: client.RecurringSchedule{Name: "n", Topic: "t", Spec: "@daily", Body: []byte("b")}},
-			scheduleJSON{Name: "n", Topic: "t", Spec: "@daily", TimeZone: "UTC", Misfire: "fire-latest", bodyJSON: bodyJSON{Body: new("b")}, Next: []string{}}},
+			scheduleJSON{Name: "n", Topic: "t", Spec: "@daily", TimeZone: "UTC", Misfire: "fire-latest", bodyJSON: bodyJSON{Body: new("b")}, Next: []string{}, Overlap: "allow"}},
 		{"all", client.ScheduleInfo{
 			Schedule: client.RecurringSchedule{Name: "n", Topic: "t", Spec: "30 2 * * *", TimeZone: "Europe/Berlin", Body: []byte{0xff},
-				Start: at, End: at.Add(time.Hour), Misfire: client.MisfireSkip, Paused: true},
-			Next: []time.Time{at}, Armed: id, Fired: 3},
+				Start: at, End: at.Add(time.Hour), Misfire: client.MisfireSkip, Paused: true,
+				Jitter: 90 * time.Second, Overlap: client.OverlapBufferOne, Calendar: "berlin", CalendarPolicy: client.CalendarShift},
+			Next: []time.Time{at}, Armed: id, Fired: 3, Skipped: 2, Buffered: at.Add(time.Minute)},
 			scheduleJSON{Name: "n", Topic: "t", Spec: "30 2 * * *", TimeZone: "Europe/Berlin", Misfire: "skip", Paused: true,
 				Start: "2030-03-31T01:00:00.000000000Z", End: "2030-03-31T02:00:00.000000000Z", bodyJSON: bodyJSON{BodyBase64: "/w=="},
-				Next: []string{"2030-03-31T01:00:00.000000000Z"}, ArmedID: id.String(), Fired: 3}},
+				Next: []string{"2030-03-31T01:00:00.000000000Z"}, ArmedID: id.String(), Fired: 3,
+				Jitter: "1m30s", Overlap: "buffer-one", Calendar: "berlin", Outside: "shift", Skipped: 2, Buffered: "2030-03-31T01:01:00.000000000Z"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// DeepEqual follows Body's pointer, and tells an empty Next

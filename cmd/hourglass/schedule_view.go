@@ -29,9 +29,15 @@ type scheduleJSON struct {
 	End      string            `json:"end,omitempty"`
 	Headers  map[string]string `json:"headers,omitempty"`
 	bodyJSON
-	Next    []string `json:"next"`
-	ArmedID string   `json:"armed_id,omitempty"`
-	Fired   int64    `json:"fired"`
+	Next     []string `json:"next"`
+	ArmedID  string   `json:"armed_id,omitempty"`
+	Fired    int64    `json:"fired"`
+	Jitter   string   `json:"jitter,omitempty"`
+	Overlap  string   `json:"overlap"`
+	Calendar string   `json:"calendar,omitempty"`
+	Outside  string   `json:"outside,omitempty"`
+	Skipped  int64    `json:"skipped"`
+	Buffered string   `json:"buffered,omitempty"`
 }
 
 func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
@@ -43,6 +49,16 @@ func newScheduleJSON(in client.ScheduleInfo) scheduleJSON {
 	}
 	if j.Misfire == "" {
 		j.Misfire = string(client.MisfireLatest)
+	}
+	j.Overlap, j.Calendar, j.Outside, j.Skipped = string(s.Overlap), s.Calendar, string(s.CalendarPolicy), in.Skipped
+	if j.Overlap == "" {
+		j.Overlap = string(client.OverlapAllow)
+	}
+	if s.Jitter > 0 {
+		j.Jitter = s.Jitter.String()
+	}
+	if !in.Buffered.IsZero() {
+		j.Buffered = in.Buffered.UTC().Format(rfc3339Nano)
 	}
 	if !s.Start.IsZero() {
 		j.Start = s.Start.UTC().Format(rfc3339Nano)
@@ -135,7 +151,12 @@ With --json it prints one object instead:
   {"name":"daily-report","topic":"reports","spec":"0 8 * * MON-FRI",
    "time_zone":"Europe/Berlin","misfire":"fire-latest","paused":false,
    "start":"...","end":"...","headers":{...},"body":"..." (or "body_base64"),
-   "next":["2030-01-02T07:00:00.000000000Z",...],"armed_id":"...","fired":12}
+   "next":["2030-01-02T07:00:00.000000000Z",...],"armed_id":"...","fired":12,
+   "jitter":"5m0s","overlap":"allow","calendar":"berlin","outside":"skip",
+   "skipped":0,"buffered":"..."}
+jitter, calendar, outside and buffered are left out when the schedule has
+none. "skipped" counts the occurrences its overlap policy did not deliver;
+"buffered" is the one buffer-one holds until the previous one is acked.
 
   hourglass schedule get daily-report --next 10
 ` + exitCodes,
@@ -180,7 +201,20 @@ func printSchedule(w io.Writer, j scheduleJSON, in client.ScheduleInfo) error {
 	if j.End != "" {
 		fmt.Fprintf(w, "end:         %s\n", j.End)
 	}
+	if j.Jitter != "" {
+		fmt.Fprintf(w, "jitter:      %s\n", j.Jitter)
+	}
+	fmt.Fprintf(w, "overlap:     %s\n", j.Overlap)
+	if j.Calendar != "" {
+		fmt.Fprintf(w, "calendar:    %s (outside its working time: %s)\n", j.Calendar, j.Outside)
+	}
 	fmt.Fprintf(w, "fired:       %d\n", j.Fired)
+	if j.Skipped > 0 {
+		fmt.Fprintf(w, "skipped:     %d\n", j.Skipped)
+	}
+	if j.Buffered != "" {
+		fmt.Fprintf(w, "buffered:    %s (held until the previous one is acked)\n", j.Buffered)
+	}
 	if j.ArmedID != "" {
 		fmt.Fprintf(w, "armed:       %s\n", j.ArmedID)
 	}

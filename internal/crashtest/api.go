@@ -47,6 +47,7 @@ type unary interface {
 	CreateSchedule(context.Context, *hourglassv1.CreateScheduleRequest, ...grpc.CallOption) (*hourglassv1.CreateScheduleResponse, error)
 	UpdateSchedule(context.Context, *hourglassv1.UpdateScheduleRequest, ...grpc.CallOption) (*hourglassv1.UpdateScheduleResponse, error)
 	DeleteSchedule(context.Context, *hourglassv1.DeleteScheduleRequest, ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error)
+	CreateCalendar(context.Context, *hourglassv1.CreateCalendarRequest, ...grpc.CallOption) (*hourglassv1.CreateCalendarResponse, error)
 }
 
 // connectUnary is unary over connect-go. It takes no call options.
@@ -111,6 +112,10 @@ func (u connectUnary) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateS
 
 func (u connectUnary) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error) {
 	return msgOf(u.c.DeleteSchedule(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) CreateCalendar(ctx context.Context, m *hourglassv1.CreateCalendarRequest, _ ...grpc.CallOption) (*hourglassv1.CreateCalendarResponse, error) {
+	return msgOf(u.c.CreateCalendar(ctx, connect.NewRequest(m)))
 }
 
 // callTimeout bounds each unary call of the workload.

@@ -243,9 +243,8 @@ func Check(ev Events, p CheckParams) Result {
 		switch s.Outcome {
 		case OK:
 			c.Scheduled++
-			if s.Poison {
-				c.Poison++
-			}
+			c.Poison += ones(s.Poison)
+			c.ScheduledWorking += ones(s.Kind == KindWorking)
 		case InDoubt:
 			c.ScheduleInDoubt++
 		default:

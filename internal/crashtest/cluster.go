@@ -360,7 +360,9 @@ func (cr *clusterRunner) drain(ctx context.Context) error {
 	cr.wl.settleOperations(ctx, cr.rr.lanes())
 	cr.hist.SetDrainFrom(time.Now())
 	last := lastDue(cr.hist.Snapshot())
-	deadline := last.Add(cr.cfg.SegmentDuration + cr.cfg.DrainGrace)
+	// The grace counts from the later of the last due time and now: the
+	// restarts and repairs before the drain may have taken longer than it.
+	deadline := laterOf(last, time.Now()).Add(cr.cfg.SegmentDuration + cr.cfg.DrainGrace)
 	cr.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	dctx, stop := context.WithDeadline(ctx, deadline)
 	defer stop()
@@ -379,6 +381,7 @@ func (cr *clusterRunner) drain(ctx context.Context) error {
 		}
 		if res := Check(cr.hist.Snapshot(), cr.checkParams()); len(res.Pending) == 0 {
 			complete = true
+			cr.hist.SetDrainEnd(time.Now())
 			sleep(dctx, time.Second) // late duplicates
 			break
 		}

@@ -158,6 +158,10 @@ func (c *rrClient) DeleteSchedule(ctx context.Context, req *connect.Request[hour
 	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.DeleteSchedule)
 }
 
+func (c *rrClient) CreateCalendar(ctx context.Context, req *connect.Request[hourglassv1.CreateCalendarRequest]) (*connect.Response[hourglassv1.CreateCalendarResponse], error) {
+	return eachConnect(c, ctx, req.Msg, hourglassv1connect.HourglassServiceClient.CreateCalendar)
+}
+
 // grpcClient is a gRPC client of addr, one connection per address for the
 // run (a restarted node gets a new address).
 func (c *rrClient) grpcClient(addr string) (hourglassv1.HourglassServiceClient, error) {
@@ -252,6 +256,10 @@ func (l grpcLane) UpdateSchedule(ctx context.Context, m *hourglassv1.UpdateSched
 
 func (l grpcLane) DeleteSchedule(ctx context.Context, m *hourglassv1.DeleteScheduleRequest, _ ...grpc.CallOption) (*hourglassv1.DeleteScheduleResponse, error) {
 	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.DeleteSchedule)
+}
+
+func (l grpcLane) CreateCalendar(ctx context.Context, m *hourglassv1.CreateCalendarRequest, _ ...grpc.CallOption) (*hourglassv1.CreateCalendarResponse, error) {
+	return eachGRPC(l, ctx, m, hourglassv1.HourglassServiceClient.CreateCalendar)
 }
 
 // rrStreams opens each ScheduleStream or Consume stream on the next live

@@ -60,9 +60,11 @@ type Schedule struct {
 	ID         string // the ID the server answered, if OK
 	// NotBefore is the earliest harness-clock time the message may be
 	// handed out: send time plus the delay for a relative delay or level,
-	// the requested time for an absolute one (skew is applied by Check).
+	// the requested time for an absolute one, the time the server answered
+	// for one in working time (send time plus its duration while not
+	// answered); skew is applied by Check.
 	NotBefore time.Time
-	Kind      string // "delay", "at", "level": how the time was given
+	Kind      string // "delay", "at", "level", "working" (KindWorking): how the time was given
 	// Poison marks a message every consumer fails on purpose (it carries
 	// the header PoisonHeader): it must end acked on "<topic>.dlq".
 	Poison bool `json:",omitempty"`
@@ -184,6 +186,7 @@ type History struct {
 }
 
 func (h *History) AddSchedule(s Schedule) {
+	answeredTime(&s)
 	h.mu.Lock()
 	h.schedules = append(h.schedules, s)
 	h.mu.Unlock()
@@ -222,6 +225,10 @@ type Events struct {
 	// DrainFrom is when the final drain began (zero before): a recurring
 	// schedule alive then owes an occurrence at or after it.
 	DrainFrom time.Time `json:",omitempty"`
+	// DrainEnd is when the drain found nothing owed and began its quiet
+	// second (zero before): the schedules outlive the run, so an
+	// occurrence first handed out after it may be left unacked.
+	DrainEnd time.Time `json:",omitempty"`
 }
 
 // Snapshot copies the events recorded so far.
@@ -240,6 +247,7 @@ func (h *History) Snapshot() Events {
 		Policies:     append([]PolicyChange(nil), h.policies...),
 		ScheduleOps:  append([]ScheduleOp(nil), h.schedOps...),
 		DrainFrom:    h.drainFrom,
+		DrainEnd:     h.drainEnd,
 	}
 }
 

@@ -77,7 +77,10 @@ type ScheduleOp struct {
 	Name, Op string
 	Epoch    int
 	Spec     string        `json:",omitempty"`
-	Period   time.Duration `json:",omitempty"` // of the spec "@every <Period>"
+	Period   time.Duration `json:",omitempty"` // of the spec: "@every <Period>", or a cron spec of that period
+	// Jitter is the definition's jitter: each occurrence is delivered 0 to
+	// Jitter after its time, never before it.
+	Jitter   time.Duration `json:",omitempty"`
 	Topic    string        `json:",omitempty"`
 	Cycle    int
 	Sent     time.Time
@@ -102,6 +105,7 @@ type operated struct {
 	policies  []PolicyChange
 	schedOps  []ScheduleOp
 	drainFrom time.Time
+	drainEnd  time.Time
 	delivered map[string]bool  // keys (bodies) delivered at least once
 	moved     map[string]moved // key -> its replacement, by the last Reschedule answered RESCHEDULED
 }
@@ -142,6 +146,9 @@ func (h *History) AddScheduleOp(x ScheduleOp) {
 
 // SetDrainFrom records when the final drain began.
 func (h *History) SetDrainFrom(t time.Time) { h.mu.Lock(); h.drainFrom = t; h.mu.Unlock() }
+
+// SetDrainEnd records when the drain found nothing owed.
+func (h *History) SetDrainEnd(t time.Time) { h.mu.Lock(); h.drainEnd = t; h.mu.Unlock() }
 
 // PendingSchedule returns a random recent acknowledged schedule that no
 // consumer has received yet (as far as the history tells), for a producer

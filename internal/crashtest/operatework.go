@@ -21,6 +21,7 @@ type operations struct {
 	pause       bool // a pauser per cycle; the drain resumes every topic first
 	freeze      bool // the pauser's pauses are frozen half the time (a single node's)
 	recurring   bool // recurring schedules on SchedTopic, managed per cycle and finished before the drain
+	working     bool // messages in a calendar's working time (CalendarName), once a cycle has created it
 }
 
 // Names of operations, as Summary.Operations lists them.
@@ -31,6 +32,7 @@ const (
 	opPause       = "pause"
 	opFreeze      = "freeze"
 	opRecurring   = "recurring"
+	opWorking     = "working-time"
 )
 
 // names lists the operations o makes.
@@ -39,7 +41,7 @@ func (o operations) names() []string {
 	for _, op := range []struct {
 		on   bool
 		name string
-	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.freeze, opFreeze}, {o.recurring, opRecurring}} {
+	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.freeze, opFreeze}, {o.recurring, opRecurring}, {o.working, opWorking}} {
 		if op.on {
 			out = append(out, op.name)
 		}
@@ -48,13 +50,13 @@ func (o operations) names() []string {
 }
 
 // allOperations: one node serves every one of them.
-var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, freeze: true, recurring: true}
+var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, freeze: true, recurring: true, working: true}
 
 // clusterOperations are those a cluster serves on any node: all of one
 // node's (docs/CLUSTER.md "Managing scheduled messages", "Managing the
-// queue", "Recurring schedules"). The checks judge them as on one node,
-// with the cluster's documented differences (Check); not frozen pauses,
-// which cluster mode refuses.
+// queue", "Recurring schedules") but calendars, which a cluster does not
+// have yet, and frozen pauses, which it refuses. The checks judge them as
+// on one node, with the cluster's documented differences (Check).
 var clusterOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true}
 
 // operators starts, with wg, the per-cycle workers of the operations w
@@ -64,7 +66,7 @@ func (w *workload) operators(ctx context.Context, wg *sync.WaitGroup, l lanes, c
 	for i, op := range []struct {
 		on bool
 		fn func(context.Context, lanes, int, *rand.Rand)
-	}{{w.operating.redrive, w.redriver}, {w.operating.pause, w.pauser}, {w.operating.recurring, w.manageSchedules}} {
+	}{{w.operating.redrive, w.redriver}, {w.operating.pause, w.pauser}, {w.operating.recurring, w.manageSchedules}, {w.operating.working, w.ensureCalendar}} {
 		if !op.on {
 			continue
 		}

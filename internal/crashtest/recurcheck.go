@@ -187,7 +187,7 @@ func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams
 	}
 	for _, b := range slices.Sorted(maps.Keys(eps)) {
 		e := eps[b]
-		vs, owed := e.judge(ev.DrainFrom, slack, c)
+		vs, owed := e.judge(ev.DrainFrom, ev.DrainEnd, slack, c)
 		for _, v := range vs {
 			add(v)
 		}
@@ -218,7 +218,7 @@ func routeOccurrence(eps map[string]*schedEpoch, d *Delivery) (*schedEpoch, time
 
 // judge applies the rules of checkSchedules to one definition; owed is
 // true while an occurrence is owed.
-func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) (out []Violation, owed bool) {
+func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c *Counts) (out []Violation, owed bool) {
 	times := slices.Sorted(maps.Keys(e.occ))
 	strict := func(t time.Time) bool { return e.lenientTo.IsZero() || t.After(e.lenientTo) }
 	anchor := e.anchor
@@ -290,7 +290,7 @@ func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) 
 				c.OccurrenceAfterEnd++
 			}
 		}
-		vs, lost := occurrenceAcks(e.body, t, ds, e.settles, c)
+		vs, lost := occurrenceAcks(e.body, t, ds, e.settles, drainEnd, c)
 		out = append(out, vs...)
 		owed = owed || lost
 	}
@@ -348,8 +348,9 @@ func (e *schedEpoch) judge(drainFrom time.Time, slack time.Duration, c *Counts) 
 // and the acks of their IDs: a redelivery of an ID after its Ack was
 // answered OK is VAfterAck (others are counted as allowed), and the last
 // delivery of each ID must be followed by an Ack answered OK or in doubt
-// (VLostRedelivery; lost is then true: it is owed).
-func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle, c *Counts) (out []Violation, lost bool) {
+// (VLostRedelivery; lost is then true: it is owed), unless it was first
+// handed out after drainEnd (the run ended with it in hand; counted).
+func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle, drainEnd time.Time, c *Counts) (out []Violation, lost bool) {
 	seen := map[string]bool{}
 	for _, d := range ds {
 		tid := d.Topic + "\x00" + d.ID
@@ -381,16 +382,24 @@ func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle,
 			c.DupUnacked++
 		}
 	}
-	byID := map[string]time.Time{} // ID -> its last delivery's Issued
+	byID := map[string]time.Time{}  // ID -> its last delivery's Issued
+	first := map[string]time.Time{} // ID -> its first delivery's Received
 	for _, d := range ds {
 		if d.Issued.After(byID[d.ID]) {
 			byID[d.ID] = d.Issued
+		}
+		if f, ok := first[d.ID]; !ok || d.Received.Before(f) {
+			first[d.ID] = d.Received
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		if slices.ContainsFunc(settles, func(x *Settle) bool {
 			return x.ID == id && x.Kind == Ack && x.Outcome != Rejected && x.Answered.After(byID[id])
 		}) {
+			continue
+		}
+		if !drainEnd.IsZero() && first[id].After(drainEnd) {
+			c.OccurrenceUnackedAtEnd++
 			continue
 		}
 		lost = true

@@ -55,6 +55,7 @@ func TestCheckSchedules(t *testing.T) {
 	s := time.Second
 	a := func() *hb { return (&hb{}).sop("a", "create", 1, s, OK, 500, 510, 1000) }
 	withDrain := func(b *hb, ms int) *hb { b.ev.DrainFrom = at(ms); return b }
+	withDrainEnd := func(b *hb, ms int) *hb { b.ev.DrainEnd = at(ms); return b }
 	runCheckCases(t, []checkCase{
 		{"every_occurrence_once", a().ticks("a", 1, 1000, 5000, 1000), "", "",
 			func(c Counts) bool {
@@ -96,6 +97,10 @@ func TestCheckSchedules(t *testing.T) {
 		{"redelivered_after_an_expired_lease", a().ticks("a", 1, 1000, 3000, 1000, 2000).occ("a", 1, 2000, "y", 2000, 2001).occ("a", 1, 2000, "y", 3000, 3001).
 			ackOcc("a", 1, "y", OK, 3002, 3003), "", "", func(c Counts) bool { return c.DupUnacked == 1 }},
 		{"never_acked", a().ticks("a", 1, 1000, 3000, 1000, 2000).occ("a", 1, 2000, "y", 2000, 2001), VLostRedelivery, "never durably acked", nil},
+		{"handed_out_after_the_drain_was_done", withDrainEnd(a().ticks("a", 1, 1000, 3000, 1000, 3000).occ("a", 1, 3000, "y", 2990, 3001), 2900), "", "",
+			func(c Counts) bool { return c.OccurrenceUnackedAtEnd == 1 && c.Lost == 0 }},
+		{"handed_out_before_the_drain_was_done", withDrainEnd(a().ticks("a", 1, 1000, 3000, 1000, 3000).occ("a", 1, 3000, "y", 2990, 3001), 3100),
+			VLostRedelivery, "never durably acked", nil},
 		// A create in doubt armed another run before the create tried
 		// again was answered: anything until that answer is allowed.
 		{"a_call_in_doubt_tried_again", (&hb{}).sop("a", "create", 1, s, InDoubt, 100, 200, -1).sop("a", "create", 1, s, OK, 1600, 1610, 2000).

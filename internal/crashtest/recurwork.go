@@ -19,7 +19,11 @@ const SchedTopic = "ctr"
 
 // recurPlan is a run's recurring-schedule calls (issue 22), in order:
 // in cycle 1 it creates cr-a (@every 1s), cr-b (@every 2s) and cr-c
-// (@every 1s), all FIRE_ALL (every occurrence is owed, downtime included);
+// (@every 1s), all FIRE_ALL (every occurrence is owed, downtime included),
+// and cr-j ("* * * * * *", every second on the second) with a jitter of
+// 800 ms (issue 44: each occurrence delivered up to 800 ms after its time,
+// never before; the checker's grid and early rules hold as they are, on
+// the occurrence's time without jitter);
 // a third of the way through the run it updates cr-b to @every 1s, half
 // way it deletes cr-c and creates cr-d (@every 2s). Each call is tried
 // until answered, in later cycles and in the drain if need be, so that the
@@ -49,10 +53,18 @@ func newRecurPlan(cycles int) *recurPlan {
 		step(1, "cr-a", "create", 1, time.Second),
 		step(1, "cr-b", "create", 1, 2*time.Second),
 		step(1, "cr-c", "create", 1, time.Second),
+		jittered(step(1, "cr-j", "create", 1, time.Second), "* * * * * *", 800*time.Millisecond),
 		step(upd, "cr-b", "update", 2, time.Second),
 		step(del, "cr-c", "delete", 1, 0),
 		step(del, "cr-d", "create", 1, 2*time.Second),
 	}}
+}
+
+// jittered gives st's definition the cron spec spec (of the same period)
+// and jitter j.
+func jittered(st recurStep, spec string, j time.Duration) recurStep {
+	st.op.Spec, st.op.Jitter = spec, j
+	return st
 }
 
 // manageSchedules runs the plan's steps due by cycle, in order, each 0.1
@@ -96,7 +108,7 @@ func (w *workload) scheduleStep(ctx context.Context, l lanes, cycle int, st *rec
 		st.tried = true
 		w.count(x.Op+"-schedule", ln.proto)
 		def := &hourglassv1.RecurringSchedule{Name: x.Name, Topic: x.Topic, Spec: x.Spec, Body: []byte(EpochBody(x.Name, x.Epoch)),
-			MisfirePolicy: hourglassv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL}
+			MisfirePolicy: hourglassv1.MisfirePolicy_MISFIRE_POLICY_FIRE_ALL, JitterMs: x.Jitter.Milliseconds()}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		var next time.Time
 		var err error

@@ -26,6 +26,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	row("kills (SIGKILL) / SIGTERM", fmt.Sprintf("%d / %d", s.Kills, s.Terms))
 	row("kill moments", mapString(s.KillMoments))
 	row("scheduled (answered OK)", c.Scheduled)
+	row("  of them in working time (cr-cal)", c.ScheduledWorking)
 	row("schedule in doubt / of them delivered", fmt.Sprintf("%d / %d", c.ScheduleInDoubt, c.InDoubtDelivered))
 	row("schedule rejected (server down)", c.ScheduleRejected)
 	row("delivered (messages / deliveries)", fmt.Sprintf("%d / %d", c.Delivered, c.Deliveries))
@@ -71,6 +72,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if ops(opRecurring) {
 		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))
 		row("  due before a delete or update answered, delivered after (allowed)", c.OccurrenceAfterEnd)
+		row("  handed out after the drain was done, not acked by the end (allowed)", c.OccurrenceUnackedAtEnd)
 		row("  violations: twice / skipped / after delete / after update / unexpected", fmt.Sprintf("%d / %d / %d / %d / %d",
 			c.OccurrenceTwice, c.OccurrenceSkipped, c.OccurrenceAfterDelete, c.OccurrenceAfterUpdate, c.OccurrenceUnexpected))
 	}

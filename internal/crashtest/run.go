@@ -424,7 +424,9 @@ func (r *runner) drain(ctx context.Context) error {
 	r.wl.settleOperations(ctx, cons)
 	r.hist.SetDrainFrom(time.Now())
 	last := lastDue(r.hist.Snapshot())
-	deadline := last.Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
+	// The grace counts from the later of the last due time and now: the
+	// restarts and repairs before the drain may have taken longer than it.
+	deadline := laterOf(last, time.Now()).Add(r.cfg.SegmentDuration + r.cfg.DrainGrace)
 	r.progress("draining: last delivery time in %v, deadline in %v", time.Until(last).Round(time.Millisecond), time.Until(deadline).Round(time.Millisecond))
 	complete := false
 	for {
@@ -514,6 +516,7 @@ func (r *runner) drainRun(ctx context.Context, cons lanes, last, deadline time.T
 		res := Check(ev, r.checkParams())
 		if r.owed(ev, res) == 0 && (r.wl.flow == nil || r.wl.flow.owed() == 0) {
 			*complete = true
+			r.hist.SetDrainEnd(time.Now())
 			// A short quiet period lets late duplicates show themselves.
 			sleep(dctx, time.Second)
 			return false

@@ -72,6 +72,7 @@ type CheckParams struct {
 // Counts are the summary numbers of a checked history.
 type Counts struct {
 	Scheduled        int `json:"scheduled"`          // Schedules answered OK
+	ScheduledWorking int `json:"scheduled_working"`  // of them, in a calendar's working time (KindWorking)
 	ScheduleInDoubt  int `json:"schedule_in_doubt"`  // Schedules whose outcome is unknown
 	ScheduleRejected int `json:"schedule_rejected"`  // refused or never sent
 	InDoubtDelivered int `json:"in_doubt_delivered"` // in-doubt Schedules that turned out durable
@@ -131,17 +132,18 @@ type Counts struct {
 	Frozen               int `json:"frozen"`                 // frozen pauses answered OK
 	FrozenEarly          int `json:"frozen_early"`           // violation: before its time plus a frozen pause
 	// Recurring schedules (issue 22).
-	Schedules             int `json:"schedules"`               // created
-	ScheduleCalls         int `json:"schedule_calls"`          // create, update and delete attempts
-	ScheduleCallsInDoubt  int `json:"schedule_calls_in_doubt"` // attempts in doubt (tried again)
-	Occurrences           int `json:"occurrences"`             // distinct occurrences delivered
-	OccurrenceDeliveries  int `json:"occurrence_deliveries"`   // Receive results of occurrences
-	OccurrenceAfterEnd    int `json:"occurrence_after_end"`    // due before a delete or update answered, delivered after: allowed
-	OccurrenceTwice       int `json:"occurrence_twice"`        // violation
-	OccurrenceSkipped     int `json:"occurrence_skipped"`      // violation (or still owed)
-	OccurrenceAfterDelete int `json:"occurrence_after_delete"` // violation
-	OccurrenceAfterUpdate int `json:"occurrence_after_update"` // violation
-	OccurrenceUnexpected  int `json:"occurrence_unexpected"`   // violation
+	Schedules              int `json:"schedules"`                 // created
+	ScheduleCalls          int `json:"schedule_calls"`            // create, update and delete attempts
+	ScheduleCallsInDoubt   int `json:"schedule_calls_in_doubt"`   // attempts in doubt (tried again)
+	Occurrences            int `json:"occurrences"`               // distinct occurrences delivered
+	OccurrenceDeliveries   int `json:"occurrence_deliveries"`     // Receive results of occurrences
+	OccurrenceAfterEnd     int `json:"occurrence_after_end"`      // due before a delete or update answered, delivered after: allowed
+	OccurrenceUnackedAtEnd int `json:"occurrence_unacked_at_end"` // first handed out after the drain found nothing owed, not acked before the run ended: allowed
+	OccurrenceTwice        int `json:"occurrence_twice"`          // violation
+	OccurrenceSkipped      int `json:"occurrence_skipped"`        // violation (or still owed)
+	OccurrenceAfterDelete  int `json:"occurrence_after_delete"`   // violation
+	OccurrenceAfterUpdate  int `json:"occurrence_after_update"`   // violation
+	OccurrenceUnexpected   int `json:"occurrence_unexpected"`     // violation
 }
 
 // Result is the verdict on a history.

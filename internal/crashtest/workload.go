@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -68,6 +69,7 @@ type workload struct {
 	failures map[string]int  // deliberate failures (nack, lease left to expire) per key; guarded by mu
 	paused   map[string]bool // topics a pause may hold (not yet resumed OK); guarded by mu
 	recur    *recurPlan      // the recurring schedules' calls (recurwork.go)
+	calReady atomic.Bool     // CalendarName exists: producers send in its working time (calendarwork.go)
 	// flow is the flow-keyed topics' workload (flowwork.go); nil in
 	// cluster mode, which refuses flow policies, and under damage.
 	flow *flowWork
@@ -273,6 +275,8 @@ func (w *workload) message(cycle, id int, n *int, sent time.Time, seg time.Durat
 		at(edge + int64(rng.IntN(3))*segMs + int64(rng.IntN(3)) - 1) // a millisecond either side
 	case r < 80:
 		delay(4*seg + time.Duration(rng.Int64N(int64(2*seg)))) // far buckets
+	case r < 86 && w.calReady.Load():
+		workingMessage(req, &s, sent, time.Duration(rng.Int64N(int64(3*seg))))
 	default:
 		lvl := 1 + rng.IntN(len(DelayLevels))
 		req.When = &hourglassv1.ScheduleRequest_DelayLevel{DelayLevel: int32(lvl)}

@@ -135,7 +135,7 @@ def test_unavailable_when_nothing_listens() -> None:
 
 
 def test_mistakes_refused_before_sending(client: hourglass.Client, topic: str) -> None:
-    with pytest.raises(hourglass.InvalidMessage, match=r"^hourglass: invalid message: delay 1, at None and level 2: set at most one of them$"):
+    with pytest.raises(hourglass.InvalidMessage, match=r"^hourglass: invalid message: delay 1 and level 2: set at most one of delay, at, level and working$"):
         client.schedule(topic, delay=1, level=2)
     with pytest.raises(hourglass.InvalidMessage, match="has no time zone"):
         client.schedule(topic, at=datetime(2030, 1, 2, 9, 0))

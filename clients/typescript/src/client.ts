@@ -40,8 +40,9 @@ import {
   type ScheduleInfo,
   type SchedulePage,
 } from "./schedules.js";
+import { calendarInit, calendarOf, workingInit, type Backfilled, type Calendar, type CalendarPage, type WorkingTime } from "./calendars.js";
 
-/** A message to schedule. At most one of delayMs, at and level; none means now. */
+/** A message to schedule. At most one of delayMs, at, level and working; none means now. */
 export interface ScheduleInput {
   /** The topic to deliver to (letters, digits, '.', '_', '-'; up to 200 bytes). */
   topic: string;
@@ -55,6 +56,8 @@ export interface ScheduleInput {
   at?: Date;
   /** A delay level of the server's --delay-levels, 1-based (level 3 is 10 s by default). */
   level?: number;
+  /** A time in a calendar's working time, computed by the server when it stores the message. */
+  working?: WorkingTime;
   /**
    * An idempotency key: a second schedule of the same topic and key within the server's
    * --idempotency-window answers the first message's id and stores nothing. The message can be
@@ -189,11 +192,11 @@ const headerSetter: TextMapSetter<Headers> = { set: (h, k, v) => h.set(k, v) };
 const encoder = new TextEncoder();
 
 function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequestSchema> {
-  const set = [m.delayMs !== undefined, m.at !== undefined, m.level !== undefined].filter(Boolean).length;
+  const set = [m.delayMs !== undefined, m.at !== undefined, m.level !== undefined, m.working !== undefined].filter(Boolean).length;
   if (set > 1) {
-    throw new TypeError(`hourglass: delayMs, at and level of one message: give at most one of them`);
+    throw new TypeError(`hourglass: delayMs, at, level and working of one message: give at most one of them`);
   }
-  let when: ScheduleRequest["when"] = { case: undefined };
+  let when: MessageInitShape<typeof ScheduleRequestSchema>["when"] = { case: undefined };
   if (m.delayMs !== undefined) {
     if (!(m.delayMs >= 0) || !Number.isFinite(m.delayMs)) {
       throw new TypeError(`hourglass: delayMs ${m.delayMs}: want a finite number of 0 or more`);
@@ -203,6 +206,8 @@ function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequ
     when = { case: "deliverAt", value: timestampFromDate(m.at) };
   } else if (m.level !== undefined) {
     when = { case: "delayLevel", value: m.level };
+  } else if (m.working !== undefined) {
+    when = { case: "working", value: workingInit(m.working) };
   }
   return {
     topic: m.topic,
@@ -529,6 +534,60 @@ export class HourglassClient {
     do {
       const page = await this.listSchedulesPage(o, token);
       yield* page.schedules;
+      token = page.nextPageToken;
+    } while (token);
+  }
+
+  /**
+   * Delivers now the occurrences of the schedule name from from up to (not including) to, which
+   * must not be after the server's clock (at most 10000): one message per occurrence, keyed as the
+   * live one was, none for an occurrence whose message exists (so a backfill cut short is run
+   * again safely). They carry the header "hourglass-backfill". An unknown name fails with
+   * Code.NotFound.
+   */
+  async backfillSchedule(name: string, from: Date, to: Date): Promise<Backfilled> {
+    const res = await this.rpc.backfillSchedule({ name, from: timestampFromDate(from), to: timestampFromDate(to) });
+    return { stored: res.stored, existing: res.existing };
+  }
+
+  /**
+   * Creates a calendar, durably. A name taken fails with Code.AlreadyExists; a bad zone, span or
+   * date with Code.InvalidArgument naming it. Calendars are not available in cluster mode.
+   */
+  async createCalendar(c: Calendar): Promise<void> {
+    await this.rpc.createCalendar({ calendar: calendarInit(c) });
+  }
+
+  /**
+   * Replaces the calendar c.name names. Messages stored before keep their delivery times; recurring
+   * schedules keep to the new one from their next occurrence on. Unknown: Code.NotFound.
+   */
+  async updateCalendar(c: Calendar): Promise<void> {
+    await this.rpc.updateCalendar({ calendar: calendarInit(c) });
+  }
+
+  /** Deletes a calendar; one a recurring schedule keeps to fails with Code.FailedPrecondition. */
+  async deleteCalendar(name: string): Promise<void> {
+    await this.rpc.deleteCalendar({ name });
+  }
+
+  /** The calendar name; unknown: Code.NotFound. */
+  async getCalendar(name: string): Promise<Calendar> {
+    return calendarOf((await this.rpc.getCalendar({ name })).calendar);
+  }
+
+  /** One page of up to pageSize calendars (1 to 1000; default 100), by name. */
+  async listCalendarsPage(o: { pageSize?: number } = {}, pageToken = ""): Promise<CalendarPage> {
+    const res = await this.rpc.listCalendars({ pageSize: o.pageSize ?? 0, pageToken });
+    return { calendars: res.calendars.map(calendarOf), nextPageToken: res.nextPageToken };
+  }
+
+  /** Every calendar, by name, fetched a page at a time. */
+  async *listCalendars(o: { pageSize?: number } = {}): AsyncGenerator<Calendar> {
+    let token = "";
+    do {
+      const page = await this.listCalendarsPage(o, token);
+      yield* page.calendars;
       token = page.nextPageToken;
     } while (token);
   }

@@ -35,6 +35,16 @@ export type {
   ScheduleInfo,
   SchedulePage,
 } from "./schedules.js";
+export type {
+  Backfilled,
+  Calendar,
+  CalendarPage,
+  CalendarPolicy,
+  OverlapPolicy,
+  Weekday,
+  WorkingHours,
+  WorkingTime,
+} from "./calendars.js";
 export { deadLetter, retry, type ConsumeOptions, type DeadLetterResult, type Handler, type HandlerResult, type Retry } from "./consume.js";
 export { Code, ConnectError } from "@connectrpc/connect";
 export * as pb from "./gen/hourglass/v1/hourglass_pb.js";

@@ -8,6 +8,7 @@ import {
   type GetScheduleResponse,
   type RecurringScheduleSchema,
 } from "./gen/hourglass/v1/hourglass_pb.js";
+import { policyFieldsInit, policyFieldsOf, type CalendarPolicy, type OverlapPolicy } from "./calendars.js";
 
 /**
  * What a schedule does with the occurrences that fell while the server was down: "fire-latest"
@@ -45,6 +46,17 @@ export interface RecurringScheduleInput {
   misfire?: MisfirePolicy;
   /** createSchedule: create it paused. updateSchedule keeps the schedule's paused state. */
   paused?: boolean;
+  /**
+   * Delays each occurrence's delivery by 0 to jitterMs (whole milliseconds, at most 7 days), never
+   * before its time: the same delay for the same occurrence, derived from name and its time.
+   */
+  jitterMs?: number;
+  /** While the previous occurrence is not acked; "allow" by default. */
+  overlap?: OverlapPolicy;
+  /** A calendar (createCalendar) whose working time the occurrences keep to, as calendarPolicy says. */
+  calendar?: string;
+  /** With calendar: "skip" (the default) or "shift". */
+  calendarPolicy?: CalendarPolicy;
 }
 
 /** A recurring schedule as the server holds it. */
@@ -60,6 +72,13 @@ export interface RecurringSchedule {
   end?: Date;
   misfire: MisfirePolicy;
   paused: boolean;
+  /** 0: no jitter. */
+  jitterMs: number;
+  overlap: OverlapPolicy;
+  /** Empty: none. */
+  calendar: string;
+  /** Set when calendar is. */
+  calendarPolicy?: CalendarPolicy;
 }
 
 /** What getSchedule and listSchedules answer. */
@@ -71,6 +90,10 @@ export interface ScheduleInfo {
   armedId?: string;
   /** Occurrences delivered since it was created. */
   fired: number;
+  /** Occurrences its overlap policy did not deliver. */
+  skipped: number;
+  /** The time of the occurrence "buffer-one" holds until the previous one is acked, if one is held. */
+  buffered?: Date;
 }
 
 /** What listSchedules lists. */
@@ -115,6 +138,7 @@ export function scheduleInit(s: RecurringScheduleInput): MessageInitShape<typeof
     end: s.end ? timestampFromDate(s.end) : undefined,
     misfirePolicy,
     paused: s.paused ?? false,
+    ...policyFieldsInit(s.name, s),
   };
 }
 
@@ -136,10 +160,13 @@ export function scheduleInfoOf(g: GetScheduleResponse): ScheduleInfo {
       headers,
       misfire,
       paused: s?.paused ?? false,
+      ...policyFieldsOf(s),
     },
     next: g.next.map(timestampDate),
     fired: Number(g.fired),
+    skipped: Number(g.skipped),
   };
+  if (g.buffered) info.buffered = timestampDate(g.buffered);
   if (s?.start) info.schedule.start = timestampDate(s.start);
   if (s?.end) info.schedule.end = timestampDate(s.end);
   if (g.armedId) info.armedId = g.armedId;

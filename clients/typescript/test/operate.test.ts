@@ -83,6 +83,7 @@ for (const [name, make] of Object.entries(clients)) {
       assert.ok(info.fired >= 2, `fired ${info.fired}`);
       assert.deepEqual({ ...info.schedule, body: text(info.schedule) }, {
         name: sched, topic: t, spec: "@every 1s", timeZone: "", body: "tick", headers: { k: "v" }, misfire: "fire-latest", paused: false,
+        jitterMs: 0, overlap: "allow", calendar: "",
       });
       const listed: string[] = [];
       for await (const s of c.listSchedules({ topic: t, pageSize: 1 })) listed.push(s.schedule.name);

@@ -7,6 +7,7 @@ import { api, call, codeName, hasToken, RpcError, setToken, whenUnauthenticated,
 import { auditPage } from "./audit.js";
 import { clearNotices, fill, h } from "./dom.js";
 import { time } from "./format.js";
+import { calendarsPage } from "./calendars.js";
 import { deadLettersPage } from "./deadletters.js";
 import { messagesPage } from "./messages.js";
 import { overviewPage } from "./overview.js";
@@ -20,6 +21,7 @@ const pages: Record<string, { title: string; make: (p: URLSearchParams) => Page 
   messages: { title: "Messages", make: messagesPage },
   deadletters: { title: "Dead letters", make: deadLettersPage },
   schedules: { title: "Schedules", make: schedulesPage },
+  calendars: { title: "Calendars", make: calendarsPage },
   audit: { title: "Audit", make: auditPage },
 };
 

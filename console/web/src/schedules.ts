@@ -1,10 +1,10 @@
 // Schedules: the recurring schedules with their next fire times; create,
 // pause, resume and delete.
 
-import { api, call, MisfirePolicy, type GetScheduleResponse, type ListSchedulesResponse } from "./api.js";
+import { api, call, CalendarPolicy, MisfirePolicy, OverlapPolicy, type GetScheduleResponse, type ListSchedulesResponse, type RecurringSchedule } from "./api.js";
 import { enumName } from "./detail.js";
 import { busy, confirm, failed, field, fill, h, notify, row, table, unavailable } from "./dom.js";
-import { duration, num, shortId, time } from "./format.js";
+import { duration, num, parseDuration, shortId, time } from "./format.js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { go, type Page } from "./page.js";
 
@@ -26,17 +26,35 @@ export function schedulesPage(params: URLSearchParams): Page {
       name: "misfire", value: String(MisfirePolicy.FIRE_LATEST),
       options: [MisfirePolicy.FIRE_LATEST, MisfirePolicy.FIRE_ALL, MisfirePolicy.SKIP].map((p): [string, string] => [String(p), enumName(MisfirePolicy, p, "").toLowerCase().replace(/_/g, " ")]),
     })),
+    h("label", null, h("span", null, "Jitter (up to)"), field({ name: "jitter", placeholder: "none, 30s, 5m" })),
+    h("label", null, h("span", null, "While the previous is not acked"), field({
+      name: "overlap", value: String(OverlapPolicy.ALLOW),
+      options: [[String(OverlapPolicy.ALLOW), "deliver anyway"], [String(OverlapPolicy.SKIP), "skip it"], [String(OverlapPolicy.BUFFER_ONE), "hold one until acked"]],
+    })),
+    h("label", null, h("span", null, "Calendar"), field({ name: "calendar", placeholder: "none (see Calendars)" })),
+    h("label", null, h("span", null, "Outside working time"), field({
+      name: "outside", value: String(CalendarPolicy.SKIP),
+      options: [[String(CalendarPolicy.SKIP), "skip it"], [String(CalendarPolicy.SHIFT), "shift to the next working instant"]],
+    })),
     h("label", { class: "wide" }, h("span", null, "Body"), field({ name: "body", type: "textarea", placeholder: "{\"report\": \"daily\"}" })),
     h("div", null, h("button", { type: "submit", id: "sch-create" }, "Create schedule")));
   create.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const v = (n: string) => (create.elements.namedItem(n) as HTMLInputElement).value;
+    const jitter = v("jitter").trim() ? parseDuration(v("jitter")) : 0;
+    if (Number.isNaN(jitter)) {
+      failed(new Error(`Jitter "${v("jitter")}": want a duration such as 30s, 5m or 1h`));
+      return;
+    }
+    const calendar = v("calendar").trim();
     await busy(create.querySelector("button[type=submit]"), async () => {
       try {
         const res = await call("CreateSchedule", () => api.createSchedule({
           schedule: {
             name: v("name").trim(), topic: v("topic").trim(), spec: v("spec").trim(), timeZone: v("tz").trim(),
             body: new TextEncoder().encode(v("body")), misfirePolicy: Number(v("misfire")) as MisfirePolicy,
+            jitterMs: BigInt(Math.round(jitter)), overlapPolicy: Number(v("overlap")) as OverlapPolicy,
+            calendar, calendarPolicy: calendar ? (Number(v("outside")) as CalendarPolicy) : CalendarPolicy.UNSPECIFIED,
           },
         }));
         notify("ok", `Created ${v("name").trim()}${res.next ? `; next at ${time(timestampDate(res.next))}` : ""}`);
@@ -70,7 +88,7 @@ export function schedulesPage(params: URLSearchParams): Page {
     (pager.querySelector("#sch-next") as HTMLButtonElement).disabled = !next;
     const now = Date.now();
     fill(listEl, res.schedules.length
-      ? table(["Name", "Topic", "When", "Time zone", "State", "Next (in the schedule's zone)", "Fired", "Armed", ""], res.schedules.map((s) => scheduleRow(s, now)), { id: "sch-table" })
+      ? table(["Name", "Topic", "When", "Time zone", "State", "Next (in the schedule's zone)", "Fired", "Policies", "Armed", ""], res.schedules.map((s) => scheduleRow(s, now)), { id: "sch-table" })
       : h("p", { class: "empty" }, `No recurring schedules${topic ? ` of ${topic}` : ""}.`));
   }
 
@@ -86,9 +104,21 @@ export function schedulesPage(params: URLSearchParams): Page {
       h("code", null, s.spec), h("span", { class: "tz" }, s.timeZone || "UTC"),
       s.paused ? h("span", { class: "badge paused" }, "paused") : h("span", { class: "badge ok" }, "active"),
       g.next.length ? h("div", { class: "next" }, g.next.slice(0, 3).map((t) => h("div", null, zoned(timestampDate(t), s.timeZone || "UTC", now)))) : "—",
-      num(g.fired), g.armedId ? shortId(g.armedId) : "—",
+      num(g.fired), policies(s, g), g.armedId ? shortId(g.armedId) : "—",
       h("span", { class: "actions" }, toggle, del),
     ]);
+  }
+
+  /** policies shows a schedule's jitter, overlap policy and calendar, and what its overlap policy skipped or holds. */
+  function policies(s: RecurringSchedule, g: GetScheduleResponse): HTMLElement {
+    const lines: string[] = [];
+    if (s.jitterMs > 0n) lines.push(`jitter ≤ ${duration(Number(s.jitterMs))}`);
+    if (s.overlapPolicy === OverlapPolicy.SKIP) lines.push("overlap: skip");
+    if (s.overlapPolicy === OverlapPolicy.BUFFER_ONE) lines.push("overlap: buffer one");
+    if (s.calendar) lines.push(`calendar ${s.calendar} (${s.calendarPolicy === CalendarPolicy.SHIFT ? "shift" : "skip"} outside)`);
+    if (g.skipped > 0n) lines.push(`${num(g.skipped)} skipped`);
+    if (g.buffered) lines.push(`holding ${time(timestampDate(g.buffered))}`);
+    return h("div", { class: "policies" }, lines.length ? lines.map((l) => h("div", null, l)) : "—");
   }
 
   async function setPaused(name: string, paused: boolean, btn: HTMLButtonElement): Promise<void> {

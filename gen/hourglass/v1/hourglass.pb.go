@@ -383,6 +383,186 @@ func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
+// OverlapPolicy says what an occurrence of a recurring schedule does when
+// its time comes while the previous occurrence delivered is not yet acked
+// (still due, leased, or waiting for a retry).
+type OverlapPolicy int32
+
+const (
+	// The default: ALLOW.
+	OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED OverlapPolicy = 0
+	// Deliver it all the same.
+	OverlapPolicy_OVERLAP_POLICY_ALLOW OverlapPolicy = 1
+	// Do not deliver it.
+	OverlapPolicy_OVERLAP_POLICY_SKIP OverlapPolicy = 2
+	// Hold it, and deliver it once the previous one is acked; of the
+	// occurrences that come while one is held, none is delivered.
+	OverlapPolicy_OVERLAP_POLICY_BUFFER_ONE OverlapPolicy = 3
+)
+
+// Enum value maps for OverlapPolicy.
+var (
+	OverlapPolicy_name = map[int32]string{
+		0: "OVERLAP_POLICY_UNSPECIFIED",
+		1: "OVERLAP_POLICY_ALLOW",
+		2: "OVERLAP_POLICY_SKIP",
+		3: "OVERLAP_POLICY_BUFFER_ONE",
+	}
+	OverlapPolicy_value = map[string]int32{
+		"OVERLAP_POLICY_UNSPECIFIED": 0,
+		"OVERLAP_POLICY_ALLOW":       1,
+		"OVERLAP_POLICY_SKIP":        2,
+		"OVERLAP_POLICY_BUFFER_ONE":  3,
+	}
+)
+
+func (x OverlapPolicy) Enum() *OverlapPolicy {
+	p := new(OverlapPolicy)
+	*p = x
+	return p
+}
+
+func (x OverlapPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
+}
+
+func (OverlapPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
+}
+
+func (x OverlapPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OverlapPolicy.Descriptor instead.
+func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+}
+
+// CalendarPolicy says what becomes of an occurrence outside the working
+// time of a recurring schedule's calendar.
+type CalendarPolicy int32
+
+const (
+	// The default: SKIP.
+	CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED CalendarPolicy = 0
+	// Not delivered: the next occurrence inside working time is.
+	CalendarPolicy_CALENDAR_POLICY_SKIP CalendarPolicy = 1
+	// Delivered at the next working instant instead; the occurrences
+	// between it and that instant are merged into it.
+	CalendarPolicy_CALENDAR_POLICY_SHIFT CalendarPolicy = 2
+)
+
+// Enum value maps for CalendarPolicy.
+var (
+	CalendarPolicy_name = map[int32]string{
+		0: "CALENDAR_POLICY_UNSPECIFIED",
+		1: "CALENDAR_POLICY_SKIP",
+		2: "CALENDAR_POLICY_SHIFT",
+	}
+	CalendarPolicy_value = map[string]int32{
+		"CALENDAR_POLICY_UNSPECIFIED": 0,
+		"CALENDAR_POLICY_SKIP":        1,
+		"CALENDAR_POLICY_SHIFT":       2,
+	}
+)
+
+func (x CalendarPolicy) Enum() *CalendarPolicy {
+	p := new(CalendarPolicy)
+	*p = x
+	return p
+}
+
+func (x CalendarPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
+}
+
+func (CalendarPolicy) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
+}
+
+func (x CalendarPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CalendarPolicy.Descriptor instead.
+func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+}
+
+// Weekday is a day of the week.
+type Weekday int32
+
+const (
+	Weekday_WEEKDAY_UNSPECIFIED Weekday = 0
+	Weekday_WEEKDAY_MONDAY      Weekday = 1
+	Weekday_WEEKDAY_TUESDAY     Weekday = 2
+	Weekday_WEEKDAY_WEDNESDAY   Weekday = 3
+	Weekday_WEEKDAY_THURSDAY    Weekday = 4
+	Weekday_WEEKDAY_FRIDAY      Weekday = 5
+	Weekday_WEEKDAY_SATURDAY    Weekday = 6
+	Weekday_WEEKDAY_SUNDAY      Weekday = 7
+)
+
+// Enum value maps for Weekday.
+var (
+	Weekday_name = map[int32]string{
+		0: "WEEKDAY_UNSPECIFIED",
+		1: "WEEKDAY_MONDAY",
+		2: "WEEKDAY_TUESDAY",
+		3: "WEEKDAY_WEDNESDAY",
+		4: "WEEKDAY_THURSDAY",
+		5: "WEEKDAY_FRIDAY",
+		6: "WEEKDAY_SATURDAY",
+		7: "WEEKDAY_SUNDAY",
+	}
+	Weekday_value = map[string]int32{
+		"WEEKDAY_UNSPECIFIED": 0,
+		"WEEKDAY_MONDAY":      1,
+		"WEEKDAY_TUESDAY":     2,
+		"WEEKDAY_WEDNESDAY":   3,
+		"WEEKDAY_THURSDAY":    4,
+		"WEEKDAY_FRIDAY":      5,
+		"WEEKDAY_SATURDAY":    6,
+		"WEEKDAY_SUNDAY":      7,
+	}
+)
+
+func (x Weekday) Enum() *Weekday {
+	p := new(Weekday)
+	*p = x
+	return p
+}
+
+func (x Weekday) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Weekday) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[7].Descriptor()
+}
+
+func (Weekday) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[7]
+}
+
+func (x Weekday) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Weekday.Descriptor instead.
+func (Weekday) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+}
+
 // Header is one message header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -457,6 +637,7 @@ type ScheduleRequest struct {
 	//	*ScheduleRequest_DelayMs
 	//	*ScheduleRequest_DeliverAt
 	//	*ScheduleRequest_DelayLevel
+	//	*ScheduleRequest_Working
 	When isScheduleRequest_When `protobuf_oneof:"when"`
 	// Optional, at most 200 bytes. Within the server's --idempotency-window
 	// (default 10m), a Schedule of the same topic and key is not scheduled
@@ -572,6 +753,15 @@ func (x *ScheduleRequest) GetDelayLevel() int32 {
 	return 0
 }
 
+func (x *ScheduleRequest) GetWorking() *WorkingTime {
+	if x != nil {
+		if x, ok := x.When.(*ScheduleRequest_Working); ok {
+			return x.Working
+		}
+	}
+	return nil
+}
+
 func (x *ScheduleRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
@@ -633,11 +823,21 @@ type ScheduleRequest_DelayLevel struct {
 	DelayLevel int32 `protobuf:"varint,6,opt,name=delay_level,json=delayLevel,proto3,oneof"`
 }
 
+type ScheduleRequest_Working struct {
+	// In working time: N working days or a duration of working time after
+	// now (or after a given time), in a calendar. The server computes the
+	// time when it stores the message and answers it as deliver_at; a
+	// later change of the calendar does not move it.
+	Working *WorkingTime `protobuf:"bytes,20,opt,name=working,proto3,oneof"`
+}
+
 func (*ScheduleRequest_DelayMs) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DeliverAt) isScheduleRequest_When() {}
 
 func (*ScheduleRequest_DelayLevel) isScheduleRequest_When() {}
+
+func (*ScheduleRequest_Working) isScheduleRequest_When() {}
 
 type isScheduleRequest_Expiry interface {
 	isScheduleRequest_Expiry()
@@ -657,6 +857,130 @@ func (*ScheduleRequest_ExpireAt) isScheduleRequest_Expiry() {}
 
 func (*ScheduleRequest_TtlMs) isScheduleRequest_Expiry() {}
 
+// WorkingTime is a delivery time computed in a calendar's working time
+// (CreateCalendar), on its zone's wall clock.
+type WorkingTime struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The calendar's name.
+	Calendar string `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	// How much working time: exactly one of them.
+	//
+	// Types that are valid to be assigned to Amount:
+	//
+	//	*WorkingTime_Days
+	//	*WorkingTime_DurationMs
+	Amount isWorkingTime_Amount `protobuf_oneof:"amount"`
+	// With days: the time of day, "HH:MM" (00:00 to 23:59) on the
+	// calendar's wall clock; empty means the start's time of day. A time
+	// the clocks skip that day is the first instant after the gap; one
+	// they repeat, its first instant.
+	AtTime string `protobuf:"bytes,4,opt,name=at_time,json=atTime,proto3" json:"at_time,omitempty"`
+	// The start; unset means the server's clock when the request arrives.
+	After         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingTime) Reset() {
+	*x = WorkingTime{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingTime) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingTime) ProtoMessage() {}
+
+func (x *WorkingTime) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingTime.ProtoReflect.Descriptor instead.
+func (*WorkingTime) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WorkingTime) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAmount() isWorkingTime_Amount {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *WorkingTime) GetDays() int32 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_Days); ok {
+			return x.Days
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetDurationMs() int64 {
+	if x != nil {
+		if x, ok := x.Amount.(*WorkingTime_DurationMs); ok {
+			return x.DurationMs
+		}
+	}
+	return 0
+}
+
+func (x *WorkingTime) GetAtTime() string {
+	if x != nil {
+		return x.AtTime
+	}
+	return ""
+}
+
+func (x *WorkingTime) GetAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+type isWorkingTime_Amount interface {
+	isWorkingTime_Amount()
+}
+
+type WorkingTime_Days struct {
+	// The n-th working day after the start's date (1 to 3650): a working
+	// day is one that is not a non-working date and has working hours.
+	// Delivered at at_time that day, or at the first working instant
+	// after it when at_time is outside the day's hours.
+	Days int32 `protobuf:"varint,2,opt,name=days,proto3,oneof"`
+}
+
+type WorkingTime_DurationMs struct {
+	// Working time after the start, in milliseconds (0 or more): the
+	// instant the last of it ends, within working time or at the end of a
+	// stretch of it (8 working hours from Monday 09:00, with hours 09:00
+	// to 17:00, is Monday 17:00). 0 means the next working instant.
+	DurationMs int64 `protobuf:"varint,3,opt,name=duration_ms,json=durationMs,proto3,oneof"`
+}
+
+func (*WorkingTime_Days) isWorkingTime_Amount() {}
+
+func (*WorkingTime_DurationMs) isWorkingTime_Amount() {}
+
 type ScheduleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The message's ID, 32 hex digits.
@@ -669,7 +993,7 @@ type ScheduleResponse struct {
 
 func (x *ScheduleResponse) Reset() {
 	*x = ScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +1005,7 @@ func (x *ScheduleResponse) String() string {
 func (*ScheduleResponse) ProtoMessage() {}
 
 func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[2]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +1018,7 @@ func (x *ScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{2}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ScheduleResponse) GetId() string {
@@ -721,7 +1045,7 @@ type ScheduleBatchRequest struct {
 
 func (x *ScheduleBatchRequest) Reset() {
 	*x = ScheduleBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +1057,7 @@ func (x *ScheduleBatchRequest) String() string {
 func (*ScheduleBatchRequest) ProtoMessage() {}
 
 func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[3]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1070,7 @@ func (x *ScheduleBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ScheduleBatchRequest) GetMessages() []*ScheduleRequest {
@@ -766,7 +1090,7 @@ type ScheduleBatchResponse struct {
 
 func (x *ScheduleBatchResponse) Reset() {
 	*x = ScheduleBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +1102,7 @@ func (x *ScheduleBatchResponse) String() string {
 func (*ScheduleBatchResponse) ProtoMessage() {}
 
 func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[4]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1115,7 @@ func (x *ScheduleBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleBatchResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ScheduleBatchResponse) GetResults() []*ScheduleResponse {
@@ -818,7 +1142,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1154,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[5]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1167,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelRequest) GetId() string {
@@ -876,7 +1200,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1212,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[6]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1225,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelResponse) GetResult() CancelResult {
@@ -929,7 +1253,7 @@ type ReceiveRequest struct {
 
 func (x *ReceiveRequest) Reset() {
 	*x = ReceiveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1265,7 @@ func (x *ReceiveRequest) String() string {
 func (*ReceiveRequest) ProtoMessage() {}
 
 func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[7]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1278,7 @@ func (x *ReceiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReceiveRequest) GetTopic() string {
@@ -1023,7 +1347,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1359,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[8]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1372,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Message) GetId() string {
@@ -1164,7 +1488,7 @@ type DeadLetter struct {
 
 func (x *DeadLetter) Reset() {
 	*x = DeadLetter{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1500,7 @@ func (x *DeadLetter) String() string {
 func (*DeadLetter) ProtoMessage() {}
 
 func (x *DeadLetter) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[9]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1513,7 @@ func (x *DeadLetter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetter.ProtoReflect.Descriptor instead.
 func (*DeadLetter) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{9}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeadLetter) GetOriginTopic() string {
@@ -1237,7 +1561,7 @@ type ReceiveResponse struct {
 
 func (x *ReceiveResponse) Reset() {
 	*x = ReceiveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1573,7 @@ func (x *ReceiveResponse) String() string {
 func (*ReceiveResponse) ProtoMessage() {}
 
 func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[10]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1586,7 @@ func (x *ReceiveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{10}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReceiveResponse) GetMessages() []*Message {
@@ -1286,7 +1610,7 @@ type ReceiveStreamRequest struct {
 
 func (x *ReceiveStreamRequest) Reset() {
 	*x = ReceiveStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1298,7 +1622,7 @@ func (x *ReceiveStreamRequest) String() string {
 func (*ReceiveStreamRequest) ProtoMessage() {}
 
 func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[11]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1311,7 +1635,7 @@ func (x *ReceiveStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{11}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveStreamRequest) GetTopic() string {
@@ -1345,7 +1669,7 @@ type ReceiveStreamResponse struct {
 
 func (x *ReceiveStreamResponse) Reset() {
 	*x = ReceiveStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1681,7 @@ func (x *ReceiveStreamResponse) String() string {
 func (*ReceiveStreamResponse) ProtoMessage() {}
 
 func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[12]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1694,7 @@ func (x *ReceiveStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveStreamResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{12}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiveStreamResponse) GetMessages() []*Message {
@@ -1394,7 +1718,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1730,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[13]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1743,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{13}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckRequest) GetTopic() string {
@@ -1451,7 +1775,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1787,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[14]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1800,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{14}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
 }
 
 type AckBatchRequest struct {
@@ -1490,7 +1814,7 @@ type AckBatchRequest struct {
 
 func (x *AckBatchRequest) Reset() {
 	*x = AckBatchRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1826,7 @@ func (x *AckBatchRequest) String() string {
 func (*AckBatchRequest) ProtoMessage() {}
 
 func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[15]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1839,7 @@ func (x *AckBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchRequest.ProtoReflect.Descriptor instead.
 func (*AckBatchRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{15}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AckBatchRequest) GetTopic() string {
@@ -1542,7 +1866,7 @@ type AckBatchResponse struct {
 
 func (x *AckBatchResponse) Reset() {
 	*x = AckBatchResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1878,7 @@ func (x *AckBatchResponse) String() string {
 func (*AckBatchResponse) ProtoMessage() {}
 
 func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[16]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1891,7 @@ func (x *AckBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckBatchResponse.ProtoReflect.Descriptor instead.
 func (*AckBatchResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{16}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckBatchResponse) GetResults() []*AckResult {
@@ -1591,7 +1915,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1927,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[17]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1940,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{17}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckResult) GetAcked() bool {
@@ -1662,7 +1986,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1998,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[18]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +2011,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{18}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NackRequest) GetTopic() string {
@@ -1747,7 +2071,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +2083,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[19]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +2096,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{19}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
 }
 
 // ExtendRequest names the message by exactly one of id and receipt.
@@ -1789,7 +2113,7 @@ type ExtendRequest struct {
 
 func (x *ExtendRequest) Reset() {
 	*x = ExtendRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +2125,7 @@ func (x *ExtendRequest) String() string {
 func (*ExtendRequest) ProtoMessage() {}
 
 func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[20]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +2138,7 @@ func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
 func (*ExtendRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{20}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExtendRequest) GetTopic() string {
@@ -1855,7 +2179,7 @@ type ExtendResponse struct {
 
 func (x *ExtendResponse) Reset() {
 	*x = ExtendResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2191,7 @@ func (x *ExtendResponse) String() string {
 func (*ExtendResponse) ProtoMessage() {}
 
 func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[21]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2204,7 @@ func (x *ExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendResponse.ProtoReflect.Descriptor instead.
 func (*ExtendResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{21}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExtendResponse) GetLeaseExpiresAt() *timestamppb.Timestamp {
@@ -1898,7 +2222,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1910,7 +2234,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[22]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1923,7 +2247,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{22}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
 }
 
 // EngineStats are the engine's counters since the server started.
@@ -1949,7 +2273,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1961,7 +2285,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[23]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1974,7 +2298,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{23}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EngineStats) GetScheduled() int64 {
@@ -2094,7 +2418,7 @@ type TopicStats struct {
 
 func (x *TopicStats) Reset() {
 	*x = TopicStats{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2430,7 @@ func (x *TopicStats) String() string {
 func (*TopicStats) ProtoMessage() {}
 
 func (x *TopicStats) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[24]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2443,7 @@ func (x *TopicStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStats.ProtoReflect.Descriptor instead.
 func (*TopicStats) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{24}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopicStats) GetTopic() string {
@@ -2222,7 +2546,7 @@ type PendingBucket struct {
 
 func (x *PendingBucket) Reset() {
 	*x = PendingBucket{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2558,7 @@ func (x *PendingBucket) String() string {
 func (*PendingBucket) ProtoMessage() {}
 
 func (x *PendingBucket) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[25]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2571,7 @@ func (x *PendingBucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingBucket.ProtoReflect.Descriptor instead.
 func (*PendingBucket) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{25}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PendingBucket) GetStart() *timestamppb.Timestamp {
@@ -2294,7 +2618,7 @@ type Lateness struct {
 
 func (x *Lateness) Reset() {
 	*x = Lateness{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2630,7 @@ func (x *Lateness) String() string {
 func (*Lateness) ProtoMessage() {}
 
 func (x *Lateness) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[26]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2643,7 @@ func (x *Lateness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lateness.ProtoReflect.Descriptor instead.
 func (*Lateness) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{26}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Lateness) GetCount() int64 {
@@ -2372,7 +2696,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2708,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[27]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2721,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{27}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatsResponse) GetServerTime() *timestamppb.Timestamp {
@@ -2467,7 +2791,7 @@ type ServerHealth struct {
 
 func (x *ServerHealth) Reset() {
 	*x = ServerHealth{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2803,7 @@ func (x *ServerHealth) String() string {
 func (*ServerHealth) ProtoMessage() {}
 
 func (x *ServerHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[28]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2816,7 @@ func (x *ServerHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerHealth.ProtoReflect.Descriptor instead.
 func (*ServerHealth) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{28}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ServerHealth) GetReady() bool {
@@ -2566,7 +2890,7 @@ type TimeRequest struct {
 
 func (x *TimeRequest) Reset() {
 	*x = TimeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2902,7 @@ func (x *TimeRequest) String() string {
 func (*TimeRequest) ProtoMessage() {}
 
 func (x *TimeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[29]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2915,7 @@ func (x *TimeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeRequest.ProtoReflect.Descriptor instead.
 func (*TimeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{29}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
 }
 
 type TimeResponse struct {
@@ -2604,7 +2928,7 @@ type TimeResponse struct {
 
 func (x *TimeResponse) Reset() {
 	*x = TimeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2940,7 @@ func (x *TimeResponse) String() string {
 func (*TimeResponse) ProtoMessage() {}
 
 func (x *TimeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[30]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2953,7 @@ func (x *TimeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimeResponse.ProtoReflect.Descriptor instead.
 func (*TimeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{30}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TimeResponse) GetNow() *timestamppb.Timestamp {
@@ -2652,7 +2976,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2988,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[31]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +3001,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{31}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Status) GetCode() int32 {
@@ -2707,7 +3031,7 @@ type ScheduleStreamRequest struct {
 
 func (x *ScheduleStreamRequest) Reset() {
 	*x = ScheduleStreamRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +3043,7 @@ func (x *ScheduleStreamRequest) String() string {
 func (*ScheduleStreamRequest) ProtoMessage() {}
 
 func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[32]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +3056,7 @@ func (x *ScheduleStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamRequest.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{32}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScheduleStreamRequest) GetKind() isScheduleStreamRequest_Kind {
@@ -2792,7 +3116,7 @@ type ScheduleStreamResponse struct {
 
 func (x *ScheduleStreamResponse) Reset() {
 	*x = ScheduleStreamResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +3128,7 @@ func (x *ScheduleStreamResponse) String() string {
 func (*ScheduleStreamResponse) ProtoMessage() {}
 
 func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[33]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +3141,7 @@ func (x *ScheduleStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleStreamResponse.ProtoReflect.Descriptor instead.
 func (*ScheduleStreamResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{33}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScheduleStreamResponse) GetKind() isScheduleStreamResponse_Kind {
@@ -2893,7 +3217,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +3229,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[34]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3242,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{34}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsumeRequest) GetKind() isConsumeRequest_Kind {
@@ -2998,7 +3322,7 @@ type ConsumeOpen struct {
 
 func (x *ConsumeOpen) Reset() {
 	*x = ConsumeOpen{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3334,7 @@ func (x *ConsumeOpen) String() string {
 func (*ConsumeOpen) ProtoMessage() {}
 
 func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[35]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3347,7 @@ func (x *ConsumeOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeOpen.ProtoReflect.Descriptor instead.
 func (*ConsumeOpen) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{35}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsumeOpen) GetTopic() string {
@@ -3064,7 +3388,7 @@ type ConsumeCredit struct {
 
 func (x *ConsumeCredit) Reset() {
 	*x = ConsumeCredit{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3400,7 @@ func (x *ConsumeCredit) String() string {
 func (*ConsumeCredit) ProtoMessage() {}
 
 func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[36]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3413,7 @@ func (x *ConsumeCredit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeCredit.ProtoReflect.Descriptor instead.
 func (*ConsumeCredit) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{36}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ConsumeCredit) GetCredits() int32 {
@@ -3113,7 +3437,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3449,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[37]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3462,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{37}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -3180,7 +3504,7 @@ type ConsumeNack struct {
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3516,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3529,7 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsumeNack) GetReceipt() string {
@@ -3256,7 +3580,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3592,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3605,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -3340,7 +3664,7 @@ type ConsumeSettled struct {
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3352,7 +3676,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3365,7 +3689,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -3405,7 +3729,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3741,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3754,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetRequest) GetId() string {
@@ -3480,7 +3804,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3816,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3829,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -3588,7 +3912,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3924,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3937,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -3672,7 +3996,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3684,7 +4008,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3697,7 +4021,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -3733,7 +4057,7 @@ type RescheduleRequest struct {
 
 func (x *RescheduleRequest) Reset() {
 	*x = RescheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3745,7 +4069,7 @@ func (x *RescheduleRequest) String() string {
 func (*RescheduleRequest) ProtoMessage() {}
 
 func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3758,7 +4082,7 @@ func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RescheduleRequest) GetId() string {
@@ -3853,7 +4177,7 @@ type RescheduleResponse struct {
 
 func (x *RescheduleResponse) Reset() {
 	*x = RescheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3865,7 +4189,7 @@ func (x *RescheduleResponse) String() string {
 func (*RescheduleResponse) ProtoMessage() {}
 
 func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3878,7 +4202,7 @@ func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RescheduleResponse) GetResult() RescheduleResult {
@@ -3925,7 +4249,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3937,7 +4261,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3950,7 +4274,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *EditRequest) GetId() string {
@@ -4007,7 +4331,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4019,7 +4343,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4032,7 +4356,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EditResponse) GetResult() EditResult {
@@ -4078,7 +4402,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4414,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4427,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -4162,7 +4486,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4498,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4511,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -4222,7 +4546,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4234,7 +4558,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4247,7 +4571,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -4274,7 +4598,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4286,7 +4610,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4299,7 +4623,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -4318,7 +4642,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4654,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4667,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4364,7 +4688,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4376,7 +4700,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4389,7 +4713,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4414,7 +4738,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4426,7 +4750,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4439,7 +4763,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4470,7 +4794,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4482,7 +4806,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4495,7 +4819,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4577,7 +4901,7 @@ type FlowBacklog struct {
 
 func (x *FlowBacklog) Reset() {
 	*x = FlowBacklog{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4589,7 +4913,7 @@ func (x *FlowBacklog) String() string {
 func (*FlowBacklog) ProtoMessage() {}
 
 func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4602,7 +4926,7 @@ func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
 func (*FlowBacklog) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *FlowBacklog) GetFlowKey() string {
@@ -4643,7 +4967,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4655,7 +4979,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4668,7 +4992,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -4696,7 +5020,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4708,7 +5032,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4721,7 +5045,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -4797,7 +5121,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +5133,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +5146,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -4914,7 +5238,7 @@ type FrozenPause struct {
 
 func (x *FrozenPause) Reset() {
 	*x = FrozenPause{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4926,7 +5250,7 @@ func (x *FrozenPause) String() string {
 func (*FrozenPause) ProtoMessage() {}
 
 func (x *FrozenPause) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4939,7 +5263,7 @@ func (x *FrozenPause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrozenPause.ProtoReflect.Descriptor instead.
 func (*FrozenPause) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FrozenPause) GetBeganAt() *timestamppb.Timestamp {
@@ -4965,7 +5289,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4977,7 +5301,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4990,7 +5314,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -5015,7 +5339,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5027,7 +5351,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5040,7 +5364,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -5081,7 +5405,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5093,7 +5417,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5106,7 +5430,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5142,7 +5466,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +5478,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +5491,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5215,14 +5539,25 @@ type RecurringSchedule struct {
 	TimeZone      string        `protobuf:"bytes,8,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
 	MisfirePolicy MisfirePolicy `protobuf:"varint,9,opt,name=misfire_policy,json=misfirePolicy,proto3,enum=hourglass.v1.MisfirePolicy" json:"misfire_policy,omitempty"`
 	// Set by PauseSchedule, cleared by ResumeSchedule.
-	Paused        bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Paused bool `protobuf:"varint,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Each occurrence is delivered at an offset of 0 to jitter_ms after its
+	// time (never before it), the same offset every time for the same
+	// occurrence: derived from the schedule's name and the occurrence's
+	// time. 0 (the default) to 604800000 (7 days).
+	JitterMs int64 `protobuf:"varint,11,opt,name=jitter_ms,json=jitterMs,proto3" json:"jitter_ms,omitempty"`
+	// What an occurrence does while the previous one is not yet acked.
+	OverlapPolicy OverlapPolicy `protobuf:"varint,12,opt,name=overlap_policy,json=overlapPolicy,proto3,enum=hourglass.v1.OverlapPolicy" json:"overlap_policy,omitempty"`
+	// A calendar (CreateCalendar) whose working time the occurrences keep
+	// to, as calendar_policy says; empty means none.
+	Calendar       string         `protobuf:"bytes,13,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	CalendarPolicy CalendarPolicy `protobuf:"varint,14,opt,name=calendar_policy,json=calendarPolicy,proto3,enum=hourglass.v1.CalendarPolicy" json:"calendar_policy,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5234,7 +5569,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5247,7 +5582,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5320,6 +5655,34 @@ func (x *RecurringSchedule) GetPaused() bool {
 	return false
 }
 
+func (x *RecurringSchedule) GetJitterMs() int64 {
+	if x != nil {
+		return x.JitterMs
+	}
+	return 0
+}
+
+func (x *RecurringSchedule) GetOverlapPolicy() OverlapPolicy {
+	if x != nil {
+		return x.OverlapPolicy
+	}
+	return OverlapPolicy_OVERLAP_POLICY_UNSPECIFIED
+}
+
+func (x *RecurringSchedule) GetCalendar() string {
+	if x != nil {
+		return x.Calendar
+	}
+	return ""
+}
+
+func (x *RecurringSchedule) GetCalendarPolicy() CalendarPolicy {
+	if x != nil {
+		return x.CalendarPolicy
+	}
+	return CalendarPolicy_CALENDAR_POLICY_UNSPECIFIED
+}
+
 type CreateScheduleRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Schedule      *RecurringSchedule     `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
@@ -5329,7 +5692,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5341,7 +5704,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5354,7 +5717,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5374,7 +5737,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5386,7 +5749,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5399,7 +5762,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5420,7 +5783,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5432,7 +5795,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5445,7 +5808,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5464,7 +5827,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5476,7 +5839,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5489,7 +5852,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5508,7 +5871,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5520,7 +5883,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5533,7 +5896,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5551,7 +5914,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5563,7 +5926,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5576,7 +5939,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 type ResumeScheduleRequest struct {
@@ -5588,7 +5951,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5600,7 +5963,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5613,7 +5976,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5632,7 +5995,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5644,7 +6007,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5657,7 +6020,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5676,7 +6039,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5688,7 +6051,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5701,7 +6064,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5719,7 +6082,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5731,7 +6094,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5744,7 +6107,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 type GetScheduleRequest struct {
@@ -5758,7 +6121,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5770,7 +6133,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5783,7 +6146,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -5808,14 +6171,20 @@ type GetScheduleResponse struct {
 	// The armed occurrence's message id, if one is pending.
 	ArmedId string `protobuf:"bytes,3,opt,name=armed_id,json=armedId,proto3" json:"armed_id,omitempty"`
 	// Occurrences delivered since the schedule was created.
-	Fired         int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	Fired int64 `protobuf:"varint,4,opt,name=fired,proto3" json:"fired,omitempty"`
+	// Occurrences not delivered because the previous one was not acked
+	// (overlap_policy SKIP or BUFFER_ONE) since the schedule was created.
+	Skipped int64 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The time of the occurrence held until the previous one is acked
+	// (BUFFER_ONE), if one is.
+	Buffered      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=buffered,proto3" json:"buffered,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5827,7 +6196,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5840,7 +6209,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -5871,6 +6240,20 @@ func (x *GetScheduleResponse) GetFired() int64 {
 	return 0
 }
 
+func (x *GetScheduleResponse) GetSkipped() int64 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *GetScheduleResponse) GetBuffered() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Buffered
+	}
+	return nil
+}
+
 type ListSchedulesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The next_page_token of the previous page; empty for the first.
@@ -5885,7 +6268,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5897,7 +6280,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5910,7 +6293,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -5944,7 +6327,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5956,7 +6339,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5969,7 +6352,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -5986,6 +6369,700 @@ func (x *ListSchedulesResponse) GetNextPageToken() string {
 	return ""
 }
 
+type BackfillScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The range: the occurrences at or after from and before to (both
+	// required; to not after the server's clock). At most 10000 occurrences.
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleRequest) Reset() {
+	*x = BackfillScheduleRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleRequest) ProtoMessage() {}
+
+func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+}
+
+func (x *BackfillScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *BackfillScheduleRequest) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *BackfillScheduleRequest) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+type BackfillScheduleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Occurrences stored, each a message due at once.
+	Stored int32 `protobuf:"varint,1,opt,name=stored,proto3" json:"stored,omitempty"`
+	// Occurrences of the range whose message exists already (a live
+	// occurrence, or an earlier backfill's), not stored again.
+	Existing      int32 `protobuf:"varint,2,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackfillScheduleResponse) Reset() {
+	*x = BackfillScheduleResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackfillScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackfillScheduleResponse) ProtoMessage() {}
+
+func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
+func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+}
+
+func (x *BackfillScheduleResponse) GetStored() int32 {
+	if x != nil {
+		return x.Stored
+	}
+	return 0
+}
+
+func (x *BackfillScheduleResponse) GetExisting() int32 {
+	if x != nil {
+		return x.Existing
+	}
+	return 0
+}
+
+// WorkingHours is working time on one weekday: from start up to (not
+// including) end.
+type WorkingHours struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Day   Weekday                `protobuf:"varint,1,opt,name=day,proto3,enum=hourglass.v1.Weekday" json:"day,omitempty"`
+	// "HH:MM", 00:00 to 23:59.
+	Start string `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// "HH:MM", after start; "24:00" is the end of the day.
+	End           string `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkingHours) Reset() {
+	*x = WorkingHours{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkingHours) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkingHours) ProtoMessage() {}
+
+func (x *WorkingHours) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
+func (*WorkingHours) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *WorkingHours) GetDay() Weekday {
+	if x != nil {
+		return x.Day
+	}
+	return Weekday_WEEKDAY_UNSPECIFIED
+}
+
+func (x *WorkingHours) GetStart() string {
+	if x != nil {
+		return x.Start
+	}
+	return ""
+}
+
+func (x *WorkingHours) GetEnd() string {
+	if x != nil {
+		return x.End
+	}
+	return ""
+}
+
+// Calendar is working time: the working hours of each weekday, except on
+// the non-working dates, read on the wall clock of a time zone. An
+// instant is working time when its wall-clock date is not a closed date
+// and its time of day lies in one of that weekday's spans.
+type Calendar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 160 bytes of ASCII letters, digits, '.', '_' and '-'.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// An IANA time zone ("Europe/Berlin"); empty means UTC.
+	TimeZone string `protobuf:"bytes,2,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// At least one; at most 16 a weekday, none overlapping another of its
+	// day (spans that touch, 12:00-13:00 and 13:00-17:00, are one).
+	Hours []*WorkingHours `protobuf:"bytes,3,rep,name=hours,proto3" json:"hours,omitempty"`
+	// Non-working dates, "YYYY-MM-DD" in the calendar's zone; at most
+	// 10000. Answered sorted, without repeats.
+	ClosedDates   []string `protobuf:"bytes,4,rep,name=closed_dates,json=closedDates,proto3" json:"closed_dates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Calendar) Reset() {
+	*x = Calendar{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Calendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Calendar) ProtoMessage() {}
+
+func (x *Calendar) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
+func (*Calendar) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+}
+
+func (x *Calendar) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Calendar) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *Calendar) GetHours() []*WorkingHours {
+	if x != nil {
+		return x.Hours
+	}
+	return nil
+}
+
+func (x *Calendar) GetClosedDates() []string {
+	if x != nil {
+		return x.ClosedDates
+	}
+	return nil
+}
+
+type CreateCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarRequest) Reset() {
+	*x = CreateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarRequest) ProtoMessage() {}
+
+func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+}
+
+func (x *CreateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type CreateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCalendarResponse) Reset() {
+	*x = CreateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCalendarResponse) ProtoMessage() {}
+
+func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+}
+
+type UpdateCalendarRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Replaces the definition of the calendar with the same name.
+	Calendar      *Calendar `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarRequest) Reset() {
+	*x = UpdateCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarRequest) ProtoMessage() {}
+
+func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+}
+
+func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type UpdateCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateCalendarResponse) Reset() {
+	*x = UpdateCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateCalendarResponse) ProtoMessage() {}
+
+func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
+func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+}
+
+type DeleteCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarRequest) Reset() {
+	*x = DeleteCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarRequest) ProtoMessage() {}
+
+func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+}
+
+func (x *DeleteCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteCalendarResponse) Reset() {
+	*x = DeleteCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteCalendarResponse) ProtoMessage() {}
+
+func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
+func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+}
+
+type GetCalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarRequest) Reset() {
+	*x = GetCalendarRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarRequest) ProtoMessage() {}
+
+func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
+func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
+}
+
+func (x *GetCalendarRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type GetCalendarResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendar      *Calendar              `protobuf:"bytes,1,opt,name=calendar,proto3" json:"calendar,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCalendarResponse) Reset() {
+	*x = GetCalendarResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCalendarResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCalendarResponse) ProtoMessage() {}
+
+func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
+func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
+}
+
+func (x *GetCalendarResponse) GetCalendar() *Calendar {
+	if x != nil {
+		return x.Calendar
+	}
+	return nil
+}
+
+type ListCalendarsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The next_page_token of the previous page; empty for the first.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// 1 to 1000; 0 means 100.
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsRequest) Reset() {
+	*x = ListCalendarsRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsRequest) ProtoMessage() {}
+
+func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
+func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
+}
+
+func (x *ListCalendarsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListCalendarsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+type ListCalendarsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Calendars     []*Calendar            `protobuf:"bytes,1,rep,name=calendars,proto3" json:"calendars,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCalendarsResponse) Reset() {
+	*x = ListCalendarsResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCalendarsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCalendarsResponse) ProtoMessage() {}
+
+func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
+func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
+}
+
+func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
+	if x != nil {
+		return x.Calendars
+	}
+	return nil
+}
+
+func (x *ListCalendarsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type WhoAmIRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -5994,7 +7071,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6006,7 +7083,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6019,7 +7096,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
 }
 
 type WhoAmIResponse struct {
@@ -6043,7 +7120,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6055,7 +7132,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6068,7 +7145,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -6135,7 +7212,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6147,7 +7224,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6160,7 +7237,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -6246,7 +7323,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6258,7 +7335,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6271,7 +7348,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -6301,7 +7378,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6313,7 +7390,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6326,7 +7403,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -6350,7 +7427,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1chourglass/v1/hourglass.proto\x12\fhourglass.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x92\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\xc9\x03\n" +
 	"\x0fScheduleRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04body\x18\x02 \x01(\fR\x04body\x12.\n" +
@@ -6359,14 +7436,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"deliver_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampH\x00R\tdeliverAt\x12!\n" +
 	"\vdelay_level\x18\x06 \x01(\x05H\x00R\n" +
-	"delayLevel\x12'\n" +
+	"delayLevel\x125\n" +
+	"\aworking\x18\x14 \x01(\v2\x19.hourglass.v1.WorkingTimeH\x00R\aworking\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\texpire_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampH\x01R\bexpireAt\x12\x17\n" +
 	"\x06ttl_ms\x18\t \x01(\x03H\x01R\x05ttlMs\x12\x19\n" +
 	"\bflow_key\x18\n" +
 	" \x01(\tR\aflowKeyB\x06\n" +
 	"\x04whenB\b\n" +
-	"\x06expiry\"]\n" +
+	"\x06expiry\"\xb7\x01\n" +
+	"\vWorkingTime\x12\x1a\n" +
+	"\bcalendar\x18\x01 \x01(\tR\bcalendar\x12\x14\n" +
+	"\x04days\x18\x02 \x01(\x05H\x00R\x04days\x12!\n" +
+	"\vduration_ms\x18\x03 \x01(\x03H\x00R\n" +
+	"durationMs\x12\x17\n" +
+	"\aat_time\x18\x04 \x01(\tR\x06atTime\x120\n" +
+	"\x05after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05afterB\b\n" +
+	"\x06amount\"]\n" +
 	"\x10ScheduleResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
 	"\n" +
@@ -6703,7 +7789,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
 	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\x123\n" +
-	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"\xee\x02\n" +
+	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"\xb2\x04\n" +
 	"\x11RecurringSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -6715,7 +7801,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\ttime_zone\x18\b \x01(\tR\btimeZone\x12B\n" +
 	"\x0emisfire_policy\x18\t \x01(\x0e2\x1b.hourglass.v1.MisfirePolicyR\rmisfirePolicy\x12\x16\n" +
 	"\x06paused\x18\n" +
-	" \x01(\bR\x06paused\"T\n" +
+	" \x01(\bR\x06paused\x12\x1b\n" +
+	"\tjitter_ms\x18\v \x01(\x03R\bjitterMs\x12B\n" +
+	"\x0eoverlap_policy\x18\f \x01(\x0e2\x1b.hourglass.v1.OverlapPolicyR\roverlapPolicy\x12\x1a\n" +
+	"\bcalendar\x18\r \x01(\tR\bcalendar\x12E\n" +
+	"\x0fcalendar_policy\x18\x0e \x01(\x0e2\x1c.hourglass.v1.CalendarPolicyR\x0ecalendarPolicy\"T\n" +
 	"\x15CreateScheduleRequest\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\"H\n" +
 	"\x16CreateScheduleResponse\x12.\n" +
@@ -6737,12 +7827,14 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x12GetScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"next_count\x18\x02 \x01(\x05R\tnextCount\"\xb3\x01\n" +
+	"next_count\x18\x02 \x01(\x05R\tnextCount\"\x85\x02\n" +
 	"\x13GetScheduleResponse\x12;\n" +
 	"\bschedule\x18\x01 \x01(\v2\x1f.hourglass.v1.RecurringScheduleR\bschedule\x12.\n" +
 	"\x04next\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\x04next\x12\x19\n" +
 	"\barmed_id\x18\x03 \x01(\tR\aarmedId\x12\x14\n" +
-	"\x05fired\x18\x04 \x01(\x03R\x05fired\"h\n" +
+	"\x05fired\x18\x04 \x01(\x03R\x05fired\x12\x18\n" +
+	"\askipped\x18\x05 \x01(\x03R\askipped\x126\n" +
+	"\bbuffered\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bbuffered\"h\n" +
 	"\x14ListSchedulesRequest\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
@@ -6750,6 +7842,42 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x03 \x01(\tR\x05topic\"\x80\x01\n" +
 	"\x15ListSchedulesResponse\x12?\n" +
 	"\tschedules\x18\x01 \x03(\v2!.hourglass.v1.GetScheduleResponseR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x89\x01\n" +
+	"\x17BackfillScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\"N\n" +
+	"\x18BackfillScheduleResponse\x12\x16\n" +
+	"\x06stored\x18\x01 \x01(\x05R\x06stored\x12\x1a\n" +
+	"\bexisting\x18\x02 \x01(\x05R\bexisting\"_\n" +
+	"\fWorkingHours\x12'\n" +
+	"\x03day\x18\x01 \x01(\x0e2\x15.hourglass.v1.WeekdayR\x03day\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\tR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\tR\x03end\"\x90\x01\n" +
+	"\bCalendar\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\ttime_zone\x18\x02 \x01(\tR\btimeZone\x120\n" +
+	"\x05hours\x18\x03 \x03(\v2\x1a.hourglass.v1.WorkingHoursR\x05hours\x12!\n" +
+	"\fclosed_dates\x18\x04 \x03(\tR\vclosedDates\"K\n" +
+	"\x15CreateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16CreateCalendarResponse\"K\n" +
+	"\x15UpdateCalendarRequest\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"\x18\n" +
+	"\x16UpdateCalendarResponse\"+\n" +
+	"\x15DeleteCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteCalendarResponse\"(\n" +
+	"\x12GetCalendarRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"I\n" +
+	"\x13GetCalendarResponse\x122\n" +
+	"\bcalendar\x18\x01 \x01(\v2\x16.hourglass.v1.CalendarR\bcalendar\"R\n" +
+	"\x14ListCalendarsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"u\n" +
+	"\x15ListCalendarsResponse\x124\n" +
+	"\tcalendars\x18\x01 \x03(\v2\x16.hourglass.v1.CalendarR\tcalendars\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x0f\n" +
 	"\rWhoAmIRequest\"~\n" +
 	"\x0eWhoAmIResponse\x12\x12\n" +
@@ -6814,7 +7942,25 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_FIRE_LATEST\x10\x02\x12\x17\n" +
-	"\x13MISFIRE_POLICY_SKIP\x10\x032\xb2\x13\n" +
+	"\x13MISFIRE_POLICY_SKIP\x10\x03*\x81\x01\n" +
+	"\rOverlapPolicy\x12\x1e\n" +
+	"\x1aOVERLAP_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14OVERLAP_POLICY_ALLOW\x10\x01\x12\x17\n" +
+	"\x13OVERLAP_POLICY_SKIP\x10\x02\x12\x1d\n" +
+	"\x19OVERLAP_POLICY_BUFFER_ONE\x10\x03*f\n" +
+	"\x0eCalendarPolicy\x12\x1f\n" +
+	"\x1bCALENDAR_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14CALENDAR_POLICY_SKIP\x10\x01\x12\x19\n" +
+	"\x15CALENDAR_POLICY_SHIFT\x10\x02*\xb6\x01\n" +
+	"\aWeekday\x12\x17\n" +
+	"\x13WEEKDAY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eWEEKDAY_MONDAY\x10\x01\x12\x13\n" +
+	"\x0fWEEKDAY_TUESDAY\x10\x02\x12\x15\n" +
+	"\x11WEEKDAY_WEDNESDAY\x10\x03\x12\x14\n" +
+	"\x10WEEKDAY_THURSDAY\x10\x04\x12\x12\n" +
+	"\x0eWEEKDAY_FRIDAY\x10\x05\x12\x14\n" +
+	"\x10WEEKDAY_SATURDAY\x10\x06\x12\x12\n" +
+	"\x0eWEEKDAY_SUNDAY\x10\a2\xda\x17\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -6846,7 +7992,13 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x0eResumeSchedule\x12#.hourglass.v1.ResumeScheduleRequest\x1a$.hourglass.v1.ResumeScheduleResponse\x12[\n" +
 	"\x0eDeleteSchedule\x12#.hourglass.v1.DeleteScheduleRequest\x1a$.hourglass.v1.DeleteScheduleResponse\x12R\n" +
 	"\vGetSchedule\x12 .hourglass.v1.GetScheduleRequest\x1a!.hourglass.v1.GetScheduleResponse\x12X\n" +
-	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12C\n" +
+	"\rListSchedules\x12\".hourglass.v1.ListSchedulesRequest\x1a#.hourglass.v1.ListSchedulesResponse\x12a\n" +
+	"\x10BackfillSchedule\x12%.hourglass.v1.BackfillScheduleRequest\x1a&.hourglass.v1.BackfillScheduleResponse\x12[\n" +
+	"\x0eCreateCalendar\x12#.hourglass.v1.CreateCalendarRequest\x1a$.hourglass.v1.CreateCalendarResponse\x12[\n" +
+	"\x0eUpdateCalendar\x12#.hourglass.v1.UpdateCalendarRequest\x1a$.hourglass.v1.UpdateCalendarResponse\x12[\n" +
+	"\x0eDeleteCalendar\x12#.hourglass.v1.DeleteCalendarRequest\x1a$.hourglass.v1.DeleteCalendarResponse\x12R\n" +
+	"\vGetCalendar\x12 .hourglass.v1.GetCalendarRequest\x1a!.hourglass.v1.GetCalendarResponse\x12X\n" +
+	"\rListCalendars\x12\".hourglass.v1.ListCalendarsRequest\x1a#.hourglass.v1.ListCalendarsResponse\x12C\n" +
 	"\x06WhoAmI\x12\x1b.hourglass.v1.WhoAmIRequest\x1a\x1c.hourglass.v1.WhoAmIResponse\x12L\n" +
 	"\tListAudit\x12\x1e.hourglass.v1.ListAuditRequest\x1a\x1f.hourglass.v1.ListAuditResponseB?Z=github.com/hourglassmq/hourglass/gen/hourglass/v1;hourglassv1b\x06proto3"
 
@@ -6862,253 +8014,296 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
-	(CancelResult)(0),              // 0: hourglass.v1.CancelResult
-	(MessageState)(0),              // 1: hourglass.v1.MessageState
-	(RescheduleResult)(0),          // 2: hourglass.v1.RescheduleResult
-	(EditResult)(0),                // 3: hourglass.v1.EditResult
-	(MisfirePolicy)(0),             // 4: hourglass.v1.MisfirePolicy
-	(*Header)(nil),                 // 5: hourglass.v1.Header
-	(*ScheduleRequest)(nil),        // 6: hourglass.v1.ScheduleRequest
-	(*ScheduleResponse)(nil),       // 7: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),   // 8: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),  // 9: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),          // 10: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),         // 11: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),         // 12: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                // 13: hourglass.v1.Message
-	(*DeadLetter)(nil),             // 14: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),        // 15: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),   // 16: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),  // 17: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),             // 18: hourglass.v1.AckRequest
-	(*AckResponse)(nil),            // 19: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),        // 20: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),       // 21: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),              // 22: hourglass.v1.AckResult
-	(*NackRequest)(nil),            // 23: hourglass.v1.NackRequest
-	(*NackResponse)(nil),           // 24: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),          // 25: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),         // 26: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),           // 27: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),            // 28: hourglass.v1.EngineStats
-	(*TopicStats)(nil),             // 29: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),          // 30: hourglass.v1.PendingBucket
-	(*Lateness)(nil),               // 31: hourglass.v1.Lateness
-	(*StatsResponse)(nil),          // 32: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),           // 33: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),            // 34: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),           // 35: hourglass.v1.TimeResponse
-	(*Status)(nil),                 // 36: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),  // 37: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil), // 38: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),         // 39: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),            // 40: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),          // 41: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),          // 42: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),            // 43: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),        // 44: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),         // 45: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),             // 46: hourglass.v1.GetRequest
-	(*GetResponse)(nil),            // 47: hourglass.v1.GetResponse
-	(*ListRequest)(nil),            // 48: hourglass.v1.ListRequest
-	(*ListResponse)(nil),           // 49: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),      // 50: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),     // 51: hourglass.v1.RescheduleResponse
-	(*EditRequest)(nil),            // 52: hourglass.v1.EditRequest
-	(*EditResponse)(nil),           // 53: hourglass.v1.EditResponse
-	(*RedriveRequest)(nil),         // 54: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),        // 55: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),           // 56: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),          // 57: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),     // 58: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),    // 59: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),          // 60: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),              // 61: hourglass.v1.TopicInfo
-	(*FlowBacklog)(nil),            // 62: hourglass.v1.FlowBacklog
-	(*TopicsResponse)(nil),         // 63: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                // 64: hourglass.v1.Backoff
-	(*Policy)(nil),                 // 65: hourglass.v1.Policy
-	(*FrozenPause)(nil),            // 66: hourglass.v1.FrozenPause
-	(*GetPolicyRequest)(nil),       // 67: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),      // 68: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),       // 69: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),      // 70: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),      // 71: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),  // 72: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil), // 73: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),  // 74: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil), // 75: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),   // 76: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),  // 77: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),  // 78: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil), // 79: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),  // 80: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil), // 81: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),     // 82: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),    // 83: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),   // 84: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),  // 85: hourglass.v1.ListSchedulesResponse
-	(*WhoAmIRequest)(nil),          // 86: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),         // 87: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),             // 88: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),       // 89: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 90: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),  // 91: google.protobuf.Timestamp
+	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
+	(MessageState)(0),                // 1: hourglass.v1.MessageState
+	(RescheduleResult)(0),            // 2: hourglass.v1.RescheduleResult
+	(EditResult)(0),                  // 3: hourglass.v1.EditResult
+	(MisfirePolicy)(0),               // 4: hourglass.v1.MisfirePolicy
+	(OverlapPolicy)(0),               // 5: hourglass.v1.OverlapPolicy
+	(CalendarPolicy)(0),              // 6: hourglass.v1.CalendarPolicy
+	(Weekday)(0),                     // 7: hourglass.v1.Weekday
+	(*Header)(nil),                   // 8: hourglass.v1.Header
+	(*ScheduleRequest)(nil),          // 9: hourglass.v1.ScheduleRequest
+	(*WorkingTime)(nil),              // 10: hourglass.v1.WorkingTime
+	(*ScheduleResponse)(nil),         // 11: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),     // 12: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),    // 13: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),            // 14: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),           // 15: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),           // 16: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                  // 17: hourglass.v1.Message
+	(*DeadLetter)(nil),               // 18: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),          // 19: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),     // 20: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),    // 21: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),               // 22: hourglass.v1.AckRequest
+	(*AckResponse)(nil),              // 23: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),          // 24: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 25: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),                // 26: hourglass.v1.AckResult
+	(*NackRequest)(nil),              // 27: hourglass.v1.NackRequest
+	(*NackResponse)(nil),             // 28: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),            // 29: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 30: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 31: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),              // 32: hourglass.v1.EngineStats
+	(*TopicStats)(nil),               // 33: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),            // 34: hourglass.v1.PendingBucket
+	(*Lateness)(nil),                 // 35: hourglass.v1.Lateness
+	(*StatsResponse)(nil),            // 36: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),             // 37: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),              // 38: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),             // 39: hourglass.v1.TimeResponse
+	(*Status)(nil),                   // 40: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),    // 41: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil),   // 42: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),           // 43: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),              // 44: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),            // 45: hourglass.v1.ConsumeCredit
+	(*ConsumeSettle)(nil),            // 46: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 47: hourglass.v1.ConsumeNack
+	(*ConsumeResponse)(nil),          // 48: hourglass.v1.ConsumeResponse
+	(*ConsumeSettled)(nil),           // 49: hourglass.v1.ConsumeSettled
+	(*GetRequest)(nil),               // 50: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 51: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 52: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 53: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 54: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 55: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),              // 56: hourglass.v1.EditRequest
+	(*EditResponse)(nil),             // 57: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),           // 58: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 59: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 60: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 61: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 62: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 63: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 64: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 65: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),              // 66: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),           // 67: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 68: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 69: hourglass.v1.Policy
+	(*FrozenPause)(nil),              // 70: hourglass.v1.FrozenPause
+	(*GetPolicyRequest)(nil),         // 71: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 72: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 73: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 74: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 75: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 76: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 77: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 78: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 79: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 80: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 81: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 82: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 83: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 84: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 85: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 86: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 87: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 88: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 89: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 90: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 91: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 92: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 93: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 94: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 95: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 96: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 97: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 98: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 99: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 100: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 101: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 102: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 103: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 104: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 105: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 106: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 107: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 108: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 109: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	5,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	91,  // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	91,  // 2: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	91,  // 3: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	6,   // 4: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	7,   // 5: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
-	0,   // 6: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	5,   // 7: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	91,  // 8: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	91,  // 9: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	91,  // 10: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	14,  // 11: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	91,  // 12: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
-	91,  // 13: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	13,  // 14: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	13,  // 15: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	22,  // 16: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	91,  // 17: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	91,  // 18: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	91,  // 19: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	91,  // 20: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	28,  // 21: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	29,  // 22: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	30,  // 23: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	31,  // 24: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	33,  // 25: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	91,  // 26: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	6,   // 27: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	8,   // 28: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	7,   // 29: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	9,   // 30: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	36,  // 31: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	40,  // 32: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	41,  // 33: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	42,  // 34: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	43,  // 35: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	15,  // 36: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	45,  // 37: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	22,  // 38: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	22,  // 39: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 40: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	13,  // 41: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	91,  // 42: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 43: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	91,  // 44: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	91,  // 45: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	13,  // 46: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	91,  // 47: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 48: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	91,  // 49: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	5,   // 50: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 51: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	91,  // 52: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 53: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	65,  // 54: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	62,  // 55: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	61,  // 56: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	64,  // 57: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	91,  // 58: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
-	91,  // 59: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
-	65,  // 60: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 61: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	66,  // 62: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	65,  // 63: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	65,  // 64: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	65,  // 65: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	66,  // 66: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	5,   // 67: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	91,  // 68: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	91,  // 69: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 70: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	71,  // 71: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	91,  // 72: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	71,  // 73: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	91,  // 74: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	91,  // 75: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	71,  // 76: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	91,  // 77: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	83,  // 78: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	91,  // 79: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	88,  // 80: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	6,   // 81: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	8,   // 82: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	37,  // 83: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	10,  // 84: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	12,  // 85: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	16,  // 86: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	39,  // 87: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	18,  // 88: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	20,  // 89: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	23,  // 90: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	25,  // 91: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	27,  // 92: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	34,  // 93: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	46,  // 94: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	48,  // 95: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	50,  // 96: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	52,  // 97: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	54,  // 98: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	56,  // 99: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	58,  // 100: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	60,  // 101: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	67,  // 102: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	69,  // 103: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	72,  // 104: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	74,  // 105: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	76,  // 106: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	78,  // 107: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	80,  // 108: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	82,  // 109: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	84,  // 110: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	86,  // 111: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	89,  // 112: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	7,   // 113: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	9,   // 114: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	38,  // 115: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	11,  // 116: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	15,  // 117: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	17,  // 118: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	44,  // 119: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	19,  // 120: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	21,  // 121: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	24,  // 122: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	26,  // 123: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	32,  // 124: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	35,  // 125: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	47,  // 126: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	49,  // 127: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	51,  // 128: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	53,  // 129: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	55,  // 130: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	57,  // 131: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	59,  // 132: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	63,  // 133: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	68,  // 134: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	70,  // 135: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	73,  // 136: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	75,  // 137: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	77,  // 138: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	79,  // 139: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	81,  // 140: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	83,  // 141: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	85,  // 142: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	87,  // 143: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	90,  // 144: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	113, // [113:145] is the sub-list for method output_type
-	81,  // [81:113] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	109, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
+	109, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	109, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	109, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
+	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	109, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	109, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	109, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	109, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
+	109, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	17,  // 16: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	17,  // 17: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	26,  // 18: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	109, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	109, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	109, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	109, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	32,  // 23: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	33,  // 24: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	34,  // 25: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	35,  // 26: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	37,  // 27: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	109, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 29: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	12,  // 30: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	11,  // 31: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	13,  // 32: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	40,  // 33: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	44,  // 34: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	45,  // 35: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	46,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	47,  // 37: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	19,  // 38: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
+	49,  // 39: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	26,  // 40: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
+	26,  // 41: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
+	1,   // 42: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	17,  // 43: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	109, // 44: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 45: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	109, // 46: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	109, // 47: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	17,  // 48: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	109, // 49: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 50: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	109, // 51: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 52: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 53: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	109, // 54: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 55: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	69,  // 56: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	66,  // 57: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	65,  // 58: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	68,  // 59: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	109, // 60: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
+	109, // 61: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
+	69,  // 62: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 63: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	70,  // 64: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	69,  // 65: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	69,  // 66: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	69,  // 67: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	70,  // 68: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	8,   // 69: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	109, // 70: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	109, // 71: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 72: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	5,   // 73: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	6,   // 74: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	75,  // 75: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	109, // 76: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	75,  // 77: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	109, // 78: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	109, // 79: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	75,  // 80: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	109, // 81: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	109, // 82: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	87,  // 83: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	109, // 84: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	109, // 85: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	7,   // 86: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	92,  // 87: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	93,  // 88: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	93,  // 89: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	93,  // 90: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	93,  // 91: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	109, // 92: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	106, // 93: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	9,   // 94: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	12,  // 95: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	41,  // 96: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	14,  // 97: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	16,  // 98: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	20,  // 99: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	43,  // 100: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	22,  // 101: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	24,  // 102: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	27,  // 103: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	29,  // 104: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	31,  // 105: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	38,  // 106: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	50,  // 107: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	52,  // 108: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	54,  // 109: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	56,  // 110: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	58,  // 111: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	60,  // 112: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	62,  // 113: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	64,  // 114: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	71,  // 115: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	73,  // 116: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	76,  // 117: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	78,  // 118: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	80,  // 119: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	82,  // 120: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	84,  // 121: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	86,  // 122: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	88,  // 123: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	90,  // 124: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	94,  // 125: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	96,  // 126: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	98,  // 127: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	100, // 128: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	102, // 129: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	104, // 130: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	107, // 131: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	11,  // 132: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	13,  // 133: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	42,  // 134: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	15,  // 135: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	19,  // 136: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	21,  // 137: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	48,  // 138: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	23,  // 139: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	25,  // 140: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	28,  // 141: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	30,  // 142: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	36,  // 143: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	39,  // 144: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	51,  // 145: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	53,  // 146: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	55,  // 147: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	57,  // 148: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	59,  // 149: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	61,  // 150: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	63,  // 151: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	67,  // 152: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	72,  // 153: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	74,  // 154: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	77,  // 155: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	79,  // 156: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	81,  // 157: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	83,  // 158: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	85,  // 159: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	87,  // 160: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	89,  // 161: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	91,  // 162: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	95,  // 163: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	97,  // 164: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	99,  // 165: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	101, // 166: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	103, // 167: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	105, // 168: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	108, // 169: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	132, // [132:170] is the sub-list for method output_type
+	94,  // [94:132] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -7120,41 +8315,46 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ScheduleRequest_DelayMs)(nil),
 		(*ScheduleRequest_DeliverAt)(nil),
 		(*ScheduleRequest_DelayLevel)(nil),
+		(*ScheduleRequest_Working)(nil),
 		(*ScheduleRequest_ExpireAt)(nil),
 		(*ScheduleRequest_TtlMs)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[32].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[2].OneofWrappers = []any{
+		(*WorkingTime_Days)(nil),
+		(*WorkingTime_DurationMs)(nil),
+	}
+	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
 		(*ScheduleStreamResponse_Result)(nil),
 		(*ScheduleStreamResponse_Batch)(nil),
 		(*ScheduleStreamResponse_Error)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[34].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[35].OneofWrappers = []any{
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[39].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[40].OneofWrappers = []any{
 		(*ConsumeResponse_Messages)(nil),
 		(*ConsumeResponse_Settled)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[45].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[46].OneofWrappers = []any{
 		(*RescheduleRequest_DelayMs)(nil),
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[47].OneofWrappers = []any{}
-	file_hourglass_v1_hourglass_proto_msgTypes[60].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[48].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[61].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   86,
+			NumEnums:      8,
+			NumMessages:   101,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,38 +47,44 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	HourglassService_Schedule_FullMethodName       = "/hourglass.v1.HourglassService/Schedule"
-	HourglassService_ScheduleBatch_FullMethodName  = "/hourglass.v1.HourglassService/ScheduleBatch"
-	HourglassService_ScheduleStream_FullMethodName = "/hourglass.v1.HourglassService/ScheduleStream"
-	HourglassService_Cancel_FullMethodName         = "/hourglass.v1.HourglassService/Cancel"
-	HourglassService_Receive_FullMethodName        = "/hourglass.v1.HourglassService/Receive"
-	HourglassService_ReceiveStream_FullMethodName  = "/hourglass.v1.HourglassService/ReceiveStream"
-	HourglassService_Consume_FullMethodName        = "/hourglass.v1.HourglassService/Consume"
-	HourglassService_Ack_FullMethodName            = "/hourglass.v1.HourglassService/Ack"
-	HourglassService_AckBatch_FullMethodName       = "/hourglass.v1.HourglassService/AckBatch"
-	HourglassService_Nack_FullMethodName           = "/hourglass.v1.HourglassService/Nack"
-	HourglassService_Extend_FullMethodName         = "/hourglass.v1.HourglassService/Extend"
-	HourglassService_Stats_FullMethodName          = "/hourglass.v1.HourglassService/Stats"
-	HourglassService_Time_FullMethodName           = "/hourglass.v1.HourglassService/Time"
-	HourglassService_Get_FullMethodName            = "/hourglass.v1.HourglassService/Get"
-	HourglassService_List_FullMethodName           = "/hourglass.v1.HourglassService/List"
-	HourglassService_Reschedule_FullMethodName     = "/hourglass.v1.HourglassService/Reschedule"
-	HourglassService_Edit_FullMethodName           = "/hourglass.v1.HourglassService/Edit"
-	HourglassService_Redrive_FullMethodName        = "/hourglass.v1.HourglassService/Redrive"
-	HourglassService_Purge_FullMethodName          = "/hourglass.v1.HourglassService/Purge"
-	HourglassService_DeleteTopic_FullMethodName    = "/hourglass.v1.HourglassService/DeleteTopic"
-	HourglassService_Topics_FullMethodName         = "/hourglass.v1.HourglassService/Topics"
-	HourglassService_GetPolicy_FullMethodName      = "/hourglass.v1.HourglassService/GetPolicy"
-	HourglassService_SetPolicy_FullMethodName      = "/hourglass.v1.HourglassService/SetPolicy"
-	HourglassService_CreateSchedule_FullMethodName = "/hourglass.v1.HourglassService/CreateSchedule"
-	HourglassService_UpdateSchedule_FullMethodName = "/hourglass.v1.HourglassService/UpdateSchedule"
-	HourglassService_PauseSchedule_FullMethodName  = "/hourglass.v1.HourglassService/PauseSchedule"
-	HourglassService_ResumeSchedule_FullMethodName = "/hourglass.v1.HourglassService/ResumeSchedule"
-	HourglassService_DeleteSchedule_FullMethodName = "/hourglass.v1.HourglassService/DeleteSchedule"
-	HourglassService_GetSchedule_FullMethodName    = "/hourglass.v1.HourglassService/GetSchedule"
-	HourglassService_ListSchedules_FullMethodName  = "/hourglass.v1.HourglassService/ListSchedules"
-	HourglassService_WhoAmI_FullMethodName         = "/hourglass.v1.HourglassService/WhoAmI"
-	HourglassService_ListAudit_FullMethodName      = "/hourglass.v1.HourglassService/ListAudit"
+	HourglassService_Schedule_FullMethodName         = "/hourglass.v1.HourglassService/Schedule"
+	HourglassService_ScheduleBatch_FullMethodName    = "/hourglass.v1.HourglassService/ScheduleBatch"
+	HourglassService_ScheduleStream_FullMethodName   = "/hourglass.v1.HourglassService/ScheduleStream"
+	HourglassService_Cancel_FullMethodName           = "/hourglass.v1.HourglassService/Cancel"
+	HourglassService_Receive_FullMethodName          = "/hourglass.v1.HourglassService/Receive"
+	HourglassService_ReceiveStream_FullMethodName    = "/hourglass.v1.HourglassService/ReceiveStream"
+	HourglassService_Consume_FullMethodName          = "/hourglass.v1.HourglassService/Consume"
+	HourglassService_Ack_FullMethodName              = "/hourglass.v1.HourglassService/Ack"
+	HourglassService_AckBatch_FullMethodName         = "/hourglass.v1.HourglassService/AckBatch"
+	HourglassService_Nack_FullMethodName             = "/hourglass.v1.HourglassService/Nack"
+	HourglassService_Extend_FullMethodName           = "/hourglass.v1.HourglassService/Extend"
+	HourglassService_Stats_FullMethodName            = "/hourglass.v1.HourglassService/Stats"
+	HourglassService_Time_FullMethodName             = "/hourglass.v1.HourglassService/Time"
+	HourglassService_Get_FullMethodName              = "/hourglass.v1.HourglassService/Get"
+	HourglassService_List_FullMethodName             = "/hourglass.v1.HourglassService/List"
+	HourglassService_Reschedule_FullMethodName       = "/hourglass.v1.HourglassService/Reschedule"
+	HourglassService_Edit_FullMethodName             = "/hourglass.v1.HourglassService/Edit"
+	HourglassService_Redrive_FullMethodName          = "/hourglass.v1.HourglassService/Redrive"
+	HourglassService_Purge_FullMethodName            = "/hourglass.v1.HourglassService/Purge"
+	HourglassService_DeleteTopic_FullMethodName      = "/hourglass.v1.HourglassService/DeleteTopic"
+	HourglassService_Topics_FullMethodName           = "/hourglass.v1.HourglassService/Topics"
+	HourglassService_GetPolicy_FullMethodName        = "/hourglass.v1.HourglassService/GetPolicy"
+	HourglassService_SetPolicy_FullMethodName        = "/hourglass.v1.HourglassService/SetPolicy"
+	HourglassService_CreateSchedule_FullMethodName   = "/hourglass.v1.HourglassService/CreateSchedule"
+	HourglassService_UpdateSchedule_FullMethodName   = "/hourglass.v1.HourglassService/UpdateSchedule"
+	HourglassService_PauseSchedule_FullMethodName    = "/hourglass.v1.HourglassService/PauseSchedule"
+	HourglassService_ResumeSchedule_FullMethodName   = "/hourglass.v1.HourglassService/ResumeSchedule"
+	HourglassService_DeleteSchedule_FullMethodName   = "/hourglass.v1.HourglassService/DeleteSchedule"
+	HourglassService_GetSchedule_FullMethodName      = "/hourglass.v1.HourglassService/GetSchedule"
+	HourglassService_ListSchedules_FullMethodName    = "/hourglass.v1.HourglassService/ListSchedules"
+	HourglassService_BackfillSchedule_FullMethodName = "/hourglass.v1.HourglassService/BackfillSchedule"
+	HourglassService_CreateCalendar_FullMethodName   = "/hourglass.v1.HourglassService/CreateCalendar"
+	HourglassService_UpdateCalendar_FullMethodName   = "/hourglass.v1.HourglassService/UpdateCalendar"
+	HourglassService_DeleteCalendar_FullMethodName   = "/hourglass.v1.HourglassService/DeleteCalendar"
+	HourglassService_GetCalendar_FullMethodName      = "/hourglass.v1.HourglassService/GetCalendar"
+	HourglassService_ListCalendars_FullMethodName    = "/hourglass.v1.HourglassService/ListCalendars"
+	HourglassService_WhoAmI_FullMethodName           = "/hourglass.v1.HourglassService/WhoAmI"
+	HourglassService_ListAudit_FullMethodName        = "/hourglass.v1.HourglassService/ListAudit"
 )
 
 // HourglassServiceClient is the client API for HourglassService service.
@@ -201,6 +207,24 @@ type HourglassServiceClient interface {
 	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// BackfillSchedule delivers the occurrences of a recurring schedule in a
+	// past range now: one message per occurrence, keyed as a live occurrence
+	// would have been, none stored for an occurrence that has its message
+	// already (a live one, or an earlier backfill's).
+	BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error)
+	// CreateCalendar creates a named working-time calendar (a time zone,
+	// weekly working hours, non-working dates), durably.
+	CreateCalendar(ctx context.Context, in *CreateCalendarRequest, opts ...grpc.CallOption) (*CreateCalendarResponse, error)
+	// UpdateCalendar replaces a calendar's definition. Messages already
+	// stored keep their delivery times; recurring schedules use it from
+	// their next occurrence on.
+	UpdateCalendar(ctx context.Context, in *UpdateCalendarRequest, opts ...grpc.CallOption) (*UpdateCalendarResponse, error)
+	// DeleteCalendar removes a calendar no recurring schedule uses.
+	DeleteCalendar(ctx context.Context, in *DeleteCalendarRequest, opts ...grpc.CallOption) (*DeleteCalendarResponse, error)
+	// GetCalendar returns a calendar.
+	GetCalendar(ctx context.Context, in *GetCalendarRequest, opts ...grpc.CallOption) (*GetCalendarResponse, error)
+	// ListCalendars lists calendars by name, a page at a time.
+	ListCalendars(ctx context.Context, in *ListCalendarsRequest, opts ...grpc.CallOption) (*ListCalendarsResponse, error)
 	// WhoAmI says which credential the call is made with and what it may
 	// do (the console hides what its caller may not do).
 	WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error)
@@ -532,6 +556,66 @@ func (c *hourglassServiceClient) ListSchedules(ctx context.Context, in *ListSche
 	return out, nil
 }
 
+func (c *hourglassServiceClient) BackfillSchedule(ctx context.Context, in *BackfillScheduleRequest, opts ...grpc.CallOption) (*BackfillScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackfillScheduleResponse)
+	err := c.cc.Invoke(ctx, HourglassService_BackfillSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) CreateCalendar(ctx context.Context, in *CreateCalendarRequest, opts ...grpc.CallOption) (*CreateCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateCalendarResponse)
+	err := c.cc.Invoke(ctx, HourglassService_CreateCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) UpdateCalendar(ctx context.Context, in *UpdateCalendarRequest, opts ...grpc.CallOption) (*UpdateCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateCalendarResponse)
+	err := c.cc.Invoke(ctx, HourglassService_UpdateCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) DeleteCalendar(ctx context.Context, in *DeleteCalendarRequest, opts ...grpc.CallOption) (*DeleteCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteCalendarResponse)
+	err := c.cc.Invoke(ctx, HourglassService_DeleteCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) GetCalendar(ctx context.Context, in *GetCalendarRequest, opts ...grpc.CallOption) (*GetCalendarResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCalendarResponse)
+	err := c.cc.Invoke(ctx, HourglassService_GetCalendar_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) ListCalendars(ctx context.Context, in *ListCalendarsRequest, opts ...grpc.CallOption) (*ListCalendarsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCalendarsResponse)
+	err := c.cc.Invoke(ctx, HourglassService_ListCalendars_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *hourglassServiceClient) WhoAmI(ctx context.Context, in *WhoAmIRequest, opts ...grpc.CallOption) (*WhoAmIResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(WhoAmIResponse)
@@ -672,6 +756,24 @@ type HourglassServiceServer interface {
 	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// BackfillSchedule delivers the occurrences of a recurring schedule in a
+	// past range now: one message per occurrence, keyed as a live occurrence
+	// would have been, none stored for an occurrence that has its message
+	// already (a live one, or an earlier backfill's).
+	BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error)
+	// CreateCalendar creates a named working-time calendar (a time zone,
+	// weekly working hours, non-working dates), durably.
+	CreateCalendar(context.Context, *CreateCalendarRequest) (*CreateCalendarResponse, error)
+	// UpdateCalendar replaces a calendar's definition. Messages already
+	// stored keep their delivery times; recurring schedules use it from
+	// their next occurrence on.
+	UpdateCalendar(context.Context, *UpdateCalendarRequest) (*UpdateCalendarResponse, error)
+	// DeleteCalendar removes a calendar no recurring schedule uses.
+	DeleteCalendar(context.Context, *DeleteCalendarRequest) (*DeleteCalendarResponse, error)
+	// GetCalendar returns a calendar.
+	GetCalendar(context.Context, *GetCalendarRequest) (*GetCalendarResponse, error)
+	// ListCalendars lists calendars by name, a page at a time.
+	ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error)
 	// WhoAmI says which credential the call is made with and what it may
 	// do (the console hides what its caller may not do).
 	WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error)
@@ -777,6 +879,24 @@ func (UnimplementedHourglassServiceServer) GetSchedule(context.Context, *GetSche
 }
 func (UnimplementedHourglassServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedHourglassServiceServer) BackfillSchedule(context.Context, *BackfillScheduleRequest) (*BackfillScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackfillSchedule not implemented")
+}
+func (UnimplementedHourglassServiceServer) CreateCalendar(context.Context, *CreateCalendarRequest) (*CreateCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCalendar not implemented")
+}
+func (UnimplementedHourglassServiceServer) UpdateCalendar(context.Context, *UpdateCalendarRequest) (*UpdateCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateCalendar not implemented")
+}
+func (UnimplementedHourglassServiceServer) DeleteCalendar(context.Context, *DeleteCalendarRequest) (*DeleteCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteCalendar not implemented")
+}
+func (UnimplementedHourglassServiceServer) GetCalendar(context.Context, *GetCalendarRequest) (*GetCalendarResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCalendar not implemented")
+}
+func (UnimplementedHourglassServiceServer) ListCalendars(context.Context, *ListCalendarsRequest) (*ListCalendarsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCalendars not implemented")
 }
 func (UnimplementedHourglassServiceServer) WhoAmI(context.Context, *WhoAmIRequest) (*WhoAmIResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method WhoAmI not implemented")
@@ -1316,6 +1436,114 @@ func _HourglassService_ListSchedules_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HourglassService_BackfillSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackfillScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).BackfillSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_BackfillSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).BackfillSchedule(ctx, req.(*BackfillScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_CreateCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).CreateCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_CreateCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).CreateCalendar(ctx, req.(*CreateCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_UpdateCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).UpdateCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_UpdateCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).UpdateCalendar(ctx, req.(*UpdateCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_DeleteCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).DeleteCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_DeleteCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).DeleteCalendar(ctx, req.(*DeleteCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_GetCalendar_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCalendarRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).GetCalendar(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_GetCalendar_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).GetCalendar(ctx, req.(*GetCalendarRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_ListCalendars_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCalendarsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).ListCalendars(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_ListCalendars_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).ListCalendars(ctx, req.(*ListCalendarsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HourglassService_WhoAmI_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(WhoAmIRequest)
 	if err := dec(in); err != nil {
@@ -1466,6 +1694,30 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSchedules",
 			Handler:    _HourglassService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "BackfillSchedule",
+			Handler:    _HourglassService_BackfillSchedule_Handler,
+		},
+		{
+			MethodName: "CreateCalendar",
+			Handler:    _HourglassService_CreateCalendar_Handler,
+		},
+		{
+			MethodName: "UpdateCalendar",
+			Handler:    _HourglassService_UpdateCalendar_Handler,
+		},
+		{
+			MethodName: "DeleteCalendar",
+			Handler:    _HourglassService_DeleteCalendar_Handler,
+		},
+		{
+			MethodName: "GetCalendar",
+			Handler:    _HourglassService_GetCalendar_Handler,
+		},
+		{
+			MethodName: "ListCalendars",
+			Handler:    _HourglassService_ListCalendars_Handler,
 		},
 		{
 			MethodName: "WhoAmI",

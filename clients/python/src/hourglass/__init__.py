@@ -38,7 +38,10 @@ from .errors import (
 from .results import DeadLetter, Outcome, Retry, outcome_of
 from .types import (
     ID,
+    Backfilled,
     Backoff,
+    Calendar,
+    CalendarPolicy,
     CancelResult,
     DeadLetterInfo,
     DeletedTopic,
@@ -48,6 +51,7 @@ from .types import (
     Message,
     MisfirePolicy,
     FrozenPause,
+    OverlapPolicy,
     Policies,
     Policy,
     PolicyField,
@@ -59,6 +63,8 @@ from .types import (
     State,
     StoredMessage,
     TopicInfo,
+    WorkingHours,
+    WorkingTime,
 )
 from .worker import TopicOptions, Worker
 
@@ -111,4 +117,10 @@ __all__ = [
     "MisfirePolicy",
     "RecurringSchedule",
     "ScheduleInfo",
+    "OverlapPolicy",
+    "CalendarPolicy",
+    "Backfilled",
+    "Calendar",
+    "WorkingHours",
+    "WorkingTime",
 ]

@@ -14,7 +14,10 @@ from .results import ceil_ms, to_timedelta
 from .types import (
     EPOCH,
     ID,
+    Backfilled,
     Backoff,
+    Calendar,
+    CalendarPolicy,
     CancelResult,
     DeadLetterInfo,
     DeletedTopic,
@@ -24,6 +27,7 @@ from .types import (
     Message,
     MisfirePolicy,
     FrozenPause,
+    OverlapPolicy,
     Policies,
     Policy,
     PolicyField,
@@ -35,6 +39,8 @@ from .types import (
     State,
     StoredMessage,
     TopicInfo,
+    WorkingHours,
+    WorkingTime,
 )
 from .v1 import hourglass_pb2 as pb
 
@@ -85,9 +91,9 @@ def delay_ms(what: str, d: Seconds) -> int:
 
 def schedule_request(m: Message) -> pb.ScheduleRequest:
     """Checks m and builds its request."""
-    set_ = [x for x in (m.delay, m.at, m.level) if x is not None]
+    set_ = [f"{n} {v!r}" for n, v in (("delay", m.delay), ("at", m.at), ("level", m.level), ("working", m.working)) if v is not None]
     if len(set_) > 1:
-        raise errors.InvalidMessage(f"delay {m.delay!r}, at {m.at!r} and level {m.level!r}: set at most one of them")
+        raise errors.InvalidMessage(f"{' and '.join(set_)}: set at most one of delay, at, level and working")
     r = pb.ScheduleRequest(topic=m.topic, body=body_of(m.body), headers=headers_pb(m.headers), idempotency_key=m.key, flow_key=m.flow_key)
     if m.delay is not None:
         r.delay_ms = delay_ms("delay", m.delay)
@@ -97,7 +103,62 @@ def schedule_request(m: Message) -> pb.ScheduleRequest:
         if isinstance(m.level, bool) or not isinstance(m.level, int) or m.level < 1:
             raise errors.InvalidMessage(f"level {m.level!r}: levels are whole numbers from 1")
         r.delay_level = m.level
+    elif m.working is not None:
+        r.working.CopyFrom(working_pb(m.working))
     return r
+
+
+def working_pb(w: WorkingTime) -> pb.WorkingTime:
+    """Checks w and builds its WorkingTime."""
+    out = pb.WorkingTime(calendar=w.calendar, at_time=w.at_time)
+    if (w.days is None) == (w.duration is None):
+        raise errors.InvalidMessage(f"working time in {w.calendar!r}: give one of days and duration")
+    if w.days is not None:
+        if isinstance(w.days, bool) or not isinstance(w.days, int) or not 1 <= w.days <= 3650:
+            raise errors.InvalidMessage(f"working time in {w.calendar!r}: days {w.days!r}: a whole number from 1 to 3650")
+        out.days = w.days
+    else:
+        if w.at_time:
+            raise errors.InvalidMessage(f"working time in {w.calendar!r}: at_time goes with days, not duration")
+        out.duration_ms = delay_ms("duration", w.duration)  # type: ignore[arg-type]
+    if w.after is not None:
+        out.after.CopyFrom(timestamp("after", w.after))
+    return out
+
+
+_weekdays = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_weekday_names = dict(zip(_weekdays, ("WEEKDAY_MONDAY", "WEEKDAY_TUESDAY", "WEEKDAY_WEDNESDAY", "WEEKDAY_THURSDAY",
+                                      "WEEKDAY_FRIDAY", "WEEKDAY_SATURDAY", "WEEKDAY_SUNDAY")))
+
+
+def calendar_pb(c: Calendar) -> pb.Calendar:
+    """Checks c and builds its Calendar."""
+    out = pb.Calendar(name=c.name, time_zone=c.time_zone, closed_dates=list(c.closed))
+    for h in c.hours:
+        if h.day not in _weekdays:
+            raise errors.InvalidMessage(f"calendar {c.name!r}: day {h.day!r}: want one of {', '.join(_weekdays)}")
+        out.hours.append(pb.WorkingHours(day=pb.Weekday.Value(_weekday_names[h.day]), start=h.start, end=h.end))
+    return out
+
+
+def calendar_of(m: pb.Calendar) -> Calendar:
+    return Calendar(
+        name=m.name,
+        time_zone=m.time_zone,
+        hours=[WorkingHours(_weekdays[h.day - 1], h.start, h.end) for h in m.hours],
+        closed=list(m.closed_dates),
+    )
+
+
+def backfill_request(name: str, start: datetime, end: datetime) -> pb.BackfillScheduleRequest:
+    r = pb.BackfillScheduleRequest(name=name)
+    r.to.CopyFrom(timestamp("end", end))
+    getattr(r, "from").CopyFrom(timestamp("start", start))
+    return r
+
+
+def backfilled_of(res: pb.BackfillScheduleResponse) -> Backfilled:
+    return Backfilled(stored=res.stored, existing=res.existing)
 
 
 def ref_fields(ref: Ref) -> tuple[str, str, str]:
@@ -429,7 +490,28 @@ def recurring_pb(s: RecurringSchedule) -> pb.RecurringSchedule:
         raise errors.InvalidMessage(
             f"schedule {s.name!r}: misfire policy {s.misfire!r}: want 'fire-latest' (the default), 'fire-all' or 'skip'"
         ) from None
+    try:
+        overlap = _overlap_pb[OverlapPolicy(s.overlap)]
+    except ValueError:
+        raise errors.InvalidMessage(
+            f"schedule {s.name!r}: overlap policy {s.overlap!r}: want 'allow' (the default), 'skip' or 'buffer-one'"
+        ) from None
+    jitter = to_timedelta("jitter", s.jitter)
+    if jitter < timedelta(0):
+        raise errors.InvalidMessage(f"schedule {s.name!r}: jitter {jitter} is negative")
+    calendar_policy = pb.CALENDAR_POLICY_UNSPECIFIED
+    if s.calendar_policy is not None:
+        try:
+            calendar_policy = _calendar_policy_pb[CalendarPolicy(s.calendar_policy)]
+        except ValueError:
+            raise errors.InvalidMessage(
+                f"schedule {s.name!r}: calendar policy {s.calendar_policy!r}: want 'skip' (the default) or 'shift'"
+            ) from None
     out = pb.RecurringSchedule(
+        jitter_ms=jitter // timedelta(milliseconds=1),
+        overlap_policy=overlap,
+        calendar=s.calendar,
+        calendar_policy=calendar_policy,
         name=s.name,
         topic=s.topic,
         spec=s.spec,
@@ -444,6 +526,14 @@ def recurring_pb(s: RecurringSchedule) -> pb.RecurringSchedule:
     if s.end is not None:
         out.end.CopyFrom(timestamp("end", s.end))
     return out
+
+
+_overlap_pb = {
+    OverlapPolicy.ALLOW: pb.OVERLAP_POLICY_ALLOW,
+    OverlapPolicy.SKIP: pb.OVERLAP_POLICY_SKIP,
+    OverlapPolicy.BUFFER_ONE: pb.OVERLAP_POLICY_BUFFER_ONE,
+}
+_calendar_policy_pb = {CalendarPolicy.SKIP: pb.CALENDAR_POLICY_SKIP, CalendarPolicy.SHIFT: pb.CALENDAR_POLICY_SHIFT}
 
 
 def recurring_of(m: pb.RecurringSchedule) -> RecurringSchedule:
@@ -461,6 +551,14 @@ def recurring_of(m: pb.RecurringSchedule) -> RecurringSchedule:
         end=opt_time(m, "end"),
         misfire=misfire,
         paused=m.paused,
+        jitter=timedelta(milliseconds=m.jitter_ms),
+        overlap={pb.OVERLAP_POLICY_SKIP: OverlapPolicy.SKIP, pb.OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy.BUFFER_ONE}.get(
+            m.overlap_policy, OverlapPolicy.ALLOW
+        ),
+        calendar=m.calendar,
+        calendar_policy=(CalendarPolicy.SHIFT if m.calendar_policy == pb.CALENDAR_POLICY_SHIFT else CalendarPolicy.SKIP)
+        if m.calendar
+        else None,
     )
 
 
@@ -470,6 +568,8 @@ def schedule_info_of(call: str, g: pb.GetScheduleResponse) -> ScheduleInfo:
         next=[time_of(t) for t in g.next],
         armed=id_of(call, g.armed_id) if g.armed_id else None,
         fired=g.fired,
+        skipped=g.skipped,
+        buffered=opt_time(g, "buffered"),
     )
 
 

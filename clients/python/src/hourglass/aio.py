@@ -32,6 +32,9 @@ from ._aioworker import AsyncHandler, AsyncWorker
 from ._workerbase import TopicOptions
 from .results import action_of
 from .types import (
+    Backfilled,
+    Calendar,
+    WorkingTime,
     ID,
     CancelResult,
     DeletedTopic,
@@ -124,10 +127,11 @@ class AsyncClient:
         at: Optional[datetime] = None,
         level: Optional[int] = None,
         key: str = "",
+        working: Optional[WorkingTime] = None,
         flow_key: str = "",
     ) -> ID:
         """As Client.schedule."""
-        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, flow_key))
+        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
 
     async def schedule_message(self, m: Message) -> ID:
         """As Client.schedule_message."""
@@ -385,6 +389,38 @@ class AsyncClient:
     def list_schedules(self, *, topic: str = "", page_size: int = 0) -> AsyncIterator[ScheduleInfo]:
         """As Client.list_schedules: ``async for s in client.list_schedules()``."""
         return _pages(lambda tok: self.list_schedules_page(topic=topic, page_size=page_size, page_token=tok))
+
+    async def backfill_schedule(self, name: str, start: datetime, end: datetime) -> Backfilled:
+        """As Client.backfill_schedule."""
+        return cv.backfilled_of(await self._sched("BackfillSchedule", cv.backfill_request(name, start, end)))
+
+    # --- calendars ----------------------------------------------------------
+
+    async def create_calendar(self, c: Calendar) -> None:
+        """As Client.create_calendar."""
+        await self._call("CreateCalendar", pb.CreateCalendarRequest(calendar=cv.calendar_pb(c)))
+
+    async def update_calendar(self, c: Calendar) -> None:
+        """As Client.update_calendar."""
+        await self._call("UpdateCalendar", pb.UpdateCalendarRequest(calendar=cv.calendar_pb(c)))
+
+    async def delete_calendar(self, name: str) -> None:
+        """As Client.delete_calendar."""
+        await self._call("DeleteCalendar", pb.DeleteCalendarRequest(name=name))
+
+    async def get_calendar(self, name: str) -> Calendar:
+        """As Client.get_calendar."""
+        return cv.calendar_of((await self._call("GetCalendar", pb.GetCalendarRequest(name=name))).calendar)
+
+    async def list_calendars_page(self, *, page_size: int = 0, page_token: str = "") -> tuple[list[Calendar], str]:
+        """As Client.list_calendars_page."""
+        res = await self._call("ListCalendars", pb.ListCalendarsRequest(page_size=page_size, page_token=page_token))
+        return [cv.calendar_of(c) for c in res.calendars], res.next_page_token
+
+    def list_calendars(self, *, page_size: int = 0) -> AsyncIterator[Calendar]:
+        """As Client.list_calendars: ``async for c in client.list_calendars()``."""
+        return _pages(lambda tok: self.list_calendars_page(page_size=page_size, page_token=tok))
+
 
 
 async def _aiter(xs: Union[Iterable[T], AsyncIterable[T]]) -> AsyncIterator[T]:

@@ -13,6 +13,9 @@ from . import errors
 from ._channel import DEFAULT_ADDR, credentials, target_of
 from .results import action_of
 from .types import (
+    Backfilled,
+    Calendar,
+    WorkingTime,
     ID,
     CancelResult,
     DeletedTopic,
@@ -117,13 +120,15 @@ class Client:
         at: Optional[datetime] = None,
         level: Optional[int] = None,
         key: str = "",
+        working: Optional[WorkingTime] = None,
         flow_key: str = "",
     ) -> ID:
         """Stores one message and returns its ID once the server has made it
         durable under its fsync policy (``ID.time`` is when it will be
-        delivered). At most one of delay, at and level; none means now.
+        delivered). At most one of delay, at, level and working; none means
+        now.
         See :class:`hourglass.Message` for each field."""
-        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, flow_key))
+        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
 
     def schedule_message(self, m: Message) -> ID:
         """schedule, with the message as a :class:`hourglass.Message`."""
@@ -407,6 +412,49 @@ class Client:
     def list_schedules(self, *, topic: str = "", page_size: int = 0) -> Iterator[ScheduleInfo]:
         """Every schedule (of topic, if given), by name, a page at a time."""
         return _pages(lambda tok: self.list_schedules_page(topic=topic, page_size=page_size, page_token=tok))
+
+    def backfill_schedule(self, name: str, start: datetime, end: datetime) -> Backfilled:
+        """Delivers now the occurrences of the schedule name from start up
+        to (not including) end, which must not be after the server's clock
+        (at most 10000): one message per occurrence, keyed as the live one
+        was, none for an occurrence whose message exists (so a backfill cut
+        short is run again safely); they carry the header
+        "hourglass-backfill". ScheduleNotFound for an unknown name."""
+        return cv.backfilled_of(self._sched("BackfillSchedule", cv.backfill_request(name, start, end)))
+
+    # --- calendars ----------------------------------------------------------
+
+    def create_calendar(self, c: Calendar) -> None:
+        """Creates the calendar c, durably. AlreadyExists if the name is
+        taken; InvalidArgument for a bad zone, span or date. Calendars are
+        not available in cluster mode."""
+        self._call("CreateCalendar", pb.CreateCalendarRequest(calendar=cv.calendar_pb(c)))
+
+    def update_calendar(self, c: Calendar) -> None:
+        """Replaces the calendar c.name names. Messages stored before keep
+        their delivery times; recurring schedules keep to the new one from
+        their next occurrence on. NotFound for an unknown name."""
+        self._call("UpdateCalendar", pb.UpdateCalendarRequest(calendar=cv.calendar_pb(c)))
+
+    def delete_calendar(self, name: str) -> None:
+        """Deletes a calendar; FailedPrecondition, naming the schedule, for
+        one a recurring schedule keeps to."""
+        self._call("DeleteCalendar", pb.DeleteCalendarRequest(name=name))
+
+    def get_calendar(self, name: str) -> Calendar:
+        """The calendar name; NotFound for an unknown name."""
+        return cv.calendar_of(self._call("GetCalendar", pb.GetCalendarRequest(name=name)).calendar)
+
+    def list_calendars_page(self, *, page_size: int = 0, page_token: str = "") -> tuple[list[Calendar], str]:
+        """One page of the calendars, by name, and the next page's token
+        ("" at the end)."""
+        res = self._call("ListCalendars", pb.ListCalendarsRequest(page_size=page_size, page_token=page_token))
+        return [cv.calendar_of(c) for c in res.calendars], res.next_page_token
+
+    def list_calendars(self, *, page_size: int = 0) -> Iterator[Calendar]:
+        """Every calendar, by name, a page at a time."""
+        return _pages(lambda tok: self.list_calendars_page(page_size=page_size, page_token=tok))
+
 
 
 def _pages(page: Callable[[str], tuple[list[T], str]]) -> Iterator[T]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Mapping, Optional, Union
+from typing import Mapping, Optional, Sequence, Union
 
 __all__ = [
     "ID",
@@ -35,8 +35,14 @@ __all__ = [
     "RedriveResult",
     "DeletedTopic",
     "MisfirePolicy",
+    "OverlapPolicy",
+    "CalendarPolicy",
     "RecurringSchedule",
     "ScheduleInfo",
+    "Backfilled",
+    "WorkingHours",
+    "Calendar",
+    "WorkingTime",
 ]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -92,8 +98,8 @@ Ref = Union[ID, str, Key]
 
 @dataclass(frozen=True)
 class Message:
-    """One message to schedule. At most one of ``delay``, ``at`` and
-    ``level``; none means now.
+    """One message to schedule. At most one of ``delay``, ``at``, ``level``
+    and ``working``; none means now.
 
     ``delay`` counts from the server's clock when the request arrives;
     ``at`` is an absolute time (a time in the past is due at once);
@@ -102,6 +108,8 @@ class Message:
     200 bytes): a second schedule of the same topic and key within the
     server's --idempotency-window answers the first message's ID and
     stores nothing, and ``Key(topic, key)`` names the message for good.
+    ``working`` is a time in a calendar's working time (:class:`WorkingTime`),
+    computed by the server when it stores the message.
     ``flow_key`` (at most 200 bytes) is the key the topic's flow policy
     bounds and orders messages by (a tenant, an account); many messages
     share one, and it is delivered as the header "hourglass-flow-key".
@@ -114,6 +122,7 @@ class Message:
     at: Optional[datetime] = None
     level: Optional[int] = None
     key: str = ""
+    working: Optional["WorkingTime"] = None
     flow_key: str = ""
 
 
@@ -375,6 +384,35 @@ class MisfirePolicy(str, enum.Enum):
         return self.value
 
 
+class OverlapPolicy(str, enum.Enum):
+    """What a recurring schedule's occurrence does while the previous one
+    is not yet acked."""
+
+    #: The default: deliver it all the same.
+    ALLOW = "allow"
+    #: Do not deliver it (counted in ScheduleInfo.skipped).
+    SKIP = "skip"
+    #: Hold it until the previous one is acked, then deliver it; later
+    #: ones are skipped while one is held.
+    BUFFER_ONE = "buffer-one"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CalendarPolicy(str, enum.Enum):
+    """What becomes of an occurrence outside its schedule's calendar's
+    working time."""
+
+    #: The default: not delivered; the next one inside is.
+    SKIP = "skip"
+    #: Delivered at the next working instant instead.
+    SHIFT = "shift"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class RecurringSchedule:
     """A named message delivered to ``topic`` at every occurrence of
@@ -388,6 +426,13 @@ class RecurringSchedule:
     "<name>@<time>" (UTC, "2030-01-02T09:00:00.000Z") and the headers
     "hourglass-schedule" and "hourglass-occurrence". ``paused``: create it
     paused; update_schedule keeps the schedule's paused state.
+
+    ``jitter`` delays each occurrence's delivery by 0 to it (whole
+    milliseconds, at most 7 days), never before its time: the same delay
+    for the same occurrence. ``overlap`` is what an occurrence does while
+    the previous one is not acked. ``calendar`` names a calendar whose
+    working time the occurrences keep to, as ``calendar_policy`` says
+    (None: skip; set only with a calendar).
     """
 
     name: str
@@ -400,6 +445,10 @@ class RecurringSchedule:
     end: Optional[datetime] = None
     misfire: MisfirePolicy = MisfirePolicy.FIRE_LATEST
     paused: bool = False
+    jitter: Seconds = 0
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    calendar: str = ""
+    calendar_policy: Optional[CalendarPolicy] = None
 
 
 @dataclass(frozen=True)
@@ -414,3 +463,59 @@ class ScheduleInfo:
     armed: Optional[ID]
     #: Occurrences delivered since it was created.
     fired: int
+    #: Occurrences its overlap policy did not deliver.
+    skipped: int = 0
+    #: The time of the occurrence BUFFER_ONE holds until the previous one
+    #: is acked; None when none is held.
+    buffered: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class Backfilled:
+    """What backfill_schedule stored."""
+
+    #: Occurrences stored, each a message due at once.
+    stored: int
+    #: Occurrences whose message existed already (live, or an earlier
+    #: backfill's), not stored again.
+    existing: int
+
+
+@dataclass(frozen=True)
+class WorkingHours:
+    """Working time on one weekday: from ``start`` up to (not including)
+    ``end``, "HH:MM" ("24:00": the end of the day). ``day`` is
+    "mon" ... "sun"."""
+
+    day: str
+    start: str
+    end: str
+
+
+@dataclass(frozen=True)
+class Calendar:
+    """Working time: the working hours of each weekday, except on the
+    ``closed`` dates ("YYYY-MM-DD"), read on the wall clock of
+    ``time_zone`` (an IANA zone; "" for UTC). A message sent in its working
+    time has its time fixed when stored: a later change of the calendar
+    does not move it."""
+
+    name: str
+    hours: Sequence[WorkingHours]
+    time_zone: str = ""
+    closed: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class WorkingTime:
+    """A delivery time in the working time of ``calendar``: the
+    ``days``-th working day after the start's date at ``at_time`` ("HH:MM"
+    on the calendar's clock; the start's time of day when ""), or
+    ``duration`` of working time after the start. The start is ``after``,
+    or the server's clock. Give one of days and duration."""
+
+    calendar: str
+    days: Optional[int] = None
+    at_time: str = ""
+    duration: Optional[Seconds] = None
+    after: Optional[datetime] = None

@@ -140,6 +140,24 @@ const (
 	// HourglassServiceListSchedulesProcedure is the fully-qualified name of the HourglassService's
 	// ListSchedules RPC.
 	HourglassServiceListSchedulesProcedure = "/hourglass.v1.HourglassService/ListSchedules"
+	// HourglassServiceBackfillScheduleProcedure is the fully-qualified name of the HourglassService's
+	// BackfillSchedule RPC.
+	HourglassServiceBackfillScheduleProcedure = "/hourglass.v1.HourglassService/BackfillSchedule"
+	// HourglassServiceCreateCalendarProcedure is the fully-qualified name of the HourglassService's
+	// CreateCalendar RPC.
+	HourglassServiceCreateCalendarProcedure = "/hourglass.v1.HourglassService/CreateCalendar"
+	// HourglassServiceUpdateCalendarProcedure is the fully-qualified name of the HourglassService's
+	// UpdateCalendar RPC.
+	HourglassServiceUpdateCalendarProcedure = "/hourglass.v1.HourglassService/UpdateCalendar"
+	// HourglassServiceDeleteCalendarProcedure is the fully-qualified name of the HourglassService's
+	// DeleteCalendar RPC.
+	HourglassServiceDeleteCalendarProcedure = "/hourglass.v1.HourglassService/DeleteCalendar"
+	// HourglassServiceGetCalendarProcedure is the fully-qualified name of the HourglassService's
+	// GetCalendar RPC.
+	HourglassServiceGetCalendarProcedure = "/hourglass.v1.HourglassService/GetCalendar"
+	// HourglassServiceListCalendarsProcedure is the fully-qualified name of the HourglassService's
+	// ListCalendars RPC.
+	HourglassServiceListCalendarsProcedure = "/hourglass.v1.HourglassService/ListCalendars"
 	// HourglassServiceWhoAmIProcedure is the fully-qualified name of the HourglassService's WhoAmI RPC.
 	HourglassServiceWhoAmIProcedure = "/hourglass.v1.HourglassService/WhoAmI"
 	// HourglassServiceListAuditProcedure is the fully-qualified name of the HourglassService's
@@ -263,6 +281,24 @@ type HourglassServiceClient interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// BackfillSchedule delivers the occurrences of a recurring schedule in a
+	// past range now: one message per occurrence, keyed as a live occurrence
+	// would have been, none stored for an occurrence that has its message
+	// already (a live one, or an earlier backfill's).
+	BackfillSchedule(context.Context, *connect.Request[v1.BackfillScheduleRequest]) (*connect.Response[v1.BackfillScheduleResponse], error)
+	// CreateCalendar creates a named working-time calendar (a time zone,
+	// weekly working hours, non-working dates), durably.
+	CreateCalendar(context.Context, *connect.Request[v1.CreateCalendarRequest]) (*connect.Response[v1.CreateCalendarResponse], error)
+	// UpdateCalendar replaces a calendar's definition. Messages already
+	// stored keep their delivery times; recurring schedules use it from
+	// their next occurrence on.
+	UpdateCalendar(context.Context, *connect.Request[v1.UpdateCalendarRequest]) (*connect.Response[v1.UpdateCalendarResponse], error)
+	// DeleteCalendar removes a calendar no recurring schedule uses.
+	DeleteCalendar(context.Context, *connect.Request[v1.DeleteCalendarRequest]) (*connect.Response[v1.DeleteCalendarResponse], error)
+	// GetCalendar returns a calendar.
+	GetCalendar(context.Context, *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error)
+	// ListCalendars lists calendars by name, a page at a time.
+	ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error)
 	// WhoAmI says which credential the call is made with and what it may
 	// do (the console hides what its caller may not do).
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -462,6 +498,42 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 			connect.WithClientOptions(opts...),
 		),
+		backfillSchedule: connect.NewClient[v1.BackfillScheduleRequest, v1.BackfillScheduleResponse](
+			httpClient,
+			baseURL+HourglassServiceBackfillScheduleProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("BackfillSchedule")),
+			connect.WithClientOptions(opts...),
+		),
+		createCalendar: connect.NewClient[v1.CreateCalendarRequest, v1.CreateCalendarResponse](
+			httpClient,
+			baseURL+HourglassServiceCreateCalendarProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("CreateCalendar")),
+			connect.WithClientOptions(opts...),
+		),
+		updateCalendar: connect.NewClient[v1.UpdateCalendarRequest, v1.UpdateCalendarResponse](
+			httpClient,
+			baseURL+HourglassServiceUpdateCalendarProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("UpdateCalendar")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteCalendar: connect.NewClient[v1.DeleteCalendarRequest, v1.DeleteCalendarResponse](
+			httpClient,
+			baseURL+HourglassServiceDeleteCalendarProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("DeleteCalendar")),
+			connect.WithClientOptions(opts...),
+		),
+		getCalendar: connect.NewClient[v1.GetCalendarRequest, v1.GetCalendarResponse](
+			httpClient,
+			baseURL+HourglassServiceGetCalendarProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("GetCalendar")),
+			connect.WithClientOptions(opts...),
+		),
+		listCalendars: connect.NewClient[v1.ListCalendarsRequest, v1.ListCalendarsResponse](
+			httpClient,
+			baseURL+HourglassServiceListCalendarsProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ListCalendars")),
+			connect.WithClientOptions(opts...),
+		),
 		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
 			httpClient,
 			baseURL+HourglassServiceWhoAmIProcedure,
@@ -479,38 +551,44 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 
 // hourglassServiceClient implements HourglassServiceClient.
 type hourglassServiceClient struct {
-	schedule       *connect.Client[v1.ScheduleRequest, v1.ScheduleResponse]
-	scheduleBatch  *connect.Client[v1.ScheduleBatchRequest, v1.ScheduleBatchResponse]
-	scheduleStream *connect.Client[v1.ScheduleStreamRequest, v1.ScheduleStreamResponse]
-	cancel         *connect.Client[v1.CancelRequest, v1.CancelResponse]
-	receive        *connect.Client[v1.ReceiveRequest, v1.ReceiveResponse]
-	receiveStream  *connect.Client[v1.ReceiveStreamRequest, v1.ReceiveStreamResponse]
-	consume        *connect.Client[v1.ConsumeRequest, v1.ConsumeResponse]
-	ack            *connect.Client[v1.AckRequest, v1.AckResponse]
-	ackBatch       *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
-	nack           *connect.Client[v1.NackRequest, v1.NackResponse]
-	extend         *connect.Client[v1.ExtendRequest, v1.ExtendResponse]
-	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
-	time           *connect.Client[v1.TimeRequest, v1.TimeResponse]
-	get            *connect.Client[v1.GetRequest, v1.GetResponse]
-	list           *connect.Client[v1.ListRequest, v1.ListResponse]
-	reschedule     *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
-	edit           *connect.Client[v1.EditRequest, v1.EditResponse]
-	redrive        *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
-	purge          *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
-	deleteTopic    *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	topics         *connect.Client[v1.TopicsRequest, v1.TopicsResponse]
-	getPolicy      *connect.Client[v1.GetPolicyRequest, v1.GetPolicyResponse]
-	setPolicy      *connect.Client[v1.SetPolicyRequest, v1.SetPolicyResponse]
-	createSchedule *connect.Client[v1.CreateScheduleRequest, v1.CreateScheduleResponse]
-	updateSchedule *connect.Client[v1.UpdateScheduleRequest, v1.UpdateScheduleResponse]
-	pauseSchedule  *connect.Client[v1.PauseScheduleRequest, v1.PauseScheduleResponse]
-	resumeSchedule *connect.Client[v1.ResumeScheduleRequest, v1.ResumeScheduleResponse]
-	deleteSchedule *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
-	getSchedule    *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
-	listSchedules  *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
-	whoAmI         *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
-	listAudit      *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
+	schedule         *connect.Client[v1.ScheduleRequest, v1.ScheduleResponse]
+	scheduleBatch    *connect.Client[v1.ScheduleBatchRequest, v1.ScheduleBatchResponse]
+	scheduleStream   *connect.Client[v1.ScheduleStreamRequest, v1.ScheduleStreamResponse]
+	cancel           *connect.Client[v1.CancelRequest, v1.CancelResponse]
+	receive          *connect.Client[v1.ReceiveRequest, v1.ReceiveResponse]
+	receiveStream    *connect.Client[v1.ReceiveStreamRequest, v1.ReceiveStreamResponse]
+	consume          *connect.Client[v1.ConsumeRequest, v1.ConsumeResponse]
+	ack              *connect.Client[v1.AckRequest, v1.AckResponse]
+	ackBatch         *connect.Client[v1.AckBatchRequest, v1.AckBatchResponse]
+	nack             *connect.Client[v1.NackRequest, v1.NackResponse]
+	extend           *connect.Client[v1.ExtendRequest, v1.ExtendResponse]
+	stats            *connect.Client[v1.StatsRequest, v1.StatsResponse]
+	time             *connect.Client[v1.TimeRequest, v1.TimeResponse]
+	get              *connect.Client[v1.GetRequest, v1.GetResponse]
+	list             *connect.Client[v1.ListRequest, v1.ListResponse]
+	reschedule       *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
+	edit             *connect.Client[v1.EditRequest, v1.EditResponse]
+	redrive          *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
+	purge            *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
+	deleteTopic      *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	topics           *connect.Client[v1.TopicsRequest, v1.TopicsResponse]
+	getPolicy        *connect.Client[v1.GetPolicyRequest, v1.GetPolicyResponse]
+	setPolicy        *connect.Client[v1.SetPolicyRequest, v1.SetPolicyResponse]
+	createSchedule   *connect.Client[v1.CreateScheduleRequest, v1.CreateScheduleResponse]
+	updateSchedule   *connect.Client[v1.UpdateScheduleRequest, v1.UpdateScheduleResponse]
+	pauseSchedule    *connect.Client[v1.PauseScheduleRequest, v1.PauseScheduleResponse]
+	resumeSchedule   *connect.Client[v1.ResumeScheduleRequest, v1.ResumeScheduleResponse]
+	deleteSchedule   *connect.Client[v1.DeleteScheduleRequest, v1.DeleteScheduleResponse]
+	getSchedule      *connect.Client[v1.GetScheduleRequest, v1.GetScheduleResponse]
+	listSchedules    *connect.Client[v1.ListSchedulesRequest, v1.ListSchedulesResponse]
+	backfillSchedule *connect.Client[v1.BackfillScheduleRequest, v1.BackfillScheduleResponse]
+	createCalendar   *connect.Client[v1.CreateCalendarRequest, v1.CreateCalendarResponse]
+	updateCalendar   *connect.Client[v1.UpdateCalendarRequest, v1.UpdateCalendarResponse]
+	deleteCalendar   *connect.Client[v1.DeleteCalendarRequest, v1.DeleteCalendarResponse]
+	getCalendar      *connect.Client[v1.GetCalendarRequest, v1.GetCalendarResponse]
+	listCalendars    *connect.Client[v1.ListCalendarsRequest, v1.ListCalendarsResponse]
+	whoAmI           *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	listAudit        *connect.Client[v1.ListAuditRequest, v1.ListAuditResponse]
 }
 
 // Schedule calls hourglass.v1.HourglassService.Schedule.
@@ -663,6 +741,36 @@ func (c *hourglassServiceClient) ListSchedules(ctx context.Context, req *connect
 	return c.listSchedules.CallUnary(ctx, req)
 }
 
+// BackfillSchedule calls hourglass.v1.HourglassService.BackfillSchedule.
+func (c *hourglassServiceClient) BackfillSchedule(ctx context.Context, req *connect.Request[v1.BackfillScheduleRequest]) (*connect.Response[v1.BackfillScheduleResponse], error) {
+	return c.backfillSchedule.CallUnary(ctx, req)
+}
+
+// CreateCalendar calls hourglass.v1.HourglassService.CreateCalendar.
+func (c *hourglassServiceClient) CreateCalendar(ctx context.Context, req *connect.Request[v1.CreateCalendarRequest]) (*connect.Response[v1.CreateCalendarResponse], error) {
+	return c.createCalendar.CallUnary(ctx, req)
+}
+
+// UpdateCalendar calls hourglass.v1.HourglassService.UpdateCalendar.
+func (c *hourglassServiceClient) UpdateCalendar(ctx context.Context, req *connect.Request[v1.UpdateCalendarRequest]) (*connect.Response[v1.UpdateCalendarResponse], error) {
+	return c.updateCalendar.CallUnary(ctx, req)
+}
+
+// DeleteCalendar calls hourglass.v1.HourglassService.DeleteCalendar.
+func (c *hourglassServiceClient) DeleteCalendar(ctx context.Context, req *connect.Request[v1.DeleteCalendarRequest]) (*connect.Response[v1.DeleteCalendarResponse], error) {
+	return c.deleteCalendar.CallUnary(ctx, req)
+}
+
+// GetCalendar calls hourglass.v1.HourglassService.GetCalendar.
+func (c *hourglassServiceClient) GetCalendar(ctx context.Context, req *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error) {
+	return c.getCalendar.CallUnary(ctx, req)
+}
+
+// ListCalendars calls hourglass.v1.HourglassService.ListCalendars.
+func (c *hourglassServiceClient) ListCalendars(ctx context.Context, req *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error) {
+	return c.listCalendars.CallUnary(ctx, req)
+}
+
 // WhoAmI calls hourglass.v1.HourglassService.WhoAmI.
 func (c *hourglassServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
 	return c.whoAmI.CallUnary(ctx, req)
@@ -789,6 +897,24 @@ type HourglassServiceHandler interface {
 	GetSchedule(context.Context, *connect.Request[v1.GetScheduleRequest]) (*connect.Response[v1.GetScheduleResponse], error)
 	// ListSchedules lists recurring schedules by name, a page at a time.
 	ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error)
+	// BackfillSchedule delivers the occurrences of a recurring schedule in a
+	// past range now: one message per occurrence, keyed as a live occurrence
+	// would have been, none stored for an occurrence that has its message
+	// already (a live one, or an earlier backfill's).
+	BackfillSchedule(context.Context, *connect.Request[v1.BackfillScheduleRequest]) (*connect.Response[v1.BackfillScheduleResponse], error)
+	// CreateCalendar creates a named working-time calendar (a time zone,
+	// weekly working hours, non-working dates), durably.
+	CreateCalendar(context.Context, *connect.Request[v1.CreateCalendarRequest]) (*connect.Response[v1.CreateCalendarResponse], error)
+	// UpdateCalendar replaces a calendar's definition. Messages already
+	// stored keep their delivery times; recurring schedules use it from
+	// their next occurrence on.
+	UpdateCalendar(context.Context, *connect.Request[v1.UpdateCalendarRequest]) (*connect.Response[v1.UpdateCalendarResponse], error)
+	// DeleteCalendar removes a calendar no recurring schedule uses.
+	DeleteCalendar(context.Context, *connect.Request[v1.DeleteCalendarRequest]) (*connect.Response[v1.DeleteCalendarResponse], error)
+	// GetCalendar returns a calendar.
+	GetCalendar(context.Context, *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error)
+	// ListCalendars lists calendars by name, a page at a time.
+	ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error)
 	// WhoAmI says which credential the call is made with and what it may
 	// do (the console hides what its caller may not do).
 	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
@@ -984,6 +1110,42 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("ListSchedules")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceBackfillScheduleHandler := connect.NewUnaryHandler(
+		HourglassServiceBackfillScheduleProcedure,
+		svc.BackfillSchedule,
+		connect.WithSchema(hourglassServiceMethods.ByName("BackfillSchedule")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceCreateCalendarHandler := connect.NewUnaryHandler(
+		HourglassServiceCreateCalendarProcedure,
+		svc.CreateCalendar,
+		connect.WithSchema(hourglassServiceMethods.ByName("CreateCalendar")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceUpdateCalendarHandler := connect.NewUnaryHandler(
+		HourglassServiceUpdateCalendarProcedure,
+		svc.UpdateCalendar,
+		connect.WithSchema(hourglassServiceMethods.ByName("UpdateCalendar")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceDeleteCalendarHandler := connect.NewUnaryHandler(
+		HourglassServiceDeleteCalendarProcedure,
+		svc.DeleteCalendar,
+		connect.WithSchema(hourglassServiceMethods.ByName("DeleteCalendar")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceGetCalendarHandler := connect.NewUnaryHandler(
+		HourglassServiceGetCalendarProcedure,
+		svc.GetCalendar,
+		connect.WithSchema(hourglassServiceMethods.ByName("GetCalendar")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceListCalendarsHandler := connect.NewUnaryHandler(
+		HourglassServiceListCalendarsProcedure,
+		svc.ListCalendars,
+		connect.WithSchema(hourglassServiceMethods.ByName("ListCalendars")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hourglassServiceWhoAmIHandler := connect.NewUnaryHandler(
 		HourglassServiceWhoAmIProcedure,
 		svc.WhoAmI,
@@ -1058,6 +1220,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceGetScheduleHandler.ServeHTTP(w, r)
 		case HourglassServiceListSchedulesProcedure:
 			hourglassServiceListSchedulesHandler.ServeHTTP(w, r)
+		case HourglassServiceBackfillScheduleProcedure:
+			hourglassServiceBackfillScheduleHandler.ServeHTTP(w, r)
+		case HourglassServiceCreateCalendarProcedure:
+			hourglassServiceCreateCalendarHandler.ServeHTTP(w, r)
+		case HourglassServiceUpdateCalendarProcedure:
+			hourglassServiceUpdateCalendarHandler.ServeHTTP(w, r)
+		case HourglassServiceDeleteCalendarProcedure:
+			hourglassServiceDeleteCalendarHandler.ServeHTTP(w, r)
+		case HourglassServiceGetCalendarProcedure:
+			hourglassServiceGetCalendarHandler.ServeHTTP(w, r)
+		case HourglassServiceListCalendarsProcedure:
+			hourglassServiceListCalendarsHandler.ServeHTTP(w, r)
 		case HourglassServiceWhoAmIProcedure:
 			hourglassServiceWhoAmIHandler.ServeHTTP(w, r)
 		case HourglassServiceListAuditProcedure:
@@ -1189,6 +1363,30 @@ func (UnimplementedHourglassServiceHandler) GetSchedule(context.Context, *connec
 
 func (UnimplementedHourglassServiceHandler) ListSchedules(context.Context, *connect.Request[v1.ListSchedulesRequest]) (*connect.Response[v1.ListSchedulesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListSchedules is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) BackfillSchedule(context.Context, *connect.Request[v1.BackfillScheduleRequest]) (*connect.Response[v1.BackfillScheduleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.BackfillSchedule is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) CreateCalendar(context.Context, *connect.Request[v1.CreateCalendarRequest]) (*connect.Response[v1.CreateCalendarResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.CreateCalendar is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) UpdateCalendar(context.Context, *connect.Request[v1.UpdateCalendarRequest]) (*connect.Response[v1.UpdateCalendarResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.UpdateCalendar is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) DeleteCalendar(context.Context, *connect.Request[v1.DeleteCalendarRequest]) (*connect.Response[v1.DeleteCalendarResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.DeleteCalendar is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) GetCalendar(context.Context, *connect.Request[v1.GetCalendarRequest]) (*connect.Response[v1.GetCalendarResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.GetCalendar is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ListCalendars(context.Context, *connect.Request[v1.ListCalendarsRequest]) (*connect.Response[v1.ListCalendarsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ListCalendars is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {

@@ -5,6 +5,9 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+CALENDAR_POLICY_SHIFT: CalendarPolicy
+CALENDAR_POLICY_SKIP: CalendarPolicy
+CALENDAR_POLICY_UNSPECIFIED: CalendarPolicy
 CANCEL_RESULT_ALREADY_CANCELLED: CancelResult
 CANCEL_RESULT_ALREADY_DELIVERED: CancelResult
 CANCEL_RESULT_CANCELLED: CancelResult
@@ -31,11 +34,23 @@ MISFIRE_POLICY_FIRE_ALL: MisfirePolicy
 MISFIRE_POLICY_FIRE_LATEST: MisfirePolicy
 MISFIRE_POLICY_SKIP: MisfirePolicy
 MISFIRE_POLICY_UNSPECIFIED: MisfirePolicy
+OVERLAP_POLICY_ALLOW: OverlapPolicy
+OVERLAP_POLICY_BUFFER_ONE: OverlapPolicy
+OVERLAP_POLICY_SKIP: OverlapPolicy
+OVERLAP_POLICY_UNSPECIFIED: OverlapPolicy
 RESCHEDULE_RESULT_ALREADY_CANCELLED: RescheduleResult
 RESCHEDULE_RESULT_ALREADY_DELIVERED: RescheduleResult
 RESCHEDULE_RESULT_RESCHEDULED: RescheduleResult
 RESCHEDULE_RESULT_UNKNOWN: RescheduleResult
 RESCHEDULE_RESULT_UNSPECIFIED: RescheduleResult
+WEEKDAY_FRIDAY: Weekday
+WEEKDAY_MONDAY: Weekday
+WEEKDAY_SATURDAY: Weekday
+WEEKDAY_SUNDAY: Weekday
+WEEKDAY_THURSDAY: Weekday
+WEEKDAY_TUESDAY: Weekday
+WEEKDAY_UNSPECIFIED: Weekday
+WEEKDAY_WEDNESDAY: Weekday
 
 class AckBatchRequest(_message.Message):
     __slots__ = ["receipts", "topic"]
@@ -97,6 +112,23 @@ class AuditEntry(_message.Message):
     who: str
     def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., who: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., request: _Optional[str] = ..., response: _Optional[str] = ..., result: _Optional[str] = ..., error: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
 
+class BackfillScheduleRequest(_message.Message):
+    __slots__ = ["name", "to"]
+    FROM_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    to: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., to: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., **kwargs) -> None: ...
+
+class BackfillScheduleResponse(_message.Message):
+    __slots__ = ["existing", "stored"]
+    EXISTING_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    existing: int
+    stored: int
+    def __init__(self, stored: _Optional[int] = ..., existing: _Optional[int] = ...) -> None: ...
+
 class Backoff(_message.Message):
     __slots__ = ["initial_ms", "jitter", "max_ms", "multiplier"]
     INITIAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +140,18 @@ class Backoff(_message.Message):
     max_ms: int
     multiplier: float
     def __init__(self, initial_ms: _Optional[int] = ..., max_ms: _Optional[int] = ..., multiplier: _Optional[float] = ..., jitter: _Optional[float] = ...) -> None: ...
+
+class Calendar(_message.Message):
+    __slots__ = ["closed_dates", "hours", "name", "time_zone"]
+    CLOSED_DATES_FIELD_NUMBER: _ClassVar[int]
+    HOURS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
+    closed_dates: _containers.RepeatedScalarFieldContainer[str]
+    hours: _containers.RepeatedCompositeFieldContainer[WorkingHours]
+    name: str
+    time_zone: str
+    def __init__(self, name: _Optional[str] = ..., time_zone: _Optional[str] = ..., hours: _Optional[_Iterable[_Union[WorkingHours, _Mapping]]] = ..., closed_dates: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CancelRequest(_message.Message):
     __slots__ = ["id", "key", "topic"]
@@ -195,6 +239,16 @@ class ConsumeSettled(_message.Message):
     ref: int
     def __init__(self, ref: _Optional[int] = ..., acks: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., nacks: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
 
+class CreateCalendarRequest(_message.Message):
+    __slots__ = ["calendar"]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: Calendar
+    def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ...) -> None: ...
+
+class CreateCalendarResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class CreateScheduleRequest(_message.Message):
     __slots__ = ["schedule"]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +274,16 @@ class DeadLetter(_message.Message):
     origin_topic: str
     reason: str
     def __init__(self, origin_topic: _Optional[str] = ..., reason: _Optional[str] = ..., last_error: _Optional[str] = ..., attempts: _Optional[int] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class DeleteCalendarRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteCalendarResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class DeleteScheduleRequest(_message.Message):
     __slots__ = ["name"]
@@ -337,6 +401,18 @@ class FrozenPause(_message.Message):
     ended_at: _timestamp_pb2.Timestamp
     def __init__(self, began_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class GetCalendarRequest(_message.Message):
+    __slots__ = ["name"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetCalendarResponse(_message.Message):
+    __slots__ = ["calendar"]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: Calendar
+    def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ...) -> None: ...
+
 class GetPolicyRequest(_message.Message):
     __slots__ = ["topic"]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
@@ -392,16 +468,20 @@ class GetScheduleRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., next_count: _Optional[int] = ...) -> None: ...
 
 class GetScheduleResponse(_message.Message):
-    __slots__ = ["armed_id", "fired", "next", "schedule"]
+    __slots__ = ["armed_id", "buffered", "fired", "next", "schedule", "skipped"]
     ARMED_ID_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_FIELD_NUMBER: _ClassVar[int]
     FIRED_FIELD_NUMBER: _ClassVar[int]
     NEXT_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     armed_id: str
+    buffered: _timestamp_pb2.Timestamp
     fired: int
     next: _containers.RepeatedCompositeFieldContainer[_timestamp_pb2.Timestamp]
     schedule: RecurringSchedule
-    def __init__(self, schedule: _Optional[_Union[RecurringSchedule, _Mapping]] = ..., next: _Optional[_Iterable[_Union[_timestamp_pb2.Timestamp, _Mapping]]] = ..., armed_id: _Optional[str] = ..., fired: _Optional[int] = ...) -> None: ...
+    skipped: int
+    def __init__(self, schedule: _Optional[_Union[RecurringSchedule, _Mapping]] = ..., next: _Optional[_Iterable[_Union[_timestamp_pb2.Timestamp, _Mapping]]] = ..., armed_id: _Optional[str] = ..., fired: _Optional[int] = ..., skipped: _Optional[int] = ..., buffered: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Header(_message.Message):
     __slots__ = ["key", "value"]
@@ -440,6 +520,22 @@ class ListAuditResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[AuditEntry]
     next_before_seq: int
     def __init__(self, entries: _Optional[_Iterable[_Union[AuditEntry, _Mapping]]] = ..., next_before_seq: _Optional[int] = ...) -> None: ...
+
+class ListCalendarsRequest(_message.Message):
+    __slots__ = ["page_size", "page_token"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_token: _Optional[str] = ..., page_size: _Optional[int] = ...) -> None: ...
+
+class ListCalendarsResponse(_message.Message):
+    __slots__ = ["calendars", "next_page_token"]
+    CALENDARS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    calendars: _containers.RepeatedCompositeFieldContainer[Calendar]
+    next_page_token: str
+    def __init__(self, calendars: _Optional[_Iterable[_Union[Calendar, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "state", "to", "topic"]
@@ -631,28 +727,36 @@ class ReceiveStreamResponse(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
 
 class RecurringSchedule(_message.Message):
-    __slots__ = ["body", "end", "headers", "misfire_policy", "name", "paused", "spec", "start", "time_zone", "topic"]
+    __slots__ = ["body", "calendar", "calendar_policy", "end", "headers", "jitter_ms", "misfire_policy", "name", "overlap_policy", "paused", "spec", "start", "time_zone", "topic"]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_POLICY_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
+    JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     MISFIRE_POLICY_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_POLICY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     body: bytes
+    calendar: str
+    calendar_policy: CalendarPolicy
     end: _timestamp_pb2.Timestamp
     headers: _containers.RepeatedCompositeFieldContainer[Header]
+    jitter_ms: int
     misfire_policy: MisfirePolicy
     name: str
+    overlap_policy: OverlapPolicy
     paused: bool
     spec: str
     start: _timestamp_pb2.Timestamp
     time_zone: str
     topic: str
-    def __init__(self, name: _Optional[str] = ..., topic: _Optional[str] = ..., spec: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., time_zone: _Optional[str] = ..., misfire_policy: _Optional[_Union[MisfirePolicy, str]] = ..., paused: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., topic: _Optional[str] = ..., spec: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., time_zone: _Optional[str] = ..., misfire_policy: _Optional[_Union[MisfirePolicy, str]] = ..., paused: bool = ..., jitter_ms: _Optional[int] = ..., overlap_policy: _Optional[_Union[OverlapPolicy, str]] = ..., calendar: _Optional[str] = ..., calendar_policy: _Optional[_Union[CalendarPolicy, str]] = ...) -> None: ...
 
 class RedriveRequest(_message.Message):
     __slots__ = ["dead_letter_topic", "ids", "max_messages", "rate_per_second", "reason", "to_topic"]
@@ -731,7 +835,7 @@ class ScheduleBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[ScheduleResponse, _Mapping]]] = ...) -> None: ...
 
 class ScheduleRequest(_message.Message):
-    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "flow_key", "headers", "idempotency_key", "topic", "ttl_ms"]
+    __slots__ = ["body", "delay_level", "delay_ms", "deliver_at", "expire_at", "flow_key", "headers", "idempotency_key", "topic", "ttl_ms", "working"]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DELAY_LEVEL_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
@@ -742,6 +846,7 @@ class ScheduleRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    WORKING_FIELD_NUMBER: _ClassVar[int]
     body: bytes
     delay_level: int
     delay_ms: int
@@ -752,7 +857,8 @@ class ScheduleRequest(_message.Message):
     idempotency_key: str
     topic: str
     ttl_ms: int
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., flow_key: _Optional[str] = ...) -> None: ...
+    working: WorkingTime
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., delay_level: _Optional[int] = ..., working: _Optional[_Union[WorkingTime, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., expire_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ttl_ms: _Optional[int] = ..., flow_key: _Optional[str] = ...) -> None: ...
 
 class ScheduleResponse(_message.Message):
     __slots__ = ["deliver_at", "id"]
@@ -920,6 +1026,16 @@ class TopicsResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicInfo]
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicInfo, _Mapping]]] = ...) -> None: ...
 
+class UpdateCalendarRequest(_message.Message):
+    __slots__ = ["calendar"]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    calendar: Calendar
+    def __init__(self, calendar: _Optional[_Union[Calendar, _Mapping]] = ...) -> None: ...
+
+class UpdateCalendarResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class UpdateScheduleRequest(_message.Message):
     __slots__ = ["schedule"]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
@@ -950,6 +1066,30 @@ class WhoAmIResponse(_message.Message):
     verbs: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., verbs: _Optional[_Iterable[str]] = ..., topics: _Optional[_Iterable[str]] = ..., method: _Optional[str] = ...) -> None: ...
 
+class WorkingHours(_message.Message):
+    __slots__ = ["day", "end", "start"]
+    DAY_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    day: Weekday
+    end: str
+    start: str
+    def __init__(self, day: _Optional[_Union[Weekday, str]] = ..., start: _Optional[str] = ..., end: _Optional[str] = ...) -> None: ...
+
+class WorkingTime(_message.Message):
+    __slots__ = ["after", "at_time", "calendar", "days", "duration_ms"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    AT_TIME_FIELD_NUMBER: _ClassVar[int]
+    CALENDAR_FIELD_NUMBER: _ClassVar[int]
+    DAYS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    after: _timestamp_pb2.Timestamp
+    at_time: str
+    calendar: str
+    days: int
+    duration_ms: int
+    def __init__(self, calendar: _Optional[str] = ..., days: _Optional[int] = ..., duration_ms: _Optional[int] = ..., at_time: _Optional[str] = ..., after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class CancelResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -963,4 +1103,13 @@ class EditResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class OverlapPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class CalendarPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Weekday(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

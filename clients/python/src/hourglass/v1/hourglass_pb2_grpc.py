@@ -165,6 +165,36 @@ class HourglassServiceStub(object):
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.FromString,
                 )
+        self.BackfillSchedule = channel.unary_unary(
+                '/hourglass.v1.HourglassService/BackfillSchedule',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleResponse.FromString,
+                )
+        self.CreateCalendar = channel.unary_unary(
+                '/hourglass.v1.HourglassService/CreateCalendar',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarResponse.FromString,
+                )
+        self.UpdateCalendar = channel.unary_unary(
+                '/hourglass.v1.HourglassService/UpdateCalendar',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarResponse.FromString,
+                )
+        self.DeleteCalendar = channel.unary_unary(
+                '/hourglass.v1.HourglassService/DeleteCalendar',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarResponse.FromString,
+                )
+        self.GetCalendar = channel.unary_unary(
+                '/hourglass.v1.HourglassService/GetCalendar',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.GetCalendarRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.GetCalendarResponse.FromString,
+                )
+        self.ListCalendars = channel.unary_unary(
+                '/hourglass.v1.HourglassService/ListCalendars',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.FromString,
+                )
         self.WhoAmI = channel.unary_unary(
                 '/hourglass.v1.HourglassService/WhoAmI',
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.WhoAmIRequest.SerializeToString,
@@ -445,6 +475,54 @@ class HourglassServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BackfillSchedule(self, request, context):
+        """BackfillSchedule delivers the occurrences of a recurring schedule in a
+        past range now: one message per occurrence, keyed as a live occurrence
+        would have been, none stored for an occurrence that has its message
+        already (a live one, or an earlier backfill's).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateCalendar(self, request, context):
+        """CreateCalendar creates a named working-time calendar (a time zone,
+        weekly working hours, non-working dates), durably.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateCalendar(self, request, context):
+        """UpdateCalendar replaces a calendar's definition. Messages already
+        stored keep their delivery times; recurring schedules use it from
+        their next occurrence on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCalendar(self, request, context):
+        """DeleteCalendar removes a calendar no recurring schedule uses.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCalendar(self, request, context):
+        """GetCalendar returns a calendar.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCalendars(self, request, context):
+        """ListCalendars lists calendars by name, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WhoAmI(self, request, context):
         """WhoAmI says which credential the call is made with and what it may
         do (the console hides what its caller may not do).
@@ -613,6 +691,36 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.ListSchedules,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'BackfillSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.BackfillSchedule,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleResponse.SerializeToString,
+            ),
+            'CreateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCalendar,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarResponse.SerializeToString,
+            ),
+            'UpdateCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCalendar,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarResponse.SerializeToString,
+            ),
+            'DeleteCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCalendar,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarResponse.SerializeToString,
+            ),
+            'GetCalendar': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCalendar,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.GetCalendarRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.GetCalendarResponse.SerializeToString,
+            ),
+            'ListCalendars': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCalendars,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.SerializeToString,
             ),
             'WhoAmI': grpc.unary_unary_rpc_method_handler(
                     servicer.WhoAmI,
@@ -1142,6 +1250,108 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListSchedules',
             hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.ListSchedulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def BackfillSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/BackfillSchedule',
+            hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.BackfillScheduleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CreateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/CreateCalendar',
+            hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.CreateCalendarResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/UpdateCalendar',
+            hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.UpdateCalendarResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/DeleteCalendar',
+            hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.DeleteCalendarResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetCalendar(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/GetCalendar',
+            hourglass_dot_v1_dot_hourglass__pb2.GetCalendarRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.GetCalendarResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListCalendars(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ListCalendars',
+            hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.ListCalendarsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
