@@ -213,3 +213,25 @@ func TestDocsMetrics(t *testing.T) {
 		}
 	}
 }
+
+// docLimits are the documents whose length the issues that asked for them
+// bounded, in lines: each a reference a reader can hold.
+var docLimits = map[string]int{
+	"README.md":          200,
+	"docs/OPERATIONS.md": 200,
+	"docs/BENCHMARKS.md": 300,
+	"docs/CLUSTER.md":    400,
+}
+
+// TestDocsLength holds each document of docLimits within its limit.
+func TestDocsLength(t *testing.T) {
+	for _, path := range slices.Sorted(maps.Keys(docLimits)) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, limit := strings.Count(string(data), "\n"), docLimits[path]; n > limit {
+			t.Errorf("%s has %d lines; at most %d: move reference material that another document holds to a link", path, n, limit)
+		}
+	}
+}

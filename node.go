@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/hourglassmq/hourglass/access"
 	"github.com/hourglassmq/hourglass/audit"
 	"github.com/hourglassmq/hourglass/cluster"
 	"github.com/hourglassmq/hourglass/commitlog"
@@ -23,6 +24,7 @@ import (
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/recur"
 	"github.com/hourglassmq/hourglass/server"
+	"github.com/hourglassmq/hourglass/sink"
 	"github.com/hourglassmq/hourglass/sink/natsjs"
 	"github.com/hourglassmq/hourglass/sink/webhook"
 )
@@ -130,15 +132,16 @@ func (n *Node) openLocal(ctx context.Context) error {
 	metrics := server.NewMetrics()
 	// The engine's sink: the queue, or a webhook or NATS sink beside it
 	// (the queue then holds only dead letters).
-	var sink engine.Sink = q
+	var out engine.Sink = q
 	sinkBatch := QueueSinkBatch
 	var eng *engine.Engine
 	pol := &policies{q: q, log: n.log.Error}
 	switch cfg.Sink {
 	case SinkWebhook:
 		sinkBatch = 0
-		sink, err = webhook.New(webhook.Options{
+		out, err = webhook.New(webhook.Options{
 			Routes: cfg.Webhooks, Timeout: cfg.WebhookTimeout, MaxAttempts: cfg.MaxAttempts, Logger: n.log,
+			Tracing:    sink.NewTracing(cfg.TracerProvider, "webhook"),
 			Reschedule: func(ctx context.Context, r engine.Request) (message.ID, error) { return eng.Schedule(ctx, r) },
 			DeadLetter: func(ctx context.Context, topic string, d engine.Delivery) error {
 				return q.Deliver(ctx, topic+queue.DLQSuffix, []engine.Delivery{d})
@@ -147,9 +150,10 @@ func (n *Node) openLocal(ctx context.Context) error {
 	case SinkNATS:
 		sinkBatch = 0
 		var ns *natsjs.Sink
-		ns, err = natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Logger: n.log})
+		ns, err = natsjs.Open(ctx, natsjs.Options{URL: cfg.NATSURL, Prefix: cfg.NATSSubjectPrefix, Stream: cfg.NATSStream, Logger: n.log,
+			Tracing: sink.NewTracing(cfg.TracerProvider, "nats")})
 		if err == nil {
-			sink = ns
+			out = ns
 			n.closers = append([]func() error{ns.Close}, n.closers...)
 		}
 	}
@@ -158,15 +162,14 @@ func (n *Node) openLocal(ctx context.Context) error {
 	}
 	// Recurring schedules arm their next occurrence as the engine hands
 	// one over, before it reaches the sink.
-	sched := recur.New(sink, n.log, n.opened)
-	sink = sched
+	sched := recur.New(out, n.log, n.opened)
 	eng, err = engine.Open(engine.Options{
 		Dir:               cfg.DataDir,
 		SegmentDuration:   cfg.SegmentDuration,
 		PreloadLead:       cfg.PreloadLead,
 		Fsync:             cfg.Fsync,
 		MaxDelay:          cfg.MaxDelay,
-		Sink:              sink,
+		Sink:              sched,
 		HandoffLead:       cfg.HandoffLead,
 		SinkBatch:         sinkBatch,
 		IdempotencyWindow: cfg.IdempotencyWindow,
@@ -179,6 +182,9 @@ func (n *Node) openLocal(ctx context.Context) error {
 		Observer:  metrics,
 		OnFsync:   metrics.Fsynced,
 		OnControl: pol.onControl,
+		// Quotas ask the engine's pending counts, which a start after a
+		// crash must make by reading what is scheduled.
+		CountPending: credentialsHaveQuotas(cfg.CredentialsFile),
 	})
 	if err != nil {
 		return err
@@ -217,17 +223,13 @@ func (n *Node) openCluster(ctx context.Context) error {
 		return fmt.Errorf("hourglass: cluster: the delivery stream: %w", err)
 	}
 	n.closers = append(n.closers, ns.Close)
-	idem := cfg.IdempotencyWindow // 0 is off here, the default there
-	if idem == 0 {
-		idem = -1
-	}
 	node, err := cluster.Open(ctx, cluster.Options{
 		URL: cl.URL, NodeID: cl.NodeID, Advertise: cl.Advertise, Partitions: cl.Partitions,
 		LeaseTTL: cl.LeaseTTL, Replicas: cl.Replicas, DataDir: filepath.Join(cfg.DataDir, "cluster"),
 		MaxDelay: cfg.MaxDelay, SegmentDuration: cfg.SegmentDuration, Sink: ns, AuthToken: cfg.AuthToken,
 		Observer: metrics, Logger: n.log, CompactMargin: cl.CompactMargin, CompactInterval: cl.CompactInterval,
 		DeliveryStream: ns.Stream(), DeliveryPrefix: ns.Prefix(), Lease: cfg.DefaultLease, MaxAttempts: cfg.MaxAttempts, MaxTopics: cfg.MaxTopics,
-		IdempotencyWindow: idem,
+		IdempotencyWindow: cfg.IdempotencyWindow,
 	})
 	if err != nil {
 		return fmt.Errorf("hourglass: cluster %s: %w", cl.URL, err)
@@ -331,4 +333,14 @@ func (n *Node) closeAll() error {
 		n.lock = nil
 	}
 	return err
+}
+
+// credentialsHaveQuotas reports whether the credentials file at path sets
+// quotas (a file that does not load is server.New's to report).
+func credentialsHaveQuotas(path string) bool {
+	if path == "" {
+		return false
+	}
+	set, err := access.Load(path)
+	return err == nil && set.HasQuotas()
 }

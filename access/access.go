@@ -79,6 +79,7 @@ type Credential struct {
 	Topics []string
 
 	verbs []Verb
+	quota *Quota // nil: none
 }
 
 // Verbs returns the verbs the credential may do.

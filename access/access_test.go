@@ -63,7 +63,11 @@ func TestParseErrors(t *testing.T) {
 		{"no_topics", "credentials: [{name: a, token_sha256: " + d + ", role: admin}]", "needs topics"},
 		{"bad_pattern", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['[']}]", `topic pattern "["`},
 		{"no_secret", "credentials: [{name: a, role: admin, topics: ['*']}]", "needs token_sha256"},
-		{"quota_not_served", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {pending_messages: 1}}]", "field quota not found"},
+		{"quota_unknown_field", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {pending_messages: 1}}]", "field pending_messages not found"},
+		{"quota_empty", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {}}]", "needs max_pending_messages, max_pending_bytes or both"},
+		{"quota_negative", "quotas: [{topics: 'a.*', max_pending_bytes: -1}]", "quota 1 (topics \"a.*\"): max_pending_messages 0, max_pending_bytes -1: neither may be negative"},
+		{"quota_no_topics", "quotas: [{max_pending_messages: 5}]", "needs topics"},
+		{"quota_credential_topics", "credentials: [{name: a, token_sha256: " + d + ", role: admin, topics: ['*'], quota: {topics: x, max_pending_messages: 1}}]", "takes no topics of its own"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.yaml))
@@ -131,4 +135,35 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestQuotas(t *testing.T) {
+	s, err := Parse([]byte(`
+credentials:
+  - {name: app, token_sha256: ` + Digest("a") + `, role: producer, topics: ["orders.*"], quota: {max_pending_messages: 10}}
+  - {name: other, token_sha256: ` + Digest("b") + `, role: producer, topics: ["*"]}
+quotas:
+  - {topics: "orders.eu", max_pending_bytes: 1000}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, _ := s.Token("a")
+	other, _ := s.Token("b")
+	if !s.HasQuotas() {
+		t.Error("HasQuotas = false")
+	}
+	qs := s.Quotas(app)
+	if len(qs) != 2 || qs[0].Name != `credential "app"` || qs[0].MaxPendingMessages != 10 || qs[1].Name != `topics "orders.eu"` || qs[1].MaxPendingBytes != 1000 {
+		t.Fatalf("Quotas(app) = %+v", qs)
+	}
+	if !qs[0].Applies("orders.us") || qs[0].Applies("payments") || !qs[1].Applies("orders.eu") || qs[1].Applies("orders.us") {
+		t.Error("Applies does not follow the patterns")
+	}
+	if qs := s.Quotas(other); len(qs) != 1 || qs[0].Name != `topics "orders.eu"` {
+		t.Errorf("Quotas(other) = %+v; want the pattern's only", qs)
+	}
+	if qs := s.Quotas(Admin("admin")); len(qs) != 1 {
+		t.Errorf("Quotas(--auth-token's admin) = %+v; want the pattern's only", qs)
+	}
 }

@@ -24,10 +24,14 @@ type fileCredential struct {
 	Role        string   `yaml:"role"`
 	Verbs       []string `yaml:"verbs"`
 	Topics      []string `yaml:"topics"`
+	// Quota bounds what the credential's topics hold pending.
+	Quota *fileQuota `yaml:"quota"`
 }
 
 type file struct {
 	Credentials []fileCredential `yaml:"credentials"`
+	// Quotas bound what the topics of a pattern hold pending.
+	Quotas []fileQuota `yaml:"quotas"`
 }
 
 // Set is the credentials of one credentials file. It is immutable and
@@ -36,6 +40,7 @@ type Set struct {
 	byDigest  map[[sha256.Size]byte]*Credential
 	bySubject map[string]*Credential
 	all       []*Credential
+	quotas    []*Quota // the file's quotas list
 }
 
 // Digest returns the digest a credentials file stores for token:
@@ -81,6 +86,13 @@ func Parse(b []byte) (*Set, error) {
 		}
 		s.all = append(s.all, c)
 	}
+	for i, fq := range f.Quotas {
+		q, err := topicQuota(fq)
+		if err != nil {
+			return nil, fmt.Errorf("%w: quota %d (topics %q): %v", ErrInvalid, i+1, fq.Topics, err)
+		}
+		s.quotas = append(s.quotas, q)
+	}
 	return s, nil
 }
 
@@ -100,6 +112,12 @@ func (s *Set) add(fc fileCredential, names map[string]bool) (*Credential, error)
 		return nil, err
 	}
 	c := &Credential{Name: fc.Name, Role: fc.Role, Topics: fc.Topics, verbs: verbs}
+	if fq := fc.Quota; fq != nil {
+		if err := fq.check(true); err != nil {
+			return nil, err
+		}
+		c.quota = &Quota{Name: fmt.Sprintf("credential %q", c.Name), MaxPendingMessages: fq.MaxPendingMessages, MaxPendingBytes: fq.MaxPendingBytes, applies: c.Covers}
+	}
 	if fc.Token == "" && len(fc.Certificate) == 0 {
 		return nil, errors.New("needs token_sha256 (hourglass credentials hash makes one) or certificate (names of client certificates)")
 	}

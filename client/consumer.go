@@ -25,7 +25,9 @@ type Delivery struct {
 	// expired lease.
 	Attempt int
 	// Receipt names this lease; Ack and Nack use it, so they act only
-	// while this lease holds.
+	// while this lease holds. It is empty on a message a Consume or a
+	// Worker got from a single node (the stream settles it by its number
+	// there): Ack, Nack and Extend then name it by ID.
 	Receipt string
 	// DeadLetter is set on a message of a dead-letter topic
 	// ("<topic>.dlq"): why it died and where.
@@ -99,8 +101,12 @@ func (c *Client) Ack(ctx context.Context, d Delivery) error {
 	return wrap("Ack", err)
 }
 
-// maxAckBatch is the server's limit of receipts per AckBatch.
+// maxAckBatch is the server's limit of receipts per AckBatch, and of
+// messages per settle on a Consume stream.
 const maxAckBatch = 1000
+
+// maxPush is the server's limit of messages per pushed batch.
+const maxPush = 1000
 
 // AckBatch acks deliveries of one topic by receipt with one call and one
 // fsync on the server. It returns one error per delivery (nil: acked); err
@@ -193,6 +199,9 @@ type ConsumeOptions struct {
 	// before it has settled them (the stream's credits), 1 to 10000;
 	// default 2 * Concurrency, at least 10.
 	Prefetch int
+	// MaxBatch is the most messages the server pushes at once, 1 to 1000;
+	// default Prefetch (at most 1000).
+	MaxBatch int
 	// Lease of each message; 0 means the server's --default-lease. A
 	// handler running longer than the lease sees its message delivered
 	// again (a Worker extends the lease instead).
@@ -244,11 +253,14 @@ func (c *Client) Consume(ctx context.Context, topic string, handler func(context
 	if o.Prefetch <= 0 {
 		o.Prefetch = max(10, 2*o.Concurrency)
 	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = min(o.Prefetch, maxPush)
+	}
 	if o.RetryDelay == nil {
 		o.RetryDelay = DefaultRetryDelay
 	}
 	return newConsumeState(c, loopConfig{
-		topic: topic, handler: HandlerFunc(handler), concurrency: o.Concurrency, prefetch: o.Prefetch,
+		topic: topic, handler: HandlerFunc(handler), concurrency: o.Concurrency, prefetch: o.Prefetch, maxBatch: o.MaxBatch,
 		lease: o.Lease, retryDelay: o.RetryDelay, onError: o.OnError,
 	}).run(ctx)
 }

@@ -40,7 +40,7 @@ type settleService struct {
 	settled    map[string]int // receipt -> times settled
 	returned   int            // credits returned
 	overdrawn  []string       // what was wrong with the credits
-	unary      map[string]int // receipt -> times acked by AckBatch
+	unary      map[string]int // receipt -> times acked by Ack (by ID)
 	answers    int            // settles answered
 	unanswered int            // the most settles unanswered when one came
 	changed    chan struct{}  // closed and replaced when settles or answers change
@@ -76,6 +76,7 @@ func (s *settleService) Consume(st consumeServer) error {
 	}
 	ctx, cancel := context.WithCancel(st.Context())
 	var wg sync.WaitGroup
+	var nums pushNumbers
 	sets := make(chan *hourglassv1.ConsumeSettle, s.n)
 	// The pusher wakes on cancel; the answerer ends on cancel or when sets
 	// is closed.
@@ -93,14 +94,14 @@ func (s *settleService) Consume(st consumeServer) error {
 				s.mu.Unlock()
 				return
 			}
-			res := &hourglassv1.ReceiveResponse{}
+			var msgs []*hourglassv1.Message
 			for i := s.pushed; i < s.pushed+k; i++ {
-				res.Messages = append(res.Messages, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", i)), Topic: "t", Receipt: fmt.Sprint("r", i)})
+				msgs = append(msgs, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", i)), Topic: "t", Body: fmt.Append(nil, "r", i), Receipt: fmt.Sprint("r", i)})
 			}
 			s.pushed += k
 			s.credits -= k
 			s.mu.Unlock()
-			if send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: res}}) != nil {
+			if send(nums.batch(msgs)) != nil {
 				return
 			}
 		}
@@ -119,12 +120,6 @@ func (s *settleService) Consume(st consumeServer) error {
 				}
 			}
 			out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
-			for range set.Acks {
-				out.Acks = append(out.Acks, &hourglassv1.AckResult{Acked: true})
-			}
-			for range set.Nacks {
-				out.Nacks = append(out.Nacks, &hourglassv1.AckResult{Acked: true})
-			}
 			// Counted before it is sent: the client may have it, and send
 			// another settle, before Send returns here.
 			s.mu.Lock()
@@ -144,12 +139,13 @@ func (s *settleService) Consume(st consumeServer) error {
 		s.mu.Lock()
 		switch k := req.Kind.(type) {
 		case *hourglassv1.ConsumeRequest_Settle:
-			s.settles = append(s.settles, len(k.Settle.Acks)+len(k.Settle.Nacks))
-			for _, r := range k.Settle.Acks {
+			acks := nums.ranges(k.Settle.Acks)
+			s.settles = append(s.settles, len(acks)+len(k.Settle.Nacks))
+			for _, r := range acks {
 				s.settled[r]++
 			}
 			for _, nk := range k.Settle.Nacks {
-				s.settled[nk.Receipt]++
+				s.settled[nums.receipt(nk.Seq)]++
 			}
 			s.unanswered = max(s.unanswered, len(s.settles)-s.answers)
 			s.notify()
@@ -176,15 +172,12 @@ func (s *settleService) Consume(st consumeServer) error {
 	}
 }
 
-func (s *settleService) AckBatch(_ context.Context, req *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
+// Ack takes the unary acks by ID of messages pushed on a stream.
+func (s *settleService) Ack(_ context.Context, req *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := &hourglassv1.AckBatchResponse{}
-	for _, r := range req.Receipts {
-		s.unary[r]++
-		res.Results = append(res.Results, &hourglassv1.AckResult{Acked: true})
-	}
-	return res, nil
+	s.unary["r"+strings.TrimPrefix(fakeName(req.Id), "m")]++
+	return &hourglassv1.AckResponse{}, nil
 }
 
 // notify wakes waitSettled; s.mu is held.
@@ -251,7 +244,7 @@ func TestConsumeSettlesOnTheStream(t *testing.T) {
 					defer running.Add(-1)
 					for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
 					}
-					if k, _ := strconv.Atoi(strings.TrimPrefix(d.Receipt, "r")); tc.hold && k > 0 {
+					if k, _ := strconv.Atoi(strings.TrimPrefix(string(d.Body), "r")); tc.hold && k > 0 {
 						if err := svc.waitSettled(ctx, fmt.Sprint("r", k-1), maxUnanswered); err != nil {
 							return err
 						}
@@ -307,7 +300,7 @@ func TestConsumeSettlesOnTheStream(t *testing.T) {
 
 // TestConsumeStopsWithoutAnswers: a Consume that stops while the server
 // does not answer its settles waits for the answers settleTimeout at most,
-// then acks the rest by unary calls and returns.
+// then acks the rest by unary calls (by ID) and returns.
 func TestConsumeStopsWithoutAnswers(t *testing.T) {
 	defer func(d time.Duration) { settleTimeout = d }(settleTimeout)
 	settleTimeout = 100 * time.Millisecond
@@ -322,7 +315,7 @@ func TestConsumeStopsWithoutAnswers(t *testing.T) {
 		done <- c.Consume(ctx, "t", func(_ context.Context, d Delivery) error {
 			// Paced as in held_first_answer, so that maxUnanswered
 			// settles wait and the last messages pile up behind them.
-			if k, _ := strconv.Atoi(strings.TrimPrefix(d.Receipt, "r")); k > 0 {
+			if k, _ := strconv.Atoi(strings.TrimPrefix(string(d.Body), "r")); k > 0 {
 				if err := svc.waitSettled(context.Background(), fmt.Sprint("r", k-1), maxUnanswered); err != nil {
 					return err
 				}
@@ -341,11 +334,11 @@ func TestConsumeStopsWithoutAnswers(t *testing.T) {
 	for i := range n {
 		r := fmt.Sprint("r", i)
 		if svc.settled[r]+svc.unary[r] != 1 {
-			t.Errorf("%s: settled %d times on the stream and acked %d times by AckBatch; want once in all", r, svc.settled[r], svc.unary[r])
+			t.Errorf("%s: settled %d times on the stream and acked %d times by Ack; want once in all", r, svc.settled[r], svc.unary[r])
 		}
 	}
 	if len(svc.unary) == 0 {
-		t.Errorf("nothing acked by AckBatch: with %d settles unanswered, the rest should have been", maxUnanswered)
+		t.Errorf("nothing acked by Ack: with %d settles unanswered, the rest should have been", maxUnanswered)
 	}
 }
 
@@ -359,9 +352,8 @@ type breakService struct {
 
 	mu       sync.Mutex
 	streams  int
-	acked    map[string]int   // receipt -> times acked
-	batches  []int            // receipts per AckBatch
-	nacked   map[string]int64 // receipt -> delay_ms
+	acked    map[string]int   // message name -> times acked
+	nacked   map[string]int64 // message name -> delay_ms
 	streamed int              // settles received on streams
 	settled  chan struct{}    // closed once n-1 are acked and one nacked
 }
@@ -394,12 +386,13 @@ func (s *breakService) Consume(st consumeServer) error {
 			}
 		}
 	}
+	var nums pushNumbers
 	for i := 0; i < s.n; i += 1000 {
-		res := &hourglassv1.ReceiveResponse{}
+		var msgs []*hourglassv1.Message
 		for j := i; j < min(i+1000, s.n); j++ {
-			res.Messages = append(res.Messages, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", j)), Topic: "t", Receipt: fmt.Sprint("r", j)})
+			msgs = append(msgs, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", j)), Topic: "t", Body: fmt.Append(nil, "m", j)})
 		}
-		if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: res}}); err != nil {
+		if err := st.Send(nums.batch(msgs)); err != nil {
 			return err
 		}
 	}
@@ -413,30 +406,31 @@ func (s *breakService) check() {
 	}
 }
 
-func (s *breakService) AckBatch(_ context.Context, req *hourglassv1.AckBatchRequest) (*hourglassv1.AckBatchResponse, error) {
+func (s *breakService) Ack(_ context.Context, req *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batches = append(s.batches, len(req.Receipts))
-	res := &hourglassv1.AckBatchResponse{}
-	for _, r := range req.Receipts {
-		s.acked[r]++
-		res.Results = append(res.Results, &hourglassv1.AckResult{Acked: true})
+	if req.Receipt != "" {
+		return nil, status.Error(codes.InvalidArgument, "want an ack by id")
 	}
+	s.acked[fakeName(req.Id)]++
 	s.check()
-	return res, nil
+	return &hourglassv1.AckResponse{}, nil
 }
 
 func (s *breakService) Nack(_ context.Context, req *hourglassv1.NackRequest) (*hourglassv1.NackResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nacked[req.Receipt] = req.DelayMs
+	if req.Receipt != "" {
+		return nil, status.Error(codes.InvalidArgument, "want a nack by id")
+	}
+	s.nacked[fakeName(req.Id)] = req.DelayMs
 	s.check()
 	return &hourglassv1.NackResponse{}, nil
 }
 
 // TestConsumeSettlesByUnaryAfterTheStreamBroke: messages of a stream that
-// broke are settled by AckBatch (at most 1000 receipts a call, the
-// server's limit) and Nack, since a new stream cannot settle them; the
+// broke are settled by Ack and Nack by ID, since a new stream cannot
+// settle them by their numbers on the old one; the
 // break is told to OnError, and Consume opens a new stream.
 func TestConsumeSettlesByUnaryAfterTheStreamBroke(t *testing.T) {
 	for _, tc := range []struct {
@@ -461,7 +455,7 @@ func TestConsumeSettlesByUnaryAfterTheStreamBroke(t *testing.T) {
 					case <-broke:
 					case <-ctx.Done():
 					}
-					if d.Receipt == "r1" {
+					if string(d.Body) == "m1" {
 						return errors.New("cannot handle m1")
 					}
 					return nil
@@ -488,18 +482,12 @@ func TestConsumeSettlesByUnaryAfterTheStreamBroke(t *testing.T) {
 			svc.mu.Lock()
 			defer svc.mu.Unlock()
 			for r, k := range svc.acked {
-				if k != 1 || r == "r1" {
+				if k != 1 || r == "m1" {
 					t.Errorf("%s acked %d times", r, k)
 				}
 			}
-			if len(svc.nacked) != 1 || svc.nacked["r1"] != 7000 {
-				t.Errorf("nacks %v; want r1 nacked with 7000 ms", svc.nacked)
-			}
-			for _, b := range svc.batches {
-				if b > 1000 {
-					t.Errorf("AckBatch calls of %v receipts; the server takes at most 1000", svc.batches)
-					break
-				}
+			if len(svc.nacked) != 1 || svc.nacked["m1"] != 7000 {
+				t.Errorf("nacks %v; want m1 nacked with 7000 ms", svc.nacked)
 			}
 			if svc.streamed != 0 {
 				t.Errorf("%d settles of the broken stream's messages went on the new stream", svc.streamed)

@@ -39,6 +39,10 @@ type cstream struct {
 	// done is closed when the stream's responses have ended (Recv
 	// failed): no answer comes any more.
 	done chan struct{}
+
+	extMu   sync.Mutex
+	extRef  uint64                                       // guarded by extMu: the last extend's ref
+	extWait map[uint64]chan *hourglassv1.ConsumeExtended // guarded by extMu: extends not yet answered
 }
 
 func (s *cstream) send(r *hourglassv1.ConsumeRequest) error {
@@ -96,9 +100,10 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 		cancel()
 		return err
 	}
-	s := &cstream{st: st, cancel: cancel, unanswered: make(chan struct{}, maxUnanswered), done: make(chan struct{})}
+	s := &cstream{st: st, cancel: cancel, unanswered: make(chan struct{}, maxUnanswered), done: make(chan struct{}),
+		extWait: map[uint64]chan *hourglassv1.ConsumeExtended{}}
 	if err := s.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Open{Open: &hourglassv1.ConsumeOpen{
-		Topic: cs.topic, Credits: int32(cs.prefetch), LeaseMs: cs.lease.Milliseconds(), MaxBatch: int32(min(cs.prefetch, 1000)),
+		Topic: cs.topic, Credits: int32(cs.prefetch), LeaseMs: cs.lease.Milliseconds(), MaxBatch: int32(cs.maxBatch),
 	}}}); err != nil {
 		_, err = st.Recv() // the reason
 		cancel()
@@ -121,6 +126,7 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 			in <- res
 		}
 	}()
+	var ds []Delivery // reused: a batch's deliveries are copied into work
 	for {
 		select {
 		case <-ctx.Done():
@@ -137,32 +143,67 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 				cancel()
 				return rerr
 			}
-			if set := res.GetSettled(); set != nil {
-				cs.answered(s, set)
+			if cs.answer(s, res) {
 				continue
 			}
-			for _, m := range res.GetMessages().GetMessages() {
+			b := res.GetBatch()
+			var err error
+			if ds, err = batchDeliveries(ds[:0], cs.topic, b); err != nil {
+				// Its messages come again when their leases end.
+				cs.report(cs.wrap(err))
+				continue
+			}
+			got := time.Now()
+			for i, d := range ds {
+				h := held{d: d, on: s, seq: b.FirstSeq + uint64(i), got: got}
 				select {
-				case work <- held{d: delivery(m), on: s, got: time.Now()}:
+				case work <- h:
 				case <-ctx.Done():
-					cs.giveBack(delivery(m))
+					cs.giveBack(h)
 				}
 			}
+			clear(ds) // let the response go once its deliveries are done
 		}
 	}
+}
+
+// answer takes an answer of the server to a settle or an extend; false
+// for anything else.
+func (cs *consumeState) answer(s *cstream, res *hourglassv1.ConsumeResponse) bool {
+	if set := res.GetSettled(); set != nil {
+		cs.answered(s, set)
+		return true
+	}
+	if ext := res.GetExtended(); ext != nil {
+		s.extMu.Lock()
+		w := s.extWait[ext.Ref]
+		delete(s.extWait, ext.Ref)
+		s.extMu.Unlock()
+		if w != nil {
+			w <- ext
+		}
+		return true
+	}
+	return false
 }
 
 // drain reads what a stream of a stopping Consume still sends, until it
 // ends: answers to settles, and messages, given back at once.
 func (cs *consumeState) drain(s *cstream, in <-chan *hourglassv1.ConsumeResponse) {
 	defer close(s.done)
+	var ds []Delivery
 	for res := range in {
-		if set := res.GetSettled(); set != nil {
-			cs.answered(s, set)
+		if cs.answer(s, res) {
 			continue
 		}
-		for _, m := range res.GetMessages().GetMessages() {
-			cs.giveBack(delivery(m))
+		b := res.GetBatch()
+		var err error
+		if ds, err = batchDeliveries(ds[:0], cs.topic, b); err != nil {
+			cs.report(cs.wrap(err))
+			continue
+		}
+		for i, d := range ds {
+			cs.giveBack(held{d: d, on: s, seq: b.FirstSeq + uint64(i)})
 		}
 	}
 }
@@ -173,16 +214,18 @@ func (cs *consumeState) answered(s *cstream, set *hourglassv1.ConsumeSettled) {
 	case <-s.unanswered:
 	default: // an answer to nothing sent: nothing waits for it
 	}
-	for _, r := range append(set.Acks, set.Nacks...) {
-		if !r.Acked {
-			cs.report(fmt.Errorf("client: Consume of topic %q: settle: %s", cs.topic, r.Error))
+	for i, seq := range set.Failed {
+		why := "refused"
+		if i < len(set.Errors) {
+			why = set.Errors[i]
 		}
+		cs.report(fmt.Errorf("client: Consume of topic %q: settle of message %d on its stream: %s", cs.topic, seq, why))
 	}
 }
 
-// giveBack releases d (a nack without delay), for a loop that stops.
-func (cs *consumeState) giveBack(d Delivery) {
-	cs.settleUnary([]outcome{release(held{d: d})})
+// giveBack releases h (a nack without delay), for a loop that stops.
+func (cs *consumeState) giveBack(h held) {
+	cs.settleUnary([]outcome{release(h)})
 }
 
 // settler sends outcomes back: on the stream they came on while it is
@@ -257,14 +300,7 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 		}
 		n := min(len(batch), maxAckBatch)
 		ref++
-		set := &hourglassv1.ConsumeSettle{Ref: ref}
-		for _, o := range batch[:n] {
-			if o.nack {
-				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: o.d.Receipt, DelayMs: o.delay.Milliseconds(), Reason: o.reason, DeadLetter: o.deadLetter, Release: o.release})
-			} else {
-				set.Acks = append(set.Acks, o.d.Receipt)
-			}
-		}
+		set := settleOf(ref, batch[:n])
 		err := cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: set}})
 		if err == nil && ctx.Err() == nil {
 			err = cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: int32(n)}}})
@@ -281,6 +317,73 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 	}
 }
 
+// settleOf is the settle request of batch: its acks as ranges of
+// consecutive numbers, its nacks one by one.
+func settleOf(ref uint64, batch []outcome) *hourglassv1.ConsumeSettle {
+	set := &hourglassv1.ConsumeSettle{Ref: ref}
+	var acks []uint64
+	for _, o := range batch {
+		if o.nack {
+			set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Seq: o.seq, DelayMs: o.delay.Milliseconds(), Reason: o.reason, DeadLetter: o.deadLetter, Release: o.release})
+		} else {
+			acks = append(acks, o.seq)
+		}
+	}
+	slices.Sort(acks)
+	for _, seq := range acks {
+		if k := len(set.Acks); k > 0 && set.Acks[k-1].First+uint64(set.Acks[k-1].Count) == seq {
+			set.Acks[k-1].Count++
+			continue
+		}
+		set.Acks = append(set.Acks, &hourglassv1.SeqRange{First: seq, Count: 1})
+	}
+	return set
+}
+
+// extendLease extends the lease of r's delivery: on its stream while that is
+// open, by a unary call otherwise.
+func (cs *consumeState) extendLease(ctx context.Context, r *running, lease time.Duration) error {
+	s := r.on
+	if s == nil || r.seq == 0 {
+		_, err := cs.c.Extend(ctx, r.d, lease)
+		return err
+	}
+	w := make(chan *hourglassv1.ConsumeExtended, 1)
+	s.extMu.Lock()
+	s.extRef++
+	ref := s.extRef
+	s.extWait[ref] = w
+	s.extMu.Unlock()
+	forget := func() {
+		s.extMu.Lock()
+		delete(s.extWait, ref)
+		s.extMu.Unlock()
+	}
+	err := s.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Extend{Extend: &hourglassv1.ConsumeExtend{
+		Ref: ref, Seqs: []*hourglassv1.SeqRange{{First: r.seq, Count: 1}}, LeaseMs: lease.Milliseconds()}}})
+	if err != nil {
+		forget()
+		return status.Errorf(codes.Unavailable, "client: Extend on the Consume stream of topic %q: %v", cs.topic, err)
+	}
+	select {
+	case ext := <-w:
+		if len(ext.Failed) > 0 {
+			why := "refused"
+			if len(ext.Errors) > 0 {
+				why = ext.Errors[0]
+			}
+			return status.Errorf(codes.FailedPrecondition, "client: Extend on the Consume stream of topic %q: %s", cs.topic, why)
+		}
+		return nil
+	case <-s.done:
+		forget()
+		return status.Errorf(codes.Unavailable, "client: Extend on the Consume stream of topic %q: the stream ended", cs.topic)
+	case <-ctx.Done():
+		forget()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
 // settleUnary acks and nacks by unary calls.
 func (cs *consumeState) settleUnary(batch []outcome) {
 	if len(batch) == 0 {
@@ -290,9 +393,13 @@ func (cs *consumeState) settleUnary(batch []outcome) {
 	defer cancel()
 	var acks []Delivery
 	for _, o := range batch {
-		if o.nack {
+		switch {
+		case o.nack:
 			cs.report(cs.c.nack(ctx, o.d, o.delay, o.reason, o.deadLetter, o.release))
-		} else {
+		case o.d.Receipt == "":
+			// Pushed on a stream (that has ended): by ID.
+			cs.report(cs.c.Ack(ctx, o.d))
+		default:
 			acks = append(acks, o.d)
 		}
 	}

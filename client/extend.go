@@ -11,7 +11,7 @@ import (
 func (cs *consumeState) extendLater(r *running, lease, after time.Duration) {
 	r.timer = time.AfterFunc(max(after, 0), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), min(settleTimeout, lease/3))
-		_, err := cs.c.Extend(ctx, r.d, lease)
+		err := cs.extendLease(ctx, r, lease)
 		cancel()
 		cs.runMu.Lock()
 		defer cs.runMu.Unlock()

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 	"github.com/hourglassmq/hourglass/server"
 )
@@ -151,7 +154,19 @@ func wantCode(t *testing.T, what string, err error, code codes.Code) {
 func fakeID(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	sum[0] &= 0x7f // a delivery time that is not negative
-	return hex.EncodeToString(sum[:16])
+	id := hex.EncodeToString(sum[:16])
+	fakeNames.Store(id, s)
+	return id
+}
+
+// fakeNames maps the IDs fakeID made to what they were made of.
+var fakeNames sync.Map
+
+// fakeName is what fakeID made id of.
+func fakeName(id string) string {
+	s, _ := fakeNames.Load(id)
+	name, _ := s.(string)
+	return name
 }
 
 // mustParseID parses s or fails the test.
@@ -177,4 +192,81 @@ func topicStats(t *testing.T, c *Client, topic string) *hourglassv1.TopicStats {
 		}
 	}
 	return &hourglassv1.TopicStats{Topic: topic}
+}
+
+// pushNumbers numbers what a fake Consume service pushes, as the server
+// does, and names the numbers of settles and extends by the receipts of
+// the fake messages pushed.
+type pushNumbers struct {
+	mu       sync.Mutex
+	receipts []string // guarded by mu: of message number i+1
+}
+
+// batch is the response that pushes msgs: server messages as Receive
+// answers them, with receipts for the test to name them by.
+func (p *pushNumbers) batch(msgs []*hourglassv1.Message) *hourglassv1.ConsumeResponse {
+	p.mu.Lock()
+	first := uint64(len(p.receipts) + 1)
+	for _, m := range msgs {
+		p.receipts = append(p.receipts, m.Receipt)
+	}
+	p.mu.Unlock()
+	b := &hourglassv1.ConsumeBatch{FirstSeq: first, Topic: "t"}
+	if m := msgs[0]; m.ReceivedAt != nil {
+		b.ReceivedAtMs, b.LeaseExpiresAtMs = m.ReceivedAt.AsTime().UnixMilli(), m.LeaseExpiresAt.AsTime().UnixMilli()
+	}
+	for i, m := range msgs {
+		id, err := message.ParseID(m.Id)
+		if err != nil {
+			panic(err)
+		}
+		b.Ids = id.AppendBinary(b.Ids)
+		b.Bodies = append(b.Bodies, m.Body)
+		b.DeliverAtDeltas = append(b.DeliverAtDeltas, m.DeliverAt.AsTime().UnixMilli())
+		b.Attempts = append(b.Attempts, m.Attempt)
+		o := make([]byte, 16)
+		if m.OriginId != "" && m.OriginId != m.Id {
+			oid, err := message.ParseID(m.OriginId)
+			if err != nil {
+				panic(err)
+			}
+			oid.AppendBinary(o[:0])
+		}
+		b.OriginIds = append(b.OriginIds, o...)
+		b.HeaderCounts = append(b.HeaderCounts, uint32(len(m.Headers)))
+		for _, h := range m.Headers {
+			b.HeaderKeys, b.HeaderValues = append(b.HeaderKeys, h.Key), append(b.HeaderValues, h.Value)
+		}
+		if m.DeadLetter != nil {
+			if b.DeadLetters == nil {
+				b.DeadLetters = make([]*hourglassv1.DeadLetter, len(msgs))
+				for j := range b.DeadLetters {
+					b.DeadLetters[j] = &hourglassv1.DeadLetter{}
+				}
+			}
+			b.DeadLetters[i] = m.DeadLetter
+		}
+	}
+	return &hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Batch{Batch: b}}
+}
+
+// receipt is the receipt of the message pushed as number seq.
+func (p *pushNumbers) receipt(seq uint64) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if seq == 0 || seq > uint64(len(p.receipts)) {
+		return fmt.Sprint("no message ", seq)
+	}
+	return p.receipts[seq-1]
+}
+
+// ranges are the receipts of the messages rs name.
+func (p *pushNumbers) ranges(rs []*hourglassv1.SeqRange) []string {
+	var out []string
+	for _, r := range rs {
+		for seq := r.First; seq < r.First+uint64(r.Count); seq++ {
+			out = append(out, p.receipt(seq))
+		}
+	}
+	return out
 }

@@ -13,6 +13,7 @@ type loopConfig struct {
 	handler     Handler
 	concurrency int // handler calls at once, at least 1
 	prefetch    int // the stream's credits, 1 to 10000
+	maxBatch    int // the most messages of one push, 1 to 1000
 	lease       time.Duration
 	// retryDelay is the nack delay after a plain error (not Retry or
 	// DeadLetter); nil means 0, the topic's backoff on the server.
@@ -58,7 +59,8 @@ func (cs *consumeState) swapCur(s *cstream) *cstream {
 // machine's clock).
 type held struct {
 	d   Delivery
-	on  *cstream
+	on  *cstream // the stream it came on
+	seq uint64   // its number on that stream
 	got time.Time
 }
 

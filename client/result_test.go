@@ -62,6 +62,8 @@ type pushService struct {
 	// extended, if set, is closed at the third Extend call.
 	extended chan struct{}
 
+	nums pushNumbers
+
 	mu      sync.Mutex
 	pushed  bool
 	acks    []string
@@ -90,7 +92,7 @@ func (s *pushService) Consume(st consumeServer) error {
 				m.ReceivedAt, m.LeaseExpiresAt = timestamppb.New(now), timestamppb.New(now.Add(m.LeaseExpiresAt.AsTime().Sub(m.ReceivedAt.AsTime())))
 			}
 		}
-		if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{Messages: &hourglassv1.ReceiveResponse{Messages: s.msgs}}}); err != nil {
+		if err := st.Send(s.nums.batch(s.msgs)); err != nil {
 			return err
 		}
 	}
@@ -99,35 +101,36 @@ func (s *pushService) Consume(st consumeServer) error {
 		if err != nil {
 			return nil
 		}
+		if ext := req.GetExtend(); ext != nil {
+			s.mu.Lock()
+			for _, r := range s.nums.ranges(ext.Seqs) {
+				s.extends = append(s.extends, extendCall{time.Now(), r, ext.LeaseMs})
+			}
+			if len(s.extends) == 3 && s.extended != nil {
+				close(s.extended)
+			}
+			s.mu.Unlock()
+			out := &hourglassv1.ConsumeExtended{Ref: ext.Ref, LeaseExpiresAtMs: time.Now().Add(time.Duration(ext.LeaseMs) * time.Millisecond).UnixMilli()}
+			if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Extended{Extended: out}}); err != nil {
+				return nil
+			}
+			continue
+		}
 		set := req.GetSettle()
 		if set == nil {
 			continue
 		}
 		out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
 		s.mu.Lock()
-		for _, a := range set.Acks {
-			s.acks = append(s.acks, a)
-			out.Acks = append(out.Acks, &hourglassv1.AckResult{Acked: true})
-		}
+		s.acks = append(s.acks, s.nums.ranges(set.Acks)...)
 		for _, n := range set.Nacks {
 			s.nacks = append(s.nacks, n)
-			out.Nacks = append(out.Nacks, &hourglassv1.AckResult{Acked: true})
 		}
 		s.mu.Unlock()
 		if err := st.Send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Settled{Settled: out}}); err != nil {
 			return nil
 		}
 	}
-}
-
-func (s *pushService) Extend(_ context.Context, req *hourglassv1.ExtendRequest) (*hourglassv1.ExtendResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.extends = append(s.extends, extendCall{time.Now(), req.Receipt, req.LeaseMs})
-	if len(s.extends) == 3 && s.extended != nil {
-		close(s.extended)
-	}
-	return &hourglassv1.ExtendResponse{LeaseExpiresAt: timestamppb.New(time.Now().Add(time.Duration(req.LeaseMs) * time.Millisecond))}, nil
 }
 
 func (s *pushService) settled() int {
@@ -209,17 +212,18 @@ func TestWorkerSettlesOnTheWire(t *testing.T) {
 		t.Errorf("acks %v, want [r0]", svc.acks)
 	}
 	want := map[string]*hourglassv1.ConsumeNack{
-		"r1": {Receipt: "r1", DelayMs: 1500, Reason: "retry after 1.5s"},
-		"r2": {Receipt: "r2", DeadLetter: true, Reason: "order 7: unparsable"},
-		"r3": {Receipt: "r3", Reason: "boom"},
-		"r4": {Receipt: "r4", Reason: "panic: oops"},
+		"r1": {DelayMs: 1500, Reason: "retry after 1.5s"},
+		"r2": {DeadLetter: true, Reason: "order 7: unparsable"},
+		"r3": {Reason: "boom"},
+		"r4": {Reason: "panic: oops"},
 	}
 	for _, n := range svc.nacks {
-		w := want[n.Receipt]
+		r := svc.nums.receipt(n.Seq)
+		w := want[r]
 		if w == nil || n.DelayMs != w.DelayMs || n.DeadLetter != w.DeadLetter || n.Reason != w.Reason {
-			t.Errorf("nack %v, want %v", n, w)
+			t.Errorf("nack of %s: %v, want %v", r, n, w)
 		}
-		delete(want, n.Receipt)
+		delete(want, r)
 	}
 	if len(want) != 0 {
 		t.Errorf("not nacked: %v", want)

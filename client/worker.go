@@ -39,6 +39,9 @@ type WorkerOptions struct {
 	// worker before it has settled them, 1 to 10000, unless Topics says
 	// otherwise; default 2 * Concurrency, at least 10.
 	Prefetch int
+	// MaxBatch is the most messages the server pushes at once, 1 to 1000,
+	// unless Topics says otherwise; default Prefetch (at most 1000).
+	MaxBatch int
 	// Lease of each message, unless Topics says otherwise; 0 means the
 	// server's --default-lease. While a handler runs, its message's lease
 	// is extended by as much again two thirds into each lease, so a
@@ -66,6 +69,7 @@ type WorkerOptions struct {
 type TopicOptions struct {
 	Concurrency int
 	Prefetch    int
+	MaxBatch    int
 	Lease       time.Duration
 }
 
@@ -186,6 +190,7 @@ func (w *Worker) config(topic string, h Handler) loopConfig {
 		lease:       firstPositive(o.Lease, w.o.Lease),
 	}
 	cfg.prefetch = firstPositive(o.Prefetch, w.o.Prefetch, max(10, 2*cfg.concurrency))
+	cfg.maxBatch = firstPositive(o.MaxBatch, w.o.MaxBatch, min(cfg.prefetch, maxPush))
 	return cfg
 }
 

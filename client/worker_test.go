@@ -309,17 +309,22 @@ func TestWorkerShutdown(t *testing.T) {
 }
 
 // TestWorkerExtendsLease: a handler that runs for several leases keeps
-// its message (extended with Extend); it is handled once and acked.
+// its message (extended on its Consume stream); it is handled once and
+// acked.
 func TestWorkerExtendsLease(t *testing.T) {
 	rs := startServer(t, server.Options{})
 	var extends atomic.Int32
 	extended := make(chan struct{}) // closed at the third extension
-	count := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if method == hourglassv1.HourglassService_Extend_FullMethodName && err == nil && extends.Add(1) == 3 {
-			close(extended)
+	count := grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != hourglassv1.HourglassService_Consume_FullMethodName {
+			return cs, err
 		}
-		return err
+		return countExtends{cs, func() {
+			if extends.Add(1) == 3 {
+				close(extended)
+			}
+		}}, nil
 	})
 	c := newClient(t, rs.addr, WithDialOptions(count))
 	const lease = 300 * time.Millisecond
@@ -378,4 +383,21 @@ func TestWorkerRun(t *testing.T) {
 	if err := w.Run(context.Background()); !errors.Is(err, ErrWorkerStarted) {
 		t.Errorf("second Run: %v; want ErrWorkerStarted", err)
 	}
+}
+
+// countExtends calls extended for each answer of the server that
+// extended every lease an extend named.
+type countExtends struct {
+	grpc.ClientStream
+	extended func()
+}
+
+func (c countExtends) RecvMsg(m any) error {
+	err := c.ClientStream.RecvMsg(m)
+	if res, ok := m.(*hourglassv1.ConsumeResponse); ok && err == nil {
+		if ext := res.GetExtended(); ext != nil && len(ext.Failed) == 0 {
+			c.extended()
+		}
+	}
+	return err
 }

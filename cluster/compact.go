@@ -181,8 +181,8 @@ func (pt *partition) compact(ctx context.Context, st jetstream.Stream, l0 uint64
 	// were delivered since the last compaction (10 M in
 	// BenchmarkCompaction), and growing by appends would allocate twice
 	// that.
-	delivered := make([]message.ID, 0, len(pt.done))
-	for id, r := range pt.done {
+	delivered := make([]message.ID, 0, len(pt.mu.done))
+	for id, r := range pt.mu.done {
 		if r == Delivered {
 			delivered = append(delivered, id)
 		} else {
@@ -260,7 +260,7 @@ func (pt *partition) compact(ctx context.Context, st jetstream.Stream, l0 uint64
 	}
 	for _, id := range cancelled {
 		pt.mu.Lock()
-		_, taken := pt.taken[id]
+		_, taken := pt.mu.taken[id]
 		pt.mu.Unlock()
 		if gone(id) && !taken && id.DeliverAt <= now {
 			forgetCancelled = append(forgetCancelled, id)
@@ -302,16 +302,16 @@ func (pt *partition) compact(ctx context.Context, st jetstream.Stream, l0 uint64
 	pt.mu.Lock()
 	for _, forget := range [][]message.ID{forgetDelivered, forgetCancelled} {
 		for _, id := range forget {
-			delete(pt.done, id)
+			delete(pt.mu.done, id)
 			cs.PrunedDone++
 		}
 	}
-	if cs.PrunedDone > len(pt.done) {
+	if cs.PrunedDone > len(pt.mu.done) {
 		// A Go map keeps its tables after deletes: the done set would
 		// stay as large as it was at its fullest (10 M delivered
 		// entries, about 400 MiB, in BenchmarkCompaction). Made again
 		// at its new size, under mu: the entries left are few.
-		pt.done = resized(pt.done)
+		pt.mu.done = resized(pt.mu.done)
 	}
 	pt.pruneIndexes()
 	pt.forgetDeleted(cs.L0)
@@ -325,7 +325,7 @@ func (pt *partition) compact(ctx context.Context, st jetstream.Stream, l0 uint64
 	}
 	cs.Took = time.Since(start)
 	pt.mu.Lock()
-	pt.compactions = append(pt.compactions, cs)
+	pt.mu.compactions = append(pt.mu.compactions, cs)
 	pt.mu.Unlock()
 	return cs, nil
 }
@@ -378,8 +378,8 @@ func (pt *partition) copyPending(ctx context.Context, st jetstream.Stream, first
 					continue
 				}
 				pt.mu.Lock()
-				_, done := pt.done[id]
-				_, taken := pt.taken[id]
+				_, done := pt.mu.done[id]
+				_, taken := pt.mu.taken[id]
 				keep := taken && !done
 				pt.mu.Unlock()
 				if !keep {
@@ -425,7 +425,7 @@ func (pt *partition) compacted(ctx context.Context, seq uint64) (bool, error) {
 	defer timer.Stop()
 	for {
 		pt.mu.Lock()
-		at, ch := pt.consumed, pt.progress
+		at, ch := pt.mu.consumed, pt.mu.progress
 		pt.mu.Unlock()
 		if at >= target {
 			return true, nil

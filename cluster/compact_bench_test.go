@@ -239,7 +239,7 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 		},
 	}
 	ctx := context.Background()
-	n, err := Open(ctx, Options{URL: ns.ClientURL(), NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: 1, Replicas: 1,
+	n, err := Open(ctx, Options{IdempotencyWindow: 10 * time.Minute, URL: ns.ClientURL(), NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: 1, Replicas: 1,
 		DataDir: b.TempDir(), Sink: sink, Logger: slog.New(slog.NewTextHandler(logs, nil)), hooks: hooks})
 	if err != nil {
 		b.Fatal(err)
@@ -327,7 +327,7 @@ func benchCompaction(b *testing.B, pending int, timeout time.Duration) {
 	for {
 		pt := n.partition(0)
 		pt.mu.Lock()
-		taken := len(pt.taken)
+		taken := len(pt.mu.taken)
 		pt.mu.Unlock()
 		if taken >= pending+benchTimed-1 { // the first timed one may be delivered already
 			break

@@ -206,7 +206,7 @@ func openCompacting(t *testing.T, url, id string, sink engine.Sink, h *testHooks
 		var none time.Duration
 		h.keepRecent = &none
 	}
-	n, err := Open(ctxT(t), Options{URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: 1,
+	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: 1,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, SegmentDuration: 10 * time.Second,
 		CompactMargin: 20, CompactInterval: 20 * time.Millisecond, hooks: h})
 	if err != nil {
@@ -236,7 +236,7 @@ func compactions(n *Node) []compactStats {
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return append([]compactStats(nil), pt.compactions...)
+	return append([]compactStats(nil), pt.mu.compactions...)
 }
 
 // scheduleMix schedules rounds × (a batch of farPer messages due at far,
@@ -340,13 +340,13 @@ func TestCompaction(t *testing.T) {
 	}
 	pt := a.partition(0)
 	pt.mu.Lock()
-	left := len(pt.done)
+	left := len(pt.mu.done)
 	pt.mu.Unlock()
 	if left != 3 {
 		t.Fatalf("done set holds %d entries after the compaction; want the 2 cancels and the delivery during it", left)
 	}
-	if res, err := a.Cancel(ctx, farIDs[1], false); err != nil || res != engine.AlreadyDone {
-		t.Fatalf("second cancel of %v: %v, %v; want already done", farIDs[1], res, err)
+	if res, err := a.Cancel(ctx, farIDs[1], false); err != nil || res != engine.AlreadyCancelled {
+		t.Fatalf("second cancel of %v: %v, %v; want already cancelled", farIDs[1], res, err)
 	}
 	// The copies' own (sequence, index) is no message's ID.
 	if res, err := a.Cancel(ctx, MakeID(0, cs.CopyLast, 0, far.UnixMilli()), false); err != nil || res != engine.Unknown {
@@ -366,8 +366,8 @@ func TestCompaction(t *testing.T) {
 	if res, err := b.Cancel(ctx, farIDs[2], false); err != nil || res != engine.Cancelled {
 		t.Fatalf("cancel of compacted %v after the takeover: %v, %v; want cancelled", farIDs[2], res, err)
 	}
-	if res, err := b.Cancel(ctx, farIDs[0], false); err != nil || res != engine.AlreadyDone {
-		t.Fatalf("cancel of %v, cancelled before the compaction, after the takeover: %v, %v; want already done", farIDs[0], res, err)
+	if res, err := b.Cancel(ctx, farIDs[0], false); err != nil || res != engine.AlreadyCancelled {
+		t.Fatalf("cancel of %v, cancelled before the compaction, after the takeover: %v, %v; want already cancelled", farIDs[0], res, err)
 	}
 	if res, err := b.Cancel(ctx, MakeID(0, seq2, 30, far.UnixMilli()), false); err != nil || res != engine.Unknown {
 		t.Fatalf("cancel of a compacted sequence's index that never existed: %v, %v; want unknown", res, err)
@@ -548,7 +548,7 @@ func TestSnapshotPoint(t *testing.T) {
 
 func TestNegativeCompactIntervalRefused(t *testing.T) {
 	sink := engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })
-	_, err := Open(ctxT(t), Options{URL: "nats://127.0.0.1:1", NodeID: "a", Advertise: "http://127.0.0.1:1", DataDir: t.TempDir(),
+	_, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: "nats://127.0.0.1:1", NodeID: "a", Advertise: "http://127.0.0.1:1", DataDir: t.TempDir(),
 		Sink: sink, Logger: quiet, CompactInterval: -time.Second})
 	if err == nil || !strings.Contains(err.Error(), "compaction interval -1s") {
 		t.Fatalf("Open with a negative compaction interval: %v; want an error naming it", err)

@@ -127,7 +127,7 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 		return
 	}
 	pt.mu.Lock()
-	pending := len(pt.taken)
+	pending := len(pt.mu.taken)
 	pt.mu.Unlock()
 	if cst.held <= 2*pending+o.CompactMargin {
 		return

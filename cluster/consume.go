@@ -85,8 +85,8 @@ func (pt *partition) consume(eng *engine.Engine) error {
 			}
 			pt.mu.Lock()
 			for i, id := range b.ids {
-				if _, ok := pt.taken[id]; ok {
-					pt.taken[id] = local[i]
+				if _, ok := pt.mu.taken[id]; ok {
+					pt.mu.taken[id] = local[i]
 				}
 			}
 			pt.mu.Unlock()
@@ -94,10 +94,10 @@ func (pt *partition) consume(eng *engine.Engine) error {
 		seq, stored := b.last, b.stored
 		pt.log.Debug("cluster: intake scheduled", "up_to_seq", seq, "messages", len(b.reqs))
 		pt.mu.Lock()
-		if seq > pt.consumed {
-			pt.consumed = seq
-			close(pt.progress)
-			pt.progress = make(chan struct{})
+		if seq > pt.mu.consumed {
+			pt.mu.consumed = seq
+			close(pt.mu.progress)
+			pt.mu.progress = make(chan struct{})
 		}
 		pt.mu.Unlock()
 		if seq > 0 {
@@ -286,29 +286,29 @@ func (pt *partition) requests(m jetstream.Msg, b *intakeBatch) {
 			pt.noteKey(string(dm.Topic), k, id)
 		}
 		if old, ok := replaced(hs); ok {
-			if _, done := pt.done[id]; !done {
-				r, oldDone := pt.done[old]
+			if _, done := pt.mu.done[id]; !done {
+				r, oldDone := pt.mu.done[old]
 				switch {
-				case (oldDone && r == Delivered) || pt.firing[old]:
-					pt.done[id] = CancelledReason
+				case (oldDone && r == Delivered) || pt.mu.firing[old]:
+					pt.mu.done[id] = CancelledReason
 					b.rec = AppendDone(b.rec, id, CancelledReason)
 				case !oldDone:
-					pt.done[old] = CancelledReason
+					pt.mu.done[old] = CancelledReason
 					b.rec = AppendDone(b.rec, old, CancelledReason)
 				}
 			}
 			// A replacement of a delivered message never took its place.
-			if r, done := pt.done[old]; !done || r != Delivered {
-				pt.moved[old] = id
+			if r, done := pt.mu.done[old]; !done || r != Delivered {
+				pt.mu.moved[old] = id
 			}
 		}
-		if _, done := pt.done[id]; done {
+		if _, done := pt.mu.done[id]; done {
 			continue
 		}
-		if _, ok := pt.taken[id]; ok {
+		if _, ok := pt.mu.taken[id]; ok {
 			continue
 		}
-		pt.taken[id] = message.ID{}
+		pt.mu.taken[id] = message.ID{}
 		hs = append(hs[:len(hs):len(hs)], message.Header{Key: []byte(idHeader), Value: appendIDBytes(nil, id)})
 		b.reqs = append(b.reqs, engine.Request{Topic: string(dm.Topic), Headers: hs, Body: dm.Body, At: time.UnixMilli(dm.DeliverAt),
 			Attempt: dm.Attempt, Origin: dm.Origin})
@@ -320,12 +320,12 @@ func (pt *partition) requests(m jetstream.Msg, b *intakeBatch) {
 // the one recorded. Called with mu held.
 func (pt *partition) noteKey(topic, key string, id message.ID) {
 	k := topic + "\x00" + key
-	if old, ok := pt.keys[k]; ok {
+	if old, ok := pt.mu.keys[k]; ok {
 		_, os, oi := SplitID(old)
 		_, ns, ni := SplitID(id)
 		if os > ns || (os == ns && oi >= ni) {
 			return
 		}
 	}
-	pt.keys[k] = id
+	pt.mu.keys[k] = id
 }

@@ -38,8 +38,9 @@ func storedAt(t *testing.T, n *Node, id message.ID) time.Time {
 // second took its partitions over, answers the first ID (after a
 // Reschedule, the replacement's); a keyed batch retried answers its IDs;
 // once the window, measured from when the first was stored, has passed,
-// the key makes a new message. With keys off a retry is a new message; a
-// window below 100 ms is refused.
+// the key makes a new message. With keys off (a zero window, as in
+// hourglass.Config) a retry is a new message; a window below 100 ms or a
+// negative one is refused.
 func TestIdempotencyWindow(t *testing.T) {
 	const window = 6 * time.Second
 	ns := startNATS(t)
@@ -117,7 +118,7 @@ func TestIdempotencyWindow(t *testing.T) {
 
 	t.Run("off", func(t *testing.T) {
 		ns := startNATS(t)
-		c, err := openWindowNode(t, ns.ClientURL(), "c", -1)
+		c, err := openWindowNode(t, ns.ClientURL(), "c", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -129,6 +130,9 @@ func TestIdempotencyWindow(t *testing.T) {
 		}
 		if _, err := openWindowNode(t, ns.ClientURL(), "d", 50*time.Millisecond); err == nil || !strings.Contains(err.Error(), "100ms") {
 			t.Errorf("a 50 ms window: %v; want refused naming 100ms", err)
+		}
+		if _, err := openWindowNode(t, ns.ClientURL(), "e", -time.Second); err == nil || !strings.Contains(err.Error(), "0 (keys off)") {
+			t.Errorf("a negative window: %v; want refused naming 0 (keys off)", err)
 		}
 	})
 }

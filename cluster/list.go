@@ -162,7 +162,7 @@ func (pt *partition) list(ctx context.Context, req engine.ListRequest, after mes
 		return nil, err
 	}
 	pt.mu.Lock()
-	eng := pt.eng
+	eng := pt.mu.eng
 	pt.mu.Unlock()
 	limit := req.Limit
 	lreq := engine.ListRequest{Topic: req.Topic, From: max(req.From, after.DeliverAt), To: req.To, Limit: limit}
@@ -178,7 +178,7 @@ func (pt *partition) list(ctx context.Context, req engine.ListRequest, after mes
 			if id.IsZero() || id.DeliverAt < req.From || (req.To > 0 && id.DeliverAt >= req.To) || !idAfter(id, after) {
 				continue
 			}
-			if _, done := pt.done[id]; done || pt.firing[id] {
+			if _, done := pt.mu.done[id]; done || pt.mu.firing[id] {
 				continue // cancelled, delivered or being delivered
 			}
 			f.ID = id

@@ -273,7 +273,7 @@ func (pt *partition) waitConsumed(ctx context.Context, target uint64) error {
 	defer timer.Stop()
 	for {
 		pt.mu.Lock()
-		at, ch := pt.consumed, pt.progress
+		at, ch := pt.mu.consumed, pt.mu.progress
 		pt.mu.Unlock()
 		if at >= target {
 			return nil
@@ -302,11 +302,11 @@ func (pt *partition) get(ctx context.Context, id message.ID) (engine.Found, mess
 		return f, message.ID{}, err
 	}
 	pt.mu.Lock()
-	r, done := pt.done[id]
-	firing := pt.firing[id]
-	local, taken := pt.taken[id]
-	moved := pt.moved[id]
-	eng := pt.eng
+	r, done := pt.mu.done[id]
+	firing := pt.mu.firing[id]
+	local, taken := pt.mu.taken[id]
+	moved := pt.mu.moved[id]
+	eng := pt.mu.eng
 	pt.mu.Unlock()
 	switch {
 	case done && r == Delivered:
@@ -381,11 +381,11 @@ func (pt *partition) reschedule(ctx context.Context, id message.ID, at time.Time
 	}
 	// settled answers for a message that is done, being delivered or due.
 	settled := func() (engine.RescheduleResult, bool) {
-		r, done := pt.done[id]
+		r, done := pt.mu.done[id]
 		switch {
 		case done && r == CancelledReason:
 			return engine.RescheduleCancelled, true
-		case done || pt.firing[id] || id.DeliverAt <= pt.n.now().UnixMilli():
+		case done || pt.mu.firing[id] || id.DeliverAt <= pt.n.now().UnixMilli():
 			return engine.RescheduleTooLate, true
 		}
 		return 0, false
@@ -403,8 +403,8 @@ func (pt *partition) reschedule(ctx context.Context, id message.ID, at time.Time
 	}
 	pt.mu.Lock()
 	res, ok = settled()
-	local, taken := pt.taken[id]
-	eng := pt.eng
+	local, taken := pt.mu.taken[id]
+	eng := pt.mu.eng
 	pt.mu.Unlock()
 	if ok {
 		return res, message.ID{}, nil
@@ -441,22 +441,22 @@ func (pt *partition) reschedule(ctx context.Context, id message.ID, at time.Time
 		pt.mu.Unlock()
 		return res, message.ID{}, nil
 	}
-	pt.done[id] = CancelledReason
+	pt.mu.done[id] = CancelledReason
 	pt.mu.Unlock()
 	ids, err := pt.n.publishIntake(ctx, pt.p, []message.Message{m}, "")
 	if err != nil {
 		// Maybe not stored: the old message is pending again, unless the
 		// replacement was read meanwhile (it was stored after all).
 		pt.mu.Lock()
-		if _, read := pt.moved[id]; !read && pt.done[id] == CancelledReason {
-			delete(pt.done, id)
+		if _, read := pt.mu.moved[id]; !read && pt.mu.done[id] == CancelledReason {
+			delete(pt.mu.done, id)
 		}
 		pt.mu.Unlock()
 		return engine.RescheduleUnknown, message.ID{}, err
 	}
 	nid := ids[0]
 	pt.mu.Lock()
-	pt.moved[id] = nid
+	pt.mu.moved[id] = nid
 	pt.mu.Unlock()
 	if err := pt.n.publishDone(ctx, pt.p, AppendDone(nil, id, CancelledReason)); err != nil {
 		return engine.RescheduleUnknown, message.ID{}, unavailable("recording the reschedule of %s to %s: %v; the outcome is unknown, retry", id, nid, err)
@@ -475,7 +475,7 @@ func (pt *partition) lookup(ctx context.Context, topic, key string) (message.ID,
 	}
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	id, ok := pt.keys[topic+"\x00"+key]
+	id, ok := pt.mu.keys[topic+"\x00"+key]
 	return id, ok, nil
 }
 
@@ -483,18 +483,18 @@ func (pt *partition) lookup(ctx context.Context, topic, key string) (message.ID,
 // nor held: after a compaction pruned the done set. Called with mu held.
 func (pt *partition) pruneIndexes() {
 	known := func(id message.ID) bool {
-		_, done := pt.done[id]
-		_, taken := pt.taken[id]
+		_, done := pt.mu.done[id]
+		_, taken := pt.mu.taken[id]
 		return done || taken
 	}
-	for k, id := range pt.keys {
+	for k, id := range pt.mu.keys {
 		if !known(id) {
-			delete(pt.keys, k)
+			delete(pt.mu.keys, k)
 		}
 	}
-	for old := range pt.moved {
-		if _, done := pt.done[old]; !done {
-			delete(pt.moved, old)
+	for old := range pt.mu.moved {
+		if _, done := pt.mu.done[old]; !done {
+			delete(pt.mu.moved, old)
 		}
 	}
 }

@@ -25,9 +25,6 @@ const (
 	DefaultPartitions = 8
 	DefaultLeaseTTL   = 10 * time.Second
 	DefaultReplicas   = 3
-	// DefaultIdempotencyWindow is the default of
-	// Options.IdempotencyWindow, a single node's default.
-	DefaultIdempotencyWindow = 10 * time.Minute
 	// offDuplicates is the intake streams' duplicate window while keys
 	// are off (no intake publish then carries a Nats-Msg-Id).
 	offDuplicates = 2 * time.Minute
@@ -115,9 +112,9 @@ type Options struct {
 	// batch's keys, in order) names the first message, measured from
 	// when JetStream stored it: it is the intake streams' duplicate
 	// window, set on every intake stream when the node opens. Default
-	// DefaultIdempotencyWindow; negative turns keys off (nothing is
-	// deduplicated). At least 100 ms and at most MaxDelay + 1 day (the
-	// streams' MaxAge).
+	// 0 turns keys off (nothing is deduplicated), as in engine.Options and
+	// hourglass.Config. Else at least 100 ms and at most MaxDelay + 1 day
+	// (the streams' MaxAge).
 	IdempotencyWindow time.Duration
 	// StallChecksPerSecond bounds how often this node's partitions ask
 	// their intake stream whether their reader has stalled (see feed):
@@ -187,8 +184,10 @@ type Node struct {
 	scheduled atomic.Int64
 	cancelled atomic.Int64
 
-	mu    sync.Mutex
-	parts map[int]*partition // guarded by mu
+	mu struct {
+		sync.Mutex
+		parts map[int]*partition // the partitions this node runs
+	}
 }
 
 // Open connects to NATS, creates or checks the cluster's streams and
@@ -241,11 +240,8 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if opts.StallChecksPerSecond == 0 {
 		opts.StallChecksPerSecond = DefaultStallChecksPerSecond
 	}
-	if opts.IdempotencyWindow == 0 {
-		opts.IdempotencyWindow = DefaultIdempotencyWindow
-	}
-	if w := opts.IdempotencyWindow; w > 0 && (w < 100*time.Millisecond || w > opts.MaxDelay+24*time.Hour) {
-		return nil, fmt.Errorf("cluster: idempotency window %v: from 100ms (JetStream's least duplicate window) to the max delay + 1 day, %v (the intake streams' MaxAge)", w, opts.MaxDelay+24*time.Hour)
+	if w := opts.IdempotencyWindow; w != 0 && (w < 100*time.Millisecond || w > opts.MaxDelay+24*time.Hour) {
+		return nil, fmt.Errorf("cluster: idempotency window %v: 0 (keys off) or from 100ms (JetStream's least duplicate window) to the max delay + 1 day, %v (the intake streams' MaxAge)", w, opts.MaxDelay+24*time.Hour)
 	}
 	if opts.CompactInterval < 0 {
 		return nil, fmt.Errorf("cluster: compaction interval %v: want a positive duration (0 takes %v)", opts.CompactInterval, DefaultCompactInterval)
@@ -265,7 +261,8 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: connect to %s: %w", opts.URL, err)
 	}
-	n := &Node{opts: opts, log: log, nc: nc, parts: map[int]*partition{}, loop: make(chan struct{}), ready: make(chan struct{}), doneTimeout: DonePublishTimeout}
+	n := &Node{opts: opts, log: log, nc: nc, loop: make(chan struct{}), ready: make(chan struct{}), doneTimeout: DonePublishTimeout}
+	n.mu.parts = map[int]*partition{}
 	if r := opts.StallChecksPerSecond; r > 0 {
 		n.stallChecks = rate.NewLimiter(rate.Limit(r), int(math.Ceil(r)))
 	}
@@ -319,7 +316,7 @@ func (n *Node) setup(ctx context.Context) error {
 	}
 	maxAge := o.MaxDelay + 24*time.Hour
 	dups := o.IdempotencyWindow
-	if dups < 0 {
+	if dups == 0 {
 		dups = offDuplicates
 	}
 	for p := 0; p < o.Partitions; p++ {
@@ -466,14 +463,14 @@ func (n *Node) ownStep() {
 	}
 	for _, l := range ch.acquired {
 		n.mu.Lock()
-		n.parts[l.p] = n.startPartition(l)
+		n.mu.parts[l.p] = n.startPartition(l)
 		n.mu.Unlock()
 	}
 	// A partition whose runner failed is given up, so that another node
 	// (or this one, later) tries again.
 	n.mu.Lock()
 	var failed []*partition
-	for _, pt := range n.parts {
+	for _, pt := range n.mu.parts {
 		select {
 		case <-pt.exited:
 			failed = append(failed, pt)
@@ -492,8 +489,8 @@ func (n *Node) ownStep() {
 
 func (n *Node) stopPartition(p int) {
 	n.mu.Lock()
-	pt := n.parts[p]
-	delete(n.parts, p)
+	pt := n.mu.parts[p]
+	delete(n.mu.parts, p)
 	n.mu.Unlock()
 	if pt != nil {
 		pt.stop()
@@ -503,16 +500,16 @@ func (n *Node) stopPartition(p int) {
 func (n *Node) partition(p int) *partition {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.parts[p]
+	return n.mu.parts[p]
 }
 
 // Owned returns the partitions this node runs.
 func (n *Node) Owned() []int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]int, 0, len(n.parts))
+	out := make([]int, 0, len(n.mu.parts))
 	for p := 0; p < n.opts.Partitions; p++ {
-		if n.parts[p] != nil {
+		if n.mu.parts[p] != nil {
 			out = append(out, p)
 		}
 	}
@@ -523,8 +520,8 @@ func (n *Node) Owned() []int {
 // Cancelled count this node's requests.
 func (n *Node) Stats() engine.Stats {
 	n.mu.Lock()
-	parts := make([]*partition, 0, len(n.parts))
-	for _, pt := range n.parts {
+	parts := make([]*partition, 0, len(n.mu.parts))
+	for _, pt := range n.mu.parts {
 		parts = append(parts, pt)
 	}
 	n.mu.Unlock()
@@ -554,8 +551,8 @@ func (n *Node) Stats() engine.Stats {
 // partition, or nil.
 func (n *Node) Health() error {
 	n.mu.Lock()
-	parts := make([]*partition, 0, len(n.parts))
-	for _, pt := range n.parts {
+	parts := make([]*partition, 0, len(n.mu.parts))
+	for _, pt := range n.mu.parts {
 		parts = append(parts, pt)
 	}
 	n.mu.Unlock()
@@ -573,8 +570,8 @@ func (n *Node) Close() error {
 	n.cancel()
 	<-n.loop
 	n.mu.Lock()
-	parts := n.parts
-	n.parts = map[int]*partition{}
+	parts := n.mu.parts
+	n.mu.parts = map[int]*partition{}
 	n.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), n.opts.LeaseTTL)
 	defer cancel()

@@ -16,7 +16,7 @@ import (
 
 func openNode(t *testing.T, url, id string, partitions int, sink engine.Sink) (*Node, error) {
 	t.Helper()
-	n, err := Open(ctxT(t), Options{URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: partitions,
+	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: partitions,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, SegmentDuration: 10 * time.Second})
 	if err == nil {
 		t.Cleanup(func() { n.Close() })
@@ -137,8 +137,8 @@ func TestScheduleDeliverCancel(t *testing.T) {
 	if res, err := n.Cancel(ctx, far, false); err != nil || res != engine.Cancelled {
 		t.Fatalf("cancel %v: %v, %v; want cancelled", far, res, err)
 	}
-	if res, _ := n.Cancel(ctx, far, false); res != engine.AlreadyDone {
-		t.Fatalf("second cancel: %v, want already done", res)
+	if res, _ := n.Cancel(ctx, far, false); res != engine.AlreadyCancelled {
+		t.Fatalf("second cancel: %v, want already cancelled", res)
 	}
 	p, seq, idx := SplitID(far)
 	if res, _ := n.Cancel(ctx, MakeID(p, seq+1000, idx, far.DeliverAt), false); res != engine.Unknown {

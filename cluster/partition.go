@@ -52,41 +52,45 @@ type partition struct {
 	// sequence is then in done.
 	recMu sync.RWMutex
 
-	mu        sync.Mutex
-	eng       *engine.Engine        // guarded by mu; nil until opened
-	done      map[message.ID]Reason // guarded by mu: delivered or cancelled
-	firing    map[message.ID]bool   // guarded by mu: in a sink call now
-	delivered int64                 // guarded by mu: deliveries since taken over
-	firstAt   time.Time             // guarded by mu: first delivery by this owner
-	// taken holds the IDs scheduled into the local engine and not yet
-	// handed to the sink successfully (pending, cancelled but not yet
-	// fired, or failing): a second copy of one is dropped. The value is
-	// the message's ID in the local engine, zero until the local
-	// ScheduleBatch that takes it returns. Guarded by mu.
-	taken map[message.ID]message.ID
-	// keys maps topic NUL idempotency key to the cluster ID of the newest
-	// message of this partition read with that key (the largest intake
-	// sequence and index of its original), for Get, Cancel and
-	// Reschedule by key. Guarded by mu.
-	keys map[string]message.ID
-	// moved maps a rescheduled message to its replacement. Guarded by mu.
-	moved map[message.ID]message.ID
-	// consumed is the stream sequence of the last intake message
-	// scheduled into the local engine; progress is closed (and replaced)
-	// when it moves. Guarded by mu.
-	consumed    uint64
-	progress    chan struct{}
-	compactions []compactStats // guarded by mu: this owner's compactions, oldest first
+	// mu guards the partition's state that the reader, the sink, the
+	// compaction and the RPCs share.
+	mu struct {
+		sync.Mutex
+		eng       *engine.Engine        // nil until opened
+		done      map[message.ID]Reason // delivered or cancelled
+		firing    map[message.ID]bool   // in a sink call now
+		delivered int64                 // deliveries since taken over
+		firstAt   time.Time             // first delivery by this owner
+		// taken holds the IDs scheduled into the local engine and not yet
+		// handed to the sink successfully (pending, cancelled but not yet
+		// fired, or failing): a second copy of one is dropped. The value is
+		// the message's ID in the local engine, zero until the local
+		// ScheduleBatch that takes it returns.
+		taken map[message.ID]message.ID
+		// keys maps topic NUL idempotency key to the cluster ID of the newest
+		// message of this partition read with that key (the largest intake
+		// sequence and index of its original), for Get, Cancel and
+		// Reschedule by key.
+		keys map[string]message.ID
+		// moved maps a rescheduled message to its replacement.
+		moved map[message.ID]message.ID
+		// consumed is the stream sequence of the last intake message
+		// scheduled into the local engine; progress is closed (and replaced)
+		// when it moves.
+		consumed    uint64
+		progress    chan struct{}
+		compactions []compactStats // this owner's compactions, oldest first
+
+		// defSeq maps a schedule's name to its latest control item read
+		// (recur.go).
+		defSeq map[string]defMark
+		// written is the largest intake sequence a write of sched stored.
+		written uint64
+	}
 
 	// sched keeps the recurring schedules of the partition; the local
 	// engine's sink (Deliver) hands it what is due.
 	sched *recur.Scheduler
-	// defSeq maps a schedule's name to its latest control item read
-	// (recur.go). Guarded by mu.
-	defSeq map[string]defMark
-	// written is the largest intake sequence a write of sched stored.
-	// Guarded by mu.
-	written uint64
 	// recurSynced: the local catalog caught up once with the stream
 	// (recurStore.WaitRouted).
 	recurSynced atomic.Bool
@@ -96,9 +100,10 @@ func (n *Node) startPartition(l *lease) *partition {
 	ctx, cancel := context.WithCancel(n.ctx)
 	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
 		ready: make(chan struct{}), exited: make(chan struct{}),
-		done: map[message.ID]Reason{}, firing: map[message.ID]bool{}, taken: map[message.ID]message.ID{},
-		keys: map[string]message.ID{}, moved: map[message.ID]message.ID{}, progress: make(chan struct{}),
-		defSeq: map[string]defMark{}}
+	}
+	pt.mu.done, pt.mu.firing, pt.mu.taken = map[message.ID]Reason{}, map[message.ID]bool{}, map[message.ID]message.ID{}
+	pt.mu.keys, pt.mu.moved, pt.mu.progress = map[string]message.ID{}, map[message.ID]message.ID{}, make(chan struct{})
+	pt.mu.defSeq = map[string]defMark{}
 	// Occurrences due before the partition was taken were missed (their
 	// misfire policy applies), as those due before a node started.
 	pt.sched = recur.New(sinkOut{pt}, pt.log, n.now())
@@ -142,17 +147,17 @@ func (pt *partition) run() error {
 		return fmt.Errorf("cluster: opening the local engine of partition %d: %w", pt.p, err)
 	}
 	pt.mu.Lock()
-	pt.eng = eng
+	pt.mu.eng = eng
 	pt.mu.Unlock()
 	pt.sched.AttachStore(recurStore{pt: pt, eng: eng})
 	go pt.sched.Run(pt.ctx)
 	close(pt.ready)
 	defer eng.Close()
-	pt.log.Info("cluster: partition taken", "done_records", len(pt.done), "after", time.Since(start).Round(time.Millisecond))
+	pt.log.Info("cluster: partition taken", "done_records", len(pt.mu.done), "after", time.Since(start).Round(time.Millisecond))
 	return pt.consume(eng)
 }
 
-// loadDone reads the done stream up to its last sequence into pt.done.
+// loadDone reads the done stream up to its last sequence into pt.mu.done.
 func (pt *partition) loadDone() error {
 	js := pt.n.js
 	st, err := js.Stream(pt.ctx, doneStream(pt.p))
@@ -185,7 +190,7 @@ func (pt *partition) loadDone() error {
 		if err != nil {
 			return err
 		}
-		if err := DecodeDone(m.Data(), func(r DoneRecord) { pt.done[r.ID] = r.Reason }); err != nil {
+		if err := DecodeDone(m.Data(), func(r DoneRecord) { pt.mu.done[r.ID] = r.Reason }); err != nil {
 			// A record this code did not write: report it and go on (it
 			// cannot name a message to skip).
 			pt.log.Error("cluster: skipping a done record", "stream", doneStream(pt.p), "seq", md.Sequence.Stream, "err", err)
@@ -213,16 +218,16 @@ func (pt *partition) deliver(ctx context.Context, topic string, batch []engine.D
 			continue
 		}
 		hs = withoutHeader(hs, replacesHeader)
-		if _, done := pt.done[id]; done {
+		if _, done := pt.mu.done[id]; done {
 			// Cancelled (or a second local copy): the local engine is
 			// done with it.
-			delete(pt.taken, id)
+			delete(pt.mu.taken, id)
 			continue
 		}
-		if pt.firing[id] {
+		if pt.mu.firing[id] {
 			continue
 		}
-		pt.firing[id] = true
+		pt.mu.firing[id] = true
 		msgs[i] = *d.Message
 		msgs[i].Headers = hs
 		msgs[i].DeliverAt = id.DeliverAt
@@ -245,17 +250,17 @@ func (pt *partition) deliver(ctx context.Context, topic string, batch []engine.D
 	}
 	pt.mu.Lock()
 	for _, d := range out {
-		delete(pt.firing, d.ID)
+		delete(pt.mu.firing, d.ID)
 		if err == nil {
-			pt.done[d.ID] = Delivered
-			delete(pt.taken, d.ID)
+			pt.mu.done[d.ID] = Delivered
+			delete(pt.mu.taken, d.ID)
 		}
 	}
 	if err == nil {
-		if pt.delivered == 0 {
-			pt.firstAt = time.Now()
+		if pt.mu.delivered == 0 {
+			pt.mu.firstAt = time.Now()
 		}
-		pt.delivered += int64(len(out))
+		pt.mu.delivered += int64(len(out))
 	}
 	pt.mu.Unlock()
 	return err
@@ -285,12 +290,23 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	case <-ctx.Done():
 		return engine.Unknown, ctx.Err()
 	}
+	// settled answers for a message cancelled, done, being delivered or
+	// due. pt.mu is held.
+	settled := func() (engine.CancelResult, bool) {
+		r, done := pt.mu.done[id]
+		switch {
+		case done && r == CancelledReason:
+			return engine.AlreadyCancelled, true
+		case done || pt.mu.firing[id] || id.DeliverAt <= pt.n.now().UnixMilli():
+			return engine.AlreadyDone, true
+		}
+		return 0, false
+	}
 	pt.mu.Lock()
-	_, done := pt.done[id]
-	firing := pt.firing[id]
+	res, ok := settled()
 	pt.mu.Unlock()
-	if done || firing || id.DeliverAt <= pt.n.now().UnixMilli() {
-		return engine.AlreadyDone, nil
+	if ok {
+		return res, nil
 	}
 	_, seq, idx := SplitID(id)
 	raw, err := pt.n.inStreams[pt.p].GetMsg(ctx, seq)
@@ -313,11 +329,11 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 		}
 	}
 	pt.mu.Lock()
-	if _, done := pt.done[id]; done || pt.firing[id] {
+	if res, ok := settled(); ok {
 		pt.mu.Unlock()
-		return engine.AlreadyDone, nil
+		return res, nil
 	}
-	if _, taken := pt.taken[id]; compacted && !taken {
+	if _, taken := pt.mu.taken[id]; compacted && !taken {
 		// Its intake message was compacted away and, the stream read to
 		// its end, this owner has no copy of it: it never existed (a
 		// delivered one would be due, and is answered above).
@@ -326,7 +342,7 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 	}
 	// From here the sink drops it, even if the record below fails: the
 	// answer is then an error (outcome unknown), which a retry settles.
-	pt.done[id] = CancelledReason
+	pt.mu.done[id] = CancelledReason
 	pt.mu.Unlock()
 	if err := pt.n.publishDone(ctx, pt.p, AppendDone(nil, id, CancelledReason)); err != nil {
 		return engine.Unknown, unavailable("recording the cancel of %s: %v; the outcome is unknown, retry", id, err)
@@ -341,7 +357,7 @@ func (pt *partition) cancel(ctx context.Context, id message.ID) (engine.CancelRe
 
 func (pt *partition) stats() (engine.Stats, bool) {
 	pt.mu.Lock()
-	eng := pt.eng
+	eng := pt.mu.eng
 	pt.mu.Unlock()
 	if eng == nil {
 		return engine.Stats{}, false
@@ -352,7 +368,7 @@ func (pt *partition) stats() (engine.Stats, bool) {
 // health is the partition's local engine's Health, nil without one.
 func (pt *partition) health() error {
 	pt.mu.Lock()
-	eng := pt.eng
+	eng := pt.mu.eng
 	pt.mu.Unlock()
 	if eng == nil {
 		return nil

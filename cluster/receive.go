@@ -69,6 +69,12 @@ func (n *Node) DeleteQueueTopic(ctx context.Context, topic string) (int64, bool,
 	return n.queue.DeleteTopic(ctx, topic)
 }
 
+// ListQueue lists topic's messages not handed out yet; see
+// jsqueue.Queue.List.
+func (n *Node) ListQueue(ctx context.Context, topic, token string, max int) ([]queue.Message, string, error) {
+	return n.queue.List(ctx, topic, token, max)
+}
+
 // Redrive moves dead letters of dlq back; see jsqueue.Queue.Redrive.
 func (n *Node) Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error) {
 	return n.queue.Redrive(ctx, dlq, o)

@@ -119,10 +119,10 @@ func (pt *partition) noteControl(c message.Control, seq, origin uint64) bool {
 		at = origin
 	}
 	name := string(c.Name)
-	if mk, ok := pt.defSeq[name]; ok && mk.seq >= at {
+	if mk, ok := pt.mu.defSeq[name]; ok && mk.seq >= at {
 		return false
 	}
-	pt.defSeq[name] = defMark{seq: at, deleted: c.Kind == message.ControlScheduleDelete}
+	pt.mu.defSeq[name] = defMark{seq: at, deleted: c.Kind == message.ControlScheduleDelete}
 	return true
 }
 
@@ -133,13 +133,13 @@ func (pt *partition) noteControl(c message.Control, seq, origin uint64) bool {
 // either order, as the copy carries the older item's sequence).
 func (pt *partition) copyDefs(ctx context.Context, l0 uint64, pk *packer) error {
 	pt.mu.Lock()
-	eng := pt.eng
+	eng := pt.mu.eng
 	type def struct {
 		name string
 		seq  uint64
 	}
 	var defs []def
-	for name, mk := range pt.defSeq {
+	for name, mk := range pt.mu.defSeq {
 		if mk.seq <= l0 && !mk.deleted {
 			defs = append(defs, def{name, mk.seq})
 		}
@@ -171,9 +171,9 @@ func (pt *partition) copyDefs(ctx context.Context, l0 uint64, pk *packer) error 
 // purge no item of those schedules below them is left. Called with mu
 // held.
 func (pt *partition) forgetDeleted(l0 uint64) {
-	for name, mk := range pt.defSeq {
+	for name, mk := range pt.mu.defSeq {
 		if mk.deleted && mk.seq <= l0 {
-			delete(pt.defSeq, name)
+			delete(pt.mu.defSeq, name)
 		}
 	}
 }
@@ -240,7 +240,7 @@ func (s recurStore) Write(ctx context.Context, reqs []engine.Request, ctls []mes
 	}
 	_, seq, _ := SplitID(ids[0])
 	pt.mu.Lock()
-	pt.written = max(pt.written, seq)
+	pt.mu.written = max(pt.mu.written, seq)
 	pt.mu.Unlock()
 	// Stored after the lease ran out, it may be missed by the new owner,
 	// which read the stream when it took over.
@@ -263,7 +263,7 @@ func (s recurStore) WaitRouted(ctx context.Context) error {
 		pt.recurSynced.Store(true)
 	}
 	pt.mu.Lock()
-	w := pt.written
+	w := pt.mu.written
 	pt.mu.Unlock()
 	if err := pt.waitConsumed(ctx, w); err != nil {
 		return err
@@ -304,7 +304,7 @@ func (pt *partition) scheduler(ctx context.Context) (*recur.Scheduler, error) {
 func (pt *partition) localEngine() *engine.Engine {
 	pt.mu.Lock()
 	defer pt.mu.Unlock()
-	return pt.eng
+	return pt.mu.eng
 }
 
 // sinkOut is the partition's delivery as the next sink of its Scheduler.
@@ -327,8 +327,8 @@ func (pt *partition) Deliver(ctx context.Context, topic string, batch []engine.D
 	pt.mu.Lock()
 	for _, d := range batch {
 		id, _ := idFromBytes([]byte(message.HeaderValue(d.Message.Headers, idHeader)))
-		if _, done := pt.done[id]; done && !id.IsZero() {
-			delete(pt.taken, id)
+		if _, done := pt.mu.done[id]; done && !id.IsZero() {
+			delete(pt.mu.taken, id)
 			continue
 		}
 		kept = append(kept, d)

@@ -62,6 +62,11 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 		}
 		topics[i], keys[i] = r.Topic, r.IdempotencyKey
 	}
+	// The expiry, as on one node: the header message.ExpireAtHeader, which
+	// the consumer side (jsqueue) dead-letters past.
+	if err := engine.ExpiryHeaders(reqs, ms); err != nil {
+		return nil, err
+	}
 	var ids []message.ID
 	var err error
 	if len(reqs) == 1 && keys[0] == "" {

@@ -53,7 +53,7 @@ func (s *stallProbe) counts() (pauses, checks, stalled int) {
 
 func openStallNode(t *testing.T, url string, partitions int, perSecond float64, sink engine.Sink, h *testHooks) *Node {
 	t.Helper()
-	n, err := Open(ctxT(t), Options{URL: url, NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: partitions,
+	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: partitions,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet,
 		SegmentDuration: 10 * time.Second, StallChecksPerSecond: perSecond, hooks: h})
 	if err != nil {

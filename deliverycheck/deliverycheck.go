@@ -3,8 +3,9 @@
 // and whether before their time. It is the one definition of lost,
 // duplicate and early that the benchmarks (bench/internal/measure, and
 // internal/enginebench and internal/serverbench, the drivers of
-// cmd/hourglass-bench) and the crash harness
-// (its verdict's early rule) report against:
+// cmd/hourglass-bench) and the crash harness's verdict
+// (internal/crashtest: which messages were lost, delivered and early, and
+// which deliveries repeat a copy already delivered) report against:
 //
 //   - lost: acknowledged to a producer and never delivered;
 //   - duplicate: a delivery beyond a message's first;
@@ -73,19 +74,32 @@ func (c *Counter) Unacked(lo, hi int) {
 // at received, and reports whether it was the message's first. A number
 // outside the run counts as unknown (first is false).
 func (c *Counter) Delivered(i uint64, deliverAt, received time.Time) (first bool) {
+	first, _ = c.Record(i, deliverAt, received)
+	return first
+}
+
+// Record is Delivered that also reports whether the delivery was early. A
+// zero deliverAt is no promise of time: never early.
+func (c *Counter) Record(i uint64, deliverAt, received time.Time) (first, early bool) {
 	if i >= uint64(len(c.state)) {
 		c.unknown.Add(1)
-		return false
+		return false, false
 	}
-	if Early(deliverAt, received, c.slack) {
+	if early = !deliverAt.IsZero() && Early(deliverAt, received, c.slack); early {
 		c.early.Add(1)
 	}
 	c.total.Add(1)
 	if c.state[i].Add(1)&countMask != 1 {
-		return false
+		return false, early
 	}
 	c.distinct.Add(1)
-	return true
+	return true, early
+}
+
+// Lost reports whether message i was acknowledged and, so far, never
+// delivered.
+func (c *Counter) Lost(i int) bool {
+	return i >= 0 && i < len(c.state) && c.state[i].Load() == ackedBit
 }
 
 // Unknown records a delivery that names no message of the run (a body that

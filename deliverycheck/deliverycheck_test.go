@@ -75,3 +75,40 @@ func TestCounterConcurrent(t *testing.T) {
 		t.Errorf("Tally = %+v, Distinct %d; want %d acked, delivered and duplicated, 0 lost", got, c.Distinct(), n)
 	}
 }
+
+// TestRecordAndLost: Record reports a delivery's first and early as it
+// counts them (a zero deliverAt is never early); Lost names each message
+// acked and not delivered, as Tally counts them.
+func TestRecordAndLost(t *testing.T) {
+	due := time.Unix(1000, 0)
+	c := New(4, 0)
+	c.Acked(0, 3) // 3 is never acked
+	for _, tc := range []struct {
+		name         string
+		i            uint64
+		deliverAt    time.Time
+		first, early bool
+	}{
+		{"first_on_time", 0, due, true, false},
+		{"repeat_early", 0, due, false, true},
+		{"first_early", 1, due, true, true},
+		{"no_time", 3, time.Time{}, true, false},
+		{"unknown", 9, due, false, false},
+	} {
+		received := due
+		if tc.early {
+			received = due.Add(-time.Millisecond)
+		}
+		if first, early := c.Record(tc.i, tc.deliverAt, received); first != tc.first || early != tc.early {
+			t.Errorf("%s: Record = %v, %v; want %v, %v", tc.name, first, early, tc.first, tc.early)
+		}
+	}
+	for i, want := range []bool{false, false, true, false, false} {
+		if c.Lost(i) != want {
+			t.Errorf("Lost(%d) = %v; want %v", i, !want, want)
+		}
+	}
+	if got := c.Tally(); got.Lost != 1 || got.Early != 2 || got.Duplicates != 1 || got.Unknown != 1 {
+		t.Errorf("Tally %+v; want 1 lost, 2 early, 1 duplicate, 1 unknown", got)
+	}
+}

@@ -217,7 +217,7 @@ func accessCalendar(name string) *hourglassv1.Calendar {
 	return cal
 }
 
-// roleVerbs are the roles as docs/OPERATIONS.md states them.
+// roleVerbs are the roles as docs/API.md ("Auth") states them.
 var roleVerbs = map[string][]access.Verb{
 	"admin":    {access.Produce, access.Consume, access.Cancel, access.Read, access.Manage, access.Schedule, access.Audit},
 	"producer": {access.Produce, access.Cancel, access.Read},

@@ -94,7 +94,7 @@ func TestAuditTrail(t *testing.T) {
 			t.Fatalf("%s %s: %v", s.action, s.target, err)
 		}
 	}
-	// Reads and refusals of the access rules change nothing: not audited.
+	// Reads change nothing: not audited. A refusal of the access rules is.
 	if _, err := c.Stats(ctx, req(&hourglassv1.StatsRequest{})); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestAuditTrail(t *testing.T) {
 		}
 		got = append(got, e)
 	}
-	want := len(steps) + 1
+	want := len(steps) + 2
 	if len(got) != want {
 		t.Fatalf("audit has %d entries after kill -9, want %d:\n%s", len(got), want, out)
 	}
@@ -130,7 +130,10 @@ func TestAuditTrail(t *testing.T) {
 			t.Errorf("entry %d: %v; want %s of %s by admin-cred, %s", i, e, s.action, s.target, s.result)
 		}
 	}
-	if e := got[len(steps)]; e["action"] != "ReloadCredentials" || e["who"] != "SIGHUP" || e["result"] != "OK" {
+	if e := got[len(steps)]; e["action"] != "Purge" || e["who"] != "viewer-cred" || e["target"] != "au" || e["result"] != "PERMISSION_DENIED" {
+		t.Errorf("the denied Purge's entry: %v", e)
+	}
+	if e := got[len(steps)+1]; e["action"] != "ReloadCredentials" || e["who"] != "SIGHUP" || e["result"] != "OK" {
 		t.Errorf("the reload's entry: %v", e)
 	}
 	if !strings.Contains(string(out), "CANCEL_RESULT_CANCELLED") {

@@ -20,8 +20,9 @@ func shown(sel string) string {
 
 // TestConsoleViewer: logged in with a viewer's token, the console says
 // who is logged in, shows what there is and the audit trail, and hides
-// every action a viewer may not do; a producer sees the cancel it may do
-// and no audit page.
+// every action a viewer may not do (the policy dialog too); a producer
+// sees the cancel it may do and neither the audit page nor the policy
+// dialog; an admin opens the policy dialog.
 func TestConsoleViewer(t *testing.T) {
 	creds := filepath.Join(t.TempDir(), "credentials.yaml")
 	writeCredentials(t, creds, "")
@@ -42,6 +43,7 @@ func TestConsoleViewer(t *testing.T) {
 	pg.wait("the topic in the overview", `!!document.querySelector('#topics tr[data-topic="shop"]')`)
 	pg.wait("pause hidden", hidden(`#topics tr[data-topic="shop"] button.pause`))
 	pg.wait("rate hidden", hidden(`#topics tr[data-topic="shop"] button.rate`))
+	pg.wait("the policy dialog's button hidden", hidden(`#topics tr[data-topic="shop"] button.policy`))
 
 	pg.show("#/messages?topic=shop")
 	pg.wait("the pending message", fmt.Sprintf(`!!document.querySelector('#msg-table')?.innerText.includes(%q)`, id[:8]))
@@ -77,4 +79,18 @@ func TestConsoleViewer(t *testing.T) {
 	pg.wait("the pending message", fmt.Sprintf(`!!document.querySelector('#msg-table')?.innerText.includes(%q)`, id[:8]))
 	pg.wait("bulk cancel shown", shown("#bulk-cancel"))
 	pg.wait("bulk purge hidden", hidden("#bulk-purge"))
+	pg.show("#/")
+	pg.wait("the topic in the overview", `!!document.querySelector('#topics tr[data-topic="shop"]')`)
+	pg.wait("the policy dialog's button hidden from a producer", hidden(`#topics tr[data-topic="shop"] button.policy`))
+
+	// An admin (the manage verb) has the policy dialog.
+	pg.click("#logout")
+	pg.wait("the login form", `!!document.querySelector("#login #token")`)
+	pg.setValue("#token", "admin-token")
+	pg.click("#login-submit")
+	pg.waitText("#whoami", "admin-cred (admin)")
+	pg.wait("the topic in the overview", `!!document.querySelector('#topics tr[data-topic="shop"]')`)
+	pg.wait("the policy dialog's button shown to an admin", shown(`#topics tr[data-topic="shop"] button.policy`))
+	pg.click(`#topics tr[data-topic="shop"] button.policy`)
+	pg.wait("the policy dialog", `!!document.querySelector("dialog[open]")`)
 }

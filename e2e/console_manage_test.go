@@ -142,6 +142,48 @@ func TestConsoleReschedule(t *testing.T) {
 	}
 }
 
+// TestConsoleEdit: a message edited from its detail keeps its time, and
+// its next delivery carries the new body and headers; the first ID goes on
+// naming it.
+func TestConsoleEdit(t *testing.T) {
+	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
+	id := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "ed", Body: []byte("old body"), When: delayMs(3_600_000),
+		Headers: []*hourglassv1.Header{{Key: "a", Value: "1"}}})
+	due := getState(t, p, id).Message.DeliverAt.AsTime()
+	pg := openConsole(t, p, 1280, 900)
+	pg.show("#/messages?topic=ed")
+	pg.click(fmt.Sprintf(`#msg-table tr[data-id="%s"] a.open`, id))
+	pg.waitText("#detail-state", "PENDING")
+	pg.click("#act-edit")
+	pg.wait("the body in the form", `document.querySelector('dialog[open] textarea[name="body"]')?.value === "old body"`)
+	pg.wait("the headers in the form", `document.querySelector('dialog[open] textarea[name="headers"]')?.value === "a=1"`)
+	pg.setValue(`dialog[open] textarea[name="body"]`, "new body")
+	pg.setValue(`dialog[open] textarea[name="headers"]`, "b=2")
+	pg.click("dialog[open] .dialog-ok")
+	pg.waitText("#notices", "Edited")
+	got := getState(t, p, id)
+	if got.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || got.RescheduledTo == "" {
+		t.Fatalf("Get(%s) after the page's edit: %v as %q; want pending under a new ID", id, got.State, got.RescheduledTo)
+	}
+	m := got.Message
+	if string(m.Body) != "new body" || !m.DeliverAt.AsTime().Equal(due) {
+		t.Errorf("edited message: body %q at %v; want %q at %v (its time kept)", m.Body, m.DeliverAt.AsTime(), "new body", due)
+	}
+	var a, b string
+	for _, h := range m.Headers {
+		switch h.Key {
+		case "a":
+			a = h.Value
+		case "b":
+			b = h.Value
+		}
+	}
+	if a != "" || b != "2" {
+		t.Errorf("edited headers %v; want b=2 only", m.Headers)
+	}
+	pg.wait("the edited message shown", fmt.Sprintf(`document.querySelector("#detail h2")?.innerText.includes(%q)`, got.RescheduledTo))
+}
+
 // TestConsoleBulkReschedule: every pending message of a topic shifted by
 // an hour from the page, each from its own time; then the selected ones
 // delivered now.

@@ -62,3 +62,20 @@ func TestExpiryThroughBinary(t *testing.T) {
 		t.Fatalf("hourglass_expired_total{topic=\"exp\"} = %v; want 1", v)
 	}
 }
+
+// TestExpiredAtHandOver: a message already past its expiry when the engine
+// hands it over (here due 10 s ago with a TTL of 1 ms; as after a server
+// down past a message's expiry) still reaches <topic>.dlq with reason
+// expired when a Receive reaches it: the queue keeps it from consumers,
+// the recurring-schedule sink in front of it included.
+func TestExpiredAtHandOver(t *testing.T) {
+	t.Parallel()
+	p := start(t, t.TempDir(), nil)
+	at := time.Now().Add(-10 * time.Second).UTC().Format(time.RFC3339Nano)
+	id := strings.TrimSpace(hgOK(t, "", "send", "exp2", "--at", at, "--ttl", "1ms", "--body", "stale", "--addr", p.url))
+	receiveNone(t, p.client, "exp2", 500*time.Millisecond)
+	ds := receive(t, p.client, "exp2.dlq", 1, 30*time.Second)
+	if d := ds[0].m; d.Id != id || d.DeadLetter.GetReason() != "expired" || string(d.Body) != "stale" {
+		t.Fatalf("dead letter %s %q %v; want %s, stale, reason expired", d.Id, d.Body, d.DeadLetter, id)
+	}
+}

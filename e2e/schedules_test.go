@@ -26,19 +26,7 @@ func TestRecurringSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := cr.Msg.Next.AsTime()
-	if _, err := p.client.CreateSchedule(ctx, connect.NewRequest(&hourglassv1.CreateScheduleRequest{Schedule: &hourglassv1.RecurringSchedule{
-		Name: "tick", Topic: "cron", Spec: "@hourly"}})); connect.CodeOf(err) != connect.CodeAlreadyExists {
-		t.Fatalf("a second CreateSchedule of one name: %v", err)
-	}
-	for _, bad := range []*hourglassv1.RecurringSchedule{
-		{Name: "b", Topic: "cron", Spec: "61 * * * *"},
-		{Name: "b", Topic: "cron", Spec: "@daily", TimeZone: "Mars/Base"},
-		{Name: "b c", Topic: "cron", Spec: "@daily"},
-	} {
-		if _, err := p.client.CreateSchedule(ctx, connect.NewRequest(&hourglassv1.CreateScheduleRequest{Schedule: bad})); connect.CodeOf(err) != connect.CodeInvalidArgument {
-			t.Errorf("CreateSchedule(%v): %v, want InvalidArgument", bad, err)
-		}
-	}
+	// Refusals of CreateSchedule: the conformance suite, caseSchedules.
 
 	var mu sync.Mutex
 	var got []received

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
@@ -48,23 +52,54 @@ func (r *otlpReceiver) Export(_ context.Context, req *collectortrace.ExportTrace
 	return &collectortrace.ExportTraceServiceResponse{}, nil
 }
 
+// ServeHTTP is the OTLP/HTTP trace endpoint (POST /v1/traces, binary
+// protobuf).
+func (r *otlpReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	var in collectortrace.ExportTraceServiceRequest
+	if err == nil {
+		err = proto.Unmarshal(body, &in)
+	}
+	if req.URL.Path != "/v1/traces" || err != nil {
+		http.Error(w, fmt.Sprintf("%s %s: %v", req.Method, req.URL.Path, err), http.StatusBadRequest)
+		return
+	}
+	out, _ := r.Export(req.Context(), &in)
+	b, _ := proto.Marshal(out)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(b)
+}
+
 // TestTracesOTLP runs the binary with the standard OTEL_* variables
-// pointing at an OTLP receiver in the test, schedules a message with a
+// pointing at an OTLP receiver in the test, over each protocol
+// OTEL_EXPORTER_OTLP_PROTOCOL may choose, schedules a message with a
 // producer's W3C trace context and receives it: the consumer gets the
 // context, and the server exports a schedule span (the producer's child)
 // and a deliver span (linked to it).
 func TestTracesOTLP(t *testing.T) {
+	for _, protocol := range []string{"grpc", "http/protobuf"} {
+		t.Run(strings.ReplaceAll(protocol, "/", "_"), func(t *testing.T) { testTracesOTLP(t, protocol) })
+	}
+}
+
+func testTracesOTLP(t *testing.T, protocol string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	recv := &otlpReceiver{spans: make(chan receivedSpan, 100)}
-	gs := grpc.NewServer()
-	collectortrace.RegisterTraceServiceServer(gs, recv)
-	go gs.Serve(ln)
-	t.Cleanup(gs.Stop)
+	if protocol == "grpc" {
+		gs := grpc.NewServer()
+		collectortrace.RegisterTraceServiceServer(gs, recv)
+		go gs.Serve(ln)
+		t.Cleanup(gs.Stop)
+	} else {
+		hs := &http.Server{Handler: recv}
+		go hs.Serve(ln)
+		t.Cleanup(func() { hs.Close() })
+	}
 
-	p := start(t, t.TempDir(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + ln.Addr().String(),
+	p := start(t, t.TempDir(), []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + ln.Addr().String(), "OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
 		"OTEL_EXPORTER_OTLP_INSECURE=true", "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_SERVICE_NAME=hourglass-e2e"})
 	const traceID, spanID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	traceparent := "00-" + traceID + "-" + spanID + "-01"

@@ -8,6 +8,7 @@ import (
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
 	"github.com/hourglassmq/hourglass/message"
+	"github.com/hourglassmq/hourglass/schedulelog"
 )
 
 // resultOf is Cancel's answer for a message in state st.
@@ -107,7 +108,28 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 	}
 	e.d.decide(id.Seq, offs[0])
 	e.calls.cancelled.Add(1)
+	e.uncount(id)
 	return Cancelled, nil
+}
+
+// uncount takes the cancelled message id off the pending counts: its
+// topic and size are read from its segment (which cannot retire before the
+// cancel record is routed).
+func (e *Engine) uncount(id message.ID) {
+	if !e.CountsPending() {
+		return
+	}
+	seg, ok := e.reput.FindSegment(id.DeliverAt)
+	var m message.Message
+	var err error
+	if ok {
+		ok, err = readEntry(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)), id.Seq, &m)
+	}
+	if err != nil || !ok {
+		e.opts.Logger.Warn("engine: a cancelled message's entry is unreadable: the pending counts keep it until a restart without the counts file", "id", id, "err", err)
+		return
+	}
+	e.pending.add(string(m.Topic), -1, -int64(message.ScheduleSize(&m)))
 }
 
 // claim decides whether message id can still be kept from firing. If it

@@ -282,6 +282,10 @@ func (d *driver) stop() {
 func (d *driver) run(startEnd int64) {
 	defer close(d.stopped)
 	d.ld.startEnd = startEnd
+	if d.e.opts.CountPending && !isClosed(d.e.pending.counted) && !d.countAtStart(startEnd) {
+		d.shutdown()
+		return
+	}
 	go func() {
 		// Until everything in the commitlog at Open is routed, a durable
 		// cancel may not be in any dispatch log yet: load nothing before.

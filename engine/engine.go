@@ -165,6 +165,8 @@ type Engine struct {
 	// calls counts Schedules accepted and Cancel calls answered
 	// Cancelled.
 	calls struct{ scheduled, cancelled atomic.Int64 }
+	// pending counts what each topic holds pending (pending.go).
+	pending *pendingCounts
 }
 
 // Open opens (or creates) the data directory, recovers it, and starts
@@ -212,7 +214,7 @@ func Open(opts Options) (*Engine, error) {
 		opts.Logger.Warn("engine: commitlog torn tail truncated", "offset", rec.DroppedFrom, "bytes", rec.DroppedBytes)
 	}
 	e := &Engine{opts: opts, opened: opened, fresh: fresh, log: l, schedDir: filepath.Join(opts.Dir, "schedule"), ready: make(chan struct{}), appendCancel: l.Append,
-		health: newHealth(opts.Now, DefaultStallAfter)}
+		health: newHealth(opts.Now, DefaultStallAfter), pending: newPendingCounts()}
 	e.refusal.ch = make(chan struct{})
 	e.d = newDriver(e)
 	if err := os.MkdirAll(e.schedDir, 0o755); err != nil {
@@ -252,6 +254,9 @@ func Open(opts Options) (*Engine, error) {
 	e.openEnd = l.EndOffset()
 	if opts.IdempotencyWindow > 0 {
 		e.keys = newKeyIndex(opts.IdempotencyWindow, opts.Now, opened, e.openEnd, storeOf(e.cat, e.reput))
+	}
+	if e.takePendingFile(e.openEnd) {
+		close(e.pending.counted)
 	}
 	// Beside routing and loading; Ready waits for it.
 	go e.checkRetained(e.openEnd)
@@ -360,6 +365,9 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.d.stop()
 	err := e.reput.Close()
+	if perr := e.writePendingFile(); err == nil {
+		err = perr
+	}
 	if cerr := e.cat.Close(); err == nil {
 		err = cerr
 	}

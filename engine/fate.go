@@ -41,6 +41,9 @@ type fates struct {
 	live map[uint64]liveFate
 	// decisions counts those claimed or recorded.
 	decisions int
+	// settling are the WaitDelivered calls waiting for deliveries in
+	// flight (settle.go).
+	settling []*settleWait
 }
 
 // liveFate is what the driver holds of one entry between two durable

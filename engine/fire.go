@@ -174,6 +174,7 @@ func (d *driver) lane(topic []byte) *lane {
 func (d *driver) confirmed(l *lane, items []item, err error) {
 	for _, it := range items {
 		delete(d.fates.live, it.seq)
+		d.fates.settled(it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			if err == nil {
@@ -196,6 +197,7 @@ func (d *driver) requeue(items []item) {
 	now := d.now()
 	for _, it := range items {
 		delete(d.fates.live, it.seq)
+		d.fates.settled(it.seq)
 		if b := d.buckets[it.bucket]; b != nil {
 			b.inflight--
 			d.add(b, max(it.deliverAt, now+d.leadMs+requeueDelayMs), it.off)

@@ -180,7 +180,8 @@ func (l *lane) deliverer() {
 				}
 			}
 		}
-		_, sinkExpires := e.opts.Sink.(ExpiryHandler)
+		h, ok := e.opts.Sink.(ExpiryHandler)
+		sinkExpires := ok && h.HandlesExpiry()
 		backoff := min(minBackoff, e.opts.MaxSinkBackoff)
 		var err error
 		for {
@@ -279,6 +280,17 @@ func (l *lane) committer() {
 		}
 		if err == nil {
 			e.opts.Observer.Done(l.topic, n)
+		}
+		if e.CountsPending() {
+			// Done in this run either way (not recorded: delivered again
+			// after a restart, which counts it again).
+			var size int64
+			for _, bt := range bts {
+				for _, it := range bt.items {
+					size += int64(it.p1 - it.p0)
+				}
+			}
+			e.pending.add(l.topic, -int64(n), -size)
 		}
 		for _, bt := range bts {
 			l.d.post(ev{kind: evConfirm, lane: l, items: bt.items, err: err})

@@ -191,6 +191,7 @@ func (e *Engine) replace(ctx context.Context, id message.ID, change func(m *mess
 	if m.Origin.IsZero() {
 		m.Origin = id
 	}
+	oldSize := message.ScheduleSize(&m)
 	if err := change(&m); err != nil {
 		return RescheduleUnknown, message.ID{}, err
 	}
@@ -210,6 +211,9 @@ func (e *Engine) replace(ctx context.Context, id message.ID, change func(m *mess
 		return RescheduleUnknown, message.ID{}, err
 	}
 	e.d.decide(id.Seq, offs[0])
+	if e.CountsPending() {
+		e.pending.add(string(m.Topic), 0, int64(message.ScheduleSize(&m)-oldSize))
+	}
 	nid := message.ID{DeliverAt: m.DeliverAt, Seq: uint64(offs[0])}
 	if e.keys != nil {
 		e.keys.moved(string(m.Topic), m.Headers, nid)

@@ -60,14 +60,15 @@ type Sink interface {
 	Deliver(ctx context.Context, topic string, batch []Delivery) error
 }
 
-// ExpiryHandler is implemented by a Sink that keeps messages past their
-// expiry (message.ExpireAtHeader) from consumers itself, as the built-in
-// queue does when a Receive reaches one. To any other Sink the engine
-// hands no message past its expiry: it records it dead-lettered instead
-// (Stats.Expired).
+// ExpiryHandler is implemented by a Sink that may keep messages past
+// their expiry (message.ExpireAtHeader) from consumers itself, as the
+// built-in queue does when a Receive reaches one. To any other Sink, and
+// to one whose HandlesExpiry is false, the engine hands no message past
+// its expiry: it records it dead-lettered instead (Stats.Expired).
 type ExpiryHandler interface {
-	// HandlesExpiry marks the Sink; it is never called.
-	HandlesExpiry()
+	// HandlesExpiry says whether the Sink keeps expired messages from
+	// consumers (a Sink that wraps another asks the one it wraps).
+	HandlesExpiry() bool
 }
 
 // SinkFunc adapts a function to Sink.
@@ -154,6 +155,13 @@ type Options struct {
 	// until Close. The root package sets it to the queue's idle-topic
 	// timeout, so that an idle topic holds no goroutine anywhere.
 	LaneIdle time.Duration
+
+	// CountPending makes Open count what each topic holds pending
+	// (Engine.PendingOf) when the last Close left no counts file (after a
+	// crash): every schedule segment and dispatch log is read once before
+	// the first bucket loads, which delays Ready. Without it PendingOf
+	// answers ErrNotCounted unless that file was there.
+	CountPending bool
 
 	// fireBatch bounds the messages the driver puts in one batch for a
 	// topic's lane; default defaultFireBatch. Tests make it small.

@@ -107,6 +107,13 @@ func RepairDispatchLogs(dir string, o DoneRepairOptions) (int, error) {
 		changes += n
 		undecided += held
 	}
+	if changes > 0 && !o.DryRun {
+		// Rewritten logs may say done what the counts the last Close left
+		// held pending: the next Open counts again.
+		if err := os.Remove(filepath.Join(dir, PendingFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return changes, err
+		}
+	}
 	if undecided > 0 && o.Assume == AssumeNothing {
 		return changes, fmt.Errorf("%w: %d entries are held (see above)", ErrNeedsDecision, undecided)
 	}

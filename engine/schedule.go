@@ -90,7 +90,7 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 	}
 	flowHeaders(reqs, msgs)
 	if expiring {
-		if err := expiryHeaders(reqs, msgs); err != nil {
+		if err := ExpiryHeaders(reqs, msgs); err != nil {
 			return nil, err
 		}
 	}
@@ -149,12 +149,27 @@ func (e *Engine) ScheduleWith(ctx context.Context, reqs []Request, ctls []messag
 			return nil, err
 		}
 		k := 0
+		counting := e.CountsPending()
+		var run Pending // counted for runTopic, added when the topic changes
+		var runTopic string
 		for i := range reqs {
 			if skip != nil && skip[i] {
 				continue
 			}
 			ids[i] = message.ID{DeliverAt: msgs[i].DeliverAt, Seq: uint64(offs[k])}
+			if counting {
+				if run.Messages > 0 && reqs[i].Topic != runTopic {
+					e.pending.add(runTopic, run.Messages, run.Bytes)
+					run = Pending{}
+				}
+				runTopic = reqs[i].Topic
+				run.Messages++
+				run.Bytes += int64(len(recs[k].Payload))
+			}
 			k++
+		}
+		if run.Messages > 0 {
+			e.pending.add(runTopic, run.Messages, run.Bytes)
 		}
 		e.calls.scheduled.Add(int64(k))
 	}
@@ -221,10 +236,12 @@ func flowHeaders(reqs []Request, msgs []message.Message) {
 	}
 }
 
-// expiryHeaders adds the expiry header to the messages of the requests
+// ExpiryHeaders adds the expiry header to the messages of the requests
 // that set ExpireAt or TTL, after their other headers, and refuses an
-// expiry not after the message's delivery time.
-func expiryHeaders(reqs []Request, msgs []message.Message) error {
+// expiry not after the message's delivery time (ErrInvalid). msgs[i] is
+// reqs[i]'s message with its delivery time; a cluster node stores the
+// header as ScheduleBatch does.
+func ExpiryHeaders(reqs []Request, msgs []message.Message) error {
 	for i := range reqs {
 		r := &reqs[i]
 		if r.ExpireAt.IsZero() && r.TTL == 0 {

@@ -188,6 +188,29 @@ func hex8(v uint32) uint64 {
 	return x + 0x3030303030303030 + letters*39
 }
 
+// IDBinaryLen is the length of an ID's binary form (AppendBinary).
+const IDBinaryLen = 16
+
+// AppendBinary appends the binary form of id to b: the 16 bytes its text
+// form spells in hex (deliverAt, then seq, big-endian).
+func (id ID) AppendBinary(b []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(id.DeliverAt))
+	return binary.BigEndian.AppendUint64(b, id.Seq)
+}
+
+// IDFromBinary decodes what AppendBinary wrote; b must be IDBinaryLen
+// bytes.
+func IDFromBinary(b []byte) (ID, error) {
+	if len(b) != IDBinaryLen {
+		return ID{}, fmt.Errorf("message: malformed binary ID: want %d bytes, got %d", IDBinaryLen, len(b))
+	}
+	id := ID{DeliverAt: int64(binary.BigEndian.Uint64(b[0:8])), Seq: binary.BigEndian.Uint64(b[8:16])}
+	if id.DeliverAt < 0 {
+		return ID{}, fmt.Errorf("message: malformed binary ID %x: delivery time is negative", b)
+	}
+	return id, nil
+}
+
 // ParseID parses the form written by ID.String.
 func ParseID(s string) (ID, error) {
 	if len(s) != 32 {

@@ -339,10 +339,10 @@ func (t *topic) deadLetterPastExpiry(l *lease) {
 	t.mu.Unlock()
 }
 
-// HandlesExpiry marks the queue as an engine.ExpiryHandler: the engine
+// HandlesExpiry makes the queue an engine.ExpiryHandler: the engine
 // hands it messages past their expiry, and Receive dead-letters them
 // (ReasonExpired) instead of handing them out.
-func (q *Queue) HandlesExpiry() {}
+func (q *Queue) HandlesExpiry() bool { return true }
 
 // Ack completes the leased message id of topic: once Ack returns nil the
 // message is never handed out again, even after a crash (under the always

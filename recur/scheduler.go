@@ -49,6 +49,15 @@ func New(next engine.Sink, log *slog.Logger, opened time.Time) *Scheduler {
 	return &Scheduler{next: next, log: log, opened: opened, seed: maphash.MakeSeed(), attached: make(chan struct{})}
 }
 
+// HandlesExpiry makes s an engine.ExpiryHandler that answers for the sink
+// it wraps: the queue keeps expired messages from consumers itself (and
+// dead-letters them to <topic>.dlq), another sink has the engine record
+// them dead-lettered.
+func (s *Scheduler) HandlesExpiry() bool {
+	h, ok := s.next.(engine.ExpiryHandler)
+	return ok && h.HandlesExpiry()
+}
+
 // Attach gives s the engine whose sink it is, which also stores the
 // definitions (in its catalog) and occurrences; deliveries wait for it.
 func (s *Scheduler) Attach(eng *engine.Engine) { s.AttachStore(engineStore{eng}) }

@@ -26,6 +26,11 @@ func (s *Server) ReloadCredentials(who string) error {
 	}
 	set, err := access.Load(s.opts.CredentialsFile)
 	if err == nil {
+		if qerr := s.quotasUsable(set); qerr != nil {
+			err = fmt.Errorf("%s: %w", s.opts.CredentialsFile, qerr)
+		}
+	}
+	if err == nil {
 		s.creds.Store(set)
 	}
 	s.auditChange(context.Background(), who, "ReloadCredentials", s.paths.text(s.opts.CredentialsFile), err)
@@ -41,7 +46,7 @@ func (a accessConnect) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	s := a.s
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		m, _ := req.Any().(proto.Message)
-		if err := authorize(callerOf(ctx), req.Spec().Procedure, m, false); err != nil {
+		if err := s.checkAccess(ctx, callerOf(ctx), req.Spec().Procedure, req.Peer().Addr, m, false); err != nil {
 			return nil, toConnect(err)
 		}
 		res, err := next(ctx, req)
@@ -58,21 +63,24 @@ func (accessConnect) WrapStreamingClient(next connect.StreamingClientFunc) conne
 	return next
 }
 
-func (accessConnect) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (a accessConnect) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	s := a.s
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		c, proc := callerOf(ctx), conn.Spec().Procedure
-		if err := authorize(c, proc, nil, true); err != nil {
+		c, proc, peer := callerOf(ctx), conn.Spec().Procedure, conn.Peer().Addr
+		if err := s.checkAccess(ctx, c, proc, peer, nil, true); err != nil {
 			return toConnect(err)
 		}
-		return next(ctx, accessConn{StreamingHandlerConn: conn, c: c, proc: proc})
+		return next(ctx, accessConn{StreamingHandlerConn: conn, ctx: ctx, s: s, c: c, proc: proc, peer: peer})
 	}
 }
 
 // accessConn checks each message a Connect stream receives.
 type accessConn struct {
 	connect.StreamingHandlerConn
-	c    *caller
-	proc string
+	ctx        context.Context
+	s          *Server
+	c          *caller
+	proc, peer string
 }
 
 func (a accessConn) Receive(m any) error {
@@ -80,14 +88,15 @@ func (a accessConn) Receive(m any) error {
 		return err
 	}
 	pm, _ := m.(proto.Message)
-	return toConnect(authorize(a.c, a.proc, pm, true))
+	return toConnect(a.s.checkAccess(a.ctx, a.c, a.proc, a.peer, pm, true))
 }
 
 // accessStream checks each message a gRPC stream receives.
 type accessStream struct {
 	grpc.ServerStream
-	c    *caller
-	proc string
+	s          *Server
+	c          *caller
+	proc, peer string
 }
 
 func (a accessStream) RecvMsg(m any) error {
@@ -95,7 +104,7 @@ func (a accessStream) RecvMsg(m any) error {
 		return err
 	}
 	pm, _ := m.(proto.Message)
-	return authorize(a.c, a.proc, pm, true)
+	return a.s.checkAccess(a.Context(), a.c, a.proc, a.peer, pm, true)
 }
 
 // tlsConnOf finds the TLS connection under the wrappers Serve puts around

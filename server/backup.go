@@ -54,7 +54,8 @@ func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.backup.Unlock()
-	rep, err := backup.Take(backup.Options{DataDir: s.opts.DataDir, To: filepath.Clean(req.To), CopyCatalog: s.opts.Engine.CopyCatalog})
+	rep, err := backup.Take(backup.Options{DataDir: s.opts.DataDir, To: filepath.Clean(req.To), CopyCatalog: s.opts.Engine.CopyCatalog,
+		WaitDelivered: func() error { return s.opts.Engine.WaitDelivered(r.Context()) }})
 	switch {
 	case errors.Is(err, backup.ErrExists):
 		fail(http.StatusConflict, "backup: "+req.To+" exists; name a new directory")

@@ -58,6 +58,10 @@ func (f *fakeCluster) QueueTopics(context.Context) ([]QueueTopic, error) {
 	return []QueueTopic{{Topic: "a", Due: 3, Leased: 2, DeadLettered: 1, Policy: queue.Policy{Paused: true}}, {Topic: "b"}}, nil
 }
 
+func (f *fakeCluster) ListQueue(context.Context, string, string, int) ([]queue.Message, string, error) {
+	return nil, "", nil
+}
+
 func (f *fakeCluster) PurgeTopic(_ context.Context, topic string) (int64, error) {
 	f.note("Purge %s", topic)
 	return 4, nil

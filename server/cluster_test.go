@@ -144,12 +144,12 @@ func TestClusterReceive(t *testing.T) {
 	st := consumeOpen(t, ctx, c, &hourglassv1.ConsumeOpen{Topic: "jobs", Credits: 5})
 	got := recvMessages(t, st, 2)
 	if err := st.Send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{
-		Ref: 7, Acks: []string{got[0].Receipt}, Nacks: []*hourglassv1.ConsumeNack{{Receipt: got[1].Receipt, DeadLetter: true, Reason: "poison"}},
+		Ref: 7, Acks: []*hourglassv1.SeqRange{{First: got[0].Seq, Count: 1}}, Nacks: []*hourglassv1.ConsumeNack{{Seq: got[1].Seq, DeadLetter: true, Reason: "poison"}},
 	}}}); err != nil {
 		t.Fatal(err)
 	}
 	set, err := st.Recv()
-	if err != nil || set.GetSettled().GetRef() != 7 || !set.GetSettled().Acks[0].Acked || !set.GetSettled().Nacks[0].Acked {
+	if err != nil || set.GetSettled().GetRef() != 7 || len(set.GetSettled().Failed) != 0 {
 		t.Fatalf("settled %v, %v", set, err)
 	}
 	if err := st.CloseSend(); err != nil {

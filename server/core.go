@@ -71,6 +71,9 @@ type QueueManager interface {
 	// and its policy, returns how many, and reports whether it existed.
 	PurgeTopic(ctx context.Context, topic string) (int64, error)
 	DeleteQueueTopic(ctx context.Context, topic string) (int64, bool, error)
+	// ListQueue returns up to n of topic's messages not handed out yet,
+	// after the page token (its own), and the next page's token.
+	ListQueue(ctx context.Context, topic, token string, n int) ([]queue.Message, string, error)
 	// Redrive moves dead letters of dlq back as o says.
 	Redrive(ctx context.Context, dlq string, o queue.RedriveOptions) (queue.RedriveResult, error)
 }

@@ -166,7 +166,7 @@ func (s *Server) grpcUnary(ctx context.Context, req any, info *grpc.UnaryServerI
 	ctx, addr, err := s.grpcCtx(ctx, info.FullMethod)
 	if err == nil && isAPI(info.FullMethod) {
 		m, _ := req.(proto.Message)
-		err = authorize(callerOf(ctx), info.FullMethod, m, false)
+		err = s.checkAccess(ctx, callerOf(ctx), info.FullMethod, addr, m, false)
 	}
 	if err == nil {
 		func() {
@@ -193,8 +193,8 @@ func (s *Server) grpcStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	}
 	var st grpc.ServerStream = &ctxStream{ServerStream: ss, ctx: ctx}
 	if err == nil && isAPI(info.FullMethod) {
-		err = authorize(callerOf(ctx), info.FullMethod, nil, true)
-		st = accessStream{ServerStream: st, c: callerOf(ctx), proc: info.FullMethod}
+		err = s.checkAccess(ctx, callerOf(ctx), info.FullMethod, addr, nil, true)
+		st = accessStream{ServerStream: st, s: s, c: callerOf(ctx), proc: info.FullMethod, peer: addr}
 	}
 	if err == nil {
 		defer s.recoverGRPC(info.FullMethod, &err)

@@ -187,22 +187,46 @@ func (s *Server) retiredInQueue(ctx context.Context, eng *engine.Engine, cur mes
 // partition says what it knows (the delivery stream's consumers are not
 // asked whether a delivered message was received or acked).
 func (s *Server) clusterGet(ctx context.Context, c Cluster, id message.ID) (*hourglassv1.GetResponse, error) {
-	f, moved, err := c.Get(ctx, id, infoOf(ctx).forwarded)
+	forwarded := infoOf(ctx).forwarded
+	f, moved, err := c.Get(ctx, id, forwarded)
 	if err != nil {
 		return nil, serverError(err)
+	}
+	// As on one node, what carries the message now: follow its
+	// replacements (each in the same partition), as many as a keyed
+	// retry follows.
+	cur := id
+	for range maxReschedules {
+		if moved.IsZero() {
+			break
+		}
+		nf, nmoved, err := c.Get(ctx, moved, forwarded)
+		if err != nil {
+			return nil, serverError(err)
+		}
+		if nf.State == engine.StateNotFound {
+			break
+		}
+		cur, f, moved = moved, nf, nmoved
 	}
 	out := &hourglassv1.GetResponse{State: engineState(f.State)}
 	if f.State == engine.StateNotFound {
 		return out, nil
 	}
 	if len(f.Message.Topic) > 0 {
-		out.Message = protoMessage(id, &f.Message)
+		out.Message = protoMessage(cur, &f.Message)
 	}
-	if !moved.IsZero() {
+	switch {
+	case !moved.IsZero():
 		out.RescheduledTo = moved.String()
+	case cur != id:
+		out.RescheduledTo = cur.String()
 	}
 	return out, nil
 }
+
+// maxReschedules is how many replacements clusterGet follows.
+const maxReschedules = 16
 
 // engineState maps the engine's state to the API's.
 func engineState(st engine.State) hourglassv1.MessageState {
@@ -331,8 +355,12 @@ func listRequest(m *hourglassv1.ListRequest) (engine.ListRequest, error) {
 // listQueue serves List of the built-in queue's states: DUE and LEASED
 // messages of the topic, DEAD_LETTERED ones of its dead-letter topic.
 func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1.ListResponse, error) {
-	if err := s.queueTopic(m.Topic); err != nil {
+	if err := checkTopic("", m.Topic); err != nil {
 		return nil, err
+	}
+	c := s.opts.Cluster
+	if c != nil && m.State == hourglassv1.MessageState_MESSAGE_STATE_LEASED {
+		return nil, status.Error(codes.FailedPrecondition, "List of LEASED messages is not served in cluster mode: a JetStream consumer tells how many deliveries wait for an ack, not which; Topics counts them (leased)")
 	}
 	if m.PageSize < 0 || m.PageSize > queue.MaxListPage {
 		return nil, invalid("page_size %d: from 1 to %d; 0 means %d", m.PageSize, queue.MaxListPage, engine.DefaultListLimit)
@@ -351,7 +379,14 @@ func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*ho
 	case hourglassv1.MessageState_MESSAGE_STATE_DEAD_LETTERED:
 		topic = dlqOf(m.Topic)
 	}
-	msgs, next, err := s.q.List(ctx, topic, st, m.PageToken, n)
+	var msgs []queue.Message
+	var next string
+	var err error
+	if c != nil {
+		msgs, next, err = c.ListQueue(ctx, topic, m.PageToken, n)
+	} else {
+		msgs, next, err = s.q.List(ctx, topic, st, m.PageToken, n)
+	}
 	if errors.Is(err, queue.ErrInvalid) {
 		return nil, invalid("%s", trimPkg(err.Error()))
 	}

@@ -149,8 +149,8 @@ func TestManageCluster(t *testing.T) {
 		t.Errorf("Get by id = %v, %v; want pending with its message", g, err)
 	}
 	g, err = c.Get(ctx, &hourglassv1.GetRequest{Id: moved})
-	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_RESCHEDULED || g.RescheduledTo != keyed || g.Message != nil {
-		t.Errorf("Get of a rescheduled one = %v, %v; want rescheduled to %s, no message", g, err, keyed)
+	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || g.RescheduledTo != keyed || g.Message.GetId() != keyed {
+		t.Errorf("Get of a rescheduled one = %v, %v; want its replacement %s, pending, as on one node", g, err, keyed)
 	}
 	g, err = c.Get(ctx, &hourglassv1.GetRequest{Topic: "t", Key: "k"})
 	if err != nil || g.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || g.Message.GetId() != keyed {
@@ -193,7 +193,7 @@ func TestManageCluster(t *testing.T) {
 	fc.mmu.Lock()
 	defer fc.mmu.Unlock()
 	want := []string{
-		"Get " + keyed + " false", "Get " + moved + " false", "Lookup t k false", "Get " + keyed + " false", "Lookup t other false",
+		"Get " + keyed + " false", "Get " + moved + " false", "Get " + keyed + " false", "Lookup t k false", "Get " + keyed + " false", "Lookup t other false",
 		"Lookup t k false", fmt.Sprintf("Reschedule %s %d false", keyed, int64(1<<42)),
 		"Reschedule " + moved, // the time is the node's now
 		"Lookup t k true", "Cancel " + keyed + " true",

@@ -148,10 +148,8 @@ func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourgla
 	}
 	d := time.Duration(m.LeaseMs) * time.Millisecond
 	var until time.Time
-	if c := s.opts.Cluster; c != nil {
-		until, err = c.ExtendReceipt(ctx, m.Topic, m.Receipt, d)
-	} else if m.Receipt != "" {
-		until, err = s.q.ExtendReceipt(ctx, m.Topic, m.Receipt, d)
+	if m.Receipt != "" || s.opts.Cluster != nil {
+		until, err = s.extendReceipt(ctx, m.Topic, m.Receipt, d)
 	} else {
 		until, err = s.q.Extend(ctx, m.Topic, id, d)
 	}
@@ -159,6 +157,15 @@ func (s api) Extend(ctx context.Context, m *hourglassv1.ExtendRequest) (*hourgla
 		return nil, serverError(err)
 	}
 	return &hourglassv1.ExtendResponse{LeaseExpiresAt: timestamppb.New(until)}, nil
+}
+
+// extendReceipt extends the lease receipt names, on the cluster or the
+// built-in queue.
+func (s *Server) extendReceipt(ctx context.Context, topic, receipt string, d time.Duration) (time.Time, error) {
+	if c := s.opts.Cluster; c != nil {
+		return c.ExtendReceipt(ctx, topic, receipt, d)
+	}
+	return s.q.ExtendReceipt(ctx, topic, receipt, d)
 }
 
 // Redrive limits.

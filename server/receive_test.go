@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -52,10 +53,61 @@ func TestToMessages(t *testing.T) {
 	}
 }
 
-// BenchmarkToMessages converts a Consume push of 100 messages that carry
-// an idempotency key (two headers each, as the engine stores a key), the
-// peers' W2 load.
+// BenchmarkToMessages converts a Receive of 100 messages that carry an
+// idempotency key (two headers each, as the engine stores a key), the
+// peers' W2 load, into the response's messages, and encodes them;
+// BenchmarkToBatch does the same as a Consume stream's batch.
 func BenchmarkToMessages(b *testing.B) {
+	msgs := benchMessages()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (&hourglassv1.ReceiveResponse{Messages: toMessages(msgs)}).MarshalVT(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkToBatch(b *testing.B) {
+	msgs := benchMessages()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Batch{Batch: toBatch(msgs, 1, false)}}).MarshalVT(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestToBatch: a batch says what each message has, as Receive's messages
+// do (expandBatch reads it as a client does).
+func TestToBatch(t *testing.T) {
+	msgs := benchMessages()[:3]
+	msgs[1].Attempt, msgs[1].Origin, msgs[1].DeliverAt = 2, msgs[0].ID, msgs[0].DeliverAt-5000
+	msgs[2].Headers = append(msgs[2].Headers, message.Header{Key: []byte(queue.DeadLetterReasonHeader), Value: []byte("nacked")},
+		message.Header{Key: []byte("bad"), Value: []byte{0xff}})
+	got := expandBatch(t, toBatch(msgs, 7, false))
+	for i, m := range toMessages(msgs) {
+		g := got[i]
+		if g.Seq != uint64(7+i) || g.Id != m.Id || g.OriginId != m.OriginId || g.Attempt != m.Attempt || string(g.Body) != string(m.Body) ||
+			!g.DeliverAt.Equal(m.DeliverAt.AsTime()) || g.ReceivedAt.UnixMilli() != m.ReceivedAt.AsTime().UnixMilli() ||
+			g.LeaseExpiresAt.UnixMilli() != m.LeaseExpiresAt.AsTime().UnixMilli() || len(g.Headers) != len(m.Headers) ||
+			(g.DeadLetter == nil) != (m.DeadLetter == nil) {
+			t.Errorf("message %d: batch %+v, Receive %v", i, g, m)
+		}
+		for _, h := range m.Headers {
+			if g.Headers[h.Key] != h.Value {
+				t.Errorf("message %d header %q: %q, want %q", i, h.Key, g.Headers[h.Key], h.Value)
+			}
+		}
+	}
+	if got[2].DeadLetter.GetReason() != "nacked" || got[2].Headers["bad"] != "\uFFFD" {
+		t.Errorf("message 2: dead letter %v, header %q", got[2].DeadLetter, got[2].Headers["bad"])
+	}
+	if b := toBatch(msgs, 1, true); !slices.Equal(b.Receipts, []string{msgs[0].Receipt, msgs[1].Receipt, msgs[2].Receipt}) {
+		t.Errorf("receipts %q", b.Receipts)
+	}
+}
+
+func benchMessages() []queue.Message {
 	now := time.Now()
 	msgs := make([]queue.Message, 100)
 	for i := range msgs {
@@ -66,8 +118,5 @@ func BenchmarkToMessages(b *testing.B) {
 				{Key: []byte("hourglass-idempotency-at"), Value: []byte("1796263200000")},
 			}}
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		toMessages(msgs)
-	}
+	return msgs
 }

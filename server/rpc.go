@@ -115,6 +115,9 @@ func floorMod(a, b int64) int64 {
 
 // schedule hands checked requests to the engine, all or none.
 func (s *Server) schedule(ctx context.Context, reqs []engine.Request) ([]message.ID, error) {
+	if err := s.checkQuotas(ctx, reqs); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	ids, err := s.eng.ScheduleBatch(ctx, reqs)
 	if err != nil {

@@ -225,6 +225,8 @@ type Server struct {
 	// creds are the credentials of Options.CredentialsFile, swapped whole
 	// by ReloadCredentials; nil without a file.
 	creds atomic.Pointer[access.Set]
+	// denied bounds the denied calls the audit trail records.
+	denied *deniedLog
 }
 
 // New returns a Server over opts.Engine and opts.Queue.
@@ -293,7 +295,7 @@ func New(opts Options) (*Server, error) {
 	if opts.IdleTimeout < 0 || opts.HeaderTimeout < 0 || opts.BodyTimeout < 0 {
 		return nil, errors.New("server: idle, header and body timeouts must be positive (0 means the default)")
 	}
-	s := &Server{opts: opts, q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
+	s := &Server{opts: opts, denied: newDeniedLog(), q: opts.Queue, log: opts.Logger, metrics: opts.Metrics,
 		limits: newLimiter(opts.MaxStreams, opts.MaxStreamsPerConn), paths: newPathNamer(opts.DataDir)}
 	s.metrics.streams.Store(s.limits)
 	if opts.Cluster != nil {
@@ -304,6 +306,11 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.CredentialsFile != "" {
 		set, err := access.Load(opts.CredentialsFile)
+		if err == nil {
+			if qerr := s.quotasUsable(set); qerr != nil {
+				err = fmt.Errorf("%s: %w", opts.CredentialsFile, qerr)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}

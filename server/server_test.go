@@ -75,7 +75,7 @@ func newBackend(t testing.TB, opts *Options, now func() time.Time) *engine.Engin
 		}
 	}
 	eng, err := engine.Open(engine.Options{Dir: dir, Fsync: commitlog.SyncNone, Sink: q, Observer: m,
-		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now, OnControl: onControl})
+		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now, CountPending: true, OnControl: onControl})
 	if err != nil {
 		t.Fatal(err)
 	}

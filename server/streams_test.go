@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 func streamMessage(m *hourglassv1.ScheduleRequest) *hourglassv1.ScheduleStreamRequest {
@@ -307,21 +308,80 @@ func consumeCredit(n int32) *hourglassv1.ConsumeRequest {
 	return &hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: n}}}
 }
 
+// pushedMsg is one message of a pushed ConsumeBatch, expanded.
+type pushedMsg struct {
+	Seq                                   uint64
+	Id, OriginId                          string
+	Attempt                               uint32
+	Body                                  []byte
+	Headers                               map[string]string
+	DeliverAt, ReceivedAt, LeaseExpiresAt time.Time
+	DeadLetter                            *hourglassv1.DeadLetter
+}
+
+// expandBatch expands b (whose topic the stream's first batch gave).
+func expandBatch(t *testing.T, b *hourglassv1.ConsumeBatch) []pushedMsg {
+	t.Helper()
+	n := len(b.Bodies)
+	if len(b.Ids) != 16*n || len(b.DeliverAtDeltas) != n || (b.Attempts != nil && len(b.Attempts) != n) ||
+		(b.OriginIds != nil && len(b.OriginIds) != 16*n) || (b.HeaderCounts != nil && len(b.HeaderCounts) != n) ||
+		len(b.HeaderKeys) != len(b.HeaderValues) || (b.DeadLetters != nil && len(b.DeadLetters) != n) {
+		t.Fatalf("batch of %d bodies with fields of other lengths: %v", n, b)
+	}
+	out := make([]pushedMsg, n)
+	h := 0
+	for i := range out {
+		id, err := message.IDFromBinary(b.Ids[16*i : 16*i+16])
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := pushedMsg{Seq: b.FirstSeq + uint64(i), Id: id.String(), OriginId: id.String(), Body: b.Bodies[i],
+			DeliverAt:  time.UnixMilli(b.DeliverAtMs + b.DeliverAtDeltas[i]),
+			ReceivedAt: time.UnixMilli(b.ReceivedAtMs), LeaseExpiresAt: time.UnixMilli(b.LeaseExpiresAtMs)}
+		if b.Attempts != nil {
+			m.Attempt = b.Attempts[i]
+		}
+		if b.OriginIds != nil {
+			if o := b.OriginIds[16*i : 16*i+16]; string(o) != string(make([]byte, 16)) {
+				oid, err := message.IDFromBinary(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.OriginId = oid.String()
+			}
+		}
+		if b.HeaderCounts != nil {
+			for range b.HeaderCounts[i] {
+				if m.Headers == nil {
+					m.Headers = map[string]string{}
+				}
+				m.Headers[b.HeaderKeys[h]] = b.HeaderValues[h]
+				h++
+			}
+		}
+		if b.DeadLetters != nil && b.DeadLetters[i].Reason != "" {
+			m.DeadLetter = b.DeadLetters[i]
+		}
+		out[i] = m
+	}
+	return out
+}
+
 // recvMessages receives pushed messages until it has n, failing on a
 // response that would make more.
-func recvMessages(t *testing.T, st grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse], n int) []*hourglassv1.Message {
+func recvMessages(t *testing.T, st grpc.BidiStreamingClient[hourglassv1.ConsumeRequest, hourglassv1.ConsumeResponse], n int) []pushedMsg {
 	t.Helper()
-	var got []*hourglassv1.Message
+	var got []pushedMsg
 	for len(got) < n {
 		res, err := st.Recv()
 		if err != nil {
 			t.Fatalf("after %d of %d messages: %v", len(got), n, err)
 		}
-		ms := res.GetMessages().GetMessages()
-		if len(ms) == 0 {
+		b := res.GetBatch()
+		if b == nil || len(b.Bodies) == 0 {
 			t.Fatalf("after %d of %d messages: %v, want messages", len(got), n, res)
 		}
-		got = append(got, ms...)
+		got = append(got, expandBatch(t, b)...)
 	}
 	if len(got) > n {
 		t.Fatalf("pushed %d messages, want %d: beyond the credits", len(got), n)
@@ -366,12 +426,19 @@ func TestConsume(t *testing.T) {
 		t.Fatalf("with 7 credits used: %d ready and %d leased, want 3 and 7", b, l)
 	}
 
-	// Settle: two acks and a bad receipt, a nack now and one in 300 ms.
+	for i, m := range got {
+		if m.Seq != uint64(i+1) {
+			t.Fatalf("message %d pushed as number %d, want %d", i, m.Seq, i+1)
+		}
+	}
+
+	// Settle: a range of two acks and a number never pushed, a nack now
+	// and one in 300 ms.
 	nackedAt := time.Now()
 	if err := st.Send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{
 		Ref:   42,
-		Acks:  []string{got[0].Receipt, got[1].Receipt, "bogus"},
-		Nacks: []*hourglassv1.ConsumeNack{{Receipt: got[2].Receipt}, {Receipt: got[3].Receipt, DelayMs: 300}},
+		Acks:  []*hourglassv1.SeqRange{{First: got[0].Seq, Count: 2}, {First: 1000, Count: 1}},
+		Nacks: []*hourglassv1.ConsumeNack{{Seq: got[2].Seq}, {Seq: got[3].Seq, DelayMs: 300}},
 	}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,10 +447,26 @@ func TestConsume(t *testing.T) {
 		t.Fatal(err)
 	}
 	set := res.GetSettled()
-	if set == nil || set.Ref != 42 || len(set.Acks) != 3 || len(set.Nacks) != 2 ||
-		!set.Acks[0].Acked || !set.Acks[1].Acked || set.Acks[2].Acked || set.Acks[2].Error == "" ||
-		!set.Nacks[0].Acked || !set.Nacks[1].Acked {
-		t.Fatalf("settled %v: want ref 42, acks ok ok refused, nacks ok ok", res)
+	if set == nil || set.Ref != 42 || !slices.Equal(set.Failed, []uint64{1000}) || len(set.Errors) != 1 ||
+		!strings.Contains(set.Errors[0], "message 1000 is not held by this stream") {
+		t.Fatalf("settled %v: want ref 42, only number 1000 failed", res)
+	}
+	// A second ack of a settled message fails.
+	if err := st.Send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{
+		Ref: 43, Acks: []*hourglassv1.SeqRange{{First: got[1].Seq, Count: 1}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Recv(); err != nil || !slices.Equal(res.GetSettled().GetFailed(), []uint64{got[1].Seq}) {
+		t.Fatalf("acked again: %v, %v; want number %d failed", res, err, got[1].Seq)
+	}
+	// Extend one held and one settled.
+	if err := st.Send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Extend{Extend: &hourglassv1.ConsumeExtend{
+		Ref: 44, Seqs: []*hourglassv1.SeqRange{{First: got[0].Seq, Count: 1}, {First: got[4].Seq, Count: 1}}, LeaseMs: 3_600_000}}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st.Recv(); err != nil || res.GetExtended().GetRef() != 44 || !slices.Equal(res.GetExtended().GetFailed(), []uint64{got[0].Seq}) ||
+		time.UnixMilli(res.GetExtended().GetLeaseExpiresAtMs()).Before(time.Now().Add(59*time.Minute)) {
+		t.Fatalf("extended: %v, %v; want number %d failed, the other's lease an hour ahead", res, err, got[0].Seq)
 	}
 
 	// More credits: the 3 left, the one nacked without delay, and, once
@@ -396,7 +479,7 @@ func TestConsume(t *testing.T) {
 	for _, m := range again {
 		first = append(first, m.OriginId)
 		if m.OriginId == got[3].Id {
-			if m.Attempt != 1 || m.DeliverAt.AsTime().Before(nackedAt.Add(300*time.Millisecond)) || m.ReceivedAt.AsTime().Before(m.DeliverAt.AsTime()) {
+			if m.Attempt != 1 || m.DeliverAt.Before(nackedAt.Add(300*time.Millisecond).Truncate(time.Millisecond)) || m.ReceivedAt.Before(m.DeliverAt) {
 				t.Errorf("nacked with 300 ms: came back as %v, nacked at %v", m, nackedAt)
 			}
 		}
@@ -446,8 +529,13 @@ func TestConsumeBadRequests(t *testing.T) {
 		{"credits_beyond_max", []*hourglassv1.ConsumeRequest{open(&hourglassv1.ConsumeOpen{Topic: "idle", Credits: MaxCredits}), consumeCredit(1)}, "credit.credits 1 with 10000 held"},
 		{"credit_zero", []*hourglassv1.ConsumeRequest{ok, consumeCredit(0)}, "credit.credits 0"},
 		{"second_open", []*hourglassv1.ConsumeRequest{ok, ok}, "open is the first request of a Consume stream only"},
-		{"empty_request", []*hourglassv1.ConsumeRequest{ok, {}}, "none of open, credit and settle"},
-		{"settle_too_big", []*hourglassv1.ConsumeRequest{ok, {Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{Acks: make([]string, MaxAckBatch+1)}}}}, "1001 acks and 0 nacks: at most 1000"},
+		{"empty_request", []*hourglassv1.ConsumeRequest{ok, {}}, "none of open, credit, settle and extend"},
+		{"settle_too_big", []*hourglassv1.ConsumeRequest{ok, {Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{
+			Acks: []*hourglassv1.SeqRange{{First: 1, Count: 1000}, {First: 2000, Count: 1}}}}}}, "settle.acks: 1001 messages: at most 1000"},
+		{"settle_empty_range", []*hourglassv1.ConsumeRequest{ok, {Kind: &hourglassv1.ConsumeRequest_Settle{Settle: &hourglassv1.ConsumeSettle{
+			Acks: []*hourglassv1.SeqRange{{First: 1}}}}}}, "settle.acks: range of 0 from 1"},
+		{"extend_bad_lease", []*hourglassv1.ConsumeRequest{ok, {Kind: &hourglassv1.ConsumeRequest_Extend{Extend: &hourglassv1.ConsumeExtend{
+			Seqs: []*hourglassv1.SeqRange{{First: 1, Count: 1}}}}}}, "extend.lease_ms 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(testCtx(t), 5*time.Second)
@@ -497,8 +585,8 @@ func TestConsumeBrokenStream(t *testing.T) {
 		t.Fatalf("received %v after the lease ended, want the message again", res.Messages)
 	}
 	again := res.Messages[0]
-	if again.Id != m.Id || again.Attempt != 1 || again.ReceivedAt.AsTime().Before(m.LeaseExpiresAt.AsTime()) {
-		t.Errorf("received %v again; first %v, leased until %v", again, m.Id, m.LeaseExpiresAt.AsTime())
+	if again.Id != m.Id || again.Attempt != 1 || again.ReceivedAt.AsTime().Before(m.LeaseExpiresAt) {
+		t.Errorf("received %v again; first %v, leased until %v", again, m.Id, m.LeaseExpiresAt)
 	}
 }
 

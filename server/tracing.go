@@ -4,12 +4,11 @@ import (
 	"context"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hourglassmq/hourglass/engine"
+	"github.com/hourglassmq/hourglass/internal/msgtrace"
 	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 )
@@ -23,45 +22,9 @@ import (
 // message handed to a consumer (linked to the Schedule call's span);
 // without one it stores what callers send and records nothing.
 
-// Span and attribute names; the messaging.* ones are OpenTelemetry's
-// semantic conventions.
-const (
-	tracerName      = "github.com/hourglassmq/hourglass/server"
-	attrSystem      = attribute.Key("messaging.system")
-	attrDestination = attribute.Key("messaging.destination.name")
-	attrOperation   = attribute.Key("messaging.operation.type")
-	attrBatch       = attribute.Key("messaging.batch.message_count")
-	attrMessageID   = attribute.Key("messaging.message.id")
-	attrDelay       = attribute.Key("hourglass.delay_ms")    // deliverAt − the Schedule call
-	attrLateness    = attribute.Key("hourglass.lateness_ms") // handed over − deliverAt
-	attrAttempt     = attribute.Key("hourglass.attempt")
-)
-
-var w3c = propagation.TraceContext{}
-
-// traceCarrier is a call's trace context headers as a propagation carrier.
-type traceCarrier struct{ parent, state string }
-
-func (c *traceCarrier) Get(key string) string {
-	switch key {
-	case "traceparent":
-		return c.parent
-	case "tracestate":
-		return c.state
-	}
-	return ""
-}
-
-func (c *traceCarrier) Set(key, value string) {
-	switch key {
-	case "traceparent":
-		c.parent = value
-	case "tracestate":
-		c.state = value
-	}
-}
-
-func (c *traceCarrier) Keys() []string { return []string{"traceparent", "tracestate"} }
+// tracerName names the server's tracer; the attribute names are
+// msgtrace's.
+const tracerName = "github.com/hourglassmq/hourglass/server"
 
 // traceSchedule starts the span of a Schedule or ScheduleBatch call (when
 // tracing is on) and stores the call's trace context in each request's
@@ -73,13 +36,13 @@ func (s *Server) traceSchedule(ctx context.Context, reqs []engine.Request) (end 
 	}
 	parent := ctx
 	if ci.traceparent != "" {
-		parent = w3c.Extract(ctx, &traceCarrier{ci.traceparent, ci.tracestate})
+		parent = msgtrace.W3C.Extract(ctx, &msgtrace.Carrier{Parent: ci.traceparent, State: ci.tracestate})
 	}
 	var span trace.Span
 	if s.tracer != nil && len(reqs) > 0 {
 		_, span = s.tracer.Start(parent, "schedule "+reqs[0].Topic, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attrSystem.String("hourglass"), attrOperation.String("send"),
-				attrDestination.String(reqs[0].Topic), attrBatch.Int(len(reqs))))
+			trace.WithAttributes(msgtrace.System.String("hourglass"), msgtrace.Operation.String("send"),
+				msgtrace.Destination.String(reqs[0].Topic), msgtrace.Batch.Int(len(reqs))))
 	}
 	// What the messages carry: the caller's context, or the span's when
 	// the caller sent none.
@@ -88,11 +51,11 @@ func (s *Server) traceSchedule(ctx context.Context, reqs []engine.Request) (end 
 		sc = span.SpanContext()
 	}
 	if sc.IsValid() && !traced(reqs) {
-		var c traceCarrier
-		w3c.Inject(trace.ContextWithSpanContext(ctx, sc), &c)
-		hs := []message.Header{{Key: []byte(message.TraceParentHeader), Value: []byte(c.parent)}}
-		if c.state != "" {
-			hs = append(hs, message.Header{Key: []byte(message.TraceStateHeader), Value: []byte(c.state)})
+		var c msgtrace.Carrier
+		msgtrace.W3C.Inject(trace.ContextWithSpanContext(ctx, sc), &c)
+		hs := []message.Header{{Key: []byte(message.TraceParentHeader), Value: []byte(c.Parent)}}
+		if c.State != "" {
+			hs = append(hs, message.Header{Key: []byte(message.TraceStateHeader), Value: []byte(c.State)})
 		}
 		for i := range reqs {
 			r := &reqs[i]
@@ -108,9 +71,9 @@ func (s *Server) traceSchedule(ctx context.Context, reqs []engine.Request) (end 
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		} else if len(ids) > 0 {
-			span.SetAttributes(attrDelay.Int64(ids[0].DeliverAt - start.UnixMilli()))
+			span.SetAttributes(msgtrace.Delay.Int64(ids[0].DeliverAt - start.UnixMilli()))
 			if len(ids) == 1 {
-				span.SetAttributes(attrMessageID.String(ids[0].String()))
+				span.SetAttributes(msgtrace.MessageID.String(ids[0].String()))
 			}
 		}
 		span.End()
@@ -138,14 +101,11 @@ func (s *Server) traceDeliveries(ctx context.Context, topic string, msgs []queue
 	for i := range msgs {
 		m := &msgs[i]
 		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(now),
-			trace.WithAttributes(attrSystem.String("hourglass"), attrOperation.String("receive"),
-				attrDestination.String(topic), attrMessageID.String(m.ID.String()),
-				attrLateness.Int64(now.UnixMilli()-m.DeliverAt), attrAttempt.Int64(int64(m.Attempt)))}
-		if tp := message.HeaderValue(m.Headers, message.TraceParentHeader); tp != "" {
-			pc := w3c.Extract(context.Background(), &traceCarrier{tp, message.HeaderValue(m.Headers, message.TraceStateHeader)})
-			if sc := trace.SpanContextFromContext(pc); sc.IsValid() {
-				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
-			}
+			trace.WithAttributes(msgtrace.System.String("hourglass"), msgtrace.Operation.String("receive"),
+				msgtrace.Destination.String(topic), msgtrace.MessageID.String(m.ID.String()),
+				msgtrace.Lateness.Int64(now.UnixMilli()-m.DeliverAt), msgtrace.Attempt.Int64(int64(m.Attempt)))}
+		if sc := trace.SpanContextFromContext(msgtrace.Producer(context.Background(), m.Headers)); sc.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 		}
 		_, span := s.tracer.Start(ctx, "deliver "+topic, opts...)
 		span.End(trace.WithTimestamp(now))

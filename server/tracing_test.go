@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/internal/msgtrace"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -95,10 +96,10 @@ func TestTraces(t *testing.T) {
 			if sched.Parent().SpanID() != psc.SpanID() || sched.SpanContext().TraceID() != psc.TraceID() || sched.SpanKind() != trace.SpanKindServer {
 				t.Errorf("schedule span: parent %v, trace %v, kind %v; want a server span, a child of the producer's %v", sched.Parent().SpanID(), sched.SpanContext().TraceID(), sched.SpanKind(), psc.SpanID())
 			}
-			if d, ok := attr(sched, string(attrDelay)); !ok || (d != "49" && d != "50" && d != "51") {
-				t.Errorf("schedule span: %s = %q, want about 50", attrDelay, d)
+			if d, ok := attr(sched, string(msgtrace.Delay)); !ok || (d != "49" && d != "50" && d != "51") {
+				t.Errorf("schedule span: %s = %q, want about 50", msgtrace.Delay, d)
 			}
-			if id, _ := attr(sched, string(attrMessageID)); id != res.Id {
+			if id, _ := attr(sched, string(msgtrace.MessageID)); id != res.Id {
 				t.Errorf("schedule span: message id %q, want %q", id, res.Id)
 			}
 			del := spanNamed(spans, "deliver "+topic)
@@ -108,8 +109,8 @@ func TestTraces(t *testing.T) {
 			if l := del.Links(); len(l) != 1 || l[0].SpanContext.SpanID() != psc.SpanID() || l[0].SpanContext.TraceID() != psc.TraceID() {
 				t.Errorf("deliver span links %v, want the producer's span %v", l, psc)
 			}
-			if _, ok := attr(del, string(attrLateness)); !ok {
-				t.Errorf("deliver span has no %s", attrLateness)
+			if _, ok := attr(del, string(msgtrace.Lateness)); !ok {
+				t.Errorf("deliver span has no %s", msgtrace.Lateness)
 			}
 		})
 	}

@@ -33,6 +33,7 @@ const (
 	fieldMaxAttempts = "max_attempts"
 	fieldLease       = "lease_ms"
 	fieldPaused      = "paused"
+	fieldBackoff     = "backoff"
 )
 
 // Policy returns topic's policy as SetPolicy set it (the fields it did
@@ -49,9 +50,11 @@ func (q *Queue) Policy(ctx context.Context, topic string) (set, effective queue.
 
 // policy is c's policy as set and as it applies.
 func (c *consumer) policy(now time.Time) (set, effective queue.Policy) {
-	effective = queue.Policy{MaxAttempts: c.maxAttempts, Lease: c.ackWait, Paused: c.paused(now)}
+	effective = queue.Policy{MaxAttempts: c.maxAttempts, Lease: c.ackWait, Paused: c.paused(now), Backoff: c.backoff}
 	for _, f := range c.set {
 		switch f {
+		case fieldBackoff:
+			set.Backoff = effective.Backoff
 		case fieldMaxAttempts:
 			set.MaxAttempts = effective.MaxAttempts
 		case fieldLease:
@@ -91,10 +94,7 @@ func (q *Queue) fresh(ctx context.Context, topic string) (*consumer, error) {
 // Two SetPolicy calls at once on different nodes: the last update wins
 // whole.
 func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) (setP, effective queue.Policy, err error) {
-	switch {
-	case !p.Backoff.IsZero():
-		return setP, effective, status.Errorf(codes.InvalidArgument, "backoff: in cluster mode a topic has no retry backoff (JetStream's BackOff stretches the lease of each delivery, not the wait after a Nack): nack with delay_ms instead")
-	case p.Rate != 0:
+	if p.Rate != 0 {
 		return setP, effective, status.Errorf(codes.InvalidArgument, "max_dispatch_rate: in cluster mode a topic has no dispatch rate (JetStream limits the rate of push consumers only, and topics are pull consumers)")
 	}
 	if err := p.Validate(queue.DefaultMaxLease); err != nil {
@@ -132,12 +132,24 @@ func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) (se
 	case slices.Contains(was, fieldMaxAttempts):
 		attempts = q.opts.MaxAttempts
 	}
+	backoff := c.backoff
+	switch {
+	case !p.Backoff.IsZero():
+		backoff = p.Backoff
+		set = append(set, fieldBackoff)
+	case slices.Contains(was, fieldBackoff):
+		backoff = queue.Backoff{}
+	}
 	if p.Paused {
 		set = append(set, fieldPaused)
 	}
 	cfg.Metadata = maps.Clone(cfg.Metadata)
 	if cfg.Metadata == nil {
 		cfg.Metadata = map[string]string{}
+	}
+	delete(cfg.Metadata, metaBackoff)
+	if !backoff.IsZero() {
+		cfg.Metadata[metaBackoff] = formatBackoff(backoff)
 	}
 	cfg.Metadata[metaMaxAttempts] = strconv.Itoa(attempts)
 	cfg.Metadata[metaPolicySet] = strings.Join(set, ",")
@@ -504,4 +516,21 @@ func (q *Queue) redriveOne(ctx context.Context, dlq, to string, m *nats.Msg, r r
 		return unavailable("redriving message %d of %s to %s: %v; retry", r.sseq, dlq, to, err)
 	}
 	return q.request(ctx, dlq, r.subject, ackAck)
+}
+
+// formatBackoff is b as the consumer's metaBackoff keeps it: initial and
+// max in milliseconds, multiplier and jitter, comma-separated.
+func formatBackoff(b queue.Backoff) string {
+	return fmt.Sprintf("%d,%d,%g,%g", b.Initial.Milliseconds(), b.Max.Milliseconds(), b.Multiplier, b.Jitter)
+}
+
+// parseBackoff reads formatBackoff's text; a malformed one is no backoff.
+func parseBackoff(s string) queue.Backoff {
+	var b queue.Backoff
+	var initial, maxMs int64
+	if _, err := fmt.Sscanf(s, "%d,%d,%g,%g", &initial, &maxMs, &b.Multiplier, &b.Jitter); err != nil {
+		return queue.Backoff{}
+	}
+	b.Initial, b.Max = time.Duration(initial)*time.Millisecond, time.Duration(maxMs)*time.Millisecond
+	return b
 }

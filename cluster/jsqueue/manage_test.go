@@ -58,7 +58,7 @@ func TestExtend(t *testing.T) {
 
 // TestPolicy: a policy set on one node is the consumer's lease and max
 // attempts on every node (read again by another node that used the topic
-// before); backoff and rate are refused naming the field; pause makes
+// before), and so is a backoff; rate is refused naming the field; pause makes
 // Receive empty (not waiting, and waiting) on any node while messages
 // wait, and resume hands them out; defaults bring back the node's flags.
 func TestPolicy(t *testing.T) {
@@ -73,11 +73,23 @@ func TestPolicy(t *testing.T) {
 	if err != nil || set != (queue.Policy{Lease: 1500 * time.Millisecond, MaxAttempts: 2}) || eff != set {
 		t.Errorf("policy on the other node: set %+v effective %+v, %v", set, eff, err)
 	}
+	bo := queue.Backoff{Initial: 250 * time.Millisecond, Max: 4 * time.Second, Multiplier: 2.5, Jitter: 0.1}
+	if _, _, err := a.SetPolicy(ctxT(t), "bo", queue.Policy{Backoff: bo}); err != nil {
+		t.Fatal(err)
+	}
+	if set, eff, err := b.Policy(ctxT(t), "bo"); err != nil || set.Backoff != bo || eff.Backoff != bo {
+		t.Errorf("backoff on the other node: set %+v effective %+v, %v; want %+v", set, eff, err, bo)
+	}
+	if _, _, err := a.SetPolicy(ctxT(t), "bo", queue.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if set, eff, err := b.Policy(ctxT(t), "bo"); err != nil || !set.Backoff.IsZero() || !eff.Backoff.IsZero() {
+		t.Errorf("backoff after it was set back: set %+v effective %+v, %v; want none", set, eff, err)
+	}
 	for _, bad := range []struct {
 		p     queue.Policy
 		field string
 	}{
-		{queue.Policy{Backoff: queue.Backoff{Initial: time.Second}}, "backoff"},
 		{queue.Policy{Rate: 10}, "max_dispatch_rate"},
 		{queue.Policy{MaxAttempts: 1001}, "max attempts"},
 	} {

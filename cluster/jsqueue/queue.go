@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +39,7 @@ const (
 const (
 	metaMaxAttempts = "hourglass-max-attempts"
 	metaPolicySet   = "hourglass-policy-set"
+	metaBackoff     = "hourglass-backoff" // formatBackoff
 )
 
 // DefaultRefresh is how long a node uses what it read of a topic's
@@ -106,8 +106,9 @@ type consumer struct {
 	next        string // the subject pull requests go to
 	ackWait     time.Duration
 	maxAttempts int
-	pausedUntil time.Time // zero: not paused
-	set         []string  // the policy fields SetPolicy set (metaPolicySet)
+	backoff     queue.Backoff // of a Nack without a delay
+	pausedUntil time.Time     // zero: not paused
+	set         []string      // the policy fields SetPolicy set (metaPolicySet)
 	read        time.Time
 	refreshing  *atomic.Bool // shared by the reads of one topic's consumer: one read again at a time
 }
@@ -262,6 +263,7 @@ func (q *Queue) fromInfo(topic string, info *jetstream.ConsumerInfo, refreshing 
 	if n, err := strconv.Atoi(info.Config.Metadata[metaMaxAttempts]); err == nil && n > 0 {
 		c.maxAttempts = n
 	}
+	c.backoff = parseBackoff(info.Config.Metadata[metaBackoff])
 	if p := info.Config.PauseUntil; p != nil && !p.IsZero() {
 		c.pausedUntil = *p
 	}
@@ -561,6 +563,13 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 		}
 		return queue.Message{}, false
 	}
+	if exp, err := strconv.ParseInt(m.Header.Get(message.ExpireAtHeader), 10, 64); err == nil && !isDLQ(c.topic) && q.opts.Now().UnixMilli() >= exp {
+		// Past its expiry: never handed out, as on one node.
+		if err := q.deadLetter(ctx, c, r, queue.ReasonExpired, "", r.delivered); err != nil {
+			q.opts.Logger.Error("jsqueue: dead-lettering an expired message failed; tried again at its next delivery", "topic", c.topic, "seq", r.sseq, "err", err)
+		}
+		return queue.Message{}, false
+	}
 	base, _ := strconv.ParseUint(m.Header.Get(sink.HeaderAttempt), 10, 32)
 	// JetStream starts AckWait when it sends the message, before it
 	// arrives here: the lease is taken to start DeliveryMargin earlier,
@@ -578,18 +587,7 @@ func (q *Queue) toMessage(ctx context.Context, c *consumer, m *nats.Msg, got tim
 	out.ID, _ = message.ParseID(m.Header.Get(sink.HeaderID))
 	out.Origin, _ = message.ParseID(m.Header.Get(sink.HeaderOriginID))
 	out.DeliverAt = out.ID.DeliverAt
-	keys := make([]string, 0, len(m.Header))
-	for k := range m.Header {
-		if !hiddenHeader(k) {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, v := range m.Header[k] {
-			out.Headers = append(out.Headers, message.Header{Key: []byte(k), Value: []byte(v)})
-		}
-	}
+	out.Headers = visibleHeaders(m.Header)
 	return out, true
 }
 

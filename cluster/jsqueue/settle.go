@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +120,11 @@ func (q *Queue) NackReceipt(ctx context.Context, topic, receipt string, o queue.
 		return q.deadLetter(ctx, c, r, queue.ReasonNacked, reason, r.delivered)
 	case r.delivered >= uint64(c.maxAttempts):
 		return q.deadLetter(ctx, c, r, queue.ReasonMaxAttempts, reason, r.delivered)
+	}
+	if o.Delay <= 0 {
+		// As on one node, the topic's backoff for this retry (the
+		// delivery count is the attempt that failed, counting from 1).
+		o.Delay = c.backoff.Delay(uint32(min(r.delivered, math.MaxUint32)), rand.Float64)
 	}
 	if o.Delay <= 0 {
 		return q.request(ctx, topic, r.subject, ackNak)

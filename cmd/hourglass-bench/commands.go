@@ -80,7 +80,7 @@ func benchEngineCommand() *cli.Command {
 		Usage:       "benchmark the engine in-process: schedule rate, fire rate, lateness, loss, heap, restart time",
 		UsageText:   "hourglass-bench engine [--scenario uniform|hot-second|far-future|recovery] [--messages N] [--json] [options]",
 		Description: benchEngineDescription,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "scenario", Value: enginebench.DefaultScenario,
 				Usage: "what to measure, by `NAME`: " + strings.Join(enginebench.Scenarios, ", ") + " (see above)"},
 			&cli.IntFlag{Name: "messages", Value: enginebench.DefaultMessages,
@@ -95,26 +95,17 @@ func benchEngineCommand() *cli.Command {
 				Usage: "data directory (`PATH`) for the engine; it must be empty or absent, and is kept afterwards"},
 			&cli.DurationFlag{Name: "segment-duration", Value: enginebench.DefaultSegmentDuration, DefaultText: "1h",
 				Usage: "length of the engine's schedule buckets, a `DURATION` of whole seconds from 1s to 24h"},
-			&cli.BoolFlag{Name: "json",
-				Usage: "also print the report as one JSON object, the last line of stdout"},
 			&cli.IntFlag{Name: "producers", Value: enginebench.DefaultProducers,
 				Usage: fmt.Sprintf("`N`umber of goroutines calling ScheduleBatch concurrently, 1 to %d", enginebench.MaxProducers)},
 			&cli.IntFlag{Name: "batch", Value: enginebench.DefaultBatch,
 				Usage: fmt.Sprintf("`N` messages per ScheduleBatch call, 1 to %d", enginebench.MaxBatch)},
-			&cli.DurationFlag{Name: "timeout", Value: enginebench.DefaultTimeout, DefaultText: "5m",
-				Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not delivered counts as lost"},
-			&cli.DurationFlag{Name: "grace", Value: enginebench.DefaultGrace, DefaultText: "30s",
-				Usage: "once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
-		},
+		}, runFlags(runEnd{timeout: enginebench.DefaultTimeout, timeoutText: "5m", grace: enginebench.DefaultGrace, what: "delivered"})...),
 		OnUsageError: usageError,
-		Action:       runBenchEngine,
+		Action:       benchAction("engine", runBenchEngine),
 	}
 }
 
-func runBenchEngine(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return fmt.Errorf("engine takes no arguments, got %q", c.Args().Slice())
-	}
+func runBenchEngine(c *cli.Context, progress io.Writer) (benchReport, error) {
 	cfg := enginebench.Config{
 		Scenario:        c.String("scenario"),
 		Messages:        c.Int("messages"),
@@ -128,15 +119,55 @@ func runBenchEngine(c *cli.Context) error {
 		Timeout:         c.Duration("timeout"),
 		Grace:           c.Duration("grace"),
 		Logger:          slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		cfg.Progress = f
+		Progress:        progress,
 	}
 	rep, err := enginebench.Run(c.Context, cfg)
 	if rep == nil {
-		return err
+		return nil, err
 	}
-	return printBenchReport(c, rep, err)
+	return rep, err
+}
+
+// runEnd holds what differs between the commands in runFlags.
+type runEnd struct {
+	timeout     time.Duration // --timeout's value (0: the scenario's)
+	timeoutText string        // its default as --help says it
+	grace       time.Duration
+	graceScope  string // the scenarios --grace applies to, "" for all
+	what        string // what a message is when it arrives ("delivered", "received")
+}
+
+// runFlags are the flags both commands end a run with and report it by:
+// --timeout, --grace and --json.
+func runFlags(e runEnd) []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "timeout", Value: e.timeout, DefaultText: e.timeoutText,
+			Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not " + e.what + " counts as lost"},
+		&cli.DurationFlag{Name: "grace", Value: e.grace, DefaultText: e.grace.String(),
+			Usage: e.graceScope + "once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
+		&cli.BoolFlag{Name: "json",
+			Usage: "also print the report as one JSON object, the last line of stdout"},
+	}
+}
+
+// benchAction is the Action of the bench command name: it refuses
+// arguments, runs run with stderr for progress bars when that is a
+// terminal (else nil), and prints the report run returns, if any.
+func benchAction(name string, run func(c *cli.Context, progress io.Writer) (benchReport, error)) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return fmt.Errorf("%s takes no arguments, got %q", name, c.Args().Slice())
+		}
+		var progress io.Writer
+		if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			progress = f
+		}
+		rep, err := run(c, progress)
+		if rep == nil {
+			return err
+		}
+		return printBenchReport(c, rep, err)
+	}
 }
 
 // benchReport is the report of bench engine or bench server.
@@ -264,7 +295,7 @@ func benchServerCommand() *cli.Command {
 		Usage:       "benchmark a running server over the network: schedule rate, lateness, loss",
 		UsageText:   "hourglass-bench server [--addr URL] [--scenario batch|single|lateness|backlog|drain|get] [--protocol grpc|connect|stream] [--messages N] [--json] [options]",
 		Description: benchServerDescription,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: serverbench.DefaultAddr, EnvVars: []string{"HOURGLASS_ADDR"},
 				Usage: "the server's `URL`, or several, comma-separated (the nodes of a cluster): client i sends to the i-th modulo their number, and lateness consumers (grpc, stream) go round robin over them"},
 			&cli.StringFlag{Name: "token", EnvVars: []string{"HOURGLASS_TOKEN"},
@@ -301,22 +332,14 @@ func benchServerCommand() *cli.Command {
 				Usage: "backlog only: send each message's index as its idempotency key, so the run also measures the server's key index"},
 			&cli.StringFlag{Name: "topic", DefaultText: "a fresh topic per run, bench-SCENARIO-TIME-RANDOM",
 				Usage: "the `TOPIC` to schedule to (and receive from)"},
-			&cli.DurationFlag{Name: "timeout", DefaultText: "5m; 1h for backlog; drain: until the window's end plus --grace and 1m",
-				Usage: "bound on the whole run, a `DURATION`; when it ends the run reports what it saw, and what was not received counts as lost"},
-			&cli.DurationFlag{Name: "grace", Value: serverbench.DefaultGrace, DefaultText: "30s",
-				Usage: "lateness only: once the last message is due, stop waiting after this `DURATION` without a delivery; the rest counts as lost"},
-			&cli.BoolFlag{Name: "json",
-				Usage: "also print the report as one JSON object, the last line of stdout"},
-		},
+		}, runFlags(runEnd{timeoutText: "5m; 1h for backlog; drain: until the window's end plus --grace and 1m",
+			grace: serverbench.DefaultGrace, graceScope: "lateness only: ", what: "received"})...),
 		OnUsageError: usageError,
-		Action:       runBenchServer,
+		Action:       benchAction("server", runBenchServer),
 	}
 }
 
-func runBenchServer(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return fmt.Errorf("server takes no arguments, got %q", c.Args().Slice())
-	}
+func runBenchServer(c *cli.Context, progress io.Writer) (benchReport, error) {
 	cfg := serverbench.Config{
 		Addr:      c.String("addr"),
 		Token:     c.String("token"),
@@ -335,12 +358,10 @@ func runBenchServer(c *cli.Context) error {
 		Spread:    c.Duration("spread"),
 		Keys:      c.Bool("keys"),
 		Rate:      c.Int("rate"),
+		Progress:  progress,
 	}
 	if t := c.Timestamp("due-from"); t != nil {
 		cfg.DueFrom = *t
-	}
-	if f, ok := c.App.ErrWriter.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		cfg.Progress = f
 	}
 	// An explicit 0 is an error, not the default.
 	zero := map[string]string{
@@ -350,15 +371,15 @@ func runBenchServer(c *cli.Context) error {
 	}
 	for _, name := range []string{"messages", "clients", "consumers"} {
 		if c.IsSet(name) && c.Int(name) == 0 {
-			return fmt.Errorf("--%s 0 is out of range; it must be %s", name, zero[name])
+			return nil, fmt.Errorf("--%s 0 is out of range; it must be %s", name, zero[name])
 		}
 	}
 	if c.IsSet("window") && c.Duration("window") == 0 {
-		return fmt.Errorf("--window 0s is out of range; it must be from 1ms to 24h0m0s")
+		return nil, fmt.Errorf("--window 0s is out of range; it must be from 1ms to 24h0m0s")
 	}
 	for _, name := range []string{"grace", "timeout", "spread"} {
 		if c.IsSet(name) && c.Duration(name) <= 0 {
-			return fmt.Errorf("--%s %v must be positive", name, c.Duration(name))
+			return nil, fmt.Errorf("--%s %v must be positive", name, c.Duration(name))
 		}
 	}
 	if os.Getenv("GOGC") == "" {
@@ -367,17 +388,17 @@ func runBenchServer(c *cli.Context) error {
 	if path := c.String("cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
 	}
 	rep, err := serverbench.Run(c.Context, cfg)
 	if rep == nil {
-		return err
+		return nil, err
 	}
-	return printBenchReport(c, rep, err)
+	return rep, err
 }

@@ -54,7 +54,15 @@ func runBackup(c *cli.Context) error {
 	if t := c.String("token"); t != "" {
 		req.Header.Set("Authorization", "Bearer "+t)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	tc, err := clientTLS(c)
+	if err != nil {
+		return err
+	}
+	hc := http.DefaultClient
+	if tc != nil {
+		hc = &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("backup: %v", err)
 	}

@@ -23,7 +23,7 @@ func clientFlags(extra ...cli.Flag) []cli.Flag {
 			Usage: "`URL` of the server (http://HOST:PORT, or https:// for a server with --tls-cert)"},
 		&cli.StringFlag{Name: "token", EnvVars: []string{"HOURGLASS_TOKEN"},
 			Usage: "bearer `TOKEN` of a server started with --auth-token; prefer HOURGLASS_TOKEN (it stays out of the process list)"},
-	}, extra...)
+	}, slices.Concat(clientTLSFlags, extra)...)
 }
 
 func newClient(c *cli.Context) (*client.Client, error) {
@@ -31,7 +31,15 @@ func newClient(c *cli.Context) (*client.Client, error) {
 	if !strings.HasPrefix(addr, "http://") && !strings.HasPrefix(addr, "https://") {
 		return nil, commandError(c, "--addr %q: want a URL starting with http:// or https://, such as %s", addr, client.DefaultAddr)
 	}
-	cl, err := client.New(addr, client.WithToken(c.String("token")))
+	tc, err := clientTLS(c)
+	if err != nil {
+		return nil, err
+	}
+	opts := []client.Option{client.WithToken(c.String("token"))}
+	if tc != nil {
+		opts = append(opts, client.WithTLS(tc))
+	}
+	cl, err := client.New(addr, opts...)
 	if err != nil {
 		return nil, commandError(c, "--addr %q: %v", addr, err)
 	}

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/hourglassmq/hourglass/client"
@@ -91,34 +86,7 @@ func runEdit(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return withClient(c, func(cl *client.Client) error {
-		enc := json.NewEncoder(c.App.Writer)
-		for _, t := range ts {
-			if t.err != nil {
-				return fmt.Errorf("edit %s: %w", t.name, t.err)
-			}
-			id, err := cl.Edit(c.Context, t.ref, ed)
-			j := rescheduleJSON{Ref: t.name, Result: "edited"}
-			switch {
-			case errors.Is(err, client.ErrAlreadyDelivered):
-				j.Result = "already-delivered"
-			case errors.Is(err, client.ErrAlreadyCancelled):
-				j.Result = "already-cancelled"
-			case errors.Is(err, client.ErrNotPending):
-				j.Result = "unknown"
-			case err != nil:
-				return fmt.Errorf("edit %s: %w", t.name, err)
-			default:
-				j.NewID, j.DeliverAt = id.String(), id.Time().UTC().Format(rfc3339Nano)
-			}
-			if c.Bool("json") {
-				if err := enc.Encode(j); err != nil {
-					return err
-				}
-				continue
-			}
-			fmt.Fprintln(c.App.Writer, strings.TrimSpace(strings.Join([]string{j.Ref, j.Result, j.NewID, j.DeliverAt}, " ")))
-		}
-		return nil
+	return replaceEach(c, ts, "edit", "edited", func(cl *client.Client, ref client.Ref) (client.ID, error) {
+		return cl.Edit(c.Context, ref, ed)
 	})
 }

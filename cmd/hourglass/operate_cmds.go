@@ -168,14 +168,25 @@ func runReschedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return replaceEach(c, ts, "reschedule", "rescheduled", func(cl *client.Client, ref client.Ref) (client.ID, error) {
+		return cl.Reschedule(c.Context, ref, when)
+	})
+}
+
+// replaceEach runs op (a reschedule or an edit: the message is replaced
+// by one with a new ID) on each target and prints one line per target:
+// "REF done NEW_ID DELIVER_AT", or the target's state when op found it
+// delivered, cancelled or unknown (a rescheduleJSON with --json). verb
+// names the command in errors.
+func replaceEach(c *cli.Context, ts []target, verb, done string, op func(*client.Client, client.Ref) (client.ID, error)) error {
 	return withClient(c, func(cl *client.Client) error {
 		enc := json.NewEncoder(c.App.Writer)
 		for _, t := range ts {
 			if t.err != nil {
-				return fmt.Errorf("reschedule %s: %w", t.name, t.err)
+				return fmt.Errorf("%s %s: %w", verb, t.name, t.err)
 			}
-			id, err := cl.Reschedule(c.Context, t.ref, when)
-			j := rescheduleJSON{Ref: t.name, Result: "rescheduled"}
+			id, err := op(cl, t.ref)
+			j := rescheduleJSON{Ref: t.name, Result: done}
 			switch {
 			case errors.Is(err, client.ErrAlreadyDelivered):
 				j.Result = "already-delivered"
@@ -184,7 +195,7 @@ func runReschedule(c *cli.Context) error {
 			case errors.Is(err, client.ErrNotPending):
 				j.Result = "unknown"
 			case err != nil:
-				return fmt.Errorf("reschedule %s: %w", t.name, err)
+				return fmt.Errorf("%s %s: %w", verb, t.name, err)
 			default:
 				j.NewID, j.DeliverAt = id.String(), id.Time().UTC().Format(rfc3339Nano)
 			}

@@ -5,7 +5,7 @@
 // The copy is one a crash could have left: a server started on it
 // recovers as after kill -9, delivers every message the original had
 // answered before Take began and none the original had recorded as acked
-// by then. No writer is paused. Each log's copy is a prefix of it that
+// by then (Options.WaitDelivered). No writer is paused. Each log's copy is a prefix of it that
 // was whole at some moment (a commitlog-format file up to its last whole
 // record, a schedule segment or dispatch log up to the synced length its
 // header states), and the files are taken in an order where each one is
@@ -53,6 +53,11 @@ type Options struct {
 	// CopyCatalog writes a consistent copy of the node's open catalog to
 	// path (catalog.(*Catalog).CopyTo).
 	CopyCatalog func(path string) error
+	// WaitDelivered returns once every message the engine handed to its
+	// sink before the call has its done-record written
+	// (engine.(*Engine).WaitDelivered). Take calls it before it copies
+	// anything; nil: nothing to wait for.
+	WaitDelivered func() error
 }
 
 // Report says what Take did.
@@ -100,6 +105,19 @@ type taker struct {
 }
 
 func (b *taker) take(opts Options) error {
+	// A message a consumer acked before Take began may still lack its
+	// done-record (the queue had it before the engine recorded it done).
+	// Without one in the copy the engine hands it to the queue again, and
+	// the queue drops it only if it is among the last records of its
+	// topic's log (queue.DefaultDedupWindow, which bounds what a crash
+	// leaves undone), while the copy's queue logs are taken later than its
+	// dispatch logs, as much later as copying takes: wait for those
+	// done-records first.
+	if opts.WaitDelivered != nil {
+		if err := opts.WaitDelivered(); err != nil {
+			return fmt.Errorf("backup: waiting for the deliveries in flight to be recorded: %w", err)
+		}
+	}
 	// Pin what retention may delete: every commitlog and queue-log
 	// segment there is now, hard-linked into the copy.
 	if err := b.pin(commitlogDir); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -114,5 +115,38 @@ func TestTargetExists(t *testing.T) {
 	to := t.TempDir()
 	if _, err := Take(Options{DataDir: t.TempDir(), To: to}); !errors.Is(err, ErrExists) {
 		t.Errorf("Take into an existing directory: %v, want ErrExists", err)
+	}
+}
+
+// TestWaitDeliveredFirst: Take waits for the deliveries in flight before
+// it copies anything (the target is still empty then), and a failed wait
+// fails the backup and leaves no target behind.
+func TestWaitDeliveredFirst(t *testing.T) {
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "schedule"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	catalog := func(path string) error { return os.WriteFile(path, nil, 0o600) }
+	to := filepath.Join(t.TempDir(), "copy")
+	waited := false
+	_, err := Take(Options{DataDir: data, To: to, CopyCatalog: catalog, WaitDelivered: func() error {
+		ents, err := os.ReadDir(to)
+		if err != nil || len(ents) != 0 {
+			t.Errorf("WaitDelivered called with the target holding %d entries (%v); want it called first", len(ents), err)
+		}
+		waited = true
+		return nil
+	}})
+	if err != nil || !waited {
+		t.Fatalf("Take = %v, WaitDelivered called %v; want a backup, after waiting", err, waited)
+	}
+	to2 := filepath.Join(t.TempDir(), "copy")
+	stop := errors.New("engine: closed")
+	_, err = Take(Options{DataDir: data, To: to2, CopyCatalog: catalog, WaitDelivered: func() error { return stop }})
+	if !errors.Is(err, stop) {
+		t.Errorf("Take with a failing wait = %v; want its error", err)
+	}
+	if _, serr := os.Lstat(to2); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("a failed backup left its target: %v", serr)
 	}
 }

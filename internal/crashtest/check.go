@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -280,7 +279,6 @@ func Check(ev Events, p CheckParams) Result {
 		st(x.Key).rescheds = append(st(x.Key).rescheds, x)
 	}
 	redrives := countRedrives(ev, c)
-	c.Deliveries = len(ev.Deliveries)
 	rfails := map[string][]*ReceiveFail{} // by topic
 	for i := range ev.ReceiveFails {
 		f := &ev.ReceiveFails[i]
@@ -350,15 +348,14 @@ func Check(ev Events, p CheckParams) Result {
 	}
 
 	slack := p.SkewBound + p.Precision
-	for _, key := range slices.Sorted(maps.Keys(keys)) {
+	order := slices.Sorted(maps.Keys(keys))
+	counts := newDeliveryCounts(order, keys, occ, slack, p.Cluster)
+	for i, key := range order {
 		s := keys[key]
-		slices.SortFunc(s.deliveries, func(a, b *Delivery) int { return a.Received.Compare(b.Received) })
-		if len(s.deliveries) > 0 {
-			c.Delivered++
-		}
 		sc := s.sched
 		if sc == nil || sc.Outcome == Rejected {
 			for _, d := range s.deliveries {
+				counts.msgs.Record(uint64(i), time.Time{}, d.Received)
 				why := "its body was never scheduled"
 				if sc != nil {
 					why = "its Schedule was rejected or never reached the server"
@@ -411,7 +408,7 @@ func Check(ev Events, p CheckParams) Result {
 		// redriven copies (keyrules.go, reschedcheck.go, redrivecheck.go).
 		vs := s.judgeCancels(key, c)
 		vs = append(vs, s.judgeReschedules(key, c)...)
-		vs = append(vs, s.judgeIDs(key, slack, p, c)...)
+		vs = append(vs, s.judgeIDs(key, uint64(i), counts.msgs, p)...)
 		var rv []Violation
 		var owedCopy bool
 		if p.Cluster {
@@ -435,63 +432,7 @@ func Check(ev Events, p CheckParams) Result {
 			res.Pending = append(res.Pending, key)
 		}
 
-		// Duplicates of an ID.
-		seen, seqs := map[string]bool{}, map[string]uint64{}
-		for _, d := range s.deliveries {
-			tid := d.Topic + "\x00" + d.ID
-			if p.Cluster {
-				// Each copy of the ID in the stream is judged on its own.
-				// One that a Redrive made, or the dead letter of one, is
-				// no stream duplicate.
-				first, ok := seqs[tid]
-				switch {
-				case !ok:
-					seqs[tid] = d.StreamSeq
-				case first == d.StreamSeq:
-				case s.redriven[streamKey{d.Topic, d.ID, d.StreamSeq}]:
-				case d.Topic == dl.dlq && len(s.redriven) > 0:
-				default:
-					c.DupStream++ // another copy of the ID in the stream
-				}
-				tid += "\x00" + strconv.FormatUint(d.StreamSeq, 10)
-			}
-			if !seen[tid] {
-				seen[tid] = true
-				continue
-			}
-			var durable, doubt *Settle
-			for _, x := range s.settles {
-				if x.ID != d.ID || x.Topic != d.Topic || (x.Kind == Nack && (x.NackDelay <= 0 || p.Cluster)) ||
-					(p.Cluster && x.StreamSeq != d.StreamSeq) {
-					continue
-				}
-				switch {
-				case x.Outcome == OK && x.Answered.Before(d.Issued):
-					if durable == nil {
-						durable = x
-					}
-				case x.Outcome == InDoubt && x.Sent.Before(d.Received):
-					doubt = x
-				}
-			}
-			switch {
-			case durable != nil && d.Topic == dl.dlq && dl.deadLetteredAgain(d):
-				c.DupDeadLetterAgain++
-			case durable != nil:
-				c.DupAfterAck++
-				what := "Ack"
-				if durable.Kind == Nack {
-					what = "Nack (which acks it)"
-				}
-				cut := cutNamed || ackCutBetween(cutAcks[d.Topic], durable.Answered, d.Received)
-				add(Violation{Kind: VAfterAck, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received, Cut: cut,
-					Detail: fmt.Sprintf("handed out on %s by a Receive sent %v after its %s (cycle %d) was answered OK", d.Topic, d.Issued.Sub(durable.Answered).Round(time.Millisecond), what, durable.Cycle)})
-			case doubt != nil:
-				c.DupAckInDoubt++
-			default:
-				c.DupUnacked++
-			}
-		}
+		s.judgeRepeats(key, cutNamed, cutAcks, &dl, counts, p, c, add)
 
 		// Loss: walk the message's life in harness time.
 		ended, endedMaybe := s.ended()
@@ -500,6 +441,11 @@ func Check(ev Events, p CheckParams) Result {
 				c.PoisonCancelled++
 			}
 			continue
+		}
+		// Owed a delivery: answered OK, and no Cancel (in doubt or not)
+		// may have taken it back.
+		if !cancelInDoubt(s.cancels) && !endedMaybe {
+			counts.msgs.Acked(i, i+1)
 		}
 		type step struct {
 			at   time.Time
@@ -534,15 +480,8 @@ func Check(ev Events, p CheckParams) Result {
 			last = steps[len(steps)-1].kind
 		}
 		var v *Violation
-		switch last {
-		case -1:
-			if cancelInDoubt(s.cancels) || endedMaybe {
-				// The Cancel may have taken effect before the server died
-				// (its record durable, the answer lost): never delivered is
-				// one of its two allowed outcomes.
-				c.CancelledInDoubt++
-				break
-			}
+		switch {
+		case counts.msgs.Lost(i):
 			detail := fmt.Sprintf("Schedule answered OK (%s, due %s) and never delivered", sc.Kind, sc.NotBefore.UTC().Format("15:04:05.000"))
 			for _, x := range s.cancels {
 				if x.Outcome == OK {
@@ -550,9 +489,14 @@ func Check(ev Events, p CheckParams) Result {
 				}
 			}
 			v = &Violation{Kind: VLost, At: sc.Answered, Detail: detail}
-		case 2:
+		case last == -1:
+			// Not owed: a Cancel in doubt may have taken effect before the
+			// server died (its record durable, the answer lost); never
+			// delivered is one of its two allowed outcomes.
+			c.CancelledInDoubt++
+		case last == 2:
 			v = &Violation{Kind: VLostRetry, At: steps[len(steps)-1].at, Detail: "a Nack with a delay was answered OK; the retry never arrived"}
-		case 0:
+		case last == 0:
 			v = &Violation{Kind: VLostRedelivery, At: steps[len(steps)-1].at, Detail: "delivered, never durably acked, and never handed out again"}
 		}
 		if sc.Poison && last != -1 && !dl.ackedDead(s.settles) && (v == nil || len(dl.dead) == 0) {
@@ -580,8 +524,9 @@ func Check(ev Events, p CheckParams) Result {
 	for _, k := range ev.Cuts {
 		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic
 	}
-	vs, owed := checkSchedules(ev, occ, occSettles, p, cutOcc, c)
+	vs, owed := checkSchedules(ev, occ, occSettles, p, cutOcc, counts.copies, c)
 	res.Violations = append(res.Violations, vs...)
+	counts.total(c, len(occ))
 	res.Pending = append(res.Pending, owed...)
 	c.Pending += len(owed)
 	for _, v := range res.Violations {

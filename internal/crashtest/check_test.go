@@ -82,7 +82,7 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 	c := res.Counts
 	want := Counts{Scheduled: 10, ScheduleInDoubt: 2, ScheduleRejected: 1, InDoubtDelivered: 1, Delivered: 9, Deliveries: 13,
 		Cancelled: 2, CancelOther: 1, CancelInDoubt: 2, CancelledInDoubt: 1, Acked: 8, AckInDoubt: 1, AckRejected: 1, Nacked: 2,
-		DupUnacked: 2, DupAckInDoubt: 1}
+		Duplicates: 3, DupUnacked: 2, DupAckInDoubt: 1}
 	if c != want {
 		t.Errorf("counts\n got %+v\nwant %+v", c, want)
 	}
@@ -155,6 +155,53 @@ func TestCheckFindsEachViolation(t *testing.T) {
 			}
 			if f, ok := res.First("always"); !ok || f.Key != tc.key {
 				t.Errorf("First = %v %v", f, ok)
+			}
+		})
+	}
+}
+
+// TestCheckCountsWithDeliverycheck: the verdict's lost, early, delivered
+// and duplicate counts are deliverycheck's, and an injected duplicate (a
+// copy handed out again after its durable Ack), an injected loss and an
+// injected early delivery are each caught as the violation that names it.
+func TestCheckCountsWithDeliverycheck(t *testing.T) {
+	base := Check(clean().ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond}).Counts
+	for _, tc := range []struct {
+		name, kind string
+		add        func(b *hb)
+		// want is the clean history's counts changed as the injection
+		// must change them.
+		want func(c Counts) Counts
+	}{
+		{"duplicate", VAfterAck, func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 100, 101).settle("x", "X", Ack, 0, OK, 102, 103).
+				deliver("x", "X", "X", 200, 201).settle("x", "X", Ack, 0, OK, 202, 203)
+		}, func(c Counts) Counts {
+			c.Delivered, c.Deliveries, c.Duplicates, c.DupAfterAck = c.Delivered+1, c.Deliveries+2, c.Duplicates+1, c.DupAfterAck+1
+			return c
+		}},
+		{"lost", VLost, func(b *hb) { b.sched("x", "X", OK, 0, 100) }, func(c Counts) Counts {
+			c.Lost, c.Pending = c.Lost+1, c.Pending+1
+			return c
+		}},
+		{"early", VEarly, func(b *hb) {
+			b.sched("x", "X", OK, 0, 100).deliver("x", "X", "X", 50, 60).settle("x", "X", Ack, 0, OK, 61, 62)
+		}, func(c Counts) Counts {
+			c.Delivered, c.Deliveries, c.Early = c.Delivered+1, c.Deliveries+1, c.Early+1
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := clean()
+			tc.add(b)
+			res := Check(b.ev, CheckParams{Fsync: "always", SkewBound: time.Millisecond})
+			if len(res.Violations) != 1 || res.Violations[0].Kind != tc.kind || res.Violations[0].Key != "x" {
+				t.Fatalf("violations %v; want one %s of x", res.Violations, tc.kind)
+			}
+			want := tc.want(base)
+			want.Scheduled, want.Acked = base.Scheduled+1, res.Counts.Acked // the injected Schedule; its acks
+			if res.Counts != want {
+				t.Errorf("counts\n got %+v\nwant %+v", res.Counts, want)
 			}
 		})
 	}

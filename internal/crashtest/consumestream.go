@@ -3,12 +3,16 @@ package crashtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // Bounds of one Consume stream turn.
@@ -52,14 +56,16 @@ func (c *creditLog) issued(k int) (time.Time, bool) {
 
 // settleOutcome is the outcome of one ack or nack of a ConsumeSettle from
 // its result: acked is OK (for an ack, durable); the receipt's lease not
-// held, or a malformed receipt, is Rejected (the queue's errors for them);
+// held, a malformed receipt, or a number the stream does not hold, is
+// Rejected (the queue's errors for them);
 // anything else (the whole settle failed: the server is shutting down, its
 // storage failed) is in doubt.
 func settleOutcome(r *hourglassv1.AckResult) Outcome {
 	switch {
 	case r.Acked:
 		return OK
-	case strings.Contains(r.Error, "not leased"), strings.Contains(r.Error, "malformed receipt"):
+	case strings.Contains(r.Error, "not leased"), strings.Contains(r.Error, "malformed receipt"),
+		strings.Contains(r.Error, "not held by this stream"):
 		return Rejected
 	}
 	return InDoubt
@@ -74,7 +80,8 @@ type streamEvent struct {
 
 // pendingSettle is a ConsumeSettle sent and not answered yet.
 type pendingSettle struct {
-	acks, nacks []Settle
+	acks, nacks       []Settle
+	ackSeqs, nackSeqs []uint64 // the messages' numbers on the stream, parallel
 }
 
 // consumeStream is one turn t on a Consume stream of the consumers' shared
@@ -170,10 +177,14 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 			}
 			continue
 		}
-		msgs := ev.res.GetMessages().GetMessages()
+		msgs, seqs, err := batchMessages(ev.res.GetBatch(), t.topic)
+		if err != nil {
+			w.count("consume-bad-batch", protoStream) // a server bug; the table shows it
+			continue
+		}
 		set := &hourglassv1.ConsumeSettle{}
 		p := &pendingSettle{}
-		for _, m := range msgs {
+		for i, m := range msgs {
 			pushed++
 			issued, ok := cl.issued(pushed)
 			if !ok {
@@ -184,16 +195,17 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 			switch {
 			case !settle:
 			case closing:
-				// No more requests on this stream.
+				// No more requests on this stream: by a unary call (by ID
+				// on one node, where the push has no receipt).
 				if ctx.Err() == nil {
 					w.settle(ctx, l, t.cycle, m, kind, delay, rng)
 				}
 			case kind == Ack:
-				set.Acks = append(set.Acks, m.Receipt)
-				p.acks = append(p.acks, w.settleOf(m, Ack, 0, t.cycle))
+				set.Acks = append(set.Acks, &hourglassv1.SeqRange{First: seqs[i], Count: 1})
+				p.acks, p.ackSeqs = append(p.acks, w.settleOf(m, Ack, 0, t.cycle)), append(p.ackSeqs, seqs[i])
 			default:
-				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
-				p.nacks = append(p.nacks, w.settleOf(m, Nack, delay, t.cycle))
+				set.Nacks = append(set.Nacks, &hourglassv1.ConsumeNack{Seq: seqs[i], DelayMs: delay.Milliseconds()})
+				p.nacks, p.nackSeqs = append(p.nacks, w.settleOf(m, Nack, delay, t.cycle)), append(p.nackSeqs, seqs[i])
 			}
 		}
 		if closing {
@@ -254,16 +266,69 @@ func (w *workload) consumeStream(ctx context.Context, l lanes, t turn, rng *rand
 // settled records the acks and nacks of p as s, received at at, answers
 // them.
 func (w *workload) settled(p *pendingSettle, s *hourglassv1.ConsumeSettled, at time.Time) {
+	failed := map[uint64]string{}
+	for i, seq := range s.Failed {
+		failed[seq] = "" // in doubt without its reason
+		if i < len(s.Errors) {
+			failed[seq] = s.Errors[i]
+		}
+	}
 	for _, part := range []struct {
 		recs []Settle
-		res  []*hourglassv1.AckResult
-	}{{p.acks, s.Acks}, {p.nacks, s.Nacks}} {
+		seqs []uint64
+	}{{p.acks, p.ackSeqs}, {p.nacks, p.nackSeqs}} {
 		for i, x := range part.recs {
-			x.Answered, x.Outcome = at, InDoubt // an answer without this one's result
-			if i < len(part.res) {
-				x.Outcome = settleOutcome(part.res[i])
+			x.Answered, x.Outcome = at, OK
+			if why, ok := failed[part.seqs[i]]; ok {
+				x.Outcome = settleOutcome(&hourglassv1.AckResult{Error: why})
 			}
 			w.hist.AddSettle(x)
 		}
 	}
+}
+
+// batchMessages expands a pushed batch of topic into the messages Receive
+// would have answered, and their numbers on the stream.
+func batchMessages(b *hourglassv1.ConsumeBatch, topic string) ([]*hourglassv1.Message, []uint64, error) {
+	n := len(b.GetBodies())
+	if n == 0 || len(b.Ids) != 16*n || len(b.DeliverAtDeltas) != n || (len(b.Attempts) != 0 && len(b.Attempts) != n) ||
+		(len(b.OriginIds) != 0 && len(b.OriginIds) != 16*n) || (len(b.HeaderCounts) != 0 && len(b.HeaderCounts) != n) ||
+		len(b.HeaderKeys) != len(b.HeaderValues) || (len(b.Receipts) != 0 && len(b.Receipts) != n) {
+		return nil, nil, fmt.Errorf("a pushed batch whose fields disagree: %v", b)
+	}
+	msgs, seqs := make([]*hourglassv1.Message, n), make([]uint64, n)
+	h := 0
+	for i := range n {
+		id, err := message.IDFromBinary(b.Ids[16*i : 16*i+16])
+		if err != nil {
+			return nil, nil, err
+		}
+		m := &hourglassv1.Message{Id: id.String(), OriginId: id.String(), Topic: topic, Body: b.Bodies[i],
+			DeliverAt:  timestamppb.New(time.UnixMilli(b.DeliverAtMs + b.DeliverAtDeltas[i])),
+			ReceivedAt: timestamppb.New(time.UnixMilli(b.ReceivedAtMs)), LeaseExpiresAt: timestamppb.New(time.UnixMilli(b.LeaseExpiresAtMs))}
+		if len(b.Attempts) != 0 {
+			m.Attempt = b.Attempts[i]
+		}
+		if len(b.Receipts) != 0 {
+			m.Receipt = b.Receipts[i]
+		}
+		if len(b.OriginIds) != 0 && string(b.OriginIds[16*i:16*i+16]) != string(make([]byte, 16)) {
+			o, err := message.IDFromBinary(b.OriginIds[16*i : 16*i+16])
+			if err != nil {
+				return nil, nil, err
+			}
+			m.OriginId = o.String()
+		}
+		if len(b.HeaderCounts) != 0 {
+			for range b.HeaderCounts[i] {
+				if h >= len(b.HeaderKeys) {
+					return nil, nil, fmt.Errorf("a pushed batch with more header counts than headers")
+				}
+				m.Headers = append(m.Headers, &hourglassv1.Header{Key: b.HeaderKeys[h], Value: b.HeaderValues[h]})
+				h++
+			}
+		}
+		msgs[i], seqs[i] = m, b.FirstSeq+uint64(i)
+	}
+	return msgs, seqs, nil
 }

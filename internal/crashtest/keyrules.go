@@ -277,8 +277,9 @@ func minTime(a, b time.Time) time.Time {
 }
 
 // judgeIDs checks each delivery's ID and origin against the Schedule's
-// answer (VIDMismatch) and its time against floor (VEarly).
-func (s *keyState) judgeIDs(key string, slack time.Duration, p CheckParams, c *Counts) []Violation {
+// answer (VIDMismatch), and records it as a delivery of message n in
+// msgs, due at its floor: one msgs counts early is VEarly.
+func (s *keyState) judgeIDs(key string, n uint64, msgs *deliverycheck.Counter, p CheckParams) []Violation {
 	var out []Violation
 	sc := s.sched
 	for _, d := range s.deliveries {
@@ -288,8 +289,7 @@ func (s *keyState) judgeIDs(key string, slack time.Duration, p CheckParams, c *C
 				Detail: fmt.Sprintf("delivered as id %s origin %s; Schedule answered %s", d.ID, d.OriginID, sc.ID)})
 		}
 		nb, what := s.floor(d)
-		if !nb.IsZero() && deliverycheck.Early(nb, d.Received, slack) {
-			c.Early++
+		if _, early := msgs.Record(n, nb, d.Received); early {
 			out = append(out, Violation{Kind: VEarly, Key: key, ID: d.ID, Cycle: d.Cycle, At: d.Received,
 				Detail: fmt.Sprintf("received %v before it was due (skew bound %v, %s %s)", nb.Sub(d.Received).Round(time.Microsecond), p.SkewBound, what, attemptWord(d.Attempt))})
 		}

@@ -162,7 +162,7 @@ func epochsOf(ev Events, c *Counts) map[string]*schedEpoch {
 // A definition whose create or update was never answered (it took effect
 // in an attempt in doubt: ALREADY_EXISTS) has its grid from its first
 // occurrence delivered.
-func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams, cut bool, c *Counts) (out []Violation, pending []string) {
+func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams, cut bool, cs *copies, c *Counts) (out []Violation, pending []string) {
 	eps := epochsOf(ev, c)
 	slack := p.SkewBound + p.Precision
 	add := func(v Violation) {
@@ -187,7 +187,7 @@ func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams
 	}
 	for _, b := range slices.Sorted(maps.Keys(eps)) {
 		e := eps[b]
-		vs, owed := e.judge(ev.DrainFrom, ev.DrainEnd, slack, c)
+		vs, owed := e.judge(ev.DrainFrom, ev.DrainEnd, slack, cs, c)
 		for _, v := range vs {
 			add(v)
 		}
@@ -218,7 +218,7 @@ func routeOccurrence(eps map[string]*schedEpoch, d *Delivery) (*schedEpoch, time
 
 // judge applies the rules of checkSchedules to one definition; owed is
 // true while an occurrence is owed.
-func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c *Counts) (out []Violation, owed bool) {
+func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, cs *copies, c *Counts) (out []Violation, owed bool) {
 	times := slices.Sorted(maps.Keys(e.occ))
 	strict := func(t time.Time) bool { return e.lenientTo.IsZero() || t.After(e.lenientTo) }
 	anchor := e.anchor
@@ -290,7 +290,7 @@ func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c
 				c.OccurrenceAfterEnd++
 			}
 		}
-		vs, lost := occurrenceAcks(e.body, t, ds, e.settles, drainEnd, c)
+		vs, lost := occurrenceAcks(e.body, t, ds, e.settles, drainEnd, cs, c)
 		out = append(out, vs...)
 		owed = owed || lost
 	}
@@ -345,17 +345,15 @@ func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c
 }
 
 // occurrenceAcks judges the deliveries ds of one occurrence (due at t)
-// and the acks of their IDs: a redelivery of an ID after its Ack was
+// and the acks of their IDs: a redelivery of an ID (a duplicate cs
+// counts) after its Ack was
 // answered OK is VAfterAck (others are counted as allowed), and the last
 // delivery of each ID must be followed by an Ack answered OK or in doubt
 // (VLostRedelivery; lost is then true: it is owed), unless it was first
 // handed out after drainEnd (the run ended with it in hand; counted).
-func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle, drainEnd time.Time, c *Counts) (out []Violation, lost bool) {
-	seen := map[string]bool{}
+func occurrenceAcks(body string, t time.Time, ds []*Delivery, settles []*Settle, drainEnd time.Time, cs *copies, c *Counts) (out []Violation, lost bool) {
 	for _, d := range ds {
-		tid := d.Topic + "\x00" + d.ID
-		if !seen[tid] {
-			seen[tid] = true
+		if !cs.repeat(d, false) {
 			continue
 		}
 		var durable, doubt *Settle

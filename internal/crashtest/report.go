@@ -43,6 +43,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("hourglass restart to ready: median / max", fmt.Sprintf("%.1f ms / %.1f ms (%d restarts)", s.RecoveryMedian, s.RecoveryMax, s.Restarts))
 		row("NATS restart to healthy: max", fmt.Sprintf("%.1f ms", cs.NATSRestartMaxMs))
 	}
+	row("duplicates (a copy handed out again; by cause below)", c.Duplicates)
 	row("duplicates: never acked (allowed)", c.DupUnacked)
 	row("duplicates: after ack in doubt (allowed)", c.DupAckInDoubt)
 	row("duplicates: after durable ack (violation)", c.DupAfterAck)

@@ -89,7 +89,9 @@ type Counts struct {
 	NackInDoubt      int `json:"nack_in_doubt"`
 	Lost             int `json:"lost"` // all three lost kinds
 	Early            int `json:"early"`
-	// Duplicates by cause.
+	// Duplicates: deliveries of a copy of an ID beyond its first
+	// (deliverycheck's duplicates), by cause in the fields after it.
+	Duplicates    int `json:"duplicates"`
 	DupUnacked    int `json:"dup_unacked"`      // redelivery of an ID never acked: allowed
 	DupAckInDoubt int `json:"dup_ack_in_doubt"` // redelivery after an Ack/Nack in doubt: allowed
 	DupAfterAck   int `json:"dup_after_ack"`    // after a durable ack: violation

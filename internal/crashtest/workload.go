@@ -472,19 +472,27 @@ func poisoned(m *hourglassv1.Message) bool {
 	return false
 }
 
-// settle acks or nacks m by its receipt with a unary call over Connect or
-// gRPC, and records it.
+// settle acks or nacks m by its receipt (by its ID without one) with a
+// unary call over Connect or gRPC, and records it.
 func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv1.Message, kind SettleKind, delay time.Duration, rng *rand.Rand) {
 	x := w.settleOf(m, kind, delay, cycle)
 	var err error
 	if kind == Ack {
 		u := l.pick("ack", rng)
 		x.Sent = time.Now()
-		_, err = call(ctx, u.Ack, &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt})
+		req := &hourglassv1.AckRequest{Topic: m.Topic, Receipt: m.Receipt}
+		if m.Receipt == "" {
+			req.Id = m.Id // pushed on a Consume stream by one node
+		}
+		_, err = call(ctx, u.Ack, req)
 	} else {
 		u := l.pick("nack", rng)
 		x.Sent = time.Now()
-		_, err = call(ctx, u.Nack, &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()})
+		req := &hourglassv1.NackRequest{Topic: m.Topic, Receipt: m.Receipt, DelayMs: delay.Milliseconds()}
+		if m.Receipt == "" {
+			req.Id = m.Id // pushed on a Consume stream by one node
+		}
+		_, err = call(ctx, u.Nack, req)
 	}
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddSettle(x)

@@ -119,6 +119,7 @@ type schedListing struct {
 	checkpoint bool             // reput.checkpoint exists
 	retired    bool             // reput.retired exists
 	catalog    bool             // catalog.db exists
+	pending    bool             // pending.counts exists (left by a clean stop)
 	others     []string         // anything else
 }
 
@@ -146,6 +147,8 @@ func listSchedule(dir string) (schedListing, error) {
 			l.retired = true
 		} else if name == catalog.FileName {
 			l.catalog = true
+		} else if name == engine.PendingFileName {
+			l.pending = true
 		} else {
 			l.others = append(l.others, name)
 		}

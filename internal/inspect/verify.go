@@ -12,6 +12,7 @@ import (
 	"github.com/hourglassmq/hourglass/catalog"
 	"github.com/hourglassmq/hourglass/commitlog"
 	"github.com/hourglassmq/hourglass/dispatchlog"
+	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/internal/repair"
 	"github.com/hourglassmq/hourglass/schedulelog"
 	"github.com/hourglassmq/hourglass/segfile"
@@ -293,7 +294,14 @@ func (v *verifier) schedule() error {
 		v.note(filepath.Join(dir, name), "temporary file left by a crash during a create; removed at the next start")
 	}
 	for _, name := range l.others {
-		v.problem(filepath.Join(dir, name), -1, Unexpected, "not a schedule segment, dispatch log, checkpoint or catalog")
+		v.problem(filepath.Join(dir, name), -1, Unexpected, "not a schedule segment, dispatch log, checkpoint, catalog or pending counts file")
+	}
+	if l.pending {
+		path := filepath.Join(dir, engine.PendingFileName)
+		v.counted(path)
+		if err := engine.CheckPendingFile(path); err != nil {
+			v.note(path, fmt.Sprintf("the pending counts a clean stop left do not decode (%v): the next start counts again from the segments", err))
+		}
 	}
 	if l.catalog {
 		path := filepath.Join(dir, catalog.FileName)

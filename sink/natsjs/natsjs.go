@@ -67,6 +67,10 @@ type Options struct {
 	Options []nats.Option
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracing records a span per published message, ended when JetStream
+	// acknowledges it, and puts its trace context on the message
+	// (traceparent, tracestate); nil: neither.
+	Tracing *sink.Tracing
 }
 
 // Sink publishes due messages to JetStream.
@@ -192,6 +196,13 @@ func (s *Sink) Deliver(ctx context.Context, topic string, batch []engine.Deliver
 	defer cancel()
 	subj := s.Subject(topic)
 	futs := make([]jetstream.PubAckFuture, 0, len(batch))
+	ends := make([]func(error), 0, len(batch))
+	var err error
+	defer func() {
+		for _, end := range ends {
+			end(err) // those acknowledged have ended: a no-op
+		}
+	}()
 	for _, d := range batch {
 		m := d.Message
 		msg := nats.NewMsg(subj)
@@ -202,20 +213,25 @@ func (s *Sink) Deliver(ctx context.Context, topic string, batch []engine.Deliver
 			msg.Header.Add(string(h.Key), string(h.Value))
 		}
 		sink.SetHeaders(topic, d, msg.Header.Set)
+		ends = append(ends, s.opts.Tracing.Start(ctx, topic, d, msg.Header.Set))
 		id := d.ID.String()
-		f, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.opts.Stream))
-		if err != nil {
-			return fmt.Errorf("natsjs: publish %s to %s: %w", id, subj, err)
+		f, perr := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(s.opts.Stream))
+		if perr != nil {
+			err = fmt.Errorf("natsjs: publish %s to %s: %w", id, subj, perr)
+			return err
 		}
 		futs = append(futs, f)
 	}
-	for _, f := range futs {
+	for i, f := range futs {
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("natsjs: publish to %s: %w", subj, err)
+			ends[i](nil)
+		case perr := <-f.Err():
+			err = fmt.Errorf("natsjs: publish to %s: %w", subj, perr)
+			return err
 		case <-ctx.Done():
-			return fmt.Errorf("natsjs: waiting for JetStream to acknowledge %d messages on %s: %w", len(futs), subj, ctx.Err())
+			err = fmt.Errorf("natsjs: waiting for JetStream to acknowledge %d messages on %s: %w", len(futs), subj, ctx.Err())
+			return err
 		}
 	}
 	return nil

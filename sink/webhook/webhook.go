@@ -109,6 +109,9 @@ type Options struct {
 	Client *http.Client
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Tracing records a span per POST and puts its trace context on the
+	// request (traceparent, tracestate); nil: neither.
+	Tracing *sink.Tracing
 }
 
 // Sink posts due messages to webhooks. Its Deliver may be called from
@@ -200,7 +203,7 @@ func (s *Sink) Deliver(ctx context.Context, topic string, batch []engine.Deliver
 }
 
 // post makes one attempt; nil means a 2xx answer.
-func (s *Sink) post(ctx context.Context, u, topic string, d engine.Delivery) error {
+func (s *Sink) post(ctx context.Context, u, topic string, d engine.Delivery) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	m := d.Message
@@ -213,6 +216,8 @@ func (s *Sink) post(ctx context.Context, u, topic string, d engine.Delivery) err
 		req.Header.Set(string(h.Key), string(h.Value))
 	}
 	sink.SetHeaders(topic, d, req.Header.Set)
+	end := s.opts.Tracing.Start(ctx, topic, d, req.Header.Set)
+	defer func() { end(err) }()
 	res, err := s.opts.Client.Do(req)
 	if err != nil {
 		return err

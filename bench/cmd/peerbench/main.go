@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,10 @@ Workloads (counts are the issue's times --scale):
   W2  hot second: 200,000 messages due within one second: time to drain
   W3  backlog: 2,000,000 messages due 1 to 30 days ahead: server memory and
       disk bytes per message
+  W5  steady load: --w5-rates messages a second (2,000 and 20,000) for --w5-duration,
+      due 1-20 s after each is produced, consumed and acked: the server's CPU seconds
+      (utime+stime of its processes, /proc/PID/stat) per 100,000 messages and the
+      disk's flush requests a second (/proc/diskstats; the machine's, so run it quiet).
   W4  crash: W1 with the server killed with SIGKILL once half is acknowledged,
       restarted on the same data: lost and duplicated messages
 
@@ -106,6 +111,8 @@ func main() {
 			&cli.BoolFlag{Name: "no-doc", Usage: "print the runs only; write no document or plots (the JSON is still written)"},
 			&cli.IntFlag{Name: "flow-keys", Usage: "Hourglass only: give each message the flow key k<number mod N> (0: none), to measure flow keys' cost"},
 			&cli.BoolFlag{Name: "flow-fair", Usage: "Hourglass only: set the topic's flow_fair policy before producing"},
+			&cli.StringFlag{Name: "w5-rates", Value: "2000,20000", Usage: "W5: the steady rates to run at, messages a second, comma-separated"},
+			&cli.DurationFlag{Name: "w5-duration", Value: 5 * time.Minute, Usage: "W5: how long each rate is produced"},
 		},
 		Action: run,
 		Commands: []*cli.Command{{
@@ -199,9 +206,21 @@ func run(c *cli.Context) error {
 	}
 	workloads := splitList(c.String("workloads"))
 	for _, w := range workloads {
-		if !slices.Contains([]string{"W1", "W2", "W3", "W4"}, w) {
-			return fmt.Errorf("--workloads: unknown %q; allowed: W1, W2, W3, W4", w)
+		if !slices.Contains([]string{"W1", "W2", "W3", "W4", "W5"}, w) {
+			return fmt.Errorf("--workloads: unknown %q; allowed: W1, W2, W3, W4, W5", w)
 		}
+	}
+	o.W5Duration = c.Duration("w5-duration")
+	var w5Rates []int
+	for _, f := range splitList(c.String("w5-rates")) {
+		r, err := strconv.Atoi(f)
+		if err != nil || r < 1 || r > 1_000_000 {
+			return fmt.Errorf("--w5-rates: %q is not a rate from 1 to 1000000 messages a second", f)
+		}
+		w5Rates = append(w5Rates, r)
+	}
+	if o.W5Duration < time.Second {
+		return fmt.Errorf("--w5-duration %v: at least 1s", o.W5Duration)
 	}
 	slices.Sort(workloads)
 	bin := func(p string) string { a, _ := filepath.Abs(p); return a }
@@ -249,13 +268,24 @@ func run(c *cli.Context) error {
 					break
 				}
 				sys := systems[(i+rep-1)%len(systems)] // each repetition starts with another system
-				fmt.Fprintf(os.Stderr, "%s rep %d/%d %s %s\n", time.Now().Format("15:04:05"), rep, meta.Reps, w, sys.Label())
-				r := workload.Run(ctx, w, sys, rep, o, rate[sys.Label()])
-				if w == "W1" && r.End == "complete" {
-					rate[sys.Label()] = r.ProducePerSec
+				runs := []workload.Options{o}
+				if w == "W5" {
+					runs = runs[:0]
+					for _, r := range w5Rates {
+						ro := o
+						ro.W5Rate = r
+						runs = append(runs, ro)
+					}
 				}
-				results = append(results, r)
-				fmt.Fprintf(os.Stderr, "  %s\n", summary(r))
+				for _, ro := range runs {
+					fmt.Fprintf(os.Stderr, "%s rep %d/%d %s %s\n", time.Now().Format("15:04:05"), rep, meta.Reps, w, sys.Label())
+					r := workload.Run(ctx, w, sys, rep, ro, rate[sys.Label()])
+					if w == "W1" && r.End == "complete" {
+						rate[sys.Label()] = r.ProducePerSec
+					}
+					results = append(results, r)
+					fmt.Fprintf(os.Stderr, "  %s\n", summary(r))
+				}
 			}
 		}
 	}
@@ -345,6 +375,9 @@ func summary(r workload.Result) string {
 		}
 	case "W2":
 		s += fmt.Sprintf(", drain %.2fs, late production %v", r.DrainSeconds, r.LateProduction)
+	case "W5":
+		s += fmt.Sprintf(", rate %d/s over %.0fs, server CPU %.2fs (%.3fs per 100,000), disk flushes %.0f/s", r.Rate, r.SteadySeconds,
+			r.ServerCPUSeconds, r.CPUSecondsPer100k, r.FlushesPerSec)
 	case "W3":
 		s += fmt.Sprintf(", produce %.0f/s, RSS %d→%d MiB (anon %d→%d), PSS %d→%d MiB, disk %d→%d MiB", r.ProducePerSec,
 			r.RSSBefore>>20, r.RSSAfter>>20, r.AnonBefore>>20, r.AnonAfter>>20, r.PSSBefore>>20, r.PSSAfter>>20, r.DiskBefore>>20, r.DiskAfter>>20)

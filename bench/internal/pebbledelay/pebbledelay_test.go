@@ -254,8 +254,7 @@ func TestNack(t *testing.T) {
 		if len(ms) != 1 {
 			t.Fatalf("%s: took %d, want 1", tc.name, len(ms))
 		}
-		tc.nack.Receipt = ms[0].Receipt
-		if r := q.nack(tc.nack, t0); !r.Acked {
+		if r := q.nack(ms[0].Receipt, tc.nack, t0); !r.Acked {
 			t.Fatalf("%s: %s", tc.name, r.Error)
 		}
 		if tc.want == "" {
@@ -265,7 +264,7 @@ func TestNack(t *testing.T) {
 		if got := bodies(ms); got != tc.want {
 			t.Fatalf("%s: took %q, want %q", tc.name, got, tc.want)
 		}
-		q.nack(&hourglassv1.ConsumeNack{Receipt: ms[0].Receipt, Release: true}, t0)
+		q.nack(ms[0].Receipt, &hourglassv1.ConsumeNack{Release: true}, t0)
 	}
 	q.Tick(t0.Add(99 * time.Millisecond))
 	if ms := q.take(c, t0); len(ms) != 0 {

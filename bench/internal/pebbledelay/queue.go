@@ -316,8 +316,8 @@ func (q *Queue) ack(receipts []string, now time.Time) []*hourglassv1.AckResult {
 
 // nack gives a leased message back: at once with its attempt not counted
 // (release), at once as another attempt (no delay), or as a new message
-// due after delay.
-func (q *Queue) nack(n *hourglassv1.ConsumeNack, now time.Time) *hourglassv1.AckResult {
+// due after delay. n's seq is not read.
+func (q *Queue) nack(receipt string, n *hourglassv1.ConsumeNack, now time.Time) *hourglassv1.AckResult {
 	switch {
 	case n.DeadLetter:
 		return &hourglassv1.AckResult{Error: "pebbledelay: dead letters are not supported"}
@@ -327,7 +327,7 @@ func (q *Queue) nack(n *hourglassv1.ConsumeNack, now time.Time) *hourglassv1.Ack
 		return &hourglassv1.AckResult{Error: "pebbledelay: release takes no delay_ms or reason"}
 	}
 	q.mu.Lock()
-	m, why := q.leased(n.Receipt, now)
+	m, why := q.leased(receipt, now)
 	if m == nil {
 		q.mu.Unlock()
 		return &hourglassv1.AckResult{Error: why}

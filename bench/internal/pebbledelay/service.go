@@ -2,6 +2,7 @@ package pebbledelay
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"io"
 	"sync"
@@ -85,7 +86,7 @@ func (s *Service) Nack(_ context.Context, req *hourglassv1.NackRequest) (*hourgl
 	if req.Receipt == "" {
 		return nil, status.Error(codes.InvalidArgument, "pebbledelay: Nack by receipt only")
 	}
-	r := s.q.nack(&hourglassv1.ConsumeNack{Receipt: req.Receipt, DelayMs: req.DelayMs, Reason: req.Reason,
+	r := s.q.nack(req.Receipt, &hourglassv1.ConsumeNack{DelayMs: req.DelayMs, Reason: req.Reason,
 		DeadLetter: req.DeadLetter, Release: req.Release}, time.Now())
 	if !r.Acked {
 		return nil, status.Error(codes.FailedPrecondition, r.Error)
@@ -119,6 +120,7 @@ func (s *Service) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest
 	}
 	c := s.q.addConsumer(open.Topic, int(open.Credits), maxBatch, time.Duration(open.LeaseMs)*time.Millisecond)
 	defer s.q.removeConsumer(c)
+	h := &held{receipts: map[uint64]string{}, next: 1}
 
 	var sendMu sync.Mutex // grpc-go allows one Send at a time
 	send := func(r *hourglassv1.ConsumeResponse) error {
@@ -153,7 +155,7 @@ func (s *Service) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest
 				settles.Add(1)
 				go func() {
 					defer settles.Done()
-					send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Settled{Settled: s.settle(k.Settle)}})
+					send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Settled{Settled: s.settle(h, k.Settle)}})
 				}()
 			default:
 				ended <- status.Error(codes.InvalidArgument, "pebbledelay: Consume: open is the first request only")
@@ -178,8 +180,7 @@ func (s *Service) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest
 				}
 				// A failed send leaves its messages leased: they come
 				// back when the lease ends.
-				err := send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Messages{
-					Messages: &hourglassv1.ReceiveResponse{Messages: ms}}})
+				err := send(&hourglassv1.ConsumeResponse{Kind: &hourglassv1.ConsumeResponse_Batch{Batch: h.batch(ms)}})
 				if err != nil {
 					return err
 				}
@@ -189,21 +190,100 @@ func (s *Service) Consume(st grpc.BidiStreamingServer[hourglassv1.ConsumeRequest
 }
 
 func checkSettle(set *hourglassv1.ConsumeSettle) error {
-	if len(set.Acks) > 1000 || len(set.Nacks) > 1000 {
-		return status.Errorf(codes.InvalidArgument, "pebbledelay: Consume: a settle of %d acks and %d nacks; at most 1000 each", len(set.Acks), len(set.Nacks))
+	n := 0
+	for _, r := range set.Acks {
+		n += int(r.Count)
+	}
+	if n > 1000 || len(set.Nacks) > 1000 {
+		return status.Errorf(codes.InvalidArgument, "pebbledelay: Consume: a settle of %d acks and %d nacks; at most 1000 each", n, len(set.Nacks))
 	}
 	return nil
 }
 
+// held is what a stream's numbers name: the receipt of each message
+// pushed and not settled. Its methods may be called from any goroutine.
+type held struct {
+	mu       sync.Mutex
+	receipts map[uint64]string // guarded by mu
+	next     uint64            // guarded by mu
+}
+
+// batch numbers ms and builds the batch that pushes them.
+func (h *held) batch(ms []*hourglassv1.Message) *hourglassv1.ConsumeBatch {
+	h.mu.Lock()
+	first := h.next
+	for _, m := range ms {
+		h.receipts[h.next] = m.Receipt
+		h.next++
+	}
+	h.mu.Unlock()
+	b := &hourglassv1.ConsumeBatch{FirstSeq: first, ReceivedAtMs: ms[0].ReceivedAt.AsTime().UnixMilli(),
+		LeaseExpiresAtMs: ms[0].LeaseExpiresAt.AsTime().UnixMilli(), DeliverAtMs: ms[0].DeliverAt.AsTime().UnixMilli()}
+	for i, m := range ms {
+		id, _ := hex.DecodeString(m.Id)
+		b.Ids = append(b.Ids, id...)
+		b.Bodies = append(b.Bodies, m.Body)
+		b.DeliverAtDeltas = append(b.DeliverAtDeltas, m.DeliverAt.AsTime().UnixMilli()-b.DeliverAtMs)
+		if m.Attempt != 0 && b.Attempts == nil {
+			b.Attempts = make([]uint32, len(ms))
+		}
+		if b.Attempts != nil {
+			b.Attempts[i] = m.Attempt
+		}
+		if len(m.Headers) > 0 && b.HeaderCounts == nil {
+			b.HeaderCounts = make([]uint32, len(ms))
+		}
+		for _, hd := range m.Headers {
+			b.HeaderCounts[i]++
+			b.HeaderKeys, b.HeaderValues = append(b.HeaderKeys, hd.Key), append(b.HeaderValues, hd.Value)
+		}
+	}
+	return b
+}
+
+// take returns the receipt of message seq and forgets it.
+func (h *held) take(seq uint64) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.receipts[seq]
+	delete(h.receipts, seq)
+	return r, ok
+}
+
 // settle acks (one write for all) and nacks what set names.
-func (s *Service) settle(set *hourglassv1.ConsumeSettle) *hourglassv1.ConsumeSettled {
+func (s *Service) settle(h *held, set *hourglassv1.ConsumeSettle) *hourglassv1.ConsumeSettled {
 	now := time.Now()
 	out := &hourglassv1.ConsumeSettled{Ref: set.Ref}
-	if len(set.Acks) > 0 {
-		out.Acks = s.q.ack(set.Acks, now)
+	fail := func(seq uint64, why string) {
+		out.Failed, out.Errors = append(out.Failed, seq), append(out.Errors, why)
+	}
+	var seqs []uint64
+	var receipts []string
+	for _, r := range set.Acks {
+		for seq := r.First; seq < r.First+uint64(r.Count); seq++ {
+			if rc, ok := h.take(seq); ok {
+				seqs, receipts = append(seqs, seq), append(receipts, rc)
+			} else {
+				fail(seq, "pebbledelay: no such message on this stream")
+			}
+		}
+	}
+	if len(receipts) > 0 {
+		for i, r := range s.q.ack(receipts, now) {
+			if !r.Acked {
+				fail(seqs[i], r.Error)
+			}
+		}
 	}
 	for _, n := range set.Nacks {
-		out.Nacks = append(out.Nacks, s.q.nack(n, now))
+		rc, ok := h.take(n.Seq)
+		if !ok {
+			fail(n.Seq, "pebbledelay: no such message on this stream")
+			continue
+		}
+		if r := s.q.nack(rc, n, now); !r.Acked {
+			fail(n.Seq, r.Error)
+		}
 	}
 	return out
 }

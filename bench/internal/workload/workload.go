@@ -56,6 +56,9 @@ type Options struct {
 	WorkDir string
 	// Port the server listens on.
 	Port int
+	// W5Rate is W5's messages a second; W5Duration how long it produces.
+	W5Rate     int
+	W5Duration time.Duration
 	// Log, if set, is told of progress and errors.
 	Log func(format string, args ...any) `json:"-"`
 }
@@ -123,9 +126,18 @@ type Result struct {
 	DiskBefore, DiskAfter int64
 	// W4: seconds from the kill to the restarted server being ready.
 	DowntimeSeconds float64 `json:"downtime_seconds"`
+	// W5: the rate produced (messages a second), the seconds from the
+	// first produce to the last delivery, the server's CPU seconds (user
+	// and system) over them and per 100,000 messages, and the disk's
+	// flush requests a second (the machine's: see diskFlushes).
+	Rate              int     `json:"rate,omitempty"`
+	SteadySeconds     float64 `json:"steady_seconds,omitempty"`
+	ServerCPUSeconds  float64 `json:"server_cpu_seconds,omitempty"`
+	CPUSecondsPer100k float64 `json:"cpu_seconds_per_100k,omitempty"`
+	FlushesPerSec     float64 `json:"flushes_per_sec,omitempty"`
 }
 
-// Run runs workload w ("W1" to "W4") once on sys. rate is the produce rate
+// Run runs workload w ("W1" to "W5"; W5 at o.W5Rate) once on sys. rate is the produce rate
 // measured for sys in W1 of the same repetition (0 if none), which W2 uses
 // to place its hot second just after producing will have ended.
 func Run(ctx context.Context, w string, sys peers.System, rep int, o Options, rate float64) (res Result) {
@@ -165,6 +177,8 @@ func Run(ctx context.Context, w string, sys peers.System, rep int, o Options, ra
 		runBacklog(ctx, &res, srv, d, o)
 	case "W4":
 		runDelayed(ctx, &res, sys, srv, d, o, true)
+	case "W5":
+		runSteady(ctx, &res, srv, d, o)
 	default:
 		res.End = fmt.Sprintf("unknown workload %q", w)
 	}

@@ -262,3 +262,37 @@ def test_nack_to_the_dead_letter_topic_and_redrive(client: hourglass.Client, top
     assert again.origin_id == ds[0].id and again.attempt == 0 and again.body == ds[0].body
     client.settle(again, None)
     wait_for("the redriven message to be acked", lambda: client.get(again.id).state == State.ACKED)
+
+
+def test_edit_by_id_and_by_key(client: hourglass.Client, topic: str) -> None:
+    first = client.schedule(topic, "old", headers={"a": "1"}, delay=3600, key="e1")
+    edited = client.edit(Key(topic, "e1"), body="new", headers={"b": "2"})
+    assert edited != first and edited.time == first.time
+    f = client.get(first)
+    assert f.state == State.PENDING and f.message is not None and f.message.id == edited
+    assert f.message.body == b"new" and f.message.headers.get("b") == "2" and "a" not in f.message.headers
+    client.edit(first, body="newer")  # the headers are kept
+    f = client.get(first)
+    assert f.message is not None and f.message.body == b"newer" and f.message.headers.get("b") == "2"
+    with pytest.raises(hourglass.InvalidMessage, match="edit without a change"):
+        client.edit(first)
+    assert client.cancel(first) == CancelResult.CANCELLED
+    with pytest.raises(hourglass.AlreadyCancelled):
+        client.edit(first, body="late")
+    with pytest.raises(hourglass.NotPending):
+        client.edit(UNKNOWN_ID, body="x")
+
+
+def test_expired_message_dead_lettered(client: hourglass.Client, topic: str) -> None:
+    client.schedule(topic, "stale", at=datetime.now(timezone.utc) - timedelta(seconds=10), ttl=0.001)
+    fresh = client.schedule(topic, "fresh", ttl=3600)
+    d = receive_one(client, topic)
+    assert d.id == fresh and d.body == b"fresh"
+    client.ack(d)
+    dead = receive_one(client, topic + ".dlq")
+    assert dead.body == b"stale" and dead.dead_letter is not None and dead.dead_letter.reason == "expired"
+    client.ack(dead)
+    with pytest.raises(hourglass.InvalidMessage, match="at most one of them"):
+        client.schedule(topic, ttl=1, expire_at=datetime.now(timezone.utc) + timedelta(hours=1))
+    with pytest.raises(hourglass.InvalidMessage, match="ttl"):
+        client.schedule(topic, ttl=0)

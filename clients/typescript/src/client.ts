@@ -41,6 +41,7 @@ import {
   type SchedulePage,
 } from "./schedules.js";
 import { calendarInit, calendarOf, workingInit, type Backfilled, type Calendar, type CalendarPage, type WorkingTime } from "./calendars.js";
+import { editInit, editResultOf, type EditInput, type EditResult } from "./edit.js";
 
 /** A message to schedule. At most one of delayMs, at, level and working; none means now. */
 export interface ScheduleInput {
@@ -70,6 +71,10 @@ export interface ScheduleInput {
    * messages share one. Delivered as the header "hourglass-flow-key".
    */
   flowKey?: string;
+  /** When the message expires: never handed to a consumer from then on (dead-lettered, reason "expired"); after its delivery time. */
+  expireAt?: Date;
+  /** Or: milliseconds after its delivery time that it expires (1 or more). At most one of expireAt and ttlMs. */
+  ttlMs?: number;
 }
 
 /** What the server stored: the message's id and when it will be delivered. */
@@ -155,7 +160,11 @@ export interface Delivery extends StoredMessage {
   deliverAt: Date;
   receivedAt: Date;
   leaseExpiresAt: Date;
-  /** Names this lease: acks and nacks act only while it holds. */
+  /**
+   * Names this lease: acks and nacks act only while it holds. Empty on a message a consume on a
+   * Consume stream got from a single node (the stream settles it by its number there): ack and
+   * nack then name it by id.
+   */
   receipt: string;
 }
 
@@ -209,8 +218,20 @@ function scheduleRequest(m: ScheduleInput): MessageInitShape<typeof ScheduleRequ
   } else if (m.working !== undefined) {
     when = { case: "working", value: workingInit(m.working) };
   }
+  let expiry: MessageInitShape<typeof ScheduleRequestSchema>["expiry"] = { case: undefined };
+  if (m.expireAt !== undefined && m.ttlMs !== undefined) {
+    throw new TypeError(`hourglass: expireAt and ttlMs of one message: give at most one of them`);
+  } else if (m.expireAt !== undefined) {
+    expiry = { case: "expireAt", value: timestampFromDate(m.expireAt) };
+  } else if (m.ttlMs !== undefined) {
+    if (!(m.ttlMs >= 1) || !Number.isFinite(m.ttlMs)) {
+      throw new TypeError(`hourglass: ttlMs ${m.ttlMs}: want a finite number of 1 or more (milliseconds after the delivery time)`);
+    }
+    expiry = { case: "ttlMs", value: BigInt(Math.ceil(m.ttlMs)) };
+  }
   return {
     topic: m.topic,
+    expiry,
     body: typeof m.body === "string" ? encoder.encode(m.body) : (m.body ?? new Uint8Array()),
     headers: Object.entries(m.headers ?? {}).map(([key, value]) => ({ key, value })),
     when,
@@ -307,6 +328,8 @@ export class HourglassClient {
   constructor(
     transport: Transport,
     private readonly onClose: () => void = () => {},
+    /** Whether transport carries bidirectional streams (HTTP/2 in Node): consume then runs on a Consume stream. */
+    readonly streams = false,
   ) {
     this.rpc = createClient(HourglassService, transport);
   }
@@ -364,6 +387,15 @@ export class HourglassClient {
     throw new Error(`hourglass: reschedule: the server answered result ${res.result}, which this client does not know`);
   }
 
+  /**
+   * Replaces the body and/or headers of a pending message, atomically, keeping its delivery time:
+   * "edited" only if its next delivery carries the new content; once it is being delivered,
+   * "already-delivered". The first id and the key go on naming it.
+   */
+  async edit(ref: Ref, change: EditInput): Promise<EditResult> {
+    return editResultOf(await this.rpc.edit({ ...refOf(ref), ...editInit(change) }));
+  }
+
   /** Looks a message up and says what became of it. It only reads. */
   async get(ref: Ref): Promise<Found> {
     const res = await this.rpc.get(refOf(ref));
@@ -386,17 +418,18 @@ export class HourglassClient {
 
   /** Completes a received message: it is never delivered again. */
   async ack(d: Delivery): Promise<void> {
-    await this.rpc.ack({ topic: d.topic, receipt: d.receipt });
+    await this.rpc.ack(d.receipt ? { topic: d.topic, receipt: d.receipt } : { topic: d.topic, id: d.id });
   }
 
   /**
    * Gives a received message back: delivered again after delayMs (0: the topic's retry backoff
    * on the server), or dead-lettered at once; reason is kept with it.
    */
-  async nack(d: Delivery, o: { delayMs?: number; reason?: string; deadLetter?: boolean } = {}): Promise<void> {
+  async nack(d: Delivery, o: { delayMs?: number; reason?: string; deadLetter?: boolean; release?: boolean } = {}): Promise<void> {
     await this.rpc.nack({
       topic: d.topic,
-      receipt: d.receipt,
+      ...(d.receipt ? { receipt: d.receipt } : { id: d.id }),
+      release: o.release ?? false,
       delayMs: BigInt(Math.ceil(o.delayMs ?? 0)),
       reason: o.reason ?? "",
       deadLetter: o.deadLetter ?? false,

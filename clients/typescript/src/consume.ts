@@ -1,10 +1,13 @@
-// consume: a loop that long-polls a topic with Receive (served on every protocol, so the same
-// loop runs in Node and in browsers), hands each message to a handler, at most `concurrency` at
-// once, and settles it by the handler's result: acks in batches (AckBatch), nacks one by one.
+// consume: a loop that hands each due message of a topic to a handler, at most `concurrency` at
+// once, and settles it by the handler's result. On a transport that carries bidirectional streams
+// (HTTP/2 in Node) it runs on a Consume stream (cstream.ts); otherwise (browsers, HTTP/1.1) it
+// long-polls with Receive, served on every protocol, and acks in batches (AckBatch), nacks one by
+// one.
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type TextMapGetter } from "@opentelemetry/api";
 import type { Delivery, HourglassClient } from "./client.js";
+import { consumeStream, maxPush, type Outcome } from "./cstream.js";
 
 /** Have the message delivered again after delayMs (a nack with that delay). */
 export interface Retry {
@@ -47,6 +50,13 @@ export interface ConsumeOptions {
   leaseMs?: number;
   /** How long each long poll waits for a message, in milliseconds; default 20000. */
   waitMs?: number;
+  /**
+   * On a Consume stream: how many messages the server may hand over before they are settled (the
+   * stream's credits), 1 to 10000; default 2 * concurrency, at least 10.
+   */
+  prefetch?: number;
+  /** On a Consume stream: the most messages the server pushes at once, 1 to 1000; default prefetch (at most 1000). */
+  maxBatch?: number;
   /** Stops the loop: no message is received after it aborts; running handlers finish and are settled. */
   signal?: AbortSignal;
   /** Told of failed acks and nacks and of polls that failed and are retried; they do not stop consume. */
@@ -72,6 +82,29 @@ export async function consume(c: HourglassClient, topic: string, handler: Handle
   const concurrency = Math.max(1, Math.floor(o.concurrency ?? 1));
   const signal = o.signal ?? new AbortController().signal;
   const report = (err: unknown) => o.onError?.(err);
+  if (c.streams) {
+    const prefetch = Math.floor(o.prefetch ?? Math.max(10, 2 * concurrency));
+    const maxBatch = Math.floor(o.maxBatch ?? Math.min(prefetch, maxPush));
+    let backoffMs = 100;
+    while (!signal.aborted) {
+      const opened = Date.now();
+      try {
+        await consumeStream(c, topic, {
+          concurrency, prefetch, maxBatch, leaseMs: o.leaseMs, signal, report,
+          run: (d) => outcomeOf(handler, d, signal),
+          unary: (d, out) => settleUnary(c, d, out),
+        });
+      } catch (err) {
+        if (signal.aborted) break;
+        if (!transientCodes.has(ConnectError.from(err).code)) throw err;
+        report(err);
+        if (Date.now() - opened > 10_000) backoffMs = 100; // it worked for a while: news, not a failing server
+        await sleep(backoffMs, signal);
+        backoffMs = Math.min(2 * backoffMs, 5000);
+      }
+    }
+    return;
+  }
   const acker = new Acker(c, topic, report);
   const running = new Set<Promise<void>>();
   let backoffMs = 100;
@@ -107,6 +140,26 @@ export async function consume(c: HourglassClient, topic: string, handler: Handle
   }
 }
 
+/** outcomeOf runs the handler on d and says what its result asks of the server. It never rejects. */
+async function outcomeOf(handler: Handler, d: Delivery, signal: AbortSignal): Promise<Outcome> {
+  let result: HandlerResult;
+  try {
+    result = await traced(d, () => handler(d, { signal }));
+  } catch (err) {
+    return { ack: false, reason: reasonOf(err) };
+  }
+  if (!result) return { ack: true };
+  return result.kind === "retry"
+    ? { ack: false, delayMs: result.delayMs, reason: cut(result.reason) }
+    : { ack: false, deadLetter: true, reason: cut(result.reason) };
+}
+
+/** settleUnary acks or nacks d by a unary call. */
+async function settleUnary(c: HourglassClient, d: Delivery, o: Outcome): Promise<void> {
+  if (o.ack) await c.ack(d);
+  else await c.nack(d, o);
+}
+
 /** handle runs the handler on d and settles d by its result. It never rejects. */
 async function handle(
   c: HourglassClient,
@@ -116,22 +169,9 @@ async function handle(
   signal: AbortSignal,
   report: (err: unknown) => void,
 ): Promise<void> {
-  let result: HandlerResult;
-  try {
-    result = await traced(d, () => handler(d, { signal }));
-  } catch (err) {
-    await c.nack(d, { reason: reasonOf(err) }).catch(report);
-    return;
-  }
-  if (!result) {
-    acker.add(d);
-    return;
-  }
-  const settle =
-    result.kind === "retry"
-      ? c.nack(d, { delayMs: result.delayMs, reason: cut(result.reason) })
-      : c.nack(d, { deadLetter: true, reason: cut(result.reason) });
-  await settle.catch(report);
+  const o = await outcomeOf(handler, d, signal);
+  if (o.ack) acker.add(d);
+  else await settleUnary(c, d, o).catch(report);
 }
 
 /** The headers in which the server hands over the producer's W3C trace context. */

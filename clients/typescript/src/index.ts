@@ -15,6 +15,7 @@ export {
   type StoredMessage,
   type When,
 } from "./client.js";
+export type { EditInput, EditResult } from "./edit.js";
 export type {
   Backoff,
   DeletedTopic,

@@ -39,11 +39,11 @@ export function createNodeClient(baseUrl: string, options: NodeClientOptions = {
     const close = () => sessionManager.abort();
     switch (protocol) {
       case "grpc":
-        return new HourglassClient(createGrpcTransport(o), close);
+        return new HourglassClient(createGrpcTransport(o), close, true);
       case "connect":
-        return new HourglassClient(createConnectTransport(o), close);
+        return new HourglassClient(createConnectTransport(o), close, true);
       case "grpc-web":
-        return new HourglassClient(createGrpcWebTransport(o), close);
+        return new HourglassClient(createGrpcWebTransport(o), close, true);
     }
   } else {
     switch (protocol) {

@@ -139,6 +139,44 @@ for (const [name, make] of Object.entries(clients)) {
       assert.equal(info.attempts, 3);
     });
 
+    test("edit replaces a pending message's body and headers, keeping its time and names", async () => {
+      const m = await c.schedule({ topic: topic("edited"), body: "old", headers: { a: "1" }, delayMs: 3_600_000, key: "e-1" });
+      const e = await c.edit({ topic: topic("edited"), key: "e-1" }, { body: "new", headers: { b: "2" } });
+      assert.equal(e.result, "edited");
+      if (e.result !== "edited") return;
+      assert.notEqual(e.id, m.id);
+      assert.equal(e.deliverAt.getTime(), m.deliverAt.getTime());
+      const f = await c.get(m.id);
+      assert.equal(f.state, "pending");
+      assert.equal(f.message?.id, e.id);
+      assert.equal(text(f.message!), "new");
+      assert.equal(f.message?.headers.b, "2");
+      assert.equal(f.message?.headers.a, undefined);
+      const body = await c.edit(m.id, { body: "newer" }); // headers kept
+      assert.equal(body.result, "edited");
+      assert.equal((await c.get(m.id)).message?.headers.b, "2");
+      assert.equal(await c.cancel(m.id), "cancelled");
+      assert.deepEqual(await c.edit(m.id, { body: "late" }), { result: "already-cancelled" });
+      assert.deepEqual(await c.edit("0000ffffffffffff0000000000000001", { body: "x" }), { result: "unknown" });
+      await assert.rejects(c.edit(m.id, {}), /give a new body, new headers, or both/);
+    });
+
+    test("a message past its expiry is dead-lettered with reason expired, never delivered", async () => {
+      const at = new Date(Date.now() - 10_000);
+      await c.schedule({ topic: topic("expired"), body: "stale", at, ttlMs: 1 });
+      const fresh = await c.schedule({ topic: topic("expired"), body: "fresh", ttlMs: 3_600_000 });
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("expired"), (d) => void got.push(d), () => got.length > 0);
+      assert.deepEqual(got.map(text), ["fresh"]);
+      assert.equal(got[0].id, fresh.id);
+      const dead: Delivery[] = [];
+      await consumeUntil(c, `${topic("expired")}.dlq`, (d) => void dead.push(d), () => dead.length > 0);
+      assert.equal(text(dead[0]), "stale");
+      assert.equal(dead[0].deadLetter?.reason, "expired");
+      await assert.rejects(c.schedule({ topic: topic("expired"), ttlMs: 1, expireAt: new Date() }), /at most one of them/);
+      await assert.rejects(c.schedule({ topic: topic("expired"), ttlMs: 0 }), /ttlMs 0/);
+    });
+
     test("a push at an absolute time", async () => {
       const at = new Date(Date.now() + 500);
       const push = await c.schedule({ topic: topic("push"), body: "reminder", at });
@@ -216,7 +254,7 @@ for (const [name, make] of Object.entries(clients)) {
 
     test("reschedule moves a pending message", async () => {
       const m = await c.schedule({ topic: topic("moved"), body: "moved", delayMs: 3_600_000 });
-      const r = await c.reschedule(m.id, { delayMs: 300 });
+      const r = await c.reschedule(m.id, { delayMs: 60_000 }); // still pending at the get below, however loaded the machine
       assert.equal(r.result, "rescheduled");
       if (r.result !== "rescheduled") return;
       assert.notEqual(r.id, m.id);

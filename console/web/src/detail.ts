@@ -1,5 +1,5 @@
 // One message: its state, fields, headers and body (text, JSON or hex),
-// and what can be done to it (cancel, reschedule, promote).
+// and what can be done to it (cancel, reschedule, edit, promote).
 
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
@@ -12,6 +12,7 @@ import {
   userHeaders, when,
 } from "./format.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { editOne } from "./edit.js";
 import type { GetRequestSchema, RescheduleRequestSchema } from "./api.js";
 
 /** enumName is an enum value's name without its prefix: CANCELLED. */
@@ -55,6 +56,7 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
   const actionBar = h("div", { class: "actions" },
     pending ? h("button", { id: "act-cancel", type: "button", "data-verb": "cancel", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel message") : null,
     pending ? h("button", { id: "act-reschedule", type: "button", "data-verb": "cancel", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
+    pending ? h("button", { id: "act-edit", type: "button", "data-verb": "cancel", onclick: (ev: Event) => editOne(m, ev.currentTarget as HTMLButtonElement, (id) => { void openDetail(el, { id }, onChange); onChange?.(); }) }, "Edit…") : null,
     pending ? h("button", { id: "act-promote", type: "button", "data-verb": "cancel", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
     res.state === MessageState.DEAD_LETTERED && res.deadLetterTopic
       ? h("button", { id: "act-redrive", type: "button", "data-verb": "manage", onclick: (ev: Event) => redriveOne(m, res.deadLetterTopic, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Redrive")

@@ -219,7 +219,7 @@ function actions(topic: string, p: Policy | undefined): HTMLElement {
     onclick: () => (paused ? setPaused(topic, false, pauseBtn) : pause(topic, pauseBtn)),
   }, paused ? "Resume" : "Pause");
   const rateBtn = h("button", { class: "small rate", type: "button", "data-verb": "manage", onclick: () => setRate(topic, p, rateBtn) }, "Rate…");
-  const polBtn = h("button", { class: "small policy", type: "button", onclick: () => showPolicy(topic, polBtn) }, "Policy");
+  const polBtn = h("button", { class: "small policy", type: "button", "data-verb": "manage", onclick: () => showPolicy(topic, polBtn) }, "Policy");
   return h("span", { class: "actions" }, pauseBtn, rateBtn, polBtn);
 }
 

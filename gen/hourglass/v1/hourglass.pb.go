@@ -3210,6 +3210,7 @@ type ConsumeRequest struct {
 	//	*ConsumeRequest_Open
 	//	*ConsumeRequest_Credit
 	//	*ConsumeRequest_Settle
+	//	*ConsumeRequest_Extend
 	Kind          isConsumeRequest_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3279,6 +3280,15 @@ func (x *ConsumeRequest) GetSettle() *ConsumeSettle {
 	return nil
 }
 
+func (x *ConsumeRequest) GetExtend() *ConsumeExtend {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeRequest_Extend); ok {
+			return x.Extend
+		}
+	}
+	return nil
+}
+
 type isConsumeRequest_Kind interface {
 	isConsumeRequest_Kind()
 }
@@ -3294,8 +3304,13 @@ type ConsumeRequest_Credit struct {
 }
 
 type ConsumeRequest_Settle struct {
-	// Acks and nacks of messages this stream (or any) received.
+	// Acks and nacks of messages this stream received.
 	Settle *ConsumeSettle `protobuf:"bytes,3,opt,name=settle,proto3,oneof"`
+}
+
+type ConsumeRequest_Extend struct {
+	// New leases for messages this stream received.
+	Extend *ConsumeExtend `protobuf:"bytes,4,opt,name=extend,proto3,oneof"`
 }
 
 func (*ConsumeRequest_Open) isConsumeRequest_Kind() {}
@@ -3303,6 +3318,8 @@ func (*ConsumeRequest_Open) isConsumeRequest_Kind() {}
 func (*ConsumeRequest_Credit) isConsumeRequest_Kind() {}
 
 func (*ConsumeRequest_Settle) isConsumeRequest_Kind() {}
+
+func (*ConsumeRequest_Extend) isConsumeRequest_Kind() {}
 
 type ConsumeOpen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3313,8 +3330,7 @@ type ConsumeOpen struct {
 	Credits int32 `protobuf:"varint,2,opt,name=credits,proto3" json:"credits,omitempty"`
 	// Lease of each message, as in ReceiveRequest.
 	LeaseMs int64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
-	// At most this many messages per pushed response, 1 to 1000; 0 means
-	// 100.
+	// At most this many messages per pushed batch, 1 to 1000; 0 means 100.
 	MaxBatch      int32 `protobuf:"varint,4,opt,name=max_batch,json=maxBatch,proto3" json:"max_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3423,12 +3439,68 @@ func (x *ConsumeCredit) GetCredits() int32 {
 	return 0
 }
 
+// SeqRange names the messages first to first+count-1 of a Consume stream
+// (ConsumeBatch.first_seq).
+type SeqRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	First uint64                 `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	// 1 to 1000.
+	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeqRange) Reset() {
+	*x = SeqRange{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeqRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeqRange) ProtoMessage() {}
+
+func (x *SeqRange) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeqRange.ProtoReflect.Descriptor instead.
+func (*SeqRange) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SeqRange) GetFirst() uint64 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *SeqRange) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 type ConsumeSettle struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Echoed in the Settled response, to match the two.
 	Ref uint64 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	// Receipts to ack, at most 1000.
-	Acks []string `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
+	// Messages to ack, by their sequence numbers on this stream; at most
+	// 1000 messages in all.
+	Acks []*SeqRange `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
 	// Messages to give back, at most 1000.
 	Nacks         []*ConsumeNack `protobuf:"bytes,3,rep,name=nacks,proto3" json:"nacks,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3437,7 +3509,7 @@ type ConsumeSettle struct {
 
 func (x *ConsumeSettle) Reset() {
 	*x = ConsumeSettle{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3449,7 +3521,7 @@ func (x *ConsumeSettle) String() string {
 func (*ConsumeSettle) ProtoMessage() {}
 
 func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[38]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3462,7 +3534,7 @@ func (x *ConsumeSettle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettle.ProtoReflect.Descriptor instead.
 func (*ConsumeSettle) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{38}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ConsumeSettle) GetRef() uint64 {
@@ -3472,7 +3544,7 @@ func (x *ConsumeSettle) GetRef() uint64 {
 	return 0
 }
 
-func (x *ConsumeSettle) GetAcks() []string {
+func (x *ConsumeSettle) GetAcks() []*SeqRange {
 	if x != nil {
 		return x.Acks
 	}
@@ -3488,8 +3560,8 @@ func (x *ConsumeSettle) GetNacks() []*ConsumeNack {
 
 type ConsumeNack struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The received message's receipt.
-	Receipt string `protobuf:"bytes,1,opt,name=receipt,proto3" json:"receipt,omitempty"`
+	// The message's sequence number on this stream.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
 	// As in NackRequest.delay_ms.
 	DelayMs int64 `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	// As in NackRequest.reason.
@@ -3504,7 +3576,7 @@ type ConsumeNack struct {
 
 func (x *ConsumeNack) Reset() {
 	*x = ConsumeNack{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3588,7 @@ func (x *ConsumeNack) String() string {
 func (*ConsumeNack) ProtoMessage() {}
 
 func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[39]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,14 +3601,14 @@ func (x *ConsumeNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeNack.ProtoReflect.Descriptor instead.
 func (*ConsumeNack) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{39}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
 }
 
-func (x *ConsumeNack) GetReceipt() string {
+func (x *ConsumeNack) GetSeq() uint64 {
 	if x != nil {
-		return x.Receipt
+		return x.Seq
 	}
-	return ""
+	return 0
 }
 
 func (x *ConsumeNack) GetDelayMs() int64 {
@@ -3567,12 +3639,76 @@ func (x *ConsumeNack) GetRelease() bool {
 	return false
 }
 
+type ConsumeExtend struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoed in the Extended response, to match the two.
+	Ref uint64 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	// Messages whose leases to extend, at most 1000 in all.
+	Seqs []*SeqRange `protobuf:"bytes,2,rep,name=seqs,proto3" json:"seqs,omitempty"`
+	// The new lease, from now: 1 ms to 12 h.
+	LeaseMs       int64 `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeExtend) Reset() {
+	*x = ConsumeExtend{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeExtend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeExtend) ProtoMessage() {}
+
+func (x *ConsumeExtend) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeExtend.ProtoReflect.Descriptor instead.
+func (*ConsumeExtend) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ConsumeExtend) GetRef() uint64 {
+	if x != nil {
+		return x.Ref
+	}
+	return 0
+}
+
+func (x *ConsumeExtend) GetSeqs() []*SeqRange {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+func (x *ConsumeExtend) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
 type ConsumeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
 	//
-	//	*ConsumeResponse_Messages
 	//	*ConsumeResponse_Settled
+	//	*ConsumeResponse_Batch
+	//	*ConsumeResponse_Extended
 	Kind          isConsumeResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3580,7 +3716,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3728,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[40]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,21 +3741,12 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{40}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
 	if x != nil {
 		return x.Kind
-	}
-	return nil
-}
-
-func (x *ConsumeResponse) GetMessages() *ReceiveResponse {
-	if x != nil {
-		if x, ok := x.Kind.(*ConsumeResponse_Messages); ok {
-			return x.Messages
-		}
 	}
 	return nil
 }
@@ -3633,13 +3760,26 @@ func (x *ConsumeResponse) GetSettled() *ConsumeSettled {
 	return nil
 }
 
-type isConsumeResponse_Kind interface {
-	isConsumeResponse_Kind()
+func (x *ConsumeResponse) GetBatch() *ConsumeBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
 }
 
-type ConsumeResponse_Messages struct {
-	// Due messages, each leased; never empty.
-	Messages *ReceiveResponse `protobuf:"bytes,1,opt,name=messages,proto3,oneof"`
+func (x *ConsumeResponse) GetExtended() *ConsumeExtended {
+	if x != nil {
+		if x, ok := x.Kind.(*ConsumeResponse_Extended); ok {
+			return x.Extended
+		}
+	}
+	return nil
+}
+
+type isConsumeResponse_Kind interface {
+	isConsumeResponse_Kind()
 }
 
 type ConsumeResponse_Settled struct {
@@ -3647,24 +3787,221 @@ type ConsumeResponse_Settled struct {
 	Settled *ConsumeSettled `protobuf:"bytes,2,opt,name=settled,proto3,oneof"`
 }
 
-func (*ConsumeResponse_Messages) isConsumeResponse_Kind() {}
+type ConsumeResponse_Batch struct {
+	// Due messages, each leased; never empty.
+	Batch *ConsumeBatch `protobuf:"bytes,3,opt,name=batch,proto3,oneof"`
+}
+
+type ConsumeResponse_Extended struct {
+	// The outcome of one ConsumeExtend.
+	Extended *ConsumeExtended `protobuf:"bytes,4,opt,name=extended,proto3,oneof"`
+}
 
 func (*ConsumeResponse_Settled) isConsumeResponse_Kind() {}
+
+func (*ConsumeResponse_Batch) isConsumeResponse_Kind() {}
+
+func (*ConsumeResponse_Extended) isConsumeResponse_Kind() {}
+
+// ConsumeBatch is messages pushed on a Consume stream. What they share is
+// said once; the repeated fields are parallel, one entry per message in
+// order (header_keys and header_values: header_counts[i] entries per
+// message), except where a field says it may be empty.
+type ConsumeBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream's topic: given in the first batch only; later batches leave
+	// it empty.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Sequence number of the first message on this stream (the first batch
+	// starts at 1); message i is first_seq + i. Settles and extends name
+	// messages by it.
+	FirstSeq uint64 `protobuf:"varint,2,opt,name=first_seq,json=firstSeq,proto3" json:"first_seq,omitempty"`
+	// When the server leased them (its clock), UTC epoch milliseconds.
+	ReceivedAtMs int64 `protobuf:"varint,3,opt,name=received_at_ms,json=receivedAtMs,proto3" json:"received_at_ms,omitempty"`
+	// When their leases end, UTC epoch milliseconds: unacked by then, each
+	// is delivered again.
+	LeaseExpiresAtMs int64 `protobuf:"varint,4,opt,name=lease_expires_at_ms,json=leaseExpiresAtMs,proto3" json:"lease_expires_at_ms,omitempty"`
+	// The messages' IDs, 16 bytes each, concatenated (the bytes of the
+	// 32-hex-digit ID).
+	Ids []byte `protobuf:"bytes,5,opt,name=ids,proto3" json:"ids,omitempty"`
+	// The messages' bodies.
+	Bodies [][]byte `protobuf:"bytes,6,rep,name=bodies,proto3" json:"bodies,omitempty"`
+	// When each was due: deliver_at_ms + deliver_at_deltas[i], UTC epoch
+	// milliseconds.
+	DeliverAtMs     int64   `protobuf:"varint,7,opt,name=deliver_at_ms,json=deliverAtMs,proto3" json:"deliver_at_ms,omitempty"`
+	DeliverAtDeltas []int64 `protobuf:"zigzag64,8,rep,packed,name=deliver_at_deltas,json=deliverAtDeltas,proto3" json:"deliver_at_deltas,omitempty"`
+	// Each message's attempt (as Message.attempt); empty when all are 0.
+	Attempts []uint32 `protobuf:"varint,9,rep,packed,name=attempts,proto3" json:"attempts,omitempty"`
+	// Each message's origin ID, 16 bytes each, all zeros where it is the
+	// message's own ID; empty when every message is its own origin.
+	OriginIds []byte `protobuf:"bytes,10,opt,name=origin_ids,json=originIds,proto3" json:"origin_ids,omitempty"`
+	// How many headers each message has; empty when none has any.
+	HeaderCounts []uint32 `protobuf:"varint,11,rep,packed,name=header_counts,json=headerCounts,proto3" json:"header_counts,omitempty"`
+	HeaderKeys   []string `protobuf:"bytes,12,rep,name=header_keys,json=headerKeys,proto3" json:"header_keys,omitempty"`
+	HeaderValues []string `protobuf:"bytes,13,rep,name=header_values,json=headerValues,proto3" json:"header_values,omitempty"`
+	// Where a message is a dead letter, why (one per message, unset ones
+	// empty); empty when none is.
+	DeadLetters []*DeadLetter `protobuf:"bytes,14,rep,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`
+	// Each message's receipt, for Ack, Nack and Extend outside this stream
+	// (after it broke): sent by a cluster node only, whose receipts name
+	// JetStream's delivery; empty otherwise, where the ID names the message
+	// to those calls.
+	Receipts      []string `protobuf:"bytes,15,rep,name=receipts,proto3" json:"receipts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeBatch) Reset() {
+	*x = ConsumeBatch{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeBatch) ProtoMessage() {}
+
+func (x *ConsumeBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeBatch.ProtoReflect.Descriptor instead.
+func (*ConsumeBatch) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ConsumeBatch) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ConsumeBatch) GetFirstSeq() uint64 {
+	if x != nil {
+		return x.FirstSeq
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetReceivedAtMs() int64 {
+	if x != nil {
+		return x.ReceivedAtMs
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetLeaseExpiresAtMs() int64 {
+	if x != nil {
+		return x.LeaseExpiresAtMs
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetIds() []byte {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetBodies() [][]byte {
+	if x != nil {
+		return x.Bodies
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetDeliverAtMs() int64 {
+	if x != nil {
+		return x.DeliverAtMs
+	}
+	return 0
+}
+
+func (x *ConsumeBatch) GetDeliverAtDeltas() []int64 {
+	if x != nil {
+		return x.DeliverAtDeltas
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetAttempts() []uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetOriginIds() []byte {
+	if x != nil {
+		return x.OriginIds
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetHeaderCounts() []uint32 {
+	if x != nil {
+		return x.HeaderCounts
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetHeaderKeys() []string {
+	if x != nil {
+		return x.HeaderKeys
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetHeaderValues() []string {
+	if x != nil {
+		return x.HeaderValues
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetDeadLetters() []*DeadLetter {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return nil
+}
+
+func (x *ConsumeBatch) GetReceipts() []string {
+	if x != nil {
+		return x.Receipts
+	}
+	return nil
+}
 
 type ConsumeSettled struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Ref   uint64                 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	// One result per ack, in the request's order.
-	Acks []*AckResult `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
-	// One result per nack, in the request's order.
-	Nacks         []*AckResult `protobuf:"bytes,3,rep,name=nacks,proto3" json:"nacks,omitempty"`
+	// The sequence numbers of the settle's acks and nacks that failed (the
+	// lease is over or was never this stream's, or a nack's options were
+	// refused), and why (parallel to failed); both empty when all were
+	// settled (durably, under --fsync always).
+	Failed        []uint64 `protobuf:"varint,2,rep,packed,name=failed,proto3" json:"failed,omitempty"`
+	Errors        []string `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumeSettled) Reset() {
 	*x = ConsumeSettled{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +4013,7 @@ func (x *ConsumeSettled) String() string {
 func (*ConsumeSettled) ProtoMessage() {}
 
 func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[41]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +4026,7 @@ func (x *ConsumeSettled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeSettled.ProtoReflect.Descriptor instead.
 func (*ConsumeSettled) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{41}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ConsumeSettled) GetRef() uint64 {
@@ -3699,18 +4036,89 @@ func (x *ConsumeSettled) GetRef() uint64 {
 	return 0
 }
 
-func (x *ConsumeSettled) GetAcks() []*AckResult {
+func (x *ConsumeSettled) GetFailed() []uint64 {
 	if x != nil {
-		return x.Acks
+		return x.Failed
 	}
 	return nil
 }
 
-func (x *ConsumeSettled) GetNacks() []*AckResult {
+func (x *ConsumeSettled) GetErrors() []string {
 	if x != nil {
-		return x.Nacks
+		return x.Errors
 	}
 	return nil
+}
+
+type ConsumeExtended struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ref   uint64                 `protobuf:"varint,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	// The sequence numbers whose leases were not extended, and why
+	// (parallel to failed); both empty when all were.
+	Failed []uint64 `protobuf:"varint,2,rep,packed,name=failed,proto3" json:"failed,omitempty"`
+	Errors []string `protobuf:"bytes,3,rep,name=errors,proto3" json:"errors,omitempty"`
+	// When the extended leases end, UTC epoch milliseconds.
+	LeaseExpiresAtMs int64 `protobuf:"varint,4,opt,name=lease_expires_at_ms,json=leaseExpiresAtMs,proto3" json:"lease_expires_at_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumeExtended) Reset() {
+	*x = ConsumeExtended{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeExtended) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeExtended) ProtoMessage() {}
+
+func (x *ConsumeExtended) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeExtended.ProtoReflect.Descriptor instead.
+func (*ConsumeExtended) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ConsumeExtended) GetRef() uint64 {
+	if x != nil {
+		return x.Ref
+	}
+	return 0
+}
+
+func (x *ConsumeExtended) GetFailed() []uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *ConsumeExtended) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *ConsumeExtended) GetLeaseExpiresAtMs() int64 {
+	if x != nil {
+		return x.LeaseExpiresAtMs
+	}
+	return 0
 }
 
 // GetRequest names the message by its id, or by its topic and idempotency
@@ -3729,7 +4137,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +4149,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[42]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +4162,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{42}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetRequest) GetId() string {
@@ -3804,7 +4212,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3816,7 +4224,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[43]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3829,7 +4237,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{43}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetResponse) GetState() MessageState {
@@ -3912,7 +4320,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4332,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[44]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4345,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{44}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -3996,7 +4404,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4008,7 +4416,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[45]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4021,7 +4429,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{45}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListResponse) GetMessages() []*Message {
@@ -4057,7 +4465,7 @@ type RescheduleRequest struct {
 
 func (x *RescheduleRequest) Reset() {
 	*x = RescheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4069,7 +4477,7 @@ func (x *RescheduleRequest) String() string {
 func (*RescheduleRequest) ProtoMessage() {}
 
 func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[46]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4082,7 +4490,7 @@ func (x *RescheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleRequest.ProtoReflect.Descriptor instead.
 func (*RescheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{46}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RescheduleRequest) GetId() string {
@@ -4177,7 +4585,7 @@ type RescheduleResponse struct {
 
 func (x *RescheduleResponse) Reset() {
 	*x = RescheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4597,7 @@ func (x *RescheduleResponse) String() string {
 func (*RescheduleResponse) ProtoMessage() {}
 
 func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[47]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4610,7 @@ func (x *RescheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RescheduleResponse.ProtoReflect.Descriptor instead.
 func (*RescheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{47}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RescheduleResponse) GetResult() RescheduleResult {
@@ -4249,7 +4657,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4669,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[48]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4682,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{48}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EditRequest) GetId() string {
@@ -4331,7 +4739,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4751,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[49]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4764,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{49}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EditResponse) GetResult() EditResult {
@@ -4402,7 +4810,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4822,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[50]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4835,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{50}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -4486,7 +4894,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4498,7 +4906,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[51]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4511,7 +4919,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{51}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -4546,7 +4954,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4558,7 +4966,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[52]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4571,7 +4979,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{52}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -4598,7 +5006,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +5018,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[53]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +5031,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{53}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -4642,7 +5050,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4654,7 +5062,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4667,7 +5075,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -4688,7 +5096,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4700,7 +5108,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4713,7 +5121,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -4738,7 +5146,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4750,7 +5158,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4763,7 +5171,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -4794,7 +5202,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4806,7 +5214,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4819,7 +5227,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4901,7 +5309,7 @@ type FlowBacklog struct {
 
 func (x *FlowBacklog) Reset() {
 	*x = FlowBacklog{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4913,7 +5321,7 @@ func (x *FlowBacklog) String() string {
 func (*FlowBacklog) ProtoMessage() {}
 
 func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4926,7 +5334,7 @@ func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
 func (*FlowBacklog) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *FlowBacklog) GetFlowKey() string {
@@ -4967,7 +5375,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4979,7 +5387,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4992,7 +5400,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -5020,7 +5428,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5032,7 +5440,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5045,7 +5453,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -5121,7 +5529,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5133,7 +5541,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5146,7 +5554,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -5238,7 +5646,7 @@ type FrozenPause struct {
 
 func (x *FrozenPause) Reset() {
 	*x = FrozenPause{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5250,7 +5658,7 @@ func (x *FrozenPause) String() string {
 func (*FrozenPause) ProtoMessage() {}
 
 func (x *FrozenPause) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5263,7 +5671,7 @@ func (x *FrozenPause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrozenPause.ProtoReflect.Descriptor instead.
 func (*FrozenPause) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FrozenPause) GetBeganAt() *timestamppb.Timestamp {
@@ -5289,7 +5697,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5301,7 +5709,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5314,7 +5722,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -5339,7 +5747,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5351,7 +5759,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5364,7 +5772,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -5405,7 +5813,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5417,7 +5825,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5430,7 +5838,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5466,7 +5874,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5478,7 +5886,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5491,7 +5899,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5557,7 +5965,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5569,7 +5977,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5582,7 +5990,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5692,7 +6100,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5704,7 +6112,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5717,7 +6125,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5737,7 +6145,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5749,7 +6157,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5762,7 +6170,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5783,7 +6191,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5795,7 +6203,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5808,7 +6216,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -5827,7 +6235,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5839,7 +6247,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5852,7 +6260,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -5871,7 +6279,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5883,7 +6291,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5896,7 +6304,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -5914,7 +6322,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5926,7 +6334,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5939,7 +6347,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 type ResumeScheduleRequest struct {
@@ -5951,7 +6359,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5963,7 +6371,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5976,7 +6384,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -5995,7 +6403,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6007,7 +6415,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6020,7 +6428,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6039,7 +6447,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6051,7 +6459,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6064,7 +6472,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -6082,7 +6490,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6094,7 +6502,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6107,7 +6515,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 type GetScheduleRequest struct {
@@ -6121,7 +6529,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6133,7 +6541,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6146,7 +6554,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -6184,7 +6592,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6196,7 +6604,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6209,7 +6617,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -6268,7 +6676,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6280,7 +6688,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6293,7 +6701,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -6327,7 +6735,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6339,7 +6747,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6352,7 +6760,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -6382,7 +6790,7 @@ type BackfillScheduleRequest struct {
 
 func (x *BackfillScheduleRequest) Reset() {
 	*x = BackfillScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6394,7 +6802,7 @@ func (x *BackfillScheduleRequest) String() string {
 func (*BackfillScheduleRequest) ProtoMessage() {}
 
 func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6407,7 +6815,7 @@ func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *BackfillScheduleRequest) GetName() string {
@@ -6444,7 +6852,7 @@ type BackfillScheduleResponse struct {
 
 func (x *BackfillScheduleResponse) Reset() {
 	*x = BackfillScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6456,7 +6864,7 @@ func (x *BackfillScheduleResponse) String() string {
 func (*BackfillScheduleResponse) ProtoMessage() {}
 
 func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6469,7 +6877,7 @@ func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *BackfillScheduleResponse) GetStored() int32 {
@@ -6501,7 +6909,7 @@ type WorkingHours struct {
 
 func (x *WorkingHours) Reset() {
 	*x = WorkingHours{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6513,7 +6921,7 @@ func (x *WorkingHours) String() string {
 func (*WorkingHours) ProtoMessage() {}
 
 func (x *WorkingHours) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6526,7 +6934,7 @@ func (x *WorkingHours) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
 func (*WorkingHours) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WorkingHours) GetDay() Weekday {
@@ -6572,7 +6980,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6584,7 +6992,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6597,7 +7005,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *Calendar) GetName() string {
@@ -6637,7 +7045,7 @@ type CreateCalendarRequest struct {
 
 func (x *CreateCalendarRequest) Reset() {
 	*x = CreateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6649,7 +7057,7 @@ func (x *CreateCalendarRequest) String() string {
 func (*CreateCalendarRequest) ProtoMessage() {}
 
 func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6662,7 +7070,7 @@ func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateCalendarRequest) GetCalendar() *Calendar {
@@ -6680,7 +7088,7 @@ type CreateCalendarResponse struct {
 
 func (x *CreateCalendarResponse) Reset() {
 	*x = CreateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6692,7 +7100,7 @@ func (x *CreateCalendarResponse) String() string {
 func (*CreateCalendarResponse) ProtoMessage() {}
 
 func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6705,7 +7113,7 @@ func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
 }
 
 type UpdateCalendarRequest struct {
@@ -6718,7 +7126,7 @@ type UpdateCalendarRequest struct {
 
 func (x *UpdateCalendarRequest) Reset() {
 	*x = UpdateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6730,7 +7138,7 @@ func (x *UpdateCalendarRequest) String() string {
 func (*UpdateCalendarRequest) ProtoMessage() {}
 
 func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6743,7 +7151,7 @@ func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
@@ -6761,7 +7169,7 @@ type UpdateCalendarResponse struct {
 
 func (x *UpdateCalendarResponse) Reset() {
 	*x = UpdateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6773,7 +7181,7 @@ func (x *UpdateCalendarResponse) String() string {
 func (*UpdateCalendarResponse) ProtoMessage() {}
 
 func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6786,7 +7194,7 @@ func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
 }
 
 type DeleteCalendarRequest struct {
@@ -6798,7 +7206,7 @@ type DeleteCalendarRequest struct {
 
 func (x *DeleteCalendarRequest) Reset() {
 	*x = DeleteCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6810,7 +7218,7 @@ func (x *DeleteCalendarRequest) String() string {
 func (*DeleteCalendarRequest) ProtoMessage() {}
 
 func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6823,7 +7231,7 @@ func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DeleteCalendarRequest) GetName() string {
@@ -6841,7 +7249,7 @@ type DeleteCalendarResponse struct {
 
 func (x *DeleteCalendarResponse) Reset() {
 	*x = DeleteCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6853,7 +7261,7 @@ func (x *DeleteCalendarResponse) String() string {
 func (*DeleteCalendarResponse) ProtoMessage() {}
 
 func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6866,7 +7274,7 @@ func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
 }
 
 type GetCalendarRequest struct {
@@ -6878,7 +7286,7 @@ type GetCalendarRequest struct {
 
 func (x *GetCalendarRequest) Reset() {
 	*x = GetCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6890,7 +7298,7 @@ func (x *GetCalendarRequest) String() string {
 func (*GetCalendarRequest) ProtoMessage() {}
 
 func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6903,7 +7311,7 @@ func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
 func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetCalendarRequest) GetName() string {
@@ -6922,7 +7330,7 @@ type GetCalendarResponse struct {
 
 func (x *GetCalendarResponse) Reset() {
 	*x = GetCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6934,7 +7342,7 @@ func (x *GetCalendarResponse) String() string {
 func (*GetCalendarResponse) ProtoMessage() {}
 
 func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6947,7 +7355,7 @@ func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
 func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *GetCalendarResponse) GetCalendar() *Calendar {
@@ -6969,7 +7377,7 @@ type ListCalendarsRequest struct {
 
 func (x *ListCalendarsRequest) Reset() {
 	*x = ListCalendarsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6981,7 +7389,7 @@ func (x *ListCalendarsRequest) String() string {
 func (*ListCalendarsRequest) ProtoMessage() {}
 
 func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6994,7 +7402,7 @@ func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
 func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListCalendarsRequest) GetPageToken() string {
@@ -7021,7 +7429,7 @@ type ListCalendarsResponse struct {
 
 func (x *ListCalendarsResponse) Reset() {
 	*x = ListCalendarsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7033,7 +7441,7 @@ func (x *ListCalendarsResponse) String() string {
 func (*ListCalendarsResponse) ProtoMessage() {}
 
 func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7046,7 +7454,7 @@ func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
 func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
@@ -7071,7 +7479,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7083,7 +7491,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7096,7 +7504,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
 }
 
 type WhoAmIResponse struct {
@@ -7120,7 +7528,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7132,7 +7540,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7145,7 +7553,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -7212,7 +7620,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7224,7 +7632,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7237,7 +7645,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -7323,7 +7731,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7335,7 +7743,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7348,7 +7756,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -7378,7 +7786,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7390,7 +7798,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7403,7 +7811,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -7614,11 +8022,12 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\v2\x1e.hourglass.v1.ScheduleResponseH\x00R\x06result\x12;\n" +
 	"\x05batch\x18\x02 \x01(\v2#.hourglass.v1.ScheduleBatchResponseH\x00R\x05batch\x12,\n" +
 	"\x05error\x18\x03 \x01(\v2\x14.hourglass.v1.StatusH\x00R\x05errorB\x06\n" +
-	"\x04kind\"\xb7\x01\n" +
+	"\x04kind\"\xee\x01\n" +
 	"\x0eConsumeRequest\x12/\n" +
 	"\x04open\x18\x01 \x01(\v2\x19.hourglass.v1.ConsumeOpenH\x00R\x04open\x125\n" +
 	"\x06credit\x18\x02 \x01(\v2\x1b.hourglass.v1.ConsumeCreditH\x00R\x06credit\x125\n" +
-	"\x06settle\x18\x03 \x01(\v2\x1b.hourglass.v1.ConsumeSettleH\x00R\x06settleB\x06\n" +
+	"\x06settle\x18\x03 \x01(\v2\x1b.hourglass.v1.ConsumeSettleH\x00R\x06settle\x125\n" +
+	"\x06extend\x18\x04 \x01(\v2\x1b.hourglass.v1.ConsumeExtendH\x00R\x06extendB\x06\n" +
 	"\x04kind\"u\n" +
 	"\vConsumeOpen\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
@@ -7626,26 +8035,58 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\x12\x1b\n" +
 	"\tmax_batch\x18\x04 \x01(\x05R\bmaxBatch\")\n" +
 	"\rConsumeCredit\x12\x18\n" +
-	"\acredits\x18\x01 \x01(\x05R\acredits\"f\n" +
+	"\acredits\x18\x01 \x01(\x05R\acredits\"6\n" +
+	"\bSeqRange\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"~\n" +
 	"\rConsumeSettle\x12\x10\n" +
-	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x12\n" +
-	"\x04acks\x18\x02 \x03(\tR\x04acks\x12/\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"\x95\x01\n" +
-	"\vConsumeNack\x12\x18\n" +
-	"\areceipt\x18\x01 \x01(\tR\areceipt\x12\x19\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12*\n" +
+	"\x04acks\x18\x02 \x03(\v2\x16.hourglass.v1.SeqRangeR\x04acks\x12/\n" +
+	"\x05nacks\x18\x03 \x03(\v2\x19.hourglass.v1.ConsumeNackR\x05nacks\"\x8d\x01\n" +
+	"\vConsumeNack\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vdead_letter\x18\x04 \x01(\bR\n" +
 	"deadLetter\x12\x18\n" +
-	"\arelease\x18\x05 \x01(\bR\arelease\"\x90\x01\n" +
-	"\x0fConsumeResponse\x12;\n" +
-	"\bmessages\x18\x01 \x01(\v2\x1d.hourglass.v1.ReceiveResponseH\x00R\bmessages\x128\n" +
-	"\asettled\x18\x02 \x01(\v2\x1c.hourglass.v1.ConsumeSettledH\x00R\asettledB\x06\n" +
-	"\x04kind\"~\n" +
+	"\arelease\x18\x05 \x01(\bR\arelease\"h\n" +
+	"\rConsumeExtend\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12*\n" +
+	"\x04seqs\x18\x02 \x03(\v2\x16.hourglass.v1.SeqRangeR\x04seqs\x12\x19\n" +
+	"\blease_ms\x18\x03 \x01(\x03R\aleaseMs\"\xca\x01\n" +
+	"\x0fConsumeResponse\x128\n" +
+	"\asettled\x18\x02 \x01(\v2\x1c.hourglass.v1.ConsumeSettledH\x00R\asettled\x122\n" +
+	"\x05batch\x18\x03 \x01(\v2\x1a.hourglass.v1.ConsumeBatchH\x00R\x05batch\x12;\n" +
+	"\bextended\x18\x04 \x01(\v2\x1d.hourglass.v1.ConsumeExtendedH\x00R\bextendedB\x06\n" +
+	"\x04kindJ\x04\b\x01\x10\x02\"\x8f\x04\n" +
+	"\fConsumeBatch\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1b\n" +
+	"\tfirst_seq\x18\x02 \x01(\x04R\bfirstSeq\x12$\n" +
+	"\x0ereceived_at_ms\x18\x03 \x01(\x03R\freceivedAtMs\x12-\n" +
+	"\x13lease_expires_at_ms\x18\x04 \x01(\x03R\x10leaseExpiresAtMs\x12\x10\n" +
+	"\x03ids\x18\x05 \x01(\fR\x03ids\x12\x16\n" +
+	"\x06bodies\x18\x06 \x03(\fR\x06bodies\x12\"\n" +
+	"\rdeliver_at_ms\x18\a \x01(\x03R\vdeliverAtMs\x12*\n" +
+	"\x11deliver_at_deltas\x18\b \x03(\x12R\x0fdeliverAtDeltas\x12\x1a\n" +
+	"\battempts\x18\t \x03(\rR\battempts\x12\x1d\n" +
+	"\n" +
+	"origin_ids\x18\n" +
+	" \x01(\fR\toriginIds\x12#\n" +
+	"\rheader_counts\x18\v \x03(\rR\fheaderCounts\x12\x1f\n" +
+	"\vheader_keys\x18\f \x03(\tR\n" +
+	"headerKeys\x12#\n" +
+	"\rheader_values\x18\r \x03(\tR\fheaderValues\x12;\n" +
+	"\fdead_letters\x18\x0e \x03(\v2\x18.hourglass.v1.DeadLetterR\vdeadLetters\x12\x1a\n" +
+	"\breceipts\x18\x0f \x03(\tR\breceipts\"R\n" +
 	"\x0eConsumeSettled\x12\x10\n" +
-	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12+\n" +
-	"\x04acks\x18\x02 \x03(\v2\x17.hourglass.v1.AckResultR\x04acks\x12-\n" +
-	"\x05nacks\x18\x03 \x03(\v2\x17.hourglass.v1.AckResultR\x05nacks\"D\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x16\n" +
+	"\x06failed\x18\x02 \x03(\x04R\x06failed\x12\x16\n" +
+	"\x06errors\x18\x03 \x03(\tR\x06errors\"\x82\x01\n" +
+	"\x0fConsumeExtended\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\x04R\x03ref\x12\x16\n" +
+	"\x06failed\x18\x02 \x03(\x04R\x06failed\x12\x16\n" +
+	"\x06errors\x18\x03 \x03(\tR\x06errors\x12-\n" +
+	"\x13lease_expires_at_ms\x18\x04 \x01(\x03R\x10leaseExpiresAtMs\"D\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
@@ -8015,7 +8456,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 101)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
 	(MessageState)(0),                // 1: hourglass.v1.MessageState
@@ -8063,101 +8504,105 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*ConsumeRequest)(nil),           // 43: hourglass.v1.ConsumeRequest
 	(*ConsumeOpen)(nil),              // 44: hourglass.v1.ConsumeOpen
 	(*ConsumeCredit)(nil),            // 45: hourglass.v1.ConsumeCredit
-	(*ConsumeSettle)(nil),            // 46: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),              // 47: hourglass.v1.ConsumeNack
-	(*ConsumeResponse)(nil),          // 48: hourglass.v1.ConsumeResponse
-	(*ConsumeSettled)(nil),           // 49: hourglass.v1.ConsumeSettled
-	(*GetRequest)(nil),               // 50: hourglass.v1.GetRequest
-	(*GetResponse)(nil),              // 51: hourglass.v1.GetResponse
-	(*ListRequest)(nil),              // 52: hourglass.v1.ListRequest
-	(*ListResponse)(nil),             // 53: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),        // 54: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),       // 55: hourglass.v1.RescheduleResponse
-	(*EditRequest)(nil),              // 56: hourglass.v1.EditRequest
-	(*EditResponse)(nil),             // 57: hourglass.v1.EditResponse
-	(*RedriveRequest)(nil),           // 58: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 59: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),             // 60: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),            // 61: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),       // 62: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 63: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),            // 64: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),                // 65: hourglass.v1.TopicInfo
-	(*FlowBacklog)(nil),              // 66: hourglass.v1.FlowBacklog
-	(*TopicsResponse)(nil),           // 67: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                  // 68: hourglass.v1.Backoff
-	(*Policy)(nil),                   // 69: hourglass.v1.Policy
-	(*FrozenPause)(nil),              // 70: hourglass.v1.FrozenPause
-	(*GetPolicyRequest)(nil),         // 71: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 72: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),         // 73: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),        // 74: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),        // 75: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),    // 76: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 77: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),    // 78: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 79: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),     // 80: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),    // 81: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),    // 82: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil),   // 83: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 84: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 85: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),       // 86: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),      // 87: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),     // 88: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 89: hourglass.v1.ListSchedulesResponse
-	(*BackfillScheduleRequest)(nil),  // 90: hourglass.v1.BackfillScheduleRequest
-	(*BackfillScheduleResponse)(nil), // 91: hourglass.v1.BackfillScheduleResponse
-	(*WorkingHours)(nil),             // 92: hourglass.v1.WorkingHours
-	(*Calendar)(nil),                 // 93: hourglass.v1.Calendar
-	(*CreateCalendarRequest)(nil),    // 94: hourglass.v1.CreateCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 95: hourglass.v1.CreateCalendarResponse
-	(*UpdateCalendarRequest)(nil),    // 96: hourglass.v1.UpdateCalendarRequest
-	(*UpdateCalendarResponse)(nil),   // 97: hourglass.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),    // 98: hourglass.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil),   // 99: hourglass.v1.DeleteCalendarResponse
-	(*GetCalendarRequest)(nil),       // 100: hourglass.v1.GetCalendarRequest
-	(*GetCalendarResponse)(nil),      // 101: hourglass.v1.GetCalendarResponse
-	(*ListCalendarsRequest)(nil),     // 102: hourglass.v1.ListCalendarsRequest
-	(*ListCalendarsResponse)(nil),    // 103: hourglass.v1.ListCalendarsResponse
-	(*WhoAmIRequest)(nil),            // 104: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 105: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),               // 106: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),         // 107: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 108: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),    // 109: google.protobuf.Timestamp
+	(*SeqRange)(nil),                 // 46: hourglass.v1.SeqRange
+	(*ConsumeSettle)(nil),            // 47: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 48: hourglass.v1.ConsumeNack
+	(*ConsumeExtend)(nil),            // 49: hourglass.v1.ConsumeExtend
+	(*ConsumeResponse)(nil),          // 50: hourglass.v1.ConsumeResponse
+	(*ConsumeBatch)(nil),             // 51: hourglass.v1.ConsumeBatch
+	(*ConsumeSettled)(nil),           // 52: hourglass.v1.ConsumeSettled
+	(*ConsumeExtended)(nil),          // 53: hourglass.v1.ConsumeExtended
+	(*GetRequest)(nil),               // 54: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 55: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 56: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 57: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 58: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 59: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),              // 60: hourglass.v1.EditRequest
+	(*EditResponse)(nil),             // 61: hourglass.v1.EditResponse
+	(*RedriveRequest)(nil),           // 62: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 63: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 64: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 65: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 66: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 67: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 68: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 69: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),              // 70: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),           // 71: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 72: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 73: hourglass.v1.Policy
+	(*FrozenPause)(nil),              // 74: hourglass.v1.FrozenPause
+	(*GetPolicyRequest)(nil),         // 75: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 76: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 77: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 78: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 79: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 80: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 81: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 82: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 83: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 84: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 85: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 86: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 87: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 88: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 89: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 90: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 91: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 92: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 93: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 94: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 95: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 96: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 97: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 98: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 99: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 100: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 101: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 102: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 103: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 104: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 105: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 106: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 107: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 108: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 109: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 110: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 111: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 112: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 113: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	109, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
-	109, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	109, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
-	109, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	113, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	113, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	109, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	109, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	109, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	113, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	113, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	109, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
-	109, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	113, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
+	113, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
 	17,  // 16: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
 	17,  // 17: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
 	26,  // 18: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	109, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	109, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	109, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	109, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	113, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	113, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	113, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	113, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
 	32,  // 23: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
 	33,  // 24: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
 	34,  // 25: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
 	35,  // 26: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
 	37,  // 27: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	109, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	113, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
 	9,   // 29: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
 	12,  // 30: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
 	11,  // 31: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
@@ -8165,145 +8610,148 @@ var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	40,  // 33: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
 	44,  // 34: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
 	45,  // 35: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	46,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	47,  // 37: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	19,  // 38: hourglass.v1.ConsumeResponse.messages:type_name -> hourglass.v1.ReceiveResponse
-	49,  // 39: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	26,  // 40: hourglass.v1.ConsumeSettled.acks:type_name -> hourglass.v1.AckResult
-	26,  // 41: hourglass.v1.ConsumeSettled.nacks:type_name -> hourglass.v1.AckResult
-	1,   // 42: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	17,  // 43: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	109, // 44: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 45: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	109, // 46: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	109, // 47: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	17,  // 48: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	109, // 49: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 50: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	109, // 51: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	8,   // 52: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 53: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	109, // 54: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 55: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	69,  // 56: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	66,  // 57: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	65,  // 58: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	68,  // 59: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	109, // 60: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
-	109, // 61: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
-	69,  // 62: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	69,  // 63: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	70,  // 64: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	69,  // 65: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	69,  // 66: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	69,  // 67: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	70,  // 68: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	8,   // 69: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	109, // 70: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	109, // 71: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 72: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	5,   // 73: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
-	6,   // 74: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
-	75,  // 75: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	109, // 76: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	75,  // 77: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	109, // 78: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	109, // 79: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	75,  // 80: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	109, // 81: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	109, // 82: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
-	87,  // 83: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	109, // 84: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	109, // 85: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	7,   // 86: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
-	92,  // 87: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
-	93,  // 88: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	93,  // 89: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	93,  // 90: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
-	93,  // 91: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
-	109, // 92: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	106, // 93: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	9,   // 94: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	12,  // 95: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	41,  // 96: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	14,  // 97: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	16,  // 98: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	20,  // 99: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	43,  // 100: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	22,  // 101: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	24,  // 102: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	27,  // 103: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	29,  // 104: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	31,  // 105: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	38,  // 106: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	50,  // 107: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	52,  // 108: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	54,  // 109: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	56,  // 110: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	58,  // 111: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	60,  // 112: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	62,  // 113: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	64,  // 114: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	71,  // 115: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	73,  // 116: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	76,  // 117: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	78,  // 118: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	80,  // 119: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	82,  // 120: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	84,  // 121: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	86,  // 122: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	88,  // 123: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	90,  // 124: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
-	94,  // 125: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
-	96,  // 126: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
-	98,  // 127: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
-	100, // 128: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
-	102, // 129: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
-	104, // 130: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	107, // 131: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	11,  // 132: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	13,  // 133: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	42,  // 134: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	15,  // 135: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	19,  // 136: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	21,  // 137: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	48,  // 138: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	23,  // 139: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	25,  // 140: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	28,  // 141: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	30,  // 142: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	36,  // 143: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	39,  // 144: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	51,  // 145: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	53,  // 146: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	55,  // 147: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	57,  // 148: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	59,  // 149: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	61,  // 150: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	63,  // 151: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	67,  // 152: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	72,  // 153: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	74,  // 154: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	77,  // 155: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	79,  // 156: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	81,  // 157: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	83,  // 158: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	85,  // 159: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	87,  // 160: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	89,  // 161: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	91,  // 162: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
-	95,  // 163: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
-	97,  // 164: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
-	99,  // 165: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
-	101, // 166: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
-	103, // 167: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
-	105, // 168: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	108, // 169: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	132, // [132:170] is the sub-list for method output_type
-	94,  // [94:132] is the sub-list for method input_type
-	94,  // [94:94] is the sub-list for extension type_name
-	94,  // [94:94] is the sub-list for extension extendee
-	0,   // [0:94] is the sub-list for field type_name
+	47,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	49,  // 37: hourglass.v1.ConsumeRequest.extend:type_name -> hourglass.v1.ConsumeExtend
+	46,  // 38: hourglass.v1.ConsumeSettle.acks:type_name -> hourglass.v1.SeqRange
+	48,  // 39: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	46,  // 40: hourglass.v1.ConsumeExtend.seqs:type_name -> hourglass.v1.SeqRange
+	52,  // 41: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	51,  // 42: hourglass.v1.ConsumeResponse.batch:type_name -> hourglass.v1.ConsumeBatch
+	53,  // 43: hourglass.v1.ConsumeResponse.extended:type_name -> hourglass.v1.ConsumeExtended
+	18,  // 44: hourglass.v1.ConsumeBatch.dead_letters:type_name -> hourglass.v1.DeadLetter
+	1,   // 45: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	17,  // 46: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	113, // 47: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 48: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	113, // 49: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	113, // 50: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	17,  // 51: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	113, // 52: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 53: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	113, // 54: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 55: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 56: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	113, // 57: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 58: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	73,  // 59: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	70,  // 60: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	69,  // 61: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	72,  // 62: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	113, // 63: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
+	113, // 64: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
+	73,  // 65: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	73,  // 66: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	74,  // 67: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	73,  // 68: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	73,  // 69: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	73,  // 70: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	74,  // 71: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	8,   // 72: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	113, // 73: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	113, // 74: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 75: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	5,   // 76: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	6,   // 77: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	79,  // 78: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 79: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	79,  // 80: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 81: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	113, // 82: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	79,  // 83: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 84: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	113, // 85: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	91,  // 86: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	113, // 87: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	113, // 88: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	7,   // 89: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	96,  // 90: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	97,  // 91: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 92: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 93: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 94: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	113, // 95: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	110, // 96: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	9,   // 97: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	12,  // 98: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	41,  // 99: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	14,  // 100: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	16,  // 101: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	20,  // 102: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	43,  // 103: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	22,  // 104: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	24,  // 105: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	27,  // 106: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	29,  // 107: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	31,  // 108: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	38,  // 109: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	54,  // 110: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	56,  // 111: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	58,  // 112: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	60,  // 113: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	62,  // 114: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	64,  // 115: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	66,  // 116: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	68,  // 117: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	75,  // 118: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	77,  // 119: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	80,  // 120: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	82,  // 121: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	84,  // 122: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	86,  // 123: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	88,  // 124: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	90,  // 125: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	92,  // 126: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	94,  // 127: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	98,  // 128: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	100, // 129: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	102, // 130: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	104, // 131: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	106, // 132: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	108, // 133: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	111, // 134: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	11,  // 135: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	13,  // 136: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	42,  // 137: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	15,  // 138: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	19,  // 139: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	21,  // 140: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	50,  // 141: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	23,  // 142: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	25,  // 143: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	28,  // 144: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	30,  // 145: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	36,  // 146: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	39,  // 147: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	55,  // 148: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	57,  // 149: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	59,  // 150: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	61,  // 151: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	63,  // 152: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	65,  // 153: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	67,  // 154: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	71,  // 155: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	76,  // 156: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	78,  // 157: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	81,  // 158: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	83,  // 159: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	85,  // 160: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	87,  // 161: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	89,  // 162: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	91,  // 163: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	93,  // 164: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	95,  // 165: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	99,  // 166: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	101, // 167: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	103, // 168: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	105, // 169: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	107, // 170: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	109, // 171: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	112, // 172: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	135, // [135:173] is the sub-list for method output_type
+	97,  // [97:135] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -8336,25 +8784,27 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*ConsumeRequest_Open)(nil),
 		(*ConsumeRequest_Credit)(nil),
 		(*ConsumeRequest_Settle)(nil),
+		(*ConsumeRequest_Extend)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[40].OneofWrappers = []any{
-		(*ConsumeResponse_Messages)(nil),
+	file_hourglass_v1_hourglass_proto_msgTypes[42].OneofWrappers = []any{
 		(*ConsumeResponse_Settled)(nil),
+		(*ConsumeResponse_Batch)(nil),
+		(*ConsumeResponse_Extended)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[46].OneofWrappers = []any{
+	file_hourglass_v1_hourglass_proto_msgTypes[50].OneofWrappers = []any{
 		(*RescheduleRequest_DelayMs)(nil),
 		(*RescheduleRequest_DeliverAt)(nil),
 		(*RescheduleRequest_Now)(nil),
 	}
-	file_hourglass_v1_hourglass_proto_msgTypes[48].OneofWrappers = []any{}
-	file_hourglass_v1_hourglass_proto_msgTypes[61].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[52].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   101,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -119,11 +119,12 @@ type HourglassServiceClient interface {
 	// caller ends the call or the server shuts down.
 	ReceiveStream(ctx context.Context, in *ReceiveStreamRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReceiveStreamResponse], error)
 	// Consume is the consumer's stream: the first request opens a topic with
-	// some credits; the server pushes due messages, each leased as in
-	// Receive, while credits remain (one per message); the consumer grants
-	// more credits and settles (acks, nacks) messages on the same stream and
-	// gets one Settled response per settle request. Leases of a stream that
-	// breaks expire as usual. Needs HTTP/2 (gRPC).
+	// some credits; the server pushes due messages in batches, each message
+	// leased as in Receive, while credits remain (one per message), and
+	// numbers them on the stream; the consumer grants more credits, settles
+	// (acks, nacks) and extends messages by those numbers on the same
+	// stream and gets one answer per settle or extend. Leases of a stream
+	// that breaks expire as usual. Needs HTTP/2 (gRPC).
 	Consume(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsumeRequest, ConsumeResponse], error)
 	// Ack completes a received message: it is never delivered again.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
@@ -668,11 +669,12 @@ type HourglassServiceServer interface {
 	// caller ends the call or the server shuts down.
 	ReceiveStream(*ReceiveStreamRequest, grpc.ServerStreamingServer[ReceiveStreamResponse]) error
 	// Consume is the consumer's stream: the first request opens a topic with
-	// some credits; the server pushes due messages, each leased as in
-	// Receive, while credits remain (one per message); the consumer grants
-	// more credits and settles (acks, nacks) messages on the same stream and
-	// gets one Settled response per settle request. Leases of a stream that
-	// breaks expire as usual. Needs HTTP/2 (gRPC).
+	// some credits; the server pushes due messages in batches, each message
+	// leased as in Receive, while credits remain (one per message), and
+	// numbers them on the stream; the consumer grants more credits, settles
+	// (acks, nacks) and extends messages by those numbers on the same
+	// stream and gets one answer per settle or extend. Leases of a stream
+	// that breaks expire as usual. Needs HTTP/2 (gRPC).
 	Consume(grpc.BidiStreamingServer[ConsumeRequest, ConsumeResponse]) error
 	// Ack completes a received message: it is never delivered again.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)

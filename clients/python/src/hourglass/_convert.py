@@ -105,6 +105,15 @@ def schedule_request(m: Message) -> pb.ScheduleRequest:
         r.delay_level = m.level
     elif m.working is not None:
         r.working.CopyFrom(working_pb(m.working))
+    if m.ttl is not None and m.expire_at is not None:
+        raise errors.InvalidMessage(f"ttl {m.ttl!r} and expire_at {m.expire_at!r}: set at most one of them")
+    if m.expire_at is not None:
+        r.expire_at.CopyFrom(timestamp("expire_at", m.expire_at))
+    elif m.ttl is not None:
+        ttl = delay_ms("ttl", m.ttl)
+        if ttl < 1:
+            raise errors.InvalidMessage(f"ttl {m.ttl!r}: more than 0, counted from the delivery time")
+        r.ttl_ms = ttl
     return r
 
 
@@ -228,6 +237,29 @@ def reschedule_request(
     elif delay is not None:
         r.delay_ms = delay_ms("reschedule delay", delay)
     return r
+
+
+def edit_request(ref: Ref, body: Union[bytes, str, None], headers: Optional[Mapping[str, str]]) -> pb.EditRequest:
+    id_, topic, key = ref_fields(ref)
+    if body is None and headers is None:
+        raise errors.InvalidMessage("edit without a change: give body, headers, or both")
+    r = pb.EditRequest(id=id_, topic=topic, key=key, headers=headers_pb(headers), set_headers=headers is not None)
+    if body is not None:
+        r.body = body_of(body)
+    return r
+
+
+def edited_id(res: pb.EditResponse) -> ID:
+    """The edited message's ID, or the exception of an edit that changed nothing."""
+    if res.result == pb.EDIT_RESULT_EDITED:
+        return id_of("Edit", res.id)
+    if res.result == pb.EDIT_RESULT_ALREADY_DELIVERED:
+        raise errors.AlreadyDelivered()
+    if res.result == pb.EDIT_RESULT_ALREADY_CANCELLED:
+        raise errors.AlreadyCancelled()
+    if res.result == pb.EDIT_RESULT_UNKNOWN:
+        raise errors.NotPending()
+    raise errors.HourglassError(f"hourglass: Edit: the server answered {res.result}, which this client does not know")
 
 
 def rescheduled_id(res: pb.RescheduleResponse) -> ID:

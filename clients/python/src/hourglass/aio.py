@@ -129,9 +129,11 @@ class AsyncClient:
         key: str = "",
         working: Optional[WorkingTime] = None,
         flow_key: str = "",
+        ttl: Optional[Seconds] = None,
+        expire_at: Optional[datetime] = None,
     ) -> ID:
         """As Client.schedule."""
-        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
+        return await self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key, ttl, expire_at))
 
     async def schedule_message(self, m: Message) -> ID:
         """As Client.schedule_message."""
@@ -207,6 +209,12 @@ class AsyncClient:
     async def cancel(self, ref: Ref) -> CancelResult:
         """As Client.cancel."""
         return cv.cancel_result(await self._call("Cancel", cv.cancel_request(ref)))
+
+    async def edit(
+        self, ref: Ref, *, body: Union[bytes, str, None] = None, headers: Optional[Mapping[str, str]] = None
+    ) -> ID:
+        """As Client.edit."""
+        return cv.edited_id(await self._call("Edit", cv.edit_request(ref, body, headers)))
 
     async def reschedule(
         self, ref: Ref, *, delay: Optional[Seconds] = None, at: Optional[datetime] = None, now: bool = False

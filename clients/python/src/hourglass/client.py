@@ -122,13 +122,15 @@ class Client:
         key: str = "",
         working: Optional[WorkingTime] = None,
         flow_key: str = "",
+        ttl: Optional[Seconds] = None,
+        expire_at: Optional[datetime] = None,
     ) -> ID:
         """Stores one message and returns its ID once the server has made it
         durable under its fsync policy (``ID.time`` is when it will be
         delivered). At most one of delay, at, level and working; none means
         now.
         See :class:`hourglass.Message` for each field."""
-        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key))
+        return self.schedule_message(Message(topic, body, headers, delay, at, level, key, working, flow_key, ttl, expire_at))
 
     def schedule_message(self, m: Message) -> ID:
         """schedule, with the message as a :class:`hourglass.Message`."""
@@ -209,6 +211,18 @@ class Client:
         whatever carries the message now. When the server changed nothing
         it raises AlreadyDelivered, AlreadyCancelled or NotPending."""
         return cv.rescheduled_id(self._call("Reschedule", cv.reschedule_request(ref, delay, at, now)))
+
+    def edit(
+        self, ref: Ref, *, body: Union[bytes, str, None] = None, headers: Optional[Mapping[str, str]] = None
+    ) -> ID:
+        """Replaces the body and/or the headers (all of the message's own;
+        {} removes them) of the pending message ref names, atomically,
+        keeping its delivery time; returns the ID that carries it now (the
+        first ID and the Key go on naming it). Its next delivery carries the
+        new content, never the old. When the server changed nothing it
+        raises AlreadyDelivered (it is being delivered, or was),
+        AlreadyCancelled or NotPending."""
+        return cv.edited_id(self._call("Edit", cv.edit_request(ref, body, headers)))
 
     def get(self, ref: Ref) -> Found:
         """Looks up the message ref names and says what became of it, where

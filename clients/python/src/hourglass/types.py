@@ -113,6 +113,9 @@ class Message:
     ``flow_key`` (at most 200 bytes) is the key the topic's flow policy
     bounds and orders messages by (a tenant, an account); many messages
     share one, and it is delivered as the header "hourglass-flow-key".
+    ``ttl`` (after the delivery time) or ``expire_at`` (at most one) is when
+    the message expires: from then on it is never handed to a consumer
+    (the queue dead-letters it with reason "expired").
     """
 
     topic: str
@@ -124,6 +127,8 @@ class Message:
     key: str = ""
     working: Optional["WorkingTime"] = None
     flow_key: str = ""
+    ttl: Optional[Seconds] = None
+    expire_at: Optional[datetime] = None
 
 
 @dataclass(frozen=True)

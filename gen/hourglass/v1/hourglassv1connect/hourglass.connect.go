@@ -193,11 +193,12 @@ type HourglassServiceClient interface {
 	// caller ends the call or the server shuts down.
 	ReceiveStream(context.Context, *connect.Request[v1.ReceiveStreamRequest]) (*connect.ServerStreamForClient[v1.ReceiveStreamResponse], error)
 	// Consume is the consumer's stream: the first request opens a topic with
-	// some credits; the server pushes due messages, each leased as in
-	// Receive, while credits remain (one per message); the consumer grants
-	// more credits and settles (acks, nacks) messages on the same stream and
-	// gets one Settled response per settle request. Leases of a stream that
-	// breaks expire as usual. Needs HTTP/2 (gRPC).
+	// some credits; the server pushes due messages in batches, each message
+	// leased as in Receive, while credits remain (one per message), and
+	// numbers them on the stream; the consumer grants more credits, settles
+	// (acks, nacks) and extends messages by those numbers on the same
+	// stream and gets one answer per settle or extend. Leases of a stream
+	// that breaks expire as usual. Needs HTTP/2 (gRPC).
 	Consume(context.Context) *connect.BidiStreamForClient[v1.ConsumeRequest, v1.ConsumeResponse]
 	// Ack completes a received message: it is never delivered again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)
@@ -809,11 +810,12 @@ type HourglassServiceHandler interface {
 	// caller ends the call or the server shuts down.
 	ReceiveStream(context.Context, *connect.Request[v1.ReceiveStreamRequest], *connect.ServerStream[v1.ReceiveStreamResponse]) error
 	// Consume is the consumer's stream: the first request opens a topic with
-	// some credits; the server pushes due messages, each leased as in
-	// Receive, while credits remain (one per message); the consumer grants
-	// more credits and settles (acks, nacks) messages on the same stream and
-	// gets one Settled response per settle request. Leases of a stream that
-	// breaks expire as usual. Needs HTTP/2 (gRPC).
+	// some credits; the server pushes due messages in batches, each message
+	// leased as in Receive, while credits remain (one per message), and
+	// numbers them on the stream; the consumer grants more credits, settles
+	// (acks, nacks) and extends messages by those numbers on the same
+	// stream and gets one answer per settle or extend. Leases of a stream
+	// that breaks expire as usual. Needs HTTP/2 (gRPC).
 	Consume(context.Context, *connect.BidiStream[v1.ConsumeRequest, v1.ConsumeResponse]) error
 	// Ack completes a received message: it is never delivered again.
 	Ack(context.Context, *connect.Request[v1.AckRequest]) (*connect.Response[v1.AckResponse], error)

@@ -169,25 +169,81 @@ class CancelResponse(_message.Message):
     result: CancelResult
     def __init__(self, result: _Optional[_Union[CancelResult, str]] = ...) -> None: ...
 
+class ConsumeBatch(_message.Message):
+    __slots__ = ["attempts", "bodies", "dead_letters", "deliver_at_deltas", "deliver_at_ms", "first_seq", "header_counts", "header_keys", "header_values", "ids", "lease_expires_at_ms", "origin_ids", "receipts", "received_at_ms", "topic"]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_DELTAS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEADER_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_KEYS_FIELD_NUMBER: _ClassVar[int]
+    HEADER_VALUES_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_IDS_FIELD_NUMBER: _ClassVar[int]
+    RECEIPTS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    attempts: _containers.RepeatedScalarFieldContainer[int]
+    bodies: _containers.RepeatedScalarFieldContainer[bytes]
+    dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    deliver_at_deltas: _containers.RepeatedScalarFieldContainer[int]
+    deliver_at_ms: int
+    first_seq: int
+    header_counts: _containers.RepeatedScalarFieldContainer[int]
+    header_keys: _containers.RepeatedScalarFieldContainer[str]
+    header_values: _containers.RepeatedScalarFieldContainer[str]
+    ids: bytes
+    lease_expires_at_ms: int
+    origin_ids: bytes
+    receipts: _containers.RepeatedScalarFieldContainer[str]
+    received_at_ms: int
+    topic: str
+    def __init__(self, topic: _Optional[str] = ..., first_seq: _Optional[int] = ..., received_at_ms: _Optional[int] = ..., lease_expires_at_ms: _Optional[int] = ..., ids: _Optional[bytes] = ..., bodies: _Optional[_Iterable[bytes]] = ..., deliver_at_ms: _Optional[int] = ..., deliver_at_deltas: _Optional[_Iterable[int]] = ..., attempts: _Optional[_Iterable[int]] = ..., origin_ids: _Optional[bytes] = ..., header_counts: _Optional[_Iterable[int]] = ..., header_keys: _Optional[_Iterable[str]] = ..., header_values: _Optional[_Iterable[str]] = ..., dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ..., receipts: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ConsumeCredit(_message.Message):
     __slots__ = ["credits"]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
     credits: int
     def __init__(self, credits: _Optional[int] = ...) -> None: ...
 
+class ConsumeExtend(_message.Message):
+    __slots__ = ["lease_ms", "ref", "seqs"]
+    LEASE_MS_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    SEQS_FIELD_NUMBER: _ClassVar[int]
+    lease_ms: int
+    ref: int
+    seqs: _containers.RepeatedCompositeFieldContainer[SeqRange]
+    def __init__(self, ref: _Optional[int] = ..., seqs: _Optional[_Iterable[_Union[SeqRange, _Mapping]]] = ..., lease_ms: _Optional[int] = ...) -> None: ...
+
+class ConsumeExtended(_message.Message):
+    __slots__ = ["errors", "failed", "lease_expires_at_ms", "ref"]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    failed: _containers.RepeatedScalarFieldContainer[int]
+    lease_expires_at_ms: int
+    ref: int
+    def __init__(self, ref: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[str]] = ..., lease_expires_at_ms: _Optional[int] = ...) -> None: ...
+
 class ConsumeNack(_message.Message):
-    __slots__ = ["dead_letter", "delay_ms", "reason", "receipt", "release"]
+    __slots__ = ["dead_letter", "delay_ms", "reason", "release", "seq"]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
-    RECEIPT_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     dead_letter: bool
     delay_ms: int
     reason: str
-    receipt: str
     release: bool
-    def __init__(self, receipt: _Optional[str] = ..., delay_ms: _Optional[int] = ..., reason: _Optional[str] = ..., dead_letter: bool = ..., release: bool = ...) -> None: ...
+    seq: int
+    def __init__(self, seq: _Optional[int] = ..., delay_ms: _Optional[int] = ..., reason: _Optional[str] = ..., dead_letter: bool = ..., release: bool = ...) -> None: ...
 
 class ConsumeOpen(_message.Message):
     __slots__ = ["credits", "lease_ms", "max_batch", "topic"]
@@ -202,42 +258,46 @@ class ConsumeOpen(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., credits: _Optional[int] = ..., lease_ms: _Optional[int] = ..., max_batch: _Optional[int] = ...) -> None: ...
 
 class ConsumeRequest(_message.Message):
-    __slots__ = ["credit", "open", "settle"]
+    __slots__ = ["credit", "extend", "open", "settle"]
     CREDIT_FIELD_NUMBER: _ClassVar[int]
+    EXTEND_FIELD_NUMBER: _ClassVar[int]
     OPEN_FIELD_NUMBER: _ClassVar[int]
     SETTLE_FIELD_NUMBER: _ClassVar[int]
     credit: ConsumeCredit
+    extend: ConsumeExtend
     open: ConsumeOpen
     settle: ConsumeSettle
-    def __init__(self, open: _Optional[_Union[ConsumeOpen, _Mapping]] = ..., credit: _Optional[_Union[ConsumeCredit, _Mapping]] = ..., settle: _Optional[_Union[ConsumeSettle, _Mapping]] = ...) -> None: ...
+    def __init__(self, open: _Optional[_Union[ConsumeOpen, _Mapping]] = ..., credit: _Optional[_Union[ConsumeCredit, _Mapping]] = ..., settle: _Optional[_Union[ConsumeSettle, _Mapping]] = ..., extend: _Optional[_Union[ConsumeExtend, _Mapping]] = ...) -> None: ...
 
 class ConsumeResponse(_message.Message):
-    __slots__ = ["messages", "settled"]
-    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["batch", "extended", "settled"]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    EXTENDED_FIELD_NUMBER: _ClassVar[int]
     SETTLED_FIELD_NUMBER: _ClassVar[int]
-    messages: ReceiveResponse
+    batch: ConsumeBatch
+    extended: ConsumeExtended
     settled: ConsumeSettled
-    def __init__(self, messages: _Optional[_Union[ReceiveResponse, _Mapping]] = ..., settled: _Optional[_Union[ConsumeSettled, _Mapping]] = ...) -> None: ...
+    def __init__(self, settled: _Optional[_Union[ConsumeSettled, _Mapping]] = ..., batch: _Optional[_Union[ConsumeBatch, _Mapping]] = ..., extended: _Optional[_Union[ConsumeExtended, _Mapping]] = ...) -> None: ...
 
 class ConsumeSettle(_message.Message):
     __slots__ = ["acks", "nacks", "ref"]
     ACKS_FIELD_NUMBER: _ClassVar[int]
     NACKS_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
-    acks: _containers.RepeatedScalarFieldContainer[str]
+    acks: _containers.RepeatedCompositeFieldContainer[SeqRange]
     nacks: _containers.RepeatedCompositeFieldContainer[ConsumeNack]
     ref: int
-    def __init__(self, ref: _Optional[int] = ..., acks: _Optional[_Iterable[str]] = ..., nacks: _Optional[_Iterable[_Union[ConsumeNack, _Mapping]]] = ...) -> None: ...
+    def __init__(self, ref: _Optional[int] = ..., acks: _Optional[_Iterable[_Union[SeqRange, _Mapping]]] = ..., nacks: _Optional[_Iterable[_Union[ConsumeNack, _Mapping]]] = ...) -> None: ...
 
 class ConsumeSettled(_message.Message):
-    __slots__ = ["acks", "nacks", "ref"]
-    ACKS_FIELD_NUMBER: _ClassVar[int]
-    NACKS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ["errors", "failed", "ref"]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     REF_FIELD_NUMBER: _ClassVar[int]
-    acks: _containers.RepeatedCompositeFieldContainer[AckResult]
-    nacks: _containers.RepeatedCompositeFieldContainer[AckResult]
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    failed: _containers.RepeatedScalarFieldContainer[int]
     ref: int
-    def __init__(self, ref: _Optional[int] = ..., acks: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ..., nacks: _Optional[_Iterable[_Union[AckResult, _Mapping]]] = ...) -> None: ...
+    def __init__(self, ref: _Optional[int] = ..., failed: _Optional[_Iterable[int]] = ..., errors: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateCalendarRequest(_message.Message):
     __slots__ = ["calendar"]
@@ -885,6 +945,14 @@ class ScheduleStreamResponse(_message.Message):
     error: Status
     result: ScheduleResponse
     def __init__(self, result: _Optional[_Union[ScheduleResponse, _Mapping]] = ..., batch: _Optional[_Union[ScheduleBatchResponse, _Mapping]] = ..., error: _Optional[_Union[Status, _Mapping]] = ...) -> None: ...
+
+class SeqRange(_message.Message):
+    __slots__ = ["count", "first"]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    first: int
+    def __init__(self, first: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ServerHealth(_message.Message):
     __slots__ = ["data_allocated_bytes", "data_bytes", "disk_free_bytes", "disk_total_bytes", "fsync_count", "fsync_p50_ms", "fsync_p99_ms", "not_ready", "ready"]

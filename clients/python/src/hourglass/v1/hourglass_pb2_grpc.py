@@ -268,11 +268,12 @@ class HourglassServiceServicer(object):
 
     def Consume(self, request_iterator, context):
         """Consume is the consumer's stream: the first request opens a topic with
-        some credits; the server pushes due messages, each leased as in
-        Receive, while credits remain (one per message); the consumer grants
-        more credits and settles (acks, nacks) messages on the same stream and
-        gets one Settled response per settle request. Leases of a stream that
-        breaks expire as usual. Needs HTTP/2 (gRPC).
+        some credits; the server pushes due messages in batches, each message
+        leased as in Receive, while credits remain (one per message), and
+        numbers them on the stream; the consumer grants more credits, settles
+        (acks, nacks) and extends messages by those numbers on the same
+        stream and gets one answer per settle or extend. Leases of a stream
+        that breaks expire as usual. Needs HTTP/2 (gRPC).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
