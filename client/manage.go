@@ -70,6 +70,12 @@ type Scheduled struct {
 	// DeadLetter says why a message of a dead-letter topic died; nil for
 	// any other message.
 	DeadLetter *DeadLetterInfo
+	// DueAt is when it is due with its topic's frozen pauses counted
+	// (Policy.Freeze), when they make it due after DeliverAt; zero
+	// otherwise. Frozen: such a pause lasts, and DueAt counts it up to now
+	// (as if resumed now).
+	DueAt  time.Time
+	Frozen bool
 }
 
 func scheduledOf(m *hourglassv1.Message) Scheduled {
@@ -84,6 +90,9 @@ func scheduledOf(m *hourglassv1.Message) Scheduled {
 	}
 	if m.LeaseExpiresAt != nil {
 		s.LeaseUntil = m.LeaseExpiresAt.AsTime()
+	}
+	if m.DueAt != nil {
+		s.DueAt, s.Frozen = m.DueAt.AsTime(), m.Frozen
 	}
 	s.Headers = headersOf(m.Headers)
 	return s

@@ -244,6 +244,31 @@ type Policy struct {
 	FlowBurst       *int
 	FlowOrdered     *bool
 	FlowFair        *bool
+	// Freeze makes a pause a frozen one: the topic's clock stops too, and
+	// on resume every message stored before the pause and not yet due
+	// then is due as much later as the pause lasted. Setting it pauses;
+	// resuming (Paused false, or Freeze false) ends it. Answered true
+	// while a frozen pause lasts. Refused in cluster mode and with flow
+	// policies.
+	Freeze *bool
+}
+
+// FrozenPause is one frozen pause of a topic; EndedAt is zero while it
+// lasts.
+type FrozenPause struct {
+	BeganAt, EndedAt time.Time
+}
+
+func frozenPausesOf(fs []*hourglassv1.FrozenPause) []FrozenPause {
+	var out []FrozenPause
+	for _, f := range fs {
+		fp := FrozenPause{BeganAt: f.BeganAt.AsTime()}
+		if f.EndedAt != nil {
+			fp.EndedAt = f.EndedAt.AsTime()
+		}
+		out = append(out, fp)
+	}
+	return out
 }
 
 // Backoff is a retry delay: Initial × Multiplier^(retry-1), at most Max,
@@ -288,6 +313,9 @@ type Policies struct {
 	// Effective is what applies: Set over the server's defaults, every
 	// field set.
 	Effective Policy
+	// Freezes are the topic's frozen pauses that may still make a message
+	// due later, oldest first.
+	Freezes []FrozenPause
 }
 
 func policyOf(p *hourglassv1.Policy) Policy {
@@ -321,6 +349,9 @@ func policyOf(p *hourglassv1.Policy) Policy {
 	}
 	if p.FlowFair != nil {
 		out.FlowFair = new(*p.FlowFair)
+	}
+	if p.Freeze != nil {
+		out.Freeze = new(*p.Freeze)
 	}
 	if b := p.Backoff; b != nil {
 		out.Backoff = &Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
@@ -372,6 +403,9 @@ func (p Policy) proto() (*hourglassv1.Policy, error) {
 	if p.FlowFair != nil {
 		out.FlowFair = new(*p.FlowFair)
 	}
+	if p.Freeze != nil {
+		out.Freeze = new(*p.Freeze)
+	}
 	if b := p.Backoff; b != nil {
 		if b.Initial < 0 || b.Max < 0 {
 			return nil, fmt.Errorf("%w: Policy.Backoff %v to %v: delays are 0 or more", ErrInvalidMessage, b.Initial, b.Max)
@@ -391,7 +425,7 @@ func (c *Client) GetPolicy(ctx context.Context, topic string) (Policies, error) 
 	if err != nil {
 		return Policies{}, wrap("GetPolicy", err)
 	}
-	return Policies{Set: policyOf(res.Policy), Effective: policyOf(res.Effective)}, nil
+	return Policies{Set: policyOf(res.Policy), Effective: policyOf(res.Effective), Freezes: frozenPausesOf(res.Freezes)}, nil
 }
 
 // SetPolicy changes topic's delivery policy at run time, durably: the
@@ -412,7 +446,7 @@ func (c *Client) SetPolicy(ctx context.Context, topic string, p Policy, defaults
 	if err != nil {
 		return Policies{}, wrap("SetPolicy", err)
 	}
-	return Policies{Set: policyOf(res.Policy), Effective: policyOf(res.Effective)}, nil
+	return Policies{Set: policyOf(res.Policy), Effective: policyOf(res.Effective), Freezes: frozenPausesOf(res.Freezes)}, nil
 }
 
 // Pause stops topic from handing out messages: pending ones keep their
@@ -422,7 +456,15 @@ func (c *Client) Pause(ctx context.Context, topic string) (Policies, error) {
 	return c.SetPolicy(ctx, topic, Policy{Paused: new(true)})
 }
 
-// Resume lets a paused topic hand out its messages again.
+// Freeze pauses topic with its clock stopped: as Pause, and on Resume
+// every message stored before it and not yet due then is due as much
+// later as it lasted. It costs the same whatever the topic holds.
+func (c *Client) Freeze(ctx context.Context, topic string) (Policies, error) {
+	return c.SetPolicy(ctx, topic, Policy{Freeze: new(true)})
+}
+
+// Resume lets a paused topic hand out its messages again (ending a
+// frozen pause).
 func (c *Client) Resume(ctx context.Context, topic string) (Policies, error) {
 	return c.SetPolicy(ctx, topic, Policy{}, FieldPaused)
 }

@@ -342,6 +342,20 @@ func TestConsolePauseTopic(t *testing.T) {
 	if paused() {
 		t.Fatal("GetPolicy(pz) after resuming from the page: paused")
 	}
+	// The pause dialog's other choice: a frozen pause.
+	pg.click(`#topics tr[data-topic="pz"] button.pause`)
+	pg.waitText("dialog[open]", "Pause pz?")
+	pg.setValue(`dialog[open] select[name="mode"]`, "freeze")
+	pg.confirm()
+	pg.waitText("#notices", "pz frozen")
+	if res, err := p.client.GetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"})); err != nil || !res.Msg.Effective.GetFreeze() || len(res.Msg.Freezes) != 1 {
+		t.Fatalf("GetPolicy(pz) after freezing from the page: %v, %v; want frozen, one freeze", res, err)
+	}
+	pg.click(`#topics tr[data-topic="pz"] button.resume`)
+	pg.waitText("#notices", "pz resumed")
+	if paused() {
+		t.Fatal("GetPolicy(pz) after resuming the freeze from the page: paused")
+	}
 
 	policy := func() *hourglassv1.Policy {
 		res, err := p.client.GetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.GetPolicyRequest{Topic: "pz"}))

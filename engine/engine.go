@@ -283,6 +283,12 @@ func (e *Engine) Ready() <-chan struct{} { return e.ready }
 // Now returns the engine's clock.
 func (e *Engine) Now() time.Time { return e.opts.Now() }
 
+// Position returns the commitlog position past every record appended so
+// far: every message answered before the call has an ID whose seq is
+// below it (a frozen pause records it to tell the messages stored before
+// it).
+func (e *Engine) Position() uint64 { return uint64(e.log.WrittenOffset()) }
+
 // scratch is ScheduleBatch's working memory, pooled: a call makes one
 // allocation (the IDs it returns) where it made six.
 type scratch struct {

@@ -32,7 +32,14 @@ type Policy struct {
 	// Flow bounds and orders the messages of each flow key (the header
 	// message.FlowKeyHeader); the zero Flow applies none.
 	Flow Flow
+	// Freezes are the topic's frozen pauses (freeze.go): while the last
+	// lasts the topic is paused and its clock stopped; each makes the
+	// messages stored before it due later by its length. nil: none.
+	Freezes *Freezes
 }
+
+// Frozen reports whether p is a frozen pause now.
+func (p Policy) Frozen() bool { return p.Freezes.Frozen() }
 
 // Flow is a topic's per-key policy. A message without a flow key is not
 // bound by it (it is served with the keys in turn under Fair).
@@ -129,6 +136,10 @@ func (p Policy) Validate(maxLease time.Duration) error {
 		return fmt.Errorf("%w: flow burst %d; from 1 to %d (0: one second of the flow rate)", ErrInvalid, p.Flow.Burst, MaxFlowBurst)
 	case p.Flow.Burst > 0 && p.Flow.Rate == 0:
 		return fmt.Errorf("%w: flow burst %d without a flow rate; set the rate too", ErrInvalid, p.Flow.Burst)
+	case p.Freezes.Frozen() && !p.Paused:
+		return fmt.Errorf("%w: a frozen pause is a pause: paused must be set", ErrInvalid)
+	case p.Freezes != nil && p.Flow.On():
+		return fmt.Errorf("%w: a topic with a flow policy cannot be frozen (nor keep frozen pauses): its keys' queues hold due messages; use a plain pause, or clear the flow policy first", ErrInvalid)
 	case p.Flow.Ordered && p.Flow.Concurrency > 1:
 		return fmt.Errorf("%w: flow ordered with flow concurrency %d: an ordered key has one message leased at a time; leave concurrency 0", ErrInvalid, p.Flow.Concurrency)
 	}
@@ -215,26 +226,26 @@ func (q *Queue) maxAttempts(topic string) int {
 
 // allow returns how many of want messages topic may hand out now (its
 // policy: paused, rate), and when it returns 0 for a rate, the wait until
-// one more is allowed; and topic's flow policy. It takes nothing: the caller, holding the topic's
+// one more is allowed; and topic's flow policy and freezes. It takes nothing: the caller, holding the topic's
 // lock (so that no other Receive of the topic runs meanwhile), takes what
 // it handed out with took.
-func (q *Queue) allow(topic string, want int, now time.Time) (int, time.Duration, Flow) {
+func (q *Queue) allow(topic string, want int, now time.Time) (int, time.Duration, Flow, *Freezes) {
 	q.pol.mu.RLock()
 	p, lim := q.pol.set[topic], q.pol.lim[topic]
 	q.pol.mu.RUnlock()
 	if p.Paused {
-		return 0, 0, p.Flow
+		return 0, 0, p.Flow, p.Freezes
 	}
 	if lim == nil {
-		return want, 0, p.Flow
+		return want, 0, p.Flow, p.Freezes
 	}
 	if n := min(want, int(lim.TokensAt(now))); n > 0 {
-		return n, 0, p.Flow
+		return n, 0, p.Flow, p.Freezes
 	}
 	r := lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
 	r.CancelAt(now)
-	return 0, max(d, time.Millisecond), p.Flow
+	return 0, max(d, time.Millisecond), p.Flow, p.Freezes
 }
 
 // took takes n messages handed out from topic's rate limiter.

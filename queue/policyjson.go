@@ -23,6 +23,8 @@ type policyJSON struct {
 	FlowBurst         int     `json:"flow_burst,omitempty"`
 	FlowOrdered       bool    `json:"flow_ordered,omitempty"`
 	FlowFair          bool    `json:"flow_fair,omitempty"`
+	// Freezes: [at_ms, until_ms (0: lasting), seq] each, oldest first.
+	Freezes [][3]int64 `json:"freezes,omitempty"`
 }
 
 // EncodePolicy returns p as it is stored; the zero Policy is empty.
@@ -30,7 +32,12 @@ func EncodePolicy(p Policy) []byte {
 	if p == (Policy{}) {
 		return nil
 	}
+	var fz [][3]int64
+	for _, f := range p.Freezes.List() {
+		fz = append(fz, [3]int64{f.At, f.Until, int64(f.Seq)})
+	}
 	b, _ := json.Marshal(policyJSON{
+		Freezes:     fz,
 		MaxAttempts: p.MaxAttempts, Paused: p.Paused, Rate: p.Rate, LeaseMs: p.Lease.Milliseconds(),
 		BackoffInitialMs: p.Backoff.Initial.Milliseconds(), BackoffMaxMs: p.Backoff.Max.Milliseconds(),
 		BackoffMultiplier: p.Backoff.Multiplier, BackoffJitter: p.Backoff.Jitter,
@@ -49,7 +56,12 @@ func DecodePolicy(b []byte) (Policy, error) {
 		return Policy{}, fmt.Errorf("queue: stored policy %q: %w", b, err)
 	}
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	var fz []Freeze
+	for _, f := range j.Freezes {
+		fz = append(fz, Freeze{At: f[0], Until: f[1], Seq: uint64(f[2])})
+	}
 	return Policy{
+		Freezes:     NewFreezes(fz),
 		MaxAttempts: j.MaxAttempts, Paused: j.Paused, Rate: j.Rate, Lease: ms(j.LeaseMs),
 		Backoff: Backoff{Initial: ms(j.BackoffInitialMs), Max: ms(j.BackoffMaxMs), Multiplier: j.BackoffMultiplier, Jitter: j.BackoffJitter},
 		Flow:    Flow{Concurrency: j.FlowConcurrency, Rate: j.FlowRate, Burst: j.FlowBurst, Ordered: j.FlowOrdered, Fair: j.FlowFair},

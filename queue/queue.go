@@ -90,6 +90,9 @@ type TopicStats struct {
 	PastExpiry   uint64
 	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
 	DeadLettered uint64 // messages moved to <topic>.dlq
+	// FreezeMoved counts messages a Receive reached before the time a
+	// frozen pause made them due: moved to that time (a new incarnation).
+	FreezeMoved uint64
 	// OldestReady is the delivery time (UTC epoch ms) of the oldest due
 	// message waiting to be received: the older of the next one never
 	// received and the first waiting to be received again; 0 if none.

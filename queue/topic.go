@@ -53,6 +53,9 @@ type topic struct {
 		// carries it in LastErrorHeader).
 		lastErr map[int64]string
 		notify  chan struct{} // closed by wake: Receives wait on it
+		// moving counts the messages being moved to the time a freeze
+		// made them due (freeze.go), at most maxMoving.
+		moving int
 		// dueTimer wakes Receives when the peeked record is due, at dueAt
 		// (unix ns; 0 if not set); rateTimer when the topic's rate allows
 		// more.
@@ -149,7 +152,17 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 	// Messages past their expiry are settled (dead-lettered) by workers,
 	// started once t.mu is released.
 	var expired []*lease
+	var moves []move
 	defer func() {
+		for _, mv := range moves {
+			held := t.q.hold(t)
+			t.q.wg.Go(func() {
+				if held {
+					defer t.q.release(t)
+				}
+				t.moveFrozen(mv.l, mv.due)
+			})
+		}
 		for _, l := range expired {
 			held := t.q.hold(t)
 			t.q.wg.Go(func() {
@@ -166,7 +179,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		return nil, nil, ErrClosed
 	}
 	now := t.q.now()
-	max, wait, flow := t.q.allow(t.name, max, now)
+	max, wait, flow, freezes := t.q.allow(t.name, max, now)
 	t.syncFlowLocked(flow, now)
 	if max == 0 {
 		if wait > 0 {
@@ -204,6 +217,12 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 				return t.failed(out, err)
 			}
 			off, attempt = e.off, e.attempt
+			if due, _ := freezes.Due(m.DeliverAt, id.Seq, now.UnixMilli()); due > m.DeliverAt && due > now.UnixMilli() {
+				// A move that failed, or a message given back after a
+				// freeze began: moved to its time, as below.
+				moves = t.moveLocked(moves, off, id, attempt, due)
+				continue
+			}
 		} else {
 			if !rd.peeked {
 				if !rd.it.Next() {
@@ -226,6 +245,17 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 			}
 			if err := t.decode(rd.it, &id, m); err != nil {
 				return t.failed(out, t.stayAt(off, err))
+			}
+			if due, _ := freezes.Due(m.DeliverAt, id.Seq, now.UnixMilli()); due > m.DeliverAt && due > now.UnixMilli() {
+				// A freeze made it due later: moved to that time, never
+				// handed out before it.
+				if t.mu.moving >= maxMoving {
+					break
+				}
+				rd.peeked = false
+				rd.unread--
+				moves = t.moveLocked(moves, off, id, m.Attempt, due)
+				continue
 			}
 			if due := m.DeliverAt * int64(time.Millisecond); due > now.UnixNano() {
 				// Handed over before its time: it and everything after it

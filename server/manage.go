@@ -55,6 +55,9 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	if f.ID != id {
 		out.RescheduledTo = f.ID.String()
 	}
+	if f.State == engine.StatePending || f.State == engine.StateDelivering {
+		s.frozenDue(out.Message, string(f.Message.Topic), f.ID)
+	}
 	delivering := f.State == engine.StateDelivering
 	if !delivering && f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
 		return out, nil
@@ -89,6 +92,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	}
 	switch l.Held {
 	case queue.Waiting:
+		s.frozenDue(out.Message, topic, f.ID)
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_DUE
 		out.QueueAttempt = l.Attempt
 		out.FlowWait = l.FlowWait
@@ -290,6 +294,7 @@ func (s api) List(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1
 	out := &hourglassv1.ListResponse{Messages: make([]*hourglassv1.Message, len(found)), NextPageToken: next}
 	for i := range found {
 		out.Messages[i] = protoMessage(found[i].ID, &found[i].Message)
+		s.frozenDue(out.Messages[i], m.Topic, found[i].ID)
 	}
 	return out, nil
 }
@@ -389,11 +394,26 @@ func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*ho
 		return nil, serverError(err)
 	}
 	out := &hourglassv1.ListResponse{Messages: toMessages(msgs), NextPageToken: next}
-	for _, pm := range out.Messages {
+	for i, pm := range out.Messages {
 		pm.Receipt = ""
 		if st != queue.ListLeased {
 			pm.LeaseExpiresAt = nil
 		}
+		if st == queue.ListDue {
+			s.frozenDue(pm, topic, msgs[i].ID)
+		}
 	}
 	return out, nil
+}
+
+// frozenDue sets pm's due_at and frozen when its topic's frozen pauses
+// make the message id due after its deliverAt (queue.Freezes.Due).
+func (s *Server) frozenDue(pm *hourglassv1.Message, topic string, id message.ID) {
+	if s.q == nil || pm == nil {
+		return
+	}
+	due, frozen := s.q.Due(topic, id)
+	if due.UnixMilli() > id.DeliverAt {
+		pm.DueAt, pm.Frozen = timestamppb.New(due), frozen
+	}
 }

@@ -6,11 +6,15 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/hourglassmq/hourglass/engine"
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/internal/units"
 	"github.com/hourglassmq/hourglass/message"
@@ -29,7 +33,8 @@ func (s api) GetPolicy(ctx context.Context, m *hourglassv1.GetPolicyRequest) (*h
 		}
 		return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(set), Effective: effectivePolicy(eff)}, nil
 	}
-	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+	p := s.q.Policy(m.Topic)
+	return &hourglassv1.GetPolicyResponse{Policy: toProtoPolicy(p), Effective: s.effective(m.Topic), Freezes: protoFreezes(p.Freezes)}, nil
 }
 
 // effective is topic's policy over the server's defaults, every field set.
@@ -43,7 +48,7 @@ func effectivePolicy(e queue.Policy) *hourglassv1.Policy {
 	p := toProtoPolicy(e)
 	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
 	p.FlowConcurrency, p.FlowRate, p.FlowBurst = ptr(int32(e.Flow.Concurrency)), ptr(e.Flow.Rate), ptr(int32(e.Flow.Burst))
-	p.FlowOrdered, p.FlowFair = ptr(e.Flow.Ordered), ptr(e.Flow.Fair)
+	p.FlowOrdered, p.FlowFair, p.Freeze = ptr(e.Flow.Ordered), ptr(e.Flow.Fair), ptr(e.Frozen())
 	if p.Backoff == nil {
 		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
 	}
@@ -63,7 +68,11 @@ func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*h
 		if err != nil {
 			return nil, serverError(err)
 		}
-		p, err := s.changePolicy(set, m)
+		if m.Policy.GetFreeze() {
+			return nil, status.Error(codes.FailedPrecondition,
+				"policy freeze: this server runs in cluster mode (serve --cluster), whose JetStream consumers keep no frozen pauses; a plain pause (paused) holds delivery, or freeze a topic on a single node (docs/CLUSTER.md)")
+		}
+		p, err := s.changePolicy(set, m, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -82,19 +91,25 @@ func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*h
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.changePolicy(s.q.Policy(m.Topic), m)
+	// One SetPolicy of a topic at a time: a freeze's interval is read,
+	// changed and written whole.
+	unlock := s.lockPolicy(m.Topic)
+	defer unlock()
+	p, err := s.changePolicy(s.q.Policy(m.Topic), m, eng)
 	if err != nil {
 		return nil, err
 	}
 	if err := eng.Control(ctx, message.Control{Kind: message.ControlPolicy, Name: []byte(m.Topic), Value: queue.EncodePolicy(p)}); err != nil {
 		return nil, serverError(err)
 	}
-	return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(s.q.Policy(m.Topic)), Effective: s.effective(m.Topic)}, nil
+	p = s.q.Policy(m.Topic)
+	return &hourglassv1.SetPolicyResponse{Policy: toProtoPolicy(p), Effective: s.effective(m.Topic), Freezes: protoFreezes(p.Freezes)}, nil
 }
 
 // changePolicy is p with the request's fields changed and its defaults
-// fields cleared, checked.
-func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest) (queue.Policy, error) {
+// fields cleared, checked. A freeze begins or ends on eng's clock and
+// commitlog position (nil in cluster mode, which refuses freezes).
+func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest, eng *engine.Engine) (queue.Policy, error) {
 	if np := m.Policy; np != nil {
 		if np.MaxAttempts != nil {
 			p.MaxAttempts = int(*np.MaxAttempts)
@@ -157,6 +172,22 @@ func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest) (
 			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate, lease_ms, flow_concurrency, flow_rate, flow_burst, flow_ordered and flow_fair", f)
 		}
 	}
+	if eng != nil {
+		now := eng.Now().UnixMilli()
+		switch fz := m.Policy.GetFreeze(); {
+		case fz && m.Policy.Paused != nil && !*m.Policy.Paused:
+			return p, invalid("policy: freeze with paused false; a frozen pause is a pause (leave paused unset or true)")
+		case fz:
+			f, err := p.Freezes.Begin(now, eng.Position(), s.opts.MaxDelay)
+			if err != nil {
+				return p, invalid("policy freeze: %v", err)
+			}
+			p.Paused, p.Freezes = true, f
+		case m.Policy != nil && m.Policy.Freeze != nil || !p.Paused:
+			// freeze false, or resumed: the clock runs again.
+			p.Freezes = p.Freezes.End(now)
+		}
+	}
 	if err := p.Validate(queue.DefaultMaxLease); err != nil {
 		return p, invalid("policy: %v", err)
 	}
@@ -193,6 +224,9 @@ func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
 	if p.Flow.Fair {
 		out.FlowFair = ptr(true)
 	}
+	if p.Frozen() {
+		out.Freeze = ptr(true)
+	}
 	if !p.Backoff.IsZero() {
 		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
 			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
@@ -222,4 +256,26 @@ func clusterFlow(f queue.Flow) error {
 	}
 	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
 		"policy %s: this server runs in cluster mode (serve --cluster), whose JetStream consumers do not bound, order or share out messages per flow key; flow policies are served by a single node (docs/CLUSTER.md)", field))
+}
+
+// protoFreezes shows a topic's frozen pauses.
+func protoFreezes(f *queue.Freezes) []*hourglassv1.FrozenPause {
+	var out []*hourglassv1.FrozenPause
+	for _, z := range f.List() {
+		fp := &hourglassv1.FrozenPause{BeganAt: timestamppb.New(time.UnixMilli(z.At))}
+		if z.Until != 0 {
+			fp.EndedAt = timestamppb.New(time.UnixMilli(z.Until))
+		}
+		out = append(out, fp)
+	}
+	return out
+}
+
+// lockPolicy serialises the SetPolicy calls of topic on this node and
+// returns the unlock.
+func (s *Server) lockPolicy(topic string) func() {
+	v, _ := s.policyLocks.LoadOrStore(topic, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }

@@ -188,14 +188,17 @@ const (
 
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
-	opts    Options
-	backup  sync.Mutex   // held while a backup (serveBackup) runs: one at a time
-	tracer  trace.Tracer // nil: tracing off (tracing.go)
-	eng     core
-	q       *queue.Queue // nil in cluster mode
-	recv    Receiver     // q, or the cluster node
-	log     *slog.Logger
-	metrics *Metrics
+	opts   Options
+	backup sync.Mutex // held while a backup (serveBackup) runs: one at a time
+	// policyLocks holds a *sync.Mutex per topic: SetPolicy reads,
+	// changes and writes a topic's policy under it (lockPolicy).
+	policyLocks sync.Map
+	tracer      trace.Tracer // nil: tracing off (tracing.go)
+	eng         core
+	q           *queue.Queue // nil in cluster mode
+	recv        Receiver     // q, or the cluster node
+	log         *slog.Logger
+	metrics     *Metrics
 
 	// polls is cancelled by BeginShutdown: it ends long polls and streams.
 	polls     context.Context

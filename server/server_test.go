@@ -18,6 +18,7 @@ import (
 	hourglassv1 "github.com/hourglassmq/hourglass/gen/hourglass/v1"
 	"github.com/hourglassmq/hourglass/gen/hourglass/v1/hourglassv1connect"
 	"github.com/hourglassmq/hourglass/internal/units"
+	"github.com/hourglassmq/hourglass/message"
 	"github.com/hourglassmq/hourglass/queue"
 )
 
@@ -65,8 +66,16 @@ func newBackend(t testing.TB, opts *Options, now func() time.Time) *engine.Engin
 		t.Fatal(err)
 	}
 	m := NewMetrics()
+	// Policy records set the queue's policies, as the node does.
+	onControl := func(c message.Control) {
+		if c.Kind == message.ControlPolicy {
+			if p, err := queue.DecodePolicy(c.Value); err == nil {
+				_ = q.SetPolicy(string(c.Name), p)
+			}
+		}
+	}
 	eng, err := engine.Open(engine.Options{Dir: dir, Fsync: commitlog.SyncNone, Sink: q, Observer: m,
-		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now, CountPending: true})
+		SegmentDuration: 2 * time.Second, MaxDelay: opts.MaxDelay, Now: now, CountPending: true, OnControl: onControl})
 	if err != nil {
 		t.Fatal(err)
 	}

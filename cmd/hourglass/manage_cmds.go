@@ -26,6 +26,10 @@ type messageJSON struct {
 	// LeaseUntil: a leased message's in list --state leased.
 	LeaseUntil string          `json:"lease_until,omitempty"`
 	DeadLetter *deadLetterJSON `json:"dead_letter,omitempty"`
+	// DueAt: when a frozen pause of its topic makes it due after
+	// deliver_at; Frozen: such a pause lasts (due_at as if resumed now).
+	DueAt  string `json:"due_at,omitempty"`
+	Frozen bool   `json:"frozen,omitempty"`
 }
 
 // deadLetterJSON says why a message of a dead-letter topic died.
@@ -42,6 +46,9 @@ func newMessageJSON(m client.Scheduled) messageJSON {
 		Attempt: m.Attempt, OriginID: m.OriginID.String(), Headers: m.Headers, bodyJSON: newBodyJSON(m.Body)}
 	if !m.LeaseUntil.IsZero() {
 		j.LeaseUntil = m.LeaseUntil.UTC().Format(rfc3339Nano)
+	}
+	if !m.DueAt.IsZero() {
+		j.DueAt, j.Frozen = m.DueAt.UTC().Format(rfc3339Nano), m.Frozen
 	}
 	if dl := m.DeadLetter; dl != nil {
 		j.DeadLetter = &deadLetterJSON{OriginTopic: dl.OriginTopic, Reason: dl.Reason, LastError: dl.LastError, Attempts: dl.Attempts}
@@ -87,6 +94,8 @@ first as its origin. The state is one of:
                  "rescheduled_to" names the message that replaced it
   not-found      no such message, or its schedule segment was deleted once
                  every message in it was done
+A message of a topic frozen by 'pause --freeze' shows "due at": its time with
+the frozen pauses counted ("due_at" and "frozen" with --json).
 Nothing is received, leased or changed: unlike 'recv --no-ack', get does not
 raise the attempt count. A message sent with 'send --key K' can be named by
 --topic and --key instead of its ID, for as long as it lives.
@@ -147,6 +156,12 @@ func runGet(c *cli.Context) error {
 
 func printMessage(w io.Writer, m *messageJSON) {
 	fmt.Fprintf(w, "topic:       %s\ndeliver at:  %s\nattempt:     %d\n", m.Topic, m.DeliverAt, m.Attempt)
+	switch {
+	case m.Frozen:
+		fmt.Fprintf(w, "due at:      %s if resumed now (its topic is frozen)\n", m.DueAt)
+	case m.DueAt != "":
+		fmt.Fprintf(w, "due at:      %s (its topic's frozen pauses counted)\n", m.DueAt)
+	}
 	if m.OriginID != "" {
 		fmt.Fprintf(w, "origin:      %s\n", m.OriginID)
 	}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ type policyJSON struct {
 	FlowBurst       *int         `json:"flow_burst,omitempty"`
 	FlowOrdered     *bool        `json:"flow_ordered,omitempty"`
 	FlowFair        *bool        `json:"flow_fair,omitempty"`
+	Freeze          *bool        `json:"freeze,omitempty"`
 }
 
 type backoffJSON struct {
@@ -44,7 +44,7 @@ type backoffJSON struct {
 
 func newPolicyJSON(p client.Policy) policyJSON {
 	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate,
-		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair}
+		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair, Freeze: p.Freeze}
 	if p.Lease != nil {
 		j.LeaseMs = new(p.Lease.Milliseconds())
 	}
@@ -60,6 +60,15 @@ type policiesJSON struct {
 	Topic     string     `json:"topic"`
 	Policy    policyJSON `json:"policy"`
 	Effective policyJSON `json:"effective"`
+	// Freezes are the frozen pauses that may still shift a message.
+	Freezes []freezeJSON `json:"freezes,omitempty"`
+}
+
+// freezeJSON is a frozen pause: RFC 3339 times, ended_at left out while
+// it lasts.
+type freezeJSON struct {
+	BeganAt string `json:"began_at"`
+	EndedAt string `json:"ended_at,omitempty"`
 }
 
 // policyField is a field of a policy as the command line names it (and
@@ -211,7 +220,15 @@ func summary(p client.Policy) string {
 // field, or with --json one object.
 func printPolicies(c *cli.Context, topic string, p client.Policies) error {
 	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(policiesJSON{Topic: topic, Policy: newPolicyJSON(p.Set), Effective: newPolicyJSON(p.Effective)})
+		out := policiesJSON{Topic: topic, Policy: newPolicyJSON(p.Set), Effective: newPolicyJSON(p.Effective)}
+		for _, f := range p.Freezes {
+			fj := freezeJSON{BeganAt: f.BeganAt.UTC().Format(time.RFC3339Nano)}
+			if !f.EndedAt.IsZero() {
+				fj.EndedAt = f.EndedAt.UTC().Format(time.RFC3339Nano)
+			}
+			out.Freezes = append(out.Freezes, fj)
+		}
+		return json.NewEncoder(c.App.Writer).Encode(out)
 	}
 	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 3, ' ', 0)
 	fmt.Fprintf(w, "%s\tset\teffective\n", topic)
@@ -221,6 +238,14 @@ func printPolicies(c *cli.Context, topic string, p client.Policies) error {
 			set = "-"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\n", f.name, set, f.show(p.Effective))
+	}
+	fmt.Fprintf(w, "frozen\t%s\t%s\n", yesNoSet(p.Set.Freeze), yesNoSet(p.Effective.Freeze))
+	for _, f := range p.Freezes {
+		end := "lasting"
+		if !f.EndedAt.IsZero() {
+			end = f.EndedAt.UTC().Format(time.RFC3339Nano) + " (" + units.FormatDuration(f.EndedAt.Sub(f.BeganAt)) + ")"
+		}
+		fmt.Fprintf(w, "frozen pause\t%s\t%s\n", f.BeganAt.UTC().Format(time.RFC3339Nano), end)
 	}
 	return w.Flush()
 }
@@ -527,52 +552,6 @@ func runPolicySet(c *cli.Context) error {
 		return err
 	}
 	return printPolicies(c, topic, res)
-}
-
-func pauseCommand() *cli.Command {
-	return pauseResume("pause", "stop a topic from handing out messages, until resumed",
-		`Pauses TOPIC, durably (across restarts): it hands out nothing until
-'hourglass resume TOPIC'. Pending messages keep their times and become due as
-usual; due ones wait; leases already given run on, and acks and nacks work.
-Sends go on. Prints "TOPIC paused", or with --json the policy as 'policy show
---json' does.
-
-  hourglass pause orders      # while the payment service is down
-  hourglass resume orders
-`)
-}
-
-func resumeCommand() *cli.Command {
-	return pauseResume("resume", "let a paused topic hand out messages again",
-		`Resumes TOPIC: it hands out its due messages again, at once (its other policy
-fields are kept). Prints "TOPIC resumed", or with --json the policy as
-'policy show --json' does. Resuming a topic that is not paused changes nothing.
-
-  hourglass resume orders
-`)
-}
-
-// pauseResume builds the pause or resume command.
-func pauseResume(name, usage, help string) *cli.Command {
-	op := (*client.Client).Pause
-	if name == "resume" {
-		op = (*client.Client).Resume
-	}
-	return &cli.Command{
-		Name:         name,
-		Usage:        usage,
-		UsageText:    "hourglass " + name + " TOPIC [--json]",
-		Description:  help + exitCodes,
-		Flags:        clientFlags(topicFlag("to "+name), jsonFlag()),
-		OnUsageError: usageError,
-		Action: refAction(oneTopic, op, func(c *cli.Context, topic string, p client.Policies) error {
-			if c.Bool("json") {
-				return printPolicies(c, topic, p)
-			}
-			_, err := io.WriteString(c.App.Writer, topic+" "+name+"d\n")
-			return err
-		}),
-	}
 }
 
 // flowSummary prints a topic's largest backlogs by flow key as

@@ -75,7 +75,7 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
 	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed, VKeyForgotten,
 	VAfterReschedule, VRescheduleUntruthful, VRescheduleBoth, VRescheduledLost, VRedrivenTwice, VRedriveUnfounded,
-	VDeliveredWhilePaused, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected, VFlowConcurrency, VFlowOrder, VFlowRate, VFlowLost}
+	VDeliveredWhilePaused, VFrozenEarly, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected, VFlowConcurrency, VFlowOrder, VFlowRate, VFlowLost}
 
 // Check judges a history. The rules, message by message (key = body):
 //
@@ -160,7 +160,7 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //     moved once.
 //   - Pause: nothing of a topic is handed out by a Receive sent after its
 //     pause was answered OK and returned before the next resume was sent
-//     (VDeliveredWhilePaused).
+//     (VDeliveredWhilePaused); a frozen pause, VFrozenEarly (freezecheck.go).
 //   - Recurring schedules: checkSchedules (recurcheck.go); their
 //     occurrences are routed there by the hourglass-schedule header.
 //
@@ -519,7 +519,7 @@ func Check(ev Events, p CheckParams) Result {
 			add(*v)
 		}
 	}
-	res.Violations = append(res.Violations, checkPauses(ev, c)...)
+	res.Violations = append(append(res.Violations, checkPauses(ev, c)...), checkFreezes(ev, p, c)...)
 	cutOcc := false
 	for _, k := range ev.Cuts {
 		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic

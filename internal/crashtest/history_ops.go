@@ -57,11 +57,12 @@ type Redrive struct {
 	More     bool  `json:",omitempty"`
 }
 
-// PolicyChange is one SetPolicy call that pauses (Paused) or resumes a
-// topic.
+// PolicyChange is one SetPolicy call that pauses (Paused; frozen with
+// Freeze) or resumes a topic.
 type PolicyChange struct {
 	Topic    string
 	Paused   bool
+	Freeze   bool `json:",omitempty"`
 	Cycle    int
 	Sent     time.Time
 	Answered time.Time

@@ -19,6 +19,7 @@ type operations struct {
 	cancelByKey bool // producers Cancel by topic and key too (by ID always)
 	redrive     bool // a redriver per cycle; consumers visit .dlq topics half as often
 	pause       bool // a pauser per cycle; the drain resumes every topic first
+	freeze      bool // the pauser's pauses are frozen half the time (a single node's)
 	recurring   bool // recurring schedules on SchedTopic, managed per cycle and finished before the drain
 	working     bool // messages in a calendar's working time (CalendarName), once a cycle has created it
 }
@@ -29,6 +30,7 @@ const (
 	opCancelByKey = "cancel-by-key"
 	opRedrive     = "redrive"
 	opPause       = "pause"
+	opFreeze      = "freeze"
 	opRecurring   = "recurring"
 	opWorking     = "working-time"
 )
@@ -39,7 +41,7 @@ func (o operations) names() []string {
 	for _, op := range []struct {
 		on   bool
 		name string
-	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.recurring, opRecurring}, {o.working, opWorking}} {
+	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.freeze, opFreeze}, {o.recurring, opRecurring}, {o.working, opWorking}} {
 		if op.on {
 			out = append(out, op.name)
 		}
@@ -48,13 +50,13 @@ func (o operations) names() []string {
 }
 
 // allOperations: one node serves every one of them.
-var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true, working: true}
+var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, freeze: true, recurring: true, working: true}
 
 // clusterOperations are those a cluster serves on any node: all of one
 // node's (docs/CLUSTER.md "Managing scheduled messages", "Managing the
 // queue", "Recurring schedules") but calendars, which a cluster does not
-// have yet. The checks judge them as on one node, with the cluster's
-// documented differences (Check).
+// have yet, and frozen pauses, which it refuses. The checks judge them as
+// on one node, with the cluster's documented differences (Check).
 var clusterOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true}
 
 // operators starts, with wg, the per-cycle workers of the operations w
@@ -185,7 +187,8 @@ func (w *workload) redriver(ctx context.Context, l lanes, cycle int, rng *rand.R
 
 // pauser first resumes every topic a pause may still hold (one before a
 // kill, or in doubt), then every 1.5 to 4 s pauses a random producers'
-// topic for 0.3 to 1.2 s and resumes it, until ctx ends.
+// topic for 0.3 to 1.2 s (a frozen pause half the time, when the
+// workload freezes) and resumes it, until ctx ends.
 func (w *workload) pauser(ctx context.Context, l lanes, cycle int, rng *rand.Rand) {
 	w.resumeAll(ctx, l, cycle, rng)
 	for ctx.Err() == nil {
@@ -196,7 +199,7 @@ func (w *workload) pauser(ctx context.Context, l lanes, cycle int, rng *rand.Ran
 		if ctx.Err() != nil {
 			return
 		}
-		w.setPaused(ctx, ln, cycle, topic, true, false)
+		w.setPaused(ctx, ln, cycle, topic, true, w.operating.freeze && rng.IntN(2) == 0)
 		sleep(ctx, hold)
 		w.resume(ctx, l, cycle, topic, rng)
 	}
@@ -230,12 +233,17 @@ func (w *workload) resume(ctx context.Context, l lanes, cycle int, topic string,
 	}
 }
 
-// setPaused pauses or resumes topic with one SetPolicy through ln, and
-// records it. A topic is taken as paused from the moment its pause is
-// sent until a resume is answered OK.
-func (w *workload) setPaused(ctx context.Context, ln lane, cycle int, topic string, paused, byDefault bool) Outcome {
+// setPaused pauses (frozen, with freezeOrDefault) or resumes (by naming
+// paused in defaults, with freezeOrDefault) topic with one SetPolicy
+// through ln, and records it. A topic is taken as paused from the moment
+// its pause is sent until a resume is answered OK.
+func (w *workload) setPaused(ctx context.Context, ln lane, cycle int, topic string, paused, freezeOrDefault bool) Outcome {
 	req := &hourglassv1.SetPolicyRequest{Topic: topic, Policy: &hourglassv1.Policy{Paused: &paused}}
+	byDefault, freeze := !paused && freezeOrDefault, paused && freezeOrDefault
 	op := "resume"
+	if freeze {
+		req.Policy.Freeze = &freeze
+	}
 	if paused {
 		op = "pause"
 		w.mu.Lock()
@@ -245,7 +253,7 @@ func (w *workload) setPaused(ctx context.Context, ln lane, cycle int, topic stri
 		req = &hourglassv1.SetPolicyRequest{Topic: topic, Defaults: []string{"paused"}}
 	}
 	w.count(op, ln.proto)
-	x := PolicyChange{Topic: topic, Paused: paused, Cycle: cycle, Sent: time.Now()}
+	x := PolicyChange{Topic: topic, Paused: paused, Freeze: freeze, Cycle: cycle, Sent: time.Now()}
 	_, err := call(ctx, ln.SetPolicy, req)
 	x.Answered, x.Outcome = time.Now(), classify(err)
 	w.hist.AddPolicy(x)

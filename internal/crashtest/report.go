@@ -68,6 +68,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	}
 	if ops(opPause) {
 		row("pauses / resumes / in doubt; delivered while paused (violation)", fmt.Sprintf("%d / %d / %d; %d", c.Paused, c.Resumed, c.PolicyInDoubt, c.DeliveredWhilePaused))
+		row("frozen pauses; delivered before due + freeze (violation)", fmt.Sprintf("%d; %d", c.Frozen, c.FrozenEarly))
 	}
 	if ops(opRecurring) {
 		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))

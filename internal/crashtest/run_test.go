@@ -174,8 +174,8 @@ func TestRunCluster(t *testing.T) {
 			c.Scheduled, c.Delivered, c.Cancelled, c.CancelInDoubt, sum.DrainComplete)
 	}
 	// Every operation a cluster serves is in the workload (issue 25; not
-	// calendars, which a cluster does not have), and the recurring
-	// schedules ran.
+	// calendars, which a cluster does not have, nor frozen pauses, which it
+	// refuses), and the recurring schedules ran.
 	if got, want := strings.Join(sum.Operations, ","), strings.Join(clusterOperations.names(), ","); got != want || !strings.HasSuffix(want, "recurring") {
 		t.Errorf("operations %s, want %s", got, want)
 	}

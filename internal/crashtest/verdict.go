@@ -131,6 +131,8 @@ type Counts struct {
 	Resumed              int `json:"resumed"`                // resumes answered OK
 	PolicyInDoubt        int `json:"policy_in_doubt"`        // pauses and resumes in doubt
 	DeliveredWhilePaused int `json:"delivered_while_paused"` // violation
+	Frozen               int `json:"frozen"`                 // frozen pauses answered OK
+	FrozenEarly          int `json:"frozen_early"`           // violation: before its time plus a frozen pause
 	// Recurring schedules (issue 22).
 	Schedules              int `json:"schedules"`                 // created
 	ScheduleCalls          int `json:"schedule_calls"`            // create, update and delete attempts

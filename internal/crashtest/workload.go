@@ -85,6 +85,9 @@ func newWorkload(cfg *Config, hist *History) *workload {
 		// Not under damage: the flow checker knows nothing of what a
 		// repair or a cut may take, and would call it lost.
 		w.flow = newFlowWork()
+	} else {
+		// Nor the freeze checker (a cut may take a freeze's record).
+		w.operating.freeze = false
 	}
 	for i := range cfg.Topics {
 		w.topics = append(w.topics, fmt.Sprintf("ct%d", i))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -220,6 +221,27 @@ def test_topic_policy_pause_resume_and_delete(client: hourglass.Client, topic: s
     assert topic in [t.topic for t in client.topics()]
     client.schedule(topic, delay=3600)
     assert client.delete_topic(topic).cancelled == 1
+
+
+def test_frozen_pause_counts_in_get_and_resume_ends_it(client: hourglass.Client, topic: str) -> None:
+    id = client.schedule(topic, "later", delay=3600)
+    p = client.freeze(topic)
+    assert p.effective.freeze is True and p.effective.paused is True
+    assert len(p.freezes) == 1 and p.freezes[0].ended_at is None
+    deadline = time.monotonic() + 10
+    while True:  # the freeze counts whole milliseconds: until get sees one pass
+        m = client.get(id).message
+        assert m is not None and m.deliver_at is not None
+        if m.frozen and m.due_at is not None and m.due_at > m.deliver_at:
+            break
+        assert time.monotonic() < deadline, f"get while frozen: {m}"
+    p = client.resume(topic)
+    assert p.effective.freeze is False and p.effective.paused is False
+    fz = p.freezes[0]
+    assert fz.ended_at is not None
+    m = client.get(id).message
+    assert m is not None and m.deliver_at is not None and not m.frozen
+    assert m.due_at == m.deliver_at + (fz.ended_at - fz.began_at)
 
 
 def test_nack_to_the_dead_letter_topic_and_redrive(client: hourglass.Client, topic: str) -> None:

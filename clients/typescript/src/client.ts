@@ -23,6 +23,7 @@ import {
   purgeStateOf,
   topicInfoOf,
   type DeletedTopic,
+  type FrozenPause,
   type Policies,
   type Policy,
   type PolicyField,
@@ -137,6 +138,12 @@ export interface StoredMessage {
   attempt: number;
   /** The first attempt's id of a retry or reschedule; the id itself otherwise. */
   originId: string;
+  /**
+   * get and list: when it is due with its topic's frozen pauses counted, if they make it due
+   * after deliverAt; frozen while such a pause lasts (dueAt then as if resumed now).
+   */
+  dueAt?: Date;
+  frozen?: boolean;
   /** Set on a dead letter (a message of "<topic>.dlq", or one get finds dead-lettered): why it died. */
   deadLetter?: {
     originTopic: string;
@@ -257,6 +264,10 @@ function storedOf(m: PbMessage): StoredMessage {
     attempt: m.attempt,
     originId: m.originId || m.id,
   };
+  if (m.dueAt) {
+    s.dueAt = dateOf(m.dueAt);
+    s.frozen = m.frozen;
+  }
   if (m.deadLetter) {
     const dl = m.deadLetter;
     s.deadLetter = {
@@ -474,7 +485,7 @@ export class HourglassClient {
   /** A topic's delivery policy: what it set, and what applies. */
   async getPolicy(topic: string): Promise<Policies> {
     const res = await this.rpc.getPolicy({ topic });
-    return { policy: policyOf(res.policy), effective: policyOf(res.effective) };
+    return { policy: policyOf(res.policy), effective: policyOf(res.effective), freezes: freezesOf(res.freezes) };
   }
 
   /**
@@ -483,7 +494,7 @@ export class HourglassClient {
    */
   async setPolicy(topic: string, policy: Policy, defaults: PolicyField[] = []): Promise<Policies> {
     const res = await this.rpc.setPolicy({ topic, policy: policyInit(policy), defaults: defaultsOf(defaults) });
-    return { policy: policyOf(res.policy), effective: policyOf(res.effective) };
+    return { policy: policyOf(res.policy), effective: policyOf(res.effective), freezes: freezesOf(res.freezes) };
   }
 
   /** Stops topic from handing out messages, durably, until resume. */
@@ -491,7 +502,15 @@ export class HourglassClient {
     return this.setPolicy(topic, { paused: true });
   }
 
-  /** Lets a paused topic hand out its messages again. */
+  /**
+   * Pauses topic with its clock stopped: on resume every message stored before and not yet due
+   * then is due as much later as the pause lasted. Costs the same whatever the topic holds.
+   */
+  freeze(topic: string): Promise<Policies> {
+    return this.setPolicy(topic, { freeze: true });
+  }
+
+  /** Lets a paused topic hand out its messages again (ending a frozen pause). */
   resume(topic: string): Promise<Policies> {
     return this.setPolicy(topic, {}, ["paused"]);
   }
@@ -610,4 +629,12 @@ export class HourglassClient {
   close(): void {
     this.onClose();
   }
+}
+
+function freezesOf(fs: { beganAt?: Timestamp; endedAt?: Timestamp }[]): FrozenPause[] {
+  return fs.map((f) => {
+    const out: FrozenPause = { beganAt: dateOf(f.beganAt) ?? new Date(0) };
+    if (f.endedAt) out.endedAt = dateOf(f.endedAt);
+    return out;
+  });
 }

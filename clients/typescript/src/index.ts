@@ -19,6 +19,7 @@ export type { EditInput, EditResult } from "./edit.js";
 export type {
   Backoff,
   DeletedTopic,
+  FrozenPause,
   Policies,
   Policy,
   PolicyField,

@@ -34,6 +34,17 @@ export interface Policy {
   flowOrdered?: boolean;
   /** The keys with due messages are served in turn, one message each. */
   flowFair?: boolean;
+  /**
+   * A frozen pause: paused with the topic's clock stopped; on resume every message stored before
+   * it and not yet due then is due as much later as it lasted. Setting it pauses; resume ends it.
+   */
+  freeze?: boolean;
+}
+
+/** A frozen pause of a topic; endedAt is unset while it lasts. */
+export interface FrozenPause {
+  beganAt: Date;
+  endedAt?: Date;
 }
 
 /** A retry delay: initialMs × multiplier^(retry−1), at most maxMs (0: no cap), less up to jitter of it. */
@@ -50,6 +61,8 @@ export interface Backoff {
 export interface Policies {
   policy: Policy;
   effective: Policy;
+  /** The topic's frozen pauses that may still make a message due later, oldest first. */
+  freezes: FrozenPause[];
 }
 
 /** A field of Policy, for setPolicy to set back to the server's default. */
@@ -151,6 +164,7 @@ export function policyOf(p: PbPolicy | undefined): Policy {
   if (p.flowBurst !== undefined) out.flowBurst = p.flowBurst;
   if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
   if (p.flowFair !== undefined) out.flowFair = p.flowFair;
+  if (p.freeze !== undefined) out.freeze = p.freeze;
   return out;
 }
 
@@ -178,6 +192,7 @@ export function policyInit(p: Policy): MessageInitShape<typeof PolicySchema> {
   if (p.flowBurst !== undefined) out.flowBurst = p.flowBurst;
   if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
   if (p.flowFair !== undefined) out.flowFair = p.flowFair;
+  if (p.freeze !== undefined) out.freeze = p.freeze;
   return out;
 }
 

@@ -164,6 +164,29 @@ for (const [name, make] of Object.entries(clients)) {
       await rejectsWith(c.setPolicy(t, { maxAttempts: 1001 }), Code.InvalidArgument);
     });
 
+    test("a frozen pause stops a topic's clock: get counts it, resume ends it", async () => {
+      const t = topic("frozen");
+      const m = await c.schedule({ topic: t, body: "later", delayMs: 3_600_000 });
+      let p = await c.freeze(t);
+      assert.equal(p.effective.freeze, true);
+      assert.equal(p.effective.paused, true);
+      assert.equal(p.freezes.length, 1);
+      assert.equal(p.freezes[0].endedAt, undefined);
+      // The freeze counts whole milliseconds: wait until get sees one pass.
+      await waitFor("get to count the freeze", async () => {
+        const f = await c.get(m.id);
+        return f.message?.frozen === true && f.message.dueAt !== undefined && f.message.dueAt > f.message.deliverAt!;
+      });
+      p = await c.resume(t);
+      assert.equal(p.effective.freeze, false);
+      assert.equal(p.effective.paused, false);
+      const fz = p.freezes[0];
+      assert.ok(fz.endedAt);
+      const f = await c.get(m.id);
+      assert.equal(f.message?.frozen, false);
+      assert.equal(f.message?.dueAt?.getTime(), f.message!.deliverAt!.getTime() + (fz.endedAt!.getTime() - fz.beganAt.getTime()));
+    });
+
     test("get of the first id after three nacks under a backoff policy: dead-lettered, with why", async () => {
       const t = topic("retried");
       await c.setPolicy(t, { maxAttempts: 3, backoff: { initialMs: 50, maxMs: 50, multiplier: 1 } });

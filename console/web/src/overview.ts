@@ -3,7 +3,7 @@
 
 import { api, call, MessageState, readiness, type GetPolicyResponse, type Policy, type StatsResponse } from "./api.js";
 import { lines, type Chart } from "./chart.js";
-import { busy, confirm, failed, fill, form, h, notify, row, table, unavailable, type Child, type Field } from "./dom.js";
+import { busy, failed, fill, form, h, notify, row, table, unavailable, type Child, type Field } from "./dom.js";
 import { bytes, duration, num, parseDuration, rate, time, toDate } from "./format.js";
 import { loadTopics, type Page } from "./page.js";
 
@@ -204,7 +204,8 @@ function topicLinks(topic: string): HTMLElement {
 function policyText(p: Policy | undefined): Child {
   if (!p) return "defaults";
   const parts: Child[] = [];
-  if (p.paused) parts.push(h("span", { class: "badge paused" }, "paused"));
+  if (p.freeze) parts.push(h("span", { class: "badge paused frozen" }, "frozen"));
+  else if (p.paused) parts.push(h("span", { class: "badge paused" }, "paused"));
   if (p.maxDispatchRate !== undefined && p.maxDispatchRate > 0) parts.push(` ≤ ${rate(p.maxDispatchRate)}`);
   if (p.maxAttempts !== undefined) parts.push(` ${p.maxAttempts} attempts`);
   if (p.leaseMs !== undefined) parts.push(` lease ${duration(Number(p.leaseMs))}`);
@@ -223,16 +224,19 @@ function actions(topic: string, p: Policy | undefined): HTMLElement {
 }
 
 async function pause(topic: string, btn: HTMLButtonElement): Promise<void> {
-  const ok = await confirm(`Pause ${topic}?`,
-    "Nothing of this topic is handed to consumers until it is resumed; pending messages keep their times and due ones wait.", "Pause");
-  if (ok) await setPaused(topic, true, btn);
+  const v = await form(`Pause ${topic}?`, [{
+    name: "mode", label: "Pending messages", value: "keep",
+    options: [["keep", "keep their times (due ones wait)"], ["freeze", "freeze: the clock stops"]],
+    hint: "Frozen, every message scheduled before the pause and not yet due is due as much later as the pause lasted.",
+  }], "Pause", "Nothing of this topic is handed to consumers until it is resumed.");
+  if (v) await setPaused(topic, true, btn, v.mode === "freeze");
 }
 
-async function setPaused(topic: string, paused: boolean, btn: HTMLButtonElement): Promise<void> {
+async function setPaused(topic: string, paused: boolean, btn: HTMLButtonElement, freeze = false): Promise<void> {
   await busy(btn, async () => {
     try {
-      await call("SetPolicy", () => api.setPolicy({ topic, policy: { paused } }));
-      notify("ok", `${topic} ${paused ? "paused" : "resumed"}`);
+      await call("SetPolicy", () => api.setPolicy({ topic, policy: freeze ? { paused, freeze } : { paused } }));
+      notify("ok", `${topic} ${freeze ? "frozen" : paused ? "paused" : "resumed"}`);
     } catch (e) {
       failed(e);
     }

@@ -1333,7 +1333,14 @@ type Message struct {
 	// this lease holds (not on a later delivery of the same message).
 	Receipt string `protobuf:"bytes,10,opt,name=receipt,proto3" json:"receipt,omitempty"`
 	// Set on a message in a dead-letter topic: why it died and where.
-	DeadLetter    *DeadLetter `protobuf:"bytes,11,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	DeadLetter *DeadLetter `protobuf:"bytes,11,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
+	// Get and List: when it is due with its topic's frozen pauses counted
+	// (Policy.freeze), set when they make it due after deliver_at: later by
+	// every frozen pause that began after it was stored and before it was
+	// due. While such a pause lasts, frozen is set and due_at counts the
+	// pause up to now (as if resumed now).
+	DueAt         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	Frozen        bool                   `protobuf:"varint,13,opt,name=frozen,proto3" json:"frozen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1443,6 +1450,20 @@ func (x *Message) GetDeadLetter() *DeadLetter {
 		return x.DeadLetter
 	}
 	return nil
+}
+
+func (x *Message) GetDueAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueAt
+	}
+	return nil
+}
+
+func (x *Message) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
 }
 
 // DeadLetter says why a message was dead-lettered.
@@ -5493,7 +5514,15 @@ type Policy struct {
 	FlowOrdered *bool `protobuf:"varint,9,opt,name=flow_ordered,json=flowOrdered,proto3,oneof" json:"flow_ordered,omitempty"`
 	// Across flow keys: consumers are served one key at a time in turn, so
 	// a key with a large backlog delays another key by a bounded amount.
-	FlowFair      *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
+	FlowFair *bool `protobuf:"varint,10,opt,name=flow_fair,json=flowFair,proto3,oneof" json:"flow_fair,omitempty"`
+	// A frozen pause: paused, and the topic's clock stopped. On resume
+	// (paused false, or freeze false) every message stored before the pause
+	// began and not yet due then is due as much later as the pause lasted;
+	// no stored message is rewritten (pausing and resuming cost the same
+	// whatever the topic holds). Setting it sets paused. A message stored
+	// while frozen keeps its time (held until resumed if due before).
+	// Answered set while a frozen pause lasts. Not with flow policies.
+	Freeze        *bool `protobuf:"varint,11,opt,name=freeze,proto3,oneof" json:"freeze,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5598,6 +5627,67 @@ func (x *Policy) GetFlowFair() bool {
 	return false
 }
 
+func (x *Policy) GetFreeze() bool {
+	if x != nil && x.Freeze != nil {
+		return *x.Freeze
+	}
+	return false
+}
+
+// FrozenPause is one frozen pause of a topic that still shifts messages.
+type FrozenPause struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	BeganAt *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=began_at,json=beganAt,proto3" json:"began_at,omitempty"`
+	// Unset while it lasts.
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FrozenPause) Reset() {
+	*x = FrozenPause{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FrozenPause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FrozenPause) ProtoMessage() {}
+
+func (x *FrozenPause) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FrozenPause.ProtoReflect.Descriptor instead.
+func (*FrozenPause) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *FrozenPause) GetBeganAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BeganAt
+	}
+	return nil
+}
+
+func (x *FrozenPause) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 type GetPolicyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -5607,7 +5697,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5619,7 +5709,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5632,7 +5722,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -5647,14 +5737,17 @@ type GetPolicyResponse struct {
 	// What the topic set.
 	Policy *Policy `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
 	// What applies: the topic's settings over the server's defaults.
-	Effective     *Policy `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	Effective *Policy `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	// The topic's frozen pauses that may still shift a message, oldest
+	// first.
+	Freezes       []*FrozenPause `protobuf:"bytes,3,rep,name=freezes,proto3" json:"freezes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5666,7 +5759,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5679,7 +5772,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -5696,6 +5789,13 @@ func (x *GetPolicyResponse) GetEffective() *Policy {
 	return nil
 }
 
+func (x *GetPolicyResponse) GetFreezes() []*FrozenPause {
+	if x != nil {
+		return x.Freezes
+	}
+	return nil
+}
+
 type SetPolicyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -5705,7 +5805,7 @@ type SetPolicyRequest struct {
 	// Fields to set back to the server's default: "max_attempts",
 	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
 	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
-	// "flow_fair".
+	// "flow_fair" ("paused" ends a frozen pause too).
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5713,7 +5813,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5725,7 +5825,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5738,7 +5838,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5763,16 +5863,18 @@ func (x *SetPolicyRequest) GetDefaults() []string {
 }
 
 type SetPolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Policy        *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
-	Effective     *Policy                `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Policy    *Policy                `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	Effective *Policy                `protobuf:"bytes,2,opt,name=effective,proto3" json:"effective,omitempty"`
+	// As GetPolicyResponse.freezes.
+	Freezes       []*FrozenPause `protobuf:"bytes,3,rep,name=freezes,proto3" json:"freezes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5784,7 +5886,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5797,7 +5899,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5810,6 +5912,13 @@ func (x *SetPolicyResponse) GetPolicy() *Policy {
 func (x *SetPolicyResponse) GetEffective() *Policy {
 	if x != nil {
 		return x.Effective
+	}
+	return nil
+}
+
+func (x *SetPolicyResponse) GetFreezes() []*FrozenPause {
+	if x != nil {
+		return x.Freezes
 	}
 	return nil
 }
@@ -5856,7 +5965,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5868,7 +5977,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5881,7 +5990,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -5991,7 +6100,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6112,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6125,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -6036,7 +6145,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6048,7 +6157,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6061,7 +6170,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6082,7 +6191,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6094,7 +6203,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6107,7 +6216,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -6126,7 +6235,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6138,7 +6247,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6151,7 +6260,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6170,7 +6279,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6182,7 +6291,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6195,7 +6304,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -6213,7 +6322,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6225,7 +6334,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6238,7 +6347,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 type ResumeScheduleRequest struct {
@@ -6250,7 +6359,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6262,7 +6371,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6275,7 +6384,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -6294,7 +6403,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6306,7 +6415,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6319,7 +6428,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6338,7 +6447,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6350,7 +6459,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6363,7 +6472,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -6381,7 +6490,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6393,7 +6502,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6406,7 +6515,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 type GetScheduleRequest struct {
@@ -6420,7 +6529,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6432,7 +6541,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6445,7 +6554,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -6483,7 +6592,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6495,7 +6604,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6508,7 +6617,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -6567,7 +6676,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6579,7 +6688,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6592,7 +6701,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -6626,7 +6735,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6638,7 +6747,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6651,7 +6760,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -6681,7 +6790,7 @@ type BackfillScheduleRequest struct {
 
 func (x *BackfillScheduleRequest) Reset() {
 	*x = BackfillScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6693,7 +6802,7 @@ func (x *BackfillScheduleRequest) String() string {
 func (*BackfillScheduleRequest) ProtoMessage() {}
 
 func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6706,7 +6815,7 @@ func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *BackfillScheduleRequest) GetName() string {
@@ -6743,7 +6852,7 @@ type BackfillScheduleResponse struct {
 
 func (x *BackfillScheduleResponse) Reset() {
 	*x = BackfillScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6755,7 +6864,7 @@ func (x *BackfillScheduleResponse) String() string {
 func (*BackfillScheduleResponse) ProtoMessage() {}
 
 func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6768,7 +6877,7 @@ func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *BackfillScheduleResponse) GetStored() int32 {
@@ -6800,7 +6909,7 @@ type WorkingHours struct {
 
 func (x *WorkingHours) Reset() {
 	*x = WorkingHours{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6812,7 +6921,7 @@ func (x *WorkingHours) String() string {
 func (*WorkingHours) ProtoMessage() {}
 
 func (x *WorkingHours) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6825,7 +6934,7 @@ func (x *WorkingHours) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
 func (*WorkingHours) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *WorkingHours) GetDay() Weekday {
@@ -6871,7 +6980,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6883,7 +6992,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6896,7 +7005,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *Calendar) GetName() string {
@@ -6936,7 +7045,7 @@ type CreateCalendarRequest struct {
 
 func (x *CreateCalendarRequest) Reset() {
 	*x = CreateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6948,7 +7057,7 @@ func (x *CreateCalendarRequest) String() string {
 func (*CreateCalendarRequest) ProtoMessage() {}
 
 func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6961,7 +7070,7 @@ func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *CreateCalendarRequest) GetCalendar() *Calendar {
@@ -6979,7 +7088,7 @@ type CreateCalendarResponse struct {
 
 func (x *CreateCalendarResponse) Reset() {
 	*x = CreateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6991,7 +7100,7 @@ func (x *CreateCalendarResponse) String() string {
 func (*CreateCalendarResponse) ProtoMessage() {}
 
 func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7004,7 +7113,7 @@ func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
 }
 
 type UpdateCalendarRequest struct {
@@ -7017,7 +7126,7 @@ type UpdateCalendarRequest struct {
 
 func (x *UpdateCalendarRequest) Reset() {
 	*x = UpdateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7029,7 +7138,7 @@ func (x *UpdateCalendarRequest) String() string {
 func (*UpdateCalendarRequest) ProtoMessage() {}
 
 func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7042,7 +7151,7 @@ func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
@@ -7060,7 +7169,7 @@ type UpdateCalendarResponse struct {
 
 func (x *UpdateCalendarResponse) Reset() {
 	*x = UpdateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7072,7 +7181,7 @@ func (x *UpdateCalendarResponse) String() string {
 func (*UpdateCalendarResponse) ProtoMessage() {}
 
 func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7085,7 +7194,7 @@ func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
 }
 
 type DeleteCalendarRequest struct {
@@ -7097,7 +7206,7 @@ type DeleteCalendarRequest struct {
 
 func (x *DeleteCalendarRequest) Reset() {
 	*x = DeleteCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7109,7 +7218,7 @@ func (x *DeleteCalendarRequest) String() string {
 func (*DeleteCalendarRequest) ProtoMessage() {}
 
 func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7122,7 +7231,7 @@ func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *DeleteCalendarRequest) GetName() string {
@@ -7140,7 +7249,7 @@ type DeleteCalendarResponse struct {
 
 func (x *DeleteCalendarResponse) Reset() {
 	*x = DeleteCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7152,7 +7261,7 @@ func (x *DeleteCalendarResponse) String() string {
 func (*DeleteCalendarResponse) ProtoMessage() {}
 
 func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7165,7 +7274,7 @@ func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
 }
 
 type GetCalendarRequest struct {
@@ -7177,7 +7286,7 @@ type GetCalendarRequest struct {
 
 func (x *GetCalendarRequest) Reset() {
 	*x = GetCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7189,7 +7298,7 @@ func (x *GetCalendarRequest) String() string {
 func (*GetCalendarRequest) ProtoMessage() {}
 
 func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7202,7 +7311,7 @@ func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
 func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *GetCalendarRequest) GetName() string {
@@ -7221,7 +7330,7 @@ type GetCalendarResponse struct {
 
 func (x *GetCalendarResponse) Reset() {
 	*x = GetCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7233,7 +7342,7 @@ func (x *GetCalendarResponse) String() string {
 func (*GetCalendarResponse) ProtoMessage() {}
 
 func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7246,7 +7355,7 @@ func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
 func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
 }
 
 func (x *GetCalendarResponse) GetCalendar() *Calendar {
@@ -7268,7 +7377,7 @@ type ListCalendarsRequest struct {
 
 func (x *ListCalendarsRequest) Reset() {
 	*x = ListCalendarsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7280,7 +7389,7 @@ func (x *ListCalendarsRequest) String() string {
 func (*ListCalendarsRequest) ProtoMessage() {}
 
 func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7293,7 +7402,7 @@ func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
 func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *ListCalendarsRequest) GetPageToken() string {
@@ -7320,7 +7429,7 @@ type ListCalendarsResponse struct {
 
 func (x *ListCalendarsResponse) Reset() {
 	*x = ListCalendarsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7332,7 +7441,7 @@ func (x *ListCalendarsResponse) String() string {
 func (*ListCalendarsResponse) ProtoMessage() {}
 
 func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7345,7 +7454,7 @@ func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
 func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
 }
 
 func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
@@ -7370,7 +7479,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7382,7 +7491,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7395,7 +7504,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
 }
 
 type WhoAmIResponse struct {
@@ -7419,7 +7528,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7431,7 +7540,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7444,7 +7553,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -7511,7 +7620,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7523,7 +7632,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7536,7 +7645,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{101}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -7622,7 +7731,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7634,7 +7743,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7647,7 +7756,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{102}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -7677,7 +7786,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7689,7 +7798,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7702,7 +7811,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{103}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -7770,7 +7879,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\xbd\x03\n" +
+	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\x88\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12.\n" +
@@ -7786,7 +7895,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\areceipt\x18\n" +
 	" \x01(\tR\areceipt\x129\n" +
 	"\vdead_letter\x18\v \x01(\v2\x18.hourglass.v1.DeadLetterR\n" +
-	"deadLetter\"\xae\x01\n" +
+	"deadLetter\x121\n" +
+	"\x06due_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x16\n" +
+	"\x06frozen\x18\r \x01(\bR\x06frozen\"\xae\x01\n" +
 	"\n" +
 	"DeadLetter\x12!\n" +
 	"\forigin_topic\x18\x01 \x01(\tR\voriginTopic\x12\x16\n" +
@@ -8076,7 +8187,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\x9f\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xc7\x04\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
@@ -8089,7 +8200,8 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"flow_burst\x18\b \x01(\x05H\x06R\tflowBurst\x88\x01\x01\x12&\n" +
 	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
 	"\tflow_fair\x18\n" +
-	" \x01(\bH\bR\bflowFair\x88\x01\x01B\x0f\n" +
+	" \x01(\bH\bR\bflowFair\x88\x01\x01\x12\x1b\n" +
+	"\x06freeze\x18\v \x01(\bH\tR\x06freeze\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
@@ -8100,19 +8212,25 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\v_flow_burstB\x0f\n" +
 	"\r_flow_orderedB\f\n" +
 	"\n" +
-	"_flow_fair\"(\n" +
+	"_flow_fairB\t\n" +
+	"\a_freeze\"{\n" +
+	"\vFrozenPause\x125\n" +
+	"\bbegan_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\abeganAt\x125\n" +
+	"\bended_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"(\n" +
 	"\x10GetPolicyRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"u\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\"\xaa\x01\n" +
 	"\x11GetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"r\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\x123\n" +
+	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"r\n" +
 	"\x10SetPolicyRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12,\n" +
 	"\x06policy\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x12\x1a\n" +
-	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"u\n" +
+	"\bdefaults\x18\x03 \x03(\tR\bdefaults\"\xaa\x01\n" +
 	"\x11SetPolicyResponse\x12,\n" +
 	"\x06policy\x18\x01 \x01(\v2\x14.hourglass.v1.PolicyR\x06policy\x122\n" +
-	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\"\xb2\x04\n" +
+	"\teffective\x18\x02 \x01(\v2\x14.hourglass.v1.PolicyR\teffective\x123\n" +
+	"\afreezes\x18\x03 \x03(\v2\x19.hourglass.v1.FrozenPauseR\afreezes\"\xb2\x04\n" +
 	"\x11RecurringSchedule\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x12\n" +
@@ -8338,7 +8456,7 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 }
 
 var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 104)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
 	(MessageState)(0),                // 1: hourglass.v1.MessageState
@@ -8414,220 +8532,226 @@ var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(*TopicsResponse)(nil),           // 71: hourglass.v1.TopicsResponse
 	(*Backoff)(nil),                  // 72: hourglass.v1.Backoff
 	(*Policy)(nil),                   // 73: hourglass.v1.Policy
-	(*GetPolicyRequest)(nil),         // 74: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 75: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),         // 76: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),        // 77: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),        // 78: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),    // 79: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 80: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),    // 81: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 82: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),     // 83: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),    // 84: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),    // 85: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil),   // 86: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 87: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 88: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),       // 89: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),      // 90: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),     // 91: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 92: hourglass.v1.ListSchedulesResponse
-	(*BackfillScheduleRequest)(nil),  // 93: hourglass.v1.BackfillScheduleRequest
-	(*BackfillScheduleResponse)(nil), // 94: hourglass.v1.BackfillScheduleResponse
-	(*WorkingHours)(nil),             // 95: hourglass.v1.WorkingHours
-	(*Calendar)(nil),                 // 96: hourglass.v1.Calendar
-	(*CreateCalendarRequest)(nil),    // 97: hourglass.v1.CreateCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 98: hourglass.v1.CreateCalendarResponse
-	(*UpdateCalendarRequest)(nil),    // 99: hourglass.v1.UpdateCalendarRequest
-	(*UpdateCalendarResponse)(nil),   // 100: hourglass.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),    // 101: hourglass.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil),   // 102: hourglass.v1.DeleteCalendarResponse
-	(*GetCalendarRequest)(nil),       // 103: hourglass.v1.GetCalendarRequest
-	(*GetCalendarResponse)(nil),      // 104: hourglass.v1.GetCalendarResponse
-	(*ListCalendarsRequest)(nil),     // 105: hourglass.v1.ListCalendarsRequest
-	(*ListCalendarsResponse)(nil),    // 106: hourglass.v1.ListCalendarsResponse
-	(*WhoAmIRequest)(nil),            // 107: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 108: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),               // 109: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),         // 110: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 111: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),    // 112: google.protobuf.Timestamp
+	(*FrozenPause)(nil),              // 74: hourglass.v1.FrozenPause
+	(*GetPolicyRequest)(nil),         // 75: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 76: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 77: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 78: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 79: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 80: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 81: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 82: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 83: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 84: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 85: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 86: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 87: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 88: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 89: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 90: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 91: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 92: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 93: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 94: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 95: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 96: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 97: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 98: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 99: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 100: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 101: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 102: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 103: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 104: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 105: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 106: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 107: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 108: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 109: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 110: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 111: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 112: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 113: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
 	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	112, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
-	112, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	112, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
-	112, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	113, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	113, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
 	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
 	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
 	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	112, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	112, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	112, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	113, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	113, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	113, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
 	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	112, // 14: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	17,  // 15: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	17,  // 16: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	26,  // 17: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	112, // 18: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	112, // 19: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	112, // 20: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	112, // 21: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	32,  // 22: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	33,  // 23: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	34,  // 24: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	35,  // 25: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	37,  // 26: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	112, // 27: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	9,   // 28: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	12,  // 29: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	11,  // 30: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	13,  // 31: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	40,  // 32: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	44,  // 33: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	45,  // 34: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	47,  // 35: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	49,  // 36: hourglass.v1.ConsumeRequest.extend:type_name -> hourglass.v1.ConsumeExtend
-	46,  // 37: hourglass.v1.ConsumeSettle.acks:type_name -> hourglass.v1.SeqRange
-	48,  // 38: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	46,  // 39: hourglass.v1.ConsumeExtend.seqs:type_name -> hourglass.v1.SeqRange
-	52,  // 40: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	51,  // 41: hourglass.v1.ConsumeResponse.batch:type_name -> hourglass.v1.ConsumeBatch
-	53,  // 42: hourglass.v1.ConsumeResponse.extended:type_name -> hourglass.v1.ConsumeExtended
-	18,  // 43: hourglass.v1.ConsumeBatch.dead_letters:type_name -> hourglass.v1.DeadLetter
-	1,   // 44: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	17,  // 45: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	112, // 46: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	1,   // 47: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	112, // 48: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	112, // 49: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	17,  // 50: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	112, // 51: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	2,   // 52: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	112, // 53: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	8,   // 54: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
-	3,   // 55: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	112, // 56: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 57: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	73,  // 58: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	70,  // 59: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	69,  // 60: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	72,  // 61: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	73,  // 62: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	73,  // 63: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	73,  // 64: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	73,  // 65: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	73,  // 66: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	8,   // 67: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	112, // 68: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	112, // 69: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 70: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	5,   // 71: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
-	6,   // 72: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
-	78,  // 73: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	112, // 74: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78,  // 75: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	112, // 76: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	112, // 77: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	78,  // 78: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	112, // 79: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	112, // 80: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
-	90,  // 81: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	112, // 82: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	112, // 83: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	7,   // 84: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
-	95,  // 85: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
-	96,  // 86: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	96,  // 87: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	96,  // 88: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
-	96,  // 89: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
-	112, // 90: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	109, // 91: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	9,   // 92: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	12,  // 93: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	41,  // 94: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	14,  // 95: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	16,  // 96: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	20,  // 97: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	43,  // 98: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	22,  // 99: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	24,  // 100: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	27,  // 101: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	29,  // 102: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	31,  // 103: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	38,  // 104: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	54,  // 105: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	56,  // 106: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	58,  // 107: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	60,  // 108: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	62,  // 109: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	64,  // 110: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	66,  // 111: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	68,  // 112: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	74,  // 113: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	76,  // 114: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	79,  // 115: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	81,  // 116: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	83,  // 117: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	85,  // 118: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	87,  // 119: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	89,  // 120: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	91,  // 121: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	93,  // 122: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
-	97,  // 123: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
-	99,  // 124: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
-	101, // 125: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
-	103, // 126: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
-	105, // 127: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
-	107, // 128: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	110, // 129: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	11,  // 130: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	13,  // 131: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	42,  // 132: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	15,  // 133: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	19,  // 134: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	21,  // 135: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	50,  // 136: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	23,  // 137: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	25,  // 138: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	28,  // 139: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	30,  // 140: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	36,  // 141: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	39,  // 142: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	55,  // 143: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	57,  // 144: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	59,  // 145: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	61,  // 146: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	63,  // 147: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	65,  // 148: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	67,  // 149: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	71,  // 150: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	75,  // 151: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	77,  // 152: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	80,  // 153: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	82,  // 154: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	84,  // 155: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	86,  // 156: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	88,  // 157: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	90,  // 158: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	92,  // 159: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	94,  // 160: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
-	98,  // 161: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
-	100, // 162: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
-	102, // 163: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
-	104, // 164: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
-	106, // 165: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
-	108, // 166: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	111, // 167: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	130, // [130:168] is the sub-list for method output_type
-	92,  // [92:130] is the sub-list for method input_type
-	92,  // [92:92] is the sub-list for extension type_name
-	92,  // [92:92] is the sub-list for extension extendee
-	0,   // [0:92] is the sub-list for field type_name
+	113, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
+	113, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	17,  // 16: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	17,  // 17: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	26,  // 18: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	113, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	113, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	113, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	113, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	32,  // 23: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	33,  // 24: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	34,  // 25: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	35,  // 26: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	37,  // 27: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	113, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	9,   // 29: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	12,  // 30: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	11,  // 31: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	13,  // 32: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	40,  // 33: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	44,  // 34: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	45,  // 35: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	47,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	49,  // 37: hourglass.v1.ConsumeRequest.extend:type_name -> hourglass.v1.ConsumeExtend
+	46,  // 38: hourglass.v1.ConsumeSettle.acks:type_name -> hourglass.v1.SeqRange
+	48,  // 39: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	46,  // 40: hourglass.v1.ConsumeExtend.seqs:type_name -> hourglass.v1.SeqRange
+	52,  // 41: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	51,  // 42: hourglass.v1.ConsumeResponse.batch:type_name -> hourglass.v1.ConsumeBatch
+	53,  // 43: hourglass.v1.ConsumeResponse.extended:type_name -> hourglass.v1.ConsumeExtended
+	18,  // 44: hourglass.v1.ConsumeBatch.dead_letters:type_name -> hourglass.v1.DeadLetter
+	1,   // 45: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
+	17,  // 46: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	113, // 47: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	1,   // 48: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
+	113, // 49: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	113, // 50: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	17,  // 51: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	113, // 52: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	2,   // 53: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
+	113, // 54: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	8,   // 55: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	3,   // 56: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
+	113, // 57: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 58: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	73,  // 59: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	70,  // 60: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	69,  // 61: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	72,  // 62: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	113, // 63: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
+	113, // 64: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
+	73,  // 65: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	73,  // 66: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	74,  // 67: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	73,  // 68: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	73,  // 69: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	73,  // 70: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	74,  // 71: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	8,   // 72: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	113, // 73: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	113, // 74: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	4,   // 75: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	5,   // 76: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	6,   // 77: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	79,  // 78: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 79: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	79,  // 80: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 81: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	113, // 82: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	79,  // 83: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	113, // 84: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	113, // 85: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	91,  // 86: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	113, // 87: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	113, // 88: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	7,   // 89: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	96,  // 90: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	97,  // 91: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 92: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 93: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	97,  // 94: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	113, // 95: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	110, // 96: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	9,   // 97: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	12,  // 98: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	41,  // 99: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	14,  // 100: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	16,  // 101: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	20,  // 102: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	43,  // 103: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	22,  // 104: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	24,  // 105: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	27,  // 106: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	29,  // 107: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	31,  // 108: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	38,  // 109: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	54,  // 110: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	56,  // 111: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	58,  // 112: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	60,  // 113: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	62,  // 114: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	64,  // 115: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	66,  // 116: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	68,  // 117: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	75,  // 118: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	77,  // 119: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	80,  // 120: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	82,  // 121: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	84,  // 122: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	86,  // 123: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	88,  // 124: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	90,  // 125: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	92,  // 126: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	94,  // 127: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	98,  // 128: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	100, // 129: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	102, // 130: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	104, // 131: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	106, // 132: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	108, // 133: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	111, // 134: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	11,  // 135: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	13,  // 136: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	42,  // 137: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	15,  // 138: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	19,  // 139: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	21,  // 140: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	50,  // 141: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	23,  // 142: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	25,  // 143: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	28,  // 144: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	30,  // 145: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	36,  // 146: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	39,  // 147: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	55,  // 148: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	57,  // 149: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	59,  // 150: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	61,  // 151: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	63,  // 152: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	65,  // 153: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	67,  // 154: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	71,  // 155: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	76,  // 156: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	78,  // 157: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	81,  // 158: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	83,  // 159: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	85,  // 160: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	87,  // 161: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	89,  // 162: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	91,  // 163: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	93,  // 164: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	95,  // 165: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	99,  // 166: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	101, // 167: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	103, // 168: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	105, // 169: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	107, // 170: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	109, // 171: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	112, // 172: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	135, // [135:173] is the sub-list for method output_type
+	97,  // [97:135] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -8680,7 +8804,7 @@ func file_hourglass_v1_hourglass_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   104,
+			NumMessages:   105,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

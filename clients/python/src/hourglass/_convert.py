@@ -26,6 +26,7 @@ from .types import (
     Key,
     Message,
     MisfirePolicy,
+    FrozenPause,
     OverlapPolicy,
     Policies,
     Policy,
@@ -321,6 +322,8 @@ def stored_of(m: pb.Message) -> StoredMessage:
         origin_id=ID(m.origin_id) if m.origin_id else mid,
         lease_expires_at=opt_time(m, "lease_expires_at"),
         dead_letter=dead_letter_of(m),
+        due_at=opt_time(m, "due_at"),
+        frozen=m.frozen,
     )
 
 
@@ -418,6 +421,7 @@ def policy_of(p: pb.Policy) -> Policy:
         flow_burst=p.flow_burst if p.HasField("flow_burst") else None,
         flow_ordered=p.flow_ordered if p.HasField("flow_ordered") else None,
         flow_fair=p.flow_fair if p.HasField("flow_fair") else None,
+        freeze=p.freeze if p.HasField("freeze") else None,
     )
 
 
@@ -451,6 +455,8 @@ def policy_pb(p: Policy) -> pb.Policy:
         out.flow_ordered = p.flow_ordered
     if p.flow_fair is not None:
         out.flow_fair = p.flow_fair
+    if p.freeze is not None:
+        out.freeze = p.freeze
     return out
 
 
@@ -466,7 +472,8 @@ def defaults_pb(fields: Iterable[Union[PolicyField, str]]) -> list[str]:
 
 
 def policies_of(res: Union[pb.GetPolicyResponse, pb.SetPolicyResponse]) -> Policies:
-    return Policies(policy_of(res.policy), policy_of(res.effective))
+    freezes = tuple(FrozenPause(time_of(f.began_at), opt_time(f, "ended_at")) for f in res.freezes)
+    return Policies(policy_of(res.policy), policy_of(res.effective), freezes)
 
 
 def topic_info_of(t: pb.TopicInfo) -> TopicInfo:

@@ -316,6 +316,10 @@ class AsyncClient:
         """As Client.pause."""
         return await self.set_policy(topic, Policy(paused=True))
 
+    async def freeze(self, topic: str) -> Policies:
+        """As Client.freeze."""
+        return await self.set_policy(topic, Policy(freeze=True))
+
     async def resume(self, topic: str) -> Policies:
         """As Client.resume."""
         return await self.set_policy(topic, Policy(), [PolicyField.PAUSED])

@@ -333,6 +333,11 @@ class Client:
         """Stops topic handing out messages, durably, until resume."""
         return self.set_policy(topic, Policy(paused=True))
 
+    def freeze(self, topic: str) -> Policies:
+        """Pauses topic with its clock stopped: on resume every message stored
+        before and not yet due then is due as much later as the pause lasted."""
+        return self.set_policy(topic, Policy(freeze=True))
+
     def resume(self, topic: str) -> Policies:
         """Lets a paused topic hand out its messages again."""
         return self.set_policy(topic, Policy(), [PolicyField.PAUSED])

@@ -212,6 +212,11 @@ class StoredMessage:
     #: When the lease of a message listed as leased ends.
     lease_expires_at: Optional[datetime] = None
     dead_letter: Optional[DeadLetterInfo] = None
+    #: When it is due with its topic's frozen pauses counted, if they make
+    #: it due after deliver_at; frozen while such a pause lasts (due_at
+    #: then as if resumed now).
+    due_at: Optional[datetime] = None
+    frozen: bool = False
 
 
 @dataclass(frozen=True)
@@ -298,15 +303,29 @@ class Policy:
     flow_ordered: Optional[bool] = None
     #: The keys with due messages are served in turn, one message each.
     flow_fair: Optional[bool] = None
+    #: A frozen pause: paused with the topic's clock stopped; on resume
+    #: every message stored before it and not yet due then is due as much
+    #: later as it lasted. Setting it pauses; resume ends it.
+    freeze: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class FrozenPause:
+    """A frozen pause of a topic; ended_at is None while it lasts."""
+
+    began_at: datetime
+    ended_at: Optional[datetime] = None
 
 
 @dataclass(frozen=True)
 class Policies:
     """A topic's policy: what it set, and what applies (what it set over
-    the server's defaults)."""
+    the server's defaults), and its frozen pauses that may still make a
+    message due later, oldest first."""
 
     policy: Policy
     effective: Policy
+    freezes: tuple[FrozenPause, ...] = ()
 
 
 class PolicyField(str, enum.Enum):

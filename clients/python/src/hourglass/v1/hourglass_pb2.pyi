@@ -453,6 +453,14 @@ class FlowBacklog(_message.Message):
     leased: int
     def __init__(self, flow_key: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., held_by: _Optional[str] = ...) -> None: ...
 
+class FrozenPause(_message.Message):
+    __slots__ = ["began_at", "ended_at"]
+    BEGAN_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    began_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, began_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class GetCalendarRequest(_message.Message):
     __slots__ = ["name"]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -472,12 +480,14 @@ class GetPolicyRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class GetPolicyResponse(_message.Message):
-    __slots__ = ["effective", "policy"]
+    __slots__ = ["effective", "freezes", "policy"]
     EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    FREEZES_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     effective: Policy
+    freezes: _containers.RepeatedCompositeFieldContainer[FrozenPause]
     policy: Policy
-    def __init__(self, policy: _Optional[_Union[Policy, _Mapping]] = ..., effective: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
+    def __init__(self, policy: _Optional[_Union[Policy, _Mapping]] = ..., effective: _Optional[_Union[Policy, _Mapping]] = ..., freezes: _Optional[_Iterable[_Union[FrozenPause, _Mapping]]] = ...) -> None: ...
 
 class GetRequest(_message.Message):
     __slots__ = ["id", "key", "topic"]
@@ -629,11 +639,13 @@ class ListSchedulesResponse(_message.Message):
     def __init__(self, schedules: _Optional[_Iterable[_Union[GetScheduleResponse, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ["attempt", "body", "dead_letter", "deliver_at", "headers", "id", "lease_expires_at", "origin_id", "receipt", "received_at", "topic"]
+    __slots__ = ["attempt", "body", "dead_letter", "deliver_at", "due_at", "frozen", "headers", "id", "lease_expires_at", "origin_id", "receipt", "received_at", "topic"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    DUE_AT_FIELD_NUMBER: _ClassVar[int]
+    FROZEN_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
@@ -645,6 +657,8 @@ class Message(_message.Message):
     body: bytes
     dead_letter: DeadLetter
     deliver_at: _timestamp_pb2.Timestamp
+    due_at: _timestamp_pb2.Timestamp
+    frozen: bool
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     id: str
     lease_expires_at: _timestamp_pb2.Timestamp
@@ -652,7 +666,7 @@ class Message(_message.Message):
     receipt: str
     received_at: _timestamp_pb2.Timestamp
     topic: str
-    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., received_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_id: _Optional[str] = ..., receipt: _Optional[str] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., received_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_id: _Optional[str] = ..., receipt: _Optional[str] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ..., due_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., frozen: bool = ...) -> None: ...
 
 class NackRequest(_message.Message):
     __slots__ = ["dead_letter", "delay_ms", "id", "reason", "receipt", "release", "topic"]
@@ -699,13 +713,14 @@ class PendingBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., approximate: bool = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ["backoff", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
+    __slots__ = ["backoff", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "freeze", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
     FLOW_BURST_FIELD_NUMBER: _ClassVar[int]
     FLOW_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     FLOW_FAIR_FIELD_NUMBER: _ClassVar[int]
     FLOW_ORDERED_FIELD_NUMBER: _ClassVar[int]
     FLOW_RATE_FIELD_NUMBER: _ClassVar[int]
+    FREEZE_FIELD_NUMBER: _ClassVar[int]
     LEASE_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MAX_DISPATCH_RATE_FIELD_NUMBER: _ClassVar[int]
@@ -716,11 +731,12 @@ class Policy(_message.Message):
     flow_fair: bool
     flow_ordered: bool
     flow_rate: float
+    freeze: bool
     lease_ms: int
     max_attempts: int
     max_dispatch_rate: float
     paused: bool
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ...) -> None: ...
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ..., freeze: bool = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
     __slots__ = ["state", "topic"]
@@ -971,12 +987,14 @@ class SetPolicyRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., defaults: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SetPolicyResponse(_message.Message):
-    __slots__ = ["effective", "policy"]
+    __slots__ = ["effective", "freezes", "policy"]
     EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    FREEZES_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     effective: Policy
+    freezes: _containers.RepeatedCompositeFieldContainer[FrozenPause]
     policy: Policy
-    def __init__(self, policy: _Optional[_Union[Policy, _Mapping]] = ..., effective: _Optional[_Union[Policy, _Mapping]] = ...) -> None: ...
+    def __init__(self, policy: _Optional[_Union[Policy, _Mapping]] = ..., effective: _Optional[_Union[Policy, _Mapping]] = ..., freezes: _Optional[_Iterable[_Union[FrozenPause, _Mapping]]] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = []
