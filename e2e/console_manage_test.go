@@ -463,3 +463,21 @@ func TestConsoleSchedules(t *testing.T) {
 		t.Errorf("GetSchedule(nightly) after deleting it from the page: %v, want NOT_FOUND", err)
 	}
 }
+
+// TestConsoleFlowHeld: the overview shows a topic's flow policy and what it
+// holds back: with one message of a key leased under a concurrency of 1,
+// the key's two others are held, and the list of backlogs names the key.
+func TestConsoleFlowHeld(t *testing.T) {
+	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
+	setFlow(t, p.client, "fh", &hourglassv1.Policy{FlowConcurrency: new(int32(1))})
+	scheduleKeyed(t, p.client, "fh", "acct-7", 3, func(int) time.Time { return time.Now() })
+	got := receive(t, p.client, "fh", 1, 10*time.Second)
+	if len(got) != 1 {
+		t.Fatalf("received %d; want 1 (the key's concurrency)", len(got))
+	}
+	pg := openConsole(t, p, 1280, 900)
+	pg.waitText(`#topics tr[data-topic="fh"]`, "per flow key: 1 at a time")
+	pg.waitText(`#topics tr[data-topic="fh"] details.flow-held summary`, "2 held by 1 key")
+	pg.click(`#topics tr[data-topic="fh"] details.flow-held summary`)
+	pg.waitText(`#topics tr[data-topic="fh"] details.flow-held table`, "acct-7")
+}

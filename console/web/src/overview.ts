@@ -1,7 +1,7 @@
 // Overview: the server's health and, per topic, its counts, rates and
 // policy, with pause, resume and a dispatch rate limit.
 
-import { api, call, MessageState, readiness, type GetPolicyResponse, type Policy, type StatsResponse } from "./api.js";
+import { api, call, MessageState, readiness, type GetPolicyResponse, type Policy, type StatsResponse, type TopicInfo } from "./api.js";
 import { lines, type Chart } from "./chart.js";
 import { busy, failed, fill, form, h, notify, row, table, unavailable, type Child, type Field } from "./dom.js";
 import { bytes, duration, num, parseDuration, rate, time, toDate } from "./format.js";
@@ -129,7 +129,7 @@ export function overviewPage(): Page {
       rows = tp.infos.map((t) => {
         const c = counters(t.topic);
         return row({ "data-topic": t.topic }, [
-          topicLinks(t.topic), pendingCell(t.topic), num(t.due), num(t.leased), num(t.deadLettered),
+          topicLinks(t.topic), pendingCell(t.topic), [num(t.due), flowHeld(t)], num(t.leased), num(t.deadLettered),
           t.oldestDueAgeSeconds > 0 ? duration(t.oldestDueAgeSeconds * 1000) : "—",
           rateCell(c.sched), rateCell(c.deliv), policyText(t.policy), actions(t.topic, t.policy),
         ]);
@@ -201,6 +201,14 @@ function topicLinks(topic: string): HTMLElement {
       h("a", { href: `#/deadletters?topic=${q}` }, "dead letters")));
 }
 
+/** flowHeld is what a topic's flow policy holds back: how many due messages of how many keys, and the largest backlogs by key. */
+function flowHeld(t: TopicInfo): Child {
+  if (t.flowHeld <= 0n && t.flowBacklogs.length === 0) return null;
+  return h("details", { class: "flow-held" },
+    h("summary", null, ` ${num(t.flowHeld)} held by ${num(t.flowKeysHeld)} key${t.flowKeysHeld === 1n ? "" : "s"}`),
+    table(["Flow key", "Due", "Leased", "Held by"], t.flowBacklogs.map((b) => [h("code", null, b.flowKey), num(b.due), num(b.leased), b.heldBy || "—"])));
+}
+
 function policyText(p: Policy | undefined): Child {
   if (!p) return "defaults";
   const parts: Child[] = [];
@@ -209,6 +217,12 @@ function policyText(p: Policy | undefined): Child {
   if (p.maxDispatchRate !== undefined && p.maxDispatchRate > 0) parts.push(` ≤ ${rate(p.maxDispatchRate)}`);
   if (p.maxAttempts !== undefined) parts.push(` ${p.maxAttempts} attempts`);
   if (p.leaseMs !== undefined) parts.push(` lease ${duration(Number(p.leaseMs))}`);
+  const flow: string[] = [];
+  if (p.flowConcurrency) flow.push(`${p.flowConcurrency} at a time`);
+  if (p.flowRate) flow.push(`≤ ${rate(p.flowRate)}${p.flowBurst ? ` (burst ${p.flowBurst})` : ""}`);
+  if (p.flowOrdered) flow.push("in order");
+  if (p.flowFair) flow.push("keys in turn");
+  if (flow.length) parts.push(h("span", { class: "flow-policy" }, ` per flow key: ${flow.join(", ")}`));
   return parts.length ? parts : "defaults";
 }
 
