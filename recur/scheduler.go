@@ -78,6 +78,18 @@ func (s *Scheduler) lockIndex(name string) uint64 {
 }
 
 // load returns the stored schedule name.
+// loadRouted is load once the catalog has every write made before: a
+// firing records its schedule's counters (Fired, FiredMs, Held) under the
+// schedule's lock but returns before reput routes them, and a change
+// made under the lock after it must start from them. The caller holds
+// the schedule's lock.
+func (s *Scheduler) loadRouted(ctx context.Context, name string) (*Def, error) {
+	if err := s.eng.WaitRouted(ctx); err != nil {
+		return nil, err
+	}
+	return s.load(name)
+}
+
 func (s *Scheduler) load(name string) (*Def, error) {
 	b, ok, err := s.eng.Load(name)
 	if err != nil {
@@ -152,7 +164,7 @@ func (s *Scheduler) put(ctx context.Context, d *Def, update bool) (time.Time, er
 	mu := s.lock(d.Name)
 	mu.Lock()
 	defer mu.Unlock()
-	old, err := s.load(d.Name)
+	old, err := s.loadRouted(ctx, d.Name)
 	switch {
 	case update && err != nil:
 		return time.Time{}, err
@@ -269,7 +281,7 @@ func (s *Scheduler) Pause(ctx context.Context, name string) error {
 	mu := s.lock(name)
 	mu.Lock()
 	defer mu.Unlock()
-	d, err := s.load(name)
+	d, err := s.loadRouted(ctx, name)
 	if err != nil || d.Paused {
 		return err
 	}
@@ -287,7 +299,7 @@ func (s *Scheduler) Resume(ctx context.Context, name string) (time.Time, error) 
 	mu := s.lock(name)
 	mu.Lock()
 	defer mu.Unlock()
-	d, err := s.load(name)
+	d, err := s.loadRouted(ctx, name)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -313,7 +325,7 @@ func (s *Scheduler) Delete(ctx context.Context, name string) error {
 	mu := s.lock(name)
 	mu.Lock()
 	defer mu.Unlock()
-	d, err := s.load(name)
+	d, err := s.loadRouted(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -336,7 +348,7 @@ type Info struct {
 
 // Get returns the schedule name and its next n fire times.
 func (s *Scheduler) Get(ctx context.Context, name string, n int) (Info, error) {
-	d, err := s.load(name)
+	d, err := s.loadRouted(ctx, name)
 	if err != nil {
 		return Info{}, err
 	}
