@@ -58,6 +58,17 @@ async function consumeUntil(c: HourglassClient, topic: string, handler: Handler,
   assert.ok(done(), `consume of ${topic} stopped at its deadline before it was done`);
 }
 
+/** The server's count of calls of method started so far, over every protocol (from /metrics). */
+async function started(method: string): Promise<number> {
+  const res = await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(res.status, 200, "GET /metrics");
+  let n = 0;
+  for (const line of (await res.text()).split("\n")) {
+    if (line.startsWith("grpc_server_started_total{") && line.includes(`grpc_method="${method}"`)) n += Number(line.split(" ").pop());
+  }
+  return n;
+}
+
 for (const [name, make] of Object.entries(clients)) {
   describe(name, () => {
     let c: HourglassClient;
@@ -286,6 +297,26 @@ for (const [name, make] of Object.entries(clients)) {
       assert.equal(f.message?.id, m.id);
       assert.equal(await c.cancel(ref), "cancelled");
       assert.equal(await c.cancel(m.id), "already-cancelled");
+    });
+
+    test("consume runs on a Consume stream where the transport carries one, else on Receive", async () => {
+      // Which path consume took, read from the server's per-RPC counters (grpc_server_started_total
+      // by method): a regression to polling on HTTP/2 would still deliver, so only this shows it.
+      const streams = name === "node-grpc" || name.endsWith("-h2");
+      assert.equal(c.streams, streams, `${name}: client's streams flag`);
+      const before = { consume: await started("Consume"), receive: await started("Receive") };
+      await c.schedule({ topic: topic("path"), body: "one" });
+      const got: Delivery[] = [];
+      await consumeUntil(c, topic("path"), (d) => void got.push(d), () => got.length >= 1);
+      const consume = (await started("Consume")) - before.consume;
+      const receive = (await started("Receive")) - before.receive;
+      if (streams) {
+        assert.ok(consume >= 1, `${name}: no Consume stream opened`);
+        assert.equal(receive, 0, `${name}: consume polled with Receive on a transport that streams`);
+      } else {
+        assert.equal(consume, 0, `${name}: a Consume stream on a transport without bidirectional streams`);
+        assert.ok(receive >= 1, `${name}: no Receive call`);
+      }
     });
 
     test("errors keep their codes", async () => {
