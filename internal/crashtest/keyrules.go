@@ -198,7 +198,10 @@ func (s *keyState) ended() (ended, maybe bool) {
 //     for a retry (if a Nack with a delay was sent before it was
 //     received) the earliest time any incarnation was due (Schedule's,
 //     and the Reschedules' sent before it was received), raised to the
-//     earliest such Nack's sending plus its delay; for a replacement of a
+//     earliest such Nack's sending plus its delay (a Nack of another ID
+//     on d's topic: one of d's own ID made no retry of d, and a dead
+//     letter on the .dlq topic is made at once, whatever the delay); for
+//     a replacement of a
 //     Reschedule in doubt its NotBefore; the earlier of what may explain
 //     it (if nothing does, the earliest time any incarnation was due).
 //
@@ -230,7 +233,8 @@ func (s *keyState) floor(d *Delivery) (time.Time, string) {
 		}
 		var retry time.Time
 		for _, x := range s.settles {
-			if x.Kind == Nack && x.NackDelay > 0 && x.Outcome != Rejected && x.Sent.Before(d.Received) {
+			if x.Kind == Nack && x.NackDelay > 0 && x.Outcome != Rejected && x.Sent.Before(d.Received) &&
+				x.ID != d.ID && x.Topic == d.Topic {
 				retry = minTime(retry, x.Sent.Add(x.NackDelay))
 			}
 		}
