@@ -279,9 +279,9 @@ func clientSchedule(d *recur.Def) client.RecurringSchedule {
 // into recur's terms (headers in key order).
 func infoOf(ci client.ScheduleInfo) (recur.Info, error) {
 	cs := ci.Schedule
-	d := &recur.Def{Name: cs.Name, Topic: cs.Topic, Spec: cs.Spec, TZ: cs.TimeZone, Body: cs.Body, Paused: cs.Paused, Fired: ci.Fired,
+	d := &recur.Def{Name: cs.Name, Topic: cs.Topic, Spec: cs.Spec, TZ: cs.TimeZone, Body: cs.Body, Paused: cs.Paused,
 		JitterMs: cs.Jitter.Milliseconds(), Overlap: recur.Overlap(cs.Overlap), Calendar: cs.Calendar, CalendarPolicy: recur.CalendarPolicy(cs.CalendarPolicy),
-		Held: recur.Held{Skipped: ci.Skipped, BufferedMs: msOf(ci.Buffered)}}
+		Progress: recur.Progress{Fired: ci.Fired, Held: recur.Held{Skipped: ci.Skipped, BufferedMs: msOf(ci.Buffered)}}}
 	for _, k := range slices.Sorted(maps.Keys(cs.Headers)) {
 		d.Headers = append(d.Headers, [2]string{k, cs.Headers[k]})
 	}

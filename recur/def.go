@@ -65,7 +65,15 @@ type Def struct {
 	CalendarPolicy CalendarPolicy `json:"calendar_policy,omitempty"`
 	// CreatedMs is when it was created.
 	CreatedMs int64 `json:"created_ms"`
+	// Progress is what its occurrences have done so far, stored with it
+	// (its fields are the stored form's, beside the definition's).
+	Progress
+}
 
+// Progress is what a schedule's occurrences have done: the armed one, the
+// last fired, the counts, and what the overlap policy holds. The scheduler
+// writes it; the definition above is the user's.
+type Progress struct {
 	// ArmedMs is the time of the armed occurrence (a pending message keyed
 	// OccurrenceKey(Name, ArmedMs)); 0 when none is armed (paused, ended).
 	ArmedMs int64 `json:"armed_ms,omitempty"`
