@@ -183,7 +183,7 @@ func (s *Server) report(ctx context.Context, procedure, peer string, start time.
 		level = slog.LevelError
 	case codes.Unavailable:
 		// Streams end so while shutting down: nothing for an operator.
-		if !s.shutting.Load() {
+		if !s.life.shutting.Load() {
 			level = slog.LevelError
 		}
 	}

@@ -40,8 +40,8 @@ func (s *Server) calendarsLocked(lock bool) func() {
 	if !lock {
 		return func() {}
 	}
-	s.calendarMu.Lock()
-	return s.calendarMu.Unlock
+	s.changes.calendar.Lock()
+	return s.changes.calendar.Unlock
 }
 
 // calendarText is a calendar error's text for a caller.

@@ -59,7 +59,7 @@ func (s *Server) consume(ctx context.Context, st bidi[hourglassv1.ConsumeRequest
 	if err == nil {
 		err = c.readErr()
 	}
-	if err == nil && s.polls.Err() != nil && ctx.Err() == nil {
+	if err == nil && s.life.polls.Err() != nil && ctx.Err() == nil {
 		err = status.Error(codes.Unavailable, "the server is shutting down: leases of unacked messages run out as usual; reconnect to another node or after it restarts")
 	}
 	return err

@@ -53,12 +53,12 @@ func (s *Server) GRPCServer() *grpc.Server {
 	hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, healthService{Server: hs, s: s})
 	reflection.Register(gs)
-	s.healthMu.Lock()
-	s.healths = append(s.healths, hs)
-	if s.shutting.Load() {
+	s.life.healthMu.Lock()
+	s.life.healths = append(s.life.healths, hs)
+	if s.life.shutting.Load() {
 		hs.Shutdown()
 	}
-	s.healthMu.Unlock()
+	s.life.healthMu.Unlock()
 	go s.watchHealth(hs)
 	return gs
 }
@@ -69,11 +69,11 @@ func (s *Server) GRPCServer() *grpc.Server {
 func (s *Server) watchHealth(hs *health.Server) {
 	select {
 	case <-s.eng.Ready():
-		if !s.shutting.Load() {
+		if !s.life.shutting.Load() {
 			hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 			hs.SetServingStatus(serviceName, healthpb.HealthCheckResponse_SERVING)
 		}
-	case <-s.polls.Done():
+	case <-s.life.polls.Done():
 	}
 }
 
@@ -88,10 +88,10 @@ type healthService struct {
 func (h healthService) Watch(in *healthpb.HealthCheckRequest, st healthpb.Health_WatchServer) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
-	stop := context.AfterFunc(h.s.polls, cancel)
+	stop := context.AfterFunc(h.s.life.polls, cancel)
 	defer stop()
 	err := h.Server.Watch(in, &watchStream{Health_WatchServer: st, ctx: ctx})
-	if h.s.polls.Err() == nil || st.Context().Err() != nil {
+	if h.s.life.polls.Err() == nil || st.Context().Err() != nil {
 		return err
 	}
 	if in.Service == "" || in.Service == serviceName {

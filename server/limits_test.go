@@ -167,12 +167,12 @@ func TestPollContextCancelTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := s.pollContext(testCtx(t))
-	if n := s.pollsActive.Load(); n != 1 {
+	if n := s.life.pollsActive.Load(); n != 1 {
 		t.Fatalf("%d polls active, want 1", n)
 	}
 	cancel()
 	cancel()
-	if n := s.pollsActive.Load(); n != 0 || ctx.Err() == nil {
+	if n := s.life.pollsActive.Load(); n != 0 || ctx.Err() == nil {
 		t.Errorf("after two cancels: %d polls active (want 0), context %v", n, ctx.Err())
 	}
 	ctx, cancel = s.pollContext(testCtx(t))

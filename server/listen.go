@@ -93,7 +93,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 		stopping: make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
-	if !s.serving.CompareAndSwap(nil, sv) {
+	if !s.life.serving.CompareAndSwap(nil, sv) {
 		return errors.New("server: Serve called twice")
 	}
 	defer close(sv.done)
@@ -112,7 +112,7 @@ func (s *Server) Serve(ln net.Listener, tlsConfig *tls.Config) error {
 		err = nil
 	default:
 		// The listener failed: end everything.
-		if s.shutting.Load() {
+		if s.life.shutting.Load() {
 			err = nil
 		}
 		ln.Close()
@@ -169,7 +169,7 @@ func (c halfCloser) CloseWrite() error { return c.cw.CloseWrite() }
 // http.ErrServerClosed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.BeginShutdown()
-	sv := s.serving.Load()
+	sv := s.life.serving.Load()
 	if sv == nil {
 		return nil
 	}

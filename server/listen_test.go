@@ -63,7 +63,7 @@ func TestShutdownFinishesCalls(t *testing.T) {
 	inFlight := takeCalls(t, calls, 2)
 	shut := make(chan error, 1)
 	go func() { shut <- s.shutdown() }()
-	waitFor(t, "BeginShutdown", func() bool { return s.srv.polls.Err() != nil })
+	waitFor(t, "BeginShutdown", func() bool { return s.srv.life.polls.Err() != nil })
 	for _, c := range inFlight {
 		c.answer <- nil
 	}

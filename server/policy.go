@@ -274,7 +274,7 @@ func protoFreezes(f *queue.Freezes) []*hourglassv1.FrozenPause {
 // lockPolicy serialises the SetPolicy calls of topic on this node and
 // returns the unlock.
 func (s *Server) lockPolicy(topic string) func() {
-	v, _ := s.policyLocks.LoadOrStore(topic, &sync.Mutex{})
+	v, _ := s.changes.policies.LoadOrStore(topic, &sync.Mutex{})
 	mu := v.(*sync.Mutex)
 	mu.Lock()
 	return mu.Unlock

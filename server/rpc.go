@@ -215,7 +215,7 @@ func (s api) Receive(ctx context.Context, m *hourglassv1.ReceiveRequest) (*hourg
 	defer cancel()
 	msgs, err := s.recv.Receive(pctx, m.Topic, n, wait, lease)
 	if err != nil {
-		if ctx.Err() == nil && s.polls.Err() != nil && len(msgs) == 0 {
+		if ctx.Err() == nil && s.life.polls.Err() != nil && len(msgs) == 0 {
 			// Shutting down: the poll ends empty, as if its wait had passed.
 			return &hourglassv1.ReceiveResponse{}, nil
 		}
@@ -293,7 +293,7 @@ func (s *Server) receiveStream(ctx context.Context, m *hourglassv1.ReceiveStream
 	for {
 		msgs, err := s.recv.Receive(pctx, m.Topic, n, streamPoll, lease)
 		if err != nil {
-			if ctx.Err() == nil && s.polls.Err() != nil {
+			if ctx.Err() == nil && s.life.polls.Err() != nil {
 				return nil // shutting down: end the stream cleanly
 			}
 			return serverError(err)

@@ -188,45 +188,53 @@ const (
 
 // Server serves the API. Its methods may be called from any goroutine.
 type Server struct {
-	opts   Options
-	backup sync.Mutex // held while a backup (serveBackup) runs: one at a time
-	// policyLocks holds a *sync.Mutex per topic: SetPolicy reads,
-	// changes and writes a topic's policy under it (lockPolicy).
-	policyLocks sync.Map
-	tracer      trace.Tracer // nil: tracing off (tracing.go)
-	eng         core
-	q           *queue.Queue // nil in cluster mode
-	recv        Receiver     // q, or the cluster node
-	log         *slog.Logger
-	metrics     *Metrics
+	opts    Options
+	tracer  trace.Tracer // nil: tracing off (tracing.go)
+	eng     core
+	q       *queue.Queue // nil in cluster mode
+	recv    Receiver     // q, or the cluster node
+	log     *slog.Logger
+	metrics *Metrics
 
-	// polls is cancelled by BeginShutdown: it ends long polls and streams.
-	polls     context.Context
-	stopPolls context.CancelFunc
-	shutting  atomic.Bool
-	// pollsActive counts Receive and ReceiveStream calls in progress.
-	pollsActive atomic.Int64
-	levelsText  string // "1=1s 2=5s ..." for error messages
-	limits      *limiter
-	paths       pathNamer // names files relative to the data directory for callers
-
-	// Set by Serve.
-	serving atomic.Pointer[serving]
-
-	healthMu sync.Mutex
-	healths  []*health.Server // guarded by healthMu: those of GRPCServer
-
-	disk diskSample // Stats' measure of the data directory
-
-	// calendarMu serializes the changes of calendars (a check of what is
-	// stored, then a control record) with those of the recurring schedules
-	// that name one (calendarsLocked).
-	calendarMu sync.Mutex
+	levelsText string // "1=1s 2=5s ..." for error messages
+	limits     *limiter
+	paths      pathNamer  // names files relative to the data directory for callers
+	disk       diskSample // Stats' measure of the data directory
 	// creds are the credentials of Options.CredentialsFile, swapped whole
 	// by ReloadCredentials; nil without a file.
 	creds atomic.Pointer[access.Set]
 	// denied bounds the denied calls the audit trail records.
 	denied *deniedLog
+
+	// life is what Serve starts and BeginShutdown ends.
+	life struct {
+		// polls is cancelled by BeginShutdown: it ends long polls and
+		// streams.
+		polls     context.Context
+		stopPolls context.CancelFunc
+		shutting  atomic.Bool
+		// pollsActive counts Receive and ReceiveStream calls in progress.
+		pollsActive atomic.Int64
+		// serving is set by Serve.
+		serving atomic.Pointer[serving]
+
+		healthMu sync.Mutex
+		healths  []*health.Server // guarded by healthMu: those of GRPCServer
+	}
+
+	// changes serializes the management changes that read, check and then
+	// write.
+	changes struct {
+		// backup is held while a backup (serveBackup) runs: one at a time.
+		backup sync.Mutex
+		// calendar serializes the changes of calendars (a check of what is
+		// stored, then a control record) with those of the recurring
+		// schedules that name one (calendarsLocked).
+		calendar sync.Mutex
+		// policies holds a *sync.Mutex per topic: SetPolicy reads, changes
+		// and writes a topic's policy under it (lockPolicy).
+		policies sync.Map
+	}
 }
 
 // New returns a Server over opts.Engine and opts.Queue.
@@ -319,7 +327,7 @@ func New(opts Options) (*Server, error) {
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer(tracerName)
 	}
-	s.polls, s.stopPolls = context.WithCancel(context.Background())
+	s.life.polls, s.life.stopPolls = context.WithCancel(context.Background())
 	s.levelsText = levelsText(opts.DelayLevels)
 	return s, nil
 }
@@ -366,7 +374,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // notReady says why the server is not ready, or "" when it is.
 func (s *Server) notReady() string {
-	if s.shutting.Load() {
+	if s.life.shutting.Load() {
 		return "shutting down"
 	}
 	select {
@@ -393,23 +401,23 @@ func (s *Server) notReady() string {
 // it has, possibly nothing). Call it before http.Server.Shutdown, which
 // waits for them otherwise.
 func (s *Server) BeginShutdown() {
-	s.shutting.Store(true)
-	s.healthMu.Lock()
-	for _, hs := range s.healths {
+	s.life.shutting.Store(true)
+	s.life.healthMu.Lock()
+	for _, hs := range s.life.healths {
 		hs.Shutdown() // NOT_SERVING from now on
 	}
-	s.healthMu.Unlock()
-	s.stopPolls()
+	s.life.healthMu.Unlock()
+	s.life.stopPolls()
 }
 
 // pollContext returns ctx, cancelled also by BeginShutdown. Its cancel
 // may be called more than once (Consume's reader and its handler both do).
 func (s *Server) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(s.polls, cancel)
-	s.pollsActive.Add(1)
+	stop := context.AfterFunc(s.life.polls, cancel)
+	s.life.pollsActive.Add(1)
 	var once sync.Once
-	return ctx, func() { once.Do(func() { stop(); cancel(); s.pollsActive.Add(-1) }) }
+	return ctx, func() { once.Do(func() { stop(); cancel(); s.life.pollsActive.Add(-1) }) }
 }
 
 // compressMinBytes is the smallest response the server gzips when a client

@@ -287,7 +287,7 @@ func TestShutdownEndsPolls(t *testing.T) {
 	}()
 	// Wait (with a deadline) until both calls are inside the server.
 	deadline := time.Now().Add(5 * time.Second)
-	for ts.srv.pollsActive.Load() < 2 && time.Now().Before(deadline) {
+	for ts.srv.life.pollsActive.Load() < 2 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	ts.srv.BeginShutdown()

@@ -50,7 +50,7 @@ func (s *Server) scheduleStream(ctx context.Context, st bidi[hourglassv1.Schedul
 	defer cancel()
 	o := &ordered{}
 	o.cond.L = &o.mu
-	stop := context.AfterFunc(s.polls, o.close) // shutting down: answer what was read, then end
+	stop := context.AfterFunc(s.life.polls, o.close) // shutting down: answer what was read, then end
 	defer stop()
 	stopCtx := context.AfterFunc(ctx, o.close)
 	defer stopCtx()
@@ -87,7 +87,7 @@ func (s *Server) scheduleStream(ctx context.Context, st bidi[hourglassv1.Schedul
 	if err := o.err(); err != nil {
 		return err
 	}
-	if s.polls.Err() != nil && ctx.Err() == nil {
+	if s.life.polls.Err() != nil && ctx.Err() == nil {
 		return status.Error(codes.Unavailable, "the server is shutting down: every request read was answered; send the rest to another node or after it restarts")
 	}
 	return nil

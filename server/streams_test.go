@@ -271,7 +271,7 @@ func TestScheduleStreamShutdown(t *testing.T) {
 	inFlight := takeMessages(t, calls, n)
 	shut := make(chan error, 1)
 	go func() { shut <- s.shutdown() }()
-	waitFor(t, "BeginShutdown", func() bool { return s.srv.polls.Err() != nil })
+	waitFor(t, "BeginShutdown", func() bool { return s.srv.life.polls.Err() != nil })
 	for _, c := range inFlight {
 		c.answer <- nil
 	}
