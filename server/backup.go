@@ -49,11 +49,11 @@ func (s *Server) serveBackup(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, `backup: want a JSON body {"to": "/absolute/path"} naming a new directory on the server's file system`)
 		return
 	}
-	if !s.changes.backup.TryLock() {
+	if !s.changes.backingUp.CompareAndSwap(false, true) {
 		fail(http.StatusConflict, "backup: another backup is running; try again when it is done")
 		return
 	}
-	defer s.changes.backup.Unlock()
+	defer s.changes.backingUp.Store(false)
 	rep, err := backup.Take(backup.Options{DataDir: s.opts.DataDir, To: filepath.Clean(req.To), CopyCatalog: s.opts.Engine.CopyCatalog,
 		WaitDelivered: func() error { return s.opts.Engine.WaitDelivered(r.Context()) }})
 	switch {

@@ -225,8 +225,9 @@ type Server struct {
 	// changes serializes the management changes that read, check and then
 	// write.
 	changes struct {
-		// backup is held while a backup (serveBackup) runs: one at a time.
-		backup sync.Mutex
+		// backingUp is set while a backup (serveBackup) runs: one at a
+		// time.
+		backingUp atomic.Bool
 		// calendar serializes the changes of calendars (a check of what is
 		// stored, then a control record) with those of the recurring
 		// schedules that name one (calendarsLocked).
