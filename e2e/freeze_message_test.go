@@ -27,9 +27,11 @@ func TestFreezeMessageKill9(t *testing.T) {
 		t.Helper()
 		return strings.TrimSpace(hgOK(t, "", append(args, "--addr", p.url)...))
 	}
-	byKey := run("send", "fm", "--delay", "4s", "--key", "k1", "--body", "by-key")
-	byID := run("send", "fm", "--delay", "4s", "--body", "by-id")
-	kept := run("send", "fm", "--delay", "4s", "--body", "kept")
+	// 10 s ahead: under load the CLI calls below take seconds (4 s was
+	// due before TestEditKill9's edits).
+	byKey := run("send", "fm", "--delay", "10s", "--key", "k1", "--body", "by-key")
+	byID := run("send", "fm", "--delay", "10s", "--body", "by-id")
+	kept := run("send", "fm", "--delay", "10s", "--body", "kept")
 
 	f := strings.Fields(run("freeze", "--topic", "fm", "--key", "k1"))
 	if len(f) != 4 || f[0] != "fm/k1" || f[1] != "frozen" || f[2] == byKey {
@@ -41,8 +43,8 @@ func TestFreezeMessageKill9(t *testing.T) {
 		RemainingMs int64  `json:"remaining_ms"`
 	}
 	out := run("freeze", byID, "--json")
-	if err := json.Unmarshal([]byte(out), &j); err != nil || j.Result != "frozen" || j.NewID == "" || j.RemainingMs <= 0 || j.RemainingMs > 4000 {
-		t.Fatalf("freeze --json printed %q (%v); want frozen with 0-4000 ms left", out, err)
+	if err := json.Unmarshal([]byte(out), &j); err != nil || j.Result != "frozen" || j.NewID == "" || j.RemainingMs <= 0 || j.RemainingMs > 10_000 {
+		t.Fatalf("freeze --json printed %q (%v); want frozen with 0-10000 ms left", out, err)
 	}
 	if out := run("freeze", byID); out != byID+" already-frozen" {
 		t.Fatalf("freeze twice printed %q; want already-frozen", out)

@@ -12,7 +12,7 @@ import (
 )
 
 // FrozenAt is where a message frozen on its own waits (UTC ms,
-// 9999-12-31T00:00:00Z): in the last bucket the schedule segments can
+// 9999-12-31T00:00:00Z): in the last day the schedule segments can
 // name, far beyond any delay Schedule accepts, so that it never fires
 // while frozen. The message itself keeps the delay it had left (the header
 // message.FrozenHeader); no other state knows it is frozen.
