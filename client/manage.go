@@ -76,6 +76,10 @@ type Scheduled struct {
 	// (as if resumed now).
 	DueAt  time.Time
 	Frozen bool
+	// FrozenRemaining is the delay a message frozen on its own
+	// (FreezeMessage) has left, which it keeps until ThawMessage; Frozen
+	// is then set and DueAt is as if it were thawed now. Zero otherwise.
+	FrozenRemaining time.Duration
 }
 
 func scheduledOf(m *hourglassv1.Message) Scheduled {
@@ -94,6 +98,7 @@ func scheduledOf(m *hourglassv1.Message) Scheduled {
 	if m.DueAt != nil {
 		s.DueAt, s.Frozen = m.DueAt.AsTime(), m.Frozen
 	}
+	s.FrozenRemaining = time.Duration(m.GetFrozenRemainingMs()) * time.Millisecond
 	s.Headers = headersOf(m.Headers)
 	return s
 }

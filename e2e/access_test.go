@@ -120,6 +120,14 @@ var accessCalls = []accessCall{
 		_, err := c.Edit(ctx, req(&hourglassv1.EditRequest{Topic: topic, Key: "k", Body: []byte("edited")}))
 		return err
 	}},
+	{"FreezeMessage", access.Cancel, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.FreezeMessage(ctx, req(&hourglassv1.FreezeMessageRequest{Topic: topic, Key: "k"}))
+		return err
+	}},
+	{"ThawMessage", access.Cancel, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
+		_, err := c.ThawMessage(ctx, req(&hourglassv1.ThawMessageRequest{Topic: topic, Key: "k"}))
+		return err
+	}},
 	{"Redrive", access.Manage, func(ctx context.Context, c hourglassv1connect.HourglassServiceClient, topic string) error {
 		_, err := c.Redrive(ctx, req(&hourglassv1.RedriveRequest{DeadLetterTopic: topic + ".dlq"}))
 		return err

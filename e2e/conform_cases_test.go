@@ -21,6 +21,7 @@ var conformCases = []conformCase{
 	{"reschedule", caseReschedule},
 	{"list-pending", caseListPending},
 	{"edit", caseEdit},
+	{"freeze-message", caseFreezeMessage},
 	{"validation", caseValidation},
 	{"schedules", caseSchedules},
 	{"receive-settle", caseReceiveSettle},
@@ -282,6 +283,32 @@ func caseEdit(t *testing.T, tg *conformTarget, topic string) {
 	}
 	if g := cfGet(t, tg, &hourglassv1.GetRequest{Id: res.Msg.Id}); string(g.Message.GetBody()) != "new" {
 		t.Errorf("Get after Edit = %v", g)
+	}
+}
+
+// caseFreezeMessage: FreezeMessage holds a pending message that Get shows
+// frozen; ThawMessage makes it due again.
+func caseFreezeMessage(t *testing.T, tg *conformTarget, topic string) {
+	id := cfAt(t, tg, topic, "b", time.Hour)
+	res, err := tg.c().FreezeMessage(ctxT(t), connect.NewRequest(&hourglassv1.FreezeMessageRequest{Id: id}))
+	if tg.differs(t, "freeze-message") {
+		wantCode(t, "FreezeMessage", err, connect.CodeFailedPrecondition, "Cancel")
+		_, err = tg.c().ThawMessage(ctxT(t), connect.NewRequest(&hourglassv1.ThawMessageRequest{Id: id}))
+		wantCode(t, "ThawMessage", err, connect.CodeFailedPrecondition, "Cancel")
+		return
+	}
+	if err != nil || res.Msg.Result != hourglassv1.FreezeResult_FREEZE_RESULT_FROZEN {
+		t.Fatalf("FreezeMessage = %v, %v", res, err)
+	}
+	if g := cfGet(t, tg, &hourglassv1.GetRequest{Id: id}); !g.Message.GetFrozen() || g.Message.GetId() != res.Msg.Id {
+		t.Errorf("Get after FreezeMessage = %v", g)
+	}
+	tr, err := tg.c().ThawMessage(ctxT(t), connect.NewRequest(&hourglassv1.ThawMessageRequest{Id: id}))
+	if err != nil || tr.Msg.Result != hourglassv1.FreezeResult_FREEZE_RESULT_THAWED {
+		t.Fatalf("ThawMessage = %v, %v", tr, err)
+	}
+	if g := cfGet(t, tg, &hourglassv1.GetRequest{Id: id}); g.Message.GetFrozen() || g.Message.GetId() != tr.Msg.Id {
+		t.Errorf("Get after ThawMessage = %v", g)
 	}
 }
 

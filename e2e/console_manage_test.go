@@ -184,6 +184,32 @@ func TestConsoleEdit(t *testing.T) {
 	pg.wait("the edited message shown", fmt.Sprintf(`document.querySelector("#detail h2")?.innerText.includes(%q)`, got.RescheduledTo))
 }
 
+// TestConsoleFreezeMessage: Freeze in a pending message's detail holds it
+// (Get shows it frozen under a new ID, the page its remaining delay);
+// Thaw there makes it due again.
+func TestConsoleFreezeMessage(t *testing.T) {
+	p := start(t, t.TempDir(), nil, "--segment-duration", "1h")
+	id := schedule(t, p.client, &hourglassv1.ScheduleRequest{Topic: "fz", Body: []byte("b"), When: delayMs(3_600_000)})
+	pg := openConsole(t, p, 1280, 900)
+	pg.show("#/messages?topic=fz")
+	pg.click(fmt.Sprintf(`#msg-table tr[data-id="%s"] a.open`, id))
+	pg.waitText("#detail-state", "PENDING")
+	pg.click("#act-freeze")
+	pg.waitText("#notices", "Frozen")
+	got := getState(t, p, id)
+	if got.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || got.RescheduledTo == "" || !got.Message.GetFrozen() || got.Message.FrozenRemainingMs == nil {
+		t.Fatalf("Get(%s) after the page's freeze: %v", id, got)
+	}
+	pg.wait("the frozen message shown", fmt.Sprintf(`document.querySelector("#detail h2")?.innerText.includes(%q)`, got.RescheduledTo))
+	pg.waitText("#detail-frozen", "left")
+	pg.click("#act-thaw")
+	pg.waitText("#notices", "Thawed")
+	got = getState(t, p, id)
+	if got.State != hourglassv1.MessageState_MESSAGE_STATE_PENDING || got.Message.GetFrozen() || got.Message.DeliverAt.AsTime().After(time.Now().Add(time.Hour)) {
+		t.Fatalf("Get(%s) after the page's thaw: %v; want pending, not frozen, due within the hour", id, got)
+	}
+}
+
 // TestConsoleBulkReschedule: every pending message of a topic shifted by
 // an hour from the page, each from its own time; then the selected ones
 // delivered now.

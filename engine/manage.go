@@ -147,8 +147,9 @@ func (r RescheduleResult) String() string {
 // due at once: "promote"), atomically: one commitlog record cancels it and
 // schedules its replacement, which has its own ID (at, the record's
 // offset) and the first attempt's ID as its origin, the same topic,
-// headers, body and attempt. Its answer is truthful like Cancel's (I7):
-// Rescheduled only if the old time will never fire.
+// headers, body and attempt (a frozen message is thawed: Freeze). Its
+// answer is truthful like Cancel's (I7): Rescheduled only if the old time
+// will never fire.
 func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (RescheduleResult, message.ID, error) {
 	now := e.opts.Now()
 	if at.After(now.Add(e.opts.MaxDelay)) {
@@ -157,6 +158,8 @@ func (e *Engine) Reschedule(ctx context.Context, id message.ID, at time.Time) (R
 	ms := max(ceilMs(at), ceilMs(now))
 	return e.replace(ctx, id, func(m *message.Message) error {
 		m.DeliverAt = ms
+		// A frozen message given a time is thawed to it.
+		m.Headers = unfrozen(m.Headers)
 		return nil
 	})
 }

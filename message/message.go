@@ -452,6 +452,24 @@ func Expired(hs []Header, nowMs int64) bool {
 	return ok && at <= nowMs
 }
 
+// FrozenHeader marks a message frozen on its own (engine.Engine.Freeze)
+// and holds the delay it had left when it was frozen, milliseconds in
+// decimal: the message is held at engine.FrozenAt, never delivered, until
+// a thaw schedules it that long after the thaw.
+const FrozenHeader = "hourglass-frozen"
+
+// FrozenRemaining returns the remaining delay (ms) of a message with
+// headers hs that is frozen on its own, and whether it is.
+func FrozenRemaining(hs []Header) (int64, bool) {
+	for _, h := range hs {
+		if string(h.Key) == FrozenHeader {
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			return max(ms, 0), err == nil
+		}
+	}
+	return 0, false
+}
+
 // Control is a decoded control payload; Name and Value alias the input.
 type Control struct {
 	Kind  ControlKind

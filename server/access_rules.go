@@ -96,6 +96,10 @@ var rules = map[string]rule{
 		topics: byKey((*hourglassv1.RescheduleRequest).GetId, (*hourglassv1.RescheduleRequest).GetTopic)},
 	svc + "Edit": {verb: access.Cancel, audited: true,
 		topics: byKey((*hourglassv1.EditRequest).GetId, (*hourglassv1.EditRequest).GetTopic)},
+	svc + "FreezeMessage": {verb: access.Cancel, audited: true,
+		topics: byKey((*hourglassv1.FreezeMessageRequest).GetId, (*hourglassv1.FreezeMessageRequest).GetTopic)},
+	svc + "ThawMessage": {verb: access.Cancel, audited: true,
+		topics: byKey((*hourglassv1.ThawMessageRequest).GetId, (*hourglassv1.ThawMessageRequest).GetTopic)},
 	svc + "Redrive": {verb: access.Manage, audited: true, topics: func(m proto.Message) ([]string, bool) {
 		r := m.(*hourglassv1.RedriveRequest)
 		if r.GetDeadLetterTopic() == "" {

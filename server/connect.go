@@ -149,6 +149,14 @@ func (a connectAPI) Edit(ctx context.Context, r *connect.Request[hourglassv1.Edi
 	return unary(ctx, r, a.api.Edit)
 }
 
+func (a connectAPI) FreezeMessage(ctx context.Context, r *connect.Request[hourglassv1.FreezeMessageRequest]) (*connect.Response[hourglassv1.FreezeMessageResponse], error) {
+	return unary(ctx, r, a.api.FreezeMessage)
+}
+
+func (a connectAPI) ThawMessage(ctx context.Context, r *connect.Request[hourglassv1.ThawMessageRequest]) (*connect.Response[hourglassv1.ThawMessageResponse], error) {
+	return unary(ctx, r, a.api.ThawMessage)
+}
+
 func (a connectAPI) Reschedule(ctx context.Context, r *connect.Request[hourglassv1.RescheduleRequest]) (*connect.Response[hourglassv1.RescheduleResponse], error) {
 	return unary(ctx, r, a.api.Reschedule)
 }

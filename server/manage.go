@@ -56,7 +56,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 		out.RescheduledTo = f.ID.String()
 	}
 	if f.State == engine.StatePending || f.State == engine.StateDelivering {
-		s.frozenDue(out.Message, string(f.Message.Topic), f.ID)
+		s.frozenDue(out.Message, &f.Message, f.ID)
 	}
 	delivering := f.State == engine.StateDelivering
 	if !delivering && f.State != engine.StateDelivered || s.q == nil || s.opts.ExternalSink != "" {
@@ -92,7 +92,7 @@ func (s api) Get(ctx context.Context, m *hourglassv1.GetRequest) (*hourglassv1.G
 	}
 	switch l.Held {
 	case queue.Waiting:
-		s.frozenDue(out.Message, topic, f.ID)
+		s.frozenDue(out.Message, &f.Message, f.ID)
 		out.State = hourglassv1.MessageState_MESSAGE_STATE_DUE
 		out.QueueAttempt = l.Attempt
 		out.FlowWait = l.FlowWait
@@ -294,7 +294,7 @@ func (s api) List(ctx context.Context, m *hourglassv1.ListRequest) (*hourglassv1
 	out := &hourglassv1.ListResponse{Messages: make([]*hourglassv1.Message, len(found)), NextPageToken: next}
 	for i := range found {
 		out.Messages[i] = protoMessage(found[i].ID, &found[i].Message)
-		s.frozenDue(out.Messages[i], m.Topic, found[i].ID)
+		s.frozenDue(out.Messages[i], &found[i].Message, found[i].ID)
 	}
 	return out, nil
 }
@@ -400,15 +400,25 @@ func (s *Server) listQueue(ctx context.Context, m *hourglassv1.ListRequest) (*ho
 			pm.LeaseExpiresAt = nil
 		}
 		if st == queue.ListDue {
-			s.frozenDue(pm, topic, msgs[i].ID)
+			s.topicFrozenDue(pm, topic, msgs[i].ID)
 		}
 	}
 	return out, nil
 }
 
-// frozenDue sets pm's due_at and frozen when its topic's frozen pauses
-// make the message id due after its deliverAt (queue.Freezes.Due).
-func (s *Server) frozenDue(pm *hourglassv1.Message, topic string, id message.ID) {
+// frozenDue sets pm's due_at and frozen (and frozen_remaining_ms) for the
+// stored message m of id when it is frozen on its own (messageFrozen) or
+// its topic's frozen pauses make it due after its deliverAt
+// (topicFrozenDue).
+func (s *Server) frozenDue(pm *hourglassv1.Message, m *message.Message, id message.ID) {
+	if !messageFrozen(pm, m.Headers, s.eng.Now()) {
+		s.topicFrozenDue(pm, string(m.Topic), id)
+	}
+}
+
+// topicFrozenDue sets pm's due_at and frozen when its topic's frozen
+// pauses make the message id due after its deliverAt (queue.Freezes.Due).
+func (s *Server) topicFrozenDue(pm *hourglassv1.Message, topic string, id message.ID) {
 	if s.q == nil || pm == nil {
 		return
 	}

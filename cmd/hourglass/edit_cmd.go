@@ -86,7 +86,8 @@ func runEdit(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return replaceEach(c, ts, "edit", "edited", func(cl *client.Client, ref client.Ref) (client.ID, error) {
-		return cl.Edit(c.Context, ref, ed)
+	return replaceEach(c, ts, "edit", "edited", func(cl *client.Client, ref client.Ref) (replacement, error) {
+		id, err := cl.Edit(c.Context, ref, ed)
+		return replacement{id: id}, err
 	})
 }

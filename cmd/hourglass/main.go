@@ -57,6 +57,8 @@ func newApp() *cli.App {
 			cancelCommand(),
 			rescheduleCommand(),
 			editCommand(),
+			freezeCommand(),
+			thawCommand(),
 			getCommand(),
 			listCommand(),
 			ackCommand(),

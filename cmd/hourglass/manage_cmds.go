@@ -12,6 +12,7 @@ import (
 
 	"github.com/hourglassmq/hourglass/client"
 	"github.com/hourglassmq/hourglass/internal/units"
+	"github.com/hourglassmq/hourglass/message"
 )
 
 // messageJSON is a stored message as get and list print it.
@@ -30,6 +31,9 @@ type messageJSON struct {
 	// deliver_at; Frozen: such a pause lasts (due_at as if resumed now).
 	DueAt  string `json:"due_at,omitempty"`
 	Frozen bool   `json:"frozen,omitempty"`
+	// FrozenRemainingMs: a message frozen on its own ('freeze'), the
+	// delay it keeps until 'thaw'.
+	FrozenRemainingMs *int64 `json:"frozen_remaining_ms,omitempty"`
 }
 
 // deadLetterJSON says why a message of a dead-letter topic died.
@@ -49,6 +53,9 @@ func newMessageJSON(m client.Scheduled) messageJSON {
 	}
 	if !m.DueAt.IsZero() {
 		j.DueAt, j.Frozen = m.DueAt.UTC().Format(rfc3339Nano), m.Frozen
+	}
+	if _, frozen := m.Headers[message.FrozenHeader]; frozen {
+		j.FrozenRemainingMs = new(m.FrozenRemaining.Milliseconds())
 	}
 	if dl := m.DeadLetter; dl != nil {
 		j.DeadLetter = &deadLetterJSON{OriginTopic: dl.OriginTopic, Reason: dl.Reason, LastError: dl.LastError, Attempts: dl.Attempts}
@@ -95,7 +102,9 @@ first as its origin. The state is one of:
   not-found      no such message, or its schedule segment was deleted once
                  every message in it was done
 A message of a topic frozen by 'pause --freeze' shows "due at": its time with
-the frozen pauses counted ("due_at" and "frozen" with --json).
+the frozen pauses counted ("due_at" and "frozen" with --json). A message frozen
+on its own by 'hourglass freeze' shows "frozen": the delay it keeps and when it
+would be due if thawed now ("frozen_remaining_ms" too with --json).
 Nothing is received, leased or changed: unlike 'recv --no-ack', get does not
 raise the attempt count. A message sent with 'send --key K' can be named by
 --topic and --key instead of its ID, for as long as it lives.
@@ -157,6 +166,8 @@ func runGet(c *cli.Context) error {
 func printMessage(w io.Writer, m *messageJSON) {
 	fmt.Fprintf(w, "topic:       %s\ndeliver at:  %s\nattempt:     %d\n", m.Topic, m.DeliverAt, m.Attempt)
 	switch {
+	case m.FrozenRemainingMs != nil:
+		fmt.Fprintf(w, "frozen:      %s left, due at %s if thawed now ('hourglass thaw')\n", units.FormatDuration(time.Duration(*m.FrozenRemainingMs)*time.Millisecond), m.DueAt)
 	case m.Frozen:
 		fmt.Fprintf(w, "due at:      %s if resumed now (its topic is frozen)\n", m.DueAt)
 	case m.DueAt != "":

@@ -122,6 +122,17 @@ type rescheduleJSON struct {
 	Result    string `json:"result"`
 	NewID     string `json:"new_id,omitempty"`
 	DeliverAt string `json:"deliver_at,omitempty"`
+	// RemainingMs: freeze's, the delay the frozen message keeps.
+	RemainingMs *int64 `json:"remaining_ms,omitempty"`
+}
+
+// replacement is the message a replacing command made: its new ID and,
+// for one frozen (freeze), the delay it keeps (printed instead of its
+// time).
+type replacement struct {
+	id     client.ID
+	frozen bool
+	left   time.Duration
 }
 
 // whenOf parses the new time of reschedule: exactly one of --delay, --at
@@ -168,26 +179,33 @@ func runReschedule(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return replaceEach(c, ts, "reschedule", "rescheduled", func(cl *client.Client, ref client.Ref) (client.ID, error) {
-		return cl.Reschedule(c.Context, ref, when)
+	return replaceEach(c, ts, "reschedule", "rescheduled", func(cl *client.Client, ref client.Ref) (replacement, error) {
+		id, err := cl.Reschedule(c.Context, ref, when)
+		return replacement{id: id}, err
 	})
 }
 
-// replaceEach runs op (a reschedule or an edit: the message is replaced
-// by one with a new ID) on each target and prints one line per target:
-// "REF done NEW_ID DELIVER_AT", or the target's state when op found it
-// delivered, cancelled or unknown (a rescheduleJSON with --json). verb
-// names the command in errors.
-func replaceEach(c *cli.Context, ts []target, verb, done string, op func(*client.Client, client.Ref) (client.ID, error)) error {
+// replaceEach runs op (a reschedule, an edit, a freeze or a thaw: the
+// message is replaced by one with a new ID) on each target and prints one
+// line per target: "REF done NEW_ID DELIVER_AT" ("REF frozen NEW_ID
+// REMAINING" for a freeze), or the target's state when op found it
+// delivered, cancelled, unknown, already frozen or not frozen (a
+// rescheduleJSON with --json). verb names the command in errors.
+func replaceEach(c *cli.Context, ts []target, verb, done string, op func(*client.Client, client.Ref) (replacement, error)) error {
 	return withClient(c, func(cl *client.Client) error {
 		enc := json.NewEncoder(c.App.Writer)
 		for _, t := range ts {
 			if t.err != nil {
 				return fmt.Errorf("%s %s: %w", verb, t.name, t.err)
 			}
-			id, err := op(cl, t.ref)
+			r, err := op(cl, t.ref)
 			j := rescheduleJSON{Ref: t.name, Result: done}
+			when := ""
 			switch {
+			case errors.Is(err, client.ErrAlreadyFrozen):
+				j.Result = "already-frozen"
+			case errors.Is(err, client.ErrNotFrozen):
+				j.Result = "not-frozen"
 			case errors.Is(err, client.ErrAlreadyDelivered):
 				j.Result = "already-delivered"
 			case errors.Is(err, client.ErrAlreadyCancelled):
@@ -196,8 +214,12 @@ func replaceEach(c *cli.Context, ts []target, verb, done string, op func(*client
 				j.Result = "unknown"
 			case err != nil:
 				return fmt.Errorf("%s %s: %w", verb, t.name, err)
+			case r.frozen:
+				j.NewID, j.RemainingMs = r.id.String(), new(r.left.Milliseconds())
+				when = units.FormatDuration(r.left)
 			default:
-				j.NewID, j.DeliverAt = id.String(), id.Time().UTC().Format(rfc3339Nano)
+				j.NewID, j.DeliverAt = r.id.String(), r.id.Time().UTC().Format(rfc3339Nano)
+				when = j.DeliverAt
 			}
 			if c.Bool("json") {
 				if err := enc.Encode(j); err != nil {
@@ -205,7 +227,7 @@ func replaceEach(c *cli.Context, ts []target, verb, done string, op func(*client
 				}
 				continue
 			}
-			fmt.Fprintln(c.App.Writer, strings.TrimSpace(strings.Join([]string{j.Ref, j.Result, j.NewID, j.DeliverAt}, " ")))
+			fmt.Fprintln(c.App.Writer, strings.TrimSpace(strings.Join([]string{j.Ref, j.Result, j.NewID, when}, " ")))
 		}
 		return nil
 	})

@@ -35,6 +35,8 @@ func TestOperateCommandsHelp(t *testing.T) {
 		"policy set":   {"--max-attempts", "--backoff", "INITIAL[:MAX[:MULTIPLIER[:JITTER]]]", "--rate", "--lease", "--default", "Exit status"},
 		"pause":        {"resume", "durably", "Exit status"},
 		"resume":       {"Exit status"},
+		"freeze":       {"--topic", "--key", "frozen NEW_ID REMAINING", "already-frozen", "remaining_ms", "thaw", "Exit status"},
+		"thaw":         {"--topic", "--key", "thawed NEW_ID DELIVER_AT", "not-frozen", "Exit status"},
 	} {
 		out, _, err := runApp(t, append(strings.Fields(cmd), "--help")...)
 		if err != nil {
@@ -63,6 +65,8 @@ func TestOperateCommandErrors(t *testing.T) {
 		{"reschedule_key_without_topic", []string{"reschedule", "--key", "k", "--now"}, "give both to name a message by the key"},
 		{"reschedule_id_and_key", []string{"reschedule", id, "--topic", "t", "--key", "k", "--now"}, "not both"},
 		{"cancel_topic_only", []string{"cancel", "--topic", "t"}, "give both"},
+		{"freeze_nothing", []string{"freeze"}, "give one or more message IDs"},
+		{"thaw_id_and_key", []string{"thaw", id, "--topic", "t", "--key", "k"}, "not both"},
 		{"get_two", []string{"get", id, id}, "got 2 arguments"},
 		{"nack_dead_letter_delay", []string{"nack", id, "--topic", "t", "--dead-letter", "--delay", "1s"}, "give one of them"},
 		{"nack_long_reason", []string{"nack", id, "--topic", "t", "--reason", strings.Repeat("x", 1001)}, "at most 1000"},

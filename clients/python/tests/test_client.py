@@ -283,6 +283,29 @@ def test_edit_by_id_and_by_key(client: hourglass.Client, topic: str) -> None:
         client.edit(UNKNOWN_ID, body="x")
 
 
+def test_freeze_message_and_thaw(client: hourglass.Client, topic: str) -> None:
+    first = client.schedule(topic, "b", delay=3600, key="f1")
+    frozen = client.freeze_message(Key(topic, "f1"))
+    assert frozen.id != first and timedelta(minutes=59) < frozen.remaining <= timedelta(hours=1)
+    f = client.get(first)
+    assert f.state == State.PENDING and f.message is not None and f.message.id == frozen.id
+    assert f.message.frozen and f.message.frozen_remaining == frozen.remaining
+    with pytest.raises(hourglass.AlreadyFrozen):
+        client.freeze_message(first)
+    before = datetime.now(timezone.utc)
+    thawed = client.thaw_message(first)
+    assert thawed.time >= before + frozen.remaining - timedelta(seconds=1)
+    f = client.get(Key(topic, "f1"))
+    assert f.message is not None and f.message.id == thawed and f.message.frozen_remaining is None
+    with pytest.raises(hourglass.NotFrozen):
+        client.thaw_message(first)
+    assert client.cancel(first) == CancelResult.CANCELLED
+    with pytest.raises(hourglass.AlreadyCancelled):
+        client.freeze_message(first)
+    with pytest.raises(hourglass.NotPending):
+        client.thaw_message(UNKNOWN_ID)
+
+
 def test_expired_message_dead_lettered(client: hourglass.Client, topic: str) -> None:
     client.schedule(topic, "stale", at=datetime.now(timezone.utc) - timedelta(seconds=10), ttl=0.001)
     fresh = client.schedule(topic, "fresh", ttl=3600)

@@ -42,6 +42,7 @@ import {
 } from "./schedules.js";
 import { calendarInit, calendarOf, workingInit, type Backfilled, type Calendar, type CalendarPage, type WorkingTime } from "./calendars.js";
 import { editInit, editResultOf, type EditInput, type EditResult } from "./edit.js";
+import { freezeResultOf, thawResultOf, type FreezeMessageResult, type ThawMessageResult } from "./freeze.js";
 
 /** A message to schedule. At most one of delayMs, at, level and working; none means now. */
 export interface ScheduleInput {
@@ -144,6 +145,11 @@ export interface StoredMessage {
    */
   dueAt?: Date;
   frozen?: boolean;
+  /**
+   * get and list of a message frozen on its own (freezeMessage): the delay it keeps until
+   * thawMessage; frozen is then set and dueAt is as if it were thawed now.
+   */
+  frozenRemainingMs?: number;
   /** Set on a dead letter (a message of "<topic>.dlq", or one get finds dead-lettered): why it died. */
   deadLetter?: {
     originTopic: string;
@@ -268,6 +274,7 @@ function storedOf(m: PbMessage): StoredMessage {
     s.dueAt = dateOf(m.dueAt);
     s.frozen = m.frozen;
   }
+  if (m.frozenRemainingMs !== undefined) s.frozenRemainingMs = Number(m.frozenRemainingMs);
   if (m.deadLetter) {
     const dl = m.deadLetter;
     s.deadLetter = {
@@ -394,6 +401,20 @@ export class HourglassClient {
    */
   async edit(ref: Ref, change: EditInput): Promise<EditResult> {
     return editResultOf(await this.rpc.edit({ ...refOf(ref), ...editInit(change) }));
+  }
+
+  /**
+   * Stops the clock of a pending message, atomically: "frozen" only if its old time will never
+   * fire; it is never delivered until thawMessage, which makes it due the delay it had left
+   * (remainingMs) from the thaw. The first id and the key go on naming it; cancel cancels it.
+   */
+  async freezeMessage(ref: Ref): Promise<FreezeMessageResult> {
+    return freezeResultOf(await this.rpc.freezeMessage(refOf(ref)));
+  }
+
+  /** Starts the clock of a frozen message again: it is due the delay it had left from now. */
+  async thawMessage(ref: Ref): Promise<ThawMessageResult> {
+    return thawResultOf(await this.rpc.thawMessage(refOf(ref)));
   }
 
   /** Looks a message up and says what became of it. It only reads. */

@@ -16,6 +16,7 @@ export {
   type When,
 } from "./client.js";
 export type { EditInput, EditResult } from "./edit.js";
+export type { FreezeMessageResult, ThawMessageResult } from "./freeze.js";
 export type {
   Backoff,
   DeletedTopic,

@@ -172,6 +172,33 @@ for (const [name, make] of Object.entries(clients)) {
       await assert.rejects(c.edit(m.id, {}), /give a new body, new headers, or both/);
     });
 
+    test("freezeMessage holds a pending message with its remaining delay until thawMessage", async () => {
+      const m = await c.schedule({ topic: topic("frozen"), body: "b", delayMs: 3_600_000, key: "f-1" });
+      const fr = await c.freezeMessage({ topic: topic("frozen"), key: "f-1" });
+      assert.equal(fr.result, "frozen");
+      if (fr.result !== "frozen") return;
+      assert.notEqual(fr.id, m.id);
+      assert.ok(fr.remainingMs > 3_500_000 && fr.remainingMs <= 3_600_000, `remainingMs ${fr.remainingMs}`);
+      const f = await c.get(m.id);
+      assert.equal(f.state, "pending");
+      assert.equal(f.message?.id, fr.id);
+      assert.equal(f.message?.frozen, true);
+      assert.equal(f.message?.frozenRemainingMs, fr.remainingMs);
+      assert.deepEqual(await c.freezeMessage(m.id), { result: "already-frozen" });
+      const before = Date.now();
+      const th = await c.thawMessage(m.id);
+      assert.equal(th.result, "thawed");
+      if (th.result !== "thawed") return;
+      assert.ok(th.deliverAt.getTime() >= before + fr.remainingMs - 1000, `thawed to ${th.deliverAt.toISOString()}`);
+      const g = await c.get({ topic: topic("frozen"), key: "f-1" });
+      assert.equal(g.message?.id, th.id);
+      assert.equal(g.message?.frozenRemainingMs, undefined);
+      assert.deepEqual(await c.thawMessage(m.id), { result: "not-frozen" });
+      assert.equal(await c.cancel(m.id), "cancelled");
+      assert.deepEqual(await c.freezeMessage(m.id), { result: "already-cancelled" });
+      assert.deepEqual(await c.thawMessage("0000ffffffffffff0000000000000001"), { result: "unknown" });
+    });
+
     test("a message past its expiry is dead-lettered with reason expired, never delivered", async () => {
       const at = new Date(Date.now() - 10_000);
       await c.schedule({ topic: topic("expired"), body: "stale", at, ttlMs: 1 });

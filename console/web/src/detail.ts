@@ -3,7 +3,7 @@
 
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import {
-  api, call, CancelResult, MessageState, RescheduleResult,
+  api, call, CancelResult, FreezeResult, MessageState, RescheduleResult,
   type GetRequest, type GetResponse, type Message, type RescheduleRequest,
 } from "./api.js";
 import { busy, confirm, failed, fill, form, h, notify, unavailable, type Child } from "./dom.js";
@@ -53,10 +53,14 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
   const dl = m.deadLetter;
   const reload = () => openDetail(el, { id: m.id }, onChange);
   const pending = res.state === MessageState.PENDING;
+  // Frozen on its own (FreezeMessage): held with the delay it keeps.
+  const frozenLeft = m.frozenRemainingMs === undefined ? null : Number(m.frozenRemainingMs);
+  const reopen = (id: string) => { void openDetail(el, { id }, onChange); onChange?.(); };
   const actionBar = h("div", { class: "actions" },
     pending ? h("button", { id: "act-cancel", type: "button", "data-verb": "cancel", class: "danger", onclick: (ev: Event) => cancelOne(m, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Cancel message") : null,
     pending ? h("button", { id: "act-reschedule", type: "button", "data-verb": "cancel", onclick: (ev: Event) => rescheduleOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Reschedule…") : null,
     pending ? h("button", { id: "act-edit", type: "button", "data-verb": "cancel", onclick: (ev: Event) => editOne(m, ev.currentTarget as HTMLButtonElement, (id) => { void openDetail(el, { id }, onChange); onChange?.(); }) }, "Edit…") : null,
+    pending ? h("button", { id: frozenLeft === null ? "act-freeze" : "act-thaw", type: "button", "data-verb": "cancel", onclick: (ev: Event) => freezeOne(m, frozenLeft !== null, ev.currentTarget as HTMLButtonElement, reopen) }, frozenLeft === null ? "Freeze" : "Thaw") : null,
     pending ? h("button", { id: "act-promote", type: "button", "data-verb": "cancel", onclick: (ev: Event) => promoteOne(el, m, ev.currentTarget as HTMLButtonElement, onChange) }, "Deliver now") : null,
     res.state === MessageState.DEAD_LETTERED && res.deadLetterTopic
       ? h("button", { id: "act-redrive", type: "button", "data-verb": "manage", onclick: (ev: Event) => redriveOne(m, res.deadLetterTopic, ev.currentTarget as HTMLButtonElement, reload, onChange) }, "Redrive")
@@ -83,7 +87,9 @@ function renderDetail(el: HTMLElement, res: GetResponse, req: GetRequest, onChan
     actionBar,
     h("dl", null,
       kv("Topic", m.topic),
-      kv("Deliver at", when(m.deliverAt)),
+      frozenLeft !== null
+        ? kv("Frozen", h("span", { id: "detail-frozen" }, `${duration(frozenLeft)} left: due ${duration(frozenLeft)} after it is thawed`))
+        : kv("Deliver at", when(m.deliverAt)),
       kv("Attempt", String(m.attempt)),
       m.originId && m.originId !== m.id ? kv("Origin", shortId(m.originId)) : null,
       res.state === MessageState.LEASED ? kv("Lease ends", when(res.leaseExpiresAt)) : null,
@@ -119,6 +125,30 @@ async function redriveOne(m: Message, dlq: string, btn: HTMLButtonElement, reloa
       notify(res.redriven > 0n ? "ok" : "err", res.redriven > 0n ? `Redriven: ${m.id} is back in ${to}` : `Redrive ${m.id}: not in ${dlq} any more`);
       reload();
       onChange?.();
+    } catch (e) {
+      failed(e);
+    }
+  });
+}
+
+/** freezeOne freezes a pending message (its clock stops, its remaining delay kept) or thaws a frozen one. */
+async function freezeOne(m: Message, thaw: boolean, btn: HTMLButtonElement, reopen: (id: string) => void): Promise<void> {
+  await busy(btn, async () => {
+    try {
+      if (thaw) {
+        const res = await call("ThawMessage", () => api.thawMessage({ id: m.id }));
+        const at = toDate(res.deliverAt);
+        notify(res.result === FreezeResult.THAWED ? "ok" : "err", res.result === FreezeResult.THAWED
+          ? `Thawed: now ${res.id}${at ? `, due in ${duration(at.getTime() - Date.now())}` : ""}`
+          : `Thaw ${m.id}: ${enumName(FreezeResult, res.result, "")}`);
+        if (res.result === FreezeResult.THAWED) reopen(res.id);
+        return;
+      }
+      const res = await call("FreezeMessage", () => api.freezeMessage({ id: m.id }));
+      notify(res.result === FreezeResult.FROZEN ? "ok" : "err", res.result === FreezeResult.FROZEN
+        ? `Frozen: now ${res.id}, ${duration(Number(res.remainingMs))} left until it is thawed`
+        : `Freeze ${m.id}: ${enumName(FreezeResult, res.result, "")}`);
+      if (res.result === FreezeResult.FROZEN) reopen(res.id);
     } catch (e) {
       failed(e);
     }

@@ -323,6 +323,79 @@ func (EditResult) EnumDescriptor() ([]byte, []int) {
 	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{3}
 }
 
+// FreezeResult is what FreezeMessage or ThawMessage did.
+type FreezeResult int32
+
+const (
+	FreezeResult_FREEZE_RESULT_UNSPECIFIED FreezeResult = 0
+	// FreezeMessage: it is held with its remaining delay under the new id;
+	// its old time will never fire.
+	FreezeResult_FREEZE_RESULT_FROZEN FreezeResult = 1
+	// ThawMessage: it is due its remaining delay from now, under the new id.
+	FreezeResult_FREEZE_RESULT_THAWED FreezeResult = 2
+	// Too late: it was delivered (or is being delivered). Nothing changed.
+	FreezeResult_FREEZE_RESULT_ALREADY_DELIVERED FreezeResult = 3
+	// No such message is pending here. Nothing changed.
+	FreezeResult_FREEZE_RESULT_UNKNOWN FreezeResult = 4
+	// It was cancelled. Nothing changed.
+	FreezeResult_FREEZE_RESULT_ALREADY_CANCELLED FreezeResult = 5
+	// FreezeMessage of a message frozen before. Nothing changed.
+	FreezeResult_FREEZE_RESULT_ALREADY_FROZEN FreezeResult = 6
+	// ThawMessage of a pending message that is not frozen. Nothing changed.
+	FreezeResult_FREEZE_RESULT_NOT_FROZEN FreezeResult = 7
+)
+
+// Enum value maps for FreezeResult.
+var (
+	FreezeResult_name = map[int32]string{
+		0: "FREEZE_RESULT_UNSPECIFIED",
+		1: "FREEZE_RESULT_FROZEN",
+		2: "FREEZE_RESULT_THAWED",
+		3: "FREEZE_RESULT_ALREADY_DELIVERED",
+		4: "FREEZE_RESULT_UNKNOWN",
+		5: "FREEZE_RESULT_ALREADY_CANCELLED",
+		6: "FREEZE_RESULT_ALREADY_FROZEN",
+		7: "FREEZE_RESULT_NOT_FROZEN",
+	}
+	FreezeResult_value = map[string]int32{
+		"FREEZE_RESULT_UNSPECIFIED":       0,
+		"FREEZE_RESULT_FROZEN":            1,
+		"FREEZE_RESULT_THAWED":            2,
+		"FREEZE_RESULT_ALREADY_DELIVERED": 3,
+		"FREEZE_RESULT_UNKNOWN":           4,
+		"FREEZE_RESULT_ALREADY_CANCELLED": 5,
+		"FREEZE_RESULT_ALREADY_FROZEN":    6,
+		"FREEZE_RESULT_NOT_FROZEN":        7,
+	}
+)
+
+func (x FreezeResult) Enum() *FreezeResult {
+	p := new(FreezeResult)
+	*p = x
+	return p
+}
+
+func (x FreezeResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FreezeResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
+}
+
+func (FreezeResult) Type() protoreflect.EnumType {
+	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
+}
+
+func (x FreezeResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FreezeResult.Descriptor instead.
+func (FreezeResult) EnumDescriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+}
+
 // MisfirePolicy says what a recurring schedule does with the occurrences
 // that fell while the server was down.
 type MisfirePolicy int32
@@ -367,11 +440,11 @@ func (x MisfirePolicy) String() string {
 }
 
 func (MisfirePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[4].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
 }
 
 func (MisfirePolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[4]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
 }
 
 func (x MisfirePolicy) Number() protoreflect.EnumNumber {
@@ -380,7 +453,7 @@ func (x MisfirePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MisfirePolicy.Descriptor instead.
 func (MisfirePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{4}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
 }
 
 // OverlapPolicy says what an occurrence of a recurring schedule does when
@@ -427,11 +500,11 @@ func (x OverlapPolicy) String() string {
 }
 
 func (OverlapPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[5].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
 }
 
 func (OverlapPolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[5]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
 }
 
 func (x OverlapPolicy) Number() protoreflect.EnumNumber {
@@ -440,7 +513,7 @@ func (x OverlapPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OverlapPolicy.Descriptor instead.
 func (OverlapPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{5}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
 }
 
 // CalendarPolicy says what becomes of an occurrence outside the working
@@ -482,11 +555,11 @@ func (x CalendarPolicy) String() string {
 }
 
 func (CalendarPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[6].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[7].Descriptor()
 }
 
 func (CalendarPolicy) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[6]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[7]
 }
 
 func (x CalendarPolicy) Number() protoreflect.EnumNumber {
@@ -495,7 +568,7 @@ func (x CalendarPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CalendarPolicy.Descriptor instead.
 func (CalendarPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{6}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
 }
 
 // Weekday is a day of the week.
@@ -547,11 +620,11 @@ func (x Weekday) String() string {
 }
 
 func (Weekday) Descriptor() protoreflect.EnumDescriptor {
-	return file_hourglass_v1_hourglass_proto_enumTypes[7].Descriptor()
+	return file_hourglass_v1_hourglass_proto_enumTypes[8].Descriptor()
 }
 
 func (Weekday) Type() protoreflect.EnumType {
-	return &file_hourglass_v1_hourglass_proto_enumTypes[7]
+	return &file_hourglass_v1_hourglass_proto_enumTypes[8]
 }
 
 func (x Weekday) Number() protoreflect.EnumNumber {
@@ -560,7 +633,7 @@ func (x Weekday) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Weekday.Descriptor instead.
 func (Weekday) EnumDescriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{7}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{8}
 }
 
 // Header is one message header.
@@ -1339,10 +1412,15 @@ type Message struct {
 	// every frozen pause that began after it was stored and before it was
 	// due. While such a pause lasts, frozen is set and due_at counts the
 	// pause up to now (as if resumed now).
-	DueAt         *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
-	Frozen        bool                   `protobuf:"varint,13,opt,name=frozen,proto3" json:"frozen,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DueAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	Frozen bool                   `protobuf:"varint,13,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Get and List of a message frozen on its own (FreezeMessage): the delay
+	// it has left, which it keeps until ThawMessage; frozen is then set,
+	// due_at is as if it were thawed now, and deliver_at is where it is held
+	// (9999-12-31T00:00:00Z, so it sorts last in a List).
+	FrozenRemainingMs *int64 `protobuf:"varint,14,opt,name=frozen_remaining_ms,json=frozenRemainingMs,proto3,oneof" json:"frozen_remaining_ms,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -1464,6 +1542,13 @@ func (x *Message) GetFrozen() bool {
 		return x.Frozen
 	}
 	return false
+}
+
+func (x *Message) GetFrozenRemainingMs() int64 {
+	if x != nil && x.FrozenRemainingMs != nil {
+		return *x.FrozenRemainingMs
+	}
+	return 0
 }
 
 // DeadLetter says why a message was dead-lettered.
@@ -4788,6 +4873,253 @@ func (x *EditResponse) GetDeliverAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// FreezeMessageRequest names the message by id (any id it had), or by
+// topic and key.
+type FreezeMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeMessageRequest) Reset() {
+	*x = FreezeMessageRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeMessageRequest) ProtoMessage() {}
+
+func (x *FreezeMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeMessageRequest.ProtoReflect.Descriptor instead.
+func (*FreezeMessageRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *FreezeMessageRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *FreezeMessageRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *FreezeMessageRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type FreezeMessageResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result FreezeResult           `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.FreezeResult" json:"result,omitempty"`
+	// FROZEN: the frozen message's id and the delay it keeps, in
+	// milliseconds (0 for a message that was due and not yet delivered).
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	RemainingMs   int64  `protobuf:"varint,3,opt,name=remaining_ms,json=remainingMs,proto3" json:"remaining_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeMessageResponse) Reset() {
+	*x = FreezeMessageResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeMessageResponse) ProtoMessage() {}
+
+func (x *FreezeMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeMessageResponse.ProtoReflect.Descriptor instead.
+func (*FreezeMessageResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *FreezeMessageResponse) GetResult() FreezeResult {
+	if x != nil {
+		return x.Result
+	}
+	return FreezeResult_FREEZE_RESULT_UNSPECIFIED
+}
+
+func (x *FreezeMessageResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *FreezeMessageResponse) GetRemainingMs() int64 {
+	if x != nil {
+		return x.RemainingMs
+	}
+	return 0
+}
+
+// ThawMessageRequest names the frozen message by id (any id it had), or by
+// topic and key.
+type ThawMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Topic         string                 `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Key           string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThawMessageRequest) Reset() {
+	*x = ThawMessageRequest{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThawMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThawMessageRequest) ProtoMessage() {}
+
+func (x *ThawMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThawMessageRequest.ProtoReflect.Descriptor instead.
+func (*ThawMessageRequest) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ThawMessageRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ThawMessageRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ThawMessageRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type ThawMessageResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result FreezeResult           `protobuf:"varint,1,opt,name=result,proto3,enum=hourglass.v1.FreezeResult" json:"result,omitempty"`
+	// THAWED: the message's new id and delivery time.
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	DeliverAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deliver_at,json=deliverAt,proto3" json:"deliver_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThawMessageResponse) Reset() {
+	*x = ThawMessageResponse{}
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThawMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThawMessageResponse) ProtoMessage() {}
+
+func (x *ThawMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThawMessageResponse.ProtoReflect.Descriptor instead.
+func (*ThawMessageResponse) Descriptor() ([]byte, []int) {
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ThawMessageResponse) GetResult() FreezeResult {
+	if x != nil {
+		return x.Result
+	}
+	return FreezeResult_FREEZE_RESULT_UNSPECIFIED
+}
+
+func (x *ThawMessageResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ThawMessageResponse) GetDeliverAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliverAt
+	}
+	return nil
+}
+
 type RedriveRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dead-letter topic to drain, "<topic>.dlq".
@@ -4810,7 +5142,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +5154,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[54]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +5167,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{54}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RedriveRequest) GetDeadLetterTopic() string {
@@ -4894,7 +5226,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5238,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[55]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5251,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{55}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RedriveResponse) GetRedriven() int64 {
@@ -4954,7 +5286,7 @@ type PurgeRequest struct {
 
 func (x *PurgeRequest) Reset() {
 	*x = PurgeRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4966,7 +5298,7 @@ func (x *PurgeRequest) String() string {
 func (*PurgeRequest) ProtoMessage() {}
 
 func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[56]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4979,7 +5311,7 @@ func (x *PurgeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeRequest.ProtoReflect.Descriptor instead.
 func (*PurgeRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{56}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *PurgeRequest) GetTopic() string {
@@ -5006,7 +5338,7 @@ type PurgeResponse struct {
 
 func (x *PurgeResponse) Reset() {
 	*x = PurgeResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5018,7 +5350,7 @@ func (x *PurgeResponse) String() string {
 func (*PurgeResponse) ProtoMessage() {}
 
 func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[57]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5031,7 +5363,7 @@ func (x *PurgeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeResponse.ProtoReflect.Descriptor instead.
 func (*PurgeResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{57}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *PurgeResponse) GetPurged() int64 {
@@ -5050,7 +5382,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5062,7 +5394,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[58]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5075,7 +5407,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{58}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteTopicRequest) GetTopic() string {
@@ -5096,7 +5428,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5108,7 +5440,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[59]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5121,7 +5453,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{59}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteTopicResponse) GetCancelled() int64 {
@@ -5146,7 +5478,7 @@ type TopicsRequest struct {
 
 func (x *TopicsRequest) Reset() {
 	*x = TopicsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5158,7 +5490,7 @@ func (x *TopicsRequest) String() string {
 func (*TopicsRequest) ProtoMessage() {}
 
 func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[60]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5171,7 +5503,7 @@ func (x *TopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsRequest.ProtoReflect.Descriptor instead.
 func (*TopicsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{60}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
 }
 
 // TopicInfo is one topic's counts and policy. Pending messages are
@@ -5202,7 +5534,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5214,7 +5546,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[61]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5227,7 +5559,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{61}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -5309,7 +5641,7 @@ type FlowBacklog struct {
 
 func (x *FlowBacklog) Reset() {
 	*x = FlowBacklog{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5321,7 +5653,7 @@ func (x *FlowBacklog) String() string {
 func (*FlowBacklog) ProtoMessage() {}
 
 func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[62]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5334,7 +5666,7 @@ func (x *FlowBacklog) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FlowBacklog.ProtoReflect.Descriptor instead.
 func (*FlowBacklog) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{62}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FlowBacklog) GetFlowKey() string {
@@ -5375,7 +5707,7 @@ type TopicsResponse struct {
 
 func (x *TopicsResponse) Reset() {
 	*x = TopicsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5387,7 +5719,7 @@ func (x *TopicsResponse) String() string {
 func (*TopicsResponse) ProtoMessage() {}
 
 func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[63]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5400,7 +5732,7 @@ func (x *TopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicsResponse.ProtoReflect.Descriptor instead.
 func (*TopicsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{63}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TopicsResponse) GetTopics() []*TopicInfo {
@@ -5428,7 +5760,7 @@ type Backoff struct {
 
 func (x *Backoff) Reset() {
 	*x = Backoff{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5440,7 +5772,7 @@ func (x *Backoff) String() string {
 func (*Backoff) ProtoMessage() {}
 
 func (x *Backoff) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[64]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5453,7 +5785,7 @@ func (x *Backoff) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Backoff.ProtoReflect.Descriptor instead.
 func (*Backoff) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{64}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *Backoff) GetInitialMs() int64 {
@@ -5529,7 +5861,7 @@ type Policy struct {
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5541,7 +5873,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[65]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5554,7 +5886,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{65}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *Policy) GetMaxAttempts() int32 {
@@ -5646,7 +5978,7 @@ type FrozenPause struct {
 
 func (x *FrozenPause) Reset() {
 	*x = FrozenPause{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5658,7 +5990,7 @@ func (x *FrozenPause) String() string {
 func (*FrozenPause) ProtoMessage() {}
 
 func (x *FrozenPause) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[66]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5671,7 +6003,7 @@ func (x *FrozenPause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FrozenPause.ProtoReflect.Descriptor instead.
 func (*FrozenPause) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{66}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *FrozenPause) GetBeganAt() *timestamppb.Timestamp {
@@ -5697,7 +6029,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5709,7 +6041,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[67]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5722,7 +6054,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{67}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetPolicyRequest) GetTopic() string {
@@ -5747,7 +6079,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5759,7 +6091,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[68]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5772,7 +6104,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{68}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetPolicyResponse) GetPolicy() *Policy {
@@ -5813,7 +6145,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5825,7 +6157,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[69]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5838,7 +6170,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{69}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetPolicyRequest) GetTopic() string {
@@ -5874,7 +6206,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5886,7 +6218,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[70]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5899,7 +6231,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{70}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetPolicyResponse) GetPolicy() *Policy {
@@ -5965,7 +6297,7 @@ type RecurringSchedule struct {
 
 func (x *RecurringSchedule) Reset() {
 	*x = RecurringSchedule{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5977,7 +6309,7 @@ func (x *RecurringSchedule) String() string {
 func (*RecurringSchedule) ProtoMessage() {}
 
 func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[71]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5990,7 +6322,7 @@ func (x *RecurringSchedule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecurringSchedule.ProtoReflect.Descriptor instead.
 func (*RecurringSchedule) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{71}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *RecurringSchedule) GetName() string {
@@ -6100,7 +6432,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6112,7 +6444,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[72]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6125,7 +6457,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{72}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -6145,7 +6477,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6157,7 +6489,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[73]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6170,7 +6502,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{73}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *CreateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6191,7 +6523,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6203,7 +6535,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[74]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6216,7 +6548,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{74}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *RecurringSchedule {
@@ -6235,7 +6567,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6247,7 +6579,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[75]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6260,7 +6592,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{75}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UpdateScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6279,7 +6611,7 @@ type PauseScheduleRequest struct {
 
 func (x *PauseScheduleRequest) Reset() {
 	*x = PauseScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6291,7 +6623,7 @@ func (x *PauseScheduleRequest) String() string {
 func (*PauseScheduleRequest) ProtoMessage() {}
 
 func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[76]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6304,7 +6636,7 @@ func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
 func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{76}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *PauseScheduleRequest) GetName() string {
@@ -6322,7 +6654,7 @@ type PauseScheduleResponse struct {
 
 func (x *PauseScheduleResponse) Reset() {
 	*x = PauseScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6334,7 +6666,7 @@ func (x *PauseScheduleResponse) String() string {
 func (*PauseScheduleResponse) ProtoMessage() {}
 
 func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[77]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6347,7 +6679,7 @@ func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
 func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{77}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
 }
 
 type ResumeScheduleRequest struct {
@@ -6359,7 +6691,7 @@ type ResumeScheduleRequest struct {
 
 func (x *ResumeScheduleRequest) Reset() {
 	*x = ResumeScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6371,7 +6703,7 @@ func (x *ResumeScheduleRequest) String() string {
 func (*ResumeScheduleRequest) ProtoMessage() {}
 
 func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[78]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6384,7 +6716,7 @@ func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{78}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ResumeScheduleRequest) GetName() string {
@@ -6403,7 +6735,7 @@ type ResumeScheduleResponse struct {
 
 func (x *ResumeScheduleResponse) Reset() {
 	*x = ResumeScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6415,7 +6747,7 @@ func (x *ResumeScheduleResponse) String() string {
 func (*ResumeScheduleResponse) ProtoMessage() {}
 
 func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[79]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6428,7 +6760,7 @@ func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
 func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{79}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *ResumeScheduleResponse) GetNext() *timestamppb.Timestamp {
@@ -6447,7 +6779,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6459,7 +6791,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[80]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6472,7 +6804,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{80}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -6490,7 +6822,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6502,7 +6834,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[81]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6515,7 +6847,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{81}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
 }
 
 type GetScheduleRequest struct {
@@ -6529,7 +6861,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6541,7 +6873,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[82]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6554,7 +6886,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{82}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *GetScheduleRequest) GetName() string {
@@ -6592,7 +6924,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6604,7 +6936,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[83]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6617,7 +6949,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{83}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *RecurringSchedule {
@@ -6676,7 +7008,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6688,7 +7020,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[84]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6701,7 +7033,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{84}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
 }
 
 func (x *ListSchedulesRequest) GetPageToken() string {
@@ -6735,7 +7067,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6747,7 +7079,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[85]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6760,7 +7092,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{85}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*GetScheduleResponse {
@@ -6790,7 +7122,7 @@ type BackfillScheduleRequest struct {
 
 func (x *BackfillScheduleRequest) Reset() {
 	*x = BackfillScheduleRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6802,7 +7134,7 @@ func (x *BackfillScheduleRequest) String() string {
 func (*BackfillScheduleRequest) ProtoMessage() {}
 
 func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[86]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6815,7 +7147,7 @@ func (x *BackfillScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleRequest.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{86}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
 }
 
 func (x *BackfillScheduleRequest) GetName() string {
@@ -6852,7 +7184,7 @@ type BackfillScheduleResponse struct {
 
 func (x *BackfillScheduleResponse) Reset() {
 	*x = BackfillScheduleResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6864,7 +7196,7 @@ func (x *BackfillScheduleResponse) String() string {
 func (*BackfillScheduleResponse) ProtoMessage() {}
 
 func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[87]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6877,7 +7209,7 @@ func (x *BackfillScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackfillScheduleResponse.ProtoReflect.Descriptor instead.
 func (*BackfillScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{87}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
 }
 
 func (x *BackfillScheduleResponse) GetStored() int32 {
@@ -6909,7 +7241,7 @@ type WorkingHours struct {
 
 func (x *WorkingHours) Reset() {
 	*x = WorkingHours{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6921,7 +7253,7 @@ func (x *WorkingHours) String() string {
 func (*WorkingHours) ProtoMessage() {}
 
 func (x *WorkingHours) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[88]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6934,7 +7266,7 @@ func (x *WorkingHours) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkingHours.ProtoReflect.Descriptor instead.
 func (*WorkingHours) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{88}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
 }
 
 func (x *WorkingHours) GetDay() Weekday {
@@ -6980,7 +7312,7 @@ type Calendar struct {
 
 func (x *Calendar) Reset() {
 	*x = Calendar{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6992,7 +7324,7 @@ func (x *Calendar) String() string {
 func (*Calendar) ProtoMessage() {}
 
 func (x *Calendar) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[89]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7005,7 +7337,7 @@ func (x *Calendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Calendar.ProtoReflect.Descriptor instead.
 func (*Calendar) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{89}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
 }
 
 func (x *Calendar) GetName() string {
@@ -7045,7 +7377,7 @@ type CreateCalendarRequest struct {
 
 func (x *CreateCalendarRequest) Reset() {
 	*x = CreateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7057,7 +7389,7 @@ func (x *CreateCalendarRequest) String() string {
 func (*CreateCalendarRequest) ProtoMessage() {}
 
 func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[90]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7070,7 +7402,7 @@ func (x *CreateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*CreateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{90}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
 }
 
 func (x *CreateCalendarRequest) GetCalendar() *Calendar {
@@ -7088,7 +7420,7 @@ type CreateCalendarResponse struct {
 
 func (x *CreateCalendarResponse) Reset() {
 	*x = CreateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7100,7 +7432,7 @@ func (x *CreateCalendarResponse) String() string {
 func (*CreateCalendarResponse) ProtoMessage() {}
 
 func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[91]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7113,7 +7445,7 @@ func (x *CreateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*CreateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{91}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
 }
 
 type UpdateCalendarRequest struct {
@@ -7126,7 +7458,7 @@ type UpdateCalendarRequest struct {
 
 func (x *UpdateCalendarRequest) Reset() {
 	*x = UpdateCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7138,7 +7470,7 @@ func (x *UpdateCalendarRequest) String() string {
 func (*UpdateCalendarRequest) ProtoMessage() {}
 
 func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[92]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7151,7 +7483,7 @@ func (x *UpdateCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarRequest.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{92}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
 }
 
 func (x *UpdateCalendarRequest) GetCalendar() *Calendar {
@@ -7169,7 +7501,7 @@ type UpdateCalendarResponse struct {
 
 func (x *UpdateCalendarResponse) Reset() {
 	*x = UpdateCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7181,7 +7513,7 @@ func (x *UpdateCalendarResponse) String() string {
 func (*UpdateCalendarResponse) ProtoMessage() {}
 
 func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[93]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7194,7 +7526,7 @@ func (x *UpdateCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCalendarResponse.ProtoReflect.Descriptor instead.
 func (*UpdateCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{93}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
 }
 
 type DeleteCalendarRequest struct {
@@ -7206,7 +7538,7 @@ type DeleteCalendarRequest struct {
 
 func (x *DeleteCalendarRequest) Reset() {
 	*x = DeleteCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7218,7 +7550,7 @@ func (x *DeleteCalendarRequest) String() string {
 func (*DeleteCalendarRequest) ProtoMessage() {}
 
 func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[94]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7231,7 +7563,7 @@ func (x *DeleteCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{94}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
 }
 
 func (x *DeleteCalendarRequest) GetName() string {
@@ -7249,7 +7581,7 @@ type DeleteCalendarResponse struct {
 
 func (x *DeleteCalendarResponse) Reset() {
 	*x = DeleteCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7261,7 +7593,7 @@ func (x *DeleteCalendarResponse) String() string {
 func (*DeleteCalendarResponse) ProtoMessage() {}
 
 func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[95]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7274,7 +7606,7 @@ func (x *DeleteCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCalendarResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{95}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
 }
 
 type GetCalendarRequest struct {
@@ -7286,7 +7618,7 @@ type GetCalendarRequest struct {
 
 func (x *GetCalendarRequest) Reset() {
 	*x = GetCalendarRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7298,7 +7630,7 @@ func (x *GetCalendarRequest) String() string {
 func (*GetCalendarRequest) ProtoMessage() {}
 
 func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[96]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7311,7 +7643,7 @@ func (x *GetCalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarRequest.ProtoReflect.Descriptor instead.
 func (*GetCalendarRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{96}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
 }
 
 func (x *GetCalendarRequest) GetName() string {
@@ -7330,7 +7662,7 @@ type GetCalendarResponse struct {
 
 func (x *GetCalendarResponse) Reset() {
 	*x = GetCalendarResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7342,7 +7674,7 @@ func (x *GetCalendarResponse) String() string {
 func (*GetCalendarResponse) ProtoMessage() {}
 
 func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[97]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7355,7 +7687,7 @@ func (x *GetCalendarResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCalendarResponse.ProtoReflect.Descriptor instead.
 func (*GetCalendarResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{97}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{101}
 }
 
 func (x *GetCalendarResponse) GetCalendar() *Calendar {
@@ -7377,7 +7709,7 @@ type ListCalendarsRequest struct {
 
 func (x *ListCalendarsRequest) Reset() {
 	*x = ListCalendarsRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7389,7 +7721,7 @@ func (x *ListCalendarsRequest) String() string {
 func (*ListCalendarsRequest) ProtoMessage() {}
 
 func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[98]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7402,7 +7734,7 @@ func (x *ListCalendarsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsRequest.ProtoReflect.Descriptor instead.
 func (*ListCalendarsRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{98}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{102}
 }
 
 func (x *ListCalendarsRequest) GetPageToken() string {
@@ -7429,7 +7761,7 @@ type ListCalendarsResponse struct {
 
 func (x *ListCalendarsResponse) Reset() {
 	*x = ListCalendarsResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7441,7 +7773,7 @@ func (x *ListCalendarsResponse) String() string {
 func (*ListCalendarsResponse) ProtoMessage() {}
 
 func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[99]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7454,7 +7786,7 @@ func (x *ListCalendarsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCalendarsResponse.ProtoReflect.Descriptor instead.
 func (*ListCalendarsResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{99}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{103}
 }
 
 func (x *ListCalendarsResponse) GetCalendars() []*Calendar {
@@ -7479,7 +7811,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7491,7 +7823,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[100]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7504,7 +7836,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{100}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{104}
 }
 
 type WhoAmIResponse struct {
@@ -7528,7 +7860,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7540,7 +7872,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[101]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7553,7 +7885,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{101}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -7620,7 +7952,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7632,7 +7964,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[102]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7645,7 +7977,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{102}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *AuditEntry) GetSeq() uint64 {
@@ -7731,7 +8063,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7743,7 +8075,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[103]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7756,7 +8088,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{103}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *ListAuditRequest) GetLimit() int32 {
@@ -7786,7 +8118,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7798,7 +8130,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hourglass_v1_hourglass_proto_msgTypes[104]
+	mi := &file_hourglass_v1_hourglass_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7811,7 +8143,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{104}
+	return file_hourglass_v1_hourglass_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -7879,7 +8211,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\x03R\x06waitMs\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\x88\x04\n" +
+	"\blease_ms\x18\x04 \x01(\x03R\aleaseMs\"\xd5\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12.\n" +
@@ -7897,7 +8229,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\vdead_letter\x18\v \x01(\v2\x18.hourglass.v1.DeadLetterR\n" +
 	"deadLetter\x121\n" +
 	"\x06due_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x05dueAt\x12\x16\n" +
-	"\x06frozen\x18\r \x01(\bR\x06frozen\"\xae\x01\n" +
+	"\x06frozen\x18\r \x01(\bR\x06frozen\x123\n" +
+	"\x13frozen_remaining_ms\x18\x0e \x01(\x03H\x00R\x11frozenRemainingMs\x88\x01\x01B\x16\n" +
+	"\x14_frozen_remaining_ms\"\xae\x01\n" +
 	"\n" +
 	"DeadLetter\x12!\n" +
 	"\forigin_topic\x18\x01 \x01(\tR\voriginTopic\x12\x16\n" +
@@ -8139,6 +8473,23 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.hourglass.v1.EditResultR\x06result\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
 	"\n" +
+	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"N\n" +
+	"\x14FreezeMessageRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"~\n" +
+	"\x15FreezeMessageResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x1a.hourglass.v1.FreezeResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12!\n" +
+	"\fremaining_ms\x18\x03 \x01(\x03R\vremainingMs\"L\n" +
+	"\x12ThawMessageRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\"\x94\x01\n" +
+	"\x13ThawMessageResponse\x122\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x1a.hourglass.v1.FreezeResultR\x06result\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x129\n" +
+	"\n" +
 	"deliver_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tdeliverAt\"\xcc\x01\n" +
 	"\x0eRedriveRequest\x12*\n" +
 	"\x11dead_letter_topic\x18\x01 \x01(\tR\x0fdeadLetterTopic\x12\x19\n" +
@@ -8378,7 +8729,16 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x12EDIT_RESULT_EDITED\x10\x01\x12!\n" +
 	"\x1dEDIT_RESULT_ALREADY_DELIVERED\x10\x02\x12\x17\n" +
 	"\x13EDIT_RESULT_UNKNOWN\x10\x03\x12!\n" +
-	"\x1dEDIT_RESULT_ALREADY_CANCELLED\x10\x04*\x85\x01\n" +
+	"\x1dEDIT_RESULT_ALREADY_CANCELLED\x10\x04*\x86\x02\n" +
+	"\fFreezeResult\x12\x1d\n" +
+	"\x19FREEZE_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14FREEZE_RESULT_FROZEN\x10\x01\x12\x18\n" +
+	"\x14FREEZE_RESULT_THAWED\x10\x02\x12#\n" +
+	"\x1fFREEZE_RESULT_ALREADY_DELIVERED\x10\x03\x12\x19\n" +
+	"\x15FREEZE_RESULT_UNKNOWN\x10\x04\x12#\n" +
+	"\x1fFREEZE_RESULT_ALREADY_CANCELLED\x10\x05\x12 \n" +
+	"\x1cFREEZE_RESULT_ALREADY_FROZEN\x10\x06\x12\x1c\n" +
+	"\x18FREEZE_RESULT_NOT_FROZEN\x10\a*\x85\x01\n" +
 	"\rMisfirePolicy\x12\x1e\n" +
 	"\x1aMISFIRE_POLICY_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17MISFIRE_POLICY_FIRE_ALL\x10\x01\x12\x1e\n" +
@@ -8401,7 +8761,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x10WEEKDAY_THURSDAY\x10\x04\x12\x12\n" +
 	"\x0eWEEKDAY_FRIDAY\x10\x05\x12\x14\n" +
 	"\x10WEEKDAY_SATURDAY\x10\x06\x12\x12\n" +
-	"\x0eWEEKDAY_SUNDAY\x10\a2\xda\x17\n" +
+	"\x0eWEEKDAY_SUNDAY\x10\a2\x88\x19\n" +
 	"\x10HourglassService\x12I\n" +
 	"\bSchedule\x12\x1d.hourglass.v1.ScheduleRequest\x1a\x1e.hourglass.v1.ScheduleResponse\x12X\n" +
 	"\rScheduleBatch\x12\".hourglass.v1.ScheduleBatchRequest\x1a#.hourglass.v1.ScheduleBatchResponse\x12_\n" +
@@ -8420,7 +8780,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\x04List\x12\x19.hourglass.v1.ListRequest\x1a\x1a.hourglass.v1.ListResponse\x12O\n" +
 	"\n" +
 	"Reschedule\x12\x1f.hourglass.v1.RescheduleRequest\x1a .hourglass.v1.RescheduleResponse\x12=\n" +
-	"\x04Edit\x12\x19.hourglass.v1.EditRequest\x1a\x1a.hourglass.v1.EditResponse\x12F\n" +
+	"\x04Edit\x12\x19.hourglass.v1.EditRequest\x1a\x1a.hourglass.v1.EditResponse\x12X\n" +
+	"\rFreezeMessage\x12\".hourglass.v1.FreezeMessageRequest\x1a#.hourglass.v1.FreezeMessageResponse\x12R\n" +
+	"\vThawMessage\x12 .hourglass.v1.ThawMessageRequest\x1a!.hourglass.v1.ThawMessageResponse\x12F\n" +
 	"\aRedrive\x12\x1c.hourglass.v1.RedriveRequest\x1a\x1d.hourglass.v1.RedriveResponse\x12@\n" +
 	"\x05Purge\x12\x1a.hourglass.v1.PurgeRequest\x1a\x1b.hourglass.v1.PurgeResponse\x12R\n" +
 	"\vDeleteTopic\x12 .hourglass.v1.DeleteTopicRequest\x1a!.hourglass.v1.DeleteTopicResponse\x12C\n" +
@@ -8455,303 +8817,315 @@ func file_hourglass_v1_hourglass_proto_rawDescGZIP() []byte {
 	return file_hourglass_v1_hourglass_proto_rawDescData
 }
 
-var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 105)
+var file_hourglass_v1_hourglass_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_hourglass_v1_hourglass_proto_msgTypes = make([]protoimpl.MessageInfo, 109)
 var file_hourglass_v1_hourglass_proto_goTypes = []any{
 	(CancelResult)(0),                // 0: hourglass.v1.CancelResult
 	(MessageState)(0),                // 1: hourglass.v1.MessageState
 	(RescheduleResult)(0),            // 2: hourglass.v1.RescheduleResult
 	(EditResult)(0),                  // 3: hourglass.v1.EditResult
-	(MisfirePolicy)(0),               // 4: hourglass.v1.MisfirePolicy
-	(OverlapPolicy)(0),               // 5: hourglass.v1.OverlapPolicy
-	(CalendarPolicy)(0),              // 6: hourglass.v1.CalendarPolicy
-	(Weekday)(0),                     // 7: hourglass.v1.Weekday
-	(*Header)(nil),                   // 8: hourglass.v1.Header
-	(*ScheduleRequest)(nil),          // 9: hourglass.v1.ScheduleRequest
-	(*WorkingTime)(nil),              // 10: hourglass.v1.WorkingTime
-	(*ScheduleResponse)(nil),         // 11: hourglass.v1.ScheduleResponse
-	(*ScheduleBatchRequest)(nil),     // 12: hourglass.v1.ScheduleBatchRequest
-	(*ScheduleBatchResponse)(nil),    // 13: hourglass.v1.ScheduleBatchResponse
-	(*CancelRequest)(nil),            // 14: hourglass.v1.CancelRequest
-	(*CancelResponse)(nil),           // 15: hourglass.v1.CancelResponse
-	(*ReceiveRequest)(nil),           // 16: hourglass.v1.ReceiveRequest
-	(*Message)(nil),                  // 17: hourglass.v1.Message
-	(*DeadLetter)(nil),               // 18: hourglass.v1.DeadLetter
-	(*ReceiveResponse)(nil),          // 19: hourglass.v1.ReceiveResponse
-	(*ReceiveStreamRequest)(nil),     // 20: hourglass.v1.ReceiveStreamRequest
-	(*ReceiveStreamResponse)(nil),    // 21: hourglass.v1.ReceiveStreamResponse
-	(*AckRequest)(nil),               // 22: hourglass.v1.AckRequest
-	(*AckResponse)(nil),              // 23: hourglass.v1.AckResponse
-	(*AckBatchRequest)(nil),          // 24: hourglass.v1.AckBatchRequest
-	(*AckBatchResponse)(nil),         // 25: hourglass.v1.AckBatchResponse
-	(*AckResult)(nil),                // 26: hourglass.v1.AckResult
-	(*NackRequest)(nil),              // 27: hourglass.v1.NackRequest
-	(*NackResponse)(nil),             // 28: hourglass.v1.NackResponse
-	(*ExtendRequest)(nil),            // 29: hourglass.v1.ExtendRequest
-	(*ExtendResponse)(nil),           // 30: hourglass.v1.ExtendResponse
-	(*StatsRequest)(nil),             // 31: hourglass.v1.StatsRequest
-	(*EngineStats)(nil),              // 32: hourglass.v1.EngineStats
-	(*TopicStats)(nil),               // 33: hourglass.v1.TopicStats
-	(*PendingBucket)(nil),            // 34: hourglass.v1.PendingBucket
-	(*Lateness)(nil),                 // 35: hourglass.v1.Lateness
-	(*StatsResponse)(nil),            // 36: hourglass.v1.StatsResponse
-	(*ServerHealth)(nil),             // 37: hourglass.v1.ServerHealth
-	(*TimeRequest)(nil),              // 38: hourglass.v1.TimeRequest
-	(*TimeResponse)(nil),             // 39: hourglass.v1.TimeResponse
-	(*Status)(nil),                   // 40: hourglass.v1.Status
-	(*ScheduleStreamRequest)(nil),    // 41: hourglass.v1.ScheduleStreamRequest
-	(*ScheduleStreamResponse)(nil),   // 42: hourglass.v1.ScheduleStreamResponse
-	(*ConsumeRequest)(nil),           // 43: hourglass.v1.ConsumeRequest
-	(*ConsumeOpen)(nil),              // 44: hourglass.v1.ConsumeOpen
-	(*ConsumeCredit)(nil),            // 45: hourglass.v1.ConsumeCredit
-	(*SeqRange)(nil),                 // 46: hourglass.v1.SeqRange
-	(*ConsumeSettle)(nil),            // 47: hourglass.v1.ConsumeSettle
-	(*ConsumeNack)(nil),              // 48: hourglass.v1.ConsumeNack
-	(*ConsumeExtend)(nil),            // 49: hourglass.v1.ConsumeExtend
-	(*ConsumeResponse)(nil),          // 50: hourglass.v1.ConsumeResponse
-	(*ConsumeBatch)(nil),             // 51: hourglass.v1.ConsumeBatch
-	(*ConsumeSettled)(nil),           // 52: hourglass.v1.ConsumeSettled
-	(*ConsumeExtended)(nil),          // 53: hourglass.v1.ConsumeExtended
-	(*GetRequest)(nil),               // 54: hourglass.v1.GetRequest
-	(*GetResponse)(nil),              // 55: hourglass.v1.GetResponse
-	(*ListRequest)(nil),              // 56: hourglass.v1.ListRequest
-	(*ListResponse)(nil),             // 57: hourglass.v1.ListResponse
-	(*RescheduleRequest)(nil),        // 58: hourglass.v1.RescheduleRequest
-	(*RescheduleResponse)(nil),       // 59: hourglass.v1.RescheduleResponse
-	(*EditRequest)(nil),              // 60: hourglass.v1.EditRequest
-	(*EditResponse)(nil),             // 61: hourglass.v1.EditResponse
-	(*RedriveRequest)(nil),           // 62: hourglass.v1.RedriveRequest
-	(*RedriveResponse)(nil),          // 63: hourglass.v1.RedriveResponse
-	(*PurgeRequest)(nil),             // 64: hourglass.v1.PurgeRequest
-	(*PurgeResponse)(nil),            // 65: hourglass.v1.PurgeResponse
-	(*DeleteTopicRequest)(nil),       // 66: hourglass.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),      // 67: hourglass.v1.DeleteTopicResponse
-	(*TopicsRequest)(nil),            // 68: hourglass.v1.TopicsRequest
-	(*TopicInfo)(nil),                // 69: hourglass.v1.TopicInfo
-	(*FlowBacklog)(nil),              // 70: hourglass.v1.FlowBacklog
-	(*TopicsResponse)(nil),           // 71: hourglass.v1.TopicsResponse
-	(*Backoff)(nil),                  // 72: hourglass.v1.Backoff
-	(*Policy)(nil),                   // 73: hourglass.v1.Policy
-	(*FrozenPause)(nil),              // 74: hourglass.v1.FrozenPause
-	(*GetPolicyRequest)(nil),         // 75: hourglass.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),        // 76: hourglass.v1.GetPolicyResponse
-	(*SetPolicyRequest)(nil),         // 77: hourglass.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),        // 78: hourglass.v1.SetPolicyResponse
-	(*RecurringSchedule)(nil),        // 79: hourglass.v1.RecurringSchedule
-	(*CreateScheduleRequest)(nil),    // 80: hourglass.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 81: hourglass.v1.CreateScheduleResponse
-	(*UpdateScheduleRequest)(nil),    // 82: hourglass.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 83: hourglass.v1.UpdateScheduleResponse
-	(*PauseScheduleRequest)(nil),     // 84: hourglass.v1.PauseScheduleRequest
-	(*PauseScheduleResponse)(nil),    // 85: hourglass.v1.PauseScheduleResponse
-	(*ResumeScheduleRequest)(nil),    // 86: hourglass.v1.ResumeScheduleRequest
-	(*ResumeScheduleResponse)(nil),   // 87: hourglass.v1.ResumeScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 88: hourglass.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 89: hourglass.v1.DeleteScheduleResponse
-	(*GetScheduleRequest)(nil),       // 90: hourglass.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),      // 91: hourglass.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),     // 92: hourglass.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 93: hourglass.v1.ListSchedulesResponse
-	(*BackfillScheduleRequest)(nil),  // 94: hourglass.v1.BackfillScheduleRequest
-	(*BackfillScheduleResponse)(nil), // 95: hourglass.v1.BackfillScheduleResponse
-	(*WorkingHours)(nil),             // 96: hourglass.v1.WorkingHours
-	(*Calendar)(nil),                 // 97: hourglass.v1.Calendar
-	(*CreateCalendarRequest)(nil),    // 98: hourglass.v1.CreateCalendarRequest
-	(*CreateCalendarResponse)(nil),   // 99: hourglass.v1.CreateCalendarResponse
-	(*UpdateCalendarRequest)(nil),    // 100: hourglass.v1.UpdateCalendarRequest
-	(*UpdateCalendarResponse)(nil),   // 101: hourglass.v1.UpdateCalendarResponse
-	(*DeleteCalendarRequest)(nil),    // 102: hourglass.v1.DeleteCalendarRequest
-	(*DeleteCalendarResponse)(nil),   // 103: hourglass.v1.DeleteCalendarResponse
-	(*GetCalendarRequest)(nil),       // 104: hourglass.v1.GetCalendarRequest
-	(*GetCalendarResponse)(nil),      // 105: hourglass.v1.GetCalendarResponse
-	(*ListCalendarsRequest)(nil),     // 106: hourglass.v1.ListCalendarsRequest
-	(*ListCalendarsResponse)(nil),    // 107: hourglass.v1.ListCalendarsResponse
-	(*WhoAmIRequest)(nil),            // 108: hourglass.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),           // 109: hourglass.v1.WhoAmIResponse
-	(*AuditEntry)(nil),               // 110: hourglass.v1.AuditEntry
-	(*ListAuditRequest)(nil),         // 111: hourglass.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),        // 112: hourglass.v1.ListAuditResponse
-	(*timestamppb.Timestamp)(nil),    // 113: google.protobuf.Timestamp
+	(FreezeResult)(0),                // 4: hourglass.v1.FreezeResult
+	(MisfirePolicy)(0),               // 5: hourglass.v1.MisfirePolicy
+	(OverlapPolicy)(0),               // 6: hourglass.v1.OverlapPolicy
+	(CalendarPolicy)(0),              // 7: hourglass.v1.CalendarPolicy
+	(Weekday)(0),                     // 8: hourglass.v1.Weekday
+	(*Header)(nil),                   // 9: hourglass.v1.Header
+	(*ScheduleRequest)(nil),          // 10: hourglass.v1.ScheduleRequest
+	(*WorkingTime)(nil),              // 11: hourglass.v1.WorkingTime
+	(*ScheduleResponse)(nil),         // 12: hourglass.v1.ScheduleResponse
+	(*ScheduleBatchRequest)(nil),     // 13: hourglass.v1.ScheduleBatchRequest
+	(*ScheduleBatchResponse)(nil),    // 14: hourglass.v1.ScheduleBatchResponse
+	(*CancelRequest)(nil),            // 15: hourglass.v1.CancelRequest
+	(*CancelResponse)(nil),           // 16: hourglass.v1.CancelResponse
+	(*ReceiveRequest)(nil),           // 17: hourglass.v1.ReceiveRequest
+	(*Message)(nil),                  // 18: hourglass.v1.Message
+	(*DeadLetter)(nil),               // 19: hourglass.v1.DeadLetter
+	(*ReceiveResponse)(nil),          // 20: hourglass.v1.ReceiveResponse
+	(*ReceiveStreamRequest)(nil),     // 21: hourglass.v1.ReceiveStreamRequest
+	(*ReceiveStreamResponse)(nil),    // 22: hourglass.v1.ReceiveStreamResponse
+	(*AckRequest)(nil),               // 23: hourglass.v1.AckRequest
+	(*AckResponse)(nil),              // 24: hourglass.v1.AckResponse
+	(*AckBatchRequest)(nil),          // 25: hourglass.v1.AckBatchRequest
+	(*AckBatchResponse)(nil),         // 26: hourglass.v1.AckBatchResponse
+	(*AckResult)(nil),                // 27: hourglass.v1.AckResult
+	(*NackRequest)(nil),              // 28: hourglass.v1.NackRequest
+	(*NackResponse)(nil),             // 29: hourglass.v1.NackResponse
+	(*ExtendRequest)(nil),            // 30: hourglass.v1.ExtendRequest
+	(*ExtendResponse)(nil),           // 31: hourglass.v1.ExtendResponse
+	(*StatsRequest)(nil),             // 32: hourglass.v1.StatsRequest
+	(*EngineStats)(nil),              // 33: hourglass.v1.EngineStats
+	(*TopicStats)(nil),               // 34: hourglass.v1.TopicStats
+	(*PendingBucket)(nil),            // 35: hourglass.v1.PendingBucket
+	(*Lateness)(nil),                 // 36: hourglass.v1.Lateness
+	(*StatsResponse)(nil),            // 37: hourglass.v1.StatsResponse
+	(*ServerHealth)(nil),             // 38: hourglass.v1.ServerHealth
+	(*TimeRequest)(nil),              // 39: hourglass.v1.TimeRequest
+	(*TimeResponse)(nil),             // 40: hourglass.v1.TimeResponse
+	(*Status)(nil),                   // 41: hourglass.v1.Status
+	(*ScheduleStreamRequest)(nil),    // 42: hourglass.v1.ScheduleStreamRequest
+	(*ScheduleStreamResponse)(nil),   // 43: hourglass.v1.ScheduleStreamResponse
+	(*ConsumeRequest)(nil),           // 44: hourglass.v1.ConsumeRequest
+	(*ConsumeOpen)(nil),              // 45: hourglass.v1.ConsumeOpen
+	(*ConsumeCredit)(nil),            // 46: hourglass.v1.ConsumeCredit
+	(*SeqRange)(nil),                 // 47: hourglass.v1.SeqRange
+	(*ConsumeSettle)(nil),            // 48: hourglass.v1.ConsumeSettle
+	(*ConsumeNack)(nil),              // 49: hourglass.v1.ConsumeNack
+	(*ConsumeExtend)(nil),            // 50: hourglass.v1.ConsumeExtend
+	(*ConsumeResponse)(nil),          // 51: hourglass.v1.ConsumeResponse
+	(*ConsumeBatch)(nil),             // 52: hourglass.v1.ConsumeBatch
+	(*ConsumeSettled)(nil),           // 53: hourglass.v1.ConsumeSettled
+	(*ConsumeExtended)(nil),          // 54: hourglass.v1.ConsumeExtended
+	(*GetRequest)(nil),               // 55: hourglass.v1.GetRequest
+	(*GetResponse)(nil),              // 56: hourglass.v1.GetResponse
+	(*ListRequest)(nil),              // 57: hourglass.v1.ListRequest
+	(*ListResponse)(nil),             // 58: hourglass.v1.ListResponse
+	(*RescheduleRequest)(nil),        // 59: hourglass.v1.RescheduleRequest
+	(*RescheduleResponse)(nil),       // 60: hourglass.v1.RescheduleResponse
+	(*EditRequest)(nil),              // 61: hourglass.v1.EditRequest
+	(*EditResponse)(nil),             // 62: hourglass.v1.EditResponse
+	(*FreezeMessageRequest)(nil),     // 63: hourglass.v1.FreezeMessageRequest
+	(*FreezeMessageResponse)(nil),    // 64: hourglass.v1.FreezeMessageResponse
+	(*ThawMessageRequest)(nil),       // 65: hourglass.v1.ThawMessageRequest
+	(*ThawMessageResponse)(nil),      // 66: hourglass.v1.ThawMessageResponse
+	(*RedriveRequest)(nil),           // 67: hourglass.v1.RedriveRequest
+	(*RedriveResponse)(nil),          // 68: hourglass.v1.RedriveResponse
+	(*PurgeRequest)(nil),             // 69: hourglass.v1.PurgeRequest
+	(*PurgeResponse)(nil),            // 70: hourglass.v1.PurgeResponse
+	(*DeleteTopicRequest)(nil),       // 71: hourglass.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),      // 72: hourglass.v1.DeleteTopicResponse
+	(*TopicsRequest)(nil),            // 73: hourglass.v1.TopicsRequest
+	(*TopicInfo)(nil),                // 74: hourglass.v1.TopicInfo
+	(*FlowBacklog)(nil),              // 75: hourglass.v1.FlowBacklog
+	(*TopicsResponse)(nil),           // 76: hourglass.v1.TopicsResponse
+	(*Backoff)(nil),                  // 77: hourglass.v1.Backoff
+	(*Policy)(nil),                   // 78: hourglass.v1.Policy
+	(*FrozenPause)(nil),              // 79: hourglass.v1.FrozenPause
+	(*GetPolicyRequest)(nil),         // 80: hourglass.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),        // 81: hourglass.v1.GetPolicyResponse
+	(*SetPolicyRequest)(nil),         // 82: hourglass.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),        // 83: hourglass.v1.SetPolicyResponse
+	(*RecurringSchedule)(nil),        // 84: hourglass.v1.RecurringSchedule
+	(*CreateScheduleRequest)(nil),    // 85: hourglass.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 86: hourglass.v1.CreateScheduleResponse
+	(*UpdateScheduleRequest)(nil),    // 87: hourglass.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 88: hourglass.v1.UpdateScheduleResponse
+	(*PauseScheduleRequest)(nil),     // 89: hourglass.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),    // 90: hourglass.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),    // 91: hourglass.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil),   // 92: hourglass.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 93: hourglass.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 94: hourglass.v1.DeleteScheduleResponse
+	(*GetScheduleRequest)(nil),       // 95: hourglass.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),      // 96: hourglass.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),     // 97: hourglass.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 98: hourglass.v1.ListSchedulesResponse
+	(*BackfillScheduleRequest)(nil),  // 99: hourglass.v1.BackfillScheduleRequest
+	(*BackfillScheduleResponse)(nil), // 100: hourglass.v1.BackfillScheduleResponse
+	(*WorkingHours)(nil),             // 101: hourglass.v1.WorkingHours
+	(*Calendar)(nil),                 // 102: hourglass.v1.Calendar
+	(*CreateCalendarRequest)(nil),    // 103: hourglass.v1.CreateCalendarRequest
+	(*CreateCalendarResponse)(nil),   // 104: hourglass.v1.CreateCalendarResponse
+	(*UpdateCalendarRequest)(nil),    // 105: hourglass.v1.UpdateCalendarRequest
+	(*UpdateCalendarResponse)(nil),   // 106: hourglass.v1.UpdateCalendarResponse
+	(*DeleteCalendarRequest)(nil),    // 107: hourglass.v1.DeleteCalendarRequest
+	(*DeleteCalendarResponse)(nil),   // 108: hourglass.v1.DeleteCalendarResponse
+	(*GetCalendarRequest)(nil),       // 109: hourglass.v1.GetCalendarRequest
+	(*GetCalendarResponse)(nil),      // 110: hourglass.v1.GetCalendarResponse
+	(*ListCalendarsRequest)(nil),     // 111: hourglass.v1.ListCalendarsRequest
+	(*ListCalendarsResponse)(nil),    // 112: hourglass.v1.ListCalendarsResponse
+	(*WhoAmIRequest)(nil),            // 113: hourglass.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),           // 114: hourglass.v1.WhoAmIResponse
+	(*AuditEntry)(nil),               // 115: hourglass.v1.AuditEntry
+	(*ListAuditRequest)(nil),         // 116: hourglass.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 117: hourglass.v1.ListAuditResponse
+	(*timestamppb.Timestamp)(nil),    // 118: google.protobuf.Timestamp
 }
 var file_hourglass_v1_hourglass_proto_depIdxs = []int32{
-	8,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
-	113, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
-	10,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
-	113, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
-	113, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
-	113, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	9,   // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
-	11,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
+	9,   // 0: hourglass.v1.ScheduleRequest.headers:type_name -> hourglass.v1.Header
+	118, // 1: hourglass.v1.ScheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	11,  // 2: hourglass.v1.ScheduleRequest.working:type_name -> hourglass.v1.WorkingTime
+	118, // 3: hourglass.v1.ScheduleRequest.expire_at:type_name -> google.protobuf.Timestamp
+	118, // 4: hourglass.v1.WorkingTime.after:type_name -> google.protobuf.Timestamp
+	118, // 5: hourglass.v1.ScheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	10,  // 6: hourglass.v1.ScheduleBatchRequest.messages:type_name -> hourglass.v1.ScheduleRequest
+	12,  // 7: hourglass.v1.ScheduleBatchResponse.results:type_name -> hourglass.v1.ScheduleResponse
 	0,   // 8: hourglass.v1.CancelResponse.result:type_name -> hourglass.v1.CancelResult
-	8,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
-	113, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
-	113, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
-	113, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
-	18,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
-	113, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
-	113, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
-	17,  // 16: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
-	17,  // 17: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
-	26,  // 18: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
-	113, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
-	113, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
-	113, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
-	113, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
-	32,  // 23: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
-	33,  // 24: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
-	34,  // 25: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
-	35,  // 26: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
-	37,  // 27: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
-	113, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
-	9,   // 29: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
-	12,  // 30: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
-	11,  // 31: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
-	13,  // 32: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
-	40,  // 33: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
-	44,  // 34: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
-	45,  // 35: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
-	47,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
-	49,  // 37: hourglass.v1.ConsumeRequest.extend:type_name -> hourglass.v1.ConsumeExtend
-	46,  // 38: hourglass.v1.ConsumeSettle.acks:type_name -> hourglass.v1.SeqRange
-	48,  // 39: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
-	46,  // 40: hourglass.v1.ConsumeExtend.seqs:type_name -> hourglass.v1.SeqRange
-	52,  // 41: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
-	51,  // 42: hourglass.v1.ConsumeResponse.batch:type_name -> hourglass.v1.ConsumeBatch
-	53,  // 43: hourglass.v1.ConsumeResponse.extended:type_name -> hourglass.v1.ConsumeExtended
-	18,  // 44: hourglass.v1.ConsumeBatch.dead_letters:type_name -> hourglass.v1.DeadLetter
+	9,   // 9: hourglass.v1.Message.headers:type_name -> hourglass.v1.Header
+	118, // 10: hourglass.v1.Message.deliver_at:type_name -> google.protobuf.Timestamp
+	118, // 11: hourglass.v1.Message.received_at:type_name -> google.protobuf.Timestamp
+	118, // 12: hourglass.v1.Message.lease_expires_at:type_name -> google.protobuf.Timestamp
+	19,  // 13: hourglass.v1.Message.dead_letter:type_name -> hourglass.v1.DeadLetter
+	118, // 14: hourglass.v1.Message.due_at:type_name -> google.protobuf.Timestamp
+	118, // 15: hourglass.v1.DeadLetter.at:type_name -> google.protobuf.Timestamp
+	18,  // 16: hourglass.v1.ReceiveResponse.messages:type_name -> hourglass.v1.Message
+	18,  // 17: hourglass.v1.ReceiveStreamResponse.messages:type_name -> hourglass.v1.Message
+	27,  // 18: hourglass.v1.AckBatchResponse.results:type_name -> hourglass.v1.AckResult
+	118, // 19: hourglass.v1.ExtendResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	118, // 20: hourglass.v1.PendingBucket.start:type_name -> google.protobuf.Timestamp
+	118, // 21: hourglass.v1.PendingBucket.end:type_name -> google.protobuf.Timestamp
+	118, // 22: hourglass.v1.StatsResponse.server_time:type_name -> google.protobuf.Timestamp
+	33,  // 23: hourglass.v1.StatsResponse.engine:type_name -> hourglass.v1.EngineStats
+	34,  // 24: hourglass.v1.StatsResponse.topics:type_name -> hourglass.v1.TopicStats
+	35,  // 25: hourglass.v1.StatsResponse.pending:type_name -> hourglass.v1.PendingBucket
+	36,  // 26: hourglass.v1.StatsResponse.lateness:type_name -> hourglass.v1.Lateness
+	38,  // 27: hourglass.v1.StatsResponse.health:type_name -> hourglass.v1.ServerHealth
+	118, // 28: hourglass.v1.TimeResponse.now:type_name -> google.protobuf.Timestamp
+	10,  // 29: hourglass.v1.ScheduleStreamRequest.message:type_name -> hourglass.v1.ScheduleRequest
+	13,  // 30: hourglass.v1.ScheduleStreamRequest.batch:type_name -> hourglass.v1.ScheduleBatchRequest
+	12,  // 31: hourglass.v1.ScheduleStreamResponse.result:type_name -> hourglass.v1.ScheduleResponse
+	14,  // 32: hourglass.v1.ScheduleStreamResponse.batch:type_name -> hourglass.v1.ScheduleBatchResponse
+	41,  // 33: hourglass.v1.ScheduleStreamResponse.error:type_name -> hourglass.v1.Status
+	45,  // 34: hourglass.v1.ConsumeRequest.open:type_name -> hourglass.v1.ConsumeOpen
+	46,  // 35: hourglass.v1.ConsumeRequest.credit:type_name -> hourglass.v1.ConsumeCredit
+	48,  // 36: hourglass.v1.ConsumeRequest.settle:type_name -> hourglass.v1.ConsumeSettle
+	50,  // 37: hourglass.v1.ConsumeRequest.extend:type_name -> hourglass.v1.ConsumeExtend
+	47,  // 38: hourglass.v1.ConsumeSettle.acks:type_name -> hourglass.v1.SeqRange
+	49,  // 39: hourglass.v1.ConsumeSettle.nacks:type_name -> hourglass.v1.ConsumeNack
+	47,  // 40: hourglass.v1.ConsumeExtend.seqs:type_name -> hourglass.v1.SeqRange
+	53,  // 41: hourglass.v1.ConsumeResponse.settled:type_name -> hourglass.v1.ConsumeSettled
+	52,  // 42: hourglass.v1.ConsumeResponse.batch:type_name -> hourglass.v1.ConsumeBatch
+	54,  // 43: hourglass.v1.ConsumeResponse.extended:type_name -> hourglass.v1.ConsumeExtended
+	19,  // 44: hourglass.v1.ConsumeBatch.dead_letters:type_name -> hourglass.v1.DeadLetter
 	1,   // 45: hourglass.v1.GetResponse.state:type_name -> hourglass.v1.MessageState
-	17,  // 46: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
-	113, // 47: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
+	18,  // 46: hourglass.v1.GetResponse.message:type_name -> hourglass.v1.Message
+	118, // 47: hourglass.v1.GetResponse.lease_expires_at:type_name -> google.protobuf.Timestamp
 	1,   // 48: hourglass.v1.ListRequest.state:type_name -> hourglass.v1.MessageState
-	113, // 49: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
-	113, // 50: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
-	17,  // 51: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
-	113, // 52: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
+	118, // 49: hourglass.v1.ListRequest.from:type_name -> google.protobuf.Timestamp
+	118, // 50: hourglass.v1.ListRequest.to:type_name -> google.protobuf.Timestamp
+	18,  // 51: hourglass.v1.ListResponse.messages:type_name -> hourglass.v1.Message
+	118, // 52: hourglass.v1.RescheduleRequest.deliver_at:type_name -> google.protobuf.Timestamp
 	2,   // 53: hourglass.v1.RescheduleResponse.result:type_name -> hourglass.v1.RescheduleResult
-	113, // 54: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	8,   // 55: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
+	118, // 54: hourglass.v1.RescheduleResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	9,   // 55: hourglass.v1.EditRequest.headers:type_name -> hourglass.v1.Header
 	3,   // 56: hourglass.v1.EditResponse.result:type_name -> hourglass.v1.EditResult
-	113, // 57: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
-	1,   // 58: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
-	73,  // 59: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
-	70,  // 60: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
-	69,  // 61: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
-	72,  // 62: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
-	113, // 63: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
-	113, // 64: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
-	73,  // 65: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	73,  // 66: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	74,  // 67: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	73,  // 68: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
-	73,  // 69: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
-	73,  // 70: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
-	74,  // 71: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
-	8,   // 72: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
-	113, // 73: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
-	113, // 74: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
-	4,   // 75: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
-	5,   // 76: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
-	6,   // 77: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
-	79,  // 78: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	113, // 79: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	79,  // 80: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
-	113, // 81: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	113, // 82: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	79,  // 83: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
-	113, // 84: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
-	113, // 85: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
-	91,  // 86: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
-	113, // 87: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
-	113, // 88: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
-	7,   // 89: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
-	96,  // 90: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
-	97,  // 91: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	97,  // 92: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
-	97,  // 93: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
-	97,  // 94: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
-	113, // 95: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
-	110, // 96: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
-	9,   // 97: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
-	12,  // 98: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
-	41,  // 99: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
-	14,  // 100: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
-	16,  // 101: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
-	20,  // 102: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
-	43,  // 103: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
-	22,  // 104: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
-	24,  // 105: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
-	27,  // 106: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
-	29,  // 107: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
-	31,  // 108: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
-	38,  // 109: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
-	54,  // 110: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
-	56,  // 111: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
-	58,  // 112: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
-	60,  // 113: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
-	62,  // 114: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
-	64,  // 115: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
-	66,  // 116: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
-	68,  // 117: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
-	75,  // 118: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
-	77,  // 119: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
-	80,  // 120: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
-	82,  // 121: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
-	84,  // 122: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
-	86,  // 123: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
-	88,  // 124: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
-	90,  // 125: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
-	92,  // 126: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
-	94,  // 127: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
-	98,  // 128: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
-	100, // 129: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
-	102, // 130: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
-	104, // 131: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
-	106, // 132: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
-	108, // 133: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
-	111, // 134: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
-	11,  // 135: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
-	13,  // 136: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
-	42,  // 137: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
-	15,  // 138: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
-	19,  // 139: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
-	21,  // 140: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
-	50,  // 141: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
-	23,  // 142: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
-	25,  // 143: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
-	28,  // 144: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
-	30,  // 145: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
-	36,  // 146: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
-	39,  // 147: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
-	55,  // 148: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
-	57,  // 149: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
-	59,  // 150: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
-	61,  // 151: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
-	63,  // 152: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
-	65,  // 153: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
-	67,  // 154: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
-	71,  // 155: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
-	76,  // 156: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
-	78,  // 157: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
-	81,  // 158: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
-	83,  // 159: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
-	85,  // 160: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
-	87,  // 161: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
-	89,  // 162: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
-	91,  // 163: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
-	93,  // 164: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
-	95,  // 165: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
-	99,  // 166: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
-	101, // 167: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
-	103, // 168: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
-	105, // 169: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
-	107, // 170: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
-	109, // 171: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
-	112, // 172: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
-	135, // [135:173] is the sub-list for method output_type
-	97,  // [97:135] is the sub-list for method input_type
-	97,  // [97:97] is the sub-list for extension type_name
-	97,  // [97:97] is the sub-list for extension extendee
-	0,   // [0:97] is the sub-list for field type_name
+	118, // 57: hourglass.v1.EditResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	4,   // 58: hourglass.v1.FreezeMessageResponse.result:type_name -> hourglass.v1.FreezeResult
+	4,   // 59: hourglass.v1.ThawMessageResponse.result:type_name -> hourglass.v1.FreezeResult
+	118, // 60: hourglass.v1.ThawMessageResponse.deliver_at:type_name -> google.protobuf.Timestamp
+	1,   // 61: hourglass.v1.PurgeRequest.state:type_name -> hourglass.v1.MessageState
+	78,  // 62: hourglass.v1.TopicInfo.policy:type_name -> hourglass.v1.Policy
+	75,  // 63: hourglass.v1.TopicInfo.flow_backlogs:type_name -> hourglass.v1.FlowBacklog
+	74,  // 64: hourglass.v1.TopicsResponse.topics:type_name -> hourglass.v1.TopicInfo
+	77,  // 65: hourglass.v1.Policy.backoff:type_name -> hourglass.v1.Backoff
+	118, // 66: hourglass.v1.FrozenPause.began_at:type_name -> google.protobuf.Timestamp
+	118, // 67: hourglass.v1.FrozenPause.ended_at:type_name -> google.protobuf.Timestamp
+	78,  // 68: hourglass.v1.GetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	78,  // 69: hourglass.v1.GetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	79,  // 70: hourglass.v1.GetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	78,  // 71: hourglass.v1.SetPolicyRequest.policy:type_name -> hourglass.v1.Policy
+	78,  // 72: hourglass.v1.SetPolicyResponse.policy:type_name -> hourglass.v1.Policy
+	78,  // 73: hourglass.v1.SetPolicyResponse.effective:type_name -> hourglass.v1.Policy
+	79,  // 74: hourglass.v1.SetPolicyResponse.freezes:type_name -> hourglass.v1.FrozenPause
+	9,   // 75: hourglass.v1.RecurringSchedule.headers:type_name -> hourglass.v1.Header
+	118, // 76: hourglass.v1.RecurringSchedule.start:type_name -> google.protobuf.Timestamp
+	118, // 77: hourglass.v1.RecurringSchedule.end:type_name -> google.protobuf.Timestamp
+	5,   // 78: hourglass.v1.RecurringSchedule.misfire_policy:type_name -> hourglass.v1.MisfirePolicy
+	6,   // 79: hourglass.v1.RecurringSchedule.overlap_policy:type_name -> hourglass.v1.OverlapPolicy
+	7,   // 80: hourglass.v1.RecurringSchedule.calendar_policy:type_name -> hourglass.v1.CalendarPolicy
+	84,  // 81: hourglass.v1.CreateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	118, // 82: hourglass.v1.CreateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	84,  // 83: hourglass.v1.UpdateScheduleRequest.schedule:type_name -> hourglass.v1.RecurringSchedule
+	118, // 84: hourglass.v1.UpdateScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	118, // 85: hourglass.v1.ResumeScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	84,  // 86: hourglass.v1.GetScheduleResponse.schedule:type_name -> hourglass.v1.RecurringSchedule
+	118, // 87: hourglass.v1.GetScheduleResponse.next:type_name -> google.protobuf.Timestamp
+	118, // 88: hourglass.v1.GetScheduleResponse.buffered:type_name -> google.protobuf.Timestamp
+	96,  // 89: hourglass.v1.ListSchedulesResponse.schedules:type_name -> hourglass.v1.GetScheduleResponse
+	118, // 90: hourglass.v1.BackfillScheduleRequest.from:type_name -> google.protobuf.Timestamp
+	118, // 91: hourglass.v1.BackfillScheduleRequest.to:type_name -> google.protobuf.Timestamp
+	8,   // 92: hourglass.v1.WorkingHours.day:type_name -> hourglass.v1.Weekday
+	101, // 93: hourglass.v1.Calendar.hours:type_name -> hourglass.v1.WorkingHours
+	102, // 94: hourglass.v1.CreateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	102, // 95: hourglass.v1.UpdateCalendarRequest.calendar:type_name -> hourglass.v1.Calendar
+	102, // 96: hourglass.v1.GetCalendarResponse.calendar:type_name -> hourglass.v1.Calendar
+	102, // 97: hourglass.v1.ListCalendarsResponse.calendars:type_name -> hourglass.v1.Calendar
+	118, // 98: hourglass.v1.AuditEntry.at:type_name -> google.protobuf.Timestamp
+	115, // 99: hourglass.v1.ListAuditResponse.entries:type_name -> hourglass.v1.AuditEntry
+	10,  // 100: hourglass.v1.HourglassService.Schedule:input_type -> hourglass.v1.ScheduleRequest
+	13,  // 101: hourglass.v1.HourglassService.ScheduleBatch:input_type -> hourglass.v1.ScheduleBatchRequest
+	42,  // 102: hourglass.v1.HourglassService.ScheduleStream:input_type -> hourglass.v1.ScheduleStreamRequest
+	15,  // 103: hourglass.v1.HourglassService.Cancel:input_type -> hourglass.v1.CancelRequest
+	17,  // 104: hourglass.v1.HourglassService.Receive:input_type -> hourglass.v1.ReceiveRequest
+	21,  // 105: hourglass.v1.HourglassService.ReceiveStream:input_type -> hourglass.v1.ReceiveStreamRequest
+	44,  // 106: hourglass.v1.HourglassService.Consume:input_type -> hourglass.v1.ConsumeRequest
+	23,  // 107: hourglass.v1.HourglassService.Ack:input_type -> hourglass.v1.AckRequest
+	25,  // 108: hourglass.v1.HourglassService.AckBatch:input_type -> hourglass.v1.AckBatchRequest
+	28,  // 109: hourglass.v1.HourglassService.Nack:input_type -> hourglass.v1.NackRequest
+	30,  // 110: hourglass.v1.HourglassService.Extend:input_type -> hourglass.v1.ExtendRequest
+	32,  // 111: hourglass.v1.HourglassService.Stats:input_type -> hourglass.v1.StatsRequest
+	39,  // 112: hourglass.v1.HourglassService.Time:input_type -> hourglass.v1.TimeRequest
+	55,  // 113: hourglass.v1.HourglassService.Get:input_type -> hourglass.v1.GetRequest
+	57,  // 114: hourglass.v1.HourglassService.List:input_type -> hourglass.v1.ListRequest
+	59,  // 115: hourglass.v1.HourglassService.Reschedule:input_type -> hourglass.v1.RescheduleRequest
+	61,  // 116: hourglass.v1.HourglassService.Edit:input_type -> hourglass.v1.EditRequest
+	63,  // 117: hourglass.v1.HourglassService.FreezeMessage:input_type -> hourglass.v1.FreezeMessageRequest
+	65,  // 118: hourglass.v1.HourglassService.ThawMessage:input_type -> hourglass.v1.ThawMessageRequest
+	67,  // 119: hourglass.v1.HourglassService.Redrive:input_type -> hourglass.v1.RedriveRequest
+	69,  // 120: hourglass.v1.HourglassService.Purge:input_type -> hourglass.v1.PurgeRequest
+	71,  // 121: hourglass.v1.HourglassService.DeleteTopic:input_type -> hourglass.v1.DeleteTopicRequest
+	73,  // 122: hourglass.v1.HourglassService.Topics:input_type -> hourglass.v1.TopicsRequest
+	80,  // 123: hourglass.v1.HourglassService.GetPolicy:input_type -> hourglass.v1.GetPolicyRequest
+	82,  // 124: hourglass.v1.HourglassService.SetPolicy:input_type -> hourglass.v1.SetPolicyRequest
+	85,  // 125: hourglass.v1.HourglassService.CreateSchedule:input_type -> hourglass.v1.CreateScheduleRequest
+	87,  // 126: hourglass.v1.HourglassService.UpdateSchedule:input_type -> hourglass.v1.UpdateScheduleRequest
+	89,  // 127: hourglass.v1.HourglassService.PauseSchedule:input_type -> hourglass.v1.PauseScheduleRequest
+	91,  // 128: hourglass.v1.HourglassService.ResumeSchedule:input_type -> hourglass.v1.ResumeScheduleRequest
+	93,  // 129: hourglass.v1.HourglassService.DeleteSchedule:input_type -> hourglass.v1.DeleteScheduleRequest
+	95,  // 130: hourglass.v1.HourglassService.GetSchedule:input_type -> hourglass.v1.GetScheduleRequest
+	97,  // 131: hourglass.v1.HourglassService.ListSchedules:input_type -> hourglass.v1.ListSchedulesRequest
+	99,  // 132: hourglass.v1.HourglassService.BackfillSchedule:input_type -> hourglass.v1.BackfillScheduleRequest
+	103, // 133: hourglass.v1.HourglassService.CreateCalendar:input_type -> hourglass.v1.CreateCalendarRequest
+	105, // 134: hourglass.v1.HourglassService.UpdateCalendar:input_type -> hourglass.v1.UpdateCalendarRequest
+	107, // 135: hourglass.v1.HourglassService.DeleteCalendar:input_type -> hourglass.v1.DeleteCalendarRequest
+	109, // 136: hourglass.v1.HourglassService.GetCalendar:input_type -> hourglass.v1.GetCalendarRequest
+	111, // 137: hourglass.v1.HourglassService.ListCalendars:input_type -> hourglass.v1.ListCalendarsRequest
+	113, // 138: hourglass.v1.HourglassService.WhoAmI:input_type -> hourglass.v1.WhoAmIRequest
+	116, // 139: hourglass.v1.HourglassService.ListAudit:input_type -> hourglass.v1.ListAuditRequest
+	12,  // 140: hourglass.v1.HourglassService.Schedule:output_type -> hourglass.v1.ScheduleResponse
+	14,  // 141: hourglass.v1.HourglassService.ScheduleBatch:output_type -> hourglass.v1.ScheduleBatchResponse
+	43,  // 142: hourglass.v1.HourglassService.ScheduleStream:output_type -> hourglass.v1.ScheduleStreamResponse
+	16,  // 143: hourglass.v1.HourglassService.Cancel:output_type -> hourglass.v1.CancelResponse
+	20,  // 144: hourglass.v1.HourglassService.Receive:output_type -> hourglass.v1.ReceiveResponse
+	22,  // 145: hourglass.v1.HourglassService.ReceiveStream:output_type -> hourglass.v1.ReceiveStreamResponse
+	51,  // 146: hourglass.v1.HourglassService.Consume:output_type -> hourglass.v1.ConsumeResponse
+	24,  // 147: hourglass.v1.HourglassService.Ack:output_type -> hourglass.v1.AckResponse
+	26,  // 148: hourglass.v1.HourglassService.AckBatch:output_type -> hourglass.v1.AckBatchResponse
+	29,  // 149: hourglass.v1.HourglassService.Nack:output_type -> hourglass.v1.NackResponse
+	31,  // 150: hourglass.v1.HourglassService.Extend:output_type -> hourglass.v1.ExtendResponse
+	37,  // 151: hourglass.v1.HourglassService.Stats:output_type -> hourglass.v1.StatsResponse
+	40,  // 152: hourglass.v1.HourglassService.Time:output_type -> hourglass.v1.TimeResponse
+	56,  // 153: hourglass.v1.HourglassService.Get:output_type -> hourglass.v1.GetResponse
+	58,  // 154: hourglass.v1.HourglassService.List:output_type -> hourglass.v1.ListResponse
+	60,  // 155: hourglass.v1.HourglassService.Reschedule:output_type -> hourglass.v1.RescheduleResponse
+	62,  // 156: hourglass.v1.HourglassService.Edit:output_type -> hourglass.v1.EditResponse
+	64,  // 157: hourglass.v1.HourglassService.FreezeMessage:output_type -> hourglass.v1.FreezeMessageResponse
+	66,  // 158: hourglass.v1.HourglassService.ThawMessage:output_type -> hourglass.v1.ThawMessageResponse
+	68,  // 159: hourglass.v1.HourglassService.Redrive:output_type -> hourglass.v1.RedriveResponse
+	70,  // 160: hourglass.v1.HourglassService.Purge:output_type -> hourglass.v1.PurgeResponse
+	72,  // 161: hourglass.v1.HourglassService.DeleteTopic:output_type -> hourglass.v1.DeleteTopicResponse
+	76,  // 162: hourglass.v1.HourglassService.Topics:output_type -> hourglass.v1.TopicsResponse
+	81,  // 163: hourglass.v1.HourglassService.GetPolicy:output_type -> hourglass.v1.GetPolicyResponse
+	83,  // 164: hourglass.v1.HourglassService.SetPolicy:output_type -> hourglass.v1.SetPolicyResponse
+	86,  // 165: hourglass.v1.HourglassService.CreateSchedule:output_type -> hourglass.v1.CreateScheduleResponse
+	88,  // 166: hourglass.v1.HourglassService.UpdateSchedule:output_type -> hourglass.v1.UpdateScheduleResponse
+	90,  // 167: hourglass.v1.HourglassService.PauseSchedule:output_type -> hourglass.v1.PauseScheduleResponse
+	92,  // 168: hourglass.v1.HourglassService.ResumeSchedule:output_type -> hourglass.v1.ResumeScheduleResponse
+	94,  // 169: hourglass.v1.HourglassService.DeleteSchedule:output_type -> hourglass.v1.DeleteScheduleResponse
+	96,  // 170: hourglass.v1.HourglassService.GetSchedule:output_type -> hourglass.v1.GetScheduleResponse
+	98,  // 171: hourglass.v1.HourglassService.ListSchedules:output_type -> hourglass.v1.ListSchedulesResponse
+	100, // 172: hourglass.v1.HourglassService.BackfillSchedule:output_type -> hourglass.v1.BackfillScheduleResponse
+	104, // 173: hourglass.v1.HourglassService.CreateCalendar:output_type -> hourglass.v1.CreateCalendarResponse
+	106, // 174: hourglass.v1.HourglassService.UpdateCalendar:output_type -> hourglass.v1.UpdateCalendarResponse
+	108, // 175: hourglass.v1.HourglassService.DeleteCalendar:output_type -> hourglass.v1.DeleteCalendarResponse
+	110, // 176: hourglass.v1.HourglassService.GetCalendar:output_type -> hourglass.v1.GetCalendarResponse
+	112, // 177: hourglass.v1.HourglassService.ListCalendars:output_type -> hourglass.v1.ListCalendarsResponse
+	114, // 178: hourglass.v1.HourglassService.WhoAmI:output_type -> hourglass.v1.WhoAmIResponse
+	117, // 179: hourglass.v1.HourglassService.ListAudit:output_type -> hourglass.v1.ListAuditResponse
+	140, // [140:180] is the sub-list for method output_type
+	100, // [100:140] is the sub-list for method input_type
+	100, // [100:100] is the sub-list for extension type_name
+	100, // [100:100] is the sub-list for extension extendee
+	0,   // [0:100] is the sub-list for field type_name
 }
 
 func init() { file_hourglass_v1_hourglass_proto_init() }
@@ -8771,6 +9145,7 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*WorkingTime_Days)(nil),
 		(*WorkingTime_DurationMs)(nil),
 	}
+	file_hourglass_v1_hourglass_proto_msgTypes[9].OneofWrappers = []any{}
 	file_hourglass_v1_hourglass_proto_msgTypes[33].OneofWrappers = []any{
 		(*ScheduleStreamRequest_Message)(nil),
 		(*ScheduleStreamRequest_Batch)(nil),
@@ -8797,14 +9172,14 @@ func file_hourglass_v1_hourglass_proto_init() {
 		(*RescheduleRequest_Now)(nil),
 	}
 	file_hourglass_v1_hourglass_proto_msgTypes[52].OneofWrappers = []any{}
-	file_hourglass_v1_hourglass_proto_msgTypes[65].OneofWrappers = []any{}
+	file_hourglass_v1_hourglass_proto_msgTypes[69].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hourglass_v1_hourglass_proto_rawDesc), len(file_hourglass_v1_hourglass_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   105,
+			NumEnums:      9,
+			NumMessages:   109,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

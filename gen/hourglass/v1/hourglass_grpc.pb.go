@@ -64,6 +64,8 @@ const (
 	HourglassService_List_FullMethodName             = "/hourglass.v1.HourglassService/List"
 	HourglassService_Reschedule_FullMethodName       = "/hourglass.v1.HourglassService/Reschedule"
 	HourglassService_Edit_FullMethodName             = "/hourglass.v1.HourglassService/Edit"
+	HourglassService_FreezeMessage_FullMethodName    = "/hourglass.v1.HourglassService/FreezeMessage"
+	HourglassService_ThawMessage_FullMethodName      = "/hourglass.v1.HourglassService/ThawMessage"
 	HourglassService_Redrive_FullMethodName          = "/hourglass.v1.HourglassService/Redrive"
 	HourglassService_Purge_FullMethodName            = "/hourglass.v1.HourglassService/Purge"
 	HourglassService_DeleteTopic_FullMethodName      = "/hourglass.v1.HourglassService/DeleteTopic"
@@ -168,6 +170,18 @@ type HourglassServiceClient interface {
 	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
 	// FAILED_PRECONDITION.
 	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
+	// FreezeMessage stops a pending message's clock: like Reschedule, one
+	// commitlog record cancels its entry and holds it (a new id, the same
+	// origin_id) with the delay it had left, never delivered until
+	// ThawMessage; the first id and the key go on naming it, Get and List
+	// show it frozen with its remaining delay, Cancel cancels it. Its
+	// answer is truthful: FROZEN only if its old time will never fire.
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	FreezeMessage(ctx context.Context, in *FreezeMessageRequest, opts ...grpc.CallOption) (*FreezeMessageResponse, error)
+	// ThawMessage starts a frozen message's clock again: it is due the delay
+	// it had left when frozen from now (a new id, the same origin_id).
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	ThawMessage(ctx context.Context, in *ThawMessageRequest, opts ...grpc.CallOption) (*ThawMessageResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -421,6 +435,26 @@ func (c *hourglassServiceClient) Edit(ctx context.Context, in *EditRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(EditResponse)
 	err := c.cc.Invoke(ctx, HourglassService_Edit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) FreezeMessage(ctx context.Context, in *FreezeMessageRequest, opts ...grpc.CallOption) (*FreezeMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FreezeMessageResponse)
+	err := c.cc.Invoke(ctx, HourglassService_FreezeMessage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *hourglassServiceClient) ThawMessage(ctx context.Context, in *ThawMessageRequest, opts ...grpc.CallOption) (*ThawMessageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ThawMessageResponse)
+	err := c.cc.Invoke(ctx, HourglassService_ThawMessage_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -718,6 +752,18 @@ type HourglassServiceServer interface {
 	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
 	// FAILED_PRECONDITION.
 	Edit(context.Context, *EditRequest) (*EditResponse, error)
+	// FreezeMessage stops a pending message's clock: like Reschedule, one
+	// commitlog record cancels its entry and holds it (a new id, the same
+	// origin_id) with the delay it had left, never delivered until
+	// ThawMessage; the first id and the key go on naming it, Get and List
+	// show it frozen with its remaining delay, Cancel cancels it. Its
+	// answer is truthful: FROZEN only if its old time will never fire.
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	FreezeMessage(context.Context, *FreezeMessageRequest) (*FreezeMessageResponse, error)
+	// ThawMessage starts a frozen message's clock again: it is due the delay
+	// it had left when frozen from now (a new id, the same origin_id).
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	ThawMessage(context.Context, *ThawMessageRequest) (*ThawMessageResponse, error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -842,6 +888,12 @@ func (UnimplementedHourglassServiceServer) Reschedule(context.Context, *Reschedu
 }
 func (UnimplementedHourglassServiceServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
+}
+func (UnimplementedHourglassServiceServer) FreezeMessage(context.Context, *FreezeMessageRequest) (*FreezeMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FreezeMessage not implemented")
+}
+func (UnimplementedHourglassServiceServer) ThawMessage(context.Context, *ThawMessageRequest) (*ThawMessageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ThawMessage not implemented")
 }
 func (UnimplementedHourglassServiceServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
@@ -1200,6 +1252,42 @@ func _HourglassService_Edit_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(HourglassServiceServer).Edit(ctx, req.(*EditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_FreezeMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).FreezeMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_FreezeMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).FreezeMessage(ctx, req.(*FreezeMessageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _HourglassService_ThawMessage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ThawMessageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HourglassServiceServer).ThawMessage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HourglassService_ThawMessage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HourglassServiceServer).ThawMessage(ctx, req.(*ThawMessageRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1644,6 +1732,14 @@ var HourglassService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Edit",
 			Handler:    _HourglassService_Edit_Handler,
+		},
+		{
+			MethodName: "FreezeMessage",
+			Handler:    _HourglassService_FreezeMessage_Handler,
+		},
+		{
+			MethodName: "ThawMessage",
+			Handler:    _HourglassService_ThawMessage_Handler,
 		},
 		{
 			MethodName: "Redrive",

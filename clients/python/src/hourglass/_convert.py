@@ -26,6 +26,7 @@ from .types import (
     Key,
     Message,
     MisfirePolicy,
+    Frozen,
     FrozenPause,
     OverlapPolicy,
     Policies,
@@ -262,6 +263,44 @@ def edited_id(res: pb.EditResponse) -> ID:
     raise errors.HourglassError(f"hourglass: Edit: the server answered {res.result}, which this client does not know")
 
 
+def freeze_request(ref: Ref) -> pb.FreezeMessageRequest:
+    id_, topic, key = ref_fields(ref)
+    return pb.FreezeMessageRequest(id=id_, topic=topic, key=key)
+
+
+def thaw_request(ref: Ref) -> pb.ThawMessageRequest:
+    id_, topic, key = ref_fields(ref)
+    return pb.ThawMessageRequest(id=id_, topic=topic, key=key)
+
+
+def _freeze_refusal(rpc: str, result: int) -> errors.HourglassError:
+    by_result: dict[int, type[errors.RescheduleRefused]] = {
+        pb.FREEZE_RESULT_ALREADY_FROZEN: errors.AlreadyFrozen,
+        pb.FREEZE_RESULT_NOT_FROZEN: errors.NotFrozen,
+        pb.FREEZE_RESULT_ALREADY_DELIVERED: errors.AlreadyDelivered,
+        pb.FREEZE_RESULT_ALREADY_CANCELLED: errors.AlreadyCancelled,
+        pb.FREEZE_RESULT_UNKNOWN: errors.NotPending,
+    }
+    cls = by_result.get(result)
+    if cls is None:
+        return errors.HourglassError(f"hourglass: {rpc}: the server answered {result}, which this client does not know")
+    return cls()
+
+
+def frozen_of(res: pb.FreezeMessageResponse) -> Frozen:
+    """The frozen message, or the exception of a freeze that changed nothing."""
+    if res.result == pb.FREEZE_RESULT_FROZEN:
+        return Frozen(id=id_of("FreezeMessage", res.id), remaining=timedelta(milliseconds=res.remaining_ms))
+    raise _freeze_refusal("FreezeMessage", res.result)
+
+
+def thawed_id(res: pb.ThawMessageResponse) -> ID:
+    """The thawed message's ID, or the exception of a thaw that changed nothing."""
+    if res.result == pb.FREEZE_RESULT_THAWED:
+        return id_of("ThawMessage", res.id)
+    raise _freeze_refusal("ThawMessage", res.result)
+
+
 def rescheduled_id(res: pb.RescheduleResponse) -> ID:
     """The new ID, or the exception of a reschedule that changed nothing."""
     if res.result == pb.RESCHEDULE_RESULT_RESCHEDULED:
@@ -324,6 +363,7 @@ def stored_of(m: pb.Message) -> StoredMessage:
         dead_letter=dead_letter_of(m),
         due_at=opt_time(m, "due_at"),
         frozen=m.frozen,
+        frozen_remaining=timedelta(milliseconds=m.frozen_remaining_ms) if m.HasField("frozen_remaining_ms") else None,
     )
 
 

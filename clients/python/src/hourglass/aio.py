@@ -40,6 +40,7 @@ from .types import (
     DeletedTopic,
     Delivery,
     Found,
+    Frozen,
     Message,
     Policies,
     Policy,
@@ -221,6 +222,14 @@ class AsyncClient:
     ) -> ID:
         """As Client.reschedule."""
         return cv.rescheduled_id(await self._call("Reschedule", cv.reschedule_request(ref, delay, at, now)))
+
+    async def freeze_message(self, ref: Ref) -> Frozen:
+        """As Client.freeze_message."""
+        return cv.frozen_of(await self._call("FreezeMessage", cv.freeze_request(ref)))
+
+    async def thaw_message(self, ref: Ref) -> ID:
+        """As Client.thaw_message."""
+        return cv.thawed_id(await self._call("ThawMessage", cv.thaw_request(ref)))
 
     async def get(self, ref: Ref) -> Found:
         """As Client.get."""

@@ -21,6 +21,7 @@ from .types import (
     DeletedTopic,
     Delivery,
     Found,
+    Frozen,
     Message,
     Policies,
     Policy,
@@ -223,6 +224,22 @@ class Client:
         raises AlreadyDelivered (it is being delivered, or was),
         AlreadyCancelled or NotPending."""
         return cv.edited_id(self._call("Edit", cv.edit_request(ref, body, headers)))
+
+    def freeze_message(self, ref: Ref) -> Frozen:
+        """Stops the clock of the pending message ref names, atomically: it
+        is never delivered until thaw_message, which makes it due the delay
+        it had left (Frozen.remaining) from the thaw. It goes on under
+        Frozen.id; the first ID and the Key go on naming it, and cancel
+        cancels it. When the server changed nothing it raises
+        AlreadyFrozen, AlreadyDelivered, AlreadyCancelled or NotPending."""
+        return cv.frozen_of(self._call("FreezeMessage", cv.freeze_request(ref)))
+
+    def thaw_message(self, ref: Ref) -> ID:
+        """Starts the clock of the frozen message ref names again: it is due
+        the delay it had left from now, under the ID returned. When the
+        server changed nothing it raises NotFrozen, AlreadyDelivered,
+        AlreadyCancelled or NotPending."""
+        return cv.thawed_id(self._call("ThawMessage", cv.thaw_request(ref)))
 
     def get(self, ref: Ref) -> Found:
         """Looks up the message ref names and says what became of it, where

@@ -188,6 +188,18 @@ class NotPending(RescheduleRefused):
     text = "hourglass: no such message pending"
 
 
+class AlreadyFrozen(RescheduleRefused):
+    """freeze_message of a message frozen before."""
+
+    text = "hourglass: message already frozen"
+
+
+class NotFrozen(RescheduleRefused):
+    """thaw_message of a pending message that is not frozen."""
+
+    text = "hourglass: message not frozen"
+
+
 _by_code: dict[grpc.StatusCode, type[RpcError]] = {
     cls.code: cls
     for cls in (

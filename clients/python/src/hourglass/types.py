@@ -217,6 +217,19 @@ class StoredMessage:
     #: then as if resumed now).
     due_at: Optional[datetime] = None
     frozen: bool = False
+    #: A message frozen on its own (freeze_message): the delay it keeps
+    #: until thaw_message; frozen is then set and due_at is as if it were
+    #: thawed now. None otherwise.
+    frozen_remaining: Optional[timedelta] = None
+
+
+@dataclass(frozen=True)
+class Frozen:
+    """What freeze_message made: the ID the frozen message goes on under
+    and the delay it keeps until thaw_message."""
+
+    id: ID
+    remaining: timedelta
 
 
 @dataclass(frozen=True)

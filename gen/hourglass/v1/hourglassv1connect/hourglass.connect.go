@@ -103,6 +103,12 @@ const (
 	HourglassServiceRescheduleProcedure = "/hourglass.v1.HourglassService/Reschedule"
 	// HourglassServiceEditProcedure is the fully-qualified name of the HourglassService's Edit RPC.
 	HourglassServiceEditProcedure = "/hourglass.v1.HourglassService/Edit"
+	// HourglassServiceFreezeMessageProcedure is the fully-qualified name of the HourglassService's
+	// FreezeMessage RPC.
+	HourglassServiceFreezeMessageProcedure = "/hourglass.v1.HourglassService/FreezeMessage"
+	// HourglassServiceThawMessageProcedure is the fully-qualified name of the HourglassService's
+	// ThawMessage RPC.
+	HourglassServiceThawMessageProcedure = "/hourglass.v1.HourglassService/ThawMessage"
 	// HourglassServiceRedriveProcedure is the fully-qualified name of the HourglassService's Redrive
 	// RPC.
 	HourglassServiceRedriveProcedure = "/hourglass.v1.HourglassService/Redrive"
@@ -242,6 +248,18 @@ type HourglassServiceClient interface {
 	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
 	// FAILED_PRECONDITION.
 	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
+	// FreezeMessage stops a pending message's clock: like Reschedule, one
+	// commitlog record cancels its entry and holds it (a new id, the same
+	// origin_id) with the delay it had left, never delivered until
+	// ThawMessage; the first id and the key go on naming it, Get and List
+	// show it frozen with its remaining delay, Cancel cancels it. Its
+	// answer is truthful: FROZEN only if its old time will never fire.
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	FreezeMessage(context.Context, *connect.Request[v1.FreezeMessageRequest]) (*connect.Response[v1.FreezeMessageResponse], error)
+	// ThawMessage starts a frozen message's clock again: it is due the delay
+	// it had left when frozen from now (a new id, the same origin_id).
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	ThawMessage(context.Context, *connect.Request[v1.ThawMessageRequest]) (*connect.Response[v1.ThawMessageResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -421,6 +439,18 @@ func NewHourglassServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
 			connect.WithClientOptions(opts...),
 		),
+		freezeMessage: connect.NewClient[v1.FreezeMessageRequest, v1.FreezeMessageResponse](
+			httpClient,
+			baseURL+HourglassServiceFreezeMessageProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("FreezeMessage")),
+			connect.WithClientOptions(opts...),
+		),
+		thawMessage: connect.NewClient[v1.ThawMessageRequest, v1.ThawMessageResponse](
+			httpClient,
+			baseURL+HourglassServiceThawMessageProcedure,
+			connect.WithSchema(hourglassServiceMethods.ByName("ThawMessage")),
+			connect.WithClientOptions(opts...),
+		),
 		redrive: connect.NewClient[v1.RedriveRequest, v1.RedriveResponse](
 			httpClient,
 			baseURL+HourglassServiceRedriveProcedure,
@@ -569,6 +599,8 @@ type hourglassServiceClient struct {
 	list             *connect.Client[v1.ListRequest, v1.ListResponse]
 	reschedule       *connect.Client[v1.RescheduleRequest, v1.RescheduleResponse]
 	edit             *connect.Client[v1.EditRequest, v1.EditResponse]
+	freezeMessage    *connect.Client[v1.FreezeMessageRequest, v1.FreezeMessageResponse]
+	thawMessage      *connect.Client[v1.ThawMessageRequest, v1.ThawMessageResponse]
 	redrive          *connect.Client[v1.RedriveRequest, v1.RedriveResponse]
 	purge            *connect.Client[v1.PurgeRequest, v1.PurgeResponse]
 	deleteTopic      *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
@@ -675,6 +707,16 @@ func (c *hourglassServiceClient) Reschedule(ctx context.Context, req *connect.Re
 // Edit calls hourglass.v1.HourglassService.Edit.
 func (c *hourglassServiceClient) Edit(ctx context.Context, req *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
 	return c.edit.CallUnary(ctx, req)
+}
+
+// FreezeMessage calls hourglass.v1.HourglassService.FreezeMessage.
+func (c *hourglassServiceClient) FreezeMessage(ctx context.Context, req *connect.Request[v1.FreezeMessageRequest]) (*connect.Response[v1.FreezeMessageResponse], error) {
+	return c.freezeMessage.CallUnary(ctx, req)
+}
+
+// ThawMessage calls hourglass.v1.HourglassService.ThawMessage.
+func (c *hourglassServiceClient) ThawMessage(ctx context.Context, req *connect.Request[v1.ThawMessageRequest]) (*connect.Response[v1.ThawMessageResponse], error) {
+	return c.thawMessage.CallUnary(ctx, req)
 }
 
 // Redrive calls hourglass.v1.HourglassService.Redrive.
@@ -859,6 +901,18 @@ type HourglassServiceHandler interface {
 	// ALREADY_DELIVERED and changes nothing. Cluster mode refuses it with
 	// FAILED_PRECONDITION.
 	Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error)
+	// FreezeMessage stops a pending message's clock: like Reschedule, one
+	// commitlog record cancels its entry and holds it (a new id, the same
+	// origin_id) with the delay it had left, never delivered until
+	// ThawMessage; the first id and the key go on naming it, Get and List
+	// show it frozen with its remaining delay, Cancel cancels it. Its
+	// answer is truthful: FROZEN only if its old time will never fire.
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	FreezeMessage(context.Context, *connect.Request[v1.FreezeMessageRequest]) (*connect.Response[v1.FreezeMessageResponse], error)
+	// ThawMessage starts a frozen message's clock again: it is due the delay
+	// it had left when frozen from now (a new id, the same origin_id).
+	// Cluster mode refuses it with FAILED_PRECONDITION.
+	ThawMessage(context.Context, *connect.Request[v1.ThawMessageRequest]) (*connect.Response[v1.ThawMessageResponse], error)
 	// Redrive moves dead letters back to a topic (by default the one they
 	// died on) as new first attempts that keep their origin_id, at most
 	// rate_per_second, and acks them in the dead-letter topic. A redrive cut
@@ -1034,6 +1088,18 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 		connect.WithSchema(hourglassServiceMethods.ByName("Edit")),
 		connect.WithHandlerOptions(opts...),
 	)
+	hourglassServiceFreezeMessageHandler := connect.NewUnaryHandler(
+		HourglassServiceFreezeMessageProcedure,
+		svc.FreezeMessage,
+		connect.WithSchema(hourglassServiceMethods.ByName("FreezeMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	hourglassServiceThawMessageHandler := connect.NewUnaryHandler(
+		HourglassServiceThawMessageProcedure,
+		svc.ThawMessage,
+		connect.WithSchema(hourglassServiceMethods.ByName("ThawMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	hourglassServiceRedriveHandler := connect.NewUnaryHandler(
 		HourglassServiceRedriveProcedure,
 		svc.Redrive,
@@ -1196,6 +1262,10 @@ func NewHourglassServiceHandler(svc HourglassServiceHandler, opts ...connect.Han
 			hourglassServiceRescheduleHandler.ServeHTTP(w, r)
 		case HourglassServiceEditProcedure:
 			hourglassServiceEditHandler.ServeHTTP(w, r)
+		case HourglassServiceFreezeMessageProcedure:
+			hourglassServiceFreezeMessageHandler.ServeHTTP(w, r)
+		case HourglassServiceThawMessageProcedure:
+			hourglassServiceThawMessageHandler.ServeHTTP(w, r)
 		case HourglassServiceRedriveProcedure:
 			hourglassServiceRedriveHandler.ServeHTTP(w, r)
 		case HourglassServicePurgeProcedure:
@@ -1313,6 +1383,14 @@ func (UnimplementedHourglassServiceHandler) Reschedule(context.Context, *connect
 
 func (UnimplementedHourglassServiceHandler) Edit(context.Context, *connect.Request[v1.EditRequest]) (*connect.Response[v1.EditResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.Edit is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) FreezeMessage(context.Context, *connect.Request[v1.FreezeMessageRequest]) (*connect.Response[v1.FreezeMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.FreezeMessage is not implemented"))
+}
+
+func (UnimplementedHourglassServiceHandler) ThawMessage(context.Context, *connect.Request[v1.ThawMessageRequest]) (*connect.Response[v1.ThawMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("hourglass.v1.HourglassService.ThawMessage is not implemented"))
 }
 
 func (UnimplementedHourglassServiceHandler) Redrive(context.Context, *connect.Request[v1.RedriveRequest]) (*connect.Response[v1.RedriveResponse], error) {

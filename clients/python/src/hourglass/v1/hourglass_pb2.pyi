@@ -19,6 +19,14 @@ EDIT_RESULT_ALREADY_DELIVERED: EditResult
 EDIT_RESULT_EDITED: EditResult
 EDIT_RESULT_UNKNOWN: EditResult
 EDIT_RESULT_UNSPECIFIED: EditResult
+FREEZE_RESULT_ALREADY_CANCELLED: FreezeResult
+FREEZE_RESULT_ALREADY_DELIVERED: FreezeResult
+FREEZE_RESULT_ALREADY_FROZEN: FreezeResult
+FREEZE_RESULT_FROZEN: FreezeResult
+FREEZE_RESULT_NOT_FROZEN: FreezeResult
+FREEZE_RESULT_THAWED: FreezeResult
+FREEZE_RESULT_UNKNOWN: FreezeResult
+FREEZE_RESULT_UNSPECIFIED: FreezeResult
 MESSAGE_STATE_ACKED: MessageState
 MESSAGE_STATE_CANCELLED: MessageState
 MESSAGE_STATE_DEAD_LETTERED: MessageState
@@ -453,6 +461,26 @@ class FlowBacklog(_message.Message):
     leased: int
     def __init__(self, flow_key: _Optional[str] = ..., due: _Optional[int] = ..., leased: _Optional[int] = ..., held_by: _Optional[str] = ...) -> None: ...
 
+class FreezeMessageRequest(_message.Message):
+    __slots__ = ["id", "key", "topic"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    key: str
+    topic: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class FreezeMessageResponse(_message.Message):
+    __slots__ = ["id", "remaining_ms", "result"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    remaining_ms: int
+    result: FreezeResult
+    def __init__(self, result: _Optional[_Union[FreezeResult, str]] = ..., id: _Optional[str] = ..., remaining_ms: _Optional[int] = ...) -> None: ...
+
 class FrozenPause(_message.Message):
     __slots__ = ["began_at", "ended_at"]
     BEGAN_AT_FIELD_NUMBER: _ClassVar[int]
@@ -639,13 +667,14 @@ class ListSchedulesResponse(_message.Message):
     def __init__(self, schedules: _Optional[_Iterable[_Union[GetScheduleResponse, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class Message(_message.Message):
-    __slots__ = ["attempt", "body", "dead_letter", "deliver_at", "due_at", "frozen", "headers", "id", "lease_expires_at", "origin_id", "receipt", "received_at", "topic"]
+    __slots__ = ["attempt", "body", "dead_letter", "deliver_at", "due_at", "frozen", "frozen_remaining_ms", "headers", "id", "lease_expires_at", "origin_id", "receipt", "received_at", "topic"]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTER_FIELD_NUMBER: _ClassVar[int]
     DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
     DUE_AT_FIELD_NUMBER: _ClassVar[int]
     FROZEN_FIELD_NUMBER: _ClassVar[int]
+    FROZEN_REMAINING_MS_FIELD_NUMBER: _ClassVar[int]
     HEADERS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
@@ -659,6 +688,7 @@ class Message(_message.Message):
     deliver_at: _timestamp_pb2.Timestamp
     due_at: _timestamp_pb2.Timestamp
     frozen: bool
+    frozen_remaining_ms: int
     headers: _containers.RepeatedCompositeFieldContainer[Header]
     id: str
     lease_expires_at: _timestamp_pb2.Timestamp
@@ -666,7 +696,7 @@ class Message(_message.Message):
     receipt: str
     received_at: _timestamp_pb2.Timestamp
     topic: str
-    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., received_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_id: _Optional[str] = ..., receipt: _Optional[str] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ..., due_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., frozen: bool = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., headers: _Optional[_Iterable[_Union[Header, _Mapping]]] = ..., body: _Optional[bytes] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., attempt: _Optional[int] = ..., received_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., origin_id: _Optional[str] = ..., receipt: _Optional[str] = ..., dead_letter: _Optional[_Union[DeadLetter, _Mapping]] = ..., due_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., frozen: bool = ..., frozen_remaining_ms: _Optional[int] = ...) -> None: ...
 
 class NackRequest(_message.Message):
     __slots__ = ["dead_letter", "delay_ms", "id", "reason", "receipt", "release", "topic"]
@@ -1024,6 +1054,26 @@ class Status(_message.Message):
     message: str
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
+class ThawMessageRequest(_message.Message):
+    __slots__ = ["id", "key", "topic"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    key: str
+    topic: str
+    def __init__(self, id: _Optional[str] = ..., topic: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class ThawMessageResponse(_message.Message):
+    __slots__ = ["deliver_at", "id", "result"]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    deliver_at: _timestamp_pb2.Timestamp
+    id: str
+    result: FreezeResult
+    def __init__(self, result: _Optional[_Union[FreezeResult, str]] = ..., id: _Optional[str] = ..., deliver_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class TimeRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -1168,6 +1218,9 @@ class RescheduleResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class EditResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class FreezeResult(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MisfirePolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

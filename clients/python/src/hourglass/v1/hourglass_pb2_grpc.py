@@ -100,6 +100,16 @@ class HourglassServiceStub(object):
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
                 response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
                 )
+        self.FreezeMessage = channel.unary_unary(
+                '/hourglass.v1.HourglassService/FreezeMessage',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageResponse.FromString,
+                )
+        self.ThawMessage = channel.unary_unary(
+                '/hourglass.v1.HourglassService/ThawMessage',
+                request_serializer=hourglass_dot_v1_dot_hourglass__pb2.ThawMessageRequest.SerializeToString,
+                response_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ThawMessageResponse.FromString,
+                )
         self.Redrive = channel.unary_unary(
                 '/hourglass.v1.HourglassService/Redrive',
                 request_serializer=hourglass_dot_v1_dot_hourglass__pb2.RedriveRequest.SerializeToString,
@@ -371,6 +381,28 @@ class HourglassServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FreezeMessage(self, request, context):
+        """FreezeMessage stops a pending message's clock: like Reschedule, one
+        commitlog record cancels its entry and holds it (a new id, the same
+        origin_id) with the delay it had left, never delivered until
+        ThawMessage; the first id and the key go on naming it, Get and List
+        show it frozen with its remaining delay, Cancel cancels it. Its
+        answer is truthful: FROZEN only if its old time will never fire.
+        Cluster mode refuses it with FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ThawMessage(self, request, context):
+        """ThawMessage starts a frozen message's clock again: it is due the delay
+        it had left when frozen from now (a new id, the same origin_id).
+        Cluster mode refuses it with FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Redrive(self, request, context):
         """Redrive moves dead letters back to a topic (by default the one they
         died on) as new first attempts that keep their origin_id, at most
@@ -627,6 +659,16 @@ def add_HourglassServiceServicer_to_server(servicer, server):
                     servicer.Edit,
                     request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.EditRequest.FromString,
                     response_serializer=hourglass_dot_v1_dot_hourglass__pb2.EditResponse.SerializeToString,
+            ),
+            'FreezeMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.FreezeMessage,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageResponse.SerializeToString,
+            ),
+            'ThawMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ThawMessage,
+                    request_deserializer=hourglass_dot_v1_dot_hourglass__pb2.ThawMessageRequest.FromString,
+                    response_serializer=hourglass_dot_v1_dot_hourglass__pb2.ThawMessageResponse.SerializeToString,
             ),
             'Redrive': grpc.unary_unary_rpc_method_handler(
                     servicer.Redrive,
@@ -1030,6 +1072,40 @@ class HourglassService(object):
         return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/Edit',
             hourglass_dot_v1_dot_hourglass__pb2.EditRequest.SerializeToString,
             hourglass_dot_v1_dot_hourglass__pb2.EditResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def FreezeMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/FreezeMessage',
+            hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.FreezeMessageResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ThawMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/hourglass.v1.HourglassService/ThawMessage',
+            hourglass_dot_v1_dot_hourglass__pb2.ThawMessageRequest.SerializeToString,
+            hourglass_dot_v1_dot_hourglass__pb2.ThawMessageResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 
