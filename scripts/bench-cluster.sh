@@ -143,8 +143,11 @@ def walk(v):
         for x in v.values(): walk(x)
     elif isinstance(v, list):
         for x in v: walk(x)
-for line in sys.stdin:
-    if line.strip(): walk(json.loads(line))
+text, dec, i = sys.stdin.read(), json.JSONDecoder(), 0
+while text[i:].strip():
+    i += len(text[i:]) - len(text[i:].lstrip())
+    doc, i = dec.raw_decode(text, i)
+    walk(doc)
 print(sum(most.values()))' 2>/dev/null || true)
   [ "$SCEN" = single ] && [ "${stored:-0}" -gt 0 ] && echo "== intake messages stored: $stored, $(( N / stored )) Schedules per publish"
   for i in $(seq 0 $((nodes-1))); do tail -3 "$WORK/hg$nodes-$i.log" | grep -i "error\|refus" || true; done
