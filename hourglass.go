@@ -197,8 +197,8 @@ type ClusterConfig struct {
 	// Replicas of every stream and bucket the node creates; default
 	// cluster.DefaultReplicas.
 	Replicas int
-	// CompactMargin and CompactInterval: see cluster.Options; 0 for the
-	// defaults, a negative CompactMargin turns compaction off.
+	// CompactMargin and CompactInterval: see cluster.CompactionOptions;
+	// 0 for the defaults, a negative CompactMargin turns compaction off.
 	CompactMargin   int
 	CompactInterval time.Duration
 }

@@ -226,10 +226,10 @@ func (n *Node) openCluster(ctx context.Context) error {
 	node, err := cluster.Open(ctx, cluster.Options{
 		URL: cl.URL, NodeID: cl.NodeID, Advertise: cl.Advertise, Partitions: cl.Partitions,
 		LeaseTTL: cl.LeaseTTL, Replicas: cl.Replicas, DataDir: filepath.Join(cfg.DataDir, "cluster"),
-		MaxDelay: cfg.MaxDelay, SegmentDuration: cfg.SegmentDuration, Sink: ns, AuthToken: cfg.AuthToken,
-		Observer: metrics, Logger: n.log, CompactMargin: cl.CompactMargin, CompactInterval: cl.CompactInterval,
-		DeliveryStream: ns.Stream(), DeliveryPrefix: ns.Prefix(), Lease: cfg.DefaultLease, MaxAttempts: cfg.MaxAttempts, MaxTopics: cfg.MaxTopics,
-		IdempotencyWindow: cfg.IdempotencyWindow,
+		MaxDelay: cfg.MaxDelay, Sink: ns, AuthToken: cfg.AuthToken, Logger: n.log, IdempotencyWindow: cfg.IdempotencyWindow,
+		Engine:     cluster.EngineOptions{SegmentDuration: cfg.SegmentDuration, Observer: metrics},
+		Queue:      cluster.QueueOptions{Stream: ns.Stream(), Prefix: ns.Prefix(), Lease: cfg.DefaultLease, MaxAttempts: cfg.MaxAttempts, MaxTopics: cfg.MaxTopics},
+		Compaction: cluster.CompactionOptions{Margin: cl.CompactMargin, Interval: cl.CompactInterval},
 	})
 	if err != nil {
 		return fmt.Errorf("hourglass: cluster %s: %w", cl.URL, err)

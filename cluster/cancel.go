@@ -10,6 +10,10 @@ import (
 
 // Cancel, and its forwarding to the node that owns a message's partition.
 
+// ForwardedHeader marks a Cancel one node forwarded to the owner of the
+// message's partition, so that it is not forwarded again.
+const ForwardedHeader = "Hourglass-Forwarded"
+
 // Cancel cancels the message id: decided here if this node owns its
 // partition, else forwarded to the owner (unless forwarded is set: a
 // request another node forwarded is never forwarded again).
@@ -25,7 +29,7 @@ func (n *Node) Cancel(ctx context.Context, id message.ID, forwarded bool) (engin
 	if pt != nil {
 		res, err := pt.cancel(ctx, id)
 		if res == engine.Cancelled {
-			n.cancelled.Add(1)
+			n.counts.cancelled.Add(1)
 		}
 		return res, err
 	}

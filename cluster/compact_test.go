@@ -207,8 +207,8 @@ func openCompacting(t *testing.T, url, id string, sink engine.Sink, h *testHooks
 		h.keepRecent = &none
 	}
 	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: 1,
-		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, SegmentDuration: 10 * time.Second,
-		CompactMargin: 20, CompactInterval: 20 * time.Millisecond, hooks: h})
+		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, Engine: EngineOptions{SegmentDuration: 10 * time.Second},
+		Compaction: CompactionOptions{Margin: 20, Interval: 20 * time.Millisecond}, hooks: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +549,7 @@ func TestSnapshotPoint(t *testing.T) {
 func TestNegativeCompactIntervalRefused(t *testing.T) {
 	sink := engine.SinkFunc(func(context.Context, string, []engine.Delivery) error { return nil })
 	_, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: "nats://127.0.0.1:1", NodeID: "a", Advertise: "http://127.0.0.1:1", DataDir: t.TempDir(),
-		Sink: sink, Logger: quiet, CompactInterval: -time.Second})
+		Sink: sink, Logger: quiet, Compaction: CompactionOptions{Interval: -time.Second}})
 	if err == nil || !strings.Contains(err.Error(), "compaction interval -1s") {
 		t.Fatalf("Open with a negative compaction interval: %v; want an error naming it", err)
 	}

@@ -114,8 +114,8 @@ func (c *compactState) snapshotPoint(now time.Time) uint64 {
 }
 
 // maybeCompact starts a compaction of the partition if none runs, the
-// messages consumed exceed 2 × pending + CompactMargin, the last
-// compaction started at least CompactInterval ago, and the snapshot point
+// messages consumed exceed 2 × pending + Compaction.Margin, the last
+// compaction started at least Compaction.Interval ago, and the snapshot point
 // reached the horizon. It runs on the consuming goroutine; the compaction
 // on its own, and compacted takes its result.
 func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
@@ -123,13 +123,13 @@ func (pt *partition) maybeCompact(st jetstream.Stream, cst *compactState) {
 	if cst.running != nil {
 		return
 	}
-	if o.CompactMargin < 0 || (!cst.last.IsZero() && time.Since(cst.last) < o.CompactInterval) {
+	if o.Compaction.Margin < 0 || (!cst.last.IsZero() && time.Since(cst.last) < o.Compaction.Interval) {
 		return
 	}
 	pt.mu.Lock()
 	pending := len(pt.mu.taken)
 	pt.mu.Unlock()
-	if cst.held <= 2*pending+o.CompactMargin {
+	if cst.held <= 2*pending+o.Compaction.Margin {
 		return
 	}
 	if cst.refresh {

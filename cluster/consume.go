@@ -30,7 +30,7 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	const maxBatch = 512
 	var b intakeBatch
 	b.reqs = make([]engine.Request, 0, maxBatch+MaxBatch)
-	tick := time.NewTicker(pt.n.opts.CompactInterval)
+	tick := time.NewTicker(pt.n.opts.Compaction.Interval)
 	defer tick.Stop()
 	cst := newCompactState(&pt.n.opts)
 	if info, err := st.Info(pt.ctx); err == nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/hourglassmq/hourglass/engine"
 	"github.com/hourglassmq/hourglass/message"
@@ -68,4 +70,60 @@ func TestGatheredSchedules(t *testing.T) {
 	} else {
 		t.Logf("%d concurrent Schedules in %d intake messages", count, stored)
 	}
+}
+
+// TestGatherLingers: callers that each send their next Schedule as soon as
+// the last is answered go together, one intake message a round, rather
+// than in halves that publish in turn; once callers leave, the rest go
+// after one linger.
+func TestGatherLingers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const callers, rounds = 8, 20
+		var mu sync.Mutex
+		var sizes []int // guarded by mu
+		g := &gather{limit: gatherBytes, publish: func(ms []message.Message) ([]message.ID, error) {
+			time.Sleep(time.Millisecond) // an R3 round trip, on the bubble's clock
+			mu.Lock()
+			sizes = append(sizes, len(ms))
+			mu.Unlock()
+			ids := make([]message.ID, len(ms))
+			for i, m := range ms {
+				ids[i] = message.ID{DeliverAt: m.DeliverAt}
+			}
+			return ids, nil
+		}}
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Go(func() {
+				for r := range rounds {
+					want := int64(c*rounds + r)
+					id, err := g.schedule(context.Background(), &message.Message{DeliverAt: want, Topic: []byte("t")})
+					if err != nil || id.DeliverAt != want {
+						t.Errorf("caller %d round %d: %v, %v; want its own ID", c, r, id, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		// With nobody left, the leader ends after one linger.
+		time.Sleep(gatherMaxLinger)
+		synctest.Wait()
+		g.mu.Lock()
+		if g.mu.leading {
+			t.Errorf("the leader still runs a linger after the last caller left")
+		}
+		g.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		// The first publish carries those that arrived before the leader
+		// ran; the next waits for the rest and for those it answered.
+		if len(sizes) > rounds+1 {
+			t.Fatalf("%d callers of %d rounds took %d publishes %v; want at most %d", callers, rounds, len(sizes), sizes, rounds+1)
+		}
+		for i, n := range sizes[1 : len(sizes)-1] {
+			if n != callers {
+				t.Errorf("publish %d carried %d of %d callers: %v", i+1, n, callers, sizes)
+			}
+		}
+	})
 }

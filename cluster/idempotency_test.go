@@ -15,7 +15,7 @@ func openWindowNode(t *testing.T, url, id string, window time.Duration) (*Node, 
 	t.Helper()
 	n, err := Open(ctxT(t), Options{URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: 4,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: newRecordSink(), Logger: quiet,
-		SegmentDuration: 10 * time.Second, IdempotencyWindow: window})
+		Engine: EngineOptions{SegmentDuration: 10 * time.Second}, IdempotencyWindow: window})
 	if err == nil {
 		t.Cleanup(func() { n.Close() })
 	}

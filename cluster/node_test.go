@@ -17,7 +17,7 @@ import (
 func openNode(t *testing.T, url, id string, partitions int, sink engine.Sink) (*Node, error) {
 	t.Helper()
 	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: id, Advertise: "http://127.0.0.1:1", Partitions: partitions,
-		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, SegmentDuration: 10 * time.Second})
+		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet, Engine: EngineOptions{SegmentDuration: 10 * time.Second}})
 	if err == nil {
 		t.Cleanup(func() { n.Close() })
 	}

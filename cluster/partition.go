@@ -97,7 +97,7 @@ type partition struct {
 }
 
 func (n *Node) startPartition(l *lease) *partition {
-	ctx, cancel := context.WithCancel(n.ctx)
+	ctx, cancel := context.WithCancel(n.life.ctx)
 	pt := &partition{n: n, p: l.p, lease: l, log: n.log.With("partition", l.p), ctx: ctx, quit: cancel,
 		ready: make(chan struct{}), exited: make(chan struct{}),
 	}
@@ -138,9 +138,9 @@ func (pt *partition) run() error {
 	eng, err := engine.Open(engine.Options{
 		Dir: dir, Fsync: commitlog.SyncNone, Sink: pt, Logger: pt.log, Now: n.opts.Now,
 		MaxDelay:             n.opts.MaxDelay + 24*time.Hour,
-		SegmentDuration:      n.opts.SegmentDuration,
+		SegmentDuration:      n.opts.Engine.SegmentDuration,
 		CommitlogSegmentSize: 8 << 20,
-		Observer:             n.opts.Observer,
+		Observer:             n.opts.Engine.Observer,
 		MaxSinkBackoff:       SinkBackoff,
 	})
 	if err != nil {

@@ -37,7 +37,7 @@ func TestSinkRetriesResumeWithinASecond(t *testing.T) {
 	})
 	h := &logtest.Durations{Key: "backoff"}
 	n, err := Open(ctx, Options{IdempotencyWindow: 10 * time.Minute, URL: ns.ClientURL(), NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: 1,
-		LeaseTTL: 3 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: slog.New(h), SegmentDuration: 10 * time.Second})
+		LeaseTTL: 3 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: slog.New(h), Engine: EngineOptions{SegmentDuration: 10 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

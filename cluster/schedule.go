@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,7 +70,7 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 	var err error
 	if len(reqs) == 1 && keys[0] == "" {
 		var id message.ID
-		id, err = n.gathered(ctx, &ms[0])
+		id, err = n.gather.schedule(ctx, &ms[0])
 		ids = []message.ID{id}
 	} else {
 		p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
@@ -91,7 +90,7 @@ func (n *Node) ScheduleBatch(ctx context.Context, reqs []engine.Request) ([]mess
 	if err != nil {
 		return nil, err
 	}
-	n.scheduled.Add(int64(len(reqs)))
+	n.counts.scheduled.Add(int64(len(reqs)))
 	return ids, nil
 }
 
@@ -205,103 +204,4 @@ func (n *Node) intakeError(p, count int, err error) error {
 	return status.Errorf(codes.Unavailable,
 		"storing %d messages in the cluster's intake stream %s: %v; a batch is stored whole or not at all, and whether this one was is unknown: retry the same batch (if every message has an idempotency key, a retry of the same messages in the same order is not stored twice)",
 		count, inStream(p), err)
-}
-
-// gather is the group commit of this node's unkeyed single Schedules: one
-// is published at once while fewer than gatherInflight publishes of them
-// are in flight; those that arrive while that many are in flight wait and
-// go together in the next intake message. Each intake message goes to the
-// next partition in round robin, so the partitions share the load as they
-// do for batches.
-type gather struct {
-	mu       sync.Mutex
-	inflight int       // guarded by mu: leader goroutines publishing
-	waiting  []*waiter // guarded by mu
-}
-
-// gatherInflight is how many gathered publishes may be in flight on a
-// node. One gathers the most: a Schedule that arrives during a publish
-// waits for it and then one more round trip, but each publish carries
-// all that arrived meanwhile, and an R3 publish costs the NATS servers
-// about the same CPU whatever it carries. With 64 clients making single
-// unary Schedules against one node, medians of 3 interleaved runs
-// (`CLIENTS=64 NODES=1 bash scripts/bench-cluster.sh 40000 single`,
-// bench/results/cluster-gather-2026-12-02.txt): 9,293/s at 1, 8,541/s
-// at 2, 7,711/s at 4. It is per node, not per partition: with a bound
-// per partition, 64 concurrent Schedules over 8 partitions went about
-// two to an intake message, and a node made 4,252 Schedules/s.
-const gatherInflight = 1
-
-type waiter struct {
-	m    *message.Message
-	size int
-	done chan gatherResult // buffered: the leader never blocks on it
-}
-
-type gatherResult struct {
-	id  message.ID
-	err error
-}
-
-// gatherBytes bounds the encoded size of one gathered intake message.
-const gatherBytes = 256 << 10
-
-// gathered stores m through the node's group commit.
-func (n *Node) gathered(ctx context.Context, m *message.Message) (message.ID, error) {
-	g := &n.gather
-	w := &waiter{m: m, size: message.ScheduleSize(m) + 4, done: make(chan gatherResult, 1)}
-	g.mu.Lock()
-	g.waiting = append(g.waiting, w)
-	if g.inflight < gatherInflight {
-		g.inflight++
-		go n.lead()
-	}
-	g.mu.Unlock()
-	select {
-	case r := <-w.done:
-		return r.id, r.err
-	case <-ctx.Done():
-		return message.ID{}, status.Errorf(codes.Unavailable,
-			"storing 1 message in the cluster's intake streams: %v; whether it was stored is unknown: retry it (with an idempotency key, a retry is not stored twice)", ctx.Err())
-	}
-}
-
-// lead publishes the node's waiting Schedules, as many per intake message
-// as fit, each intake message to the next partition, until none wait.
-func (n *Node) lead() {
-	g := &n.gather
-	// A gathered intake message must pass publishIntake's size check
-	// (max_payload less copyOverhead, less its own framing) even where the
-	// NATS servers set max_payload below gatherBytes.
-	limit := min(gatherBytes, int(n.nc.MaxPayload())-copyOverhead-16)
-	for {
-		g.mu.Lock()
-		k, size := 0, 0
-		for k < len(g.waiting) && k < MaxBatch && (k == 0 || size+g.waiting[k].size <= limit) {
-			size += g.waiting[k].size
-			k++
-		}
-		batch := g.waiting[:k:k]
-		g.waiting = g.waiting[k:]
-		if k == 0 {
-			g.waiting = nil
-			g.inflight--
-			g.mu.Unlock()
-			return
-		}
-		g.mu.Unlock()
-		ms := make([]message.Message, len(batch))
-		for i, w := range batch {
-			ms[i] = *w.m
-		}
-		p := int(n.rr.Add(1) % uint64(n.opts.Partitions))
-		ids, err := n.publishIntake(n.ctx, p, ms, "")
-		for i, w := range batch {
-			if err != nil {
-				w.done <- gatherResult{err: err}
-			} else {
-				w.done <- gatherResult{id: ids[i]}
-			}
-		}
-	}
 }

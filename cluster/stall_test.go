@@ -55,7 +55,7 @@ func openStallNode(t *testing.T, url string, partitions int, perSecond float64, 
 	t.Helper()
 	n, err := Open(ctxT(t), Options{IdempotencyWindow: 10 * time.Minute, URL: url, NodeID: "a", Advertise: "http://127.0.0.1:1", Partitions: partitions,
 		LeaseTTL: 2 * time.Second, Replicas: 1, DataDir: t.TempDir(), Sink: sink, Logger: quiet,
-		SegmentDuration: 10 * time.Second, StallChecksPerSecond: perSecond, hooks: h})
+		Engine: EngineOptions{SegmentDuration: 10 * time.Second}, StallChecksPerSecond: perSecond, hooks: h})
 	if err != nil {
 		t.Fatal(err)
 	}

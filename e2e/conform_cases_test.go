@@ -13,7 +13,8 @@ import (
 )
 
 // conformCases is the suite (conform_test.go runs it); the queue's cases
-// are in conform_queue_test.go.
+// are in conform_queue_test.go, the schedules' update and backfill, the
+// caller, the audit trail and order in conform_admin_test.go.
 var conformCases = []conformCase{
 	{"schedule-get-cancel", caseScheduleGetCancel},
 	{"keys", caseKeys},
@@ -36,6 +37,9 @@ var conformCases = []conformCase{
 	{"streams", caseStreams},
 	{"expiry", caseExpiry},
 	{"calendars", caseCalendars},
+	{"schedule-update-backfill", caseScheduleUpdateBackfill},
+	{"whoami-audit", caseWhoAmIAudit},
+	{"order", caseOrder},
 }
 
 // caseScheduleGetCancel: Get of a pending message; Cancel, twice; Cancel

@@ -85,17 +85,17 @@ func (q *Queue) fresh(ctx context.Context, topic string) (*consumer, error) {
 }
 
 // SetPolicy makes p topic's policy: its consumer's AckWait (p.Lease),
-// its max attempts (kept in the consumer's metadata) and its pause
-// (JetStream's consumer pause, until the year 2200): a consumer update,
-// then a pause or resume if that changes. A zero field that was set
-// before goes back to this node's default (Options.Lease,
-// Options.MaxAttempts); one never set keeps the consumer's. Backoff and
-// Rate cannot be served by a JetStream pull consumer and are refused.
+// its max attempts and backoff (kept in the consumer's metadata) and its
+// pause (JetStream's consumer pause, until the year 2200): a consumer
+// update, then a pause or resume if that changes. A zero field that was
+// set before goes back to this node's default (Options.Lease,
+// Options.MaxAttempts); one never set keeps the consumer's. A rate cannot
+// be served by a JetStream pull consumer and is refused.
 // Two SetPolicy calls at once on different nodes: the last update wins
 // whole.
 func (q *Queue) SetPolicy(ctx context.Context, topic string, p queue.Policy) (setP, effective queue.Policy, err error) {
 	if p.Rate != 0 {
-		return setP, effective, status.Errorf(codes.InvalidArgument, "max_dispatch_rate: in cluster mode a topic has no dispatch rate (JetStream limits the rate of push consumers only, and topics are pull consumers)")
+		return setP, effective, status.Errorf(codes.InvalidArgument, "max_dispatch_rate: in cluster mode a topic has no dispatch rate (JetStream limits the rate of push consumers only, and a topic is a pull consumer every node fetches from): leave it 0 and bound the consumers instead (a Worker's Concurrency, Consume credits), or run one node")
 	}
 	if err := p.Validate(queue.DefaultMaxLease); err != nil {
 		return setP, effective, status.Errorf(codes.InvalidArgument, "policy: %v", err)
