@@ -124,10 +124,12 @@ func (r *runner) startAfterDamage(cycle int) error {
 	d.pending = nil
 	ev := &d.events[len(d.events)-1]
 	defer a.discard()
+	t0 := time.Now()
 	s, sr, err := launch(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), DamageStartBound)
 	if err != nil {
 		return err
 	}
+	r.hist.AddStart(cycle, t0)
 	r.extra = append(r.extra, judgeStart(ev, sr, r.dataDir, d.cwd)...)
 	if ev.Outcome != RestartStarted && a.changedSince() {
 		ev.Note = "the failed start changed the damaged file"
@@ -185,10 +187,12 @@ func (r *runner) startAfterDamage(cycle int) error {
 					ev.Kind, ev.Rel, rr.Kills, rr.Unnamed)
 				r.extra = append(r.extra, v)
 			}
+			t0 := time.Now()
 			s, sr, err := launch(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), DamageStartBound)
 			if err != nil {
 				return err
 			}
+			r.hist.AddStart(cycle, t0)
 			if sr.Ready {
 				r.recoveries = append(r.recoveries, sr.After)
 				r.srv = s

@@ -229,6 +229,8 @@ type Events struct {
 	// second (zero before): the schedules outlive the run, so an
 	// occurrence first handed out after it may be left unacked.
 	DrainEnd time.Time `json:",omitempty"`
+	// Starts are the server processes the harness started, in order.
+	Starts []ServerStart `json:",omitempty"`
 }
 
 // Snapshot copies the events recorded so far.
@@ -248,6 +250,7 @@ func (h *History) Snapshot() Events {
 		ScheduleOps:  append([]ScheduleOp(nil), h.schedOps...),
 		DrainFrom:    h.drainFrom,
 		DrainEnd:     h.drainEnd,
+		Starts:       append([]ServerStart(nil), h.starts...),
 	}
 }
 

@@ -106,6 +106,7 @@ type operated struct {
 	schedOps  []ScheduleOp
 	drainFrom time.Time
 	drainEnd  time.Time
+	starts    []ServerStart
 	delivered map[string]bool  // keys (bodies) delivered at least once
 	moved     map[string]moved // key -> its replacement, by the last Reschedule answered RESCHEDULED
 }
@@ -141,6 +142,23 @@ func (h *History) AddPolicy(x PolicyChange) {
 func (h *History) AddScheduleOp(x ScheduleOp) {
 	h.mu.Lock()
 	h.schedOps = append(h.schedOps, x)
+	h.mu.Unlock()
+}
+
+// ServerStart is one server process the harness started. The server
+// takes the time it opened (recur: occurrences due before it are missed)
+// between Began and Up.
+type ServerStart struct {
+	Cycle int
+	Began time.Time // before the process was started
+	Up    time.Time // when the harness found it ready, or gone
+}
+
+// AddStart records a server process started at began and found ready, or
+// gone, now.
+func (h *History) AddStart(cycle int, began time.Time) {
+	h.mu.Lock()
+	h.starts = append(h.starts, ServerStart{Cycle: cycle, Began: began, Up: time.Now()})
 	h.mu.Unlock()
 }
 

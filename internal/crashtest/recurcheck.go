@@ -137,7 +137,9 @@ func epochsOf(ev Events, c *Counts) map[string]*schedEpoch {
 //   - Every grid time from the first occurrence to the latest one
 //     delivered is delivered (VOccurrenceSkipped): one delivered means the
 //     one before it fired, and an occurrence that fired is delivered even
-//     across a crash (handed over again, it arms nothing). A definition in
+//     across a crash (handed over again, it arms nothing); but for the
+//     run FIRE_ALL skips after it delivered recur.MaxMissed missed
+//     occurrences in a row (missedRun; counted, allowed). A definition in
 //     force when the drain began (Events.DrainFrom) owes its first grid
 //     time at or after that moment too, so a chain that stopped is found.
 //     Past the latest delivered nothing is owed of a definition that was
@@ -187,7 +189,7 @@ func checkSchedules(ev Events, occ []*Delivery, settles []*Settle, p CheckParams
 	}
 	for _, b := range slices.Sorted(maps.Keys(eps)) {
 		e := eps[b]
-		vs, owed := e.judge(ev.DrainFrom, ev.DrainEnd, slack, cs, c)
+		vs, owed := e.judge(ev.DrainFrom, ev.DrainEnd, ev.Starts, slack, cs, c)
 		for _, v := range vs {
 			add(v)
 		}
@@ -218,7 +220,7 @@ func routeOccurrence(eps map[string]*schedEpoch, d *Delivery) (*schedEpoch, time
 
 // judge applies the rules of checkSchedules to one definition; owed is
 // true while an occurrence is owed.
-func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, cs *copies, c *Counts) (out []Violation, owed bool) {
+func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, starts []ServerStart, slack time.Duration, cs *copies, c *Counts) (out []Violation, owed bool) {
 	times := slices.Sorted(maps.Keys(e.occ))
 	strict := func(t time.Time) bool { return e.lenientTo.IsZero() || t.After(e.lenientTo) }
 	anchor := e.anchor
@@ -317,8 +319,14 @@ func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c
 		return out, owed
 	}
 	var run []time.Time
-	flush := func() {
+	m := missedRun{starts: starts, slack: slack}
+	flush := func(resumed bool) {
 		if len(run) == 0 {
+			return
+		}
+		if resumed && m.capped(run) {
+			c.OccurrenceMissedCap += len(run)
+			run = nil
 			return
 		}
 		owed = true
@@ -334,13 +342,15 @@ func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, slack time.Duration, c
 		run = nil
 	}
 	for t := anchor; !t.After(latest); t = t.Add(e.period) {
-		if len(e.occ[t.UnixMilli()]) == 0 {
+		ds := e.occ[t.UnixMilli()]
+		if len(ds) == 0 {
 			run = append(run, t)
-		} else {
-			flush()
+			continue
 		}
+		flush(true)
+		m.delivered(t, firstReceived(ds))
 	}
-	flush()
+	flush(false)
 	return out, owed
 }
 

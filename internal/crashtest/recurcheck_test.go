@@ -119,3 +119,69 @@ func TestCheckSchedules(t *testing.T) {
 		t.Errorf("occurrences judged as messages: delivered %d, %v", res.Counts.Delivered, res.Violations)
 	}
 }
+
+// caught delivers name's definition epoch at fromMs, fromMs+1000, ...,
+// toMs as a server catching up does: all at once, the first received at
+// recvMs and each next 1 ms later, and acked.
+func (b *hb) caught(name string, epoch, fromMs, toMs, recvMs int) *hb {
+	for ms := fromMs; ms <= toMs; ms += 1000 {
+		id := fmt.Sprintf("%s-%d-%d", name, epoch, ms)
+		r := recvMs + (ms-fromMs)/1000
+		b.occ(name, epoch, ms, id, r-1, r).ackOcc(name, epoch, id, OK, r+1, r+2)
+	}
+	return b
+}
+
+// started records a server process started at beganMs and ready at upMs.
+func (b *hb) started(beganMs, upMs int) *hb {
+	b.ev.Starts = append(b.ev.Starts, ServerStart{Cycle: 2, Began: at(beganMs), Up: at(upMs)})
+	return b
+}
+
+// TestCheckSchedulesMissedBound holds the checker to FIRE_ALL's bound
+// (recur.MaxMissed, 100): after the server has delivered 100 missed
+// occurrences in a row it arms the first one after now, so the grid times
+// between are never delivered. Forged like crashtest --damage --seed 12:
+// an @every 1s schedule, the server down for more than 100 s, every
+// occurrence missed then delivered at once after it was ready, up to the
+// 100th, then the next after that moment.
+func TestCheckSchedulesMissedBound(t *testing.T) {
+	s := time.Second
+	// Live from 1 s to 20 s, down from 20.5 s; started again at 150 s,
+	// ready at 152 s: the occurrences from 21 s to 120 s (100) delivered
+	// from 152.1 s, the 100th at 152.199 s; the next armed is 153 s.
+	down := func() *hb {
+		return (&hb{}).sop("a", "create", 1, s, OK, 500, 510, 1000).started(0, 400).ticks("a", 1, 1000, 20000, 1000).started(150000, 152000)
+	}
+	capped := func() *hb { return down().caught("a", 1, 21000, 120000, 152100).ticks("a", 1, 153000, 160000, 1000) }
+	twice := capped()
+	// Killed at 152.5 s before 153 s fired, started again at 200 s: 153 s
+	// is the 101st missed in a row, so the next is the first after 201.1 s.
+	twice.ev.Deliveries, twice.ev.Settles = twice.ev.Deliveries[:len(twice.ev.Deliveries)-8], twice.ev.Settles[:len(twice.ev.Settles)-8]
+	twice.started(200000, 201000).caught("a", 1, 153000, 153000, 201100).ticks("a", 1, 202000, 205000, 1000)
+	// 153 s fired in time before the kill at 153.5 s: the row ended.
+	ended := capped()
+	ended.ev.Deliveries, ended.ev.Settles = ended.ev.Deliveries[:len(ended.ev.Deliveries)-7], ended.ev.Settles[:len(ended.ev.Settles)-7]
+	ended.started(200000, 201000).caught("a", 1, 154000, 154000, 201100).ticks("a", 1, 202000, 205000, 1000)
+	runCheckCases(t, []checkCase{
+		{"fire_all_stops_after_100_missed_in_a_row", capped(), "", "",
+			func(c Counts) bool { return c.OccurrenceMissedCap == 32 && c.OccurrenceSkipped == 0 && c.Pending == 0 }},
+		{"the_row_goes_on_after_the_bound", twice, "", "",
+			func(c Counts) bool { return c.OccurrenceMissedCap == 32+48 && c.OccurrenceSkipped == 0 }},
+		{"the_row_ends_with_one_fired_in_time", ended, VOccurrenceSkipped, "08:02:35.000 to 08:03:21.000 (47 occurrences)",
+			func(c Counts) bool { return c.OccurrenceMissedCap == 32 }},
+		{"skipped_after_99_missed", down().caught("a", 1, 21000, 119000, 152100).ticks("a", 1, 153000, 160000, 1000),
+			VOccurrenceSkipped, "08:02:00.000 to 08:02:32.000 (33 occurrences)",
+			func(c Counts) bool { return c.OccurrenceMissedCap == 0 && c.OccurrenceSkipped == 33 }},
+		{"skipped_past_the_moment_the_100th_fired", down().caught("a", 1, 21000, 120000, 152100).ticks("a", 1, 161000, 165000, 1000),
+			VOccurrenceSkipped, "08:02:01.000 to 08:02:40.000 (40 occurrences)", nil},
+		{"not_missed_when_no_server_started_after_them", (&hb{}).sop("a", "create", 1, s, OK, 500, 510, 1000).started(0, 400).
+			ticks("a", 1, 1000, 20000, 1000).caught("a", 1, 21000, 120000, 152100).ticks("a", 1, 153000, 160000, 1000),
+			VOccurrenceSkipped, "08:02:01.000 to 08:02:32.000 (32 occurrences)", nil},
+		// Delivered in time, through two quick restarts: a chain that
+		// stops is skipped, however long it ran before.
+		{"a_live_chain_stopped", (&hb{}).sop("a", "create", 1, s, OK, 500, 510, 1000).started(0, 400).started(50200, 50600).started(90200, 90600).
+			ticks("a", 1, 1000, 150000, 1000).ticks("a", 1, 170000, 175000, 1000),
+			VOccurrenceSkipped, "08:02:31.000 to 08:02:49.000 (19 occurrences)", nil},
+	})
+}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/hourglassmq/hourglass/recur"
 )
 
 // WriteTable prints the summary as a table, then the violations (the
@@ -74,6 +76,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("recurring: schedules / calls (in doubt) / occurrences (deliveries)", fmt.Sprintf("%d / %d (%d) / %d (%d)", c.Schedules, c.ScheduleCalls, c.ScheduleCallsInDoubt, c.Occurrences, c.OccurrenceDeliveries))
 		row("  due before a delete or update answered, delivered after (allowed)", c.OccurrenceAfterEnd)
 		row("  handed out after the drain was done, not acked by the end (allowed)", c.OccurrenceUnackedAtEnd)
+		row(fmt.Sprintf("  skipped after %d missed in a row, FIRE_ALL's bound (allowed)", recur.MaxMissed), c.OccurrenceMissedCap)
 		row("  violations: twice / skipped / after delete / after update / unexpected", fmt.Sprintf("%d / %d / %d / %d / %d",
 			c.OccurrenceTwice, c.OccurrenceSkipped, c.OccurrenceAfterDelete, c.OccurrenceAfterUpdate, c.OccurrenceUnexpected))
 	}

@@ -138,11 +138,11 @@ func (r *runner) startPlain(cycle int) error {
 	t0 := time.Now()
 	s, err := startServer(r.cfg.Bin, r.dataDir, r.logPath, r.serverArgs(), time.Minute)
 	if err == nil {
-		err = s.waitReady(time.Minute)
-		if err != nil {
+		if err = s.waitReady(time.Minute); err != nil {
 			s.kill()
 		}
 	}
+	r.hist.AddStart(cycle, t0)
 	if err != nil {
 		if cycle == 1 {
 			return err // the first start: nothing to recover, the harness cannot run

@@ -2,6 +2,7 @@ package crashtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,7 +211,7 @@ func TestRunDamage(t *testing.T) {
 	sum, err := Run(ctx, Config{
 		Cycles: cycles, Seed: 5, SegmentDuration: time.Second, Damage: true,
 		Producers: 1, Consumers: 2, OpsPerSecond: 20, DrainGrace: 15 * time.Second,
-		Duration: 4 * time.Minute, WorkDir: work,
+		Duration: 4 * time.Minute, WorkDir: work, Keep: true,
 	})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
@@ -218,6 +219,7 @@ func TestRunDamage(t *testing.T) {
 	var out strings.Builder
 	sum.WriteTable(&out)
 	t.Logf("summary:\n%s", out.String())
+	checkStarts(t, filepath.Join(work, "events.json"), cycles)
 	d := sum.Damage
 	if d == nil {
 		t.Fatal("no damage summary")
@@ -265,6 +267,29 @@ func TestRunDamage(t *testing.T) {
 	}
 	if sum.Failed {
 		t.Errorf("the run failed (see the summary)")
+	}
+}
+
+// checkStarts checks that the history in the events file path records
+// every server process (each cycle's at least), one after the other, each
+// begun before it was up: the checker tells missed occurrences by them.
+func checkStarts(t *testing.T, path string, cycles int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev Events
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Starts) < cycles {
+		t.Errorf("%d server starts recorded in %d cycles", len(ev.Starts), cycles)
+	}
+	for i, s := range ev.Starts {
+		if s.Up.Before(s.Began) || i > 0 && s.Began.Before(ev.Starts[i-1].Up) {
+			t.Errorf("start %d (cycle %d): began %v, up %v, the one before up %v", i, s.Cycle, s.Began, s.Up, ev.Starts[max(i-1, 0)].Up)
+		}
 	}
 }
 

@@ -141,6 +141,7 @@ type Counts struct {
 	OccurrenceDeliveries   int `json:"occurrence_deliveries"`     // Receive results of occurrences
 	OccurrenceAfterEnd     int `json:"occurrence_after_end"`      // due before a delete or update answered, delivered after: allowed
 	OccurrenceUnackedAtEnd int `json:"occurrence_unacked_at_end"` // first handed out after the drain found nothing owed, not acked before the run ended: allowed
+	OccurrenceMissedCap    int `json:"occurrence_missed_cap"`     // skipped after FIRE_ALL delivered recur.MaxMissed missed in a row: allowed
 	OccurrenceTwice        int `json:"occurrence_twice"`          // violation
 	OccurrenceSkipped      int `json:"occurrence_skipped"`        // violation (or still owed)
 	OccurrenceAfterDelete  int `json:"occurrence_after_delete"`   // violation
