@@ -15,13 +15,13 @@ import (
 
 // IdempotencyHeader is the header that carries a Request's IdempotencyKey
 // in the stored message (and so to consumers).
-const IdempotencyHeader = "hourglass-idempotency-key"
+const IdempotencyHeader = message.IdempotencyKeyHeader
 
 // IdempotencyTimeHeader is the header stored beside IdempotencyHeader: the
 // engine's clock when the Schedule arrived, in UTC epoch milliseconds as
 // decimal digits. A key's window is measured from it; the catalog keeps it
 // with the key.
-const IdempotencyTimeHeader = "hourglass-idempotency-at"
+const IdempotencyTimeHeader = message.IdempotencyAtHeader
 
 // MaxIdempotencyKey bounds Request.IdempotencyKey in bytes.
 const MaxIdempotencyKey = 200
