@@ -288,6 +288,9 @@ func (b *Batch) Write() error {
 			// out of order into one node moves the rest of it each time
 			// (quadratic in a batch of a hundred thousand keys).
 			keys := slices.Sorted(maps.Keys(m))
+			if t == Keys && inRuns(bk.Cursor(), keys) {
+				bk.FillPercent = keysFill
+			}
 			for _, k := range keys {
 				v := m[k]
 				var err error
@@ -303,6 +306,9 @@ func (b *Batch) Write() error {
 		}
 		return nil
 	})
+	if err == nil {
+		c.dropResident()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.committing = nil
@@ -537,6 +543,40 @@ func Verify(path string) ([]error, error) {
 	})
 	return found, err
 }
+
+// keysFill is how full bbolt fills the Keys table's pages when it splits
+// them at a commit of keys that go in runs (inRuns); its default, half,
+// is kept for the others. Producers' keys often grow in order (order-41,
+// order-42): a commit's keys then go in together between the same two
+// keys of the table (at its end, or, for numbers without leading zeros,
+// around each one), every split is among them, and a page split in half
+// is never filled again: the table took twice the disk its entries
+// needed (200,000 such keys: 115 B each at half, 68 at 0.9). Keys that
+// land one by one between keys of the table would fare worse than at
+// half: pages split at 0.9 are split again by the next key (160 B against
+// 239 for random keys). etcd uses 0.9 for its keys written in order.
+const keysFill = 0.9
+
+// inRuns reports whether most of keys (sorted) go into the table in
+// runs: looked at every runSample-th key, no key of the table lies
+// between it and the next one. cur is the table's.
+func inRuns(cur *bolt.Cursor, keys []string) bool {
+	runs, looked := 0, 0
+	for i := 0; i+1 < len(keys); i += runSample {
+		k, _ := cur.Seek([]byte(keys[i]))
+		if k != nil && string(k) == keys[i] {
+			k, _ = cur.Next() // the key is there already: look past it
+		}
+		looked++
+		if k == nil || string(k) >= keys[i+1] {
+			runs++
+		}
+	}
+	return looked > 0 && 2*runs > looked
+}
+
+// runSample is how many keys inRuns passes over between two it looks at.
+const runSample = 16
 
 // initialMmap is the size of the catalog's first mapping of its file.
 // bbolt maps the file afresh each time it outgrows the mapping, and before

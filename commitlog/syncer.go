@@ -146,6 +146,9 @@ func (l *Log) Sync() error {
 				err = fmt.Errorf("commitlog: fsync %s: %w", s.path, serr)
 			}
 		}
+		if err == nil && l.opts.Sync != SyncAlways {
+			dropWritten(s, from, target)
+		}
 		s.release()
 	}
 	if err != nil {
@@ -183,5 +186,24 @@ func storeMax(v *atomic.Int64, x int64) bool {
 		if v.CompareAndSwap(old, x) {
 			return true
 		}
+	}
+}
+
+// dropWritten drops from the process's resident set the whole pages of s
+// that the appenders wrote through its mapping in [from, to), once an
+// fsync has covered them. Under SyncInterval appends copy into the
+// mapping, and every page written stayed resident until the segment was
+// unmapped: up to two segments (256 MiB) of the server's RSS after a
+// burst of keyed Schedules that reput had not routed yet. The pages stay
+// in the page cache (dirty ones are written back as usual), so readers
+// behind the writer map them again at the cost of a minor fault. The page
+// that holds to is left: the next appends write into it.
+func dropWritten(s *segment, from, to int64) {
+	lo, hi := max(from, s.base), min(to, s.end())
+	page := int64(pageSize)
+	a := (headerSize + lo - s.base) / page * page
+	b := (headerSize + hi - s.base) / page * page
+	if a < b {
+		dropPages(s.m[a:b])
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,13 +16,13 @@ import (
 
 // IdempotencyHeader is the header that carries a Request's IdempotencyKey
 // in the stored message (and so to consumers).
-const IdempotencyHeader = "hourglass-idempotency-key"
+const IdempotencyHeader = message.IdempotencyKeyHeader
 
 // IdempotencyTimeHeader is the header stored beside IdempotencyHeader: the
 // engine's clock when the Schedule arrived, in UTC epoch milliseconds as
 // decimal digits. A key's window is measured from it; the catalog keeps it
 // with the key.
-const IdempotencyTimeHeader = "hourglass-idempotency-at"
+const IdempotencyTimeHeader = message.IdempotencyAtHeader
 
 // MaxIdempotencyKey bounds Request.IdempotencyKey in bytes.
 const MaxIdempotencyKey = 200
@@ -49,9 +50,17 @@ type keyIndex struct {
 	mu sync.Mutex
 	// recent holds the keys claimed (pending) or appended since reput
 	// last staged keys up to them; order holds the settled ones in the
-	// order they settled, for pruning.
+	// order they settled, for pruning, and maxSeq the highest seq among
+	// them.
 	recent map[string]keyEntry
 	order  []string
+	maxSeq uint64
+	// peak is the most entries recent held since it was made: a Go map
+	// keeps the memory of its largest size, so pruneLocked makes it anew
+	// once it holds a quarter of that.
+	peak int
+	// pruning is set while pruneStaged runs.
+	pruning bool
 	// caught is set once reput has staged the keys of what the commitlog
 	// held at Open.
 	caught bool
@@ -87,9 +96,11 @@ func newKeyIndex(window time.Duration, now func() time.Time, opened time.Time, o
 func indexKey(topic, key string) string { return topic + "\x00" + key }
 
 // pruneLocked forgets the settled keys reput has staged in the catalog,
-// and those whose window is over. k.mu is held.
+// and those whose window is over, and gives back the memory of a map or
+// a slice that held many more. k.mu is held.
 func (k *keyIndex) pruneLocked(nowNs int64) {
 	staged := uint64(k.store.keysAt())
+	k.peak = max(k.peak, len(k.recent))
 	i := 0
 	for ; i < len(k.order); i++ {
 		e, ok := k.recent[k.order[i]]
@@ -101,6 +112,55 @@ func (k *keyIndex) pruneLocked(nowNs int64) {
 		}
 	}
 	k.order = k.order[i:]
+	if n := len(k.recent); k.peak >= minShrink && n <= k.peak/4 {
+		k.recent, k.peak = maps.Clone(k.recent), n
+	}
+	if n := len(k.order); cap(k.order) >= minShrink && n <= cap(k.order)/4 {
+		k.order = slices.Clone(k.order)
+	}
+}
+
+// minShrink is the size below which pruneLocked lets a map or slice be.
+const minShrink = 1024
+
+// settledLocked records that key ik names e (settled: not pending) until
+// reput stages it, and makes sure that pruneStaged will forget it then.
+// k.mu is held.
+func (k *keyIndex) settledLocked(ik string, e keyEntry) {
+	k.recent[ik] = e
+	k.order = append(k.order, ik)
+	k.maxSeq = max(k.maxSeq, e.id.Seq)
+	if !k.pruning {
+		k.pruning = true
+		go k.pruneStaged()
+	}
+}
+
+// pruneStaged waits until reput has staged every settled key and prunes
+// them, again while more settle meanwhile, and ends when none is left or
+// routing stopped. Without it the keys of a burst's last Schedules would
+// stay in memory until the next keyed Schedule arrives.
+func (k *keyIndex) pruneStaged() {
+	for {
+		k.mu.Lock()
+		k.pruneLocked(k.now().UnixNano())
+		target := int64(k.maxSeq) + 1
+		if len(k.order) == 0 {
+			k.pruning = false
+			k.mu.Unlock()
+			return
+		}
+		k.mu.Unlock()
+		// A store that returns without staging up to target (routing
+		// stopped, or a test's catalog that stages nothing) leaves
+		// nothing to wait for.
+		if k.store.waitKeys(context.Background(), target) != nil || k.store.keysAt() < target {
+			k.mu.Lock()
+			k.pruning = false
+			k.mu.Unlock()
+			return
+		}
+	}
 }
 
 // keyBatch is what one ScheduleBatch claimed: the keys, each with the
@@ -298,8 +358,7 @@ func (k *keyIndex) settleBatch(b *keyBatch, ids []message.ID, ok bool) {
 	if ok {
 		exp := k.now().Add(k.window).UnixNano()
 		for _, cl := range b.claims {
-			k.recent[cl.ik] = keyEntry{id: ids[cl.i], expires: exp}
-			k.order = append(k.order, cl.ik)
+			k.settledLocked(cl.ik, keyEntry{id: ids[cl.i], expires: exp})
 		}
 	} else {
 		for _, cl := range b.claims {
@@ -327,7 +386,6 @@ func (k *keyIndex) moved(topic string, hs []message.Header, nid message.ID) {
 		return // a new Schedule with the key appends: its window is over
 	}
 	if exp := time.UnixMilli(ms).Add(k.window).UnixNano(); exp > k.now().UnixNano() {
-		k.recent[ik] = keyEntry{id: nid, expires: exp}
-		k.order = append(k.order, ik)
+		k.settledLocked(ik, keyEntry{id: nid, expires: exp})
 	}
 }

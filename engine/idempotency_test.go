@@ -218,6 +218,40 @@ func TestKeyIndexHoldsOnlyWhatIsNotStaged(t *testing.T) {
 	})
 }
 
+// TestKeyIndexEmptiesAfterABurst: once reput has staged the keys of a
+// burst of keyed Schedules, memory holds none of them, though no Schedule
+// follows to prune them, and what held them is given back.
+func TestKeyIndexEmptiesAfterABurst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := openEngine(t, t.TempDir(), &recSink{}, func(o *Options) { o.IdempotencyWindow = time.Hour })
+		defer e.Close()
+		ctx := context.Background()
+		const n = 3000
+		for i := range n / 100 {
+			reqs := make([]Request, 100)
+			for j := range reqs {
+				reqs[j] = keyed("orders", strconv.Itoa(i*100+j), "x", time.Hour)
+			}
+			if _, err := e.ScheduleBatch(ctx, reqs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.WaitRouted(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		e.keys.mu.Lock()
+		held, order, pruning := len(e.keys.recent), cap(e.keys.order), e.keys.pruning
+		e.keys.mu.Unlock()
+		if held != 0 || order >= minShrink || pruning {
+			t.Fatalf("after reput staged %d keys: %d held, room for %d in order, pruning %v; want none, under %d, false", n, held, order, pruning, minShrink)
+		}
+		if got, err := e.Schedule(ctx, keyed("orders", "7", "again", time.Minute)); err != nil || got.IsZero() {
+			t.Fatalf("a key staged and pruned: %v, %v", got, err)
+		}
+	})
+}
+
 // A key the catalog holds without its arrival time (written by a build
 // before it was kept) counts from the earlier of its delivery time and
 // the start.

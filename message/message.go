@@ -10,7 +10,7 @@
 //
 //	+---------+------------+---------+-----------+--------------------+
 //	| ver u8  | deliverAt  | attempt | topic     | nheaders uvarint   |
-//	|  (=1)   | i64 ms UTC | u32     | uvarint+B | {key, value}...    |
+//	| (1 or 2)| i64 ms UTC | u32     | uvarint+B | {key, value}...    |
 //	+---------+------------+---------+-----------+--------------------+
 //	| origin seq u64 | origin deliverAt i64 | body uvarint len + bytes |
 //	+----------------+----------------------+--------------------------+
@@ -18,6 +18,13 @@
 // key and value are each a uvarint length and bytes. The origin is the ID of
 // the message this one retries (zero for a first attempt), so that a retry
 // scheduled by a Nack still names the message the producer was given.
+//
+// Version 2 is the same but for each header's key: a uvarint n, odd for
+// the header name number (n-1)/2 of a fixed table (the names Hourglass
+// sets on many messages: its idempotency key and time, a flow key, an
+// expiry, a trace context; names.go), even for a name of n/2 bytes that
+// follow. AppendSchedule writes version 2 only for a message with a header
+// of the table, so a message without one is encoded as in version 1.
 //
 // Cancel payload (record type TypeCancel):
 //
@@ -96,9 +103,10 @@ const (
 
 // Payload versions. Part of the on-disk format.
 const (
-	scheduleVersion = 1
-	cancelVersion   = 1
-	controlVersion  = 1
+	scheduleVersion  = 1
+	scheduleVersion2 = 2 // header names of storedNames as numbers
+	cancelVersion    = 1
+	controlVersion   = 1
 )
 
 // Limits on what a message may hold. They bound what a decoder trusts.
@@ -248,22 +256,26 @@ type Message struct {
 
 // ScheduleSize returns the exact encoded size of m's schedule payload.
 func ScheduleSize(m *Message) int {
+	ver := scheduleVersionFor(m)
 	n := 1 + 8 + 4 + uvarintLen(len(m.Topic)) + len(m.Topic) + uvarintLen(len(m.Headers))
 	for _, h := range m.Headers {
-		n += uvarintLen(len(h.Key)) + len(h.Key) + uvarintLen(len(h.Value)) + len(h.Value)
+		n += nameSize(ver, h.Key) + uvarintLen(len(h.Value)) + len(h.Value)
 	}
 	return n + 16 + uvarintLen(len(m.Body)) + len(m.Body)
 }
 
 // AppendSchedule appends m's schedule payload to dst and returns it.
+// It writes version 2 when a header's name is one of the table's, else
+// version 1.
 func AppendSchedule(dst []byte, m *Message) []byte {
-	dst = append(dst, scheduleVersion)
+	ver := scheduleVersionFor(m)
+	dst = append(dst, ver)
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(m.DeliverAt))
 	dst = binary.LittleEndian.AppendUint32(dst, m.Attempt)
 	dst = appendBytes(dst, m.Topic)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Headers)))
 	for _, h := range m.Headers {
-		dst = appendBytes(dst, h.Key)
+		dst = appendName(dst, ver, h.Key)
 		dst = appendBytes(dst, h.Value)
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, m.Origin.Seq)
@@ -271,13 +283,16 @@ func AppendSchedule(dst []byte, m *Message) []byte {
 	return appendBytes(dst, m.Body)
 }
 
-// DecodeSchedule decodes a schedule payload into m. m.Headers is reused
-// (truncated, then appended to) so a caller that keeps one Message decodes
-// without allocating. The slices in m alias src.
+// DecodeSchedule decodes a schedule payload (version 1 or 2) into m.
+// m.Headers is reused (truncated, then appended to) so a caller that keeps
+// one Message decodes without allocating. The slices in m alias src, but
+// for the keys of headers whose names version 2 writes as numbers, which
+// alias a table shared by every message: never write to a header's key.
 func DecodeSchedule(src []byte, m *Message) error {
-	if len(src) < 13 || src[0] != scheduleVersion {
+	if len(src) < 13 || !knownScheduleVersion(src[0]) {
 		return ErrMalformed
 	}
+	ver := src[0]
 	m.DeliverAt = int64(binary.LittleEndian.Uint64(src[1:9]))
 	m.Attempt = binary.LittleEndian.Uint32(src[9:13])
 	p := src[13:]
@@ -293,7 +308,7 @@ func DecodeSchedule(src []byte, m *Message) error {
 	m.Headers = m.Headers[:0]
 	for range nh {
 		var h Header
-		if h.Key, p, ok = readBytes(p); !ok {
+		if h.Key, p, ok = readName(p, ver); !ok {
 			return ErrMalformed
 		}
 		if h.Value, p, ok = readBytes(p); !ok {
@@ -316,9 +331,10 @@ func DecodeSchedule(src []byte, m *Message) error {
 // attempt) without decoding its headers and body, and false for a payload
 // DecodeSchedule would refuse up to the origin.
 func OriginOf(src []byte) (ID, bool) {
-	if len(src) < 13 || src[0] != scheduleVersion {
+	if len(src) < 13 || !knownScheduleVersion(src[0]) {
 		return ID{}, false
 	}
+	ver := src[0]
 	p := src[13:]
 	var ok bool
 	if _, p, ok = readBytes(p); !ok {
@@ -329,7 +345,10 @@ func OriginOf(src []byte) (ID, bool) {
 		return ID{}, false
 	}
 	p = p[k:]
-	for range 2 * nh {
+	for range nh {
+		if _, p, ok = readName(p, ver); !ok {
+			return ID{}, false
+		}
 		if _, p, ok = readBytes(p); !ok {
 			return ID{}, false
 		}
@@ -500,6 +519,8 @@ func DecodeControl(src []byte) (Control, error) {
 	}
 	return c, nil
 }
+
+func knownScheduleVersion(v byte) bool { return v == scheduleVersion || v == scheduleVersion2 }
 
 func appendBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))

@@ -109,6 +109,9 @@ func FuzzDecodeSchedule(f *testing.F) {
 	m.Origin = ID{DeliverAt: 7, Seq: 42}
 	f.Add(AppendSchedule(nil, &m))
 	f.Add([]byte{1})
+	keyed := keyedMessage()
+	f.Add(AppendSchedule(nil, &keyed)) // version 2
+	f.Add(appendScheduleV1(&keyed))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		var got Message
 		origin, ok := OriginOf(src)
@@ -119,13 +122,21 @@ func FuzzDecodeSchedule(f *testing.F) {
 		if !ok || origin != got.Origin {
 			t.Fatalf("OriginOf = %v, %v; DecodeSchedule's origin %v", origin, ok, got.Origin)
 		}
-		if re := AppendSchedule(nil, &got); !bytes.Equal(re, src) {
+		re := AppendSchedule(nil, &got)
+		if !bytes.Equal(re, src) {
 			// Uvarints have non-minimal encodings; what matters is that the
 			// re-encoding decodes to the same message.
 			var again Message
 			if err := DecodeSchedule(re, &again); err != nil || !reflect.DeepEqual(again.Body, got.Body) || again.DeliverAt != got.DeliverAt {
 				t.Fatalf("re-encoding does not round-trip: %v", err)
 			}
+			sameHeaders(t, again.Headers, got.Headers)
+		}
+		if len(re) != ScheduleSize(&got) {
+			t.Fatalf("ScheduleSize = %d, encoded %d", ScheduleSize(&got), len(re))
+		}
+		if !MayHoldHeader(src, []byte(IdempotencyKeyHeader)) && HeaderValue(got.Headers, IdempotencyKeyHeader) != "" {
+			t.Fatal("MayHoldHeader said no to a payload that holds the header")
 		}
 	})
 }

@@ -44,12 +44,11 @@ type keyRef struct {
 	at  int64
 }
 
-// keyHeader is the header an idempotency key travels in (the engine's
-// IdempotencyHeader), keyTimeHeader the one its Schedule's arrival time
-// does (IdempotencyTimeHeader).
+// keyHeader is the header an idempotency key travels in, keyTimeHeader
+// the one its Schedule's arrival time does.
 var (
-	keyHeader     = []byte("hourglass-idempotency-key")
-	keyTimeHeader = []byte("hourglass-idempotency-at")
+	keyHeader     = []byte(message.IdempotencyKeyHeader)
+	keyTimeHeader = []byte(message.IdempotencyAtHeader)
 )
 
 // maxReplayKeys bounds the keys held back while a restart routes again the
@@ -60,7 +59,7 @@ const maxReplayKeys = 1 << 18
 // payload p), if it has one, for the catalog's Keys table, and reports
 // whether it did.
 func (k *keyStager) indexKey(id message.ID, p []byte) bool {
-	if k.cat == nil || !bytes.Contains(p, keyHeader) {
+	if k.cat == nil || !message.MayHoldHeader(p, keyHeader) {
 		return false
 	}
 	if err := message.DecodeSchedule(p, &k.scratch); err != nil {

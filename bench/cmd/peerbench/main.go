@@ -111,6 +111,7 @@ func main() {
 			&cli.BoolFlag{Name: "no-doc", Usage: "print the runs only; write no document or plots (the JSON is still written)"},
 			&cli.IntFlag{Name: "flow-keys", Usage: "Hourglass only: give each message the flow key k<number mod N> (0: none), to measure flow keys' cost"},
 			&cli.BoolFlag{Name: "flow-fair", Usage: "Hourglass only: set the topic's flow_fair policy before producing"},
+			&cli.BoolFlag{Name: "no-keys", Usage: "Hourglass only: send no idempotency key (by default each message has its number as its key), to measure what keys cost"},
 			&cli.StringFlag{Name: "w5-rates", Value: "2000,20000", Usage: "W5: the steady rates to run at, messages a second, comma-separated"},
 			&cli.DurationFlag{Name: "w5-duration", Value: 5 * time.Minute, Usage: "W5: how long each rate is produced"},
 		},
@@ -226,7 +227,7 @@ func run(c *cli.Context) error {
 	bin := func(p string) string { a, _ := filepath.Abs(p); return a }
 	cfg := peers.Config{HourglassBin: bin(c.String("hourglass-bin")), PebbleBin: bin(c.String("pebble-bin")), NatsBin: bin(c.String("nats-bin")), PgBin: c.String("pg-bin"),
 		PollInterval: c.Duration("poll"), Redeliver: c.Duration("redeliver"), ConsumeBatch: c.Int("consume-batch"),
-		FlowKeys: c.Int("flow-keys"), FlowFair: c.Bool("flow-fair")}
+		FlowKeys: c.Int("flow-keys"), FlowFair: c.Bool("flow-fair"), NoKeys: c.Bool("no-keys")}
 	if cfg.FlowKeys < 0 {
 		return fmt.Errorf("--flow-keys %d: 0 (none) or more", cfg.FlowKeys)
 	}
@@ -237,10 +238,10 @@ func run(c *cli.Context) error {
 			systems = append(systems, s)
 		}
 	}
-	if cfg.FlowKeys > 0 || cfg.FlowFair {
+	if cfg.FlowKeys > 0 || cfg.FlowFair || cfg.NoKeys {
 		for _, s := range systems {
 			if !strings.HasPrefix(s.Name, "hourglass") {
-				return fmt.Errorf("--flow-keys and --flow-fair are Hourglass's: run them with --systems hourglass (not %s)", s.Name)
+				return fmt.Errorf("--flow-keys, --flow-fair and --no-keys are Hourglass's: run them with --systems hourglass (not %s)", s.Name)
 			}
 		}
 	}

@@ -112,7 +112,7 @@ func hourglassDriver(cfg Config, s *Server, proto Protocol) (Driver, error) {
 		return nil, err
 	}
 	h.Lease, h.ConsumeBatch = cfg.Redeliver, cfg.ConsumeBatch
-	h.FlowKeys, h.FlowFair = cfg.FlowKeys, cfg.FlowFair
+	h.FlowKeys, h.FlowFair, h.NoKeys = cfg.FlowKeys, cfg.FlowFair, cfg.NoKeys
 	return h, nil
 }
 
@@ -133,6 +133,8 @@ type Hourglass struct {
 	// FlowKeys>"; FlowFair sets the topic's flow_fair policy in Setup.
 	FlowKeys int
 	FlowFair bool
+	// NoKeys sends messages without an idempotency key.
+	NoKeys bool
 }
 
 // NewHourglass returns a driver on addr over proto with a topic of its own.
@@ -197,6 +199,9 @@ func (h *Hourglass) message(m Msg) client.Message {
 		// The message's ID as its key, as Redis and PostgreSQL use it:
 		// a retried batch is not stored twice.
 		IdempotencyKey: strconv.FormatUint(m.ID, 10),
+	}
+	if h.NoKeys {
+		cm.IdempotencyKey = ""
 	}
 	if h.FlowKeys > 0 {
 		cm.FlowKey = "k" + strconv.FormatUint(m.ID%uint64(h.FlowKeys), 10)

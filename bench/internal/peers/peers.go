@@ -110,6 +110,9 @@ type Config struct {
 	// to flow_fair first. Hourglass and pebbledelay's drivers only.
 	FlowKeys int
 	FlowFair bool
+	// NoKeys sends Hourglass's messages without an idempotency key (the
+	// driver gives each its number as its key otherwise).
+	NoKeys bool
 }
 
 // orDefault is n, or def when n is 0.
