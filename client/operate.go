@@ -251,6 +251,14 @@ type Policy struct {
 	// while a frozen pause lasts. Refused in cluster mode and with flow
 	// policies.
 	Freeze *bool
+	// ExpiryDrop drops a message past its expiry (Message.ExpireAt, TTL)
+	// instead of dead-lettering it with reason "expired"; ExpiryUnacked
+	// expires a message not acked by its expiry, not only one not
+	// received by then: its lease ending after the expiry ends it as
+	// expired, and an Ack from its expiry on fails with
+	// codes.FailedPrecondition (ending it too). Refused in cluster mode.
+	ExpiryDrop    *bool
+	ExpiryUnacked *bool
 }
 
 // FrozenPause is one frozen pause of a topic; EndedAt is zero while it
@@ -300,11 +308,13 @@ const (
 	FieldFlowBurst       PolicyField = "flow_burst"
 	FieldFlowOrdered     PolicyField = "flow_ordered"
 	FieldFlowFair        PolicyField = "flow_fair"
+	FieldExpiryDrop      PolicyField = "expiry_drop"
+	FieldExpiryUnacked   PolicyField = "expiry_unacked"
 )
 
 // PolicyFields are all the fields of Policy.
 var PolicyFields = []PolicyField{FieldMaxAttempts, FieldBackoff, FieldPaused, FieldMaxDispatchRate, FieldLease,
-	FieldFlowConcurrency, FieldFlowRate, FieldFlowBurst, FieldFlowOrdered, FieldFlowFair}
+	FieldFlowConcurrency, FieldFlowRate, FieldFlowBurst, FieldFlowOrdered, FieldFlowFair, FieldExpiryDrop, FieldExpiryUnacked}
 
 // Policies is a topic's policy as GetPolicy and SetPolicy answer it.
 type Policies struct {
@@ -352,6 +362,12 @@ func policyOf(p *hourglassv1.Policy) Policy {
 	}
 	if p.Freeze != nil {
 		out.Freeze = new(*p.Freeze)
+	}
+	if p.ExpiryDrop != nil {
+		out.ExpiryDrop = new(*p.ExpiryDrop)
+	}
+	if p.ExpiryUnacked != nil {
+		out.ExpiryUnacked = new(*p.ExpiryUnacked)
 	}
 	if b := p.Backoff; b != nil {
 		out.Backoff = &Backoff{Initial: time.Duration(b.InitialMs) * time.Millisecond, Max: time.Duration(b.MaxMs) * time.Millisecond,
@@ -405,6 +421,12 @@ func (p Policy) proto() (*hourglassv1.Policy, error) {
 	}
 	if p.Freeze != nil {
 		out.Freeze = new(*p.Freeze)
+	}
+	if p.ExpiryDrop != nil {
+		out.ExpiryDrop = new(*p.ExpiryDrop)
+	}
+	if p.ExpiryUnacked != nil {
+		out.ExpiryUnacked = new(*p.ExpiryUnacked)
 	}
 	if b := p.Backoff; b != nil {
 		if b.Initial < 0 || b.Max < 0 {

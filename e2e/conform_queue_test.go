@@ -420,6 +420,17 @@ func caseBackoff(t *testing.T, tg *conformTarget, topic string) {
 // resumes; one whose expiry is later is received.
 func caseExpiry(t *testing.T, tg *conformTarget, topic string) {
 	c := tg.one()
+	for field, p := range map[string]*hourglassv1.Policy{"expiry_drop": {ExpiryDrop: ptr(true)}, "expiry_unacked": {ExpiryUnacked: ptr(true)}} {
+		_, err := c.SetPolicy(ctxT(t), connect.NewRequest(&hourglassv1.SetPolicyRequest{Topic: topic, Policy: p}))
+		if tg.differs(t, "policy-expiry") {
+			wantCode(t, "SetPolicy "+field, err, connect.CodeFailedPrecondition, field)
+		} else if err != nil {
+			t.Fatalf("SetPolicy %s: %v", field, err)
+		}
+	}
+	if !tg.cluster {
+		cfSetPolicy(t, c, topic, nil, "expiry_drop", "expiry_unacked")
+	}
 	cfSetPolicy(t, c, topic, &hourglassv1.Policy{Paused: ptr(true)})
 	stale := cfSchedule(t, tg, &hourglassv1.ScheduleRequest{Topic: topic, Body: []byte("stale"), When: delayMs(0),
 		Expiry: &hourglassv1.ScheduleRequest_TtlMs{TtlMs: 300}})

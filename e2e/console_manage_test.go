@@ -400,13 +400,16 @@ func TestConsolePauseTopic(t *testing.T) {
 	pg.setValue(`dialog[open] input[name="backoffInitial"]`, "2s")
 	pg.setValue(`dialog[open] input[name="backoffMax"]`, "1m")
 	pg.setValue(`dialog[open] input[name="backoffMultiplier"]`, "2")
+	pg.setValue(`dialog[open] select[name="expiry"]`, "drop")
+	pg.setValue(`dialog[open] select[name="expireUnless"]`, "acked")
 	pg.screenshot("policy")
 	pg.click("dialog[open] .dialog-ok")
 	pg.waitText("#notices", "Policy of pz saved")
 	got := policy()
 	if got.GetMaxAttempts() != 5 || got.GetLeaseMs() != 45_000 || got.GetBackoff().GetInitialMs() != 2000 ||
-		got.GetBackoff().GetMaxMs() != 60_000 || got.GetBackoff().GetMultiplier() != 2 || got.MaxDispatchRate != nil {
-		t.Errorf("GetPolicy(pz) after saving the dialog: %v; want 5 attempts, lease 45s, backoff 2s ×2 up to 1m, no rate", got)
+		got.GetBackoff().GetMaxMs() != 60_000 || got.GetBackoff().GetMultiplier() != 2 || got.MaxDispatchRate != nil ||
+		!got.GetExpiryDrop() || !got.GetExpiryUnacked() {
+		t.Errorf("GetPolicy(pz) after saving the dialog: %v; want 5 attempts, lease 45s, backoff 2s ×2 up to 1m, no rate, expired dropped unless acked", got)
 	}
 	pg.click(`#topics tr[data-topic="pz"] button.policy`)
 	pg.wait("the dialog showing the policy set", `document.querySelector('dialog[open] input[name="maxAttempts"]')?.value === "5" &&
@@ -415,8 +418,8 @@ func TestConsolePauseTopic(t *testing.T) {
 	pg.wait("the first save's notice gone", `document.querySelectorAll("#notices .notice").length === 0`)
 	pg.click("dialog[open] .dialog-ok")
 	pg.waitText("#notices", "Policy of pz saved")
-	if got := policy(); got.MaxAttempts != nil || got.GetLeaseMs() != 45_000 {
-		t.Errorf("GetPolicy(pz) after emptying max attempts: %v; want it back to the default, the lease kept", got)
+	if got := policy(); got.MaxAttempts != nil || got.GetLeaseMs() != 45_000 || !got.GetExpiryDrop() || !got.GetExpiryUnacked() {
+		t.Errorf("GetPolicy(pz) after emptying max attempts: %v; want it back to the default, the lease and expiry policy kept", got)
 	}
 }
 

@@ -79,3 +79,88 @@ func TestExpiredAtHandOver(t *testing.T) {
 		t.Fatalf("dead letter %s %q %v; want %s, stale, reason expired", d.Id, d.Body, d.DeadLetter, id)
 	}
 }
+
+// waitServerPast waits, on the server's clock, until it is after t.
+func waitServerPast(tb *testing.T, p *proc, at time.Time) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := p.client.Time(ctxT(tb), connect.NewRequest(&hourglassv1.TimeRequest{}))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if res.Msg.Now.AsTime().After(at) {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the server's clock did not pass %v within 30s", at)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestExpiryPoliciesThroughBinary sets the expiry policies with `hourglass
+// policy set` on the real binary. --expiry-drop: a message past its
+// expiry is never received nor dead-lettered, but counted in
+// hourglass_expired_dropped_total. --expiry-unacked: `hourglass ack` of a
+// message received before its expiry, after it, fails saying why and the
+// message is dead-lettered with reason expired; one whose lease ends after
+// its expiry is dead-lettered at the lease's end, never received again.
+func TestExpiryPoliciesThroughBinary(t *testing.T) {
+	t.Parallel()
+	p := start(t, t.TempDir(), nil)
+	run := func(args ...string) string {
+		t.Helper()
+		return strings.TrimSpace(hgOK(t, "", append(args, "--addr", p.url)...))
+	}
+	if out := run("policy", "set", "expd", "--expiry-drop"); !strings.Contains(out, "expiry-drop") {
+		t.Errorf("policy set --expiry-drop printed %q; want the field shown", out)
+	}
+	run("policy", "set", "expa", "--expiry-unacked")
+
+	// Drop: past its expiry when handed over.
+	at := time.Now().Add(-10 * time.Second).UTC().Format(time.RFC3339Nano)
+	run("send", "expd", "--at", at, "--ttl", "1ms", "--body", "stale")
+	receiveNone(t, p.client, "expd", 500*time.Millisecond)
+	for deadline := time.Now().Add(30 * time.Second); metricValue(t, p, `hourglass_expired_dropped_total\{topic="expd"\}`) != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("hourglass_expired_dropped_total{topic=\"expd\"} = %v after 30s; want 1", metricValue(t, p, `hourglass_expired_dropped_total\{topic="expd"\}`))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	receiveNone(t, p.client, "expd.dlq", 100*time.Millisecond)
+
+	// Not acked by its expiry: the Ack after it is refused.
+	late := run("send", "expa", "--now", "--ttl", "2s", "--body", "late-ack")
+	rs := receive(t, p.client, "expa", 1, 30*time.Second) // a 60 s lease
+	if rs[0].m.Id != late {
+		t.Fatalf("received %s; want %s", rs[0].m.Id, late)
+	}
+	id, err := message.ParseID(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServerPast(t, p, id.Time().Add(2*time.Second))
+	if _, errOut, err := hg(t, "", "ack", "expa", late, "--addr", p.url); err == nil || !strings.Contains(errOut, "expired") || !strings.Contains(errOut, "expiry_unacked") {
+		t.Fatalf("ack after the expiry: %v, %q; want an error saying it expired (expiry_unacked)", err, errOut)
+	}
+	ds := receive(t, p.client, "expa.dlq", 1, 30*time.Second)
+	if d := ds[0].m; d.Id != late || d.DeadLetter.GetReason() != "expired" {
+		t.Fatalf("dead letter %s %v; want %s, reason expired", d.Id, d.DeadLetter, late)
+	}
+
+	// Its lease ends after its expiry: dead-lettered, not received again.
+	lapse := run("send", "expa", "--now", "--ttl", "1s", "--body", "lapse")
+	res, err := p.client.Receive(ctxT(t), connect.NewRequest(&hourglassv1.ReceiveRequest{Topic: "expa", MaxMessages: 1, WaitMs: 10_000, LeaseMs: 2000}))
+	if err != nil || len(res.Msg.Messages) != 1 || res.Msg.Messages[0].Id != lapse {
+		t.Fatalf("Receive = %v, %v; want %s", res, err, lapse)
+	}
+	ds = receive(t, p.client, "expa.dlq", 1, 30*time.Second)
+	if d := ds[0].m; d.Id != lapse || d.DeadLetter.GetReason() != "expired" {
+		t.Fatalf("dead letter %s %v; want %s, reason expired", d.Id, d.DeadLetter, lapse)
+	}
+	receiveNone(t, p.client, "expa", 300*time.Millisecond)
+	if v := metricValue(t, p, `hourglass_expired_total\{topic="expa"\}`); v != 2 {
+		t.Errorf("hourglass_expired_total{topic=\"expa\"} = %v; want 2", v)
+	}
+}

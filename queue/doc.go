@@ -176,6 +176,15 @@
 // steps of either leaves both copies (at least once). Dead-letter topics
 // keep their failures: their messages are redelivered, not moved on.
 //
+// # Expiry
+//
+// A message past its expiry (message.ExpireAtHeader) is never handed out:
+// a Receive or Take that reaches one ends it instead, dead-lettered with
+// ReasonExpired or, under Policy.Expiry.Drop, acked away. Under
+// Policy.Expiry.Unacked a message also expires when it is not acked by
+// then: a lease ending after its expiry ends it so, and an Ack after it is
+// refused (ErrExpired) and ends it so (expiry.go).
+//
 // It owns Dir/topics; it imports packages commitlog (its logs), engine
 // (the Sink contract it implements and the Request a retry is), message,
 // record and segfile.

@@ -41,8 +41,8 @@ func (t *topic) expire() {
 		return
 	}
 	t.mu.leases.timerAt = 0
-	now := q.mono()
-	var dead, retry []*lease
+	now, nowMs := q.mono(), q.now().UnixMilli()
+	var dead, retry, past []*lease
 	var logged [maxExpiryLines]lease
 	n := 0
 	backoff := !q.Policy(t.name).Backoff.IsZero()
@@ -55,6 +55,11 @@ func (t *topic) expire() {
 		n++
 		t.noteErrLocked(l.off, errExpired)
 		switch {
+		case t.expiredLocked(l, nowMs):
+			// Not acked by its expiry (Expiry.Unacked): ended as
+			// expired, never handed out again nor retried.
+			l.state = settling
+			past = append(past, l)
 		case backoff && !t.exhausted(l) && t.orderedLocked(l):
 			// An ordered key's retry waits out the backoff in place.
 			t.retryInPlaceLocked(l, q.backoffDelay(t.name, l.attempt+1))
@@ -75,22 +80,14 @@ func (t *topic) expire() {
 	if n > maxExpiryLines {
 		q.opts.Logger.Info("queue: more leases expired", "topic", t.name, "more", n-maxExpiryLines)
 	}
-	// A worker holds t until its counters are updated. Holding cannot
-	// fail: t has settling leases, so it is not retired.
-	work := func(f func()) {
-		held := q.hold(t)
-		q.wg.Go(func() {
-			if held {
-				defer q.release(t)
-			}
-			f()
-		})
-	}
 	for _, l := range dead {
-		work(func() { t.deadLetterExpired(l) })
+		t.goSettle(func() { t.deadLetterExpired(l) })
 	}
 	for _, l := range retry {
-		work(func() { t.retryExpired(l) })
+		t.goSettle(func() { t.retryExpired(l) })
+	}
+	for _, l := range past {
+		t.goSettle(func() { t.expireOrRequeue(l) })
 	}
 }
 

@@ -227,7 +227,7 @@ func (t *topic) fillFlowLocked(now time.Time) error {
 // keys in the ring in turn (one message each under Fair, as many as the
 // key allows otherwise), skipping those whose rate or retry delay holds
 // them. t.mu is held.
-func (t *topic) receiveFlowLocked(max int, leaseDur time.Duration, now time.Time) ([]Message, error) {
+func (t *topic) receiveFlowLocked(max int, leaseDur time.Duration, now time.Time, expired *[]*lease) ([]Message, error) {
 	if err := t.fillFlowLocked(now); err != nil {
 		return nil, err
 	}
@@ -258,7 +258,17 @@ func (t *topic) receiveFlowLocked(max int, leaseDur time.Duration, now time.Time
 		}
 		k.wait = k.wait[1:]
 		f.held--
-		if _, dup := t.mu.leases.byID[id]; !dup {
+		_, dup := t.mu.leases.byID[id]
+		switch {
+		case dup:
+			// Another copy of this message (delivered again after a
+			// crash) is leased: this one is settled with it, as without
+			// a flow policy.
+		case message.Expired(m.Headers, now.UnixMilli()) && !t.dlq:
+			// Past its expiry: never handed out, as without a flow
+			// policy; it does not count against its key.
+			*expired = append(*expired, t.pastExpiryLocked(e.off, id, e.attempt))
+		default:
 			if e.attempt > 0 {
 				t.mu.stats.Redelivered++
 			}
@@ -266,12 +276,10 @@ func (t *topic) receiveFlowLocked(max int, leaseDur time.Duration, now time.Time
 				k.lim.AllowN(now, 1)
 			}
 			k.leased++
-			l := &lease{off: e.off, id: id, attempt: e.attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1), key: k}
+			l := &lease{off: e.off, id: id, attempt: e.attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1), key: k, expireAt: expiryOf(m.Headers)}
 			t.mu.leases.add(l)
 			out = append(out, t.message(l, now, m, &arena))
 		}
-		// Another copy of this message (delivered again after a crash) is
-		// leased: this one is settled with it, as without a flow policy.
 		room := f.pol.limit() == 0 || k.name == "" || k.leased < f.pol.limit()
 		switch {
 		case len(k.wait) == 0 || !room:

@@ -30,6 +30,9 @@ type lease struct {
 	// key is the message's flow key under a flow policy (Policy.Flow);
 	// nil otherwise.
 	key *flowKey
+	// expireAt is the message's expiry (message.ExpireAtHeader), UTC
+	// epoch milliseconds; 0: none.
+	expireAt int64
 }
 
 // leaseHeap orders leases in the leased state by deadline.

@@ -330,6 +330,12 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 		return Message{}, errors.Join(ErrNotWaiting, err)
 	}
 	defer q.release(t)
+	var past *lease // past its expiry: ended by a worker once t.mu is released
+	defer func() {
+		if past != nil {
+			t.goSettle(func() { t.expireOrRequeue(past) })
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.mu.closed {
@@ -378,8 +384,18 @@ func (q *Queue) Take(ctx context.Context, name string, off int64, dur time.Durat
 		return Message{}, ErrNotWaiting
 	}
 	now := t.q.now()
+	if message.Expired(m.Headers, now.UnixMilli()) && !t.dlq {
+		// Never handed out past its expiry: ended as expired, as a
+		// Receive that reached it would.
+		if key != nil {
+			t.ringLocked(key)
+		}
+		past = t.pastExpiryLocked(off, id, attempt)
+		past.ahead = !waiting
+		return Message{}, fmt.Errorf("%w: %s is past its expiry (it is being ended as expired, as the topic's policy says)", ErrNotWaiting, id)
+	}
 	l := &lease{off: off, id: id, attempt: attempt, deadline: t.q.mono() + int64(dur), until: now.Add(dur).UnixNano(),
-		serial: t.q.serial.Add(1), ahead: !waiting, key: key}
+		serial: t.q.serial.Add(1), ahead: !waiting, key: key, expireAt: expiryOf(m.Headers)}
 	if key != nil {
 		key.leased++
 		t.ringLocked(key)

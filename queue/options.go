@@ -40,6 +40,10 @@ var (
 	// leased: never received, already acked or nacked, or its lease ran out
 	// (it is then receivable again, or dead-lettered).
 	ErrNotLeased = errors.New("queue: message not leased (unknown, already settled, or its lease expired)")
+	// ErrExpired is returned by Ack for a message past its expiry in a
+	// topic whose policy expires messages not acked by then
+	// (Expiry.Unacked): it ended as expired instead.
+	ErrExpired = errors.New("queue: message expired before it was acked")
 	// ErrNotWaiting is returned by Take for a message that does not wait
 	// to be received (leased, acked, or not there).
 	ErrNotWaiting = errors.New("queue: message not waiting to be received")

@@ -36,6 +36,27 @@ type Policy struct {
 	// lasts the topic is paused and its clock stopped; each makes the
 	// messages stored before it due later by its length. nil: none.
 	Freezes *Freezes
+	// Expiry is what becomes of the topic's messages past their expiry
+	// (message.ExpireAtHeader); the zero Expiry dead-letters those not
+	// received by then.
+	Expiry Expiry
+}
+
+// Expiry is a topic's expiry policy. Whatever it says, no message is
+// handed to a consumer from its expiry on.
+type Expiry struct {
+	// Drop: an expired message is acked away, counted in
+	// TopicStats.ExpiryDropped, instead of moved to the dead-letter topic
+	// with ReasonExpired.
+	Drop bool
+	// Unacked: a message expires if it is not acked by its expiry, not
+	// only if it is not received by then. A lease that ends after the
+	// message's expiry ends it as expired (not handed out again, whatever
+	// attempts remain, no retry scheduled); an Ack from its expiry on is
+	// refused with ErrExpired and ends it as expired, as does a Nack
+	// (which answers nil). Without it an Ack after the expiry of a
+	// message received before it succeeds.
+	Unacked bool
 }
 
 // Frozen reports whether p is a frozen pause now.

@@ -23,6 +23,8 @@ type policyJSON struct {
 	FlowBurst         int     `json:"flow_burst,omitempty"`
 	FlowOrdered       bool    `json:"flow_ordered,omitempty"`
 	FlowFair          bool    `json:"flow_fair,omitempty"`
+	ExpiryDrop        bool    `json:"expiry_drop,omitempty"`
+	ExpiryUnacked     bool    `json:"expiry_unacked,omitempty"`
 	// Freezes: [at_ms, until_ms (0: lasting), seq] each, oldest first.
 	Freezes [][3]int64 `json:"freezes,omitempty"`
 }
@@ -42,6 +44,7 @@ func EncodePolicy(p Policy) []byte {
 		BackoffInitialMs: p.Backoff.Initial.Milliseconds(), BackoffMaxMs: p.Backoff.Max.Milliseconds(),
 		BackoffMultiplier: p.Backoff.Multiplier, BackoffJitter: p.Backoff.Jitter,
 		FlowConcurrency: p.Flow.Concurrency, FlowRate: p.Flow.Rate, FlowBurst: p.Flow.Burst, FlowOrdered: p.Flow.Ordered, FlowFair: p.Flow.Fair,
+		ExpiryDrop: p.Expiry.Drop, ExpiryUnacked: p.Expiry.Unacked,
 	})
 	return b
 }
@@ -65,5 +68,6 @@ func DecodePolicy(b []byte) (Policy, error) {
 		MaxAttempts: j.MaxAttempts, Paused: j.Paused, Rate: j.Rate, Lease: ms(j.LeaseMs),
 		Backoff: Backoff{Initial: ms(j.BackoffInitialMs), Max: ms(j.BackoffMaxMs), Multiplier: j.BackoffMultiplier, Jitter: j.BackoffJitter},
 		Flow:    Flow{Concurrency: j.FlowConcurrency, Rate: j.FlowRate, Burst: j.FlowBurst, Ordered: j.FlowOrdered, Fair: j.FlowFair},
+		Expiry:  Expiry{Drop: j.ExpiryDrop, Unacked: j.ExpiryUnacked},
 	}, nil
 }

@@ -84,12 +84,14 @@ type TopicStats struct {
 	Acked     uint64 // Acks that succeeded
 	Nacked    uint64 // Nacks that succeeded
 	Expired   uint64 // leases that ran out
-	// PastExpiry counts messages a Receive reached past their expiry
-	// (message.ExpireAtHeader): dead-lettered with ReasonExpired, never
-	// handed out.
-	PastExpiry   uint64
-	Redelivered  uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
-	DeadLettered uint64 // messages moved to <topic>.dlq
+	// PastExpiry counts messages dead-lettered with ReasonExpired: a
+	// Receive reached them past their expiry (message.ExpireAtHeader), or
+	// under Expiry.Unacked they were not acked by then; ExpiryDropped
+	// those dropped instead (Expiry.Drop).
+	PastExpiry    uint64
+	ExpiryDropped uint64
+	Redelivered   uint64 // messages handed out again (after an expired lease, a Nack without delay, a restart)
+	DeadLettered  uint64 // messages moved to <topic>.dlq
 	// FreezeMoved counts messages a Receive reached before the time a
 	// frozen pause made them due: moved to that time (a new incarnation).
 	FreezeMoved uint64

@@ -54,7 +54,7 @@ const MaxReason = 1000
 const (
 	ReasonMaxAttempts = "max-attempts" // nacked or expired past the topic's max attempts
 	ReasonNacked      = "nacked"       // a consumer dead-lettered it (NackOptions.DeadLetter)
-	ReasonExpired     = "expired"      // a Receive reached it past its expiry (message.ExpireAtHeader)
+	ReasonExpired     = "expired"      // past its expiry (message.ExpireAtHeader) before it was received, or acked under Expiry.Unacked
 )
 
 // Headers a dead-lettered message carries in the dead-letter topic, and
@@ -96,12 +96,25 @@ func (q *Queue) settle(ctx context.Context, name string, find finder, nack *Nack
 		return ErrNotLeased
 	}
 	heap.Remove(&t.mu.leases.heap, l.hi)
-	if nack != nil && nack.Release {
-		t.forgetLocked(l)
-		if !l.ahead || l.off < t.mu.read.cursor() {
-			t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
+	if t.expiredLocked(l, q.now().UnixMilli()) {
+		// Not acked by its expiry (Expiry.Unacked): whatever the call,
+		// it ends as expired; an Ack is refused, a Nack is done.
+		l.state = settling
+		t.mu.Unlock()
+		what, err := t.settleExpired(l)
+		switch {
+		case err != nil:
+			t.mu.Lock()
+			t.restoreLocked(l)
+			t.mu.Unlock()
+			return err
+		case nack == nil:
+			return t.expiredError(l, what)
 		}
-		t.wake()
+		return nil
+	}
+	if nack != nil && nack.Release {
+		t.giveBackLocked(l)
 		t.mu.Unlock()
 		return nil
 	}
@@ -320,34 +333,18 @@ func (t *topic) deadLetterExpired(l *lease) {
 	}
 }
 
-// deadLetterPastExpiry dead-letters a message a Receive reached past its
-// expiry, with ReasonExpired. On failure it is left to the next Receive,
-// which finds it expired again; it is never handed out.
-func (t *topic) deadLetterPastExpiry(l *lease) {
-	var n uint64
-	if err := t.deadLetter(l, &n, ReasonExpired); err != nil {
-		t.q.opts.Logger.Error("queue: dead-lettering an expired message failed; the next Receive tries again", "topic", t.name, "id", l.id, "err", err)
-		t.mu.Lock()
-		t.mu.leases.forget(l)
-		t.mu.read.fifo = append(t.mu.read.fifo, entry{off: l.off, attempt: l.attempt})
-		t.wake()
-		t.mu.Unlock()
-		return
-	}
-	t.mu.Lock()
-	t.mu.stats.PastExpiry++
-	t.mu.Unlock()
-}
-
 // HandlesExpiry makes the queue an engine.ExpiryHandler: the engine
-// hands it messages past their expiry, and Receive dead-letters them
-// (ReasonExpired) instead of handing them out.
+// hands it messages past their expiry, and Receive ends them as expired
+// (dead-lettered with ReasonExpired, or dropped: Expiry) instead of
+// handing them out.
 func (q *Queue) HandlesExpiry() bool { return true }
 
 // Ack completes the leased message id of topic: once Ack returns nil the
 // message is never handed out again, even after a crash (under the always
 // fsync policy; concurrent Acks share fsyncs). It returns ErrNotLeased
-// for a message that is not leased now. Any holder of the ID may ack it,
+// for a message that is not leased now, and ErrExpired for one past its
+// expiry in a topic that expires messages not acked by then
+// (Expiry.Unacked), which it ends as expired. Any holder of the ID may ack it,
 // including one whose lease ran out after another Receive got it; use
 // AckReceipt to act only on one's own lease.
 func (q *Queue) Ack(ctx context.Context, topic string, id message.ID) error {
@@ -366,7 +363,7 @@ func (q *Queue) AckReceipt(ctx context.Context, topic, receipt string) error {
 
 // AckBatch acks the leases the receipts name (as AckReceipt does each)
 // with one ack record, so one fsync. It returns one error per receipt:
-// nil once acked durably, ErrNotLeased, or the receipt's parse error. A
+// nil once acked durably, ErrNotLeased, ErrExpired, or the receipt's parse error. A
 // non-nil err means the ack record failed to append and none was acked.
 func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (res []error, err error) {
 	if err := ValidateTopic(topic); err != nil {
@@ -389,7 +386,9 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 	}
 	defer q.release(t)
 	ls := make([]*lease, 0, len(receipts))
-	now := q.mono()
+	var past []*lease
+	var pastAt []int
+	now, nowMs := q.mono(), q.now().UnixMilli()
 	t.mu.Lock()
 	for i, r := range receipts {
 		id, serial, perr := parseReceipt(r)
@@ -404,9 +403,25 @@ func (q *Queue) AckBatch(ctx context.Context, topic string, receipts []string) (
 		}
 		heap.Remove(&t.mu.leases.heap, l.hi)
 		l.state = settling
+		if t.expiredLocked(l, nowMs) {
+			past, pastAt = append(past, l), append(pastAt, i)
+			continue
+		}
 		ls = append(ls, l)
 	}
 	t.mu.Unlock()
+	// Not acked by their expiry (Expiry.Unacked): refused, and ended as
+	// expired (by the next Receive if that fails).
+	for j, l := range past {
+		what, err := t.settleExpired(l)
+		if err != nil {
+			what = "left to the next Receive to end as expired"
+			t.mu.Lock()
+			t.giveBackLocked(l)
+			t.mu.Unlock()
+		}
+		res[pastAt[j]] = t.expiredError(l, what)
+	}
 	if len(ls) == 0 {
 		return res, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,28 +148,16 @@ func (t *topic) wake() {
 // receive leases up to max messages for lease. With none available it
 // returns a channel that is closed when that may have changed.
 func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan struct{}, error) {
-	// Messages past their expiry are settled (dead-lettered) by workers,
-	// started once t.mu is released.
+	// Messages past their expiry are settled (dead-lettered or dropped)
+	// by workers, started once t.mu is released.
 	var expired []*lease
 	var moves []move
 	defer func() {
 		for _, mv := range moves {
-			held := t.q.hold(t)
-			t.q.wg.Go(func() {
-				if held {
-					defer t.q.release(t)
-				}
-				t.moveFrozen(mv.l, mv.due)
-			})
+			t.goSettle(func() { t.moveFrozen(mv.l, mv.due) })
 		}
 		for _, l := range expired {
-			held := t.q.hold(t)
-			t.q.wg.Go(func() {
-				if held {
-					defer t.q.release(t)
-				}
-				t.deadLetterPastExpiry(l)
-			})
+			t.goSettle(func() { t.expireOrRequeue(l) })
 		}
 	}()
 	t.mu.Lock()
@@ -188,7 +175,7 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 		return nil, t.waitChan(), nil
 	}
 	if flow.On() {
-		out, err := t.receiveFlowLocked(max, leaseDur, now)
+		out, err := t.receiveFlowLocked(max, leaseDur, now, &expired)
 		if len(out) == 0 {
 			if err != nil {
 				return nil, nil, err
@@ -273,18 +260,16 @@ func (t *topic) receive(max int, leaseDur time.Duration) ([]Message, <-chan stru
 			// is leased: this one is settled with it.
 			continue
 		}
-		if message.Expired(m.Headers, now.UnixMilli()) && !strings.HasSuffix(t.name, DLQSuffix) {
+		if message.Expired(m.Headers, now.UnixMilli()) && !t.dlq {
 			// Past its expiry: never handed out. Settling, out of the
-			// heap, until its worker has dead-lettered it.
-			l := &lease{off: off, id: id, attempt: attempt, state: settling, hi: -1, serial: t.q.serial.Add(1)}
-			t.mu.leases.byOff[off], t.mu.leases.byID[id] = l, l
-			expired = append(expired, l)
+			// heap, until its worker has ended it.
+			expired = append(expired, t.pastExpiryLocked(off, id, attempt))
 			continue
 		}
 		if redelivery {
 			t.mu.stats.Redelivered++
 		}
-		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1)}
+		l := &lease{off: off, id: id, attempt: attempt, deadline: deadline, until: until, serial: t.q.serial.Add(1), expireAt: expiryOf(m.Headers)}
 		t.mu.leases.add(l)
 		out = append(out, t.message(l, now, m, &arena))
 	}

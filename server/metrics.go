@@ -66,7 +66,8 @@ var (
 	descRedelivered  = prometheus.NewDesc("hourglass_redelivered_total", "Messages handed out again: after an expired lease, a Nack without delay, or a restart.", []string{"topic"}, nil)
 	descExpired      = prometheus.NewDesc("hourglass_lease_expired_total", "Leases that ran out before an Ack or Nack.", []string{"topic"}, nil)
 	descDeadLettered = prometheus.NewDesc("hourglass_dead_lettered_total", "Messages moved to <topic>.dlq after the maximum attempts.", []string{"topic"}, nil)
-	descPastExpiry   = prometheus.NewDesc("hourglass_expired_total", "Messages a Receive reached past their expiry (expire_at, ttl_ms): dead-lettered with reason expired, never handed out.", []string{"topic"}, nil)
+	descPastExpiry   = prometheus.NewDesc("hourglass_expired_total", "Messages dead-lettered with reason expired: past their expiry (expire_at, ttl_ms) when a Receive reached them, or not acked by then under the policy expiry_unacked.", []string{"topic"}, nil)
+	descExpiryDrop   = prometheus.NewDesc("hourglass_expired_dropped_total", "Messages past their expiry dropped instead of dead-lettered (the policy expiry_drop).", []string{"topic"}, nil)
 	descReady        = prometheus.NewDesc("hourglass_queue_ready", "Due messages waiting to be received.", []string{"topic"}, nil)
 	descLeased       = prometheus.NewDesc("hourglass_queue_leased", "Received messages not yet acked, nacked or expired.", []string{"topic"}, nil)
 	descLag          = prometheus.NewDesc("hourglass_queue_lag", "Consumer lag: due messages in the topic not yet acked (waiting to be received, or leased).", []string{"topic"}, nil)
@@ -148,7 +149,7 @@ func (m *Metrics) attach(s *sources) { m.src.Store(s) }
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descScheduled, descDelivered, descSinkRetries, descCancelled, descAppended,
-		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descPastExpiry, descReady, descLeased, descLag,
+		descAcked, descNacked, descRedelivered, descExpired, descDeadLettered, descPastExpiry, descExpiryDrop, descReady, descLeased, descLag,
 		descOldestReady, descDeadLetters, descPending,
 		descPendingLoaded, descInflight, descLoaded, descSegments, descReputLag, descCorrupt, descUnconfirmed, descEngineExpired,
 		descEngineSched, descDiskBytes, descDiskFiles, descStalled, descBuildInfo, descStreamsOpen} {
@@ -216,6 +217,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		a.Expired += s.Expired
 		a.DeadLettered += s.DeadLettered
 		a.PastExpiry += s.PastExpiry
+		a.ExpiryDropped += s.ExpiryDropped
 		a.Backlog += s.Backlog
 		a.Leased += s.Leased
 		qs[l] = a
@@ -228,6 +230,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descExpired, float64(s.Expired), topic)
 		counter(descDeadLettered, float64(s.DeadLettered), topic)
 		counter(descPastExpiry, float64(s.PastExpiry), topic)
+		counter(descExpiryDrop, float64(s.ExpiryDropped), topic)
 		gauge(descReady, float64(s.Backlog), topic)
 		gauge(descLeased, float64(s.Leased), topic)
 		gauge(descLag, float64(s.Backlog+int64(s.Leased)), topic)

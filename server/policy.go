@@ -49,6 +49,7 @@ func effectivePolicy(e queue.Policy) *hourglassv1.Policy {
 	p.MaxAttempts, p.Paused, p.MaxDispatchRate, p.LeaseMs = ptr(int32(e.MaxAttempts)), ptr(e.Paused), ptr(e.Rate), ptr(e.Lease.Milliseconds())
 	p.FlowConcurrency, p.FlowRate, p.FlowBurst = ptr(int32(e.Flow.Concurrency)), ptr(e.Flow.Rate), ptr(int32(e.Flow.Burst))
 	p.FlowOrdered, p.FlowFair, p.Freeze = ptr(e.Flow.Ordered), ptr(e.Flow.Fair), ptr(e.Frozen())
+	p.ExpiryDrop, p.ExpiryUnacked = ptr(e.Expiry.Drop), ptr(e.Expiry.Unacked)
 	if p.Backoff == nil {
 		p.Backoff = &hourglassv1.Backoff{Multiplier: 1}
 	}
@@ -77,6 +78,9 @@ func (s api) SetPolicy(ctx context.Context, m *hourglassv1.SetPolicyRequest) (*h
 			return nil, err
 		}
 		if err := clusterFlow(p.Flow); err != nil {
+			return nil, err
+		}
+		if err := clusterExpiry(p.Expiry); err != nil {
 			return nil, err
 		}
 		// Answered from what the node made, not a read of the consumer
@@ -138,6 +142,12 @@ func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest, e
 		if np.FlowFair != nil {
 			p.Flow.Fair = *np.FlowFair
 		}
+		if np.ExpiryDrop != nil {
+			p.Expiry.Drop = *np.ExpiryDrop
+		}
+		if np.ExpiryUnacked != nil {
+			p.Expiry.Unacked = *np.ExpiryUnacked
+		}
 		if b := np.Backoff; b != nil {
 			if b.InitialMs > s.opts.MaxDelay.Milliseconds() || b.MaxMs > s.opts.MaxDelay.Milliseconds() {
 				return p, invalid("backoff: delays up to %d ms (%s, the server's --max-delay)", s.opts.MaxDelay.Milliseconds(), units.FormatDuration(s.opts.MaxDelay))
@@ -168,8 +178,12 @@ func (s *Server) changePolicy(p queue.Policy, m *hourglassv1.SetPolicyRequest, e
 			p.Flow.Ordered = false
 		case "flow_fair":
 			p.Flow.Fair = false
+		case "expiry_drop":
+			p.Expiry.Drop = false
+		case "expiry_unacked":
+			p.Expiry.Unacked = false
 		default:
-			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate, lease_ms, flow_concurrency, flow_rate, flow_burst, flow_ordered and flow_fair", f)
+			return p, invalid("defaults %q: not a policy field; the fields are max_attempts, backoff, paused, max_dispatch_rate, lease_ms, flow_concurrency, flow_rate, flow_burst, flow_ordered, flow_fair, expiry_drop and expiry_unacked", f)
 		}
 	}
 	if eng != nil {
@@ -227,6 +241,12 @@ func toProtoPolicy(p queue.Policy) *hourglassv1.Policy {
 	if p.Frozen() {
 		out.Freeze = ptr(true)
 	}
+	if p.Expiry.Drop {
+		out.ExpiryDrop = ptr(true)
+	}
+	if p.Expiry.Unacked {
+		out.ExpiryUnacked = ptr(true)
+	}
 	if !p.Backoff.IsZero() {
 		out.Backoff = &hourglassv1.Backoff{InitialMs: p.Backoff.Initial.Milliseconds(), MaxMs: p.Backoff.Max.Milliseconds(),
 			Multiplier: max(p.Backoff.Multiplier, 1), Jitter: p.Backoff.Jitter}
@@ -256,6 +276,22 @@ func clusterFlow(f queue.Flow) error {
 	}
 	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
 		"policy %s: this server runs in cluster mode (serve --cluster), whose JetStream consumers do not bound, order or share out messages per flow key; flow policies are served by a single node (docs/CLUSTER.md)", field))
+}
+
+// clusterExpiry refuses, in cluster mode, an expiry policy other than
+// the default: the cluster's consumers dead-letter a message a Receive
+// reaches past its expiry, and keep no expiry with a delivery to act on
+// when its lease ends or an Ack comes (docs/CLUSTER.md).
+func clusterExpiry(e queue.Expiry) error {
+	field := "expiry_drop"
+	switch {
+	case e.Unacked:
+		field = "expiry_unacked"
+	case !e.Drop:
+		return nil
+	}
+	return status.Error(codes.FailedPrecondition, fmt.Sprintf(
+		"policy %s: this server runs in cluster mode (serve --cluster), whose JetStream consumers dead-letter a message a Receive reaches past its expiry and keep no expiry with a delivery; expiry policies are served by a single node (docs/CLUSTER.md)", field))
 }
 
 // protoFreezes shows a topic's frozen pauses.

@@ -281,7 +281,7 @@ func serverError(err error) error {
 	case errors.Is(err, engine.ErrTooFar), errors.Is(err, engine.ErrInvalid),
 		errors.Is(err, queue.ErrInvalid), errors.Is(err, queue.ErrInvalidTopic):
 		return invalid("%s", trimPkg(err.Error()))
-	case errors.Is(err, queue.ErrNotLeased):
+	case errors.Is(err, queue.ErrNotLeased), errors.Is(err, queue.ErrExpired):
 		return status.Error(codes.FailedPrecondition, trimPkg(err.Error()))
 	}
 	if code, why := resourceError(err); code != codes.OK {

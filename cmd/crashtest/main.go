@@ -78,6 +78,13 @@ when no retry and no Reschedule in doubt may be it.
     doubt: the old incarnation or a replacement (a first attempt under an ID
     no answer named) may arrive, never both (reschedule-in-doubt-both);
     neither is lost.
+  - Edits (4% of a producer's operations; one node: a cluster refuses Edit):
+    a message no consumer has received yet, by its current ID or by topic and
+    key, gets the body "<key>~e<n>" and the header crashtest-edit n (n counts
+    the key's Edits). An Edit is a Reschedule that keeps the time and is
+    judged as one; besides, a Receive sent after it was answered EDITED hands
+    out its content or that of an Edit that may have taken effect after it
+    (delivered-old-content), and body and header never disagree (edit-torn).
   - Cancels by topic and key (two in five Cancels) are held to I7 like Cancels
     by ID: when the history names the incarnation, nothing of the message is
     delivered after all (delivered-after-cancel, cancel-untruthful); one whose
@@ -111,6 +118,17 @@ when no retry and no Reschedule in doubt may be it.
     (flow-out-of-order); on cf-rate no second of the server's received_at with
     more than 25 deliveries of a key (flow-rate-exceeded); every one answered
     OK acked by the end of the drain (flow-lost).
+  - Expiring messages (one node; with --damage and --corrupt-tail too): ce-ack
+    (expiry_unacked) and ce-drop (expiry_drop), a message every 20-60 ms due
+    0-300 ms later with an expire_at 50-600 ms after that, 2 consumers under a
+    400 ms lease holding each for up to 500 ms, then acking it or (one in
+    five) letting the lease run out; dead letters acked. Nothing handed out
+    by a Receive sent after its expiry, with the skew (delivered-after-expiry);
+    no dead letter as expired received before it (expired-early). With
+    --fsync always and no damage or cut: no Ack on ce-ack sent after the
+    expiry answered OK (acked-after-expiry), nothing of ce-drop dead-lettered
+    as expired (expired-not-dropped), every message of ce-ack answered OK
+    acked there or dead-lettered by the end of the drain (expiring-lost).
   - Recurring schedules on topic ctr, FIRE_ALL: cr-a @every 1s, cr-b @every 2s,
     cr-c @every 1s from cycle 1; cr-b updated to @every 1s a third of the way
     through, cr-c deleted and cr-d (@every 2s) created half way; each call

@@ -33,6 +33,8 @@ type policyJSON struct {
 	FlowOrdered     *bool        `json:"flow_ordered,omitempty"`
 	FlowFair        *bool        `json:"flow_fair,omitempty"`
 	Freeze          *bool        `json:"freeze,omitempty"`
+	ExpiryDrop      *bool        `json:"expiry_drop,omitempty"`
+	ExpiryUnacked   *bool        `json:"expiry_unacked,omitempty"`
 }
 
 type backoffJSON struct {
@@ -44,7 +46,8 @@ type backoffJSON struct {
 
 func newPolicyJSON(p client.Policy) policyJSON {
 	j := policyJSON{MaxAttempts: p.MaxAttempts, Paused: p.Paused, MaxDispatchRate: p.MaxDispatchRate,
-		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair, Freeze: p.Freeze}
+		FlowConcurrency: p.FlowConcurrency, FlowRate: p.FlowRate, FlowBurst: p.FlowBurst, FlowOrdered: p.FlowOrdered, FlowFair: p.FlowFair, Freeze: p.Freeze,
+		ExpiryDrop: p.ExpiryDrop, ExpiryUnacked: p.ExpiryUnacked}
 	if p.Lease != nil {
 		j.LeaseMs = new(p.Lease.Milliseconds())
 	}
@@ -138,6 +141,8 @@ var policyFields = []policyField{
 	}},
 	{"flow-ordered", client.FieldFlowOrdered, func(p client.Policy) string { return yesNoSet(p.FlowOrdered) }},
 	{"flow-fair", client.FieldFlowFair, func(p client.Policy) string { return yesNoSet(p.FlowFair) }},
+	{"expiry-drop", client.FieldExpiryDrop, func(p client.Policy) string { return yesNoSet(p.ExpiryDrop) }},
+	{"expiry-unacked", client.FieldExpiryUnacked, func(p client.Policy) string { return yesNoSet(p.ExpiryUnacked) }},
 }
 
 // showLimit prints a bound: "" when unset, "unlimited" for 0.
@@ -280,6 +285,12 @@ Per flow key (send --flow-key; a message without one is not bound):
   flow-fair      serve the keys with due messages in turn, one message each,
                  so a key with a large backlog does not hold up the others
                  (default: no)
+Past a message's expiry (send --ttl or --expire-at), never handed out:
+  expiry-drop    drop it instead of dead-lettering it with reason expired
+                 (default: no)
+  expiry-unacked it expires unless acked by then, not only unless received:
+                 a lease ending after it ends it, an ack after it is refused
+                 (default: no; an ack after it succeeds)
 A field the topic did not set takes the server's default; "effective" is what
 applies. Policies are durable: they hold across restarts and crashes.`
 
@@ -419,7 +430,7 @@ func policySetCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "set",
 		Usage:     "change fields of a topic's policy; the others keep their values",
-		UsageText: "hourglass policy set TOPIC [--max-attempts N] [--backoff INITIAL[:MAX[:MULTIPLIER[:JITTER]]]] [--rate N] [--lease D] [--flow-concurrency N] [--flow-rate N] [--flow-burst N] [--flow-ordered] [--flow-fair] [--default FIELD]... [--json]",
+		UsageText: "hourglass policy set TOPIC [--max-attempts N] [--backoff INITIAL[:MAX[:MULTIPLIER[:JITTER]]]] [--rate N] [--lease D] [--flow-concurrency N] [--flow-rate N] [--flow-burst N] [--flow-ordered] [--flow-fair] [--expiry-drop] [--expiry-unacked] [--default FIELD]... [--json]",
 		Description: `Changes the fields of TOPIC's policy that the flags name, durably, at once
 (consumers need not restart); the other fields keep their values. --default
 FIELD sets a field back to the server's default (repeat it for more fields).
@@ -437,6 +448,7 @@ MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
   hourglass policy set orders --default rate --default lease
   hourglass policy set orders --flow-concurrency 3 --flow-fair
   hourglass policy set payments --flow-ordered --flow-rate 50 --flow-burst 10
+  hourglass policy set quotes --expiry-drop --expiry-unacked
 ` + exitCodes,
 		Flags: clientFlags(
 			topicFlag("whose policy to change"),
@@ -449,7 +461,9 @@ MULTIPLIER defaults to 1, MAX and JITTER to 0. Pausing has its own commands,
 			&cli.IntFlag{Name: "flow-burst", Usage: "the bucket of --flow-rate, `N` messages; 0 means one second's worth"},
 			&cli.BoolFlag{Name: "flow-ordered", Usage: "one message of a flow key at a time, in due order (--flow-ordered=false to stop)"},
 			&cli.BoolFlag{Name: "flow-fair", Usage: "serve the flow keys with due messages in turn (--flow-fair=false to stop)"},
-			&cli.StringSliceFlag{Name: "default", Usage: "set `FIELD` back to the server's default: max-attempts, backoff, paused, rate, lease or a flow-* field (repeatable)"},
+			&cli.BoolFlag{Name: "expiry-drop", Usage: "drop a message past its expiry instead of dead-lettering it (--expiry-drop=false to stop)"},
+			&cli.BoolFlag{Name: "expiry-unacked", Usage: "expire a message not acked by its expiry, not only one not received by then; an ack after it is refused (--expiry-unacked=false to stop)"},
+			&cli.StringSliceFlag{Name: "default", Usage: "set `FIELD` back to the server's default: max-attempts, backoff, paused, rate, lease, a flow-* or expiry-* field (repeatable)"},
 			jsonFlag(),
 		),
 		OnUsageError: usageError,
@@ -519,11 +533,19 @@ func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) 
 		b := c.Bool("flow-fair")
 		p.FlowFair, set = &b, append(set, "flow-fair")
 	}
+	if c.IsSet("expiry-drop") {
+		b := c.Bool("expiry-drop")
+		p.ExpiryDrop, set = &b, append(set, "expiry-drop")
+	}
+	if c.IsSet("expiry-unacked") {
+		b := c.Bool("expiry-unacked")
+		p.ExpiryUnacked, set = &b, append(set, "expiry-unacked")
+	}
 	var defaults []client.PolicyField
 	for _, name := range c.StringSlice("default") {
 		i := slices.IndexFunc(policyFields, func(f policyField) bool { return f.name == name || string(f.field) == name })
 		if i < 0 {
-			return p, nil, commandError(c, "--default %q: not a policy field; give max-attempts, backoff, paused, rate, lease, flow-concurrency, flow-rate, flow-burst, flow-ordered or flow-fair", name)
+			return p, nil, commandError(c, "--default %q: not a policy field; give max-attempts, backoff, paused, rate, lease, flow-concurrency, flow-rate, flow-burst, flow-ordered, flow-fair, expiry-drop or expiry-unacked", name)
 		}
 		if slices.Contains(set, policyFields[i].name) {
 			return p, nil, commandError(c, "--%s and --default %s: set the field or set it back to its default, not both", policyFields[i].name, name)
@@ -531,7 +553,7 @@ func policyOfFlags(c *cli.Context) (client.Policy, []client.PolicyField, error) 
 		defaults = append(defaults, policyFields[i].field)
 	}
 	if len(set) == 0 && len(defaults) == 0 {
-		return p, nil, commandError(c, "nothing to change: give --max-attempts, --backoff, --rate, --lease, a --flow-* flag or --default FIELD")
+		return p, nil, commandError(c, "nothing to change: give --max-attempts, --backoff, --rate, --lease, a --flow-* or --expiry-* flag or --default FIELD")
 	}
 	return p, defaults, nil
 }

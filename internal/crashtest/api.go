@@ -39,9 +39,10 @@ type unary interface {
 	Ack(context.Context, *hourglassv1.AckRequest, ...grpc.CallOption) (*hourglassv1.AckResponse, error)
 	Nack(context.Context, *hourglassv1.NackRequest, ...grpc.CallOption) (*hourglassv1.NackResponse, error)
 	Time(context.Context, *hourglassv1.TimeRequest, ...grpc.CallOption) (*hourglassv1.TimeResponse, error)
-	// Operating what the server holds: reschedule, redrive, pause and
+	// Operating what the server holds: reschedule, edit, redrive, pause and
 	// resume, recurring schedules.
 	Reschedule(context.Context, *hourglassv1.RescheduleRequest, ...grpc.CallOption) (*hourglassv1.RescheduleResponse, error)
+	Edit(context.Context, *hourglassv1.EditRequest, ...grpc.CallOption) (*hourglassv1.EditResponse, error)
 	Redrive(context.Context, *hourglassv1.RedriveRequest, ...grpc.CallOption) (*hourglassv1.RedriveResponse, error)
 	SetPolicy(context.Context, *hourglassv1.SetPolicyRequest, ...grpc.CallOption) (*hourglassv1.SetPolicyResponse, error)
 	CreateSchedule(context.Context, *hourglassv1.CreateScheduleRequest, ...grpc.CallOption) (*hourglassv1.CreateScheduleResponse, error)
@@ -92,6 +93,10 @@ func (u connectUnary) Time(ctx context.Context, m *hourglassv1.TimeRequest, _ ..
 
 func (u connectUnary) Reschedule(ctx context.Context, m *hourglassv1.RescheduleRequest, _ ...grpc.CallOption) (*hourglassv1.RescheduleResponse, error) {
 	return msgOf(u.c.Reschedule(ctx, connect.NewRequest(m)))
+}
+
+func (u connectUnary) Edit(ctx context.Context, m *hourglassv1.EditRequest, _ ...grpc.CallOption) (*hourglassv1.EditResponse, error) {
+	return msgOf(u.c.Edit(ctx, connect.NewRequest(m)))
 }
 
 func (u connectUnary) Redrive(ctx context.Context, m *hourglassv1.RedriveRequest, _ ...grpc.CallOption) (*hourglassv1.RedriveResponse, error) {

@@ -75,7 +75,8 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 	VPhantom, VIDMismatch, VDeadLetterEarly, VNotDeadLettered, VAfterDeadLetter, VUncleanStop, VStartFailed, VUnreported,
 	VSeqReused, VRefusalUnclear, VDamageUnreported, VRepairFailed, VKeyForgotten,
 	VAfterReschedule, VRescheduleUntruthful, VRescheduleBoth, VRescheduledLost, VRedrivenTwice, VRedriveUnfounded,
-	VDeliveredWhilePaused, VFrozenEarly, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected, VFlowConcurrency, VFlowOrder, VFlowRate, VFlowLost}
+	VDeliveredWhilePaused, VFrozenEarly, VOccurrenceTwice, VOccurrenceSkipped, VOccurrenceAfterDelete, VOccurrenceAfterUpdate, VOccurrenceUnexpected, VFlowConcurrency, VFlowOrder, VFlowRate, VFlowLost,
+	VEditOld, VEditTorn, VExpiredDelivered, VExpiredAcked, VExpiredEarly, VExpiredNotDropped, VExpiryLost}
 
 // Check judges a history. The rules, message by message (key = body):
 //
@@ -161,6 +162,9 @@ var Kinds = []string{VLost, VLostRetry, VLostRedelivery, VEarly, VAfterAck, VAft
 //   - Pause: nothing of a topic is handed out by a Receive sent after its
 //     pause was answered OK and returned before the next resume was sent
 //     (VDeliveredWhilePaused); a frozen pause, VFrozenEarly (freezecheck.go).
+//   - Edit: a Reschedule that keeps the time and gives new content, judged
+//     as one; besides, the new content is what is delivered after it was
+//     answered EDITED (VEditOld, VEditTorn: editcheck.go).
 //   - Recurring schedules: checkSchedules (recurcheck.go); their
 //     occurrences are routed there by the hourglass-schedule header.
 //
@@ -520,6 +524,7 @@ func Check(ev Events, p CheckParams) Result {
 		}
 	}
 	res.Violations = append(append(res.Violations, checkPauses(ev, c)...), checkFreezes(ev, p, c)...)
+	res.Violations = append(res.Violations, checkEdits(ev, cutKeys, cutFrom >= 0, c)...)
 	cutOcc := false
 	for _, k := range ev.Cuts {
 		cutOcc = cutOcc || k.CommitlogFrom >= 0 || k.QueueTopic == SchedTopic || k.AckTopic == SchedTopic

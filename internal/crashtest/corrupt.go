@@ -259,7 +259,7 @@ func attribute(c *Cut, tg target, t tail) {
 	switch {
 	case tg.kind == "commitlog" && t.lastType == message.TypeSchedule:
 		if message.DecodeSchedule(t.lastBody, &m) == nil {
-			c.Keys = append(c.Keys, string(m.Body))
+			c.Keys = append(c.Keys, keyOf(m.Body))
 		}
 	case tg.kind == "commitlog" && t.lastType == message.TypeCancel:
 		if id, err := message.DecodeCancel(t.lastBody); err == nil {
@@ -268,7 +268,7 @@ func attribute(c *Cut, tg target, t tail) {
 	case tg.kind == "queue-log":
 		c.QueueTopic = tg.topic
 		if t.lastType == typeQueueMsg && len(t.lastBody) > 17 && message.DecodeSchedule(t.lastBody[17:], &m) == nil {
-			c.Keys = append(c.Keys, string(m.Body))
+			c.Keys = append(c.Keys, keyOf(m.Body))
 		}
 	case tg.kind == "queue-acks":
 		c.AckTopic = tg.topic

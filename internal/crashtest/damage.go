@@ -304,7 +304,7 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 			h.What = "schedule"
 			seq := base + recOff - commitlogHeader
 			if message.DecodeSchedule(r.Payload, &m) == nil {
-				h.Keys = append(h.Keys, string(m.Body))
+				h.Keys = append(h.Keys, keyOf(m.Body))
 				h.IDs = append(h.IDs, message.ID{DeliverAt: m.DeliverAt, Seq: uint64(seq)}.String())
 			}
 			h.Seqs = append(h.Seqs, seq)
@@ -322,7 +322,7 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 			h.Seqs = append(h.Seqs, int64(binary.LittleEndian.Uint64(r.Payload)))
 			pad := int(r.Flags)
 			if body := r.Payload[8:]; pad < len(body) && message.DecodeSchedule(body[:len(body)-pad], &m) == nil {
-				h.Keys = append(h.Keys, string(m.Body))
+				h.Keys = append(h.Keys, keyOf(m.Body))
 				h.IDs = append(h.IDs, message.ID{DeliverAt: m.DeliverAt, Seq: uint64(h.Seqs[0])}.String())
 			}
 		}
@@ -337,7 +337,7 @@ func decodeHeld(kind string, rec []byte, recOff, base int64) Held {
 			id := message.ID{DeliverAt: int64(binary.LittleEndian.Uint64(r.Payload[1:])), Seq: binary.LittleEndian.Uint64(r.Payload[9:])}
 			h.IDs = append(h.IDs, id.String())
 			if message.DecodeSchedule(r.Payload[17:], &m) == nil {
-				h.Keys = append(h.Keys, string(m.Body))
+				h.Keys = append(h.Keys, keyOf(m.Body))
 			}
 		}
 	case DQueueAckFlip:
@@ -555,7 +555,7 @@ func queueKeys(dir string, offsets []int64) []string {
 			r, _, err := record.Decode(data[pos:])
 			var m message.Message
 			if err == nil && r.Type == typeQueueMsg && len(r.Payload) > 17 && message.DecodeSchedule(r.Payload[17:], &m) == nil {
-				keys = append(keys, string(m.Body))
+				keys = append(keys, keyOf(m.Body))
 			}
 		}
 	}

@@ -318,7 +318,7 @@ func sameFile(a, b, dataDir string) bool {
 // Loss and replay kinds a damage may be allowed to explain.
 var (
 	lossKinds   = []string{VLost, VLostRetry, VLostRedelivery, VNotDeadLettered, VRescheduledLost}
-	replayKinds = []string{VAfterAck, VAfterCancel, VAfterDeadLetter, VAfterReschedule, VRescheduleBoth}
+	replayKinds = []string{VAfterAck, VAfterCancel, VAfterDeadLetter, VAfterReschedule, VRescheduleBoth, VEditOld}
 	// breakKinds are what a broken run of occurrences shows.
 	breakKinds = []string{VOccurrenceSkipped, VOccurrenceUnexpected, VOccurrenceAfterDelete, VOccurrenceAfterUpdate}
 )

@@ -108,6 +108,12 @@ type Delivery struct {
 	// but the schedule's body).
 	Schedule   string `json:",omitempty"`
 	Occurrence string `json:",omitempty"`
+	// Edit is the version of the content it carried: n for a body
+	// "<key>~e<n>" an Edit gave it, 0 for the body Schedule gave it;
+	// EditHeader its header EditHeader ("" for none), which an Edit sets
+	// to the same n.
+	Edit       int    `json:",omitempty"`
+	EditHeader string `json:",omitempty"`
 }
 
 // SettleKind is Ack or Nack.

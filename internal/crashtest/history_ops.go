@@ -37,6 +37,10 @@ type Reschedule struct {
 	Outcome    Outcome
 	Answer     RescheduleAnswer
 	NewID      string `json:",omitempty"` // RESCHEDULED: the replacement's ID
+	// Edit (Mode "edit"): an Edit, which is a Reschedule keeping the time
+	// (a new ID, the same origin): the version of the content it gave
+	// (body "<key>~e<Edit>", header EditHeader), counting from 1 per key.
+	Edit int `json:",omitempty"`
 	// NotBefore is the earliest harness-clock time the replacement may be
 	// handed out: the time asked for (the send time plus a delay, or an
 	// absolute time), never before the call was sent (the server takes a
@@ -168,26 +172,34 @@ func (h *History) SetDrainFrom(t time.Time) { h.mu.Lock(); h.drainFrom = t; h.mu
 // SetDrainEnd records when the drain found nothing owed.
 func (h *History) SetDrainEnd(t time.Time) { h.mu.Lock(); h.drainEnd = t; h.mu.Unlock() }
 
+// Pending is a message PendingSchedule picked: its key, topic, current
+// ID and the time it is due then (its replacement's, if it was
+// rescheduled or edited), and whether it is a poison message.
+type Pending struct {
+	Key, Topic, ID string
+	NotBefore      time.Time
+	Poison         bool
+}
+
 // PendingSchedule returns a random recent acknowledged schedule that no
 // consumer has received yet (as far as the history tells), for a producer
-// to reschedule: its key, topic, current ID and the time it is due then
-// (its replacement's, if it was rescheduled). pick gets the number of
-// candidates and returns an index; ok is false when the pick is not one.
-func (h *History) PendingSchedule(pick func(n int) int) (key, topic, id string, notBefore time.Time, ok bool) {
+// to reschedule or edit. pick gets the number of candidates and returns
+// an index; ok is false when the pick is not one.
+func (h *History) PendingSchedule(pick func(n int) int) (Pending, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := len(h.schedules)
 	if n == 0 {
-		return "", "", "", time.Time{}, false
+		return Pending{}, false
 	}
 	lo := max(0, n-200)
 	s := h.schedules[lo+pick(n-lo)]
 	if s.Outcome != OK || h.delivered[s.Key] {
-		return "", "", "", time.Time{}, false
+		return Pending{}, false
 	}
-	id, notBefore = s.ID, s.NotBefore
+	p := Pending{Key: s.Key, Topic: s.Topic, ID: s.ID, NotBefore: s.NotBefore, Poison: s.Poison}
 	if m, ok := h.moved[s.Key]; ok {
-		id, notBefore = m.id, m.notBefore
+		p.ID, p.NotBefore = m.id, m.notBefore
 	}
-	return s.Key, s.Topic, id, notBefore, true
+	return p, true
 }

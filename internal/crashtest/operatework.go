@@ -16,6 +16,7 @@ import (
 // workload makes, each on or off as a whole.
 type operations struct {
 	reschedule  bool // producers Reschedule, by ID and by topic and key
+	edit        bool // producers Edit, by ID and by topic and key (editwork.go)
 	cancelByKey bool // producers Cancel by topic and key too (by ID always)
 	redrive     bool // a redriver per cycle; consumers visit .dlq topics half as often
 	pause       bool // a pauser per cycle; the drain resumes every topic first
@@ -27,6 +28,7 @@ type operations struct {
 // Names of operations, as Summary.Operations lists them.
 const (
 	opReschedule  = "reschedule"
+	opEdit        = "edit"
 	opCancelByKey = "cancel-by-key"
 	opRedrive     = "redrive"
 	opPause       = "pause"
@@ -41,7 +43,7 @@ func (o operations) names() []string {
 	for _, op := range []struct {
 		on   bool
 		name string
-	}{{o.reschedule, opReschedule}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.freeze, opFreeze}, {o.recurring, opRecurring}, {o.working, opWorking}} {
+	}{{o.reschedule, opReschedule}, {o.edit, opEdit}, {o.cancelByKey, opCancelByKey}, {o.redrive, opRedrive}, {o.pause, opPause}, {o.freeze, opFreeze}, {o.recurring, opRecurring}, {o.working, opWorking}} {
 		if op.on {
 			out = append(out, op.name)
 		}
@@ -50,12 +52,12 @@ func (o operations) names() []string {
 }
 
 // allOperations: one node serves every one of them.
-var allOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, freeze: true, recurring: true, working: true}
+var allOperations = operations{reschedule: true, edit: true, cancelByKey: true, redrive: true, pause: true, freeze: true, recurring: true, working: true}
 
 // clusterOperations are those a cluster serves on any node: all of one
 // node's (docs/CLUSTER.md "Managing scheduled messages", "Managing the
 // queue", "Recurring schedules") but calendars, which a cluster does not
-// have yet, and frozen pauses, which it refuses. The checks judge them as
+// have yet, and frozen pauses and Edit, which it refuses. The checks judge them as
 // on one node, with the cluster's documented differences (Check).
 var clusterOperations = operations{reschedule: true, cancelByKey: true, redrive: true, pause: true, recurring: true}
 
@@ -109,10 +111,11 @@ func (w *workload) reschedule(ctx context.Context, l lanes, cycle int, rng *rand
 	mode := [...]string{"now", "earlier", "later"}[rng.IntN(3)]
 	abs := rng.IntN(2) == 0
 	frac, extra := rng.Float64(), time.Duration(rng.Int64N(int64(2*w.cfg.SegmentDuration)))
-	key, topic, id, due, ok := w.hist.PendingSchedule(rng.IntN)
+	pm, ok := w.hist.PendingSchedule(rng.IntN)
 	if !ok {
 		return
 	}
+	key, topic, id, due := pm.Key, pm.Topic, pm.ID, pm.NotBefore
 	sent := time.Now()
 	x := Reschedule{Key: key, Topic: topic, Mode: mode, Cycle: cycle, Sent: sent, NotBefore: sent}
 	req := &hourglassv1.RescheduleRequest{Id: id}

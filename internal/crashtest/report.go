@@ -61,6 +61,10 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		row("  violations: after / untruthful / in doubt, both / replacement lost", fmt.Sprintf("%d / %d / %d / %d",
 			s.kind(VAfterReschedule), s.kind(VRescheduleUntruthful), s.kind(VRescheduleBoth), s.kind(VRescheduledLost)))
 	}
+	if ops(opEdit) {
+		row("edits answered EDITED (of the reschedules above) / violations: old content, torn", fmt.Sprintf("%d / %d, %d",
+			c.Edited, s.kind(VEditOld), s.kind(VEditTorn)))
+	}
 	if ops(opCancelByKey) {
 		row("cancels by key (of the cancels above; unjudged)", fmt.Sprintf("%d (%d)", c.CancelByKey, c.CancelByKeyUnjudged))
 	}

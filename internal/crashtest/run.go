@@ -277,14 +277,7 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 		wg.Go(func() { r.wl.consume(wctx, cons, cycle, i, rng, false) })
 	}
 	r.wl.operators(wctx, &wg, prod, cycle)
-	if f := r.wl.flow; f != nil {
-		wg.Go(func() { f.produce(wctx, prod.streams, rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x2000))) })
-		for i := range 2 {
-			wg.Go(func() {
-				f.consume(wctx, cons.streams, rand.New(rand.NewPCG(r.cfg.Seed, uint64(cycle)<<16|0x2100|uint64(i))))
-			})
-		}
-	}
+	r.wl.startSide(wctx, &wg, prod, cons, cycle)
 
 	// When to stop: anywhere, or aimed at a bucket boundary (rotation,
 	// firing of everything scheduled on the edge, retention of the bucket
@@ -345,9 +338,7 @@ func (r *runner) cycle(ctx context.Context, cycle int) error {
 	} else {
 		stopServer()
 	}
-	if r.wl.flow != nil {
-		r.wl.flow.stopped(time.Now())
-	}
+	r.wl.sideStopped()
 	ranLog := r.srv.logText()
 	r.srv = nil
 	stop()
@@ -441,9 +432,7 @@ func (r *runner) drain(ctx context.Context) error {
 		if err := r.srv.terminate(20 * time.Second); err != nil {
 			r.extra = append(r.extra, Violation{Kind: VUncleanStop, Cycle: r.cfg.Cycles + 1, At: time.Now(), Detail: "stop for a repair: " + err.Error()})
 		}
-		if r.wl.flow != nil {
-			r.wl.flow.stopped(time.Now())
-		}
+		r.wl.sideStopped()
 		r.srv = nil
 		conn.Close()
 		if err := r.answerHolds(r.cfg.Cycles+1, ranLog); err != nil {
@@ -494,14 +483,7 @@ func (r *runner) drainRun(ctx context.Context, cons lanes, last, deadline time.T
 		rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xd0000|uint64(i)))
 		wg.Go(func() { r.wl.consume(dctx, cons, r.cfg.Cycles+1, i, rng, true) })
 	}
-	if f := r.wl.flow; f != nil {
-		for i := range 2 {
-			wg.Go(func() { f.consume(dctx, cons.streams, rand.New(rand.NewPCG(r.cfg.Seed, 0xd2100|uint64(i)))) })
-		}
-		if fl := f.lastDueAt(); fl.After(last) {
-			last = fl
-		}
-	}
+	last = r.wl.drainSide(dctx, &wg, cons, last)
 	defer wg.Wait()
 	defer stop()
 	for dctx.Err() == nil {
@@ -514,7 +496,7 @@ func (r *runner) drainRun(ctx context.Context, cons lanes, last, deadline time.T
 		}
 		ev := r.hist.Snapshot()
 		res := Check(ev, r.checkParams())
-		if r.owed(ev, res) == 0 && (r.wl.flow == nil || r.wl.flow.owed() == 0) {
+		if r.owed(ev, res) == 0 && r.wl.sideOwed(r.skewBound) == 0 {
 			*complete = true
 			r.hist.SetDrainEnd(time.Now())
 			// A short quiet period lets late duplicates show themselves.
@@ -537,13 +519,7 @@ func (r *runner) finish(start time.Time) {
 	s := r.sum
 	s.Counts = res.Counts
 	all := append(res.Violations, r.extra...)
-	if f := r.wl.flow; f != nil {
-		f.mu.Lock()
-		fev := f.snapshot()
-		f.mu.Unlock()
-		all = append(all, flowCheck(fev, false).violations...)
-		r.progress("flow topics: %d scheduled, %d deliveries, %d settles, %d stops judged", len(fev.Schedules), len(fev.Deliveries), len(fev.Settles), len(fev.Stops))
-	}
+	all = append(all, r.wl.sideVerdict(r.skewBound, r.progress)...)
 	slices.SortStableFunc(all, func(a, b Violation) int { return a.At.Compare(b.At) })
 	// A restart that failed ends the run: the messages it strands are
 	// reported as lost too, but the failed start is what to look at first.

@@ -133,6 +133,8 @@ type Counts struct {
 	DeliveredWhilePaused int `json:"delivered_while_paused"` // violation
 	Frozen               int `json:"frozen"`                 // frozen pauses answered OK
 	FrozenEarly          int `json:"frozen_early"`           // violation: before its time plus a frozen pause
+	Edited               int `json:"edited"`                 // Edits answered EDITED (counted among the reschedules too)
+	EditOld              int `json:"edit_old"`               // violation: old content after an Edit answered EDITED, or half an edit
 	// Recurring schedules (issue 22).
 	Schedules              int `json:"schedules"`                 // created
 	ScheduleCalls          int `json:"schedule_calls"`            // create, update and delete attempts

@@ -67,16 +67,20 @@ type workload struct {
 
 	mu       sync.Mutex
 	failures map[string]int  // deliberate failures (nack, lease left to expire) per key; guarded by mu
+	edits    map[string]int  // Edits sent per key (the last content version given); guarded by mu
 	paused   map[string]bool // topics a pause may hold (not yet resumed OK); guarded by mu
 	recur    *recurPlan      // the recurring schedules' calls (recurwork.go)
 	calReady atomic.Bool     // CalendarName exists: producers send in its working time (calendarwork.go)
 	// flow is the flow-keyed topics' workload (flowwork.go); nil in
 	// cluster mode, which refuses flow policies, and under damage.
 	flow *flowWork
+	// expiry is the expiring messages' workload (expirywork.go); nil in
+	// cluster mode.
+	expiry *expiryWork
 }
 
 func newWorkload(cfg *Config, hist *History) *workload {
-	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{}, paused: map[string]bool{}, operating: allOperations,
+	w := &workload{cfg: cfg, hist: hist, failures: map[string]int{}, edits: map[string]int{}, paused: map[string]bool{}, operating: allOperations,
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.Cluster {
 		w.operating = clusterOperations
@@ -88,6 +92,9 @@ func newWorkload(cfg *Config, hist *History) *workload {
 	} else {
 		// Nor the freeze checker (a cut may take a freeze's record).
 		w.operating.freeze = false
+	}
+	if !cfg.Cluster {
+		w.expiry = &expiryWork{}
 	}
 	for i := range cfg.Topics {
 		w.topics = append(w.topics, fmt.Sprintf("ct%d", i))
@@ -140,6 +147,8 @@ func (w *workload) produce(ctx context.Context, l lanes, cycle, id int, rng *ran
 		switch r := rng.IntN(100); {
 		case r < 4 && w.operating.reschedule:
 			w.reschedule(ctx, l, cycle, rng)
+		case r >= 96 && w.operating.edit:
+			w.edit(ctx, l, cycle, rng)
 		case r < 12:
 			w.cancel(ctx, l, cycle, rng)
 		case r < 26 && l.streams != nil:
@@ -392,7 +401,8 @@ func (w *workload) consume(ctx context.Context, l lanes, cycle, id int, rng *ran
 // on a stream, after the credit that allowed it was sent then) and
 // received at received.
 func (w *workload) delivery(m *hourglassv1.Message, cycle int, issued, received time.Time) Delivery {
-	d := Delivery{Key: string(m.Body), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
+	key, ver := splitEdit(string(m.Body))
+	d := Delivery{Key: key, Edit: ver, EditHeader: header(m, EditHeader), ID: m.Id, OriginID: m.OriginId, Topic: m.Topic, Attempt: m.Attempt,
 		Receipt: m.Receipt, Cycle: cycle, Issued: issued, Received: received}
 	if w.cfg.Cluster {
 		// Which copy in the delivery stream, and the server's own
@@ -432,7 +442,7 @@ func header(m *hourglassv1.Message, key string) string {
 // ways, each raising the attempt count until they are dead-lettered;
 // others fail on purpose at most maxFailures times.
 func (w *workload) decide(t turn, m *hourglassv1.Message, rng *rand.Rand) (kind SettleKind, delay time.Duration, ok bool) {
-	key := string(m.Body)
+	key, _ := splitEdit(string(m.Body))
 	r := rng.IntN(100)
 	switch {
 	case t.dead, header(m, scheduleHeader) != "":
@@ -500,7 +510,8 @@ func (w *workload) settle(ctx context.Context, l lanes, cycle int, m *hourglassv
 
 // settleOf is the record of an Ack or Nack of m, not sent yet.
 func (w *workload) settleOf(m *hourglassv1.Message, kind SettleKind, delay time.Duration, cycle int) Settle {
-	x := Settle{Key: string(m.Body), ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
+	key, _ := splitEdit(string(m.Body))
+	x := Settle{Key: key, ID: m.Id, Topic: m.Topic, Kind: kind, NackDelay: delay, Cycle: cycle, Sched: header(m, scheduleHeader)}
 	if w.cfg.Cluster {
 		x.StreamSeq = receiptSeq(m.Receipt)
 	}

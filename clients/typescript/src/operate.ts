@@ -39,6 +39,13 @@ export interface Policy {
    * it and not yet due then is due as much later as it lasted. Setting it pauses; resume ends it.
    */
   freeze?: boolean;
+  /** A message past its expiry (ttlMs, expireAt) is dropped instead of dead-lettered with reason "expired". */
+  expiryDrop?: boolean;
+  /**
+   * A message expires unless acked by its expiry, not only unless received by then: its lease
+   * ending after the expiry ends it as expired, and an ack after it is refused (FailedPrecondition).
+   */
+  expiryUnacked?: boolean;
 }
 
 /** A frozen pause of a topic; endedAt is unset while it lasts. */
@@ -76,7 +83,9 @@ export type PolicyField =
   | "flowRate"
   | "flowBurst"
   | "flowOrdered"
-  | "flowFair";
+  | "flowFair"
+  | "expiryDrop"
+  | "expiryUnacked";
 
 const policyFieldNames: Record<PolicyField, string> = {
   maxAttempts: "max_attempts",
@@ -89,6 +98,8 @@ const policyFieldNames: Record<PolicyField, string> = {
   flowBurst: "flow_burst",
   flowOrdered: "flow_ordered",
   flowFair: "flow_fair",
+  expiryDrop: "expiry_drop",
+  expiryUnacked: "expiry_unacked",
 };
 
 /** One topic's counts and policy, as topics() tells them. */
@@ -165,6 +176,8 @@ export function policyOf(p: PbPolicy | undefined): Policy {
   if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
   if (p.flowFair !== undefined) out.flowFair = p.flowFair;
   if (p.freeze !== undefined) out.freeze = p.freeze;
+  if (p.expiryDrop !== undefined) out.expiryDrop = p.expiryDrop;
+  if (p.expiryUnacked !== undefined) out.expiryUnacked = p.expiryUnacked;
   return out;
 }
 
@@ -193,6 +206,8 @@ export function policyInit(p: Policy): MessageInitShape<typeof PolicySchema> {
   if (p.flowOrdered !== undefined) out.flowOrdered = p.flowOrdered;
   if (p.flowFair !== undefined) out.flowFair = p.flowFair;
   if (p.freeze !== undefined) out.freeze = p.freeze;
+  if (p.expiryDrop !== undefined) out.expiryDrop = p.expiryDrop;
+  if (p.expiryUnacked !== undefined) out.expiryUnacked = p.expiryUnacked;
   return out;
 }
 

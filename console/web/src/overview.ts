@@ -223,6 +223,9 @@ function policyText(p: Policy | undefined): Child {
   if (p.flowOrdered) flow.push("in order");
   if (p.flowFair) flow.push("keys in turn");
   if (flow.length) parts.push(h("span", { class: "flow-policy" }, ` per flow key: ${flow.join(", ")}`));
+  if (p.expiryDrop || p.expiryUnacked) {
+    parts.push(` expired ${p.expiryDrop ? "dropped" : "dead-lettered"}${p.expiryUnacked ? " unless acked by then" : ""}`);
+  }
   return parts.length ? parts : "defaults";
 }
 
@@ -289,6 +292,14 @@ function policyFields(p: Policy | undefined, eff: Policy | undefined): Field[] {
     { name: "backoffMax", label: "Retry backoff: at most", value: b ? dur(b.maxMs) : "", placeholder: eb ? def(dur(eb.maxMs)) : "" },
     { name: "backoffMultiplier", label: "Retry backoff: multiplier (1 to 10)", type: "number", value: b ? String(b.multiplier) : "", placeholder: eb ? def(String(eb.multiplier)) : "2" },
     { name: "backoffJitter", label: "Retry backoff: jitter (0 to 1)", type: "number", value: b ? String(b.jitter) : "", placeholder: eb ? def(String(eb.jitter)) : "0" },
+    {
+      name: "expiry", label: "A message past its expiry", value: p?.expiryDrop ? "drop" : "dead-letter",
+      options: [["dead-letter", "is dead-lettered, reason expired (default)"], ["drop", "is dropped"]],
+    },
+    {
+      name: "expireUnless", label: "A message expires unless by its expiry it is", value: p?.expiryUnacked ? "acked" : "received",
+      options: [["received", "received (an ack after it succeeds; default)"], ["acked", "acked (an ack after it is refused)"]],
+    },
   ];
 }
 
@@ -326,6 +337,10 @@ export function policyChange(v: Record<string, string>): { policy: Partial<Polic
       jitter: v.backoffJitter.trim() ? num("backoffJitter", "jitter") : 0,
     };
   } else defaults.push("backoff");
+  if (v.expiry === "drop") policy.expiryDrop = true;
+  else defaults.push("expiry_drop");
+  if (v.expireUnless === "acked") policy.expiryUnacked = true;
+  else defaults.push("expiry_unacked");
   return { policy, defaults };
 }
 

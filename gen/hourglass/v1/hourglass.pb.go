@@ -5854,7 +5854,19 @@ type Policy struct {
 	// whatever the topic holds). Setting it sets paused. A message stored
 	// while frozen keeps its time (held until resumed if due before).
 	// Answered set while a frozen pause lasts. Not with flow policies.
-	Freeze        *bool `protobuf:"varint,11,opt,name=freeze,proto3,oneof" json:"freeze,omitempty"`
+	Freeze *bool `protobuf:"varint,11,opt,name=freeze,proto3,oneof" json:"freeze,omitempty"`
+	// A message past its expiry (ScheduleRequest.expire_at, ttl_ms) is
+	// dropped, counted in hourglass_expired_dropped_total, instead of
+	// dead-lettered to "<topic>.dlq" with reason "expired". Not in cluster
+	// mode.
+	ExpiryDrop *bool `protobuf:"varint,12,opt,name=expiry_drop,json=expiryDrop,proto3,oneof" json:"expiry_drop,omitempty"`
+	// A message expires if it is not acked by its expiry, not only if it
+	// is not received by then: a lease that ends after its expiry ends it
+	// as expired (not handed out again, no retry), and an Ack from its
+	// expiry on is refused with FAILED_PRECONDITION and ends it as expired,
+	// as a Nack does. Without it an Ack after the expiry of a message
+	// received before it succeeds. Not in cluster mode.
+	ExpiryUnacked *bool `protobuf:"varint,13,opt,name=expiry_unacked,json=expiryUnacked,proto3,oneof" json:"expiry_unacked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5962,6 +5974,20 @@ func (x *Policy) GetFlowFair() bool {
 func (x *Policy) GetFreeze() bool {
 	if x != nil && x.Freeze != nil {
 		return *x.Freeze
+	}
+	return false
+}
+
+func (x *Policy) GetExpiryDrop() bool {
+	if x != nil && x.ExpiryDrop != nil {
+		return *x.ExpiryDrop
+	}
+	return false
+}
+
+func (x *Policy) GetExpiryUnacked() bool {
+	if x != nil && x.ExpiryUnacked != nil {
+		return *x.ExpiryUnacked
 	}
 	return false
 }
@@ -6137,7 +6163,8 @@ type SetPolicyRequest struct {
 	// Fields to set back to the server's default: "max_attempts",
 	// "backoff", "paused", "max_dispatch_rate", "lease_ms",
 	// "flow_concurrency", "flow_rate", "flow_burst", "flow_ordered",
-	// "flow_fair" ("paused" ends a frozen pause too).
+	// "flow_fair", "expiry_drop", "expiry_unacked" ("paused" ends a frozen
+	// pause too).
 	Defaults      []string `protobuf:"bytes,3,rep,name=defaults,proto3" json:"defaults,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -8538,7 +8565,7 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\n" +
 	"multiplier\x18\x03 \x01(\x01R\n" +
 	"multiplier\x12\x16\n" +
-	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xc7\x04\n" +
+	"\x06jitter\x18\x04 \x01(\x01R\x06jitter\"\xbc\x05\n" +
 	"\x06Policy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\x05H\x00R\vmaxAttempts\x88\x01\x01\x12/\n" +
 	"\abackoff\x18\x02 \x01(\v2\x15.hourglass.v1.BackoffR\abackoff\x12\x1b\n" +
@@ -8552,7 +8579,11 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\fflow_ordered\x18\t \x01(\bH\aR\vflowOrdered\x88\x01\x01\x12 \n" +
 	"\tflow_fair\x18\n" +
 	" \x01(\bH\bR\bflowFair\x88\x01\x01\x12\x1b\n" +
-	"\x06freeze\x18\v \x01(\bH\tR\x06freeze\x88\x01\x01B\x0f\n" +
+	"\x06freeze\x18\v \x01(\bH\tR\x06freeze\x88\x01\x01\x12$\n" +
+	"\vexpiry_drop\x18\f \x01(\bH\n" +
+	"R\n" +
+	"expiryDrop\x88\x01\x01\x12*\n" +
+	"\x0eexpiry_unacked\x18\r \x01(\bH\vR\rexpiryUnacked\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\t\n" +
 	"\a_pausedB\x14\n" +
 	"\x12_max_dispatch_rateB\v\n" +
@@ -8564,7 +8595,9 @@ const file_hourglass_v1_hourglass_proto_rawDesc = "" +
 	"\r_flow_orderedB\f\n" +
 	"\n" +
 	"_flow_fairB\t\n" +
-	"\a_freeze\"{\n" +
+	"\a_freezeB\x0e\n" +
+	"\f_expiry_dropB\x11\n" +
+	"\x0f_expiry_unacked\"{\n" +
 	"\vFrozenPause\x125\n" +
 	"\bbegan_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\abeganAt\x125\n" +
 	"\bended_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"(\n" +

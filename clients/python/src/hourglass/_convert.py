@@ -462,6 +462,8 @@ def policy_of(p: pb.Policy) -> Policy:
         flow_ordered=p.flow_ordered if p.HasField("flow_ordered") else None,
         flow_fair=p.flow_fair if p.HasField("flow_fair") else None,
         freeze=p.freeze if p.HasField("freeze") else None,
+        expiry_drop=p.expiry_drop if p.HasField("expiry_drop") else None,
+        expiry_unacked=p.expiry_unacked if p.HasField("expiry_unacked") else None,
     )
 
 
@@ -497,6 +499,10 @@ def policy_pb(p: Policy) -> pb.Policy:
         out.flow_fair = p.flow_fair
     if p.freeze is not None:
         out.freeze = p.freeze
+    if p.expiry_drop is not None:
+        out.expiry_drop = p.expiry_drop
+    if p.expiry_unacked is not None:
+        out.expiry_unacked = p.expiry_unacked
     return out
 
 

@@ -320,6 +320,13 @@ class Policy:
     #: every message stored before it and not yet due then is due as much
     #: later as it lasted. Setting it pauses; resume ends it.
     freeze: Optional[bool] = None
+    #: A message past its expiry (ttl, expire_at) is dropped instead of
+    #: dead-lettered with reason "expired".
+    expiry_drop: Optional[bool] = None
+    #: A message expires unless acked by its expiry, not only unless
+    #: received by then: its lease ending after the expiry ends it as
+    #: expired, and an ack after it is refused (FAILED_PRECONDITION).
+    expiry_unacked: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -355,6 +362,8 @@ class PolicyField(str, enum.Enum):
     FLOW_BURST = "flow_burst"
     FLOW_ORDERED = "flow_ordered"
     FLOW_FAIR = "flow_fair"
+    EXPIRY_DROP = "expiry_drop"
+    EXPIRY_UNACKED = "expiry_unacked"
 
 
 @dataclass(frozen=True)

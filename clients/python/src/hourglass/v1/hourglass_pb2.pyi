@@ -743,8 +743,10 @@ class PendingBucket(_message.Message):
     def __init__(self, start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., pending: _Optional[int] = ..., approximate: bool = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ["backoff", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "freeze", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
+    __slots__ = ["backoff", "expiry_drop", "expiry_unacked", "flow_burst", "flow_concurrency", "flow_fair", "flow_ordered", "flow_rate", "freeze", "lease_ms", "max_attempts", "max_dispatch_rate", "paused"]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_DROP_FIELD_NUMBER: _ClassVar[int]
+    EXPIRY_UNACKED_FIELD_NUMBER: _ClassVar[int]
     FLOW_BURST_FIELD_NUMBER: _ClassVar[int]
     FLOW_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     FLOW_FAIR_FIELD_NUMBER: _ClassVar[int]
@@ -756,6 +758,8 @@ class Policy(_message.Message):
     MAX_DISPATCH_RATE_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     backoff: Backoff
+    expiry_drop: bool
+    expiry_unacked: bool
     flow_burst: int
     flow_concurrency: int
     flow_fair: bool
@@ -766,7 +770,7 @@ class Policy(_message.Message):
     max_attempts: int
     max_dispatch_rate: float
     paused: bool
-    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ..., freeze: bool = ...) -> None: ...
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff: _Optional[_Union[Backoff, _Mapping]] = ..., paused: bool = ..., max_dispatch_rate: _Optional[float] = ..., lease_ms: _Optional[int] = ..., flow_concurrency: _Optional[int] = ..., flow_rate: _Optional[float] = ..., flow_burst: _Optional[int] = ..., flow_ordered: bool = ..., flow_fair: bool = ..., freeze: bool = ..., expiry_drop: bool = ..., expiry_unacked: bool = ...) -> None: ...
 
 class PurgeRequest(_message.Message):
     __slots__ = ["state", "topic"]
