@@ -1,40 +1,22 @@
 package catalog
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/hourglassmq/hourglass/internal/resident"
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// mappedKiB sums the Rss of this process's mappings of the file path,
-// from /proc/self/smaps.
+// mappedKiB sums the Rss of this process's mappings of the file path.
 func mappedKiB(t *testing.T, path string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	kib, err := resident.MappedKiB(func(p string) bool { return p == path })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var kib int64
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			in = len(fields) >= 6 && fields[5] == path // a mapping's first line; anonymous ones name no file
-			continue
-		}
-		if in && len(fields) >= 2 && fields[0] == "Rss:" {
-			n, _ := strconv.ParseInt(fields[1], 10, 64)
-			kib += n
-		}
 	}
 	return kib
 }

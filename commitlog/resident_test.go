@@ -1,40 +1,22 @@
 package commitlog
 
 import (
-	"bufio"
 	"bytes"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hourglassmq/hourglass/internal/resident"
 )
 
-// residentKiB sums the Rss of this process's mappings of files in dir,
-// from /proc/self/smaps.
+// residentKiB sums the Rss of this process's mappings of files in dir.
 func residentKiB(t *testing.T, dir string) int64 {
 	t.Helper()
-	f, err := os.Open("/proc/self/smaps")
+	kib, err := resident.MappedKiB(func(p string) bool { return strings.HasPrefix(p, dir+string(filepath.Separator)) })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	var kib int64
-	in := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 5 && strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			// A mapping's first line; anonymous mappings name no file.
-			in = len(fields) >= 6 && strings.HasPrefix(fields[5], dir+string(filepath.Separator))
-			continue
-		}
-		if in && len(fields) >= 2 && fields[0] == "Rss:" {
-			n, _ := strconv.ParseInt(fields[1], 10, 64)
-			kib += n
-		}
 	}
 	return kib
 }
