@@ -80,3 +80,33 @@ func TestSplitEdit(t *testing.T) {
 		}
 	}
 }
+
+// TestEditKeepsARacingRescheduleTime replays the race a clean-clone CI run
+// found: a by-key Reschedule to an earlier time and a by-key Edit of the
+// same message, sent within a millisecond and applied in that order. The
+// Edit keeps the time of the incarnation it replaced (the rescheduled
+// one), not the one the workload saw when it chose the message; the
+// delivery at the earlier time is on time. Without the racing Reschedule
+// the same delivery is early.
+func TestEditKeepsARacingRescheduleTime(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	sched := Schedule{Key: "a", Topic: "ct0", Sent: at(0), Answered: at(1), Outcome: OK, ID: "a0", NotBefore: at(11000), Kind: "delay"}
+	earlier := Reschedule{Key: "a", Topic: "ct0", ByKey: true, Mode: "earlier", Sent: at(200), Answered: at(203),
+		Outcome: OK, Answer: RescheduleRescheduled, NewID: "a1", NotBefore: at(2000)}
+	edit := Reschedule{Key: "a", Topic: "ct0", ByKey: true, Mode: "edit", Edit: 1, Sent: at(199), Answered: at(204),
+		Outcome: OK, Answer: RescheduleRescheduled, NewID: "a2", NotBefore: at(11000)}
+	d := Delivery{Key: "a", ID: "a2", OriginID: "a0", Topic: "ct0", Edit: 1, EditHeader: "1", Issued: at(9000), Received: at(9001), Receipt: "r"}
+	ack := Settle{Key: "a", ID: "a2", Topic: "ct0", Kind: Ack, Sent: at(9002), Answered: at(9003), Outcome: OK}
+	p := CheckParams{SkewBound: time.Millisecond}
+
+	ev := Events{Schedules: []Schedule{sched}, Reschedules: []Reschedule{earlier, edit}, Deliveries: []Delivery{d}, Settles: []Settle{ack}}
+	if res := Check(ev, p); len(res.Violations) != 0 {
+		t.Errorf("edit racing an earlier reschedule, delivered at the rescheduled time: %+v; want none", res.Violations)
+	}
+	ev = Events{Schedules: []Schedule{sched}, Reschedules: []Reschedule{edit}, Deliveries: []Delivery{d}, Settles: []Settle{ack}}
+	res := Check(ev, p)
+	if len(res.Violations) != 1 || res.Violations[0].Kind != VEarly {
+		t.Errorf("edit alone, delivered 2 s before its time: %+v; want one %s", res.Violations, VEarly)
+	}
+}

@@ -217,6 +217,8 @@ func (s *keyState) floor(d *Delivery) (time.Time, string) {
 		return time.Time{}, "redriven"
 	case (sc.ID != "" && d.ID == sc.ID) || (sc.ID == "" && d.ID == d.OriginID):
 		nb, what = sc.NotBefore, sc.Kind
+	case r != nil && r.Mode == "edit":
+		nb, what = s.editFloor(r), "rescheduled edit"
 	case r != nil:
 		nb, what = r.NotBefore, "rescheduled "+r.Mode
 	default:
@@ -267,6 +269,23 @@ func (s *keyState) floor(d *Delivery) (time.Time, string) {
 		}
 	}
 	return nb, what
+}
+
+// editFloor is the earliest time the replacement of Edit r may be due.
+// An Edit keeps the time of the incarnation it replaces, which is not
+// always the one the workload saw when it chose the message: a Reschedule
+// of the key sent before the Edit was answered may have moved it first
+// (a by-key "earlier" and an Edit racing, applied in that order, leave the
+// edited content at the earlier time). So: the earliest of the time the
+// workload recorded and every such Reschedule's NotBefore.
+func (s *keyState) editFloor(r *Reschedule) time.Time {
+	nb := r.NotBefore
+	for _, o := range s.rescheds {
+		if o != r && o.moves() && o.Sent.Before(r.Answered) {
+			nb = minTime(nb, o.NotBefore)
+		}
+	}
+	return nb
 }
 
 // minTime is the earlier of a and b, a zero time counting as none.
