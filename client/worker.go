@@ -37,7 +37,7 @@ type WorkerOptions struct {
 	Concurrency int
 	// Prefetch is how many messages of a topic the server may hand the
 	// worker before it has settled them, 1 to 10000, unless Topics says
-	// otherwise; default 2 * Concurrency, at least 10.
+	// otherwise; default 2 * Concurrency, at least 100.
 	Prefetch int
 	// MaxBatch is the most messages the server pushes at once, 1 to 1000,
 	// unless Topics says otherwise; default Prefetch (at most 1000).
@@ -189,7 +189,7 @@ func (w *Worker) config(topic string, h Handler) loopConfig {
 		concurrency: firstPositive(o.Concurrency, w.o.Concurrency, 1),
 		lease:       firstPositive(o.Lease, w.o.Lease),
 	}
-	cfg.prefetch = firstPositive(o.Prefetch, w.o.Prefetch, max(10, 2*cfg.concurrency))
+	cfg.prefetch = firstPositive(o.Prefetch, w.o.Prefetch, max(defaultPrefetch, 2*cfg.concurrency))
 	cfg.maxBatch = firstPositive(o.MaxBatch, w.o.MaxBatch, min(cfg.prefetch, maxPush))
 	return cfg
 }

@@ -52,7 +52,7 @@ export interface ConsumeOptions {
   waitMs?: number;
   /**
    * On a Consume stream: how many messages the server may hand over before they are settled (the
-   * stream's credits), 1 to 10000; default 2 * concurrency, at least 10.
+   * stream's credits), 1 to 10000; default 2 * concurrency, at least 100 (docs/CLIENTS.md says why).
    */
   prefetch?: number;
   /** On a Consume stream: the most messages the server pushes at once, 1 to 1000; default prefetch (at most 1000). */
@@ -83,7 +83,7 @@ export async function consume(c: HourglassClient, topic: string, handler: Handle
   const signal = o.signal ?? new AbortController().signal;
   const report = (err: unknown) => o.onError?.(err);
   if (c.streams) {
-    const prefetch = Math.floor(o.prefetch ?? Math.max(10, 2 * concurrency));
+    const prefetch = Math.floor(o.prefetch ?? Math.max(100, 2 * concurrency));
     const maxBatch = Math.floor(o.maxBatch ?? Math.min(prefetch, maxPush));
     let backoffMs = 100;
     while (!signal.aborted) {

@@ -4,7 +4,7 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Code, ConnectError, deadLetter, retry, type Delivery, type Handler, type HourglassClient } from "../src/index.js";
+import { Code, ConnectError, deadLetter, retry, type Delivery, type Handler, type HourglassClient, type TopicInfo } from "../src/index.js";
 import { createNodeClient } from "../src/node.js";
 import { createWebClient } from "../src/web.js";
 import { startServer, waitFor, type Server } from "./server.js";
@@ -343,6 +343,30 @@ for (const [name, make] of Object.entries(clients)) {
       } else {
         assert.equal(consume, 0, `${name}: a Consume stream on a transport without bidirectional streams`);
         assert.ok(receive >= 1, `${name}: no Receive call`);
+      }
+    });
+
+    test("a stream's default credits: at least 100 leased to one handler", { skip: !(name === "node-grpc" || name.endsWith("-h2")) && "no Consume stream on this transport" }, async () => {
+      // 150 due at once and a handler that holds the first: the server leases as many as the stream
+      // has credits, in one batch (maxBatch defaults to prefetch), and no more. Read from topics().
+      const t = topic("credits");
+      await c.scheduleBatch(Array.from({ length: 150 }, (_, i) => ({ topic: t, body: `m${i}` })));
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const stop = new AbortController();
+      const running = c.consume(t, () => gate, { signal: stop.signal });
+      try {
+        let info: TopicInfo | undefined;
+        await waitFor("100 messages leased to the consumer", async () => {
+          info = (await c.topics()).find((x) => x.topic === t);
+          return (info?.leased ?? 0) >= 100;
+        }, 10000);
+        assert.equal(info?.leased, 100, "leased to one consumer with default options");
+        assert.equal(info?.due, 50, "left due");
+      } finally {
+        release();
+        stop.abort();
+        await running;
       }
     });
 
