@@ -75,6 +75,9 @@ type KillReport struct {
 	// of those partitions (of any for a NATS kill) due from the kill to
 	// the next kill (or the end): how long the kill held deliveries up.
 	MaxLateMs float64 `json:"max_late_ms"`
+	// LateP99Ms: the 99th percentile of the same messages' lateness
+	// (issue 46's bound after a NATS kill: the lease plus 2 s).
+	LateP99Ms float64 `json:"late_p99_ms"`
 	// ConsumeStreams: the Consume streams open on the hourglass node when
 	// it was killed (the kill waits up to midStreamWait for one).
 	ConsumeStreams int `json:"consume_streams"`
@@ -462,12 +465,14 @@ func (r *runner) finishCluster(ev Events, res Result) {
 		if i+1 < len(cs.Kills) {
 			until = cs.Kills[i+1].At
 		}
+		var after []time.Duration
 		for _, f := range firsts {
 			if f.due.Before(k.At) || (!until.IsZero() && !f.due.Before(until)) || !ours(f.d) {
 				continue
 			}
-			k.MaxLateMs = max(k.MaxLateMs, ms(f.d.Received.Sub(f.due)))
+			after = append(after, f.d.Received.Sub(f.due))
 		}
+		k.LateP99Ms, k.MaxLateMs = pct(after, 99), pct(after, 100)
 	}
 	for _, d := range r.natsRest {
 		cs.NATSRestartMaxMs = max(cs.NATSRestartMaxMs, ms(d))
