@@ -114,8 +114,9 @@ const (
 type streamCommit struct {
 	s           *Server
 	ctx         context.Context
-	maxMessages int // of one call: streamCallMessages, or MaxBatch in cluster mode
-	maxCalls    int // in flight: streamCalls, or 1 in cluster mode
+	maxMessages int  // of one call: streamCallMessages, or MaxBatch in cluster mode
+	maxCalls    int  // in flight: streamCalls, or 1 in cluster mode
+	keyedAlone  bool // cluster mode: a request with idempotency keys is a call of its own
 
 	mu      sync.Mutex
 	pending []streamItem // guarded by mu: checked, not yet in a call
@@ -126,6 +127,7 @@ type streamCommit struct {
 type streamItem struct {
 	reqs  []engine.Request
 	batch bool
+	keyed bool // some message has an idempotency key
 	done  chan<- *hourglassv1.ScheduleStreamResponse
 }
 
@@ -149,6 +151,7 @@ func (c *streamCommit) add(req *hourglassv1.ScheduleStreamRequest, done chan<- *
 		done <- c.s.streamError(err)
 		return
 	}
+	it.keyed = slices.ContainsFunc(it.reqs, func(r engine.Request) bool { return r.IdempotencyKey != "" })
 	c.mu.Lock()
 	c.pending = append(c.pending, it)
 	if c.running >= c.maxCalls {
@@ -174,6 +177,11 @@ func (s *Server) newStreamCommit(ctx context.Context) *streamCommit {
 		// 11,490/s and with one 15,980/s, side by side (docs/BENCHMARKS.md
 		// "Cluster mode"), each waiting up to one publish longer.
 		c.maxMessages, c.maxCalls = MaxBatch, clusterStreamCalls
+		// And a cluster deduplicates a call as a whole (its intake
+		// message's Nats-Msg-Id names every key in order, CLUSTER.md): a
+		// keyed request merged with others would, resent after a lost
+		// answer, meet other company and be stored twice.
+		c.keyedAlone = true
 	}
 	if s.opts.streamCalls > 0 {
 		c.maxCalls = s.opts.streamCalls
@@ -182,10 +190,14 @@ func (s *Server) newStreamCommit(ctx context.Context) *streamCommit {
 }
 
 // take removes the next call's items from pending: at least one, then as
-// many as fit in c.maxMessages. c.mu is held.
+// many as fit in c.maxMessages (with keyedAlone, a keyed item goes alone).
+// c.mu is held.
 func (c *streamCommit) take() []streamItem {
 	n, msgs := 0, 0
 	for n < len(c.pending) && (n == 0 || msgs+len(c.pending[n].reqs) <= c.maxMessages) {
+		if n > 0 && c.keyedAlone && (c.pending[0].keyed || c.pending[n].keyed) {
+			break
+		}
 		msgs += len(c.pending[n].reqs)
 		n++
 	}

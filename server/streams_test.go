@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -247,6 +248,57 @@ func TestScheduleStreamClusterCalls(t *testing.T) {
 		f.answer <- nil
 	}
 	for i := range 1 + batches {
+		if r := <-answers; r.GetError() != nil {
+			t.Fatalf("answer %d: %v", i, r.GetError())
+		}
+	}
+}
+
+// TestScheduleStreamClusterKeyedAlone: in cluster mode a request with
+// idempotency keys is a call of its own, as the caller sent it, because a
+// cluster deduplicates a call whole: merged with what else waited, its
+// resend after a lost answer would be another call and stored twice (a
+// crashtest --cluster run found keyed stream messages delivered twice).
+// Unkeyed requests still share calls.
+func TestScheduleStreamClusterKeyedAlone(t *testing.T) {
+	calls := make(chan *fakeCall)
+	srv, err := New(Options{Cluster: newFakeCluster(true, calls)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.newStreamCommit(testCtx(t))
+	at := timestamppb.New(time.Now().Add(time.Hour))
+	plain := &hourglassv1.ScheduleRequest{Topic: "t", When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: at}}
+	keyed := func(k string) *hourglassv1.ScheduleRequest {
+		return &hourglassv1.ScheduleRequest{Topic: "t", IdempotencyKey: k, When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: at}}
+	}
+	answers := make(chan *hourglassv1.ScheduleStreamResponse, 16)
+	c.add(streamMessage(plain), answers) // holds the one call slot
+	first := takeCalls(t, calls, 1)
+	// Waiting meanwhile: two plain, a keyed single, a keyed batch, two plain.
+	c.add(streamMessage(plain), answers)
+	c.add(streamMessage(plain), answers)
+	c.add(streamMessage(keyed("a")), answers)
+	c.add(streamBatch(keyed("b"), keyed("c")), answers)
+	c.add(streamMessage(plain), answers)
+	c.add(streamMessage(plain), answers)
+	first[0].answer <- nil
+	var got [][]string
+	for held := 0; held < 7; {
+		f := takeCalls(t, calls, 1)[0]
+		var keys []string
+		for _, r := range f.reqs {
+			keys = append(keys, r.IdempotencyKey)
+		}
+		got = append(got, keys)
+		held += len(f.reqs)
+		f.answer <- nil
+	}
+	want := [][]string{{"", ""}, {"a"}, {"b", "c"}, {"", ""}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("calls by their messages' keys: %q; want %q", got, want)
+	}
+	for i := range 7 {
 		if r := <-answers; r.GetError() != nil {
 			t.Fatalf("answer %d: %v", i, r.GetError())
 		}

@@ -439,6 +439,9 @@ func (r *runner) finishCluster(ev Events, res Result) {
 		if d.DeliverAt.After(nb) {
 			nb = d.DeliverAt
 		}
+		if pausedBetween(ev.Policies, d.Topic, nb, d.Received) {
+			continue // held by a pause, as it should be: not the cluster's lateness
+		}
 		late = append(late, d.Received.Sub(nb))
 		firsts = append(firsts, firstDelivery{d, nb})
 	}
@@ -477,6 +480,29 @@ func (r *runner) finishCluster(ev Events, res Result) {
 	for _, d := range r.natsRest {
 		cs.NATSRestartMaxMs = max(cs.NATSRestartMaxMs, ms(d))
 	}
+}
+
+// pausedBetween reports whether topic was paused at some moment from
+// from to to: a pause sent before to whose resume (the topic's next
+// PolicyChange unpausing it) was not answered before from. Calls in doubt
+// count as taking effect.
+func pausedBetween(ps []PolicyChange, topic string, from, to time.Time) bool {
+	for i, p := range ps {
+		if p.Topic != topic || !p.Paused || !p.Sent.Before(to) || p.Outcome == Rejected {
+			continue
+		}
+		resumed := false
+		for _, q := range ps[i+1:] {
+			if q.Topic == topic && !q.Paused && q.Outcome == OK {
+				resumed = q.Answered.Before(from)
+				break
+			}
+		}
+		if !resumed {
+			return true
+		}
+	}
+	return false
 }
 
 // partitionOf is the cluster partition in a message ID.

@@ -106,9 +106,9 @@ func (s *Summary) WriteTable(w io.Writer) error {
 	if cs := s.Cluster; cs != nil && len(cs.Kills) > 0 {
 		fmt.Fprintln(w, "\ntakeover per kill (Consume streams: open on the killed node when it died; re-owned: until the")
 		fmt.Fprintln(w, "last of the partitions it owned had another owner in HG_OWNERS; first delivery: until the first")
-		fmt.Fprintln(w, "message of any of them, of any partition for a NATS kill, was received as a first attempt; max")
+		fmt.Fprintln(w, "message of any of them, of any partition for a NATS kill, was received as a first attempt;")
 		fmt.Fprintln(w, "lateness after: the 99th percentile and the largest received-minus-due of those messages due from the")
-		fmt.Fprintln(w, "kill to the next one):")
+		fmt.Fprintln(w, "kill to the next one, first attempts not held by a pause of their topic):")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  cycle\tkilled\tpartitions\tConsume streams\tre-owned\tfirst delivery\tlateness after: p99 / max")
 		for _, k := range cs.Kills {
