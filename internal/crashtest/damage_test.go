@@ -332,6 +332,11 @@ func TestMustReport(t *testing.T) {
 		{"sched_flip_retired", DSchedFlip, gone, false},
 		{"done_delete_while_the_segment_exists", DDoneDelete, there, true},
 		{"done_delete_retired", DDoneDelete, gone, false},
+		{"done_flip_while_the_segment_exists", DDoneFlip, there, true},
+		{"done_flip_retired", DDoneFlip, gone, false},
+		// A dispatch log left behind by a retirement a kill cut short (a
+		// clean-clone CI run flipped one): its segment is gone.
+		{"done_flip_of_a_log_without_its_segment", DDoneFlip, func(p string) bool { return strings.HasSuffix(p, ".done") }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := mustReport(DamageEvent{DamagePlan: DamagePlan{Kind: tc.kind, Path: "/d/schedule/x.done"}}, tc.exists); got != tc.want {

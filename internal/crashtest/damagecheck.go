@@ -241,8 +241,13 @@ func mustReport(ev DamageEvent, exists func(string) bool) bool {
 	switch ev.Kind {
 	case DCheckpointDelete:
 		return false // it only shortens recovery
-	case DSchedFlip, DDoneFlip:
+	case DSchedFlip:
 		return exists(ev.Path) // retired with its bucket: nothing left to report
+	case DDoneFlip:
+		// A dispatch log whose segment is gone belongs to a retired bucket
+		// (a kill cut its retirement between the two deletes): nothing
+		// reads it again, so there is nothing to report.
+		return exists(ev.Path) && exists(strings.TrimSuffix(ev.Path, ".done")+".sched")
 	case DDoneDelete:
 		return exists(strings.TrimSuffix(ev.Path, ".done") + ".sched")
 	}
