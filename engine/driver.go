@@ -34,7 +34,6 @@ const (
 	evLoaded
 	evConfirm
 	evRetired
-	evFutureChecked
 	evCall
 )
 
@@ -76,8 +75,7 @@ type driver struct {
 	buckets map[int64]*bucket
 	slots   [256]slotRef // what each wheel.Ref slot names (refs.go)
 	fates   fates
-	future  map[int64]*futureBucket // buckets not started to retire early (retirefuture.go)
-	lanes   map[string]*lane        // live lanes by topic; an idle one is retired
+	lanes   map[string]*lane // live lanes by topic; an idle one is retired
 	firing  firing
 	ld      loadState
 
@@ -106,14 +104,14 @@ type loadState struct {
 	segsDirty bool
 	nextLoad  int64
 	caught    bool // reput has routed everything present at Open
-	// checks counts the start-up checks passed (startcheck.go): the
-	// driver fires nothing, and Ready stays open, until all have.
-	checks   int
+	// checked: every record the commitlog retained at Open passed its
+	// checksum (checkRetained); Ready waits for it.
+	checked  bool
 	startEnd int64
 	// startCkpt is reput's durable checkpoint before this run started
 	// routing (the largest int64 when it has none): a segment whose
 	// entries all lie at or above it may have been created just before a
-	// crash, before its dispatch log (lostWhy).
+	// crash, before its dispatch log (missingDone).
 	startCkpt int64
 	// noDone holds the buckets (int64 starts) whose dispatch log could not
 	// be created with their segment in this run: a missing one is not lost.
@@ -142,7 +140,6 @@ func newDriver(e *Engine) *driver {
 		cancel:     cancel,
 		buckets:    make(map[int64]*bucket),
 		fates:      fates{live: make(map[uint64]liveFate)},
-		future:     make(map[int64]*futureBucket),
 		lanes:      make(map[string]*lane),
 		firing:     firing{building: make(map[*lane]*batch)},
 	}
@@ -211,7 +208,7 @@ func (d *driver) onCancel(b int64, seq uint64, why dispatchlog.Reason) {
 // onSegment is told of each segment reput creates, before any entry of
 // it is published or covered by a checkpoint. It creates the segment's
 // dispatch log at once, so that a segment whose dispatch log is missing
-// later has lost it (load.go, lostWhy). Reput itself opens the log
+// later has lost it (load.go, missingDone). Reput itself opens the log
 // only on its goroutine, which is running this, so the two never write it
 // at the same time.
 func (d *driver) onSegment(s schedulelog.SegmentInfo) {
@@ -291,22 +288,11 @@ func (d *driver) run(startEnd int64) {
 	}
 	go func() {
 		// Until everything in the commitlog at Open is routed, a durable
-		// cancel may not be in any dispatch log yet: check and load
-		// nothing before.
-		if d.e.reput.WaitRouted(d.ctx, startEnd) != nil {
-			return
-		}
-		if d.checkDispatchLogs() {
-			d.passed()
-		}
-		// The bucket of messages frozen on their own may have every entry
-		// done (thawed before a crash that lost the check, or a
-		// retirement cut short): check it once (retirefuture.go).
-		frozen, ok := d.e.reput.FindSegment(FrozenAt)
+		// cancel may not be in any dispatch log yet: load nothing before.
+		err := d.e.reput.WaitRouted(d.ctx, startEnd)
 		d.post(ev{kind: evCall, call: func() {
-			d.ld.caught = true
-			if ok {
-				d.noteFuture(frozen.Start, -1)
+			if err == nil {
+				d.ld.caught = true
 			}
 		}})
 	}()
@@ -324,10 +310,8 @@ func (d *driver) run(startEnd int64) {
 		// must not set the wait to zero: the loop would spin until the
 		// sink confirms (it did, at half the server's CPU while a hot
 		// second drained into a busy queue). Room comes back only with a
-		// confirm or requeue event, and posting one wakes the loop; so
-		// does the last start-up check passing, before which fire takes
-		// nothing either.
-		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.started() && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
+		// confirm or requeue event, and posting one wakes the loop.
+		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
 			next = n - d.leadMs
 		}
 		if waiting {
@@ -400,8 +384,6 @@ func (d *driver) handle(e *ev) {
 		d.confirmed(e.lane, e.items, e.err)
 	case evRetired:
 		d.retired(e.bucket, e.err)
-	case evFutureChecked:
-		d.futureChecked(e.bucket, e.err)
 	case evCall:
 		e.call()
 	}
@@ -417,12 +399,10 @@ const maxSleepMs = 1000
 // never is a deadline that does not come.
 const never = int64(1<<62 - 1)
 
-// maintain retires finished buckets, buckets not started whose every entry
-// is done, and idle lanes, loads the next bucket, and returns when it next
-// needs to run.
+// maintain retires finished buckets and idle lanes and loads the next
+// bucket, and returns when it next needs to run.
 func (d *driver) maintain(now int64) int64 {
 	next := d.retireBuckets(now)
-	next = min(next, d.retireFuture(now))
 	next = min(next, d.retireLanes(now))
 	return min(next, d.loadNext(now))
 }

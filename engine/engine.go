@@ -149,11 +149,7 @@ type Engine struct {
 	// segment and deciding on the driver (claim), or reading its state
 	// (Get).
 	afterFind func()
-	// beforeEarlyRetire, if set (tests), runs when a check found every
-	// entry of a bucket not started done, before reput retires it
-	// (retirefuture.go).
-	beforeEarlyRetire func()
-	health            *health
+	health    *health
 	// refusal.ch is closed, with refusal.err set, by refuse.
 	refusal struct {
 		ch   chan struct{}
@@ -262,7 +258,7 @@ func Open(opts Options) (*Engine, error) {
 	if e.takePendingFile(e.openEnd) {
 		close(e.pending.counted)
 	}
-	// A start-up check, beside routing and loading (startcheck.go).
+	// Beside routing and loading; Ready waits for it.
 	go e.checkRetained(e.openEnd)
 	go e.d.run(e.openEnd)
 	return e, nil
@@ -278,12 +274,10 @@ func repairHint(err error, dir string) error {
 		err, dir, filepath.Join(dir, "quarantine"))
 }
 
-// Ready is closed once the start-up checks have passed (the dispatch logs
-// of the buckets due at start, every record the commitlog retains: a
-// failure closes Refused instead), everything in the commitlog at Open is
-// routed and the buckets due by then are loaded. Nothing is handed to the
-// sink before the checks have passed; due messages fire from then on,
-// before Ready.
+// Ready is closed once everything in the commitlog at Open is routed, the
+// buckets due by then are loaded (the first due message can fire), and
+// every record the commitlog retains has passed its checksum (damage
+// there closes Refused instead).
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
 // Now returns the engine's clock.
