@@ -54,7 +54,8 @@ type ev struct {
 // driver owns the wheel and the loaded buckets; one goroutine runs it and
 // everything else talks to it through its event queue.
 type driver struct {
-	// leadMs is Options.HandoffLead: entries are fired this much early.
+	// leadMs is Options.HandoffLead: entries are fired up to this much
+	// early, in steps of half of it (run).
 	leadMs int64
 	// laneIdleMs is how long a lane with nothing to deliver lives on
 	// (Options.LaneIdle); negative: until Close.
@@ -303,7 +304,15 @@ func (d *driver) run(startEnd int64) {
 		d.drain()
 		now := d.now()
 		waiting := d.pushOverflow()
-		d.fire(now, now+d.leadMs)
+		if n, ok := d.w.Next(); ok && n <= now+d.leadMs/2 {
+			// With a handoff lead the driver hands over in steps: once the
+			// earliest entry is within half the lead, everything within the
+			// whole lead goes. At a steady rate a hand-over (a queue fsync
+			// and a dispatch-log fsync) then carries half a lead's worth of
+			// messages, not a millisecond's, and each is still handed over
+			// at least half the lead before it is due.
+			d.fire(now, now+d.leadMs)
+		}
 		next := d.maintain(now)
 		d.pruneRecorded()
 		// At MaxInflight fire takes nothing, so an overdue wheel entry
@@ -311,8 +320,8 @@ func (d *driver) run(startEnd int64) {
 		// sink confirms (it did, at half the server's CPU while a hot
 		// second drained into a busy queue). Room comes back only with a
 		// confirm or requeue event, and posting one wakes the loop.
-		if n, ok := d.w.Next(); ok && n-d.leadMs < next && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
-			next = n - d.leadMs
+		if n, ok := d.w.Next(); ok && n-d.leadMs/2 < next && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
+			next = n - d.leadMs/2
 		}
 		if waiting {
 			next = min(next, now+1) // a lane is busy: look again in a millisecond

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,5 +29,31 @@ func TestReceivedBytesDoNotOverlap(t *testing.T) {
 		if string(m.Body) != bodies[i] || string(m.Headers[0].Value) != "v"+bodies[i] {
 			t.Errorf("message %d: body %.10q (%d bytes), header %.10q after appending to the others", i, m.Body, len(m.Body), m.Headers[0].Value)
 		}
+	}
+}
+
+// TestReceiveOfOneAllocatesLittle: a Receive that takes one small message
+// (most calls at a steady rate) allocates a small first chunk for its
+// bytes, not a whole arenaChunk.
+func TestReceiveOfOneAllocatesLittle(t *testing.T) {
+	q := openQ(t, t.TempDir(), nil)
+	defer q.Close()
+	const n = 100
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = strings.Repeat("b", 100)
+	}
+	deliver(t, q, "one", bodies...)
+	recv(t, q, "one", 1, time.Hour) // the topic's first call sets up what it keeps
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n - 1 {
+		if ms := recv(t, q, "one", 1, time.Hour); len(ms) != 1 {
+			t.Fatalf("received %d messages, want 1", len(ms))
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := (after.TotalAlloc - before.TotalAlloc) / (n - 1); per >= arenaChunk/2 {
+		t.Errorf("a Receive of one 100-byte message allocated %d bytes; want less than %d", per, arenaChunk/2)
 	}
 }

@@ -391,7 +391,11 @@ func (t *topic) message(l *lease, now time.Time, m *message.Message, arena *[]by
 		n += len(h.Key) + len(h.Value)
 	}
 	if cap(*arena)-len(*arena) < n {
-		*arena = make([]byte, 0, max(n, arenaChunk))
+		size := arenaChunk
+		if *arena == nil {
+			size = arenaFirst
+		}
+		*arena = make([]byte, 0, max(n, size))
 	}
 	buf := (*arena)[len(*arena):len(*arena)]
 	take := func(b []byte) []byte {
@@ -416,8 +420,14 @@ func (t *topic) message(l *lease, now time.Time, m *message.Message, arena *[]by
 }
 
 // arenaChunk is the size of the chunks received messages' bytes are
-// copied into: a Receive of a hundred 256-byte messages makes one.
-const arenaChunk = 32 << 10
+// copied into: a Receive of a hundred 256-byte messages makes two. A
+// call's first chunk is arenaFirst: at a steady rate most calls take one
+// message or a few, and a 32 KiB chunk for each (allocated and cleared)
+// was a twelfth of the server's CPU at 2,000 messages a second.
+const (
+	arenaFirst = 2 << 10
+	arenaChunk = 32 << 10
+)
 
 // maxExpiryLines bounds the lease expiries expire logs one by one; the
 // rest of a pass is one line with their number.

@@ -80,7 +80,7 @@ func serveFlagList() []cli.Flag {
 		&cli.StringFlag{Name: "delay-levels", Category: catMessages, Value: units.DefaultDelayLevels, EnvVars: envVar("delay-levels"),
 			Usage: "`DURATIONS` of delay levels 1, 2, ..."},
 		&cli.DurationFlag{Name: "handoff-lead", Category: catMessages, Value: d.HandoffLead, DefaultText: "20ms", EnvVars: envVar("handoff-lead"),
-			Usage: "hand messages to the queue this `DURATION` early, 0 to 1s"},
+			Usage: "hand messages to the queue up to this `DURATION` early (at least half of it), 0 to 1s"},
 		&cli.DurationFlag{Name: "idempotency-window", Category: catMessages, Value: d.IdempotencyWindow, DefaultText: "10m",
 			EnvVars: envVar("idempotency-window"), Usage: "keep idempotency keys this `DURATION`; 0: off"},
 
