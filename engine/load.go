@@ -159,6 +159,12 @@ func (d *driver) loadNext(now int64) int64 {
 			next = d.ld.nextLoad
 			break
 		}
+		if d.futureBusy(s.Start) != nil {
+			// Being retired early (the clock moved on meanwhile): load
+			// it, if it is still there, once that is over.
+			d.ld.segsDirty = true
+			return min(next, retry)
+		}
 		if f := d.ld.failed[s.Start]; f != nil {
 			if f.permanent {
 				continue

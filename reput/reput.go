@@ -286,7 +286,8 @@ func Start(opts Options) (*Reput, error) {
 	}
 	r.segs.dir, r.segs.log, r.segs.mu.list = opts.Dir, opts.Logger, segs
 	r.dispatch.opts, r.dispatch.segs, r.dispatch.mu.open = &r.opts, &r.segs, make(map[int64]*dispWriter)
-	r.keys = keyStager{cat: opts.Catalog, opts: &r.opts, segs: &r.segs}
+	r.keys = keyStager{cat: opts.Catalog, opts: &r.opts, segs: &r.segs,
+		retired: func(id message.ID) bool { return r.retired.st.covers(id.DeliverAt, id.Seq) }}
 	r.progress.mu.advanced = make(chan struct{})
 	first, end := opts.Log.FirstOffset(), opts.Log.EndOffset()
 	pos, ok, rewrite, err := r.recoverState(len(segs) > 0, end)
@@ -367,6 +368,14 @@ func (r *Reput) Segments() []schedulelog.SegmentInfo { return r.segs.snapshot() 
 func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 	return r.segs.find(deliverAtMs)
 }
+
+// Removed counts the segments taken off the list since Start: one per
+// retirement. A bucket's name can hold a new segment once it is retired (a
+// later record due in it, such as a message frozen again at the same far
+// time), so a reader that found a segment, read its files and must know
+// they were the ones it found compares Removed before FindSegment and
+// after its reads: unchanged, nothing was retired meanwhile.
+func (r *Reput) Removed() uint64 { return r.segs.removals() }
 
 // Watch starts handing entries and cancels routed to bucket to OnEntries and
 // OnCancel, and returns the segment's readable end at that moment: the
