@@ -18,7 +18,8 @@ import (
 // or after its old time while a third, not frozen, is; `thaw` by key
 // makes one due its remaining delay from the thaw (delivered once, under
 // the ID thaw printed), `cancel` by the first ID cancels the other, which
-// a kill -9 does not bring back.
+// a kill -9 does not bring back (a fourth, frozen throughout, keeps their
+// bucket from retiring).
 func TestFreezeMessageKill9(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -32,6 +33,13 @@ func TestFreezeMessageKill9(t *testing.T) {
 	byKey := run("send", "fm", "--delay", "10s", "--key", "k1", "--body", "by-key")
 	byID := run("send", "fm", "--delay", "10s", "--body", "by-id")
 	kept := run("send", "fm", "--delay", "10s", "--body", "kept")
+	// Frozen throughout: the FrozenAt bucket keeps an entry not done, so
+	// it does not retire (TestFrozenBucketRetires) and the cancelled
+	// message's state is still read from it after the restart below.
+	stays := run("send", "fm", "--delay", "10s", "--body", "stays")
+	if out := run("freeze", stays); !strings.HasPrefix(out, stays+" frozen ") {
+		t.Fatalf("freeze printed %q; want %s frozen NEW_ID REMAINING", out, stays)
+	}
 
 	f := strings.Fields(run("freeze", "--topic", "fm", "--key", "k1"))
 	if len(f) != 4 || f[0] != "fm/k1" || f[1] != "frozen" || f[2] == byKey {

@@ -27,7 +27,8 @@ func resultOf(st State) CancelResult {
 // with reason why (a cancel or a reschedule) and returns claimed, with
 // known false when the bucket is not in memory (its dispatch log must be
 // asked). Otherwise st is what became of it; wait, if not nil, is closed
-// once another Cancel's claim on it is recorded or dropped (ask again).
+// once another Cancel's claim on it is recorded or dropped, or once a
+// retirement of its bucket in flight is over (ask again).
 func (d *driver) tryClaim(ctx context.Context, seq uint64, start int64, why dispatchlog.Reason) (st State, ok, known bool, wait <-chan struct{}, err error) {
 	err = d.call(ctx, func() {
 		if lf, live := d.fates.live[seq]; live && lf.state == claimed {
@@ -38,11 +39,15 @@ func (d *driver) tryClaim(ctx context.Context, seq uint64, start int64, why disp
 			wait = lf.wait
 			return
 		}
+		if wait = d.futureBusy(start); wait != nil {
+			// Being retired: once it is over, the bucket is gone or whole.
+			return
+		}
 		st, known = d.fateOf(seq, start)
 		if st != StatePending {
 			return
 		}
-		d.claim(seq, why)
+		d.claim(seq, start, why)
 		ok = true
 	})
 	return st, ok, known, wait, err
@@ -106,15 +111,15 @@ func (e *Engine) Cancel(ctx context.Context, id message.ID) (CancelResult, error
 		e.d.decide(id.Seq, -1)
 		return Unknown, err
 	}
+	e.uncount(id)
 	e.d.decide(id.Seq, offs[0])
 	e.calls.cancelled.Add(1)
-	e.uncount(id)
 	return Cancelled, nil
 }
 
 // uncount takes the cancelled message id off the pending counts: its
-// topic and size are read from its segment (which cannot retire before the
-// cancel record is routed).
+// topic and size are read from its segment, which cannot retire while the
+// claim on id is undecided.
 func (e *Engine) uncount(id message.ID) {
 	if !e.CountsPending() {
 		return
@@ -148,6 +153,7 @@ func (e *Engine) claim(ctx context.Context, id message.ID, why dispatchlog.Reaso
 	if err := e.reput.WaitRouted(ctx, max(int64(id.Seq)+1, e.openEnd)); err != nil {
 		return Unknown, false, err
 	}
+	removed := e.reput.Removed()
 	seg, ok := e.reput.FindSegment(id.DeliverAt)
 	if !ok {
 		return Unknown, false, nil
@@ -188,15 +194,16 @@ func (e *Engine) claim(ctx context.Context, id message.ID, why dispatchlog.Reaso
 		return resultOf(st), false, nil
 	}
 	if !known {
-		if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
+		if gone, err := e.entryGone(id, removed); err != nil || gone {
 			// Retired since it was found: every entry of a retired bucket
-			// was done, and its dispatch log is gone. A retirement is
-			// over (the segment out of the list) before the driver
-			// unloads the bucket, and none starts while this claim is
-			// undecided, so a bucket found unloaded is either retired by
-			// now or not retired while we read.
+			// was done, and its dispatch log is gone (a new segment may
+			// hold its time now). A retirement is over (the segment out
+			// of the list) before the driver unloads the bucket or ends
+			// an early one (retirefuture.go), and none starts while this
+			// claim is undecided, so a bucket found unloaded is either
+			// retired by now or not retired while we read.
 			e.d.decide(id.Seq, -1)
-			return Unknown, false, nil
+			return Unknown, false, err
 		}
 		// The bucket is not in memory: its dispatch log is the record of
 		// what was delivered or cancelled. Deliveries are synced there

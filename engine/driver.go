@@ -34,6 +34,7 @@ const (
 	evLoaded
 	evConfirm
 	evRetired
+	evFutureChecked
 	evCall
 )
 
@@ -76,7 +77,8 @@ type driver struct {
 	buckets map[int64]*bucket
 	slots   [256]slotRef // what each wheel.Ref slot names (refs.go)
 	fates   fates
-	lanes   map[string]*lane // live lanes by topic; an idle one is retired
+	future  map[int64]*futureBucket // buckets not started to retire early (retirefuture.go)
+	lanes   map[string]*lane        // live lanes by topic; an idle one is retired
 	firing  firing
 	ld      loadState
 
@@ -141,6 +143,7 @@ func newDriver(e *Engine) *driver {
 		cancel:     cancel,
 		buckets:    make(map[int64]*bucket),
 		fates:      fates{live: make(map[uint64]liveFate)},
+		future:     make(map[int64]*futureBucket),
 		lanes:      make(map[string]*lane),
 		firing:     firing{building: make(map[*lane]*batch)},
 	}
@@ -291,9 +294,16 @@ func (d *driver) run(startEnd int64) {
 		// Until everything in the commitlog at Open is routed, a durable
 		// cancel may not be in any dispatch log yet: load nothing before.
 		err := d.e.reput.WaitRouted(d.ctx, startEnd)
+		// The bucket of messages frozen on their own may have every entry
+		// done (thawed before a crash that lost the check, or a
+		// retirement cut short): check it once (retirefuture.go).
+		frozen, ok := d.e.reput.FindSegment(FrozenAt)
 		d.post(ev{kind: evCall, call: func() {
 			if err == nil {
 				d.ld.caught = true
+				if ok {
+					d.noteFuture(frozen.Start, -1)
+				}
 			}
 		}})
 	}()
@@ -393,6 +403,8 @@ func (d *driver) handle(e *ev) {
 		d.confirmed(e.lane, e.items, e.err)
 	case evRetired:
 		d.retired(e.bucket, e.err)
+	case evFutureChecked:
+		d.futureChecked(e.bucket, e.err)
 	case evCall:
 		e.call()
 	}
@@ -408,10 +420,12 @@ const maxSleepMs = 1000
 // never is a deadline that does not come.
 const never = int64(1<<62 - 1)
 
-// maintain retires finished buckets and idle lanes and loads the next
-// bucket, and returns when it next needs to run.
+// maintain retires finished buckets, buckets not started whose every entry
+// is done, and idle lanes, loads the next bucket, and returns when it next
+// needs to run.
 func (d *driver) maintain(now int64) int64 {
 	next := d.retireBuckets(now)
+	next = min(next, d.retireFuture(now))
 	next = min(next, d.retireLanes(now))
 	return min(next, d.loadNext(now))
 }

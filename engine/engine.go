@@ -149,7 +149,11 @@ type Engine struct {
 	// segment and deciding on the driver (claim), or reading its state
 	// (Get).
 	afterFind func()
-	health    *health
+	// beforeEarlyRetire, if set (tests), runs when a check found every
+	// entry of a bucket not started done, before reput retires it
+	// (retirefuture.go).
+	beforeEarlyRetire func()
+	health            *health
 	// refusal.ch is closed, with refusal.err set, by refuse.
 	refusal struct {
 		ch   chan struct{}

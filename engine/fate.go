@@ -53,6 +53,10 @@ type liveFate struct {
 	// why is the done reason a claim records: Cancelled or Rescheduled.
 	why dispatchlog.Reason
 	off int64 // recorded: the record's commitlog offset
+	// bucket is the start of the claimed entry's bucket: once its record
+	// is routed, the FrozenAt bucket may have every entry done
+	// (retirefuture.go).
+	bucket int64
 	// wait is closed when a claim is recorded or dropped, for the Cancels
 	// that asked meanwhile; nil until one asks.
 	wait chan struct{}
@@ -132,9 +136,10 @@ func (d *driver) doneRouted(start int64, seq uint64, why dispatchlog.Reason) {
 	}
 }
 
-// claim registers a claim on seq with the reason its record will give.
-func (d *driver) claim(seq uint64, why dispatchlog.Reason) {
-	d.fates.live[seq] = liveFate{state: claimed, why: why}
+// claim registers a claim on seq of the bucket at start with the reason
+// its record will give.
+func (d *driver) claim(seq uint64, start int64, why dispatchlog.Reason) {
+	d.fates.live[seq] = liveFate{state: claimed, why: why, bucket: start}
 	d.fates.decisions++
 }
 
@@ -145,7 +150,9 @@ func (d *driver) forget(seq uint64) {
 }
 
 // pruneRecorded forgets recorded claims whose record reput has routed:
-// from then on the dispatch log or the bucket's done set has it.
+// from then on the dispatch log or the bucket's done set has it. The
+// bucket of messages frozen on their own is noted, to be retired if that
+// was its last entry not done (retirefuture.go).
 func (d *driver) pruneRecorded() {
 	if d.fates.decisions == 0 {
 		return // only deliveries in flight
@@ -153,6 +160,9 @@ func (d *driver) pruneRecorded() {
 	pos := d.e.reput.Position()
 	for seq, lf := range d.fates.live {
 		if lf.state == recorded && lf.off < pos {
+			if d.isFrozenBucket(lf.bucket) {
+				d.noteFuture(lf.bucket, lf.off)
+			}
 			d.forget(seq)
 		}
 	}

@@ -12,7 +12,8 @@ import (
 // loaded and an unloaded bucket, and across a crash); thaw makes it due
 // the delay it had left from the thaw, under a new ID that the first ID
 // and the key name; it is delivered once, then; the answers for a message
-// frozen twice, thawed twice, or replaced are truthful.
+// frozen twice, thawed twice, or replaced are truthful (another message
+// frozen throughout keeps their bucket).
 func TestFreeze(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -33,6 +34,13 @@ func TestFreeze(t *testing.T) {
 				id, err := e.Schedule(ctx, Request{Topic: "t", At: at, Body: []byte("b"), IdempotencyKey: "k1"})
 				if err != nil {
 					t.Fatal(err)
+				}
+				// Frozen throughout: the FrozenAt bucket keeps an entry
+				// not done, so it does not retire (TestFrozenBucketRetires)
+				// and the thawed entry's answers are read from it.
+				stays := schedule(t, e, "t", tc.delay, "stays")
+				if r, _, _, err := e.Freeze(ctx, stays); err != nil || r != Frozen {
+					t.Fatalf("Freeze(stays) = %v, %v", r, err)
 				}
 				time.Sleep(time.Second)
 				res, fid, left, err := e.Freeze(ctx, id)

@@ -84,6 +84,7 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if err := e.reput.WaitRouted(ctx, int64(id.Seq)+1); err != nil {
 		return Found{}, err
 	}
+	removed := e.reput.Removed()
 	seg, ok := e.reput.FindSegment(id.DeliverAt)
 	if !ok {
 		return Found{ID: id}, nil
@@ -112,10 +113,10 @@ func (e *Engine) Get(ctx context.Context, id message.ID) (Found, error) {
 	if err != nil {
 		return Found{}, err
 	}
-	if _, ok := e.reput.FindSegment(id.DeliverAt); !ok {
-		// Retired while it was read (its dispatch log may be gone): as
-		// for a bucket retired before, not found.
-		return Found{ID: id}, nil
+	if gone, err := e.entryGone(id, removed); err != nil || gone {
+		// Retired while it was read (its dispatch log may be gone, or
+		// be a new segment's): as for a bucket retired before, not found.
+		return Found{ID: id}, err
 	}
 	if done {
 		f.State = stateOf(r)
@@ -183,6 +184,10 @@ type ListRequest struct {
 	// Limit is the page size, 1 to MaxListLimit; 0 means DefaultListLimit.
 	Limit int
 }
+
+// maxListRereads bounds how often List reads a segment again because a
+// bucket was retired while it read it.
+const maxListRereads = 4
 
 // ErrBadList is returned by List for a request it cannot serve; the
 // message says what is allowed.
@@ -252,10 +257,21 @@ func (e *Engine) List(ctx context.Context, req ListRequest) ([]Found, error) {
 			return nil, err
 		}
 		sel := listSelect{topic: []byte(req.Topic), lo: lo, to: to, limit: req.Limit - len(out), skip: skip}
-		got, err := sel.segment(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)),
-			filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
-		if err != nil {
-			return nil, err
+		var got []Found
+		var err error
+		for range maxListRereads {
+			// A retirement while the segment and its dispatch log are read
+			// may pair the segment with a missing (or a new segment's)
+			// dispatch log: read them again.
+			removed := e.reput.Removed()
+			got, err = sel.segment(filepath.Join(e.schedDir, schedulelog.Name(seg.Start)),
+				filepath.Join(e.schedDir, dispatchlog.Name(seg.Start)))
+			if err != nil {
+				return nil, err
+			}
+			if e.reput.Removed() == removed {
+				break
+			}
 		}
 		out = append(out, got...)
 	}

@@ -23,6 +23,10 @@ type keyStager struct {
 	cat  *catalog.Catalog // Options.Catalog; nil: nothing is staged
 	opts *Options
 	segs *segList
+	// retired reports whether the message id belonged to a bucket that
+	// was retired (the retired log): its segment is gone even when a new
+	// one holds its bucket's time now.
+	retired func(id message.ID) bool
 
 	scratch   message.Message // indexKey's decoding
 	replayEnd int64
@@ -157,16 +161,20 @@ const movedKept = 7 * 24 * time.Hour
 // every entry of it was done), going on from where the last sweep
 // stopped: a message's key is kept while its bucket exists and for
 // Options.KeyWindow after its Schedule arrived, an origin's latest incarnation for
-// movedKept after its delivery time besides. It reports whether it
-// removed any.
+// movedKept after its delivery time besides, unless that time is still
+// ahead (its bucket retired before it started: nothing of it was
+// delivered, so the queue cannot hold it). It reports whether it removed
+// any.
 func (k *keyStager) sweep() bool {
 	gone := func(id []byte) bool {
 		v, ok := catalog.DecodeID(id)
 		if !ok {
 			return true
 		}
-		_, exists := k.segs.find(v.DeliverAt)
-		return !exists
+		if _, exists := k.segs.find(v.DeliverAt); !exists {
+			return true
+		}
+		return k.retired != nil && k.retired(v)
 	}
 	var err error
 	var n int
@@ -185,7 +193,14 @@ func (k *keyStager) sweep() bool {
 	m := 0
 	if k.sweepMoved, m, err = k.cat.Sweep(catalog.Moved, k.sweepMoved, sweepPage, func(_, v []byte) bool {
 		id, ok := catalog.DecodeID(v)
-		return !ok || gone(v) && time.UnixMilli(id.DeliverAt).Add(movedKept).Before(time.Now())
+		if !ok {
+			return true
+		}
+		at := time.UnixMilli(id.DeliverAt)
+		if at.After(time.Now()) {
+			return k.retired != nil && k.retired(id)
+		}
+		return gone(v) && at.Add(movedKept).Before(time.Now())
 	}); err != nil {
 		k.opts.Logger.Warn("reput: sweeping the catalog's reschedules failed", "err", err)
 	}

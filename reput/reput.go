@@ -286,7 +286,8 @@ func Start(opts Options) (*Reput, error) {
 	}
 	r.segs.dir, r.segs.log, r.segs.mu.list = opts.Dir, opts.Logger, segs
 	r.dispatch.opts, r.dispatch.segs, r.dispatch.mu.open = &r.opts, &r.segs, make(map[int64]*dispWriter)
-	r.keys = keyStager{cat: opts.Catalog, opts: &r.opts, segs: &r.segs}
+	r.keys = keyStager{cat: opts.Catalog, opts: &r.opts, segs: &r.segs,
+		retired: func(id message.ID) bool { return r.retired.st.covers(id.DeliverAt, id.Seq) }}
 	r.progress.mu.advanced = make(chan struct{})
 	first, end := opts.Log.FirstOffset(), opts.Log.EndOffset()
 	pos, ok, rewrite, err := r.recoverState(len(segs) > 0, end)
@@ -368,14 +369,24 @@ func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 	return r.segs.find(deliverAtMs)
 }
 
+// Removed counts the segments taken off the list since Start: one per
+// retirement. A bucket's name can hold a new segment once it is retired (a
+// later record due in it, such as a message frozen again at the same far
+// time), so a reader that found a segment, read its files and must know
+// they were the ones it found compares Removed before FindSegment and
+// after its reads: unchanged, nothing was retired meanwhile.
+func (r *Reput) Removed() uint64 { return r.segs.removals() }
+
 // Watch starts handing entries and cancels routed to bucket to OnEntries and
 // OnCancel, and returns the segment's readable end at that moment: the
 // caller loads entries below it from the file and receives every later one
 // through OnEntries, with no gap and no overlap. The end is 0 when the
-// segment does not exist yet.
-func (r *Reput) Watch(bucket int64) (int64, error) {
+// segment does not exist yet. retired are the retired buckets overlapping
+// the segment's time: the commitlog records they cover were never routed
+// to it (a caller rebuilding damaged entries from the commitlog skips them).
+func (r *Reput) Watch(bucket int64) (end int64, retired Retired, err error) {
 	rep, err := r.send(request{kind: reqWatch, bucket: bucket})
-	return rep.end, err
+	return rep.end, rep.retired, err
 }
 
 // Retire deletes bucket's schedule segment and dispatch log. The caller

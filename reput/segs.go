@@ -29,6 +29,8 @@ type segList struct {
 		// dispatch logs, if missing, are not lost yet (OnSegment has not
 		// run for them).
 		fresh map[int64]bool
+		// removed counts the segments taken off the list (Reput.Removed).
+		removed uint64
 	}
 	// damaged are the buckets whose segments were found damaged, each
 	// reported once (Stats.Damaged counts them).
@@ -94,8 +96,16 @@ func (s *segList) remove(bucket int64) {
 	i := sort.Search(len(s.mu.list), func(i int) bool { return s.mu.list[i].Start >= bucket })
 	if i < len(s.mu.list) && s.mu.list[i].Start == bucket {
 		s.mu.list = append(s.mu.list[:i], s.mu.list[i+1:]...)
+		s.mu.removed++
 	}
 	delete(s.mu.fresh, bucket)
+}
+
+// removals returns how many segments were taken off the list.
+func (s *segList) removals() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.removed
 }
 
 // isFresh reports whether the segment starting at bucket was created in

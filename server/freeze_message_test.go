@@ -68,6 +68,16 @@ func TestFreezeMessageRPC(t *testing.T) {
 	if err != nil || g.Message.GetId() != tr.Id || g.Message.Frozen || g.Message.FrozenRemainingMs != nil {
 		t.Fatalf("Get by key after the thaw = %v, %v; want %s not frozen", g, err, tr.Id)
 	}
+	// Another frozen message keeps the FrozenAt bucket from retiring once
+	// the one below is cancelled (a retired entry answers unknown).
+	other, err := c.Schedule(ctx, &hourglassv1.ScheduleRequest{Topic: "fz-other", Body: []byte("o"),
+		When: &hourglassv1.ScheduleRequest_DeliverAt{DeliverAt: timestamppb.New(at)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.FreezeMessage(ctx, &hourglassv1.FreezeMessageRequest{Id: other.Id}); err != nil || r.Result != hourglassv1.FreezeResult_FREEZE_RESULT_FROZEN {
+		t.Fatalf("FreezeMessage of another = %v, %v", r, err)
+	}
 	fr, err = c.FreezeMessage(ctx, &hourglassv1.FreezeMessageRequest{Id: sr.Id})
 	if err != nil || fr.Result != hourglassv1.FreezeResult_FREEZE_RESULT_FROZEN {
 		t.Fatalf("FreezeMessage again = %v, %v", fr, err)
