@@ -106,6 +106,12 @@ func TestDamagedBucketLoads(t *testing.T) {
 				offs, _ := entryOffsets(t, sched)
 				flipByte(t, sched, offs[n/2]+20)
 			}},
+		{name: "flip_in_first_entry", wantAll: true, corrupt: true, rebuilt: 1,
+			wantLog: "rebuilt from the commitlog",
+			damage: func(t *testing.T, sched, _ string) {
+				offs, _ := entryOffsets(t, sched)
+				flipByte(t, sched, offs[0]+20)
+			}},
 		{name: "flip_in_two_entries", wantAll: true, corrupt: true, rebuilt: 2,
 			wantLog: "rebuilt from the commitlog",
 			damage: func(t *testing.T, sched, _ string) {

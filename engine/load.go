@@ -72,6 +72,9 @@ type loadJob struct {
 	watched bool  // Watch succeeded (end and pos are set)
 	end     int64 // the segment's readable end at Watch; -1: the file's size
 	pos     int64 // reput's position just after Watch
+	// retired are the retired buckets overlapping this one (Watch): the
+	// commitlog records they cover were never this segment's entries.
+	retired reput.Retired
 	from    int64 // next entry offset to read
 	lastSeq uint64
 	hasLast bool
@@ -242,10 +245,10 @@ func (d *driver) load(job loadJob) {
 	path := filepath.Join(dir, schedulelog.Name(job.start))
 	log := d.e.opts.Logger
 	if !job.watched {
-		end, err := d.e.reput.Watch(job.start)
+		end, retired, err := d.e.reput.Watch(job.start)
 		switch {
 		case err == nil:
-			job.end = end
+			job.end, job.retired = end, retired
 		case isCorruption(err):
 			// Reput cannot open the segment for append; what the file
 			// holds can still be read.
@@ -356,33 +359,46 @@ func merged(ds []schedulelog.Damage) (schedulelog.Damage, bool) {
 // between the good entries around the damage (entries are appended in seq
 // order). The region's upper bound is the next good entry's seq, or, at
 // the end of the data, reput's position at Watch (later records reach the
-// bucket through routing). A region before the first good entry has no
-// lower bound and is not rebuilt: the bucket's segment may have been
-// retired and created again, and older records of its time must not come
-// back.
+// bucket through routing). A region before the first good entry is bounded
+// below by what reput routed to this segment at all: not the records of a
+// retired bucket of its time (job.retired; the segment may have been
+// retired and created again, and the old one's records must not come
+// back), so every retained record of its time below the upper bound.
 func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, job loadJob, hi uint64, hasHi bool, start, end int64) {
 	log := d.e.opts.Logger
 	if !hasHi {
 		hi = uint64(job.pos)
 	}
 	args := []any{"bucket", fmtMs(job.start), "file", path, "offset", dmg.Offset, "bytes", dmg.End - dmg.Offset, "err", dmg.Err}
-	if !job.hasLast {
-		log.Error("engine: damaged schedule entries before the first good one; not rebuilt from the commitlog (their seqs have no lower bound): run `hourglass repair`", args...)
-		return
-	}
-	lo := job.lastSeq
 	l := d.e.log
 	first := l.FirstOffset()
-	from := int64(lo)
-	if from < first {
-		from = first
-		log.Error("engine: part of a damaged schedule region is no longer in the commitlog; its messages that were not delivered before are lost",
-			append(args, "lost_seqs_from", lo+1, "lost_seqs_to", first)...)
+	// from is the least seq the region can hold: past the good entry
+	// before it, or, before the first good entry, past the records of a
+	// retired bucket spanning this one's time (none of which reput routed
+	// here); the records of retired buckets spanning part of it are
+	// skipped one by one below. Reading starts at a record boundary: that
+	// good entry's, or the retired bucket's last entry's.
+	from := retiredEnd(job.retired, start, end)
+	at := from - 1
+	if job.hasLast {
+		from, at = int64(job.lastSeq)+1, int64(job.lastSeq)
 	}
+	switch {
+	case from >= first:
+	case job.hasLast:
+		log.Error("engine: part of a damaged schedule region is no longer in the commitlog; its messages that were not delivered before are lost",
+			append(args, "lost_seqs_from", from, "lost_seqs_to", first)...)
+	default:
+		// The region's seqs are unknown: it may hold records retention
+		// deleted, or none.
+		log.Error("engine: a damaged schedule region before the first good entry may hold entries older than the commitlog's first record; those that were not delivered before are lost",
+			append(args, "first_commitlog_offset", first)...)
+	}
+	from, at = max(from, first), max(at, first)
 	if int64(hi) <= from {
 		return
 	}
-	it, err := l.NewIterator(from)
+	it, err := l.NewIterator(at)
 	if err != nil {
 		log.Error("engine: damaged schedule entries not rebuilt: the commitlog cannot be read there", append(args, "read_err", err)...)
 		return
@@ -393,8 +409,8 @@ func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, j
 	for it.Next() && it.Offset() < int64(hi) {
 		seq := uint64(it.Offset())
 		r := it.Record()
-		if seq <= lo || r.Type != message.TypeSchedule || message.DecodeSchedule(r.Payload, &m) != nil ||
-			m.DeliverAt < start || m.DeliverAt >= end {
+		if int64(seq) < from || r.Type != message.TypeSchedule || message.DecodeSchedule(r.Payload, &m) != nil ||
+			m.DeliverAt < start || m.DeliverAt >= end || job.retired.Covers(m.DeliverAt, seq) {
 			continue
 		}
 		res.rebuilt = append(res.rebuilt, rebuiltEntry{seq: seq, payload: append([]byte(nil), r.Payload...)})
@@ -410,10 +426,23 @@ func (d *driver) rebuild(res *loadResult, path string, dmg schedulelog.Damage, j
 		// them: an earlier repair lost that span (a repaired commitlog
 		// starts past it, with nothing in its place).
 		log.Error("engine: damaged schedule entries skipped and lost: the commitlog holds no record of this bucket between their neighbours' seqs, so their messages that were not delivered before are lost",
-			append(args, "lost_seqs_after", lo, "lost_seqs_before", hi)...)
+			append(args, "lost_seqs_from", from, "lost_seqs_before", hi)...)
 		return
 	}
-	log.Error("engine: damaged schedule entries skipped; rebuilt from the commitlog", append(args, "seqs_after", lo, "seqs_before", hi, "rebuilt", n)...)
+	log.Error("engine: damaged schedule entries skipped; rebuilt from the commitlog", append(args, "seqs_from", from, "seqs_before", hi, "rebuilt", n)...)
+}
+
+// retiredEnd returns the largest SeqEnd of the retired buckets that span
+// all of [start, end): no commitlog record of that time below it was
+// routed to a segment made after them (0: none).
+func retiredEnd(retired reput.Retired, start, end int64) int64 {
+	var e int64
+	for _, r := range retired {
+		if r.Start <= start && end <= r.Start+r.Duration.Milliseconds() {
+			e = max(e, int64(r.SeqEnd))
+		}
+	}
+	return e
 }
 
 // loaded finishes a load on the driver goroutine.

@@ -372,10 +372,12 @@ func (r *Reput) FindSegment(deliverAtMs int64) (schedulelog.SegmentInfo, bool) {
 // OnCancel, and returns the segment's readable end at that moment: the
 // caller loads entries below it from the file and receives every later one
 // through OnEntries, with no gap and no overlap. The end is 0 when the
-// segment does not exist yet.
-func (r *Reput) Watch(bucket int64) (int64, error) {
+// segment does not exist yet. retired are the retired buckets overlapping
+// the segment's time: the commitlog records they cover were never routed
+// to it (a caller rebuilding damaged entries from the commitlog skips them).
+func (r *Reput) Watch(bucket int64) (end int64, retired Retired, err error) {
 	rep, err := r.send(request{kind: reqWatch, bucket: bucket})
-	return rep.end, err
+	return rep.end, rep.retired, err
 }
 
 // Retire deletes bucket's schedule segment and dispatch log. The caller

@@ -238,7 +238,7 @@ func TestWatchNoGapNoOverlap(t *testing.T) {
 		}
 	})
 	e.schedule(50, 1, "pre")
-	end, err := e.r.Watch(base)
+	end, _, err := e.r.Watch(base)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,9 @@ type request struct {
 }
 
 type reply struct {
-	end int64
-	err error
+	end     int64
+	retired Retired // reqWatch
+	err     error
 }
 
 // push queues req and wakes the routing goroutine; false once it stopped.

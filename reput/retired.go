@@ -131,9 +131,50 @@ func (s *retiredState) covers(deliverAt int64, seq uint64) bool {
 	}
 	// Buckets are at most a day long: look back that far from deliverAt.
 	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].Start > deliverAt })
-	for j := i - 1; j >= 0 && s.spans[j].Start > deliverAt-int64(24*time.Hour/time.Millisecond); j-- {
-		sp := s.spans[j]
-		if deliverAt < sp.Start+sp.Duration.Milliseconds() && seq < sp.SeqEnd {
+	for j := i - 1; j >= 0 && s.spans[j].Start > deliverAt-maxBucketMs; j-- {
+		if s.spans[j].covers(deliverAt, seq) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxBucketMs is the longest bucket (schedulelog.ValidateDuration).
+const maxBucketMs = int64(24 * time.Hour / time.Millisecond)
+
+// covers reports whether a record with this deliverAt and seq belonged to
+// the retired bucket r.
+func (r Retirement) covers(deliverAt int64, seq uint64) bool {
+	return deliverAt >= r.Start && deliverAt < r.Start+r.Duration.Milliseconds() && seq < r.SeqEnd
+}
+
+// overlapping returns copies of the retired buckets that overlap
+// [start, end).
+func (s *retiredState) overlapping(start, end int64) Retired {
+	if s == nil {
+		return nil
+	}
+	var out Retired
+	i := sort.Search(len(s.spans), func(i int) bool { return s.spans[i].Start >= end })
+	for j := i - 1; j >= 0 && s.spans[j].Start > start-maxBucketMs; j-- {
+		if sp := s.spans[j]; sp.Start+sp.Duration.Milliseconds() > start {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// Retired are the retirements of the buckets that overlap one bucket's
+// time (Watch): a commitlog record of their time whose seq is below their
+// SeqEnd was routed to a segment since deleted, and routing never puts it
+// in a segment created after (a bucket retired and created again).
+type Retired []Retirement
+
+// Covers reports whether the commitlog record with this deliverAt and seq
+// belonged to one of the retired buckets, never to a segment of now.
+func (rs Retired) Covers(deliverAt int64, seq uint64) bool {
+	for _, r := range rs {
+		if r.covers(deliverAt, seq) {
 			return true
 		}
 	}

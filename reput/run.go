@@ -277,7 +277,7 @@ func (r *Reput) serveRequests() error {
 		var rep reply
 		switch q.kind {
 		case reqWatch:
-			rep.end, rep.err = r.watch(q.bucket)
+			rep.end, rep.retired, rep.err = r.watch(q.bucket)
 		case reqRetire:
 			rep.err = r.retire(q.bucket, q.known, q.topics)
 		case reqClose:
@@ -292,19 +292,19 @@ func (r *Reput) serveRequests() error {
 	return nil
 }
 
-func (r *Reput) watch(bucket int64) (int64, error) {
+func (r *Reput) watch(bucket int64) (int64, Retired, error) {
 	sw, ok, err := r.openWriter(bucket)
 	if err != nil || !ok {
 		if err == nil {
 			r.out.watched[bucket] = &watchState{}
 		}
-		return 0, err
+		return 0, nil, err
 	}
 	if !sw.flushed {
 		// Entries appended but not yet published would reach neither the
 		// caller's scan nor OnEntries: publish them first.
 		if err := r.publish(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	// Cancels routed to the bucket before now must be in its dispatch log
@@ -316,12 +316,12 @@ func (r *Reput) watch(bucket int64) (int64, error) {
 		}
 		r.dispatch.release(false, dw)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	end := sw.w.Size()
 	r.out.watched[bucket] = &watchState{published: end, queued: end}
-	return end, nil
+	return end, r.retired.st.overlapping(bucket, bucket+sw.w.Duration().Milliseconds()), nil
 }
 
 func (r *Reput) retire(bucket int64, known uint64, topics []string) error {
