@@ -150,8 +150,9 @@ func (e *Engine) refuse(err error) {
 // then says which file and which command repairs it. The engine hands
 // nothing to its sink before every start-up check has passed, so once
 // Refused is closed it never does (Ready stays open): a start that refuses
-// has delivered nothing, fired no recurring occurrence and recorded
-// nothing done. It still takes Schedules and Cancels and answers reads. A
+// has delivered nothing, fired no recurring occurrence and recorded no
+// delivery done (reput still routes the commitlog's cancels and
+// reschedules to dispatch logs). It still takes Schedules and Cancels and answers reads. A
 // program should stop (hourglass serve exits 1).
 func (e *Engine) Refused() <-chan struct{} { return e.refusal.ch }
 

@@ -17,10 +17,13 @@ import (
 // the start (Refused), and the engine then hands nothing over at all: no
 // message reaches the sink, no recurring occurrence fires (a Scheduler, as
 // the sink, arms the next occurrence when one is handed to it), no
-// done-record is written, no finished bucket retired. So a start that
-// refuses has delivered and recorded nothing that `hourglass repair`, or
-// the start after it, would deliver or count a second time. Loading goes
-// on beside them, up to the first overdue bucket.
+// delivery or dead letter is recorded done, no finished bucket retired. So
+// a start that refuses has delivered and recorded nothing that `hourglass
+// repair`, or the start after it, would deliver or count a second time.
+// Routing and loading go on beside them (loading up to the first overdue
+// bucket): reput still appends to dispatch logs the cancels and reschedules
+// the commitlog holds past its checkpoint, as every start does, which the
+// commitlog would give them again anyway.
 const startChecks = 2
 
 // started reports whether every start-up check has passed: from then on
