@@ -258,7 +258,9 @@ func (n *Node) Ready() <-chan struct{} { return n.ready }
 // Refused is closed when recovery finds what the node must not serve
 // past without an operator (a bucket due at start whose done log is
 // damaged or lost, a damaged record in the retained commitlog); RefusedErr
-// says what and names the repair command.
+// says what and names the repair command. Those checks come before
+// anything is delivered: a node that refuses has handed nothing to the
+// queue or a sink and fired no recurring occurrence (engine.Refused).
 // hourglass serve then exits with that error. It is never closed in
 // cluster mode.
 func (n *Node) Refused() <-chan struct{} {

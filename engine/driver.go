@@ -107,14 +107,14 @@ type loadState struct {
 	segsDirty bool
 	nextLoad  int64
 	caught    bool // reput has routed everything present at Open
-	// checked: every record the commitlog retained at Open passed its
-	// checksum (checkRetained); Ready waits for it.
-	checked  bool
+	// checks counts the start-up checks passed (startcheck.go): the
+	// driver fires nothing, and Ready stays open, until all have.
+	checks   int
 	startEnd int64
 	// startCkpt is reput's durable checkpoint before this run started
 	// routing (the largest int64 when it has none): a segment whose
 	// entries all lie at or above it may have been created just before a
-	// crash, before its dispatch log (missingDone).
+	// crash, before its dispatch log (lostWhy).
 	startCkpt int64
 	// noDone holds the buckets (int64 starts) whose dispatch log could not
 	// be created with their segment in this run: a missing one is not lost.
@@ -212,7 +212,7 @@ func (d *driver) onCancel(b int64, seq uint64, why dispatchlog.Reason) {
 // onSegment is told of each segment reput creates, before any entry of
 // it is published or covered by a checkpoint. It creates the segment's
 // dispatch log at once, so that a segment whose dispatch log is missing
-// later has lost it (load.go, missingDone). Reput itself opens the log
+// later has lost it (load.go, lostWhy). Reput itself opens the log
 // only on its goroutine, which is running this, so the two never write it
 // at the same time.
 func (d *driver) onSegment(s schedulelog.SegmentInfo) {
@@ -292,18 +292,22 @@ func (d *driver) run(startEnd int64) {
 	}
 	go func() {
 		// Until everything in the commitlog at Open is routed, a durable
-		// cancel may not be in any dispatch log yet: load nothing before.
-		err := d.e.reput.WaitRouted(d.ctx, startEnd)
+		// cancel may not be in any dispatch log yet: check and load
+		// nothing before.
+		if d.e.reput.WaitRouted(d.ctx, startEnd) != nil {
+			return
+		}
+		if d.checkDispatchLogs() {
+			d.passed()
+		}
 		// The bucket of messages frozen on their own may have every entry
 		// done (thawed before a crash that lost the check, or a
 		// retirement cut short): check it once (retirefuture.go).
 		frozen, ok := d.e.reput.FindSegment(FrozenAt)
 		d.post(ev{kind: evCall, call: func() {
-			if err == nil {
-				d.ld.caught = true
-				if ok {
-					d.noteFuture(frozen.Start, -1)
-				}
+			d.ld.caught = true
+			if ok {
+				d.noteFuture(frozen.Start, -1)
 			}
 		}})
 	}()
@@ -329,8 +333,10 @@ func (d *driver) run(startEnd int64) {
 		// must not set the wait to zero: the loop would spin until the
 		// sink confirms (it did, at half the server's CPU while a hot
 		// second drained into a busy queue). Room comes back only with a
-		// confirm or requeue event, and posting one wakes the loop.
-		if n, ok := d.w.Next(); ok && n-d.leadMs/2 < next && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
+		// confirm or requeue event, and posting one wakes the loop; so
+		// does the last start-up check passing, before which fire takes
+		// nothing either.
+		if n, ok := d.w.Next(); ok && n-d.leadMs/2 < next && d.started() && d.n.inflightN.Load() < int64(d.e.opts.MaxInflight) {
 			next = n - d.leadMs/2
 		}
 		if waiting {

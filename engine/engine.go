@@ -262,7 +262,7 @@ func Open(opts Options) (*Engine, error) {
 	if e.takePendingFile(e.openEnd) {
 		close(e.pending.counted)
 	}
-	// Beside routing and loading; Ready waits for it.
+	// A start-up check, beside routing and loading (startcheck.go).
 	go e.checkRetained(e.openEnd)
 	go e.d.run(e.openEnd)
 	return e, nil
@@ -278,10 +278,12 @@ func repairHint(err error, dir string) error {
 		err, dir, filepath.Join(dir, "quarantine"))
 }
 
-// Ready is closed once everything in the commitlog at Open is routed, the
-// buckets due by then are loaded (the first due message can fire), and
-// every record the commitlog retains has passed its checksum (damage
-// there closes Refused instead).
+// Ready is closed once the start-up checks have passed (the dispatch logs
+// of the buckets due at start, every record the commitlog retains: a
+// failure closes Refused instead), everything in the commitlog at Open is
+// routed and the buckets due by then are loaded. Nothing is handed to the
+// sink before the checks have passed; due messages fire from then on,
+// before Ready.
 func (e *Engine) Ready() <-chan struct{} { return e.ready }
 
 // Now returns the engine's clock.

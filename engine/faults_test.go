@@ -74,8 +74,8 @@ func truncateBy(t *testing.T, path string, n int64) {
 // TestDamagedBucketLoads damages the files of a stopped engine's bucket
 // and restarts it: a damaged entry costs that entry only (it is rebuilt
 // from the commitlog, which holds it), and a damaged or missing dispatch
-// log delivers nothing it cannot prove pending (I3), holds the rest and
-// reports it.
+// log delivers nothing it cannot prove pending (I3), holds the rest,
+// reports it and refuses the start (the bucket is due then).
 func TestDamagedBucketLoads(t *testing.T) {
 	const n = 40
 	for _, tc := range []struct {
@@ -220,6 +220,12 @@ func TestDamagedBucketLoads(t *testing.T) {
 				}
 				select {
 				case <-e.Ready():
+				case <-e.Refused():
+					// Held while due at start: the start is refused, and
+					// nothing at all is handed over.
+					if tc.wantAll {
+						t.Fatalf("refused: %v\n%s", e.RefusedErr(), logs.String())
+					}
 				case <-time.After(time.Minute):
 					e.Close()
 					if tc.reputMayStop && strings.Contains(logs.String(), "reput: routing stopped") {
@@ -231,6 +237,9 @@ func TestDamagedBucketLoads(t *testing.T) {
 						return
 					}
 					t.Fatalf("not ready a minute after the restart:\n%s", logs.String())
+				}
+				if !tc.wantAll && e.RefusedErr() == nil {
+					t.Errorf("ready with a held bucket due at start; want a refusal:\n%s", logs.String())
 				}
 				time.Sleep(40 * time.Second)
 				synctest.Wait()

@@ -25,9 +25,9 @@ func (d *driver) add(b *bucket, deadline, off int64) {
 }
 
 // fire hands over what is due by horizon (now plus the handoff lead) to the
-// topics' lanes.
+// topics' lanes, once every start-up check has passed (startcheck.go).
 func (d *driver) fire(now, horizon int64) {
-	if d.n.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
+	if !d.started() || d.n.inflightN.Load() >= int64(d.e.opts.MaxInflight) {
 		return
 	}
 	d.w.Expire(horizon, func(deadline int64, ref wheel.Ref) bool {

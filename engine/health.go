@@ -143,13 +143,17 @@ func (e *Engine) refuse(err error) {
 	})
 }
 
-// Refused is closed when recovery, before Ready, finds what the engine
-// must not serve past without an operator: a bucket due at start whose
-// done log is damaged or lost, so that which of its messages were
-// delivered is unknown, or a damaged record in the commitlog it retains.
-// RefusedErr then says which file and which command repairs it. A
-// program should stop (hourglass serve exits 1);
-// the engine itself goes on serving every other bucket.
+// Refused is closed when a start-up check finds what the engine must not
+// serve past without an operator: a bucket due at start whose done log is
+// damaged or lost, so that which of its messages were delivered is
+// unknown, or a damaged record in the commitlog it retains. RefusedErr
+// then says which file and which command repairs it. The engine hands
+// nothing to its sink before every start-up check has passed, so once
+// Refused is closed it never does (Ready stays open): a start that refuses
+// has delivered nothing, fired no recurring occurrence and recorded no
+// delivery done (reput still routes the commitlog's cancels and
+// reschedules to dispatch logs). It still takes Schedules and Cancels and answers reads. A
+// program should stop (hourglass serve exits 1).
 func (e *Engine) Refused() <-chan struct{} { return e.refusal.ch }
 
 // RefusedErr is the reason Refused was closed, or nil.

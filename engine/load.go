@@ -181,7 +181,7 @@ func (d *driver) loadNext(now int64) int64 {
 		d.ld.segsDirty = true
 		return never
 	}
-	if !isClosed(d.e.ready) && d.ld.checked {
+	if !isClosed(d.e.ready) && d.started() {
 		d.logRecovered()
 		// Stats.Pending as of now, before Ready says so: the loop stores
 		// it only after this returns, and a caller reading Stats at Ready
@@ -268,27 +268,15 @@ func (d *driver) load(job loadJob) {
 		job.watched, job.pos = true, d.e.reput.Position()
 		res.job = job
 	}
-	donePath := filepath.Join(dir, dispatchlog.Name(job.start))
-	sal, err := dispatchlog.LoadSalvage(donePath)
-	holdWhy := ""
-	switch {
-	case isCorruption(err):
-		// A damaged header: nothing in the log can be trusted.
-		sal = dispatchlog.Salvage{Set: &dispatchlog.Set{}}
-		holdWhy = fmt.Sprintf("the dispatch log's header is damaged (%v)", err)
-	case err != nil:
+	sal, holdWhy, recreate, err := d.readDone(job.start)
+	if err != nil {
 		res.err = err
 		return
 	}
 	res.done = sal.Set
 	res.prior = sal.Counts.Delivered > 0
-	switch {
-	case holdWhy != "":
-	case sal.Damaged():
-		holdWhy = fmt.Sprintf("the dispatch log %s is damaged (%d regions, up to %d done-records unknown, the first at offset %d)",
-			donePath, len(sal.Damage), sal.Unknown(), sal.Damage[0].Offset)
-	case sal.Missing, sal.Lost:
-		holdWhy = d.missingDone(job, res, sal.Lost)
+	if recreate {
+		d.recreateDone(job, res, sal.Lost)
 	}
 	rd, err := schedulelog.OpenReader(path)
 	if err != nil {
@@ -346,15 +334,14 @@ func (d *driver) load(job loadJob) {
 	}
 	res.job = job
 	if holdWhy != "" && res.held > 0 {
+		// A bucket due at start has refused the start already
+		// (checkDispatchLogs); one found later is held while the engine
+		// serves the others.
 		res.corrupt = true
 		d.n.corrupt.Add(1)
-		err := fmt.Errorf("bucket %s: %s: %d of its messages are held back, neither delivered nor dropped; stop the server and run `hourglass repair --data-dir %s` to choose (--assume-delivered or --assume-pending)",
-			fmtMs(job.start), holdWhy, res.held, d.e.opts.Dir)
+		err := d.heldError(job.start, holdWhy, res.held)
 		log.Error("engine: "+err.Error(), "bucket", fmtMs(job.start), "held", res.held)
 		d.e.health.hold(StageLoad, err)
-		if !isClosed(d.e.ready) {
-			d.e.refuse(err) // found while recovering: refuse to start
-		}
 	}
 }
 

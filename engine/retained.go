@@ -10,8 +10,9 @@ import (
 // checkRetained reads every record the commitlog retains below end (the
 // newest sealed segment, from which damaged schedule entries of recent
 // buckets are rebuilt, and the active one: up to 256 MiB) once at Open,
-// beside routing and loading, checking its checksum, and then tells the
-// driver, which holds Ready until then. commitlog.Open scans only the
+// beside routing and loading, checking its checksum: one of the start-up
+// checks (startcheck.go), before which the driver fires nothing and Ready
+// stays open. commitlog.Open scans only the
 // active segment: damage in a sealed one would otherwise pass unseen until
 // a rebuild met it. Damage refuses the start like any commitlog damage
 // (Refused names the file, the offsets and `hourglass repair`). The spans
@@ -34,7 +35,7 @@ func (e *Engine) checkRetained(end int64) {
 		e.refuse(err)
 		return
 	}
-	e.d.post(ev{kind: evCall, call: func() { e.d.ld.checked, e.d.ld.segsDirty = true, true }})
+	e.d.passed()
 }
 
 // maxSkipsLogged bounds the skipped spans checkRetained logs one by one.

@@ -23,9 +23,14 @@ const DefaultLaneIdle = time.Minute
 // deletes their segment and dispatch log), and returns when it next needs
 // to run. Not while a Cancel is between its decision and its durable
 // cancel record: the entry it keeps from firing would vanish with its
-// segment if that append then failed.
+// segment if that append then failed. Nor before the start-up checks have
+// passed (startcheck.go): a start that refuses leaves the buckets' files
+// as it found them.
 func (d *driver) retireBuckets(now int64) int64 {
 	next := never
+	if !d.started() {
+		return next // passed() wakes the loop
+	}
 	unarmed := d.claiming()
 	for _, b := range d.buckets {
 		if unarmed {

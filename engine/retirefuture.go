@@ -95,11 +95,12 @@ func (d *driver) futureBusy(start int64) <-chan struct{} {
 // retireFuture starts the check of each noted bucket that is due one, and
 // returns when it next needs to run. Not while a claim is between its
 // decision and its durable record (as for retireBuckets), nor for a bucket
-// loaded or about to be.
+// loaded or about to be, nor before the start-up checks have passed (as
+// for retireBuckets).
 func (d *driver) retireFuture(now int64) int64 {
 	next := never
-	if len(d.future) == 0 {
-		return next
+	if len(d.future) == 0 || !d.started() {
+		return next // passed() wakes the loop
 	}
 	lead := d.e.opts.PreloadLead.Milliseconds()
 	ckpt := d.e.reput.Checkpoint()

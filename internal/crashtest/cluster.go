@@ -191,6 +191,9 @@ func (cr *clusterRunner) startNode(n *hgNode, cycle int) error {
 			s.kill()
 		}
 	}
+	// The partitions it takes open their recurring schedules then:
+	// occurrences due before are missed (FIRE_ALL's bound, missedRun).
+	cr.hist.AddStart(cycle, t0)
 	if err != nil {
 		err = fmt.Errorf("node %s: %w", n.id, err)
 		if cycle == 1 {
@@ -284,6 +287,9 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		if d, ok := cr.waitReowned(ctx, n.id, owned, k.At); ok {
 			k.ReownedMs = ms(d)
 		}
+		// Its partitions open again on the nodes that take them over,
+		// between the kill and now: a start of theirs, for missedRun.
+		cr.hist.AddStart(cycle, k.At)
 		sleep(ctx, time.Second) // load on the new owners
 	} else {
 		i := cr.rng.IntN(cr.nats.Size())

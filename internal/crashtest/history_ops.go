@@ -149,9 +149,10 @@ func (h *History) AddScheduleOp(x ScheduleOp) {
 	h.mu.Unlock()
 }
 
-// ServerStart is one server process the harness started. The server
-// takes the time it opened (recur: occurrences due before it are missed)
-// between Began and Up.
+// ServerStart is one server process the harness started, or in a cluster
+// run one node started or the partitions of a killed node taken over by
+// the others. The server (a cluster partition) takes the time it opened
+// (recur: occurrences due before it are missed) between Began and Up.
 type ServerStart struct {
 	Cycle int
 	Began time.Time // before the process was started

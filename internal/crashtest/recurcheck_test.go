@@ -185,3 +185,28 @@ func TestCheckSchedulesMissedBound(t *testing.T) {
 			VOccurrenceSkipped, "08:02:31.000 to 08:02:49.000 (19 occurrences)", nil},
 	})
 }
+
+// TestCheckSchedulesMissedBoundCluster: a cluster run records as starts
+// each node it starts and each takeover of a killed node's partitions
+// (from the kill until the harness found them owned again), since a
+// partition's scheduler opens when the partition is taken; FIRE_ALL's
+// bound is allowed from them as from a single server's starts. Forged: three
+// nodes started one after the other, an @every 1s schedule live from 1 s
+// to 20 s, the node owning its partition killed at 20.5 s and the
+// partition opened again only at 152 s, every occurrence since delivered
+// at once, up to the 100th, then the next after that moment.
+func TestCheckSchedulesMissedBoundCluster(t *testing.T) {
+	s := time.Second
+	nodes := func() *hb {
+		return (&hb{}).started(0, 300).started(300, 350).started(350, 400).
+			sop("a", "create", 1, s, OK, 500, 510, 1000).ticks("a", 1, 1000, 20000, 1000)
+	}
+	caughtUp := func(b *hb) *hb { return b.caught("a", 1, 21000, 120000, 152100).ticks("a", 1, 153000, 160000, 1000) }
+	capped := func(c Counts) bool { return c.OccurrenceMissedCap == 32 && c.OccurrenceSkipped == 0 && c.Pending == 0 }
+	runCheckCases(t, []checkCase{
+		{"taken_over_late", caughtUp(nodes().started(20500, 152000)), "", "", capped},
+		{"taken_back_by_the_killed_node_restarted", caughtUp(nodes().started(20500, 23000).started(150000, 152000)), "", "", capped},
+		{"no_start_after_the_kill_recorded", caughtUp(nodes()), VOccurrenceSkipped, "08:02:01.000 to 08:02:32.000 (32 occurrences)", nil},
+		{"taken_over_in_time", caughtUp(nodes().started(20500, 23000)), VOccurrenceSkipped, "08:02:01.000 to 08:02:32.000 (32 occurrences)", nil},
+	})
+}
