@@ -156,7 +156,8 @@ when no retry and no Reschedule in doubt may be it.
 --damage allows these what hourglass repair reported lost: a lost commitlog span
 may hold reschedule and cancel records (bounded by the answers around them; the
 replacement lost, the old one back) and the records that armed a schedule's
-next occurrence (its run broken from there on); a lost queue message an
+next occurrence (its run broken from there on; one armed in the span and
+routed before the loss is armed again, delivered twice); a lost queue message an
 occurrence; a flipped schedule entry whose commitlog record is gone an armed
 occurrence (its run broken).
 

@@ -29,6 +29,18 @@ type allowance struct {
 	breaks map[string][]chainBreak
 	// occLost: single occurrences ("<body>@<ms>") lost from the queue.
 	occLost map[string]string
+	// armedLost: commitlog spans repair reported lost. An occurrence
+	// whose first ID's record lay in one was armed there: routed to its
+	// schedule segment before the loss, it is delivered, while the
+	// scheduler's record of having armed it (staged in the catalog only
+	// with the next checkpoint) went with the span, so it is armed again
+	// under a new ID (crashtest --damage --seed 2, a commitlog-delete).
+	armedLost []armedSpan
+}
+
+type armedSpan struct {
+	from, to int64
+	label    string
 }
 
 // chainBreak allows the occurrence violations of a definition from the
@@ -146,6 +158,7 @@ func damageAllowance(evs []DamageEvent, ev Events, dataDir string, seg time.Dura
 					}
 				}
 				al.recurAllowance(ev, sp, label)
+				al.armedLost = append(al.armedLost, armedSpan{sp.From, sp.To, label + " (the record that armed the occurrence; armed again after the repair)"})
 				if hit {
 					al.occurrenceHeld(d.Held, true, label)
 				}
@@ -366,6 +379,15 @@ func markDamage(vs []Violation, al allowance, ev Events) {
 			}
 		}
 		switch {
+		case v.Kind == VOccurrenceTwice && v.Damage == "":
+			// v.ID is the occurrence's first ID (the lowest seq).
+			seq := seqOf(v.ID)
+			for _, a := range al.armedLost {
+				if seq >= a.from && seq < a.to {
+					v.Damage = a.label
+					break
+				}
+			}
 		case slices.Contains(lossKinds, v.Kind) && al.lose[v.Key] != "":
 			v.Damage = al.lose[v.Key]
 		case slices.Contains(replayKinds, v.Kind) && al.replay[v.Key] != "":

@@ -71,6 +71,14 @@ func TestDamageAllowsOperated(t *testing.T) {
 			[]Violation{skipped("a#1", 2000, 1), skipped("a#1", 60000, 5), {Kind: VOccurrenceUnexpected, Key: "a#1", Occ: at(70500)}, skipped("b#1", 7000, 1),
 				{Kind: VOccurrenceTwice, Key: "a#1", Occ: at(2000)}},
 			[]bool{true, true, true, false, false}},
+		{"an_occurrence_armed_in_the_span_armed_again",
+			// Its first ID's record (seq 150) was in the lost span: routed
+			// before the loss, delivered, and armed again under a new ID.
+			// One first armed after the span (seq 300) is not the span's.
+			[]DamageEvent{lostSpan},
+			[]Violation{{Kind: VOccurrenceTwice, Key: "a#1", ID: occID(2000, 150), Occ: at(2000)},
+				{Kind: VOccurrenceTwice, Key: "a#1", ID: occID(3000, 300), Occ: at(3000)}},
+			[]bool{true, false}},
 		{"a_break_two_periods_after_the_span",
 			// The span's last record (up to 3001) may have armed an
 			// occurrence a period later; that one fired after the restart

@@ -270,6 +270,8 @@ func (e *schedEpoch) judge(drainFrom, drainEnd time.Time, starts []ServerStart, 
 		if len(ids) > 1 {
 			c.OccurrenceTwice++
 			keys := slices.Sorted(maps.Keys(ids))
+			// The first armed (the lowest seq: the IDs share the time) names it.
+			v.ID = keys[0]
 			v.Kind, v.Detail = VOccurrenceTwice, fmt.Sprintf("occurrence %s of %s delivered under %d IDs: %s", t.UTC().Format("15:04:05.000"), e.body, len(ids), strings.Join(keys, ", "))
 			out = append(out, v)
 		}
