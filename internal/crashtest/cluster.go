@@ -92,6 +92,9 @@ type KillReport struct {
 	FirstMovedMs    float64    `json:"first_moved_ms,omitempty"`
 	Moved           Lateness   `json:"moved"`
 	Rest            Lateness   `json:"rest"`
+	// Nodes: what the hourglass nodes' logs record from a NATS kill to
+	// the next kill.
+	Nodes *NodeStages `json:"nodes,omitempty"`
 }
 
 // midStreamWait bounds how long a cycle's hourglass kill waits, past its
@@ -180,7 +183,9 @@ func (r *runner) runCluster(ctx context.Context) (err error) {
 	if err := cr.restartDown(r.cfg.Cycles + 1); err != nil {
 		return err
 	}
-	return cr.drain(ctx)
+	err = cr.drain(ctx)
+	cr.scanNodeLogs()
+	return err
 }
 
 // serverArgs are serve's flags for node n.

@@ -276,7 +276,8 @@ func writeNATSTimeline(w io.Writer, kills []KillReport) {
 			fmt.Fprintln(w, "\nNATS kills stage by stage (elected: ms from the kill until another server led each raft group the")
 			fmt.Fprintln(w, "killed server led, by the new leader's leader_since (the meta group: when a survivor named it), none")
 			fmt.Fprintf(w, "within %v; moved partitions: their intake or done stream was led there; first delivery and lateness as\n", electionBound)
-			fmt.Fprintln(w, "above, also for the moved partitions' messages alone and for the rest, with their counts):")
+			fmt.Fprintln(w, "above, also for the moved partitions' messages alone and for the rest, with their counts; hourglass")
+			fmt.Fprintln(w, "nodes: what their logs record until the next kill, count and ms after the kill of the first and last):")
 			first = false
 		}
 		if k.Elections == nil && k.LedElsewhere == 0 {
@@ -298,6 +299,9 @@ func writeNATSTimeline(w io.Writer, kills []KillReport) {
 		}
 		fmt.Fprintf(w, "    first delivery %s (moved partitions %s); lateness p99 / max: moved %.0f / %.0f ms (%d), rest %.0f / %.0f ms (%d)\n",
 			msOrNone(k.FirstDeliveryMs), msOrNone(k.FirstMovedMs), k.Moved.P99Ms, k.Moved.MaxMs, k.Moved.N, k.Rest.P99Ms, k.Rest.MaxMs, k.Rest.N)
+		if k.Nodes != nil {
+			fmt.Fprintf(w, "    hourglass nodes until the next kill: %s\n", k.Nodes.stagesLine())
+		}
 	}
 }
 
