@@ -394,8 +394,19 @@ type pullRequest struct {
 }
 
 // pullHeartbeat is the idle heartbeat of pulls that wait long: a pull
-// whose heartbeats stop (its consumer's leader moved) is made again.
-const pullHeartbeat = 5 * time.Second
+// whose heartbeats stop (its consumer's leader died and the pull with it)
+// is ended after two and a half of them and made again, so that a
+// Consume stream finds the consumer's new leader as soon as it is
+// elected (nats-server's followers campaign after 4-9 s without their
+// leader). Each waiting pull costs a status message a second.
+const pullHeartbeat = time.Second
+
+// pullGrace is how long a pull without heartbeats is waited for past its
+// expiry, at which JetStream ends it with a status: a pull silent that
+// long was lost with its consumer's leader. (A message a live but slow
+// leader sends later finds no listener and is handed out again when its
+// AckWait ends.)
+const pullGrace = time.Second
 
 // delivery is a message a pull got, and when (by the node's clock, in
 // whole milliseconds): its lease counts from then.
@@ -429,9 +440,9 @@ func (q *Queue) fetch(ctx context.Context, c *consumer, n int, wait time.Duratio
 		return nil, unavailable("pull request to the consumer of topic %q: %v", c.topic, err)
 	}
 	// The pull ends with a status message (404 or 408) or its n-th
-	// message; if JetStream forgets it (its leader moved), the watchdog
-	// ends it: wait plus a margin, or two missed heartbeats.
-	watch := wait + q.opts.Timeout
+	// message; if JetStream forgets it (its leader died), the watchdog
+	// ends it: wait plus pullGrace, or two and a half missed heartbeats.
+	watch := wait + pullGrace
 	if hb > 0 {
 		watch = 2*hb + hb/2
 	}
