@@ -205,7 +205,7 @@ func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
 		MaxAckPending: q.opts.MaxAckPending,
 		Metadata:      map[string]string{metaMaxAttempts: strconv.Itoa(q.opts.MaxAttempts)},
 	}
-	cctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, q.lookupTimeout())
 	defer cancel()
 	jc, err := q.opts.JS.CreateConsumer(cctx, q.opts.Stream, cfg)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
@@ -234,7 +234,7 @@ func (q *Queue) consumer(ctx context.Context, topic string) (*consumer, error) {
 // readConsumer reads topic's consumer again and replaces old with what
 // it read; a consumer that is gone is forgotten (the next use makes it).
 func (q *Queue) readConsumer(ctx context.Context, topic string, old *consumer) (*consumer, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.opts.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, q.lookupTimeout())
 	defer cancel()
 	jc, err := q.opts.JS.Consumer(ctx, q.opts.Stream, old.name)
 	if err != nil {
@@ -245,6 +245,17 @@ func (q *Queue) readConsumer(ctx context.Context, topic string, old *consumer) (
 	}
 	return q.keep(topic, q.fromInfo(topic, jc.CachedInfo(), old.refreshing)), nil
 }
+
+// lookupTimeout bounds one lookup or creation of a topic's consumer (the
+// Receive path): JetStream answers it in milliseconds while the consumer,
+// or for a creation the meta group, has a leader, and never when the
+// request reached one that died. A Receive then goes on with what was
+// read before, or fails Unavailable, instead of waiting Options.Timeout
+// (a Receive hung 7 s after a NATS kill in a crashtest --cluster run,
+// the topic's consumer reading again what it knew).
+const lookupTimeout = 2 * time.Second
+
+func (q *Queue) lookupTimeout() time.Duration { return min(q.opts.Timeout, lookupTimeout) }
 
 // keep makes c what the node knows of topic's consumer.
 func (q *Queue) keep(topic string, c *consumer) *consumer {

@@ -529,3 +529,41 @@ func TestLostPull(t *testing.T) {
 		})
 	}
 }
+
+// TestUnansweredLookup: a lookup of a topic's consumer that JetStream never
+// answers (here the node's API requests go to a prefix a subscriber
+// swallows) fails the Receive with Unavailable after lookupTimeout, not
+// after Options.Timeout.
+func TestUnansweredLookup(t *testing.T) {
+	e := newEnv(t)
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := nc.Subscribe("hole.API.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.NewWithAPIPrefix(nc, "hole.API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := New(Options{JS: js, Stream: natsjs.DefaultStream, Prefix: natsjs.DefaultPrefix, Logger: quiet, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := q.Receive(ctxT(t), "lookup", 1, 200*time.Millisecond, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if took := time.Since(start); status.Code(err) != codes.Unavailable || took < lookupTimeout {
+			t.Errorf("Receive = %v after %v; want Unavailable after %v", err, took, lookupTimeout)
+		}
+	case <-time.After(lookupTimeout + 3*time.Second):
+		t.Fatalf("Receive still waiting %v after an unanswered lookup", time.Since(start))
+	}
+}
