@@ -19,7 +19,11 @@ import (
 // consume schedules every intake message into the local engine, from the
 // stream's first message on, until the partition stops.
 func (pt *partition) consume(eng *engine.Engine) error {
-	st, err := pt.n.js.Stream(pt.ctx, inStream(pt.p))
+	var st jetstream.Stream
+	err := pt.startRetry(func(ctx context.Context) (err error) {
+		st, err = pt.n.js.Stream(ctx, inStream(pt.p))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: intake stream of partition %d: %w", pt.p, err)
 	}
@@ -33,9 +37,11 @@ func (pt *partition) consume(eng *engine.Engine) error {
 	tick := time.NewTicker(pt.n.opts.Compaction.Interval)
 	defer tick.Stop()
 	cst := newCompactState(&pt.n.opts)
-	if info, err := st.Info(pt.ctx); err == nil {
+	ictx, cancel := context.WithTimeout(pt.ctx, startAttempt)
+	if info, err := st.Info(ictx); err == nil {
 		cst.horizon, cst.refresh = info.State.LastSeq, false
 	}
+	cancel()
 	defer cst.stop()
 	for {
 		var m jetstream.Msg
@@ -119,8 +125,11 @@ func (pt *partition) feed(st jetstream.Stream, msgs chan<- jetstream.Msg) {
 	}
 	for pt.ctx.Err() == nil {
 		err := func() error {
-			c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{
+			// Bounded as a start's requests are; feed makes it again.
+			cctx, cancel := context.WithTimeout(pt.ctx, startAttempt)
+			c, err := st.OrderedConsumer(cctx, jetstream.OrderedConsumerConfig{
 				DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: last + 1, MaxResetAttempts: orderedResets})
+			cancel()
 			if err != nil {
 				return err
 			}

@@ -92,6 +92,10 @@ func doneSubject(p int) string { return fmt.Sprintf("hg.done.%d", p) }
 func doneStream(p int) string  { return fmt.Sprintf("HG_DONE_%d", p) }
 func ownerKey(p int) string    { return fmt.Sprintf("p%03d", p) }
 
+// PartitionStreams names partition p's JetStream streams: its intake and
+// its done stream.
+func PartitionStreams(p int) (intake, done string) { return inStream(p), doneStream(p) }
+
 // idHeader is the local engine's header carrying a message's cluster ID
 // (16 bytes, big-endian deliverAt then seq). It is removed before the
 // message is delivered.

@@ -157,14 +157,41 @@ func (pt *partition) run() error {
 	return pt.consume(eng)
 }
 
+// startAttempt bounds each JetStream request a partition makes while it
+// starts (its streams' lookups, a done stream's info, its readers'
+// ordered consumers); a failed one is made again (retry) until it is
+// answered. A request that reached a stream whose leader had just died,
+// or one being elected, is never answered: with the client's default of
+// 5 s per request and the partition failing at the first, a partition
+// taken during a NATS server's elections started only after a takeover
+// round or two (17 s after the kill for one whose streams were elected
+// after 6 s, in a crashtest --cluster run).
+const startAttempt = time.Second
+
+// startRetry calls f with a context bounded by startAttempt until it
+// succeeds or fails with an answer (retry).
+func (pt *partition) startRetry(f func(ctx context.Context) error) error {
+	return retry(pt.ctx, func() error {
+		ctx, cancel := context.WithTimeout(pt.ctx, startAttempt)
+		defer cancel()
+		return f(ctx)
+	})
+}
+
 // loadDone reads the done stream up to its last sequence into pt.mu.done.
 func (pt *partition) loadDone() error {
 	js := pt.n.js
-	st, err := js.Stream(pt.ctx, doneStream(pt.p))
-	if err != nil {
-		return fmt.Errorf("cluster: done stream of partition %d: %w", pt.p, err)
-	}
-	info, err := st.Info(pt.ctx)
+	var st jetstream.Stream
+	var info *jetstream.StreamInfo
+	err := pt.startRetry(func(ctx context.Context) (err error) {
+		if st == nil {
+			if st, err = js.Stream(ctx, doneStream(pt.p)); err != nil {
+				return err
+			}
+		}
+		info, err = st.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: done stream of partition %d: %w", pt.p, err)
 	}
@@ -172,7 +199,11 @@ func (pt *partition) loadDone() error {
 		return nil
 	}
 	last := info.State.LastSeq
-	c, err := st.OrderedConsumer(pt.ctx, jetstream.OrderedConsumerConfig{MaxResetAttempts: orderedResets})
+	var c jetstream.Consumer
+	err = pt.startRetry(func(ctx context.Context) (err error) {
+		c, err = st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{MaxResetAttempts: orderedResets})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("cluster: reading the done stream of partition %d: %w", pt.p, err)
 	}

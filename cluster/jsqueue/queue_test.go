@@ -474,3 +474,96 @@ func TestAbandonedPullGivesBack(t *testing.T) {
 		t.Fatalf("got %v attempt %d; want %v at attempt 0", got[0].ID, got[0].Attempt, later[0])
 	}
 }
+
+// TestLostPull: a pull that JetStream never answers (its consumer's
+// leader died holding it; here a subscriber swallows the request) ends
+// pullGrace after its expiry when it has no heartbeats, and after two
+// and a half missed heartbeats when it has them, not at the request
+// timeout nor at a long pull's expiry: the Receive then pulls again from
+// the consumer's new leader.
+func TestLostPull(t *testing.T) {
+	e := newEnv(t)
+	q := e.node(Options{Timeout: time.Minute})
+	hole, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hole.Close)
+	if _, err := hole.Subscribe("hg.test.lost.next", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hole.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := &consumer{topic: "lost", name: "lost", next: "hg.test.lost.next"}
+	if pullHeartbeat*5/2 >= 4*time.Second {
+		t.Errorf("a lost long pull is noticed after %v, not before nats-server's earliest election (4 s)", pullHeartbeat*5/2)
+	}
+	for _, tc := range []struct {
+		name      string
+		wait, end time.Duration // the pull's wait; it must have ended by end
+	}{
+		{"short_without_heartbeats", 200 * time.Millisecond, 200*time.Millisecond + pullGrace},
+		{"long_with_heartbeats", 30 * time.Second, pullHeartbeat * 5 / 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type result struct {
+				n   int
+				err error
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() {
+				got, err := q.fetch(ctxT(t), c, 10, tc.wait)
+				done <- result{len(got), err}
+			}()
+			select {
+			case r := <-done:
+				took := time.Since(start)
+				if r.n != 0 || r.err != nil || took < tc.end {
+					t.Errorf("lost pull ended after %v with %d messages, %v; want none, nil, not before %v", took, r.n, r.err, tc.end)
+				}
+			case <-time.After(tc.end + 3*time.Second):
+				t.Fatalf("lost pull (wait %v) still waiting %v after %v", tc.wait, time.Since(start), tc.end)
+			}
+		})
+	}
+}
+
+// TestUnansweredLookup: a lookup of a topic's consumer that JetStream never
+// answers (here the node's API requests go to a prefix a subscriber
+// swallows) fails the Receive with Unavailable after lookupTimeout, not
+// after Options.Timeout.
+func TestUnansweredLookup(t *testing.T) {
+	e := newEnv(t)
+	nc, err := nats.Connect(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := nc.Subscribe("hole.API.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.NewWithAPIPrefix(nc, "hole.API")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := New(Options{JS: js, Stream: natsjs.DefaultStream, Prefix: natsjs.DefaultPrefix, Logger: quiet, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := q.Receive(ctxT(t), "lookup", 1, 200*time.Millisecond, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if took := time.Since(start); status.Code(err) != codes.Unavailable || took < lookupTimeout {
+			t.Errorf("Receive = %v after %v; want Unavailable after %v", err, took, lookupTimeout)
+		}
+	case <-time.After(lookupTimeout + 3*time.Second):
+		t.Fatalf("Receive still waiting %v after an unanswered lookup", time.Since(start))
+	}
+}

@@ -81,6 +81,20 @@ type KillReport struct {
 	// ConsumeStreams: the Consume streams open on the hourglass node when
 	// it was killed (the kill waits up to midStreamWait for one).
 	ConsumeStreams int `json:"consume_streams"`
+	// A NATS kill's timeline (natsleaders.go): the raft groups the killed
+	// server led, with their elections, and how many other servers led;
+	// the partitions whose intake or done stream was among them, and
+	// FirstDeliveryMs and the lateness for their messages (FirstMovedMs,
+	// Moved) and for the others' (Rest).
+	Elections       []Election `json:"elections,omitempty"`
+	LedElsewhere    int        `json:"led_elsewhere,omitempty"`
+	MovedPartitions []int      `json:"moved_partitions,omitempty"`
+	FirstMovedMs    float64    `json:"first_moved_ms,omitempty"`
+	Moved           Lateness   `json:"moved"`
+	Rest            Lateness   `json:"rest"`
+	// Nodes: what the hourglass nodes' logs record from a NATS kill to
+	// the next kill.
+	Nodes *NodeStages `json:"nodes,omitempty"`
 }
 
 // midStreamWait bounds how long a cycle's hourglass kill waits, past its
@@ -169,7 +183,9 @@ func (r *runner) runCluster(ctx context.Context) (err error) {
 	if err := cr.restartDown(r.cfg.Cycles + 1); err != nil {
 		return err
 	}
-	return cr.drain(ctx)
+	err = cr.drain(ctx)
+	cr.scanNodeLogs()
+	return err
 }
 
 // serverArgs are serve's flags for node n.
@@ -292,17 +308,7 @@ func (cr *clusterRunner) cycle(ctx context.Context, cycle int) {
 		cr.hist.AddStart(cycle, k.At)
 		sleep(ctx, time.Second) // load on the new owners
 	} else {
-		i := cr.rng.IntN(cr.nats.Size())
-		k.Target, k.At = "nats "+cr.nats.Name(i), time.Now()
-		if err := cr.nats.Kill(i); err != nil {
-			cr.progress("cycle %d: killing NATS node %d: %v", cycle, i, err)
-		} else {
-			cr.natsDown = i
-			cr.cs.NATSKills++
-			cr.sum.Kills++
-			cr.sum.KillMoments["nats"]++
-		}
-		sleep(ctx, 2*cr.cfg.LeaseTTL)
+		cr.killNATS(ctx, cycle, &k)
 	}
 	cr.cs.Kills = append(cr.cs.Kills, k)
 	stop()
@@ -461,27 +467,49 @@ func (r *runner) finishCluster(ev Events, res Result) {
 			p, ok := partitionOf(d.ID)
 			return ok && slices.Contains(k.Partitions, p)
 		}
+		// moved: a message of a partition whose intake or done stream the
+		// killed NATS server led.
+		moved := func(d *Delivery) bool {
+			p, ok := partitionOf(d.ID)
+			return ok && slices.Contains(k.MovedPartitions, p)
+		}
+		if k.Elections != nil {
+			k.FirstMovedMs = -1
+		}
 		for j := range ev.Deliveries {
 			d := &ev.Deliveries[j]
 			if d.Attempt > 0 || isDLQ(d.Topic) || !d.Received.After(k.At) || !ours(d) {
 				continue
 			}
-			if t := ms(d.Received.Sub(k.At)); k.FirstDeliveryMs < 0 || t < k.FirstDeliveryMs {
+			t := ms(d.Received.Sub(k.At))
+			if k.FirstDeliveryMs < 0 || t < k.FirstDeliveryMs {
 				k.FirstDeliveryMs = t
+			}
+			if k.Elections != nil && moved(d) && (k.FirstMovedMs < 0 || t < k.FirstMovedMs) {
+				k.FirstMovedMs = t
 			}
 		}
 		var until time.Time // the next kill, or never
 		if i+1 < len(cs.Kills) {
 			until = cs.Kills[i+1].At
 		}
-		var after []time.Duration
+		var after, movedAfter, restAfter []time.Duration
 		for _, f := range firsts {
 			if f.due.Before(k.At) || (!until.IsZero() && !f.due.Before(until)) || !ours(f.d) {
 				continue
 			}
-			after = append(after, f.d.Received.Sub(f.due))
+			late := f.d.Received.Sub(f.due)
+			after = append(after, late)
+			if moved(f.d) {
+				movedAfter = append(movedAfter, late)
+			} else {
+				restAfter = append(restAfter, late)
+			}
 		}
 		k.LateP99Ms, k.MaxLateMs = pct(after, 99), pct(after, 100)
+		if k.Elections != nil {
+			k.Moved, k.Rest = latenessOf(movedAfter), latenessOf(restAfter)
+		}
 	}
 	for _, d := range r.natsRest {
 		cs.NATSRestartMaxMs = max(cs.NATSRestartMaxMs, ms(d))

@@ -125,6 +125,7 @@ func (s *Summary) WriteTable(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		writeNATSTimeline(w, cs.Kills)
 	}
 	first := true
 	for _, v := range s.Violations {

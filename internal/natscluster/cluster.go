@@ -229,7 +229,7 @@ func (c *Cluster) waitHealthy(ctx context.Context, n *node) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	healthz := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.httpPort)
+	healthz := c.MonitorURL(n.index) + "/healthz"
 	last := errors.New("not polled yet")
 	for {
 		select {
@@ -309,6 +309,12 @@ func (c *Cluster) URLs() string {
 // across Kill and Restart.
 func (c *Cluster) URL(i int) string {
 	return fmt.Sprintf("nats://127.0.0.1:%d", c.nodes[i].clientPort)
+}
+
+// MonitorURL is node i's HTTP monitoring base URL, http://127.0.0.1:<port>
+// (its /healthz and /jsz). It stays the same across Kill and Restart.
+func (c *Cluster) MonitorURL(i int) string {
+	return fmt.Sprintf("http://127.0.0.1:%d", c.nodes[i].httpPort)
 }
 
 // Name is node i's server name ("n<i>"), as JetStream reports it in stream
