@@ -518,6 +518,38 @@ func TestHandoffLeadSteps(t *testing.T) {
 	})
 }
 
+// TestRoutedWhileLoadingFiresAfterTheLoad: messages due at once into a
+// bucket whose loader is still running reach the sink in deliverAt order:
+// those routed meanwhile wait for the loader's chunks, which hold the
+// earlier ones (e2e TestListForgedPageToken saw c, a, b).
+func TestRoutedWhileLoadingFiresAfterTheLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		watched, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		sink := &recSink{}
+		e := openEngine(t, t.TempDir(), sink, func(o *Options) {
+			o.afterWatch = func(int64) { once.Do(func() { close(watched); <-release }) }
+		})
+		var ids []message.ID
+		ids = append(ids, schedule(t, e, "t", 0, "a"))
+		<-watched // a's bucket is loading; a is in its segment
+		ids = append(ids, schedule(t, e, "t", time.Millisecond, "b"), schedule(t, e, "t", 2*time.Millisecond, "c"))
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		close(release)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		var got []string
+		for _, g := range sink.snapshot() {
+			got = append(got, g.body)
+		}
+		if strings.Join(got, ",") != "a,b,c" {
+			t.Errorf("handed over %v (IDs %v); want a, b, c", got, ids)
+		}
+		e.Close()
+	})
+}
+
 func TestHandoffLeadBounds(t *testing.T) {
 	for _, lead := range []time.Duration{-time.Millisecond, MaxHandoffLead + time.Millisecond} {
 		_, err := Open(Options{Dir: t.TempDir(), Sink: &recSink{}, HandoffLead: lead})

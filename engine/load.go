@@ -52,6 +52,12 @@ type bucket struct {
 	// came through routing and must not be added twice.
 	routedFirst uint64
 	hasRouted   bool
+	// routedEarly holds the entries routed while the loader runs, out of
+	// the wheel until it is done: the loader's chunks hold the bucket's
+	// earlier entries, and a routed entry fired before them would reach
+	// the sink out of deliverAt order (messages due at once into a bucket
+	// that is loading as they arrive).
+	routedEarly []refAt
 	// retire: busy while reput retires it; next is the earliest next
 	// attempt after one failed.
 	retire struct {
@@ -267,6 +273,9 @@ func (d *driver) load(job loadJob) {
 		}
 		job.watched, job.pos = true, d.e.reput.Position()
 		res.job = job
+		if h := d.e.opts.afterWatch; h != nil {
+			h(job.start)
+		}
 	}
 	sal, holdWhy, recreate, err := d.readDone(job.start)
 	if err != nil {
@@ -459,6 +468,11 @@ func (d *driver) loaded(res *loadResult) {
 	if b == nil {
 		return
 	}
+	// After the loader's chunks (posted before this), in routing order.
+	for _, ra := range b.routedEarly {
+		d.add(b, ra.deadline, ra.off)
+	}
+	b.routedEarly = nil
 	if res.done != nil {
 		// Merge what arrived while loading (cancels, deliveries) into the
 		// file's done set.
@@ -534,6 +548,10 @@ func (d *driver) routed(entries []reput.Entry) {
 			b.routedFirst, b.hasRouted = en.Seq, true
 		}
 		b.entries++
+		if !b.ready {
+			b.routedEarly = append(b.routedEarly, refAt{deadline: en.DeliverAt, off: en.Offset})
+			continue
+		}
 		d.add(b, en.DeliverAt, en.Offset)
 	}
 }

@@ -166,6 +166,10 @@ type Options struct {
 	// fireBatch bounds the messages the driver puts in one batch for a
 	// topic's lane; default defaultFireBatch. Tests make it small.
 	fireBatch int
+	// afterWatch, if set, is called by a bucket's loader once reput
+	// watches the bucket, before it reads the segment. Tests hold a load
+	// there.
+	afterWatch func(bucket int64)
 }
 
 // Observer receives engine events for metrics. Embed NopObserver to
