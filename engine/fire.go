@@ -189,6 +189,7 @@ func (d *driver) confirmed(l *lane, items []item, err error) {
 	if l.held -= len(items); l.held == 0 {
 		l.idleSince = d.now()
 	}
+	putItems(items)
 }
 
 // requeue puts fired items back into the wheel, a moment later, because
@@ -204,4 +205,5 @@ func (d *driver) requeue(items []item) {
 		}
 	}
 	d.n.inflightN.Add(-int64(len(items)))
+	putItems(items)
 }

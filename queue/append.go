@@ -76,6 +76,11 @@ type appender struct {
 		appending bool
 		queued    []*appendReq
 	}
+	// The appending caller's scratch, kept from call to call: only the
+	// caller enqueue chose uses them, until take returns none (set under
+	// mu, read after enqueue chose the next caller under mu).
+	crecs []commitlog.Record
+	offs  []int64
 }
 
 // enqueue queues req and reports whether the caller appends (no one
@@ -92,13 +97,18 @@ func (a *appender) enqueue(req *appendReq) bool {
 }
 
 // take returns the requests queued for the caller enqueue chose; when
-// none is left it returns none and the append is over.
-func (a *appender) take() []*appendReq {
+// none is left it returns none and the append is over, and the caller's
+// scratch (crecs, offs) is kept for the next one.
+func (a *appender) take(crecs []commitlog.Record, offs []int64) []*appendReq {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	reqs := a.mu.queued
 	a.mu.queued = nil
 	a.mu.appending = len(reqs) > 0
+	if !a.mu.appending && crecs != nil {
+		clear(crecs) // the payloads are the callers'
+		a.crecs, a.offs = crecs[:0], offs[:0]
+	}
 	return reqs
 }
 
@@ -118,9 +128,8 @@ func (t *topic) append(recs [][]byte) error {
 		<-req.done
 		return req.err
 	}
-	var crecs []commitlog.Record
-	var offs []int64
-	for reqs := t.appends.take(); len(reqs) > 0; reqs = t.appends.take() {
+	crecs, offs := t.appends.crecs, t.appends.offs // ours until take returns none
+	for reqs := t.appends.take(nil, nil); len(reqs) > 0; reqs = t.appends.take(crecs, offs) {
 		crecs = crecs[:0]
 		bytes := int64(0)
 		for _, r := range reqs {

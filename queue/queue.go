@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -256,22 +257,55 @@ func (q *Queue) Deliver(ctx context.Context, topic string, batch []engine.Delive
 	if batch = t.dropRedelivered(batch); len(batch) == 0 {
 		return nil
 	}
-	recs := make([][]byte, len(batch))
 	size := 0
 	for i := range batch {
 		size += messageSize(batch[i].Message)
 	}
-	buf := make([]byte, 0, size)
+	sc := getDeliverScratch()
+	defer putDeliverScratch(sc)
+	sc.recs = slices.Grow(sc.recs[:0], len(batch))[:len(batch)]
+	buf := slices.Grow(sc.buf[:0], size)
 	limit := q.opts.maxMessagePayload()
 	for i, d := range batch {
 		start := len(buf)
 		buf = appendMessage(buf, d.ID, d.Message)
-		recs[i] = buf[start:len(buf):len(buf)]
-		if len(recs[i]) > limit {
-			return fmt.Errorf("%w: message %s is %d bytes encoded; the queue's segments hold %d (Options.SegmentSize)", ErrTooLarge, d.ID, len(recs[i]), limit)
+		sc.recs[i] = buf[start:len(buf):len(buf)]
+		if len(sc.recs[i]) > limit {
+			return fmt.Errorf("%w: message %s is %d bytes encoded; the queue's segments hold %d (Options.SegmentSize)", ErrTooLarge, d.ID, len(sc.recs[i]), limit)
 		}
 	}
-	return t.append(recs)
+	sc.buf = buf
+	return t.append(sc.recs)
+}
+
+// deliverScratch is the memory a Deliver encodes its records in; the log
+// has copied them once append returns. Allocated for each call, a hot
+// second's deliveries (megabytes a call) were fresh pages faulted in and
+// cleared: a tenth of the server's CPU.
+type deliverScratch struct {
+	recs [][]byte
+	buf  []byte
+}
+
+var deliverScratches sync.Pool
+
+// maxPooledDeliver bounds the buffers kept in deliverScratches (the
+// engine merges at most engine.MaxSinkBatchBytes into one Deliver).
+const maxPooledDeliver = 16 << 20
+
+func getDeliverScratch() *deliverScratch {
+	if sc, ok := deliverScratches.Get().(*deliverScratch); ok {
+		return sc
+	}
+	return &deliverScratch{}
+}
+
+func putDeliverScratch(sc *deliverScratch) {
+	if cap(sc.buf) > maxPooledDeliver {
+		return
+	}
+	clear(sc.recs)
+	deliverScratches.Put(sc)
 }
 
 // Receive returns up to max due messages of topic name, each leased to the
