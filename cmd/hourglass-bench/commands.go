@@ -212,8 +212,8 @@ Protocols (--protocol; the server serves them all on its one port):
   stream    the streams: one ScheduleStream per server shared by all the
             clients, each client waiting for the answer to its own request
             (so up to --clients requests in flight on it); lateness consumes
-            with the Go client's Consume (a Consume stream per consumer, 100
-            credits, acks sent back on the stream).
+            with the Go client's Consume (a Consume stream per consumer,
+            --credits credits, acks sent back on the stream).
 
 Scenarios (N is --messages):
   batch     N messages (default 1,000,000) in requests of --batch messages
@@ -320,6 +320,8 @@ func benchServerCommand() *cli.Command {
 					"or stream (one ScheduleStream per server; Consume streams for lateness); see above"},
 			&cli.IntFlag{Name: "consumers", Value: serverbench.DefaultConsumers,
 				Usage: fmt.Sprintf("lateness and drain: `N`umber of consumers (long polls of Receive, or Consume streams), 1 to %d", serverbench.MaxConsumers)},
+			&cli.IntFlag{Name: "credits", Value: serverbench.DefaultCredits,
+				Usage: fmt.Sprintf("lateness and drain: the most messages a consumer holds at once (a Consume stream's credits, a Receive's max_messages), 1 to %d", serverbench.MaxCredits)},
 			&cli.DurationFlag{Name: "window", DefaultText: "10s; 1h for drain",
 				Usage: "lateness: the span the due times are spread over; drain: the part of the backlog's due range to receive, from its start; a `DURATION` from 1ms to 24h"},
 			&cli.DurationFlag{Name: "spread", DefaultText: "720h (30 days)",
@@ -349,6 +351,7 @@ func runBenchServer(c *cli.Context, progress io.Writer) (benchReport, error) {
 		Batch:     c.Int("batch"),
 		Clients:   c.Int("clients"),
 		Consumers: c.Int("consumers"),
+		Credits:   c.Int("credits"),
 		Window:    c.Duration("window"),
 		Timeout:   c.Duration("timeout"),
 		Grace:     c.Duration("grace"),

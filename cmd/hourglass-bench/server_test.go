@@ -29,6 +29,8 @@ func TestBenchServerFlagErrors(t *testing.T) {
 		{"small_body", []string{"--body-size", "4"}, "--body-size 4 is out of range; it must be from 8 to 1048576"},
 		{"no_clients", []string{"--clients", "0"}, "--clients 0 is out of range; it must be from 1 to 1024"},
 		{"no_consumers", []string{"--consumers", "0"}, "--consumers 0 is out of range; it must be from 1 to 256"},
+		{"negative_credits", []string{"--credits", "-1"}, "--credits -1 is out of range; it must be from 1 to 1000"},
+		{"huge_credits", []string{"--credits", "1001"}, "--credits 1001 is out of range; it must be from 1 to 1000"},
 		{"zero_window", []string{"--window", "0s"}, "--window 0s is out of range; it must be from 1ms to 24h0m0s"},
 		{"zero_timeout", []string{"--timeout", "0s"}, "--timeout 0s must be positive"},
 		{"bad_topic", []string{"--topic", "a b"}, "may only hold A-Z a-z 0-9 . _ -"},

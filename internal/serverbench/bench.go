@@ -30,6 +30,7 @@ type Report struct {
 	Topic       string  `json:"topic"`
 	Clients     int     `json:"clients"`
 	Consumers   int     `json:"consumers"`
+	Credits     int     `json:"credits"`       // Config.Credits
 	ClockSkewMs float64 `json:"clock_skew_ms"` // server clock - client clock, measured with Time
 	ClockRTTMs  float64 `json:"clock_rtt_ms"`  // round trip of the Time call the skew came from
 	Errors      int64   `json:"errors"`        // failed calls (the run stops at the first failed Schedule)
@@ -101,12 +102,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.DueFromSeconds, r.DueToSeconds = FarAhead.Seconds(), FarAhead.Seconds()+r.ScheduleSeconds
 		r.Note = fmt.Sprintf("the %d messages stay pending on topic %s, due about %v after the run", r.Scheduled, cfg.Topic, FarAhead)
 	case Lateness:
-		r.Consumers = cfg.Consumers
+		r.Consumers, r.Credits = cfg.Consumers, cfg.Credits
 		err = runLateness(ctx, p, cfg, r, skew, rtt)
 	case Backlog:
 		err = runBacklog(ctx, p, cfg, r, skew)
 	case Drain:
-		r.Consumers = cfg.Consumers
+		r.Consumers, r.Credits = cfg.Consumers, cfg.Credits
 		err = runDrain(ctx, p, cfg, r, skew, rtt)
 	case Get:
 		err = runGet(ctx, p, cfg, r)
@@ -240,9 +241,6 @@ func runSchedule(ctx context.Context, p *peers, cfg Config, r *Report) error {
 
 // Lateness consumers.
 const (
-	// receiveBatch is the most messages a consumer takes at once: a
-	// Receive's max_messages, a Consume stream's credits.
-	receiveBatch = 100
 	// lease is the lease of each message received: far longer than a run
 	// holds one.
 	lease = time.Minute
@@ -348,13 +346,13 @@ func runLateness(ctx context.Context, p *peers, cfg Config, r *Report, skew, rtt
 // received with one AckBatch call, concurrently (at most ackers calls in
 // flight), so that acking holds up the next Receive only when the server
 // falls behind on acks. The acks run under ctx, to finish after cctx.
-func pollConsumer(ctx, cctx context.Context, pl poller, topic string, t *tally, s *sample, skew time.Duration) {
+func pollConsumer(ctx, cctx context.Context, pl poller, topic string, credits int, t *tally, s *sample, skew time.Duration) {
 	var acks sync.WaitGroup
 	defer acks.Wait()
 	ackSem := make(chan struct{}, ackers)
 	for cctx.Err() == nil {
 		msgs, err := pl.receive(cctx, &hourglassv1.ReceiveRequest{
-			Topic: topic, MaxMessages: receiveBatch, WaitMs: 1000, LeaseMs: lease.Milliseconds(),
+			Topic: topic, MaxMessages: int32(credits), WaitMs: 1000, LeaseMs: lease.Milliseconds(),
 		})
 		now := time.Now()
 		if err != nil {
@@ -400,15 +398,15 @@ func pollConsumer(ctx, cctx context.Context, pl poller, topic string, t *tally, 
 }
 
 // streamConsumer consumes topic with the Go client's Consume (a Consume
-// stream holding receiveBatch credits, acks sent back on it in batches)
+// stream holding credits, acks sent back on it in batches)
 // until ctx ends. The handler's call is the receive time. It returns the
 // error that ended Consume early, if any.
-func streamConsumer(ctx context.Context, cl *client.Client, topic string, t *tally, s *sample, skew time.Duration) error {
+func streamConsumer(ctx context.Context, cl *client.Client, topic string, credits int, t *tally, s *sample, skew time.Duration) error {
 	return cl.Consume(ctx, topic, func(_ context.Context, d client.Delivery) error {
 		t.record(s, time.Now(), skew, d.Body, d.DeliverAt)
 		return nil
 	}, client.ConsumeOptions{
-		Prefetch: receiveBatch, Lease: lease, Concurrency: 1,
+		Prefetch: credits, Lease: lease, Concurrency: 1,
 		// Failed acks and streams broken (and opened again).
 		OnError: func(error) { t.errs.Add(1) },
 	})

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -161,8 +162,11 @@ func TestRun(t *testing.T) {
 				if r.Delivered != int64(cfg.Messages) || r.FirePerSec <= 0 || r.LatenessMaxMs < r.LatenessP99Ms {
 					t.Errorf("delivered %d, fire_per_sec %v, p99 %v, max %v", r.Delivered, r.FirePerSec, r.LatenessP99Ms, r.LatenessMaxMs)
 				}
-				if r.Consumers != DefaultConsumers {
-					t.Errorf("consumers %d, want %d", r.Consumers, DefaultConsumers)
+				if r.Consumers != DefaultConsumers || r.Credits != DefaultCredits {
+					t.Errorf("consumers %d with %d credits, want %d with %d", r.Consumers, r.Credits, DefaultConsumers, DefaultCredits)
+				}
+				if want := fmt.Sprintf("%d credits", DefaultCredits); cfg.Protocol == ProtocolStream && !strings.Contains(r.load(), want) {
+					t.Errorf("load %q does not say %q", r.load(), want)
 				}
 			}
 			if r.Early != 0 || r.Lost != 0 || r.Duplicates != 0 || r.Anomalies != 0 {

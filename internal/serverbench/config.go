@@ -36,8 +36,11 @@ const (
 	DefaultBodySize  = 256
 	DefaultBatch     = 100
 	DefaultConsumers = 4
-	DefaultWindow    = 10 * time.Second
-	DefaultTimeout   = 5 * time.Minute
+	// DefaultCredits is Config.Credits when not set: the Go client's
+	// default Prefetch.
+	DefaultCredits = 100
+	DefaultWindow  = 10 * time.Second
+	DefaultTimeout = 5 * time.Minute
 	// DefaultSpread is how far a backlog's due times reach: 30 days.
 	DefaultSpread = 30 * 24 * time.Hour
 	// MaxSpread is the server's default --max-delay, 10 years.
@@ -56,6 +59,7 @@ const (
 	MaxBatch           = 1000 // the server's ScheduleBatch limit
 	MaxClients         = 1024
 	MaxConsumers       = 256
+	MaxCredits         = 1000
 	// FarAhead is how far ahead batch and single schedule: nothing they
 	// schedule fires during the run.
 	FarAhead = time.Hour
@@ -92,10 +96,14 @@ type Config struct {
 	Batch     int
 	Clients   int
 	Consumers int
-	Window    time.Duration
-	Timeout   time.Duration
-	Grace     time.Duration
-	Topic     string // empty: a fresh unique topic
+	// Credits is the most messages a lateness or drain consumer holds
+	// at once: a Receive's max_messages, a Consume stream's credits
+	// (client.ConsumeOptions.Prefetch). 0: DefaultCredits.
+	Credits int
+	Window  time.Duration
+	Timeout time.Duration
+	Grace   time.Duration
+	Topic   string // empty: a fresh unique topic
 	// Protocol is how the clients talk: ProtocolGRPC (unary gRPC calls on
 	// one HTTP/2 connection per server, as gRPC clients make them),
 	// ProtocolConnect (Connect's protocol over HTTP/1.1, a connection per
@@ -195,6 +203,12 @@ func (c *Config) normalize() error {
 	}
 	if c.MaxCalls > 0 && c.Protocol != ProtocolGRPC {
 		return fmt.Errorf("--max-calls applies to --protocol %s only (the Go client's merging; %s and %s send every Schedule as its own request)", ProtocolGRPC, ProtocolConnect, ProtocolStream)
+	}
+	if c.Credits == 0 {
+		c.Credits = DefaultCredits
+	}
+	if c.Credits < 1 || c.Credits > MaxCredits {
+		return fmt.Errorf("--credits %d is out of range; it must be from 1 to %d (a Receive's most messages)", c.Credits, MaxCredits)
 	}
 	if c.Consumers == 0 {
 		c.Consumers = DefaultConsumers

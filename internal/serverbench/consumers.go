@@ -34,7 +34,7 @@ func startConsumers(ctx context.Context, p *peers, cfg Config, t *tally, skew ti
 		if cfg.Protocol == ProtocolStream {
 			cl := p.consumers[p.consumerConn(ci, len(p.consumers))]
 			cs.wg.Go(func() {
-				if err := streamConsumer(cctx, cl, cfg.Topic, t, s, skew); err != nil {
+				if err := streamConsumer(cctx, cl, cfg.Topic, cfg.Credits, t, s, skew); err != nil {
 					t.errs.Add(1)
 					cs.once.Do(func() { cs.err = fmt.Errorf("consuming: %w", err); close(cs.failed) })
 				}
@@ -42,7 +42,7 @@ func startConsumers(ctx context.Context, p *peers, cfg Config, t *tally, skew ti
 			continue
 		}
 		pl := p.polls[p.consumerConn(ci, len(p.polls))]
-		cs.wg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, t, s, skew) })
+		cs.wg.Go(func() { pollConsumer(ctx, cctx, pl, cfg.Topic, cfg.Credits, t, s, skew) })
 	}
 	return cs
 }

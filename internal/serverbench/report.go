@@ -110,9 +110,9 @@ func (r *Report) load() string {
 		s = ""
 	}
 	if r.Scenario == Lateness || r.Scenario == Drain {
-		consume := "long-polling Receive, acking with AckBatch"
+		consume := fmt.Sprintf("long-polling Receive of up to %d, acking with AckBatch", r.Credits)
 		if r.Protocol == ProtocolStream {
-			consume = fmt.Sprintf("on Consume streams of %d credits", receiveBatch)
+			consume = fmt.Sprintf("on Consume streams of %d credits", r.Credits)
 		}
 		s += fmt.Sprintf("; %d consumers %s", r.Consumers, consume)
 	}
