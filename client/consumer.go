@@ -108,12 +108,17 @@ const maxAckBatch = 1000
 // maxPush is the server's limit of messages per pushed batch.
 const maxPush = 1000
 
-// defaultPrefetch is the least credits a stream gets by default. In a hot
-// second (peerbench W2, 200,000 messages, 4 consumers) 10 credits drained
-// in 4.8 s, 100 in 2.0 s and 1,000 in 1.8 s (docs/CLIENTS.md): below 100 a
-// stream waits for the ack log's fsync between few messages; above it,
-// more messages wait in the client holding their leases for little gain.
-const defaultPrefetch = 100
+// defaultPrefetch is the credits a stream opens with by default, and
+// defaultMaxPrefetch the most it grows to while its handlers keep up
+// (consumeState.credits). In a hot second (200,000 messages due in one
+// second, 4 streams) 100 credits a stream delivered 133,930 a second and
+// 1,000 181,689 (medians of three, docs/CLIENTS.md); a stream whose
+// handlers are slow stays near 100, so its messages do not wait out their
+// leases in the client.
+const (
+	defaultPrefetch    = 100
+	defaultMaxPrefetch = 1000
+)
 
 // AckBatch acks deliveries of one topic by receipt with one call and one
 // fsync on the server. It returns one error per delivery (nil: acked); err
@@ -203,11 +208,13 @@ func (c *Client) Extend(ctx context.Context, d Delivery, lease time.Duration) (t
 // ConsumeOptions shape Consume; the zero value works.
 type ConsumeOptions struct {
 	// Prefetch is how many messages the server may hand this consumer
-	// before it has settled them (the stream's credits), 1 to 10000;
-	// default 2 * Concurrency, at least 100.
+	// before it has settled them (the stream's credits), 1 to 10000.
+	// Unset, a stream starts at 2 * Concurrency, at least 100, and grows
+	// up to 1000 (or that start) while every delivery finds a handler
+	// within 100 ms; once one waits over a second it shrinks back.
 	Prefetch int
 	// MaxBatch is the most messages the server pushes at once, 1 to 1000;
-	// default Prefetch (at most 1000).
+	// default the most credits the stream may have (at most 1000).
 	MaxBatch int
 	// Lease of each message; 0 means the server's --default-lease. A
 	// handler running longer than the lease sees its message delivered
@@ -257,17 +264,19 @@ func (c *Client) Consume(ctx context.Context, topic string, handler func(context
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
+	maxPrefetch := o.Prefetch
 	if o.Prefetch <= 0 {
 		o.Prefetch = max(defaultPrefetch, 2*o.Concurrency)
+		maxPrefetch = max(defaultMaxPrefetch, o.Prefetch)
 	}
 	if o.MaxBatch <= 0 {
-		o.MaxBatch = min(o.Prefetch, maxPush)
+		o.MaxBatch = min(maxPrefetch, maxPush)
 	}
 	if o.RetryDelay == nil {
 		o.RetryDelay = DefaultRetryDelay
 	}
 	return newConsumeState(c, loopConfig{
-		topic: topic, handler: HandlerFunc(handler), concurrency: o.Concurrency, prefetch: o.Prefetch, maxBatch: o.MaxBatch,
+		topic: topic, handler: HandlerFunc(handler), concurrency: o.Concurrency, prefetch: o.Prefetch, maxPrefetch: maxPrefetch, maxBatch: o.MaxBatch,
 		lease: o.Lease, retryDelay: o.RetryDelay, onError: o.OnError,
 	}).run(ctx)
 }

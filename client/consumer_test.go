@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,6 +35,8 @@ type settleService struct {
 	mu         sync.Mutex
 	cond       sync.Cond // on mu: credits changed
 	prefetch   int32
+	maxWindow  int // the most credits held and messages unsettled allowed; 0: prefetch
+	most       int // the most credits held and messages unsettled seen
 	pushed     int
 	credits    int            // held by the stream
 	settles    []int          // receipts per settle request, in order
@@ -153,15 +156,18 @@ func (s *settleService) Consume(st consumeServer) error {
 		case *hourglassv1.ConsumeRequest_Credit:
 			s.credits += int(k.Credit.Credits)
 			s.returned += int(k.Credit.Credits)
-			if s.returned > len(s.settled) {
-				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits returned for %d messages settled", s.returned, len(s.settled)))
+			window := cmp.Or(s.maxWindow, int(s.prefetch))
+			if s.returned > len(s.settled)+window-int(s.prefetch) {
+				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits returned for %d messages settled, opened with %d, window at most %d", s.returned, len(s.settled), s.prefetch, window))
 			}
-			if s.credits+s.pushed-len(s.settled) > int(s.prefetch) {
-				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits held and %d messages unsettled: more than prefetch %d", s.credits, s.pushed-len(s.settled), s.prefetch))
+			held := s.credits + s.pushed - len(s.settled)
+			if held > window {
+				s.overdrawn = append(s.overdrawn, fmt.Sprintf("%d credits held and %d messages unsettled: more than the window's %d", s.credits, s.pushed-len(s.settled), window))
 			}
+			s.most = max(s.most, held)
 			s.cond.Broadcast()
 		}
-		if len(s.settled) == s.n && s.returned == s.n {
+		if len(s.settled) == s.n && s.returned >= s.n {
 			select {
 			case <-s.done:
 			default:
@@ -229,9 +235,15 @@ func TestConsumeSettlesOnTheStream(t *testing.T) {
 	}{
 		{"held_first_answer", 500, 500, 1, true, maxUnanswered + 3},
 		{"few_credits", 300, 10, 3, false, 0},
+		// Prefetch unset and quick handlers: the window grows past the
+		// 100 it opens with, never past defaultMaxPrefetch.
+		{"growing_window", 5000, 0, 1, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := newSettleService(tc.n, tc.hold)
+			if tc.prefetch == 0 {
+				svc.maxWindow = defaultMaxPrefetch
+			}
 			c := newClient(t, startFake(t, svc))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -282,6 +294,9 @@ func TestConsumeSettlesOnTheStream(t *testing.T) {
 			defer svc.mu.Unlock()
 			if len(svc.overdrawn) > 0 {
 				t.Errorf("credits: %v", svc.overdrawn)
+			}
+			if tc.prefetch == 0 && svc.most <= defaultPrefetch {
+				t.Errorf("the window stayed at %d credits with handlers that keep up; want it grown past %d", svc.most, defaultPrefetch)
 			}
 			for r, k := range svc.settled {
 				if k != 1 {
@@ -735,5 +750,44 @@ func TestDefaultCredits(t *testing.T) {
 	}
 	if got := w.config("big", nil).prefetch; got != 400 {
 		t.Errorf("worker topic with Concurrency 200: prefetch %d; want 400", got)
+	}
+	if got := w.config("t", nil).maxPrefetch; got != defaultMaxPrefetch {
+		t.Errorf("worker topic without Prefetch: grows to %d credits; want %d", got, defaultMaxPrefetch)
+	}
+	if cfg := NewWorker(nil, WorkerOptions{Prefetch: 50}).config("t", nil); cfg.prefetch != 50 || cfg.maxPrefetch != 50 || cfg.maxBatch != 50 {
+		t.Errorf("worker with Prefetch 50: %d credits growing to %d, pushes of %d; want 50, fixed, 50", cfg.prefetch, cfg.maxPrefetch, cfg.maxBatch)
+	}
+}
+
+// TestCreditsWindow checks how a stream's window moves with how long
+// deliveries waited for a handler.
+func TestCreditsWindow(t *testing.T) {
+	cs := newConsumeState(nil, loopConfig{prefetch: 100, maxPrefetch: 1000})
+	s := &cstream{window: 100}
+	step := func(waited time.Duration, n, want, window int) {
+		t.Helper()
+		cs.waited.Store(int64(waited))
+		if got := cs.credits(s, n); got != want || s.window != window {
+			t.Fatalf("waited %v, %d settled: %d credits, window %d; want %d, %d", waited, n, got, s.window, want, window)
+		}
+		if cs.waited.Load() != 0 {
+			t.Fatalf("the longest wait was not taken")
+		}
+	}
+	step(time.Millisecond, 100, 200, 200) // keeping up: grows by what was settled
+	step(50*time.Millisecond, 300, 600, 500)
+	step(0, 900, 1400, 1000) // up to maxPrefetch
+	step(0, 50, 50, 1000)
+	step(500*time.Millisecond, 70, 70, 1000) // between: held
+	step(2*time.Second, 300, 0, 700)         // waiting long: shrinks by what was settled
+	step(2*time.Second, 1000, 400, 100)      // down to prefetch
+	step(2*time.Second, 10, 10, 100)
+	fixed := newConsumeState(nil, loopConfig{prefetch: 10, maxPrefetch: 10})
+	fs := &cstream{window: 10}
+	for _, w := range []time.Duration{0, 2 * time.Second} {
+		fixed.waited.Store(int64(w))
+		if got := fixed.credits(fs, 7); got != 7 || fs.window != 10 {
+			t.Errorf("fixed Prefetch, waited %v: %d credits, window %d; want 7, 10", w, got, fs.window)
+		}
 	}
 }

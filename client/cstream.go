@@ -39,6 +39,10 @@ type cstream struct {
 	// done is closed when the stream's responses have ended (Recv
 	// failed): no answer comes any more.
 	done chan struct{}
+	// window is the stream's credits in all (held by the server or by
+	// deliveries not yet settled); the settler's alone once the stream
+	// is open.
+	window int
 
 	extMu   sync.Mutex
 	extRef  uint64                                       // guarded by extMu: the last extend's ref
@@ -101,7 +105,7 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 		return err
 	}
 	s := &cstream{st: st, cancel: cancel, unanswered: make(chan struct{}, maxUnanswered), done: make(chan struct{}),
-		extWait: map[uint64]chan *hourglassv1.ConsumeExtended{}}
+		window: cs.prefetch, extWait: map[uint64]chan *hourglassv1.ConsumeExtended{}}
 	if err := s.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Open{Open: &hourglassv1.ConsumeOpen{
 		Topic: cs.topic, Credits: int32(cs.prefetch), LeaseMs: cs.lease.Milliseconds(), MaxBatch: int32(cs.maxBatch),
 	}}}); err != nil {
@@ -302,8 +306,8 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 		ref++
 		set := settleOf(ref, batch[:n])
 		err := cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: set}})
-		if err == nil && ctx.Err() == nil {
-			err = cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: int32(n)}}})
+		if credits := cs.credits(cur, n); err == nil && ctx.Err() == nil && credits > 0 {
+			err = cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: int32(credits)}}})
 		}
 		if err != nil {
 			// The stream broke: settle them by unary calls. One sent
@@ -315,6 +319,38 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 		// TODO: resend those by unary calls when the stream breaks.
 		batch = slices.Delete(batch, 0, n)
 	}
+}
+
+// Bounds of a delivery's wait for a handler that move a stream's window.
+const (
+	// growBelow: while every delivery found a handler within it, the
+	// handlers keep up and the window grows.
+	growBelow = 100 * time.Millisecond
+	// shrinkAbove: a delivery that waited longer shrinks the window back
+	// towards prefetch, so that deliveries wait little beside their
+	// leases and a slow consumer holds few messages other consumers
+	// could take.
+	shrinkAbove = time.Second
+)
+
+// credits returns the credits to give s back for n settled messages, and
+// moves its window: while handlers keep up it grows by up to n a round
+// (doubling a round trip, up to maxPrefetch), and shrinks by up to n once
+// deliveries wait long for a handler (down to prefetch). With a fixed
+// Prefetch (maxPrefetch == prefetch) it is n.
+func (cs *consumeState) credits(s *cstream, n int) int {
+	waited := time.Duration(cs.waited.Swap(0))
+	switch {
+	case waited < growBelow && s.window < cs.maxPrefetch:
+		k := min(n, cs.maxPrefetch-s.window)
+		s.window += k
+		return n + k
+	case waited > shrinkAbove && s.window > cs.prefetch:
+		k := min(n, s.window-cs.prefetch)
+		s.window -= k
+		return n - k
+	}
+	return n
 }
 
 // settleOf is the settle request of batch: its acks as ranges of

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,10 @@ type loopConfig struct {
 	topic       string
 	handler     Handler
 	concurrency int // handler calls at once, at least 1
-	prefetch    int // the stream's credits, 1 to 10000
+	prefetch    int // the stream's credits when it opens, 1 to 10000
+	// maxPrefetch is the most credits the stream grows to while handlers
+	// keep up (window); prefetch when the user set it.
+	maxPrefetch int
 	maxBatch    int // the most messages of one push, 1 to 1000
 	lease       time.Duration
 	// retryDelay is the nack delay after a plain error (not Retry or
@@ -35,6 +39,9 @@ type loopConfig struct {
 type consumeState struct {
 	c *Client
 	loopConfig
+	// waited is the longest a delivery waited for a handler since the
+	// settler last looked (nanoseconds; window).
+	waited atomic.Int64
 
 	mu  sync.Mutex
 	cur *cstream // guarded by mu: the open stream, nil between streams
@@ -99,8 +106,8 @@ func (cs *consumeState) report(err error) {
 // settled by their results (or released once the grace ran out), and
 // every settle is answered or has given up before run returns.
 func (cs *consumeState) run(ctx context.Context) error {
-	work := make(chan held, cs.prefetch)
-	outcomes := make(chan outcome, cs.prefetch)
+	work := make(chan held, cs.maxPrefetch)
+	outcomes := make(chan outcome, cs.maxPrefetch)
 	cs.out = outcomes
 	settled := make(chan struct{})
 	go func() { defer close(settled); cs.settler(ctx, outcomes) }()
@@ -166,6 +173,9 @@ func (cs *consumeState) handle(ctx context.Context, h held) {
 		// Its lease ran out while it waited for a handler: the server
 		// delivers it again, to this consumer or another.
 		return
+	}
+	if w := int64(time.Since(h.got)); w > cs.waited.Load() {
+		cs.waited.Store(w) // racing handlers may keep the smaller: a hint
 	}
 	r := &running{held: h}
 	cs.runMu.Lock()

@@ -37,10 +37,12 @@ type WorkerOptions struct {
 	Concurrency int
 	// Prefetch is how many messages of a topic the server may hand the
 	// worker before it has settled them, 1 to 10000, unless Topics says
-	// otherwise; default 2 * Concurrency, at least 100.
+	// otherwise. Unset, it starts at 2 * Concurrency, at least 100, and
+	// grows while the handlers keep up, as ConsumeOptions.Prefetch.
 	Prefetch int
 	// MaxBatch is the most messages the server pushes at once, 1 to 1000,
-	// unless Topics says otherwise; default Prefetch (at most 1000).
+	// unless Topics says otherwise; default the most credits a stream may
+	// have (at most 1000).
 	MaxBatch int
 	// Lease of each message, unless Topics says otherwise; 0 means the
 	// server's --default-lease. While a handler runs, its message's lease
@@ -189,8 +191,13 @@ func (w *Worker) config(topic string, h Handler) loopConfig {
 		concurrency: firstPositive(o.Concurrency, w.o.Concurrency, 1),
 		lease:       firstPositive(o.Lease, w.o.Lease),
 	}
-	cfg.prefetch = firstPositive(o.Prefetch, w.o.Prefetch, max(defaultPrefetch, 2*cfg.concurrency))
-	cfg.maxBatch = firstPositive(o.MaxBatch, w.o.MaxBatch, min(cfg.prefetch, maxPush))
+	cfg.prefetch = firstPositive(o.Prefetch, w.o.Prefetch)
+	cfg.maxPrefetch = cfg.prefetch
+	if cfg.prefetch == 0 {
+		cfg.prefetch = max(defaultPrefetch, 2*cfg.concurrency)
+		cfg.maxPrefetch = max(defaultMaxPrefetch, cfg.prefetch)
+	}
+	cfg.maxBatch = firstPositive(o.MaxBatch, w.o.MaxBatch, min(cfg.maxPrefetch, maxPush))
 	return cfg
 }
 

@@ -96,7 +96,7 @@ func main() {
 			&cli.DurationFlag{Name: "grace", Value: time.Second, Usage: "W1/W2: consume this long after the last message arrived (late duplicates)"},
 			&cli.DurationFlag{Name: "crash-grace", Value: 12 * time.Second, Usage: "W4: the same, longer than --redeliver"},
 			&cli.DurationFlag{Name: "redeliver", Value: 10 * time.Second, Usage: "redelivery timeout of unacknowledged messages: Hourglass and pebbledelay lease, beanstalkd TTR, NATS AckWait"},
-			&cli.IntFlag{Name: "consume-batch", Usage: "most messages per consumer call on Hourglass, pebbledelay, Redis, PostgreSQL and NATS alike (1 to 1000); 0 keeps each driver's own (Hourglass and pebbledelay 100, Redis 1000, PostgreSQL 1000, NATS 100)"},
+			&cli.IntFlag{Name: "consume-batch", Usage: "most messages per consumer call on Hourglass, pebbledelay, Redis, PostgreSQL and NATS alike (1 to 1000); 0 keeps each driver's own (Hourglass and pebbledelay: the Go client's default, a window of 100 credits growing to 1000 on the stream, 100 per Receive; Redis 1000, PostgreSQL 1000, NATS 100)"},
 			&cli.DurationFlag{Name: "poll", Value: 10 * time.Millisecond, Usage: "Redis and PostgreSQL consumers: sleep after a poll that found nothing due"},
 			&cli.DurationFlag{Name: "settle", Value: 5 * time.Second, Usage: "W3: wait after producing before reading memory and disk"},
 			&cli.IntFlag{Name: "port", Value: 27100, Usage: "TCP port on 127.0.0.1 for the server under test"},

@@ -50,10 +50,19 @@ func (p Protocol) SystemName() string {
 // how often an idle consumer calls.
 const receiveWait = 5 * time.Second
 
+// consumeCredits says what client.Consume's credits are for a
+// Config.ConsumeBatch of n.
+func consumeCredits(n int) string {
+	if n == 0 {
+		return "the client's default credits (a window of 100 growing to 1,000 while the handler keeps up)"
+	}
+	return fmt.Sprintf("%d credits", n)
+}
+
 // notes says, for a report's row, what the driver does over p.
 func (p Protocol) notes(cfg Config) string {
 	batch := orDefault(cfg.ConsumeBatch, 100)
-	consume := fmt.Sprintf("consumers run client.Consume on the Consume stream with %d credits", batch) +
+	consume := "consumers run client.Consume on the Consume stream with " + consumeCredits(cfg.ConsumeBatch) +
 		" (lease = the redelivery timeout), one handler goroutine, and the acks that wait go back on the stream in one settle (one fsync)"
 	poll := fmt.Sprintf("consumers long-poll Receive for up to %d messages (wait %v, lease = the redelivery timeout), hand each body on, then ack them all with one AckBatch (one fsync)", batch, receiveWait)
 	switch p {
@@ -126,8 +135,8 @@ type Hourglass struct {
 	topic string
 	// Lease of each received message (0: the server's default).
 	Lease time.Duration
-	// ConsumeBatch is the Consume stream's credits, or the most messages
-	// of one Receive (0: 100).
+	// ConsumeBatch is the Consume stream's credits (0: the client's
+	// default window), or the most messages of one Receive (0: 100).
 	ConsumeBatch int
 	// FlowKeys, if not 0, gives each message the flow key "k<ID mod
 	// FlowKeys>"; FlowFair sets the topic's flow_fair policy in Setup.
@@ -257,7 +266,7 @@ func (c hgConsumer) Run(ctx context.Context, handle func([]byte), onErr func(err
 		handle(d.Body)
 		return nil
 	}, client.ConsumeOptions{
-		Prefetch: orDefault(c.h.ConsumeBatch, 100), Lease: c.h.Lease,
+		Prefetch: c.h.ConsumeBatch, Lease: c.h.Lease, // 0: the client's default window
 		OnError: func(err error) {
 			if ctx.Err() == nil {
 				onErr(err)

@@ -25,7 +25,7 @@ func pebbleSystem(cfg Config, fsync string) System {
 		Notes: "bench/cmd/pebbledelay, a delay service over Pebble (as Chronos on RocksDB and Meituan on LevelDB): one key per message, (deliverAt ns big-endian, seq), " +
 			"the request as value; a loop seeks from its cursor up to now, leases what is due to Consume streams, and sleeps until the next key is due (a write due sooner wakes it); " +
 			"it serves the part of Hourglass's gRPC API that the Hourglass driver uses, so producers and consumers are the Hourglass driver's: " +
-			fmt.Sprintf("ScheduleBatch with the message's ID as idempotency_key (a hash of it is the key's seq, so a retry overwrites), client.Consume with %d credits, acks settled on the stream", orDefault(cfg.ConsumeBatch, 100)),
+			fmt.Sprintf("ScheduleBatch with the message's ID as idempotency_key (a hash of it is the key's seq, so a retry overwrites), client.Consume with %s, acks settled on the stream", consumeCredits(cfg.ConsumeBatch)),
 		newServer: func(dir string, port int) *Server {
 			s := &Server{Dir: dir, Port: port, Log: dir + ".log"}
 			s.command = func() *exec.Cmd {

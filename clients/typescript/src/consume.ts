@@ -52,16 +52,22 @@ export interface ConsumeOptions {
   waitMs?: number;
   /**
    * On a Consume stream: how many messages the server may hand over before they are settled (the
-   * stream's credits), 1 to 10000; default 2 * concurrency, at least 100 (docs/CLIENTS.md says why).
+   * stream's credits), 1 to 10000. Unset, a stream starts at 2 * concurrency, at least 100, and
+   * grows up to 1000 (or that start) while every delivery finds a handler within 100 ms; once one
+   * waits over a second it shrinks back (docs/CLIENTS.md says why).
    */
   prefetch?: number;
-  /** On a Consume stream: the most messages the server pushes at once, 1 to 1000; default prefetch (at most 1000). */
+  /** On a Consume stream: the most messages the server pushes at once, 1 to 1000; default the most credits the stream may have (at most 1000). */
   maxBatch?: number;
   /** Stops the loop: no message is received after it aborts; running handlers finish and are settled. */
   signal?: AbortSignal;
   /** Told of failed acks and nacks and of polls that failed and are retried; they do not stop consume. */
   onError?: (err: unknown) => void;
 }
+
+/** A stream's credits when it opens, and the most they grow to, unless prefetch is set (Window). */
+const defaultPrefetch = 100;
+const defaultMaxPrefetch = 1000;
 
 /** The most receipts of one AckBatch, and of bytes of a nack's reason. */
 const maxAckBatch = 1000;
@@ -83,14 +89,15 @@ export async function consume(c: HourglassClient, topic: string, handler: Handle
   const signal = o.signal ?? new AbortController().signal;
   const report = (err: unknown) => o.onError?.(err);
   if (c.streams) {
-    const prefetch = Math.floor(o.prefetch ?? Math.max(100, 2 * concurrency));
-    const maxBatch = Math.floor(o.maxBatch ?? Math.min(prefetch, maxPush));
+    const prefetch = Math.floor(o.prefetch ?? Math.max(defaultPrefetch, 2 * concurrency));
+    const maxPrefetch = o.prefetch === undefined ? Math.max(defaultMaxPrefetch, prefetch) : prefetch;
+    const maxBatch = Math.floor(o.maxBatch ?? Math.min(maxPrefetch, maxPush));
     let backoffMs = 100;
     while (!signal.aborted) {
       const opened = Date.now();
       try {
         await consumeStream(c, topic, {
-          concurrency, prefetch, maxBatch, leaseMs: o.leaseMs, signal, report,
+          concurrency, prefetch, maxPrefetch, maxBatch, leaseMs: o.leaseMs, signal, report,
           run: (d) => outcomeOf(handler, d, signal),
           unary: (d, out) => settleUnary(c, d, out),
         });

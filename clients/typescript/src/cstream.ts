@@ -1,6 +1,6 @@
 // consumeStream: the consume loop on a Consume stream (HTTP/2 transports in Node): the server
 // pushes batches while the stream holds credits; acks go back as ranges of the messages' numbers
-// on the stream and nacks one by one, each settle followed by as many credits.
+// on the stream and nacks one by one, each settle followed by its credits (creditsFor).
 
 import { create } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
@@ -21,6 +21,46 @@ export type Outcome =
 /** The most messages of one settle, and of one pushed batch. */
 const maxSettle = 1000;
 export const maxPush = 1000;
+
+/**
+ * A stream's window: its credits in all (held by the server or by deliveries not yet settled). It
+ * opens at prefetch and moves with how long deliveries waited for a handler since the last settle:
+ * under growBelowMs it grows by what was settled (doubling a round trip, up to maxPrefetch), over
+ * shrinkAboveMs it shrinks by as much (down to prefetch), so that deliveries wait little beside
+ * their leases. The Go client moves its window the same way (client.consumeState.credits).
+ */
+export class Window {
+  size: number;
+  waitedMs = 0;
+  constructor(readonly prefetch: number, readonly maxPrefetch: number) {
+    this.size = prefetch;
+  }
+
+  /** Notes that a delivery waited waitedMs for a handler. */
+  waited(ms: number): void {
+    this.waitedMs = Math.max(this.waitedMs, ms);
+  }
+
+  /** The credits to give back for n settled messages. */
+  creditsFor(n: number): number {
+    const waited = this.waitedMs;
+    this.waitedMs = 0;
+    if (waited < growBelowMs && this.size < this.maxPrefetch) {
+      const k = Math.min(n, this.maxPrefetch - this.size);
+      this.size += k;
+      return n + k;
+    }
+    if (waited > shrinkAboveMs && this.size > this.prefetch) {
+      const k = Math.min(n, this.size - this.prefetch);
+      this.size -= k;
+      return n - k;
+    }
+    return n;
+  }
+}
+
+const growBelowMs = 100;
+const shrinkAboveMs = 1000;
 
 /** Requests is the sending side of a stream: an async iterable fed by push, ended by end. */
 class Requests implements AsyncIterable<ConsumeRequest> {
@@ -100,6 +140,8 @@ export function batchDeliveries(b: ConsumeBatch, topic: string): { d: Delivery; 
 export interface StreamOptions {
   concurrency: number;
   prefetch: number;
+  /** The most credits the window grows to; prefetch when the caller set prefetch. */
+  maxPrefetch: number;
   maxBatch: number;
   leaseMs?: number;
   signal: AbortSignal;
@@ -121,7 +163,8 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
   reqs.push(create(ConsumeRequestSchema, {
     kind: { case: "open", value: { topic, credits: o.prefetch, leaseMs: BigInt(o.leaseMs ?? 0), maxBatch: o.maxBatch } },
   }));
-  const waiting: { d: Delivery; seq: bigint }[] = [];
+  const waiting: { d: Delivery; seq: bigint; got: number }[] = [];
+  const window = new Window(o.prefetch, o.maxPrefetch);
   const running = new Set<Promise<void>>();
   let outcomes: { d: Delivery; seq: bigint; o: Outcome }[] = [];
   let ref = 0n;
@@ -152,7 +195,8 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
       reqs.push(create(ConsumeRequestSchema, {
         kind: { case: "settle", value: { ref, acks: ranges.map((r) => create(SeqRangeSchema, r)), nacks } },
       }));
-      if (!o.signal.aborted) reqs.push(create(ConsumeRequestSchema, { kind: { case: "credit", value: { credits: batch.length } } }));
+      const credits = window.creditsFor(batch.length);
+      if (!o.signal.aborted && credits > 0) reqs.push(create(ConsumeRequestSchema, { kind: { case: "credit", value: { credits } } }));
     }
     maybeClose();
   };
@@ -171,7 +215,8 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
   };
   const pump = () => {
     while (!o.signal.aborted && running.size < o.concurrency && waiting.length > 0) {
-      const { d, seq } = waiting.shift()!;
+      const { d, seq, got } = waiting.shift()!;
+      window.waited(performance.now() - got);
       const p: Promise<void> = o.run(d).then((out) => settle(d, seq, out)).finally(() => {
         running.delete(p);
         pump();
@@ -191,7 +236,8 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
     for await (const res of c.rpc.consume(reqs, { signal: cancel.signal })) {
       switch (res.kind.case) {
         case "batch":
-          waiting.push(...batchDeliveries(res.kind.value, topic));
+          const got = performance.now();
+          for (const x of batchDeliveries(res.kind.value, topic)) waiting.push({ ...x, got });
           if (o.signal.aborted) giveBack();
           else pump();
           break;

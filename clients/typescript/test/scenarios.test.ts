@@ -348,7 +348,8 @@ for (const [name, make] of Object.entries(clients)) {
 
     test("a stream's default credits: at least 100 leased to one handler", { skip: !(name === "node-grpc" || name.endsWith("-h2")) && "no Consume stream on this transport" }, async () => {
       // 150 due at once and a handler that holds the first: the server leases as many as the stream
-      // has credits, in one batch (maxBatch defaults to prefetch), and no more. Read from topics().
+      // opens with, in one batch, and no more (a held handler settles nothing, so the window does
+      // not grow). Read from topics().
       const t = topic("credits");
       await c.scheduleBatch(Array.from({ length: 150 }, (_, i) => ({ topic: t, body: `m${i}` })));
       let release!: () => void;
@@ -363,6 +364,31 @@ for (const [name, make] of Object.entries(clients)) {
         }, 10000);
         assert.equal(info?.leased, 100, "leased to one consumer with default options");
         assert.equal(info?.due, 50, "left due");
+      } finally {
+        release();
+        stop.abort();
+        await running;
+      }
+    });
+
+    test("a stream's window grows past 100 while handlers keep up", { skip: !(name === "node-grpc" || name.endsWith("-h2")) && "no Consume stream on this transport" }, async () => {
+      // 1,500 due at once; the handler acks the first 400 at once, then holds: by then the window
+      // has grown with the settles, and the server leases what it holds, more than the 100 a
+      // stream opens with and at most the 1,000 it may grow to.
+      const t = topic("window");
+      for (let k = 0; k < 1500; k += 500) await c.scheduleBatch(Array.from({ length: 500 }, (_, i) => ({ topic: t, body: `m${k + i}` })));
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      const stop = new AbortController();
+      let handled = 0;
+      const running = c.consume(t, () => (++handled <= 400 ? undefined : gate), { signal: stop.signal });
+      try {
+        let info: TopicInfo | undefined;
+        await waitFor("more than 100 leased once 400 are acked", async () => {
+          info = (await c.topics()).find((x) => x.topic === t);
+          return handled > 400 && (info?.leased ?? 0) > 100;
+        }, 10000);
+        assert.ok((info?.leased ?? 0) <= 1000, `${info?.leased} leased: more than the window's 1,000`);
       } finally {
         release();
         stop.abort();
