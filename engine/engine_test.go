@@ -18,6 +18,26 @@ import (
 )
 
 // recSink records every delivery with the engine-clock time it arrived.
+// steppedClock is a wall clock (Options.Now) that an operator or NTP
+// steps: time.Now plus an offset the test sets.
+type steppedClock struct {
+	mu   sync.Mutex
+	step time.Duration
+}
+
+func (c *steppedClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.step)
+}
+
+// set steps the clock to time.Now plus d.
+func (c *steppedClock) set(d time.Duration) {
+	c.mu.Lock()
+	c.step = d
+	c.mu.Unlock()
+}
+
 type recSink struct {
 	mu    sync.Mutex
 	got   []got

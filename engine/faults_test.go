@@ -396,13 +396,8 @@ func TestEntryRefs(t *testing.T) {
 // timer the driver slept on; a backward step never fires early.
 func TestWallClockStepFiresWithinASecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var step time.Duration
-		now := func() time.Time {
-			mu.Lock()
-			defer mu.Unlock()
-			return time.Now().Add(step)
-		}
+		clock := &steppedClock{}
+		now := clock.now
 		sink := &recSink{}
 		e := openEngine(t, t.TempDir(), sink, func(o *Options) {
 			o.Now = now
@@ -418,17 +413,13 @@ func TestWallClockStepFiresWithinASecond(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		synctest.Wait()
-		mu.Lock()
-		step = -time.Hour // backward: nothing may fire early
-		mu.Unlock()
+		clock.set(-time.Hour) // backward: nothing may fire early
 		time.Sleep(40 * time.Minute)
 		synctest.Wait()
 		if got := sink.snapshot(); len(got) != 0 {
 			t.Fatalf("delivered %d messages after the clock stepped back, before deliverAt", len(got))
 		}
-		mu.Lock()
-		step = 29 * time.Minute // forward: it is now due (wall clock 70 min after the start)
-		mu.Unlock()
+		clock.set(29 * time.Minute) // forward: it is now due (wall clock 70 min after the start)
 		time.Sleep(time.Second + time.Millisecond)
 		synctest.Wait()
 		got := sink.snapshot()

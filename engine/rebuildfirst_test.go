@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,15 +23,9 @@ import (
 func TestDamagedFirstEntryOfARecreatedBucket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dir := t.TempDir()
-		var mu sync.Mutex
-		var step time.Duration
-		now := func() time.Time {
-			mu.Lock()
-			defer mu.Unlock()
-			return time.Now().Add(step)
-		}
+		clock := &steppedClock{}
 		sink := &recSink{}
-		e := openEngine(t, dir, sink, func(o *Options) { o.Now = now })
+		e := openEngine(t, dir, sink, func(o *Options) { o.Now = clock.now })
 		start := time.Now() // synctest's epoch: a bucket boundary
 		old := schedule(t, e, "t", 21*time.Second, "old")
 		bucket := schedulelog.BucketStart(old.DeliverAt, 10*time.Second)
@@ -47,9 +40,7 @@ func TestDamagedFirstEntryOfARecreatedBucket(t *testing.T) {
 		}
 		// The wall clock steps back to 15 s: the retired bucket's time is
 		// ahead again, and two messages go there.
-		mu.Lock()
-		step = start.Add(15 * time.Second).Sub(time.Now())
-		mu.Unlock()
+		clock.set(start.Add(15 * time.Second).Sub(time.Now()))
 		var ids []message.ID
 		for i, body := range []string{"first", "second"} {
 			id, err := e.Schedule(t.Context(), Request{Topic: "t", At: start.Add(22*time.Second + time.Duration(i)*time.Second), Body: []byte(body)})
