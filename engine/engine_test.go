@@ -17,7 +17,6 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
-// recSink records every delivery with the engine-clock time it arrived.
 // steppedClock is a wall clock (Options.Now) that an operator or NTP
 // steps: time.Now plus an offset the test sets.
 type steppedClock struct {
@@ -38,6 +37,7 @@ func (c *steppedClock) set(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// recSink records every delivery with the engine-clock time it arrived.
 type recSink struct {
 	mu    sync.Mutex
 	got   []got
