@@ -766,7 +766,7 @@ func TestCreditsWindow(t *testing.T) {
 	s := &cstream{window: 100}
 	step := func(waited time.Duration, n, want, window int) {
 		t.Helper()
-		cs.waited.Store(int64(waited))
+		cs.waited.Store(int64(waited) + 1) // a handler started, after waiting waited
 		if got := cs.credits(s, n); got != want || s.window != window {
 			t.Fatalf("waited %v, %d settled: %d credits, window %d; want %d, %d", waited, n, got, s.window, want, window)
 		}
@@ -782,10 +782,16 @@ func TestCreditsWindow(t *testing.T) {
 	step(2*time.Second, 300, 0, 700)         // waiting long: shrinks by what was settled
 	step(2*time.Second, 1000, 400, 100)      // down to prefetch
 	step(2*time.Second, 10, 10, 100)
+	// A round in which no handler started holds the window: a slow
+	// handler's settle comes before the next delivery's wait is known.
+	step(0, 50, 100, 150)
+	if got := cs.credits(s, 30); got != 30 || s.window != 150 {
+		t.Fatalf("no handler started since the last settle: %d credits, window %d; want 30, 150", got, s.window)
+	}
 	fixed := newConsumeState(nil, loopConfig{prefetch: 10, maxPrefetch: 10})
 	fs := &cstream{window: 10}
 	for _, w := range []time.Duration{0, 2 * time.Second} {
-		fixed.waited.Store(int64(w))
+		fixed.waited.Store(int64(w) + 1)
 		if got := fixed.credits(fs, 7); got != 7 || fs.window != 10 {
 			t.Errorf("fixed Prefetch, waited %v: %d credits, window %d; want 7, 10", w, got, fs.window)
 		}

@@ -336,10 +336,16 @@ const (
 // credits returns the credits to give s back for n settled messages, and
 // moves its window: while handlers keep up it grows by up to n a round
 // (doubling a round trip, up to maxPrefetch), and shrinks by up to n once
-// deliveries wait long for a handler (down to prefetch). With a fixed
-// Prefetch (maxPrefetch == prefetch) it is n.
+// deliveries wait long for a handler (down to prefetch). A round in which
+// no handler started says nothing of the waits (a slow handler's settle
+// comes before the next delivery starts), so it holds the window. With a
+// fixed Prefetch (maxPrefetch == prefetch) it is n.
 func (cs *consumeState) credits(s *cstream, n int) int {
-	waited := time.Duration(cs.waited.Swap(0))
+	w := cs.waited.Swap(0)
+	if w == 0 {
+		return n
+	}
+	waited := time.Duration(w - 1)
 	switch {
 	case waited < growBelow && s.window < cs.maxPrefetch:
 		k := min(n, cs.maxPrefetch-s.window)

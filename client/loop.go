@@ -39,8 +39,9 @@ type loopConfig struct {
 type consumeState struct {
 	c *Client
 	loopConfig
-	// waited is the longest a delivery waited for a handler since the
-	// settler last looked (nanoseconds; window).
+	// waited is 1 plus the longest a delivery waited for a handler since
+	// the settler last looked, in nanoseconds; 0 when no handler started
+	// since (credits).
 	waited atomic.Int64
 
 	mu  sync.Mutex
@@ -174,7 +175,7 @@ func (cs *consumeState) handle(ctx context.Context, h held) {
 		// delivers it again, to this consumer or another.
 		return
 	}
-	if w := int64(time.Since(h.got)); w > cs.waited.Load() {
+	if w := int64(time.Since(h.got)) + 1; w > cs.waited.Load() {
 		cs.waited.Store(w) // racing handlers may keep the smaller: a hint
 	}
 	r := &running{held: h}

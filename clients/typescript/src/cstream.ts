@@ -27,11 +27,14 @@ export const maxPush = 1000;
  * opens at prefetch and moves with how long deliveries waited for a handler since the last settle:
  * under growBelowMs it grows by what was settled (doubling a round trip, up to maxPrefetch), over
  * shrinkAboveMs it shrinks by as much (down to prefetch), so that deliveries wait little beside
- * their leases. The Go client moves its window the same way (client.consumeState.credits).
+ * their leases. A settle with no delivery started since the last holds it (a slow handler's settle
+ * comes before the next delivery's wait is known). The Go client moves its window the same way
+ * (client.consumeState.credits).
  */
 export class Window {
   size: number;
-  waitedMs = 0;
+  /** The longest wait since the last settle; -1 when no delivery started since. */
+  waitedMs = -1;
   constructor(readonly prefetch: number, readonly maxPrefetch: number) {
     this.size = prefetch;
   }
@@ -44,7 +47,8 @@ export class Window {
   /** The credits to give back for n settled messages. */
   creditsFor(n: number): number {
     const waited = this.waitedMs;
-    this.waitedMs = 0;
+    this.waitedMs = -1;
+    if (waited < 0) return n;
     if (waited < growBelowMs && this.size < this.maxPrefetch) {
       const k = Math.min(n, this.maxPrefetch - this.size);
       this.size += k;

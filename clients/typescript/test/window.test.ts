@@ -10,7 +10,7 @@ test("the window grows while deliveries find handlers quickly and shrinks once t
     w.waited(waitedMs);
     assert.equal(w.creditsFor(n), credits, `waited ${waitedMs} ms, ${n} settled: credits`);
     assert.equal(w.size, size, `waited ${waitedMs} ms, ${n} settled: window`);
-    assert.equal(w.waitedMs, 0, "the longest wait is taken");
+    assert.equal(w.waitedMs, -1, "the longest wait is taken");
   };
   step(1, 100, 200, 200); // keeping up: grows by what was settled
   step(50, 300, 600, 500);
@@ -20,6 +20,14 @@ test("the window grows while deliveries find handlers quickly and shrinks once t
   step(2000, 300, 0, 700); // waiting long: shrinks by what was settled
   step(2000, 1000, 400, 100); // down to prefetch
   step(2000, 10, 10, 100);
+});
+
+test("a settle with no delivery started since the last holds the window", () => {
+  const w = new Window(100, 1000);
+  w.waited(1);
+  assert.equal(w.creditsFor(50), 100);
+  assert.equal(w.creditsFor(30), 30, "no wait known: the settled come back, no more");
+  assert.equal(w.size, 150);
 });
 
 test("the longest wait since the last settle decides", () => {
