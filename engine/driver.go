@@ -350,6 +350,9 @@ func (d *driver) run(startEnd int64) {
 		if wait <= 0 {
 			continue
 		}
+		if d.warm(now) {
+			continue // pages left to map in: again after a look at the wheel
+		}
 		timer.Reset(wait)
 		select {
 		case <-d.quit:

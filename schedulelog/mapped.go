@@ -2,6 +2,7 @@ package schedulelog
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/edsrzf/mmap-go"
 	"github.com/hourglassmq/hourglass/message"
@@ -22,6 +23,7 @@ type MappedReader struct {
 	*Reader
 	m    mmap.MMap
 	size int64 // file size last seen; bytes below it are readable
+	warm int64 // the mapping's pages below this were mapped in by Warm
 }
 
 // OpenMapped opens the segment at path read-only and maps it.
@@ -60,9 +62,40 @@ func (mr *MappedReader) remap(need int64) error {
 	if err != nil {
 		return fmt.Errorf("schedulelog: map %s: %w", mr.path, err)
 	}
-	mr.m = m
+	mr.m, mr.warm = m, 0
 	return nil
 }
+
+// Warm maps into the process the pages of the file that earlier calls did
+// not, at most max bytes of them (whole pages), before entries on them are
+// read, and reports whether pages are left. Entries fire in time order,
+// which is not the order they were appended in: in a hot second the first
+// reads of a segment written moments before each took a page fault, about
+// 20 µs on a virtual machine, on the one goroutine that hands messages
+// over. The pages are the file's, shared with the page cache; they stay
+// mapped until the mapping is renewed or closed, as the pages entries are
+// read from do.
+func (mr *MappedReader) Warm(max int64) (bool, error) {
+	if err := mr.remap(0); err != nil {
+		return false, err
+	}
+	if mr.size > int64(len(mr.m)) {
+		if err := mr.remap(mr.size); err != nil {
+			return false, err
+		}
+	}
+	from := mr.warm / pageSize * pageSize
+	to := min(mr.avail(), from+max/pageSize*pageSize)
+	if to <= from {
+		return false, nil
+	}
+	populate(mr.m[from:to])
+	mr.warm = to
+	return to < mr.avail(), nil
+}
+
+// pageSize is the unit Warm maps pages in.
+const pageSize = 4096
 
 // Entry decodes the entry at off (an offset Append, an Iterator or OnEntry
 // reported) into m and returns its seq. The slices in m alias the mapping
@@ -102,4 +135,13 @@ func (mr *MappedReader) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// touch reads one byte of every page of b.
+func touch(b []byte) {
+	var x byte
+	for i := 0; i < len(b); i += pageSize {
+		x += b[i]
+	}
+	runtime.KeepAlive(x)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/hourglassmq/hourglass/internal/resident"
 	"github.com/hourglassmq/hourglass/message"
 )
 
@@ -83,5 +85,74 @@ func BenchmarkMappedEntry(b *testing.B) {
 			b.Fatal(fmt.Sprint(err))
 		}
 		i++
+	}
+}
+
+// TestMappedReaderWarm checks that Warm maps the segment's pages into the
+// process before any entry is read, a bounded number of bytes per call,
+// and then the pages of entries appended after it.
+func TestMappedReaderWarm(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the resident set from /proc/self/smaps (Linux only)")
+	}
+	dir := t.TempDir()
+	const start = int64(1796014800000)
+	w, err := Create(dir, start, time.Hour, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	seq := uint64(0)
+	add := func(n int) {
+		for i := range n {
+			seq++
+			m := message.Message{DeliverAt: start + int64(i), Topic: []byte("t"), Body: make([]byte, 1000)}
+			if _, err := w.Append(seq, message.AppendSchedule(nil, &m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(4000) // about 4 MiB
+	path := filepath.Join(dir, Name(start))
+	mr, err := OpenMapped(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	mapped := func() int64 {
+		kib, err := resident.MappedKiB(func(p string) bool { return p == path })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kib
+	}
+	if kib := mapped(); kib > 64 {
+		t.Fatalf("%d KiB resident before any read or Warm", kib)
+	}
+	more, err := mr.Warm(1 << 20)
+	if err != nil || !more {
+		t.Fatalf("Warm(1 MiB) of a 4 MiB segment: more %v, err %v", more, err)
+	}
+	if kib := mapped(); kib < 1024 || kib > 1024+64 {
+		t.Fatalf("after Warm(1 MiB): %d KiB resident, want about 1024", kib)
+	}
+	for more {
+		if more, err = mr.Warm(1 << 20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	size := mr.size
+	if kib := mapped(); kib*1024 < size-pageSize {
+		t.Fatalf("after warming all: %d KiB resident of a %d-byte segment", kib, size)
+	}
+	add(2000) // appended after: Warm maps them in next
+	if more, err := mr.Warm(64 << 20); err != nil || more {
+		t.Fatalf("Warm after growth: more %v, err %v", more, err)
+	}
+	if kib := mapped(); kib*1024 < mr.size-pageSize || mr.size <= size {
+		t.Fatalf("after growth: %d KiB resident of a %d-byte segment (was %d)", kib, mr.size, size)
 	}
 }
