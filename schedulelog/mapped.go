@@ -67,15 +67,15 @@ func (mr *MappedReader) remap(need int64) error {
 }
 
 // Warm maps into the process the pages of the file that earlier calls did
-// not, at most max bytes of them (whole pages), before entries on them are
-// read, and reports whether pages are left. Entries fire in time order,
+// not, at most n bytes of them (whole pages, at least one), before entries
+// on them are read, and reports whether pages are left. Entries fire in time order,
 // which is not the order they were appended in: in a hot second the first
 // reads of a segment written moments before each took a page fault, about
 // 20 µs on a virtual machine, on the one goroutine that hands messages
 // over. The pages are the file's, shared with the page cache; they stay
 // mapped until the mapping is renewed or closed, as the pages entries are
 // read from do.
-func (mr *MappedReader) Warm(max int64) (bool, error) {
+func (mr *MappedReader) Warm(n int64) (bool, error) {
 	if err := mr.remap(0); err != nil {
 		return false, err
 	}
@@ -84,11 +84,11 @@ func (mr *MappedReader) Warm(max int64) (bool, error) {
 			return false, err
 		}
 	}
-	from := mr.warm / pageSize * pageSize
-	to := min(mr.avail(), from+max/pageSize*pageSize)
-	if to <= from {
-		return false, nil
+	if mr.warm >= mr.avail() {
+		return false, nil // bytes appended to a warmed page show through it
 	}
+	from := mr.warm / pageSize * pageSize
+	to := min(mr.avail(), from+max(n/pageSize, 1)*pageSize)
 	populate(mr.m[from:to])
 	mr.warm = to
 	return to < mr.avail(), nil
