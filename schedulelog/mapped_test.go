@@ -13,28 +13,54 @@ import (
 	"github.com/hourglassmq/hourglass/message"
 )
 
-func TestMappedReaderFollowsGrowth(t *testing.T) {
+// testSegment is a schedule segment a test writes in its own directory,
+// each entry with the next sequence number and topic "t".
+type testSegment struct {
+	t     testing.TB
+	w     *Writer
+	start int64
+	path  string
+	seq   uint64
+}
+
+func newTestSegment(t testing.TB) *testSegment {
 	dir := t.TempDir()
 	const start = int64(1796014800000)
 	w, err := Create(dir, start, time.Hour, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
-	add := func(i int) int64 {
-		m := message.Message{DeliverAt: start + int64(i), Topic: []byte("t"), Body: bytes.Repeat([]byte{byte(i)}, i%3000)}
-		off, err := w.Append(uint64(i+1), message.AppendSchedule(nil, &m))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return off
+	t.Cleanup(func() { w.Close() })
+	return &testSegment{t: t, w: w, start: start, path: filepath.Join(dir, Name(start))}
+}
+
+// add appends an entry due delay ms after the segment's start and returns
+// its offset.
+func (s *testSegment) add(delay int64, body []byte) int64 {
+	s.seq++
+	m := message.Message{DeliverAt: s.start + delay, Topic: []byte("t"), Body: body}
+	off, err := s.w.Append(s.seq, message.AppendSchedule(nil, &m))
+	if err != nil {
+		s.t.Fatal(err)
 	}
+	return off
+}
+
+func (s *testSegment) flush() {
+	if err := s.w.Flush(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func TestMappedReaderFollowsGrowth(t *testing.T) {
+	seg := newTestSegment(t)
+	add := func(i int) int64 { return seg.add(int64(i), bytes.Repeat([]byte{byte(i)}, i%3000)) }
 	var offs []int64
 	for i := range 100 {
 		offs = append(offs, add(i))
 	}
-	w.Flush()
-	mr, err := OpenMapped(filepath.Join(dir, Name(start)))
+	seg.flush()
+	mr, err := OpenMapped(seg.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +69,14 @@ func TestMappedReaderFollowsGrowth(t *testing.T) {
 	for i := 100; i < 100+(mapReserve/1500); i++ {
 		offs = append(offs, add(i))
 	}
-	w.Flush()
+	seg.flush()
 	var m message.Message
 	for i, off := range offs {
 		seq, err := mr.Entry(off, &m)
 		if err != nil {
 			t.Fatalf("entry %d at %d: %v", i, off, err)
 		}
-		if seq != uint64(i+1) || m.DeliverAt != start+int64(i) || len(m.Body) != i%3000 {
+		if seq != uint64(i+1) || m.DeliverAt != seg.start+int64(i) || len(m.Body) != i%3000 {
 			t.Fatalf("entry %d: seq %d deliverAt %d body %d", i, seq, m.DeliverAt, len(m.Body))
 		}
 	}
@@ -63,17 +89,13 @@ func TestMappedReaderFollowsGrowth(t *testing.T) {
 }
 
 func BenchmarkMappedEntry(b *testing.B) {
-	dir := b.TempDir()
-	const start = int64(1796014800000)
-	w, _ := Create(dir, start, time.Hour, Options{})
+	seg := newTestSegment(b)
 	var offs []int64
 	for i := range 10000 {
-		m := message.Message{DeliverAt: start + int64(i), Topic: []byte("t"), Body: make([]byte, 128)}
-		off, _ := w.Append(uint64(i+1), message.AppendSchedule(nil, &m))
-		offs = append(offs, off)
+		offs = append(offs, seg.add(int64(i), make([]byte, 128)))
 	}
-	w.Close()
-	mr, err := OpenMapped(filepath.Join(dir, Name(start)))
+	seg.flush()
+	mr, err := OpenMapped(seg.path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,28 +117,15 @@ func TestMappedReaderWarm(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads the resident set from /proc/self/smaps (Linux only)")
 	}
-	dir := t.TempDir()
-	const start = int64(1796014800000)
-	w, err := Create(dir, start, time.Hour, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	seq := uint64(0)
+	seg := newTestSegment(t)
 	add := func(n int) {
 		for i := range n {
-			seq++
-			m := message.Message{DeliverAt: start + int64(i), Topic: []byte("t"), Body: make([]byte, 1000)}
-			if _, err := w.Append(seq, message.AppendSchedule(nil, &m)); err != nil {
-				t.Fatal(err)
-			}
+			seg.add(int64(i), make([]byte, 1000))
 		}
-		if err := w.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		seg.flush()
 	}
 	add(4000) // about 4 MiB
-	path := filepath.Join(dir, Name(start))
+	path := seg.path
 	mr, err := OpenMapped(path)
 	if err != nil {
 		t.Fatal(err)
