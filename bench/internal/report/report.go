@@ -83,7 +83,7 @@ func uniq(ss []string) []string {
 // Groups sorts results by workload and system, in the systems' order.
 func Groups(systems []peers.System, results []workload.Result) map[string][]Group {
 	out := map[string][]Group{}
-	for _, w := range []string{"W1", "W2", "W3", "W4"} {
+	for _, w := range []string{"W1", "W2", "W3", "W4", "W5"} {
 		for _, s := range systems {
 			g := Group{System: s}
 			for _, r := range results {
@@ -317,6 +317,86 @@ func Write(w io.Writer, m Meta, systems []peers.System, results []workload.Resul
 		}
 		p("\n(lost, duplicates and delivered-unacknowledged list every repetition.)\n\n")
 	}
+	if g := gs["W5"]; len(g) > 0 {
+		writeW5(p, head, row, o, g)
+	}
+}
+
+// writeW5 writes W5's section: a table per rate, each system's server CPU
+// per 100,000 messages and its ratio to Hourglass's at the same rate and
+// durability class.
+func writeW5(p func(string, ...any), head func(...string), row func(...string), o workload.Options, g []Group) {
+	p("## W5 steady load: messages produced at a steady rate for %v, due %v to %v after, consumed and acknowledged\n\n",
+		o.W5Duration, workload.W5MinDelay, workload.W5MaxDelay)
+	p("Server CPU is the user and system time of the server's process tree (`/proc/PID/stat`) from the first message\n")
+	p("produced to the last acknowledged, per 100,000 messages; disk flushes are the data disk's flush requests a second\n")
+	p("over that time (`/proc/diskstats`: every fsync of every process on that disk). Ratio: peer ÷ Hourglass at the same\n")
+	p("rate and durability class (below 1× is less CPU).\n\n")
+	var rates []int
+	for _, x := range g {
+		for _, r := range x.Runs {
+			rates = append(rates, r.Rate)
+		}
+	}
+	for _, rate := range uniqInts(rates) {
+		var at []Group
+		for _, x := range g {
+			y := Group{System: x.System}
+			for _, r := range x.Runs {
+				if r.Rate == rate {
+					y.Runs = append(y.Runs, r)
+				}
+			}
+			if len(y.Runs) > 0 {
+				at = append(at, y)
+			}
+		}
+		cpu := func(r workload.Result) float64 { return r.CPUSecondsPer100k }
+		p("**%s messages a second**\n\n", fmtInt(float64(rate)))
+		head("system", "durability", "server CPU s per 100,000", "ratio", "disk flushes/s", "lateness p99", "lost", "duplicates", "runs complete")
+		for _, x := range at {
+			// A run cut short divides its CPU by messages it never
+			// carried: only complete runs give the cost.
+			cost, r := "–", "–"
+			if done := x.completed(); len(done.Runs) > 0 {
+				cost, r = fmt.Sprintf("%.2f", done.median(cpu)), ratio(completed(at), done, cpu)
+			}
+			row(x.System.Label(), short(x.System), cost, r,
+				fmtInt(x.median(func(r workload.Result) float64 { return r.FlushesPerSec })),
+				fmtMs(x.median(latenessP99)),
+				x.each(lost),
+				x.each(duplicates),
+				x.complete())
+		}
+		p("\n")
+	}
+}
+
+// completed is g with its complete runs only.
+func (g Group) completed() Group {
+	out := Group{System: g.System}
+	for _, r := range g.Runs {
+		if r.End == "complete" {
+			out.Runs = append(out.Runs, r)
+		}
+	}
+	return out
+}
+
+// completed is each group of gs with its complete runs, those with any.
+func completed(gs []Group) []Group {
+	var out []Group
+	for _, g := range gs {
+		if c := g.completed(); len(c.Runs) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func uniqInts(xs []int) []int {
+	slices.Sort(xs)
+	return slices.Compact(xs)
 }
 
 // The columns the tables share, as functions of one run's result.

@@ -126,3 +126,49 @@ func TestProtocolRows(t *testing.T) {
 		t.Errorf("ShortName = %q", got)
 	}
 }
+
+// TestW5TablePerRate: W5 gets a table per rate, each peer's CPU per
+// 100,000 messages against Hourglass's at the same rate and durability
+// class.
+func TestW5TablePerRate(t *testing.T) {
+	all := peers.Systems(peers.Config{})
+	systems := []peers.System{all[0], all[2]} // hourglass --fsync always, redis appendfsync always
+	var rs []workload.Result
+	for i, cpu := range [][2]float64{{30, 4}, {6, 3}} { // hourglass, redis; each at 2,000 and 20,000
+		for j, rate := range []int{2000, 20000} {
+			rs = append(rs, workload.Result{Workload: "W5", System: systems[i].Label(), Rep: 1, End: "complete",
+				Rate: rate, CPUSecondsPer100k: cpu[j], FlushesPerSec: float64(100 * (i + 1))})
+		}
+	}
+	// A run cut short has no cost: its CPU is divided by messages it
+	// never carried.
+	for _, s := range all {
+		if s.Name == "beanstalkd" && PerWrite(s) {
+			systems = append(systems, s)
+			rs = append(rs, workload.Result{Workload: "W5", System: s.Label(), Rep: 1, End: "producing: context deadline exceeded",
+				Rate: 20000, CPUSecondsPer100k: 1})
+		}
+	}
+	var b bytes.Buffer
+	Write(&b, Meta{Reps: 1, Scale: 1, Options: workload.Options{Scale: 1, W3Scale: 1, MinDelay: 5 * time.Second, MaxDelay: 35 * time.Second, W5Duration: time.Minute}}, systems, rs)
+	doc := b.String()
+	two, twenty := strings.Index(doc, "**2,000 messages a second**"), strings.Index(doc, "**20,000 messages a second**")
+	if two < 0 || twenty < two {
+		t.Fatalf("document lacks the 2,000 then 20,000 tables:\n%s", doc)
+	}
+	for _, want := range []string{
+		"## W5 steady load: messages produced at a steady rate for 1m0s",
+		"| hourglass (--fsync always) | fsync per write | 30.00 | 1.00× | 100 |",
+		"| redis (appendfsync always) | fsync per write | 6.00 | 0.20× | 200 |",
+		"| redis (appendfsync always) | fsync per write | 3.00 | 0.75× | 200 |",
+		"| beanstalkd (-f 0) | fsync per write | – | – | 0 |",
+		"0/1 (producing: context deadline exceeded)",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("document lacks %q", want)
+		}
+	}
+	if strings.Index(doc, "| 6.00 | 0.20×") > twenty || strings.Index(doc, "| 3.00 | 0.75×") < twenty {
+		t.Error("a rate's row is in the other rate's table")
+	}
+}
