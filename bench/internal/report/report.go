@@ -339,18 +339,7 @@ func writeW5(p func(string, ...any), head func(...string), row func(...string), 
 		}
 	}
 	for _, rate := range uniqInts(rates) {
-		var at []Group
-		for _, x := range g {
-			y := Group{System: x.System}
-			for _, r := range x.Runs {
-				if r.Rate == rate {
-					y.Runs = append(y.Runs, r)
-				}
-			}
-			if len(y.Runs) > 0 {
-				at = append(at, y)
-			}
-		}
+		at := where(g, func(r workload.Result) bool { return r.Rate == rate })
 		cpu := func(r workload.Result) float64 { return r.CPUSecondsPer100k }
 		p("**%s messages a second**\n\n", fmtInt(float64(rate)))
 		head("system", "durability", "server CPU s per 100,000", "ratio", "disk flushes/s", "lateness p99", "lost", "duplicates", "runs complete")
@@ -358,8 +347,8 @@ func writeW5(p func(string, ...any), head func(...string), row func(...string), 
 			// A run cut short divides its CPU by messages it never
 			// carried: only complete runs give the cost.
 			cost, r := "–", "–"
-			if done := x.completed(); len(done.Runs) > 0 {
-				cost, r = fmt.Sprintf("%.2f", done.median(cpu)), ratio(completed(at), done, cpu)
+			if done := x.where(isComplete); len(done.Runs) > 0 {
+				cost, r = fmt.Sprintf("%.2f", done.median(cpu)), ratio(where(at, isComplete), done, cpu)
 			}
 			row(x.System.Label(), short(x.System), cost, r,
 				fmtInt(x.median(func(r workload.Result) float64 { return r.FlushesPerSec })),
@@ -372,27 +361,29 @@ func writeW5(p func(string, ...any), head func(...string), row func(...string), 
 	}
 }
 
-// completed is g with its complete runs only.
-func (g Group) completed() Group {
+// where is g with the runs keep keeps.
+func (g Group) where(keep func(workload.Result) bool) Group {
 	out := Group{System: g.System}
 	for _, r := range g.Runs {
-		if r.End == "complete" {
+		if keep(r) {
 			out.Runs = append(out.Runs, r)
 		}
 	}
 	return out
 }
 
-// completed is each group of gs with its complete runs, those with any.
-func completed(gs []Group) []Group {
+// where is each group of gs with the runs keep keeps, those left with any.
+func where(gs []Group, keep func(workload.Result) bool) []Group {
 	var out []Group
 	for _, g := range gs {
-		if c := g.completed(); len(c.Runs) > 0 {
-			out = append(out, c)
+		if k := g.where(keep); len(k.Runs) > 0 {
+			out = append(out, k)
 		}
 	}
 	return out
 }
+
+func isComplete(r workload.Result) bool { return r.End == "complete" }
 
 func uniqInts(xs []int) []int {
 	slices.Sort(xs)
