@@ -44,6 +44,7 @@ type settleService struct {
 	returned   int            // credits returned
 	overdrawn  []string       // what was wrong with the credits
 	unary      map[string]int // receipt -> times acked by Ack (by ID)
+	refused    int            // acks by Ack of messages settled already
 	answers    int            // settles answered
 	unanswered int            // the most settles unanswered when one came
 	changed    chan struct{}  // closed and replaced when settles or answers change
@@ -178,11 +179,17 @@ func (s *settleService) Consume(st consumeServer) error {
 	}
 }
 
-// Ack takes the unary acks by ID of messages pushed on a stream.
+// Ack takes the unary acks by ID of messages pushed on a stream, and
+// refuses, as the server does, those settled already.
 func (s *settleService) Ack(_ context.Context, req *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.unary["r"+strings.TrimPrefix(fakeName(req.Id), "m")]++
+	r := "r" + strings.TrimPrefix(fakeName(req.Id), "m")
+	if s.settled[r]+s.unary[r] > 0 {
+		s.refused++
+		return nil, status.Error(codes.FailedPrecondition, "message not leased (unknown, already settled, or its lease expired)")
+	}
+	s.unary[r]++
 	return &hourglassv1.AckResponse{}, nil
 }
 
@@ -325,6 +332,7 @@ func TestConsumeStopsWithoutAnswers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var handled atomic.Int32
+	var reported atomic.Int32
 	done := make(chan error, 1)
 	go func() {
 		done <- c.Consume(ctx, "t", func(_ context.Context, d Delivery) error {
@@ -339,13 +347,26 @@ func TestConsumeStopsWithoutAnswers(t *testing.T) {
 				cancel()
 			}
 			return nil
-		}, ConsumeOptions{Prefetch: n})
+		}, ConsumeOptions{Prefetch: n, OnError: func(err error) {
+			if status.Code(err) == codes.FailedPrecondition {
+				reported.Add(1)
+			}
+		}})
 	}()
 	if err := recv(t, "Consume to return", done); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
+	// The settles the server read and never answered are sent again by
+	// Ack once the stream ends, and refused as settled already; the
+	// refusals are expected and not reported.
+	if svc.refused == 0 {
+		t.Errorf("no Ack of a message settled already: the unanswered settles should have been sent again")
+	}
+	if k := reported.Load(); k > 0 {
+		t.Errorf("%d refusals of acks sent again reported to OnError; want none", k)
+	}
 	for i := range n {
 		r := fmt.Sprint("r", i)
 		if svc.settled[r]+svc.unary[r] != 1 {
@@ -506,6 +527,130 @@ func TestConsumeSettlesByUnaryAfterTheStreamBroke(t *testing.T) {
 			}
 			if svc.streamed != 0 {
 				t.Errorf("%d settles of the broken stream's messages went on the new stream", svc.streamed)
+			}
+		})
+	}
+}
+
+// loseService pushes n messages on its first Consume stream, reads one
+// settle request and then fails the stream without answering it, having
+// applied it or not (applied); later streams push nothing. Its unary
+// Ack refuses, as the server does, messages settled already.
+type loseService struct {
+	hourglassv1.UnimplementedHourglassServiceServer
+	n       int
+	applied bool
+
+	mu       sync.Mutex
+	streams  int
+	onStream map[string]bool // message name -> settled by the lost settle
+	acked    map[string]int  // message name -> times acked by Ack
+	refused  int             // acks by Ack of messages settled already
+	all      chan struct{}   // closed once every message is settled
+}
+
+func (s *loseService) Consume(st consumeServer) error {
+	if _, err := st.Recv(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.streams++
+	first := s.streams == 1
+	s.mu.Unlock()
+	if !first {
+		<-st.Context().Done()
+		return nil
+	}
+	var nums pushNumbers
+	var msgs []*hourglassv1.Message
+	for i := range s.n {
+		msgs = append(msgs, &hourglassv1.Message{Id: fakeID(fmt.Sprint("m", i)), Topic: "t", Body: fmt.Append(nil, "m", i), Receipt: fmt.Sprint("m", i)})
+	}
+	if err := st.Send(nums.batch(msgs)); err != nil {
+		return err
+	}
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if set := req.GetSettle(); set != nil {
+			s.mu.Lock()
+			if s.applied {
+				for _, m := range nums.ranges(set.Acks) {
+					s.onStream[m] = true
+				}
+				s.check()
+			}
+			s.mu.Unlock()
+			return status.Error(codes.Unavailable, "node going away")
+		}
+	}
+}
+
+// check closes all once every message is settled; s.mu is held.
+func (s *loseService) check() {
+	if len(s.onStream)+len(s.acked) == s.n {
+		close(s.all)
+	}
+}
+
+func (s *loseService) Ack(_ context.Context, req *hourglassv1.AckRequest) (*hourglassv1.AckResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := fakeName(req.Id)
+	if s.onStream[m] || s.acked[m] > 0 {
+		s.refused++
+		return nil, status.Error(codes.FailedPrecondition, "message not leased (unknown, already settled, or its lease expired)")
+	}
+	s.acked[m]++
+	s.check()
+	return &hourglassv1.AckResponse{}, nil
+}
+
+// TestConsumeResendsUnansweredSettles: a settle request that the stream's
+// break leaves unanswered is sent again by Ack (by ID), whether the server
+// lost it (the messages are acked then, not handed out again after their
+// leases) or applied it (the acks are refused as settled already, and the
+// refusals are not reported).
+func TestConsumeResendsUnansweredSettles(t *testing.T) {
+	for _, applied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			const n = 50
+			svc := &loseService{n: n, applied: applied, onStream: map[string]bool{}, acked: map[string]int{}, all: make(chan struct{})}
+			c := newClient(t, startFake(t, svc))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var refusals atomic.Int32
+			done := make(chan error, 1)
+			go func() {
+				done <- c.Consume(ctx, "t", func(context.Context, Delivery) error { return nil }, ConsumeOptions{
+					Prefetch: n, Concurrency: 4,
+					OnError: func(err error) {
+						if status.Code(err) != codes.Unavailable {
+							refusals.Add(1)
+							t.Errorf("OnError: %v", err)
+						}
+					},
+				})
+			}()
+			recv(t, "every message settled", svc.all)
+			cancel()
+			if err := recv(t, "Consume to return", done); err != nil {
+				t.Fatalf("Consume: %v", err)
+			}
+			svc.mu.Lock()
+			defer svc.mu.Unlock()
+			for m, k := range svc.acked {
+				if k != 1 || svc.onStream[m] {
+					t.Errorf("%s acked %d times by Ack, settled on the stream: %v", m, k, svc.onStream[m])
+				}
+			}
+			if applied && (len(svc.onStream) == 0 || svc.refused == 0) {
+				t.Errorf("%d settled on the stream, %d acks refused: want the lost settle applied and sent again", len(svc.onStream), svc.refused)
+			}
+			if !applied && svc.refused != 0 {
+				t.Errorf("%d acks refused; want none (nothing was settled on the stream)", svc.refused)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -47,6 +48,57 @@ type cstream struct {
 	extMu   sync.Mutex
 	extRef  uint64                                       // guarded by extMu: the last extend's ref
 	extWait map[uint64]chan *hourglassv1.ConsumeExtended // guarded by extMu: extends not yet answered
+
+	sentMu sync.Mutex
+	sent   map[uint64][]outcome // guarded by sentMu: settle requests sent and not answered, by ref
+	ended  bool                 // guarded by sentMu: the responses have ended; nothing is tracked any more
+}
+
+// track records the outcomes of the settle request ref before it is sent,
+// so that they can be sent again if no answer comes; false once the
+// stream's responses have ended (settle them by unary calls instead).
+func (s *cstream) track(ref uint64, os []outcome) bool {
+	s.sentMu.Lock()
+	defer s.sentMu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.sent[ref] = os
+	return true
+}
+
+// untrack forgets the settle request ref (answered, or never sent) and
+// returns its outcomes; false if it is not tracked (answered already, or
+// taken by unanswered).
+func (s *cstream) untrack(ref uint64) ([]outcome, bool) {
+	s.sentMu.Lock()
+	defer s.sentMu.Unlock()
+	os, ok := s.sent[ref]
+	delete(s.sent, ref)
+	return os, ok
+}
+
+// unansweredOutcomes ends the tracking, once the stream's responses have ended,
+// and returns the outcomes of the settle requests that no answer came
+// for: the server may have settled them or never read them.
+func (s *cstream) unansweredOutcomes() []outcome {
+	s.sentMu.Lock()
+	defer s.sentMu.Unlock()
+	s.ended = true
+	var os []outcome
+	for _, ref := range slices.Sorted(maps.Keys(s.sent)) {
+		os = append(os, s.sent[ref]...)
+	}
+	s.sent = nil
+	return os
+}
+
+// ended settles again, by unary calls, what s's settle requests that got
+// no answer named, and then marks s done. The server refuses those it
+// had settled (as not leased), and such refusals are not reported.
+func (cs *consumeState) ended(s *cstream) {
+	cs.settleUnary(s.unansweredOutcomes(), true)
+	close(s.done)
 }
 
 func (s *cstream) send(r *hourglassv1.ConsumeRequest) error {
@@ -105,7 +157,7 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 		return err
 	}
 	s := &cstream{st: st, cancel: cancel, unanswered: make(chan struct{}, maxUnanswered), done: make(chan struct{}),
-		window: cs.prefetch, extWait: map[uint64]chan *hourglassv1.ConsumeExtended{}}
+		window: cs.prefetch, extWait: map[uint64]chan *hourglassv1.ConsumeExtended{}, sent: map[uint64][]outcome{}}
 	if err := s.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Open{Open: &hourglassv1.ConsumeOpen{
 		Topic: cs.topic, Credits: int32(cs.prefetch), LeaseMs: cs.lease.Milliseconds(), MaxBatch: int32(cs.maxBatch),
 	}}}); err != nil {
@@ -143,7 +195,7 @@ func (cs *consumeState) stream(ctx context.Context, work chan<- held) error {
 					cs.cur = nil
 				}
 				cs.mu.Unlock()
-				close(s.done)
+				cs.ended(s)
 				cancel()
 				return rerr
 			}
@@ -194,7 +246,7 @@ func (cs *consumeState) answer(s *cstream, res *hourglassv1.ConsumeResponse) boo
 // drain reads what a stream of a stopping Consume still sends, until it
 // ends: answers to settles, and messages, given back at once.
 func (cs *consumeState) drain(s *cstream, in <-chan *hourglassv1.ConsumeResponse) {
-	defer close(s.done)
+	defer cs.ended(s)
 	var ds []Delivery
 	for res := range in {
 		if cs.answer(s, res) {
@@ -218,6 +270,7 @@ func (cs *consumeState) answered(s *cstream, set *hourglassv1.ConsumeSettled) {
 	case <-s.unanswered:
 	default: // an answer to nothing sent: nothing waits for it
 	}
+	s.untrack(set.Ref)
 	for i, seq := range set.Failed {
 		why := "refused"
 		if i < len(set.Errors) {
@@ -229,7 +282,7 @@ func (cs *consumeState) answered(s *cstream, set *hourglassv1.ConsumeSettled) {
 
 // giveBack releases h (a nack without delay), for a loop that stops.
 func (cs *consumeState) giveBack(h held) {
-	cs.settleUnary([]outcome{release(h)})
+	cs.settleUnary([]outcome{release(h)}, false)
 }
 
 // settler sends outcomes back: on the stream they came on while it is
@@ -280,7 +333,7 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 			}
 			return false
 		})
-		cs.settleUnary(other)
+		cs.settleUnary(other, false)
 		if len(batch) == 0 {
 			continue
 		}
@@ -304,20 +357,27 @@ func (cs *consumeState) settler(ctx context.Context, outcomes <-chan outcome) {
 		}
 		n := min(len(batch), maxAckBatch)
 		ref++
-		set := settleOf(ref, batch[:n])
-		err := cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: set}})
+		sent := slices.Clone(batch[:n])
+		batch = slices.Delete(batch, 0, n)
+		if !cur.track(ref, sent) {
+			// Its responses ended after the token was taken.
+			cs.settleUnary(sent, false)
+			continue
+		}
+		// A settle that the stream's end leaves unanswered is sent again
+		// by unary calls then (cs.ended).
+		err := cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Settle{Settle: settleOf(ref, sent)}})
+		again := err == nil // the settle went out: it may be settled
 		if credits := cs.credits(cur, n); err == nil && ctx.Err() == nil && credits > 0 {
 			err = cur.send(&hourglassv1.ConsumeRequest{Kind: &hourglassv1.ConsumeRequest_Credit{Credit: &hourglassv1.ConsumeCredit{Credits: int32(credits)}}})
 		}
 		if err != nil {
-			// The stream broke: settle them by unary calls. One sent
-			// just before may be settled twice; the second is refused.
-			cs.settleUnary(batch[:n])
+			// The stream broke: settle them by unary calls, unless its end
+			// took them already.
+			if os, ok := cur.untrack(ref); ok {
+				cs.settleUnary(os, again)
+			}
 		}
-		// A settle sent on a stream that then breaks is not answered:
-		// its messages come back after their leases if it was lost.
-		// TODO: resend those by unary calls when the stream breaks.
-		batch = slices.Delete(batch, 0, n)
 	}
 }
 
@@ -426,30 +486,45 @@ func (cs *consumeState) extendLease(ctx context.Context, r *running, lease time.
 	}
 }
 
-// settleUnary acks and nacks by unary calls.
-func (cs *consumeState) settleUnary(batch []outcome) {
+// settleUnary acks and nacks by unary calls. again says the batch may
+// have been settled already (a settle request that got no answer): then
+// the server's refusal of a message as not leased is not reported, nor
+// any refusal of a receipt by AckBatch.
+func (cs *consumeState) settleUnary(batch []outcome, again bool) {
 	if len(batch) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
+	report := func(err error) {
+		if again && status.Code(err) == codes.FailedPrecondition {
+			return
+		}
+		cs.report(err)
+	}
 	var acks []Delivery
 	for _, o := range batch {
 		switch {
 		case o.nack:
-			cs.report(cs.c.nack(ctx, o.d, o.delay, o.reason, o.deadLetter, o.release))
+			report(cs.c.nack(ctx, o.d, o.delay, o.reason, o.deadLetter, o.release))
 		case o.d.Receipt == "":
 			// Pushed on a stream (that has ended): by ID.
-			cs.report(cs.c.Ack(ctx, o.d))
+			report(cs.c.Ack(ctx, o.d))
 		default:
 			acks = append(acks, o.d)
 		}
 	}
 	for chunk := range slices.Chunk(acks, maxAckBatch) {
 		res, err := cs.c.AckBatch(ctx, chunk)
-		cs.report(err)
+		report(err)
+		if again {
+			// A receipt's refusal carries no code: settled already is
+			// the expected one, and any other (its lease ended) also
+			// means the message comes again.
+			continue
+		}
 		for _, e := range res {
-			cs.report(e)
+			report(e)
 		}
 	}
 }

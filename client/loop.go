@@ -163,6 +163,8 @@ func (cs *consumeState) run(ctx context.Context) error {
 		case <-time.After(settleTimeout):
 		}
 		cur.cancel()
+		// Its end settles again by unary calls what got no answer.
+		<-cur.done
 	}
 	return err
 }
@@ -225,7 +227,7 @@ func (cs *consumeState) finish(r *running, o outcome) {
 	}
 	if cs.outClosed {
 		cs.runMu.Unlock()
-		cs.settleUnary([]outcome{o})
+		cs.settleUnary([]outcome{o}, false)
 		return
 	}
 	defer cs.runMu.Unlock()

@@ -99,7 +99,7 @@ export async function consume(c: HourglassClient, topic: string, handler: Handle
         await consumeStream(c, topic, {
           concurrency, prefetch, maxPrefetch, maxBatch, leaseMs: o.leaseMs, signal, report,
           run: (d) => outcomeOf(handler, d, signal),
-          unary: (d, out) => settleUnary(c, d, out),
+          unary: (d, out, again) => settleUnary(c, d, out, again),
         });
       } catch (err) {
         if (signal.aborted) break;
@@ -161,10 +161,17 @@ async function outcomeOf(handler: Handler, d: Delivery, signal: AbortSignal): Pr
     : { ack: false, deadLetter: true, reason: cut(result.reason) };
 }
 
-/** settleUnary acks or nacks d by a unary call. */
-async function settleUnary(c: HourglassClient, d: Delivery, o: Outcome): Promise<void> {
-  if (o.ack) await c.ack(d);
-  else await c.nack(d, o);
+/**
+ * settleUnary acks or nacks d by a unary call. again: d may be settled already, and the server's
+ * refusal of it as not leased (FailedPrecondition) is expected, not an error.
+ */
+async function settleUnary(c: HourglassClient, d: Delivery, o: Outcome, again = false): Promise<void> {
+  try {
+    if (o.ack) await c.ack(d);
+    else await c.nack(d, o);
+  } catch (err) {
+    if (!again || ConnectError.from(err).code !== Code.FailedPrecondition) throw err;
+  }
 }
 
 /** handle runs the handler on d and settles d by its result. It never rejects. */

@@ -152,8 +152,11 @@ export interface StreamOptions {
   report: (err: unknown) => void;
   /** Runs the handler on d; never rejects. */
   run: (d: Delivery) => Promise<Outcome>;
-  /** Settles by unary calls what a stream that broke cannot. */
-  unary: (d: Delivery, o: Outcome) => Promise<void>;
+  /**
+   * Settles by unary calls what a stream that broke cannot. again: d may be settled already (its
+   * settle got no answer), and the server's refusal of it as not leased is not an error.
+   */
+  unary: (d: Delivery, o: Outcome, again?: boolean) => Promise<void>;
 }
 
 /**
@@ -172,6 +175,14 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
   const running = new Set<Promise<void>>();
   let outcomes: { d: Delivery; seq: bigint; o: Outcome }[] = [];
   let ref = 0n;
+  // Settle requests sent and not answered, by ref: when the stream ends they go again by unary
+  // calls (resend), since the server may have lost them.
+  const sent = new Map<bigint, { d: Delivery; o: Outcome }[]>();
+  const resend = async () => {
+    const xs = [...sent.values()].flat();
+    sent.clear();
+    await Promise.all(xs.map((x) => o.unary(x.d, x.o, true).catch(o.report)));
+  };
   let broken = false;
   let closed = false;
   let flushing = false;
@@ -196,6 +207,7 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
           deadLetter: x.o.deadLetter ?? false, release: x.o.release ?? false,
         })]);
       ref++;
+      sent.set(ref, batch.map((x) => ({ d: x.d, o: x.o })));
       reqs.push(create(ConsumeRequestSchema, {
         kind: { case: "settle", value: { ref, acks: ranges.map((r) => create(SeqRangeSchema, r)), nacks } },
       }));
@@ -247,6 +259,7 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
           break;
         case "settled": {
           const s = res.kind.value;
+          sent.delete(s.ref);
           s.failed.forEach((seq, i) => o.report(new Error(`hourglass: settle of message ${seq} of topic ${topic}: ${s.errors[i] ?? "refused"}`)));
           break;
         }
@@ -258,6 +271,7 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
     waiting.splice(0);
     await Promise.all(running);
     flush();
+    await resend();
     throw ConnectError.from(err);
   } finally {
     o.signal.removeEventListener("abort", giveBack);
@@ -266,4 +280,5 @@ export async function consumeStream(c: HourglassClient, topic: string, o: Stream
   broken = true; // the server ended the stream: whatever is still to settle goes by unary calls
   await Promise.all(running);
   flush();
+  await resend();
 }
