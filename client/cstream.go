@@ -50,8 +50,7 @@ type cstream struct {
 	extWait map[uint64]chan *hourglassv1.ConsumeExtended // guarded by extMu: extends not yet answered
 
 	sentMu sync.Mutex
-	sent   map[uint64][]outcome // guarded by sentMu: settle requests sent and not answered, by ref
-	ended  bool                 // guarded by sentMu: the responses have ended; nothing is tracked any more
+	sent   map[uint64][]outcome // guarded by sentMu: settle requests sent and not answered, by ref; nil once the responses have ended
 }
 
 // track records the outcomes of the settle request ref before it is sent,
@@ -60,7 +59,7 @@ type cstream struct {
 func (s *cstream) track(ref uint64, os []outcome) bool {
 	s.sentMu.Lock()
 	defer s.sentMu.Unlock()
-	if s.ended {
+	if s.sent == nil {
 		return false
 	}
 	s.sent[ref] = os
@@ -69,7 +68,7 @@ func (s *cstream) track(ref uint64, os []outcome) bool {
 
 // untrack forgets the settle request ref (answered, or never sent) and
 // returns its outcomes; false if it is not tracked (answered already, or
-// taken by unanswered).
+// taken by unansweredOutcomes).
 func (s *cstream) untrack(ref uint64) ([]outcome, bool) {
 	s.sentMu.Lock()
 	defer s.sentMu.Unlock()
@@ -84,7 +83,6 @@ func (s *cstream) untrack(ref uint64) ([]outcome, bool) {
 func (s *cstream) unansweredOutcomes() []outcome {
 	s.sentMu.Lock()
 	defer s.sentMu.Unlock()
-	s.ended = true
 	var os []outcome
 	for _, ref := range slices.Sorted(maps.Keys(s.sent)) {
 		os = append(os, s.sent[ref]...)
